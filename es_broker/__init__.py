@@ -1,0 +1,1 @@
+"""es-broker: an event-sourced message broker with Apache RocketMQ 4.x semantics."""

@@ -1,0 +1,1 @@
+"""Actions: each turns a request into records, deciding everything once."""

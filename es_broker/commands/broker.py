@@ -1,0 +1,201 @@
+"""The broker core, in process: what the wire server and the CLI call.
+
+Reads answer from a read transaction on the caller's thread; every change is
+a job handed to the group-commit writer, which decides, records and applies
+it in one LMDB write transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from es_broker.clock import Clock
+from es_broker.commands import messages, offsets, topics
+from es_broker.commands.errors import NoPermission
+from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutResult
+from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
+from es_broker.commands.offsets import OffsetAnswer
+from es_broker.commands.store import Store
+from es_broker.config import BrokerConfig
+from es_broker.log import AppendContext, GroupCommitWriter, make
+
+T = TypeVar("T")
+
+SYSTEM = "system"
+MOVED_STATUSES = frozenset(
+    {GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.NO_MESSAGE_IN_QUEUE}
+)
+
+
+class Broker:
+    """One broker's state and the operations on it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.config: BrokerConfig = store.config
+        self.writer = GroupCommitWriter(store.log, flush_interval_ms=store.config.flushIntervalCommitLog)
+
+    @classmethod
+    def open(cls, data_dir: str | Path, config: BrokerConfig | None = None,
+             clock: Clock | None = None) -> Broker:
+        return cls(Store.open(data_dir, config, clock))
+
+    async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the writer until cancelled; the broker is usable once started."""
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.writer.run)
+                if self.config.brokerRole != "SLAVE":
+                    await self._ensure_system_topics()
+                task_status.started(self)
+        finally:
+            self.writer.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    async def submit(self, job: Callable[[AppendContext], T]) -> T:
+        return await self.writer.submit(job)
+
+    async def _ensure_system_topics(self) -> None:
+        """Topics RocketMQ's TopicConfigManager creates at a master's first start."""
+        cfg = self.config
+        wanted = [
+            topics.topic_config_record("SELF_TEST_TOPIC", 1, 1),
+            topics.topic_config_record(OFFSET_MOVED_EVENT, 1, 1),
+            topics.topic_config_record(SCHEDULE_TOPIC, len(cfg.delay_levels_ms()), len(cfg.delay_levels_ms())),
+            topics.topic_config_record(cfg.brokerClusterName, 16, 16, cfg.brokerPermission | 1),
+            topics.topic_config_record(cfg.brokerName, 1, 1, cfg.brokerPermission | 1),
+        ]
+        if cfg.autoCreateTopicEnable:
+            n = cfg.defaultTopicQueueNums
+            wanted.append(topics.topic_config_record(AUTO_CREATE_TEMPLATE, n, n, 7))
+        with self.store.read() as txn:
+            missing = [c for c in wanted if self.store.topics.get(txn, c["topicName"]) is None]
+        for config in missing:
+            await self.submit(topics.update_topic_job(self.store, config, SYSTEM, system=True))
+
+    # ------------------------------------------------------------------ messages
+    async def put_message(self, topic: str, queue_id: int, message: MessageIn, **kw: Any) -> PutResult:
+        """Store one message (SEND_MESSAGE); queue_id < 0 lets the broker pick a write queue."""
+        return await self.put_messages(topic, queue_id, [message], **kw)
+
+    async def put_messages(self, topic: str, queue_id: int, batch: list[MessageIn], *,
+                           requester: str = "", producer_group: str = "",
+                           default_topic: str | None = None, default_topic_queue_nums: int = 4) -> PutResult:
+        """Store a batch in one queue, one record (SEND_BATCH_MESSAGE)."""
+        prepared = messages.prepare_put(self.store, topic, queue_id, batch, producer_group=producer_group,
+                                        default_topic=default_topic,
+                                        default_topic_queue_nums=default_topic_queue_nums)
+        return await self.submit(messages.put_job(self.store, prepared, requester))
+
+    def get_message(self, topic: str, queue_id: int, offset: int, max_msg_nums: int = 32,
+                    tags_codes: frozenset[int] | None = None) -> GetResult:
+        """Read messages with the topic checks but without recording a delivery."""
+        with self.store.read() as txn:
+            messages.check_readable(self.store, txn, topic, queue_id)
+            return messages.get_message(self.store, txn, topic, queue_id, offset, max_msg_nums, tags_codes)
+
+    async def pull(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int = 32, *,
+                   tags_codes: frozenset[int] | None = None, client: str = "",
+                   commit_offset: int | None = None) -> GetResult:
+        """PULL_MESSAGE: read, then record the delivery and any piggybacked commit (B-31)."""
+        with self.store.read() as txn:
+            messages.check_readable(self.store, txn, topic, queue_id)
+            group_config = self.store.groups.get(txn, group)
+        if group_config is None:
+            group_config = await self.submit(
+                lambda ctx: topics.find_or_create_group(self.store, ctx, group, client))
+        if not group_config["consumeEnable"]:
+            raise NoPermission(f"subscription group no permission, {group}")
+        result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes)
+        store = self.store
+        commit = commit_offset is not None and self.config.brokerRole != "SLAVE"
+        record_moved = result.status in MOVED_STATUSES and not (
+            result.status == GetStatus.NO_MESSAGE_IN_QUEUE and offset == 0)
+        if result.status == GetStatus.FOUND or record_moved or commit:
+            def job(ctx: AppendContext) -> None:
+                ts = store.clock.now_ms()
+                if result.status == GetStatus.FOUND:
+                    ctx.append(make("messages_delivered", ts, group=group, topic=topic, queue_id=queue_id,
+                                    offset=offset, offsets=list(result.offsets),
+                                    next_offset=result.next_begin_offset, client=client))
+                elif record_moved:
+                    ctx.append(make("pull_offset_moved", ts, group=group, topic=topic, queue_id=queue_id,
+                                    offset=offset, status=result.status.value,
+                                    next_offset=result.next_begin_offset, min_offset=result.min_offset,
+                                    max_offset=result.max_offset, client=client))
+                if commit:
+                    offsets.commit_job(store, group, topic, queue_id, commit_offset,
+                                       cause=offsets.CAUSE_PULL_COMMIT, requester=client)(ctx)
+            await self.submit(job)
+        return result
+
+    # ------------------------------------------------------------------ offsets
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        with self.store.read() as txn:
+            return self.store.cq.bounds(txn, topic, queue_id)[0]
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        with self.store.read() as txn:
+            return self.store.cq.bounds(txn, topic, queue_id)[1]
+
+    def earliest_msg_store_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the unit at min, or -1 (GET_EARLIEST_MSG_STORETIME, B-71)."""
+        with self.store.read() as txn:
+            lo, hi = self.store.cq.bounds(txn, topic, queue_id)
+            unit = self.store.cq.unit(txn, topic, queue_id, lo) if hi > lo else None
+            return unit.store_time if unit else -1
+
+    def search_offset(self, topic: str, queue_id: int, timestamp: int, mode: str | None = None) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP (B-68); mode overrides the time_lookup switch (S-7)."""
+        with self.store.read() as txn:
+            return offsets.search_offset(self.store, txn, topic, queue_id, timestamp, mode)
+
+    async def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, *,
+                            cause: str = offsets.CAUSE_CLIENT_COMMIT, requester: str = "") -> int:
+        """UPDATE_CONSUMER_OFFSET: record the commit; returns its sequence number."""
+        return await self.submit(offsets.commit_job(self.store, group, topic, queue_id, offset,
+                                                    cause=cause, requester=requester))
+
+    def stored_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The offset table's value, or -1 (B-29)."""
+        with self.store.read() as txn:
+            return self.store.offsets.query(txn, topic, group, queue_id)
+
+    async def query_consumer_offset(self, group: str, topic: str, queue_id: int, *,
+                                    requester: str = "") -> OffsetAnswer:
+        """QUERY_CONSUMER_OFFSET with the B-37 decision table."""
+        with self.store.read() as txn:
+            answer = offsets.decide_query(self.store, txn, group, topic, queue_id)
+        if answer.row == 1:
+            return answer  # a stored offset: nothing new to record
+        return await self.submit(offsets.query_job(self.store, group, topic, queue_id, requester))
+
+    # ------------------------------------------------------------------ topics and groups
+    def topic_config(self, topic: str) -> dict[str, Any] | None:
+        with self.store.read() as txn:
+            return self.store.topics.get(txn, topic)
+
+    def group_config(self, group: str) -> dict[str, Any] | None:
+        with self.store.read() as txn:
+            return self.store.groups.get(txn, group)
+
+    async def update_topic(self, config: dict[str, Any], *, requester: str = "") -> int:
+        return await self.submit(topics.update_topic_job(self.store, config, requester))
+
+    async def update_topic_perm(self, topic: str, perm: int, *, requester: str = "") -> int:
+        return await self.submit(topics.update_topic_perm_job(self.store, topic, perm, requester))
+
+    async def delete_topic(self, topic: str, *, requester: str = "") -> int | None:
+        return await self.submit(topics.delete_topic_job(self.store, topic, requester))
+
+    async def update_group(self, config: dict[str, Any], *, requester: str = "") -> int:
+        return await self.submit(topics.update_group_job(self.store, config, requester))
+
+    async def delete_group(self, group: str, *, requester: str = "") -> int | None:
+        return await self.submit(topics.delete_group_job(self.store, group, requester))

@@ -1,0 +1,78 @@
+"""RocketMQ's rules for topic and group names (TopicValidator, B-24)."""
+
+from __future__ import annotations
+
+import re
+
+from es_broker.commands.errors import IllegalRequest, NoPermission
+
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+AUTO_CREATE_TEMPLATE = "TBW102"
+MAX_NAME_LENGTH = 127
+
+_LEGAL = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+SYSTEM_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        OFFSET_MOVED_EVENT,
+        AUTO_CREATE_TEMPLATE,
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+    }
+)
+NOT_SENDABLE = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        OFFSET_MOVED_EVENT,
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+    }
+)
+
+
+def check_topic_name(topic: object) -> str:
+    """Return topic if it is a legal name, else raise with RocketMQ's remark."""
+    if not isinstance(topic, str) or not topic:
+        raise IllegalRequest("The specified topic is blank.")
+    if len(topic) > MAX_NAME_LENGTH:
+        raise IllegalRequest(f"The specified topic is longer than topic max length {MAX_NAME_LENGTH}.")
+    if not _LEGAL.match(topic):
+        raise IllegalRequest(
+            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
+    return topic
+
+
+def check_group_name(group: object) -> str:
+    if not isinstance(group, str) or not group:
+        raise IllegalRequest("The specified group is blank.")
+    if len(group) > 255 or not _LEGAL.match(group):
+        raise IllegalRequest(f"the specified group[{group}] contains illegal characters or is too long")
+    return group
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(("rmq_sys_", "RMQ_SYS_TRANS_"))
+
+
+def check_sendable(topic: str) -> None:
+    if topic in NOT_SENDABLE:
+        raise NoPermission(f"Sending message to topic[{topic}] is forbidden.")
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group

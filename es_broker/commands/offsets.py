@@ -1,0 +1,170 @@
+"""Consumer offsets: commit (B-28, B-30, B-31), query (B-37) and time lookup (B-68..B-70, S-7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lmdb
+
+from es_broker.commands import names
+from es_broker.commands.errors import Code, IllegalRequest
+from es_broker.commands.store import Store
+from es_broker.log import AppendContext, make
+from es_broker.projections.consume_queue import UNITS_PER_FILE
+
+QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+
+# causes of offset changes (B-131)
+CAUSE_CLIENT_COMMIT = "client_commit"
+CAUSE_PULL_COMMIT = "pull_commit"
+CAUSE_ADMIN = "admin"
+
+
+def _check_queue_id(queue_id: object) -> int:
+    if not isinstance(queue_id, int) or isinstance(queue_id, bool) or queue_id < 0:
+        raise IllegalRequest(f"queueId {queue_id!r} must be a non-negative integer")
+    return queue_id
+
+
+def commit_job(store: Store, group: str, topic: str, queue_id: int, offset: int, *,
+               cause: str, requester: str):
+    """Store an offset: an overwrite, lower values included (B-28)."""
+    names.check_group_name(group)
+    names.check_topic_name(topic)
+    _check_queue_id(queue_id)
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise IllegalRequest(f"commitOffset {offset!r} must be an integer")
+
+    def job(ctx: AppendContext) -> int:
+        old = store.offsets.query(ctx.txn, topic, group, queue_id)
+        return ctx.append(make("offset_committed", store.clock.now_ms(), group=group, topic=topic,
+                               queue_id=queue_id, offset=offset, old=old, cause=cause,
+                               requester=requester))
+
+    return job
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAnswer:
+    """The QUERY_CONSUMER_OFFSET answer and what it was decided from (B-37)."""
+
+    code: Code
+    offset: int
+    row: int  # the row of the B-37 table that decided
+    stored: int
+    min_offset: int
+    head_in_memory: bool | None  # None: no unit at offset 0 to judge
+    phy_max: int
+
+    @property
+    def remark(self) -> str | None:
+        return QUERY_NOT_FOUND_REMARK if self.code == Code.QUERY_NOT_FOUND else None
+
+
+def decide_query(store: Store, txn: lmdb.Transaction, group: str, topic: str, queue_id: int) -> OffsetAnswer:
+    """B-37: stored offset; else 0 while the queue head is unread-able from disk; else not found."""
+    stored = store.offsets.query(txn, topic, group, queue_id)
+    lo, _ = store.cq.bounds(txn, topic, queue_id)
+    phy_max = store.commitlog.phy_max(txn)
+    head = store.cq.unit(txn, topic, queue_id, 0)
+    in_memory = None if head is None else phy_max - head.physical_offset <= store.config.in_memory_threshold
+    if stored >= 0:
+        return OffsetAnswer(Code.SUCCESS, stored, 1, stored, lo, in_memory, phy_max)
+    if store.config.new_group_start != "strict" and lo <= 0 and in_memory is not False:
+        return OffsetAnswer(Code.SUCCESS, 0, 2, stored, lo, in_memory, phy_max)
+    return OffsetAnswer(Code.QUERY_NOT_FOUND, -1, 3, stored, lo, in_memory, phy_max)
+
+
+def query_job(store: Store, group: str, topic: str, queue_id: int, requester: str):
+    """Answer a query; a 'no offset stored' answer is recorded with its verdict (B-134)."""
+    _check_queue_id(queue_id)
+
+    def job(ctx: AppendContext) -> OffsetAnswer:
+        answer = decide_query(store, ctx.txn, group, topic, queue_id)
+        if answer.row != 1:
+            ctx.append(make("offset_queried", store.clock.now_ms(), group=group, topic=topic,
+                            queue_id=queue_id, row=answer.row, offset=answer.offset,
+                            code=int(answer.code), min_offset=answer.min_offset,
+                            head_in_memory=answer.head_in_memory, phy_max=answer.phy_max,
+                            requester=requester))
+        return answer
+
+    return job
+
+
+# ---------------------------------------------------------------------- time lookup
+
+
+def _div20(x: int) -> int:
+    """Java's integer division by 20 (truncates toward zero)."""
+    return x // 20 if x >= 0 else -((-x) // 20)
+
+
+def search_offset(store: Store, txn: lmdb.Transaction, topic: str, queue_id: int, timestamp: int,
+                  mode: str | None = None) -> int:
+    """getOffsetInQueueByTime (B-68); `lower_bound` / `upper_bound` per S-7."""
+    mode = mode or store.config.time_lookup
+    lo, hi = store.cq.bounds(txn, topic, queue_id)
+    if hi == 0:
+        return 0
+    if mode in ("lower_bound", "upper_bound"):
+        return _bound(store, txn, topic, queue_id, lo, hi, timestamp, mode == "upper_bound")
+    if mode != "compat":
+        raise IllegalRequest(f"time_lookup {mode!r} is not one of compat, lower_bound, upper_bound")
+
+    def store_time(offset: int) -> tuple[int, int]:
+        unit = store.cq.unit(txn, topic, queue_id, offset)
+        return unit.physical_offset, unit.store_time
+
+    # 1. the first file (oldest first) whose last-modified time >= ts, else the newest
+    first_file, last_file = lo // UNITS_PER_FILE, (hi - 1) // UNITS_PER_FILE
+    chosen = last_file
+    for f in range(first_file, last_file + 1):
+        last_unit = min((f + 1) * UNITS_PER_FILE, hi) - 1
+        if store_time(last_unit)[1] >= timestamp:
+            chosen = f
+            break
+    file_start = chosen * UNITS_PER_FILE
+    # 2..5. binary search on byte positions inside that file only
+    phy_min = store.commitlog.phy_min(txn)
+    low = max(lo - file_start, 0) * 20
+    high = (min(file_start + UNITS_PER_FILE, hi) - 1 - file_start) * 20
+    target = left = right = -1
+    left_value = right_value = -1
+    while high >= low:
+        mid = (low + high) // 40 * 20
+        phy, s = store_time(file_start + mid // 20)
+        if phy < phy_min:
+            low, left = mid + 20, mid
+            continue
+        if s < 0:
+            return 0
+        if s == timestamp:
+            target = mid
+            break
+        if s > timestamp:
+            high, right, right_value = mid - 20, mid, s
+        else:
+            low, left, left_value = mid + 20, mid, s
+    if target != -1:
+        pos = target
+    elif left_value == -1:
+        pos = right
+    elif right_value == -1:
+        pos = left
+    else:
+        pos = right if abs(timestamp - left_value) > abs(timestamp - right_value) else left
+    return _div20(file_start * 20 + pos)
+
+
+def _bound(store: Store, txn, topic: str, queue_id: int, lo: int, hi: int, ts: int, strict: bool) -> int:
+    """First offset whose store time is >= ts (> ts when strict); max when none."""
+    a, b = lo, hi
+    while a < b:
+        mid = (a + b) // 2
+        s = store.cq.unit(txn, topic, queue_id, mid).store_time
+        if s > ts or (s == ts and not strict):
+            b = mid
+        else:
+            a = mid + 1
+    return a

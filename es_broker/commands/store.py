@@ -1,0 +1,67 @@
+"""The broker's state in one place: the record log, its projections, config and clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+
+from es_broker.clock import Clock, SystemClock
+from es_broker.config import BrokerConfig
+from es_broker.log import RecordLog
+from es_broker.projections import (
+    CommitLogProjection,
+    ConsumeQueueProjection,
+    OffsetTableProjection,
+    SubscriptionGroupProjection,
+    TopicConfigProjection,
+)
+
+LMDB_DIR = "lmdb"
+
+
+@dataclass(slots=True)
+class Store:
+    log: RecordLog
+    commitlog: CommitLogProjection
+    cq: ConsumeQueueProjection
+    offsets: OffsetTableProjection
+    topics: TopicConfigProjection
+    groups: SubscriptionGroupProjection
+    config: BrokerConfig
+    clock: Clock
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | Path,
+        config: BrokerConfig | None = None,
+        clock: Clock | None = None,
+        *,
+        readonly: bool = False,
+    ) -> Store:
+        """Open (or create) the LMDB environment of a broker data directory."""
+        config = config or BrokerConfig(storePathRootDir=str(data_dir))
+        projections = (
+            CommitLogProjection(),
+            ConsumeQueueProjection(),
+            OffsetTableProjection(),
+            TopicConfigProjection(),
+            SubscriptionGroupProjection(),
+        )
+        log = RecordLog(
+            Path(data_dir) / LMDB_DIR,
+            list(projections),
+            sync=config.sync_flush,
+            map_size=config.initial_map_size,
+            readonly=readonly,
+        )
+        return cls(log, *projections, config=config, clock=clock or SystemClock())
+
+    def read(self) -> lmdb.Transaction:
+        """A read transaction: a consistent snapshot of every projection."""
+        return self.log.read_txn()
+
+    def close(self) -> None:
+        self.log.close()

@@ -1,0 +1,142 @@
+"""Topic configs and subscription groups: create, update, perm change, delete (B-20..B-26, B-03)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from es_broker.commands import names
+from es_broker.commands.errors import GroupNotExist, IllegalRequest, TopicNotExist
+from es_broker.commands.store import Store
+from es_broker.log import AppendContext, make
+from es_broker.projections.subscription_groups import default_group_config
+
+SLAVE_REFUSAL = (
+    "Can't modify topic or subscription group from slave broker, "
+    "please execute it from master broker."
+)
+MAX_QUEUE_NUMS = 1024
+
+
+def topic_config_record(
+    topic: str,
+    read_queue_nums: int = 16,
+    write_queue_nums: int = 16,
+    perm: int = 6,
+    *,
+    topic_filter_type: str = "SINGLE_TAG",
+    topic_sys_flag: int = 0,
+    order: bool = False,
+) -> dict[str, Any]:
+    """A topic config as TopicConfig holds it (defaults 16/16, perm 6, B-02)."""
+    return {
+        "topicName": topic,
+        "readQueueNums": read_queue_nums,
+        "writeQueueNums": write_queue_nums,
+        "perm": perm,
+        "topicFilterType": topic_filter_type,
+        "topicSysFlag": topic_sys_flag,
+        "order": order,
+    }
+
+
+def _check_master(store: Store) -> None:
+    if store.config.brokerRole == "SLAVE":
+        raise IllegalRequest(SLAVE_REFUSAL)
+
+
+def _check_int(name: str, value: object, lo: int, hi: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise IllegalRequest(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+    return value
+
+
+def update_topic_job(store: Store, config: dict[str, Any], requester: str, *, system: bool = False):
+    """UPDATE_AND_CREATE_TOPIC: replace the whole config of a topic (B-26)."""
+    topic = names.check_topic_name(config.get("topicName"))
+    if not system and names.is_system_topic(topic):
+        raise IllegalRequest(f"The topic[{topic}] is conflict with system topic.")
+    _check_master(store)
+    full = topic_config_record(topic)
+    full.update({k: v for k, v in config.items() if k in full})
+    _check_int("readQueueNums", full["readQueueNums"], 0, MAX_QUEUE_NUMS)
+    _check_int("writeQueueNums", full["writeQueueNums"], 0, MAX_QUEUE_NUMS)
+    _check_int("perm", full["perm"], 0, 15)
+
+    def job(ctx: AppendContext) -> int:
+        return ctx.append(make("topic_updated", store.clock.now_ms(), topic=topic, config=full,
+                               requester=requester, cause="update"))
+
+    return job
+
+
+def update_topic_perm_job(store: Store, topic: str, perm: int, requester: str):
+    """Change only a topic's perm, as `mqadmin updateTopicPerm` does."""
+    names.check_topic_name(topic)
+    _check_int("perm", perm, 0, 15)
+    _check_master(store)
+
+    def job(ctx: AppendContext) -> int:
+        config = store.topics.get(ctx.txn, topic)
+        if config is None:
+            raise TopicNotExist(f"topic[{topic}] not exist, apply first please!")
+        return ctx.append(make("topic_perm_changed", store.clock.now_ms(), topic=topic,
+                               old_perm=config["perm"], perm=perm, requester=requester))
+
+    return job
+
+
+def delete_topic_job(store: Store, topic: str, requester: str):
+    names.check_topic_name(topic)
+    if names.is_system_topic(topic):
+        raise IllegalRequest(f"The topic[{topic}] is conflict with system topic.")
+    _check_master(store)
+
+    def job(ctx: AppendContext) -> int | None:
+        if store.topics.get(ctx.txn, topic) is None:
+            return None
+        return ctx.append(make("topic_deleted", store.clock.now_ms(), topic=topic, requester=requester))
+
+    return job
+
+
+def update_group_job(store: Store, config: dict[str, Any], requester: str):
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: replace a group's config."""
+    group = names.check_group_name(config.get("groupName"))
+    _check_master(store)
+    full = default_group_config(group)
+    full.update({k: v for k, v in config.items() if k in full})
+    _check_int("retryQueueNums", full["retryQueueNums"], 0, MAX_QUEUE_NUMS)
+    _check_int("retryMaxTimes", full["retryMaxTimes"], -1, 1 << 31)
+    _check_int("brokerId", full["brokerId"], 0, 1 << 31)
+    _check_int("whichBrokerWhenConsumeSlowly", full["whichBrokerWhenConsumeSlowly"], 0, 1 << 31)
+
+    def job(ctx: AppendContext) -> int:
+        return ctx.append(make("subgroup_updated", store.clock.now_ms(), group=group, config=full,
+                               requester=requester, cause="update"))
+
+    return job
+
+
+def delete_group_job(store: Store, group: str, requester: str):
+    names.check_group_name(group)
+    _check_master(store)
+
+    def job(ctx: AppendContext) -> int | None:
+        if store.groups.get(ctx.txn, group) is None:
+            return None
+        return ctx.append(make("subgroup_deleted", store.clock.now_ms(), group=group, requester=requester))
+
+    return job
+
+
+def find_or_create_group(store: Store, ctx: AppendContext, group: str, requester: str) -> dict[str, Any]:
+    """The group's config, created with the defaults when RocketMQ would (B-03)."""
+    config = store.groups.get(ctx.txn, group)
+    if config is not None:
+        return config
+    if not (store.config.autoCreateSubscriptionGroup or group.startswith("CID_RMQ_SYS_")):
+        raise GroupNotExist(f"subscription group [{group}] does not exist, apply first please!")
+    config = default_group_config(group)
+    ctx.append(make("subgroup_updated", store.clock.now_ms(), group=group, config=config,
+                    requester=requester, cause="auto_create"))
+    return config

@@ -1,0 +1,135 @@
+"""Broker configuration: RocketMQ's names and default values in one place.
+
+Keys keep RocketMQ's camelCase names so a `broker.conf` written for RocketMQ
+loads as it is; es-broker's own switches (spec section 19) use snake_case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+SYNC_FLUSH = "SYNC_FLUSH"
+ASYNC_FLUSH = "ASYNC_FLUSH"
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+def _host_ram() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 24 * 1024**3  # what RocketMQ assumes when the JVM cannot tell
+
+
+def default_store_root() -> str:
+    return str(Path.home() / "store")  # storePathRootDir default ($HOME/store, B-07)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Every setting the broker reads, with RocketMQ's default values (B-01, B-02)."""
+
+    # --- identity and network (BrokerConfig, NettyServerConfig)
+    brokerName: str = "broker-a"
+    brokerClusterName: str = "DefaultCluster"
+    brokerId: int = 0
+    brokerIP1: str = "127.0.0.1"
+    listenPort: int = 10911
+    namesrvAddr: str = ""
+    brokerRole: str = "ASYNC_MASTER"  # ASYNC_MASTER | SYNC_MASTER | SLAVE
+    brokerPermission: int = 6
+    haListenPort: int = 10912
+    # --- store (MessageStoreConfig)
+    storePathRootDir: str = field(default_factory=default_store_root)
+    flushDiskType: str = ASYNC_FLUSH
+    flushIntervalCommitLog: int = 500  # ms between background flushes in ASYNC_FLUSH
+    maxMessageSize: int = 4 * 1024 * 1024
+    fileReservedTime: int = 72  # hours
+    deleteWhen: str = "04"
+    diskMaxUsedSpaceRatio: int = 75
+    messageDelayLevel: str = DEFAULT_DELAY_LEVELS
+    accessMessageInMemoryMaxRatio: int = 40
+    maxTransferBytesOnMessageInMemory: int = 262144
+    maxTransferCountOnMessageInMemory: int = 32
+    maxTransferBytesOnMessageInDisk: int = 65536
+    maxTransferCountOnMessageInDisk: int = 8
+    offsetCheckInSlave: bool = False
+    # --- broker behaviour
+    slaveReadEnable: bool = False
+    autoCreateTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    defaultTopicQueueNums: int = 8
+    longPollingEnable: bool = True
+    shortPollingTimeMills: int = 1000
+    flushConsumerOffsetInterval: int = 5000
+    notifyConsumerIdsChangedEnable: bool = True
+    # --- es-broker switches (spec section 19; defaults are RocketMQ-compatible)
+    total_physical_memory_bytes: int = field(default_factory=_host_ram)
+    overflow_badly_next: str = "max"  # max | legacy (B-60)
+    dlq_topic_perm: int = 2  # B-103
+    new_group_start: str = "compat"  # compat | strict (S-6)
+    time_lookup: str = "compat"  # compat | lower_bound | upper_bound (S-7)
+    initial_map_size: int = 64 * 1024 * 1024  # LMDB map; grows by itself
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.flushDiskType == SYNC_FLUSH
+
+    @property
+    def in_memory_threshold(self) -> int:
+        """Bytes of commit log behind phyMax still counted as 'in memory' (B-38)."""
+        return self.total_physical_memory_bytes * self.accessMessageInMemoryMaxRatio // 100
+
+    def delay_levels_ms(self) -> list[int]:
+        """messageDelayLevel parsed into milliseconds, level 1 first (B-06)."""
+        units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+        out = []
+        for item in self.messageDelayLevel.split():
+            unit = item[-1]
+            if unit not in units or not item[:-1].isdigit():
+                raise ValueError(f"messageDelayLevel entry {item!r} is not <digits><s|m|h|d>")
+            out.append(int(item[:-1]) * units[unit])
+        return out
+
+    def replace(self, **changes: object) -> BrokerConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _coerce(name: str, raw: str, kind: type) -> object:
+    text = raw.strip()
+    if kind is bool:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"{name} must be true or false, got {raw!r}")
+        return text.lower() == "true"
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+    return text
+
+
+def load_broker_conf(path: str | Path, base: BrokerConfig | None = None) -> BrokerConfig:
+    """Read a RocketMQ-style broker.conf (key=value, '#' comments).
+
+    Unknown keys are ignored, as RocketMQ ignores them, so one file can serve both.
+    """
+    base = base or BrokerConfig()
+    types = {f.name: type(getattr(base, f.name)) for f in fields(base)}
+    changes: dict[str, object] = {}
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ValueError(f"{path}:{lineno}: expected key=value, got {line!r}")
+        key = key.strip()
+        if key in types:
+            changes[key] = _coerce(key, value, types[key])
+    config = base.replace(**changes)
+    config.delay_levels_ms()  # fail early on a bad messageDelayLevel
+    return config

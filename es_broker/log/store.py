@@ -1,0 +1,247 @@
+"""The append-only record log in LMDB.
+
+One LMDB environment per data directory. Database `log` holds the records,
+keyed by dense sequence numbers from 1. Database `commitlog` holds message
+bytes by physical offset: the payload that send records point at, written in
+the same transaction as the record. Projections register their own databases
+and an `apply(txn, seq, record)` that runs inside the writing transaction, so
+the log and every projection always agree.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import lmdb
+
+from es_broker.log import records
+from es_broker.log.records import Record
+
+LOG_DB = b"log"
+COMMITLOG_DB = b"commitlog"
+MAX_DBS = 64
+
+
+class Projection(Protocol):
+    """State derived from records, kept in the projection's own databases."""
+
+    name: str
+    databases: tuple[str, ...]
+
+    def bind(self, log: RecordLog) -> None: ...
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None: ...
+
+
+class StoreFullError(Exception):
+    """The disk is full: the write was refused and nothing of it was kept."""
+
+
+class LogCorruptError(Exception):
+    """The log breaks one of its invariants (for example a gap in sequence numbers)."""
+
+
+@dataclass(slots=True)
+class AppendContext:
+    """What a job sees while it runs inside the group-commit transaction."""
+
+    txn: lmdb.Transaction
+    log: RecordLog
+    next_seq: int
+    appended: int = 0
+
+    def append(self, record: Record) -> int:
+        """Append a record, apply it to every projection, and return its sequence number."""
+        seq = self.next_seq
+        if not self.txn.put(records.seq_key(seq), records.pack(record), db=self.log.log_db, append=True):
+            raise LogCorruptError(f"sequence {seq} already present")
+        self.log.apply(self.txn, seq, record)
+        self.next_seq = seq + 1
+        self.appended += 1
+        return seq
+
+    def append_raw(self, raw: bytes) -> int:
+        """Append an already encoded record as it is (replay, log shipping)."""
+        seq = self.next_seq
+        if not self.txn.put(records.seq_key(seq), raw, db=self.log.log_db, append=True):
+            raise LogCorruptError(f"sequence {seq} already present")
+        self.log.apply(self.txn, seq, records.unpack(raw))
+        self.next_seq = seq + 1
+        self.appended += 1
+        return seq
+
+    def put_payload(self, physical_offset: int, data: bytes) -> None:
+        """Store message bytes at a physical offset of the commit log."""
+        self.txn.put(records.seq_key(physical_offset), data, db=self.log.commitlog_db, append=True)
+
+
+class RecordLog:
+    """An LMDB environment holding the record log, the commit log and projections."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        projections: list[Projection] | None = None,
+        *,
+        sync: bool = False,
+        map_size: int = 64 * 1024 * 1024,
+        readonly: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.sync_on_commit = sync
+        self.env = lmdb.open(
+            str(self.path),
+            map_size=map_size,
+            max_dbs=MAX_DBS,
+            sync=sync,
+            metasync=sync,
+            readonly=readonly,
+            readahead=False,
+            max_readers=256,
+        )
+        self.projections: list[Projection] = list(projections or [])
+        self._dbs: dict[str, Any] = {}
+        create = not readonly
+        names = ["log", "commitlog"] + [d for p in self.projections for d in p.databases]
+        if len(set(names)) != len(names):
+            raise ValueError(f"database names collide: {names}")
+        with self.env.begin(write=create) as txn:
+            for name in names:
+                try:
+                    self._dbs[name] = self.env.open_db(name.encode(), txn=txn, create=create)
+                except lmdb.NotFoundError:
+                    self._dbs[name] = None  # read-only view of a log without this projection
+        self.log_db = self._dbs["log"]
+        self.commitlog_db = self._dbs["commitlog"]
+        for projection in self.projections:
+            projection.bind(self)
+        self.last_seq = self._read_last_seq()
+
+    # ------------------------------------------------------------------ basics
+    def db(self, name: str) -> Any:
+        return self._dbs[name]
+
+    def database_names(self) -> list[str]:
+        return list(self._dbs)
+
+    def close(self) -> None:
+        self.env.close()
+
+    def _read_last_seq(self) -> int:
+        with self.env.begin() as txn:
+            cur = txn.cursor(db=self.log_db)
+            return records.key_seq(cur.key()) if cur.last() else 0
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        for projection in self.projections:
+            projection.apply(txn, seq, record)
+
+    # ------------------------------------------------------------------ writing
+    def write_batch(self, jobs: list[Callable[[AppendContext], Any]]) -> list[tuple[bool, Any]]:
+        """Run jobs in one write transaction and commit it (the group commit).
+
+        Returns (ok, result-or-exception) per job. A job that raises before it
+        appended anything fails alone; one that raises after appending spoils
+        the transaction, so the batch is aborted and every job is re-run in a
+        transaction of its own. The map grows when it is full; a full disk
+        raises StoreFullError and nothing of the batch is kept.
+        """
+        try:
+            return self._grow_and_retry(jobs)
+        except _SpoiledBatch:
+            # isolate the job that spoiled the transaction; the others still land
+            return [self._write_alone(job) for job in jobs]
+
+    def _grow_and_retry(self, jobs: list[Callable[[AppendContext], Any]]) -> list[tuple[bool, Any]]:
+        while True:
+            try:
+                return self._write_batch_once(jobs)
+            except lmdb.MapFullError:
+                self.env.set_mapsize(self.env.info()["map_size"] * 2)
+
+    def _write_alone(self, job: Callable[[AppendContext], Any]) -> tuple[bool, Any]:
+        try:
+            return self._grow_and_retry([job])[0]
+        except _SpoiledBatch as spoiled:
+            return (False, spoiled.cause)
+
+    def _write_batch_once(self, jobs: list[Callable[[AppendContext], Any]]) -> list[tuple[bool, Any]]:
+        results: list[tuple[bool, Any]] = []
+        txn = self.env.begin(write=True)
+        ctx = AppendContext(txn, self, self.last_seq + 1)
+        try:
+            for job in jobs:
+                before = ctx.appended
+                try:
+                    results.append((True, job(ctx)))
+                except (lmdb.MapFullError, lmdb.DiskError, _SpoiledBatch):
+                    raise
+                except Exception as exc:  # a job's refusal is a value for its caller
+                    if ctx.appended != before or isinstance(exc, lmdb.Error):
+                        raise _SpoiledBatch(exc) from exc
+                    results.append((False, exc))
+            txn.commit()
+        except BaseException as exc:
+            txn.abort()
+            if isinstance(exc, lmdb.Error) and _is_disk_full(exc):
+                raise StoreFullError(
+                    f"disk full while writing to {self.path}: the write was refused, "
+                    "every earlier acknowledged record is intact"
+                ) from exc
+            raise
+        self.last_seq = ctx.next_seq - 1
+        return results
+
+    def flush(self) -> None:
+        """Force everything committed so far to disk (the ASYNC_FLUSH flush tick)."""
+        self.env.sync(True)
+
+    # ------------------------------------------------------------------ reading
+    def read_txn(self) -> lmdb.Transaction:
+        return self.env.begin(buffers=False)
+
+    def read(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple[int, Record]]:
+        """Yield (seq, record) from from_seq on, in order, up to to_seq inclusive."""
+        with self.env.begin() as txn:
+            cur = txn.cursor(db=self.log_db)
+            if not cur.set_range(records.seq_key(max(from_seq, 1))):
+                return
+            for key, value in cur:
+                seq = records.key_seq(key)
+                if to_seq is not None and seq > to_seq:
+                    return
+                yield seq, records.unpack(value)
+
+    def read_raw(self, from_seq: int = 1) -> Iterator[tuple[int, bytes]]:
+        """Yield (seq, encoded record) from from_seq on, as stored."""
+        with self.env.begin() as txn:
+            cur = txn.cursor(db=self.log_db)
+            if not cur.set_range(records.seq_key(max(from_seq, 1))):
+                return
+            for key, value in cur:
+                yield records.key_seq(key), value
+
+    def payloads(self) -> Iterator[tuple[int, bytes]]:
+        """Every (physical offset, message bytes) of the commit log, in order."""
+        with self.env.begin() as txn:
+            for key, value in txn.cursor(db=self.commitlog_db):
+                yield records.key_seq(key), value
+
+    def payload(self, txn: lmdb.Transaction, physical_offset: int) -> bytes | None:
+        return txn.get(records.seq_key(physical_offset), db=self.commitlog_db)
+
+
+class _SpoiledBatch(Exception):
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _is_disk_full(exc: lmdb.Error) -> bool:
+    return "No space left" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC

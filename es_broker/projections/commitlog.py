@@ -1,0 +1,39 @@
+"""Commit-log bounds: phyMin and phyMax of the message bytes (B-08, B-11).
+
+The bytes themselves are the log's payload (database `commitlog`, keyed by
+physical offset), written with the record that places them. This projection
+keeps the bounds that the "in memory" verdict (B-38) and retention need.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lmdb
+
+from es_broker.log import Record
+from es_broker.projections.keys import I64
+
+_PHY_MAX = b"phy_max"
+_PHY_MIN = b"phy_min"
+
+
+class CommitLogProjection:
+    name = "commitlog"
+    databases = ("commitlog_meta",)
+
+    def bind(self, log: Any) -> None:
+        self.db = log.db("commitlog_meta")
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        if record["type"] == "messages_stored":
+            phy, size, _ = record["units"][-1]
+            txn.put(_PHY_MAX, I64.pack(phy + size), db=self.db)
+
+    def phy_max(self, txn: lmdb.Transaction) -> int:
+        raw = txn.get(_PHY_MAX, db=self.db)
+        return I64.unpack(raw)[0] if raw else 0
+
+    def phy_min(self, txn: lmdb.Transaction) -> int:
+        raw = txn.get(_PHY_MIN, db=self.db)
+        return I64.unpack(raw)[0] if raw else 0

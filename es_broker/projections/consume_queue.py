@@ -1,0 +1,83 @@
+"""Consume queues: per (topic, queue id), logical offset -> unit (B-09).
+
+A unit is RocketMQ's 20 bytes (physical offset i64, size i32, tags code i64)
+followed by the message's store time i64, which the time lookup (B-68) needs.
+Database `cq_meta` holds (min, max) per queue (B-11).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+
+from es_broker.log import Record
+from es_broker.projections.keys import U64, queue_key, unit_key
+
+UNIT = struct.Struct(">qiqq")
+_BOUNDS = struct.Struct(">qq")
+UNITS_PER_FILE = 300_000  # mappedFileSizeConsumeQueue / 20 (B-01, B-09)
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    offset: int
+    physical_offset: int
+    size: int
+    tags_code: int
+    store_time: int
+
+
+class ConsumeQueueProjection:
+    name = "consume_queue"
+    databases = ("cq", "cq_meta")
+
+    def bind(self, log: Any) -> None:
+        self.db = log.db("cq")
+        self.meta = log.db("cq_meta")
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        if record["type"] != "messages_stored":
+            return
+        topic, qid, offset, ts = record["topic"], record["queue_id"], record["queue_offset"], record["ts"]
+        for i, (phy, size, tags_code) in enumerate(record["units"]):
+            txn.put(unit_key(topic, qid, offset + i), UNIT.pack(phy, size, tags_code, ts), db=self.db)
+        lo, _ = self.bounds(txn, topic, qid)
+        txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(record["units"])), db=self.meta)
+
+    # ------------------------------------------------------------------ reads
+    def bounds(self, txn: lmdb.Transaction, topic: str, queue_id: int) -> tuple[int, int]:
+        """(min, max) of a queue; (0, 0) for a queue that never received a message."""
+        raw = txn.get(queue_key(topic, queue_id), db=self.meta)
+        return _BOUNDS.unpack(raw) if raw else (0, 0)
+
+    def unit(self, txn: lmdb.Transaction, topic: str, queue_id: int, offset: int) -> Unit | None:
+        raw = txn.get(unit_key(topic, queue_id, offset), db=self.db)
+        return Unit(offset, *UNIT.unpack(raw)) if raw else None
+
+    def units(
+        self, txn: lmdb.Transaction, topic: str, queue_id: int, start: int, end: int
+    ) -> Iterator[Unit]:
+        """Units with start <= offset < end, in offset order."""
+        prefix = queue_key(topic, queue_id)
+        cur = txn.cursor(db=self.db)
+        if not cur.set_range(prefix + U64.pack(start)):
+            return
+        plen = len(prefix)
+        for key, raw in cur:
+            if key[:plen] != prefix:
+                return
+            offset = U64.unpack(key[plen:])[0]
+            if offset >= end:
+                return
+            yield Unit(offset, *UNIT.unpack(raw))
+
+    def queues(self, txn: lmdb.Transaction) -> Iterator[tuple[str, int, int, int]]:
+        """Every queue with data: (topic, queue id, min, max)."""
+        for key, raw in txn.cursor(db=self.meta):
+            topic, _, qid = key.partition(b"\x00")
+            lo, hi = _BOUNDS.unpack(raw)
+            yield topic.decode(), struct.unpack(">I", qid)[0], lo, hi

@@ -1,0 +1,33 @@
+"""Key and value layouts shared by the projections.
+
+Topic and group names never hold a NUL byte (RocketMQ's name rules), so NUL
+separates name parts and every key sorts by name, then by number.
+"""
+
+from __future__ import annotations
+
+import struct
+
+U32 = struct.Struct(">I")
+U64 = struct.Struct(">Q")
+I64 = struct.Struct(">q")
+
+
+def queue_key(topic: str, queue_id: int) -> bytes:
+    return topic.encode() + b"\x00" + U32.pack(queue_id)
+
+
+def unit_key(topic: str, queue_id: int, offset: int) -> bytes:
+    return queue_key(topic, queue_id) + U64.pack(offset)
+
+
+def offset_key(topic: str, group: str, queue_id: int) -> bytes:
+    """Key of the offset table entry (`topic@group`, queue id), as RocketMQ names it (B-27)."""
+    return f"{topic}@{group}".encode() + b"\x00" + U32.pack(queue_id)
+
+
+def split_offset_key(key: bytes) -> tuple[str, str, int]:
+    """(topic, group, queue id) of an offset-table key."""
+    name, _, qid = key.partition(b"\x00")
+    topic, _, group = name.decode().rpartition("@")
+    return topic, group, U32.unpack(qid[:4])[0]

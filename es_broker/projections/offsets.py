@@ -1,0 +1,73 @@
+"""The consumer offset table and the history of every change to it (B-27, B-131).
+
+`offsets`: (topic@group, queue id) -> current offset, as ConsumerOffsetManager
+holds it. `offset_history`: (topic@group, queue id, seq) -> (time, old, new,
+cause, requester), so "who moved it, when, from what" is a range read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+import msgpack
+
+from es_broker.log import Record
+from es_broker.projections.keys import I64, U64, offset_key, split_offset_key
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetChange:
+    seq: int
+    ts: int
+    topic: str
+    group: str
+    queue_id: int
+    old: int
+    new: int
+    cause: str
+    requester: str
+
+
+class OffsetTableProjection:
+    name = "offsets"
+    databases = ("offsets", "offset_history")
+
+    def bind(self, log: Any) -> None:
+        self.db = log.db("offsets")
+        self.history = log.db("offset_history")
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        if record["type"] != "offset_committed":
+            return
+        key = offset_key(record["topic"], record["group"], record["queue_id"])
+        txn.put(key, I64.pack(record["offset"]), db=self.db)
+        entry = [record["ts"], record["old"], record["offset"], record["cause"], record["requester"]]
+        txn.put(key + U64.pack(seq), msgpack.packb(entry), db=self.history)
+
+    # ------------------------------------------------------------------ reads
+    def query(self, txn: lmdb.Transaction, topic: str, group: str, queue_id: int) -> int:
+        """The stored offset, or -1 when there is none (B-29)."""
+        raw = txn.get(offset_key(topic, group, queue_id), db=self.db)
+        return I64.unpack(raw)[0] if raw else -1
+
+    def table(self, txn: lmdb.Transaction) -> Iterator[tuple[str, str, int, int]]:
+        """The whole table: (topic, group, queue id, offset)."""
+        for key, raw in txn.cursor(db=self.db):
+            yield (*split_offset_key(key), I64.unpack(raw)[0])
+
+    def changes(
+        self, txn: lmdb.Transaction, topic: str, group: str, queue_id: int
+    ) -> Iterator[OffsetChange]:
+        """Every change of one queue's offset, oldest first."""
+        prefix = offset_key(topic, group, queue_id)
+        cur = txn.cursor(db=self.history)
+        if not cur.set_range(prefix):
+            return
+        for key, raw in cur:
+            if key[: len(prefix)] != prefix or len(key) != len(prefix) + 8:
+                return
+            ts, old, new, cause, requester = msgpack.unpackb(raw)
+            yield OffsetChange(U64.unpack(key[-8:])[0], ts, topic, group, queue_id, old, new, cause, requester)

@@ -1,0 +1,50 @@
+"""Subscription group configs (SubscriptionGroupManager, B-03)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import lmdb
+import msgpack
+
+from es_broker.log import Record
+
+
+def default_group_config(group: str) -> dict[str, Any]:
+    """The config a group gets when created implicitly (B-03)."""
+    return {
+        "groupName": group,
+        "consumeEnable": True,
+        "consumeFromMinEnable": True,
+        "consumeBroadcastEnable": True,
+        "retryQueueNums": 1,
+        "retryMaxTimes": 16,
+        "brokerId": 0,
+        "whichBrokerWhenConsumeSlowly": 1,
+        "notifyConsumerIdsChangedEnable": True,
+    }
+
+
+class SubscriptionGroupProjection:
+    name = "subscription_groups"
+    databases = ("subgroups",)
+
+    def bind(self, log: Any) -> None:
+        self.db = log.db("subgroups")
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        kind = record["type"]
+        if kind == "subgroup_updated":
+            config = dict(record["config"], dataVersion=seq)
+            txn.put(record["group"].encode(), msgpack.packb(config), db=self.db)
+        elif kind == "subgroup_deleted":
+            txn.delete(record["group"].encode(), db=self.db)
+
+    def get(self, txn: lmdb.Transaction, group: str) -> dict[str, Any] | None:
+        raw = txn.get(group.encode(), db=self.db)
+        return msgpack.unpackb(raw) if raw else None
+
+    def all(self, txn: lmdb.Transaction) -> Iterator[dict[str, Any]]:
+        for _, raw in txn.cursor(db=self.db):
+            yield msgpack.unpackb(raw)

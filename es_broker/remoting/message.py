@@ -1,0 +1,265 @@
+"""RocketMQ's stored-message encoding (spec/remoting-protocol.md section 8).
+
+One format serves the commit log, the body of a PULL_MESSAGE answer (records
+back to back) and the query-by-id answers, so the broker stores exactly the
+bytes it will send. Pure functions; no I/O.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+MAGIC_CODE = -626843481  # 0xDAA320A7
+FIXED_SIZE = 91  # every field but body, topic and properties, IPv4 hosts
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# Message sysFlag bits (section 8.3).
+FLAG_COMPRESSED = 0x1
+FLAG_MULTI_TAGS = 0x2
+FLAG_TRANSACTION_PREPARED = 0x4
+FLAG_TRANSACTION_COMMIT = 0x8
+FLAG_TRANSACTION_ROLLBACK = 0xC
+FLAG_BORNHOST_V6 = 0x10
+FLAG_STOREHOST_V6 = 0x20
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP, 48 bytes
+_HOST4 = struct.Struct(">4si")
+_MIDDLE = struct.Struct(">qii")  # STORETIMESTAMP is split around STOREHOST; see encode
+_TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
+_OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at byte 20
+_STORE_TS_AT = 56
+
+
+def tag_hash(tag: str) -> int:
+    """Java's String.hashCode() of a tag, as a signed 32-bit value (section 8.7)."""
+    h = 0
+    data = tag.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def encode_properties(props: dict[str, str]) -> bytes:
+    """Encode properties the way the Java broker stores them: no trailing separator."""
+    if not props:
+        return b""
+    return PROPERTY_SEPARATOR.join(
+        f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items()
+    ).encode("utf-8")
+
+
+def decode_properties(raw: bytes | str) -> dict[str, str]:
+    """Decode properties; accepts the trailing separator ali-ons writes."""
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes | bytearray) else raw
+    props: dict[str, str] = {}
+    for segment in text.split(PROPERTY_SEPARATOR):
+        name, sep, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if sep and name:
+            props[name] = value
+    return props
+
+
+def _host_bytes(host: tuple[str, int]) -> bytes:
+    ip, port = host
+    packed = ipaddress.ip_address(ip)
+    if packed.version != 4:
+        mapped = getattr(packed, "ipv4_mapped", None)
+        if mapped is None:
+            # ali-ons cannot decode IPv6 hosts (section 8.1); keep every stored host IPv4.
+            raise ValueError(f"only IPv4 hosts are stored, got {ip}")
+        packed = mapped
+    return _HOST4.pack(packed.packed, port)
+
+
+def offset_msg_id(store_host: tuple[str, int], physical_offset: int) -> str:
+    """The broker's message id: hex of store IP, port and physical offset (section 8.5)."""
+    return (_host_bytes(store_host) + struct.pack(">q", physical_offset)).hex().upper()
+
+
+def parse_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
+    """Split an offset message id into (store host, physical offset)."""
+    if len(msg_id) != 32:
+        raise ValueError(f"message id {msg_id!r} is not a 32-character IPv4 offset id")
+    raw = bytes.fromhex(msg_id)
+    ip, port = _HOST4.unpack_from(raw, 0)
+    (phy,) = struct.unpack_from(">q", raw, 8)
+    return (str(ipaddress.IPv4Address(ip)), port), phy
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as held in the commit log, with every field the broker decided."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    sys_flag: int = 0
+    queue_offset: int = 0
+    physical_offset: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    store_timestamp: int = 0
+    store_host: tuple[str, int] = ("127.0.0.1", 10911)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    body_crc: int | None = None
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get("TAGS")
+
+    @property
+    def keys(self) -> list[str]:
+        return self.properties.get("KEYS", "").split()
+
+    @property
+    def msg_id(self) -> str:
+        return offset_msg_id(self.store_host, self.physical_offset)
+
+    def uncompressed_body(self) -> bytes:
+        """The body as the producer wrote it (zlib for compression types 0 and 3)."""
+        if self.sys_flag & FLAG_COMPRESSED and (self.sys_flag >> 8) & 0x7 in (0, 3):
+            return zlib.decompress(self.body)
+        return self.body
+
+
+def encode(msg: StoredMessage) -> bytes:
+    """Encode one stored message (IPv4 hosts) in the commit-log / pull-body format."""
+    topic = msg.topic.encode("utf-8")
+    if len(topic) > 127:
+        raise ValueError(f"topic {msg.topic!r} is longer than 127 bytes")
+    props = encode_properties(msg.properties)
+    if len(props) > 32767:
+        raise ValueError("properties are longer than 32767 bytes")
+    body = msg.body
+    total = FIXED_SIZE + len(body) + len(topic) + len(props)
+    crc = msg.body_crc if msg.body_crc is not None else zlib.crc32(body) & 0x7FFFFFFF
+    sys_flag = msg.sys_flag & ~(FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6)
+    return b"".join(
+        (
+            _HEAD.pack(
+                total,
+                MAGIC_CODE,
+                crc,
+                msg.queue_id,
+                msg.flag,
+                msg.queue_offset,
+                msg.physical_offset,
+                sys_flag,
+                msg.born_timestamp,
+            ),
+            _host_bytes(msg.born_host),
+            struct.pack(">q", msg.store_timestamp),
+            _host_bytes(msg.store_host),
+            _TAIL.pack(msg.reconsume_times, msg.prepared_transaction_offset, len(body)),
+            body,
+            struct.pack(">b", len(topic)),
+            topic,
+            struct.pack(">h", len(props)),
+            props,
+        )
+    )
+
+
+def encoded_size(topic: str, body_len: int, properties: dict[str, str]) -> int:
+    """TOTALSIZE of a message before encoding it."""
+    return (
+        FIXED_SIZE
+        + body_len
+        + len(topic.encode("utf-8"))
+        + len(encode_properties(properties))
+    )
+
+
+def with_offsets(raw: bytes, queue_offset: int, physical_offset: int) -> bytes:
+    """Return raw with QUEUEOFFSET and PHYSICALOFFSET replaced (both decided at append)."""
+    buf = bytearray(raw)
+    _OFFSETS.pack_into(buf, 20, queue_offset, physical_offset)
+    return bytes(buf)
+
+
+class MessageDecodeError(ValueError):
+    """The bytes are not a valid stored message."""
+
+
+def _host_at(buf: memoryview, pos: int, v6: bool) -> tuple[tuple[str, int], int]:
+    if v6:
+        ip = str(ipaddress.IPv6Address(bytes(buf[pos : pos + 16])))
+        (port,) = struct.unpack_from(">i", buf, pos + 16)
+        return (ip, port), pos + 20
+    ip4, port = _HOST4.unpack_from(buf, pos)
+    return (str(ipaddress.IPv4Address(ip4)), port), pos + 8
+
+
+def decode_one(data: bytes | memoryview, pos: int = 0) -> tuple[StoredMessage, int]:
+    """Decode the message at pos; return it and the position after it."""
+    buf = memoryview(data)
+    try:
+        (
+            total,
+            magic,
+            crc,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            born_ts,
+        ) = _HEAD.unpack_from(buf, pos)
+        if magic != MAGIC_CODE:
+            raise MessageDecodeError(f"bad magic code {magic} at {pos}")
+        if total < FIXED_SIZE or pos + total > len(buf):
+            raise MessageDecodeError(f"bad total size {total} at {pos}")
+        p = pos + _HEAD.size
+        born_host, p = _host_at(buf, p, bool(sys_flag & FLAG_BORNHOST_V6))
+        (store_ts,) = struct.unpack_from(">q", buf, p)
+        store_host, p = _host_at(buf, p + 8, bool(sys_flag & FLAG_STOREHOST_V6))
+        reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
+        p += _TAIL.size
+        body = bytes(buf[p : p + body_len])
+        p += body_len
+        (topic_len,) = struct.unpack_from(">b", buf, p)
+        topic = bytes(buf[p + 1 : p + 1 + topic_len]).decode("utf-8")
+        p += 1 + topic_len
+        (props_len,) = struct.unpack_from(">h", buf, p)
+        props = decode_properties(bytes(buf[p + 2 : p + 2 + props_len]))
+        p += 2 + props_len
+    except struct.error as exc:
+        raise MessageDecodeError(f"truncated message at {pos}: {exc}") from None
+    if p - pos != total:
+        raise MessageDecodeError(f"message at {pos} declares {total} bytes but holds {p - pos}")
+    msg = StoredMessage(
+        topic=topic,
+        queue_id=queue_id,
+        body=body,
+        properties=props,
+        flag=flag,
+        sys_flag=sys_flag,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
+        born_timestamp=born_ts,
+        born_host=born_host,
+        store_timestamp=store_ts,
+        store_host=store_host,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        body_crc=crc,
+    )
+    return msg, p
+
+
+def decode_all(data: bytes | memoryview) -> list[StoredMessage]:
+    """Decode messages stored back to back (a pull body)."""
+    out: list[StoredMessage] = []
+    pos = 0
+    while pos < len(data):
+        msg, pos = decode_one(data, pos)
+        out.append(msg)
+    return out

@@ -1,0 +1,46 @@
+"""Shared fixtures: a real broker core on a temporary data directory and a manual clock."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from es_broker.clock import ManualClock
+from es_broker.commands.broker import Broker
+from es_broker.config import BrokerConfig
+
+START = 1_700_000_000_000
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START)
+
+
+@pytest.fixture
+def config(tmp_path) -> BrokerConfig:
+    # RAM is fixed so the "in memory" verdicts (B-38) do not depend on the test machine
+    return BrokerConfig(storePathRootDir=str(tmp_path / "store"),
+                        total_physical_memory_bytes=1024**3)
+
+
+@pytest.fixture
+async def broker(config, clock, nursery):
+    b = Broker.open(config.storePathRootDir, config, clock)
+    await nursery.start(b.run)
+    yield b
+    nursery.cancel_scope.cancel()
+
+
+async def make_topic(broker: Broker, topic: str = "T", queues: int = 4, perm: int = 6) -> str:
+    await broker.update_topic({"topicName": topic, "readQueueNums": queues,
+                               "writeQueueNums": queues, "perm": perm})
+    return topic
+
+
+@pytest.fixture
+def anyio_backend():
+    return "trio"
+
+
+__all__ = ["START", "make_topic", "trio"]
