@@ -104,6 +104,7 @@ class Broker:
                    tags_codes: frozenset[int] | None = None, client: str = "",
                    commit_offset: int | None = None) -> GetResult:
         """PULL_MESSAGE: read, then record the delivery and any piggybacked commit (B-31)."""
+        messages.check_pull_args(offset, max_msg_nums)
         with self.store.read() as txn:
             messages.check_readable(self.store, txn, topic, queue_id)
             group_config = self.store.groups.get(txn, group)

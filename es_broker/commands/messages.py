@@ -229,6 +229,13 @@ def check_readable(store: Store, txn: lmdb.Transaction, topic: str, queue_id: in
     return config
 
 
+def check_pull_args(offset: object, max_msg_nums: object) -> None:
+    if not isinstance(offset, int) or offset < 0:
+        raise IllegalRequest(f"queueOffset {offset!r} is negative or not an integer")
+    if not isinstance(max_msg_nums, int) or max_msg_nums <= 0:
+        raise IllegalRequest(f"maxMsgNums {max_msg_nums!r} must be a positive integer")
+
+
 def check_writable(config: dict, topic: str) -> None:
     if not config["perm"] & PERM_WRITE:
         raise NoPermission(f"the topic[{topic}] sending message is forbidden")
@@ -244,10 +251,7 @@ def get_message(
     tags_codes: frozenset[int] | None = None,
 ) -> GetResult:
     """Read up to max_msg_nums messages from offset, with RocketMQ's statuses (B-58..B-62)."""
-    if not isinstance(offset, int) or offset < 0:
-        raise IllegalRequest(f"queueOffset {offset!r} is negative or not an integer")
-    if not isinstance(max_msg_nums, int) or max_msg_nums <= 0:
-        raise IllegalRequest(f"maxMsgNums {max_msg_nums!r} must be a positive integer")
+    check_pull_args(offset, max_msg_nums)
     config = store.config
     lo, hi = store.cq.bounds(txn, topic, queue_id)
     if hi == 0:

@@ -111,12 +111,16 @@ class RecordLog:
         names = ["log", "commitlog"] + [d for p in self.projections for d in p.databases]
         if len(set(names)) != len(names):
             raise ValueError(f"database names collide: {names}")
-        with self.env.begin(write=create) as txn:
-            for name in names:
-                try:
-                    self._dbs[name] = self.env.open_db(name.encode(), txn=txn, create=create)
-                except lmdb.NotFoundError:
-                    self._dbs[name] = None  # read-only view of a log without this projection
+        # named databases are keys of the main database; a read-only view opens only those present
+        with self.env.begin() as txn:
+            present = {bytes(k) for k, _ in txn.cursor()}
+        for name in names:
+            if create or name.encode() in present:
+                # without a txn argument py-lmdb opens the handle in a transaction of its own,
+                # which is the one way that works on a read-only environment too
+                self._dbs[name] = self.env.open_db(name.encode(), create=create)
+            else:
+                self._dbs[name] = None
         self.log_db = self._dbs["log"]
         self.commitlog_db = self._dbs["commitlog"]
         for projection in self.projections:

@@ -1,0 +1,204 @@
+"""`RemotingCommand`: one decoded frame, request or response (spec section 2)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .codes import CURRENT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
+from .errors import BadField, MissingField
+
+_I32 = (-(1 << 31), (1 << 31) - 1)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+# Java's Integer/Long.parseLong syntax: no blanks, no underscores, ASCII digits only
+# (Python's int() is more lenient on all three).
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class RemotingCommand:
+    """A RocketMQ remoting command: the header fields of section 2 plus the body.
+
+    `ext_fields` always holds strings, as Java writes them; decoding converts
+    the numbers and booleans ali-ons sends (section 3). Use the typed
+    accessors (`get_int`, `require_long`, ...) to read them back.
+    """
+
+    code: int
+    language: LanguageCode = LanguageCode.JAVA
+    version: int = CURRENT_VERSION
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        """True if flag bit 0 is set: the command answers one of our requests."""
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_request(self) -> bool:
+        """True if flag bit 0 is clear."""
+        return not self.flag & FLAG_RESPONSE
+
+    @property
+    def is_oneway(self) -> bool:
+        """True if flag bit 1 is set: the sender wants no response (section 5)."""
+        return bool(self.flag & FLAG_ONEWAY)
+
+    def __repr__(self) -> str:
+        # Bodies can be megabytes of message data; show their size only.
+        return (
+            f"RemotingCommand(code={self.code}, language={self.language.name}, "
+            f"version={self.version}, opaque={self.opaque}, flag={self.flag}, "
+            f"remark={self.remark!r}, ext_fields={self.ext_fields!r}, "
+            f"body=<{len(self.body)} bytes>, serialize_type={self.serialize_type.name})"
+        )
+
+    # -- typed extFields accessors ---------------------------------------------
+
+    def get_str(self, name: str, default: str | None = None) -> str | None:
+        """The extField `name` as a string, or `default` if absent."""
+        return self.ext_fields.get(name, default)
+
+    def get_int(self, name: str, default: int | None = None) -> int | None:
+        """The extField `name` as a Java int (32-bit), or `default` if absent.
+
+        Raises `BadField` if present but not a decimal int in range.
+        """
+        raw = self.ext_fields.get(name)
+        return default if raw is None else _parse_integer(name, raw, _I32, "int")
+
+    def get_long(self, name: str, default: int | None = None) -> int | None:
+        """The extField `name` as a Java long (64-bit), or `default` if absent."""
+        raw = self.ext_fields.get(name)
+        return default if raw is None else _parse_integer(name, raw, _I64, "long")
+
+    def get_bool(self, name: str, default: bool | None = None) -> bool | None:
+        """The extField `name` as a boolean, or `default` if absent.
+
+        Like Java's `Boolean.parseBoolean`: "true" in any case is True, any
+        other text is False (so this never raises).
+        """
+        raw = self.ext_fields.get(name)
+        return default if raw is None else raw.lower() == "true"
+
+    def require_str(self, name: str) -> str:
+        """The extField `name`; raises `MissingField` if absent."""
+        raw = self.ext_fields.get(name)
+        if raw is None:
+            raise MissingField(name)
+        return raw
+
+    def require_int(self, name: str) -> int:
+        """The extField `name` as a Java int; raises `MissingField` or `BadField`."""
+        return _parse_integer(name, self.require_str(name), _I32, "int")
+
+    def require_long(self, name: str) -> int:
+        """The extField `name` as a Java long; raises `MissingField` or `BadField`."""
+        return _parse_integer(name, self.require_str(name), _I64, "long")
+
+    def require_bool(self, name: str) -> bool:
+        """The extField `name` as a boolean (see `get_bool`); raises `MissingField`."""
+        return self.require_str(name).lower() == "true"
+
+
+def _parse_integer(name: str, raw: str, bounds: tuple[int, int], kind: str) -> int:
+    if _JAVA_INTEGER.fullmatch(raw):
+        value = int(raw)
+        if bounds[0] <= value <= bounds[1]:
+            return value
+    raise BadField(name, raw, kind)
+
+
+def ext_value_to_str(value: object) -> str | None:
+    """Canonical Java string form of an extFields value; None means "absent".
+
+    Booleans become "true"/"false" (not Python's "True"), integers plain
+    decimal, integral floats (what JavaScript numbers look like) decimal too.
+    """
+    if type(value) is str:
+        return value
+    if value is None:
+        return None
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(int(value))  # int() so an IntEnum member gives digits, not its name
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e21:  # JavaScript prints these without ".0"
+            return str(int(value))
+        return repr(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return str(value)
+
+
+def normalize_ext_fields(fields: Mapping[str, object] | None) -> dict[str, str]:
+    """Copy `fields` with every value in Java string form; None values are dropped."""
+    if not fields:
+        return {}
+    out: dict[str, str] = {}
+    for key, value in fields.items():
+        text = ext_value_to_str(value)
+        if text is not None:
+            out[str(key)] = text
+    return out
+
+
+def request(
+    code: int,
+    ext_fields: Mapping[str, object] | None = None,
+    body: bytes = b"",
+    *,
+    opaque: int = 0,
+    oneway: bool = False,
+    remark: str | None = None,
+    language: LanguageCode = LanguageCode.JAVA,
+    version: int = CURRENT_VERSION,
+    serialize_type: SerializeType = SerializeType.JSON,
+) -> RemotingCommand:
+    """Build a request; extFields values may be ints/bools and are stored as strings."""
+    return RemotingCommand(
+        code=int(code),
+        language=language,
+        version=version,
+        opaque=opaque,
+        flag=FLAG_ONEWAY if oneway else 0,
+        remark=remark,
+        ext_fields=normalize_ext_fields(ext_fields),
+        body=bytes(body),
+        serialize_type=serialize_type,
+    )
+
+
+def response_to(
+    request: RemotingCommand,
+    code: int,
+    remark: str | None = None,
+    ext_fields: Mapping[str, object] | None = None,
+    body: bytes = b"",
+) -> RemotingCommand:
+    """Build the response to `request`.
+
+    Copies the opaque and the serialize type (a client must get its answer in
+    the header format it used, section 3) and sets the response flag bit.
+    """
+    return RemotingCommand(
+        code=int(code),
+        language=LanguageCode.JAVA,
+        version=CURRENT_VERSION,
+        opaque=request.opaque,
+        flag=FLAG_RESPONSE,
+        remark=remark,
+        ext_fields=normalize_ext_fields(ext_fields),
+        body=bytes(body),
+        serialize_type=request.serialize_type,
+    )

@@ -1,0 +1,145 @@
+"""The record log: dense sequence numbers, group commit, isolation of refused jobs, growth, tail."""
+
+from __future__ import annotations
+
+import lmdb
+import pytest
+import trio
+
+from es_broker.log import GroupCommitWriter, RecordLog, make
+from es_broker.log.records import register_upcaster, unpack, pack
+
+
+def append_job(value):
+    return lambda ctx: ctx.append(make("probe", 0, value=value))
+
+
+def test_sequence_numbers_are_dense_and_start_at_one(tmp_path):
+    log = RecordLog(tmp_path)
+    log.write_batch([append_job(i) for i in range(3)])
+    log.write_batch([append_job(3)])
+    assert [seq for seq, _ in log.read()] == [1, 2, 3, 4]
+    assert [r["value"] for _, r in log.read(from_seq=3)] == [2, 3]
+
+
+def test_keys_are_eight_byte_big_endian(tmp_path):
+    log = RecordLog(tmp_path)
+    log.write_batch([append_job(0)])
+    with log.read_txn() as txn:
+        (key, _), = list(txn.cursor(db=log.log_db))
+    assert key == (1).to_bytes(8, "big")
+
+
+def test_a_refused_job_fails_alone_and_the_batch_lands(tmp_path):
+    log = RecordLog(tmp_path)
+
+    def refuse(ctx):
+        raise ValueError("no")
+
+    outcomes = log.write_batch([append_job(1), refuse, append_job(2)])
+    assert [ok for ok, _ in outcomes] == [True, False, True]
+    assert [r["value"] for _, r in log.read()] == [1, 2]
+
+
+def test_a_job_failing_after_appending_leaves_no_trace(tmp_path):
+    log = RecordLog(tmp_path)
+
+    def half(ctx):
+        ctx.append(make("probe", 0, value="half"))
+        raise RuntimeError("broken after append")
+
+    outcomes = log.write_batch([append_job(1), half, append_job(2)])
+    assert [ok for ok, _ in outcomes] == [True, False, True]
+    assert [r["value"] for _, r in log.read()] == [1, 2]
+    assert [seq for seq, _ in log.read()] == [1, 2]
+
+
+def test_the_map_grows_by_itself(tmp_path):
+    log = RecordLog(tmp_path, map_size=256 * 1024)
+    for _ in range(20):
+        log.write_batch([lambda ctx: ctx.append(make("probe", 0, blob=b"x" * 50_000))])
+    assert log.last_seq == 20
+    assert log.env.info()["map_size"] > 256 * 1024
+
+
+def test_old_record_versions_are_upcast_on_read(tmp_path):
+    register_upcaster("legacy_probe", 1, lambda r: {**r, "v": 2, "renamed": r.pop("old_name")})
+    record = unpack(pack({"type": "legacy_probe", "v": 1, "ts": 0, "old_name": 5}))
+    assert record["v"] == 2 and record["renamed"] == 5
+
+
+def test_a_full_disk_refuses_the_write_and_keeps_what_was_acknowledged(tmp_path, monkeypatch):
+    from es_broker.log import StoreFullError
+
+    log = RecordLog(tmp_path)
+    log.write_batch([append_job(1)])
+
+    class FullTxn:
+        def __init__(self, txn):
+            self._txn = txn
+
+        def __getattr__(self, name):
+            return getattr(self._txn, name)
+
+        def commit(self):
+            raise lmdb.Error("mdb_txn_commit: No space left on device")
+
+    real_begin = log.env.begin
+    monkeypatch.setattr(log, "env", type("E", (), {
+        "begin": lambda self, **kw: FullTxn(real_begin(**kw)),
+        "info": log.env.info, "set_mapsize": log.env.set_mapsize})())
+    with pytest.raises(StoreFullError, match="disk full"):
+        log.write_batch([append_job(2)])
+    monkeypatch.undo()
+    assert [r["value"] for _, r in log.read()] == [1]
+    assert log.last_seq == 1
+
+
+async def test_concurrent_appends_are_group_committed(tmp_path):
+    log = RecordLog(tmp_path)
+    writer = GroupCommitWriter(log)
+    results = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+
+        async def send(i):
+            results.append(await writer.submit(append_job(i)))
+
+        async with trio.open_nursery() as senders:
+            for i in range(200):
+                senders.start_soon(send, i)
+        nursery.cancel_scope.cancel()
+    assert sorted(results) == list(range(1, 201))
+    assert writer.jobs == 200 and writer.batches < 200
+
+
+async def test_submit_raises_the_jobs_own_error(tmp_path):
+    log = RecordLog(tmp_path)
+    writer = GroupCommitWriter(log)
+
+    def refuse(ctx):
+        raise KeyError("nope")
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+        with pytest.raises(KeyError):
+            await writer.submit(refuse)
+        nursery.cancel_scope.cancel()
+
+
+async def test_tail_wakes_a_follower_when_a_record_lands(tmp_path):
+    log = RecordLog(tmp_path)
+    writer = GroupCommitWriter(log)
+    seen = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+
+        async def follower(task_status=trio.TASK_STATUS_IGNORED):
+            task_status.started()
+            seen.append(await writer.wait_past(1))
+
+        await nursery.start(follower)
+        await writer.submit(append_job("x"))
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert seen == [1]
