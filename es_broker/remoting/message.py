@@ -7,6 +7,7 @@ bytes it will send. Pure functions; no I/O.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 import zlib
@@ -29,7 +30,6 @@ FLAG_STOREHOST_V6 = 0x20
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP, 48 bytes
 _HOST4 = struct.Struct(">4si")
-_MIDDLE = struct.Struct(">qii")  # STORETIMESTAMP is split around STOREHOST; see encode
 _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
 _OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at byte 20
 _STORE_TS_AT = 56
@@ -64,6 +64,7 @@ def decode_properties(raw: bytes | str) -> dict[str, str]:
     return props
 
 
+@functools.lru_cache(maxsize=4096)
 def _host_bytes(host: tuple[str, int]) -> bytes:
     ip, port = host
     packed = ipaddress.ip_address(ip)
