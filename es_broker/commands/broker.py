@@ -177,6 +177,100 @@ class Broker:
             return answer  # a stored offset: nothing new to record
         return await self.submit(offsets.query_job(self.store, group, topic, queue_id, requester))
 
+    def message_at(self, physical_offset: int) -> bytes | None:
+        """The stored message at a commit-log offset (VIEW_MESSAGE_BY_ID)."""
+        with self.store.read() as txn:
+            return self.store.log.payload(txn, physical_offset)
+
+    def store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
+        with self.store.read() as txn:
+            unit = self.store.cq.unit(txn, topic, queue_id, offset)
+            return unit.store_time if unit else 0
+
+    def query_messages_by_key(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[bytes]:
+        """Messages of a topic whose KEYS or UNIQ_KEY hold key, stored in [begin, end] (QUERY_MESSAGE)."""
+        from es_broker.remoting.message import decode_one
+
+        found: list[bytes] = []
+        with self.store.read() as txn:
+            config = self.store.topics.get(txn, topic)
+            queues = max(config["readQueueNums"], config["writeQueueNums"]) if config else 0
+            for q in range(queues):
+                lo, hi = self.store.cq.bounds(txn, topic, q)
+                for unit in self.store.cq.units(txn, topic, q, lo, hi):
+                    if not begin <= unit.store_time <= end:
+                        continue
+                    raw = self.store.log.payload(txn, unit.physical_offset)
+                    if raw is None:
+                        continue
+                    msg, _ = decode_one(raw)
+                    if key in msg.keys or msg.properties.get("UNIQ_KEY") == key:
+                        found.append(raw)
+                        if len(found) >= max_num:
+                            return found
+        return found
+
+    def topic_table(self) -> tuple[dict[str, dict[str, Any]], int]:
+        """Every topic config, and the data version (the last sequence that changed one)."""
+        with self.store.read() as txn:
+            table = {c["topicName"]: {k: v for k, v in c.items() if k != "dataVersion"}
+                     for c in self.store.topics.all(txn)}
+            version = max((c.get("dataVersion", 0) for c in self.store.topics.all(txn)), default=0)
+        return table, version
+
+    def group_table(self) -> tuple[dict[str, dict[str, Any]], int]:
+        with self.store.read() as txn:
+            configs = list(self.store.groups.all(txn))
+        table = {c["groupName"]: {k: v for k, v in c.items() if k != "dataVersion"} for c in configs}
+        return table, max((c.get("dataVersion", 0) for c in configs), default=0)
+
+    def offset_table(self) -> list[tuple[str, str, int, int]]:
+        """The whole offset table: (topic, group, queue id, offset)."""
+        with self.store.read() as txn:
+            return list(self.store.offsets.table(txn))
+
+    def group_offsets(self, group: str) -> list[tuple[str, int, int]]:
+        return [(t, q, o) for t, g, q, o in self.offset_table() if g == group]
+
+    def runtime_info(self) -> dict[str, Any]:
+        with self.store.read() as txn:
+            phy_max = self.store.commitlog.phy_max(txn)
+            phy_min = self.store.commitlog.phy_min(txn)
+        return {
+            "brokerVersion": 409,
+            "brokerVersionDesc": "V4_9_8 (es-broker)",
+            "commitLogMaxOffset": phy_max,
+            "commitLogMinOffset": phy_min,
+            "recordLogLastSeq": self.store.log.last_seq,
+            "groupCommitBatches": self.writer.batches,
+            "groupCommitJobs": self.writer.jobs,
+        }
+
+    async def ensure_group(self, group: str, *, requester: str = "") -> dict[str, Any]:
+        """The group's config, created with RocketMQ's defaults when absent (B-03)."""
+        config = self.group_config(group)
+        if config is not None:
+            return config
+        return await self.submit(lambda ctx: topics.find_or_create_group(self.store, ctx, group, requester))
+
+    async def ensure_retry_topic(self, group: str, queue_nums: int, *, requester: str = "") -> bool:
+        """Create %RETRY%group with retryQueueNums queues, perm 6, if absent (B-25); True if created."""
+        from es_broker.commands.names import retry_topic
+
+        topic = retry_topic(group)
+        if self.topic_config(topic) is not None or self.config.brokerRole == "SLAVE":
+            return False
+        config = topics.topic_config_record(topic, queue_nums, queue_nums, 6)
+
+        def job(ctx: AppendContext) -> bool:
+            if self.store.topics.get(ctx.txn, topic) is not None:
+                return False
+            ctx.append(make("topic_updated", self.store.clock.now_ms(), topic=topic, config=config,
+                            requester=requester, cause="auto_create"))
+            return True
+
+        return await self.submit(job)
+
     # ------------------------------------------------------------------ topics and groups
     def topic_config(self, topic: str) -> dict[str, Any] | None:
         with self.store.read() as txn:

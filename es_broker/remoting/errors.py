@@ -74,6 +74,14 @@ class TruncatedFrame(ProtocolError):
         self.expected = expected
 
 
+class TrailingData(ProtocolError):
+    """Bytes follow the end of a frame that was expected to stand alone."""
+
+    def __init__(self, extra: int) -> None:
+        super().__init__(f"{extra} bytes follow the end of the frame")
+        self.extra = extra
+
+
 class HeaderLengthInvalid(ProtocolError):
     """The header length (low 24 bits of the second int) overruns the frame."""
 

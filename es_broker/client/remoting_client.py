@@ -1,0 +1,120 @@
+"""Outgoing remoting connections: requests by address, responses matched by opaque.
+
+Used by the Python client, the admin CLI, and the broker itself (name-server
+registration). Requests the peer sends us on the same connection (a broker's
+RESET_CONSUMER_CLIENT_OFFSET, NOTIFY_CONSUMER_IDS_CHANGED, ...) go to
+`on_request`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from es_broker.client.channel import Channel, ChannelClosed
+from es_broker.remoting.command import RemotingCommand
+from es_broker.remoting.errors import ProtocolError
+
+log = logging.getLogger(__name__)
+
+RequestHandler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
+DEFAULT_TIMEOUT = 3.0
+
+
+class RemotingError(Exception):
+    """The peer could not be reached or did not answer in time."""
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"address {addr!r} is not HOST:PORT")
+    return host, int(port)
+
+
+class RemotingClient:
+    def __init__(self, nursery: trio.Nursery, on_request: RequestHandler | None = None) -> None:
+        self._nursery = nursery
+        self._channels: dict[str, Channel] = {}
+        self._connecting: dict[str, trio.Event] = {}
+        self.on_request = on_request
+
+    async def channel(self, addr: str) -> Channel:
+        """The open channel to addr, connecting once if needed."""
+        while True:
+            channel = self._channels.get(addr)
+            if channel is not None and not channel.closed:
+                return channel
+            pending = self._connecting.get(addr)
+            if pending is None:
+                break
+            await pending.wait()
+        done = self._connecting[addr] = trio.Event()
+        try:
+            host, port = split_addr(addr)
+            try:
+                stream = await trio.open_tcp_stream(host, port)
+            except OSError as exc:
+                raise RemotingError(f"connect to {addr} failed: {exc}") from None
+            channel = Channel(stream)
+            self._channels[addr] = channel
+            self._nursery.start_soon(self._read_loop, addr, channel)
+            return channel
+        finally:
+            del self._connecting[addr]
+            done.set()
+
+    async def invoke(self, addr: str, command: RemotingCommand,
+                     timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+        channel = await self.channel(addr)
+        try:
+            return await channel.invoke(command, timeout)
+        except trio.TooSlowError:
+            raise RemotingError(f"no answer from {addr} within {timeout} s (code {command.code})") from None
+        except ChannelClosed:
+            raise RemotingError(f"connection to {addr} closed") from None
+
+    async def invoke_oneway(self, addr: str, command: RemotingCommand) -> None:
+        channel = await self.channel(addr)
+        try:
+            await channel.invoke_oneway(command)
+        except ChannelClosed:
+            raise RemotingError(f"connection to {addr} closed") from None
+
+    async def _read_loop(self, addr: str, channel: Channel) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                while True:
+                    try:
+                        command = await channel.receive()
+                    except ProtocolError as exc:
+                        log.warning("closing %s: %s", addr, exc)
+                        break
+                    if command is None:
+                        break
+                    if command.is_response:
+                        channel.deliver_response(command)
+                    elif self.on_request is not None:
+                        nursery.start_soon(self._serve_request, channel, command)
+                nursery.cancel_scope.cancel()
+        finally:
+            channel.closed = True
+            channel.fail_pending()
+            if self._channels.get(addr) is channel:
+                del self._channels[addr]
+            await channel.aclose()
+
+    async def _serve_request(self, channel: Channel, command: RemotingCommand) -> None:
+        response = await self.on_request(channel, command)
+        if response is not None and not command.is_oneway:
+            try:
+                await channel.send(response)
+            except ChannelClosed:
+                pass
+
+    async def aclose(self) -> None:
+        for channel in list(self._channels.values()):
+            await channel.aclose()
+        self._channels.clear()

@@ -1,0 +1,689 @@
+"""JSON command bodies (spec section 9), as frozen dataclasses.
+
+Each class mirrors a Java body class: `encode()` writes what Java's fastjson
+writes (fields sorted, nulls omitted, numeric and object map keys per section
+9.1), `decode(body)` reads what Java or ali-ons send. Decoding is tolerant
+in the way fastjson is: unknown keys are ignored, missing or null fields take
+the Java default, numbers may arrive as strings and map keys as quoted text
+(the BrowserCompatible form); anything else raises `BodyDecodeError`.
+
+Field names are the Python spelling of the Java ones (`brokerName` ->
+`broker_name`); `field(metadata={"json": ...})` marks the irregular ones.
+"""
+
+from __future__ import annotations
+
+import struct
+import types
+import typing
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Self, TypeVar
+
+from .codes import Version
+from .command import RemotingCommand, ext_value_to_str
+from .errors import BodyDecodeError
+from .fastjson import ObjectKey, dumps, loads
+
+_Converter = Callable[[Any, str], Any]
+_B = TypeVar("_B", bound="Bean")
+
+
+class Bean:
+    """Mixin giving a frozen dataclass fastjson encoding and tolerant decoding."""
+
+    __slots__ = ()
+    _specs: ClassVar[dict[type, tuple[_FieldSpec, ...]]] = {}
+
+    def __fastjson__(self) -> dict[str, Any]:
+        """The Java bean view: JSON name -> value (None values are omitted on output)."""
+        return {spec.json_name: getattr(self, spec.name) for spec in _field_specs(type(self))}
+
+    def encode(self, *, standard_json: bool = False) -> bytes:
+        """The body bytes; `standard_json` quotes non-string keys (BrowserCompatible)."""
+        return _encode_bean(self, standard_json)
+
+    @classmethod
+    def decode(cls, body: bytes | str) -> Self:
+        """Parse a body; raises `BodyDecodeError`."""
+        return cls.from_json(loads(body))
+
+    @classmethod
+    def from_json(cls, value: Any, path: str = "") -> Self:
+        """Build from an already parsed JSON object (a dict)."""
+        return _bean_from_json(cls, value, path)
+
+
+# Module functions rather than super() calls: zero-argument super() does not
+# work in methods of slots=True dataclasses, which are re-created classes.
+
+
+def _encode_bean(bean: Bean, standard_json: bool) -> bytes:
+    return dumps(bean, browser_compatible=standard_json).encode("utf-8")
+
+
+def _bean_from_json(cls: type[_B], value: Any, path: str) -> _B:
+    path = path or cls.__name__
+    if not isinstance(value, Mapping):
+        raise BodyDecodeError(f"{path}: expected an object, got {_json_kind(value)}")
+    kwargs = {}
+    for spec in _field_specs(cls):
+        raw = value.get(spec.json_name)
+        for alias in spec.aliases:
+            if raw is None:
+                raw = value.get(alias)
+        if raw is not None:
+            kwargs[spec.name] = spec.convert(raw, f"{path}.{spec.json_name}")
+    return cls(**kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldSpec:
+    name: str
+    json_name: str
+    aliases: tuple[str, ...]
+    convert: _Converter
+
+
+def _field_specs(cls: type) -> tuple[_FieldSpec, ...]:
+    cached = Bean._specs.get(cls)
+    if cached is None:
+        hints = typing.get_type_hints(cls)
+        cached = tuple(
+            _FieldSpec(
+                name=f.name,
+                json_name=f.metadata.get("json", _camel(f.name)),
+                aliases=tuple(f.metadata.get("aliases", ())),
+                convert=_converter(hints[f.name]),
+            )
+            for f in fields(cls)
+        )
+        Bean._specs[cls] = cached
+    return cached
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return repr(value)
+
+
+# -- converters: parsed JSON value -> field value ------------------------------------
+
+
+def _converter(tp: Any) -> _Converter:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return lambda raw, path: raw
+    if origin in (types.UnionType, typing.Union):
+        inner = _converter(next(arg for arg in args if arg is not type(None)))
+        return lambda raw, path: None if raw is None else inner(raw, path)
+    if origin is tuple:
+        return _tuple_converter(_converter(args[0]))
+    if origin is dict:
+        return _dict_converter(_key_converter(args[0]), _converter(args[1]))
+    if isinstance(tp, type) and issubclass(tp, Bean):
+        return tp.from_json
+    simple = {int: _to_int, float: _to_float, bool: _to_bool, str: _to_str}.get(tp)
+    if simple is None:
+        raise TypeError(f"no fastjson converter for {tp!r}")
+    return simple
+
+
+def _to_int(raw: Any, path: str) -> int:
+    if type(raw) is int:
+        return raw
+    if isinstance(raw, bool):
+        return int(raw)
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    if isinstance(raw, str):
+        try:
+            return int(raw.strip())
+        except ValueError:
+            pass
+    raise BodyDecodeError(f"{path}: expected an integer, got {_json_kind(raw)}")
+
+
+def _to_float(raw: Any, path: str) -> float:
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        return float(raw)
+    if isinstance(raw, str):
+        try:
+            return float(raw)
+        except ValueError:
+            pass
+    raise BodyDecodeError(f"{path}: expected a number, got {_json_kind(raw)}")
+
+
+def _to_bool(raw: Any, path: str) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int) and raw in (0, 1):
+        return bool(raw)
+    if isinstance(raw, str) and raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise BodyDecodeError(f"{path}: expected a boolean, got {_json_kind(raw)}")
+
+
+def _to_str(raw: Any, path: str) -> str:
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bool | int | float):
+        return ext_value_to_str(raw) or ""
+    raise BodyDecodeError(f"{path}: expected a string, got {_json_kind(raw)}")
+
+
+def _tuple_converter(item: _Converter) -> _Converter:
+    def convert(raw: Any, path: str) -> tuple[Any, ...]:
+        if isinstance(raw, list | tuple):
+            return tuple(item(value, f"{path}[{i}]") for i, value in enumerate(raw))
+        if isinstance(raw, Mapping) and not raw:
+            return ()  # JSON.stringify writes an empty JavaScript Set as {}
+        raise BodyDecodeError(f"{path}: expected an array, got {_json_kind(raw)}")
+
+    return convert
+
+
+def _dict_converter(key: _Converter, item: _Converter) -> _Converter:
+    def convert(raw: Any, path: str) -> dict[Any, Any]:
+        if not isinstance(raw, Mapping):
+            raise BodyDecodeError(f"{path}: expected an object, got {_json_kind(raw)}")
+        out = {}
+        for k, value in raw.items():
+            if value is not None:
+                out[key(k, path)] = item(value, f"{path}[{k!r}]")
+        return out
+
+    return convert
+
+
+def _key_converter(tp: Any) -> _Converter:
+    if tp is str:
+        return lambda raw, path: raw if isinstance(raw, str) else _to_str(raw, f"{path} key")
+    if tp is int:
+        return lambda raw, path: _to_int(raw, f"{path} key")
+    if isinstance(tp, type) and issubclass(tp, Bean):
+        return lambda raw, path: _bean_key(tp, raw, path)
+    raise TypeError(f"no fastjson key converter for {tp!r}")
+
+
+def _bean_key(tp: type[Bean], raw: Any, path: str) -> Any:
+    if isinstance(raw, ObjectKey):
+        raw = raw.as_dict()
+    elif isinstance(raw, str):  # BrowserCompatible: the key object as quoted JSON text
+        raw = loads(raw)
+    return tp.from_json(raw, f"{path} key")
+
+
+# -- common beans --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue(Bean):
+    """(topic, brokerName, queueId), section 9.5; orders like Java's compareTo."""
+
+    topic: str = ""
+    broker_name: str = ""
+    queue_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion(Bean):
+    """Version of a broker's metadata tables, section 9.7; equal iff both fields are."""
+
+    timestamp: int = 0
+    counter: int = 0
+
+    def next_version(self, now_ms: int) -> DataVersion:
+        """The version after a change made at `now_ms`."""
+        return DataVersion(timestamp=now_ms, counter=self.counter + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class KVTable(Bean):
+    """`{"table":{"k":"v"}}`: KV config namespaces and broker runtime info."""
+
+    table: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicList(Bean):
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GET_TOPICS_BY_CLUSTER body."""
+
+    topic_list: tuple[str, ...] = ()
+    broker_addr: str | None = None
+
+
+# -- name server: routes and cluster (9.2, 9.8) ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueData(Bean):
+    """One broker's queues for a topic in a route."""
+
+    broker_name: str = ""
+    read_queue_nums: int = 0
+    write_queue_nums: int = 0
+    perm: int = 0
+    # Spelled topicSynFlag before 4.9.0: accept both, write the 4.9 name.
+    topic_sys_flag: int = field(default=0, metadata={"aliases": ("topicSynFlag",)})
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerData(Bean):
+    """A broker name and its live addresses by broker id (0 = master)."""
+
+    cluster: str = ""
+    broker_name: str = ""
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRouteData(Bean):
+    """GET_ROUTEINFO_BY_TOPIC body. Encode with `standard_json=True` for requests of
+    version >= 401 or with acceptStandardJsonOnly, else the legacy bare-key form."""
+
+    queue_datas: tuple[QueueData, ...] = ()
+    broker_datas: tuple[BrokerData, ...] = ()
+    filter_server_table: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    order_topic_conf: str | None = None
+
+
+def wants_standard_json(route_request: RemotingCommand) -> bool:
+    """Whether a GET_ROUTEINFO_BY_TOPIC request gets standard JSON (section 7.1.1):
+    request version >= V4_9_4, or extField acceptStandardJsonOnly=true."""
+    return route_request.version >= Version.V4_9_4 or bool(
+        route_request.get_bool("acceptStandardJsonOnly", False)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo(Bean):
+    """GET_BROKER_CLUSTER_INFO body."""
+
+    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
+    cluster_addr_table: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+# -- broker metadata (9.7) -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig(Bean):
+    """A topic's configuration on a broker; defaults are Java's."""
+
+    topic_name: str = ""
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = 6
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigSerializeWrapper(Bean):
+    """GET_ALL_TOPIC_CONFIG body, and part of RegisterBrokerBody."""
+
+    topic_config_table: dict[str, TopicConfig] = field(default_factory=dict)
+    data_version: DataVersion = field(default_factory=DataVersion)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroupConfig(Bean):
+    """A consumer group's configuration on a broker; defaults are Java's."""
+
+    group_name: str = ""
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroupWrapper(Bean):
+    """GET_ALL_SUBSCRIPTIONGROUP_CONFIG body."""
+
+    subscription_group_table: dict[str, SubscriptionGroupConfig] = field(default_factory=dict)
+    data_version: DataVersion = field(default_factory=DataVersion)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOffsetSerializeWrapper(Bean):
+    """GET_ALL_CONSUMER_OFFSET body: "topic@group" -> queueId -> offset (bare int keys)."""
+
+    offset_table: dict[str, dict[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DelayOffsetSerializeWrapper(Bean):
+    """GET_ALL_DELAY_OFFSET body: delay level -> offset in SCHEDULE_TOPIC_XXXX."""
+
+    offset_table: dict[int, int] = field(default_factory=dict)
+
+
+_COMPRESSED_INT = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerBody(Bean):
+    """REGISTER_BROKER body, plain JSON or the zlib form of section 7.1.2."""
+
+    topic_config_serialize_wrapper: TopicConfigSerializeWrapper = field(
+        default_factory=TopicConfigSerializeWrapper
+    )
+    filter_server_list: tuple[str, ...] = ()
+
+    def encode(self, *, standard_json: bool = False, compressed: bool = False) -> bytes:
+        """The body; `compressed` gives the form sent with header `compressed=true`."""
+        if not compressed:
+            return _encode_bean(self, standard_json)
+        wrapper = self.topic_config_serialize_wrapper
+        parts = [_length_prefixed(wrapper.data_version.encode())]
+        parts.append(_COMPRESSED_INT.pack(len(wrapper.topic_config_table)))
+        for config in wrapper.topic_config_table.values():
+            text = (
+                f"{config.topic_name} {config.read_queue_nums} {config.write_queue_nums} "
+                f"{config.perm} {config.topic_filter_type}"
+            )
+            parts.append(_length_prefixed(text.encode("utf-8")))
+        parts.append(_length_prefixed(dumps(list(self.filter_server_list)).encode("utf-8")))
+        return zlib.compress(b"".join(parts), 9)  # Java uses BEST_COMPRESSION
+
+    @classmethod
+    def decode(cls, body: bytes | str, *, compressed: bool = False) -> Self:
+        """Parse the body; `compressed` as announced by the request's header."""
+        if not compressed:
+            return cls.from_json(loads(body))
+        try:
+            data = zlib.decompress(body if isinstance(body, bytes) else body.encode("utf-8"))
+        except zlib.error as exc:
+            raise BodyDecodeError(f"compressed RegisterBrokerBody: {exc}") from None
+        reader = _Reader(data, "compressed RegisterBrokerBody")
+        version = DataVersion.decode(reader.chunk())
+        table = {}
+        for _ in range(reader.int32()):
+            config = _topic_config_from_text(reader.chunk().decode("utf-8", "replace"))
+            table[config.topic_name] = config
+        filter_servers = _converter(tuple[str, ...])(loads(reader.chunk()), "filterServerList")
+        return cls(TopicConfigSerializeWrapper(table, version), filter_servers)
+
+
+def _length_prefixed(data: bytes) -> bytes:
+    return _COMPRESSED_INT.pack(len(data)) + data
+
+
+def _topic_config_from_text(text: str) -> TopicConfig:
+    parts = text.split(" ")
+    if len(parts) != 5:
+        raise BodyDecodeError(f"compressed RegisterBrokerBody: bad topic config {text!r}")
+    name, read, write, perm, filter_type = parts
+    path = f"topic config {name!r}"
+    return TopicConfig(
+        topic_name=name,
+        read_queue_nums=_to_int(read, path),
+        write_queue_nums=_to_int(write, path),
+        perm=_to_int(perm, path),
+        topic_filter_type=filter_type,
+    )
+
+
+class _Reader:
+    """Sequential reader of length-prefixed chunks; raises BodyDecodeError on overrun."""
+
+    def __init__(self, data: bytes, what: str) -> None:
+        self._data = data
+        self._pos = 0
+        self._what = what
+
+    def int32(self) -> int:
+        if len(self._data) - self._pos < 4:
+            raise BodyDecodeError(f"{self._what}: truncated")
+        (value,) = _COMPRESSED_INT.unpack_from(self._data, self._pos)
+        self._pos += 4
+        return value
+
+    def chunk(self) -> bytes:
+        size = self.int32()
+        if size < 0 or size > len(self._data) - self._pos:
+            raise BodyDecodeError(f"{self._what}: chunk of {size} bytes overruns the data")
+        self._pos += size
+        return self._data[self._pos - size : self._pos]
+
+
+# -- client registration (9.3, 9.4) ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionData(Bean):
+    """One topic subscription of a consumer group. Missing expressionType means TAG."""
+
+    topic: str = ""
+    sub_string: str = "*"
+    tags_set: tuple[str, ...] = ()
+    code_set: tuple[int, ...] = ()
+    sub_version: int = 0
+    expression_type: str = "TAG"
+    class_filter_mode: bool = False
+    filter_class_source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerData(Bean):
+    """A consumer group as announced in a heartbeat."""
+
+    group_name: str = ""
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscription_data_set: tuple[SubscriptionData, ...] = ()
+    unit_mode: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerData(Bean):
+    """A producer group as announced in a heartbeat."""
+
+    group_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatData(Bean):
+    """HEART_BEAT request body."""
+
+    client_id: str = field(default="", metadata={"json": "clientID"})
+    producer_data_set: tuple[ProducerData, ...] = ()
+    consumer_data_set: tuple[ConsumerData, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GetConsumerListByGroupResponseBody(Bean):
+    """GET_CONSUMER_LIST_BY_GROUP response body."""
+
+    consumer_id_list: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LockBatchRequestBody(Bean):
+    """LOCK_BATCH_MQ request body (section 7.4.8)."""
+
+    consumer_group: str = ""
+    client_id: str = ""
+    mq_set: tuple[MessageQueue, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UnlockBatchRequestBody(Bean):
+    """UNLOCK_BATCH_MQ request body."""
+
+    consumer_group: str = ""
+    client_id: str = ""
+    mq_set: tuple[MessageQueue, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LockBatchResponseBody(Bean):
+    """LOCK_BATCH_MQ response body: the queues the client now holds."""
+
+    lock_ok_mq_set: tuple[MessageQueue, ...] = field(default=(), metadata={"json": "lockOKMQSet"})
+
+
+# -- reset offset (9.6) --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResetOffsetBody(Bean):
+    """RESET_CONSUMER_CLIENT_OFFSET body / INVOKE_BROKER_TO_RESET_OFFSET response."""
+
+    offset_table: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def encode(self, *, standard_json: bool = False, for_cpp: bool = False) -> bytes:
+        """Object-key form, or with `for_cpp` the list form (ResetOffsetBodyForC)."""
+        if not for_cpp:
+            return _encode_bean(self, standard_json)
+        entries = [
+            {"brokerName": mq.broker_name, "offset": offset, "queueId": mq.queue_id, "topic": mq.topic}
+            for mq, offset in sorted(self.offset_table.items())
+        ]
+        return dumps({"offsetTable": entries}, browser_compatible=standard_json).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, value: Any, path: str = "") -> Self:
+        """Accept the object-key map and the C++ list form."""
+        path = path or cls.__name__
+        table = value.get("offsetTable") if isinstance(value, Mapping) else None
+        if not isinstance(table, list):
+            return _bean_from_json(cls, value, path)
+        offsets = {}
+        for i, entry in enumerate(table):
+            entry_path = f"{path}.offsetTable[{i}]"
+            mq = MessageQueue.from_json(entry, entry_path)
+            offsets[mq] = _to_int(entry.get("offset", 0), f"{entry_path}.offset")
+        return cls(offsets)
+
+
+# -- stats with object keys (9.9) --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOffset(Bean):
+    """A write queue's offsets in TopicStatsTable."""
+
+    min_offset: int = 0
+    max_offset: int = 0
+    last_update_timestamp: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStatsTable(Bean):
+    """GET_TOPIC_STATS_INFO body."""
+
+    offset_table: dict[MessageQueue, TopicOffset] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetWrapper(Bean):
+    """A queue's broker and consumer offsets in ConsumeStats."""
+
+    broker_offset: int = 0
+    consumer_offset: int = 0
+    last_timestamp: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeStats(Bean):
+    """GET_CONSUME_STATS body."""
+
+    offset_table: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
+    consume_tps: float = 0.0
+
+
+# -- consumer running info (9.10) --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessQueueInfo(Bean):
+    """A client's view of one assigned queue."""
+
+    commit_offset: int = 0
+    cached_msg_min_offset: int = 0
+    cached_msg_max_offset: int = 0
+    cached_msg_count: int = 0
+    cached_msg_size_in_mi_b: int = field(default=0, metadata={"json": "cachedMsgSizeInMiB"})
+    transaction_msg_min_offset: int = 0
+    transaction_msg_max_offset: int = 0
+    transaction_msg_count: int = 0
+    locked: bool = False
+    try_unlock_times: int = 0
+    last_lock_timestamp: int = 0
+    droped: bool = False  # (sic), the Java name
+    last_pull_timestamp: int = 0
+    last_consume_timestamp: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeStatus(Bean):
+    """A client's consume statistics for one topic."""
+
+    pull_rt: float = field(default=0.0, metadata={"json": "pullRT"})
+    pull_tps: float = field(default=0.0, metadata={"json": "pullTPS"})
+    consume_rt: float = field(default=0.0, metadata={"json": "consumeRT"})
+    consume_ok_tps: float = field(default=0.0, metadata={"json": "consumeOKTPS"})
+    consume_failed_tps: float = field(default=0.0, metadata={"json": "consumeFailedTPS"})
+    consume_failed_msgs: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRunningInfo(Bean):
+    """A client's answer to GET_CONSUMER_RUNNING_INFO (relayed, not interpreted)."""
+
+    properties: dict[str, str] = field(default_factory=dict)
+    subscription_set: tuple[SubscriptionData, ...] = ()
+    mq_table: dict[MessageQueue, ProcessQueueInfo] = field(default_factory=dict)
+    status_table: dict[str, ConsumeStatus] = field(default_factory=dict)
+    jstack: str | None = None
+
+
+# -- connections (9.11) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection(Bean):
+    """One client channel (Java `Connection`; renamed to not clash with ours)."""
+
+    client_id: str = ""
+    client_addr: str = ""
+    language: str = "JAVA"
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConnection(Bean):
+    """GET_CONSUMER_CONNECTION_LIST body."""
+
+    connection_set: tuple[ClientConnection, ...] = ()
+    subscription_table: dict[str, SubscriptionData] = field(default_factory=dict)
+    consume_type: str | None = None
+    message_model: str | None = None
+    consume_from_where: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConnection(Bean):
+    """GET_PRODUCER_CONNECTION_LIST body."""
+
+    connection_set: tuple[ClientConnection, ...] = ()

@@ -1,0 +1,477 @@
+"""The broker's request processors: wire commands in, core API calls, wire answers out.
+
+Every processor reads its header with the typed accessors of
+`RemotingCommand` (a missing or malformed field answers SYSTEM_ERROR naming
+it), calls the broker core, and builds the answer RocketMQ gives.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import Any
+
+import trio
+
+from es_broker.client.channel import Channel, ChannelClosed
+from es_broker.commands import names
+from es_broker.commands.broker import Broker
+from es_broker.commands.errors import BrokerError, Code, IllegalRequest
+from es_broker.commands.messages import GetStatus, MessageIn
+from es_broker.commands.pull_codes import response_code, slave_correction
+from es_broker.projections.topics import PERM_WRITE
+from es_broker.remoting import fastjson
+from es_broker.remoting import message as wire
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, request, response_to
+from es_broker.remoting.errors import BodyDecodeError
+from es_broker.server.clients import ClientRegistry
+from es_broker.server.longpoll import PullHoldService
+from es_broker.server.remoting_server import Handler
+
+log = logging.getLogger(__name__)
+
+# SEND_MESSAGE_V2 renames every header field to one letter (remoting spec 7.2.1)
+V2_FIELDS = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
+    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
+}
+PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
+_BATCH_ENTRY = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
+
+
+def json_body(value: Any) -> bytes:
+    return fastjson.dumps(value).encode()
+
+
+def _v1(req: RemotingCommand) -> RemotingCommand:
+    """A SEND_MESSAGE_V2 header with V1 names, so one processor reads both."""
+    if req.code == RequestCode.SEND_MESSAGE:
+        return req
+    import dataclasses
+
+    fields = {V2_FIELDS.get(k, k): v for k, v in req.ext_fields.items()}
+    return dataclasses.replace(req, ext_fields=fields)
+
+
+def _ipv4(addr: tuple[str, int]) -> tuple[str, int]:
+    host = addr[0]
+    if host.startswith("::ffff:"):
+        host = host[7:]
+    return (host if ":" not in host else "127.0.0.1", addr[1])
+
+
+def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
+    """SEND_BATCH_MESSAGE body: (flag, body, properties) per entry (remoting spec 7.2.2)."""
+    out, pos = [], 0
+    view = memoryview(body)
+    while pos < len(body):
+        try:
+            total, _, _, flag, body_len = _BATCH_ENTRY.unpack_from(view, pos)
+            start = pos + _BATCH_ENTRY.size
+            payload = bytes(view[start:start + body_len])
+            (props_len,) = struct.unpack_from(">h", view, start + body_len)
+            props_raw = bytes(view[start + body_len + 2:start + body_len + 2 + props_len])
+        except struct.error:
+            raise IllegalRequest(f"batch body is truncated at byte {pos}") from None
+        if total <= 0 or len(payload) != body_len or pos + total > len(body):
+            raise IllegalRequest(f"batch entry at byte {pos} declares a wrong size")
+        out.append((flag, payload, wire.decode_properties(props_raw)))
+        pos += total
+    return out
+
+
+def parse_subscription(expression: str | None, expression_type: str | None) -> frozenset[int] | None:
+    """A TAG expression -> the tag hash codes it accepts; None accepts every message."""
+    if expression_type and expression_type.upper() != "TAG":
+        raise BrokerError(f"The broker does not support consumer to filter message by {expression_type}",
+                          Code.SUBSCRIPTION_PARSE_FAILED)
+    text = (expression or "").strip()
+    if text in ("", "*"):
+        return None
+    tags = [t.strip() for t in text.split("||") if t.strip()]
+    if not tags:
+        raise BrokerError(f"parse the consumer's subscription[{expression}] failed",
+                          Code.SUBSCRIPTION_PARSE_FAILED)
+    return frozenset(wire.tag_hash(t) for t in tags)
+
+
+class BrokerProcessors:
+    def __init__(self, broker: Broker, clients: ClientRegistry, holds: PullHoldService,
+                 on_topics_changed: Any = None) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.clients = clients
+        self.holds = holds
+        self.on_topics_changed = on_topics_changed or (lambda: None)
+        self.is_slave = self.config.brokerRole == "SLAVE"
+
+    def handlers(self) -> dict[int, Handler]:
+        C = RequestCode
+        return {
+            C.SEND_MESSAGE: self.send_message,
+            C.SEND_MESSAGE_V2: self.send_message,
+            C.SEND_BATCH_MESSAGE: self.send_message,
+            C.PULL_MESSAGE: self.pull_message,
+            C.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
+            C.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
+            C.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
+            C.GET_MAX_OFFSET: self.get_max_offset,
+            C.GET_MIN_OFFSET: self.get_min_offset,
+            C.GET_EARLIEST_MSG_STORETIME: self.earliest_store_time,
+            C.VIEW_MESSAGE_BY_ID: self.view_message,
+            C.QUERY_MESSAGE: self.query_message,
+            C.HEART_BEAT: self.heartbeat,
+            C.UNREGISTER_CLIENT: self.unregister_client,
+            C.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+            C.CHECK_CLIENT_CONFIG: self.check_client_config,
+            C.LOCK_BATCH_MQ: self.lock_batch,
+            C.UNLOCK_BATCH_MQ: self.unlock_batch,
+            C.UPDATE_AND_CREATE_TOPIC: self.update_topic,
+            C.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            C.GET_ALL_TOPIC_CONFIG: self.all_topic_config,
+            C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_group,
+            C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_group_config,
+            C.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
+            C.GET_TOPIC_STATS_INFO: self.topic_stats,
+            C.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            C.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            C.GET_CONSUME_STATS: self.consume_stats,
+            C.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offset,
+            C.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+            C.GET_BROKER_CONFIG: self.broker_config,
+        }
+
+    def requester(self, channel: Channel) -> str:
+        return self.clients.client_id(channel)
+
+    # ------------------------------------------------------------------ producer
+    async def send_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = _v1(req)
+        topic = h.require_str("topic")
+        queue_id = h.require_int("queueId")
+        sys_flag = h.require_int("sysFlag")
+        born = h.require_long("bornTimestamp")
+        born_host = _ipv4(channel.remote)
+        reconsume = h.get_int("reconsumeTimes", 0) or 0
+        config = self.broker.topic_config(topic)
+        if config and config.get("order") and not self.config.brokerPermission & PERM_WRITE:
+            raise BrokerError(f"the broker[{self.config.brokerIP1}] sending message is forbidden",
+                              Code.NO_PERMISSION)
+        if req.code == RequestCode.SEND_BATCH_MESSAGE or h.get_bool("batch", False):
+            batch = [MessageIn(body, props, flag, sys_flag, born, born_host, reconsume)
+                     for flag, body, props in decode_batch(req.body)]
+        else:
+            props = wire.decode_properties(h.get_str("properties", "") or "")
+            batch = [MessageIn(req.body, props, h.require_int("flag"), sys_flag, born, born_host, reconsume)]
+        created_before = config is not None
+        result = await self.broker.put_messages(
+            topic, queue_id, batch, requester=self.requester(channel),
+            producer_group=h.get_str("producerGroup", "") or "",
+            default_topic=h.get_str("defaultTopic"),
+            default_topic_queue_nums=h.get_int("defaultTopicQueueNums", 4) or 4)
+        self.holds.notify(result.topic, result.queue_id)
+        if not created_before:
+            self.on_topics_changed()
+        return response_to(req, ResponseCode.SUCCESS, None, {
+            "msgId": ",".join(result.msg_ids),
+            "queueId": result.queue_id,
+            "queueOffset": result.queue_offset,
+            "MSG_REGION": "DefaultRegion",
+            "TRACE_ON": "true",
+        })
+
+    # ------------------------------------------------------------------ consumer
+    async def pull_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        group = req.require_str("consumerGroup")
+        topic = req.require_str("topic")
+        queue_id = req.require_int("queueId")
+        offset = req.require_long("queueOffset")
+        max_nums = req.require_int("maxMsgNums")
+        sys_flag = req.require_int("sysFlag")
+        commit = req.require_long("commitOffset") if sys_flag & PULL_COMMIT_OFFSET else None
+        suspend_ms = req.get_long("suspendTimeoutMillis", 15000) or 0
+        tags = self._subscription(group, topic, req, sys_flag)
+        client = self.requester(channel)
+        # register for arrivals before reading, so a message stored meanwhile is not missed
+        arrival = self.holds.arrival(topic, queue_id)
+        result = await self.broker.pull(group, topic, queue_id, offset, max_nums, tags_codes=tags,
+                                        client=client, commit_offset=commit)
+        code = response_code(result.status, offset)
+        if code == Code.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
+            hold = suspend_ms / 1000 if self.config.longPollingEnable else self.config.shortPollingTimeMills / 1000
+            with trio.move_on_after(hold):
+                await arrival.wait()
+            # the re-run neither suspends nor stores the commit again (B-63)
+            result = await self.broker.pull(group, topic, queue_id, offset, max_nums, tags_codes=tags,
+                                            client=client)
+            code = response_code(result.status, offset)
+        return self._pull_answer(req, group, result, code, offset)
+
+    def _subscription(self, group: str, topic: str, req: RemotingCommand, sys_flag: int) -> frozenset[int] | None:
+        if sys_flag & PULL_SUBSCRIPTION:
+            return parse_subscription(req.get_str("subscription"), req.get_str("expressionType"))
+        info = self.clients.consumer_group(group)
+        if info is None:
+            raise BrokerError(f"the consumer's group info not exist, group: {group}", Code.SUBSCRIPTION_NOT_EXIST)
+        sub = info.subscriptions.get(topic)
+        if sub is None:
+            raise BrokerError(f"the consumer's subscription not exist, group: {group}, topic: {topic}",
+                              Code.SUBSCRIPTION_NOT_EXIST)
+        if int(sub.get("subVersion", 0)) < (req.get_long("subVersion", 0) or 0):
+            raise BrokerError("the consumer's subscription not latest", Code.SUBSCRIPTION_NOT_LATEST)
+        return parse_subscription(sub.get("subString"), sub.get("expressionType"))
+
+    def _pull_answer(self, req, group, result, code, offset) -> RemotingCommand:
+        group_config = self.broker.group_config(group) or {}
+        if self.is_slave:
+            result = slave_correction(result, offset, self.config.offsetCheckInSlave)
+            if code == Code.PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
+                code = Code.PULL_RETRY_IMMEDIATELY  # B-61
+        if not self.config.slaveReadEnable:
+            suggest = 0
+        elif result.slow:
+            suggest = group_config.get("whichBrokerWhenConsumeSlowly", 1)
+        else:
+            suggest = group_config.get("brokerId", 0)
+        header = {
+            "suggestWhichBrokerId": suggest,
+            "nextBeginOffset": result.next_begin_offset,
+            "minOffset": result.min_offset,
+            "maxOffset": result.max_offset,
+        }
+        body = result.body if code == Code.SUCCESS else b""
+        return response_to(req, int(code), result.status.value, header, body)
+
+    async def query_consumer_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        answer = await self.broker.query_consumer_offset(
+            req.require_str("consumerGroup"), req.require_str("topic"), req.require_int("queueId"),
+            requester=self.requester(channel))
+        if answer.code == Code.SUCCESS:
+            return response_to(req, ResponseCode.SUCCESS, None, {"offset": answer.offset})
+        return response_to(req, int(answer.code), answer.remark)
+
+    async def update_consumer_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        await self.broker.commit_offset(
+            req.require_str("consumerGroup"), req.require_str("topic"), req.require_int("queueId"),
+            req.require_long("commitOffset"), requester=self.requester(channel))
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        offset = self.broker.search_offset(req.require_str("topic"), req.require_int("queueId"),
+                                           req.require_long("timestamp"))
+        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+
+    async def get_max_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        offset = self.broker.max_offset(req.require_str("topic"), req.require_int("queueId"))
+        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+
+    async def get_min_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        offset = self.broker.min_offset(req.require_str("topic"), req.require_int("queueId"))
+        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+
+    async def earliest_store_time(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        ts = self.broker.earliest_msg_store_time(req.require_str("topic"), req.require_int("queueId"))
+        return response_to(req, ResponseCode.SUCCESS, None, {"timestamp": ts})
+
+    async def view_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        offset = req.require_long("offset")
+        raw = self.broker.message_at(offset)
+        if raw is None:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        return response_to(req, ResponseCode.SUCCESS, body=raw)
+
+    async def query_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        found = self.broker.query_messages_by_key(
+            req.require_str("topic"), req.require_str("key"), req.require_int("maxNum"),
+            req.require_long("beginTimestamp"), req.require_long("endTimestamp"))
+        header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": 0}
+        if not found:
+            return response_to(req, ResponseCode.QUERY_NOT_FOUND,
+                               "can not find message, maybe time range not correct", header)
+        return response_to(req, ResponseCode.SUCCESS, None, header, b"".join(found))
+
+    # ------------------------------------------------------------------ clients
+    async def heartbeat(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        try:
+            data = fastjson.loads(req.body) if req.body else {}
+        except BodyDecodeError as exc:
+            raise IllegalRequest(f"heartbeat body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise IllegalRequest("heartbeat body is not a JSON object")
+        client_id = str(data.get("clientID", channel.remote_addr))
+        language = req.language.name
+        for consumer in data.get("consumerDataSet") or []:
+            group = names.check_group_name(consumer.get("groupName"))
+            group_config = await self.broker.ensure_group(group, requester=client_id)
+            created = await self.broker.ensure_retry_topic(group, group_config["retryQueueNums"],
+                                                           requester=client_id)
+            if created:
+                self.on_topics_changed()
+            self.clients.register_consumer(channel, client_id, language, req.version, consumer)
+        for producer in data.get("producerDataSet") or []:
+            self.clients.register_producer(channel, client_id, language, req.version, producer.get("groupName", ""))
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def unregister_client(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        self.clients.unregister(channel, req.get_str("consumerGroup"), req.get_str("producerGroup"))
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def consumer_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        group = req.require_str("consumerGroup")
+        info = self.clients.consumer_group(group)
+        if info is None or not info.channels:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+        return response_to(req, ResponseCode.SUCCESS, body=json_body({"consumerIdList": info.client_ids()}))
+
+    async def check_client_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        data = fastjson.loads(req.body) if req.body else {}
+        sub = (data or {}).get("subscriptionData") or {}
+        parse_subscription(sub.get("subString"), sub.get("expressionType"))
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def lock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        data = fastjson.loads(req.body) if req.body else {}
+        return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": data.get("mqSet", [])}))
+
+    async def unlock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        return response_to(req, ResponseCode.SUCCESS)
+
+    def notify_consumer_ids_changed(self, group: str, channels: list[Channel], nursery: trio.Nursery) -> None:
+        group_config = self.broker.group_config(group) or {}
+        if not (self.config.notifyConsumerIdsChangedEnable
+                and group_config.get("notifyConsumerIdsChangedEnable", True)):
+            return
+        for ch in channels:
+            nursery.start_soon(self._send_oneway, ch, request(
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True))
+
+    @staticmethod
+    async def _send_oneway(channel: Channel, command: RemotingCommand) -> None:
+        try:
+            await channel.invoke_oneway(command)
+        except ChannelClosed:
+            pass
+
+    # ------------------------------------------------------------------ admin
+    async def update_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        topic = req.require_str("topic")
+        config = {
+            "topicName": topic,
+            "readQueueNums": req.require_int("readQueueNums"),
+            "writeQueueNums": req.require_int("writeQueueNums"),
+            "perm": req.require_int("perm"),
+            "topicFilterType": req.get_str("topicFilterType", "SINGLE_TAG"),
+            "topicSysFlag": req.get_int("topicSysFlag", 0),
+            "order": req.get_bool("order", False),
+        }
+        await self.broker.update_topic(config, requester=self.requester(channel))
+        self.on_topics_changed()
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        await self.broker.delete_topic(req.require_str("topic"), requester=self.requester(channel))
+        self.on_topics_changed()
+        return response_to(req, ResponseCode.SUCCESS)
+
+    def topic_config_wrapper(self) -> dict[str, Any]:
+        table, version = self.broker.topic_table()
+        return {"dataVersion": {"counter": version, "timestamp": version}, "topicConfigTable": table}
+
+    async def all_topic_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        return response_to(req, ResponseCode.SUCCESS, body=json_body(self.topic_config_wrapper()))
+
+    async def update_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        try:
+            config = fastjson.loads(req.body)
+        except BodyDecodeError as exc:
+            raise IllegalRequest(f"subscription group body is not valid JSON: {exc}") from None
+        if not isinstance(config, dict):
+            raise IllegalRequest("subscription group body is not a JSON object")
+        await self.broker.update_group(config, requester=self.requester(channel))
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def all_group_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        table, version = self.broker.group_table()
+        body = {"dataVersion": {"counter": version, "timestamp": version}, "subscriptionGroupTable": table}
+        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+
+    async def delete_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        await self.broker.delete_group(req.require_str("groupName"), requester=self.requester(channel))
+        return response_to(req, ResponseCode.SUCCESS)
+
+    def _mq(self, topic: str, queue_id: int) -> fastjson.ObjectKey:
+        return fastjson.ObjectKey((("brokerName", self.config.brokerName), ("queueId", queue_id), ("topic", topic)))
+
+    async def topic_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        topic = req.require_str("topic")
+        config = self.broker.topic_config(topic)
+        if config is None:
+            return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        table = {}
+        for q in range(config["writeQueueNums"]):
+            lo, hi = self.broker.min_offset(topic, q), self.broker.max_offset(topic, q)
+            last = self.broker.store_time_at(topic, q, hi - 1) if hi > 0 else 0
+            table[self._mq(topic, q)] = {"lastUpdateTimestamp": last, "maxOffset": hi, "minOffset": lo}
+        return response_to(req, ResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
+
+    async def consume_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        group = req.require_str("consumerGroup")
+        only = req.get_str("topic") or None
+        table = {}
+        for topic, queue_id, offset in self.broker.group_offsets(group):
+            if only and topic != only:
+                continue
+            consumer = max(offset, 0)
+            last = self.broker.store_time_at(topic, queue_id, consumer - 1) if consumer > 0 else 0
+            table[self._mq(topic, queue_id)] = {
+                "brokerOffset": self.broker.max_offset(topic, queue_id),
+                "consumerOffset": consumer,
+                "lastTimestamp": last,
+            }
+        return response_to(req, ResponseCode.SUCCESS, body=json_body({"consumeTps": 0.0, "offsetTable": table}))
+
+    def _connection(self, info) -> dict[str, Any]:
+        ch, client = info
+        return {"clientAddr": ch.remote_addr, "clientId": client.client_id, "language": client.language,
+                "version": client.version}
+
+    async def consumer_connections(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        group = req.require_str("consumerGroup")
+        info = self.clients.consumer_group(group)
+        if info is None or not info.channels:
+            return response_to(req, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        body = {
+            "connectionSet": [self._connection(i) for i in info.channels.items()],
+            "consumeFromWhere": info.consume_from_where,
+            "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "subscriptionTable": info.subscriptions,
+        }
+        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+
+    async def producer_connections(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        group = req.require_str("producerGroup")
+        channels = self.clients.producers.get(group) or {}
+        if not channels:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        body = {"connectionSet": [self._connection(i) for i in channels.items()]}
+        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+
+    async def all_consumer_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        table: dict[str, dict[int, int]] = {}
+        for topic, group, queue_id, offset in self.broker.offset_table():
+            table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+        return response_to(req, ResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
+
+    async def runtime_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        table = {k: str(v) for k, v in self.broker.runtime_info().items()}
+        return response_to(req, ResponseCode.SUCCESS, body=json_body({"table": table}))
+
+    async def broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        import dataclasses
+
+        text = "\n".join(f"{f.name}={getattr(self.config, f.name)}" for f in dataclasses.fields(self.config))
+        return response_to(req, ResponseCode.SUCCESS, None,
+                           {"version": fastjson.dumps({"counter": 0, "timestamp": 0})}, text.encode())

@@ -1,0 +1,190 @@
+"""`es-broker serve`: the broker, and by default the name server role, in one trio nursery."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from pathlib import Path
+
+import trio
+
+from es_broker.client.channel import Channel
+from es_broker.client.remoting_client import RemotingClient, RemotingError, split_addr
+from es_broker.commands.broker import Broker
+from es_broker.config import BrokerConfig, load_broker_conf
+from es_broker.remoting import fastjson
+from es_broker.remoting.codes import RequestCode
+from es_broker.remoting.command import request
+from es_broker.server.broker_processors import BrokerProcessors
+from es_broker.server.clients import ClientRegistry
+from es_broker.server.longpoll import PullHoldService
+from es_broker.server.namesrv import NameServer
+from es_broker.server.remoting_server import RemotingServer
+
+log = logging.getLogger("es_broker")
+
+REGISTER_PERIOD = 30.0  # registerNameServerPeriod
+SCAN_PERIOD = 10.0  # channel expiry scans, broker and name server
+
+
+def default_data_dir() -> str:
+    return str(Path.home() / ".es-broker" / "data")
+
+
+class BrokerServer:
+    """A running broker: core, listener, name-server registration, housekeeping."""
+
+    def __init__(self, config: BrokerConfig, namesrv_addrs: list[str]) -> None:
+        self.config = config
+        self.namesrv_addrs = namesrv_addrs
+        self.broker = Broker.open(config.storePathRootDir, config)
+        self.holds = PullHoldService()
+        self.clients = ClientRegistry(notify_changed=self._consumer_ids_changed)
+        self.processors = BrokerProcessors(self.broker, self.clients, self.holds, self._topics_changed)
+        self.remoting = RemotingServer("broker", self.processors.handlers(),
+                                       on_close=self.clients.channel_closed)
+        self._register_now = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self.port = config.listenPort
+
+    @property
+    def addr(self) -> str:
+        return f"{self.config.brokerIP1}:{self.port}"
+
+    def _topics_changed(self) -> None:
+        self._register_now.set()
+
+    def _consumer_ids_changed(self, group: str, channels: list[Channel]) -> None:
+        if self._nursery is not None:
+            self.processors.notify_consumer_ids_changed(group, channels, self._nursery)
+
+    async def run(self, host: str, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await nursery.start(self.broker.run)
+                self.port = await nursery.start(self.remoting.serve, host, self.config.listenPort)
+                self.config = self.broker.config = self.broker.store.config = self.config.replace(
+                    listenPort=self.port)
+                self.processors.config = self.config
+                client = RemotingClient(nursery)
+                if self.namesrv_addrs:
+                    await self._register_all(client)
+                    nursery.start_soon(self._registration_loop, client)
+                nursery.start_soon(self._expiry_loop)
+                task_status.started(self)
+        finally:
+            self.broker.close()
+
+    async def _registration_loop(self, client: RemotingClient) -> None:
+        while True:
+            with trio.move_on_after(REGISTER_PERIOD):
+                await self._register_now.wait()
+            self._register_now = trio.Event()
+            await self._register_all(client)
+
+    async def _register_all(self, client: RemotingClient) -> None:
+        body = fastjson.dumps({"filterServerList": [],
+                               "topicConfigSerializeWrapper": self.processors.topic_config_wrapper()}).encode()
+        cfg = self.config
+        for addr in self.namesrv_addrs:
+            cmd = request(RequestCode.REGISTER_BROKER, {
+                "brokerName": cfg.brokerName, "brokerAddr": self.addr, "clusterName": cfg.brokerClusterName,
+                "haServerAddr": f"{cfg.brokerIP1}:{cfg.haListenPort}", "brokerId": cfg.brokerId,
+                "compressed": False}, body)
+            try:
+                await client.invoke(addr, cmd, timeout=6.0)
+            except RemotingError as exc:
+                log.warning("registration with name server %s failed: %s", addr, exc)
+
+    async def _expiry_loop(self) -> None:
+        while True:
+            await trio.sleep(SCAN_PERIOD)
+            for channel in self.clients.scan_expired():
+                log.info("dropped client channel %s: no heartbeat for 120 s", channel.remote_addr)
+
+
+class NameServerRole:
+    def __init__(self) -> None:
+        self.namesrv = NameServer()
+        self.remoting = RemotingServer("namesrv", self.namesrv.handlers(), on_close=self.namesrv.channel_closed)
+
+    async def run(self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            bound = await nursery.start(self.remoting.serve, host, port)
+            nursery.start_soon(self._scan)
+            task_status.started(bound)
+
+    async def _scan(self) -> None:
+        while True:
+            await trio.sleep(SCAN_PERIOD)
+            self.namesrv.scan_not_active()
+
+
+def _listen(value: str, default_port: int) -> tuple[str, int]:
+    if ":" in value:
+        return split_addr(value)
+    return value or "127.0.0.1", default_port
+
+
+async def serve(args: argparse.Namespace) -> None:
+    config = BrokerConfig(storePathRootDir=args.data_dir)
+    if args.config:
+        config = load_broker_conf(args.config, config)
+        if args.data_dir_given:
+            config = config.replace(storePathRootDir=args.data_dir)
+    if args.broker_name:
+        config = config.replace(brokerName=args.broker_name)
+    if args.cluster:
+        config = config.replace(brokerClusterName=args.cluster)
+    host, port = _listen(args.listen or f"{config.brokerIP1}:{config.listenPort}", config.listenPort)
+    config = config.replace(brokerIP1=host, listenPort=port)
+    Path(config.storePathRootDir).mkdir(parents=True, exist_ok=True)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+        namesrv = args.namesrv or config.namesrvAddr
+        if args.role in ("all", "namesrv") and not (args.role == "all" and args.namesrv):
+            ns_host, ns_port = _listen(args.namesrv_listen, 9876)
+            bound = await nursery.start(NameServerRole().run, ns_host, ns_port)
+            print(f"es-broker name server listening on {ns_host}:{bound}", flush=True)
+            if not namesrv:
+                namesrv = f"{ns_host}:{bound}"
+        if args.role == "namesrv":
+            return
+        server: BrokerServer = await nursery.start(
+            BrokerServer(config, [a for a in namesrv.split(";") if a]).run, host)
+        print(f"es-broker {config.brokerName} listening on {server.addr}, data in {config.storePathRootDir}, "
+              f"name server {namesrv}", flush=True)
+
+
+async def _stop_on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            print(f"es-broker: {signal.Signals(signum).name}, shutting down", flush=True)
+            scope.cancel()
+            return
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args.data_dir_given = args.data_dir is not None
+    args.data_dir = args.data_dir or default_data_dir()
+    trio.run(serve, args)
+    return 0
+
+
+def add_serve_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the broker (and the name server role) on a data directory")
+    p.add_argument("--data-dir", help=f"broker data directory (default {default_data_dir()})")
+    p.add_argument("--config", help="a RocketMQ-style broker.conf (key=value)")
+    p.add_argument("--listen", help="broker HOST:PORT (default 127.0.0.1:10911)")
+    p.add_argument("--namesrv-listen", default="127.0.0.1:9876", help="name server HOST:PORT")
+    p.add_argument("--namesrv", help="external name server(s) HOST:PORT[;HOST:PORT]; no embedded one")
+    p.add_argument("--role", choices=["all", "broker", "namesrv"], default="all")
+    p.add_argument("--broker-name")
+    p.add_argument("--cluster")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=_cmd_serve)

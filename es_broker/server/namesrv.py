@@ -1,0 +1,235 @@
+"""The name server role (RouteInfoManager): broker registration and topic routes (remoting spec 7.1).
+
+State is in memory, as in RocketMQ: brokers re-register every 30 s, so a
+restarted name server is whole again within one period.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from es_broker.client.channel import Channel
+from es_broker.remoting import fastjson
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.server.remoting_server import Handler
+
+log = logging.getLogger(__name__)
+
+BROKER_CHANNEL_EXPIRED_MS = 120_000
+NO_ROUTE = "No topic route info in name server for the topic: {topic}"
+STANDARD_JSON_VERSION = 401  # from this client version on, routes are standard JSON
+
+
+@dataclass(slots=True)
+class LiveBroker:
+    addr: str
+    channel: Channel | None
+    last_update_ms: int
+    data_version: dict[str, Any]
+    ha_server_addr: str
+
+
+@dataclass(slots=True)
+class RouteInfo:
+    clusters: dict[str, set[str]] = field(default_factory=dict)
+    brokers: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {cluster, brokerName, brokerAddrs}
+    topic_queues: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # topic -> name -> QueueData
+    live: dict[str, LiveBroker] = field(default_factory=dict)
+    kv: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def register(self, cluster: str, name: str, addr: str, broker_id: int, ha_addr: str,
+                 topic_configs: dict[str, dict[str, Any]], data_version: dict[str, Any],
+                 channel: Channel | None, now_ms: int) -> tuple[str | None, str | None]:
+        self.clusters.setdefault(cluster, set()).add(name)
+        data = self.brokers.setdefault(name, {"cluster": cluster, "brokerName": name, "brokerAddrs": {}})
+        addrs: dict[int, str] = data["brokerAddrs"]
+        for other_id, other_addr in list(addrs.items()):  # one address per id, one id per address
+            if other_addr == addr and other_id != broker_id:
+                del addrs[other_id]
+        addrs[broker_id] = addr
+        self.live[addr] = LiveBroker(addr, channel, now_ms, data_version, ha_addr)
+        if broker_id == 0:
+            for topic in [t for t, queues in self.topic_queues.items() if name in queues]:
+                if topic not in topic_configs:
+                    self._drop_queue_data(topic, name)
+            for topic, config in topic_configs.items():
+                self.topic_queues.setdefault(topic, {})[name] = {
+                    "brokerName": name,
+                    "perm": config.get("perm", 6),
+                    "readQueueNums": config.get("readQueueNums", 16),
+                    "writeQueueNums": config.get("writeQueueNums", 16),
+                    "topicSysFlag": config.get("topicSysFlag", 0),
+                }
+            return None, None
+        master = addrs.get(0)
+        if master and master in self.live:
+            return master, self.live[master].ha_server_addr
+        return None, None
+
+    def _drop_queue_data(self, topic: str, name: str) -> None:
+        queues = self.topic_queues.get(topic, {})
+        queues.pop(name, None)
+        if not queues:
+            self.topic_queues.pop(topic, None)
+
+    def unregister(self, name: str, addr: str, broker_id: int) -> None:
+        self.live.pop(addr, None)
+        data = self.brokers.get(name)
+        if data is None:
+            return
+        if data["brokerAddrs"].get(broker_id) == addr:
+            del data["brokerAddrs"][broker_id]
+        if not data["brokerAddrs"]:
+            del self.brokers[name]
+            for members in self.clusters.values():
+                members.discard(name)
+            for topic in list(self.topic_queues):
+                self._drop_queue_data(topic, name)
+
+    def drop_addr(self, addr: str) -> None:
+        for name, data in list(self.brokers.items()):
+            for broker_id, a in list(data["brokerAddrs"].items()):
+                if a == addr:
+                    self.unregister(name, addr, broker_id)
+        self.live.pop(addr, None)
+
+    def route(self, topic: str) -> dict[str, Any] | None:
+        queues = self.topic_queues.get(topic)
+        if not queues:
+            return None
+        names = sorted(queues)
+        broker_datas = [self.brokers[n] for n in names if n in self.brokers]
+        if not broker_datas:
+            return None
+        return {
+            "brokerDatas": broker_datas,
+            "filterServerTable": {},
+            "queueDatas": [queues[n] for n in names],
+        }
+
+    def cluster_info(self) -> dict[str, Any]:
+        return {
+            "brokerAddrTable": dict(self.brokers),
+            "clusterAddrTable": {c: sorted(n) for c, n in self.clusters.items()},
+        }
+
+
+class NameServer:
+    """Request processors of the name server role."""
+
+    def __init__(self) -> None:
+        self.routes = RouteInfo()
+
+    @staticmethod
+    def now_ms() -> int:
+        return time.time_ns() // 1_000_000
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.topic_list,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.topics_by_cluster,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.PUT_KV_CONFIG: self.put_kv,
+            RequestCode.GET_KV_CONFIG: self.get_kv,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.kv_list,
+        }
+
+    def channel_closed(self, channel: Channel) -> None:
+        for addr, live in list(self.routes.live.items()):
+            if live.channel is channel:
+                self.routes.drop_addr(addr)
+
+    def scan_not_active(self) -> list[str]:
+        deadline = self.now_ms() - BROKER_CHANNEL_EXPIRED_MS
+        dead = [a for a, live in self.routes.live.items() if live.last_update_ms < deadline]
+        for addr in dead:
+            self.routes.drop_addr(addr)
+        return dead
+
+    async def register_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        body = req.body
+        crc = req.get_int("bodyCrc32", 0)
+        if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        if req.get_bool("compressed", False):
+            return response_to(req, ResponseCode.SYSTEM_ERROR,
+                               "compressed registration is not supported; set compressedRegister=false")
+        parsed = fastjson.loads(body) if body else {}
+        wrapper = parsed.get("topicConfigSerializeWrapper") or {}
+        master, ha = self.routes.register(
+            req.require_str("clusterName"), req.require_str("brokerName"), req.require_str("brokerAddr"),
+            req.require_long("brokerId"), req.get_str("haServerAddr", "") or "",
+            wrapper.get("topicConfigTable") or {}, wrapper.get("dataVersion") or {}, channel, self.now_ms())
+        return response_to(req, ResponseCode.SUCCESS, None, {"masterAddr": master, "haServerAddr": ha})
+
+    async def unregister_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        self.routes.unregister(req.require_str("brokerName"), req.require_str("brokerAddr"),
+                               req.require_long("brokerId"))
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def get_route(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        topic = req.require_str("topic")
+        route = self.routes.route(topic)
+        if route is None:
+            return response_to(req, ResponseCode.TOPIC_NOT_EXIST, NO_ROUTE.format(topic=topic))
+        standard = req.version >= STANDARD_JSON_VERSION or req.get_bool("acceptStandardJsonOnly", False)
+        return response_to(req, ResponseCode.SUCCESS,
+                           body=fastjson.dumps(route, browser_compatible=standard).encode())
+
+    async def cluster_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps(self.routes.cluster_info()).encode())
+
+    async def topic_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        body = {"topicList": sorted(self.routes.topic_queues)}
+        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps(body).encode())
+
+    async def topics_by_cluster(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        names = self.routes.clusters.get(req.require_str("cluster"), set())
+        topics = sorted(t for t, q in self.routes.topic_queues.items() if names & set(q))
+        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps({"topicList": topics}).encode())
+
+    async def query_data_version(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        live = self.routes.live.get(req.require_str("brokerAddr"))
+        theirs = fastjson.loads(req.body) if req.body else None
+        changed = live is None or live.data_version != theirs
+        if live is not None:
+            live.last_update_ms = self.now_ms()
+        body = fastjson.dumps(live.data_version).encode() if live else b""
+        return response_to(req, ResponseCode.SUCCESS, None, {"changed": changed}, body)
+
+    async def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        self.routes.topic_queues.pop(req.require_str("topic"), None)
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def put_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        self.routes.kv.setdefault(req.require_str("namespace"), {})[req.require_str("key")] = req.require_str("value")
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def get_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        ns, key = req.require_str("namespace"), req.require_str("key")
+        value = self.routes.kv.get(ns, {}).get(key)
+        if value is None:
+            return response_to(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
+        return response_to(req, ResponseCode.SUCCESS, None, {"value": value})
+
+    async def delete_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        self.routes.kv.get(req.require_str("namespace"), {}).pop(req.require_str("key"), None)
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def kv_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        ns = req.require_str("namespace")
+        table = self.routes.kv.get(ns)
+        if not table:
+            return response_to(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
+        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps({"table": table}).encode())

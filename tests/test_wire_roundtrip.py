@@ -1,0 +1,77 @@
+"""Producer, consumer and admin requests over TCP against a real broker (remoting spec 7)."""
+
+from __future__ import annotations
+
+from es_broker.remoting import fastjson
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import request
+from es_broker.remoting.message import decode_all, encode_properties
+from tests.server_fixtures import running  # noqa: F401
+
+
+async def send(running, topic, queue_id, body, props=None):
+    return await running.call(RequestCode.SEND_MESSAGE_V2, {
+        "a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0, "g": 1, "h": 0,
+        "i": encode_properties(props or {}).decode(), "j": 0, "k": False, "m": False}, body)
+
+
+async def test_route_lists_the_broker_after_a_topic_is_created(running):
+    await running.create_topic("T1", queues=4)
+    await running.server._register_all(running.client)  # what the registration loop does on a change
+    response = await running.client.invoke(
+        running.namesrv_addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"}, version=121))
+    assert response.code == ResponseCode.SUCCESS
+    route = fastjson.loads(response.body)
+    assert route["brokerDatas"][0]["brokerAddrs"] == {0: running.addr}
+    assert route["queueDatas"][0]["writeQueueNums"] == 4
+
+
+async def test_send_then_pull_returns_the_stored_message(running):
+    await running.create_topic("T1")
+    sent = await send(running, "T1", 2, b"hello", {"TAGS": "TagA", "KEYS": "k1"})
+    assert sent.code == ResponseCode.SUCCESS
+    assert sent.ext_fields["queueId"] == "2" and sent.ext_fields["queueOffset"] == "0"
+    pulled = await running.call(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": "G", "topic": "T1", "queueId": 2, "queueOffset": 0, "maxMsgNums": 32,
+        "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "TagA",
+        "subVersion": 0})
+    assert pulled.code == ResponseCode.SUCCESS and pulled.remark == "FOUND"
+    (message,) = decode_all(pulled.body)
+    assert message.body == b"hello" and message.tags == "TagA"
+    assert message.msg_id == sent.ext_fields["msgId"]
+    assert pulled.ext_fields["nextBeginOffset"] == "1"
+
+
+async def test_b063_long_polled_pull_is_answered_when_a_message_arrives(running, nursery):
+    import trio
+
+    await running.create_topic("T1")
+    answers = []
+    pull = request(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": "G", "topic": "T1", "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
+        "sysFlag": 6, "commitOffset": 0, "suspendTimeoutMillis": 15000, "subscription": "*",
+        "subVersion": 0})
+
+    async def consumer():
+        answers.append(await running.client.invoke(running.addr, pull, timeout=30))
+
+    nursery.start_soon(consumer)
+    await trio.testing.wait_all_tasks_blocked()
+    assert answers == []  # held: the queue is empty
+    await send(running, "T1", 0, b"late")
+    while not answers:
+        await trio.testing.wait_all_tasks_blocked()
+    assert answers[0].code == ResponseCode.SUCCESS
+    assert [m.body for m in decode_all(answers[0].body)] == [b"late"]
+
+
+async def test_unknown_request_code_is_not_supported_with_a_remark(running):
+    response = await running.call(9999)
+    assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert response.remark == " request type 9999 not supported"
+
+
+async def test_missing_required_header_field_is_system_error_naming_it(running):
+    response = await running.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "T"})
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert "queueId" in response.remark
