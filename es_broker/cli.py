@@ -5,13 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from es_broker.config import BrokerConfig, load_broker_conf
-
-
-def default_data_dir() -> str:
-    return str(Path.home() / ".es-broker" / "data")
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -60,12 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_verify)
 
-    try:
-        from es_broker.server.main import add_serve_parser
-    except ImportError:
-        pass
-    else:
-        add_serve_parser(sub)
+    from es_broker.admin_cli import add_admin_parser
+
+    add_admin_parser(sub)
+    from es_broker.server.main import add_serve_parser
+
+    add_serve_parser(sub)
     return parser
 
 

@@ -44,3 +44,5 @@ def anyio_backend():
 
 
 __all__ = ["START", "make_topic", "trio"]
+
+from tests.server_fixtures import running  # noqa: E402,F401  (a whole broker over TCP)

@@ -7,7 +7,7 @@ import pytest
 import trio
 
 from es_broker.log import GroupCommitWriter, RecordLog, make
-from es_broker.log.records import register_upcaster, unpack, pack
+from es_broker.log.records import pack, register_upcaster, unpack
 
 
 def append_job(value):

@@ -6,7 +6,6 @@ from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.message import decode_all, encode_properties
-from tests.server_fixtures import running  # noqa: F401
 
 
 async def send(running, topic, queue_id, body, props=None):

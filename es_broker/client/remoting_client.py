@@ -8,6 +8,7 @@ RESET_CONSUMER_CLIENT_OFFSET, NOTIFY_CONSUMER_IDS_CHANGED, ...) go to
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -109,10 +110,8 @@ class RemotingClient:
     async def _serve_request(self, channel: Channel, command: RemotingCommand) -> None:
         response = await self.on_request(channel, command)
         if response is not None and not command.is_oneway:
-            try:
+            with contextlib.suppress(ChannelClosed):
                 await channel.send(response)
-            except ChannelClosed:
-                pass
 
     async def aclose(self) -> None:
         for channel in list(self._channels.values()):

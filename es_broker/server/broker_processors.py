@@ -7,6 +7,7 @@ it), calls the broker core, and builds the answer RocketMQ gives.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 from typing import Any
@@ -17,7 +18,7 @@ from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands import names
 from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
-from es_broker.commands.messages import GetStatus, MessageIn
+from es_broker.commands.messages import MessageIn
 from es_broker.commands.pull_codes import response_code, slave_correction
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson
@@ -349,10 +350,8 @@ class BrokerProcessors:
 
     @staticmethod
     async def _send_oneway(channel: Channel, command: RemotingCommand) -> None:
-        try:
+        with contextlib.suppress(ChannelClosed):
             await channel.invoke_oneway(command)
-        except ChannelClosed:
-            pass
 
     # ------------------------------------------------------------------ admin
     async def update_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:

@@ -9,16 +9,17 @@ closes that connection only, as the Java server does.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 import trio
 
+from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands.errors import BrokerError
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
-from es_broker.client.channel import Channel, ChannelClosed
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +89,8 @@ class RemotingServer:
     async def _dispatch(self, channel: Channel, request: RemotingCommand) -> None:
         response = await self.answer(channel, request)
         if response is not None and not request.is_oneway:
-            try:
+            with contextlib.suppress(ChannelClosed):
                 await channel.send(response)
-            except ChannelClosed:
-                pass
 
     async def answer(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """The response to one request, with every refusal turned into its code and remark."""

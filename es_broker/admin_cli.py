@@ -1,0 +1,342 @@
+"""`es-broker admin -n HOST:PORT VERB ...`: mqadmin's verbs and short options, over the wire.
+
+Human tables by default, as mqadmin prints them; `--json` on every verb for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from es_broker.client.admin import Admin, AdminError
+from es_broker.client.remoting_client import RemotingClient, RemotingError
+from es_broker.remoting.message import StoredMessage
+
+Verb = Callable[[Admin, argparse.Namespace], Awaitable[Any]]
+VERBS: dict[str, tuple[Verb, Callable[[Any], str], Callable[[argparse.ArgumentParser], None]]] = {}
+
+
+def verb(name: str, render: Callable[[Any], str]):
+    def register(fn):
+        def options(p: argparse.ArgumentParser) -> None:
+            for args, kwargs in getattr(fn, "options", []):
+                p.add_argument(*args, **kwargs)
+        VERBS[name] = (fn, render, options)
+        return fn
+    return register
+
+
+def opt(*args, **kwargs):
+    def add(fn):
+        fn.options = [(args, kwargs), *getattr(fn, "options", [])]
+        return fn
+    return add
+
+
+def fmt_time(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f",{ms % 1000:03d}"
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    widths = [max(len(str(x)) for x in [h, *[r[i] for r in rows]]) for i, h in enumerate(headers)]
+    lines = ["  ".join(f"{h:<{w}}" for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(f"{str(c):<{w}}" for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def message_view(m: StoredMessage) -> dict[str, Any]:
+    return {
+        "msgId": m.msg_id, "topic": m.topic, "tags": m.tags, "keys": " ".join(m.keys), "queueId": m.queue_id,
+        "queueOffset": m.queue_offset, "commitLogOffset": m.physical_offset,
+        "reconsumeTimes": m.reconsume_times, "bornTimestamp": m.born_timestamp,
+        "storeTimestamp": m.store_timestamp, "bornHost": f"{m.born_host[0]}:{m.born_host[1]}",
+        "storeHost": f"{m.store_host[0]}:{m.store_host[1]}", "sysFlag": m.sys_flag,
+        "properties": m.properties, "bodyCRC": m.body_crc,
+        "body": m.uncompressed_body().decode("utf-8", errors="replace"),
+    }
+
+
+def render_message(m: dict[str, Any]) -> str:
+    rows = [
+        ("OffsetID", m["msgId"]), ("Topic", m["topic"]), ("Tags", f"[{m['tags']}]"), ("Keys", f"[{m['keys']}]"),
+        ("Queue ID", m["queueId"]), ("Queue Offset", m["queueOffset"]), ("CommitLog Offset", m["commitLogOffset"]),
+        ("Reconsume Times", m["reconsumeTimes"]), ("Born Timestamp", fmt_time(m["bornTimestamp"])),
+        ("Store Timestamp", fmt_time(m["storeTimestamp"])), ("Born Host", m["bornHost"]),
+        ("Store Host", m["storeHost"]), ("System Flag", m["sysFlag"]), ("Properties", m["properties"]),
+        ("Message Body", m["body"]),
+    ]
+    return "\n".join(f"{k + ':':<20}{v}" for k, v in rows)
+
+
+def ok(_: Any) -> str:
+    return "OK" if _ is None else json.dumps(_)
+
+
+# ---------------------------------------------------------------------- topics
+
+
+def _topic_opts(fn):
+    for o in [(("-b", "--brokerAddr"), {}), (("-c", "--clusterName"), {}), (("-t", "--topic"), {"required": True})]:
+        fn = opt(*o[0], **o[1])(fn)
+    return fn
+
+
+@verb("updateTopic", lambda r: "\n".join(f"create topic to {a} success." for a in r["brokers"]) + f"\n{r['config']}")
+@_topic_opts
+@opt("-r", "--readQueueNums", type=int, default=8)
+@opt("-w", "--writeQueueNums", type=int, default=8)
+@opt("-p", "--perm", type=int, default=6)
+@opt("-o", "--order", default="false")
+async def update_topic(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    addrs = await admin.targets(a.brokerAddr, a.clusterName)
+    for addr in addrs:
+        await admin.update_topic(addr, a.topic, a.readQueueNums, a.writeQueueNums, a.perm, a.order == "true")
+    return {"brokers": addrs, "config": {"topicName": a.topic, "readQueueNums": a.readQueueNums,
+                                         "writeQueueNums": a.writeQueueNums, "perm": a.perm}}
+
+
+@verb("updateTopicPerm", lambda r: "\n".join(
+    f"update topic perm from {x['oldPerm']} to {x['perm']} in {x['broker']} success." for x in r))
+@_topic_opts
+@opt("-p", "--perm", type=int, required=True)
+async def update_topic_perm(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    return [await admin.update_topic_perm(addr, a.topic, a.perm)
+            for addr in await admin.targets(a.brokerAddr, a.clusterName)]
+
+
+@verb("deleteTopic", lambda r: f"delete topic [{r['topic']}] from cluster [{r['cluster']}] success.")
+@opt("-t", "--topic", required=True)
+@opt("-c", "--clusterName", required=True)
+async def delete_topic(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    await admin.delete_topic(await admin.master_addrs(a.clusterName), a.topic)
+    return {"topic": a.topic, "cluster": a.clusterName}
+
+
+@verb("topicList", lambda r: "\n".join(r))
+@opt("-c", "--clusterModel", action="store_true")
+async def topic_list(admin: Admin, a: argparse.Namespace) -> list[str]:
+    return await admin.topic_list()
+
+
+@verb("topicRoute", lambda r: json.dumps(r, indent=2, default=str))
+@opt("-t", "--topic", required=True)
+async def topic_route(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    route = await admin.route(a.topic)
+    for data in route["brokerDatas"]:
+        data["brokerAddrs"] = {str(k): v for k, v in data["brokerAddrs"].items()}
+    return route
+
+
+@verb("topicStatus", lambda rows: table(
+    ["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"],
+    [[r["brokerName"], r["queueId"], r["minOffset"], r["maxOffset"], fmt_time(r["lastUpdateTimestamp"])]
+     for r in rows]))
+@opt("-t", "--topic", required=True)
+async def topic_status(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    return await admin.topic_status(a.topic)
+
+
+# ---------------------------------------------------------------------- groups
+
+
+@verb("updateSubGroup", lambda r: "\n".join(f"create subscription group to {x} success." for x in r["brokers"])
+      + f"\n{r['config']}")
+@opt("-b", "--brokerAddr")
+@opt("-c", "--clusterName")
+@opt("-g", "--groupName", required=True)
+@opt("-s", "--consumeEnable", default="true")
+@opt("-m", "--consumeFromMinEnable", default="false")
+@opt("-d", "--consumeBroadcastEnable", default="false")
+@opt("-q", "--retryQueueNums", type=int, default=1)
+@opt("-r", "--retryMaxTimes", type=int, default=16)
+@opt("-i", "--brokerId", type=int, default=0)
+@opt("-w", "--whichBrokerWhenConsumeSlowly", type=int, default=1)
+@opt("-a", "--notifyConsumerIdsChanged", default="true")
+async def update_sub_group(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    config = {
+        "groupName": a.groupName, "consumeEnable": a.consumeEnable == "true",
+        "consumeFromMinEnable": a.consumeFromMinEnable == "true",
+        "consumeBroadcastEnable": a.consumeBroadcastEnable == "true", "retryQueueNums": a.retryQueueNums,
+        "retryMaxTimes": a.retryMaxTimes, "brokerId": a.brokerId,
+        "whichBrokerWhenConsumeSlowly": a.whichBrokerWhenConsumeSlowly,
+        "notifyConsumerIdsChangedEnable": a.notifyConsumerIdsChanged == "true",
+    }
+    addrs = await admin.targets(a.brokerAddr, a.clusterName)
+    for addr in addrs:
+        await admin.update_group(addr, config)
+    return {"brokers": addrs, "config": config}
+
+
+@verb("deleteSubGroup", lambda r: "\n".join(f"delete subscription group [{r['group']}] from broker [{x}] success."
+                                            for x in r["brokers"]))
+@opt("-b", "--brokerAddr")
+@opt("-c", "--clusterName")
+@opt("-g", "--groupName", required=True)
+@opt("-r", "--removeOffset", default="false")
+async def delete_sub_group(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    addrs = await admin.targets(a.brokerAddr, a.clusterName)
+    for addr in addrs:
+        await admin.delete_group(addr, a.groupName, a.removeOffset == "true")
+    return {"group": a.groupName, "brokers": addrs}
+
+
+def _render_progress(r: dict[str, Any]) -> str:
+    rows = [[q["topic"], q["brokerName"], q["queueId"], q["brokerOffset"], q["consumerOffset"], q["diff"],
+             fmt_time(q["lastTimestamp"])] for q in r["queues"]]
+    return (table(["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"],
+                  rows) + f"\n\nConsume TPS: 0.00\nDiff Total: {r['diffTotal']}")
+
+
+@verb("consumerProgress", _render_progress)
+@opt("-g", "--groupName", required=True)
+async def consumer_progress(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    queues = await admin.consumer_progress(a.groupName)
+    rows = [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id,
+             "brokerOffset": q.broker_offset, "consumerOffset": q.consumer_offset, "diff": q.diff,
+             "lastTimestamp": q.last_timestamp} for q in queues]
+    return {"group": a.groupName, "queues": rows, "diffTotal": sum(q.diff for q in queues)}
+
+
+@verb("consumerConnection", lambda r: table(
+    ["#", "#ClientId", "#ClientAddr", "#Language", "#Version"],
+    [[i + 1, c["clientId"], c["clientAddr"], c["language"], c["version"]] for i, c in enumerate(r["connectionSet"])])
+    + f"\n\nConsumeType: {r['consumeType']}\nMessageModel: {r['messageModel']}"
+    + f"\nConsumeFromWhere: {r['consumeFromWhere']}")
+@opt("-g", "--consumerGroup", required=True)
+async def consumer_connection(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    return await admin.consumer_connection(a.consumerGroup)
+
+
+# ---------------------------------------------------------------------- messages
+
+
+@verb("queryMsgById", render_message)
+@opt("-i", "--msgId", required=True)
+async def query_msg_by_id(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    return message_view(await admin.view_message(a.msgId))
+
+
+@verb("queryMsgByOffset", render_message)
+@opt("-t", "--topic", required=True)
+@opt("-b", "--brokerName", required=True)
+@opt("-i", "--queueId", type=int, required=True)
+@opt("-o", "--offset", type=int, required=True)
+async def query_msg_by_offset(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    return message_view(await admin.message_by_offset(a.topic, a.brokerName, a.queueId, a.offset))
+
+
+@verb("queryMsgByKey", lambda rows: table(["#Message ID", "#QID", "#Offset"],
+                                          [[m["msgId"], m["queueId"], m["queueOffset"]] for m in rows]))
+@opt("-t", "--topic", required=True)
+@opt("-k", "--msgKey", required=True)
+async def query_msg_by_key(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    return [message_view(m) for m in await admin.messages_by_key(a.topic, a.msgKey)]
+
+
+@verb("sendMessage", lambda r: table(["#Broker Name", "#QID", "#Send Result", "#MsgId"],
+                                     [[r["brokerName"], r["queueId"], r["sendStatus"], r["msgId"]]]))
+@opt("-t", "--topic", required=True)
+@opt("-p", "--body", required=True)
+@opt("-k", "--keys")
+@opt("-c", "--tags")
+@opt("-b", "--broker")
+@opt("-i", "--qid", type=int)
+async def send_message(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    return await admin.send_message(a.topic, a.body.encode(), a.tags, a.keys, a.broker, a.qid)
+
+
+@verb("consumeMessage", lambda rows: "\n\n".join(render_message(m) for m in rows) or "no message")
+@opt("-t", "--topic", required=True)
+@opt("-b", "--brokerName")
+@opt("-i", "--queueId", type=int)
+@opt("-o", "--offset", type=int, default=0)
+@opt("-c", "--messageNumber", type=int, default=128)
+async def consume_message(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    names = await admin.broker_names()
+    route = await admin.route(a.topic)
+    for qd in route["queueDatas"]:
+        if a.brokerName and qd["brokerName"] != a.brokerName or qd["brokerName"] not in names:
+            continue
+        for qid in range(qd["readQueueNums"]):
+            if a.queueId is not None and qid != a.queueId:
+                continue
+            offset = a.offset
+            while len(out) < a.messageNumber:
+                try:
+                    m = await admin.message_by_offset(a.topic, qd["brokerName"], qid, offset)
+                except ValueError:
+                    break
+                out.append(message_view(m))
+                offset = m.queue_offset + 1
+    return out
+
+
+# ---------------------------------------------------------------------- cluster
+
+
+@verb("clusterList", lambda rows: table(["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version"],
+                                        [[r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"]]
+                                         for r in rows]))
+async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    info = await admin.cluster_info()
+    rows = []
+    for cluster, names in sorted(info.get("clusterAddrTable", {}).items()):
+        for name in names:
+            for bid, addr in sorted(info["brokerAddrTable"][name]["brokerAddrs"].items()):
+                try:
+                    version = (await admin.broker_runtime(addr)).get("brokerVersionDesc", "")
+                except (AdminError, RemotingError):
+                    version = "(unreachable)"
+                rows.append({"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr,
+                             "version": version})
+    return rows
+
+
+@verb("brokerStatus", lambda r: "\n".join(f"{k:<32}: {v}" for k, v in sorted(r.items())))
+@opt("-b", "--brokerAddr", required=True)
+async def broker_status(admin: Admin, a: argparse.Namespace) -> dict[str, str]:
+    return await admin.broker_runtime(a.brokerAddr)
+
+
+# ---------------------------------------------------------------------- entry
+
+
+def add_admin_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("admin", help="mqadmin's verbs against a running broker")
+    p.add_argument("-n", "--namesrvAddr", default="127.0.0.1:9876", help="name server HOST:PORT")
+    verbs = p.add_subparsers(dest="verb", required=True)
+    for name, (_, _, options) in VERBS.items():
+        vp = verbs.add_parser(name)
+        options(vp)
+        vp.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run_admin)
+
+
+def run_admin(args: argparse.Namespace) -> int:
+    fn, render, _ = VERBS[args.verb]
+
+    async def main() -> tuple[Any, Exception | None]:
+        async with trio.open_nursery() as nursery:
+            client = RemotingClient(nursery)
+            try:
+                return await fn(Admin(client, args.namesrvAddr), args), None
+            except (AdminError, RemotingError, ValueError, KeyError) as exc:
+                return None, exc
+            finally:
+                nursery.cancel_scope.cancel()
+
+    result, error = trio.run(main)
+    if error is not None:
+        print(f"es-broker admin {args.verb}: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, default=str) if args.json else render(result))
+    return 0

@@ -1,0 +1,228 @@
+"""The admin API (what mqadmin's DefaultMQAdminExt does), over the wire protocol only."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from es_broker.client.remoting_client import RemotingClient
+from es_broker.remoting import fastjson
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, request
+from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
+
+
+class AdminError(Exception):
+    """A broker or name server refused an admin request."""
+
+    def __init__(self, what: str, response: RemotingCommand) -> None:
+        super().__init__(f"{what}: CODE: {response.code} DESC: {response.remark}")
+        self.code = response.code
+        self.remark = response.remark
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def diff(self) -> int:
+        return self.broker_offset - self.consumer_offset
+
+
+def _mq_fields(key: Any) -> tuple[str, str, int]:
+    d = key.as_dict() if isinstance(key, fastjson.ObjectKey) else dict(key)
+    return d["topic"], d["brokerName"], int(d["queueId"])
+
+
+class Admin:
+    def __init__(self, client: RemotingClient, namesrv: str) -> None:
+        self.client = client
+        self.namesrv_addrs = [a for a in namesrv.split(";") if a]
+
+    async def _ok(self, addr: str, what: str, command: RemotingCommand, timeout: float = 5.0,
+                  allowed: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        response = await self.client.invoke(addr, command, timeout)
+        if response.code not in allowed:
+            raise AdminError(what, response)
+        return response
+
+    async def _namesrv(self, code: int, fields: dict | None = None, what: str = "") -> RemotingCommand:
+        return await self._ok(self.namesrv_addrs[0], what or f"name server request {code}",
+                              request(code, fields or {}))
+
+    # ------------------------------------------------------------------ name server
+    async def route(self, topic: str) -> dict[str, Any]:
+        r = await self._namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, f"topic route of {topic}")
+        route = fastjson.loads(r.body)
+        for data in route.get("brokerDatas", []):  # standard JSON quotes the broker ids
+            data["brokerAddrs"] = {int(k): v for k, v in data["brokerAddrs"].items()}
+        return route
+
+    async def cluster_info(self) -> dict[str, Any]:
+        return fastjson.loads((await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)).body)
+
+    async def topic_list(self) -> list[str]:
+        r = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        return list(fastjson.loads(r.body).get("topicList", []))
+
+    async def master_addrs(self, cluster: str | None = None) -> list[str]:
+        info = await self.cluster_info()
+        names = info.get("clusterAddrTable", {}).get(cluster) if cluster else None
+        if cluster and names is None:
+            raise ValueError(f"cluster {cluster!r} is not known to the name server")
+        out = []
+        for name, data in sorted(info.get("brokerAddrTable", {}).items()):
+            if names is None or name in names:
+                addr = data["brokerAddrs"].get(0)
+                if addr:
+                    out.append(addr)
+        return out
+
+    async def broker_names(self) -> dict[str, dict[int, str]]:
+        info = await self.cluster_info()
+        return {name: dict(data["brokerAddrs"]) for name, data in info.get("brokerAddrTable", {}).items()}
+
+    async def targets(self, broker: str | None, cluster: str | None) -> list[str]:
+        """-b addr, or every master of -c cluster (mqadmin's convention)."""
+        if broker:
+            return [broker]
+        if cluster:
+            return await self.master_addrs(cluster)
+        raise ValueError("give a broker address (-b) or a cluster name (-c)")
+
+    async def topic_brokers(self, topic: str) -> list[tuple[str, str]]:
+        """(brokerName, address) per broker of the topic: the master, else a random slave (B-113)."""
+        route = await self.route(topic)
+        out = []
+        for data in route["brokerDatas"]:
+            addrs = data["brokerAddrs"]
+            addr = addrs.get(0) or random.choice(list(addrs.values()))
+            out.append((data["brokerName"], addr))
+        return out
+
+    # ------------------------------------------------------------------ topics and groups
+    async def update_topic(self, addr: str, topic: str, read: int = 8, write: int = 8, perm: int = 6,
+                           order: bool = False) -> None:
+        await self._ok(addr, f"create topic {topic} on {addr}", request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": read, "writeQueueNums": write,
+            "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order}))
+
+    async def topic_configs(self, addr: str) -> dict[str, dict[str, Any]]:
+        r = await self._ok(addr, "topic configs", request(RequestCode.GET_ALL_TOPIC_CONFIG))
+        return fastjson.loads(r.body).get("topicConfigTable", {})
+
+    async def update_topic_perm(self, addr: str, topic: str, perm: int) -> dict[str, Any]:
+        config = (await self.topic_configs(addr)).get(topic)
+        if config is None:
+            raise ValueError(f"topic {topic} does not exist on {addr}")
+        await self.update_topic(addr, topic, config["readQueueNums"], config["writeQueueNums"], perm,
+                                config.get("order", False))
+        return {"broker": addr, "topic": topic, "oldPerm": config["perm"], "perm": perm}
+
+    async def delete_topic(self, addrs: list[str], topic: str) -> None:
+        for addr in addrs:
+            await self._ok(addr, f"delete topic {topic}", request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
+        for ns in self.namesrv_addrs:
+            await self._ok(ns, f"delete topic {topic} in name server",
+                           request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}))
+
+    async def topic_status(self, topic: str) -> list[dict[str, Any]]:
+        rows = []
+        for _name, addr in await self.topic_brokers(topic):
+            r = await self._ok(addr, f"topic status of {topic}", request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
+            for key, stats in fastjson.loads(r.body).get("offsetTable", {}).items():
+                _, broker_name, qid = _mq_fields(key)
+                rows.append({"brokerName": broker_name, "queueId": qid, "minOffset": stats["minOffset"],
+                             "maxOffset": stats["maxOffset"], "lastUpdateTimestamp": stats["lastUpdateTimestamp"]})
+        return sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))
+
+    async def update_group(self, addr: str, config: dict[str, Any]) -> None:
+        await self._ok(addr, f"update group {config['groupName']}",
+                       request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, fastjson.dumps(config).encode()))
+
+    async def delete_group(self, addr: str, group: str, remove_offset: bool = False) -> None:
+        await self._ok(addr, f"delete group {group}", request(
+            RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group, "removeOffset": remove_offset}))
+
+    # ------------------------------------------------------------------ consumers
+    async def consumer_progress(self, group: str) -> list[QueueProgress]:
+        """consumerProgress: per queue of every topic the group consumes, on every broker."""
+        rows: list[QueueProgress] = []
+        brokers = await self.broker_names()
+        for _name, addrs in sorted(brokers.items()):
+            addr = addrs.get(0) or next(iter(addrs.values()))
+            r = await self._ok(addr, f"consume stats of {group}", request(
+                RequestCode.GET_CONSUME_STATS, {"consumerGroup": group}))
+            for key, stats in fastjson.loads(r.body).get("offsetTable", {}).items():
+                topic, broker_name, qid = _mq_fields(key)
+                rows.append(QueueProgress(topic, broker_name, qid, stats["brokerOffset"], stats["consumerOffset"],
+                                          stats.get("lastTimestamp", 0)))
+        return sorted(rows, key=lambda q: (q.topic, q.broker_name, q.queue_id))
+
+    async def consumer_connection(self, group: str) -> dict[str, Any]:
+        for addr in await self.master_addrs():
+            r = await self.client.invoke(addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                                       {"consumerGroup": group}))
+            if r.code == ResponseCode.SUCCESS:
+                return fastjson.loads(r.body)
+        raise AdminError(f"consumer connection of {group}", r)
+
+    # ------------------------------------------------------------------ messages
+    async def view_message(self, msg_id: str) -> StoredMessage:
+        (host, port), phy = parse_offset_msg_id(msg_id)
+        r = await self._ok(f"{host}:{port}", f"message {msg_id}",
+                           request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy}))
+        return decode_all(r.body)[0]
+
+    async def message_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> StoredMessage:
+        addr = (await self.broker_names())[broker_name][0]
+        r = await self._ok(addr, f"message at {topic}/{broker_name}/{queue_id}/{offset}", request(
+            RequestCode.PULL_MESSAGE, {"consumerGroup": "TOOLS_CONSUMER", "topic": topic, "queueId": queue_id,
+                                       "queueOffset": offset, "maxMsgNums": 1, "sysFlag": 4, "commitOffset": 0,
+                                       "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0}),
+                           allowed=(0, 19, 20, 21))
+        if r.code != ResponseCode.SUCCESS:
+            raise ValueError(f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}: {r.remark}")
+        return decode_all(r.body)[0]
+
+    async def messages_by_key(self, topic: str, key: str, max_num: int = 64) -> list[StoredMessage]:
+        found = []
+        for _, addr in await self.topic_brokers(topic):
+            r = await self._ok(addr, f"messages with key {key}", request(RequestCode.QUERY_MESSAGE, {
+                "topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": 0,
+                "endTimestamp": 2**62}), allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            if r.code == ResponseCode.SUCCESS:
+                found.extend(decode_all(r.body))
+        return found
+
+    async def send_message(self, topic: str, body: bytes, tags: str | None, keys: str | None,
+                           broker_name: str | None = None, queue_id: int | None = None) -> dict[str, Any]:
+        from es_broker.remoting.message import encode_properties
+
+        route = await self.route(topic)
+        writable = [q for q in route["queueDatas"] if q["perm"] & 2 and (not broker_name or q["brokerName"] == broker_name)]
+        if not writable:
+            raise ValueError(f"topic {topic} has no writable queue{' on ' + broker_name if broker_name else ''}")
+        qd = writable[0]
+        addrs = {d["brokerName"]: d["brokerAddrs"] for d in route["brokerDatas"]}
+        addr = addrs[qd["brokerName"]][0]
+        props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys)) if v}
+        qid = queue_id if queue_id is not None else random.randrange(qd["writeQueueNums"])
+        r = await self._ok(addr, f"send to {topic}", request(RequestCode.SEND_MESSAGE_V2, {
+            "a": "TOOLS_PRODUCER", "b": topic, "c": "TBW102", "d": 4, "e": qid, "f": 0,
+            "g": time.time_ns() // 1_000_000, "h": 0, "i": encode_properties(props).decode(), "j": 0, "k": False, "m": False}, body))
+        return {"brokerName": qd["brokerName"], "queueId": int(r.ext_fields["queueId"]),
+                "queueOffset": int(r.ext_fields["queueOffset"]), "msgId": r.ext_fields["msgId"],
+                "sendStatus": "SEND_OK"}
+
+    async def broker_runtime(self, addr: str) -> dict[str, str]:
+        r = await self._ok(addr, "broker status", request(RequestCode.GET_BROKER_RUNTIME_INFO))
+        return fastjson.loads(r.body).get("table", {})
