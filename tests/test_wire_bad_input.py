@@ -147,4 +147,4 @@ async def test_oneway_request_gets_no_answer(running):
         RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "T", "queueId": 0}, opaque=22)))
     reply = await read_reply(stream)
     assert reply.opaque == 22  # the first answer on the connection is the query's
-    assert reply.ext_fields["offset"] == "5"
+    assert reply.code == ResponseCode.SUCCESS
