@@ -1,0 +1,76 @@
+"""A broker in a real process (`es-broker serve`) and the admin CLI run as a command."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_NAMESRV = re.compile(r"name server listening on (\S+)")
+_BROKER = re.compile(r"listening on (\S+), data in")
+
+
+@dataclass
+class ServedBroker:
+    process: subprocess.Popen
+    namesrv: str
+    broker: str
+    data_dir: Path
+
+    def admin(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run `es-broker admin -n NAMESRV ...` and return the finished process."""
+        done = subprocess.run([sys.executable, "-m", "es_broker.cli", "admin", "-n", self.namesrv, *args],
+                              capture_output=True, text=True, timeout=60, env=_env())
+        if check and done.returncode != 0:
+            raise AssertionError(f"admin {args} failed: {done.stderr}")
+        return done
+
+    def admin_json(self, *args: str):
+        return json.loads(self.admin(*args, "--json").stdout)
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+@contextmanager
+def serve(data_dir: Path, *extra: str) -> Iterator[ServedBroker]:
+    """Start `es-broker serve` on free ports; waits for its ready lines, SIGTERMs it at the end."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "es_broker.cli", "serve", "--data-dir", str(data_dir),
+         "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env())
+    namesrv = broker = None
+    try:
+        for line in process.stdout:
+            if m := _NAMESRV.search(line):
+                namesrv = m.group(1)
+            elif m := _BROKER.search(line):
+                broker = m.group(1)
+                break
+        if namesrv is None or broker is None:
+            raise RuntimeError(f"es-broker serve did not start (exit {process.wait()})")
+        yield ServedBroker(process, namesrv, broker, data_dir)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def served(tmp_path) -> Iterator[ServedBroker]:
+    with serve(tmp_path / "data") as broker:
+        yield broker

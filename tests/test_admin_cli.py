@@ -1,0 +1,67 @@
+"""The admin CLI against a broker in a real process: mqadmin's verbs and output, --json for scripts."""
+
+from __future__ import annotations
+
+
+def test_update_topic_then_route_and_status_show_it(served):
+    out = served.admin("updateTopic", "-b", served.broker, "-t", "Orders", "-r", "4", "-w", "4")
+    assert f"create topic to {served.broker} success." in out.stdout
+    route = served.admin_json("topicRoute", "-t", "Orders")
+    assert route["queueDatas"][0]["readQueueNums"] == 4
+    status = served.admin_json("topicStatus", "-t", "Orders")
+    assert [(r["queueId"], r["minOffset"], r["maxOffset"]) for r in status] == [(q, 0, 0) for q in range(4)]
+    assert "#Broker Name  #QID  #Min Offset  #Max Offset  #Last Updated" in served.admin(
+        "topicStatus", "-t", "Orders").stdout
+
+
+def test_send_then_query_by_id_key_and_offset(served):
+    served.admin("updateTopic", "-c", "DefaultCluster", "-t", "Orders", "-r", "2", "-w", "2")
+    sent = served.admin_json("sendMessage", "-t", "Orders", "-p", "hello", "-c", "TagA", "-k", "order-1", "-i", "1")
+    by_id = served.admin_json("queryMsgById", "-i", sent["msgId"])
+    assert (by_id["body"], by_id["tags"], by_id["keys"], by_id["queueId"]) == ("hello", "TagA", "order-1", 1)
+    (by_key,) = served.admin_json("queryMsgByKey", "-t", "Orders", "-k", "order-1")
+    assert by_key["msgId"] == sent["msgId"]
+    by_offset = served.admin_json("queryMsgByOffset", "-t", "Orders", "-b", "broker-a", "-i", "1", "-o", "0")
+    assert by_offset["msgId"] == sent["msgId"]
+    assert "Message Body:       hello" in served.admin("queryMsgById", "-i", sent["msgId"]).stdout
+
+
+def test_update_topic_perm_is_seen_in_the_route(served):
+    served.admin("updateTopic", "-b", served.broker, "-t", "Orders")
+    (change,) = served.admin_json("updateTopicPerm", "-b", served.broker, "-t", "Orders", "-p", "2")
+    assert (change["oldPerm"], change["perm"]) == (6, 2)
+    assert served.admin_json("topicRoute", "-t", "Orders")["queueDatas"][0]["perm"] == 2
+
+
+def test_consume_message_reads_from_an_offset(served):
+    served.admin("updateTopic", "-b", served.broker, "-t", "Orders", "-r", "1", "-w", "1")
+    for i in range(3):
+        served.admin("sendMessage", "-t", "Orders", "-p", f"m{i}")
+    got = served.admin_json("consumeMessage", "-t", "Orders", "-o", "1")
+    assert [m["body"] for m in got] == ["m1", "m2"]
+
+
+def test_sub_group_and_cluster_list(served):
+    served.admin("updateSubGroup", "-b", served.broker, "-g", "G1", "-i", "1", "-w", "2")
+    (row,) = served.admin_json("clusterList")
+    assert (row["cluster"], row["brokerName"], row["addr"]) == ("DefaultCluster", "broker-a", served.broker)
+    status = served.admin_json("brokerStatus", "-b", served.broker)
+    assert int(status["recordLogLastSeq"]) > 0
+    served.admin("deleteSubGroup", "-b", served.broker, "-g", "G1")
+
+
+def test_consumer_progress_of_a_group_without_offsets_is_empty(served):
+    progress = served.admin_json("consumerProgress", "-g", "NOBODY")
+    assert progress == {"group": "NOBODY", "queues": [], "diffTotal": 0}
+
+
+def test_admin_error_is_a_clear_message_and_exit_1(served):
+    done = served.admin("topicStatus", "-t", "NOPE", check=False)
+    assert done.returncode == 1
+    assert "No topic route info in name server for the topic: NOPE" in done.stderr
+
+
+def test_delete_topic_removes_it_from_the_route(served):
+    served.admin("updateTopic", "-b", served.broker, "-t", "Gone")
+    served.admin("deleteTopic", "-c", "DefaultCluster", "-t", "Gone")
+    assert "Gone" not in served.admin_json("topicList")
