@@ -74,3 +74,51 @@ async def test_missing_required_header_field_is_system_error_naming_it(running):
     response = await running.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "T"})
     assert response.code == ResponseCode.SYSTEM_ERROR
     assert "queueId" in response.remark
+
+
+HEARTBEAT = (b'{"clientID":"10.0.0.5@7","consumerDataSet":[{"groupName":"GR","consumeType":"CONSUME_PASSIVELY",'
+             b'"messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","unitMode":false,'
+             b'"subscriptionDataSet":[{"topic":"T1","subString":"*","subVersion":1}]}],"producerDataSet":[]}')
+
+
+async def test_heartbeat_registers_the_consumer_and_creates_its_retry_topic(running):
+    response = await running.call(RequestCode.HEART_BEAT, {}, HEARTBEAT)
+    assert response.code == ResponseCode.SUCCESS
+    listed = await running.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "GR"})
+    assert fastjson.loads(listed.body) == {"consumerIdList": ["10.0.0.5@7"]}
+    retry = running.server.broker.topic_config("%RETRY%GR")
+    assert (retry["readQueueNums"], retry["writeQueueNums"], retry["perm"]) == (1, 1, 6)
+
+
+async def test_consumer_running_info_is_relayed_to_the_client_and_back(running, nursery):
+    from es_broker.client.remoting_client import RemotingClient
+    from es_broker.remoting.command import response_to
+
+    async def answer(channel, command):
+        if command.code != RequestCode.GET_CONSUMER_RUNNING_INFO:
+            return None  # NOTIFY_CONSUMER_IDS_CHANGED after the heartbeat
+        return response_to(command, ResponseCode.SUCCESS, body=b'{"properties":{"PROP_CONSUME_TYPE":"x"}}')
+
+    consumer = RemotingClient(nursery, on_request=answer)
+    await consumer.invoke(running.addr, request(RequestCode.HEART_BEAT, {}, HEARTBEAT))
+    relayed = await running.call(RequestCode.GET_CONSUMER_RUNNING_INFO,
+                                 {"consumerGroup": "GR", "clientId": "10.0.0.5@7"})
+    assert relayed.code == ResponseCode.SUCCESS
+    assert fastjson.loads(relayed.body)["properties"]["PROP_CONSUME_TYPE"] == "x"
+    missing = await running.call(RequestCode.GET_CONSUMER_RUNNING_INFO,
+                                 {"consumerGroup": "GR", "clientId": "nobody"})
+    assert missing.code == ResponseCode.SYSTEM_ERROR and "not online" in missing.remark
+
+
+async def test_closing_the_connection_unregisters_the_consumer(running, nursery):
+    import trio
+
+    from es_broker.client.remoting_client import RemotingClient
+
+    consumer = RemotingClient(nursery)
+    await consumer.invoke(running.addr, request(RequestCode.HEART_BEAT, {}, HEARTBEAT))
+    await consumer.aclose()
+    while running.server.clients.consumer_group("GR") is not None:
+        await trio.testing.wait_all_tasks_blocked()
+    listed = await running.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "GR"})
+    assert listed.code == ResponseCode.SYSTEM_ERROR and listed.remark == "no consumer for this group, GR"

@@ -142,6 +142,8 @@ class BrokerProcessors:
             C.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offset,
             C.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             C.GET_BROKER_CONFIG: self.broker_config,
+            C.GET_CONSUMER_RUNNING_INFO: self.forward_to_consumer,
+            C.CONSUME_MESSAGE_DIRECTLY: self.forward_to_consumer,
         }
 
     def requester(self, channel: Channel) -> str:
@@ -352,6 +354,25 @@ class BrokerProcessors:
     async def _send_oneway(channel: Channel, command: RemotingCommand) -> None:
         with contextlib.suppress(ChannelClosed):
             await channel.invoke_oneway(command)
+
+    async def forward_to_consumer(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY: relay to the client's channel, answer verbatim."""
+        group, client_id = req.require_str("consumerGroup"), req.require_str("clientId")
+        info = self.clients.consumer_group(group)
+        target = next((ch for ch, c in (info.channels.items() if info else ()) if c.client_id == client_id), None)
+        if target is None:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+        body = req.body
+        if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            (_, phy) = wire.parse_offset_msg_id(req.require_str("msgId"))
+            body = self.broker.message_at(phy) or b""
+        forwarded = request(req.code, req.ext_fields, body)
+        try:
+            answer = await target.invoke(forwarded, timeout=10.0)
+        except (trio.TooSlowError, ChannelClosed):
+            return response_to(req, ResponseCode.CONSUME_MSG_TIMEOUT,
+                               f"consumer <{group}> <{client_id}> did not answer in 10 s")
+        return response_to(req, answer.code, answer.remark, answer.ext_fields, answer.body)
 
     # ------------------------------------------------------------------ admin
     async def update_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
