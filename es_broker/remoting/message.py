@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import socket
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -196,7 +197,7 @@ def _host_at(buf: memoryview, pos: int, v6: bool) -> tuple[tuple[str, int], int]
         (port,) = struct.unpack_from(">i", buf, pos + 16)
         return (ip, port), pos + 20
     ip4, port = _HOST4.unpack_from(buf, pos)
-    return (str(ipaddress.IPv4Address(ip4)), port), pos + 8
+    return (socket.inet_ntoa(ip4), port), pos + 8
 
 
 def decode_one(data: bytes | memoryview, pos: int = 0) -> tuple[StoredMessage, int]:

@@ -1,0 +1,221 @@
+"""Wire benchmark: es-broker over TCP against Redis Streams, same workload, same run.
+
+Run: python bench/wire_bench.py [--messages 200000] [--batch 32]
+Needs Debian's redis-server (the bench starts and stops it on loopback with
+AOF everysec) and the `redis` Python package. es-broker runs as a real
+`es-broker serve` process on free ports.
+
+Workload, both sides: N messages of 1 KiB produced in batches of `--batch`
+with up to `--window` batches in flight (what a fast client does: batch sends
+on es-broker, pipelined XADDs on Redis), then read back in reads of 32
+(PULL_MESSAGE maxMsgNums=32 / XREAD COUNT 32), then `--sync` synchronous
+single sends (one request, wait for the answer) for p50/p99 latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from es_broker.client.remoting_client import RemotingClient  # noqa: E402
+from es_broker.remoting.codes import RequestCode  # noqa: E402
+from es_broker.remoting.command import request  # noqa: E402
+from es_broker.remoting.message import decode_all, encode_properties  # noqa: E402
+from tests.process_fixtures import serve  # noqa: E402
+
+BODY = b"x" * 1024
+QUEUES = 8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def batch_body(n: int) -> bytes:
+    props = encode_properties({"TAGS": "A"})
+    entry = struct.pack(">iiiii", 20 + len(BODY) + 2 + len(props), 0, 0, 0, len(BODY)) + BODY
+    entry += struct.pack(">h", len(props)) + props
+    return entry * n
+
+
+def percentile(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+# ---------------------------------------------------------------------- es-broker
+
+
+async def es_produce(addr: str, n: int, batch: int, window: int) -> float:
+    async with trio.open_nursery() as nursery:
+        client = RemotingClient(nursery)
+        body = batch_body(batch)
+        batches = n // batch
+        sem = trio.Semaphore(window)
+        start = time.perf_counter()
+
+        async def one(i: int) -> None:
+            async with sem:
+                r = await client.invoke(addr, request(RequestCode.SEND_BATCH_MESSAGE, {
+                    "a": "BENCH", "b": "Bench", "c": "TBW102", "d": 4, "e": i % QUEUES, "f": 0,
+                    "g": 0, "h": 0, "m": True}, body), timeout=60)
+                assert r.code == 0, r.remark
+
+        async with trio.open_nursery() as senders:
+            for i in range(batches):
+                await sem.acquire()
+                sem.release()
+                senders.start_soon(one, i)
+        elapsed = time.perf_counter() - start
+        nursery.cancel_scope.cancel()
+    return batches * batch / elapsed
+
+
+async def es_consume(addr: str, n: int) -> float:
+    async with trio.open_nursery() as nursery:
+        client = RemotingClient(nursery)
+        got = 0
+        start = time.perf_counter()
+
+        async def queue(q: int) -> None:
+            nonlocal got
+            offset = 0
+            while True:
+                r = await client.invoke(addr, request(RequestCode.PULL_MESSAGE, {
+                    "consumerGroup": "BENCH", "topic": "Bench", "queueId": q, "queueOffset": offset,
+                    "maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
+                    "subscription": "*", "subVersion": 0}), timeout=60)
+                if r.code != 0:
+                    return
+                got += len(decode_all(r.body))
+                offset = int(r.ext_fields["nextBeginOffset"])
+
+        async with trio.open_nursery() as readers:
+            for q in range(QUEUES):
+                readers.start_soon(queue, q)
+        elapsed = time.perf_counter() - start
+        nursery.cancel_scope.cancel()
+    assert got >= n, f"read {got} of {n}"
+    return got / elapsed
+
+
+async def es_sync_latency(addr: str, count: int) -> list[float]:
+    props = encode_properties({"TAGS": "A"}).decode()
+    async with trio.open_nursery() as nursery:
+        client = RemotingClient(nursery)
+        out = []
+        for i in range(count):
+            t = time.perf_counter()
+            r = await client.invoke(addr, request(RequestCode.SEND_MESSAGE_V2, {
+                "a": "BENCH", "b": "Sync", "c": "TBW102", "d": 4, "e": i % QUEUES, "f": 0, "g": 0,
+                "h": 0, "i": props}, BODY))
+            out.append(time.perf_counter() - t)
+            assert r.code == 0
+        nursery.cancel_scope.cancel()
+    return out
+
+
+def run_es_broker(n: int, batch: int, window: int, sync: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d, serve(Path(d) / "data") as broker:
+        for topic in ("Bench", "Sync"):
+            broker.admin("updateTopic", "-b", broker.broker, "-t", topic, "-r", str(QUEUES), "-w", str(QUEUES))
+        produce = trio.run(es_produce, broker.broker, n, batch, window)
+        consume = trio.run(es_consume, broker.broker, n // batch * batch)
+        latencies = trio.run(es_sync_latency, broker.broker, sync)
+    return {"produce": produce, "consume": consume, "p50": percentile(latencies, 0.5),
+            "p99": percentile(latencies, 0.99)}
+
+
+# ---------------------------------------------------------------------- Redis Streams
+
+
+def run_redis(n: int, batch: int, sync: int) -> dict[str, float]:
+    import redis
+
+    server = shutil.which("redis-server")
+    if server is None:
+        raise SystemExit("redis-server is not installed: apt-get install -y redis-server")
+    port = free_port()
+    with tempfile.TemporaryDirectory() as d:
+        proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                                 "--appendonly", "yes", "--appendfsync", "everysec", "--save", ""],
+                                stdout=subprocess.DEVNULL)
+        try:
+            r = redis.Redis(port=port)
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    r.ping()
+                    break
+                except redis.ConnectionError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)  # waiting for a separate server process to accept; not a test
+            start = time.perf_counter()
+            for i in range(n // batch):
+                pipe = r.pipeline(transaction=False)
+                for _ in range(batch):
+                    pipe.xadd(f"bench{i % QUEUES}", {"tags": "A", "body": BODY})
+                pipe.execute()
+            produce = (n // batch * batch) / (time.perf_counter() - start)
+            start = time.perf_counter()
+            got = 0
+            for q in range(QUEUES):
+                last = "0-0"
+                while True:
+                    res = r.xread({f"bench{q}": last}, count=32)
+                    if not res:
+                        break
+                    entries = res[0][1]
+                    got += len(entries)
+                    last = entries[-1][0]
+            consume = got / (time.perf_counter() - start)
+            latencies = []
+            for i in range(sync):
+                t = time.perf_counter()
+                r.xadd(f"sync{i % QUEUES}", {"tags": "A", "body": BODY})
+                latencies.append(time.perf_counter() - t)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait()
+    return {"produce": produce, "consume": consume, "p50": percentile(latencies, 0.5),
+            "p99": percentile(latencies, 0.99)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--window", type=int, default=16)
+    parser.add_argument("--sync", type=int, default=2000)
+    args = parser.parse_args()
+    es = run_es_broker(args.messages, args.batch, args.window, args.sync)
+    rd = run_redis(args.messages, args.batch, args.sync)
+    print(f"{args.messages} messages of 1 KiB, batches of {args.batch}, {os.cpu_count()} cores")
+    print(f"{'':28s}{'es-broker':>14s}{'Redis Streams':>16s}{'ratio':>8s}")
+    print(f"{'produce (msg/s)':28s}{es['produce']:14,.0f}{rd['produce']:16,.0f}{es['produce'] / rd['produce']:8.2f}")
+    print(f"{'consume, reads of 32 (msg/s)':28s}{es['consume']:14,.0f}{rd['consume']:16,.0f}"
+          f"{es['consume'] / rd['consume']:8.2f}")
+    for p in ("p50", "p99"):
+        print(f"{'sync send ' + p + ' (ms)':28s}{es[p] * 1000:14.3f}{rd[p] * 1000:16.3f}{es[p] / rd[p]:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
