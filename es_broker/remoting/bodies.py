@@ -13,6 +13,7 @@ Field names are the Python spelling of the Java ones (`brokerName` ->
 
 from __future__ import annotations
 
+import math
 import struct
 import types
 import typing
@@ -155,13 +156,14 @@ def _to_int(raw: Any, path: str) -> int:
 
 
 def _to_float(raw: Any, path: str) -> float:
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        return float(raw)
-    if isinstance(raw, str):
+    if isinstance(raw, int | float | str) and not isinstance(raw, bool):
         try:
-            return float(raw)
-        except ValueError:
-            pass
+            number = float(raw)
+        except (ValueError, OverflowError):  # not a number; an int beyond double range
+            number = math.nan
+        # fastjson writes NaN and infinities as null: they cannot be carried, so refuse them.
+        if math.isfinite(number):
+            return number
     raise BodyDecodeError(f"{path}: expected a number, got {_json_kind(raw)}")
 
 
@@ -556,7 +558,12 @@ class ResetOffsetBody(Bean):
         if not for_cpp:
             return _encode_bean(self, standard_json)
         entries = [
-            {"brokerName": mq.broker_name, "offset": offset, "queueId": mq.queue_id, "topic": mq.topic}
+            {
+                "brokerName": mq.broker_name,
+                "offset": offset,
+                "queueId": mq.queue_id,
+                "topic": mq.topic,
+            }
             for mq, offset in sorted(self.offset_table.items())
         ]
         return dumps({"offsetTable": entries}, browser_compatible=standard_json).encode("utf-8")

@@ -116,9 +116,7 @@ class UnknownSerializeType(HeaderDecodeError):
     """The serialize-type byte (high 8 bits of the second int) is neither 0 nor 1."""
 
     def __init__(self, serialize_type: int) -> None:
-        super().__init__(
-            f"unknown header serialize type {serialize_type} (0 = JSON, 1 = ROCKETMQ)"
-        )
+        super().__init__(f"unknown header serialize type {serialize_type} (0 = JSON, 1 = ROCKETMQ)")
         self.serialize_type = serialize_type
 
 

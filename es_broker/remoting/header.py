@@ -70,24 +70,46 @@ def decode_json_header(header: bytes, body: bytes = b"") -> RemotingCommand:
     if type(obj) is not dict:
         raise HeaderDecodeError(f"JSON header is a {_json_type(obj)}, not an object")
 
-    # Read first so that an error about another field can still name the request.
-    opaque = _json_int(obj.get("opaque"))
-    flag = _json_int(obj.get("flag"))
+    get = obj.get
+    code, version, opaque, flag = (
+        get("code", 0),
+        get("version", 0),
+        get("opaque", 0),
+        get("flag", 0),
+    )
+    # Hot path: four plain ints in Java int range (what every client sends).
+    if not (
+        type(code) is type(version) is type(opaque) is type(flag) is int
+        and _I32_MIN <= code <= _I32_MAX
+        and _I32_MIN <= version <= _I32_MAX
+        and _I32_MIN <= opaque <= _I32_MAX
+        and _I32_MIN <= flag <= _I32_MAX
+    ):
+        # Read opaque and flag first so that an error about another field can
+        # still name the request.
+        opaque, flag = _json_int(get("opaque")), _json_int(get("flag"))
+        try:
+            code, version = _require_json_int(obj, "code"), _require_json_int(obj, "version")
+            opaque, flag = _require_json_int(obj, "opaque"), _require_json_int(obj, "flag")
+        except HeaderDecodeError as exc:
+            exc.opaque, exc.flag = opaque, flag
+            raise
     try:
-        return RemotingCommand(
-            code=_require_json_int(obj, "code"),
-            language=_json_language(obj.get("language")),
-            version=_require_json_int(obj, "version"),
-            opaque=_require_json_int(obj, "opaque"),
-            flag=_require_json_int(obj, "flag"),
-            remark=ext_value_to_str(obj.get("remark")),
-            ext_fields=_json_ext_fields(obj.get("extFields")),
-            body=body,
-            serialize_type=SerializeType.JSON,
-        )
+        ext_fields = _json_ext_fields(get("extFields"))
     except HeaderDecodeError as exc:
         exc.opaque, exc.flag = opaque, flag
         raise
+    return RemotingCommand(
+        code=code,
+        language=_json_language(get("language")),
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=ext_value_to_str(get("remark")),
+        ext_fields=ext_fields,
+        body=body,
+        serialize_type=SerializeType.JSON,
+    )
 
 
 def _json_type(value: object) -> str:
@@ -138,7 +160,9 @@ def _json_ext_fields(value: object) -> dict[str, str]:
     if value is None:
         return {}
     if type(value) is not dict:
-        raise HeaderDecodeError(f"JSON header field 'extFields' is a {_json_type(value)}, not an object")
+        raise HeaderDecodeError(
+            f"JSON header field 'extFields' is a {_json_type(value)}, not an object"
+        )
     # Java peers send only strings: keep their dict as is (the hot path).
     for item in value.values():
         if type(item) is not str:
@@ -177,7 +201,9 @@ def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
         key_bytes = key.encode("utf-8", "replace")
         value_bytes = text.encode("utf-8", "replace")
         if len(key_bytes) > _I16_MAX:
-            raise EncodeError(f"extFields key of {len(key_bytes)} bytes exceeds the 32767-byte limit")
+            raise EncodeError(
+                f"extFields key of {len(key_bytes)} bytes exceeds the 32767-byte limit"
+            )
         parts += (_I16.pack(len(key_bytes)), key_bytes, _I32.pack(len(value_bytes)), value_bytes)
     ext = b"".join(parts)
     try:
@@ -208,13 +234,17 @@ def decode_rocketmq_header(header: bytes, body: bytes = b"") -> RemotingCommand:
     pos = _FIXED.size
     try:
         if remark_len < 0 or remark_len > size - pos - _I32.size:
-            raise HeaderDecodeError(f"ROCKETMQ header remark length {remark_len} overruns the header")
+            raise HeaderDecodeError(
+                f"ROCKETMQ header remark length {remark_len} overruns the header"
+            )
         remark = header[pos : pos + remark_len].decode("utf-8", "replace") if remark_len else None
         pos += remark_len
         (ext_len,) = _I32.unpack_from(header, pos)
         pos += _I32.size
         if ext_len < 0 or ext_len > size - pos:
-            raise HeaderDecodeError(f"ROCKETMQ header extFields length {ext_len} overruns the header")
+            raise HeaderDecodeError(
+                f"ROCKETMQ header extFields length {ext_len} overruns the header"
+            )
         if pos + ext_len != size:
             raise HeaderDecodeError(
                 f"ROCKETMQ header has {size - pos - ext_len} bytes after the extFields map"
@@ -254,7 +284,9 @@ def _decode_ext_map(data: bytes, pos: int, end: int) -> dict[str, str]:
         if value_len < 0 or value_len > end - pos:
             raise HeaderDecodeError(f"ROCKETMQ extFields value length {value_len} overruns the map")
         if key_len and value_len:
-            out[key.decode("utf-8", "replace")] = data[pos : pos + value_len].decode("utf-8", "replace")
+            out[key.decode("utf-8", "replace")] = data[pos : pos + value_len].decode(
+                "utf-8", "replace"
+            )
         pos += value_len
     return out
 
