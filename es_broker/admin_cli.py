@@ -215,6 +215,61 @@ async def consumer_connection(admin: Admin, a: argparse.Namespace) -> dict[str, 
     return await admin.consumer_connection(a.consumerGroup)
 
 
+def parse_reset_time(text: str) -> int:
+    """-s of resetOffsetByTime (B-72): now -> -1, digits -> ms, else yyyy-MM-dd#HH:mm:ss:SSS local time."""
+    import datetime
+    import re
+
+    if text == "now":
+        return -1
+    if re.fullmatch(r"-?[0-9]+", text):
+        return int(text)
+    try:
+        moment = datetime.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
+    except ValueError:
+        raise ValueError(f"timestamp {text!r} is not now, milliseconds, or yyyy-MM-dd#HH:mm:ss:SSS") from None
+    return int(moment.timestamp() * 1000)
+
+
+def _render_reset(r: dict[str, Any]) -> str:
+    if r["path"] == "old":
+        return table(["#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset",
+                      "#rollbackOffset"],
+                     [[q["brokerName"], q["queueId"], q["brokerOffset"], q["consumerOffset"], q["timestampOffset"],
+                       q["rollbackOffset"]] for q in r["queues"]])
+    head = (f"rollback consumer offset by specified consumerGroup[{r['group']}], topic[{r['topic']}], "
+            f"force[{str(r['force']).lower()}], timestamp(string)[{r['time']}], timestamp(long)[{r['timestamp']}]")
+    return head + "\n" + table(["#brokerName", "#queueId", "#offset"],
+                               [[q["brokerName"], q["queueId"], q["offset"]] for q in r["queues"]])
+
+
+@verb("resetOffsetByTime", _render_reset)
+@opt("-g", "--group", required=True)
+@opt("-t", "--topic", required=True)
+@opt("-s", "--timestamp", required=True)
+@opt("-f", "--force", default="true")
+@opt("-c", "--cplus", action="store_true")
+async def reset_offset_by_time(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    timestamp = parse_reset_time(a.timestamp)
+    force = a.force == "true"
+    result = await admin.reset_offset_by_time(a.group, a.topic, timestamp, force, a.cplus)
+    return {"group": a.group, "topic": a.topic, "force": force, "time": a.timestamp, "timestamp": timestamp,
+            **result}
+
+
+@verb("resetOffsetByTimeOld", _render_reset)
+@opt("-g", "--group", required=True)
+@opt("-t", "--topic", required=True)
+@opt("-s", "--timestamp", required=True)
+@opt("-f", "--force", default="true")
+async def reset_offset_by_time_old(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    timestamp = parse_reset_time(a.timestamp)
+    force = a.force == "true"
+    queues = await admin.reset_offset_old(a.group, a.topic, timestamp, force)
+    return {"group": a.group, "topic": a.topic, "force": force, "time": a.timestamp, "timestamp": timestamp,
+            "path": "old", "queues": queues}
+
+
 # ---------------------------------------------------------------------- messages
 
 

@@ -175,6 +175,58 @@ class Admin:
                 return fastjson.loads(r.body)
         raise AdminError(f"consumer connection of {group}", r)
 
+    async def reset_offset_by_time(self, group: str, topic: str, timestamp: int, force: bool,
+                                   cpp: bool = False) -> dict[str, Any]:
+        """resetOffsetByTime: the broker path, or the old path when the group is offline (B-73, B-81)."""
+        from es_broker.remoting.codes import LanguageCode
+
+        rows = []
+        for _name, addr in await self.topic_brokers(topic):
+            r = await self.client.invoke(addr, request(
+                RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force},
+                language=LanguageCode.CPP if cpp else LanguageCode.JAVA))
+            if r.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                return {"path": "old", "queues": await self.reset_offset_old(group, topic, timestamp, force)}
+            if r.code != ResponseCode.SUCCESS:
+                raise AdminError(f"reset offset of {group} on {topic}", r)
+            table = fastjson.loads(r.body)["offsetTable"]
+            items = ([(e, e["offset"]) for e in table] if isinstance(table, list)
+                     else [(k.as_dict(), v) for k, v in table.items()])
+            rows += [{"brokerName": mq["brokerName"], "queueId": mq["queueId"], "offset": off} for mq, off in items]
+        return {"path": "broker", "queues": sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))}
+
+    async def reset_offset_old(self, group: str, topic: str, timestamp: int, force: bool) -> list[dict[str, Any]]:
+        """resetOffsetByTimestampOld: the admin writes each queue's offset itself (B-81)."""
+        rows = []
+        for name, addr in await self.topic_brokers(topic):
+            r = await self._ok(addr, f"consume stats of {group}", request(
+                RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}))
+            queues = {}
+            for key, stats in fastjson.loads(r.body).get("offsetTable", {}).items():
+                t, _, qid = _mq_fields(key)
+                if t == topic:
+                    queues[qid] = (stats["brokerOffset"], stats["consumerOffset"])
+            if not queues:  # never consumed here: start from each queue's min (B-81)
+                for row in await self.topic_status(topic):
+                    if row["brokerName"] == name:
+                        queues[row["queueId"]] = (row["maxOffset"], row["minOffset"])
+            for qid, (broker_offset, consumer_offset) in sorted(queues.items()):
+                if timestamp == -1:
+                    code, fields = RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": qid}
+                else:
+                    code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
+                    fields = {"topic": topic, "queueId": qid, "timestamp": timestamp}
+                target = int((await self._ok(addr, "offset lookup", request(code, fields))).ext_fields["offset"])
+                rollback = target if force or target <= consumer_offset else consumer_offset
+                if rollback == target:
+                    await self._ok(addr, "update consumer offset", request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                        "consumerGroup": group, "topic": topic, "queueId": qid, "commitOffset": target}))
+                rows.append({"brokerName": name, "queueId": qid, "brokerOffset": broker_offset,
+                             "consumerOffset": consumer_offset, "timestampOffset": target,
+                             "rollbackOffset": rollback})
+        return rows
+
     # ------------------------------------------------------------------ messages
     async def view_message(self, msg_id: str) -> StoredMessage:
         (host, port), phy = parse_offset_msg_id(msg_id)

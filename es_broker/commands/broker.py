@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import trio
 
 from es_broker.clock import Clock
-from es_broker.commands import messages, offsets, topics
+from es_broker.commands import messages, offsets, resets, topics
 from es_broker.commands.errors import NoPermission
 from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutResult
 from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
@@ -270,6 +270,12 @@ class Broker:
             return True
 
         return await self.submit(job)
+
+    async def plan_reset(self, group: str, topic: str, timestamp: int, force: bool, *,
+                         requester: str = "", notified: list[str] | None = None) -> resets.ResetPlan:
+        """INVOKE_BROKER_TO_RESET_OFFSET's computation, recorded (B-74, B-75); changes no offset."""
+        return await self.submit(resets.reset_job(self.store, group, topic, timestamp, force,
+                                                  requester=requester, notified=notified or []))
 
     # ------------------------------------------------------------------ topics and groups
     def topic_config(self, topic: str) -> dict[str, Any] | None:

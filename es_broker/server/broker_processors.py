@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from es_broker.client.channel import Channel, ChannelClosed
-from es_broker.commands import names
+from es_broker.commands import names, resets
 from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
 from es_broker.commands.messages import MessageIn
@@ -23,7 +23,7 @@ from es_broker.commands.pull_codes import response_code, slave_correction
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
-from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.errors import BodyDecodeError
 from es_broker.server.clients import ClientRegistry
@@ -142,6 +142,7 @@ class BrokerProcessors:
             C.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offset,
             C.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             C.GET_BROKER_CONFIG: self.broker_config,
+            C.INVOKE_BROKER_TO_RESET_OFFSET: self.invoke_reset_offset,
             C.GET_CONSUMER_RUNNING_INFO: self.forward_to_consumer,
             C.CONSUME_MESSAGE_DIRECTLY: self.forward_to_consumer,
         }
@@ -256,9 +257,13 @@ class BrokerProcessors:
         return response_to(req, int(answer.code), answer.remark)
 
     async def update_consumer_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        await self.broker.commit_offset(
-            req.require_str("consumerGroup"), req.require_str("topic"), req.require_int("queueId"),
-            req.require_long("commitOffset"), requester=self.requester(channel))
+        group = req.require_str("consumerGroup")
+        info = self.clients.consumer_group(group)
+        # a commit from a connection that is no consumer of the group is an operator's (B-131)
+        cause = "client_commit" if info and channel in info.channels else "admin"
+        await self.broker.commit_offset(group, req.require_str("topic"), req.require_int("queueId"),
+                                        req.require_long("commitOffset"), cause=cause,
+                                        requester=self.requester(channel))
         return response_to(req, ResponseCode.SUCCESS)
 
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -354,6 +359,36 @@ class BrokerProcessors:
     async def _send_oneway(channel: Channel, command: RemotingCommand) -> None:
         with contextlib.suppress(ChannelClosed):
             await channel.invoke_oneway(command)
+
+    def reset_body(self, plan, list_form: bool) -> bytes:
+        """ResetOffsetBody (remoting spec 9.6): MessageQueue-keyed map, or the list C++ clients take."""
+        if list_form:
+            return json_body({"offsetTable": [
+                {"brokerName": self.config.brokerName, "offset": off, "queueId": q, "topic": plan.topic}
+                for q, off in plan.table().items()]})
+        return json_body({"offsetTable": {self._mq(plan.topic, q): off for q, off in plan.table().items()}})
+
+    async def invoke_reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET: compute, record, notify online clients oneway (B-74..B-77)."""
+        topic, group = req.require_str("topic"), req.require_str("group")
+        timestamp, force = req.require_long("timestamp"), req.get_bool("isForce", True)
+        info = self.clients.consumer_group(group)
+        members = list(info.channels.items()) if info else []
+        supported = [(ch, c) for ch, c in members if c.version >= Version.V3_0_7_SNAPSHOT]
+        plan = await self.broker.plan_reset(group, topic, timestamp, force, requester=self.requester(channel),
+                                            notified=[c.client_id for _, c in supported])
+        if not members:
+            raise resets.not_online(group, topic, timestamp)
+        body = self.reset_body(plan, req.language == LanguageCode.CPP)
+        notice = request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                         {"topic": topic, "group": group, "timestamp": timestamp, "isForce": "false"}, body,
+                         oneway=True)
+        for ch, _ in supported:
+            with contextlib.suppress(ChannelClosed):
+                await ch.invoke_oneway(notice)
+        if len(supported) < len(members):
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "the client does not support this feature")
+        return response_to(req, ResponseCode.SUCCESS, body=body)
 
     async def forward_to_consumer(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY: relay to the client's channel, answer verbatim."""
