@@ -47,9 +47,11 @@ class BrokerConfig:
     flushDiskType: str = ASYNC_FLUSH
     flushIntervalCommitLog: int = 500  # ms between background flushes in ASYNC_FLUSH
     maxMessageSize: int = 4 * 1024 * 1024
+    mappedFileSizeCommitLog: int = 1024 * 1024 * 1024  # a message never straddles two files (B-08)
     fileReservedTime: int = 72  # hours
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75
+    cleanResourceInterval: int = 10_000  # ms between retention passes (B-14)
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     accessMessageInMemoryMaxRatio: int = 40
     maxTransferBytesOnMessageInMemory: int = 262144

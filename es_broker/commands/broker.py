@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import trio
 
 from es_broker.clock import Clock
-from es_broker.commands import messages, offsets, resets, topics
+from es_broker.commands import messages, offsets, resets, retention, topics
 from es_broker.commands.errors import NoPermission
 from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutResult
 from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
@@ -276,6 +276,10 @@ class Broker:
         """INVOKE_BROKER_TO_RESET_OFFSET's computation, recorded (B-74, B-75); changes no offset."""
         return await self.submit(resets.reset_job(self.store, group, topic, timestamp, force,
                                                   requester=requester, notified=notified or []))
+
+    async def retention_pass(self, *, manual: bool = False) -> retention.RetentionPass:
+        """One clean pass: expired commit-log files go, queue minimums are corrected (B-14..B-18)."""
+        return await self.submit(retention.retention_job(self.store, manual=manual))
 
     # ------------------------------------------------------------------ topics and groups
     def topic_config(self, topic: str) -> dict[str, Any] | None:

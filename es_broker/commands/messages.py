@@ -90,6 +90,8 @@ def prepare_put(
             raise MessageIllegal(
                 f"the message body size {len(msg.body)} exceeds maxMessageSize {store.config.maxMessageSize}"
             )
+        if len(msg.body) + 91 + len(topic) > store.config.mappedFileSizeCommitLog:
+            raise MessageIllegal("the message is larger than a commit-log file (mappedFileSizeCommitLog)")
         props = {k: v for k, v in msg.properties.items() if k != "WAIT"}
         props["CLUSTER"] = store.config.brokerClusterName
         tags = props.get("TAGS")
@@ -137,7 +139,10 @@ def put_job(store: Store, prepared: _Prepared, requester: str):
         _, queue_offset = store.cq.bounds(txn, topic, queue_id)
         units, ids, phys = [], [], []
         host = (store.config.brokerIP1, store.config.listenPort)
+        file_size = store.config.mappedFileSizeCommitLog
         for i, (raw, code) in enumerate(zip(prepared.encoded, prepared.tags_codes, strict=True)):
+            if phy // file_size != (phy + len(raw) - 1) // file_size:
+                phy = (phy // file_size + 1) * file_size  # never straddle two commit-log files (B-08)
             buf = bytearray(raw)
             struct.pack_into(">i", buf, 12, queue_id)
             _PATCH_OFFSETS.pack_into(buf, 20, queue_offset + i, phy)

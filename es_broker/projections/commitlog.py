@@ -24,11 +24,19 @@ class CommitLogProjection:
 
     def bind(self, log: Any) -> None:
         self.db = log.db("commitlog_meta")
+        self.payloads = log.commitlog_db
 
     def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
-        if record["type"] == "messages_stored":
+        kind = record["type"]
+        if kind == "messages_stored":
             phy, size, _ = record["units"][-1]
             txn.put(_PHY_MAX, I64.pack(phy + size), db=self.db)
+        elif kind == "commitlog_expired":
+            # retention removes the bodies below the new phyMin; the records about them stay
+            cur = txn.cursor(db=self.payloads)
+            while cur.first() and int.from_bytes(cur.key(), "big") < record["phy_min"]:
+                cur.delete()
+            txn.put(_PHY_MIN, I64.pack(record["phy_min"]), db=self.db)
 
     def phy_max(self, txn: lmdb.Transaction) -> int:
         raw = txn.get(_PHY_MAX, db=self.db)

@@ -40,6 +40,11 @@ class ConsumeQueueProjection:
         self.meta = log.db("cq_meta")
 
     def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        if record["type"] == "commitlog_expired":
+            for topic, qid, _, new_min in record["queues"]:  # min-offset correction (B-18)
+                _, hi = self.bounds(txn, topic, qid)
+                txn.put(queue_key(topic, qid), _BOUNDS.pack(new_min, hi), db=self.meta)
+            return
         if record["type"] != "messages_stored":
             return
         topic, qid, offset, ts = record["topic"], record["queue_id"], record["queue_offset"], record["ts"]

@@ -73,6 +73,8 @@ class BrokerServer:
                     await self._register_all(client)
                     nursery.start_soon(self._registration_loop, client)
                 nursery.start_soon(self._expiry_loop)
+                if self.config.brokerRole != "SLAVE":
+                    nursery.start_soon(self._retention_loop)
                 task_status.started(self)
         finally:
             self.broker.close()
@@ -97,6 +99,14 @@ class BrokerServer:
                 await client.invoke(addr, cmd, timeout=6.0)
             except RemotingError as exc:
                 log.warning("registration with name server %s failed: %s", addr, exc)
+
+    async def _retention_loop(self) -> None:
+        """CleanCommitLogService: a pass every cleanResourceInterval (B-14); passes that delete are records."""
+        while True:
+            await trio.sleep(self.config.cleanResourceInterval / 1000)
+            done = await self.broker.retention_pass()
+            if done.deleted_files:
+                log.info("retention (%s) removed commit-log files %s", done.reason, list(done.deleted_files))
 
     async def _expiry_loop(self) -> None:
         while True:

@@ -1,0 +1,136 @@
+"""Retention: expired commit-log files, min-offset correction, data lost to retention (B-14..B-19, S-11)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from es_broker.commands.broker import Broker
+from es_broker.commands.errors import Code
+from es_broker.commands.messages import GetStatus, MessageIn
+from tests.conftest import make_topic
+
+HOUR = 3_600_000
+
+
+def local_ms(day: int, hour: int, minute: int = 0) -> int:
+    return int(datetime.datetime(2024, 1, day, hour, minute).timestamp() * 1000)
+
+
+@pytest.fixture
+async def small(config, clock, nursery):
+    """A broker whose commit-log files hold 1000 bytes (about 8 small messages each)."""
+    clock.set(local_ms(1, 10))
+    b = Broker.open(config.storePathRootDir, config.replace(mappedFileSizeCommitLog=1000), clock)
+    await nursery.start(b.run)
+    await make_topic(b, queues=1)
+    return b
+
+
+async def fill(broker: Broker, n: int) -> None:
+    for i in range(n):
+        await broker.put_message("T", 0, MessageIn(b"m%02d" % i))
+
+
+def test_b014_delete_when_is_a_local_hour_list():
+    from es_broker.commands.retention import is_time_to_delete
+
+    assert is_time_to_delete("04", local_ms(2, 4, 59))
+    assert not is_time_to_delete("04", local_ms(2, 5, 0))
+    assert is_time_to_delete("03;04;05", local_ms(2, 5, 10))
+
+
+async def test_b008_a_message_never_straddles_two_commit_log_files(small):
+    await fill(small, 20)
+    with small.store.read() as txn:
+        units = list(small.store.cq.units(txn, "T", 0, 0, 20))
+    assert all(u.physical_offset // 1000 == (u.physical_offset + u.size - 1) // 1000 for u in units)
+
+
+async def test_b015_expired_files_go_at_the_delete_hour_but_never_the_newest(small, clock):
+    await fill(small, 20)
+    clock.set(local_ms(5, 4, 30))  # days later, inside 04:xx
+    done = await small.retention_pass()
+    phy_max = small.store.commitlog.phy_max(small.store.read())
+    assert done.reason == "time"
+    assert done.deleted_files == tuple(range(0, (phy_max - 1) // 1000 * 1000, 1000))
+    assert done.phy_min == (phy_max - 1) // 1000 * 1000
+
+
+async def test_b014_nothing_is_deleted_outside_the_delete_hour(small, clock):
+    await fill(small, 20)
+    clock.set(local_ms(5, 10))
+    done = await small.retention_pass()
+    assert (done.reason, done.deleted_files) == (None, ())
+
+
+async def test_b015_files_younger_than_72_hours_stay(small, clock):
+    await fill(small, 20)
+    clock.set(local_ms(2, 4, 30))  # 18.5 hours after the writes
+    done = await small.retention_pass()
+    assert done.deleted_files == ()
+
+
+async def test_b018_min_offset_moves_to_the_first_message_still_stored(small, clock):
+    await fill(small, 20)
+    clock.set(local_ms(5, 4, 30))
+    done = await small.retention_pass()
+    with small.store.read() as txn:
+        first = next(u for u in small.store.cq.units(txn, "T", 0, 0, 20) if u.physical_offset >= done.phy_min)
+    assert small.min_offset("T", 0) == first.offset > 0
+    assert small.max_offset("T", 0) == 20
+
+
+async def test_b058_pull_below_min_after_retention_is_offset_too_small(small, clock):
+    await fill(small, 20)
+    clock.set(local_ms(5, 4, 30))
+    await small.retention_pass()
+    r = small.get_message("T", 0, 0)
+    assert (r.status, r.next_begin_offset) == (GetStatus.OFFSET_TOO_SMALL, small.min_offset("T", 0))
+
+
+async def test_b040_after_retention_a_new_group_gets_no_offset_and_starts_at_max(small, clock):
+    await fill(small, 20)
+    answer = await small.query_consumer_offset("NEW1", "T", 0)
+    assert (answer.code, answer.offset) == (Code.SUCCESS, 0)  # young topic: compat starts at 0
+    clock.set(local_ms(5, 4, 30))
+    await small.retention_pass()
+    answer = await small.query_consumer_offset("NEW2", "T", 0)
+    assert answer.code == Code.QUERY_NOT_FOUND  # the client then asks GET_MAX_OFFSET (B-45)
+
+
+async def test_s011_messages_lost_to_retention_are_recorded_per_group(small, clock):
+    await fill(small, 20)
+    await small.commit_offset("SLOW", "T", 0, 2)
+    clock.set(local_ms(5, 4, 30))
+    await small.retention_pass()
+    _, record = list(small.store.log.read())[-1]
+    new_min = small.min_offset("T", 0)
+    assert record["type"] == "commitlog_expired"
+    assert record["lost"] == [["SLOW", "T", 0, 2, new_min - 2]]
+    assert record["queues"] == [["T", 0, 0, new_min]]
+
+
+async def test_retention_keeps_the_log_replayable(small, clock, config):
+    await fill(small, 20)
+    await small.commit_offset("G", "T", 0, 5)
+    clock.set(local_ms(5, 4, 30))
+    await small.retention_pass()
+    await fill(small, 3)
+    # verify from another process, as an operator would, while this broker keeps it open
+    from tests.test_cli_replay_verify import cli
+
+    done = cli("verify", "--data-dir", config.storePathRootDir)
+    assert done.returncode == 0, done.stdout
+
+
+async def test_b019_bodies_below_phy_min_are_gone_but_offsets_history_stays(small, clock):
+    await fill(small, 20)
+    await small.commit_offset("G", "T", 0, 1)
+    clock.set(local_ms(5, 4, 30))
+    done = await small.retention_pass()
+    assert small.message_at(0) is None
+    assert small.message_at(done.phy_min) is not None
+    with small.store.read() as txn:
+        assert [c.new for c in small.store.offsets.changes(txn, "T", "G", 0)] == [1]
