@@ -22,6 +22,7 @@ from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import AppendContext, GroupCommitWriter, make
+from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
 
 T = TypeVar("T")
 
@@ -276,6 +277,15 @@ class Broker:
         """INVOKE_BROKER_TO_RESET_OFFSET's computation, recorded (B-74, B-75); changes no offset."""
         return await self.submit(resets.reset_job(self.store, group, topic, timestamp, force,
                                                   requester=requester, notified=notified or []))
+
+    async def record_consumer_group(self, group: str, clients: list[str], consume_from_where: str,
+                                    message_model: str, subscriptions: dict[str, str]) -> int:
+        """Record a change of a group's members or subscriptions, as the broker saw it (S-16)."""
+        def job(ctx: AppendContext) -> int:
+            return ctx.append(make("consumer_group_changed", self.store.clock.now_ms(), group=group,
+                                   clients=sorted(clients), consume_from_where=consume_from_where,
+                                   message_model=message_model, subscriptions=subscriptions))
+        return await self.submit(job)
 
     async def retention_pass(self, *, manual: bool = False) -> retention.RetentionPass:
         """One clean pass: expired commit-log files go, queue minimums are corrected (B-14..B-18)."""

@@ -94,10 +94,9 @@ class ClientRegistry:
         info = self.consumers.get(group)
         if info is None or info.channels.pop(channel, None) is None:
             return
-        if info.channels:
-            self.notify_changed(group, list(info.channels))
-        else:
+        if not info.channels:
             del self.consumers[group]
+        self.notify_changed(group, list(info.channels))
 
     def scan_expired(self) -> list[Channel]:
         """Drop channels silent for 120 s; returns them."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import logging
 import signal
 from pathlib import Path
@@ -11,7 +13,7 @@ import trio
 
 from es_broker.client.channel import Channel
 from es_broker.client.remoting_client import RemotingClient, RemotingError, split_addr
-from es_broker.commands.broker import Broker
+from es_broker.commands.broker import Broker, WriterClosed
 from es_broker.config import BrokerConfig, load_broker_conf
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode
@@ -56,8 +58,19 @@ class BrokerServer:
         self._register_now.set()
 
     def _consumer_ids_changed(self, group: str, channels: list[Channel]) -> None:
-        if self._nursery is not None:
-            self.processors.notify_consumer_ids_changed(group, channels, self._nursery)
+        if self._nursery is None:
+            return
+        self.processors.notify_consumer_ids_changed(group, channels, self._nursery)
+        info = self.clients.consumer_group(group)
+        subs = {t: str(s.get("subString", "*")) for t, s in info.subscriptions.items()} if info else {}
+        self._nursery.start_soon(functools.partial(
+            self._record_group_change, group, info.client_ids() if info else [],
+            info.consume_from_where if info else "", info.message_model if info else "", subs))
+
+    async def _record_group_change(self, *args: object) -> None:
+        # shutting down: the channels closing now are not a membership change
+        with contextlib.suppress(WriterClosed):
+            await self.broker.record_consumer_group(*args)
 
     async def run(self, host: str, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED) -> None:
         try:

@@ -1,0 +1,90 @@
+"""Why a group started where it did, and who moved its offsets last (`es-broker explain`).
+
+Reads the records: the QUERY_CONSUMER_OFFSET answer each queue got while the
+group had no offset (with the min offset and the in-memory verdict of that
+moment, B-37), the consumeFromWhere its consumers announced, what the client
+then does (B-45), and the latest change of each queue's offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from es_broker.commands.store import Store
+
+START_RULES = {
+    # (B-37 row, consumeFromWhere family) -> what the client does next (B-45)
+    (2, "LAST"): "the broker answered 0 (no offset, min <= 0, head in memory: B-37 row 2), so "
+                 "CONSUME_FROM_LAST_OFFSET starts at 0 and consumes the queue's whole history (B-40)",
+    (2, "FIRST"): "the broker answered 0 (B-37 row 2); CONSUME_FROM_FIRST_OFFSET starts at 0",
+    (2, "TIMESTAMP"): "the broker answered 0 (B-37 row 2), so CONSUME_FROM_TIMESTAMP starts at 0, "
+                      "not at the timestamp",
+    (3, "LAST"): "the broker answered QUERY_NOT_FOUND (B-37 row 3), so the client asked GET_MAX_OFFSET "
+                 "and started at the queue's max",
+    (3, "FIRST"): "the broker answered QUERY_NOT_FOUND (B-37 row 3); CONSUME_FROM_FIRST_OFFSET starts at 0 "
+                  "(then OFFSET_TOO_SMALL corrects it to min if the head was deleted, B-48)",
+    (3, "TIMESTAMP"): "the broker answered QUERY_NOT_FOUND (B-37 row 3), so the client searched the offset "
+                      "of its consumeTimestamp (SEARCH_OFFSET_BY_TIMESTAMP)",
+}
+
+
+def _family(consume_from_where: str | None) -> str:
+    if not consume_from_where:
+        return "LAST"
+    if "FIRST" in consume_from_where:
+        return "FIRST"
+    if "TIMESTAMP" in consume_from_where:
+        return "TIMESTAMP"
+    return "LAST"
+
+
+@dataclass
+class QueueExplanation:
+    queue_id: int
+    current_offset: int
+    start: dict[str, Any] | None = None
+    first_change: dict[str, Any] | None = None
+    latest_change: dict[str, Any] | None = None
+    changes: int = 0
+
+
+def explain(store: Store, group: str, topic: str) -> dict[str, Any]:
+    """Everything the records say about how (group, topic)'s offsets came to be."""
+    queues: dict[int, QueueExplanation] = {}
+    consume_from_where: str | None = None
+    members: list[str] = []
+
+    def queue(qid: int) -> QueueExplanation:
+        if qid not in queues:
+            with store.read() as txn:
+                current = store.offsets.query(txn, topic, group, qid)
+            queues[qid] = QueueExplanation(qid, current)
+        return queues[qid]
+
+    for seq, r in store.log.read():
+        kind = r["type"]
+        if kind == "consumer_group_changed" and r["group"] == group:
+            consume_from_where, members = r["consume_from_where"], r["clients"]
+        elif kind == "offset_queried" and r["group"] == group and r["topic"] == topic:
+            q = queue(r["queue_id"])
+            if q.start is None:
+                family = _family(consume_from_where)
+                q.start = {
+                    "seq": seq, "ts": r["ts"], "requester": r["requester"], "row": r["row"],
+                    "answer": r["offset"] if r["row"] == 2 else "QUERY_NOT_FOUND",
+                    "min_offset": r["min_offset"], "head_in_memory": r["head_in_memory"],
+                    "phy_max": r["phy_max"], "consume_from_where": consume_from_where,
+                    "why": START_RULES[(r["row"], family)],
+                }
+        elif kind == "offset_committed" and r["group"] == group and r["topic"] == topic:
+            q = queue(r["queue_id"])
+            change = {"seq": seq, "ts": r["ts"], "old": r["old"], "new": r["offset"], "cause": r["cause"],
+                      "requester": r["requester"]}
+            q.first_change = q.first_change or change
+            q.latest_change = change
+            q.changes += 1
+    return {
+        "group": group, "topic": topic, "consume_from_where": consume_from_where, "clients": members,
+        "queues": [asdict(queues[q]) for q in sorted(queues)],
+    }
