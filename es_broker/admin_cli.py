@@ -257,6 +257,39 @@ async def reset_offset_by_time(admin: Admin, a: argparse.Namespace) -> dict[str,
             **result}
 
 
+def _render_reset_plan(results: list[dict[str, Any]]) -> str:
+    out = []
+    for r in results:
+        out.append(f"{r['brokerName']}: {r['outcome']}")
+        out.append(table(["#queueId", "#current", "#target", "#final", "#outcome"],
+                         [[q["queueId"], q["current"], q["target"], q["final"], q["outcome"]] for q in r["queues"]]))
+    return "\n".join(out)
+
+
+@verb("resetOffset", _render_reset_plan)
+@opt("-g", "--group", required=True)
+@opt("-t", "--topic", required=True)
+@opt("--to-time", help="now | millis | yyyy-MM-dd#HH:mm:ss:SSS")
+@opt("--to-offset", type=int)
+@opt("--shift-by", type=int)
+@opt("--to-earliest", action="store_true")
+@opt("--to-latest", action="store_true")
+@opt("-f", "--force", default="true")
+@opt("--dry-run", action="store_true", help="print current/target/final per queue, change nothing")
+@opt("--mode", choices=["compat", "server_side"], help="server_side: the broker writes the offsets itself")
+@opt("--scope", choices=["compat", "read_queues"], help="read_queues: every read queue, creating offsets")
+async def reset_offset(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    chosen = [(k, v) for k, v in (("time", a.to_time), ("offset", a.to_offset), ("shift", a.shift_by),
+                                  ("earliest", a.to_earliest or None), ("latest", a.to_latest or None))
+              if v is not None]
+    if len(chosen) != 1:
+        raise ValueError("give exactly one of --to-time, --to-offset, --shift-by, --to-earliest, --to-latest")
+    kind, raw = chosen[0]
+    value = parse_reset_time(raw) if kind == "time" else (raw if isinstance(raw, int) and raw is not True else 0)
+    return await admin.reset_offset(a.group, a.topic, kind, value, force=a.force == "true",
+                                    dry_run=a.dry_run, mode=a.mode, scope=a.scope)
+
+
 @verb("resetOffsetByTimeOld", _render_reset)
 @opt("-g", "--group", required=True)
 @opt("-t", "--topic", required=True)

@@ -72,8 +72,12 @@ class BrokerConfig:
     total_physical_memory_bytes: int = field(default_factory=_host_ram)
     overflow_badly_next: str = "max"  # max | legacy (B-60)
     dlq_topic_perm: int = 2  # B-103
+    strict_retry_config: bool = False  # S-10: no silent drop, one DLQ threshold for both paths
     new_group_start: str = "compat"  # compat | strict (S-6)
     time_lookup: str = "compat"  # compat | lower_bound | upper_bound (S-7)
+    reset_mode: str = "compat"  # compat | server_side (S-2)
+    reset_scope: str = "compat"  # compat | read_queues (S-13)
+    reset_fence: bool = False  # S-3
     initial_map_size: int = 64 * 1024 * 1024  # LMDB map; grows by itself
 
     @property

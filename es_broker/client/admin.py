@@ -196,6 +196,21 @@ class Admin:
             rows += [{"brokerName": mq["brokerName"], "queueId": mq["queueId"], "offset": off} for mq, off in items]
         return {"path": "broker", "queues": sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))}
 
+    async def reset_offset(self, group: str, topic: str, kind: str, value: int, *, force: bool = True,
+                           dry_run: bool = False, mode: str | None = None,
+                           scope: str | None = None) -> list[dict[str, Any]]:
+        """es-broker's reset on every broker of the topic (S-2): per-queue current/target/final/outcome."""
+        from es_broker.remoting.codes import EsRequestCode
+
+        out = []
+        for _name, addr in await self.topic_brokers(topic):
+            fields = {"topic": topic, "group": group, "kind": kind, "value": value, "isForce": force,
+                      "dryRun": dry_run, "mode": mode, "scope": scope}
+            r = await self._ok(addr, f"reset offset of {group} on {topic}",
+                               request(EsRequestCode.RESET_OFFSET, fields))
+            out.append(fastjson.loads(r.body))
+        return out
+
     async def reset_offset_old(self, group: str, topic: str, timestamp: int, force: bool) -> list[dict[str, Any]]:
         """resetOffsetByTimestampOld: the admin writes each queue's offset itself (B-81)."""
         rows = []

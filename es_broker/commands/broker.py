@@ -32,6 +32,16 @@ MOVED_STATUSES = frozenset(
 )
 
 
+class _ReadOnly:
+    """Runs a job against a read transaction: for dry runs, which must not append."""
+
+    def __init__(self, txn) -> None:
+        self.txn = txn
+
+    def append(self, record) -> int:
+        raise RuntimeError("a dry run must not append records")
+
+
 class Broker:
     """One broker's state and the operations on it."""
 
@@ -272,11 +282,16 @@ class Broker:
 
         return await self.submit(job)
 
-    async def plan_reset(self, group: str, topic: str, timestamp: int, force: bool, *,
-                         requester: str = "", notified: list[str] | None = None) -> resets.ResetPlan:
-        """INVOKE_BROKER_TO_RESET_OFFSET's computation, recorded (B-74, B-75); changes no offset."""
-        return await self.submit(resets.reset_job(self.store, group, topic, timestamp, force,
-                                                  requester=requester, notified=notified or []))
+    async def plan_reset(self, group: str, topic: str, value: int, force: bool, *, requester: str = "",
+                         notified: list[str] | None = None, kind: str = "time", mode: str | None = None,
+                         scope: str | None = None, dry_run: bool = False) -> resets.ResetPlan:
+        """Compute a reset table and record it (B-74, B-75, S-2, S-12, S-13); a dry run records nothing."""
+        job = resets.reset_job(self.store, group, topic, value, force, requester=requester,
+                               notified=notified or [], kind=kind, mode=mode, scope=scope, dry_run=dry_run)
+        if dry_run:
+            with self.store.log.env.begin(write=False) as txn:
+                return job(_ReadOnly(txn))
+        return await self.submit(job)
 
     async def record_consumer_group(self, group: str, clients: list[str], consume_from_where: str,
                                     message_model: str, subscriptions: dict[str, str]) -> int:

@@ -18,6 +18,8 @@ QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer b
 CAUSE_CLIENT_COMMIT = "client_commit"
 CAUSE_PULL_COMMIT = "pull_commit"
 CAUSE_ADMIN = "admin"
+CAUSE_RESET = "reset"
+FENCE_MS = 60_000  # a reset fence holds at most this long (S-3)
 
 
 def _check_queue_id(queue_id: object) -> int:
@@ -36,10 +38,21 @@ def commit_job(store: Store, group: str, topic: str, queue_id: int, offset: int,
         raise IllegalRequest(f"commitOffset {offset!r} must be an integer")
 
     def job(ctx: AppendContext) -> int:
+        now = store.clock.now_ms()
         old = store.offsets.query(ctx.txn, topic, group, queue_id)
-        return ctx.append(make("offset_committed", store.clock.now_ms(), group=group, topic=topic,
-                               queue_id=queue_id, offset=offset, old=old, cause=cause,
-                               requester=requester))
+        why = cause
+        pending = store.offsets.pending_reset(ctx.txn, topic, group, queue_id)
+        if pending is not None and cause in (CAUSE_CLIENT_COMMIT, CAUSE_PULL_COMMIT):
+            target, reset_seq, reset_ts = pending
+            if offset == target:
+                why = CAUSE_RESET  # the client applying the reset (B-78)
+            elif store.config.reset_fence and now - reset_ts < FENCE_MS:
+                # a late commit would undo the reset (S-3): recorded, not applied
+                return ctx.append(make("offset_commit_ignored", now, group=group, topic=topic,
+                                       queue_id=queue_id, offset=offset, current=old, reason="reset_fence",
+                                       reset_seq=reset_seq, target=target, requester=requester))
+        return ctx.append(make("offset_committed", now, group=group, topic=topic, queue_id=queue_id,
+                               offset=offset, old=old, cause=why, requester=requester))
 
     return job
 

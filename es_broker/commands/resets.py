@@ -1,9 +1,13 @@
-"""Reset offset by time, the broker side (INVOKE_BROKER_TO_RESET_OFFSET, B-72..B-77, S-12).
+"""Reset offsets: RocketMQ's reset by time (B-72..B-77, S-12) and es-broker's controls (S-2, S-3, S-13).
 
-The broker computes a target per write queue and tells the online clients;
-in compat mode it changes no offset itself (B-77), the clients' commits that
-follow do. The request, its computed table, who was notified and the
-per-queue outcome are one record.
+The broker computes a target per queue and tells the online clients. In
+compat mode it changes no offset itself (B-77): the clients' commits that
+follow do, and a commit equal to a pending reset target is recorded with
+cause `reset`. With `reset_mode=server_side` the reset record itself moves
+the offsets. Targets: a time (RocketMQ's lookup, or lower/upper bound),
+an offset, a shift, the earliest or the latest offset (Kafka's vocabulary).
+The request, its computed table, who was notified and each queue's outcome
+are one record; a dry run records nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ from es_broker.log import AppendContext, make
 MOVED = "moved"
 UNCHANGED_NOT_FORCE = "unchanged_not_force"  # a forward target without force (B-75)
 ALREADY_THERE = "already_there"
+CREATED = "created"  # reset_scope=read_queues on a queue without an offset (S-13)
+
+TARGET_KINDS = ("time", "offset", "shift", "earliest", "latest")
+FENCE_MS = 60_000  # how long a reset fence holds at most (S-3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +37,8 @@ class QueueReset:
 
     @property
     def outcome(self) -> str:
+        if self.current < 0:
+            return CREATED
         if self.final == self.current:
             return ALREADY_THERE if self.target == self.current else UNCHANGED_NOT_FORCE
         return MOVED
@@ -38,47 +48,77 @@ class QueueReset:
 class ResetPlan:
     group: str
     topic: str
-    timestamp: int
+    kind: str
+    value: int
     force: bool
+    mode: str
     queues: tuple[QueueReset, ...]
-    seq: int
+    seq: int | None  # None for a dry run
+
+    @property
+    def timestamp(self) -> int:
+        return self.value if self.kind == "time" else -1
 
     def table(self) -> dict[int, int]:
         """queue id -> the offset clients are told to use."""
         return {q.queue_id: q.final for q in self.queues}
 
+    def as_rows(self) -> list[dict[str, int | str]]:
+        return [{"queueId": q.queue_id, "current": q.current, "target": q.target, "final": q.final,
+                 "outcome": q.outcome} for q in self.queues]
 
-def reset_job(store: Store, group: str, topic: str, timestamp: int, force: bool, *,
-              requester: str, notified: list[str]):
-    """Compute the reset table (B-74, B-75) and record it; raises when RocketMQ refuses."""
+
+def _target(store: Store, txn, topic: str, qid: int, kind: str, value: int, current: int) -> int:
+    lo, hi = store.cq.bounds(txn, topic, qid)
+    if kind == "time":
+        return hi if value == -1 else offsets.search_offset(store, txn, topic, qid, value)
+    if kind == "offset":
+        return value
+    if kind == "shift":
+        return max(current, 0) + value
+    if kind == "earliest":
+        return lo
+    return hi  # latest
+
+
+def reset_job(store: Store, group: str, topic: str, value: int, force: bool, *, requester: str,
+              notified: list[str], kind: str = "time", mode: str | None = None, scope: str | None = None,
+              dry_run: bool = False):
+    """Compute the reset table (B-74, B-75, S-13) and, unless a dry run, record it."""
     names.check_group_name(group)
     names.check_topic_name(topic)
-    if not isinstance(timestamp, int):
-        raise IllegalRequest(f"timestamp {timestamp!r} must be an integer (ms), or -1 for the max offset")
+    if kind not in TARGET_KINDS:
+        raise IllegalRequest(f"reset target {kind!r} is not one of {', '.join(TARGET_KINDS)}")
+    if not isinstance(value, int):
+        raise IllegalRequest(f"reset value {value!r} must be an integer")
+    mode = mode or store.config.reset_mode
+    scope = scope or store.config.reset_scope
+    if mode not in ("compat", "server_side") or scope not in ("compat", "read_queues"):
+        raise IllegalRequest(f"reset_mode {mode!r} / reset_scope {scope!r} unknown")
 
     def job(ctx: AppendContext) -> ResetPlan:
         txn = ctx.txn
         config = store.topics.get(txn, topic)
         if config is None:
             raise IllegalRequest(f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+        nums = config["readQueueNums"] if scope == "read_queues" else config["writeQueueNums"]
         plan = []
-        for q in range(config["writeQueueNums"]):
+        for q in range(nums):
             current = store.offsets.query(txn, topic, group, q)
-            if current == -1:
+            if current == -1 and scope != "read_queues":
                 raise IllegalRequest(f"THe consumer group <{group}> not exist")
-            if timestamp == -1:
-                target = store.cq.bounds(txn, topic, q)[1]
-            else:
-                target = offsets.search_offset(store, txn, topic, q, timestamp)
-            target = max(target, 0)
-            final = target if force or target < current else current
+            target = max(_target(store, txn, topic, q, kind, value, current), 0)
+            final = target if force or target < current or current < 0 else current
             plan.append(QueueReset(q, current, target, final))
+        if dry_run:
+            return ResetPlan(group, topic, kind, value, force, mode, tuple(plan), None)
         outcome = "notified" if notified else "consumer_not_online"
         seq = ctx.append(make(
-            "reset_requested", store.clock.now_ms(), group=group, topic=topic, timestamp=timestamp,
-            force=force, mode="compat", requester=requester, notified=list(notified), outcome=outcome,
+            "reset_requested", store.clock.now_ms(), group=group, topic=topic, kind=kind, value=value,
+            timestamp=value if kind == "time" else -1, force=force, mode=mode, scope=scope, requester=requester,
+            notified=list(notified), outcome=outcome,
             queues=[[q.queue_id, q.current, q.target, q.final, q.outcome] for q in plan]))
-        return ResetPlan(group, topic, timestamp, force, tuple(plan), seq)
+        return ResetPlan(group, topic, kind, value, force, mode, tuple(plan), seq)
 
     return job
 

@@ -33,19 +33,37 @@ class OffsetChange:
 
 class OffsetTableProjection:
     name = "offsets"
-    databases = ("offsets", "offset_history")
+    databases = ("offsets", "offset_history", "reset_pending")
 
     def bind(self, log: Any) -> None:
         self.db = log.db("offsets")
         self.history = log.db("offset_history")
+        self.pending = log.db("reset_pending")
 
     def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
-        if record["type"] != "offset_committed":
-            return
-        key = offset_key(record["topic"], record["group"], record["queue_id"])
-        txn.put(key, I64.pack(record["offset"]), db=self.db)
-        entry = [record["ts"], record["old"], record["offset"], record["cause"], record["requester"]]
-        txn.put(key + U64.pack(seq), msgpack.packb(entry), db=self.history)
+        kind = record["type"]
+        if kind == "offset_committed":
+            key = offset_key(record["topic"], record["group"], record["queue_id"])
+            self._set(txn, seq, key, record["ts"], record["old"], record["offset"], record["cause"],
+                      record["requester"])
+            if record["cause"] == "reset":
+                txn.delete(key, db=self.pending)
+        elif kind == "reset_requested":
+            for qid, current, _, final, _ in record["queues"]:
+                key = offset_key(record["topic"], record["group"], qid)
+                if record["mode"] == "server_side":  # the reset record moves the offset itself (S-2)
+                    self._set(txn, seq, key, record["ts"], current, final, "reset", record["requester"])
+                else:  # the clients' commits of these values will be recorded as caused by the reset
+                    txn.put(key, msgpack.packb([final, seq, record["ts"]]), db=self.pending)
+
+    def _set(self, txn, seq: int, key: bytes, ts: int, old: int, new: int, cause: str, requester: str) -> None:
+        txn.put(key, I64.pack(new), db=self.db)
+        txn.put(key + U64.pack(seq), msgpack.packb([ts, old, new, cause, requester]), db=self.history)
+
+    def pending_reset(self, txn: lmdb.Transaction, topic: str, group: str, queue_id: int) -> tuple[int, int, int] | None:
+        """(target, reset seq, reset time) of a compat reset not yet applied by a client commit."""
+        raw = txn.get(offset_key(topic, group, queue_id), db=self.pending)
+        return tuple(msgpack.unpackb(raw)) if raw else None
 
     # ------------------------------------------------------------------ reads
     def query(self, txn: lmdb.Transaction, topic: str, group: str, queue_id: int) -> int:

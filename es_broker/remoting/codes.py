@@ -229,3 +229,10 @@ class ResponseCode(IntEnum):
 #: Flag bits of the command header (section 2).
 FLAG_RESPONSE = 0x1
 FLAG_ONEWAY = 0x2
+
+
+class EsRequestCode(IntEnum):
+    """es-broker's own request codes, outside RocketMQ's numbering; RocketMQ brokers answer them
+    REQUEST_CODE_NOT_SUPPORTED."""
+
+    RESET_OFFSET = 9101  # reset by time/offset/shift/earliest/latest, dry run, server-side (S-2)

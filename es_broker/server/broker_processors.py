@@ -23,7 +23,7 @@ from es_broker.commands.pull_codes import response_code, slave_correction
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
-from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, Version
+from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.errors import BodyDecodeError
 from es_broker.server.clients import ClientRegistry
@@ -143,6 +143,7 @@ class BrokerProcessors:
             C.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             C.GET_BROKER_CONFIG: self.broker_config,
             C.INVOKE_BROKER_TO_RESET_OFFSET: self.invoke_reset_offset,
+            EsRequestCode.RESET_OFFSET: self.reset_offset,
             C.GET_CONSUMER_RUNNING_INFO: self.forward_to_consumer,
             C.CONSUME_MESSAGE_DIRECTLY: self.forward_to_consumer,
         }
@@ -377,7 +378,7 @@ class BrokerProcessors:
         supported = [(ch, c) for ch, c in members if c.version >= Version.V3_0_7_SNAPSHOT]
         plan = await self.broker.plan_reset(group, topic, timestamp, force, requester=self.requester(channel),
                                             notified=[c.client_id for _, c in supported])
-        if not members:
+        if not members and plan.mode != "server_side":
             raise resets.not_online(group, topic, timestamp)
         body = self.reset_body(plan, req.language == LanguageCode.CPP)
         notice = request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
@@ -389,6 +390,33 @@ class BrokerProcessors:
         if len(supported) < len(members):
             return response_to(req, ResponseCode.SYSTEM_ERROR, "the client does not support this feature")
         return response_to(req, ResponseCode.SUCCESS, body=body)
+
+    async def reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """es-broker's reset (S-2, S-13): any target, a dry run, or server-side; answers the per-queue table."""
+        topic, group = req.require_str("topic"), req.require_str("group")
+        kind, value = req.require_str("kind"), req.get_long("value", 0) or 0
+        dry_run = req.get_bool("dryRun", False)
+        info = self.clients.consumer_group(group)
+        members = list(info.channels.items()) if info else []
+        plan = await self.broker.plan_reset(
+            group, topic, value, req.get_bool("isForce", True), requester=self.requester(channel),
+            notified=[c.client_id for _, c in members], kind=kind, mode=req.get_str("mode"),
+            scope=req.get_str("scope"), dry_run=dry_run)
+        if not dry_run and members:
+            notice = request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                             {"topic": topic, "group": group, "timestamp": plan.timestamp, "isForce": "false"},
+                             self.reset_body(plan, False), oneway=True)
+            for ch, _ in members:
+                with contextlib.suppress(ChannelClosed):
+                    await ch.invoke_oneway(notice)
+        if not dry_run and not members and plan.mode != "server_side":
+            outcome = "consumer_not_online: nothing changes until a consumer of the group applies it"
+        else:
+            outcome = "dry run: nothing changed" if dry_run else f"{plan.mode}: notified {len(members)} client(s)"
+        body = {"group": group, "topic": topic, "brokerName": self.config.brokerName, "kind": kind, "value": value,
+                "mode": plan.mode, "dryRun": dry_run, "seq": plan.seq, "outcome": outcome,
+                "queues": plan.as_rows()}
+        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
 
     async def forward_to_consumer(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY: relay to the client's channel, answer verbatim."""
