@@ -327,5 +327,15 @@ class Broker:
     async def update_group(self, config: dict[str, Any], *, requester: str = "") -> int:
         return await self.submit(topics.update_group_job(self.store, config, requester))
 
-    async def delete_group(self, group: str, *, requester: str = "") -> int | None:
-        return await self.submit(topics.delete_group_job(self.store, group, requester))
+    async def delete_group(self, group: str, *, requester: str = "", remove_offsets: bool = False) -> int | None:
+        """DELETE_SUBSCRIPTIONGROUP; with remove_offsets every `*@group` offset goes too (B-34)."""
+        seq = await self.submit(topics.delete_group_job(self.store, group, requester))
+        if remove_offsets:
+            await self.submit(offsets.remove_group_offsets_job(self.store, group, requester=requester))
+        return seq
+
+    async def clone_group_offset(self, src: str, dest: str, topic: str | None, *,
+                                 online_topics: set[str] | None = None, requester: str = "") -> list[str]:
+        """CLONE_GROUP_OFFSET (B-35); returns the topics cloned."""
+        return await self.submit(offsets.clone_job(self.store, src, dest, topic, online_topics=online_topics,
+                                                   requester=requester))

@@ -181,3 +181,49 @@ def _bound(store: Store, txn, topic: str, queue_id: int, lo: int, hi: int, ts: i
         else:
             a = mid + 1
     return a
+
+
+def remove_group_offsets_job(store: Store, group: str, *, requester: str, cause: str = "group_deleted"):
+    """Remove every `*@group` entry (DELETE_SUBSCRIPTIONGROUP with removeOffset, B-34)."""
+    names.check_group_name(group)
+
+    def job(ctx: AppendContext) -> int | None:
+        entries = [[t, q, o] for t, g, q, o in store.offsets.table(ctx.txn) if g == group]
+        if not entries:
+            return None
+        return ctx.append(make("offsets_removed", store.clock.now_ms(), group=group, entries=entries,
+                               cause=cause, requester=requester))
+
+    return job
+
+
+def clone_job(store: Store, src: str, dest: str, topic: str | None, *, online_topics: set[str] | None,
+              requester: str):
+    """CLONE_GROUP_OFFSET (B-35): dest's queue map of each topic becomes a copy of src's."""
+    names.check_group_name(src)
+    names.check_group_name(dest)
+
+    def job(ctx: AppendContext) -> list[str]:
+        txn = ctx.txn
+        table = list(store.offsets.table(txn))
+        topics = sorted({t for t, g, _, _ in table if g == src and (topic is None or t == topic)})
+        cloned = []
+        for t in topics:
+            if store.topics.get(txn, t) is None:
+                continue
+            if online_topics is not None and online_topics and t not in online_topics:
+                continue  # src consumes other topics online, not this one (B-35)
+            src_map = {q: o for tt, g, q, o in table if g == src and tt == t}
+            dest_map = {q: o for tt, g, q, o in table if g == dest and tt == t}
+            now = store.clock.now_ms()
+            gone = [[t, q, o] for q, o in dest_map.items() if q not in src_map]
+            if gone:  # the whole map is replaced: queues src has no offset for disappear
+                ctx.append(make("offsets_removed", now, group=dest, entries=gone, cause="clone",
+                                requester=requester))
+            for q, o in sorted(src_map.items()):
+                ctx.append(make("offset_committed", now, group=dest, topic=t, queue_id=q, offset=o,
+                                old=dest_map.get(q, -1), cause="clone", requester=requester))
+            cloned.append(t)
+        return cloned
+
+    return job

@@ -48,6 +48,13 @@ class OffsetTableProjection:
                       record["requester"])
             if record["cause"] == "reset":
                 txn.delete(key, db=self.pending)
+        elif kind == "offsets_removed":
+            for topic, qid, old in record["entries"]:
+                key = offset_key(topic, record["group"], qid)
+                txn.delete(key, db=self.db)
+                txn.delete(key, db=self.pending)
+                entry = [record["ts"], old, -1, record["cause"], record["requester"]]
+                txn.put(key + U64.pack(seq), msgpack.packb(entry), db=self.history)
         elif kind == "reset_requested":
             for qid, current, _, final, _ in record["queues"]:
                 key = offset_key(record["topic"], record["group"], qid)

@@ -39,6 +39,10 @@ V2_FIELDS = {
     "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
 }
 PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
+# broker settings UPDATE_BROKER_CONFIG may change at run time
+RUNTIME_KEYS = frozenset({"brokerPermission", "slaveReadEnable", "longPollingEnable", "shortPollingTimeMills",
+                          "notifyConsumerIdsChangedEnable", "autoCreateTopicEnable", "autoCreateSubscriptionGroup",
+                          "fileReservedTime", "deleteWhen", "offsetCheckInSlave"})
 _BATCH_ENTRY = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 
 
@@ -144,6 +148,9 @@ class BrokerProcessors:
             C.GET_BROKER_CONFIG: self.broker_config,
             C.INVOKE_BROKER_TO_RESET_OFFSET: self.invoke_reset_offset,
             EsRequestCode.RESET_OFFSET: self.reset_offset,
+            C.CLONE_GROUP_OFFSET: self.clone_group_offset,
+            C.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            C.END_TRANSACTION: self.end_transaction,
             C.GET_CONSUMER_RUNNING_INFO: self.forward_to_consumer,
             C.CONSUME_MESSAGE_DIRECTLY: self.forward_to_consumer,
         }
@@ -391,6 +398,40 @@ class BrokerProcessors:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "the client does not support this feature")
         return response_to(req, ResponseCode.SUCCESS, body=body)
 
+    async def clone_group_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """CLONE_GROUP_OFFSET (B-35)."""
+        src = req.require_str("srcGroup")
+        info = self.clients.consumer_group(src)
+        online = None if req.get_bool("offline", False) or info is None else set(info.subscriptions)
+        await self.broker.clone_group_offset(src, req.require_str("destGroup"), req.get_str("topic") or None,
+                                             online_topics=online, requester=self.requester(channel))
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def update_broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG: only keys that are safe to change while running."""
+        import dataclasses
+
+        from es_broker.config import _coerce
+
+        changes = {}
+        for line in req.body.decode("utf-8", errors="replace").splitlines():
+            key, sep, value = line.strip().partition("=")
+            if not sep or key.startswith("#"):
+                continue
+            if key not in RUNTIME_KEYS:
+                raise IllegalRequest(f"{key} cannot be changed while the broker runs; "
+                                     f"changeable: {', '.join(sorted(RUNTIME_KEYS))}")
+            changes[key] = _coerce(key, value, type(getattr(self.config, key)))
+        self.config = dataclasses.replace(self.config, **changes)
+        self.broker.config = self.broker.store.config = self.config
+        if "brokerPermission" in changes:
+            self.on_topics_changed()  # the route shows the broker's perm (B-23)
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def end_transaction(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        return response_to(req, ResponseCode.SYSTEM_ERROR,
+                           "transactional messages are not supported by this broker")
+
     async def reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """es-broker's reset (S-2, S-13): any target, a dry run, or server-side; answers the per-queue table."""
         topic, group = req.require_str("topic"), req.require_str("group")
@@ -460,6 +501,9 @@ class BrokerProcessors:
 
     def topic_config_wrapper(self) -> dict[str, Any]:
         table, version = self.broker.topic_table()
+        perm = self.config.brokerPermission
+        if not (perm & 4 and perm & 2):  # a read-only or write-only broker shows its perm on every topic (B-23)
+            table = {name: dict(config, perm=perm) for name, config in table.items()}
         return {"dataVersion": {"counter": version, "timestamp": version}, "topicConfigTable": table}
 
     async def all_topic_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -481,7 +525,8 @@ class BrokerProcessors:
         return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
 
     async def delete_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        await self.broker.delete_group(req.require_str("groupName"), requester=self.requester(channel))
+        await self.broker.delete_group(req.require_str("groupName"), requester=self.requester(channel),
+                                       remove_offsets=req.get_bool("removeOffset", False))
         return response_to(req, ResponseCode.SUCCESS)
 
     def _mq(self, topic: str, queue_id: int) -> fastjson.ObjectKey:

@@ -1,0 +1,68 @@
+"""Group offsets administration over the wire: removal (B-34), clone (B-35), broker config (B-23)."""
+
+from __future__ import annotations
+
+from es_broker.remoting import fastjson
+from es_broker.remoting.codes import RequestCode, ResponseCode
+
+
+async def commit(running, group, topic, qid, offset):
+    r = await running.call(RequestCode.UPDATE_CONSUMER_OFFSET,
+                           {"consumerGroup": group, "topic": topic, "queueId": qid, "commitOffset": offset})
+    assert r.code == 0
+
+
+async def test_b034_delete_group_with_remove_offset_drops_every_offset_of_the_group(running):
+    await running.create_topic("T", queues=2)
+    await commit(running, "G", "T", 0, 5)
+    await commit(running, "G", "T", 1, 7)
+    await commit(running, "OTHER", "T", 0, 1)
+    r = await running.call(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G", "removeOffset": True})
+    assert r.code == ResponseCode.SUCCESS
+    broker = running.server.broker
+    assert (broker.stored_offset("G", "T", 0), broker.stored_offset("G", "T", 1)) == (-1, -1)
+    assert broker.stored_offset("OTHER", "T", 0) == 1
+    with broker.store.read() as txn:
+        (first, removed) = list(broker.store.offsets.changes(txn, "T", "G", 0))
+    assert (removed.old, removed.new, removed.cause) == (5, -1, "group_deleted")
+
+
+async def test_b034_delete_group_without_remove_offset_keeps_offsets(running):
+    await running.create_topic("T", queues=1)
+    await commit(running, "G", "T", 0, 5)
+    await running.call(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G"})
+    assert running.server.broker.stored_offset("G", "T", 0) == 5
+
+
+async def test_b035_clone_replaces_the_destination_queue_map(running):
+    await running.create_topic("T", queues=3)
+    await commit(running, "SRC", "T", 0, 10)
+    await commit(running, "SRC", "T", 1, 11)
+    await commit(running, "DST", "T", 2, 99)
+    r = await running.call(RequestCode.CLONE_GROUP_OFFSET,
+                           {"srcGroup": "SRC", "destGroup": "DST", "topic": "T", "offline": True})
+    assert r.code == ResponseCode.SUCCESS
+    broker = running.server.broker
+    assert [broker.stored_offset("DST", "T", q) for q in range(3)] == [10, 11, -1]
+
+
+async def test_b023_write_only_broker_shows_its_perm_on_every_topic_in_the_route(running):
+    await running.create_topic("T", queues=2)
+    r = await running.call(RequestCode.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=2\n")
+    assert r.code == ResponseCode.SUCCESS
+    await running.server._register_all(running.client)
+    from es_broker.remoting.command import request
+
+    route = await running.client.invoke(running.namesrv_addr,
+                                        request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}))
+    assert fastjson.loads(route.body)["queueDatas"][0]["perm"] == 2
+
+
+async def test_update_broker_config_refuses_keys_that_cannot_change_at_run_time(running):
+    r = await running.call(RequestCode.UPDATE_BROKER_CONFIG, {}, b"listenPort=1\n")
+    assert r.code == ResponseCode.SYSTEM_ERROR and "listenPort cannot be changed" in r.remark
+
+
+async def test_end_transaction_is_refused_with_a_clear_remark(running):
+    r = await running.call(RequestCode.END_TRANSACTION, {"producerGroup": "P", "commitOrRollback": 8})
+    assert r.code == ResponseCode.SYSTEM_ERROR and "not supported" in r.remark
