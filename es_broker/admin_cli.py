@@ -64,13 +64,18 @@ def message_view(m: StoredMessage) -> dict[str, Any]:
     }
 
 
+def java_map(props: dict[str, str]) -> str:
+    """Properties as mqadmin prints them (Java's Map.toString): {KEY=value, ...}."""
+    return "{" + ", ".join(f"{k}={v}" for k, v in props.items()) + "}"
+
+
 def render_message(m: dict[str, Any]) -> str:
     rows = [
         ("OffsetID", m["msgId"]), ("Topic", m["topic"]), ("Tags", f"[{m['tags']}]"), ("Keys", f"[{m['keys']}]"),
         ("Queue ID", m["queueId"]), ("Queue Offset", m["queueOffset"]), ("CommitLog Offset", m["commitLogOffset"]),
         ("Reconsume Times", m["reconsumeTimes"]), ("Born Timestamp", fmt_time(m["bornTimestamp"])),
         ("Store Timestamp", fmt_time(m["storeTimestamp"])), ("Born Host", m["bornHost"]),
-        ("Store Host", m["storeHost"]), ("System Flag", m["sysFlag"]), ("Properties", m["properties"]),
+        ("Store Host", m["storeHost"]), ("System Flag", m["sysFlag"]), ("Properties", java_map(m["properties"])),
         ("Message Body", m["body"]),
     ]
     return "\n".join(f"{k + ':':<20}{v}" for k, v in rows)
@@ -366,6 +371,95 @@ async def consume_message(admin: Admin, a: argparse.Namespace) -> list[dict[str,
                 out.append(message_view(m))
                 offset = m.queue_offset + 1
     return out
+
+
+# ---------------------------------------------------------------------- dead letters and journeys (es-broker)
+
+
+def fmt_ms(ms: int) -> str:
+    """A delay as messageDelayLevel writes it: 10s, 2m, 1h."""
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def _render_redrive(r: dict[str, Any]) -> str:
+    rows = r["items"]
+    sent = [x for x in rows if x["newMsgId"]]
+    if r["dryRun"]:
+        head = f"dry run: {sum(1 for x in rows if not x['skipped'])} dead letter(s) of {r['group']} would go to " \
+               f"{'%RETRY%' + r['group'] if r['target'] == 'retry' else 'their original topic'}"
+    else:
+        head = f"re-drove {len(sent)} dead letter(s) of {r['group']}"
+    body = table(["#Broker", "#DLQ Offset", "#Dead Letter", "#Original Topic", "#To", "#QID", "#New MsgId", "#Note"],
+                 [[x["broker"], x["dlqQueueOffset"], x["dlqMsgId"], x["originalTopic"] or "-", x["targetTopic"] or "-",
+                   "-" if x["targetQueueId"] is None else x["targetQueueId"], x["newMsgId"] or "-",
+                   x["skipped"] or ""] for x in rows])
+    return head + ("\n" + body if rows else "")
+
+
+@verb("redriveDLQ", _render_redrive)
+@opt("-g", "--consumerGroup", required=True)
+@opt("-t", "--topic", help="only dead letters whose original topic (RETRY_TOPIC) is this one")
+@opt("--to", dest="target", choices=["retry", "original"], default="retry",
+     help="retry: re-send to %%RETRY%%G (default); original: to the original topic")
+@opt("--max", dest="max_count", type=int, help="at most this many dead letters")
+@opt("--dry-run", action="store_true", help="list what would be re-driven; change nothing")
+async def redrive_dlq(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    """Re-send dead letters of a group with reconsume times reset (S-9); each re-drive is a record."""
+    items = await admin.redrive_dlq(a.consumerGroup, a.topic, a.target, a.max_count, a.dry_run)
+    return {"group": a.consumerGroup, "target": a.target, "dryRun": a.dry_run, "items": items}
+
+
+def _trace_line(e: dict[str, Any]) -> str:
+    kind = e["event"]
+    where = f"{e.get('topic')} queue {e.get('queueId')} offset {e.get('queueOffset')}"
+    if kind == "sent":
+        text = (f"{where}, producer group {e['producerGroup'] or '-'}, client {e['requester'] or '-'}, "
+                f"born {fmt_time(e['bornTimestamp'] or 0)} at {e['bornHost'] or '-'}")
+        if e.get("divertedFrom"):
+            text += f" (sent to {e['divertedFrom']} past its retry limit: dead-lettered, B-95)"
+        if e.get("delay"):
+            d = e["delay"]
+            text += f"; delayed level {d['level']} for {d['real_topic']} queue {d['real_queue_id']}, " \
+                    f"due {fmt_time(d['deliver_at'])}"
+        return text
+    if kind == "delivered":
+        return f"{where} to group {e['group']}, client {e['client'] or '-'}"
+    if kind in ("offset_committed", "offset_moved_back"):
+        return (f"group {e['group']} on {e['topic']} queue {e['queueId']}: {e['old']} -> {e['new']} "
+                f"({e['cause']}, {e['requester'] or '-'})")
+    if kind == "sent_back":
+        return (f"by group {e['group']} (client {e['requester'] or '-'}): retry {e['reconsumeTimes']} of "
+                f"{e['maxReconsumeTimes']}, level {e['delayLevel']} ({fmt_ms(e['delayMs'])}), due "
+                f"{fmt_time(e['deliverAt'])}, for {e['targetTopic']} queue {e['targetQueueId']} as {e['newMsgId']}")
+    if kind == "dead_lettered":
+        return (f"by group {e['group']} (client {e['requester'] or '-'}): {e['reason']} (reconsumed "
+                f"{e['reconsumeTimes'] - 1} times, max {e['maxReconsumeTimes']}), to {e['targetTopic']} queue "
+                f"{e['targetQueueId']} as {e['newMsgId']}")
+    if kind == "dropped":
+        return f"by group {e['group']} (client {e['requester'] or '-'}): {e['reason']} (retryQueueNums 0, B-94)"
+    if kind == "delay_delivered":
+        return f"level {e['level']} due {fmt_time(e['due'])}: to {where} as {e['newMsgId']}"
+    if kind == "redriven":
+        return f"by {e['requester'] or '-'}: to {e['targetTopic']} queue {e['targetQueueId']} as {e['newMsgId']}"
+    return json.dumps({k: v for k, v in e.items() if k not in ("seq", "ts", "event")})
+
+
+def render_trace(j: dict[str, Any]) -> str:
+    first = j["hops"][0] if j["hops"] else {}
+    head = (f"Message {j['msgId']} (UNIQ_KEY {first.get('uniqKey') or '-'}), topic {first.get('topic')}, "
+            f"{len(j['hops'])} stored cop{'y' if len(j['hops']) == 1 else 'ies'}, from broker {j['broker']}")
+    rows = [[fmt_time(e["ts"]), e["seq"], e["event"].upper(), _trace_line(e)] for e in j["events"]]
+    return head + "\n" + table(["#Time", "#Seq", "#Event", "#Details"], rows)
+
+
+@verb("messageTrace", render_trace)
+@opt("--msg-id", "-i", dest="msgId", required=True, help="the offset msg id (or the UNIQ_KEY) of any copy")
+async def message_trace(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    """A message's whole journey from the broker's records (es-broker)."""
+    return await admin.message_trace(a.msgId)
 
 
 # ---------------------------------------------------------------------- cluster

@@ -59,6 +59,11 @@ class BrokerConfig:
     maxTransferBytesOnMessageInDisk: int = 65536
     maxTransferCountOnMessageInDisk: int = 8
     offsetCheckInSlave: bool = False
+    # --- master/slave (MessageStoreConfig; es-broker replicates records over the remoting port)
+    slaveTimeout: int = 3000  # ms a SYNC_MASTER send waits for the slave (4.9.8 CommitLog#submitReplicaRequest)
+    haSlaveFallbehindMax: int = 256 * 1024 * 1024  # commit-log bytes a slave may lag and still count
+    haSendHeartbeatInterval: int = 5000  # ms: a slave's fetch is held at most this long, so it beats this often
+    haHousekeepingInterval: int = 20_000  # ms without a fetch after which the master drops a slave
     # --- broker behaviour
     slaveReadEnable: bool = False
     autoCreateTopicEnable: bool = True
@@ -78,6 +83,7 @@ class BrokerConfig:
     reset_mode: str = "compat"  # compat | server_side (S-2)
     reset_scope: str = "compat"  # compat | read_queues (S-13)
     reset_fence: bool = False  # S-3
+    slave_offset_merge: str = "latest_wins"  # latest_wins | compat_overwrite (S-5, B-123)
     initial_map_size: int = 64 * 1024 * 1024  # LMDB map; grows by itself
 
     @property

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.remoting import fastjson
-from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
 
@@ -293,3 +294,50 @@ class Admin:
     async def broker_runtime(self, addr: str) -> dict[str, str]:
         r = await self._ok(addr, "broker status", request(RequestCode.GET_BROKER_RUNTIME_INFO))
         return fastjson.loads(r.body).get("table", {})
+
+    # ------------------------------------------------------------------ dead letters and journeys (es-broker)
+    async def redrive_dlq(self, group: str, topic: str | None = None, target: str = "retry",
+                          max_count: int | None = None, dry_run: bool = False) -> list[dict[str, Any]]:
+        """REDRIVE_DLQ on every master that holds `%DLQ%group`; each row names its broker."""
+        rows: list[dict[str, Any]] = []
+        for addr in await self.master_addrs():
+            remaining = max_count
+            while remaining is None or remaining > 0:
+                fields: dict[str, Any] = {"group": group, "target": target, "dryRun": dry_run}
+                if topic:
+                    fields["topic"] = topic
+                if remaining is not None:
+                    fields["maxCount"] = remaining
+                r = await self._ok(addr, f"re-drive dead letters of {group}",
+                                   request(EsRequestCode.REDRIVE_DLQ, fields), timeout=60.0,
+                                   allowed=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+                if r.code == ResponseCode.TOPIC_NOT_EXIST:
+                    break  # no dead letters of this group on this broker
+                answer = json.loads(r.body)
+                rows += [dict(item, broker=addr) for item in answer["items"]]
+                sent = sum(1 for item in answer["items"] if item["newMsgId"])
+                if remaining is not None:
+                    remaining -= len(answer["items"])
+                # a dry run changes nothing, so asking again would list the same ones
+                if dry_run or not answer["more"] or sent == 0:
+                    break
+        return rows
+
+    async def message_trace(self, msg_id: str) -> dict[str, Any]:
+        """MESSAGE_TRACE: the journey from the broker that stored the message (its offset id names it),
+        else from the first master that knows the id."""
+        addrs: list[str] = []
+        try:
+            (host, port), _ = parse_offset_msg_id(msg_id)
+            addrs.append(f"{host}:{port}")
+        except ValueError:
+            pass  # a UNIQ_KEY, or another kind of id: ask every master
+        addrs += [a for a in await self.master_addrs() if a not in addrs]
+        for addr in addrs:
+            try:
+                r = await self.client.invoke(addr, request(EsRequestCode.MESSAGE_TRACE, {"msgId": msg_id}), 30.0)
+            except RemotingError:
+                continue  # an old store host (the broker restarted on another port), or gone
+            if r.code == ResponseCode.SUCCESS:
+                return dict(json.loads(r.body), broker=addr)
+        raise ValueError(f"no broker knows message {msg_id}")

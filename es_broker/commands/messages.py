@@ -1,7 +1,12 @@
-"""Storing messages (send, batch send) and reading them back (pull), B-08..B-13, B-58..B-62."""
+"""Storing messages (send, batch send) and reading them back (pull), B-08..B-13, B-58..B-62.
+
+The store path also parks delayed messages in SCHEDULE_TOPIC_XXXX (B-96) and
+diverts sends to `%RETRY%G` past the retry limit to `%DLQ%G` (B-95).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import struct
 from dataclasses import dataclass, field
@@ -9,7 +14,7 @@ from enum import Enum
 
 import lmdb
 
-from es_broker.commands import names
+from es_broker.commands import delay, names, retry
 from es_broker.commands.errors import (
     IllegalRequest,
     MessageIllegal,
@@ -18,7 +23,7 @@ from es_broker.commands.errors import (
     TopicNotExist,
 )
 from es_broker.commands.store import Store
-from es_broker.commands.topics import topic_config_record
+from es_broker.commands.topics import find_or_create_group, topic_config_record
 from es_broker.log import AppendContext, make
 from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.projections.topics import PERM_INHERIT, PERM_READ, PERM_WRITE
@@ -51,6 +56,17 @@ class PutResult:
     msg_ids: tuple[str, ...]
     store_timestamp: int
     seq: int
+    # a delayed message is stored in SCHEDULE_TOPIC_XXXX (topic, queue_id); these name where it goes (B-96)
+    real_topic: str | None = None
+    real_queue_id: int | None = None
+    delay_level: int = 0
+    deliver_at: int = 0
+    diverted_from: str | None = None  # a SEND to %RETRY%G that went to %DLQ%G (B-95)
+
+    @property
+    def answer_queue_id(self) -> int:
+        """The queueId a SEND answer names: the intended queue of a delayed message."""
+        return self.real_queue_id if self.real_queue_id is not None else self.queue_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +78,36 @@ class _Prepared:
     producer_group: str
     default_topic: str | None
     default_topic_queue_nums: int
+    # kept for the paths that re-encode inside the job (delay park, DLQ diversion)
+    messages: tuple[MessageIn, ...] = ()
+    delay_level: int = 0
+    max_reconsume_times: int | None = None
+
+
+def encode_message(topic: str, queue_id: int, msg: MessageIn, properties: dict[str, str],
+                   store_host: tuple[str, int]) -> tuple[bytes, int]:
+    """A message in the stored encoding with placeholder offsets, and its tags code (B-09)."""
+    tags = properties.get("TAGS")
+    try:
+        raw = wire.encode(
+            wire.StoredMessage(
+                topic=topic,
+                queue_id=queue_id,
+                body=msg.body,
+                properties=properties,
+                flag=msg.flag,
+                sys_flag=msg.sys_flag,
+                born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host,
+                store_host=store_host,
+                reconsume_times=msg.reconsume_times,
+            )
+        )
+    except ValueError as exc:
+        raise MessageIllegal(f"the message cannot be stored: {exc}") from None
+    except struct.error as exc:
+        raise MessageIllegal(f"a message field is out of range: {exc}") from None
+    return raw, (wire.tag_hash(tags) if tags else 0)
 
 
 def prepare_put(
@@ -73,8 +119,12 @@ def prepare_put(
     producer_group: str = "",
     default_topic: str | None = None,
     default_topic_queue_nums: int = 4,
+    max_reconsume_times: int | None = None,
 ) -> _Prepared:
-    """Validate a send and encode its messages; the offsets are filled in at append."""
+    """Validate a send and encode its messages; the offsets are filled in at append.
+
+    max_reconsume_times is the SEND header's, for a `%RETRY%` topic (B-95).
+    """
     names.check_topic_name(topic)
     names.check_sendable(topic)
     if store.config.brokerRole == "SLAVE":
@@ -84,6 +134,9 @@ def prepare_put(
     if not isinstance(queue_id, int):
         raise IllegalRequest(f"queueId must be an integer, got {queue_id!r}")
     store_host = (store.config.brokerIP1, store.config.listenPort)
+    levels = [delay.requested_level(m.properties) for m in messages]
+    if len(messages) > 1 and any(level > 0 for level in levels):
+        raise MessageIllegal("a batch message cannot be delayed (DELAY > 0)")  # as CommitLog#asyncPutMessages
     encoded, codes = [], []
     for msg in messages:
         if len(msg.body) > store.config.maxMessageSize:
@@ -92,33 +145,20 @@ def prepare_put(
             )
         if len(msg.body) + 91 + len(topic) > store.config.mappedFileSizeCommitLog:
             raise MessageIllegal("the message is larger than a commit-log file (mappedFileSizeCommitLog)")
-        props = {k: v for k, v in msg.properties.items() if k != "WAIT"}
-        props["CLUSTER"] = store.config.brokerClusterName
-        tags = props.get("TAGS")
-        try:
-            raw = wire.encode(
-                wire.StoredMessage(
-                    topic=topic,
-                    queue_id=queue_id,
-                    body=msg.body,
-                    properties=props,
-                    flag=msg.flag,
-                    sys_flag=msg.sys_flag,
-                    born_timestamp=msg.born_timestamp,
-                    born_host=msg.born_host,
-                    store_host=store_host,
-                    reconsume_times=msg.reconsume_times,
-                )
-            )
-        except ValueError as exc:
-            raise MessageIllegal(f"the message cannot be stored: {exc}") from None
-        except struct.error as exc:
-            raise MessageIllegal(f"a message field is out of range: {exc}") from None
+        raw, code = encode_message(topic, queue_id, msg, _stored_properties(store, msg), store_host)
         encoded.append(raw)
-        codes.append(wire.tag_hash(tags) if tags else 0)
+        codes.append(code)
     return _Prepared(
-        topic, queue_id, tuple(encoded), tuple(codes), producer_group, default_topic, default_topic_queue_nums
+        topic, queue_id, tuple(encoded), tuple(codes), producer_group, default_topic, default_topic_queue_nums,
+        tuple(messages), max(levels), max_reconsume_times,
     )
+
+
+def _stored_properties(store: Store, msg: MessageIn) -> dict[str, str]:
+    """What the send path stores: the producer's properties without WAIT, plus CLUSTER (spec 7.2.1 step 6)."""
+    props = {k: v for k, v in msg.properties.items() if k != delay.PROPERTY_WAIT}
+    props["CLUSTER"] = store.config.brokerClusterName
+    return props
 
 
 def put_job(store: Store, prepared: _Prepared, requester: str):
@@ -135,38 +175,94 @@ def put_job(store: Store, prepared: _Prepared, requester: str):
         elif queue_id >= max(write_nums, read_nums):
             raise IllegalRequest(f"request queueId[{queue_id}] is illegal, topic:{topic} ...")
         ts = store.clock.now_ms()
-        phy = store.commitlog.phy_max(txn)
-        _, queue_offset = store.cq.bounds(txn, topic, queue_id)
-        units, ids, phys = [], [], []
         host = (store.config.brokerIP1, store.config.listenPort)
-        file_size = store.config.mappedFileSizeCommitLog
-        for i, (raw, code) in enumerate(zip(prepared.encoded, prepared.tags_codes, strict=True)):
-            if phy // file_size != (phy + len(raw) - 1) // file_size:
-                phy = (phy // file_size + 1) * file_size  # never straddle two commit-log files (B-08)
-            buf = bytearray(raw)
-            struct.pack_into(">i", buf, 12, queue_id)
-            _PATCH_OFFSETS.pack_into(buf, 20, queue_offset + i, phy)
-            _PATCH_STORE_TS.pack_into(buf, 56, ts)
-            ctx.put_payload(phy, bytes(buf))
-            units.append([phy, len(buf), code])
-            phys.append(phy)
-            ids.append(wire.offset_msg_id(host, phy))
-            phy += len(buf)
-        seq = ctx.append(
-            make(
-                "messages_stored",
-                ts,
-                topic=topic,
-                queue_id=queue_id,
-                queue_offset=queue_offset,
-                units=units,
-                producer_group=prepared.producer_group,
-                requester=requester,
-            )
-        )
-        return PutResult(topic, queue_id, queue_offset, tuple(phys), tuple(ids), ts, seq)
+        if topic.startswith(names.RETRY_PREFIX):
+            dlq = _dead_letter_target(store, ctx, prepared, requester)
+            if dlq is not None:
+                # diverted, with the delay cleared (B-95): re-encode for the DLQ topic
+                props = [dict(_stored_properties(store, m), **{delay.PROPERTY_DELAY: "0"})
+                         for m in prepared.messages]
+                pairs = [encode_message(dlq, 0, m, p, host) for m, p in zip(prepared.messages, props, strict=True)]
+                return place(store, ctx, dlq, 0, [r for r, _ in pairs], [c for _, c in pairs], ts=ts, host=host,
+                             producer_group=prepared.producer_group, requester=requester, diverted_from=topic)
+        if prepared.delay_level > 0:
+            (msg,) = prepared.messages
+            return park(store, ctx, topic, queue_id, msg, _stored_properties(store, msg), prepared.delay_level,
+                        ts=ts, host=host, producer_group=prepared.producer_group, requester=requester)
+        return place(store, ctx, topic, queue_id, prepared.encoded, prepared.tags_codes, ts=ts, host=host,
+                     producer_group=prepared.producer_group, requester=requester)
 
     return job
+
+
+def _dead_letter_target(store: Store, ctx: AppendContext, prepared: _Prepared, requester: str) -> str | None:
+    """SEND to `%RETRY%G`: the DLQ topic when reconsumeTimes reached the limit, else None (spec 7.2.1 step 5)."""
+    group = retry.group_of_retry_topic(prepared.topic)
+    group_config = find_or_create_group(store, ctx, group, requester)
+    limit = retry.max_reconsume_times(group_config, prepared.max_reconsume_times)
+    if not retry.send_path_dead_letters(store, prepared.messages[0].reconsume_times, limit):
+        return None
+    retry.ensure_dlq_topic(store, ctx, group, requester)
+    return names.dlq_topic(group)
+
+
+def park(store: Store, ctx: AppendContext, topic: str, queue_id: int, msg: MessageIn, properties: dict[str, str],
+         level: int, *, ts: int, host: tuple[str, int], producer_group: str = "", requester: str = "",
+         **fields: object) -> PutResult:
+    """Store a delayed message in SCHEDULE_TOPIC_XXXX queue L-1, due at store time + delay(L) (B-96)."""
+    levels = store.config.delay_levels_ms()
+    level = delay.clamp_level(level, levels)
+    due = delay.deliver_at(ts, level, levels)
+    props = delay.parked_properties(properties, topic, queue_id, level)
+    raw, _ = encode_message(names.SCHEDULE_TOPIC, delay.schedule_queue(level), msg, props, host)
+    result = place(store, ctx, names.SCHEDULE_TOPIC, delay.schedule_queue(level), [raw], [due], ts=ts, host=host,
+                   producer_group=producer_group, requester=requester,
+                   delay={"level": level, "deliver_at": due, "real_topic": topic, "real_queue_id": queue_id},
+                   **fields)
+    return dataclasses.replace(result, real_topic=topic, real_queue_id=queue_id, delay_level=level,
+                               deliver_at=due)
+
+
+def place(store: Store, ctx: AppendContext, topic: str, queue_id: int, encoded, tags_codes, *, ts: int,
+          host: tuple[str, int], producer_group: str = "", requester: str = "", **fields: object) -> PutResult:
+    """Append encoded messages to (topic, queue) at the commit-log end and record them: `messages_stored`.
+
+    Decides the physical and queue offsets and writes them, with the store
+    time, into the bytes and the record; extra fields go into the record.
+    """
+    txn = ctx.txn
+    phy = store.commitlog.phy_max(txn)
+    _, queue_offset = store.cq.bounds(txn, topic, queue_id)
+    units, ids, phys = [], [], []
+    file_size = store.config.mappedFileSizeCommitLog
+    for i, (raw, code) in enumerate(zip(encoded, tags_codes, strict=True)):
+        if phy // file_size != (phy + len(raw) - 1) // file_size:
+            phy = (phy // file_size + 1) * file_size  # never straddle two commit-log files (B-08)
+        buf = bytearray(raw)
+        struct.pack_into(">i", buf, 12, queue_id)
+        _PATCH_OFFSETS.pack_into(buf, 20, queue_offset + i, phy)
+        _PATCH_STORE_TS.pack_into(buf, 56, ts)
+        ctx.put_payload(phy, bytes(buf))
+        units.append([phy, len(buf), code])
+        phys.append(phy)
+        ids.append(wire.offset_msg_id(host, phy))
+        phy += len(buf)
+    seq = ctx.append(
+        make(
+            "messages_stored",
+            ts,
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=queue_offset,
+            units=units,
+            producer_group=producer_group,
+            requester=requester,
+            **fields,
+        )
+    )
+    diverted = fields.get("diverted_from")
+    return PutResult(topic, queue_id, queue_offset, tuple(phys), tuple(ids), ts, seq,
+                     diverted_from=diverted if isinstance(diverted, str) else None)
 
 
 def _auto_create(store: Store, ctx: AppendContext, prepared: _Prepared, requester: str) -> dict:
@@ -284,12 +380,13 @@ def get_message(
     last_phy = -1
     seen = False
     for unit in store.cq.units(txn, topic, queue_id, offset, end):
+        # the slow verdict looks at the last unit scanned, the one that fills the batch too (B-115)
+        last_phy = unit.physical_offset
         in_disk = phy_max - unit.physical_offset > threshold
         if _batch_full(config, unit.size, max_msg_nums, total, len(messages), in_disk):
             break
         seen = True
         next_offset = unit.offset + 1
-        last_phy = unit.physical_offset
         if tags_codes is not None and unit.tags_code not in tags_codes:
             continue
         raw = store.log.payload(txn, unit.physical_offset) if unit.physical_offset >= phy_min else None

@@ -106,6 +106,10 @@ def update_group_job(store: Store, config: dict[str, Any], requester: str):
     full = default_group_config(group)
     full.update({k: v for k, v in config.items() if k in full})
     _check_int("retryQueueNums", full["retryQueueNums"], 0, MAX_QUEUE_NUMS)
+    if store.config.strict_retry_config and full["retryQueueNums"] <= 0:
+        # RocketMQ accepts 0 and then silently drops every failed message (B-94); S-10 refuses it
+        raise IllegalRequest(f"retryQueueNums of group {group} must be at least 1: with 0 every message the "
+                             "group fails is dropped (strict_retry_config=true)")
     _check_int("retryMaxTimes", full["retryMaxTimes"], -1, 1 << 31)
     _check_int("brokerId", full["brokerId"], 0, 1 << 31)
     _check_int("whichBrokerWhenConsumeSlowly", full["whichBrokerWhenConsumeSlowly"], 0, 1 << 31)

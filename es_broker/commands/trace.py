@@ -1,0 +1,212 @@
+"""A message's whole journey, read from the records (messageTrace).
+
+A journey is a chain of *hops*: stored messages that are copies of each
+other. The send stores the first hop; a send-back stores the next one (in
+SCHEDULE_TOPIC_XXXX for a delayed retry, or in `%DLQ%G`), the delay schedule
+delivers a parked hop to `%RETRY%G`, a re-drive sends a dead letter on. The
+trace index (projections/message_trace.py) links the hops; for each hop the
+journey lists its deliveries (to which group and client), the offset commits
+that moved past it, and the send-back, delivery or re-drive that led on.
+
+Everything comes from records, so a trace reads the same after a replay and
+after retention removed the message bodies (then only the body-derived
+fields, such as born host and keys, are missing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lmdb
+
+from es_broker.commands.store import Store
+from es_broker.log import Record, records
+from es_broker.projections.message_trace import FROM, TO
+from es_broker.remoting import message as wire
+
+MAX_HOPS = 1000  # a journey is a chain; this only guards against a corrupt index
+
+
+def record_at(store: Store, txn: lmdb.Transaction, seq: int) -> Record:
+    """The record with sequence number seq."""
+    return records.unpack(txn.get(records.seq_key(seq), db=store.log.log_db))
+
+
+def _stored_unit(store: Store, txn: lmdb.Transaction, phy: int) -> tuple[int, Record, int] | None:
+    """(seq, store record, index of the unit) of the message stored at physical offset phy."""
+    seq = store.trace.store_seq(txn, phy)
+    if seq is None:
+        return None
+    rec = record_at(store, txn, seq)
+    for i, (unit_phy, _, _) in enumerate(rec["units"]):
+        if unit_phy == phy:
+            return seq, rec, i
+    return None
+
+
+def resolve(store: Store, txn: lmdb.Transaction, msg_id: str) -> int | None:
+    """The physical offset of a message named by its offset msg id, or else by its UNIQ_KEY."""
+    try:
+        _, phy = wire.parse_offset_msg_id(msg_id)
+    except ValueError:
+        phy = None
+    if phy is not None and _stored_unit(store, txn, phy) is not None:
+        return phy
+    # a client id (UNIQ_KEY) is in the message bytes only: the first message that carries it
+    for key, raw in txn.cursor(db=store.log.commitlog_db):
+        try:
+            message = wire.decode_one(raw)[0]
+        except wire.MessageDecodeError:
+            continue
+        if message.properties.get("UNIQ_KEY") == msg_id:
+            return records.key_seq(key)
+    return None
+
+
+def _link_other_end(rec: Record, role: bytes) -> int | None:
+    """The physical offset at the other end of a linking record."""
+    kind = rec["type"]
+    if kind == "messages_stored":  # a delayed delivery: from the parked message to its copy
+        return rec["delivery"]["schedule_phy"] if role == TO else rec["units"][0][0]
+    if kind in ("message_sent_back", "dead_letter_redriven"):
+        return rec["offset"] if role == TO else rec.get("stored_phy")
+    return None
+
+
+def root_of(store: Store, txn: lmdb.Transaction, phy: int) -> int:
+    """Follow the links back to the message the producer sent."""
+    seen = {phy}
+    while True:
+        parent = next((_link_other_end(record_at(store, txn, seq), TO)
+                       for seq, role in store.trace.links_of(txn, phy) if role == TO), None)
+        if parent is None or parent in seen or len(seen) > MAX_HOPS:
+            return phy
+        seen.add(parent)
+        phy = parent
+
+
+def journey(store: Store, msg_id: str) -> dict[str, Any]:
+    """Every step of a message's life, oldest first, as plain JSON-able data."""
+    with store.read() as txn:
+        phy = resolve(store, txn, msg_id)
+        if phy is None:
+            return {"msgId": msg_id, "found": False, "hops": [], "events": []}
+        root = root_of(store, txn, phy)
+        hops: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = []
+        pending, seen = [root], set()
+        while pending and len(hops) < MAX_HOPS:
+            hop_phy = pending.pop(0)
+            if hop_phy in seen:
+                continue
+            seen.add(hop_phy)
+            hop = _hop(store, txn, hop_phy, events)
+            if hop is None:
+                continue
+            hops.append(hop)
+            pending.extend(_onward(store, txn, hop, events))
+        events.sort(key=lambda e: e["seq"])
+        return {"msgId": msg_id, "found": True, "hops": hops, "events": events}
+
+
+def _hop(store: Store, txn: lmdb.Transaction, phy: int, events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """One stored message: its store event, deliveries and the commits that passed it."""
+    found = _stored_unit(store, txn, phy)
+    if found is None:
+        return None
+    seq, rec, i = found
+    raw = store.log.payload(txn, phy)
+    message = wire.decode_one(raw)[0] if raw is not None else None
+    topic, queue_id, queue_offset = rec["topic"], rec["queue_id"], rec["queue_offset"] + i
+    host = message.store_host if message else ("0.0.0.0", 0)
+    hop = {
+        "msgId": wire.offset_msg_id(host, phy) if message else None, "physicalOffset": phy, "topic": topic,
+        "queueId": queue_id, "queueOffset": queue_offset, "storeTimestamp": rec["ts"], "seq": seq,
+        "bodyAvailable": message is not None,
+    }
+    if message is not None:
+        hop.update(reconsumeTimes=message.reconsume_times, uniqKey=message.properties.get("UNIQ_KEY"),
+                   tags=message.tags, keys=" ".join(message.keys), bornTimestamp=message.born_timestamp,
+                   bornHost=f"{message.born_host[0]}:{message.born_host[1]}",
+                   storeHost=f"{message.store_host[0]}:{message.store_host[1]}", properties=message.properties)
+    if "delivery" not in rec and rec.get("cause") not in ("send_back", "redrive"):
+        # the producer's send (or a send to %RETRY%G diverted to the DLQ, B-95)
+        event = {"seq": seq, "ts": rec["ts"], "event": "sent", "msgId": hop["msgId"], "topic": topic,
+                 "queueId": queue_id, "queueOffset": queue_offset, "producerGroup": rec.get("producer_group", ""),
+                 "requester": rec.get("requester", ""), "bornHost": hop.get("bornHost"),
+                 "bornTimestamp": hop.get("bornTimestamp")}
+        if rec.get("diverted_from"):
+            event["divertedFrom"] = rec["diverted_from"]
+        if rec.get("delay"):
+            event["delay"] = rec["delay"]
+        events.append(event)
+    for delivered_seq in store.trace.deliveries_of(txn, topic, queue_id, queue_offset):
+        d = record_at(store, txn, delivered_seq)
+        events.append({"seq": delivered_seq, "ts": d["ts"], "event": "delivered", "msgId": hop["msgId"],
+                       "group": d["group"], "client": d.get("client", ""), "topic": topic, "queueId": queue_id,
+                       "queueOffset": queue_offset, "pullOffset": d["offset"], "nextOffset": d["next_offset"]})
+    events.extend(_commits_past(store, txn, topic, queue_id, queue_offset, seq, hop["msgId"]))
+    return hop
+
+
+def _commits_past(store: Store, txn: lmdb.Transaction, topic: str, queue_id: int, queue_offset: int,
+                  stored_seq: int, msg_id: str | None) -> list[dict[str, Any]]:
+    """Offset changes of any group on the hop's queue that moved past it, or back before it."""
+    out = []
+    groups = sorted({g for t, g, q, _ in store.offsets.table(txn) if t == topic and q == queue_id})
+    for group in groups:
+        for change in store.offsets.changes(txn, topic, group, queue_id):
+            if change.seq < stored_seq:
+                continue
+            forward = change.old <= queue_offset < change.new
+            backward = change.new <= queue_offset < change.old
+            if forward or backward:
+                out.append({"seq": change.seq, "ts": change.ts,
+                            "event": "offset_committed" if forward else "offset_moved_back",
+                            "msgId": msg_id, "group": group, "topic": topic, "queueId": queue_id,
+                            "old": change.old, "new": change.new, "cause": change.cause,
+                            "requester": change.requester})
+    return out
+
+
+def _onward(store: Store, txn: lmdb.Transaction, hop: dict[str, Any], events: list[dict[str, Any]]) -> list[int]:
+    """The records that led from this hop to others; their events, and the next hops."""
+    nxt = []
+    for seq, role in store.trace.links_of(txn, hop["physicalOffset"]):
+        if role != FROM:
+            continue
+        rec = record_at(store, txn, seq)
+        kind = rec["type"]
+        event: dict[str, Any] = {"seq": seq, "ts": rec["ts"], "msgId": hop["msgId"]}
+        if kind == "message_sent_back":
+            decision = rec["decision"]
+            event["event"] = {"retry": "sent_back", "dlq": "dead_lettered"}.get(decision, "dropped")
+            event.update(group=rec["group"], requester=rec.get("requester", ""), reason=rec.get("reason"))
+            if decision != "dropped":
+                event.update(targetTopic=rec["target_topic"], targetQueueId=rec["target_queue_id"],
+                             delayLevel=rec["delay_level"], delayMs=rec["delay_ms"], deliverAt=rec["deliver_at"],
+                             reconsumeTimes=rec["reconsume_times"] + 1,
+                             maxReconsumeTimes=rec["max_reconsume_times"], newMsgId=rec["stored_msg_id"])
+        elif kind == "messages_stored":
+            delivery = rec["delivery"]
+            event.update(event="delay_delivered", level=delivery["level"], due=delivery["due"],
+                         topic=rec["topic"], queueId=rec["queue_id"], queueOffset=rec["queue_offset"],
+                         newMsgId=wire.offset_msg_id(_host_of(hop), rec["units"][0][0]))
+        elif kind == "dead_letter_redriven":
+            event.update(event="redriven", group=rec["group"], requester=rec.get("requester", ""),
+                         targetTopic=rec["target_topic"], targetQueueId=rec["target_queue_id"],
+                         newMsgId=rec["stored_msg_id"])
+        elif kind == "delayed_message_skipped":
+            event.update(event="delay_skipped", level=rec["level"], reason=rec["reason"])
+        else:
+            continue
+        events.append(event)
+        other = _link_other_end(rec, FROM)
+        if other is not None:
+            nxt.append(other)
+    return nxt
+
+
+def _host_of(hop: dict[str, Any]) -> tuple[str, int]:
+    host, _, port = (hop.get("storeHost") or "0.0.0.0:0").rpartition(":")
+    return host, int(port)

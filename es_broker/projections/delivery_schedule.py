@@ -1,0 +1,48 @@
+"""The delivery schedule: one cursor per delay level into SCHEDULE_TOPIC_XXXX (B-97, B-98).
+
+The delayed messages themselves are units of SCHEDULE_TOPIC_XXXX queue L-1
+(consume-queue projection), each with its due time as tagsCode (B-96). This
+projection holds what ScheduleMessageService keeps in delayOffset.json: per
+level, the queue offset of the next message to deliver. A cursor moves only
+with the record that delivers the message (a `messages_stored` record with a
+`delivery` map) or skips it (`delayed_message_skipped`), so a delayed message
+is delivered exactly once, across restarts and replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import lmdb
+
+from es_broker.log import Record
+from es_broker.projections.keys import I64, U32
+
+
+class DeliveryScheduleProjection:
+    name = "delivery_schedule"
+    databases = ("delay_cursors",)
+
+    def bind(self, log: Any) -> None:
+        self.db = log.db("delay_cursors")
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        kind = record["type"]
+        if kind == "messages_stored":
+            delivery = record.get("delivery")
+            if delivery is not None:
+                txn.put(U32.pack(delivery["level"]), I64.pack(delivery["next_cursor"]), db=self.db)
+        elif kind == "delayed_message_skipped":
+            txn.put(U32.pack(record["level"]), I64.pack(record["next_cursor"]), db=self.db)
+
+    # ------------------------------------------------------------------ reads
+    def cursor(self, txn: lmdb.Transaction, level: int) -> int | None:
+        """The next schedule-queue offset to deliver for a level; None before its first delivery."""
+        raw = txn.get(U32.pack(level), db=self.db)
+        return I64.unpack(raw)[0] if raw else None
+
+    def cursors(self, txn: lmdb.Transaction) -> Iterator[tuple[int, int]]:
+        """(level, cursor) of every level that has delivered: delayOffset.json's offsetTable."""
+        for key, raw in txn.cursor(db=self.db):
+            yield U32.unpack(key)[0], I64.unpack(raw)[0]

@@ -1,0 +1,90 @@
+"""An index of the records that make up a message's journey (messageTrace).
+
+Built only from record fields, never from message bytes (retention may
+remove those), so a replay rebuilds it byte for byte:
+
+- `trace_stored`: first physical offset of each store record -> its seq; the
+  record that stored the message at physical offset X is the entry with the
+  greatest key <= X (store records never overlap and grow with seq).
+- `trace_links`: (physical offset, seq) -> b"from" | b"to" for the records that
+  turn one stored message into another: a send-back (`message_sent_back`), a
+  delayed delivery (a store record with `delivery`), a re-drive
+  (`dead_letter_redriven`) and a skipped delayed message.
+- `trace_deliveries`: (topic, queue, queue offset, seq) for every message a
+  `messages_delivered` record handed to a consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import lmdb
+
+from es_broker.log import Record
+from es_broker.projections.keys import I64, U64, unit_key
+
+FROM = b"from"
+TO = b"to"
+
+
+class MessageTraceProjection:
+    name = "message_trace"
+    databases = ("trace_stored", "trace_links", "trace_deliveries")
+
+    def bind(self, log: Any) -> None:
+        self.stored = log.db("trace_stored")
+        self.links = log.db("trace_links")
+        self.deliveries = log.db("trace_deliveries")
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        kind = record["type"]
+        if kind == "messages_stored":
+            first = record["units"][0][0]
+            txn.put(I64.pack(first), U64.pack(seq), db=self.stored)
+            delivery = record.get("delivery")
+            if delivery is not None:
+                self._link(txn, delivery["schedule_phy"], seq, FROM)
+                self._link(txn, first, seq, TO)
+        elif kind == "messages_delivered":
+            topic, qid = record["topic"], record["queue_id"]
+            for offset in record["offsets"]:
+                txn.put(unit_key(topic, qid, offset) + U64.pack(seq), b"", db=self.deliveries)
+        elif kind in ("message_sent_back", "dead_letter_redriven"):
+            self._link(txn, record["offset"], seq, FROM)
+            if record.get("stored_phy") is not None:
+                self._link(txn, record["stored_phy"], seq, TO)
+        elif kind == "delayed_message_skipped":
+            self._link(txn, record["schedule_phy"], seq, FROM)
+
+    def _link(self, txn: lmdb.Transaction, phy: int, seq: int, role: bytes) -> None:
+        txn.put(I64.pack(phy) + U64.pack(seq), role, db=self.links)
+
+    # ------------------------------------------------------------------ reads
+    def store_seq(self, txn: lmdb.Transaction, physical_offset: int) -> int | None:
+        """Seq of the store record whose messages begin at or before physical_offset."""
+        cur = txn.cursor(db=self.stored)
+        found = cur.prev() if cur.set_range(I64.pack(physical_offset + 1)) else cur.last()
+        return U64.unpack(cur.value())[0] if found else None
+
+    def links_of(self, txn: lmdb.Transaction, physical_offset: int) -> Iterator[tuple[int, bytes]]:
+        """(seq, role) of every linking record that names physical_offset, oldest first."""
+        prefix = I64.pack(physical_offset)
+        cur = txn.cursor(db=self.links)
+        if not cur.set_range(prefix):
+            return
+        for key, role in cur:
+            if key[:8] != prefix:
+                return
+            yield U64.unpack(key[8:])[0], bytes(role)
+
+    def deliveries_of(self, txn: lmdb.Transaction, topic: str, queue_id: int, offset: int) -> Iterator[int]:
+        """Seqs of the `messages_delivered` records that handed out (topic, queue, offset)."""
+        prefix = unit_key(topic, queue_id, offset)
+        cur = txn.cursor(db=self.deliveries)
+        if not cur.set_range(prefix):
+            return
+        for key, _ in cur:
+            if key[: len(prefix)] != prefix or len(key) != len(prefix) + 8:
+                return
+            yield U64.unpack(key[-8:])[0]

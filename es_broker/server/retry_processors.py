@@ -1,0 +1,107 @@
+"""Request processors for retry, delay and dead letters, and es-broker's message journey.
+
+RocketMQ codes: CONSUMER_SEND_MSG_BACK (36, remoting spec 7.4.7) and
+GET_ALL_DELAY_OFFSET (45). es-broker's own codes (EsRequestCode, JSON
+bodies in standard JSON, answered REQUEST_CODE_NOT_SUPPORTED by RocketMQ):
+
+- REDRIVE_DLQ (9201): header `group`, optional `topic` (only dead letters of
+  that original topic), `target` (`retry`: to `%RETRY%G`, default;
+  `original`: to the original topic), `maxCount`, `dryRun`. Body: the
+  re-drives (or the plan, for a dry run) and `more` when dead letters are left.
+- MESSAGE_TRACE (9202): header `msgId` (offset msg id or UNIQ_KEY). Body: the
+  journey (`es_broker.commands.trace.journey`); QUERY_NOT_FOUND when this
+  broker never stored it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any
+
+from es_broker.client.channel import Channel
+from es_broker.commands import names
+from es_broker.commands.broker import Broker
+from es_broker.remoting import fastjson
+from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode, Version
+from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.server.longpoll import PullHoldService
+from es_broker.server.remoting_server import Handler
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def as_json_dict(item: Any) -> dict[str, Any]:
+    """A frozen dataclass as a camelCase JSON object."""
+    return {_camel(f.name): getattr(item, f.name) for f in dataclasses.fields(item)}
+
+
+class RetryProcessors:
+    def __init__(self, broker: Broker, holds: PullHoldService, requester: Callable[[Channel], str],
+                 on_topics_changed: Callable[[], None]) -> None:
+        self.broker = broker
+        self.holds = holds
+        self.requester = requester
+        self.on_topics_changed = on_topics_changed
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offset,
+            EsRequestCode.REDRIVE_DLQ: self.redrive_dlq,
+            EsRequestCode.MESSAGE_TRACE: self.message_trace,
+        }
+
+    def _group_topics(self, group: str) -> tuple[bool, bool]:
+        return (self.broker.topic_config(names.retry_topic(group)) is not None,
+                self.broker.topic_config(names.dlq_topic(group)) is not None)
+
+    async def consumer_send_msg_back(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK (B-90): SUCCESS with no header, or the refusal's code and remark."""
+        group = req.require_str("group")
+        offset = req.require_long("offset")
+        delay_level = req.require_int("delayLevel")
+        max_times = req.get_int("maxReconsumeTimes") if req.version >= Version.V3_4_9 else None
+        before = self._group_topics(group)
+        try:
+            result = await self.broker.send_back(
+                group, offset, delay_level, max_reconsume_times=max_times,
+                origin_msg_id=req.get_str("originMsgId"), origin_topic=req.get_str("originTopic"),
+                requester=self.requester(channel))
+        finally:
+            # %RETRY%G / %DLQ%G created on the way stay, refused or not (B-25): tell the name server
+            if self._group_topics(group) != before:
+                self.on_topics_changed()
+        if result.stored is not None and result.stored.real_topic is None:
+            self.holds.notify(result.stored.topic, result.stored.queue_id)  # a dead letter, stored at once
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def all_delay_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_DELAY_OFFSET: delayOffset.json's content, `{"offsetTable":{level:offset}}`."""
+        body = fastjson.dumps({"offsetTable": self.broker.delay_offsets()}).encode()
+        return response_to(req, ResponseCode.SUCCESS, body=body)
+
+    async def redrive_dlq(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        result = await self.broker.redrive_dlq(
+            req.require_str("group"), topic=req.get_str("topic") or None, target=req.get_str("target") or "retry",
+            max_count=req.get_int("maxCount"), dry_run=bool(req.get_bool("dryRun", False)),
+            requester=self.requester(channel))
+        for item in result.items:
+            if item.new_msg_id is not None and item.target_topic is not None:
+                self.holds.notify(item.target_topic, item.target_queue_id)
+        if result.created_topics:
+            self.on_topics_changed()
+        body = {"group": result.group, "target": result.target, "dryRun": result.dry_run, "more": result.more,
+                "items": [as_json_dict(i) for i in result.items]}
+        return response_to(req, ResponseCode.SUCCESS, body=json.dumps(body).encode())
+
+    async def message_trace(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        msg_id = req.require_str("msgId")
+        journey = self.broker.message_journey(msg_id)
+        if not journey["found"]:
+            return response_to(req, ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id} on this broker")
+        return response_to(req, ResponseCode.SUCCESS, body=json.dumps(journey).encode())
