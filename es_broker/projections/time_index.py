@@ -1,0 +1,111 @@
+"""The time index: broker time -> log position, each queue's max per position, group events.
+
+A record carries the broker time it was decided at (`ts`). A broker clock can
+step back (NTP), so time travel uses a record's *effective time*: the largest
+`ts` of that record and every record before it. Effective time never
+decreases along the log, so "the state at time t" is the state after a
+prefix of the log, a state that really existed, and it is plain `ts` while
+the clock only moves forward (B-132). The SQL read model, the Parquet export
+and Spark use the same rule (`es_broker.readmodel.families.RunningTime`).
+
+Offset values themselves are not copied: the offset table's history
+(`offset_history`, keyed by queue then seq) already holds every change,
+whatever record made it, so "the offset at time t" is a seek in it at the
+position of t.
+
+Databases (U64/I64 big-endian):
+
+| database  | key                               | value                                  |
+|-----------|-----------------------------------|----------------------------------------|
+| tt_time   | effective time                    | first seq that reached it              |
+| tt_seq    | seq where the effective time grew | that effective time                    |
+| tt_qmax   | queue_key(topic, queue) + seq     | the queue's max after that record      |
+| tt_events | group NUL seq                     | the record, for records about a group that explain its offsets (resets, corrections, ...) |
+| tt_removed | offset_key(topic, group, queue) + seq | empty: the offset_history entry of that key and seq is a removal (B-34) |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lmdb
+
+from es_broker.log import Record, records
+from es_broker.projections.keys import I64, U64, offset_key, queue_key
+
+# records that name a group but do not explain an offset change: deliveries and the
+# group's own config are audited elsewhere, and offset_committed is the change itself
+QUIET_GROUP_RECORDS = frozenset(
+    {"offset_committed", "messages_delivered", "offset_queried", "subgroup_updated", "subgroup_deleted",
+     "consumer_group_changed", "offsets_removed"})
+
+
+def groups_named(record: Record) -> list[str]:
+    """The groups a record is about: its `group`, and the groups of a retention pass's losses."""
+    groups = {record["group"]} if isinstance(record.get("group"), str) else set()
+    for entry in record.get("lost") or ():
+        if isinstance(entry, list | tuple) and entry and isinstance(entry[0], str):
+            groups.add(entry[0])  # commitlog_expired: [group, topic, queue, offset, lost]
+    return sorted(groups)
+
+
+def event_key(group: str, seq: int) -> bytes:
+    return group.encode() + b"\x00" + U64.pack(seq)
+
+
+class TimeIndexProjection:
+    name = "timeindex"
+    databases = ("tt_time", "tt_seq", "tt_qmax", "tt_events", "tt_removed")
+
+    def bind(self, log: Any) -> None:
+        self.time_db = log.db("tt_time")
+        self.seq_db = log.db("tt_seq")
+        self.qmax_db = log.db("tt_qmax")
+        self.events_db = log.db("tt_events")
+        self.removed_db = log.db("tt_removed")
+
+    def is_built(self, txn: lmdb.Transaction, last_seq: int) -> bool:
+        """False for a log written before this index existed (seq 1 always has a tt_seq entry)."""
+        if last_seq == 0:
+            return True
+        return self.seq_db is not None and txn.get(U64.pack(1), db=self.seq_db) is not None
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        ts = max(int(record.get("ts") or 0), 0)
+        cur = txn.cursor(db=self.time_db)
+        if not cur.last() or U64.unpack(cur.key())[0] < ts:
+            # the effective time grew: one entry each way, both keys ascending
+            txn.put(U64.pack(ts), U64.pack(seq), db=self.time_db, append=True)
+            txn.put(U64.pack(seq), U64.pack(ts), db=self.seq_db, append=True)
+        kind = record["type"]
+        if kind == "messages_stored":
+            top = record["queue_offset"] + len(record["units"])
+            txn.put(queue_key(record["topic"], record["queue_id"]) + U64.pack(seq), I64.pack(top),
+                    db=self.qmax_db)
+        elif kind == "offsets_removed":
+            # the offset projection writes a history entry with new = -1; only this tells it from a commit of -1
+            for topic, qid, _ in record["entries"]:
+                txn.put(offset_key(topic, record["group"], qid) + U64.pack(seq), b"", db=self.removed_db)
+        elif kind not in QUIET_GROUP_RECORDS:
+            for group in groups_named(record):
+                txn.put(event_key(group, seq), records.pack(record), db=self.events_db)
+
+    def ensure_built(self, log: Any) -> bool:
+        """Index a log written before this projection existed; True if it had to.
+
+        The whole rebuild is one write transaction, so a crash leaves either
+        no index or a complete one (seq 1 always has an entry in tt_seq).
+        """
+        with log.env.begin() as txn:
+            if self.is_built(txn, log.last_seq):
+                return False
+        while True:
+            try:
+                with log.env.begin(write=True) as txn:
+                    for db in (self.time_db, self.seq_db, self.qmax_db, self.events_db, self.removed_db):
+                        txn.drop(db, delete=False)
+                    for key, raw in txn.cursor(db=log.log_db):
+                        self.apply(txn, records.key_seq(key), records.unpack(raw))
+                return True
+            except lmdb.MapFullError:
+                log.env.set_mapsize(log.env.info()["map_size"] * 2)

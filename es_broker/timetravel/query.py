@@ -1,0 +1,265 @@
+"""Answers from the time index: offsets at T, durable offsets at T (B-133), a group's history.
+
+Every answer is a handful of LMDB seeks per queue (O(log n) each); nothing
+replays the log. "At time t" means after every record whose effective time
+is <= t (B-132, see `es_broker.projections.time_index`), i.e. after log position `position_at(t)`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import lmdb
+import msgpack
+
+from es_broker.log import records
+from es_broker.projections.keys import I64, U64, queue_key, split_offset_key
+
+# B-32/B-133: ConsumerOffsetManager persists first 10 s after start, then every
+# flushConsumerOffsetInterval (5 s by default)
+FIRST_PERSIST_DELAY_MS = 10_000
+_AFTER_EVERY_SEQ = b"\xff" * 9  # sorts after every (queue prefix + U64 seq) key
+
+
+class IndexMissing(Exception):
+    """The data directory has no time index yet (written by an older es-broker)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOffsetAt:
+    """One row of the offset table at a moment, with the change that set it."""
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    max_offset: int  # the queue's max at that moment
+    lag: int | None  # max - offset; None while the offset is negative ("no offset", B-37)
+    seq: int  # the record that set the offset
+    time: int  # its effective time
+    cause: str
+    requester: str
+    durable: int | None = None  # B-133, when asked: -1 when nothing was persisted yet
+    durable_lag: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """An offset change, or a record about the group that explains changes (a reset, a correction)."""
+
+    seq: int
+    time: int
+    ts: int
+    group: str
+    topic: str
+    kind: str  # "offset_change", "offset_removed" or the record type
+    queue_id: int | None = None
+    old: int | None = None
+    new: int | None = None
+    cause: str = ""
+    requester: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+class TimeTravel:
+    """Reads over a Store (its log, offset table history and time index)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.index = store.timeindex
+        self.history_db = store.offsets.history
+        self.persist_interval = store.config.flushConsumerOffsetInterval
+        with store.log.read_txn() as txn:
+            built = self.index.is_built(txn, store.log.last_seq)
+        if not built:
+            raise IndexMissing(f"{store.log.path} has no time index yet: open it once with es-broker "
+                               "(serve, or any command without a running broker) to build it")
+
+    # ------------------------------------------------------------------ time <-> position
+    def position_at(self, txn: lmdb.Transaction, at: int) -> int:
+        """The last seq whose effective time is <= at (0: before the first record)."""
+        cur = txn.cursor(db=self.index.time_db)
+        if at < 0:
+            return 0
+        if cur.set_range(U64.pack(at + 1)):
+            return U64.unpack(cur.value())[0] - 1
+        return self.store.log.last_seq if cur.last() else 0
+
+    def time_of(self, txn: lmdb.Transaction, seq: int) -> int:
+        """The effective time of a record."""
+        cur = txn.cursor(db=self.index.seq_db)
+        found = cur.prev() if cur.set_range(U64.pack(seq + 1)) else cur.last()
+        return U64.unpack(cur.value())[0] if found else 0
+
+    def start(self, txn: lmdb.Transaction) -> int | None:
+        """When the broker started, as far as the log tells: the time of its first record.
+
+        The log has no start or shutdown records yet, so the compat persist
+        schedule (B-133) runs from the first record; a restart is not seen.
+        """
+        cur = txn.cursor(db=self.index.time_db)
+        return U64.unpack(cur.key())[0] if cur.first() else None
+
+    def persist_tick(self, txn: lmdb.Transaction, at: int) -> int | None:
+        """The last compat persist tick <= at, or None before the first one (B-32, B-133)."""
+        start = self.start(txn)
+        return persist_tick(start, at, self.persist_interval)
+
+    # ------------------------------------------------------------------ queues
+    def queue_max_at(self, txn: lmdb.Transaction, topic: str, queue_id: int, position: int) -> int:
+        """max(T, Q) after the record at `position` (0 for a queue without messages then)."""
+        prefix = queue_key(topic, queue_id)
+        found = _latest(txn.cursor(db=self.index.qmax_db), prefix, position)
+        return I64.unpack(found[1])[0] if found else 0
+
+    def _queue_prefixes(self, txn: lmdb.Transaction, group: str | None, topic: str | None
+                        ) -> Iterator[tuple[bytes, str, str, int]]:
+        """(history key prefix, topic, group, queue id) of every queue the offset table ever held."""
+        cur = txn.cursor(db=self.history_db)
+        start = f"{topic}@{group}".encode() + b"\x00" if topic is not None and group is not None else b""
+        if not cur.set_range(start):
+            return
+        while True:
+            key = cur.key()
+            if not key.startswith(start):
+                return
+            prefix = key[:-8]
+            t, g, q = split_offset_key(prefix)
+            if (group is None or g == group) and (topic is None or t == topic):
+                yield prefix, t, g, q
+            if not cur.set_range(prefix + _AFTER_EVERY_SEQ):
+                return
+
+    # ------------------------------------------------------------------ answers
+    def offsets_at(self, txn: lmdb.Transaction, at: int, *, group: str | None = None,
+                   topic: str | None = None, durable: bool = False) -> list[QueueOffsetAt]:
+        """The offset table at `at` (every group, or one group, or one group's topic)."""
+        position = self.position_at(txn, at)
+        tick = self.persist_tick(txn, at) if durable else None
+        durable_position = self.position_at(txn, tick) if tick is not None else 0
+        cur = txn.cursor(db=self.history_db)
+        rows = []
+        for prefix, t, g, q in self._queue_prefixes(txn, group, topic):
+            found = _latest(cur, prefix, position)
+            if found is None or self._removed(txn, found[0]):
+                continue  # the queue got its first offset after `at`, or had left the table by then
+            seq = U64.unpack(found[0][-8:])[0]
+            _, _, new, cause, requester = msgpack.unpackb(found[1])
+            top = self.queue_max_at(txn, t, q, position)
+            extra: dict[str, Any] = {}
+            if durable:
+                kept = _latest(cur, prefix, durable_position) if durable_position else None
+                value = msgpack.unpackb(kept[1])[2] if kept and not self._removed(txn, kept[0]) else -1
+                extra = {"durable": value, "durable_lag": top - value if value >= 0 else None}
+            rows.append(QueueOffsetAt(g, t, q, new, top, top - new if new >= 0 else None, seq,
+                                      self.time_of(txn, seq), cause, requester, **extra))
+        return rows
+
+    def history(self, txn: lmdb.Transaction, group: str, *, topic: str | None = None,
+                since: int | None = None, until: int | None = None) -> list[HistoryEntry]:
+        """Every offset change of a group (and the records that explain them), oldest first."""
+        lo = self.position_at(txn, since - 1) + 1 if since is not None else 1
+        hi = self.position_at(txn, until) if until is not None else self.store.log.last_seq
+        if hi < lo:
+            return []
+        streams = [self._changes(txn, prefix, t, g, q, lo, hi)
+                   for prefix, t, g, q in self._queue_prefixes(txn, group, topic)]
+        streams.append(self._events(txn, group, topic, lo, hi))
+        merged = list(heapq.merge(*streams, key=lambda e: e[0]))
+        times = self._times_of(txn, [seq for seq, _ in merged])
+        return [make(time) for (_, make), time in zip(merged, times, strict=True)]
+
+    def _changes(self, txn, prefix: bytes, topic: str, group: str, queue_id: int, lo: int, hi: int):
+        cur = txn.cursor(db=self.history_db)
+        if not cur.set_range(prefix + U64.pack(lo)):
+            return
+        for key, raw in cur:
+            if not key.startswith(prefix) or len(key) != len(prefix) + 8:
+                return
+            seq = U64.unpack(key[-8:])[0]
+            if seq > hi:
+                return
+            ts, old, new, cause, requester = msgpack.unpackb(raw)
+            kind = "offset_removed" if self._removed(txn, key) else "offset_change"
+            yield seq, _entry(seq=seq, ts=ts, group=group, topic=topic, kind=kind,
+                              queue_id=queue_id, old=old, new=new, cause=cause, requester=requester)
+
+    def _removed(self, txn, history_key: bytes) -> bool:
+        """Whether an offset_history entry is a removal of the entry (B-34), not a change of its value."""
+        return txn.get(bytes(history_key), db=self.index.removed_db) is not None
+
+    def _events(self, txn, group: str, topic: str | None, lo: int, hi: int):
+        prefix = group.encode() + b"\x00"
+        cur = txn.cursor(db=self.index.events_db)
+        if not cur.set_range(prefix + U64.pack(lo)):
+            return
+        for key, raw in cur:
+            if not key.startswith(prefix) or len(key) != len(prefix) + 8:
+                return
+            seq = U64.unpack(key[-8:])[0]
+            if seq > hi:
+                return
+            record = records.unpack(raw)
+            if topic is not None and topic not in _topics_for(record, group):
+                continue
+            detail = {k: v for k, v in record.items() if k not in ("type", "v", "ts", "group", "topic")}
+            yield seq, _entry(seq=seq, ts=record["ts"], group=group, topic=record.get("topic", ""),
+                              kind=record["type"], queue_id=record.get("queue_id"),
+                              cause=record["type"],
+                              requester=str(record.get("requester") or record.get("client") or ""),
+                              detail=detail)
+
+    def _times_of(self, txn, seqs: list[int]) -> list[int]:
+        """Effective times of ascending seqs: one seek each, skipped while a seq shares its predecessor's."""
+        out = []
+        cur = txn.cursor(db=self.index.seq_db)
+        valid_until = -1  # seqs up to here have the time of the entry found last
+        current = 0
+        for seq in seqs:
+            if seq > valid_until:
+                found = cur.prev() if cur.set_range(U64.pack(seq + 1)) else cur.last()
+                current = U64.unpack(cur.value())[0] if found else 0
+                # the entry after the one found starts a later time: until then the time holds
+                valid_until = (U64.unpack(cur.key())[0] - 1 if cur.next() else 2**64) if found else -1
+            out.append(current)
+        return out
+
+
+def _topics_for(record: dict, group: str) -> set[str]:
+    """The topics a group event is about (a retention pass names them in its losses)."""
+    topics = {record["topic"]} if isinstance(record.get("topic"), str) else set()
+    return topics | {x[1] for x in record.get("lost") or () if x[0] == group}
+
+
+def _entry(**fields: Any):
+    """A HistoryEntry waiting for its effective time (looked up in one pass afterwards)."""
+    return lambda time: HistoryEntry(time=time, **fields)
+
+
+def _latest(cur: lmdb.Cursor, prefix: bytes, position: int) -> tuple[bytes, bytes] | None:
+    """The entry of `prefix` with the largest seq <= position, or None."""
+    if position <= 0:
+        return None
+    found = cur.prev() if cur.set_range(prefix + U64.pack(position + 1)) else cur.last()
+    if not found:
+        return None
+    key = cur.key()
+    if len(key) != len(prefix) + 8 or not key.startswith(prefix):
+        return None
+    return key, cur.value()
+
+
+def persist_tick(start: int | None, at: int, interval: int) -> int | None:
+    """ConsumerOffsetManager's last persist <= at: start + 10 s, then every `interval` (B-133)."""
+    if start is None or at < start + FIRST_PERSIST_DELAY_MS:
+        return None
+    return start + FIRST_PERSIST_DELAY_MS + (at - start - FIRST_PERSIST_DELAY_MS) // interval * interval

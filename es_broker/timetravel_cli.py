@@ -1,0 +1,317 @@
+"""`es-broker offsets | history | export | readmodel`: time travel, audit and the read models.
+
+    es-broker offsets --group G [--topic T] --at TIME [--durable] [--json]
+    es-broker history --group G [--topic T] [--since TIME] [--until TIME] [--json]
+    es-broker export --data-dir D --out DIR
+    es-broker readmodel sync|upgrade|offsets --data-dir D [--readmodel-url URL]
+
+TIME: now | epoch millis | yyyy-MM-dd#HH:mm:ss:SSS | ISO 8601 (a time without
+a zone is local time, as mqadmin reads it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from es_broker.config import BrokerConfig, load_broker_conf
+from es_broker.timetravel.timeparse import format_time, parse_time
+
+
+def _config(args: argparse.Namespace) -> BrokerConfig:
+    config = BrokerConfig(storePathRootDir=args.data_dir)
+    if getattr(args, "config", None):
+        config = load_broker_conf(args.config, config).replace(storePathRootDir=args.data_dir)
+    return config
+
+
+def _source(config: BrokerConfig):
+    from es_broker.readmodel.families import Source
+
+    return Source(config.brokerName, config.brokerRole)
+
+
+@contextmanager
+def _store(args: argparse.Namespace):
+    """The data directory, read-only; its time index is built first if an older es-broker wrote it."""
+    from es_broker.commands.store import LMDB_DIR, Store
+    from es_broker.timetravel.query import IndexMissing, TimeTravel
+
+    if not (Path(args.data_dir) / LMDB_DIR / "data.mdb").exists():
+        raise FileNotFoundError(f"no broker data in {args.data_dir}")
+    config = _config(args)
+    store = Store.open(args.data_dir, config, readonly=True)
+    try:
+        TimeTravel(store)
+    except IndexMissing:
+        store.close()
+        Store.open(args.data_dir, config).close()  # builds the index in one write transaction
+        store = Store.open(args.data_dir, config, readonly=True)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _at(text: str) -> int:
+    return parse_time(text)
+
+
+# ---------------------------------------------------------------------- offsets
+
+
+def _print_offsets(rows: list, *, at: int, position: int | None, group: str, topic: str | None,
+                   durable: bool, tick: int | None, as_json: bool, origin: str) -> None:
+    if as_json:
+        doc: dict[str, Any] = {"at": at, "group": group, "topic": topic, "source": origin,
+                               "queues": [r.as_dict() for r in rows]}
+        if position is not None:
+            doc["position"] = position
+        if durable:
+            doc["persist_tick"] = tick
+        print(json.dumps(doc))
+        return
+    where = f"topic {topic}" if topic else "every topic"
+    pos = f", log position {position}" if position is not None else ""
+    print(f"offsets of group {group} on {where} at {format_time(at)} ({at}){pos}, from {origin}")
+    if durable:
+        kept = f"{format_time(tick)} ({tick})" if tick is not None else "none yet (within 10 s of start)"
+        print(f"durable = the value at the last compat persist tick <= that moment (B-133): {kept}")
+    if not rows:
+        print("  (no offsets at that moment)")
+        return
+    head = ["topic", "queue", "offset", "max", "lag"]
+    if durable:
+        head += ["durable", "durable lag"]
+    head += ["changed at", "cause", "by", "seq"]
+    table = [head]
+    for r in rows:
+        line = [r.topic, str(r.queue_id), str(r.offset), str(r.max_offset), _dash(r.lag)]
+        if durable:
+            line += [str(r.durable), _dash(r.durable_lag)]
+        line += [format_time(r.time), r.cause, r.requester or "-", str(r.seq)]
+        table.append(line)
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _cmd_offsets(args: argparse.Namespace) -> int:
+    from es_broker.timetravel.query import TimeTravel
+
+    at = _at(args.at)
+    with _store(args) as store:
+        travel = TimeTravel(store)
+        with store.read() as txn:
+            rows = travel.offsets_at(txn, at, group=args.group, topic=args.topic, durable=args.durable)
+            position = travel.position_at(txn, at)
+            tick = travel.persist_tick(txn, at) if args.durable else None
+    _print_offsets(rows, at=at, position=position, group=args.group, topic=args.topic, durable=args.durable,
+                   tick=tick, as_json=args.json, origin="the broker's time index")
+    return 0
+
+
+# ---------------------------------------------------------------------- history
+
+
+def describe(entry) -> str:
+    """One history line's text after the time: what changed, why, who."""
+    d = entry.detail
+    if entry.kind == "offset_change":
+        return (f"{entry.topic} q{entry.queue_id}  {entry.old} -> {entry.new}  ({entry.cause}) "
+                f"by {entry.requester or '(unknown)'}")
+    if entry.kind == "reset_requested":
+        kind, value = d.get("kind", "time"), d.get("value", d.get("timestamp"))
+        to = (f"time {format_time(value)}" if kind == "time" and value not in (None, -1)
+              else "latest (max)" if kind == "time" else f"{kind} {value if value is not None else ''}".strip())
+        queues = "; ".join(f"q{q[0]} {q[1]} -> {q[3]} {q[4]}" for q in d.get("queues") or ())
+        notified = d.get("notified") or []
+        return (f"{entry.topic} reset requested by {entry.requester or '(unknown)'}: to {to}, "
+                f"{'force' if d.get('force') else 'no force'}, mode {d.get('mode', 'compat')}; {queues}; "
+                + (f"notified {', '.join(map(str, notified))}" if notified else "no consumer online"))
+    if entry.kind == "pull_offset_moved":
+        return (f"{entry.topic} q{entry.queue_id}  pull at {d.get('offset')} answered {d.get('status')}: "
+                f"moved to {d.get('next_offset')} (min {d.get('min_offset')}, max {d.get('max_offset')}) "
+                f"for {entry.requester or '(unknown)'}")
+    if entry.kind == "offset_commit_ignored":
+        return (f"{entry.topic} q{entry.queue_id}  commit of {d.get('offset')} by {entry.requester} ignored "
+                f"({d.get('reason')}): it would undo the reset to {d.get('target')}")
+    if entry.kind == "commitlog_expired":
+        lost = [x for x in d.get("lost") or () if x[0] == entry.group]
+        what = "; ".join(f"{t} q{q}: {n} messages from offset {o}" for _, t, q, o, n in lost)
+        return f"retention ({d.get('reason')}) removed messages never consumed: {what or 'none'}"
+    rest = {k: v for k, v in d.items() if k not in ("requester", "client")}
+    return f"{entry.kind} {entry.topic} by {entry.requester or '(unknown)'} {json.dumps(rest, default=str)}"
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from es_broker.timetravel.query import TimeTravel
+
+    since = _at(args.since) if args.since else None
+    until = _at(args.until) if args.until else None
+    with _store(args) as store, store.read() as txn:
+        entries = TimeTravel(store).history(txn, args.group, topic=args.topic, since=since, until=until)
+    if args.json:
+        print(json.dumps({"group": args.group, "topic": args.topic, "since": since, "until": until,
+                          "entries": [e.as_dict() for e in entries]}, default=str))
+        return 0
+    scope = f"topic {args.topic}" if args.topic else "every topic"
+    print(f"history of group {args.group} on {scope}: {len(entries)} entries")
+    for e in entries:
+        print(f"  {format_time(e.time)}  #{e.seq:<7} {describe(e)}")
+    return 0
+
+
+# ---------------------------------------------------------------------- export
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from es_broker.readmodel.export import export
+
+    with _store(args) as store:
+        result = export(store.log, args.out, _source(store.config))
+    if args.json:
+        print(json.dumps({"first_seq": result.first_seq, "last_seq": result.last_seq,
+                          "records": result.records, "rows": result.rows, "files": result.files,
+                          "seconds": round(result.seconds, 3), "records_per_s": round(result.rate)}))
+    elif result.first_seq is None:
+        print(f"nothing new: {args.out} already holds records 1..{result.last_seq}")
+    else:
+        rows = ", ".join(f"{k} {v}" for k, v in sorted(result.rows.items()))
+        print(f"exported records {result.first_seq}..{result.last_seq} ({result.records}) into {args.out}: "
+              f"{result.files} files; rows: {rows}; {result.rate:,.0f} records/s")
+    return 0
+
+
+# ---------------------------------------------------------------------- readmodel
+
+
+def _url(args: argparse.Namespace) -> str:
+    from es_broker.readmodel import db
+
+    return args.readmodel_url or db.default_url(args.data_dir)
+
+
+def _cmd_readmodel_sync(args: argparse.Namespace) -> int:
+    from es_broker.readmodel.follower import open_follower
+
+    with _store(args) as store:
+        follower = open_follower(_url(args), store.log, _source(store.config), batch=args.batch)
+        try:
+            applied = follower.catch_up()
+        finally:
+            follower.engine.dispose()
+    print(f"read model: applied {applied} records, checkpoint at {follower.position}")
+    return 0
+
+
+def _cmd_readmodel_upgrade(args: argparse.Namespace) -> int:
+    from es_broker.readmodel import db
+
+    engine = db.open_engine(_url(args))
+    try:
+        db.upgrade(engine, args.revision)
+        print(f"read model schema at {db.current_revision(engine)}")
+    finally:
+        engine.dispose()
+    return 0
+
+
+def _cmd_readmodel_offsets(args: argparse.Namespace) -> int:
+    from es_broker.readmodel import db, queries
+
+    config = _config(args)
+    at = _at(args.at)
+    engine = db.open_engine(_url(args))
+    try:
+        with engine.connect() as conn:
+            rows = queries.offsets_at(conn, config.brokerName, at, group=args.group, topic=args.topic,
+                                      durable=args.durable, persist_interval=config.flushConsumerOffsetInterval)
+            tick = None
+            if args.durable:
+                from sqlalchemy import select
+
+                from es_broker.readmodel.models import Checkpoint
+                from es_broker.timetravel.query import persist_tick
+
+                start = conn.execute(select(Checkpoint.start_time)
+                                     .where(Checkpoint.source == config.brokerName)).scalar()
+                tick = persist_tick(start, at, config.flushConsumerOffsetInterval)
+    finally:
+        engine.dispose()
+    _print_offsets(rows, at=at, position=None, group=args.group, topic=args.topic, durable=args.durable,
+                   tick=tick, as_json=args.json, origin="the SQL read model")
+    return 0
+
+
+# ---------------------------------------------------------------------- parsers
+
+
+def _data_dir(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    from es_broker.server.main import default_data_dir
+
+    if required:
+        p.add_argument("--data-dir", required=True)
+    else:
+        p.add_argument("--data-dir", default=default_data_dir(),
+                       help=f"broker data directory (default {default_data_dir()})")
+    p.add_argument("--config", help="the broker's broker.conf (broker name and role, persist interval)")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    time_help = "now | epoch millis | yyyy-MM-dd#HH:mm:ss:SSS | ISO 8601"
+
+    p = sub.add_parser("offsets", help="the offset table at a moment, with lag (from the time index)")
+    _data_dir(p)
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", help="one topic (default: every topic of the group)")
+    p.add_argument("--at", required=True, help=time_help)
+    p.add_argument("--durable", action="store_true",
+                   help="also show the compat crash-model value (last 5 s persist tick, B-133)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_offsets)
+
+    p = sub.add_parser("history", help="every offset change of a group, with cause and requester")
+    _data_dir(p)
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic")
+    p.add_argument("--since", help=time_help)
+    p.add_argument("--until", help=time_help)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_history)
+
+    p = sub.add_parser("export", help="write the records as Parquet, one dataset per family, by day")
+    _data_dir(p, required=True)
+    p.add_argument("--out", required=True, help="export directory (incremental: keeps its checkpoint there)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("readmodel", help="the SQL read model: sync, upgrade its schema, ask it")
+    rsub = p.add_subparsers(dest="readmodel_command", required=True)
+    url_help = "SQLAlchemy URL (default: sqlite in the data directory, readmodel.sqlite)"
+    r = rsub.add_parser("sync", help="apply every record not yet in the read model, then stop")
+    _data_dir(r, required=True)
+    r.add_argument("--readmodel-url", help=url_help)
+    r.add_argument("--batch", type=int, default=2000, help="records per SQL transaction")
+    r.set_defaults(func=_cmd_readmodel_sync)
+    r = rsub.add_parser("upgrade", help="run the Alembic migrations (alembic upgrade)")
+    _data_dir(r)
+    r.add_argument("--readmodel-url", help=url_help)
+    r.add_argument("--revision", default="head")
+    r.set_defaults(func=_cmd_readmodel_upgrade)
+    r = rsub.add_parser("offsets", help="the offset table at a moment, answered by the SQL read model")
+    _data_dir(r)
+    r.add_argument("--readmodel-url", help=url_help)
+    r.add_argument("--group", required=True)
+    r.add_argument("--topic")
+    r.add_argument("--at", required=True, help=time_help)
+    r.add_argument("--durable", action="store_true")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=_cmd_readmodel_offsets)
