@@ -1,0 +1,639 @@
+"""The push consumer (Java DefaultMQPushConsumer with a concurrent listener).
+
+Per subscribed topic it rebalances (B-50..B-56), per assigned queue it runs
+one pull loop that long-polls the broker (B-63, B-65..B-67, B-117) and hands
+the messages to the handler; consumed offsets advance by the sliding window
+of the process queue (B-42) and reach the broker through the offset store
+(B-41) or a local file in BROADCASTING mode (B-43). Failed messages are sent
+back (B-88, B-89), and a broker's reset request is applied in the order of B-78.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import trio
+
+from es_broker.client.allocate import allocate_averagely
+from es_broker.client.config import (
+    CLIENT_INNER_PRODUCER_GROUP,
+    ClientConfig,
+    PushConsumerConfig,
+    default_consume_timestamp,
+)
+from es_broker.client.instance import ClientInstance
+from es_broker.client.messages import (
+    MAX_RECONSUME_TIMES,
+    ORIGIN_MESSAGE_ID,
+    RECONSUME_TIME,
+    RETRY_PREFIX,
+    RETRY_TOPIC,
+    TRAN_MSG,
+    Message,
+    ReceivedMessage,
+    decode_pull_body,
+    retry_topic,
+)
+from es_broker.client.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+)
+from es_broker.client.process_queue import ProcessQueue
+from es_broker.client.producer import BrokerRefused, ClientError, Producer
+from es_broker.client.remoting_client import RemotingError
+from es_broker.client.route import subscribe_queues
+from es_broker.client.tasks import Service, TaskGroup
+from es_broker.remoting.bodies import (
+    ConsumerData,
+    ConsumerRunningInfo,
+    MessageQueue,
+    ProcessQueueInfo,
+    SubscriptionData,
+    TopicRouteData,
+)
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.message import tag_hash
+
+log = logging.getLogger(__name__)
+
+PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4  # PullSysFlag
+
+
+class MessageModel(Enum):
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeFromWhere(Enum):
+    """Where a group without a stored offset starts (B-45); the deprecated three act like LAST."""
+
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST"
+    CONSUME_FROM_MIN_OFFSET = "CONSUME_FROM_MIN_OFFSET"
+    CONSUME_FROM_MAX_OFFSET = "CONSUME_FROM_MAX_OFFSET"
+
+
+class ConsumeResult(Enum):
+    """What a handler returns for its batch (B-87)."""
+
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+Handler = Callable[[list[ReceivedMessage]], Awaitable[ConsumeResult]]
+
+
+class PullStatus(Enum):
+    """The client's reading of a pull response code (B-65)."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_PULL_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int
+    messages: tuple[ReceivedMessage, ...] = ()
+
+
+def build_subscription(topic: str, expression: str | None) -> SubscriptionData:
+    """A TAG subscription as Java's FilterAPI builds it: `*`, or tags split on `||`."""
+    text = (expression or "").strip()
+    now_ms = int(time.time() * 1000)
+    if text in ("", "*"):
+        return SubscriptionData(topic=topic, sub_string="*", sub_version=now_ms)
+    tags = tuple(dict.fromkeys(t.strip() for t in text.split("||") if t.strip()))
+    return SubscriptionData(topic=topic, sub_string=text, tags_set=tags,
+                            code_set=tuple(tag_hash(t) for t in tags), sub_version=now_ms)
+
+
+def parse_consume_timestamp(text: str) -> int:
+    """yyyyMMddHHmmss in local time -> ms since the epoch (B-47)."""
+    return int(time.mktime(time.strptime(text, "%Y%m%d%H%M%S")) * 1000)
+
+
+class PushConsumer(Service):
+    """Consumes the subscribed topics with `handler`, one batch of messages per call.
+
+    `subscriptions` maps topic -> TAG expression (`*`, `TagA || TagB`). Use
+    `await consumer.start(nursery)` / `await consumer.shutdown()`, or
+    `async with PushConsumer(...) as consumer:`.
+    """
+
+    def __init__(self, namesrv_addr: str, group: str, handler: Handler, *,
+                 subscriptions: Mapping[str, str] | None = None,
+                 message_model: MessageModel = MessageModel.CLUSTERING,
+                 consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                 consume_timestamp: str | None = None,
+                 instance_name: str | None = None, client_ip: str | None = None,
+                 config: PushConsumerConfig | None = None, client_config: ClientConfig | None = None,
+                 instance: ClientInstance | None = None) -> None:
+        self.group = group
+        self.handler = handler
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp = consume_timestamp or default_consume_timestamp()
+        parse_consume_timestamp(self.consume_timestamp)  # a bad one fails here, not at the first rebalance
+        self.config = config or PushConsumerConfig()
+        self.instance = instance or ClientInstance(namesrv_addr, instance_name=instance_name,
+                                                   client_ip=client_ip, config=client_config)
+        self._subscriptions: dict[str, SubscriptionData] = {}
+        for topic, expression in (subscriptions or {}).items():
+            self._subscriptions[topic] = build_subscription(topic, expression)
+        self._subscribe_info: dict[str, frozenset[MessageQueue]] = {}
+        self._process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self._pull_from_which_node: dict[MessageQueue, int] = {}  # B-117
+        self._offset_store: OffsetStore | None = None
+        self._inner_producer: Producer | None = None
+        self._owns_inner_producer = False
+        self._tasks = TaskGroup()
+        self._rebalance_wakeup = trio.Event()
+        self._rebalance_lock = trio.Lock()
+        self._paused = False
+        self._resumed = trio.Event()
+        self._resumed.set()
+        self._allocation_event = trio.Event()
+        self._limiter = trio.CapacityLimiter(self.config.consume_thread_max)
+        self._started = False
+
+    # ------------------------------------------------------------------ public view
+    @property
+    def client_id(self) -> str:
+        return self.instance.client_id
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        if self._offset_store is None:
+            raise RuntimeError("the consumer is not started")
+        return self._offset_store
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Add or change a subscription; a started consumer announces it and rebalances."""
+        self._subscriptions[topic] = build_subscription(topic, expression)
+        if self._started:
+            self.instance.heartbeat_now()
+            self.rebalance_now()
+
+    def assigned_queues(self, topic: str | None = None) -> frozenset[MessageQueue]:
+        """The queues this client holds now (not dropped), optionally of one topic."""
+        return frozenset(mq for mq, pq in self._process_queues.items()
+                         if not pq.dropped and (topic is None or mq.topic == topic))
+
+    @property
+    def allocation_event(self) -> trio.Event:
+        """An event set at the next change of the held queues (take it, check, then wait)."""
+        return self._allocation_event
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Connect, announce the group, rebalance once; pulling and timers then run in `nursery`."""
+        if self.message_model == MessageModel.CLUSTERING:
+            self._subscriptions[retry_topic(self.group)] = build_subscription(retry_topic(self.group), "*")  # B-55
+        self.instance.register_consumer(self)
+        try:
+            await self.instance.acquire(nursery)
+        except BaseException:
+            await self.instance.unregister_consumer(self.group)
+            raise
+        try:
+            if self.message_model == MessageModel.CLUSTERING:
+                self._offset_store = RemoteBrokerOffsetStore(self.instance, self.group,
+                                                             self.config.offset_rpc_timeout)
+                # One inner producer per client instance (Java's CLIENT_INNER_PRODUCER), for send-back re-sends.
+                shared = self.instance.producer(CLIENT_INNER_PRODUCER_GROUP)
+                if isinstance(shared, Producer):
+                    self._inner_producer = shared
+                else:
+                    self._inner_producer = Producer(";".join(self.instance.namesrv_addrs),
+                                                    CLIENT_INNER_PRODUCER_GROUP, instance=self.instance)
+                    await self._inner_producer.start(nursery)
+                    self._owns_inner_producer = True
+            else:
+                self._offset_store = LocalFileOffsetStore(self.config.offset_store_dir, self.client_id, self.group)
+            await self._offset_store.load()
+            await self._tasks.start(nursery)
+            self._started = True
+            for topic in list(self._subscriptions):
+                await self.instance.update_route(topic)
+            await self.instance.send_heartbeat_to_all_brokers()
+            await self.do_rebalance()
+        except BaseException:
+            await self._stop()
+            raise
+        self._tasks.start_soon(self._rebalance_loop)
+        self._tasks.start_soon(self._persist_loop)
+
+    async def shutdown(self) -> None:
+        """Stop pulling and consuming, persist offsets, unregister from the brokers (B-41)."""
+        if self._started:
+            await self._stop()
+
+    async def _stop(self) -> None:
+        self._started = False
+        await self._tasks.stop()
+        if self._offset_store is not None:
+            await self._offset_store.persist_all(set(self._process_queues))
+        await self.instance.unregister_consumer(self.group)
+        for pq in self._process_queues.values():
+            pq.drop()
+        self._process_queues.clear()
+        if self._inner_producer is not None and self._owns_inner_producer:
+            await self._inner_producer.shutdown()
+        await self.instance.release()
+
+    # ------------------------------------------------------------------ instance member
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group,
+            consume_type="CONSUME_PASSIVELY",
+            message_model=self.message_model.value,
+            consume_from_where=self.consume_from_where.value,
+            subscription_data_set=tuple(self._subscriptions.values()),
+        )
+
+    def subscribed_topics(self) -> Iterable[str]:
+        return list(self._subscriptions)
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self._subscriptions:
+            self._subscribe_info[topic] = subscribe_queues(topic, route)
+
+    def rebalance_now(self) -> None:
+        """Rebalance at once (NOTIFY_CONSUMER_IDS_CHANGED, resume, start: B-53)."""
+        self._rebalance_wakeup.set()
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """The answer to GET_CONSUMER_RUNNING_INFO (remoting spec 9.10), without statistics."""
+        offsets = self._offset_store.offsets() if self._offset_store else {}
+        table = {}
+        for mq, pq in self._process_queues.items():
+            table[mq] = ProcessQueueInfo(
+                commit_offset=offsets.get(mq, -1), cached_msg_count=pq.msg_count,
+                cached_msg_size_in_mi_b=pq.msg_size // (1024 * 1024), droped=pq.dropped)
+        return ConsumerRunningInfo(
+            properties={"consumeType": "CONSUME_PASSIVELY", "messageModel": self.message_model.value,
+                        "consumeFromWhere": self.consume_from_where.value, "clientId": self.client_id},
+            subscription_set=tuple(self._subscriptions.values()), mq_table=table)
+
+    # ------------------------------------------------------------------ rebalance
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with trio.move_on_after(self.config.rebalance_interval):
+                await self._rebalance_wakeup.wait()
+            self._rebalance_wakeup = trio.Event()
+            await self.do_rebalance()
+
+    async def do_rebalance(self) -> None:
+        """One round over every subscribed topic, then drop queues of topics no longer subscribed."""
+        async with self._rebalance_lock:
+            for topic in list(self._subscriptions):
+                await self._rebalance_by_topic(topic)
+            for mq, pq in list(self._process_queues.items()):
+                if mq.topic not in self._subscriptions:
+                    pq.drop()
+                    del self._process_queues[mq]
+                    self._allocation_changed()
+
+    async def _rebalance_by_topic(self, topic: str) -> None:
+        mq_set = self._subscribe_info.get(topic)
+        if not mq_set:
+            await self.instance.update_route(topic)  # e.g. %RETRY%G, created by our first heartbeat
+            mq_set = self._subscribe_info.get(topic)
+        if mq_set is None:
+            return
+        if self.message_model == MessageModel.BROADCASTING:
+            allocated = set(mq_set)
+        else:
+            cid_all = await self.instance.find_consumer_id_list(topic, self.group)
+            if cid_all is None:
+                return  # keep the current allocation (B-50)
+            try:
+                allocated = set(allocate_averagely(self.client_id, sorted(mq_set), sorted(cid_all)))
+            except ValueError as exc:
+                log.info("rebalance of %s for %s skipped: %s", topic, self.group, exc)
+                return
+        changed, new_pulls = await self._update_process_queue_table(topic, allocated)
+        if changed:
+            # Java bumps the subscription version and heartbeats (B-54). It does so after
+            # dispatching the new pulls, which then may meet SUBSCRIPTION_NOT_LATEST; we
+            # heartbeat first.
+            sub = self._subscriptions.get(topic)
+            if sub is not None:
+                self._subscriptions[topic] = dataclasses.replace(sub, sub_version=int(time.time() * 1000))
+            await self.instance.send_heartbeat_to_all_brokers()
+            self._allocation_changed()
+        for mq, pq, offset in new_pulls:
+            self._tasks.start_soon(self._pull_loop, mq, pq, offset)
+
+    async def _update_process_queue_table(
+            self, topic: str, allocated: set[MessageQueue]) -> tuple[bool, list[tuple[MessageQueue, ProcessQueue, int]]]:
+        changed = False
+        for mq, pq in list(self._process_queues.items()):
+            if mq.topic != topic:
+                continue
+            if mq not in allocated or pq.is_pull_expired(self.config.pull_max_idle_time):
+                pq.drop()
+                await self._remove_unnecessary_queue(mq)
+                if self._process_queues.get(mq) is pq:
+                    del self._process_queues[mq]
+                changed = True
+        new_pulls = []
+        for mq in sorted(allocated):
+            if mq in self._process_queues:
+                continue
+            self.offset_store.remove_offset(mq)  # a dirty offset from an earlier tenure (B-44)
+            try:
+                offset = await self._compute_pull_from_where(mq)
+            except (RemotingError, ClientError) as exc:
+                log.warning("start offset of %s: %s", mq, exc)
+                continue  # retried at the next round (B-45 "skip")
+            if offset < 0:
+                log.info("start offset of %s unknown, skipped this round", mq)
+                continue
+            pq = ProcessQueue()
+            self._process_queues[mq] = pq
+            new_pulls.append((mq, pq, offset))
+            changed = True
+        return changed, new_pulls
+
+    async def _remove_unnecessary_queue(self, mq: MessageQueue, oneway: bool = True) -> None:
+        """Persist the queue's offset, then forget it (B-44)."""
+        await self.offset_store.persist(mq, oneway)
+        self.offset_store.remove_offset(mq)
+
+    def _allocation_changed(self) -> None:
+        self._allocation_event.set()
+        self._allocation_event = trio.Event()
+
+    # ------------------------------------------------------------------ where to start
+    async def _compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """The B-45 table; -1 means skip this queue for now."""
+        last = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+        if last >= 0:
+            return last
+        if last != -1:
+            return -1
+        is_retry = mq.topic.startswith(RETRY_PREFIX)
+        where = self.consume_from_where
+        if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+            return 0
+        if where == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            if is_retry:
+                return await self._position(mq, RequestCode.GET_MAX_OFFSET, {})
+            return await self._position(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                        {"timestamp": parse_consume_timestamp(self.consume_timestamp)})
+        return 0 if is_retry else await self._position(mq, RequestCode.GET_MAX_OFFSET, {})
+
+    async def _position(self, mq: MessageQueue, code: int, extra: dict[str, object]) -> int:
+        """GET_MAX_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP, from the master only (B-49)."""
+        addr = self.instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            await self.instance.update_route(mq.topic)
+            addr = self.instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"The broker[{mq.broker_name}] not exist")
+        fields = {"topic": mq.topic, "queueId": mq.queue_id, **extra}
+        response = await self.instance.invoke(addr, self.instance.request(code, fields),
+                                              self.config.offset_rpc_timeout)
+        if response.code != ResponseCode.SUCCESS:
+            raise BrokerRefused(response.code, response.remark, addr)
+        return response.require_long("offset")
+
+    # ------------------------------------------------------------------ pulling
+    async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        cfg = self.config
+        with pq.pull_scope:
+            while not pq.dropped:
+                if self._paused:
+                    await self._resumed.wait()
+                    continue
+                pq.last_pull_time = time.monotonic()
+                if (pq.msg_count > cfg.pull_threshold_for_queue or pq.msg_size > cfg.pull_threshold_size_for_queue
+                        or pq.max_span() > cfg.consume_concurrently_max_span):
+                    await trio.sleep(cfg.pull_time_delay_when_flow_control)  # local flow control (B-42)
+                    continue
+                sub = self._subscriptions.get(mq.topic)
+                if sub is None:
+                    await trio.sleep(cfg.pull_time_delay_when_exception)
+                    continue
+                try:
+                    result = await self._pull(mq, sub, next_offset)
+                except BrokerRefused as exc:
+                    log.info("pull %s at %d: %s", mq, next_offset, exc)
+                    await trio.sleep(cfg.pull_time_delay_when_broker_flow_control
+                                     if exc.code == ResponseCode.FLOW_CONTROL else cfg.pull_time_delay_when_exception)
+                    continue
+                except (RemotingError, ClientError) as exc:
+                    log.info("pull %s at %d: %s", mq, next_offset, exc)
+                    await trio.sleep(cfg.pull_time_delay_when_exception)
+                    continue
+                self._pull_from_which_node[mq] = result.suggest_which_broker_id  # B-117
+                next_offset = result.next_begin_offset
+                if result.status == PullStatus.FOUND:
+                    if result.messages and not pq.dropped:
+                        pq.put_messages(result.messages)
+                        self._submit_consume(list(result.messages), pq, mq)
+                elif result.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+                    if pq.msg_count == 0:  # correctTagsOffset (B-66)
+                        self.offset_store.update_offset(mq, next_offset, increase_only=True)
+                else:  # OFFSET_ILLEGAL (B-67)
+                    pq.drop()
+                    self._tasks.start_soon(self._correct_offset_later, mq, pq, next_offset)
+                    return
+
+    async def _pull(self, mq: MessageQueue, sub: SubscriptionData, offset: int) -> PullResult:
+        """One PULL_MESSAGE as the Java push consumer sends it (remoting spec 7.4.6)."""
+        cfg = self.config
+        sys_flag = PULL_SUSPEND
+        commit_offset = 0
+        if self.message_model == MessageModel.CLUSTERING:
+            commit_offset = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
+            if commit_offset > 0:  # B-31: only a positive in-memory offset is piggybacked
+                sys_flag |= PULL_COMMIT_OFFSET
+        expression = sub.sub_string if cfg.post_subscription_when_pull and not sub.class_filter_mode else None
+        if expression is not None:
+            sys_flag |= PULL_SUBSCRIPTION
+        broker_id = self._pull_from_which_node.get(mq, 0)
+        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
+        if found is None:
+            await self.instance.update_route(mq.topic)
+            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
+        if found is None:
+            raise ClientError(f"The broker[{mq.broker_name}] not exist")
+        if found.slave:
+            sys_flag &= ~PULL_COMMIT_OFFSET  # a slave never stores it (B-118)
+        fields = {
+            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
+            "maxMsgNums": cfg.pull_batch_size, "sysFlag": sys_flag, "commitOffset": commit_offset,
+            "suspendTimeoutMillis": cfg.broker_suspend_max_time_millis, "subscription": expression,
+            "subVersion": sub.sub_version, "expressionType": sub.expression_type,
+        }
+        response = await self.instance.invoke(found.addr, self.instance.request(RequestCode.PULL_MESSAGE, fields),
+                                              cfg.consumer_timeout_when_suspend)
+        status = _PULL_STATUS.get(response.code)
+        if status is None:
+            raise BrokerRefused(response.code, response.remark, found.addr)
+        min_offset, max_offset = response.require_long("minOffset"), response.require_long("maxOffset")
+        messages: tuple[ReceivedMessage, ...] = ()
+        if status == PullStatus.FOUND:
+            messages = tuple(decode_pull_body(response.body, mq, frozenset(sub.tags_set), min_offset, max_offset))
+        return PullResult(status, response.require_long("nextBeginOffset"), min_offset, max_offset,
+                          response.get_long("suggestWhichBrokerId", 0) or 0, messages)
+
+    async def _correct_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        """B-67: after the delay, take the broker's corrected offset and let the next rebalance restart."""
+        await trio.sleep(self.config.offset_illegal_delay)
+        self.offset_store.update_offset(mq, offset, increase_only=False)
+        await self.offset_store.persist(mq)
+        if self._process_queues.get(mq) is pq:
+            del self._process_queues[mq]
+            await self._remove_unnecessary_queue(mq)
+            self._allocation_changed()
+
+    # ------------------------------------------------------------------ consuming
+    def _submit_consume(self, msgs: Sequence[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
+        size = max(1, self.config.consume_message_batch_max_size)
+        for i in range(0, len(msgs), size):
+            self._tasks.start_soon(self._consume, list(msgs[i:i + size]), pq, mq)
+
+    async def _consume(self, msgs: list[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
+        async with self._limiter:
+            if pq.dropped:
+                return
+            msgs = [self._with_original_topic(m) for m in msgs]
+            try:
+                result = await self.handler(list(msgs))
+            except Exception:
+                log.exception("handler of %s failed on %s", self.group, mq)
+                result = ConsumeResult.RECONSUME_LATER
+            if not isinstance(result, ConsumeResult):
+                result = ConsumeResult.RECONSUME_LATER  # null counts as a failure (B-87)
+            if pq.dropped:
+                return  # results for a dropped queue are discarded (B-78, B-85)
+            await self._process_consume_result(result, msgs, pq, mq)
+
+    def _with_original_topic(self, msg: ReceivedMessage) -> ReceivedMessage:
+        """A retry shows its original topic to the handler (B-99)."""
+        original = msg.properties.get(RETRY_TOPIC)
+        if original and msg.topic == retry_topic(self.group):
+            return dataclasses.replace(msg, topic=original)
+        return msg
+
+    async def _process_consume_result(self, result: ConsumeResult, msgs: list[ReceivedMessage],
+                                      pq: ProcessQueue, mq: MessageQueue) -> None:
+        failed = msgs if result == ConsumeResult.RECONSUME_LATER else []
+        if failed and self.message_model == MessageModel.BROADCASTING:
+            for msg in failed:
+                log.warning("BROADCASTING, the message %s consume failed, drop it", msg.msg_id)  # B-87
+        elif failed:
+            back_failed = []
+            for msg in failed:
+                if not await self._send_message_back(msg, 0, mq.broker_name):
+                    back_failed.append(dataclasses.replace(msg, reconsume_times=msg.reconsume_times + 1))
+            if back_failed:
+                # They stay held, so the committed offset waits for them (B-89).
+                kept = {m.queue_offset for m in back_failed}
+                msgs = [m for m in msgs if m.queue_offset not in kept]
+                self._tasks.start_soon(self._consume_later, back_failed, pq, mq)
+        offset = pq.remove_messages(msgs)
+        if offset >= 0 and not pq.dropped:
+            self.offset_store.update_offset(mq, offset, increase_only=True)
+
+    async def _consume_later(self, msgs: list[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
+        await trio.sleep(self.config.consume_later_delay)
+        self._submit_consume(msgs, pq, mq)
+
+    async def _send_message_back(self, msg: ReceivedMessage, delay_level: int, broker_name: str | None) -> bool:
+        """CONSUMER_SEND_MSG_BACK (B-88); if refused, re-send to %RETRY%G as a producer (B-89)."""
+        addr = (self.instance.find_broker_address_in_publish(broker_name) if broker_name
+                else f"{msg.store_host[0]}:{msg.store_host[1]}")
+        if addr is not None:
+            fields = {
+                "offset": msg.commit_log_offset, "group": self.group, "delayLevel": delay_level,
+                "originMsgId": msg.msg_id, "originTopic": msg.topic, "unitMode": False,
+                "maxReconsumeTimes": self.config.max_reconsume_times,
+            }
+            try:
+                response = await self.instance.invoke(
+                    addr, self.instance.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields),
+                    self.config.send_back_timeout)
+            except RemotingError as exc:
+                log.info("send back %s failed: %s", msg.msg_id, exc)
+            else:
+                if response.code == ResponseCode.SUCCESS:
+                    return True
+                log.info("send back %s refused: %s %s", msg.msg_id, response.code, response.remark)
+        if self._inner_producer is None:
+            return False
+        props = {k: v for k, v in msg.properties.items() if k != TRAN_MSG}
+        props[ORIGIN_MESSAGE_ID] = props.get(ORIGIN_MESSAGE_ID) or msg.msg_id
+        props[RETRY_TOPIC] = msg.topic
+        props[RECONSUME_TIME] = str(msg.reconsume_times + 1)
+        props[MAX_RECONSUME_TIMES] = str(self.config.max_reconsume_times)
+        retry = Message(msg.body, properties=props, flag=msg.flag, delay_level=3 + msg.reconsume_times)
+        try:
+            await self._inner_producer.send_message(retry_topic(self.group), retry)
+        except (RemotingError, ClientError) as exc:
+            log.warning("re-send of %s to %s failed: %s", msg.msg_id, retry_topic(self.group), exc)
+            return False
+        return True
+
+    # ------------------------------------------------------------------ offsets
+    async def _persist_loop(self) -> None:
+        await trio.sleep(self.config.persist_consumer_offset_delay)
+        while True:
+            await self.offset_store.persist_all(set(self._process_queues))
+            await trio.sleep(self.config.persist_consumer_offset_interval)
+
+    async def reset_offset(self, topic: str, table: Mapping[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET in the order of B-78 (steps 2 to 6)."""
+        self._pause()
+        try:
+            for mq, pq in list(self._process_queues.items()):
+                if mq.topic == topic and mq in table:
+                    pq.drop()
+                    pq.clear()
+            # In-flight consumption finishes meanwhile; its results are discarded.
+            await trio.sleep(self.config.reset_offset_wait)
+            async with self._rebalance_lock:
+                for mq in list(self._process_queues):
+                    if mq.topic == topic and mq in table:
+                        self.offset_store.update_offset(mq, table[mq], increase_only=False)
+                        await self._remove_unnecessary_queue(mq, oneway=self.config.reset_persist_oneway)
+                        del self._process_queues[mq]
+                        self._allocation_changed()
+        finally:
+            self._resume()
+
+    def _pause(self) -> None:
+        if not self._paused:
+            self._paused = True
+            self._resumed = trio.Event()
+
+    def _resume(self) -> None:
+        self._paused = False
+        self._resumed.set()
+        self.rebalance_now()

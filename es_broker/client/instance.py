@@ -1,0 +1,405 @@
+"""One client process's connection to a cluster (Java MQClientInstance).
+
+It owns the remoting connections, the name-server route cache and the broker
+address table, sends the heartbeat of every producer and consumer registered
+with it, and answers what brokers ask clients (NOTIFY_CONSUMER_IDS_CHANGED,
+RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import trio
+
+from es_broker.client.channel import Channel
+from es_broker.client.config import AUTO_CREATE_TOPIC_KEY, MASTER_ID, ClientConfig
+from es_broker.client.remoting_client import RemotingClient, RemotingError
+from es_broker.client.route import from_default_route
+from es_broker.client.tasks import TaskGroup
+from es_broker.remoting.bodies import (
+    ConsumerData,
+    ConsumerRunningInfo,
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    MessageQueue,
+    ProducerData,
+    ResetOffsetBody,
+    TopicRouteData,
+)
+from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, request, response_to
+from es_broker.remoting.errors import BodyDecodeError
+
+log = logging.getLogger(__name__)
+
+LANGUAGE = LanguageCode.PYTHON
+
+
+class ProducerMember(Protocol):
+    """What the instance needs from a producer registered with it."""
+
+    group: str
+
+    def published_topics(self) -> Iterable[str]: ...
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None: ...
+
+
+class ConsumerMember(Protocol):
+    """What the instance needs from a consumer registered with it."""
+
+    group: str
+
+    def consumer_data(self) -> ConsumerData: ...
+
+    def subscribed_topics(self) -> Iterable[str]: ...
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None: ...
+
+    def rebalance_now(self) -> None: ...
+
+    async def reset_offset(self, topic: str, table: Mapping[MessageQueue, int]) -> None: ...
+
+    def running_info(self) -> ConsumerRunningInfo: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FoundBroker:
+    """An address picked for a pull or an offset request, and whether it is a slave."""
+
+    addr: str
+    slave: bool
+
+
+def local_ip() -> str:
+    """This host's outward IPv4 address (no packet is sent), else 127.0.0.1."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only selects the outgoing interface
+        return probe.getsockname()[0]
+    return "127.0.0.1"
+
+
+def default_instance_name() -> str:
+    """What Java 4.9 turns the instance name "DEFAULT" into: `<pid>#<nanotime>` (B-51)."""
+    return f"{os.getpid()}#{time.monotonic_ns()}"
+
+
+class ClientInstance:
+    """Connections, routes and heartbeats shared by the producers and consumers of one client id."""
+
+    def __init__(self, namesrv_addr: str, *, instance_name: str | None = None,
+                 client_ip: str | None = None, config: ClientConfig | None = None) -> None:
+        self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        if not self.namesrv_addrs:
+            raise ValueError("no name server address given")
+        self.config = config or ClientConfig()
+        self.client_ip = client_ip or local_ip()
+        self.instance_name = instance_name or default_instance_name()
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self._producers: dict[str, ProducerMember] = {}
+        self._consumers: dict[str, ConsumerMember] = {}
+        self._namesrv_index = random.randrange(len(self.namesrv_addrs))
+        self._route_lock = trio.Lock()
+        self._heartbeat_lock = trio.Lock()
+        self._reset_lock = trio.Lock()  # Java's synchronized resetOffset
+        self._heartbeat_now = trio.Event()
+        self._tasks = TaskGroup()
+        self._users = 0
+        self._remoting: RemotingClient | None = None
+
+    @property
+    def client_id(self) -> str:
+        """`ip@instanceName` (B-51)."""
+        return f"{self.client_ip}@{self.instance_name}"
+
+    # ------------------------------------------------------------------ life cycle
+    async def acquire(self, nursery: trio.Nursery) -> None:
+        """Start the instance for one more user (the first one starts it)."""
+        self._users += 1
+        if self._users > 1:
+            return
+        await self._tasks.start(nursery)
+        self._remoting = await self._tasks.start_task(self._open_remoting)
+        self._tasks.start_soon(self._poll_routes)
+        self._tasks.start_soon(self._heartbeat_loop)
+
+    async def release(self) -> None:
+        """One user is done; the last one closes every connection and timer."""
+        self._users -= 1
+        if self._users <= 0:
+            await self._tasks.stop()
+            self._remoting = None
+
+    async def _open_remoting(self, *, task_status: trio.TaskStatus[RemotingClient] = trio.TASK_STATUS_IGNORED) -> None:
+        # The connections' read loops live in a nursery of their own, so that
+        # stopping the instance closes them after every other task is gone.
+        async with trio.open_nursery() as nursery:
+            client = RemotingClient(nursery, on_request=self._on_request)
+            task_status.started(client)
+            try:
+                await trio.sleep_forever()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await client.aclose()
+
+    @property
+    def remoting(self) -> RemotingClient:
+        if self._remoting is None:
+            raise RuntimeError("the client instance is not started")
+        return self._remoting
+
+    # ------------------------------------------------------------------ members
+    def register_producer(self, member: ProducerMember) -> None:
+        if member.group in self._producers:
+            raise ValueError(f"producer group {member.group} is already registered in {self.client_id}")
+        self._producers[member.group] = member
+
+    def register_consumer(self, member: ConsumerMember) -> None:
+        if member.group in self._consumers:
+            raise ValueError(f"consumer group {member.group} is already registered in {self.client_id}")
+        self._consumers[member.group] = member
+
+    def producer(self, group: str) -> ProducerMember | None:
+        """The registered producer of that group, if any."""
+        return self._producers.get(group)
+
+    async def unregister_producer(self, group: str) -> None:
+        if self._producers.pop(group, None) is not None:
+            await self._unregister_client({"producerGroup": group})
+
+    async def unregister_consumer(self, group: str) -> None:
+        if self._consumers.pop(group, None) is not None:
+            await self._unregister_client({"consumerGroup": group})
+
+    async def _unregister_client(self, group_field: dict[str, str]) -> None:
+        """UNREGISTER_CLIENT to every broker address (remoting spec 7.3.2)."""
+        fields = {"clientID": self.client_id, **group_field}
+        for addrs in list(self.broker_addrs.values()):
+            for addr in addrs.values():
+                try:
+                    await self.invoke(addr, self.request(RequestCode.UNREGISTER_CLIENT, fields))
+                except RemotingError as exc:
+                    log.warning("unregister %s from %s failed: %s", group_field, addr, exc)
+
+    # ------------------------------------------------------------------ requests
+    @staticmethod
+    def request(code: int, fields: Mapping[str, object] | None = None, body: bytes = b"", *,
+                oneway: bool = False) -> RemotingCommand:
+        """A request as this client sends it."""
+        return request(code, fields, body, oneway=oneway, language=LANGUAGE)
+
+    async def invoke(self, addr: str, command: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+        """Send a request and wait for its answer; raises RemotingError."""
+        return await self.remoting.invoke(addr, command, self.config.rpc_timeout if timeout is None else timeout)
+
+    async def invoke_oneway(self, addr: str, command: RemotingCommand) -> None:
+        await self.remoting.invoke_oneway(addr, command)
+
+    # ------------------------------------------------------------------ routes
+    async def _fetch_route(self, topic: str) -> TopicRouteData | None:
+        """GET_ROUTEINFO_BY_TOPIC from the current name server, moving on when one fails."""
+        for _ in range(len(self.namesrv_addrs)):
+            addr = self.namesrv_addrs[self._namesrv_index]
+            try:
+                response = await self.invoke(addr, self.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+            except RemotingError as exc:
+                log.warning("name server %s: %s", addr, exc)
+                self._namesrv_index = (self._namesrv_index + 1) % len(self.namesrv_addrs)
+                continue
+            if response.code == ResponseCode.SUCCESS:
+                try:
+                    return TopicRouteData.decode(response.body)
+                except BodyDecodeError as exc:
+                    log.warning("route of %s from %s is unreadable: %s", topic, addr, exc)
+                    return None
+            if response.code != ResponseCode.TOPIC_NOT_EXIST:
+                log.warning("route of %s: code %s %s", topic, response.code, response.remark)
+            return None
+        return None
+
+    async def update_route(self, topic: str) -> TopicRouteData | None:
+        """Refresh one topic's route (updateTopicRouteInfoFromNameServer); None if there is none."""
+        async with self._route_lock:
+            route = await self._fetch_route(topic)
+            if route is not None:
+                self._apply_route(topic, route, consumers=True)
+            return route
+
+    async def update_route_from_default(self, topic: str, queue_nums: int) -> TopicRouteData | None:
+        """Use TBW102's route for a topic the name server does not know, so a send auto-creates it."""
+        async with self._route_lock:
+            template = await self._fetch_route(AUTO_CREATE_TOPIC_KEY)
+            if template is None:
+                return None
+            route = from_default_route(template, queue_nums)
+            self._apply_route(topic, route, consumers=False)
+            return route
+
+    def _apply_route(self, topic: str, route: TopicRouteData, consumers: bool) -> None:
+        self.routes[topic] = route
+        for data in route.broker_datas:
+            known = self.broker_addrs.get(data.broker_name, {})
+            if set(data.broker_addrs.values()) - set(known.values()):
+                # A broker we never told about our groups: heartbeat now, not in 30 s,
+                # or its pulls would fail with SUBSCRIPTION_NOT_EXIST meanwhile.
+                self._heartbeat_now.set()
+            self.broker_addrs[data.broker_name] = dict(data.broker_addrs)
+        for producer in list(self._producers.values()):
+            producer.on_route(topic, route)
+        if consumers:
+            for consumer in list(self._consumers.values()):
+                consumer.on_route(topic, route)
+
+    def _topics_in_use(self) -> set[str]:
+        topics: set[str] = set()
+        for producer in self._producers.values():
+            topics.update(producer.published_topics())
+        for consumer in self._consumers.values():
+            topics.update(consumer.subscribed_topics())
+        return topics
+
+    async def _poll_routes(self) -> None:
+        while True:
+            await trio.sleep(self.config.poll_name_server_interval)
+            for topic in sorted(self._topics_in_use()):
+                await self.update_route(topic)
+
+    # ------------------------------------------------------------------ broker addresses
+    def find_broker_address_in_publish(self, broker_name: str) -> str | None:
+        """The master's address, or None."""
+        return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
+                                         only_this_broker: bool) -> FoundBroker | None:
+        """Java's findBrokerAddressInSubscribe: that id, else id + 1 for a slave, else any (B-117)."""
+        addrs = self.broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        addr = addrs.get(broker_id)
+        slave = broker_id != MASTER_ID
+        if addr is None and slave:
+            addr = addrs.get(broker_id + 1)
+        if addr is None and not only_this_broker:
+            first_id = next(iter(addrs))
+            addr, slave = addrs[first_id], first_id != MASTER_ID
+        return FoundBroker(addr, slave) if addr is not None else None
+
+    def find_broker_addr_by_topic(self, topic: str) -> str | None:
+        """A random broker of the topic's route: its master, else a random slave (B-50)."""
+        route = self.routes.get(topic)
+        if route is None or not route.broker_datas:
+            return None
+        addrs = random.choice(route.broker_datas).broker_addrs
+        if not addrs:
+            return None
+        return addrs.get(MASTER_ID) or random.choice(list(addrs.values()))
+
+    async def find_consumer_id_list(self, topic: str, group: str) -> list[str] | None:
+        """GET_CONSUMER_LIST_BY_GROUP from one broker of the topic (B-50); None when unavailable."""
+        addr = self.find_broker_addr_by_topic(topic)
+        if addr is None:
+            await self.update_route(topic)
+            addr = self.find_broker_addr_by_topic(topic)
+        if addr is None:
+            return None
+        try:
+            response = await self.invoke(addr, self.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                            {"consumerGroup": group}))
+        except RemotingError as exc:
+            log.warning("consumer list of %s from %s: %s", group, addr, exc)
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            log.info("consumer list of %s from %s: %s", group, addr, response.remark)
+            return None
+        try:
+            return list(GetConsumerListByGroupResponseBody.decode(response.body).consumer_id_list)
+        except BodyDecodeError:
+            return None
+
+    # ------------------------------------------------------------------ heartbeat
+    def heartbeat_now(self) -> None:
+        """Send the heartbeat at once instead of at the next period."""
+        self._heartbeat_now.set()
+
+    async def send_heartbeat_to_all_brokers(self) -> None:
+        """HEART_BEAT with every producer and consumer group (remoting spec 7.3.1, 9.3).
+
+        Producer-only clients tell masters only; with consumers, slaves too.
+        """
+        async with self._heartbeat_lock:
+            if not self._producers and not self._consumers:
+                return
+            data = HeartbeatData(
+                client_id=self.client_id,
+                producer_data_set=tuple(ProducerData(group) for group in self._producers),
+                consumer_data_set=tuple(c.consumer_data() for c in self._consumers.values()),
+            )
+            body = data.encode()
+            for name, addrs in list(self.broker_addrs.items()):
+                for broker_id, addr in list(addrs.items()):
+                    if not self._consumers and broker_id != MASTER_ID:
+                        continue
+                    try:
+                        response = await self.invoke(addr, self.request(RequestCode.HEART_BEAT, {}, body))
+                    except RemotingError as exc:
+                        log.warning("heartbeat to %s (%s) failed: %s", name, addr, exc)
+                        continue
+                    if response.code != ResponseCode.SUCCESS:
+                        log.warning("heartbeat to %s (%s): %s %s", name, addr, response.code, response.remark)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            with trio.move_on_after(self.config.heartbeat_broker_interval):
+                await self._heartbeat_now.wait()
+            self._heartbeat_now = trio.Event()
+            await self.send_heartbeat_to_all_brokers()
+
+    # ------------------------------------------------------------------ broker -> client
+    async def _on_request(self, channel: Channel, command: RemotingCommand) -> RemotingCommand | None:
+        """Requests a broker sends us (remoting spec 7.7)."""
+        code = command.code
+        if code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            for consumer in list(self._consumers.values()):
+                consumer.rebalance_now()
+            return None
+        if code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            self._reset_requested(command)
+            return None
+        if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            consumer = self._consumers.get(command.get_str("consumerGroup") or "")
+            if consumer is None:
+                return response_to(command, ResponseCode.SYSTEM_ERROR,
+                                   f"The Consumer Group <{command.get_str('consumerGroup')}> not exist in this consumer")
+            return response_to(command, ResponseCode.SUCCESS, body=consumer.running_info().encode())
+        if command.is_oneway:
+            return None
+        return response_to(command, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                           f"The request code {code} is not supported by this client")
+
+    def _reset_requested(self, command: RemotingCommand) -> None:
+        topic, group = command.get_str("topic"), command.get_str("group")
+        consumer = self._consumers.get(group or "")
+        if consumer is None or not topic:
+            log.info("reset offset for %s/%s: no push consumer of that group here", group, topic)
+            return  # B-78 step 1
+        try:
+            table = ResetOffsetBody.decode(command.body).offset_table if command.body else {}
+        except BodyDecodeError as exc:
+            log.warning("reset offset body from the broker is unreadable: %s", exc)
+            return
+        self._tasks.start_soon(self._reset_one_at_a_time, consumer, topic, table)
+
+    async def _reset_one_at_a_time(self, consumer: ConsumerMember, topic: str,
+                                   table: Mapping[MessageQueue, int]) -> None:
+        async with self._reset_lock:
+            await consumer.reset_offset(topic, table)

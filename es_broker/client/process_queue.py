@@ -1,0 +1,76 @@
+"""A consumer's local buffer for one assigned queue (Java ProcessQueue, B-42)."""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Iterable
+
+import trio
+
+from es_broker.client.messages import ReceivedMessage
+
+
+class ProcessQueue:
+    """Messages pulled but not yet consumed, by queue offset, and the queue's life-cycle flags.
+
+    The committed offset is a sliding window: the smallest offset still held,
+    or one past the largest offset ever put in once nothing is held (B-42).
+    """
+
+    def __init__(self) -> None:
+        self._msgs: dict[int, ReceivedMessage] = {}
+        self._offsets: list[int] = []  # sorted keys of _msgs
+        self.queue_offset_max = 0
+        self.msg_size = 0
+        self.dropped = False
+        self.last_pull_time = time.monotonic()
+        self.last_consume_time = time.monotonic()
+        self.pull_scope = trio.CancelScope()  # cancelled on drop: a held pull must not outlive its queue
+
+    @property
+    def msg_count(self) -> int:
+        return len(self._offsets)
+
+    def drop(self) -> None:
+        """Mark dropped: results of in-flight consumption are discarded, pulling stops."""
+        self.dropped = True
+        self.pull_scope.cancel()
+
+    def put_messages(self, msgs: Iterable[ReceivedMessage]) -> int:
+        """Hold newly pulled messages; returns how many were new."""
+        added = 0
+        for msg in msgs:
+            if msg.queue_offset in self._msgs:
+                continue
+            self._msgs[msg.queue_offset] = msg
+            bisect.insort(self._offsets, msg.queue_offset)
+            self.msg_size += len(msg.body)
+            self.queue_offset_max = msg.queue_offset
+            added += 1
+        return added
+
+    def remove_messages(self, msgs: Iterable[ReceivedMessage]) -> int:
+        """Forget consumed messages; returns the offset to commit, -1 if nothing was held."""
+        if not self._offsets:
+            return -1
+        for msg in msgs:
+            held = self._msgs.pop(msg.queue_offset, None)
+            if held is not None:
+                del self._offsets[bisect.bisect_left(self._offsets, msg.queue_offset)]
+                self.msg_size -= len(held.body)
+        self.last_consume_time = time.monotonic()
+        return self._offsets[0] if self._offsets else self.queue_offset_max + 1
+
+    def max_span(self) -> int:
+        """Distance between the newest and the oldest held offset (consumeConcurrentlyMaxSpan)."""
+        return self._offsets[-1] - self._offsets[0] if self._offsets else 0
+
+    def clear(self) -> None:
+        """Forget every held message (reset, B-78 step 3)."""
+        self._msgs.clear()
+        self._offsets.clear()
+        self.msg_size = 0
+
+    def is_pull_expired(self, max_idle: float) -> bool:
+        return time.monotonic() - self.last_pull_time > max_idle

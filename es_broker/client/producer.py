@@ -1,0 +1,288 @@
+"""The producer (Java DefaultMQProducer): route lookup, queue choice, retries, batches.
+
+A send picks the next writable queue of the topic's route (round robin); when
+the broker refuses with one of the codes Java retries on, or the connection
+fails, it tries again on a queue of another broker, at most
+retryTimesWhenSendFailed more times within sendMsgTimeout (remoting spec 7.2.1).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import trio
+
+from es_broker.client.config import DEFAULT_PRODUCER_GROUP, ClientConfig, ProducerConfig
+from es_broker.client.instance import ClientInstance
+from es_broker.client.messages import (
+    MAX_RECONSUME_TIMES,
+    RECONSUME_TIME,
+    RETRY_PREFIX,
+    TRAN_MSG,
+    UNIQ_KEY,
+    Message,
+    SendResult,
+    SendStatus,
+    UniqIdGenerator,
+    encode_batch,
+)
+from es_broker.client.remoting_client import RemotingError
+from es_broker.client.route import publish_queues
+from es_broker.client.tasks import Service
+from es_broker.remoting.bodies import MessageQueue, TopicRouteData
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.message import FLAG_COMPRESSED, FLAG_TRANSACTION_PREPARED, encode_properties
+
+log = logging.getLogger(__name__)
+
+QueueSelector = Callable[[Sequence[MessageQueue]], MessageQueue]
+
+# Broker refusals Java retries on another queue (DefaultMQProducerImpl#sendDefaultImpl).
+RETRY_RESPONSE_CODES = frozenset({
+    ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
+    ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID, ResponseCode.NOT_IN_CURRENT_UNIT,
+})
+_STORED = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+class ClientError(Exception):
+    """The client could not do what was asked (no route, no broker, bad argument)."""
+
+
+class BrokerRefused(ClientError):
+    """A broker answered a request with an error code (Java MQBrokerException)."""
+
+    def __init__(self, code: int, remark: str | None, addr: str = "") -> None:
+        super().__init__(f"CODE: {code} DESC: {remark} BROKER: {addr}")
+        self.code = code
+        self.remark = remark
+
+
+class Producer(Service):
+    """Sends messages to a topic's brokers.
+
+    Use `await producer.start(nursery)` / `await producer.shutdown()`, or
+    `async with Producer(...) as producer:`.
+    """
+
+    def __init__(self, namesrv_addr: str, group: str = DEFAULT_PRODUCER_GROUP, *,
+                 config: ProducerConfig | None = None, instance_name: str | None = None,
+                 client_ip: str | None = None, client_config: ClientConfig | None = None,
+                 instance: ClientInstance | None = None) -> None:
+        self.group = group
+        self.config = config or ProducerConfig()
+        self.instance = instance or ClientInstance(namesrv_addr, instance_name=instance_name,
+                                                   client_ip=client_ip, config=client_config)
+        self._publish: dict[str, tuple[MessageQueue, ...]] = {}
+        self._have_route: set[str] = set()
+        self._which_queue: dict[str, int] = {}
+        self._ids = UniqIdGenerator(self.instance.client_ip)
+        self._started = False
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Join the client instance (starting it if needed) and announce the group."""
+        self.instance.register_producer(self)
+        try:
+            await self.instance.acquire(nursery)
+        except BaseException:
+            await self.instance.unregister_producer(self.group)
+            raise
+        self._started = True
+        self.instance.heartbeat_now()
+
+    async def shutdown(self) -> None:
+        """Unregister the group from the brokers and leave the client instance."""
+        if not self._started:
+            return
+        self._started = False
+        await self.instance.unregister_producer(self.group)
+        await self.instance.release()
+
+    # ------------------------------------------------------------------ instance member
+    def published_topics(self) -> Iterable[str]:
+        return list(self._publish)
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self._publish:
+            self._publish[topic] = publish_queues(topic, route)
+            self._have_route.add(topic)
+
+    # ------------------------------------------------------------------ routes
+    async def find_publish_queues(self, topic: str) -> tuple[MessageQueue, ...]:
+        """The topic's writable queues (tryToFindTopicPublishInfo), TBW102's route for a new topic."""
+        queues = self._publish.get(topic)
+        if not queues:
+            self._publish.setdefault(topic, ())
+            await self.instance.update_route(topic)
+            queues = self._publish.get(topic, ())
+        if queues or topic in self._have_route:
+            return queues
+        await self.instance.update_route_from_default(topic, self.config.default_topic_queue_nums)
+        return self._publish.get(topic, ())
+
+    def _select_queue(self, topic: str, queues: Sequence[MessageQueue], last_broker: str | None) -> MessageQueue:
+        """Round robin; after a failure, the next queue of another broker if there is one."""
+        index = self._which_queue.get(topic)
+        if index is None:
+            index = random.randrange(1 << 16)
+        if last_broker is not None:
+            for _ in range(len(queues)):
+                index += 1
+                mq = queues[index % len(queues)]
+                if mq.broker_name != last_broker:
+                    self._which_queue[topic] = index
+                    return mq
+        index += 1
+        self._which_queue[topic] = index
+        return queues[index % len(queues)]
+
+    # ------------------------------------------------------------------ sending
+    async def send(self, topic: str, body: bytes, tags: str | None = None,
+                   keys: str | Sequence[str] | None = None, properties: Mapping[str, str] | None = None, *,
+                   delay_level: int = 0, flag: int = 0, queue_selector: QueueSelector | None = None) -> SendResult:
+        """Send one message and wait until the broker stored it.
+
+        `delay_level` (1..18) sets property DELAY; `queue_selector` picks the
+        queue from the topic's writable queues (no retry, as in Java).
+        """
+        message = Message(body, tags, keys, dict(properties or {}), flag, delay_level)
+        return await self.send_message(topic, message, queue_selector=queue_selector)
+
+    async def send_message(self, topic: str, message: Message, *,
+                           queue_selector: QueueSelector | None = None) -> SendResult:
+        """`send` for a prepared `Message`."""
+        props = self._prepare(message)
+        result = await self._send(topic, message.body, props, message.flag, batch=False,
+                                  queue_selector=queue_selector, oneway=False, msg_id=props[UNIQ_KEY])
+        assert result is not None
+        return result
+
+    async def send_oneway(self, topic: str, body: bytes, tags: str | None = None,
+                          keys: str | Sequence[str] | None = None, properties: Mapping[str, str] | None = None,
+                          *, delay_level: int = 0, flag: int = 0,
+                          queue_selector: QueueSelector | None = None) -> None:
+        """Send without waiting for the broker (one attempt, no result)."""
+        message = Message(body, tags, keys, dict(properties or {}), flag, delay_level)
+        props = self._prepare(message)
+        await self._send(topic, body, props, flag, batch=False, queue_selector=queue_selector, oneway=True,
+                         msg_id=props[UNIQ_KEY])
+
+    async def send_batch(self, topic: str, messages: Sequence[Message], *,
+                         queue_selector: QueueSelector | None = None) -> SendResult:
+        """Send messages to one queue in one SEND_BATCH_MESSAGE; msg_id joins their UNIQ_KEYs."""
+        if not messages:
+            raise ClientError("a batch needs at least one message")
+        entries = []
+        for message in messages:
+            if message.delay_level > 0:
+                raise ClientError("TimeDelayLevel is not supported for batching")
+            props = self._prepare(message)
+            entries.append((message.flag, message.body, props))
+        if topic.startswith(RETRY_PREFIX):
+            raise ClientError("Retry Group is not supported for batching")
+        body = encode_batch(entries)
+        # The batch itself carries only WAIT; its id joins the messages' UNIQ_KEYs (as Java).
+        ids = ",".join(props[UNIQ_KEY] for _, _, props in entries)
+        result = await self._send(topic, body, {"WAIT": "true"}, 0, batch=True,
+                                  queue_selector=queue_selector, oneway=False, msg_id=ids)
+        assert result is not None
+        return result
+
+    def _prepare(self, message: Message) -> dict[str, str]:
+        if len(message.body) == 0:
+            raise ClientError("the message body is empty")
+        if len(message.body) > self.config.max_message_size:
+            raise ClientError(f"the message body size over max value, MAX: {self.config.max_message_size}")
+        props = message.wire_properties()
+        props.setdefault(UNIQ_KEY, self._ids.next_id())  # kept when re-sending a consumed message
+        return props
+
+    async def _send(self, topic: str, body: bytes, props: dict[str, str], flag: int, *, batch: bool,
+                    queue_selector: QueueSelector | None, oneway: bool, msg_id: str) -> SendResult | None:
+        if not self._started:
+            raise ClientError("the producer is not started")
+        deadline = trio.current_time() + self.config.send_msg_timeout
+        queues = await self.find_publish_queues(topic)
+        if not queues:
+            raise ClientError(f"No route info of this topic: {topic}")
+        if queue_selector is not None:
+            mq = queue_selector(queues)
+            return await self._send_kernel(mq, body, props, flag, batch, oneway, deadline, msg_id)
+        attempts = 1 if oneway else 1 + self.config.retry_times_when_send_failed
+        last_error: Exception | None = None
+        mq: MessageQueue | None = None
+        for _ in range(attempts):
+            if trio.current_time() >= deadline:
+                break
+            mq = self._select_queue(topic, queues, mq.broker_name if mq else None)
+            try:
+                result = await self._send_kernel(mq, body, props, flag, batch, oneway, deadline, msg_id)
+            except RemotingError as exc:
+                last_error = exc
+                continue
+            except BrokerRefused as exc:
+                if exc.code not in RETRY_RESPONSE_CODES:
+                    raise
+                last_error = exc
+                continue
+            except ClientError as exc:  # e.g. the broker's address vanished from the route
+                last_error = exc
+                continue
+            if result is not None and result.status != SendStatus.SEND_OK \
+                    and self.config.retry_another_broker_when_not_store_ok:
+                continue
+            return result
+        raise ClientError(f"Send [{attempts}] times, still failed, topic {topic}: {last_error}") from last_error
+
+    async def _send_kernel(self, mq: MessageQueue, body: bytes, props: dict[str, str], flag: int,
+                           batch: bool, oneway: bool, deadline: float, msg_id: str) -> SendResult | None:
+        addr = self.instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            await self.find_publish_queues(mq.topic)
+            addr = self.instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"The broker[{mq.broker_name}] not exist")
+        sys_flag = 0
+        if not batch and len(body) >= self.config.compress_msg_body_over_howmuch:
+            body = zlib.compress(body, 5)  # Java's Deflater level 5 (remoting spec 8.3)
+            sys_flag |= FLAG_COMPRESSED
+        if props.get(TRAN_MSG, "").lower() == "true":
+            sys_flag |= FLAG_TRANSACTION_PREPARED
+        header: dict[str, object] = {
+            "a": self.group, "b": mq.topic, "c": "TBW102", "d": self.config.default_topic_queue_nums,
+            "e": mq.queue_id, "f": sys_flag, "g": int(time.time() * 1000), "h": flag,
+            "i": encode_properties(props).decode("utf-8"), "j": 0, "k": False, "m": batch,
+        }
+        if mq.topic.startswith(RETRY_PREFIX):
+            # A consumer's re-send carries its counters in the header (B-89, B-95).
+            if RECONSUME_TIME in props:
+                header["j"] = int(props[RECONSUME_TIME])
+            if MAX_RECONSUME_TIMES in props:
+                header["l"] = int(props[MAX_RECONSUME_TIMES])
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        if oneway:
+            await self.instance.invoke_oneway(addr, self.instance.request(code, header, body, oneway=True))
+            return None
+        timeout = max(deadline - trio.current_time(), 0.001)
+        response = await self.instance.invoke(addr, self.instance.request(code, header, body), timeout)
+        status = _STORED.get(response.code)
+        if status is None:
+            raise BrokerRefused(response.code, response.remark, addr)
+        return SendResult(
+            status=status,
+            msg_id=msg_id,
+            offset_msg_id=response.get_str("msgId", "") or "",
+            queue=MessageQueue(mq.topic, mq.broker_name, response.get_int("queueId", mq.queue_id) or 0),
+            queue_offset=response.get_long("queueOffset", 0) or 0,
+            region_id=response.get_str("MSG_REGION"),
+        )
