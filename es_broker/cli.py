@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     from es_broker.server.main import add_serve_parser
 
     add_serve_parser(sub)
+    from es_broker.timetravel_cli import add_parsers as add_timetravel_parsers
+
+    add_timetravel_parsers(sub)  # offsets, history, export, readmodel
     return parser
 
 

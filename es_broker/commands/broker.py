@@ -14,7 +14,17 @@ from typing import Any, TypeVar
 import trio
 
 from es_broker.clock import Clock
-from es_broker.commands import messages, offsets, resets, retention, topics
+from es_broker.commands import (
+    messages,
+    offsets,
+    redrive,
+    resets,
+    retention,
+    schedule,
+    sendback,
+    topics,
+    trace,
+)
 from es_broker.commands.errors import NoPermission
 from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutResult
 from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
@@ -49,6 +59,8 @@ class Broker:
         self.store = store
         self.config: BrokerConfig = store.config
         self.writer = GroupCommitWriter(store.log, flush_interval_ms=store.config.flushIntervalCommitLog)
+        # called after a message was parked in SCHEDULE_TOPIC_XXXX; the delay delivery service hooks in
+        self.on_delayed_stored: Callable[[], None] = lambda: None
 
     @classmethod
     def open(cls, data_dir: str | Path, config: BrokerConfig | None = None,
@@ -97,12 +109,21 @@ class Broker:
 
     async def put_messages(self, topic: str, queue_id: int, batch: list[MessageIn], *,
                            requester: str = "", producer_group: str = "",
-                           default_topic: str | None = None, default_topic_queue_nums: int = 4) -> PutResult:
-        """Store a batch in one queue, one record (SEND_BATCH_MESSAGE)."""
+                           default_topic: str | None = None, default_topic_queue_nums: int = 4,
+                           max_reconsume_times: int | None = None) -> PutResult:
+        """Store a batch in one queue, one record (SEND_BATCH_MESSAGE).
+
+        A message with DELAY > 0 is parked in SCHEDULE_TOPIC_XXXX (B-96); a send to
+        `%RETRY%G` past max_reconsume_times goes to `%DLQ%G` (B-95).
+        """
         prepared = messages.prepare_put(self.store, topic, queue_id, batch, producer_group=producer_group,
                                         default_topic=default_topic,
-                                        default_topic_queue_nums=default_topic_queue_nums)
-        return await self.submit(messages.put_job(self.store, prepared, requester))
+                                        default_topic_queue_nums=default_topic_queue_nums,
+                                        max_reconsume_times=max_reconsume_times)
+        result = await self.submit(messages.put_job(self.store, prepared, requester))
+        if result.real_topic is not None:
+            self.on_delayed_stored()
+        return result
 
     def get_message(self, topic: str, queue_id: int, offset: int, max_msg_nums: int = 32,
                     tags_codes: frozenset[int] | None = None) -> GetResult:
@@ -305,6 +326,47 @@ class Broker:
     async def retention_pass(self, *, manual: bool = False) -> retention.RetentionPass:
         """One clean pass: expired commit-log files go, queue minimums are corrected (B-14..B-18)."""
         return await self.submit(retention.retention_job(self.store, manual=manual))
+
+    # ------------------------------------------------------------------ retry, delay, dead letters
+    async def send_back(self, group: str, offset: int, delay_level: int = 0, *,
+                        max_reconsume_times: int | None = None, origin_msg_id: str | None = None,
+                        origin_topic: str | None = None, requester: str = "") -> sendback.SendBackResult:
+        """CONSUMER_SEND_MSG_BACK (B-90..B-94): retry later through the delay schedule, or dead-letter."""
+        result = await self.submit(sendback.send_back_job(
+            self.store, group, offset, delay_level, max_reconsume_times=max_reconsume_times,
+            origin_msg_id=origin_msg_id, origin_topic=origin_topic, requester=requester))
+        if result.stored is not None and result.stored.real_topic is not None:
+            self.on_delayed_stored()
+        if result.error is not None:
+            raise result.error
+        return result
+
+    async def deliver_delayed(self) -> schedule.DeliveryPass:
+        """One pass of the delay schedule: due messages go to their real topic (B-97); never on a slave (B-98)."""
+        if self.config.brokerRole == "SLAVE":
+            return schedule.DeliveryPass((), 0, None, self.store.clock.now_ms())
+        return await self.submit(schedule.deliver_due_job(self.store))
+
+    def delay_offsets(self) -> dict[int, int]:
+        """Level -> next schedule-queue offset to deliver (GET_ALL_DELAY_OFFSET, delayOffset.json)."""
+        with self.store.read() as txn:
+            return dict(self.store.schedule.cursors(txn))
+
+    async def redrive_dlq(self, group: str, *, topic: str | None = None, target: str = redrive.TO_RETRY,
+                          max_count: int | None = None, dry_run: bool = False,
+                          requester: str = "") -> redrive.RedriveResult:
+        """Re-send dead letters of a group (S-9); a dry run only lists them and records nothing."""
+        if dry_run:
+            with self.store.read() as txn:
+                planned, more = redrive.plan(self.store, txn, group, topic=topic, target=target,
+                                             max_count=max_count)
+            return redrive.RedriveResult(group, target, True, tuple(item for item, _ in planned), more)
+        return await self.submit(redrive.redrive_job(self.store, group, topic=topic, target=target,
+                                                     max_count=max_count, requester=requester))
+
+    def message_journey(self, msg_id: str) -> dict[str, Any]:
+        """Every step of a message's life from the records: send, deliveries, retries, DLQ, re-drive, commits."""
+        return trace.journey(self.store, msg_id)
 
     # ------------------------------------------------------------------ topics and groups
     def topic_config(self, topic: str) -> dict[str, Any] | None:

@@ -17,6 +17,9 @@ from es_broker.projections import (
     SubscriptionGroupProjection,
     TopicConfigProjection,
 )
+from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
+from es_broker.projections.message_trace import MessageTraceProjection
+from es_broker.projections.time_index import TimeIndexProjection
 
 LMDB_DIR = "lmdb"
 
@@ -29,6 +32,9 @@ class Store:
     offsets: OffsetTableProjection
     topics: TopicConfigProjection
     groups: SubscriptionGroupProjection
+    schedule: DeliveryScheduleProjection
+    trace: MessageTraceProjection
+    timeindex: TimeIndexProjection
     config: BrokerConfig
     clock: Clock
 
@@ -49,6 +55,9 @@ class Store:
             OffsetTableProjection(),
             TopicConfigProjection(),
             SubscriptionGroupProjection(),
+            DeliveryScheduleProjection(),
+            MessageTraceProjection(),
+            TimeIndexProjection(),
         )
         log = RecordLog(
             Path(data_dir) / LMDB_DIR,
@@ -57,6 +66,8 @@ class Store:
             map_size=config.initial_map_size,
             readonly=readonly,
         )
+        if not readonly:
+            projections[-1].ensure_built(log)  # a log written before the time index existed
         return cls(log, *projections, config=config, clock=clock or SystemClock())
 
     def read(self) -> lmdb.Transaction:

@@ -2,8 +2,11 @@
 
 from es_broker.projections.commitlog import CommitLogProjection
 from es_broker.projections.consume_queue import ConsumeQueueProjection
+from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
+from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.offsets import OffsetTableProjection
 from es_broker.projections.subscription_groups import SubscriptionGroupProjection
+from es_broker.projections.time_index import TimeIndexProjection
 from es_broker.projections.topics import TopicConfigProjection
 
 
@@ -15,12 +18,17 @@ def all_projections() -> list:
         OffsetTableProjection(),
         TopicConfigProjection(),
         SubscriptionGroupProjection(),
+        DeliveryScheduleProjection(),
+        MessageTraceProjection(),
+        TimeIndexProjection(),
     ]
 
 
 __all__ = [
     "CommitLogProjection",
     "ConsumeQueueProjection",
+    "DeliveryScheduleProjection",
+    "MessageTraceProjection",
     "OffsetTableProjection",
     "SubscriptionGroupProjection",
     "TopicConfigProjection",

@@ -55,6 +55,12 @@ class OffsetTableProjection:
                 txn.delete(key, db=self.pending)
                 entry = [record["ts"], old, -1, record["cause"], record["requester"]]
                 txn.put(key + U64.pack(seq), msgpack.packb(entry), db=self.history)
+        elif kind == "slave_offsets_merged":
+            # commits a slave took while the master was away; only the queues where they won move (S-5)
+            for topic, group, qid, old, new, outcome, requester in record["queues"]:
+                if outcome == "applied":
+                    self._set(txn, seq, offset_key(topic, group, qid), record["ts"], old, new, "slave_merge",
+                              requester)
         elif kind == "reset_requested":
             for qid, current, _, final, _ in record["queues"]:
                 key = offset_key(record["topic"], record["group"], qid)

@@ -20,6 +20,7 @@ from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.pull_codes import response_code, slave_correction
+from es_broker.ha.master import wants_slave_ack
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
@@ -111,6 +112,10 @@ class BrokerProcessors:
         self.holds = holds
         self.on_topics_changed = on_topics_changed or (lambda: None)
         self.is_slave = self.config.brokerRole == "SLAVE"
+        # SYNC_MASTER: answers SEND_OK only once a slave holds the record (es_broker.ha.master)
+        self.replication: Any = None
+        # master/slave state for GET_BROKER_RUNTIME_INFO (es_broker.ha)
+        self.ha_status: Any = dict
 
     def handlers(self) -> dict[int, Handler]:
         C = RequestCode
@@ -178,17 +183,23 @@ class BrokerProcessors:
             props = wire.decode_properties(h.get_str("properties", "") or "")
             batch = [MessageIn(req.body, props, h.require_int("flag"), sys_flag, born, born_host, reconsume)]
         created_before = config is not None
+        # a %RETRY% send's limit comes from the header for clients >= V3_4_9 (spec 7.2.1 step 5, B-95)
+        max_reconsume = h.get_int("maxReconsumeTimes") if req.version >= Version.V3_4_9 else None
         result = await self.broker.put_messages(
             topic, queue_id, batch, requester=self.requester(channel),
             producer_group=h.get_str("producerGroup", "") or "",
             default_topic=h.get_str("defaultTopic"),
-            default_topic_queue_nums=h.get_int("defaultTopicQueueNums", 4) or 4)
+            default_topic_queue_nums=h.get_int("defaultTopicQueueNums", 4) or 4,
+            max_reconsume_times=max_reconsume)
         self.holds.notify(result.topic, result.queue_id)
-        if not created_before:
-            self.on_topics_changed()
-        return response_to(req, ResponseCode.SUCCESS, None, {
+        if not created_before or result.diverted_from is not None:
+            self.on_topics_changed()  # a new topic, or maybe a new %DLQ%G, goes to the name server
+        code = ResponseCode.SUCCESS
+        if self.replication is not None and all(wants_slave_ack(m.properties) for m in batch):
+            code = await self.replication.wait_replicated(result.seq)  # stored either way (remoting 7.8)
+        return response_to(req, code, None, {
             "msgId": ",".join(result.msg_ids),
-            "queueId": result.queue_id,
+            "queueId": result.answer_queue_id,
             "queueOffset": result.queue_offset,
             "MSG_REGION": "DefaultRegion",
             "TRACE_ON": "true",
@@ -237,16 +248,18 @@ class BrokerProcessors:
 
     def _pull_answer(self, req, group, result, code, offset) -> RemotingCommand:
         group_config = self.broker.group_config(group) or {}
-        if self.is_slave:
-            result = slave_correction(result, offset, self.config.offsetCheckInSlave)
-            if code == Code.PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
-                code = Code.PULL_RETRY_IMMEDIATELY  # B-61
         if not self.config.slaveReadEnable:
             suggest = 0
         elif result.slow:
             suggest = group_config.get("whichBrokerWhenConsumeSlowly", 1)
         else:
             suggest = group_config.get("brokerId", 0)
+        if self.is_slave:
+            result = slave_correction(result, offset, self.config.offsetCheckInSlave)
+            if code == Code.PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
+                # no correction on a slave: retry the same offset, asked to go to the group's broker (B-61, B-119)
+                code = Code.PULL_RETRY_IMMEDIATELY
+                suggest = group_config.get("brokerId", 0)
         header = {
             "suggestWhichBrokerId": suggest,
             "nextBeginOffset": result.next_begin_offset,
@@ -594,7 +607,7 @@ class BrokerProcessors:
         return response_to(req, ResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
 
     async def runtime_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        table = {k: str(v) for k, v in self.broker.runtime_info().items()}
+        table = {k: str(v) for k, v in {**self.broker.runtime_info(), **self.ha_status()}.items()}
         return response_to(req, ResponseCode.SUCCESS, body=json_body({"table": table}))
 
     async def broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:

@@ -13,16 +13,21 @@ import trio
 
 from es_broker.client.channel import Channel
 from es_broker.client.remoting_client import RemotingClient, RemotingError, split_addr
-from es_broker.commands.broker import Broker, WriterClosed
+from es_broker.commands.broker import WriterClosed
+from es_broker.commands.slave_broker import open_broker
 from es_broker.config import BrokerConfig, load_broker_conf
+from es_broker.ha.master import ReplicationMaster
+from es_broker.ha.slave import SlaveReplicator
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
 from es_broker.server.broker_processors import BrokerProcessors
 from es_broker.server.clients import ClientRegistry
+from es_broker.server.delay_delivery import DelayDeliveryService
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.namesrv import NameServer
 from es_broker.server.remoting_server import RemotingServer
+from es_broker.server.retry_processors import RetryProcessors
 
 log = logging.getLogger("es_broker")
 
@@ -37,15 +42,27 @@ def default_data_dir() -> str:
 class BrokerServer:
     """A running broker: core, listener, name-server registration, housekeeping."""
 
-    def __init__(self, config: BrokerConfig, namesrv_addrs: list[str]) -> None:
+    def __init__(self, config: BrokerConfig, namesrv_addrs: list[str], *, readmodel_url: str | None = None,
+                 master_addr: str | None = None) -> None:
         self.config = config
+        self.readmodel_url = readmodel_url  # the SQL read model's database; None: no follower
         self.namesrv_addrs = namesrv_addrs
-        self.broker = Broker.open(config.storePathRootDir, config)
+        self.broker = open_broker(config)  # a SlaveBroker for brokerRole=SLAVE
         self.holds = PullHoldService()
         self.clients = ClientRegistry(notify_changed=self._consumer_ids_changed)
         self.processors = BrokerProcessors(self.broker, self.clients, self.holds, self._topics_changed)
-        self.remoting = RemotingServer("broker", self.processors.handlers(),
-                                       on_close=self.clients.channel_closed)
+        self.retry = RetryProcessors(self.broker, self.holds, self.processors.requester, self._topics_changed)
+        self.delays = DelayDeliveryService(self.broker, self.holds)
+        # master/slave (es_broker/ha): a master serves its log to slaves, a slave follows its master's
+        self.master_addr = master_addr  # --master; else learned from the name server (B-121)
+        self.replication = ReplicationMaster(self.broker) if config.brokerRole != "SLAVE" else None
+        self.replicator: SlaveReplicator | None = None
+        if config.brokerRole == "SYNC_MASTER":
+            self.processors.replication = self.replication
+        self.processors.ha_status = self.ha_status
+        ha_handlers = self.replication.handlers() if self.replication else {}
+        self.remoting = RemotingServer("broker", {**self.processors.handlers(), **self.retry.handlers(),
+                                                  **ha_handlers}, on_close=self._channel_closed)
         self._register_now = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.port = config.listenPort
@@ -56,6 +73,20 @@ class BrokerServer:
 
     def _topics_changed(self) -> None:
         self._register_now.set()
+
+    def _channel_closed(self, channel: Channel) -> None:
+        self.clients.channel_closed(channel)
+        if self.replication is not None:
+            self.replication.channel_closed(channel)
+
+    def ha_status(self) -> dict[str, object]:
+        """Replication state for GET_BROKER_RUNTIME_INFO: the slaves a master serves, or a slave's progress."""
+        status: dict[str, object] = {"brokerRole": self.config.brokerRole, "brokerId": self.config.brokerId}
+        if self.replication is not None:
+            status.update(self.replication.status())
+        if self.replicator is not None:
+            status.update(self.replicator.status())
+        return status
 
     def _consumer_ids_changed(self, group: str, channels: list[Channel]) -> None:
         if self._nursery is None:
@@ -81,13 +112,24 @@ class BrokerServer:
                 self.config = self.broker.config = self.broker.store.config = self.config.replace(
                     listenPort=self.port)
                 self.processors.config = self.config
+                if self.config.brokerRole == "SLAVE":  # before registering: the answer may name the master
+                    self.replicator = SlaveReplicator(self.broker, RemotingClient(nursery),
+                                                      master_addr=self.master_addr, own_addr=lambda: self.addr,
+                                                      on_stored=self.holds.notify)
+                    nursery.start_soon(self.replicator.run)
                 client = RemotingClient(nursery)
                 if self.namesrv_addrs:
                     await self._register_all(client)
                     nursery.start_soon(self._registration_loop, client)
                 nursery.start_soon(self._expiry_loop)
+                if self.readmodel_url:  # the SQL read model follows the log, off the request path
+                    from es_broker.readmodel.follower import follow, source_of
+
+                    nursery.start_soon(follow, self.readmodel_url, self.broker.store.log, self.broker.writer,
+                                       source_of(self.config))
                 if self.config.brokerRole != "SLAVE":
                     nursery.start_soon(self._retention_loop)
+                    nursery.start_soon(self.delays.run)  # the delay schedule runs on a master only (B-98)
                 task_status.started(self)
         finally:
             self.broker.close()
@@ -109,9 +151,12 @@ class BrokerServer:
                 "haServerAddr": f"{cfg.brokerIP1}:{cfg.haListenPort}", "brokerId": cfg.brokerId,
                 "compressed": False}, body)
             try:
-                await client.invoke(addr, cmd, timeout=6.0)
+                answer = await client.invoke(addr, cmd, timeout=6.0)
             except RemotingError as exc:
                 log.warning("registration with name server %s failed: %s", addr, exc)
+                continue
+            if self.replicator is not None:  # a slave learns (or forgets) its master here (B-121)
+                self.replicator.set_master(answer.ext_fields.get("masterAddr"))
 
     async def _retention_loop(self) -> None:
         """CleanCommitLogService: a pass every cleanResourceInterval (B-14); passes that delete are records."""
@@ -161,6 +206,7 @@ async def serve(args: argparse.Namespace) -> None:
         config = config.replace(brokerName=args.broker_name)
     if args.cluster:
         config = config.replace(brokerClusterName=args.cluster)
+    config = _with_role(config, args)
     host, port = _listen(args.listen or f"{config.brokerIP1}:{config.listenPort}", config.listenPort)
     config = config.replace(brokerIP1=host, listenPort=port)
     Path(config.storePathRootDir).mkdir(parents=True, exist_ok=True)
@@ -168,7 +214,7 @@ async def serve(args: argparse.Namespace) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
         namesrv = args.namesrv or config.namesrvAddr
-        if args.role in ("all", "namesrv") and not (args.role == "all" and args.namesrv):
+        if args.role in ("all", "slave", "namesrv") and not (args.role in ("all", "slave") and args.namesrv):
             ns_host, ns_port = _listen(args.namesrv_listen, 9876)
             bound = await nursery.start(NameServerRole().run, ns_host, ns_port)
             print(f"es-broker name server listening on {ns_host}:{bound}", flush=True)
@@ -177,9 +223,31 @@ async def serve(args: argparse.Namespace) -> None:
         if args.role == "namesrv":
             return
         server: BrokerServer = await nursery.start(
-            BrokerServer(config, [a for a in namesrv.split(";") if a]).run, host)
+            BrokerServer(config, [a for a in namesrv.split(";") if a],
+                         readmodel_url=readmodel_url_for(args.readmodel_url, config.storePathRootDir),
+                         master_addr=args.master).run, host)
+        role = "" if config.brokerRole == "ASYNC_MASTER" else f", {config.brokerRole} brokerId {config.brokerId}"
+        master = f", master {args.master}" if args.master else ""
         print(f"es-broker {config.brokerName} listening on {server.addr}, data in {config.storePathRootDir}, "
-              f"name server {namesrv}", flush=True)
+              f"name server {namesrv}{role}{master}", flush=True)
+
+
+def _with_role(config: BrokerConfig, args: argparse.Namespace) -> BrokerConfig:
+    """--role slave / --broker-id over broker.conf's brokerRole and brokerId, checked as BrokerStartup does."""
+    if args.role == "slave":
+        config = config.replace(brokerRole="SLAVE", brokerId=config.brokerId or 1)
+    if args.broker_id is not None:
+        config = config.replace(brokerId=args.broker_id)
+    if config.brokerRole not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+        raise ValueError(f"brokerRole {config.brokerRole!r} is not ASYNC_MASTER, SYNC_MASTER or SLAVE")
+    if config.brokerRole == "SLAVE":
+        if config.brokerId <= 0:
+            raise ValueError("a slave's brokerId must be > 0 (--broker-id N)")
+    else:
+        if args.master:
+            raise ValueError("--master names the master a slave follows; this broker is a master")
+        config = config.replace(brokerId=0)  # a master is always brokerId 0 (MixAll.MASTER_ID)
+    return config
 
 
 async def _stop_on_signal(scope: trio.CancelScope) -> None:
@@ -199,6 +267,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def readmodel_url_for(url: str | None, data_dir: str) -> str | None:
+    from es_broker.readmodel.db import default_url
+
+    if url and url.lower() == "none":
+        return None
+    return url or default_url(data_dir)
+
+
 def add_serve_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the broker (and the name server role) on a data directory")
     p.add_argument("--data-dir", help=f"broker data directory (default {default_data_dir()})")
@@ -206,8 +282,16 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--listen", help="broker HOST:PORT (default 127.0.0.1:10911)")
     p.add_argument("--namesrv-listen", default="127.0.0.1:9876", help="name server HOST:PORT")
     p.add_argument("--namesrv", help="external name server(s) HOST:PORT[;HOST:PORT]; no embedded one")
-    p.add_argument("--role", choices=["all", "broker", "namesrv"], default="all")
+    p.add_argument("--role", choices=["all", "broker", "slave", "namesrv"], default="all",
+                   help="all: broker and name server; slave: a slave broker (brokerRole=SLAVE), with a name "
+                   "server unless --namesrv; broker: the broker only; namesrv: the name server only")
+    p.add_argument("--master", help="HOST:PORT of the master a slave replicates from (default: the master the "
+                   "name server lists for this brokerName)")
+    p.add_argument("--broker-id", type=int, help="brokerId: 0 for a master, > 0 for a slave (default 1 with "
+                   "--role slave)")
     p.add_argument("--broker-name")
     p.add_argument("--cluster")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--readmodel-url", help="SQL read model database, any SQLAlchemy URL (default: sqlite "
+                   "readmodel.sqlite in the data directory; 'none' runs no follower)")
     p.set_defaults(func=_cmd_serve)

@@ -1,0 +1,286 @@
+"""Offsets a slave takes while clients cannot reach the master, and their merge back (B-30, B-123, S-5).
+
+A slave's record log is the master's, record for record: it may not append
+anything of its own, or its sequence numbers would part from the master's.
+So UPDATE_CONSUMER_OFFSET on a slave (B-30, B-113: clients commit to any
+broker of the name while the master is absent) goes to a *slave journal*: an
+LMDB environment of its own next to the log (`<data dir>/slave_offsets`),
+invisible to replay and verify. The slave answers QUERY_CONSUMER_OFFSET and
+consume stats from the replicated offset table overlaid with its journal.
+
+When the master is back the slave ships its journal to it
+(HA_MERGE_SLAVE_OFFSETS) and the master decides, in one record,
+`slave_offsets_merged`, which commits win:
+
+- `latest_wins` (default, S-5): per (G, T, Q) the slave's latest commit is
+  compared with the master's latest change of that offset by record time;
+  the later wins, equal times go to the larger offset.
+- `compat_overwrite` (B-123): RocketMQ's SlaveSynchronize, the master's table
+  overwrites the slave's and every slave commit is lost; the record still
+  lists them, so the loss is visible in the history.
+
+The record carries the slave's commits and, per queue, the outcome. When it
+reaches the slave through replication, the slave forgets the journal entries
+it covers (`journal_upto`), so an entry is dropped only once the master's log
+holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+import msgpack
+
+from es_broker.commands import names
+from es_broker.commands.errors import IllegalRequest
+from es_broker.commands.store import Store
+from es_broker.log import AppendContext, make
+from es_broker.projections.keys import U64, offset_key
+
+JOURNAL_DIR = "slave_offsets"
+LATEST_WINS = "latest_wins"
+COMPAT_OVERWRITE = "compat_overwrite"
+MERGE_POLICIES = (LATEST_WINS, COMPAT_OVERWRITE)
+
+# outcome of one queue in a `slave_offsets_merged` record
+APPLIED = "applied"  # the slave's commit was later: the master's offset moves to it
+KEPT_MASTER = "kept_master"  # the master's own latest change was later (or equal with a larger offset)
+DISCARDED = "discarded"  # compat_overwrite: the slave's commit is lost, as in RocketMQ
+
+_META_LOG_SEEN = b"log_seen"  # the replicated sequence up to which merge records were looked for
+_META_LAST_LOCAL = b"last_local_seq"  # journal positions never repeat, even after every entry was merged
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveCommit:
+    """One UPDATE_CONSUMER_OFFSET a slave accepted (the fields of an `offset_committed` record)."""
+
+    local_seq: int  # position in the slave journal
+    ts: int
+    topic: str
+    group: str
+    queue_id: int
+    offset: int
+    old: int  # what the slave would have answered before this commit
+    cause: str
+    requester: str
+    replicated_seq: int  # the last master record the slave had applied: what it knew then
+
+    def row(self) -> list:
+        return [self.local_seq, self.ts, self.topic, self.group, self.queue_id, self.offset, self.old,
+                self.cause, self.requester, self.replicated_seq]
+
+    @classmethod
+    def from_row(cls, row: list) -> SlaveCommit:
+        return cls(*row)
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.topic, self.group, self.queue_id)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetChangeAt:
+    """The master's latest change of one offset: when, and to what (-1: removed)."""
+
+    seq: int
+    ts: int
+    offset: int
+
+
+def check_policy(policy: str) -> str:
+    if policy not in MERGE_POLICIES:
+        raise IllegalRequest(f"slave_offset_merge {policy!r} is not one of {', '.join(MERGE_POLICIES)}")
+    return policy
+
+
+def slave_commit_wins(commit: SlaveCommit, master: OffsetChangeAt | None) -> bool:
+    """latest_wins: the later change by record time; equal times go to the larger offset (S-5)."""
+    return master is None or (commit.ts, commit.offset) > (master.ts, master.offset)
+
+
+def latest_per_queue(commits: Iterable[SlaveCommit]) -> dict[tuple[str, str, int], SlaveCommit]:
+    """The slave's own latest commit per (T, G, Q): later time, then later in its journal."""
+    latest: dict[tuple[str, str, int], SlaveCommit] = {}
+    for c in commits:
+        seen = latest.get(c.key)
+        if seen is None or (c.ts, c.local_seq) >= (seen.ts, seen.local_seq):
+            latest[c.key] = c
+    return latest
+
+
+def last_change(store: Store, txn: lmdb.Transaction, topic: str, group: str, queue_id: int) -> OffsetChangeAt | None:
+    """The newest entry of the offset history of (T, G, Q), or None when it never changed."""
+    prefix = offset_key(topic, group, queue_id)
+    cur = txn.cursor(db=store.offsets.history)
+    # history keys are prefix + seq: the entry just before prefix + max seq is the newest one
+    found = cur.prev() if cur.set_range(prefix + b"\xff" * 8) else cur.last()
+    if not found:
+        return None
+    key = cur.key()
+    if key[: len(prefix)] != prefix or len(key) != len(prefix) + 8:
+        return None
+    ts, _old, new, _cause, _requester = msgpack.unpackb(cur.value())
+    return OffsetChangeAt(U64.unpack(key[-8:])[0], ts, new)
+
+
+def effective_offset(store: Store, txn: lmdb.Transaction, mine: SlaveCommit | None, topic: str, group: str,
+                     queue_id: int) -> int:
+    """What a slave answers for (T, G, Q): the replicated value overlaid with its own latest commit.
+
+    With compat_overwrite the slave's own value stands until the merge, as
+    RocketMQ's slave table does until the next sync; with latest_wins the
+    answer already is what the merge will decide.
+    """
+    replicated = store.offsets.query(txn, topic, group, queue_id)
+    if mine is None:
+        return replicated
+    if store.config.slave_offset_merge == COMPAT_OVERWRITE:
+        return mine.offset
+    return mine.offset if slave_commit_wins(mine, last_change(store, txn, topic, group, queue_id)) else replicated
+
+
+def check_commit(group: str, topic: str, queue_id: object, offset: object) -> None:
+    """The argument checks of a commit (as offsets.commit_job makes them)."""
+    names.check_group_name(group)
+    names.check_topic_name(topic)
+    if not isinstance(queue_id, int) or isinstance(queue_id, bool) or queue_id < 0:
+        raise IllegalRequest(f"queueId {queue_id!r} must be a non-negative integer")
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise IllegalRequest(f"commitOffset {offset!r} must be an integer")
+
+
+# ---------------------------------------------------------------------- the slave journal
+
+
+class SlaveOffsetJournal:
+    """The commits a slave took, in an LMDB environment of their own (not part of the record log).
+
+    Database `journal`: 8-byte local sequence -> msgpack row of a SlaveCommit.
+    Database `meta`: `log_seen` -> the replicated sequence up to which merge
+    records have been looked for (so a crash between applying a merge record
+    and forgetting its entries is repaired at the next start), and the last
+    journal position handed out.
+    """
+
+    def __init__(self, path: str | Path, *, sync: bool = False) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.env = lmdb.open(str(self.path), map_size=8 * 1024 * 1024, max_dbs=4, sync=sync, metasync=sync)
+        self.journal_db = self.env.open_db(b"journal")
+        self.meta_db = self.env.open_db(b"meta")
+        self._latest: dict[tuple[str, str, int], SlaveCommit] = {}
+        self.last_local_seq = 0
+        self._reload()
+
+    def _reload(self) -> None:
+        self._latest = latest_per_queue(self.pending())
+        with self.env.begin() as txn:
+            raw = txn.get(_META_LAST_LOCAL, db=self.meta_db)
+        self.last_local_seq = U64.unpack(raw)[0] if raw else 0
+
+    def _write(self, fn) -> None:
+        while True:
+            try:
+                with self.env.begin(write=True) as txn:
+                    fn(txn)
+                return
+            except lmdb.MapFullError:
+                self.env.set_mapsize(self.env.info()["map_size"] * 2)
+
+    def record(self, *, ts: int, topic: str, group: str, queue_id: int, offset: int, old: int, cause: str,
+               requester: str, replicated_seq: int) -> SlaveCommit:
+        """Keep one commit; it is durable when this returns (with the broker's flush mode)."""
+        commit = SlaveCommit(self.last_local_seq + 1, ts, topic, group, queue_id, offset, old, cause, requester,
+                             replicated_seq)
+
+        def put(txn: lmdb.Transaction) -> None:
+            txn.put(U64.pack(commit.local_seq), msgpack.packb(commit.row()), db=self.journal_db)
+            txn.put(_META_LAST_LOCAL, U64.pack(commit.local_seq), db=self.meta_db)
+
+        self._write(put)
+        self.last_local_seq = commit.local_seq
+        self._latest[commit.key] = commit
+        return commit
+
+    def latest(self, topic: str, group: str, queue_id: int) -> SlaveCommit | None:
+        return self._latest.get((topic, group, queue_id))
+
+    def latest_all(self) -> dict[tuple[str, str, int], SlaveCommit]:
+        return dict(self._latest)
+
+    def pending(self, after: int = 0) -> list[SlaveCommit]:
+        """Commits not yet covered by a merge record, oldest first; those after a local sequence."""
+        with self.env.begin() as txn:
+            cur = txn.cursor(db=self.journal_db)
+            if not cur.set_range(U64.pack(after + 1)):
+                return []
+            return [SlaveCommit.from_row(msgpack.unpackb(raw)) for _, raw in cur]
+
+    def forget_through(self, local_seq: int) -> int:
+        """Drop the entries a merge record on the master covers; returns how many went."""
+        dropped = 0
+
+        def drop(txn: lmdb.Transaction) -> None:
+            nonlocal dropped
+            cur = txn.cursor(db=self.journal_db)
+            while cur.first() and U64.unpack(cur.key())[0] <= local_seq:
+                cur.delete()
+                dropped += 1
+
+        self._write(drop)
+        self._reload()
+        return dropped
+
+    @property
+    def log_seen(self) -> int:
+        with self.env.begin() as txn:
+            raw = txn.get(_META_LOG_SEEN, db=self.meta_db)
+        return U64.unpack(raw)[0] if raw else 0
+
+    def note_log_seen(self, seq: int) -> None:
+        self._write(lambda txn: txn.put(_META_LOG_SEEN, U64.pack(seq), db=self.meta_db))
+
+    def close(self) -> None:
+        self.env.close()
+
+
+# ---------------------------------------------------------------------- the merge, on the master
+
+
+@dataclass(frozen=True, slots=True)
+class MergeOutcome:
+    seq: int
+    policy: str
+    queues: tuple[tuple, ...]  # (topic, group, queue id, old, new, outcome, requester)
+
+
+def merge_job(store: Store, *, broker_id: int, slave_addr: str, journal_upto: int,
+              commits: list[SlaveCommit], requester: str = ""):
+    """Record `slave_offsets_merged`: the slave's commits and, per queue, which value holds now (S-5)."""
+    policy = check_policy(store.config.slave_offset_merge)
+    for c in commits:
+        check_commit(c.group, c.topic, c.queue_id, c.offset)
+
+    def job(ctx: AppendContext) -> MergeOutcome:
+        queues = []
+        for (topic, group, qid), c in sorted(latest_per_queue(commits).items()):
+            current = store.offsets.query(ctx.txn, topic, group, qid)
+            if policy == COMPAT_OVERWRITE:
+                outcome = DISCARDED
+            elif slave_commit_wins(c, last_change(store, ctx.txn, topic, group, qid)):
+                outcome = APPLIED
+            else:
+                outcome = KEPT_MASTER
+            new = c.offset if outcome == APPLIED else current
+            queues.append((topic, group, qid, current, new, outcome, c.requester))
+        seq = ctx.append(make("slave_offsets_merged", store.clock.now_ms(), broker_id=broker_id,
+                              slave_addr=slave_addr, policy=policy, journal_upto=journal_upto,
+                              commits=[c.row() for c in commits], queues=[list(q) for q in queues],
+                              requester=requester))
+        return MergeOutcome(seq, policy, tuple(queues))
+
+    return job

@@ -1,0 +1,240 @@
+"""The master's side of replication: serve record fetches, track what slaves hold, SYNC_MASTER waits.
+
+A slave's fetch from sequence N says "I hold everything below N": that is
+the acknowledgement SYNC_MASTER waits for (RocketMQ's push2SlaveMaxOffset,
+here in records and, for haSlaveFallbehindMax, in commit-log bytes). A slave
+counts as connected while its connection is open and it fetched within
+haHousekeepingInterval; the fetch is held at most haSendHeartbeatInterval,
+so a live slave always fetches well within that.
+
+Catch-up points are records: the first time in a connection that a slave
+stands at the master's tail, the master appends `slave_caught_up` (slave id,
+address, the sequence it holds, records shipped in that connection). Topic
+configs, groups, offsets and delay cursors of the slave equal the master's
+at that sequence, since they are projections of the same records, so the
+record is where RocketMQ's periodic SlaveSynchronize (B-121..B-125) would
+have completed a round.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+import trio
+
+from es_broker.client.channel import Channel
+from es_broker.commands.broker import Broker
+from es_broker.commands.errors import IllegalRequest
+from es_broker.commands.slave_broker import LogDiverged, ReplicatedBatch
+from es_broker.commands.slave_offsets import merge_job
+from es_broker.commands.store import Store
+from es_broker.config import BrokerConfig
+from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
+from es_broker.log import AppendContext, make, records
+from es_broker.remoting.codes import EsRequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, response_to
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand]]
+
+
+def wants_slave_ack(properties: dict[str, str]) -> bool:
+    """Message#isWaitStoreMsgOK: a send waits for the store (and a SYNC slave) unless WAIT=false."""
+    return properties.get("WAIT", "true").strip().lower() != "false"
+
+
+@dataclass(slots=True)
+class SlaveSession:
+    """One slave connection, as the master sees it."""
+
+    broker_id: int
+    addr: str
+    channel: Channel
+    acked_seq: int
+    phy_max: int
+    last_fetch: float  # trio clock
+    connected_at_ms: int
+    records_shipped: int = 0
+    caught_up_seq: int | None = None  # the sequence recorded by this connection's slave_caught_up
+    fetching: int = 0  # fetches in progress (held on the tail)
+
+    def describe(self) -> str:
+        caught_up = "not yet" if self.caught_up_seq is None else f"at {self.caught_up_seq}"
+        return (f"{self.broker_id}@{self.addr} acked {self.acked_seq}, phyMax {self.phy_max}, "
+                f"shipped {self.records_shipped}, caught up {caught_up}")
+
+
+class ReplicationMaster:
+    """Serves HA_FETCH_RECORDS and HA_MERGE_SLAVE_OFFSETS; answers SYNC_MASTER's "does a slave have it"."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.sessions: dict[Channel, SlaveSession] = {}
+        self.acked_seq = 0  # highest sequence any slave acknowledged; never decreases (push2SlaveMaxOffset)
+        self.slave_phy_max = 0  # highest commit-log end any slave reported
+        self._acked = trio.Event()
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.broker.config
+
+    def handlers(self) -> dict[int, Handler]:
+        return {EsRequestCode.HA_FETCH_RECORDS: self.fetch,
+                EsRequestCode.HA_MERGE_SLAVE_OFFSETS: self.merge}
+
+    def channel_closed(self, channel: Channel) -> None:
+        session = self.sessions.pop(channel, None)
+        if session is not None:
+            log.info("slave %d at %s disconnected at seq %d", session.broker_id, session.addr, session.acked_seq)
+
+    # ------------------------------------------------------------------ SYNC_MASTER
+    def live_sessions(self) -> list[SlaveSession]:
+        horizon = trio.current_time() - self.config.haHousekeepingInterval / 1000
+        return [s for s in self.sessions.values()
+                if not s.channel.closed and (s.fetching or s.last_fetch >= horizon)]
+
+    def slave_ok(self, master_put_where: int) -> bool:
+        """HAService#isSlaveOK: a slave is connected and lags less than haSlaveFallbehindMax bytes."""
+        return bool(self.live_sessions()) and \
+            master_put_where - self.slave_phy_max < self.config.haSlaveFallbehindMax
+
+    async def wait_replicated(self, seq: int) -> ResponseCode:
+        """After a SYNC_MASTER store: SUCCESS once a slave holds seq, else RocketMQ's statuses (B-111, 7.8).
+
+        SLAVE_NOT_AVAILABLE when no slave is connected (or it lags too far);
+        FLUSH_SLAVE_TIMEOUT when none acknowledged within slaveTimeout. Both
+        mean "stored on the master" to a client.
+        """
+        store = self.broker.store
+        with store.read() as txn:
+            put_where = store.commitlog.phy_max(txn)
+        if not self.slave_ok(put_where):
+            return ResponseCode.SLAVE_NOT_AVAILABLE
+        with trio.move_on_after(self.config.slaveTimeout / 1000):
+            while self.acked_seq < seq:
+                await self._acked.wait()
+            return ResponseCode.SUCCESS
+        return ResponseCode.FLUSH_SLAVE_TIMEOUT
+
+    def _acknowledge(self, session: SlaveSession, acked: int, phy_max: int) -> None:
+        session.acked_seq = max(session.acked_seq, acked)
+        session.phy_max = max(session.phy_max, phy_max)
+        self.slave_phy_max = max(self.slave_phy_max, phy_max)
+        if acked > self.acked_seq:
+            self.acked_seq = acked
+            self._acked.set()
+            self._acked = trio.Event()
+
+    # ------------------------------------------------------------------ fetch
+    async def fetch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        fr = FetchRequest.from_command(req)
+        store = self.broker.store
+        self._check_history(fr)
+        session = self.sessions.get(channel)
+        if session is None or session.broker_id != fr.slave_id:
+            session = self.sessions[channel] = SlaveSession(
+                fr.slave_id, fr.slave_addr, channel, fr.from_seq - 1, fr.slave_phy_max, trio.current_time(),
+                store.clock.now_ms())
+            log.info("slave %d at %s connected, holding seq %d", fr.slave_id, fr.slave_addr, fr.from_seq - 1)
+        session.last_fetch = trio.current_time()
+        self._acknowledge(session, fr.from_seq - 1, fr.slave_phy_max)
+        session.fetching += 1
+        try:
+            if fr.from_seq > store.log.last_seq:
+                if session.caught_up_seq is None:
+                    await self._record_caught_up(session, fr.from_seq - 1)
+                else:
+                    with trio.move_on_after(fr.max_wait_ms / 1000):
+                        await self.broker.writer.wait_past(fr.from_seq)
+        finally:
+            session.fetching -= 1
+            session.last_fetch = trio.current_time()
+        answer = self._read(fr.from_seq, fr.max_bytes)
+        session.records_shipped += len(answer.batch.records)
+        return answer.to_response(req)
+
+    def _check_history(self, fr: FetchRequest) -> None:
+        """The slave must stand on the master's history: no records beyond it, the same record below."""
+        log_ = self.broker.store.log
+        if fr.from_seq > log_.last_seq + 1:
+            raise LogDiverged(f"the slave holds records up to {fr.from_seq - 1}, the master only up to "
+                              f"{log_.last_seq}: the slave is ahead of this master's log")
+        if fr.from_seq > 1:
+            with log_.read_txn() as txn:
+                mine = txn.get(records.seq_key(fr.from_seq - 1), db=log_.log_db)
+            if record_crc(mine) != fr.last_record_crc:
+                raise LogDiverged(f"the slave's record {fr.from_seq - 1} differs from the master's: "
+                                  "the logs diverged")
+
+    async def _record_caught_up(self, session: SlaveSession, held: int) -> None:
+        def job(ctx: AppendContext) -> int:
+            return ctx.append(make("slave_caught_up", self.broker.store.clock.now_ms(),
+                                   broker_id=session.broker_id, slave_addr=session.addr, seq=held,
+                                   connected_at=session.connected_at_ms,
+                                   records_shipped=session.records_shipped))
+        await self.broker.submit(job)
+        session.caught_up_seq = held
+        log.info("slave %d at %s caught up at seq %d", session.broker_id, session.addr, held)
+
+    def _read(self, from_seq: int, max_bytes: int) -> FetchAnswer:
+        """Records from from_seq (at least one if there is one) and the message bytes they place."""
+        store = self.broker.store
+        log_ = store.log
+        raws: list[bytes] = []
+        payloads: list[tuple[int, bytes]] = []
+        size = 0
+        with log_.read_txn() as txn:  # one snapshot: a record and the payloads it places agree
+            cur = txn.cursor(db=log_.log_db)
+            if cur.set_range(records.seq_key(from_seq)):
+                for key, raw in cur:
+                    if raws and size + len(raw) > max_bytes:
+                        break
+                    if records.key_seq(key) != from_seq + len(raws):
+                        raise LogDiverged(f"the master's log has a gap at {from_seq + len(raws)}")
+                    raws.append(raw)
+                    size += len(raw)
+                    size += _add_payloads(store, txn, records.unpack(raw), payloads)
+            phy_max = store.commitlog.phy_max(txn)
+            last = log_.last_seq
+        return FetchAnswer(ReplicatedBatch(from_seq, tuple(raws), tuple(payloads)), max(last, from_seq - 1), phy_max)
+
+    # ------------------------------------------------------------------ merge
+    async def merge(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        try:
+            mr = MergeRequest.from_command(req)
+        except (TypeError, ValueError) as exc:
+            raise IllegalRequest(f"merge request is malformed: {exc}") from None
+        outcome = await self.broker.submit(merge_job(
+            self.broker.store, broker_id=mr.slave_id, slave_addr=mr.slave_addr, journal_upto=mr.journal_upto,
+            commits=list(mr.commits), requester=mr.slave_addr))
+        log.info("merged %d offset commits of slave %d (%s): seq %d", len(mr.commits), mr.slave_id,
+                 outcome.policy, outcome.seq)
+        return response_to(req, ResponseCode.SUCCESS, None, {"seq": outcome.seq, "policy": outcome.policy})
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> dict[str, Any]:
+        live = self.live_sessions()
+        return {"haSlaveCount": len(live), "haSlaveAckedSeq": self.acked_seq,
+                "haSlaves": "; ".join(s.describe() for s in live)}
+
+
+def _add_payloads(store: Store, txn: lmdb.Transaction, record: dict, out: list[tuple[int, bytes]]) -> int:
+    """Append the commit-log entries a `messages_stored` record places; returns their size.
+
+    Bytes that retention already removed are not shipped: the record that
+    removed them follows and removes nothing more on the slave.
+    """
+    if record["type"] != "messages_stored":
+        return 0
+    size = 0
+    for phy, _, _ in record["units"]:
+        data = store.log.payload(txn, phy)
+        if data is not None:
+            out.append((phy, bytes(data)))
+            size += len(data)
+    return size

@@ -1,0 +1,110 @@
+"""The replication protocol between a slave and its master, over remoting frames (sans-IO).
+
+RocketMQ ships raw commit-log bytes over a port of its own (remoting spec
+7.8) and syncs metadata with four remoting calls every 10 s. es-broker ships
+the record log instead, so one stream carries messages, consume-queue
+positions, offsets, topic and group configs and delay cursors alike; it
+rides on the broker's remoting port with private request codes:
+
+HA_FETCH_RECORDS (9280), slave -> master. Header: `slaveId`, `slaveAddr`,
+`fromSeq` (the first sequence the slave lacks: it acknowledges every record
+below), `lastRecordCrc` (CRC-32 of the slave's record fromSeq - 1, so the
+master can tell a slave that is not on its history), `slavePhyMax` (the
+slave's commit-log end, for haSlaveFallbehindMax), `maxWaitMillis` (the
+master holds the request that long when it has nothing new: long polling on
+its tail, which doubles as the slave's heartbeat), `maxBytes`. Answer:
+SUCCESS with `firstSeq`, `count`, `masterLastSeq`, `masterPhyMax` and a
+msgpack body `[[record, ...], [[physical offset, message bytes], ...]]`: the
+records as stored, and the commit-log entries that the `messages_stored`
+among them place. SYSTEM_ERROR when the slave is not on the master's history.
+
+HA_MERGE_SLAVE_OFFSETS (9281), slave -> master. Header: `slaveId`,
+`slaveAddr`, `journalUpto`; body: msgpack list of slave-journal rows
+(`SlaveCommit.row`). Answer: SUCCESS with `seq` (the merge record) and
+`policy`.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import msgpack
+
+from es_broker.commands.slave_broker import ReplicatedBatch
+from es_broker.commands.slave_offsets import SlaveCommit
+from es_broker.remoting.codes import EsRequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, request, response_to
+
+DEFAULT_MAX_BYTES = 1024 * 1024  # per answer; one record is always shipped, whatever its size
+
+
+def record_crc(raw: bytes | None) -> int:
+    """CRC-32 of a stored record; 0 for "no record" (a slave with an empty log)."""
+    return zlib.crc32(raw) if raw else 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    slave_id: int
+    slave_addr: str
+    from_seq: int
+    last_record_crc: int
+    slave_phy_max: int
+    max_wait_ms: int
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    def to_command(self) -> RemotingCommand:
+        return request(EsRequestCode.HA_FETCH_RECORDS, {
+            "slaveId": self.slave_id, "slaveAddr": self.slave_addr, "fromSeq": self.from_seq,
+            "lastRecordCrc": self.last_record_crc, "slavePhyMax": self.slave_phy_max,
+            "maxWaitMillis": self.max_wait_ms, "maxBytes": self.max_bytes})
+
+    @classmethod
+    def from_command(cls, cmd: RemotingCommand) -> FetchRequest:
+        return cls(cmd.require_int("slaveId"), cmd.require_str("slaveAddr"), max(cmd.require_long("fromSeq"), 1),
+                   cmd.require_long("lastRecordCrc"), cmd.require_long("slavePhyMax"),
+                   max(cmd.require_int("maxWaitMillis"), 0), max(cmd.get_int("maxBytes", DEFAULT_MAX_BYTES) or 1, 1))
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAnswer:
+    batch: ReplicatedBatch
+    master_last_seq: int
+    master_phy_max: int
+
+    def to_response(self, req: RemotingCommand) -> RemotingCommand:
+        body = msgpack.packb([list(self.batch.records), [list(p) for p in self.batch.payloads]], use_bin_type=True)
+        return response_to(req, ResponseCode.SUCCESS, None, {
+            "firstSeq": self.batch.first_seq, "count": len(self.batch.records),
+            "masterLastSeq": self.master_last_seq, "masterPhyMax": self.master_phy_max}, body)
+
+    @classmethod
+    def from_response(cls, resp: RemotingCommand) -> FetchAnswer:
+        records, payloads = msgpack.unpackb(resp.body, raw=False) if resp.body else ([], [])
+        if len(records) != resp.require_int("count"):
+            raise ValueError(f"fetch answer holds {len(records)} records, its header says {resp.require_int('count')}")
+        batch = ReplicatedBatch(resp.require_long("firstSeq"), tuple(records),
+                                tuple((int(phy), data) for phy, data in payloads))
+        return cls(batch, resp.require_long("masterLastSeq"), resp.require_long("masterPhyMax"))
+
+
+@dataclass(frozen=True, slots=True)
+class MergeRequest:
+    slave_id: int
+    slave_addr: str
+    journal_upto: int
+    commits: tuple[SlaveCommit, ...]
+
+    def to_command(self) -> RemotingCommand:
+        body = msgpack.packb([c.row() for c in self.commits], use_bin_type=True)
+        return request(EsRequestCode.HA_MERGE_SLAVE_OFFSETS, {
+            "slaveId": self.slave_id, "slaveAddr": self.slave_addr, "journalUpto": self.journal_upto}, body)
+
+    @classmethod
+    def from_command(cls, cmd: RemotingCommand) -> MergeRequest:
+        rows = msgpack.unpackb(cmd.body, raw=False) if cmd.body else []
+        if not isinstance(rows, list):
+            raise ValueError("merge body is not a list of slave commits")
+        return cls(cmd.require_int("slaveId"), cmd.require_str("slaveAddr"), cmd.require_long("journalUpto"),
+                   tuple(SlaveCommit.from_row(list(r)) for r in rows))
