@@ -19,7 +19,6 @@ import os
 import shutil
 import signal
 import socket
-import statistics
 import struct
 import subprocess
 import sys
