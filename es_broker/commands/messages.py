@@ -29,6 +29,8 @@ from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.projections.topics import PERM_INHERIT, PERM_READ, PERM_WRITE
 from es_broker.remoting import message as wire
 
+_PATCH_QUEUE_ID = struct.Struct(">i")  # QUEUEID at byte 12
+_PHY_KEY = struct.Struct(">Q").pack  # commit-log payload key
 _PATCH_OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at byte 20
 _PATCH_STORE_TS = struct.Struct(">q")  # STORETIMESTAMP at byte 56 (IPv4 born host)
 MAX_PROPERTIES = 32767
@@ -235,18 +237,20 @@ def place(store: Store, ctx: AppendContext, topic: str, queue_id: int, encoded, 
     _, queue_offset = store.cq.bounds(txn, topic, queue_id)
     units, ids, phys = [], [], []
     file_size = store.config.mappedFileSizeCommitLog
+    host_hex = wire.offset_msg_id(host, 0)[:16]  # the id is this prefix and the physical offset (B-12)
     for i, (raw, code) in enumerate(zip(encoded, tags_codes, strict=True)):
-        if phy // file_size != (phy + len(raw) - 1) // file_size:
+        size = len(raw)
+        if phy // file_size != (phy + size - 1) // file_size:
             phy = (phy // file_size + 1) * file_size  # never straddle two commit-log files (B-08)
         buf = bytearray(raw)
-        struct.pack_into(">i", buf, 12, queue_id)
+        _PATCH_QUEUE_ID.pack_into(buf, 12, queue_id)
         _PATCH_OFFSETS.pack_into(buf, 20, queue_offset + i, phy)
         _PATCH_STORE_TS.pack_into(buf, 56, ts)
-        ctx.put_payload(phy, bytes(buf))
-        units.append([phy, len(buf), code])
+        ctx.put_payload(phy, buf)
+        units.append([phy, size, code])
         phys.append(phy)
-        ids.append(wire.offset_msg_id(host, phy))
-        phy += len(buf)
+        ids.append(f"{host_hex}{phy:016X}")
+        phy += size
     seq = ctx.append(
         make(
             "messages_stored",
@@ -379,23 +383,33 @@ def get_message(
     next_offset = offset
     last_phy = -1
     seen = False
-    for unit in store.cq.units(txn, topic, queue_id, offset, end):
+    # the batch caps (B-62), read once; the first message always fits
+    mem_bytes, mem_count = config.maxTransferBytesOnMessageInMemory, config.maxTransferCountOnMessageInMemory
+    disk_bytes, disk_count = config.maxTransferBytesOnMessageInDisk, config.maxTransferCountOnMessageInDisk
+    payload_db, get = store.log.commitlog_db, txn.get
+    for unit_offset, phy, size, tags_code in store.cq.unit_tuples(txn, topic, queue_id, offset, end):
         # the slow verdict looks at the last unit scanned, the one that fills the batch too (B-115)
-        last_phy = unit.physical_offset
-        in_disk = phy_max - unit.physical_offset > threshold
-        if _batch_full(config, unit.size, max_msg_nums, total, len(messages), in_disk):
-            break
+        last_phy = phy
+        count = len(messages)
+        if count:
+            if max_msg_nums <= count:
+                break
+            if phy_max - phy > threshold:  # on disk
+                if total + size > disk_bytes or count > disk_count - 1:
+                    break
+            elif total + size > mem_bytes or count > mem_count - 1:
+                break
         seen = True
-        next_offset = unit.offset + 1
-        if tags_codes is not None and unit.tags_code not in tags_codes:
+        next_offset = unit_offset + 1
+        if tags_codes is not None and tags_code not in tags_codes:
             continue
-        raw = store.log.payload(txn, unit.physical_offset) if unit.physical_offset >= phy_min else None
+        raw = get(_PHY_KEY(phy), db=payload_db) if phy >= phy_min else None
         if raw is None:
             if not messages:
                 status = GetStatus.MESSAGE_WAS_REMOVING
             continue
         messages.append(raw)
-        offsets.append(unit.offset)
+        offsets.append(unit_offset)
         total += len(raw)
         status = GetStatus.FOUND
     else:
@@ -404,20 +418,3 @@ def get_message(
         return GetResult(GetStatus.OFFSET_FOUND_NULL, file_end, lo, hi)
     slow = last_phy >= 0 and phy_max - last_phy > threshold
     return GetResult(status, next_offset, lo, hi, tuple(messages), tuple(offsets), slow)
-
-
-def _batch_full(config, size: int, max_nums: int, total: int, count: int, in_disk: bool) -> bool:
-    """DefaultMessageStore#isTheBatchFull (B-62): the first message always fits."""
-    if total == 0 or count == 0:
-        return False
-    if max_nums <= count:
-        return True
-    if in_disk:
-        return (
-            total + size > config.maxTransferBytesOnMessageInDisk
-            or count > config.maxTransferCountOnMessageInDisk - 1
-        )
-    return (
-        total + size > config.maxTransferBytesOnMessageInMemory
-        or count > config.maxTransferCountOnMessageInMemory - 1
-    )

@@ -80,6 +80,25 @@ class ConsumeQueueProjection:
                 return
             yield Unit(offset, *UNIT.unpack(raw))
 
+    def unit_tuples(
+        self, txn: lmdb.Transaction, topic: str, queue_id: int, start: int, end: int
+    ) -> Iterator[tuple[int, int, int, int]]:
+        """(offset, physical offset, size, tags code) for start <= offset < end: the pull's hot loop."""
+        prefix = queue_key(topic, queue_id)
+        cur = txn.cursor(db=self.db)
+        if not cur.set_range(prefix + U64.pack(start)):
+            return
+        plen = len(prefix)
+        unpack_unit, unpack_offset = UNIT.unpack, U64.unpack
+        for key, raw in cur:
+            if key[:plen] != prefix:
+                return
+            offset = unpack_offset(key[plen:])[0]
+            if offset >= end:
+                return
+            phy, size, tags_code, _ = unpack_unit(raw)
+            yield offset, phy, size, tags_code
+
     def queues(self, txn: lmdb.Transaction) -> Iterator[tuple[str, int, int, int]]:
         """Every queue with data: (topic, queue id, min, max)."""
         for key, raw in txn.cursor(db=self.meta):
