@@ -1,0 +1,189 @@
+"""Consumer offsets end to end: a broker in a real process, our Python client over TCP, the admin CLI.
+
+The scenarios of the Consumer-offsets issue: reset by time with the consumer
+online and offline (B-72..B-81, S-12), and where a new group starts with
+CONSUME_FROM_LAST_OFFSET on a young topic and after retention (B-37, B-40,
+S-6), with `es-broker explain` saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import trio
+
+from es_broker.client import Producer, PushConsumer
+from tests.process_fixtures import ROOT, _env, serve
+from tests.test_client_consumer import FAST, Collector
+
+TIMEOUT = 30.0
+ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
+
+
+async def cli(*args: str) -> subprocess.CompletedProcess:
+    done = await trio.run_process([sys.executable, "-m", "es_broker.cli", *args], capture_stdout=True,
+                                  capture_stderr=True, env=_env(), cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return done
+
+
+async def admin_json(broker, *args: str):
+    done = await cli("admin", "-n", broker.namesrv, *args, "--json")
+    return json.loads(done.stdout)
+
+
+async def until(check, timeout: float = TIMEOUT) -> None:
+    """Bounded wait on state another process owns and announces to nobody: re-ask until it holds."""
+    with trio.fail_after(timeout):
+        while not await check():
+            await trio.sleep(0.05)
+
+
+async def lag_zero(broker, group: str) -> bool:
+    progress = await admin_json(broker, "consumerProgress", "-g", group)
+    return bool(progress["queues"]) and progress["diffTotal"] == 0
+
+
+def push_consumer(broker, group: str, collector, instance: str) -> PushConsumer:
+    return PushConsumer(broker.namesrv, group, collector, subscriptions={"T": "*"}, instance_name=instance,
+                        client_ip="127.0.0.1", config=FAST)
+
+
+async def produce(broker, nursery, n: int, prefix: str = "m") -> list:
+    producer = Producer(broker.namesrv, "PG", client_ip="127.0.0.1")
+    await producer.start(nursery)
+    try:
+        return [await producer.send("T", f"{prefix}{i}".encode()) for i in range(n)]
+    finally:
+        await producer.shutdown()
+
+
+async def topic(broker, queues: int) -> None:
+    await cli("admin", "-n", broker.namesrv, "updateTopic", "-b", broker.broker, "-t", "T",
+              "-r", str(queues), "-w", str(queues))
+
+    async def routed() -> bool:
+        done = await trio.run_process([sys.executable, "-m", "es_broker.cli", "admin", "-n", broker.namesrv,
+                                       "topicRoute", "-t", "T", "--json"], capture_stdout=True,
+                                      capture_stderr=True, env=_env(), cwd=ROOT, check=False)
+        return done.returncode == 0
+
+    await until(routed)
+
+
+async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tmp_path, nursery):
+    with serve(tmp_path / "data") as broker:
+        await topic(broker, 2)
+        await produce(broker, nursery, 20, "a")
+        middle = await produce(broker, nursery, 1, "mid")
+        await produce(broker, nursery, 9, "b")
+        collector = Collector()
+        consumer = push_consumer(broker, "G", collector, "c1")
+        await consumer.start(nursery)
+        await collector.wait_count(30)
+        await until(lambda: lag_zero(broker, "G"))
+
+        # online: the broker computes the table and tells the consumer, which re-consumes from there
+        shown = await admin_json(broker, "queryMsgById", "-i", middle[0].offset_msg_id)
+        reset = await admin_json(broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", str(shown["storeTimestamp"]))
+        assert reset["path"] == "broker"
+        targets = {q["queueId"]: q["offset"] for q in reset["queues"]}
+        expected_again = sum(1 for m in collector.received if m.queue_offset >= targets[m.queue.queue_id])
+        await collector.wait_count(30 + expected_again)
+        again = collector.received[30:]
+        assert b"mid0" in {m.body for m in again}
+        assert all(m.queue_offset >= targets[m.queue.queue_id] for m in again)
+        await until(lambda: lag_zero(broker, "G"))
+
+        # offline: CONSUMER_NOT_ONLINE, the admin falls back to writing offsets; the next start resumes there
+        await consumer.shutdown()
+        await until(lambda: _offline(broker, "G"))
+        first = await admin_json(broker, "queryMsgByOffset", "-t", "T", "-b", "broker-a", "-i", "0", "-o", "0")
+        fallback = await admin_json(broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s",
+                                    str(first["storeTimestamp"]))
+        assert fallback["path"] == "old"
+        assert {q["rollbackOffset"] for q in fallback["queues"]} == {0}
+        resumed = Collector()
+        consumer2 = push_consumer(broker, "G", resumed, "c2")
+        await consumer2.start(nursery)
+        await resumed.wait_count(30)
+        assert sorted(m.body for m in resumed.received) == sorted(m.body for m in collector.received[:30])
+        await until(lambda: lag_zero(broker, "G"))
+
+        # non-force forward: nothing moves, and every queue says why
+        (plan,) = await admin_json(broker, "resetOffset", "-g", "G", "-t", "T", "--to-offset", "100", "-f", "false")
+        assert {q["outcome"] for q in plan["queues"]} == {"unchanged_not_force"}
+        assert all(q["final"] == q["current"] for q in plan["queues"])
+        await consumer2.shutdown()
+
+
+async def _offline(broker, group: str) -> bool:
+    done = await trio.run_process([sys.executable, "-m", "es_broker.cli", "admin", "-n", broker.namesrv,
+                                   "consumerConnection", "-g", group], capture_stdout=True, capture_stderr=True,
+                                  env=_env(), cwd=ROOT, check=False)
+    return done.returncode != 0
+
+
+async def explain(broker, group: str) -> dict:
+    done = await cli("explain", "--data-dir", str(broker.data_dir), "--group", group, "--topic", "T", "--json")
+    return json.loads(done.stdout)
+
+
+async def test_b040_last_offset_starts_at_0_when_young_and_at_max_after_retention(tmp_path, nursery):
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"mappedFileSizeCommitLog=1500\nfileReservedTime=0\ndeleteWhen={ALL_HOURS}\n"
+                    "cleanResourceInterval=100\n")
+    with serve(tmp_path / "data", "--config", str(conf)) as broker:
+        await topic(broker, 1)
+        await produce(broker, nursery, 5, "young")
+        young = Collector()
+        c1 = push_consumer(broker, "NEW1", young, "c1")
+        await c1.start(nursery)
+        await young.wait_count(5)  # the whole history: the broker answered 0 (B-40)
+        await c1.shutdown()
+        (q,) = (await explain(broker, "NEW1"))["queues"]
+        assert q["start"]["row"] == 2 and "consumes the queue's whole history (B-40)" in q["start"]["why"]
+
+        await produce(broker, nursery, 40, "old")  # rolls the commit log: the head's files expire at once
+
+        async def head_removed() -> bool:
+            status = await admin_json(broker, "topicStatus", "-t", "T")
+            return status[0]["minOffset"] > 0
+
+        await until(head_removed)
+        later = Collector()
+        c2 = push_consumer(broker, "NEW2", later, "c2")
+        await c2.start(nursery)
+
+        async def started() -> bool:
+            return bool((await explain(broker, "NEW2"))["queues"])
+
+        await until(started)
+        await produce(broker, nursery, 1, "fresh")
+        await later.wait_count(1)
+        assert [m.body for m in later.received] == [b"fresh0"]  # started at max (B-37 row 3, B-45)
+        (q,) = (await explain(broker, "NEW2"))["queues"]
+        assert q["start"]["answer"] == "QUERY_NOT_FOUND" and "started at the queue's max" in q["start"]["why"]
+        await c2.shutdown()
+
+
+async def test_s006_strict_new_group_start_begins_at_max_on_a_young_topic(tmp_path, nursery):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("new_group_start=strict\n")
+    with serve(tmp_path / "data", "--config", str(conf)) as broker:
+        await topic(broker, 1)
+        await produce(broker, nursery, 5, "young")
+        collector = Collector()
+        c = push_consumer(broker, "NEW", collector, "c1")
+        await c.start(nursery)
+
+        async def started() -> bool:
+            return bool((await explain(broker, "NEW"))["queues"])
+
+        await until(started)
+        await produce(broker, nursery, 1, "fresh")
+        await collector.wait_count(1)
+        assert [m.body for m in collector.received] == [b"fresh0"]
+        await c.shutdown()
