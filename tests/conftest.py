@@ -45,5 +45,5 @@ def anyio_backend():
 
 __all__ = ["START", "make_topic", "trio"]
 
-from tests.process_fixtures import served  # noqa: E402,F401  (a broker in a real process)
+from tests.process_fixtures import process_running, served  # noqa: E402,F401  (a broker in a real process)
 from tests.server_fixtures import running  # noqa: E402,F401  (a whole broker over TCP, in process)

@@ -74,3 +74,42 @@ def serve(data_dir: Path, *extra: str) -> Iterator[ServedBroker]:
 def served(tmp_path) -> Iterator[ServedBroker]:
     with serve(tmp_path / "data") as broker:
         yield broker
+
+
+@dataclass
+class ProcessRunning:
+    """A broker process seen through the in-process fixture's interface (tests/server_fixtures.Running)."""
+
+    served: ServedBroker
+    client: object
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self.served.namesrv
+
+    @property
+    def addr(self) -> str:
+        return self.served.broker
+
+    async def call(self, code: int, fields: dict | None = None, body: bytes = b"", **kw):
+        from es_broker.remoting.command import request
+
+        return await self.client.invoke(self.addr, request(code, fields or {}, body, **kw))
+
+    async def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> None:
+        from es_broker.remoting.codes import RequestCode
+
+        response = await self.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
+            "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False})
+        assert response.code == 0, response.remark
+
+
+@pytest.fixture
+async def process_running(tmp_path, nursery) -> Iterator[ProcessRunning]:
+    """`es-broker serve` in a real process, with a remoting client in the test's nursery."""
+    from es_broker.client.remoting_client import RemotingClient
+
+    with serve(tmp_path / "data") as broker:
+        yield ProcessRunning(broker, RemotingClient(nursery))
+        nursery.cancel_scope.cancel()

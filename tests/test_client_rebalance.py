@@ -1,4 +1,4 @@
-"""Rebalance of push consumers against a real broker (B-50..B-55)."""
+"""Rebalance of push consumers against a broker in a real process (B-50..B-55)."""
 
 from __future__ import annotations
 
@@ -41,9 +41,9 @@ async def send_round(producer: Producer, prefix: str, n: int) -> list[tuple[byte
     return out
 
 
-async def test_b051_three_consumers_split_eight_queues_averagely(running, nursery):
-    await topic_ready(running, "T", 8)
-    consumers = [consumer(running, "G", Collector(), {"T": "*"}, instance_name=f"c{i}") for i in (1, 2, 3)]
+async def test_b051_three_consumers_split_eight_queues_averagely(process_running, nursery):
+    await topic_ready(process_running, "T", 8)
+    consumers = [consumer(process_running, "G", Collector(), {"T": "*"}, instance_name=f"c{i}") for i in (1, 2, 3)]
     for c in consumers:
         await c.start(nursery)
     # client ids 127.0.0.1@c1 < @c2 < @c3: 8 queues over 3 clients -> 3, 3, 2 (B-51)
@@ -54,16 +54,16 @@ async def test_b051_three_consumers_split_eight_queues_averagely(running, nurser
         await c.shutdown()
 
 
-async def test_b053_when_a_consumer_stops_its_queues_move_and_every_message_is_consumed(running, nursery):
-    await topic_ready(running, "T", 8)
+async def test_b053_when_a_consumer_stops_its_queues_move_and_every_message_is_consumed(process_running, nursery):
+    await topic_ready(process_running, "T", 8)
     signal = Signal()  # any delivery to any of the three wakes the waiter
     collectors = [Collector(signal=signal) for _ in range(3)]
-    consumers = [consumer(running, "G", h, {"T": "*"}, instance_name=f"c{i}") for i, h in enumerate(collectors, 1)]
+    consumers = [consumer(process_running, "G", h, {"T": "*"}, instance_name=f"c{i}") for i, h in enumerate(collectors, 1)]
     for c in consumers:
         await c.start(nursery)
     await settle(consumers, [{0, 1, 2}, {3, 4, 5}, {6, 7}])
 
-    producer = Producer(running.namesrv_addr, "PG", client_ip="127.0.0.1")
+    producer = Producer(process_running.namesrv_addr, "PG", client_ip="127.0.0.1")
     await producer.start(nursery)
     first = await send_round(producer, "a", 80)
 
@@ -93,14 +93,14 @@ async def test_b053_when_a_consumer_stops_its_queues_move_and_every_message_is_c
         await c.shutdown()
 
 
-async def test_b053_a_new_member_makes_the_others_rebalance_at_once(running, nursery):
-    await topic_ready(running, "T", 4)
+async def test_b053_a_new_member_makes_the_others_rebalance_at_once(process_running, nursery):
+    await topic_ready(process_running, "T", 4)
     # RocketMQ's 20 s rebalance period: only NOTIFY_CONSUMER_IDS_CHANGED can make it this quick
     default_period = PushConsumerConfig()
-    first = consumer(running, "G", Collector(), {"T": "*"}, instance_name="c1", config=default_period)
+    first = consumer(process_running, "G", Collector(), {"T": "*"}, instance_name="c1", config=default_period)
     await first.start(nursery)
     assert held(first) == {0, 1, 2, 3}  # start rebalances at once
-    second = consumer(running, "G", Collector(), {"T": "*"}, instance_name="c2", config=default_period)
+    second = consumer(process_running, "G", Collector(), {"T": "*"}, instance_name="c2", config=default_period)
     with trio.fail_after(5):  # far below the 20 s rebalance period
         await second.start(nursery)
         await settle([first, second], [{0, 1}, {2, 3}])

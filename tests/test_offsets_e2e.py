@@ -187,3 +187,30 @@ async def test_s006_strict_new_group_start_begins_at_max_on_a_young_topic(tmp_pa
         await collector.wait_count(1)
         assert [m.body for m in collector.received] == [b"fresh0"]
         await c.shutdown()
+
+
+async def test_b043_broadcasting_keeps_offsets_in_the_local_file(tmp_path, nursery):
+    from es_broker.client import ConsumeFromWhere, MessageModel
+    from es_broker.client.offset_store import LocalFileOffsetStore
+    from es_broker.remoting.bodies import MessageQueue
+
+    with serve(tmp_path / "data") as broker:
+        await topic(broker, 2)
+        await produce(broker, nursery, 8, "b")
+        collector = Collector()
+        c = PushConsumer(broker.namesrv, "G", collector, subscriptions={"T": "*"}, instance_name="c1",
+                         client_ip="127.0.0.1", message_model=MessageModel.BROADCASTING,
+                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                         config=FAST.replace(offset_store_dir=str(tmp_path / "offsets")))
+        await c.start(nursery)
+        await collector.wait_count(8)
+        status = await admin_json(broker, "topicStatus", "-t", "T")
+        wanted = {MessageQueue("T", "broker-a", r["queueId"]): r["maxOffset"] for r in status}
+        store = LocalFileOffsetStore(tmp_path / "offsets", "127.0.0.1@c1", "G")
+
+        async def persisted() -> bool:
+            return store._read_file() == wanted
+
+        await until(persisted)
+        await c.shutdown()
+        assert (await admin_json(broker, "consumerProgress", "-g", "G"))["queues"] == []  # never on the broker
