@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from es_broker.config import BrokerConfig, load_broker_conf
+from es_broker.config import BrokerConfig
 from es_broker.server.main import default_data_dir
 
 
@@ -71,13 +71,6 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             print(f"  latest change {_fmt_ts(latest['ts'])}: {latest['old']} -> {latest['new']} by "
                   f"{latest['requester'] or '(unknown)'} ({latest['cause']}); {q['changes']} changes in all")
     return 0
-
-
-def load_config(args: argparse.Namespace) -> BrokerConfig:
-    config = BrokerConfig(storePathRootDir=args.data_dir)
-    if getattr(args, "config", None):
-        config = load_broker_conf(args.config, config)
-    return config
 
 
 def build_parser() -> argparse.ArgumentParser:

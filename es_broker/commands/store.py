@@ -16,6 +16,7 @@ from es_broker.projections import (
     OffsetTableProjection,
     SubscriptionGroupProjection,
     TopicConfigProjection,
+    all_projections,
 )
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
 from es_broker.projections.message_trace import MessageTraceProjection
@@ -49,26 +50,18 @@ class Store:
     ) -> Store:
         """Open (or create) the LMDB environment of a broker data directory."""
         config = config or BrokerConfig(storePathRootDir=str(data_dir))
-        projections = (
-            CommitLogProjection(),
-            ConsumeQueueProjection(),
-            OffsetTableProjection(),
-            TopicConfigProjection(),
-            SubscriptionGroupProjection(),
-            DeliveryScheduleProjection(),
-            MessageTraceProjection(),
-            TimeIndexProjection(),
-        )
+        projections = all_projections()
         log = RecordLog(
             Path(data_dir) / LMDB_DIR,
-            list(projections),
+            projections,
             sync=config.sync_flush,
             map_size=config.initial_map_size,
             readonly=readonly,
         )
+        store = cls(log, *projections, config=config, clock=clock or SystemClock())
         if not readonly:
-            projections[-1].ensure_built(log)  # a log written before the time index existed
-        return cls(log, *projections, config=config, clock=clock or SystemClock())
+            store.timeindex.ensure_built(log)  # a log written before the time index existed
+        return store
 
     def read(self) -> lmdb.Transaction:
         """A read transaction: a consistent snapshot of every projection."""

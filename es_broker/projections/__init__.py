@@ -11,7 +11,7 @@ from es_broker.projections.topics import TopicConfigProjection
 
 
 def all_projections() -> list:
-    """Every LMDB projection, in the order they are applied."""
+    """Every LMDB projection, in the order they are applied and in the order of Store's fields."""
     return [
         CommitLogProjection(),
         ConsumeQueueProjection(),
@@ -31,6 +31,7 @@ __all__ = [
     "MessageTraceProjection",
     "OffsetTableProjection",
     "SubscriptionGroupProjection",
+    "TimeIndexProjection",
     "TopicConfigProjection",
     "all_projections",
 ]
