@@ -8,6 +8,7 @@ or broker state, never a fixed sleep.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -18,13 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
+from tests.waiting import poll_until
 
 ROOT = Path(__file__).resolve().parents[1]
 _NAMESRV = re.compile(r"name server listening on (\S+)")
@@ -72,11 +72,15 @@ async def start(name: str, workdir: Path, args: list[str], ready: re.Pattern[str
     process = subprocess.Popen([sys.executable, "-m", "es_broker.cli", "serve", *args],
                                stdout=handle, stderr=subprocess.STDOUT, env=_env(), cwd=workdir)
     handle.close()
-    with trio.move_on_after(START_TIMEOUT):
-        while process.poll() is None:
-            if m := ready.search(output.read_text(errors="replace")):
-                return Proc(process, output, m.group(1), None, tuple(args))
-            await trio.sleep(POLL)
+    def ready_line() -> re.Match[str] | None | bool:
+        if process.poll() is not None:
+            return True  # exited: stop waiting
+        return ready.search(output.read_text(errors="replace"))
+
+    with contextlib.suppress(AssertionError):
+        m = await poll_until(ready_line, START_TIMEOUT, f"{name} ready")
+        if isinstance(m, re.Match):
+            return Proc(process, output, m.group(1), None, tuple(args))
     process.kill()
     process.wait()
     raise RuntimeError(f"{name} did not start (exit {process.returncode}):\n{output.read_text(errors='replace')}")
@@ -211,15 +215,8 @@ class Wire:
 
 
 async def wait_until(what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Poll an async check until it returns something truthy; fail after timeout."""
-    last = None
-    with trio.move_on_after(timeout):
-        while True:
-            last = await check()
-            if last:
-                return last
-            await trio.sleep(POLL)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+    """Re-ask an async check until it returns something truthy; fail after timeout."""
+    return await poll_until(check, timeout, what)
 
 
 async def caught_up(w: Wire, master: str, slave: str) -> bool:

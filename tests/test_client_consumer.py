@@ -27,6 +27,7 @@ from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.server.main import BrokerServer, NameServerRole
 from tests.server_fixtures import Running
+from tests.waiting import poll_until
 
 # RocketMQ's timers, shortened so a test takes a moment instead of minutes.
 FAST = PushConsumerConfig(
@@ -122,9 +123,7 @@ class Collector:
 
 async def wait_until(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
     """Bounded wait on broker state (which offers no event to wait on)."""
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.01)
+    await poll_until(predicate, timeout, "broker state")
 
 
 async def route_of(running, topic: str) -> TopicRouteData | None:
@@ -136,12 +135,12 @@ async def route_of(running, topic: str) -> TopicRouteData | None:
 async def topic_ready(running, topic: str, queues: int = 4, perm: int = 6) -> str:
     """Create the topic and wait until the name server routes it as created."""
     await running.create_topic(topic, queues, perm)
-    with trio.fail_after(TIMEOUT):
-        while True:
-            route = await route_of(running, topic)
-            if route and [(q.write_queue_nums, q.perm) for q in route.queue_datas] == [(queues, perm)]:
-                return topic
-            await trio.sleep(0.01)
+    async def routed() -> bool:
+        route = await route_of(running, topic)
+        return bool(route) and [(q.write_queue_nums, q.perm) for q in route.queue_datas] == [(queues, perm)]
+
+    await poll_until(routed, TIMEOUT, f"route of {topic}")
+    return topic
 
 
 def consumer(running, group: str, handler, subscriptions: dict[str, str], **kw) -> PushConsumer:
@@ -357,9 +356,10 @@ async def test_b089_a_refused_send_back_is_re_sent_to_the_retry_topic_by_the_cli
         assert response.code == 0, response.remark
     # broker-a takes no sends from producers (its route perm is 4): store T's message in its core
     await env.a.broker.put_message("T", 0, MessageIn(b"refused", {"UNIQ_KEY": "AB" * 16, "TAGS": "x"}))
-    with trio.fail_after(TIMEOUT):
-        while not (await route_of(env, "T")) or not (await route_of(env, "%RETRY%G")):
-            await trio.sleep(0.01)
+    async def routed() -> bool:
+        return bool(await route_of(env, "T")) and bool(await route_of(env, "%RETRY%G"))
+
+    await poll_until(routed, TIMEOUT, "routes of T and %RETRY%G")
     collector = Collector(lambda m: ConsumeResult.RECONSUME_LATER if m.reconsume_times == 0 else ConsumeResult.SUCCESS)
     c = PushConsumer(env.namesrv_addr, "G", collector, subscriptions={"T": "*"}, instance_name="c1",
                      client_ip="127.0.0.1", config=FAST)

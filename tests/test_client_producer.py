@@ -7,7 +7,6 @@ import re
 from collections import Counter
 
 import pytest
-import trio
 
 from es_broker.client import (
     BrokerRefused,
@@ -21,6 +20,7 @@ from es_broker.client.admin import Admin
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.message import FLAG_COMPRESSED
 from tests.test_client_consumer import topic_ready, wait_until
+from tests.waiting import poll_until
 
 
 def producer(running, **kw) -> Producer:
@@ -148,9 +148,11 @@ async def test_the_producer_group_is_announced_by_heartbeat_and_unregistered_at_
     async def connections():
         return await running.call(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG"})
 
-    with trio.fail_after(10):
-        while (response := await connections()).code != ResponseCode.SUCCESS:
-            await trio.sleep(0.01)
+    async def registered():
+        response = await connections()
+        return response if response.code == ResponseCode.SUCCESS else None
+
+    response = await poll_until(registered, 10, "producer registration")
     assert b"127.0.0.1@p1" in response.body
     await p.shutdown()
     assert (await connections()).code == ResponseCode.SYSTEM_ERROR

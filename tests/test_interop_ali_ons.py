@@ -30,6 +30,7 @@ import trio
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand, request
+from tests.waiting import poll_until_sync
 
 INTEROP_DIR = Path(__file__).parent / "interop"
 NODE = shutil.which("node")
@@ -133,14 +134,15 @@ def remoting_call(addr: str, code: int, fields: dict[str, Any] | None = None) ->
 def poll(what: str, probe: Callable[[], Any], done: Callable[[Any], bool],
          timeout: float = OFFSET_TIMEOUT) -> Any:
     """Call probe until done(result) or timeout; bounded polling of broker state."""
-    deadline = time.monotonic() + timeout
-    while True:
+    hit: list[Any] = []
+
+    def check() -> bool:
         result = probe()
-        if done(result):
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: still not reached after {timeout} s; last: {result!r}")
-        time.sleep(POLL_INTERVAL)
+        hit[:] = [result]
+        return done(result)
+
+    poll_until_sync(check, timeout, what)
+    return hit[0]
 
 
 def admin(broker: BrokerProcess, *args: str) -> Any:

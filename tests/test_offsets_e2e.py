@@ -17,6 +17,7 @@ import trio
 from es_broker.client import Producer, PushConsumer
 from tests.process_fixtures import ROOT, _env, serve
 from tests.test_client_consumer import FAST, Collector
+from tests.waiting import poll_until
 
 TIMEOUT = 30.0
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
@@ -36,9 +37,7 @@ async def admin_json(broker, *args: str):
 
 async def until(check, timeout: float = TIMEOUT) -> None:
     """Bounded wait on state another process owns and announces to nobody: re-ask until it holds."""
-    with trio.fail_after(timeout):
-        while not await check():
-            await trio.sleep(0.05)
+    await poll_until(check, timeout, "broker state")
 
 
 async def lag_zero(broker, group: str) -> bool:

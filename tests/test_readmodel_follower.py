@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +39,7 @@ from tests.timetravel_histories import (
     reset_by_time,
     start_follower,
 )
+from tests.waiting import poll_until_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,7 +138,6 @@ def test_killed_follower_resumes_with_exactly_the_rows_of_an_uninterrupted_run(b
         assert process.stdout.readline().strip() == "ready"
         for _ in range(8):  # let it apply a few batches, then kill it in the middle of the catch-up
             process.stdout.readline()
-        time.sleep(0.01)
     finally:
         kill(process)
     store = open_log(busy_log)
@@ -251,16 +250,15 @@ def test_serve_runs_the_follower_into_sqlite_in_the_data_directory(tmp_path):
     data_dir = tmp_path / "data"
     with serve(data_dir) as served:
         served.admin("updateTopic", "-b", served.broker, "-t", "RM", "-r", "2", "-w", "2")
-        deadline = time.monotonic() + 30
         engine = db.open_engine(db.default_url(data_dir))
+
+        def applied() -> bool:
+            with engine.connect() as conn:
+                topics = conn.execute(select(RecordRow.body).where(RecordRow.type == "topic_updated")).all()
+            return any('"topic":"RM"' in body for (body,) in topics)
+
         try:
-            while True:
-                with engine.connect() as conn:
-                    topics = conn.execute(select(RecordRow.body).where(RecordRow.type == "topic_updated")).all()
-                if any('"topic":"RM"' in body for (body,) in topics):
-                    break
-                assert time.monotonic() < deadline, "the follower did not apply the topic record"
-                time.sleep(0.2)
+            poll_until_sync(applied, 30, "the follower applying the topic record")
         finally:
             engine.dispose()
 

@@ -25,6 +25,7 @@ from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.message import StoredMessage, decode_all, encode_properties
 from tests.process_fixtures import ServedBroker, serve
+from tests.waiting import poll_until
 
 T = TypeVar("T")
 CLIENT_ID = "10.0.0.7@4242"
@@ -85,12 +86,11 @@ class Session:
 
     async def wait_for_route(self, topic: str) -> None:
         """Bounded wait until the name server lists topic (the broker re-registers after creating it)."""
-        for _ in range(200):
+        async def routed() -> bool:
             r = await self.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, addr=self.namesrv)
-            if r.code == ResponseCode.SUCCESS:
-                return
-            await trio.sleep(0.05)
-        raise AssertionError(f"{topic} never reached the name server")
+            return r.code == ResponseCode.SUCCESS
+
+        await poll_until(routed, 10, f"{topic} in the name server")
 
 
 def on_wire(served: ServedBroker, scenario: Callable[[Session], Awaitable[T]]) -> T:

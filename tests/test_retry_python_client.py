@@ -12,6 +12,7 @@ from es_broker.client import ConsumeResult, PushConsumer
 from tests.process_fixtures import serve
 from tests.test_client_consumer import FAST, Collector
 from tests.test_offsets_e2e import admin_json, cli, produce, topic
+from tests.waiting import poll_until
 
 SHORT_LEVELS = "messageDelayLevel=" + " ".join(["1s"] * 18) + "\n"
 
@@ -55,9 +56,7 @@ async def test_b091_always_failing_message_goes_to_a_write_only_dlq_then_readabl
             journey = await admin_json(broker, "messageTrace", "--msg-id", sent.offset_msg_id)
             return any(e["event"] == "dead_lettered" for e in journey["events"])
 
-        with trio.fail_after(30):
-            while not await dead_lettered():
-                await trio.sleep(0.05)  # the send-back is the consumer's own; the broker announces it to nobody
+        await poll_until(dead_lettered, 30, "dead-lettering")  # the broker announces it to nobody
         await c.shutdown()
         assert len(collector.received) == 3
         (status,) = await admin_json(broker, "topicStatus", "-t", "%DLQ%G")
