@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[1]
 _NAMESRV = re.compile(r"name server listening on (\S+)")
 _BROKER = re.compile(r"listening on (\S+), data in")
 START_TIMEOUT = 20.0
-POLL = 0.02  # s between two looks at a process's output or a broker's state
 
 
 def _env() -> dict[str, str]:

@@ -48,7 +48,6 @@ MESSAGES = 20
 STARTUP_TIMEOUT = 30.0  # for `es-broker serve` to print its listening lines
 SCRIPT_TIMEOUT = 60  # hard timeout handed to the node scripts (seconds)
 OFFSET_TIMEOUT = 60.0  # for committed offsets to show up at the broker
-POLL_INTERVAL = 0.05
 
 
 # ---------------------------------------------------------------------------- the broker process
