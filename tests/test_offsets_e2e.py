@@ -99,9 +99,10 @@ async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tm
         # offline: CONSUMER_NOT_ONLINE, the admin falls back to writing offsets; the next start resumes there
         await consumer.shutdown()
         await until(lambda: _offline(broker, "G"))
-        first = await admin_json(broker, "queryMsgByOffset", "-t", "T", "-b", "broker-a", "-i", "0", "-o", "0")
-        fallback = await admin_json(broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s",
-                                    str(first["storeTimestamp"]))
+        heads = [await admin_json(broker, "queryMsgByOffset", "-t", "T", "-b", "broker-a", "-i", str(q), "-o", "0")
+                 for q in (0, 1)]
+        earliest = min(h["storeTimestamp"] for h in heads)  # at or before every queue's first message
+        fallback = await admin_json(broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", str(earliest))
         assert fallback["path"] == "old"
         assert {q["rollbackOffset"] for q in fallback["queues"]} == {0}
         resumed = Collector()
