@@ -8,7 +8,7 @@ import pytest
 
 from es_broker.client.allocate import allocate_averagely
 from es_broker.client.consumer import build_subscription, parse_consume_timestamp
-from es_broker.client.instance import ClientInstance
+from es_broker.client.instance import ClientInstance, FoundBroker
 from es_broker.client.messages import ReceivedMessage, UniqIdGenerator, encode_batch
 from es_broker.client.offset_store import (
     LocalFileOffsetStore,
@@ -168,3 +168,32 @@ def test_batch_body_layout_of_spec_7_2_2():
     assert body[:20] == struct.pack(">iiiii", 20 + 2 + 2 + 6, 0, 0, 3, 2)
     assert body[20:30] == b"hi" + struct.pack(">h", 6) + b"TAGS\x01A"
     assert decode_batch(body) == [(3, b"hi", {"TAGS": "A"}), (0, b"", {})]
+
+
+# ---------------------------------------------------------------------- B-112, B-113, B-117
+
+
+def _instance_with(addrs: dict[int, str]) -> ClientInstance:
+    instance = ClientInstance("127.0.0.1:1")
+    instance._apply_route("T", TopicRouteData(queue_datas=(QueueData("a", 2, 2, 6),),
+                                              broker_datas=(BrokerData("C", "a", addrs),)), consumers=False)
+    return instance
+
+
+def test_b117_pull_goes_to_the_suggested_id_else_the_lowest_id_of_the_name():
+    both = _instance_with({1: "s:1", 0: "m:1"})
+    assert both.find_broker_address_in_subscribe("a", 1, False) == FoundBroker("s:1", True)
+    assert both.find_broker_address_in_subscribe("a", 0, False) == FoundBroker("m:1", False)
+    assert both.find_broker_address_in_subscribe("a", 2, True) is None
+    slaves = _instance_with({2: "s:2", 1: "s:1"})
+    assert slaves.find_broker_address_in_subscribe("a", 0, True) is None  # the offset store then refreshes
+    assert slaves.find_broker_address_in_subscribe("a", 0, False) == FoundBroker("s:1", True)
+
+
+def test_b112_a_master_the_routes_no_longer_list_is_forgotten():
+    instance = _instance_with({0: "m:1", 1: "s:1"})
+    instance.routes["T"] = TopicRouteData(queue_datas=(QueueData("a", 2, 2, 6),),
+                                          broker_datas=(BrokerData("C", "a", {1: "s:1"}),))
+    instance.broker_addrs["gone"] = {0: "g:1"}
+    instance.clean_offline_brokers()
+    assert instance.broker_addrs == {"a": {1: "s:1"}}

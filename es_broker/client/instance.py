@@ -273,6 +273,22 @@ class ClientInstance:
             await trio.sleep(self.config.poll_name_server_interval)
             for topic in sorted(self._topics_in_use()):
                 await self.update_route(topic)
+            self.clean_offline_brokers()
+
+    def clean_offline_brokers(self) -> None:
+        """Forget addresses no route lists any more, e.g. a master the name server dropped (B-112).
+
+        Java's cleanOfflineBroker: without it, heartbeats would go on to a
+        dead address, and a pull suggested to its broker id would go there too.
+        """
+        listed = {addr for route in self.routes.values() for data in route.broker_datas
+                  for addr in data.broker_addrs.values()}
+        for name, addrs in list(self.broker_addrs.items()):
+            alive = {broker_id: addr for broker_id, addr in addrs.items() if addr in listed}
+            if alive:
+                self.broker_addrs[name] = alive
+            else:
+                del self.broker_addrs[name]
 
     # ------------------------------------------------------------------ broker addresses
     def find_broker_address_in_publish(self, broker_name: str) -> str | None:
@@ -290,7 +306,7 @@ class ClientInstance:
         if addr is None and slave:
             addr = addrs.get(broker_id + 1)
         if addr is None and not only_this_broker:
-            first_id = next(iter(addrs))
+            first_id = min(addrs)  # Java's HashMap order: the lowest id
             addr, slave = addrs[first_id], first_id != MASTER_ID
         return FoundBroker(addr, slave) if addr is not None else None
 

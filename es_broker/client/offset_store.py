@@ -85,7 +85,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             offset = self.table.get(mq)
             if offset is not None or how == ReadOffsetType.READ_FROM_MEMORY:
                 return NO_OFFSET if offset is None else offset
-        found = await self._find(mq, only_master=True)
+        found = await self._find(mq)
         if found is None:
             return UNKNOWN
         fields = {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id}
@@ -102,11 +102,12 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         self.update_offset(mq, offset, increase_only=False)  # a read overwrites memory (B-39)
         return offset
 
-    async def _find(self, mq: MessageQueue, only_master: bool) -> FoundBroker | None:
+    async def _find(self, mq: MessageQueue) -> FoundBroker | None:
+        """The master; when the address table has none, refresh the route and take any broker of the name (B-113)."""
         found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
         if found is None:
             await self.instance.update_route(mq.topic)
-            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, only_master)
+            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
         return found
 
     async def persist_all(self, mqs: Collection[MessageQueue]) -> None:
@@ -124,7 +125,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             await self._update_to_broker(mq, offset, oneway)
 
     async def _update_to_broker(self, mq: MessageQueue, offset: int, oneway: bool) -> None:
-        found = await self._find(mq, only_master=False)
+        found = await self._find(mq)
         if found is None:
             log.warning("no broker for %s, offset %d not persisted", mq, offset)
             return

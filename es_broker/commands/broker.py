@@ -61,6 +61,8 @@ class Broker:
         self.writer = GroupCommitWriter(store.log, flush_interval_ms=store.config.flushIntervalCommitLog)
         # called after a message was parked in SCHEDULE_TOPIC_XXXX; the delay delivery service hooks in
         self.on_delayed_stored: Callable[[], None] = lambda: None
+        # messages handed out by PULL_MESSAGE since start; a statistic, not state (a slave records no deliveries)
+        self.messages_served = 0
 
     @classmethod
     def open(cls, data_dir: str | Path, config: BrokerConfig | None = None,
@@ -146,6 +148,7 @@ class Broker:
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
         result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes)
+        self.messages_served += len(result.offsets)
         store = self.store
         commit = commit_offset is not None and self.config.brokerRole != "SLAVE"
         record_moved = result.status in MOVED_STATUSES and not (
@@ -276,6 +279,7 @@ class Broker:
             "recordLogLastSeq": self.store.log.last_seq,
             "groupCommitBatches": self.writer.batches,
             "groupCommitJobs": self.writer.jobs,
+            "pullMessagesServed": self.messages_served,
         }
 
     async def ensure_group(self, group: str, *, requester: str = "") -> dict[str, Any]:

@@ -178,7 +178,9 @@ class SlaveBroker(Broker):
         group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
-        return self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes)
+        result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes)
+        self.messages_served += len(result.offsets)
+        return result
 
     async def ensure_group(self, group: str, *, requester: str = "") -> dict[str, Any]:
         """The replicated config, else RocketMQ's defaults kept in memory only, as a slave does (B-03)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import struct
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -103,6 +104,10 @@ def parse_subscription(expression: str | None, expression_type: str | None) -> f
     return frozenset(wire.tag_hash(t) for t in tags)
 
 
+async def _nothing() -> None:
+    return None
+
+
 class BrokerProcessors:
     def __init__(self, broker: Broker, clients: ClientRegistry, holds: PullHoldService,
                  on_topics_changed: Any = None) -> None:
@@ -111,6 +116,8 @@ class BrokerProcessors:
         self.clients = clients
         self.holds = holds
         self.on_topics_changed = on_topics_changed or (lambda: None)
+        # admin changes wait for the name-server registration that carries them (BrokerServer.registered)
+        self.registered: Callable[[], Awaitable[None]] = _nothing
         self.is_slave = self.config.brokerRole == "SLAVE"
         # SYNC_MASTER: answers SEND_OK only once a slave holds the record (es_broker.ha.master)
         self.replication: Any = None
@@ -438,7 +445,7 @@ class BrokerProcessors:
         self.config = dataclasses.replace(self.config, **changes)
         self.broker.config = self.broker.store.config = self.config
         if "brokerPermission" in changes:
-            self.on_topics_changed()  # the route shows the broker's perm (B-23)
+            await self.registered()  # the route shows the broker's perm (B-23)
         return response_to(req, ResponseCode.SUCCESS)
 
     async def end_transaction(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -504,12 +511,12 @@ class BrokerProcessors:
             "order": req.get_bool("order", False),
         }
         await self.broker.update_topic(config, requester=self.requester(channel))
-        self.on_topics_changed()
+        await self.registered()
         return response_to(req, ResponseCode.SUCCESS)
 
     async def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         await self.broker.delete_topic(req.require_str("topic"), requester=self.requester(channel))
-        self.on_topics_changed()
+        await self.registered()
         return response_to(req, ResponseCode.SUCCESS)
 
     def topic_config_wrapper(self) -> dict[str, Any]:

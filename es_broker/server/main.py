@@ -33,6 +33,7 @@ log = logging.getLogger("es_broker")
 
 REGISTER_PERIOD = 30.0  # registerNameServerPeriod
 SCAN_PERIOD = 10.0  # channel expiry scans, broker and name server
+REGISTER_WAIT = 6.0  # longest an admin answer waits for the registration carrying its change
 
 
 def default_data_dir() -> str:
@@ -64,6 +65,11 @@ class BrokerServer:
         self.remoting = RemotingServer("broker", {**self.processors.handlers(), **self.retry.handlers(),
                                                   **ha_handlers}, on_close=self._channel_closed)
         self._register_now = trio.Event()
+        # registrations asked for and done, so an admin change can wait until the name server has it
+        self._register_wanted = 0
+        self._register_done = 0
+        self._registered = trio.Event()
+        self.processors.registered = self.registered
         self._nursery: trio.Nursery | None = None
         self.port = config.listenPort
 
@@ -71,8 +77,25 @@ class BrokerServer:
     def addr(self) -> str:
         return f"{self.config.brokerIP1}:{self.port}"
 
-    def _topics_changed(self) -> None:
+    def _topics_changed(self) -> int:
+        """Register with the name servers soon; returns the number of the registration that will carry it."""
+        self._register_wanted += 1
         self._register_now.set()
+        return self._register_wanted
+
+    async def registered(self) -> None:
+        """Register now and return once the name servers were told (or after REGISTER_WAIT).
+
+        As in RocketMQ, an admin change of topics is answered after the
+        registration that carries it, so a client that routes right after
+        the answer finds it.
+        """
+        wanted = self._topics_changed()
+        if not self.namesrv_addrs:
+            return
+        with trio.move_on_after(REGISTER_WAIT):
+            while self._register_done < wanted:
+                await self._registered.wait()
 
     def _channel_closed(self, channel: Channel) -> None:
         self.clients.channel_closed(channel)
@@ -139,7 +162,11 @@ class BrokerServer:
             with trio.move_on_after(REGISTER_PERIOD):
                 await self._register_now.wait()
             self._register_now = trio.Event()
+            wanted = self._register_wanted
             await self._register_all(client)
+            self._register_done = wanted
+            self._registered.set()
+            self._registered = trio.Event()
 
     async def _register_all(self, client: RemotingClient) -> None:
         body = fastjson.dumps({"filterServerList": [],
