@@ -119,13 +119,17 @@ class Cluster:
         for proc in reversed(self.procs):
             proc.stop()
 
+    def admin(self, *args: str) -> str:
+        """`es-broker admin -n NAMESRV ARGS`; its output."""
+        done = subprocess.run([sys.executable, "-m", "es_broker.cli", "admin", "-n", self.namesrv.addr, *args],
+                              capture_output=True, text=True, timeout=60, env=_env())
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
     def admin_json(self, *args: str) -> Any:
         import json
 
-        done = subprocess.run([sys.executable, "-m", "es_broker.cli", "admin", "-n", self.namesrv.addr, *args,
-                               "--json"], capture_output=True, text=True, timeout=60, env=_env())
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+        return json.loads(self.admin(*args, "--json"))
 
 
 async def start_master(workdir: Path, namesrv: str, conf: Path, listen: str = "127.0.0.1:0") -> Proc:

@@ -246,3 +246,36 @@ async def test_b114_a_lagging_push_consumer_reads_from_the_slave_then_returns_to
             if client is not None:
                 await client.shutdown()
         cluster.stop_all()
+
+
+async def test_b114_update_sub_group_with_broker_id_1_keeps_a_push_consumer_on_the_slave(tmp_path, nursery):
+    settings = {"slaveReadEnable": True}
+    cluster = await start_cluster(tmp_path, master={"brokerRole": "SYNC_MASTER", "slaveTimeout": SLOW_MACHINE_MS,
+                                                    **settings}, slave=settings)
+    producer = Producer(cluster.namesrv.addr, "HaProducer", instance_name="p", client_ip="127.0.0.1",
+                        client_config=QUICK_ROUTES)
+    consumer: PushConsumer | None = None
+    try:
+        w = Wire(RemotingClient(nursery))
+        m, s = cluster.master.addr, cluster.slave.addr
+        await wait_until("the slave caught up", lambda: caught_up(w, m, s))
+        await w.create_topic(m, TOPIC, 1)
+        cluster.admin("updateSubGroup", "-b", m, "-g", GROUP, "-i", "1", "-w", "1")
+        await producer.start(nursery)
+        for i in range(10):
+            assert (await producer.send(TOPIC, b"first%d" % i)).status == SendStatus.SEND_OK
+
+        got = Collector()
+        consumer = push_consumer(cluster, GROUP, got, "c")
+        await consumer.start(nursery)
+        await got.wait_count(10)  # the first pull goes to the master (no suggestion yet, B-117) and finds all 10
+        assert await served(w, m) == 10
+        for i in range(10):  # not lagging, yet the group's brokerId sends every later pull to the slave (B-114)
+            assert (await producer.send(TOPIC, b"later%d" % i)).status == SendStatus.SEND_OK
+        await got.wait_count(20)
+        assert await served(w, m) == 10 and await served(w, s) == 10
+    finally:
+        for client in (consumer, producer):
+            if client is not None:
+                await client.shutdown()
+        cluster.stop_all()
