@@ -426,7 +426,12 @@ def _trace_line(e: dict[str, Any]) -> str:
                     f"due {fmt_time(d['deliver_at'])}"
         return text
     if kind == "delivered":
-        return f"{where} to group {e['group']}, client {e['client'] or '-'}"
+        text = f"{where} to group {e['group']}, client {e['client'] or '-'}"
+        served_by = e.get("servedBy")
+        if served_by:
+            text += (f", served by slave {served_by['brokerId']} at {served_by['addr'] or '-'} "
+                     f"(recorded {fmt_time(e['recordedTs'])})")
+        return text
     if kind in ("offset_committed", "offset_moved_back"):
         return (f"group {e['group']} on {e['topic']} queue {e['queueId']}: {e['old']} -> {e['new']} "
                 f"({e['cause']}, {e['requester'] or '-'})")

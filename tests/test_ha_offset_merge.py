@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import msgpack
+import pytest
+
 from es_broker.commands.broker import Broker
+from es_broker.commands.errors import IllegalRequest
 from es_broker.commands.replay import verify
 from es_broker.commands.slave_broker import SlaveBroker
 from es_broker.commands.slave_offsets import (
@@ -11,10 +15,12 @@ from es_broker.commands.slave_offsets import (
     JOURNAL_DIR,
     KEPT_MASTER,
     SlaveCommit,
+    SlaveDelivery,
     SlaveOffsetJournal,
     effective_offset,
     merge_job,
 )
+from es_broker.ha.protocol import MergeRequest
 from tests.conftest import START, make_topic
 
 G, T = "G", "T"
@@ -118,6 +124,70 @@ def test_slave_journal_keeps_commits_across_reopening_and_never_reuses_a_positio
                           requester="c", replicated_seq=9).local_seq == 4
 
 
+def test_slave_journal_keeps_deliveries_apart_from_commits_across_reopening_and_forgets_both(tmp_path):
+    journal = SlaveOffsetJournal(tmp_path / "j")
+    journal.record(ts=1, topic=T, group=G, queue_id=0, offset=2, old=-1, cause="client_commit", requester="c",
+                   replicated_seq=9)
+    for first in (0, 3):  # positions 2 and 3: the commits' counter
+        journal.record_delivery(ts=10 + first, group=G, topic=T, queue_id=1, offset=first,
+                                offsets=range(first, first + 3), next_offset=first + 3, client="c@1",
+                                replicated_seq=9)
+    journal.close()
+    journal = SlaveOffsetJournal(tmp_path / "j")
+    assert journal.pending_deliveries() == [
+        SlaveDelivery(2, 10, G, T, 1, 0, (0, 1, 2), 3, "c@1", 9),
+        SlaveDelivery(3, 13, G, T, 1, 3, (3, 4, 5), 6, "c@1", 9)]
+    assert [c.local_seq for c in journal.pending()] == [1]  # commits only: the overlay never sees a delivery
+    assert journal.latest(T, G, 1) is None and journal.latest(T, G, 0).offset == 2
+    commits, deliveries, upto = journal.next_batch(0, 2)  # the first two positions, of either kind
+    assert ([c.local_seq for c in commits], [d.local_seq for d in deliveries], upto) == ([1], [2], 2)
+    assert journal.next_batch(2, 2)[1:] == ([journal.pending_deliveries()[1]], 3)
+    assert journal.next_batch(3, 2) == ([], [], 3)
+    assert journal.forget_through(2) == 2  # the commit and the first delivery
+    assert [d.local_seq for d in journal.pending_deliveries()] == [3] and journal.pending() == []
+    assert journal.forget_through(3) == 1 and journal.pending_all() == ([], [])
+    journal.close()
+    journal = SlaveOffsetJournal(tmp_path / "j")
+    assert journal.pending_all() == ([], [])
+    assert journal.record_delivery(ts=20, group=G, topic=T, queue_id=0, offset=0, offsets=[0], next_offset=1,
+                                   client="c", replicated_seq=9).local_seq == 4  # never reused
+    journal.close()
+
+
+async def test_a_merge_records_the_slaves_deliveries_with_served_by_before_the_merge_record(broker, clock,
+                                                                                          config):
+    await make_topic(broker)
+    clock.advance(1000)
+    served = SlaveDelivery(3, START + 5, G, T, 0, 0, (0, 1), 2, "c@1", 7)
+    outcome = await broker.submit(merge_job(broker.store, broker_id=1, slave_addr="127.0.0.1:10921",
+                                            journal_upto=3, commits=[], deliveries=[served]))
+    assert (outcome.deliveries, outcome.queues) == (1, ())
+    *_, (_, delivered), (seq, merged) = broker.store.log.read()
+    assert (delivered["type"], delivered["ts"], delivered["offsets"], delivered["client"]) == (
+        "messages_delivered", START + 1000, [0, 1], "c@1")
+    assert delivered["served_by"] == {"broker_id": 1, "addr": "127.0.0.1:10921", "ts": START + 5, "local_seq": 3}
+    assert (seq, merged["type"], merged["journal_upto"], merged["deliveries"], merged["commits"]) == (
+        outcome.seq, "slave_offsets_merged", 3, 1, [])
+    with pytest.raises(IllegalRequest):  # a delivery the request does not cover would be shipped again
+        merge_job(broker.store, broker_id=1, slave_addr="a", journal_upto=2, commits=[], deliveries=[served])
+    with pytest.raises(IllegalRequest):
+        merge_job(broker.store, broker_id=1, slave_addr="a", journal_upto=3, commits=[],
+                  deliveries=[SlaveDelivery(3, START, G, T, 0, 0, (), 0, "c", 7)])
+    broker.writer.close()
+    broker.close()
+    assert verify(config.storePathRootDir) == []
+
+
+def test_merge_request_body_carries_deliveries_and_still_reads_the_plain_list_of_commits():
+    c = commit(1, START, 4)
+    d = SlaveDelivery(2, START, G, T, 0, 0, (0,), 1, "c", 0)
+    both = MergeRequest.from_command(MergeRequest(1, "s:1", 2, (c,), (d,)).to_command())
+    assert (both.commits, both.deliveries, both.journal_upto) == ((c,), (d,), 2)
+    old_form = MergeRequest(1, "s:1", 1, (c,)).to_command()  # without deliveries: the first form
+    assert isinstance(msgpack.unpackb(old_form.body), list)
+    assert MergeRequest.from_command(old_form).deliveries == ()
+
+
 async def test_a_slave_forgets_at_start_the_commits_a_merge_record_already_covers(tmp_path, clock, config, nursery):
     # the log holds the master's merge record; the slave crashed before it dropped the journal entries
     data = tmp_path / "slave"
@@ -135,5 +205,27 @@ async def test_a_slave_forgets_at_start_the_commits_a_merge_record_already_cover
     slave = SlaveBroker.open(data, master_config.replace(brokerRole="SLAVE", brokerId=1), clock)
     try:
         assert slave.journal.pending() == [] and slave.stored_offset(G, T, 0) == 5
+    finally:
+        slave.close()
+
+
+async def test_a_slave_forgets_at_start_the_deliveries_a_merge_record_already_covers(tmp_path, clock, config,
+                                                                                     nursery):
+    data = tmp_path / "slave"
+    master_config = config.replace(storePathRootDir=str(data))
+    b = Broker.open(data, master_config, clock)
+    await nursery.start(b.run)
+    await make_topic(b)
+    journal = SlaveOffsetJournal(data / JOURNAL_DIR)
+    served = journal.record_delivery(ts=START, group=G, topic=T, queue_id=0, offset=0, offsets=[0], next_offset=1,
+                                     client="c", replicated_seq=b.store.log.last_seq)
+    journal.close()
+    await b.submit(merge_job(b.store, broker_id=1, slave_addr="s", journal_upto=served.local_seq, commits=[],
+                             deliveries=[served]))
+    b.writer.close()
+    b.close()
+    slave = SlaveBroker.open(data, master_config.replace(brokerRole="SLAVE", brokerId=1), clock)
+    try:
+        assert slave.journal.pending_all() == ([], [])
     finally:
         slave.close()

@@ -16,6 +16,7 @@ import trio
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.commands.replay import compare
 from es_broker.config import BrokerConfig
+from es_broker.ha import slave as slave_replication
 from es_broker.ha.protocol import FetchRequest, record_crc
 from es_broker.log import records
 from es_broker.remoting import fastjson
@@ -379,6 +380,68 @@ async def test_s005_commits_to_a_slave_while_the_master_is_up_reach_the_master(b
     assert m.server.broker.stored_offset("G", TOPIC, 0) == 4
     await brokers.caught_up(m, s)
     assert await brokers.w.query(s.addr, "G", TOPIC, 0) == 4
+
+
+async def test_s005_deliveries_a_slave_serves_while_the_master_is_down_are_recorded_on_the_master(brokers, tmp_path,
+                                                                                                 monkeypatch):
+    monkeypatch.setattr(slave_replication, "SHIP_BATCH", 3)  # the journal goes back in two requests
+    m = await brokers.master("ASYNC_MASTER")
+    s = await brokers.slave(m)
+    w = brokers.w
+    await w.create_topic(m.addr, TOPIC, 2)
+    sent = await _send(brokers, m, 5, 0)
+    await _send(brokers, m, 3, 1)
+    await brokers.caught_up(m, s)
+    port = m.server.port
+    await m.stop()
+
+    pulls = [(0, 0, 3), (0, 3, 32), (1, 1, 32), (1, 3, 32)]  # the last finds nothing: no delivery
+    answers = [await w.pull(s.addr, "G", TOPIC, q, offset, n) for q, offset, n in pulls]
+    assert [r.code for r in answers] == [ResponseCode.SUCCESS] * 3 + [ResponseCode.PULL_NOT_FOUND]
+    await w.commit(s.addr, "G", TOPIC, 0, 5)
+    journal = s.server.broker.journal
+    assert [(d.queue_id, d.offsets) for d in journal.pending_deliveries()] == [(0, (0, 1, 2)), (0, (3, 4)),
+                                                                             (1, (1, 2))]
+    assert [c.local_seq for c in journal.pending()] == [4]  # one counter for both
+
+    m = await brokers.start("master", brokerRole="ASYNC_MASTER", port=port)  # the slave reconnects by itself
+    await wait_until("the merge", lambda: _journal_forgotten(s))
+    log = list(m.server.broker.store.log.read())
+    delivered = [r for _, r in log if r["type"] == "messages_delivered"]
+    assert [(r["queue_id"], r["offset"], r["offsets"], r["next_offset"]) for r in delivered] == [
+        (0, 0, [0, 1, 2], 3), (0, 3, [3, 4], 5), (1, 1, [1, 2], 3)]
+    assert {r["served_by"]["broker_id"] for r in delivered} == {1}
+    assert {r["served_by"]["addr"] for r in delivered} == {s.addr}
+    assert [r["served_by"]["local_seq"] for r in delivered] == [1, 2, 3]
+    assert all(r["served_by"]["ts"] <= r["ts"] for r in delivered)  # served before the master recorded them
+    merged = [r for _, r in log if r["type"] == "slave_offsets_merged"]  # one without commits: it covers deliveries
+    assert [(r["journal_upto"], r["deliveries"], len(r["commits"])) for r in merged] == [(3, 3, 0), (4, 0, 1)]
+    assert m.server.broker.stored_offset("G", TOPIC, 0) == 5
+    ev = [e for e in m.server.broker.message_journey(sent[1].require_str("msgId"))["events"]
+          if e["event"] == "delivered"]
+    assert [(e["servedBy"]["brokerId"], e["pullOffset"]) for e in ev] == [(1, 0)]
+    await brokers.caught_up(m, s)
+    assert journal.pending_all() == ([], [])
+    await s.stop()
+    await m.stop()
+    assert compare(tmp_path / "master", tmp_path / "slave") == []
+
+
+async def test_s005_a_delivery_a_slave_serves_while_the_master_is_up_reaches_the_master(brokers):
+    m = await brokers.master("ASYNC_MASTER", slaveReadEnable=True)
+    s = await brokers.slave(m, slaveReadEnable=True)
+    await brokers.w.create_topic(m.addr, TOPIC, 1)
+    await _send(brokers, m, 2)
+    await brokers.caught_up(m, s)
+    r = await brokers.w.pull(s.addr, "G", TOPIC, 0, 0)  # slaveReadEnable: a consumer reading from the slave
+    assert r.code == ResponseCode.SUCCESS
+    await wait_until("the merge", lambda: _journal_forgotten(s))
+    (delivered,) = [r for _, r in m.server.broker.store.log.read() if r["type"] == "messages_delivered"]
+    assert (delivered["offsets"], delivered["served_by"]["broker_id"]) == ([0, 1], 1)
+
+
+async def _journal_forgotten(s: Node) -> bool:
+    return bool(s.server.replicator.merge_seqs) and s.server.broker.journal.pending_all() == ([], [])
 
 
 # ---------------------------------------------------------------------- the command line

@@ -96,3 +96,17 @@ def test_export_is_incremental_and_a_redone_chunk_replaces_its_files(tmp_path):
 
 def test_the_schema_document_is_current():
     assert (ROOT / "spark" / "SCHEMA.md").read_text() == schema_markdown()
+
+
+def test_a_delivery_a_slave_served_is_a_deliveries_row_with_served_by_in_extra():
+    from es_broker.log import make
+
+    served_by = {"broker_id": 1, "addr": "10.0.0.2:10921", "ts": START - 5, "local_seq": 3}
+    record = make("messages_delivered", START, group="G", topic="T", queue_id=0, offset=0, offsets=[0, 1],
+                  next_offset=2, client="c", served_by=served_by)
+    ((family, row),) = rows_of(9, record, START)
+    assert (family, row["ts"], row["count"], row["client"]) == ("deliveries", START, 2, "c")
+    assert json.loads(row["extra"]) == {"served_by": served_by}
+    merged = make("slave_offsets_merged", START, broker_id=1, slave_addr="s", policy="latest_wins",
+                  journal_upto=3, commits=[], queues=[], deliveries=1, requester="s")
+    assert [f for f, _ in rows_of(10, merged, START)] == ["other"]  # no offset moved: kept as JSON

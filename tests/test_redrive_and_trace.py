@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from es_broker.admin_cli import fmt_time, render_trace
 from es_broker.commands import trace
 from es_broker.commands.errors import TopicNotExist
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.replay import replay
+from es_broker.commands.slave_offsets import SlaveDelivery, merge_job
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.remoting.message import decode_one
@@ -113,6 +115,28 @@ async def test_trace_shows_send_deliveries_send_backs_delays_dead_letter_commits
     assert broker.message_journey(journey["hops"][5]["msgId"])["events"] == ev
     assert broker.message_journey("U-1")["events"] == ev
     assert not broker.message_journey("7F00000100002A9F00000000FFFFFFFF")["found"]
+
+
+async def test_trace_shows_a_delivery_a_slave_served_at_the_slaves_time_with_the_slave(broker, clock):
+    await make_topic(broker, "T", queues=1)
+    sent = await broker.put_message("T", 0, MessageIn(b"job"))
+    await broker.pull("G", "T", 0, 0, client="consumer@1")  # the master's own delivery
+    served_at = clock.now_ms() + 1000
+    clock.advance(5000)  # the master was away; it merges the slave's journal when back
+    served = SlaveDelivery(7, served_at, "G", "T", 0, 0, (0,), 1, "consumer@2", broker.store.log.last_seq)
+    await broker.submit(merge_job(broker.store, broker_id=1, slave_addr="10.0.0.2:10921", journal_upto=7,
+                                  commits=[], deliveries=[served]))
+    journey = broker.message_journey(sent.msg_ids[0])
+    first, second = [e for e in journey["events"] if e["event"] == "delivered"]
+    assert "servedBy" not in first and first["client"] == "consumer@1"
+    assert (second["ts"], second["recordedTs"], second["client"]) == (served_at, clock.now_ms(), "consumer@2")
+    assert second["servedBy"] == {"brokerId": 1, "addr": "10.0.0.2:10921", "localSeq": 7}
+    text = render_trace({**journey, "broker": "broker-a"})
+    (line,) = [x for x in text.splitlines() if "consumer@2" in x]
+    assert fmt_time(served_at) in line and "DELIVERED" in line
+    assert f"served by slave 1 at 10.0.0.2:10921 (recorded {fmt_time(clock.now_ms())})" in line
+    (line,) = [x for x in text.splitlines() if "consumer@1" in x]
+    assert "served by" not in line
 
 
 async def test_trace_reads_the_same_from_a_replayed_log(broker, clock, tmp_path):

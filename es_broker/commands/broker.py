@@ -61,7 +61,8 @@ class Broker:
         self.writer = GroupCommitWriter(store.log, flush_interval_ms=store.config.flushIntervalCommitLog)
         # called after a message was parked in SCHEDULE_TOPIC_XXXX; the delay delivery service hooks in
         self.on_delayed_stored: Callable[[], None] = lambda: None
-        # messages handed out by PULL_MESSAGE since start; a statistic, not state (a slave records no deliveries)
+        # messages handed out by PULL_MESSAGE since start; a statistic, not state (a slave's deliveries
+        # reach the log only when its master merges them)
         self.messages_served = 0
 
     @classmethod

@@ -2,11 +2,13 @@
 
 A slave applies the master's records with their sequence numbers, so at the
 same sequence its projections are byte-identical to the master's. Anything
-that would append a record of the slave's own (a delivery, a created group,
-a recorded query, a membership change, a reset) is either left unrecorded
-(reads, heartbeats: what RocketMQ's slave keeps in memory only) or refused
-(`submit` answers SERVICE_NOT_AVAILABLE). Offset commits go to the slave
-journal (`slave_offsets`) and are merged back on the master (S-5).
+that would append a record of the slave's own (a created group, a recorded
+query, a membership change, a reset) is either left unrecorded (heartbeats,
+"no offset" queries: what RocketMQ's slave keeps in memory only) or refused
+(`submit` answers SERVICE_NOT_AVAILABLE). Offset commits and deliveries (pulls
+that found messages) go to the slave journal (`slave_offsets`) and are
+merged back on the master (S-5), where a delivery becomes the
+`messages_delivered` record it would have been, with `served_by`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.slave_offsets import (
     JOURNAL_DIR,
     SlaveCommit,
+    SlaveDelivery,
     SlaveOffsetJournal,
     check_commit,
     effective_offset,
@@ -86,7 +89,8 @@ class SlaveBroker(Broker):
     def __init__(self, store: Store, journal: SlaveOffsetJournal) -> None:
         super().__init__(store)
         self.journal = journal
-        self.on_commit: Callable[[], None] = lambda: None  # replication ships new commits to the master
+        # replication ships new journal entries (commits, deliveries) to the master
+        self.on_commit: Callable[[], None] = lambda: None
 
     @classmethod
     def open(cls, data_dir: str | Path, config: BrokerConfig | None = None,
@@ -94,9 +98,9 @@ class SlaveBroker(Broker):
         store = Store.open(data_dir, config, clock)
         journal = SlaveOffsetJournal(Path(data_dir) / JOURNAL_DIR, sync=store.config.sync_flush)
         broker = cls(store, journal)
-        pending = journal.pending()
-        if pending:  # a merge record covering them comes after the oldest was taken
-            broker.forget_merged(store.log.read(min(c.replicated_seq for c in pending) + 1))
+        oldest = journal.oldest_replicated_seq()
+        if oldest is not None:  # a merge record covering them comes after the oldest was taken
+            broker.forget_merged(store.log.read(oldest + 1))
         return broker
 
     def close(self) -> None:
@@ -169,17 +173,30 @@ class SlaveBroker(Broker):
     def pending_commits(self) -> list[SlaveCommit]:
         return self.journal.pending()
 
-    # ------------------------------------------------------------------ reads that record nothing
+    def pending_deliveries(self) -> list[SlaveDelivery]:
+        return self.journal.pending_deliveries()
+
+    # ------------------------------------------------------------------ reads
     async def pull(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int = 32, *,
                    tags_codes: frozenset[int] | None = None, client: str = "",
                    commit_offset: int | None = None) -> GetResult:
-        """PULL_MESSAGE on a slave: the read only; a piggybacked commit is ignored (B-31, B-118)."""
+        """PULL_MESSAGE on a slave: a piggybacked commit is ignored (B-31, B-118); a delivery is journalled.
+
+        What a master records as `messages_delivered` goes to the slave
+        journal, to be recorded by the master at the next merge.
+        """
         messages.check_pull_args(offset, max_msg_nums)
         group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
         result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes)
         self.messages_served += len(result.offsets)
+        if result.offsets:
+            self.journal.record_delivery(ts=self.store.clock.now_ms(), group=group, topic=topic, queue_id=queue_id,
+                                         offset=offset, offsets=result.offsets,
+                                         next_offset=result.next_begin_offset, client=client,
+                                         replicated_seq=self.store.log.last_seq)
+            self.on_commit()
         return result
 
     async def ensure_group(self, group: str, *, requester: str = "") -> dict[str, Any]:
@@ -211,7 +228,9 @@ class SlaveBroker(Broker):
 
     def runtime_info(self) -> dict[str, Any]:
         info = super().runtime_info()
-        info["haPendingOffsetCommits"] = len(self.journal.pending())
+        commits, deliveries = self.journal.pending_all()
+        info["haPendingOffsetCommits"] = len(commits)
+        info["haPendingDeliveries"] = len(deliveries)
         return info
 
 

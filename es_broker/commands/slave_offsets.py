@@ -23,12 +23,25 @@ The record carries the slave's commits and, per queue, the outcome. When it
 reaches the slave through replication, the slave forgets the journal entries
 it covers (`journal_upto`), so an entry is dropped only once the master's log
 holds it.
+
+Deliveries travel the same way. A PULL_MESSAGE that finds messages on a
+master is the `messages_delivered` record; on a slave it is a journal entry
+(`SlaveDelivery`: the slave's time, the pull, what it handed out, the
+replicated sequence it stood on), at a position from the same counter as the
+commits, so one `journal_upto` covers both. The master's merge appends, in
+the same transaction and before `slave_offsets_merged`, one
+`messages_delivered` per shipped delivery with the usual fields plus
+`served_by` (slave brokerId and address, the slave's delivery time `ts`, the
+journal position `local_seq`); the record's own `ts` is the master's time of
+the merge. Commits and deliveries are separate databases of the journal, so
+everything that reads commits (`pending`, `latest`) sees commits only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import lmdb
@@ -80,6 +93,32 @@ class SlaveCommit:
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.topic, self.group, self.queue_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveDelivery:
+    """One PULL_MESSAGE a slave answered with messages (the fields of a `messages_delivered` record)."""
+
+    local_seq: int  # position in the slave journal (the counter the commits use)
+    ts: int  # the slave's time of the delivery
+    group: str
+    topic: str
+    queue_id: int
+    offset: int  # the requested offset
+    offsets: tuple[int, ...]  # the queue offsets handed out
+    next_offset: int
+    client: str
+    replicated_seq: int  # the last master record the slave had applied
+
+    def row(self) -> list:
+        return [self.local_seq, self.ts, self.group, self.topic, self.queue_id, self.offset, list(self.offsets),
+                self.next_offset, self.client, self.replicated_seq]
+
+    @classmethod
+    def from_row(cls, row: list) -> SlaveDelivery:
+        local_seq, ts, group, topic, queue_id, offset, offsets, next_offset, client, replicated_seq = row
+        return cls(local_seq, ts, group, topic, queue_id, offset, tuple(offsets), next_offset, client,
+                   replicated_seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,13 +192,33 @@ def check_commit(group: str, topic: str, queue_id: object, offset: object) -> No
         raise IllegalRequest(f"commitOffset {offset!r} must be an integer")
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_delivery(d: SlaveDelivery) -> None:
+    """The checks of a shipped delivery: names, queue, offsets (what Broker.pull would have recorded)."""
+    names.check_group_name(d.group)
+    names.check_topic_name(d.topic)
+    if not _is_int(d.queue_id) or d.queue_id < 0:
+        raise IllegalRequest(f"queueId {d.queue_id!r} must be a non-negative integer")
+    if not (_is_int(d.local_seq) and _is_int(d.ts) and _is_int(d.offset) and _is_int(d.next_offset)):
+        raise IllegalRequest("a slave delivery's position, time and offsets must be integers")
+    if not d.offsets or not all(_is_int(o) and o >= 0 for o in d.offsets):
+        raise IllegalRequest(f"a slave delivery hands out non-negative queue offsets, not {list(d.offsets)!r}")
+    if not isinstance(d.client, str):
+        raise IllegalRequest(f"a slave delivery's client {d.client!r} must be a string")
+
+
 # ---------------------------------------------------------------------- the slave journal
 
 
 class SlaveOffsetJournal:
-    """The commits a slave took, in an LMDB environment of their own (not part of the record log).
+    """The commits and deliveries a slave took, in an LMDB environment of their own (not part of the record log).
 
     Database `journal`: 8-byte local sequence -> msgpack row of a SlaveCommit.
+    Database `deliveries`: 8-byte local sequence -> msgpack row of a
+    SlaveDelivery; the positions come from the same counter as the commits'.
     Database `meta`: `log_seen` -> the replicated sequence up to which merge
     records have been looked for (so a crash between applying a merge record
     and forgetting its entries is repaired at the next start), and the last
@@ -171,6 +230,7 @@ class SlaveOffsetJournal:
         self.path.mkdir(parents=True, exist_ok=True)
         self.env = lmdb.open(str(self.path), map_size=8 * 1024 * 1024, max_dbs=4, sync=sync, metasync=sync)
         self.journal_db = self.env.open_db(b"journal")
+        self.deliveries_db = self.env.open_db(b"deliveries")
         self.meta_db = self.env.open_db(b"meta")
         self._latest: dict[tuple[str, str, int], SlaveCommit] = {}
         self.last_local_seq = 0
@@ -206,30 +266,82 @@ class SlaveOffsetJournal:
         self._latest[commit.key] = commit
         return commit
 
+    def record_delivery(self, *, ts: int, group: str, topic: str, queue_id: int, offset: int,
+                        offsets: Iterable[int], next_offset: int, client: str,
+                        replicated_seq: int) -> SlaveDelivery:
+        """Keep one delivery (a pull that found messages) at the next journal position."""
+        delivery = SlaveDelivery(self.last_local_seq + 1, ts, group, topic, queue_id, offset, tuple(offsets),
+                                 next_offset, client, replicated_seq)
+
+        def put(txn: lmdb.Transaction) -> None:
+            txn.put(U64.pack(delivery.local_seq), msgpack.packb(delivery.row()), db=self.deliveries_db)
+            txn.put(_META_LAST_LOCAL, U64.pack(delivery.local_seq), db=self.meta_db)
+
+        self._write(put)
+        self.last_local_seq = delivery.local_seq
+        return delivery
+
     def latest(self, topic: str, group: str, queue_id: int) -> SlaveCommit | None:
         return self._latest.get((topic, group, queue_id))
 
     def latest_all(self) -> dict[tuple[str, str, int], SlaveCommit]:
         return dict(self._latest)
 
+    @staticmethod
+    def _rows(txn: lmdb.Transaction, db, after: int, limit: int | None = None) -> list:
+        cur = txn.cursor(db=db)
+        if not cur.set_range(U64.pack(after + 1)):
+            return []
+        return [msgpack.unpackb(raw) for _, raw in islice(cur, limit)]
+
     def pending(self, after: int = 0) -> list[SlaveCommit]:
         """Commits not yet covered by a merge record, oldest first; those after a local sequence."""
         with self.env.begin() as txn:
-            cur = txn.cursor(db=self.journal_db)
-            if not cur.set_range(U64.pack(after + 1)):
-                return []
-            return [SlaveCommit.from_row(msgpack.unpackb(raw)) for _, raw in cur]
+            return [SlaveCommit.from_row(row) for row in self._rows(txn, self.journal_db, after)]
+
+    def pending_deliveries(self, after: int = 0) -> list[SlaveDelivery]:
+        """Deliveries not yet covered by a merge record, oldest first; those after a local sequence."""
+        with self.env.begin() as txn:
+            return [SlaveDelivery.from_row(row) for row in self._rows(txn, self.deliveries_db, after)]
+
+    def pending_all(self, after: int = 0) -> tuple[list[SlaveCommit], list[SlaveDelivery]]:
+        """Commits and deliveries after a local sequence, read together (what one merge request ships)."""
+        with self.env.begin() as txn:
+            return ([SlaveCommit.from_row(row) for row in self._rows(txn, self.journal_db, after)],
+                    [SlaveDelivery.from_row(row) for row in self._rows(txn, self.deliveries_db, after)])
+
+    def next_batch(self, after: int, limit: int) -> tuple[list[SlaveCommit], list[SlaveDelivery], int]:
+        """The first `limit` entries after a position, commits and deliveries, and the last position they reach.
+
+        Every entry of either kind at or before that position is in the batch,
+        so a merge record with that `journal_upto` covers exactly the batch.
+        """
+        with self.env.begin() as txn:
+            commits = [SlaveCommit.from_row(row) for row in self._rows(txn, self.journal_db, after, limit)]
+            deliveries = [SlaveDelivery.from_row(row) for row in self._rows(txn, self.deliveries_db, after, limit)]
+        positions = sorted([c.local_seq for c in commits] + [d.local_seq for d in deliveries])[:limit]
+        if not positions:
+            return [], [], after
+        upto = positions[-1]
+        return ([c for c in commits if c.local_seq <= upto], [d for d in deliveries if d.local_seq <= upto], upto)
+
+    def oldest_replicated_seq(self) -> int | None:
+        """The replicated sequence the oldest pending entry (commit or delivery) was taken on; None if none."""
+        commits, deliveries = self.pending_all()
+        seqs = [c.replicated_seq for c in commits] + [d.replicated_seq for d in deliveries]
+        return min(seqs) if seqs else None
 
     def forget_through(self, local_seq: int) -> int:
-        """Drop the entries a merge record on the master covers; returns how many went."""
+        """Drop the entries (commits and deliveries) a merge record on the master covers; returns how many went."""
         dropped = 0
 
         def drop(txn: lmdb.Transaction) -> None:
             nonlocal dropped
-            cur = txn.cursor(db=self.journal_db)
-            while cur.first() and U64.unpack(cur.key())[0] <= local_seq:
-                cur.delete()
-                dropped += 1
+            for db in (self.journal_db, self.deliveries_db):
+                cur = txn.cursor(db=db)
+                while cur.first() and U64.unpack(cur.key())[0] <= local_seq:
+                    cur.delete()
+                    dropped += 1
 
         self._write(drop)
         self._reload()
@@ -256,16 +368,34 @@ class MergeOutcome:
     seq: int
     policy: str
     queues: tuple[tuple, ...]  # (topic, group, queue id, old, new, outcome, requester)
+    deliveries: int = 0  # `messages_delivered` records appended before the merge record
 
 
 def merge_job(store: Store, *, broker_id: int, slave_addr: str, journal_upto: int,
-              commits: list[SlaveCommit], requester: str = ""):
-    """Record `slave_offsets_merged`: the slave's commits and, per queue, which value holds now (S-5)."""
+              commits: list[SlaveCommit], deliveries: Iterable[SlaveDelivery] = (), requester: str = ""):
+    """Record the slave's deliveries, then `slave_offsets_merged` with its commits and the outcome (S-5).
+
+    Each delivery becomes a `messages_delivered` record with `served_by`; the
+    merge record follows even without commits, so that its `journal_upto`
+    lets the slave forget the deliveries too.
+    """
     policy = check_policy(store.config.slave_offset_merge)
     for c in commits:
         check_commit(c.group, c.topic, c.queue_id, c.offset)
+    deliveries = sorted(deliveries, key=lambda d: d.local_seq)
+    for d in deliveries:
+        check_delivery(d)
+        if d.local_seq > journal_upto:
+            raise IllegalRequest(f"slave delivery at journal position {d.local_seq} is past journalUpto "
+                                 f"{journal_upto}")
 
     def job(ctx: AppendContext) -> MergeOutcome:
+        ts = store.clock.now_ms()
+        for d in deliveries:  # in the slave's order; the master's time, the slave's in served_by
+            ctx.append(make("messages_delivered", ts, group=d.group, topic=d.topic, queue_id=d.queue_id,
+                            offset=d.offset, offsets=list(d.offsets), next_offset=d.next_offset, client=d.client,
+                            served_by={"broker_id": broker_id, "addr": slave_addr, "ts": d.ts,
+                                       "local_seq": d.local_seq}))
         queues = []
         for (topic, group, qid), c in sorted(latest_per_queue(commits).items()):
             current = store.offsets.query(ctx.txn, topic, group, qid)
@@ -277,10 +407,10 @@ def merge_job(store: Store, *, broker_id: int, slave_addr: str, journal_upto: in
                 outcome = KEPT_MASTER
             new = c.offset if outcome == APPLIED else current
             queues.append((topic, group, qid, current, new, outcome, c.requester))
-        seq = ctx.append(make("slave_offsets_merged", store.clock.now_ms(), broker_id=broker_id,
+        seq = ctx.append(make("slave_offsets_merged", ts, broker_id=broker_id,
                               slave_addr=slave_addr, policy=policy, journal_upto=journal_upto,
                               commits=[c.row() for c in commits], queues=[list(q) for q in queues],
-                              requester=requester))
-        return MergeOutcome(seq, policy, tuple(queues))
+                              deliveries=len(deliveries), requester=requester))
+        return MergeOutcome(seq, policy, tuple(queues), len(deliveries))
 
     return job

@@ -7,6 +7,11 @@ delivers a parked hop to `%RETRY%G`, a re-drive sends a dead letter on. The
 trace index (projections/message_trace.py) links the hops; for each hop the
 journey lists its deliveries (to which group and client), the offset commits
 that moved past it, and the send-back, delivery or re-drive that led on.
+A delivery a slave served (a `messages_delivered` record with `served_by`,
+appended by the master when it merged the slave's journal) shows the slave's
+brokerId and address and the slave's time of the delivery; `recordedTs` is
+when the master recorded it. Events are in log order (`seq`), so a slave's
+deliveries come where the merge put them.
 
 Everything comes from records, so a trace reads the same after a replay and
 after retention removed the message bodies (then only the body-derived
@@ -141,12 +146,24 @@ def _hop(store: Store, txn: lmdb.Transaction, phy: int, events: list[dict[str, A
             event["delay"] = rec["delay"]
         events.append(event)
     for delivered_seq in store.trace.deliveries_of(txn, topic, queue_id, queue_offset):
-        d = record_at(store, txn, delivered_seq)
-        events.append({"seq": delivered_seq, "ts": d["ts"], "event": "delivered", "msgId": hop["msgId"],
-                       "group": d["group"], "client": d.get("client", ""), "topic": topic, "queueId": queue_id,
-                       "queueOffset": queue_offset, "pullOffset": d["offset"], "nextOffset": d["next_offset"]})
+        events.append(_delivered(record_at(store, txn, delivered_seq), delivered_seq, hop["msgId"], topic,
+                                 queue_id, queue_offset))
     events.extend(_commits_past(store, txn, topic, queue_id, queue_offset, seq, hop["msgId"]))
     return hop
+
+
+def _delivered(d: Record, seq: int, msg_id: str | None, topic: str, queue_id: int,
+               queue_offset: int) -> dict[str, Any]:
+    """A delivery event; one a slave served is at the slave's time, with the slave and the merge's time."""
+    event = {"seq": seq, "ts": d["ts"], "event": "delivered", "msgId": msg_id, "group": d["group"],
+             "client": d.get("client", ""), "topic": topic, "queueId": queue_id, "queueOffset": queue_offset,
+             "pullOffset": d["offset"], "nextOffset": d["next_offset"]}
+    served_by = d.get("served_by")
+    if served_by is not None:  # recorded by the master when the slave's journal was merged
+        event.update(ts=served_by["ts"], recordedTs=d["ts"],
+                     servedBy={"brokerId": served_by["broker_id"], "addr": served_by.get("addr", ""),
+                               "localSeq": served_by.get("local_seq")})
+    return event
 
 
 def _commits_past(store: Store, txn: lmdb.Transaction, topic: str, queue_id: int, queue_offset: int,

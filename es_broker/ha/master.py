@@ -211,10 +211,11 @@ class ReplicationMaster:
             raise IllegalRequest(f"merge request is malformed: {exc}") from None
         outcome = await self.broker.submit(merge_job(
             self.broker.store, broker_id=mr.slave_id, slave_addr=mr.slave_addr, journal_upto=mr.journal_upto,
-            commits=list(mr.commits), requester=mr.slave_addr))
-        log.info("merged %d offset commits of slave %d (%s): seq %d", len(mr.commits), mr.slave_id,
-                 outcome.policy, outcome.seq)
-        return response_to(req, ResponseCode.SUCCESS, None, {"seq": outcome.seq, "policy": outcome.policy})
+            commits=list(mr.commits), deliveries=list(mr.deliveries), requester=mr.slave_addr))
+        log.info("merged %d offset commits and %d deliveries of slave %d (%s): seq %d", len(mr.commits),
+                 outcome.deliveries, mr.slave_id, outcome.policy, outcome.seq)
+        return response_to(req, ResponseCode.SUCCESS, None, {"seq": outcome.seq, "policy": outcome.policy,
+                                                             "deliveries": outcome.deliveries})
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:

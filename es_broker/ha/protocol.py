@@ -19,9 +19,14 @@ records as stored, and the commit-log entries that the `messages_stored`
 among them place. SYSTEM_ERROR when the slave is not on the master's history.
 
 HA_MERGE_SLAVE_OFFSETS (9281), slave -> master. Header: `slaveId`,
-`slaveAddr`, `journalUpto`; body: msgpack list of slave-journal rows
-(`SlaveCommit.row`). Answer: SUCCESS with `seq` (the merge record) and
-`policy`.
+`slaveAddr`, `journalUpto` (the last journal position the request covers);
+body: a msgpack map `{"commits": [SlaveCommit.row, ...], "deliveries":
+[SlaveDelivery.row, ...]}`, both lists oldest first. The first form, a plain
+msgpack list of commit rows, is still accepted (no deliveries), and a slave
+sends it when it has no deliveries to ship, so that a master without
+delivery support still merges its commits; upgrade the master first. Answer:
+SUCCESS with `seq` (the merge record), `policy` and `deliveries` (how many
+`messages_delivered` records the master appended for the slave).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from dataclasses import dataclass
 import msgpack
 
 from es_broker.commands.slave_broker import ReplicatedBatch
-from es_broker.commands.slave_offsets import SlaveCommit
+from es_broker.commands.slave_offsets import SlaveCommit, SlaveDelivery
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request, response_to
 
@@ -95,16 +100,28 @@ class MergeRequest:
     slave_addr: str
     journal_upto: int
     commits: tuple[SlaveCommit, ...]
+    deliveries: tuple[SlaveDelivery, ...] = ()
 
     def to_command(self) -> RemotingCommand:
-        body = msgpack.packb([c.row() for c in self.commits], use_bin_type=True)
+        commits = [c.row() for c in self.commits]
+        payload: list | dict = commits
+        if self.deliveries:
+            payload = {"commits": commits, "deliveries": [d.row() for d in self.deliveries]}
+        body = msgpack.packb(payload, use_bin_type=True)
         return request(EsRequestCode.HA_MERGE_SLAVE_OFFSETS, {
             "slaveId": self.slave_id, "slaveAddr": self.slave_addr, "journalUpto": self.journal_upto}, body)
 
     @classmethod
     def from_command(cls, cmd: RemotingCommand) -> MergeRequest:
-        rows = msgpack.unpackb(cmd.body, raw=False) if cmd.body else []
-        if not isinstance(rows, list):
-            raise ValueError("merge body is not a list of slave commits")
+        body = msgpack.unpackb(cmd.body, raw=False) if cmd.body else []
+        if isinstance(body, list):  # the first form: commits only
+            commits, deliveries = body, []
+        elif isinstance(body, dict):
+            commits, deliveries = body.get("commits", []), body.get("deliveries", [])
+        else:
+            raise ValueError("merge body is neither a map of commits and deliveries nor a list of commits")
+        if not isinstance(commits, list) or not isinstance(deliveries, list):
+            raise ValueError("merge body's commits and deliveries must be lists")
         return cls(cmd.require_int("slaveId"), cmd.require_str("slaveAddr"), cmd.require_long("journalUpto"),
-                   tuple(SlaveCommit.from_row(list(r)) for r in rows))
+                   tuple(SlaveCommit.from_row(list(r)) for r in commits),
+                   tuple(SlaveDelivery.from_row(list(r)) for r in deliveries))

@@ -10,8 +10,14 @@ short back-off and resumes from whatever the slave's log holds, which is
 exact because the log and the projections commit together.
 
 Once caught up with a live master, offsets clients committed to the slave
-(the slave journal) are sent to it (HA_MERGE_SLAVE_OFFSETS); the merge
-record comes back through the log and clears the entries it covers.
+and the deliveries it served (the slave journal) are sent to it
+(HA_MERGE_SLAVE_OFFSETS), whenever the journal grows; the master records the
+deliveries and the merge, the merge record comes back through the log and
+clears the entries it covers. Shipping waits until the slave holds the
+master's tail as of its last fetch: a merge record the master appended for
+an earlier request (whose answer was lost with the connection, or before a
+restart of the slave) has then come back and cleared its entries, so they
+are not shipped, and recorded, twice.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import trio
 
 from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.commands.slave_broker import LogDiverged, SlaveBroker
+from es_broker.commands.slave_offsets import SlaveCommit, SlaveDelivery
 from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
 from es_broker.log import records
 from es_broker.remoting.codes import ResponseCode
@@ -33,6 +40,7 @@ log = logging.getLogger(__name__)
 BACKOFF_MIN = 0.05  # s before reconnecting after a failure, doubling up to BACKOFF_MAX
 BACKOFF_MAX = 1.0
 ANSWER_GRACE = 10.0  # s on top of the held time before a fetch counts as lost
+SHIP_BATCH = 1000  # journal entries (commits and deliveries) per merge request
 
 
 class ReplicationRefused(Exception):
@@ -59,7 +67,9 @@ class SlaveReplicator:
         self.merge_seqs: list[int] = []  # merge records covering this slave's journal, as applied
         self._shipped_upto = 0  # journal position the master already acknowledged a merge for
         self._journal_grew = trio.Event()
-        broker.on_commit = self._wake_shipper  # a commit taken here is shipped as soon as a master listens
+        self._fetched = trio.Event()  # set (and replaced) after each fetch answer is applied
+        # a commit or delivery taken here is shipped as soon as a master listens
+        broker.on_commit = self._wake_shipper
         self._failing_since: float | None = None
 
     # ------------------------------------------------------------------ master address
@@ -136,14 +146,22 @@ class SlaveReplicator:
             self.master_last_seq = answer.master_last_seq
             if answer.batch.records:
                 await self._apply(answer)
+            self._fetched.set()
+            self._fetched = trio.Event()
 
     async def _ship_loop(self, addr: str) -> None:
-        """Whenever the journal grows while connected, send what the master has not acknowledged."""
+        """Whenever the journal grows, send what the master has not acknowledged once caught up with it."""
         while True:
             await self._journal_grew.wait()
             self._journal_grew = trio.Event()
-            if self.connected:
-                await self._ship_offsets(addr)
+            while not self.caught_up:  # merge records of earlier requests come back first
+                await self._fetched.wait()
+            await self._ship_offsets(addr)
+
+    @property
+    def caught_up(self) -> bool:
+        """Connected, and holding every record the master had at its last answer."""
+        return self.connected and self.broker.store.log.last_seq >= self.master_last_seq
 
     def _wake_shipper(self) -> None:
         self._journal_grew.set()
@@ -168,22 +186,31 @@ class SlaveReplicator:
         self.merge_seqs.extend(self.broker.forget_merged(applied))
 
     async def _ship_offsets(self, addr: str) -> None:
-        """Send the journal entries the master has not acknowledged yet (S-5)."""
+        """Send the journal entries (commits, deliveries) the master has not acknowledged yet (S-5).
+
+        At most SHIP_BATCH entries a request (and a merge record), so a
+        journal that grew through a long outage neither exceeds a frame nor
+        makes one huge transaction on the master.
+        """
         journal = self.broker.journal
-        if journal.last_local_seq <= self._shipped_upto:
-            return
-        commits = journal.pending(after=self._shipped_upto)
-        if not commits:
-            self._shipped_upto = journal.last_local_seq
-            return
-        upto = commits[-1].local_seq
-        request = MergeRequest(self.broker.config.brokerId, self.own_addr(), upto, tuple(commits))
+        while journal.last_local_seq > self._shipped_upto:
+            commits, deliveries, upto = journal.next_batch(self._shipped_upto, SHIP_BATCH)
+            if not commits and not deliveries:
+                self._shipped_upto = journal.last_local_seq
+                return
+            await self._ship_batch(addr, commits, deliveries, upto)
+
+    async def _ship_batch(self, addr: str, commits: list[SlaveCommit], deliveries: list[SlaveDelivery],
+                          upto: int) -> None:
+        request = MergeRequest(self.broker.config.brokerId, self.own_addr(), upto, tuple(commits),
+                               tuple(deliveries))
         response = await self.client.invoke(addr, request.to_command(), timeout=ANSWER_GRACE)
         if response.code != ResponseCode.SUCCESS:
             raise ReplicationRefused(f"master {addr} refused the offset merge: {response.remark}")
         self._shipped_upto = upto
-        log.info("offset commits up to journal position %d merged on master %s (%s), record %s", upto, addr,
-                 response.ext_fields.get("policy"), response.ext_fields.get("seq"))
+        log.info("%d offset commits and %d deliveries up to journal position %d merged on master %s (%s), "
+                 "record %s", len(commits), len(deliveries), upto, addr, response.ext_fields.get("policy"),
+                 response.ext_fields.get("seq"))
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
@@ -192,7 +219,7 @@ class SlaveReplicator:
             "haConnected": self.connected,
             "haAppliedSeq": self.broker.store.log.last_seq,
             "haMasterLastSeq": self.master_last_seq,
-            "haCaughtUp": self.connected and self.broker.store.log.last_seq >= self.master_last_seq,
+            "haCaughtUp": self.caught_up,
             "haReplicatedRecords": self.applied_records,
             "haLastMergeSeq": self.merge_seqs[-1] if self.merge_seqs else 0,
         }

@@ -97,7 +97,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("deliveries", (("group", "string"), ("topic", "string"), ("queue_id", "int"), ("offset", "long"),
                           ("next_offset", "long"), ("count", "int"), ("client", "string"),
                           ("offsets", "longs")),
-           "pulls that delivered messages"),
+           "pulls that delivered messages; one a slave served (recorded by the master at the merge of the "
+           "slave's journal) has `served_by` in `extra`: the slave's brokerId, address, time of the delivery "
+           "(`ts`; the row's `ts` is the master's time of the merge) and journal position"),
     Family("queries", (("group", "string"), ("topic", "string"), ("queue_id", "int"), ("row", "int"),
                        ("offset", "long"), ("code", "int"), ("min_offset", "long"), ("head_in_memory", "bool"),
                        ("phy_max", "long"), ("requester", "string")),
