@@ -160,10 +160,16 @@ async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> No
 
         async def merged() -> bool:
             status = await w.runtime(s)
-            return status["haPendingOffsetCommits"] == "0" and status["haLastMergeSeq"] != "0"
+            return (status["haPendingOffsetCommits"] == status["haPendingDeliveries"] == "0"
+                    and status["haLastMergeSeq"] != "0")
 
         await wait_until("the slave's commits merged on the master", merged, timeout=60)
         after_merge = progress(cluster)
+        # the audit trail has no hole: a message A pulled from the slave shows that delivery on the master
+        from_slave = next(msg for msg in hold.received if msg.queue_offset >= 32)
+        journey = cluster.admin_json("messageTrace", "--msg-id", from_slave.offset_msg_id)
+        (delivered,) = [e for e in journey["events"] if e["event"] == "delivered"]
+        assert delivered["servedBy"]["brokerId"] == 1 and delivered["servedBy"]["addr"] == s
 
         # consumer B of the same group starts after the merge; one more message per queue marks the end
         got = Collector()
