@@ -14,7 +14,8 @@ import pytest
 import trio
 
 from es_broker.client.remoting_client import RemotingClient
-from es_broker.commands.replay import compare
+from es_broker.commands.replay import compare, replay
+from es_broker.commands.slave_offsets import JOURNAL_DIR, SlaveOffsetJournal
 from es_broker.config import BrokerConfig
 from es_broker.ha import slave as slave_replication
 from es_broker.ha.protocol import FetchRequest, record_crc
@@ -470,3 +471,39 @@ def test_serve_refuses_a_slave_with_broker_id_0_and_a_master_with_a_master(argv)
     with pytest.raises(ValueError):
         _with_role(BrokerConfig(), build_parser().parse_args(["serve", *argv]))
 
+
+
+@pytest.mark.parametrize("policy", ["latest_wins", "compat_overwrite"])
+async def test_s005_a_slave_promoted_to_master_records_what_it_took_alone(brokers, tmp_path, policy):
+    m = await brokers.master("ASYNC_MASTER")
+    s = await brokers.slave(m, slave_offset_merge=policy)
+    w = brokers.w
+    await w.create_topic(m.addr, TOPIC, 1)
+    await _send(brokers, m, 10)
+    await w.commit(m.addr, "G", TOPIC, 0, 2)
+    await brokers.caught_up(m, s)
+    await m.stop()  # for good
+
+    r = await w.pull(s.addr, "G", TOPIC, 0, 2, 5)
+    assert [msg.queue_offset for msg in bodies(r)] == [2, 3, 4, 5, 6]
+    await w.commit(s.addr, "G", TOPIC, 0, 7)
+    await s.stop()
+
+    # the operator restarts the slave's data directory as the master of broker-a
+    promoted = await brokers.start("slave", brokerRole="ASYNC_MASTER", brokerId=0, slave_offset_merge=policy)
+    broker = promoted.server.broker
+    assert broker.stored_offset("G", TOPIC, 0) == 7  # RocketMQ's promoted slave keeps its table, too
+    delivered, merged = [record for _, record in broker.store.log.read(1)][-2:]
+    assert delivered["type"] == "messages_delivered" and delivered["offsets"] == [2, 3, 4, 5, 6]
+    assert merged["type"] == "slave_offsets_merged" and merged["promotion"] is True
+    assert [q[5] for q in merged["queues"]] == ["applied"]
+    last = broker.store.log.last_seq
+    await promoted.stop()
+    journal = SlaveOffsetJournal(tmp_path / "slave" / JOURNAL_DIR)
+    assert journal.pending_all() == ([], [])  # merged once: the next start records nothing more
+    journal.close()
+    again = await brokers.start("slave", brokerRole="ASYNC_MASTER", brokerId=0, slave_offset_merge=policy)
+    assert again.server.broker.store.log.last_seq == last
+    await again.stop()
+    replay(tmp_path / "slave", tmp_path / "replayed")
+    assert compare(tmp_path / "slave", tmp_path / "replayed") == []

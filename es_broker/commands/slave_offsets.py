@@ -372,12 +372,17 @@ class MergeOutcome:
 
 
 def merge_job(store: Store, *, broker_id: int, slave_addr: str, journal_upto: int,
-              commits: list[SlaveCommit], deliveries: Iterable[SlaveDelivery] = (), requester: str = ""):
+              commits: list[SlaveCommit], deliveries: Iterable[SlaveDelivery] = (), requester: str = "",
+              promotion: bool = False):
     """Record the slave's deliveries, then `slave_offsets_merged` with its commits and the outcome (S-5).
 
     Each delivery becomes a `messages_delivered` record with `served_by`; the
     merge record follows even without commits, so that its `journal_upto`
     lets the slave forget the deliveries too.
+
+    `promotion`: the former slave's own journal, merged as it starts as a
+    master. With compat_overwrite its commits are applied, because a
+    RocketMQ slave promoted to master keeps its own offset table.
     """
     policy = check_policy(store.config.slave_offset_merge)
     for c in commits:
@@ -400,7 +405,7 @@ def merge_job(store: Store, *, broker_id: int, slave_addr: str, journal_upto: in
         for (topic, group, qid), c in sorted(latest_per_queue(commits).items()):
             current = store.offsets.query(ctx.txn, topic, group, qid)
             if policy == COMPAT_OVERWRITE:
-                outcome = DISCARDED
+                outcome = APPLIED if promotion else DISCARDED
             elif slave_commit_wins(c, last_change(store, ctx.txn, topic, group, qid)):
                 outcome = APPLIED
             else:
@@ -410,7 +415,33 @@ def merge_job(store: Store, *, broker_id: int, slave_addr: str, journal_upto: in
         seq = ctx.append(make("slave_offsets_merged", ts, broker_id=broker_id,
                               slave_addr=slave_addr, policy=policy, journal_upto=journal_upto,
                               commits=[c.row() for c in commits], queues=[list(q) for q in queues],
-                              deliveries=len(deliveries), requester=requester))
+                              deliveries=len(deliveries), requester=requester,
+                              **({"promotion": True} if promotion else {})))
         return MergeOutcome(seq, policy, tuple(queues), len(deliveries))
 
     return job
+
+
+async def merge_own_journal(broker, data_dir: str | Path) -> MergeOutcome | None:
+    """A data directory that was a slave's, started as a master: record its journal first (promotion).
+
+    The commits and deliveries the slave took while it followed a master that
+    never came back would otherwise be lost with the role change. One merge
+    record covers the whole journal, which is then emptied.
+    """
+    path = Path(data_dir) / JOURNAL_DIR
+    if not path.is_dir():
+        return None
+    journal = SlaveOffsetJournal(path, sync=broker.store.config.sync_flush)
+    try:
+        commits, deliveries = journal.pending_all()
+        if not commits and not deliveries:
+            return None
+        upto = max([c.local_seq for c in commits] + [d.local_seq for d in deliveries])
+        outcome = await broker.submit(merge_job(
+            broker.store, broker_id=broker.config.brokerId, slave_addr="", journal_upto=upto, commits=commits,
+            deliveries=deliveries, requester="promotion", promotion=True))
+        journal.forget_through(upto)
+        return outcome
+    finally:
+        journal.close()

@@ -131,6 +131,8 @@ class BrokerServer:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.broker.run)
+                if self.config.brokerRole != "SLAVE":
+                    await self._merge_journal_of_a_former_slave()
                 self.port = await nursery.start(self.remoting.serve, host, self.config.listenPort)
                 self.config = self.broker.config = self.broker.store.config = self.config.replace(
                     listenPort=self.port)
@@ -156,6 +158,15 @@ class BrokerServer:
                 task_status.started(self)
         finally:
             self.broker.close()
+
+    async def _merge_journal_of_a_former_slave(self) -> None:
+        """A slave's data directory started as a master (promotion): its journal becomes records first."""
+        from es_broker.commands.slave_offsets import merge_own_journal
+
+        done = await merge_own_journal(self.broker, self.config.storePathRootDir)
+        if done is not None:
+            log.info("promoted from slave: merged %d queue offsets and %d deliveries of the slave journal, "
+                     "record %d", len(done.queues), done.deliveries, done.seq)
 
     async def _registration_loop(self, client: RemotingClient) -> None:
         while True:
