@@ -32,8 +32,6 @@ from es_broker.commands.messages import GetResult
 from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.slave_offsets import (
     JOURNAL_DIR,
-    SlaveCommit,
-    SlaveDelivery,
     SlaveOffsetJournal,
     check_commit,
     effective_offset,
@@ -169,12 +167,6 @@ class SlaveBroker(Broker):
                 return answer
             mine = self._effective(txn, topic, group, queue_id)
         return dataclasses.replace(answer, code=Code.SUCCESS, offset=mine, row=1, stored=mine)
-
-    def pending_commits(self) -> list[SlaveCommit]:
-        return self.journal.pending()
-
-    def pending_deliveries(self) -> list[SlaveDelivery]:
-        return self.journal.pending_deliveries()
 
     # ------------------------------------------------------------------ reads
     async def pull(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int = 32, *,

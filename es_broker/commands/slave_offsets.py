@@ -182,26 +182,27 @@ def effective_offset(store: Store, txn: lmdb.Transaction, mine: SlaveCommit | No
     return mine.offset if slave_commit_wins(mine, last_change(store, txn, topic, group, queue_id)) else replicated
 
 
-def check_commit(group: str, topic: str, queue_id: object, offset: object) -> None:
-    """The argument checks of a commit (as offsets.commit_job makes them)."""
-    names.check_group_name(group)
-    names.check_topic_name(topic)
-    if not isinstance(queue_id, int) or isinstance(queue_id, bool) or queue_id < 0:
-        raise IllegalRequest(f"queueId {queue_id!r} must be a non-negative integer")
-    if not isinstance(offset, int) or isinstance(offset, bool):
-        raise IllegalRequest(f"commitOffset {offset!r} must be an integer")
-
-
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _check_queue(group: str, topic: str, queue_id: object) -> None:
+    names.check_group_name(group)
+    names.check_topic_name(topic)
+    if not _is_int(queue_id) or queue_id < 0:
+        raise IllegalRequest(f"queueId {queue_id!r} must be a non-negative integer")
+
+
+def check_commit(group: str, topic: str, queue_id: object, offset: object) -> None:
+    """The argument checks of a commit (as offsets.commit_job makes them)."""
+    _check_queue(group, topic, queue_id)
+    if not _is_int(offset):
+        raise IllegalRequest(f"commitOffset {offset!r} must be an integer")
+
+
 def check_delivery(d: SlaveDelivery) -> None:
     """The checks of a shipped delivery: names, queue, offsets (what Broker.pull would have recorded)."""
-    names.check_group_name(d.group)
-    names.check_topic_name(d.topic)
-    if not _is_int(d.queue_id) or d.queue_id < 0:
-        raise IllegalRequest(f"queueId {d.queue_id!r} must be a non-negative integer")
+    _check_queue(d.group, d.topic, d.queue_id)
     if not (_is_int(d.local_seq) and _is_int(d.ts) and _is_int(d.offset) and _is_int(d.next_offset)):
         raise IllegalRequest("a slave delivery's position, time and offsets must be integers")
     if not d.offsets or not all(_is_int(o) and o >= 0 for o in d.offsets):
@@ -256,13 +257,7 @@ class SlaveOffsetJournal:
         """Keep one commit; it is durable when this returns (with the broker's flush mode)."""
         commit = SlaveCommit(self.last_local_seq + 1, ts, topic, group, queue_id, offset, old, cause, requester,
                              replicated_seq)
-
-        def put(txn: lmdb.Transaction) -> None:
-            txn.put(U64.pack(commit.local_seq), msgpack.packb(commit.row()), db=self.journal_db)
-            txn.put(_META_LAST_LOCAL, U64.pack(commit.local_seq), db=self.meta_db)
-
-        self._write(put)
-        self.last_local_seq = commit.local_seq
+        self._append(self.journal_db, commit.local_seq, commit.row())
         self._latest[commit.key] = commit
         return commit
 
@@ -272,14 +267,18 @@ class SlaveOffsetJournal:
         """Keep one delivery (a pull that found messages) at the next journal position."""
         delivery = SlaveDelivery(self.last_local_seq + 1, ts, group, topic, queue_id, offset, tuple(offsets),
                                  next_offset, client, replicated_seq)
+        self._append(self.deliveries_db, delivery.local_seq, delivery.row())
+        return delivery
+
+    def _append(self, db, local_seq: int, row: list) -> None:
+        """Write one entry at its position and advance the position counter (both kinds share it)."""
 
         def put(txn: lmdb.Transaction) -> None:
-            txn.put(U64.pack(delivery.local_seq), msgpack.packb(delivery.row()), db=self.deliveries_db)
-            txn.put(_META_LAST_LOCAL, U64.pack(delivery.local_seq), db=self.meta_db)
+            txn.put(U64.pack(local_seq), msgpack.packb(row), db=db)
+            txn.put(_META_LAST_LOCAL, U64.pack(local_seq), db=self.meta_db)
 
         self._write(put)
-        self.last_local_seq = delivery.local_seq
-        return delivery
+        self.last_local_seq = local_seq
 
     def latest(self, topic: str, group: str, queue_id: int) -> SlaveCommit | None:
         return self._latest.get((topic, group, queue_id))

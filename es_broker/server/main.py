@@ -15,6 +15,7 @@ from es_broker.client.channel import Channel
 from es_broker.client.remoting_client import RemotingClient, RemotingError, split_addr
 from es_broker.commands.broker import WriterClosed
 from es_broker.commands.slave_broker import open_broker
+from es_broker.commands.slave_offsets import merge_own_journal
 from es_broker.config import BrokerConfig, load_broker_conf
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
@@ -161,8 +162,6 @@ class BrokerServer:
 
     async def _merge_journal_of_a_former_slave(self) -> None:
         """A slave's data directory started as a master (promotion): its journal becomes records first."""
-        from es_broker.commands.slave_offsets import merge_own_journal
-
         done = await merge_own_journal(self.broker, self.config.storePathRootDir)
         if done is not None:
             log.info("promoted from slave: merged %d queue offsets and %d deliveries of the slave journal, "
