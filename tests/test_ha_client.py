@@ -8,7 +8,10 @@ brokers' `pullMessagesServed` counter (GET_BROKER_RUNTIME_INFO).
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
 import trio
 
@@ -29,11 +32,52 @@ QUICK_ROUTES = ClientConfig(poll_name_server_interval=0.2, heartbeat_broker_inte
 GATED = FAST.replace(pull_batch_size=8, pull_threshold_for_queue=4)
 
 
-def push_consumer(cluster: Cluster, group: str, handler, name: str, **kw) -> PushConsumer:
-    kw.setdefault("config", FAST)
-    return PushConsumer(cluster.namesrv.addr, group, handler, subscriptions={TOPIC: "*"}, instance_name=name,
-                        client_ip="127.0.0.1", client_config=QUICK_ROUTES,
-                        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw)
+@dataclass
+class Run:
+    """A cluster with TOPIC on its master, a started producer, and the consumers a test starts."""
+
+    cluster: Cluster
+    w: Wire
+    producer: Producer
+    nursery: trio.Nursery
+    consumers: list[PushConsumer] = field(default_factory=list)
+
+    @property
+    def m(self) -> str:
+        return self.cluster.master.addr
+
+    @property
+    def s(self) -> str:
+        return self.cluster.slave.addr
+
+    async def consumer(self, group: str, handler, name: str, **kw) -> PushConsumer:
+        """Start a PushConsumer of TOPIC from the first offset; it is shut down with the run."""
+        kw.setdefault("config", FAST)
+        consumer = PushConsumer(self.cluster.namesrv.addr, group, handler, subscriptions={TOPIC: "*"},
+                                instance_name=name, client_ip="127.0.0.1", client_config=QUICK_ROUTES,
+                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw)
+        self.consumers.append(consumer)
+        await consumer.start(self.nursery)
+        return consumer
+
+
+@contextlib.asynccontextmanager
+async def ha_run(tmp_path, nursery, queues: int, master: dict[str, object],
+                 slave: dict[str, object] | None = None) -> AsyncIterator[Run]:
+    """Name server, master and slave processes, the slave caught up, TOPIC created, a producer started."""
+    cluster = await start_cluster(tmp_path, master=master, slave=slave or {})
+    producer = Producer(cluster.namesrv.addr, "HaProducer", instance_name="p", client_ip="127.0.0.1",
+                        client_config=QUICK_ROUTES)
+    run = Run(cluster, Wire(RemotingClient(nursery)), producer, nursery)
+    try:
+        await wait_until("the slave caught up", lambda: caught_up(run.w, run.m, run.s))
+        await run.w.create_topic(run.m, TOPIC, queues)
+        await producer.start(nursery)
+        yield run
+    finally:
+        for client in (*run.consumers, producer):
+            await client.shutdown()
+        cluster.stop_all()
 
 
 async def served(w: Wire, addr: str) -> int:
@@ -51,14 +95,8 @@ def progress(cluster: Cluster) -> dict[int, int]:
 
 
 async def test_b111_sync_master_killed_mid_produce_every_send_ok_is_consumed_from_the_slave(tmp_path, nursery):
-    cluster = await start_cluster(tmp_path, master={"brokerRole": "SYNC_MASTER"}, slave={})
-    producer = Producer(cluster.namesrv.addr, "HaProducer", instance_name="p", client_ip="127.0.0.1",
-                        client_config=QUICK_ROUTES)
-    try:
-        w = Wire(RemotingClient(nursery))
-        await wait_until("the slave caught up", lambda: caught_up(w, cluster.master.addr, cluster.slave.addr))
-        await w.create_topic(cluster.master.addr, TOPIC, 4)
-        await producer.start(nursery)
+    async with ha_run(tmp_path, nursery, 4, {"brokerRole": "SYNC_MASTER"}) as run:
+        cluster, producer = run.cluster, run.producer
         acked: list[bytes] = []
         not_ok: Counter[SendStatus] = Counter()
         failed = 0
@@ -87,14 +125,10 @@ async def test_b111_sync_master_killed_mid_produce_every_send_ok_is_consumed_fro
 
         # a new group starts on the slave alone: its first offsets come from the slave (B-113) as "none" (B-45)
         got = Collector()
-        consumer = push_consumer(cluster, "AfterTheKill", got, "c")
-        await consumer.start(nursery)
+        consumer = await run.consumer("AfterTheKill", got, "c")
         await got.wait_for(lambda received: set(acked) <= {m.body for m in received}, timeout=60)
         await consumer.shutdown()
-        assert await served(w, cluster.slave.addr) >= len(acked)
-    finally:
-        await producer.shutdown()
-        cluster.stop_all()
+        assert await served(run.w, run.s) >= len(acked)
 
 
 class HoldFrom:
@@ -119,17 +153,8 @@ class HoldFrom:
 
 async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> None:
     master = {"brokerRole": "SYNC_MASTER", "slaveTimeout": SLOW_MACHINE_MS, "slave_offset_merge": policy}
-    cluster = await start_cluster(tmp_path, master=master, slave={"slave_offset_merge": policy})
-    producer = Producer(cluster.namesrv.addr, "HaProducer", instance_name="p", client_ip="127.0.0.1",
-                        client_config=QUICK_ROUTES)
-    a: PushConsumer | None = None
-    b: PushConsumer | None = None
-    try:
-        w = Wire(RemotingClient(nursery))
-        m, s = cluster.master.addr, cluster.slave.addr
-        await wait_until("the slave caught up", lambda: caught_up(w, m, s))
-        await w.create_topic(m, TOPIC, 2)
-        await producer.start(nursery)
+    async with ha_run(tmp_path, nursery, 2, master, {"slave_offset_merge": policy}) as run:
+        cluster, producer, w, m, s = run.cluster, run.producer, run.w, run.m, run.s
         for i in range(120):
             sent = await producer.send(TOPIC, f"m{i}".encode())
             assert sent.status == SendStatus.SEND_OK
@@ -137,8 +162,7 @@ async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> No
         # consumer A reads 0..23 of each queue from the master and commits there; it holds 24..31 in its
         # handler (in flight) and, over the pull threshold, stops pulling
         hold = HoldFrom(24)
-        a = push_consumer(cluster, GROUP, hold, "a", config=GATED)
-        await a.start(nursery)
+        a = await run.consumer(GROUP, hold, "a", config=GATED)
         await hold.signal.wait_for(lambda: hold.held == 16 and len(hold.received) == 48, timeout=30)
         await wait_until("A's commits on the master", lambda: _equals(stored_offsets(w, m, 2), {0: 24, 1: 24}))
         master_had = {0: 24, 1: 24}
@@ -173,8 +197,7 @@ async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> No
 
         # consumer B of the same group starts after the merge; one more message per queue marks the end
         got = Collector()
-        b = push_consumer(cluster, GROUP, got, "b")
-        await b.start(nursery)
+        b = await run.consumer(GROUP, got, "b")
         for q in (0, 1):
             sent = await producer.send(TOPIC, f"end{q}".encode(), queue_selector=lambda mqs, q=q: mqs[q])
             assert sent.status == SendStatus.SEND_OK
@@ -194,11 +217,6 @@ async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> No
             assert len(again) > in_flight
         await wait_until("B's commits", lambda: _equals(stored_offsets(w, m, 2), {0: 61, 1: 61}))
         await verify_identical(cluster, w)
-    finally:
-        for client in (a, b, producer):
-            if client is not None:
-                await client.shutdown()
-        cluster.stop_all()
 
 
 async def _equals(values, expected) -> bool:
@@ -221,22 +239,13 @@ async def test_b114_a_lagging_push_consumer_reads_from_the_slave_then_returns_to
     # RAM 20 000 bytes: a pull is "slow" beyond 8 000 bytes of commit log behind the head (B-38, B-115)
     settings = {"slaveReadEnable": True, "total_physical_memory_bytes": 20_000}
     master = {"brokerRole": "SYNC_MASTER", "slaveTimeout": SLOW_MACHINE_MS, **settings}
-    cluster = await start_cluster(tmp_path, master=master, slave=settings)
-    producer = Producer(cluster.namesrv.addr, "HaProducer", instance_name="p", client_ip="127.0.0.1",
-                        client_config=QUICK_ROUTES)
-    consumer: PushConsumer | None = None
-    try:
-        w = Wire(RemotingClient(nursery))
-        m, s = cluster.master.addr, cluster.slave.addr
-        await wait_until("the slave caught up", lambda: caught_up(w, m, s))
-        await w.create_topic(m, TOPIC, 1)
-        await producer.start(nursery)
+    async with ha_run(tmp_path, nursery, 1, master, settings) as run:
+        producer, w, m, s = run.producer, run.w, run.m, run.s
         for i in range(100):  # 100 x ~400 bytes: a consumer at 0 is far behind
             assert (await producer.send(TOPIC, b"x" * 300 + b"%03d" % i)).status == SendStatus.SEND_OK
 
         got = Collector()
-        consumer = push_consumer(cluster, GROUP, got, "c", config=FAST.replace(pull_batch_size=8))
-        await consumer.start(nursery)
+        await run.consumer(GROUP, got, "c", config=FAST.replace(pull_batch_size=8))
         await got.wait_count(100, timeout=60)
         from_slave = await served(w, s)
         assert 0 < from_slave < 100  # moved to the slave while behind, back on the master near the head
@@ -247,41 +256,22 @@ async def test_b114_a_lagging_push_consumer_reads_from_the_slave_then_returns_to
         assert await served(w, s) == from_slave
         assert await served(w, m) == 110 - from_slave
         assert not _twice(got.received)
-    finally:
-        for client in (consumer, producer):
-            if client is not None:
-                await client.shutdown()
-        cluster.stop_all()
 
 
 async def test_b114_update_sub_group_with_broker_id_1_keeps_a_push_consumer_on_the_slave(tmp_path, nursery):
     settings = {"slaveReadEnable": True}
-    cluster = await start_cluster(tmp_path, master={"brokerRole": "SYNC_MASTER", "slaveTimeout": SLOW_MACHINE_MS,
-                                                    **settings}, slave=settings)
-    producer = Producer(cluster.namesrv.addr, "HaProducer", instance_name="p", client_ip="127.0.0.1",
-                        client_config=QUICK_ROUTES)
-    consumer: PushConsumer | None = None
-    try:
-        w = Wire(RemotingClient(nursery))
-        m, s = cluster.master.addr, cluster.slave.addr
-        await wait_until("the slave caught up", lambda: caught_up(w, m, s))
-        await w.create_topic(m, TOPIC, 1)
-        cluster.admin("updateSubGroup", "-b", m, "-g", GROUP, "-i", "1", "-w", "1")
-        await producer.start(nursery)
+    master = {"brokerRole": "SYNC_MASTER", "slaveTimeout": SLOW_MACHINE_MS, **settings}
+    async with ha_run(tmp_path, nursery, 1, master, settings) as run:
+        producer, w, m, s = run.producer, run.w, run.m, run.s
+        run.cluster.admin("updateSubGroup", "-b", m, "-g", GROUP, "-i", "1", "-w", "1")
         for i in range(10):
             assert (await producer.send(TOPIC, b"first%d" % i)).status == SendStatus.SEND_OK
 
         got = Collector()
-        consumer = push_consumer(cluster, GROUP, got, "c")
-        await consumer.start(nursery)
+        await run.consumer(GROUP, got, "c")
         await got.wait_count(10)  # the first pull goes to the master (no suggestion yet, B-117) and finds all 10
         assert await served(w, m) == 10
         for i in range(10):  # not lagging, yet the group's brokerId sends every later pull to the slave (B-114)
             assert (await producer.send(TOPIC, b"later%d" % i)).status == SendStatus.SEND_OK
         await got.wait_count(20)
         assert await served(w, m) == 10 and await served(w, s) == 10
-    finally:
-        for client in (consumer, producer):
-            if client is not None:
-                await client.shutdown()
-        cluster.stop_all()
