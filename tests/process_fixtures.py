@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,15 +45,21 @@ def _env() -> dict[str, str]:
 
 
 @contextmanager
-def serve(data_dir: Path, *extra: str) -> Iterator[ServedBroker]:
-    """Start `es-broker serve` on free ports; waits for its ready lines, SIGTERMs it at the end."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "es_broker.cli", "serve", "--data-dir", str(data_dir),
-         "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env())
-    namesrv = broker = None
+def serve(data_dir: Path, *extra: str, log_file: Path | None = None) -> Iterator[ServedBroker]:
+    """Start `es-broker serve` on free ports; waits for its ready lines, SIGTERMs it at the end.
+
+    With `log_file` everything the process prints goes to that file (read it for
+    tracebacks); otherwise to a pipe that is read up to the ready lines only.
+    """
+    args = [sys.executable, "-m", "es_broker.cli", "serve", "--data-dir", str(data_dir),
+            "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", *extra]
+    sink = open(log_file, "a") if log_file is not None else None  # noqa: SIM115 (closed in finally)
+    process = subprocess.Popen(args, stdout=sink or subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=_env())
     try:
-        for line in process.stdout:
+        lines = _log_lines(process, log_file) if log_file is not None else process.stdout
+        namesrv = broker = None
+        for line in lines:
             if m := _NAMESRV.search(line):
                 namesrv = m.group(1)
             elif m := _BROKER.search(line):
@@ -68,6 +75,22 @@ def serve(data_dir: Path, *extra: str) -> Iterator[ServedBroker]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        if sink is not None:
+            sink.close()
+
+
+def _log_lines(process: subprocess.Popen, log_file: Path, timeout: float = 60.0) -> Iterator[str]:
+    """The lines of a process's log file as they are written, until the process exits or timeout."""
+    deadline = time.monotonic() + timeout
+    with open(log_file) as log:
+        while time.monotonic() < deadline:
+            line = log.readline()
+            if line:
+                yield line
+            elif process.poll() is not None:
+                return
+            else:
+                time.sleep(0.02)  # the file has no event to wait on: re-read it, bounded by the deadline
 
 
 @pytest.fixture

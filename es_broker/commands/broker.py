@@ -25,7 +25,7 @@ from es_broker.commands import (
     topics,
     trace,
 )
-from es_broker.commands.errors import NoPermission
+from es_broker.commands.errors import IllegalRequest, NoPermission
 from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutResult
 from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
 from es_broker.commands.offsets import OffsetAnswer
@@ -33,6 +33,7 @@ from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import AppendContext, GroupCommitWriter, make
 from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
+from es_broker.log.records import RecordOutOfRange
 
 T = TypeVar("T")
 
@@ -85,7 +86,10 @@ class Broker:
         self.store.close()
 
     async def submit(self, job: Callable[[AppendContext], T]) -> T:
-        return await self.writer.submit(job)
+        try:
+            return await self.writer.submit(job)
+        except RecordOutOfRange as exc:  # nothing was appended: a refusal, not a failure
+            raise IllegalRequest(str(exc)) from None
 
     async def _ensure_system_topics(self) -> None:
         """Topics RocketMQ's TopicConfigManager creates at a master's first start."""

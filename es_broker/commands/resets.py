@@ -18,6 +18,7 @@ from es_broker.commands import names, offsets
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext, make
+from es_broker.log.records import INT64_MAX
 
 MOVED = "moved"
 UNCHANGED_NOT_FORCE = "unchanged_not_force"  # a forward target without force (B-75)
@@ -75,7 +76,8 @@ def _target(store: Store, txn, topic: str, qid: int, kind: str, value: int, curr
     if kind == "offset":
         return value
     if kind == "shift":
-        return max(current, 0) + value
+        # saturating: a shift beyond the range of a long lands at its end, never past it (B-137)
+        return min(max(current, 0) + value, INT64_MAX)
     if kind == "earliest":
         return lo
     return hi  # latest

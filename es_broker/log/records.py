@@ -8,6 +8,7 @@ into the current shape on read, because the log is never rewritten.
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -30,9 +31,99 @@ def key_seq(key: bytes) -> int:
     return _SEQ.unpack(key)[0]
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# The longest text a record may hold (1 MiB): far above any legitimate field (a message's properties
+# are at most Short.MAX_VALUE in RocketMQ), and the same bound the request edge puts on free text
+# (es_broker.remoting.requests.TEXT_MAX), so one request cannot write megabytes into every consumer.
+MAX_TEXT = 1 << 20
+_SCALARS = (str, bool, float, type(None), bytes)
+# Fields narrower than a long wherever they appear: queue ids are keys of the consume queues and the
+# offset table (4 unsigned bytes) and Java ints on the wire.
+_QUEUE_ID = (0, (1 << 31) - 1)
+FIELD_RANGES: dict[str, tuple[int, int]] = {
+    "queue_id": _QUEUE_ID, "real_queue_id": _QUEUE_ID, "target_queue_id": _QUEUE_ID,
+}
+
+
+class RecordOutOfRange(ValueError):
+    """A record holds a value that a projection, the SQL read model, the export or Spark cannot hold.
+
+    Raised by `make`, before anything is appended: a record that cannot be replayed
+    everywhere is never written.
+    """
+
+
 def make(type_: str, ts: int, v: int = 1, **fields: Any) -> Record:
-    """Build a record; `ts` is the broker time (ms) at which it was decided."""
-    return {"type": type_, "v": v, "ts": ts, **fields}
+    """Build a record; `ts` is the broker time (ms) at which it was decided.
+
+    Every integer must fit a signed 64-bit column (SQL BIGINT, Parquet int64,
+    Spark LongType), every float be finite, every text at most MAX_TEXT
+    characters; `RecordOutOfRange` names the first field that does not.
+    """
+    record = {"type": type_, "v": v, "ts": ts, **fields}
+    if not _fits(record):
+        raise RecordOutOfRange(f"record {type_}: {_first_misfit(record, '')}")
+    for name, (lo, hi) in FIELD_RANGES.items():
+        value = fields.get(name)
+        if type(value) is int and not lo <= value <= hi:
+            raise RecordOutOfRange(f"record {type_}: {name} = {value} is not in [{lo}, {hi}]")
+    return record
+
+
+def _fits(value: Any) -> bool:
+    """True if every value inside fits (the fast path: no paths built, ints checked inline)."""
+    kind = type(value)
+    if kind is dict:
+        items: Any = value.values()
+        if not all(type(k) is str or _fits(k) for k in value):
+            return False
+    elif kind is list or kind is tuple:
+        items = value
+    else:
+        return _scalar_fits(value)
+    for item in items:
+        kind = type(item)
+        if kind is int:
+            if item > INT64_MAX or item < INT64_MIN:
+                return False
+        elif kind is str:
+            if len(item) > MAX_TEXT:
+                return False
+        elif not _fits(item):
+            return False
+    return True
+
+
+def _scalar_fits(value: Any) -> bool:
+    kind = type(value)
+    if kind is int or (isinstance(value, int) and kind is not bool):  # IntEnum members too
+        return INT64_MIN <= value <= INT64_MAX
+    if kind is str:
+        return len(value) <= MAX_TEXT
+    if kind is float:
+        return math.isfinite(value)
+    return isinstance(value, _SCALARS)
+
+
+def _first_misfit(value: Any, path: str) -> str:
+    """Where the first value that does not fit is, and why (the slow path, for the error)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not (type(key) is str or _fits(key)):
+                return f"{path} key {str(key)[:40]} does not fit a signed 64-bit integer"
+            if not _fits(item):
+                return _first_misfit(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list | tuple):
+        for n, item in enumerate(value):
+            if not _fits(item):
+                return _first_misfit(item, f"{path}[{n}]")
+    elif isinstance(value, str):
+        return f"{path} holds {len(value)} characters, more than {MAX_TEXT}"
+    elif isinstance(value, float):
+        return f"{path} = {value} is not a finite number"
+    elif isinstance(value, int):
+        return f"{path} = {str(value)[:40]} does not fit a signed 64-bit integer"
+    return f"{path} holds a {type(value).__name__}, which a record cannot carry"
 
 
 def pack(record: Record) -> bytes:

@@ -11,6 +11,7 @@ import struct
 U32 = struct.Struct(">I")
 U64 = struct.Struct(">Q")
 I64 = struct.Struct(">q")
+MAX_KEY = 511  # LMDB's longest key (MDB_MAXKEYSIZE)
 
 
 def queue_key(topic: str, queue_id: int) -> bytes:

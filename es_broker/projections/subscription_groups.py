@@ -9,6 +9,7 @@ import lmdb
 import msgpack
 
 from es_broker.log import Record
+from es_broker.projections.keys import MAX_KEY
 
 
 def default_group_config(group: str) -> dict[str, Any]:
@@ -42,7 +43,10 @@ class SubscriptionGroupProjection:
             txn.delete(record["group"].encode(), db=self.db)
 
     def get(self, txn: lmdb.Transaction, group: str) -> dict[str, Any] | None:
-        raw = txn.get(group.encode(), db=self.db)
+        key = group.encode()
+        if not 0 < len(key) <= MAX_KEY:  # no such name can exist; LMDB refuses such keys
+            return None
+        raw = txn.get(key, db=self.db)
         return msgpack.unpackb(raw) if raw else None
 
     def all(self, txn: lmdb.Transaction) -> Iterator[dict[str, Any]]:

@@ -9,6 +9,7 @@ import lmdb
 import msgpack
 
 from es_broker.log import Record
+from es_broker.projections.keys import MAX_KEY
 
 PERM_PRIORITY = 8
 PERM_READ = 4
@@ -46,7 +47,10 @@ class TopicConfigProjection:
             txn.delete(record["topic"].encode(), db=self.db)
 
     def get(self, txn: lmdb.Transaction, topic: str) -> dict[str, Any] | None:
-        raw = txn.get(topic.encode(), db=self.db)
+        key = topic.encode()
+        if not 0 < len(key) <= MAX_KEY:  # no such name can exist; LMDB refuses such keys
+            return None
+        raw = txn.get(key, db=self.db)
         return msgpack.unpackb(raw) if raw else None
 
     def all(self, txn: lmdb.Transaction) -> Iterator[dict[str, Any]]:

@@ -13,6 +13,7 @@ Field names are the Python spelling of the Java ones (`brokerName` ->
 
 from __future__ import annotations
 
+import contextlib
 import math
 import struct
 import types
@@ -140,19 +141,24 @@ def _converter(tp: Any) -> _Converter:
     return simple
 
 
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _to_int(raw: Any, path: str) -> int:
+    value: int | None = None
     if type(raw) is int:
-        return raw
-    if isinstance(raw, bool):
-        return int(raw)
-    if isinstance(raw, float) and raw.is_integer():
-        return int(raw)
-    if isinstance(raw, str):
-        try:
-            return int(raw.strip())
-        except ValueError:
-            pass
-    raise BodyDecodeError(f"{path}: expected an integer, got {_json_kind(raw)}")
+        value = raw
+    elif isinstance(raw, bool) or isinstance(raw, float) and raw.is_integer():
+        value = int(raw)
+    elif isinstance(raw, str):
+        with contextlib.suppress(ValueError):
+            value = int(raw.strip())
+    if value is None:
+        raise BodyDecodeError(f"{path}: expected an integer, got {_json_kind(raw)}")
+    # Java's widest integer is a long: fastjson refuses anything beyond it
+    if not _LONG_MIN <= value <= _LONG_MAX:
+        raise BodyDecodeError(f"{path}: {str(value)[:40]} is out of the range of a Java long")
+    return value
 
 
 def _to_float(raw: Any, path: str) -> float:
@@ -510,6 +516,15 @@ class HeartbeatData(Bean):
     client_id: str = field(default="", metadata={"json": "clientID"})
     producer_data_set: tuple[ProducerData, ...] = ()
     consumer_data_set: tuple[ConsumerData, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CheckClientRequestBody(Bean):
+    """CHECK_CLIENT_CONFIG request body: a subscription the broker is asked to parse."""
+
+    client_id: str = ""
+    group: str = ""
+    subscription_data: SubscriptionData | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ it), calls the broker core, and builds the answer RocketMQ gives.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -23,23 +24,23 @@ from es_broker.commands.messages import MessageIn
 from es_broker.commands.pull_codes import response_code, slave_correction
 from es_broker.ha.master import wants_slave_ack
 from es_broker.projections.topics import PERM_WRITE
-from es_broker.remoting import fastjson
+from es_broker.remoting import fastjson, requests
 from es_broker.remoting import message as wire
+from es_broker.remoting.bodies import (
+    CheckClientRequestBody,
+    ConsumerData,
+    HeartbeatData,
+    LockBatchRequestBody,
+    SubscriptionGroupConfig,
+)
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, request, response_to
-from es_broker.remoting.errors import BodyDecodeError
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.remoting_server import Handler
 
 log = logging.getLogger(__name__)
 
-# SEND_MESSAGE_V2 renames every header field to one letter (remoting spec 7.2.1)
-V2_FIELDS = {
-    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
-    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
-    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
-}
 PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 # broker settings UPDATE_BROKER_CONFIG may change at run time
 RUNTIME_KEYS = frozenset({"brokerPermission", "slaveReadEnable", "longPollingEnable", "shortPollingTimeMills",
@@ -53,13 +54,10 @@ def json_body(value: Any) -> bytes:
 
 
 def _v1(req: RemotingCommand) -> RemotingCommand:
-    """A SEND_MESSAGE_V2 header with V1 names, so one processor reads both."""
+    """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header with V1 names, so one processor reads both."""
     if req.code == RequestCode.SEND_MESSAGE:
         return req
-    import dataclasses
-
-    fields = {V2_FIELDS.get(k, k): v for k, v in req.ext_fields.items()}
-    return dataclasses.replace(req, ext_fields=fields)
+    return dataclasses.replace(req, ext_fields=requests.v1_fields(req))
 
 
 def _ipv4(addr: tuple[str, int]) -> tuple[str, int]:
@@ -102,6 +100,16 @@ def parse_subscription(expression: str | None, expression_type: str | None) -> f
         raise BrokerError(f"parse the consumer's subscription[{expression}] failed",
                           Code.SUBSCRIPTION_PARSE_FAILED)
     return frozenset(wire.tag_hash(t) for t in tags)
+
+
+def _consumer_dict(consumer: ConsumerData) -> dict[str, Any]:
+    """A heartbeat's consumer as the client registry keeps it: Java's fields, enums by name."""
+    data = fastjson.loads(consumer.encode())
+    for key, value, choices in (("consumeFromWhere", consumer.consume_from_where, requests.CONSUME_FROM_WHERE),
+                                ("messageModel", consumer.message_model, requests.MESSAGE_MODEL),
+                                ("consumeType", consumer.consume_type, requests.CONSUME_TYPE)):
+        data[key] = requests.enum_name(value, choices) or value
+    return data
 
 
 async def _nothing() -> None:
@@ -330,24 +338,19 @@ class BrokerProcessors:
 
     # ------------------------------------------------------------------ clients
     async def heartbeat(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        try:
-            data = fastjson.loads(req.body) if req.body else {}
-        except BodyDecodeError as exc:
-            raise IllegalRequest(f"heartbeat body is not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise IllegalRequest("heartbeat body is not a JSON object")
-        client_id = str(data.get("clientID", channel.remote_addr))
+        data = HeartbeatData.decode(req.body) if req.body else HeartbeatData()  # shape checked at the edge
+        client_id = data.client_id or channel.remote_addr
         language = req.language.name
-        for consumer in data.get("consumerDataSet") or []:
-            group = names.check_group_name(consumer.get("groupName"))
+        for consumer in data.consumer_data_set:
+            group = names.check_group_name(consumer.group_name)
             group_config = await self.broker.ensure_group(group, requester=client_id)
             created = await self.broker.ensure_retry_topic(group, group_config["retryQueueNums"],
                                                            requester=client_id)
             if created:
                 self.on_topics_changed()
-            self.clients.register_consumer(channel, client_id, language, req.version, consumer)
-        for producer in data.get("producerDataSet") or []:
-            self.clients.register_producer(channel, client_id, language, req.version, producer.get("groupName", ""))
+            self.clients.register_consumer(channel, client_id, language, req.version, _consumer_dict(consumer))
+        for producer in data.producer_data_set:
+            self.clients.register_producer(channel, client_id, language, req.version, producer.group_name)
         return response_to(req, ResponseCode.SUCCESS)
 
     async def unregister_client(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -362,14 +365,15 @@ class BrokerProcessors:
         return response_to(req, ResponseCode.SUCCESS, body=json_body({"consumerIdList": info.client_ids()}))
 
     async def check_client_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        data = fastjson.loads(req.body) if req.body else {}
-        sub = (data or {}).get("subscriptionData") or {}
-        parse_subscription(sub.get("subString"), sub.get("expressionType"))
+        data = CheckClientRequestBody.decode(req.body) if req.body else CheckClientRequestBody()
+        sub = data.subscription_data
+        if sub is not None:
+            parse_subscription(sub.sub_string, sub.expression_type)
         return response_to(req, ResponseCode.SUCCESS)
 
     async def lock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        data = fastjson.loads(req.body) if req.body else {}
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": data.get("mqSet", [])}))
+        data = LockBatchRequestBody.decode(req.body)
+        return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": list(data.mq_set)}))
 
     async def unlock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         return response_to(req, ResponseCode.SUCCESS)
@@ -530,12 +534,9 @@ class BrokerProcessors:
         return response_to(req, ResponseCode.SUCCESS, body=json_body(self.topic_config_wrapper()))
 
     async def update_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        try:
-            config = fastjson.loads(req.body)
-        except BodyDecodeError as exc:
-            raise IllegalRequest(f"subscription group body is not valid JSON: {exc}") from None
-        if not isinstance(config, dict):
-            raise IllegalRequest("subscription group body is not a JSON object")
+        sent = fastjson.loads(req.body)  # shape checked at the edge
+        typed = fastjson.loads(SubscriptionGroupConfig.from_json(sent).encode())  # Java's fields and types
+        config = {key: value for key, value in typed.items() if key in sent}
         await self.broker.update_group(config, requester=self.requester(channel))
         return response_to(req, ResponseCode.SUCCESS)
 

@@ -14,6 +14,7 @@ import trio
 from es_broker.client.channel import Channel
 from es_broker.client.remoting_client import RemotingClient, RemotingError, split_addr
 from es_broker.commands.broker import WriterClosed
+from es_broker.commands.errors import BrokerError
 from es_broker.commands.slave_broker import open_broker
 from es_broker.commands.slave_offsets import merge_own_journal
 from es_broker.config import BrokerConfig, load_broker_conf
@@ -125,7 +126,10 @@ class BrokerServer:
     async def _record_group_change(self, *args: object) -> None:
         # shutting down: the channels closing now are not a membership change
         with contextlib.suppress(WriterClosed):
-            await self.broker.record_consumer_group(*args)
+            try:
+                await self.broker.record_consumer_group(*args)
+            except BrokerError as exc:  # a refused record (a full disk, ...) must not end the broker's nursery
+                log.warning("membership change of group %s not recorded: %s", args[0], exc.remark)
 
     async def run(self, host: str, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED) -> None:
         try:

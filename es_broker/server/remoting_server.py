@@ -20,6 +20,7 @@ from es_broker.commands.errors import BrokerError
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
+from es_broker.remoting.requests import check
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,9 @@ class RemotingServer:
         if handler is None:
             return response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                f" request type {request.code} not supported")
+        refusal = check(request)  # the declared shape first: no processor sees a malformed request
+        if refusal is not None:
+            return response_to(request, refusal.code, refusal.remark)
         try:
             return await handler(channel, request)
         except BrokerError as exc:
