@@ -171,8 +171,7 @@ class Broker:
             messages.check_readable(self.store, txn, topic, queue_id)
             group_config = self.store.groups.get(txn, group)
         if group_config is None:
-            group_config = await self.submit(
-                lambda ctx: topics.find_or_create_group(self.store, ctx, group, client))
+            group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
         result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes)
