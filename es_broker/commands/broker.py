@@ -321,7 +321,7 @@ class Broker:
             "diskFullReason": self.writer.disk_full_error.reason if self.writer.disk_full_error else "",
             "refusedWritesWhileFull": self.writer.refused_while_full,
             "unrecordedDeliveries": self.unrecorded.count,
-            "diskUsedRatio": f"{disk_full.disk_usage(self.store.log.path):.4f}",
+            "commitLogDiskRatio": f"{disk_full.disk_usage(self.store.log.path):.2f}",
         }
 
     async def ensure_group(self, group: str, *, requester: str = "") -> dict[str, Any]:
