@@ -43,12 +43,13 @@ async def fill_with_sends(broker: Broker, topic: str = "T") -> list[int]:
     raise AssertionError(f"{MAX_SENDS} sends fit: the disk never filled")
 
 
-@pytest.fixture
-async def full_disk_broker(tmp_path):
+@pytest.fixture(params=["ASYNC_FLUSH", "SYNC_FLUSH"])  # the write on the trio thread, and in a worker thread
+async def full_disk_broker(tmp_path, request):
     """A broker core whose disk was filled by sends: (broker, filler file, acknowledged offsets, clock)."""
     with small_tmpfs(tmp_path / "disk", 16) as disk:
         clock = ManualClock(START)
-        config = BrokerConfig(storePathRootDir=str(disk / "store"), total_physical_memory_bytes=1024**3)
+        config = BrokerConfig(storePathRootDir=str(disk / "store"), total_physical_memory_bytes=1024**3,
+                              flushDiskType=request.param)
         broker = Broker.open(config.storePathRootDir, config, clock)
         try:
             async with trio.open_nursery() as nursery:
