@@ -143,3 +143,92 @@ async def test_tail_wakes_a_follower_when_a_record_lands(tmp_path):
         await trio.testing.wait_all_tasks_blocked()
         nursery.cancel_scope.cancel()
     assert seen == [1]
+
+
+def test_enospc_eio_and_edquot_are_a_full_disk_whatever_lmdb_calls_them():
+    import errno
+
+    from es_broker.log import disk_full_reason
+
+    assert disk_full_reason(lmdb.DiskError("mdb_put: No space left on device")) == "ENOSPC"
+    assert disk_full_reason(lmdb.Error("mdb_txn_commit: Input/output error")) == "EIO"
+    assert disk_full_reason(lmdb.Error("mdb_txn_commit: No space left on device")) == "ENOSPC"
+    assert disk_full_reason(lmdb.Error("mdb_txn_commit: Disk quota exceeded")) == "EDQUOT"
+    assert disk_full_reason(OSError(errno.EIO, "Input/output error")) == "EIO"
+    assert disk_full_reason(lmdb.MapFullError("mdb_put: MDB_MAP_FULL")) is None
+    assert disk_full_reason(lmdb.Error("mdb_get: MDB_NOTFOUND")) is None
+    assert disk_full_reason(ValueError("No space left on device")) is None
+
+
+def test_a_job_whose_put_meets_a_full_disk_refuses_the_whole_batch(tmp_path):
+    from es_broker.log import StoreFullError
+
+    log = RecordLog(tmp_path)
+    log.write_batch([append_job(1)])
+
+    def spilled(ctx):  # what a put that spills pages to a full disk raises
+        ctx.append(make("probe", 0, value="spilled"))
+        raise lmdb.Error("mdb_put: Input/output error")
+
+    with pytest.raises(StoreFullError, match="EIO") as refused:
+        log.write_batch([append_job(2), spilled])
+    assert refused.value.reason == "EIO"
+    assert [r["value"] for _, r in log.read()] == [1] and log.last_seq == 1
+
+
+def fill_until_refused(log, blob: int = 256 * 1024, limit: int = 400) -> int:
+    """Append large records until the disk refuses one; returns how many landed."""
+    from es_broker.log import StoreFullError
+
+    for n in range(limit):
+        try:
+            log.write_batch([lambda ctx, n=n: ctx.append(make("probe", 0, value=n, blob=b"x" * blob))])
+        except StoreFullError:
+            return n
+    raise AssertionError(f"{limit} records of {blob} bytes fit: the disk never filled")
+
+
+def test_a_full_tmpfs_refuses_the_commit_keeps_every_acknowledged_record_and_takes_writes_again(tmp_path):
+    from tests.disk_fixtures import small_tmpfs
+
+    with small_tmpfs(tmp_path / "disk", 8) as disk:
+        filler = disk / "filler"
+        filler.write_bytes(b"\xa5" * (4 << 20))
+        log = RecordLog(disk / "lmdb")
+        landed = fill_until_refused(log)
+        assert landed > 0
+        assert [r["value"] for _, r in log.read()] == list(range(landed)) and log.last_seq == landed
+        filler.unlink()
+        log.write_batch([append_job("after")])
+        log.close()
+        log = RecordLog(disk / "lmdb")  # everything acknowledged is on the disk, not only in this process
+        assert [r["value"] for _, r in log.read()] == [*range(landed), "after"]
+        log.close()
+
+
+async def test_the_writer_refuses_without_writing_while_the_disk_is_full_until_a_probe_lands(tmp_path):
+    from es_broker.log import StoreFullError
+    from tests.disk_fixtures import fill, small_tmpfs
+
+    with small_tmpfs(tmp_path / "disk", 8) as disk:
+        log = RecordLog(disk / "lmdb")
+        log.write_batch([append_job("before")])
+        filler = fill(disk)
+        writer = GroupCommitWriter(log, probe_interval=3600)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(writer.run)
+            with pytest.raises(StoreFullError):
+                for n in range(400):
+                    await writer.submit(lambda ctx, n=n: ctx.append(make("probe", 0, value=n, blob=b"x" * 262144)))
+            assert writer.disk_full and writer.disk_full_since is not None
+            landed = log.last_seq
+            filler.unlink()
+            # space is back, but no write is tried before the next probe: refused at once
+            with pytest.raises(StoreFullError):
+                await writer.submit(append_job("refused fast"))
+            assert log.last_seq == landed and writer.refused_while_full >= 2
+            writer.probe_soon()
+            seq = await writer.submit(append_job("after"))
+            assert seq == landed + 1 and not writer.disk_full
+            nursery.cancel_scope.cancel()
+        log.close()

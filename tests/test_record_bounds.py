@@ -75,7 +75,7 @@ def _edge_history(data_dir: Path) -> None:
             phys = []
             for i in range(6):
                 clock.advance(1000)
-                put = await broker.put_message("T", i % 2, MessageIn(b"m%d" % i, {"KEYS": "k%d" % i}),
+                put = await broker.put_message("T", i % 2, MessageIn(b"m%d" % i, {"KEYS": f"k{i}"}),
                                                requester="p1", producer_group="PG")
                 phys.extend(put.physical_offsets)
             await broker.put_message("T", 0, MessageIn(b"later", {"DELAY": "1"}), requester="p1")

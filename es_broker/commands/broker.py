@@ -2,7 +2,9 @@
 
 Reads answer from a read transaction on the caller's thread; every change is
 a job handed to the group-commit writer, which decides, records and applies
-it in one LMDB write transaction.
+it in one LMDB write transaction. While the disk is full (commands/disk_full.py)
+every change is refused with SERVICE_NOT_AVAILABLE and reads go on: what a
+read would have recorded is kept aside (deliveries) or left unrecorded.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import trio
 
 from es_broker.clock import Clock
 from es_broker.commands import (
+    disk_full,
     messages,
     offsets,
     redrive,
@@ -25,15 +28,21 @@ from es_broker.commands import (
     topics,
     trace,
 )
-from es_broker.commands.errors import IllegalRequest, NoPermission
+from es_broker.commands.errors import (
+    GroupNotExist,
+    IllegalRequest,
+    NoPermission,
+    ServiceNotAvailable,
+)
 from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutResult
 from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
 from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
-from es_broker.log import AppendContext, GroupCommitWriter, make
+from es_broker.log import AppendContext, GroupCommitWriter, StoreFullError, make
 from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
 from es_broker.log.records import RecordOutOfRange
+from es_broker.projections.subscription_groups import default_group_config
 
 T = TypeVar("T")
 
@@ -59,7 +68,12 @@ class Broker:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.config: BrokerConfig = store.config
-        self.writer = GroupCommitWriter(store.log, flush_interval_ms=store.config.flushIntervalCommitLog)
+        self.writer = GroupCommitWriter(store.log, flush_interval_ms=store.config.flushIntervalCommitLog,
+                                        now_ms=store.clock.now_ms)
+        # deliveries answered while the disk was full, recorded before writes resume (B-152)
+        self.unrecorded = disk_full.UnrecordedDeliveries(store.clock.now_ms, lambda: self.writer.disk_full_since)
+        self.writer.resume = self.unrecorded
+        self.writer.on_resumed = lambda: self.on_delayed_stored()  # delayed deliveries waited too
         # called after a message was parked in SCHEDULE_TOPIC_XXXX; the delay delivery service hooks in
         self.on_delayed_stored: Callable[[], None] = lambda: None
         # messages handed out by PULL_MESSAGE since start; a statistic, not state (a slave's deliveries
@@ -86,10 +100,27 @@ class Broker:
         self.store.close()
 
     async def submit(self, job: Callable[[AppendContext], T]) -> T:
+        """Run a job in the next group commit; a full disk refuses it with SERVICE_NOT_AVAILABLE (B-150)."""
         try:
             return await self.writer.submit(job)
-        except RecordOutOfRange as exc:  # nothing was appended: a refusal, not a failure
+        except StoreFullError:
+            raise self.disk_full_refusal() from None
+        except RecordOutOfRange as exc:  # nothing was appended: a refusal, not a failure (B-138)
             raise IllegalRequest(str(exc)) from None
+
+    @property
+    def disk_full(self) -> bool:
+        return self.writer.disk_full
+
+    def disk_full_refusal(self) -> ServiceNotAvailable:
+        return disk_full.refusal(self.store.log.path, self.writer.disk_full_since, self.writer.disk_full_error)
+
+    async def _record_unless_full(self, job: Callable[[AppendContext], T]) -> tuple[bool, T | None]:
+        """For reads that record: (True, result), or (False, None) when the disk is full (nothing recorded)."""
+        try:
+            return True, await self.writer.submit(job)
+        except StoreFullError:
+            return False, None
 
     async def _ensure_system_topics(self) -> None:
         """Topics RocketMQ's TopicConfigManager creates at a master's first start."""
@@ -148,8 +179,7 @@ class Broker:
             messages.check_readable(self.store, txn, topic, queue_id)
             group_config = self.store.groups.get(txn, group)
         if group_config is None:
-            group_config = await self.submit(
-                lambda ctx: topics.find_or_create_group(self.store, ctx, group, client))
+            group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
         result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes)
@@ -173,7 +203,11 @@ class Broker:
                 if commit:
                     offsets.commit_job(store, group, topic, queue_id, commit_offset,
                                        cause=offsets.CAUSE_PULL_COMMIT, requester=client)(ctx)
-            await self.submit(job)
+            recorded, _ = await self._record_unless_full(job)
+            if not recorded and result.status == GetStatus.FOUND:
+                # answered all the same (B-151); summed up and recorded once space returns (B-152)
+                self.unrecorded.add(group, topic, queue_id, result.offsets, result.next_begin_offset, client,
+                                    store.clock.now_ms())
         return result
 
     # ------------------------------------------------------------------ offsets
@@ -215,7 +249,12 @@ class Broker:
             answer = offsets.decide_query(self.store, txn, group, topic, queue_id)
         if answer.row == 1:
             return answer  # a stored offset: nothing new to record
-        return await self.submit(offsets.query_job(self.store, group, topic, queue_id, requester))
+        recorded, answer_recorded = await self._record_unless_full(
+            offsets.query_job(self.store, group, topic, queue_id, requester))
+        if recorded:
+            return answer_recorded
+        with self.store.read() as txn:  # the disk is full: the same answer, unrecorded (B-153)
+            return offsets.decide_query(self.store, txn, group, topic, queue_id)
 
     def message_at(self, physical_offset: int) -> bytes | None:
         """The stored message at a commit-log offset (VIEW_MESSAGE_BY_ID)."""
@@ -285,14 +324,30 @@ class Broker:
             "groupCommitBatches": self.writer.batches,
             "groupCommitJobs": self.writer.jobs,
             "pullMessagesServed": self.messages_served,
+            "diskFull": self.writer.disk_full,
+            "diskFullSince": self.writer.disk_full_since if self.writer.disk_full_since is not None else -1,
+            "diskFullReason": self.writer.disk_full_error.reason if self.writer.disk_full_error else "",
+            "refusedWritesWhileFull": self.writer.refused_while_full,
+            "unrecordedDeliveries": self.unrecorded.count,
+            "commitLogDiskRatio": f"{disk_full.disk_usage(self.store.log.path):.2f}",
         }
 
     async def ensure_group(self, group: str, *, requester: str = "") -> dict[str, Any]:
-        """The group's config, created with RocketMQ's defaults when absent (B-03)."""
+        """The group's config, created with RocketMQ's defaults when absent (B-03).
+
+        While the disk is full the defaults are answered without recording
+        them, as a slave does, so that reads of a new group go on (B-153).
+        """
         config = self.group_config(group)
         if config is not None:
             return config
-        return await self.submit(lambda ctx: topics.find_or_create_group(self.store, ctx, group, requester))
+        recorded, created = await self._record_unless_full(
+            lambda ctx: topics.find_or_create_group(self.store, ctx, group, requester))
+        if recorded:
+            return created
+        if not (self.config.autoCreateSubscriptionGroup or group.startswith("CID_RMQ_SYS_")):
+            raise GroupNotExist(f"subscription group [{group}] does not exist, apply first please!")
+        return default_group_config(group)
 
     async def ensure_retry_topic(self, group: str, queue_nums: int, *, requester: str = "") -> bool:
         """Create %RETRY%group with retryQueueNums queues, perm 6, if absent (B-25); True if created."""
@@ -330,11 +385,19 @@ class Broker:
             return ctx.append(make("consumer_group_changed", self.store.clock.now_ms(), group=group,
                                    clients=sorted(clients), consume_from_where=consume_from_where,
                                    message_model=message_model, subscriptions=subscriptions))
-        return await self.submit(job)
+        _, seq = await self._record_unless_full(job)  # a heartbeat is never refused for a full disk (B-153)
+        return seq or 0
 
     async def retention_pass(self, *, manual: bool = False) -> retention.RetentionPass:
-        """One clean pass: expired commit-log files go, queue minimums are corrected (B-14..B-18)."""
-        return await self.submit(retention.retention_job(self.store, manual=manual))
+        """One clean pass: expired commit-log files go, queue minimums are corrected (B-14..B-18).
+
+        While the disk is full a pass is a probe of its own; refused, it did nothing.
+        """
+        recorded, done = await self._record_unless_full(retention.retention_job(self.store, manual=manual))
+        if recorded:
+            return done
+        with self.store.read() as txn:
+            return retention.RetentionPass(None, (), self.store.commitlog.phy_min(txn), None)
 
     # ------------------------------------------------------------------ retry, delay, dead letters
     async def send_back(self, group: str, offset: int, delay_level: int = 0, *,
@@ -354,7 +417,11 @@ class Broker:
         """One pass of the delay schedule: due messages go to their real topic (B-97); never on a slave (B-98)."""
         if self.config.brokerRole == "SLAVE":
             return schedule.DeliveryPass((), 0, None, self.store.clock.now_ms())
-        return await self.submit(schedule.deliver_due_job(self.store))
+        recorded, done = await self._record_unless_full(schedule.deliver_due_job(self.store))
+        if recorded:
+            return done
+        # the disk is full: nothing delivered; the pass runs again when writes resume
+        return schedule.DeliveryPass((), 0, None, self.store.clock.now_ms())
 
     def delay_offsets(self) -> dict[int, int]:
         """Level -> next schedule-queue offset to deliver (GET_ALL_DELAY_OFFSET, delayOffset.json)."""

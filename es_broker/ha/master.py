@@ -28,7 +28,7 @@ import trio
 
 from es_broker.client.channel import Channel
 from es_broker.commands.broker import Broker
-from es_broker.commands.errors import IllegalRequest
+from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable
 from es_broker.commands.slave_broker import LogDiverged, ReplicatedBatch
 from es_broker.commands.slave_offsets import merge_job
 from es_broker.commands.store import Store
@@ -177,7 +177,12 @@ class ReplicationMaster:
                                    broker_id=session.broker_id, slave_addr=session.addr, seq=held,
                                    connected_at=session.connected_at_ms,
                                    records_shipped=session.records_shipped))
-        await self.broker.submit(job)
+        try:
+            await self.broker.submit(job)
+        except ServiceNotAvailable:
+            if not self.broker.disk_full:
+                raise
+            return  # the disk is full: the slave is served all the same, the record waits for space
         session.caught_up_seq = held
         log.info("slave %d at %s caught up at seq %d", session.broker_id, session.addr, held)
 

@@ -7,8 +7,9 @@ from es_broker.log.store import (
     Projection,
     RecordLog,
     StoreFullError,
+    disk_full_reason,
 )
-from es_broker.log.writer import GroupCommitWriter, WriterClosed
+from es_broker.log.writer import GroupCommitWriter, ResumeRecords, WriterClosed
 
 __all__ = [
     "AppendContext",
@@ -17,8 +18,10 @@ __all__ = [
     "Projection",
     "Record",
     "RecordLog",
+    "ResumeRecords",
     "StoreFullError",
     "WriterClosed",
+    "disk_full_reason",
     "make",
     "pack",
     "unpack",

@@ -39,7 +39,15 @@ class Projection(Protocol):
 
 
 class StoreFullError(Exception):
-    """The disk is full: the write was refused and nothing of it was kept."""
+    """The disk is full: the write was refused and nothing of it was kept.
+
+    `reason` names what the operating system said (ENOSPC, EIO, EDQUOT), for
+    the broker's status and its refusals.
+    """
+
+    def __init__(self, message: str, reason: str = "ENOSPC") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class LogCorruptError(Exception):
@@ -187,16 +195,19 @@ class RecordLog:
                 except (lmdb.MapFullError, lmdb.DiskError, _SpoiledBatch):
                     raise
                 except Exception as exc:  # a job's refusal is a value for its caller
+                    if disk_full_reason(exc) is not None:
+                        raise  # a put that spilled pages to a full disk: the whole batch is refused
                     if ctx.appended != before or isinstance(exc, lmdb.Error):
                         raise _SpoiledBatch(exc) from exc
                     results.append((False, exc))
             txn.commit()
         except BaseException as exc:
             txn.abort()
-            if isinstance(exc, lmdb.Error) and _is_disk_full(exc):
+            reason = disk_full_reason(exc)
+            if reason is not None:
                 raise StoreFullError(
-                    f"disk full while writing to {self.path}: the write was refused, "
-                    "every earlier acknowledged record is intact"
+                    f"disk full while writing to {self.path} ({reason}: {exc}): the write was refused, "
+                    "every earlier acknowledged record is intact", reason
                 ) from exc
             raise
         self.last_seq = ctx.next_seq - 1
@@ -204,7 +215,13 @@ class RecordLog:
 
     def flush(self) -> None:
         """Force everything committed so far to disk (the ASYNC_FLUSH flush tick)."""
-        self.env.sync(True)
+        try:
+            self.env.sync(True)
+        except lmdb.Error as exc:
+            reason = disk_full_reason(exc)
+            if reason is None:
+                raise
+            raise StoreFullError(f"disk full while flushing {self.path} ({reason}: {exc})", reason) from exc
 
     # ------------------------------------------------------------------ reading
     def read_txn(self) -> lmdb.Transaction:
@@ -247,5 +264,29 @@ class _SpoiledBatch(Exception):
         self.cause = cause
 
 
-def _is_disk_full(exc: lmdb.Error) -> bool:
-    return "No space left" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC
+# what a failed write of a full filesystem looks like: ENOSPC from write(2), EDQUOT when a
+# quota is the limit, and EIO from LMDB itself when a write came back short (mdb_page_flush)
+_FULL_ERRNOS = {errno.ENOSPC: "ENOSPC", errno.EIO: "EIO", errno.EDQUOT: "EDQUOT"}
+_FULL_MESSAGES = {os.strerror(code): name for code, name in _FULL_ERRNOS.items()}
+
+
+def disk_full_reason(exc: BaseException) -> str | None:
+    """ENOSPC, EIO or EDQUOT when exc is a write refused by a full disk, else None.
+
+    LMDB reports these as lmdb.DiskError (ENOSPC) or as a plain lmdb.Error whose
+    `code` (C extension and cffi alike) or message carries the errno; an
+    OSError carries it in `errno`.
+    """
+    if isinstance(exc, StoreFullError):
+        return exc.reason
+    if isinstance(exc, lmdb.DiskError):
+        return "ENOSPC"
+    if isinstance(exc, OSError):
+        return _FULL_ERRNOS.get(exc.errno or 0)
+    if not isinstance(exc, lmdb.Error):
+        return None
+    code = getattr(exc, "code", None)
+    if isinstance(code, int) and code in _FULL_ERRNOS:
+        return _FULL_ERRNOS[code]
+    text = str(exc)
+    return next((name for message, name in _FULL_MESSAGES.items() if message in text), None)

@@ -6,19 +6,49 @@ takes every job that is waiting, runs them all in one transaction in a worker
 thread, commits once, and then wakes each caller with its own result. With
 SYNC_FLUSH the commit is durable before anyone is answered; with ASYNC_FLUSH
 it is durable after the next flush tick (flushIntervalCommitLog).
+
+A full disk is a state of the writer, not a crash (RocketMQ's DISK_FULL
+running flag): the batch that meets it is refused with StoreFullError, and so
+is every job after it, at once and without touching the disk, except that
+one batch per `probe_interval` is tried as a probe. The first probe that
+lands ends the state; what the broker kept aside meanwhile (`ResumeRecords`)
+is appended first in that same transaction.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import trio
 
-from es_broker.log.store import AppendContext, RecordLog
+from es_broker.log.store import AppendContext, RecordLog, StoreFullError
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+PROBE_INTERVAL = 1.0  # s: while the disk is full, one write is tried this often
+
+
+class ResumeRecords(Protocol):
+    """Records kept aside while the disk was full, to be appended before writes resume."""
+
+    def pending(self) -> bool: ...
+
+    def take(self) -> Callable[[AppendContext], Any] | None:
+        """A job appending what is kept aside now, or None; what it holds is in flight until told."""
+
+    def landed(self) -> None: ...
+
+    def refused(self) -> None: ...
+
+
+def _nothing(ctx: AppendContext) -> None:
+    return None
 
 
 class _Pending:
@@ -29,6 +59,10 @@ class _Pending:
         self.done = trio.Event()
         self.ok = False
         self.value: Any = None
+
+
+def _requests(batch: list[_Pending]) -> int:
+    return sum(p.job is not _nothing for p in batch)
 
 
 class WriterClosed(Exception):
@@ -47,7 +81,9 @@ class GroupCommitWriter:
     for long, and the flush tick's fsync runs in a thread.
     """
 
-    def __init__(self, log: RecordLog, *, max_batch: int = 512, flush_interval_ms: int = 500) -> None:
+    def __init__(self, log: RecordLog, *, max_batch: int = 512, flush_interval_ms: int = 500,
+                 probe_interval: float = PROBE_INTERVAL,
+                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.log = log
         self.max_batch = max_batch
         self.inline = not log.sync_on_commit
@@ -56,6 +92,23 @@ class GroupCommitWriter:
         self._committed = trio.Event()
         self.batches = 0
         self.jobs = 0
+        # the disk-full state: since when (broker time, ms), why, and what it refused
+        self.now_ms = now_ms
+        self.probe_interval = probe_interval
+        self.disk_full_since: int | None = None
+        self.disk_full_error: StoreFullError | None = None
+        self.refused_while_full = 0
+        self._next_probe = 0.0
+        self.resume: ResumeRecords | None = None
+        self.on_resumed: Callable[[], None] = lambda: None
+
+    @property
+    def disk_full(self) -> bool:
+        return self.disk_full_since is not None
+
+    def probe_soon(self) -> None:
+        """Let the next batch try the disk even if the probe interval has not passed (space was freed)."""
+        self._next_probe = 0.0
 
     async def submit(self, job: Callable[[AppendContext], T]) -> T:
         """Run job in the next group commit and return its result (or raise its error)."""
@@ -80,6 +133,7 @@ class GroupCommitWriter:
         async with trio.open_nursery() as nursery:
             if not self.log.sync_on_commit:
                 nursery.start_soon(self._flush_ticks)
+            nursery.start_soon(self._probe_ticks)
             task_status.started()
             async for first in self._recv:
                 batch = [first]
@@ -91,16 +145,12 @@ class GroupCommitWriter:
                 await self._commit(batch)
 
     async def _commit(self, batch: list[_Pending]) -> None:
-        jobs = [p.job for p in batch]
-        try:
-            if self.inline:
-                outcomes = self.log.write_batch(jobs)
-            else:
-                # shielded: once handed to the thread the batch completes, so no caller is left hanging
-                with trio.CancelScope(shield=True):
-                    outcomes = await trio.to_thread.run_sync(self.log.write_batch, jobs)
-        except Exception as exc:  # the whole batch was refused (disk full, corrupt log)
-            outcomes = [(False, exc)] * len(batch)
+        if self.disk_full_error is not None and time.monotonic() < self._next_probe:
+            # refused fast: no write is tried until the next probe
+            self.refused_while_full += _requests(batch)
+            outcomes: list[tuple[bool, Any]] = [(False, self.disk_full_error)] * len(batch)
+        else:
+            outcomes = await self._write(batch)
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
             pending.ok, pending.value = ok, value
             pending.done.set()
@@ -111,10 +161,74 @@ class GroupCommitWriter:
         if self.inline:
             await trio.lowlevel.checkpoint()  # let the woken callers and readers run between batches
 
+    async def _write(self, batch: list[_Pending]) -> list[tuple[bool, Any]]:
+        probing = self.disk_full_error is not None
+        jobs = [p.job for p in batch]
+        kept_aside = self.resume.take() if probing and self.resume is not None else None
+        if kept_aside is not None:
+            jobs.insert(0, kept_aside)  # recorded before anything new
+        before = self.log.last_seq
+        try:
+            if self.inline:
+                outcomes = self.log.write_batch(jobs)
+            else:
+                # shielded: once handed to the thread the batch completes, so no caller is left hanging
+                with trio.CancelScope(shield=True):
+                    outcomes = await trio.to_thread.run_sync(self.log.write_batch, jobs)
+        except StoreFullError as exc:
+            if kept_aside is not None and self.resume is not None:
+                self.resume.refused()
+            self._enter_disk_full(exc)
+            self.refused_while_full += _requests(batch)
+            return [(False, self.disk_full_error)] * len(batch)
+        except Exception as exc:  # the whole batch was refused (corrupt log)
+            if kept_aside is not None and self.resume is not None:
+                self.resume.refused()
+            return [(False, exc)] * len(batch)
+        if kept_aside is not None and self.resume is not None:
+            ok, value = outcomes.pop(0)
+            if not ok:  # not the disk: a fault of its own, which a retry would only repeat
+                log.error("the records kept aside while the disk was full could not be appended: %r", value)
+            self.resume.landed()
+        if probing and self.log.last_seq > before:  # a batch that appended nothing proves nothing
+            self._leave_disk_full()
+        return outcomes
+
+    def _enter_disk_full(self, exc: StoreFullError) -> None:
+        self._next_probe = time.monotonic() + self.probe_interval
+        if self.disk_full_error is None:
+            self.disk_full_since = self.now_ms()
+            self.refused_while_full = 0
+            log.warning("disk full: the record log at %s is not writable (%s); writes are refused with "
+                        "SERVICE_NOT_AVAILABLE, reads go on, a write is tried every %.1f s",
+                        self.log.path, exc.reason, self.probe_interval)
+        self.disk_full_error = exc
+
+    def _leave_disk_full(self) -> None:
+        since = self.disk_full_since or self.now_ms()
+        log.info("disk space returned: the record log at %s is writable again after %.1f s; %d writes were "
+                 "refused meanwhile", self.log.path, (self.now_ms() - since) / 1000, self.refused_while_full)
+        self.disk_full_since = None
+        self.disk_full_error = None
+        self.on_resumed()
+
+    async def _probe_ticks(self) -> None:
+        """While the disk is full, records kept aside are themselves the probe: writes resume unasked."""
+        while True:
+            await trio.sleep(self.probe_interval)
+            if self.disk_full and self.resume is not None and self.resume.pending():
+                try:
+                    self._send.send_nowait(_Pending(_nothing))
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    return
+
     async def _flush_ticks(self) -> None:
         while True:
             await trio.sleep(self.flush_interval)
-            await trio.to_thread.run_sync(self.log.flush)
+            try:
+                await trio.to_thread.run_sync(self.log.flush)
+            except StoreFullError as exc:  # what is committed stays readable; writes wait for space
+                self._enter_disk_full(exc)
 
     def close(self) -> None:
         self._send.close()
