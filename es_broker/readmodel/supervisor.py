@@ -72,21 +72,29 @@ class FollowerSupervisor:
         started = False
         while True:
             began = trio.current_time()
-            async with trio.open_nursery() as nursery:
-                process: trio.Process = await nursery.start(self._run_child)
-                self.pid = process.pid
-                self.starts += 1
-                logger.info("read-model follower started, pid %d", process.pid)
-                if not started:
-                    task_status.started()
-                    started = True
-            self.pid = None
-            status = process.returncode
-            self.exits.append(status)
-            if trio.current_time() - began >= self.healthy_after:
-                delay = self.restart_first
-            logger.warning("read-model follower (pid %d) exited with %s; starting it again in %.0f s",
-                           process.pid, _describe(status), delay)
+            try:
+                async with trio.open_nursery() as nursery:
+                    process: trio.Process = await nursery.start(self._run_child)
+                    self.pid = process.pid
+                    self.starts += 1
+                    logger.info("read-model follower started, pid %d", process.pid)
+                    if not started:
+                        task_status.started()
+                        started = True
+            except* OSError as group:  # could not even start it: the broker goes on all the same
+                logger.warning("read-model follower could not start (%s); trying again in %.0f s",
+                               group.exceptions[0], delay)
+            else:
+                self.pid = None
+                status = process.returncode
+                self.exits.append(status)
+                if trio.current_time() - began >= self.healthy_after:
+                    delay = self.restart_first
+                logger.warning("read-model follower (pid %d) exited with %s; starting it again in %.0f s",
+                               process.pid, _describe(status), delay)
+            if not started:
+                task_status.started()
+                started = True
             await trio.sleep(delay)
             delay = min(delay * 2, self.restart_max)
 
