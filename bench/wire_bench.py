@@ -1,6 +1,6 @@
 """Wire benchmark: es-broker over TCP against Redis Streams, same workload, same run.
 
-Run: python bench/wire_bench.py [--messages 200000] [--batch 32]
+Run: python bench/wire_bench.py [--messages 200000] [--batch 32] [--no-redis]
 Needs Debian's redis-server (the bench starts and stops it on loopback with
 AOF everysec) and the `redis` Python package. es-broker runs as a real
 `es-broker serve` process on free ports.
@@ -10,6 +10,10 @@ with up to `--window` batches in flight (what a fast client does: batch sends
 on es-broker, pipelined XADDs on Redis), then read back in reads of 32
 (PULL_MESSAGE maxMsgNums=32 / XREAD COUNT 32), then `--sync` synchronous
 single sends (one request, wait for the answer) for p50/p99 latency.
+
+The broker runs as `es-broker serve` does by default, read model on (its
+follower is a child process). The CPU seconds the broker process and its
+children (the follower) used over the workload are printed too (Linux).
 """
 
 from __future__ import annotations
@@ -131,15 +135,40 @@ async def es_sync_latency(addr: str, count: int) -> list[float]:
     return out
 
 
-def run_es_broker(n: int, batch: int, window: int, sync: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d, serve(Path(d) / "data") as broker:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process used so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def child_pids(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def run_es_broker(n: int, batch: int, window: int, sync: int, *extra: str) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d, \
+            serve(Path(d) / "data", *extra) as broker:
         for topic in ("Bench", "Sync"):
             broker.admin("updateTopic", "-b", broker.broker, "-t", topic, "-r", str(QUEUES), "-w", str(QUEUES))
+        pid = broker.process.pid
+        children = child_pids(pid)
+        cpu0, child0 = cpu_seconds(pid), sum(cpu_seconds(c) for c in children)
         produce = trio.run(es_produce, broker.broker, n, batch, window)
         consume = trio.run(es_consume, broker.broker, n // batch * batch)
         latencies = trio.run(es_sync_latency, broker.broker, sync)
+        cpu, child = cpu_seconds(pid) - cpu0, sum(cpu_seconds(c) for c in children) - child0
     return {"produce": produce, "consume": consume, "p50": percentile(latencies, 0.5),
-            "p99": percentile(latencies, 0.99)}
+            "p99": percentile(latencies, 0.99), "cpu": cpu, "child_cpu": child}
 
 
 # ---------------------------------------------------------------------- Redis Streams
@@ -204,10 +233,21 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--window", type=int, default=16)
     parser.add_argument("--sync", type=int, default=2000)
+    parser.add_argument("--no-redis", action="store_true", help="es-broker only")
+    parser.add_argument("--readmodel-url", help="passed to es-broker serve ('none': no read model)")
     args = parser.parse_args()
-    es = run_es_broker(args.messages, args.batch, args.window, args.sync)
-    rd = run_redis(args.messages, args.batch, args.sync)
+    extra = ("--readmodel-url", args.readmodel_url) if args.readmodel_url else ()
+    es = run_es_broker(args.messages, args.batch, args.window, args.sync, *extra)
     print(f"{args.messages} messages of 1 KiB, batches of {args.batch}, {os.cpu_count()} cores")
+    print(f"es-broker CPU over the workload: broker process {es['cpu']:.2f} s, "
+          f"its child processes {es['child_cpu']:.2f} s")
+    if args.no_redis:
+        print(f"{'produce (msg/s)':28s}{es['produce']:14,.0f}")
+        print(f"{'consume, reads of 32 (msg/s)':28s}{es['consume']:14,.0f}")
+        for p in ("p50", "p99"):
+            print(f"{'sync send ' + p + ' (ms)':28s}{es[p] * 1000:14.3f}")
+        return
+    rd = run_redis(args.messages, args.batch, args.sync)
     print(f"{'':28s}{'es-broker':>14s}{'Redis Streams':>16s}{'ratio':>8s}")
     print(f"{'produce (msg/s)':28s}{es['produce']:14,.0f}{rd['produce']:16,.0f}{es['produce'] / rd['produce']:8.2f}")
     print(f"{'consume, reads of 32 (msg/s)':28s}{es['consume']:14,.0f}{rd['consume']:16,.0f}"

@@ -3,7 +3,7 @@
     es-broker offsets --group G [--topic T] --at TIME [--durable] [--json]
     es-broker history --group G [--topic T] [--since TIME] [--until TIME] [--json]
     es-broker export --data-dir D --out DIR
-    es-broker readmodel sync|upgrade|offsets --data-dir D [--readmodel-url URL]
+    es-broker readmodel sync|follow|status|retry|upgrade|offsets --data-dir D [--readmodel-url URL]
 
 TIME: now | epoch millis | yyyy-MM-dd#HH:mm:ss:SSS | ISO 8601 (a time without
 a zone is local time, as mqadmin reads it).
@@ -180,13 +180,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"first_seq": result.first_seq, "last_seq": result.last_seq,
                           "records": result.records, "rows": result.rows, "files": result.files,
-                          "seconds": round(result.seconds, 3), "records_per_s": round(result.rate)}))
+                          "seconds": round(result.seconds, 3), "records_per_s": round(result.rate),
+                          "quarantined": list(result.quarantined)}))
+        return 0
     elif result.first_seq is None:
         print(f"nothing new: {args.out} already holds records 1..{result.last_seq}")
     else:
         rows = ", ".join(f"{k} {v}" for k, v in sorted(result.rows.items()))
         print(f"exported records {result.first_seq}..{result.last_seq} ({result.records}) into {args.out}: "
               f"{result.files} files; rows: {rows}; {result.rate:,.0f} records/s")
+    if result.quarantined:
+        from es_broker.readmodel.export import QUARANTINE
+
+        print(f"quarantined {len(result.quarantined)} records that could not be exported "
+              f"(kept in {Path(args.out) / QUARANTINE}):")
+        for f in result.quarantined:
+            print(f"  seq {f['seq']}  {f['type']}: {f['error']}")
     return 0
 
 
@@ -209,6 +218,101 @@ def _cmd_readmodel_sync(args: argparse.Namespace) -> int:
         finally:
             follower.engine.dispose()
     print(f"read model: applied {applied} records, checkpoint at {follower.position}")
+    return 0
+
+
+def _readmodel_source(args: argparse.Namespace):
+    """The source a command works on: the broker.conf's name and role, unless given."""
+    from es_broker.readmodel.families import Source
+
+    source = _source(_config(args))
+    return Source(getattr(args, "broker_name", None) or source.broker,
+                  getattr(args, "broker_role", None) or source.role)
+
+
+def _cmd_readmodel_follow(args: argparse.Namespace) -> int:
+    import logging
+
+    from es_broker.readmodel.process import run
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s[follower]: %(message)s")
+    return run(args.data_dir, _url(args), _readmodel_source(args), parent=args.exit_with_parent,
+               batch=args.batch)
+
+
+def _open_log_readonly(data_dir: str):
+    from es_broker.commands.store import LMDB_DIR
+    from es_broker.log import RecordLog
+
+    if not (Path(data_dir) / LMDB_DIR / "data.mdb").exists():
+        raise FileNotFoundError(f"no broker data in {data_dir}")
+    return RecordLog(Path(data_dir) / LMDB_DIR, readonly=True)
+
+
+def _cmd_readmodel_status(args: argparse.Namespace) -> int:
+    from sqlalchemy import inspect, select
+
+    from es_broker.readmodel import db
+    from es_broker.readmodel.follower import _safe
+    from es_broker.readmodel.models import Checkpoint, FailureRow
+
+    source = _readmodel_source(args)
+    log = _open_log_readonly(args.data_dir)
+    try:
+        last_seq = log.last_seq
+    finally:
+        log.close()
+    url = _url(args)
+    engine = db.open_engine(url)
+    try:
+        tables = set(inspect(engine).get_table_names())
+        with engine.connect() as conn:
+            checkpoint = (conn.execute(select(Checkpoint.last_seq).where(Checkpoint.source == source.broker))
+                          .scalar() if Checkpoint.__tablename__ in tables else None)
+            failures = ([dict(r) for r in conn.execute(
+                select(FailureRow.seq, FailureRow.type, FailureRow.error, FailureRow.attempts,
+                       FailureRow.version, FailureRow.first_failed_at, FailureRow.last_failed_at)
+                .where(FailureRow.source == source.broker).order_by(FailureRow.seq)).mappings()]
+                if FailureRow.__tablename__ in tables else [])
+        revision = db.current_revision(engine)
+    finally:
+        engine.dispose()
+    applied = checkpoint or 0
+    doc = {"url": _safe(url), "source": source.broker, "schema": revision, "checkpoint": applied,
+           "log_last_seq": last_seq, "lag": max(0, last_seq - applied), "quarantined": failures}
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    print(f"read model {doc['url']}, source {source.broker}, schema {revision or '(none)'}")
+    print(f"checkpoint {applied}, log at {last_seq}, lag {doc['lag']} records")
+    if not failures:
+        print("quarantined: none")
+    else:
+        print(f"quarantined: {len(failures)} records (retried after an upgrade, or by `es-broker readmodel retry`)")
+        for f in failures:
+            print(f"  seq {f['seq']}  {f['type']}  attempts {f['attempts']}  es-broker {f['version']}  "
+                  f"last failed {format_time(f['last_failed_at'])}: {f['error']}")
+    return 0
+
+
+def _cmd_readmodel_retry(args: argparse.Namespace) -> int:
+    from es_broker.readmodel.follower import open_follower
+
+    log = _open_log_readonly(args.data_dir)
+    try:
+        follower = open_follower(_url(args), log, _readmodel_source(args))
+        try:
+            result = follower.retry_quarantined()
+        finally:
+            follower.engine.dispose()
+    finally:
+        log.close()
+    if args.json:
+        print(json.dumps({"stored": result.stored, "failed": result.failed}))
+    else:
+        print(f"quarantined records retried: {len(result.stored)} stored {result.stored}, "
+              f"{len(result.failed)} still failing {result.failed}")
     return 0
 
 
@@ -301,6 +405,28 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--readmodel-url", help=url_help)
     r.add_argument("--batch", type=int, default=2000, help="records per SQL transaction")
     r.set_defaults(func=_cmd_readmodel_sync)
+    r = rsub.add_parser("follow", help="apply every record, then new ones as they land, until SIGTERM "
+                        "(what `es-broker serve` runs as a child process)")
+    _data_dir(r, required=True)
+    r.add_argument("--readmodel-url", help=url_help)
+    r.add_argument("--broker-name", help="the source name rows are stamped with (default: broker.conf's)")
+    r.add_argument("--broker-role", help="the role rows are stamped with (default: broker.conf's)")
+    r.add_argument("--batch", type=int, default=2000, help="records per SQL transaction")
+    r.add_argument("--exit-with-parent", type=int, metavar="PID", help="end when process PID ends")
+    r.add_argument("-v", "--verbose", action="store_true")
+    r.set_defaults(func=_cmd_readmodel_follow)
+    r = rsub.add_parser("status", help="checkpoint, the log's last seq, lag, and the quarantined records")
+    _data_dir(r, required=True)
+    r.add_argument("--readmodel-url", help=url_help)
+    r.add_argument("--broker-name", help="the source to show (default: broker.conf's brokerName)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=_cmd_readmodel_status)
+    r = rsub.add_parser("retry", help="try the quarantined records again; those that store now leave it")
+    _data_dir(r, required=True)
+    r.add_argument("--readmodel-url", help=url_help)
+    r.add_argument("--broker-name", help="the source to retry (default: broker.conf's brokerName)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=_cmd_readmodel_retry)
     r = rsub.add_parser("upgrade", help="run the Alembic migrations (alembic upgrade)")
     _data_dir(r)
     r.add_argument("--readmodel-url", help=url_help)

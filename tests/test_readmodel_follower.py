@@ -17,6 +17,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 
 from es_broker.clock import ManualClock
 from es_broker.commands.broker import Broker
@@ -253,8 +254,11 @@ def test_serve_runs_the_follower_into_sqlite_in_the_data_directory(tmp_path):
         engine = db.open_engine(db.default_url(data_dir))
 
         def applied() -> bool:
-            with engine.connect() as conn:
-                topics = conn.execute(select(RecordRow.body).where(RecordRow.type == "topic_updated")).all()
+            try:
+                with engine.connect() as conn:
+                    topics = conn.execute(select(RecordRow.body).where(RecordRow.type == "topic_updated")).all()
+            except OperationalError:  # the follower process has not created its schema yet
+                return False
             return any('"topic":"RM"' in body for (body,) in topics)
 
         try:

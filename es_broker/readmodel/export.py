@@ -4,12 +4,17 @@ Layout of DIR (schemas: spark/SCHEMA.md, generated from `families.py`):
 
     DIR/_export_checkpoint.json             last exported seq, running effective time, start time
     DIR/<family>/day=YYYY-MM-DD/part-<first seq, 12 digits>.parquet
+    DIR/_quarantine.jsonl                   records that could not be exported, one JSON line each
 
 `day` is the UTC day of a row's effective time. Each run exports the records
 after the checkpoint in chunks; a chunk's files are named after the chunk's
 first seq and written before the checkpoint moves past it (atomically, by
 rename). A run killed in between is redone from the same seq with the same
 file names, so its files are replaced, never duplicated.
+
+A record whose rows do not fit the schema (an int beyond int64, a value of
+the wrong type) is quarantined: written to `_quarantine.jsonl` with its seq,
+type and error, and left out of every dataset; the export goes on.
 """
 
 from __future__ import annotations
@@ -31,9 +36,17 @@ from es_broker.readmodel.families import (
     arrow_schema,
     rows_of,
 )
+from es_broker.readmodel.quarantine import (
+    effective_time,
+    error_text,
+    is_data_error,
+    now_ms,
+    running_version,
+)
 from es_broker.timetravel.timeparse import utc_day
 
 CHECKPOINT = "_export_checkpoint.json"
+QUARANTINE = "_quarantine.jsonl"
 CHUNK = 200_000  # records per chunk: bounds memory, and a killed run redoes at most one chunk
 
 
@@ -45,6 +58,7 @@ class ExportResult:
     rows: dict[str, int]
     files: int
     seconds: float
+    quarantined: tuple[dict, ...] = ()  # the records this run could not export: seq, type, error
 
     @property
     def rate(self) -> float:
@@ -66,7 +80,6 @@ def _write_checkpoint(out: Path, state: dict) -> None:
 
 def export(log: RecordLog, out: str | Path, source: Source = DEFAULT_SOURCE, *, chunk: int = CHUNK) -> ExportResult:
     """Write every record after the last export to Parquet under `out`."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     began = _time.perf_counter()
@@ -77,36 +90,103 @@ def export(log: RecordLog, out: str | Path, source: Source = DEFAULT_SOURCE, *, 
     clock = RunningTime(state["max_ts"])
     totals: dict[str, int] = defaultdict(int)
     files = records = 0
+    quarantined: list[dict] = []
     expected = first
     reader = log.read(first)
     try:
         while batch := list(itertools.islice(reader, chunk)):
             chunk_first = batch[0][0]
-            groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+            by_record: list[tuple[int, str, list[tuple[str, str, dict]]]] = []
+            bad: dict[int, dict] = {}
             for seq, record in batch:
                 if seq != expected:
                     raise ValueError(f"the log has a gap: expected record {expected}, found {seq}")
                 expected += 1
-                time = clock.advance(record.get("ts"))
+                records += 1
+                try:
+                    time = effective_time(clock, record)
+                    day = utc_day(time)
+                    rows = [(family, day, row) for family, row in rows_of(seq, record, time, source)]
+                except Exception as exc:
+                    if not is_data_error(exc):
+                        raise
+                    bad[seq] = _failure(seq, record, exc)
+                    continue
                 if seq == 1:
                     state["start_time"] = time
-                day = utc_day(time)
-                for family, row in rows_of(seq, record, time, source):
-                    groups[(family, day)].append(row)
-                records += 1
-            for (family, day), rows in groups.items():
+                by_record.append((seq, str(record.get("type")), rows))
+            tables = _tables(by_record, bad)
+            if bad:
+                quarantined.extend(_quarantine(out, [bad[s] for s in sorted(bad)]))
+            for (family, day), table in tables.items():
                 folder = out / family / f"day={day}"
                 folder.mkdir(parents=True, exist_ok=True)
-                table = pa.Table.from_pylist(rows, schema=arrow_schema(FAMILIES[family]))
                 target = folder / f"part-{chunk_first:012d}.parquet"
                 tmp = folder / f".{target.name}.tmp"
                 pq.write_table(table, tmp)
                 os.replace(tmp, target)
-                totals[family] += len(rows)
+                totals[family] += table.num_rows
                 files += 1
             state.update(last_seq=batch[-1][0], max_ts=clock.value)
             _write_checkpoint(out, state)
     finally:
         reader.close()
     return ExportResult(first if records else None, state["last_seq"], records, dict(totals), files,
-                        _time.perf_counter() - began)
+                        _time.perf_counter() - began, tuple(quarantined))
+
+
+def _tables(by_record: list[tuple[int, str, list[tuple[str, str, dict]]]], bad: dict[int, dict]) -> dict:
+    """Arrow tables by (family, day); a record with a row that does not convert goes to `bad`, all its rows out."""
+    import pyarrow as pa
+
+    while True:
+        groups: dict[tuple[str, str], list[tuple[int, dict]]] = defaultdict(list)
+        for seq, _type, rows in by_record:
+            if seq not in bad:
+                for family, day, row in rows:
+                    groups[(family, day)].append((seq, row))
+        tables, refused = {}, False
+        for (family, day), rows in groups.items():
+            schema = arrow_schema(FAMILIES[family])
+            try:
+                tables[(family, day)] = pa.Table.from_pylist([r for _, r in rows], schema=schema)
+            except Exception:
+                # rare: find the records whose rows do not convert, one row at a time
+                found = len(bad)
+                for seq, row in rows:
+                    try:
+                        pa.Table.from_pylist([row], schema=schema)
+                    except Exception as exc:
+                        if not (is_data_error(exc) or isinstance(exc, pa.ArrowException)):
+                            raise
+                        kind = next(t for s, t, _ in by_record if s == seq)
+                        bad.setdefault(seq, _failure(seq, {"type": kind}, exc))
+                if len(bad) == found:
+                    raise
+                refused = True
+        if not refused:
+            return tables
+
+
+def _failure(seq: int, record: dict, exc: BaseException) -> dict:
+    return {"seq": seq, "type": str(record.get("type")), "error": error_text(exc), "version": running_version(),
+            "failed_at": now_ms()}
+
+
+def _quarantine(out: Path, failures: list[dict]) -> list[dict]:
+    """Append the failures not in the quarantine file yet (a redone chunk finds its own there)."""
+    path = out / QUARANTINE
+    known = {json.loads(line)["seq"] for line in path.read_text().splitlines() if line} if path.exists() else set()
+    new = [f for f in failures if f["seq"] not in known]
+    if new:
+        with path.open("a") as f:
+            f.writelines(json.dumps(x, sort_keys=True) + "\n" for x in new)
+    return failures
+
+
+def read_quarantine(out: str | Path) -> list[dict]:
+    """Every record an export into `out` quarantined, by seq."""
+    path = Path(out) / QUARANTINE
+    if not path.exists():
+        return []
+    return sorted((json.loads(line) for line in path.read_text().splitlines() if line), key=lambda f: f["seq"])

@@ -8,20 +8,29 @@ an uninterrupted run. The checkpoint update is guarded by its old value, so
 two followers racing on one database cannot both apply a batch (the loser's
 transaction rolls back).
 
-Inside `es-broker serve` the follower is a task of the broker's nursery
-(`follow`): its SQL work runs in a worker thread, one batch at a time, and
-it waits for new commits between batches, off the request path.
+A record whose rows the database refuses (a data error, `quarantine.py`) is
+quarantined: kept in `readmodel_failures` with its error and skipped, the
+checkpoint moving past it in the same transaction. A batch that fails so is
+re-run record by record to find it. Any other error (database down, locked,
+full) skips nothing: `follow_log` waits and tries again.
+
+The follower runs in a process of its own (`es-broker readmodel follow`,
+started and restarted by `es-broker serve`, `supervisor.py`), so nothing of
+it can slow down or stop the broker.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import time as _time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-import trio
-from sqlalchemy import Engine, insert, select, update
+import lmdb
+from sqlalchemy import Engine, delete, insert, select, update
 
 from es_broker.log import Record, RecordLog
 from es_broker.readmodel import db
@@ -34,20 +43,35 @@ from es_broker.readmodel.families import (
     to_json,
 )
 from es_broker.readmodel.models import FAMILY_TABLES as _FAMILY_MODELS
-from es_broker.readmodel.models import Base, Checkpoint, RecordRow, ResetQueueRow
+from es_broker.readmodel.models import Base, Checkpoint, FailureRow, RecordRow, ResetQueueRow
+from es_broker.readmodel.quarantine import (
+    effective_time,
+    error_text,
+    is_data_error,
+    now_ms,
+    running_version,
+)
 
-log = logging.getLogger("es_broker.readmodel")
+logger = logging.getLogger("es_broker.readmodel")
 
 BATCH = 2000
-RETRY_AFTER = 5.0  # seconds before a failed step (database down, ...) is tried again
-IDLE = 0.2  # after new commits, wait this long so that the next step takes a batch, not a record
-POLL = 2.0  # look at the log at least this often
+RETRY_FIRST = 1.0  # seconds before a failed step (database down, disk full, ...) is tried again...
+RETRY_MAX = 60.0  # ...doubling up to this
+POLL = 0.25  # how often an idle follower looks at the log's last sequence number
 
 TABLES = {name: model.__table__ for name, model in _FAMILY_MODELS.items()}
 
 
 class FollowerConflict(Exception):
     """Another follower moved the checkpoint of the same source meanwhile; nothing was applied."""
+
+
+class _Refused(Exception):
+    """The database refused the rows of one record for their values: it goes to quarantine."""
+
+    def __init__(self, seq: int, record: Record, time: int, error: BaseException) -> None:
+        super().__init__(seq)
+        self.seq, self.record, self.time, self.error = seq, record, time, error
 
 
 class LogGap(Exception):
@@ -78,6 +102,14 @@ def table_rows(source: str, seq: int, record: Record, time: int, src: Source) ->
 _ALL_TABLES = {t.name: t for t in Base.metadata.sorted_tables}
 
 
+@dataclass(slots=True)
+class RetryResult:
+    """What a retry of quarantined records did: the seqs now stored, and those that failed again."""
+
+    stored: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+
+
 class Follower:
     """Applies one log to one SQL database under a source name."""
 
@@ -86,6 +118,7 @@ class Follower:
         self.log = log
         self.source = source
         self.batch = batch
+        self.version = running_version()
         self.position = self.checkpoint()[0]
 
     def checkpoint(self) -> tuple[int, int, int | None]:
@@ -96,44 +129,25 @@ class Follower:
         return (row[0], row[1], row[2]) if row else (0, 0, None)
 
     def step(self) -> int:
-        """Apply the next batch with its checkpoint in one transaction; the number of records applied."""
-        with self.engine.begin() as conn:
-            row = conn.execute(select(Checkpoint.last_seq, Checkpoint.max_ts, Checkpoint.start_time)
-                               .where(Checkpoint.source == self.source.broker)).first()
-            last, running, start = (row[0], row[1], row[2]) if row else (0, 0, None)
-            reader = self.log.read(last + 1)
-            try:
-                batch = list(itertools.islice(reader, self.batch))
-            finally:
-                reader.close()  # ends the LMDB read transaction now, not at garbage collection
-            if not batch:
-                self.position = last
-                return 0
-            clock = RunningTime(running)
-            tables: dict[str, list[dict]] = defaultdict(list)
-            position = last
-            for seq, record in batch:
-                if seq != position + 1:
-                    raise LogGap(f"expected record {position + 1} of {self.log.path}, found {seq}")
-                time = clock.advance(record.get("ts"))
-                if seq == 1:
-                    start = time
-                for name, rows in table_rows(self.source.broker, seq, record, time, self.source).items():
-                    tables[name].extend(rows)
-                position = seq
-            for name in _ALL_TABLES:  # parents first is not needed (no foreign keys) but keeps it stable
-                if tables.get(name):
-                    conn.execute(_ALL_TABLES[name].insert(), tables[name])
-            values = {"last_seq": position, "max_ts": clock.value, "start_time": start}
-            if row is None:
-                conn.execute(insert(Checkpoint).values(source=self.source.broker, **values))
-            else:
-                moved = conn.execute(update(Checkpoint).where(Checkpoint.source == self.source.broker,
-                                                              Checkpoint.last_seq == last).values(**values))
-                if moved.rowcount != 1:
-                    raise FollowerConflict(f"checkpoint of {self.source.broker} moved past {last} meanwhile")
-        self.position = position
-        return len(batch)
+        """Apply the next batch with its checkpoint in one transaction; the number of records applied.
+
+        A batch the database refuses for a record's values is applied again
+        record by record, and the records that fail alone are quarantined.
+        """
+        try:
+            return self._apply(self.batch)
+        except Exception as exc:
+            if not is_data_error(exc):
+                raise
+            logger.warning("read model: a batch after record %d failed (%s); applying it record by record",
+                           self.position, error_text(exc))
+        applied = 0
+        for _ in range(self.batch):
+            done = self._apply(1, isolated=True)
+            if done == 0:
+                break
+            applied += done
+        return applied
 
     def catch_up(self) -> int:
         """Apply every record the log holds now; the number applied."""
@@ -141,6 +155,149 @@ class Follower:
         while applied := self.step():
             total += applied
         return total
+
+    def _read(self, first: int, count: int) -> list[tuple[int, Record]]:
+        try:
+            reader = self.log.read(first)
+            try:
+                return list(itertools.islice(reader, count))
+            finally:
+                reader.close()  # ends the LMDB read transaction now, not at garbage collection
+        except lmdb.MapResizedError:
+            # the broker grew the map since this (read-only) process opened it: adopt the new size
+            self.log.env.set_mapsize(0)
+            return self._read(first, count)
+
+    def _apply(self, count: int, *, isolated: bool = False) -> int:
+        """One transaction: up to `count` records after the checkpoint, their rows, the checkpoint.
+
+        With `isolated` (one record), a data error on insert quarantines the
+        record in a transaction of its own instead of raising.
+        """
+        try:
+            return self._apply_once(count, isolated)
+        except _Refused as refused:
+            with self.engine.begin() as conn:
+                row = conn.execute(select(Checkpoint.start_time)
+                                   .where(Checkpoint.source == self.source.broker)).first()
+                self._quarantine(conn, refused.seq, refused.record, refused.time, refused.error)
+                start = refused.time if refused.seq == 1 else (row[0] if row else None)
+                self._move_checkpoint(conn, row is not None, refused.seq - 1, refused.seq, refused.time, start)
+            self.position = refused.seq
+            return 1
+
+    def _apply_once(self, count: int, isolated: bool) -> int:
+        with self.engine.begin() as conn:
+            row = conn.execute(select(Checkpoint.last_seq, Checkpoint.max_ts, Checkpoint.start_time)
+                               .where(Checkpoint.source == self.source.broker)).first()
+            last, running, start = (row[0], row[1], row[2]) if row else (0, 0, None)
+            batch = self._read(last + 1, count)
+            if not batch:
+                self.position = last
+                return 0
+            clock = RunningTime(running)
+            tables: dict[str, list[dict]] = defaultdict(list)
+            failed: list[tuple[int, Record, int, BaseException]] = []
+            position = last
+            for seq, record in batch:
+                if seq != position + 1:
+                    raise LogGap(f"expected record {position + 1} of {self.log.path}, found {seq}")
+                position = seq
+                try:
+                    time = effective_time(clock, record)  # on a bad ts the clock stays where it was
+                    rows = table_rows(self.source.broker, seq, record, time, self.source)
+                except Exception as exc:
+                    if not is_data_error(exc):
+                        raise
+                    failed.append((seq, record, clock.value, exc))
+                    continue
+                if seq == 1:
+                    start = time
+                for name, named_rows in rows.items():
+                    tables[name].extend(named_rows)
+            try:
+                for name in _ALL_TABLES:  # parents first is not needed (no foreign keys) but keeps it stable
+                    if tables.get(name):
+                        conn.execute(_ALL_TABLES[name].insert(), tables[name])
+            except Exception as exc:
+                if isolated and is_data_error(exc):
+                    raise _Refused(batch[0][0], batch[0][1], clock.value, exc) from exc
+                raise
+            for seq, record, time, exc in failed:
+                self._quarantine(conn, seq, record, time, exc)
+                if seq == 1:
+                    start = time
+            self._move_checkpoint(conn, row is not None, last, position, clock.value, start)
+        self.position = position
+        return len(batch)
+
+    def _move_checkpoint(self, conn: Any, exists: bool, last: int, position: int, max_ts: int,
+                         start: int | None) -> None:
+        values = {"last_seq": position, "max_ts": max_ts, "start_time": start}
+        if not exists:
+            conn.execute(insert(Checkpoint).values(source=self.source.broker, **values))
+            return
+        moved = conn.execute(update(Checkpoint).where(Checkpoint.source == self.source.broker,
+                                                      Checkpoint.last_seq == last).values(**values))
+        if moved.rowcount != 1:
+            raise FollowerConflict(f"checkpoint of {self.source.broker} moved past {last} meanwhile")
+
+    def _quarantine(self, conn: Any, seq: int, record: Record, time: int, exc: BaseException) -> None:
+        text = error_text(exc)
+        logger.warning("read model: record %d (%s) quarantined: %s", seq, record.get("type"), text)
+        now = now_ms()
+        key = (FailureRow.source == self.source.broker, FailureRow.seq == seq)
+        again = conn.execute(update(FailureRow).where(*key).values(
+            error=text, version=self.version, last_failed_at=now, attempts=FailureRow.attempts + 1))
+        if again.rowcount == 0:
+            conn.execute(insert(FailureRow).values(
+                source=self.source.broker, seq=seq, type=str(record.get("type"))[:100], time=time, error=text,
+                version=self.version, first_failed_at=now, last_failed_at=now, attempts=1))
+
+    def quarantined(self) -> list[FailureRow]:
+        """The quarantined records of this source, by seq."""
+        from sqlalchemy.orm import Session
+
+        with Session(self.engine) as session:
+            rows = list(session.scalars(select(FailureRow).where(FailureRow.source == self.source.broker)
+                                        .order_by(FailureRow.seq)))
+            session.expunge_all()
+        return rows
+
+    def retry_quarantined(self, *, other_versions_only: bool = False) -> RetryResult:
+        """Try the quarantined records again; a record that stores now leaves the quarantine.
+
+        With `other_versions_only`, only the records a different es-broker
+        version failed on (after an upgrade, the code that failed may be fixed).
+        """
+        result = RetryResult()
+        for failure in self.quarantined():
+            if other_versions_only and failure.version == self.version:
+                continue
+            found = self._read(failure.seq, 1)
+            if not found or found[0][0] != failure.seq:
+                continue  # the log does not hold it (another data directory?): leave it as it is
+            seq, record = found[0]
+            try:
+                with self.engine.begin() as conn:
+                    taken = conn.execute(delete(FailureRow).where(FailureRow.source == self.source.broker,
+                                                                  FailureRow.seq == seq))
+                    if taken.rowcount != 1:
+                        continue  # another follower retried it meanwhile
+                    rows = table_rows(self.source.broker, seq, record, failure.time, self.source)
+                    for name in _ALL_TABLES:
+                        if rows.get(name):
+                            conn.execute(_ALL_TABLES[name].insert(), rows[name])
+            except Exception as exc:
+                if not is_data_error(exc):
+                    raise
+                with self.engine.begin() as conn:
+                    self._quarantine(conn, seq, record, failure.time, exc)
+                result.failed.append(seq)
+                continue
+            logger.warning("read model: quarantined record %d (%s) is stored now", seq, failure.type)
+            result.stored.append(seq)
+        return result
 
 
 def open_follower(url: str, log: RecordLog, source: Source, *, batch: int = BATCH) -> Follower:
@@ -150,40 +307,55 @@ def open_follower(url: str, log: RecordLog, source: Source, *, batch: int = BATC
     return Follower(engine, log, source, batch=batch)
 
 
-async def follow(url: str, log: RecordLog, writer: Any, source: Source, *,
-                 task_status: trio.TaskStatus[Follower | None] = trio.TASK_STATUS_IGNORED) -> None:
-    """The follower as a broker task: catch up, then apply new commits as they land.
+def log_last_seq(log: RecordLog) -> int:
+    """The log's last sequence number now (a read-only view does not see it move by itself)."""
+    try:
+        return log._read_last_seq()
+    except lmdb.MapResizedError:
+        log.env.set_mapsize(0)
+        return log._read_last_seq()
 
-    A failing database (down, full, migrations refused) is logged and retried;
-    it never takes the broker down with it.
+
+def follow_log(url: str, log: RecordLog, source: Source, *, stop: Callable[[], bool],
+               poll: float = POLL, batch: int = BATCH) -> None:
+    """Catch up, then apply new records as they land, until `stop()` is true.
+
+    Quarantined records are retried first when a different es-broker
+    version failed on them. A failing database (down, locked, full,
+    migrations refused) is logged and retried with back-off; nothing is
+    skipped for it.
     """
     follower: Follower | None = None
-    started = False
+    delay = RETRY_FIRST
     try:
-        while True:
+        while not stop():
             try:
                 if follower is None:
-                    follower = await trio.to_thread.run_sync(open_follower, url, log, source)
-                if not started:
-                    task_status.started(follower)
-                    started = True
-                applied = await trio.to_thread.run_sync(follower.step)
-            except Exception as exc:  # the read model is best effort; the broker goes on
-                log.warning("read model (%s) step failed, retrying in %.0f s: %s", _safe(url), RETRY_AFTER, exc)
-                if not started:
-                    task_status.started(None)
-                    started = True
-                await trio.sleep(RETRY_AFTER)
+                    follower = open_follower(url, log, source, batch=batch)
+                    retried = follower.retry_quarantined(other_versions_only=True)
+                    if retried.stored or retried.failed:
+                        logger.warning("read model: retried quarantined records of an earlier version: "
+                                       "%d stored, %d failed again", len(retried.stored), len(retried.failed))
+                applied = follower.step()
+            except Exception as exc:  # the database's trouble: wait, then try again
+                logger.warning("read model (%s) step failed, retrying in %.0f s: %s", _safe(url), delay,
+                               error_text(exc))
+                pause(delay, stop)
+                delay = min(delay * 2, RETRY_MAX)
                 continue
+            delay = RETRY_FIRST
             if applied == 0:
-                # woken by the writer's next commit; polled too, for records that land by another path
-                # (a slave applying shipped records)
-                with trio.move_on_after(POLL):
-                    await writer.wait_past(follower.position + 1)
-                await trio.sleep(IDLE)
+                while not stop() and log_last_seq(log) <= follower.position:
+                    _time.sleep(poll)
     finally:
         if follower is not None:
             follower.engine.dispose()
+
+
+def pause(seconds: float, stop: Callable[[], bool]) -> None:
+    deadline = _time.monotonic() + seconds
+    while not stop() and _time.monotonic() < deadline:
+        _time.sleep(min(POLL, max(0.0, deadline - _time.monotonic())))
 
 
 def _safe(url: str) -> str:

@@ -36,6 +36,28 @@ class Checkpoint(Base):
     start_time: Mapped[int | None] = mapped_column(BigInteger)  # effective time of seq 1
 
 
+class FailureRow(Base):
+    """A record the read model could not store (its rows raised a data error): quarantined and skipped.
+
+    The checkpoint moved past it in the same transaction; a newer es-broker
+    tries it again (`version` is the one that failed), and so does
+    `es-broker readmodel retry`. `time` is the record's effective time, so a
+    retry stores the rows an uninterrupted run would have.
+    """
+
+    __tablename__ = "readmodel_failures"
+
+    source: Mapped[str] = mapped_column(String(200), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    type: Mapped[str] = mapped_column(String(100))
+    time: Mapped[int] = mapped_column(BigInteger)
+    error: Mapped[str] = mapped_column(Text)
+    version: Mapped[str] = mapped_column(String(50))  # the es-broker version that failed last
+    first_failed_at: Mapped[int] = mapped_column(BigInteger)  # epoch millis
+    last_failed_at: Mapped[int] = mapped_column(BigInteger)
+    attempts: Mapped[int] = mapped_column(Integer)
+
+
 class _Row:
     """Columns every record row has (families.COMMON), keyed by (source, seq, n)."""
 

@@ -20,6 +20,7 @@ from es_broker.commands.slave_offsets import merge_own_journal
 from es_broker.config import BrokerConfig, load_broker_conf
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
+from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
@@ -49,6 +50,7 @@ class BrokerServer:
                  master_addr: str | None = None) -> None:
         self.config = config
         self.readmodel_url = readmodel_url  # the SQL read model's database; None: no follower
+        self.follower: FollowerSupervisor | None = None  # the read-model follower's child process
         self.namesrv_addrs = namesrv_addrs
         self.broker = open_broker(config)  # a SlaveBroker for brokerRole=SLAVE
         self.holds = PullHoldService()
@@ -152,17 +154,21 @@ class BrokerServer:
                     await self._register_all(client)
                     nursery.start_soon(self._registration_loop, client)
                 nursery.start_soon(self._expiry_loop)
-                if self.readmodel_url:  # the SQL read model follows the log, off the request path
-                    from es_broker.readmodel.follower import follow, source_of
-
-                    nursery.start_soon(follow, self.readmodel_url, self.broker.store.log, self.broker.writer,
-                                       source_of(self.config))
+                if self.readmodel_url:  # the SQL read model follows the log in a child process
+                    await nursery.start(self._follower().run)
                 if self.config.brokerRole != "SLAVE":
                     nursery.start_soon(self._retention_loop)
                     nursery.start_soon(self.delays.run)  # the delay schedule runs on a master only (B-98)
                 task_status.started(self)
         finally:
             self.broker.close()
+
+    def _follower(self) -> FollowerSupervisor:
+        cfg = self.config
+        self.follower = FollowerSupervisor(FollowerCommand(
+            str(Path(cfg.storePathRootDir).resolve()), self.readmodel_url or "", cfg.brokerName, cfg.brokerRole,
+            verbose=logging.getLogger().isEnabledFor(logging.INFO)))
+        return self.follower
 
     async def _merge_journal_of_a_former_slave(self) -> None:
         """A slave's data directory started as a master (promotion): its journal becomes records first."""

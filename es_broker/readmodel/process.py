@@ -1,0 +1,94 @@
+"""`es-broker readmodel follow`: the read-model follower as a process of its own.
+
+It opens the data directory's log read-only, catches up, then polls the
+log's last sequence number for new records until SIGTERM or SIGINT. Started
+by `es-broker serve` (`supervisor.py`), it also ends when the broker dies,
+even by SIGKILL: on Linux the kernel sends it SIGTERM (PR_SET_PDEATHSIG),
+and everywhere it notices its parent is gone at the next poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from es_broker.log import RecordLog
+from es_broker.readmodel.families import Source
+
+logger = logging.getLogger("es_broker.readmodel")
+
+PR_SET_PDEATHSIG = 1
+LMDB_DIR = "lmdb"  # es_broker.commands.store.LMDB_DIR
+
+
+class Stop:
+    """Becomes true on SIGTERM/SIGINT, or when the parent process is gone."""
+
+    def __init__(self, parent: int | None = None) -> None:
+        self.parent = parent
+        self.signalled = False
+
+    def __call__(self) -> bool:
+        if self.parent is not None and os.getppid() != self.parent:
+            if not self.signalled:
+                logger.warning("read-model follower: the broker (pid %d) is gone, stopping", self.parent)
+            self.signalled = True
+        return self.signalled
+
+    def install(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.signalled = True
+
+
+def die_with_parent(parent: int) -> None:
+    """Ask the kernel for SIGTERM when the parent dies (Linux); the poll loop's getppid check covers the rest."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the request was in place
+        raise SystemExit(0)
+
+
+def open_log(data_dir: str | Path, stop: Stop) -> RecordLog | None:
+    """The data directory's log, read-only; waits for the broker to create it. None if stopped first."""
+    from es_broker.readmodel.follower import POLL, pause
+
+    path = Path(data_dir) / LMDB_DIR
+    while not stop():
+        if (path / "data.mdb").exists():
+            log = RecordLog(path, readonly=True)
+            if log.log_db is not None:
+                with contextlib.suppress(Exception):
+                    log.env.reader_check()  # slots of followers killed before
+                return log
+            log.close()
+        pause(POLL, stop)
+    return None
+
+
+def run(data_dir: str, url: str, source: Source, *, parent: int | None = None, batch: int | None = None) -> int:
+    """Follow the log of `data_dir` into `url` until stopped; the exit status."""
+    from es_broker.readmodel.follower import BATCH, follow_log
+
+    stop = Stop(parent)
+    stop.install()
+    if parent is not None:
+        die_with_parent(parent)
+    log = open_log(data_dir, stop)
+    if log is None:
+        return 0
+    try:
+        follow_log(url, log, source, stop=stop, batch=batch or BATCH)
+    finally:
+        log.close()
+    return 0
