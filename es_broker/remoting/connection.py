@@ -159,6 +159,19 @@ class Connection:
         # Consumed before decoding: a bad header must not leave the frame behind.
         return decode_command(serialize_type, header, body)
 
+    def discard_buffered(self) -> int:
+        """Drop every byte received and not yet decoded; return how many.
+
+        For closing: the memory goes back at once, whoever still holds this
+        object (a fatal error's traceback refers to it until the cycle
+        collector runs).
+        """
+        dropped = self._buffered
+        self._chunks.clear()
+        self._offset = 0
+        self._buffered = 0
+        return dropped
+
     def send(self, command: RemotingCommand) -> bytes:
         """The bytes to write for `command` (raises `EncodeError` if it cannot be encoded)."""
         return encode_frame(command)
