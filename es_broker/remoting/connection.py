@@ -201,6 +201,8 @@ class Connection:
 
     def _take(self, size: int) -> bytes:
         """Consume the next `size` bytes as one bytes object (one copy at most)."""
+        if size == 0:  # an empty body at the end of what arrived
+            return b""
         chunks = self._chunks
         head = chunks[0]
         if self._offset == 0 and len(head) == size and type(head) is bytes:

@@ -102,6 +102,16 @@ def test_large_frame_arriving_in_reads_of_every_size_decodes_intact() -> None:
     assert conn.buffered == 0
 
 
+def test_frame_without_body_spanning_two_reads_decodes() -> None:
+    frame = encode_frame(_cmd(7))
+    conn = Connection()
+    conn.receive_data(frame[:9])
+    assert conn.next_event() is NEED_DATA
+    conn.receive_data(frame[9:])
+    assert conn.next_event() == _cmd(7)
+    assert conn.buffered == 0
+
+
 def test_fed_bytearray_is_copied_so_the_caller_may_reuse_it() -> None:
     frame = bytearray(encode_frame(_cmd(1)))
     conn = Connection()
