@@ -109,6 +109,8 @@ class RemotingServer:
                     await self._read_loop(channel, nursery)
                 finally:
                     nursery.cancel_scope.cancel()
+        except Exception:  # a bug met by one connection closes that connection, not the listener
+            log.exception("%s: closing %s", self.name, channel.remote_addr)
         finally:
             self.channels.discard(channel)
             channel.fail_pending()
