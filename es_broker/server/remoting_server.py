@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -86,7 +87,7 @@ class RemotingServer:
         self.budget = PartialFrameBudget(self.limits.partial_frame_bytes_max)
         self.channels: set[Channel] = set()
         self._refused = 0  # connections over the limit not yet reported
-        self._refusal_logged_at = -REFUSAL_LOG_INTERVAL
+        self._refusal_logged_at = -math.inf
 
     async def serve(self, host: str, port: int, *,
                     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
