@@ -85,6 +85,14 @@ class BrokerConfig:
     reset_fence: bool = False  # S-3
     slave_offset_merge: str = "latest_wins"  # latest_wins | compat_overwrite (S-5, B-123)
     initial_map_size: int = 64 * 1024 * 1024  # LMDB map; grows by itself
+    # --- the edge: what a remoting listener (broker and name server) lets its connections hold
+    serverChannelMaxIdleTimeSeconds: int = 120  # NettyServerConfig: no frame begun for this long closes
+    # the largest frame, length prefix included: RocketMQ's system property
+    # com.rocketmq.remoting.frameMaxLength (NettySystemConfig), checked at the length prefix
+    frameMaxLength: int = 16 * 1024 * 1024
+    frame_read_timeout_ms: int = 30_000  # a frame begun and then silent this long closes its connection
+    partial_frame_bytes_max: int = 256 * 1024 * 1024  # bytes of unfinished frames held by a listener's connections
+    max_connections: int = 10_000  # per listener; more are accepted and closed at once
 
     @property
     def sync_flush(self) -> bool:

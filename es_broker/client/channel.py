@@ -2,13 +2,16 @@
 
 The sans-IO `Connection` turns bytes into commands and back; a Channel owns
 the socket around it: a send lock (responses of concurrent handlers must not
-interleave), and the table of requests this side sent (server-initiated
-requests to a client, or a client's requests to a broker) matched by opaque.
+interleave), the table of requests this side sent (server-initiated
+requests to a client, or a client's requests to a broker) matched by opaque,
+and, on a server, the bounds of what a peer may make it hold: how long a
+frame may stall, and the listener's budget for partial frames.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import trio
@@ -24,10 +27,53 @@ class ChannelClosed(Exception):
     """The peer went away."""
 
 
+class ReceiveTimeout(Exception):
+    """Nothing arrived in time: no frame began (idle), or a begun frame stalled (mid_frame)."""
+
+    def __init__(self, mid_frame: bool, buffered: int, timeout: float) -> None:
+        what = f"a frame stalled after {buffered} bytes" if mid_frame else "no frame"
+        super().__init__(f"{what} for {timeout:g} s")
+        self.mid_frame = mid_frame
+
+
+class PartialFramesOverCap(Exception):
+    """Buffering the next read would put the listener's partial frames over their cap."""
+
+    def __init__(self, buffered: int, read: int, budget: PartialFrameBudget) -> None:
+        super().__init__(f"its partial frame of {buffered + read} bytes would put the partial frames of all "
+                         f"connections ({budget.used} bytes held) over {budget.limit} bytes")
+
+
+class PartialFrameBudget:
+    """The bytes of partial frames that all connections of one listener hold, under a cap.
+
+    A channel takes each read from the budget before buffering it and gives
+    bytes back as they are decoded into commands or dropped at close, so
+    `used` is exactly what the listener's connections hold.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> bool:
+        """Count `size` more bytes held; False (nothing counted) if that would exceed the cap."""
+        if self.used + size > self.limit:
+            return False
+        self.used += size
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.used -= size
+
+
 class Channel:
-    def __init__(self, stream: trio.SocketStream, *, max_frame: int | None = None) -> None:
+    def __init__(self, stream: trio.SocketStream, *, max_frame: int | None = None,
+                 budget: PartialFrameBudget | None = None) -> None:
         self.stream = stream
         self.conn = Connection() if max_frame is None else Connection(max_frame_length=max_frame)
+        self.budget = budget
+        self._held = 0  # bytes of self.conn.buffered taken from the budget
         self._send_lock = trio.Lock()
         self._pending: dict[int, trio.MemorySendChannel[RemotingCommand]] = {}
         self.closed = False
@@ -50,22 +96,49 @@ class Channel:
                 self.closed = True
                 raise ChannelClosed(self.remote_addr) from exc
 
-    async def receive(self) -> RemotingCommand | None:
-        """The next command from the peer; None at a clean end of stream."""
+    async def receive(self, *, idle_timeout: float = math.inf,
+                      read_timeout: float = math.inf) -> RemotingCommand | None:
+        """The next command from the peer; None at a clean end of stream.
+
+        Waits at most `idle_timeout` seconds for a frame to begin and, once
+        part of one is buffered, `read_timeout` seconds for each further read
+        (`ReceiveTimeout`). With a budget, a read that does not fit in it is
+        not buffered (`PartialFramesOverCap`).
+        """
+        idle_deadline = trio.current_time() + idle_timeout
         while True:
-            event = self.conn.next_event()
+            try:
+                event = self.conn.next_event()
+            finally:
+                self._settle()
             if event is CLOSED:
                 return None
             if event is not NEED_DATA:
                 return event
-            try:
-                data = await self.stream.receive_some(READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
+            buffered = self.conn.buffered
+            deadline = trio.current_time() + read_timeout if buffered else idle_deadline
+            data: bytes | None = None
+            with trio.move_on_at(deadline):
+                try:
+                    data = await self.stream.receive_some(READ_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+            if data is None:
+                raise ReceiveTimeout(bool(buffered), buffered, read_timeout if buffered else idle_timeout)
             if not data:
                 self.conn.receive_data(b"")  # the next round raises if the peer left mid-frame
                 continue
+            if self.budget is not None:
+                if not self.budget.take(len(data)):
+                    raise PartialFramesOverCap(buffered, len(data), self.budget)
+                self._held += len(data)
             self.conn.receive_data(data)
+
+    def _settle(self) -> None:
+        # give back what the connection no longer holds (decoded or dropped)
+        if self.budget is not None and self._held != self.conn.buffered:
+            self.budget.give_back(self._held - self.conn.buffered)
+            self._held = self.conn.buffered
 
     async def invoke(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for its response (matched by opaque)."""
@@ -100,10 +173,14 @@ class Channel:
             waiter.close()
         self._pending.clear()
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> int:
+        """Close the socket and drop the bytes of any partial frame; return how many were dropped."""
         self.closed = True
+        dropped = self.conn.discard_buffered()
+        self._settle()
         with trio.CancelScope(shield=True):
             await self.stream.aclose()
+        return dropped
 
 
 def _with_opaque(command: RemotingCommand, opaque: int) -> RemotingCommand:

@@ -21,7 +21,9 @@ Errors (section 1.2: Java closes the connection on any decode error):
 
 from __future__ import annotations
 
+import itertools
 import struct
+from collections import deque
 from enum import Enum
 from typing import Literal, NoReturn
 
@@ -38,9 +40,14 @@ from .frames import (
 
 _PREFIX = struct.Struct(">iI")
 _LENGTH = struct.Struct(">i")
-# Drop consumed bytes from the front of the buffer once this many accumulate and
-# they are more than half of it: amortised O(1) per byte, no per-frame memmove.
-_COMPACT_AT = 64 * 1024
+# Received bytes are held as a queue of chunks, never one buffer that grows to
+# the frame's size: a partial frame costs what arrived, nothing is reallocated
+# or moved as it grows, and each chunk is freed as soon as it is consumed.
+# Reads shorter than _SMALL are copied into the last chunk (up to _CHUNK
+# bytes), so a peer trickling tiny reads cannot multiply its cost by the
+# per-object overhead; longer reads are kept as they came, without a copy.
+_SMALL = 16 * 1024
+_CHUNK = 256 * 1024
 _OPAQUE_LIMIT = 1 << 31
 
 
@@ -66,16 +73,17 @@ class Connection:
     def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
         """`max_frame_length` caps a whole incoming frame, length prefix included."""
         self.max_frame_length = max_frame_length
-        self._buffer = bytearray()
-        self._start = 0  # first unconsumed byte of _buffer
+        self._chunks: deque[bytes | bytearray] = deque()
+        self._offset = 0  # consumed bytes of _chunks[0]
+        self._buffered = 0
         self._eof = False
         self._error: ProtocolError | None = None
         self._next_opaque = 0
 
     @property
     def buffered(self) -> int:
-        """Bytes received but not yet returned as commands."""
-        return len(self._buffer) - self._start
+        """Bytes received but not yet returned as commands (what this connection holds)."""
+        return self._buffered
 
     @property
     def closed_by_peer(self) -> bool:
@@ -89,7 +97,17 @@ class Connection:
             return
         if self._eof:
             raise RuntimeError("received data after end of stream")
-        self._buffer += data
+        size = len(data)
+        chunks = self._chunks
+        if size < _SMALL:
+            tail = chunks[-1] if chunks else None
+            if type(tail) is bytearray and len(tail) + size <= _CHUNK:
+                tail += data
+            else:
+                chunks.append(bytearray(data))
+        else:
+            chunks.append(bytes(data))  # no copy for bytes
+        self._buffered += size
 
     def next_event(self) -> RemotingCommand | Sentinel:
         """Return the next decoded command, `NEED_DATA`, or `CLOSED`.
@@ -99,16 +117,14 @@ class Connection:
         """
         if self._error is not None:
             raise self._error
-        buffer = self._buffer
-        start = self._start
-        available = len(buffer) - start
+        available = self._buffered
         if available < LENGTH_PREFIX_SIZE:
             if not self._eof:
                 return NEED_DATA
             if available == 0:
                 return CLOSED
             self._fail(TruncatedFrame(available, None))
-        (length,) = _LENGTH.unpack_from(buffer, start)
+        (length,) = _LENGTH.unpack(self._peek(LENGTH_PREFIX_SIZE))
         try:
             total = check_frame_length(length, self.max_frame_length)
         except ProtocolError as exc:
@@ -118,19 +134,43 @@ class Connection:
                 self._fail(TruncatedFrame(available, total))
             return NEED_DATA
 
-        end = start + total
-        (_, word) = _PREFIX.unpack_from(buffer, start)
-        serialize_type, header_len = split_header_word(word)
-        body_start = start + 8 + header_len
-        if body_start > end:
-            self._consume(end)
-            raise HeaderLengthInvalid(header_len, length)
-        with memoryview(buffer) as view:
-            header = bytes(view[start + 8 : body_start])
-            body = bytes(view[body_start:end])
-        # Consume before decoding: a bad header must not leave the frame behind.
-        self._consume(end)
+        head = self._chunks[0]
+        start = self._offset
+        if len(head) - start >= total:  # the whole frame in one chunk: the common case
+            (_, word) = _PREFIX.unpack_from(head, start)
+            serialize_type, header_len = split_header_word(word)
+            body_start = start + 8 + header_len
+            end = start + total
+            if body_start > end:
+                self._skip(total)
+                raise HeaderLengthInvalid(header_len, length)
+            with memoryview(head) as view:
+                header = bytes(view[start + 8 : body_start])
+                body = bytes(view[body_start:end])
+            self._skip(total)
+        else:
+            (_, word) = _PREFIX.unpack(self._take(8))
+            serialize_type, header_len = split_header_word(word)
+            if 8 + header_len > total:
+                self._skip(total - 8)
+                raise HeaderLengthInvalid(header_len, length)
+            header = self._take(header_len)
+            body = self._take(total - 8 - header_len)
+        # Consumed before decoding: a bad header must not leave the frame behind.
         return decode_command(serialize_type, header, body)
+
+    def discard_buffered(self) -> int:
+        """Drop every byte received and not yet decoded; return how many.
+
+        For closing: the memory goes back at once, whoever still holds this
+        object (a fatal error's traceback refers to it until the cycle
+        collector runs).
+        """
+        dropped = self._buffered
+        self._chunks.clear()
+        self._offset = 0
+        self._buffered = 0
+        return dropped
 
     def send(self, command: RemotingCommand) -> bytes:
         """The bytes to write for `command` (raises `EncodeError` if it cannot be encoded)."""
@@ -146,15 +186,57 @@ class Connection:
         self._next_opaque = (opaque + 1) % _OPAQUE_LIMIT
         return opaque
 
-    def _consume(self, end: int) -> None:
-        if end == len(self._buffer):
-            self._buffer.clear()
-            self._start = 0
-        elif end > _COMPACT_AT and end * 2 > len(self._buffer):
-            del self._buffer[:end]
-            self._start = 0
-        else:
-            self._start = end
+    def _peek(self, size: int) -> bytes:
+        """The next `size` unconsumed bytes, left in place (size <= what is buffered)."""
+        head = self._chunks[0]
+        start = self._offset
+        if len(head) - start >= size:
+            return bytes(head[start : start + size])
+        out = bytearray(head[start:])
+        for chunk in itertools.islice(self._chunks, 1, None):
+            out += chunk[: size - len(out)]
+            if len(out) == size:
+                break
+        return bytes(out)
+
+    def _take(self, size: int) -> bytes:
+        """Consume the next `size` bytes as one bytes object (one copy at most)."""
+        if size == 0:  # an empty body at the end of what arrived
+            return b""
+        chunks = self._chunks
+        head = chunks[0]
+        if self._offset == 0 and len(head) == size and type(head) is bytes:
+            chunks.popleft()
+            self._buffered -= size
+            return head
+        views: list[memoryview] = []
+        need = size
+        try:
+            while need:
+                head = chunks[0]
+                start = self._offset
+                part = min(need, len(head) - start)
+                views.append(memoryview(head)[start : start + part])
+                need -= part
+                self._advance(part)
+            return b"".join(views)
+        finally:
+            for view in views:  # a live view would pin a bytearray chunk's size
+                view.release()
+
+    def _skip(self, size: int) -> None:
+        while size:
+            part = min(size, len(self._chunks[0]) - self._offset)
+            self._advance(part)
+            size -= part
+
+    def _advance(self, size: int) -> None:
+        # size never exceeds what is left of the first chunk
+        self._buffered -= size
+        self._offset += size
+        if self._offset == len(self._chunks[0]):
+            self._chunks.popleft()
+            self._offset = 0
 
     def _fail(self, error: ProtocolError) -> NoReturn:
         self._error = error

@@ -29,7 +29,7 @@ from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.namesrv import NameServer
-from es_broker.server.remoting_server import RemotingServer
+from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.retry_processors import RetryProcessors
 
 log = logging.getLogger("es_broker")
@@ -67,7 +67,8 @@ class BrokerServer:
         self.processors.ha_status = self.ha_status
         ha_handlers = self.replication.handlers() if self.replication else {}
         self.remoting = RemotingServer("broker", {**self.processors.handlers(), **self.retry.handlers(),
-                                                  **ha_handlers}, on_close=self._channel_closed)
+                                                  **ha_handlers}, on_close=self._channel_closed,
+                                      limits=EdgeLimits.of(config))
         self._register_now = trio.Event()
         # registrations asked for and done, so an admin change can wait until the name server has it
         self._register_wanted = 0
@@ -221,9 +222,10 @@ class BrokerServer:
 
 
 class NameServerRole:
-    def __init__(self) -> None:
+    def __init__(self, limits: EdgeLimits | None = None) -> None:
         self.namesrv = NameServer()
-        self.remoting = RemotingServer("namesrv", self.namesrv.handlers(), on_close=self.namesrv.channel_closed)
+        self.remoting = RemotingServer("namesrv", self.namesrv.handlers(), on_close=self.namesrv.channel_closed,
+                                       limits=limits)
 
     async def run(self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -263,7 +265,7 @@ async def serve(args: argparse.Namespace) -> None:
         namesrv = args.namesrv or config.namesrvAddr
         if args.role in ("all", "slave", "namesrv") and not (args.role in ("all", "slave") and args.namesrv):
             ns_host, ns_port = _listen(args.namesrv_listen, 9876)
-            bound = await nursery.start(NameServerRole().run, ns_host, ns_port)
+            bound = await nursery.start(NameServerRole(EdgeLimits.of(config)).run, ns_host, ns_port)
             print(f"es-broker name server listening on {ns_host}:{bound}", flush=True)
             if not namesrv:
                 namesrv = f"{ns_host}:{bound}"

@@ -5,28 +5,71 @@ behind it); responses carry the request's opaque, so their order does not
 matter. Errors are answers: a refusal becomes its RocketMQ code and remark,
 an unknown code REQUEST_CODE_NOT_SUPPORTED; a frame that cannot be decoded
 closes that connection only, as the Java server does.
+
+What a peer can make the listener hold is bounded (`EdgeLimits`): a frame's
+length is checked at its prefix, a frame that stalls is dropped after the read
+timeout, the partial frames of all connections share one byte budget (the
+connection whose read would exceed it is closed), and connections beyond the
+limit are closed as they are accepted.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import trio
 
-from es_broker.client.channel import Channel, ChannelClosed
+from es_broker.client.channel import (
+    Channel,
+    ChannelClosed,
+    PartialFrameBudget,
+    PartialFramesOverCap,
+    ReceiveTimeout,
+)
 from es_broker.commands.errors import BrokerError
+from es_broker.config import BrokerConfig
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
 from es_broker.remoting.requests import check
+from es_broker.server import malloc
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
 
-IDLE_TIMEOUT = 120.0  # serverChannelMaxIdleTimeSeconds
+# A connection that dropped this many bytes of partial frame at close has the
+# C heap trimmed after it, so the memory goes back to the system (see malloc).
+TRIM_AFTER_DROPPING = 1024 * 1024
+REFUSAL_LOG_INTERVAL = 10.0  # seconds between warnings about connections over the limit
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeLimits:
+    """What one listener lets its connections hold; the settings are BrokerConfig's."""
+
+    max_frame_length: int  # frameMaxLength
+    idle_timeout: float  # serverChannelMaxIdleTimeSeconds
+    read_timeout: float  # frame_read_timeout_ms
+    partial_frame_bytes_max: int
+    max_connections: int
+
+    @classmethod
+    def of(cls, config: BrokerConfig) -> EdgeLimits:
+        """The limits a broker.conf sets (RocketMQ's defaults otherwise); ValueError if one is not positive."""
+        for name in ("frameMaxLength", "serverChannelMaxIdleTimeSeconds", "frame_read_timeout_ms",
+                     "partial_frame_bytes_max", "max_connections"):
+            if getattr(config, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(config, name)}")
+        return cls(max_frame_length=config.frameMaxLength,
+                   idle_timeout=float(config.serverChannelMaxIdleTimeSeconds),
+                   read_timeout=config.frame_read_timeout_ms / 1000,
+                   partial_frame_bytes_max=config.partial_frame_bytes_max,
+                   max_connections=config.max_connections)
 
 
 class RemotingServer:
@@ -36,13 +79,16 @@ class RemotingServer:
         handlers: dict[int, Handler],
         *,
         on_close: Callable[[Channel], None] | None = None,
-        idle_timeout: float = IDLE_TIMEOUT,
+        limits: EdgeLimits | None = None,
     ) -> None:
         self.name = name
         self.handlers = handlers
         self.on_close = on_close
-        self.idle_timeout = idle_timeout
+        self.limits = limits or EdgeLimits.of(BrokerConfig())
+        self.budget = PartialFrameBudget(self.limits.partial_frame_bytes_max)
         self.channels: set[Channel] = set()
+        self._refused = 0  # connections over the limit not yet reported
+        self._refusal_logged_at = -math.inf
 
     async def serve(self, host: str, port: int, *,
                     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -54,7 +100,10 @@ class RemotingServer:
         await trio.serve_listeners(self._connection, listeners)
 
     async def _connection(self, stream: trio.SocketStream) -> None:
-        channel = Channel(stream)
+        if len(self.channels) >= self.limits.max_connections:
+            await self._refuse(stream)
+            return
+        channel = Channel(stream, max_frame=self.limits.max_frame_length, budget=self.budget)
         self.channels.add(channel)
         try:
             async with trio.open_nursery() as nursery:
@@ -62,23 +111,41 @@ class RemotingServer:
                     await self._read_loop(channel, nursery)
                 finally:
                     nursery.cancel_scope.cancel()
+        except Exception:  # a bug met by one connection closes that connection, not the listener
+            log.exception("%s: closing %s", self.name, channel.remote_addr)
         finally:
             self.channels.discard(channel)
             channel.fail_pending()
             if self.on_close is not None:
                 self.on_close(channel)
-            await channel.aclose()
+            if await channel.aclose() >= TRIM_AFTER_DROPPING:
+                malloc.trim()
+
+    async def _refuse(self, stream: trio.SocketStream) -> None:
+        """Close a connection over the limit at once; warn at most every REFUSAL_LOG_INTERVAL."""
+        self._refused += 1
+        now = trio.current_time()
+        if now - self._refusal_logged_at >= REFUSAL_LOG_INTERVAL:
+            log.warning("%s: closed %d new connection(s): %d open, the limit (max_connections)",
+                        self.name, self._refused, self.limits.max_connections)
+            self._refused = 0
+            self._refusal_logged_at = now
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
 
     async def _read_loop(self, channel: Channel, nursery: trio.Nursery) -> None:
+        limits = self.limits
         while True:
-            with trio.move_on_after(self.idle_timeout) as idle:
-                try:
-                    command = await channel.receive()
-                except ProtocolError as exc:
+            try:
+                command = await channel.receive(idle_timeout=limits.idle_timeout, read_timeout=limits.read_timeout)
+            except (ProtocolError, PartialFramesOverCap) as exc:
+                log.warning("%s: closing %s: %s", self.name, channel.remote_addr, exc)
+                return
+            except ReceiveTimeout as exc:
+                if exc.mid_frame:
                     log.warning("%s: closing %s: %s", self.name, channel.remote_addr, exc)
-                    return
-            if idle.cancelled_caught:
-                log.info("%s: closing idle connection %s", self.name, channel.remote_addr)
+                else:
+                    log.info("%s: closing idle connection %s", self.name, channel.remote_addr)
                 return
             if command is None:
                 return

@@ -74,6 +74,54 @@ def test_many_frames_across_compaction_threshold_decode_intact() -> None:
     assert all(cmd.body == bytes([cmd.opaque % 256]) * 1000 for cmd in got)
 
 
+def test_buffered_counts_exactly_the_bytes_of_a_partial_frame() -> None:
+    frame = encode_frame(_cmd(1, b"x" * 100_000))
+    conn = Connection()
+    for sent in (3, 40_000, 90_000):
+        conn.receive_data(frame[conn.buffered : sent])
+        assert conn.next_event() is NEED_DATA
+        assert conn.buffered == sent
+    conn.receive_data(frame[conn.buffered :])
+    assert conn.next_event() == _cmd(1, b"x" * 100_000)
+    assert conn.buffered == 0
+
+
+def test_large_frame_arriving_in_reads_of_every_size_decodes_intact() -> None:
+    body = bytes(range(256)) * 4096  # 1 MiB
+    frame = encode_frame(_cmd(5, body)) + encode_frame(_cmd(6))
+    conn = Connection()
+    sizes = [1, 3, 5, 16 * 1024 - 1, 16 * 1024, 300_000, 7, 65_536]
+    sent = 0
+    got: list[RemotingCommand] = []
+    while sent < len(frame):
+        size = sizes[sent % len(sizes)]
+        conn.receive_data(frame[sent : sent + size])
+        sent += size
+        got += _drain(conn)
+    assert got == [_cmd(5, body), _cmd(6)]
+    assert conn.buffered == 0
+
+
+def test_frame_without_body_spanning_two_reads_decodes() -> None:
+    frame = encode_frame(_cmd(7))
+    conn = Connection()
+    conn.receive_data(frame[:9])
+    assert conn.next_event() is NEED_DATA
+    conn.receive_data(frame[9:])
+    assert conn.next_event() == _cmd(7)
+    assert conn.buffered == 0
+
+
+def test_fed_bytearray_is_copied_so_the_caller_may_reuse_it() -> None:
+    frame = bytearray(encode_frame(_cmd(1)))
+    conn = Connection()
+    conn.receive_data(frame[:10])
+    chunk = bytearray(frame[10:])
+    conn.receive_data(chunk)
+    chunk[:] = b"\0" * len(chunk)
+    assert conn.next_event() == _cmd(1)
+
+
 def test_clean_eof_between_frames_is_closed() -> None:
     conn = Connection()
     conn.receive_data(encode_frame(_cmd(1)))
