@@ -102,6 +102,7 @@ class Ledger:
     resets: int = 0
     send_backs: Counter = field(default_factory=Counter)  # (group, original msg id) -> acknowledged count
     pulled: int = 0
+    cut: int = 0  # requests the kill left unanswered
     mismatches: list[str] = field(default_factory=list)
     # the kill switch: set once `acks` reaches `kill_at`
     acks: int = 0
@@ -297,6 +298,6 @@ async def run_worker(addr: str, worker: Producer | Consumer) -> None:
     try:
         await worker.run(session)
     except BrokerGone:
-        pass
+        worker.ledger.cut += 1
     finally:
         await session.aclose()
