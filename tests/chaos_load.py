@@ -102,6 +102,7 @@ class Ledger:
     resets: int = 0
     send_backs: Counter = field(default_factory=Counter)  # (group, original msg id) -> acknowledged count
     pulled: int = 0
+    delay_delivered: int = 0  # retries the broker delivered from the delay schedule, seen in traces
     cut: int = 0  # requests the kill left unanswered
     mismatches: list[str] = field(default_factory=list)
     # the kill switch: set once `acks` reaches `kill_at`
