@@ -8,7 +8,9 @@ it starts the broker again and checks what the broker promised:
 
 - every acknowledged message is in its queue at its offset with its body and
   msgId (a pull of each whole queue), and VIEW_MESSAGE_BY_ID finds it;
-- every acknowledged send-back is in the original message's trace;
+- every acknowledged send-back is in the original message's trace, and each
+  retry it parked in the delay schedule is delivered to %RETRY%G once, not
+  twice, whatever the kills interrupted;
 - after a clean stop, `es-broker verify` rebuilds the same projections, and
   `es-broker history` holds every acknowledged offset change (commits,
   piggybacked commits, reset results), each queue's last change being the
@@ -37,6 +39,7 @@ from es_broker.remoting import message as wire
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from tests.chaos_load import ANY, QUEUES, TOPIC, Consumer, Ledger, Producer, WireSession, run_worker
 from tests.ha_fixtures import _BROKER, ROOT, _env, start
+from tests.waiting import poll_until
 
 ROUNDS = int(os.environ.get("ES_BROKER_CHAOS_ROUNDS", "6"))
 FLUSH_MODES = ("SYNC_FLUSH", "ASYNC_FLUSH")
@@ -46,6 +49,7 @@ CHECK_GROUP = "CHAOS_CHECK"
 KILL_AFTER = (300, 3000)  # acknowledged operations in a round before the kill, drawn from this range
 VIEW_SAMPLE = 200
 ROUND_TIMEOUT = 120.0
+SETTLE_TIMEOUT = 60.0
 
 
 def write_conf(path: Path, flush: str) -> Path:
@@ -110,8 +114,38 @@ async def whole_queue(session: WireSession, q: int) -> dict[int, wire.StoredMess
     return out
 
 
-async def check_restarted(addr: str, ledger: Ledger, new_sends: list, new_send_backs: Counter) -> tuple[int, dict]:
-    """On the restarted broker: lost acknowledged messages, wrong ones recorded in the ledger; live offsets."""
+async def trace_events(session: WireSession, msg_id: str) -> list[dict]:
+    r = await session.call(EsRequestCode.MESSAGE_TRACE, {"msgId": msg_id})
+    return fastjson.loads(r.body)["events"] if r.code == ResponseCode.SUCCESS else []
+
+
+def retries(events: list[dict]) -> tuple[int, int]:
+    """(retries parked in the delay schedule, retries delivered from it to %RETRY%G)."""
+    return (sum(1 for e in events if e["event"] == "sent_back"),
+            sum(1 for e in events if e["event"] == "delay_delivered"))
+
+
+async def all_retries_delivered(session: WireSession, msg_ids: set[str]) -> None:
+    """Wait (bounded) until every parked retry of these messages is delivered, then none more than once."""
+    waiting = set(msg_ids)
+
+    async def delivered() -> bool:
+        for msg_id in sorted(waiting):
+            parked, done = retries(await trace_events(session, msg_id))
+            assert done <= parked, f"{msg_id}: {parked} retries parked, {done} delivered"
+            if done == parked:
+                waiting.discard(msg_id)
+        return not waiting
+
+    await poll_until(delivered, SETTLE_TIMEOUT, f"retries of {len(msg_ids)} messages delivered")
+
+
+async def check_restarted(addr: str, ledger: Ledger, new_sends: list, new_send_backs: Counter,
+                          settle: set[str]) -> tuple[int, dict]:
+    """On the restarted broker: lost acknowledged messages, wrong ones recorded in the ledger; live offsets.
+
+    `settle`: messages sent back long enough ago that every parked retry must have been delivered, once.
+    """
     session = await WireSession.open(addr)
     lost = 0
     try:
@@ -131,11 +165,9 @@ async def check_restarted(addr: str, ledger: Ledger, new_sends: list, new_send_b
                 ledger.mismatches.append(f"VIEW_MESSAGE_BY_ID {sent.msg_id}: {r.code} {r.remark}")
         traces = {}
         for msg_id in sorted({msg_id for _, msg_id in new_send_backs}):
-            r = await session.call(EsRequestCode.MESSAGE_TRACE, {"msgId": msg_id})
-            traces[msg_id] = fastjson.loads(r.body)["events"] if r.code == ResponseCode.SUCCESS else []
+            traces[msg_id] = await trace_events(session, msg_id)
             # each retry parked in the delay schedule reaches %RETRY%G once at most, restarts or not (B-97)
-            parked = sum(1 for e in traces[msg_id] if e["event"] == "sent_back")
-            delivered = sum(1 for e in traces[msg_id] if e["event"] == "delay_delivered")
+            parked, delivered = retries(traces[msg_id])
             ledger.delay_delivered += delivered
             if delivered > parked:
                 ledger.mismatches.append(f"{msg_id}: {parked} retries parked, {delivered} delivered")
@@ -145,6 +177,7 @@ async def check_restarted(addr: str, ledger: Ledger, new_sends: list, new_send_b
             if found < count:
                 lost += 1
                 ledger.mismatches.append(f"{group} sent {msg_id} back {count} times, the trace shows {found}")
+        await all_retries_delivered(session, settle)
         live = {}
         for group in GROUPS:
             for q in range(QUEUES):
@@ -196,6 +229,7 @@ async def test_sigkill_under_mixed_load_loses_nothing_acknowledged_in_either_flu
     ledger = Ledger()
     positions: dict[str, dict[int, int]] = {g: {} for g in GROUPS}
     lost = 0
+    previous_sent_back: set[str] = set()
     for n in range(ROUNDS):
         flush = FLUSH_MODES[n % 2]
         conf = write_conf(tmp_path / f"{flush}.conf", flush)
@@ -214,7 +248,12 @@ async def test_sigkill_under_mixed_load_loses_nothing_acknowledged_in_either_flu
         proc = await start(f"round{n}-check", tmp_path, serve_args(data_dir, conf), _BROKER)
         try:
             new_sends = [s for k, s in ledger.sends.items() if k not in sends_before]
-            round_lost, live = await check_restarted(proc.addr, ledger, new_sends, ledger.send_backs - backs_before)
+            new_backs = ledger.send_backs - backs_before
+            sent_back = {msg_id for _, msg_id in new_backs}
+            # the retries parked in the previous round are due (levels 1s..3s); in the last round this one's too
+            settle = previous_sent_back | (sent_back if n == ROUNDS - 1 else set())
+            round_lost, live = await check_restarted(proc.addr, ledger, new_sends, new_backs, settle)
+            previous_sent_back = sent_back
         finally:
             proc.stop()
         assert proc.process.returncode == 0, proc.text()[-2000:]
@@ -228,7 +267,7 @@ async def test_sigkill_under_mixed_load_loses_nothing_acknowledged_in_either_flu
 
     print(f"chaos summary: seed {seed}, rounds {ROUNDS}, acknowledged sends {len(ledger.sends)}, "
           f"acknowledged commits {ledger.commits}, resets {ledger.resets}, "
-          f"send-backs {sum(ledger.send_backs.values())} ({ledger.delay_delivered} retries delivered), "
+          f"send-backs {sum(ledger.send_backs.values())} ({ledger.delay_delivered} retries seen delivered), "
           f"pulled {ledger.pulled}, lost {lost}, "
           f"{time.monotonic() - began:.0f} s")
     assert not ledger.mismatches, "\n".join(ledger.mismatches[:40])
