@@ -151,3 +151,14 @@ async def test_check_client_config_with_a_non_object_subscription_is_refused(tmp
             answer = await broker.call(RequestCode.CHECK_CLIENT_CONFIG, body=body)
             assert answer.code == ResponseCode.SYSTEM_ERROR
             assert "subscriptionData" in answer.remark
+
+
+async def test_consume_message_directly_with_a_msg_id_that_is_no_offset_id_is_refused(tmp_path):
+    async with live(tmp_path) as broker:
+        ok = await broker.call(RequestCode.HEART_BEAT, body=heartbeat({}))
+        assert ok.code == ResponseCode.SUCCESS
+        for msg_id in ("broker-a", "G" * 32, "F" * 31):
+            answer = await broker.call(RequestCode.CONSUME_MESSAGE_DIRECTLY, {
+                "consumerGroup": GROUP, "clientId": "127.0.0.1@edge", "msgId": msg_id})
+            assert answer.code == ResponseCode.SYSTEM_ERROR
+            assert "'msgId' is not an offset message id" in answer.remark

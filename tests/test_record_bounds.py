@@ -26,6 +26,7 @@ from es_broker.config import BrokerConfig
 from es_broker.log.records import INT64_MAX, INT64_MIN, MAX_TEXT, RecordOutOfRange, make
 from tests.conftest import START
 from tests.process_fixtures import ROOT, _env
+from tests.timetravel_histories import fresh_pg  # noqa: F401  (fixture)
 
 LONG_TEXT = "r" * MAX_TEXT  # the longest text a record may hold
 
@@ -118,7 +119,7 @@ def _log_types(data_dir: Path) -> dict[int, str]:
         store.close()
 
 
-def test_every_record_type_at_its_edges_goes_through_every_consumer(tmp_path):
+def test_every_record_type_at_its_edges_goes_through_every_consumer(tmp_path, request):
     data_dir = tmp_path / "data"
     _edge_history(data_dir)
     types = _log_types(data_dir)
@@ -130,9 +131,7 @@ def test_every_record_type_at_its_edges_goes_through_every_consumer(tmp_path):
 
     urls = [f"sqlite:///{tmp_path / 'readmodel.sqlite'}"]
     if os.environ.get("ES_BROKER_TEST_PG_URL"):
-        from tests.timetravel_histories import pg_url
-
-        urls.append(pg_url())
+        urls.append(request.getfixturevalue("fresh_pg"))  # every read-model table dropped first
     for url in urls:
         _cli("readmodel", "sync", "--data-dir", str(data_dir), "--readmodel-url", url)
         engine = create_engine(url)

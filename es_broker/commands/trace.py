@@ -55,7 +55,8 @@ def resolve(store: Store, txn: lmdb.Transaction, msg_id: str) -> int | None:
         _, phy = wire.parse_offset_msg_id(msg_id)
     except ValueError:
         phy = None
-    if phy is not None and _stored_unit(store, txn, phy) is not None:
+    # an id's offset is any 8 bytes: outside [0, phy max) no message can be there
+    if phy is not None and 0 <= phy < (1 << 63) - 1 and _stored_unit(store, txn, phy) is not None:
         return phy
     # a client id (UNIQ_KEY) is in the message bytes only: the first message that carries it
     for key, raw in txn.cursor(db=store.log.commitlog_db):

@@ -77,6 +77,8 @@ class HeaderField:
     max: int | None = None
     max_len: int = NAME_MAX
     choices: frozenset[str] | None = None
+    pattern: re.Pattern[str] | None = None  # text fields of a fixed form (message ids)
+    form: str = ""  # what the pattern means, for the remark
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,16 @@ class RequestShape:
 def s(name: str, required: bool = False, *, max_len: int = NAME_MAX,
       choices: frozenset[str] | None = None) -> HeaderField:
     return HeaderField(name, Kind.STR, required, max_len=max_len, choices=choices)
+
+
+#: An offset message id: the store host (IPv4 and port) and the physical offset, in hex
+#: (MessageDecoder#createMessageId); decodeMessageId throws on anything else, answered SYSTEM_ERROR.
+#: es-broker's brokers store IPv4 hosts, so their ids are 32 digits.
+OFFSET_MSG_ID = re.compile(r"[0-9A-Fa-f]{32}")
+
+
+def offset_msg_id(name: str = "msgId") -> HeaderField:
+    return HeaderField(name, Kind.STR, True, pattern=OFFSET_MSG_ID, form="an offset message id (32 hex digits)")
 
 
 def i32(name: str, required: bool = False, *, min: int = INT32[0], max: int = INT32[1]) -> HeaderField:
@@ -359,7 +371,7 @@ SHAPES: dict[int, RequestShape] = {shape.code: shape for shape in (
     RequestShape(C.GET_CONSUMER_RUNNING_INFO, "GET_CONSUMER_RUNNING_INFO", (
         s("consumerGroup", True), s("clientId", True), flag("jstackEnable"))),
     RequestShape(C.CONSUME_MESSAGE_DIRECTLY, "CONSUME_MESSAGE_DIRECTLY", (
-        s("consumerGroup", True), s("clientId", True), s("msgId", True), s("brokerName"))),
+        s("consumerGroup", True), s("clientId", True), offset_msg_id(), s("brokerName"))),
     # -- admin
     RequestShape(C.UPDATE_AND_CREATE_TOPIC, "UPDATE_AND_CREATE_TOPIC", (
         s("topic", True), s("defaultTopic"), i32("readQueueNums", True, min=0),
@@ -467,6 +479,8 @@ def _field_error(spec: HeaderField, raw: str) -> str | None:
             return f"header field {spec.name!r} is blank"
         if len(raw) > spec.max_len:
             return f"header field {spec.name!r} is longer than {spec.max_len} characters"
+        if spec.pattern is not None and not spec.pattern.fullmatch(raw):
+            return f"header field {spec.name!r} is not {spec.form}: {raw[:40]!r}"
         if spec.choices is not None and raw not in spec.choices:
             return f"header field {spec.name!r} must be one of {', '.join(sorted(spec.choices))}, got {raw[:40]!r}"
         return None

@@ -492,8 +492,8 @@ class BrokerProcessors:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
         body = req.body
         if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-            (_, phy) = wire.parse_offset_msg_id(req.require_str("msgId"))
-            body = self.broker.message_at(phy) or b""
+            (_, phy) = wire.parse_offset_msg_id(req.require_str("msgId"))  # its form checked at the edge
+            body = (self.broker.message_at(phy) if phy >= 0 else None) or b""
         forwarded = request(req.code, req.ext_fields, body)
         try:
             answer = await target.invoke(forwarded, timeout=10.0)
