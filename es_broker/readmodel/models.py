@@ -93,7 +93,7 @@ class OffsetChangeRow(_Row, Base):
     new: Mapped[int] = mapped_column(BigInteger)
     removed: Mapped[bool] = mapped_column(Boolean)  # the entry left the table (B-34); new is -1
     cause: Mapped[str | None] = mapped_column(String(100))
-    requester: Mapped[str | None] = mapped_column(String(255))
+    requester: Mapped[str | None] = mapped_column(Text)
 
 
 class QueueAppendRow(_Row, Base):
@@ -108,8 +108,8 @@ class QueueAppendRow(_Row, Base):
     count: Mapped[int] = mapped_column(Integer)
     size: Mapped[int] = mapped_column(BigInteger)
     first_physical_offset: Mapped[int | None] = mapped_column(BigInteger)
-    producer_group: Mapped[str | None] = mapped_column(String(255))
-    requester: Mapped[str | None] = mapped_column(String(255))
+    producer_group: Mapped[str | None] = mapped_column(Text)
+    requester: Mapped[str | None] = mapped_column(Text)
 
 
 class ResetRow(_Row, Base):
@@ -124,7 +124,7 @@ class ResetRow(_Row, Base):
     force: Mapped[bool | None] = mapped_column(Boolean)
     mode: Mapped[str | None] = mapped_column(String(50))
     scope: Mapped[str | None] = mapped_column(String(50))
-    requester: Mapped[str | None] = mapped_column(String(255))
+    requester: Mapped[str | None] = mapped_column(Text)
     outcome: Mapped[str | None] = mapped_column(String(100))
     notified: Mapped[str | None] = mapped_column(Text)  # JSON list of client ids
 
@@ -155,7 +155,7 @@ class TopicChangeRow(_Row, Base):
     read_queue_nums: Mapped[int | None] = mapped_column(Integer)
     write_queue_nums: Mapped[int | None] = mapped_column(Integer)
     cause: Mapped[str | None] = mapped_column(String(100))
-    requester: Mapped[str | None] = mapped_column(String(255))
+    requester: Mapped[str | None] = mapped_column(Text)
     config: Mapped[str | None] = mapped_column(Text)
 
 
@@ -165,7 +165,7 @@ class GroupChangeRow(_Row, Base):
 
     group: Mapped[str] = mapped_column(String(255))
     cause: Mapped[str | None] = mapped_column(String(100))
-    requester: Mapped[str | None] = mapped_column(String(255))
+    requester: Mapped[str | None] = mapped_column(Text)
     config: Mapped[str | None] = mapped_column(Text)
 
 
@@ -179,7 +179,7 @@ class DeliveryRow(_Row, Base):
     offset: Mapped[int] = mapped_column(BigInteger)
     next_offset: Mapped[int | None] = mapped_column(BigInteger)
     count: Mapped[int] = mapped_column(Integer)
-    client: Mapped[str | None] = mapped_column(String(255))
+    client: Mapped[str | None] = mapped_column(Text)
     offsets: Mapped[str | None] = mapped_column(Text)  # JSON list
 
 
@@ -195,7 +195,7 @@ class OffsetQueryRow(_Row, Base):
     min_offset: Mapped[int | None] = mapped_column(BigInteger)
     head_in_memory: Mapped[bool | None] = mapped_column(Boolean)
     phy_max: Mapped[int | None] = mapped_column(BigInteger)
-    requester: Mapped[str | None] = mapped_column(String(255))
+    requester: Mapped[str | None] = mapped_column(Text)
 
 
 class CorrectionRow(_Row, Base):
@@ -215,7 +215,7 @@ class CorrectionRow(_Row, Base):
     max_offset: Mapped[int | None] = mapped_column(BigInteger)
     lost: Mapped[int | None] = mapped_column(BigInteger)
     reason: Mapped[str | None] = mapped_column(String(100))
-    requester: Mapped[str | None] = mapped_column(String(255))
+    requester: Mapped[str | None] = mapped_column(Text)
 
 
 class SendBackRow(_Row, Base):
@@ -231,7 +231,7 @@ class SendBackRow(_Row, Base):
     reconsume_times: Mapped[int | None] = mapped_column(Integer)
     delay_level: Mapped[int | None] = mapped_column(Integer)
     msg_id: Mapped[str | None] = mapped_column(String(255))
-    requester: Mapped[str | None] = mapped_column(String(255))
+    requester: Mapped[str | None] = mapped_column(Text)
 
 
 class DeadLetterRow(_Row, Base):
@@ -244,7 +244,7 @@ class DeadLetterRow(_Row, Base):
     queue_offset: Mapped[int | None] = mapped_column(BigInteger)
     count: Mapped[int] = mapped_column(Integer)
     origin_topic: Mapped[str | None] = mapped_column(String(255))
-    requester: Mapped[str | None] = mapped_column(String(255))
+    requester: Mapped[str | None] = mapped_column(Text)
 
 
 # family (families.FAMILIES) -> its table; `other` needs none, `records` holds every record
