@@ -1,0 +1,1 @@
+"""Access control: RocketMQ's plain ACL (accounts, signatures, white lists, perms)."""
