@@ -12,6 +12,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 ACCESS_KEY = "AccessKey"
 SECRET_KEY = "SecretKey"
@@ -21,6 +22,21 @@ ONS_CHANNEL = "OnsChannel"
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG: set after signing, never signed
 
 UNSIGNED = frozenset({SIGNATURE, UNIQUE_KEY_QUERY})
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """An account's keys, as the Java client's SessionCredentials (the secret never leaves this side)."""
+
+    access_key: str
+    secret_key: str
+    security_token: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Credentials(access_key={self.access_key!r}, secret_key=<hidden>)"
+
+    def sign(self, fields: Mapping[str, str], body: bytes | None) -> dict[str, str]:
+        return sign(fields, body, self.access_key, self.secret_key, self.security_token)
 
 
 def _java_order(name: str) -> bytes:

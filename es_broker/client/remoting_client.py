@@ -9,11 +9,13 @@ RESET_CONSUMER_CLIENT_OFFSET, NOTIFY_CONSUMER_IDS_CHANGED, ...) go to
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
 import trio
 
+from es_broker.acl.signing import Credentials
 from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.errors import ProtocolError
@@ -36,11 +38,21 @@ def split_addr(addr: str) -> tuple[str, int]:
 
 
 class RemotingClient:
-    def __init__(self, nursery: trio.Nursery, on_request: RequestHandler | None = None) -> None:
+    """Requests by address; with `credentials`, every request is signed (RocketMQ's AclClientRPCHook)."""
+
+    def __init__(self, nursery: trio.Nursery, on_request: RequestHandler | None = None, *,
+                 credentials: Credentials | None = None) -> None:
         self._nursery = nursery
         self._channels: dict[str, Channel] = {}
         self._connecting: dict[str, trio.Event] = {}
         self.on_request = on_request
+        self.credentials = credentials
+
+    def signed(self, command: RemotingCommand) -> RemotingCommand:
+        """The command as it goes out: signed when the client has credentials."""
+        if self.credentials is None:
+            return command
+        return dataclasses.replace(command, ext_fields=self.credentials.sign(command.ext_fields, command.body))
 
     async def channel(self, addr: str) -> Channel:
         """The open channel to addr, connecting once if needed."""
@@ -71,7 +83,7 @@ class RemotingClient:
                      timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
         channel = await self.channel(addr)
         try:
-            return await channel.invoke(command, timeout)
+            return await channel.invoke(self.signed(command), timeout)
         except trio.TooSlowError:
             raise RemotingError(f"no answer from {addr} within {timeout} s (code {command.code})") from None
         except ChannelClosed:
@@ -80,7 +92,7 @@ class RemotingClient:
     async def invoke_oneway(self, addr: str, command: RemotingCommand) -> None:
         channel = await self.channel(addr)
         try:
-            await channel.invoke_oneway(command)
+            await channel.invoke_oneway(self.signed(command))
         except ChannelClosed:
             raise RemotingError(f"connection to {addr} closed") from None
 
