@@ -2,9 +2,11 @@
 
 `Producer` and `PushConsumer` are the Java client's DefaultMQProducer and
 DefaultMQPushConsumer; `SyncProducer` blocks for scripts; `admin.Admin` is
-what mqadmin does.
+what mqadmin does. `Credentials(access_key, secret_key)` given to any of them
+signs every request they send (RocketMQ's ACL).
 """
 
+from es_broker.acl.signing import Credentials
 from es_broker.client.config import ClientConfig, ProducerConfig, PushConsumerConfig
 from es_broker.client.consumer import ConsumeFromWhere, ConsumeResult, MessageModel, PushConsumer
 from es_broker.client.instance import ClientInstance
@@ -20,6 +22,7 @@ __all__ = [
     "ClientInstance",
     "ConsumeFromWhere",
     "ConsumeResult",
+    "Credentials",
     "Message",
     "MessageModel",
     "MessageQueue",

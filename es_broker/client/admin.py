@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import trio
+
+from es_broker.acl.signing import Credentials
 from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
@@ -44,9 +49,28 @@ def _mq_fields(key: Any) -> tuple[str, str, int]:
 
 
 class Admin:
+    """mqadmin's requests through `client`; a client with credentials signs every one of them.
+
+    `async with Admin.open(namesrv, credentials=Credentials(ak, sk)) as admin:`
+    makes its own connections and closes them at the end.
+    """
+
     def __init__(self, client: RemotingClient, namesrv: str) -> None:
         self.client = client
         self.namesrv_addrs = [a for a in namesrv.split(";") if a]
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, namesrv: str, *, credentials: Credentials | None = None) -> AsyncIterator[Admin]:
+        """An Admin on connections of its own (signed with `credentials`), closed on exit."""
+        async with trio.open_nursery() as nursery:
+            client = RemotingClient(nursery, credentials=credentials)
+            try:
+                yield cls(client, namesrv)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await client.aclose()
+                nursery.cancel_scope.cancel()
 
     async def _ok(self, addr: str, what: str, command: RemotingCommand, timeout: float = 5.0,
                   allowed: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:

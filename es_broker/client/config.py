@@ -10,6 +10,8 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
+from es_broker.acl.signing import Credentials
+
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 AUTO_CREATE_TOPIC_KEY = "TBW102"  # DefaultMQProducer.createTopicKey
@@ -23,6 +25,9 @@ class ClientConfig:
     poll_name_server_interval: float = 30.0  # pollNameServerInterval
     heartbeat_broker_interval: float = 30.0  # heartbeatBrokerInterval
     rpc_timeout: float = 3.0  # timeout of heartbeats, route and consumer-list lookups
+    # The RPCHook of the Java constructors (AclClientRPCHook): with credentials every request is
+    # signed. Credentials' repr hides the secret, so this config's repr does too.
+    credentials: Credentials | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +40,20 @@ class ProducerConfig:
     compress_msg_body_over_howmuch: int = 4096  # compressMsgBodyOverHowmuch
     default_topic_queue_nums: int = 4  # defaultTopicQueueNums
     max_message_size: int = 4 * 1024 * 1024  # maxMessageSize
+
+
+def client_config_with(config: ClientConfig | None, credentials: Credentials | None) -> ClientConfig:
+    """`config` (or the defaults) with `credentials`, which the `credentials=` keywords give.
+
+    Credentials given both ways must be the same ones: two accounts for one
+    client would sign with one of them silently.
+    """
+    config = config or ClientConfig()
+    if credentials is None or config.credentials == credentials:
+        return config
+    if config.credentials is not None:
+        raise ValueError("credentials given twice, differently: as credentials= and in the ClientConfig")
+    return dataclasses.replace(config, credentials=credentials)
 
 
 def default_consume_timestamp() -> str:

@@ -19,6 +19,7 @@ from enum import Enum
 
 import trio
 
+from es_broker.acl.signing import Credentials
 from es_broker.client.allocate import allocate_averagely
 from es_broker.client.config import (
     CLIENT_INNER_PRODUCER_GROUP,
@@ -140,7 +141,9 @@ class PushConsumer(Service):
 
     `subscriptions` maps topic -> TAG expression (`*`, `TagA || TagB`). Use
     `await consumer.start(nursery)` / `await consumer.shutdown()`, or
-    `async with PushConsumer(...) as consumer:`.
+    `async with PushConsumer(...) as consumer:`. With `credentials=Credentials(ak, sk)`
+    every request of its client instance is signed: heartbeats, routes, pulls,
+    offset commits, send-backs and its inner producer's re-sends.
     """
 
     def __init__(self, namesrv_addr: str, group: str, handler: Handler, *,
@@ -150,7 +153,7 @@ class PushConsumer(Service):
                  consume_timestamp: str | None = None,
                  instance_name: str | None = None, client_ip: str | None = None,
                  config: PushConsumerConfig | None = None, client_config: ClientConfig | None = None,
-                 instance: ClientInstance | None = None) -> None:
+                 instance: ClientInstance | None = None, credentials: Credentials | None = None) -> None:
         self.group = group
         self.handler = handler
         self.message_model = message_model
@@ -158,8 +161,11 @@ class PushConsumer(Service):
         self.consume_timestamp = consume_timestamp or default_consume_timestamp()
         parse_consume_timestamp(self.consume_timestamp)  # a bad one fails here, not at the first rebalance
         self.config = config or PushConsumerConfig()
+        if instance is not None:
+            instance.check_credentials(credentials)
         self.instance = instance or ClientInstance(namesrv_addr, instance_name=instance_name,
-                                                   client_ip=client_ip, config=client_config)
+                                                   client_ip=client_ip, config=client_config,
+                                                   credentials=credentials)
         self._subscriptions: dict[str, SubscriptionData] = {}
         for topic, expression in (subscriptions or {}).items():
             self._subscriptions[topic] = build_subscription(topic, expression)

@@ -20,8 +20,14 @@ from typing import Protocol
 
 import trio
 
+from es_broker.acl.signing import Credentials
 from es_broker.client.channel import Channel
-from es_broker.client.config import AUTO_CREATE_TOPIC_KEY, MASTER_ID, ClientConfig
+from es_broker.client.config import (
+    AUTO_CREATE_TOPIC_KEY,
+    MASTER_ID,
+    ClientConfig,
+    client_config_with,
+)
 from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.client.route import from_default_route
 from es_broker.client.tasks import TaskGroup
@@ -94,14 +100,19 @@ def default_instance_name() -> str:
 
 
 class ClientInstance:
-    """Connections, routes and heartbeats shared by the producers and consumers of one client id."""
+    """Connections, routes and heartbeats shared by the producers and consumers of one client id.
+
+    With `credentials` (or `config.credentials`) every request it sends is
+    signed, as the Java client's AclClientRPCHook signs them.
+    """
 
     def __init__(self, namesrv_addr: str, *, instance_name: str | None = None,
-                 client_ip: str | None = None, config: ClientConfig | None = None) -> None:
+                 client_ip: str | None = None, config: ClientConfig | None = None,
+                 credentials: Credentials | None = None) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise ValueError("no name server address given")
-        self.config = config or ClientConfig()
+        self.config = client_config_with(config, credentials)
         self.client_ip = client_ip or local_ip()
         self.instance_name = instance_name or default_instance_name()
         self.routes: dict[str, TopicRouteData] = {}
@@ -121,6 +132,12 @@ class ClientInstance:
     def client_id(self) -> str:
         """`ip@instanceName` (B-51)."""
         return f"{self.client_ip}@{self.instance_name}"
+
+    def check_credentials(self, credentials: Credentials | None) -> None:
+        """Refuse a member's own credentials when they are not this shared instance's."""
+        if credentials is not None and credentials != self.config.credentials:
+            raise ValueError(f"credentials belong to the client instance {self.client_id}: give them to "
+                             f"ClientInstance (credentials=...), not to one of its members")
 
     # ------------------------------------------------------------------ life cycle
     async def acquire(self, nursery: trio.Nursery) -> None:
@@ -144,7 +161,7 @@ class ClientInstance:
         # The connections' read loops live in a nursery of their own, so that
         # stopping the instance closes them after every other task is gone.
         async with trio.open_nursery() as nursery:
-            client = RemotingClient(nursery, on_request=self._on_request)
+            client = RemotingClient(nursery, on_request=self._on_request, credentials=self.config.credentials)
             task_status.started(client)
             try:
                 await trio.sleep_forever()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import trio
 
+from es_broker.acl.signing import Credentials
 from es_broker.client.config import DEFAULT_PRODUCER_GROUP, ClientConfig, ProducerConfig
 from es_broker.client.instance import ClientInstance
 from es_broker.client.messages import (
@@ -71,17 +72,22 @@ class Producer(Service):
     """Sends messages to a topic's brokers.
 
     Use `await producer.start(nursery)` / `await producer.shutdown()`, or
-    `async with Producer(...) as producer:`.
+    `async with Producer(...) as producer:`. With `credentials=Credentials(ak, sk)`
+    (Java's `new DefaultMQProducer(group, new AclClientRPCHook(...))`) every
+    request of its client instance is signed.
     """
 
     def __init__(self, namesrv_addr: str, group: str = DEFAULT_PRODUCER_GROUP, *,
                  config: ProducerConfig | None = None, instance_name: str | None = None,
                  client_ip: str | None = None, client_config: ClientConfig | None = None,
-                 instance: ClientInstance | None = None) -> None:
+                 instance: ClientInstance | None = None, credentials: Credentials | None = None) -> None:
         self.group = group
         self.config = config or ProducerConfig()
+        if instance is not None:
+            instance.check_credentials(credentials)
         self.instance = instance or ClientInstance(namesrv_addr, instance_name=instance_name,
-                                                   client_ip=client_ip, config=client_config)
+                                                   client_ip=client_ip, config=client_config,
+                                                   credentials=credentials)
         self._publish: dict[str, tuple[MessageQueue, ...]] = {}
         self._have_route: set[str] = set()
         self._which_queue: dict[str, int] = {}
