@@ -1,21 +1,30 @@
 """`es-broker admin -n HOST:PORT VERB ...`: mqadmin's verbs and short options, over the wire.
 
 Human tables by default, as mqadmin prints them; `--json` on every verb for scripts.
+
+Requests are signed (RocketMQ's AclClientRPCHook) with the first of:
+`--access-key`/`--secret-key`, the environment (ES_BROKER_ACCESS_KEY and
+ES_BROKER_SECRET_KEY), a tools.yml (`--tools-yml PATH`, else mqadmin's
+`$ROCKETMQ_HOME/conf/tools.yml` when it exists) with `accessKey:`/`secretKey:`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import trio
+import yaml
 
+from es_broker.acl.signing import Credentials
 from es_broker.client.admin import Admin, AdminError
-from es_broker.client.remoting_client import RemotingClient, RemotingError
+from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting.message import StoredMessage
 
 Verb = Callable[[Admin, argparse.Namespace], Awaitable[Any]]
@@ -494,32 +503,132 @@ async def broker_status(admin: Admin, a: argparse.Namespace) -> dict[str, str]:
     return await admin.broker_runtime(a.brokerAddr)
 
 
+# ---------------------------------------------------------------------- credentials
+
+ACCESS_KEY_ENV = "ES_BROKER_ACCESS_KEY"
+SECRET_KEY_ENV = "ES_BROKER_SECRET_KEY"
+ROCKETMQ_HOME_ENV = "ROCKETMQ_HOME"
+TOOLS_YML = Path("conf", "tools.yml")  # MixAll.ACL_CONF_TOOLS_FILE, under ROCKETMQ_HOME
+
+
+class CredentialsError(ValueError):
+    """The account to sign with is given incompletely or unreadably (never says the secret)."""
+
+
+def _pair(access_key: str | None, secret_key: str | None, names: tuple[str, str]) -> Credentials:
+    if not access_key and not secret_key:
+        raise CredentialsError(f"{names[0]} and {names[1]} are empty")
+    if not access_key:
+        raise CredentialsError(f"{names[1]} given without {names[0]}")
+    if not secret_key:
+        raise CredentialsError(f"{names[0]} given without {names[1]}")
+    return Credentials(access_key, secret_key)
+
+
+def _yml_key(data: Mapping[Any, Any], key: str, path: Path) -> str | None:
+    value = data.get(key)
+    # SnakeYAML reads `secretKey: 12345678` (tools.yml's own example) as a number; it is the text
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None  # blank, as AclUtils.getAclRPCHook treats it
+    if not isinstance(value, str):
+        raise CredentialsError(f"{path}: {key} must be a string")
+    return value
+
+
+def read_tools_yml(path: Path) -> Credentials | None:
+    """accessKey/secretKey of an mqadmin tools.yml; None if it names neither.
+
+    A parse error names the file, line and column but never quotes the line,
+    which may be the secret's.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CredentialsError(f"tools.yml {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CredentialsError(f"tools.yml {path} cannot be read: {type(exc).__name__}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise CredentialsError(f"tools.yml {path} cannot be parsed: {problem}{where}") from None
+    if data is None:
+        return None  # an empty file: no account, as mqadmin
+    if not isinstance(data, dict):
+        raise CredentialsError(f"tools.yml {path} cannot be parsed: not a mapping of accessKey and secretKey")
+    access_key, secret_key = _yml_key(data, "accessKey", path), _yml_key(data, "secretKey", path)
+    if access_key is None and secret_key is None:
+        return None
+    return _pair(access_key, secret_key, (f"accessKey in {path}", f"secretKey in {path}"))
+
+
+def admin_credentials(args: argparse.Namespace, environ: Mapping[str, str]) -> Credentials | None:
+    """The account `es-broker admin` signs with: flags, else environment, else tools.yml; None: unsigned.
+
+    One source gives both keys: a key from one and the secret from another
+    would sign with a pair nobody wrote down.
+    """
+    access_key, secret_key = getattr(args, "access_key", None), getattr(args, "secret_key", None)
+    if access_key is not None or secret_key is not None:
+        return _pair(access_key, secret_key, ("--access-key", "--secret-key"))
+    access_key, secret_key = environ.get(ACCESS_KEY_ENV) or None, environ.get(SECRET_KEY_ENV) or None
+    if access_key is not None or secret_key is not None:
+        return _pair(access_key, secret_key, (ACCESS_KEY_ENV, SECRET_KEY_ENV))
+    tools_yml = getattr(args, "tools_yml", None)
+    if tools_yml is not None:
+        return read_tools_yml(Path(tools_yml))
+    home = environ.get(ROCKETMQ_HOME_ENV)
+    if home:
+        default = Path(home) / TOOLS_YML
+        if default.exists():  # mqadmin signs nothing when its tools.yml is absent
+            return read_tools_yml(default)
+    return None
+
+
+def add_credential_options(p: argparse.ArgumentParser, default: Any) -> None:
+    """--access-key, --secret-key, --tools-yml; before the verb and after it."""
+    p.add_argument("--access-key", default=default, help=f"sign requests with this account (else ${ACCESS_KEY_ENV})")
+    p.add_argument("--secret-key", default=default,
+                   help=f"the account's secret (else ${SECRET_KEY_ENV}; the environment keeps it out of ps)")
+    p.add_argument("--tools-yml", default=default, metavar="PATH",
+                   help="an mqadmin tools.yml with accessKey/secretKey (else $ROCKETMQ_HOME/conf/tools.yml)")
+
+
 # ---------------------------------------------------------------------- entry
 
 
 def add_admin_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("admin", help="mqadmin's verbs against a running broker")
     p.add_argument("-n", "--namesrvAddr", default="127.0.0.1:9876", help="name server HOST:PORT")
+    add_credential_options(p, None)
     verbs = p.add_subparsers(dest="verb", required=True)
     for name, (_, _, options) in VERBS.items():
         vp = verbs.add_parser(name)
         options(vp)
         vp.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        # SUPPRESS: a verb that is not given them keeps what came before the verb
+        add_credential_options(vp, argparse.SUPPRESS)
     p.set_defaults(func=run_admin)
 
 
 def run_admin(args: argparse.Namespace) -> int:
     fn, render, _ = VERBS[args.verb]
+    try:
+        credentials = admin_credentials(args, os.environ)
+    except CredentialsError as exc:
+        print(f"es-broker admin {args.verb}: {exc}", file=sys.stderr)
+        return 2
 
     async def main() -> tuple[Any, Exception | None]:
-        async with trio.open_nursery() as nursery:
-            client = RemotingClient(nursery)
+        async with Admin.open(args.namesrvAddr, credentials=credentials) as admin:
             try:
-                return await fn(Admin(client, args.namesrvAddr), args), None
+                return await fn(admin, args), None
             except (AdminError, RemotingError, ValueError, KeyError) as exc:
                 return None, exc
-            finally:
-                nursery.cancel_scope.cancel()
 
     result, error = trio.run(main)
     if error is not None:
