@@ -216,7 +216,11 @@ class AccessControl:
             self.validate(rule, request, address)
         except AccessDenied as denied:
             self._count(denied.access_key, channel.remote[0], request.code)
-            return denied.refusal()
+            refusal = denied.refusal()
+            # at INFO (`serve -v`) only: refusals are counted (take_denials), a flood must not fill the log
+            log.info("%s: refused request code %d from %s: %s", self.name, request.code, channel.remote[0],
+                     refusal.remark)
+            return refusal
         return None
 
     def validate(self, rule: Rule, request: RemotingCommand, address: IPAddress | None) -> None:
