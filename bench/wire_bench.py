@@ -35,6 +35,7 @@ import trio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from es_broker.acl.signing import Credentials  # noqa: E402
 from es_broker.client.remoting_client import RemotingClient  # noqa: E402
 from es_broker.remoting.codes import RequestCode  # noqa: E402
 from es_broker.remoting.command import request  # noqa: E402
@@ -68,7 +69,7 @@ def percentile(values: list[float], p: float) -> float:
 
 async def es_produce(addr: str, n: int, batch: int, window: int) -> float:
     async with trio.open_nursery() as nursery:
-        client = RemotingClient(nursery)
+        client = RemotingClient(nursery, credentials=CREDENTIALS)
         body = batch_body(batch)
         batches = n // batch
         sem = trio.Semaphore(window)
@@ -93,7 +94,7 @@ async def es_produce(addr: str, n: int, batch: int, window: int) -> float:
 
 async def es_consume(addr: str, n: int) -> float:
     async with trio.open_nursery() as nursery:
-        client = RemotingClient(nursery)
+        client = RemotingClient(nursery, credentials=CREDENTIALS)
         got = 0
         start = time.perf_counter()
 
@@ -105,6 +106,7 @@ async def es_consume(addr: str, n: int) -> float:
                     "consumerGroup": "BENCH", "topic": "Bench", "queueId": q, "queueOffset": offset,
                     "maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
                     "subscription": "*", "subVersion": 0}), timeout=60)
+                REQUESTS["pull"] += 1
                 if r.code != 0:
                     return
                 got += len(decode_all(r.body))
@@ -122,7 +124,7 @@ async def es_consume(addr: str, n: int) -> float:
 async def es_sync_latency(addr: str, count: int) -> list[float]:
     props = encode_properties({"TAGS": "A"}).decode()
     async with trio.open_nursery() as nursery:
-        client = RemotingClient(nursery)
+        client = RemotingClient(nursery, credentials=CREDENTIALS)
         out = []
         for i in range(count):
             t = time.perf_counter()
@@ -155,20 +157,82 @@ def child_pids(pid: int) -> list[int]:
     return out
 
 
-def run_es_broker(n: int, batch: int, window: int, sync: int, *extra: str) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d, \
-            serve(Path(d) / "data", *extra) as broker:
+# --acl: the broker runs with aclEnable and this account; every request is signed (RemotingClient credentials)
+CREDENTIALS: Credentials | None = None
+BENCH_ACL = """\
+accounts:
+  - accessKey: BenchAdmin
+    secretKey: BenchSecret
+    admin: true
+  - accessKey: BenchClient
+    secretKey: BenchClientSecret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms: [Bench=PUB|SUB, Sync=PUB|SUB]
+    groupPerms: [BENCH=SUB]
+"""
+REQUESTS = {"pull": 0}
+
+
+async def create_topics(addr: str) -> None:
+    async with trio.open_nursery() as nursery:
+        client = RemotingClient(nursery, credentials=Credentials("BenchAdmin", "BenchSecret") if CREDENTIALS else None)
         for topic in ("Bench", "Sync"):
-            broker.admin("updateTopic", "-b", broker.broker, "-t", topic, "-r", str(QUEUES), "-w", str(QUEUES))
-        pid = broker.process.pid
-        children = child_pids(pid)
-        cpu0, child0 = cpu_seconds(pid), sum(cpu_seconds(c) for c in children)
-        produce = trio.run(es_produce, broker.broker, n, batch, window)
-        consume = trio.run(es_consume, broker.broker, n // batch * batch)
-        latencies = trio.run(es_sync_latency, broker.broker, sync)
-        cpu, child = cpu_seconds(pid) - cpu0, sum(cpu_seconds(c) for c in children) - child0
+            r = await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
+                "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}))
+            assert r.code == 0, r.remark
+        nursery.cancel_scope.cancel()
+
+
+def check_cost_us(rounds: int = 20_000) -> float:
+    """In-process: µs one AccessControl.check takes on a signed SEND_MESSAGE_V2 of 1 KiB."""
+    from es_broker.acl.access import AccessControl, AclSources
+    from es_broker.acl.rules import BROKER_RULES
+
+    with tempfile.TemporaryDirectory() as d:
+        acl_file = Path(d) / "plain_acl.yml"
+        acl_file.write_text(BENCH_ACL)
+        control = AccessControl(AclSources(acl_file), BROKER_RULES, name="bench")
+    creds = Credentials("BenchClient", "BenchClientSecret")
+    req = request(RequestCode.SEND_MESSAGE_V2, creds.sign({
+        "a": "BENCH", "b": "Sync", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0",
+        "i": encode_properties({"TAGS": "A"}).decode()}, BODY), BODY)
+
+    class Peer:
+        remote = ("127.0.0.1", 1)
+        attributes: dict = {}
+
+    peer = Peer()
+    assert control.check(peer, req) is None
+    start = time.perf_counter()
+    for _ in range(rounds):
+        control.check(peer, req)
+    return (time.perf_counter() - start) / rounds * 1e6
+
+
+def run_es_broker(n: int, batch: int, window: int, sync: int, *extra: str) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
+        if CREDENTIALS is not None:
+            (Path(d) / "plain_acl.yml").write_text(BENCH_ACL)
+            (Path(d) / "broker.conf").write_text(f"aclEnable=true\nacl_plain_file={Path(d) / 'plain_acl.yml'}\n")
+            extra = (*extra, "--config", str(Path(d) / "broker.conf"))
+        with serve(Path(d) / "data", *extra) as broker:
+            return _measure(broker, n, batch, window, sync)
+
+
+def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, float]:
+    trio.run(create_topics, broker.broker)
+    pid = broker.process.pid
+    children = child_pids(pid)
+    cpu0, child0 = cpu_seconds(pid), sum(cpu_seconds(c) for c in children)
+    produce = trio.run(es_produce, broker.broker, n, batch, window)
+    consume = trio.run(es_consume, broker.broker, n // batch * batch)
+    latencies = trio.run(es_sync_latency, broker.broker, sync)
+    cpu, child = cpu_seconds(pid) - cpu0, sum(cpu_seconds(c) for c in children) - child0
+    requests = n // batch + REQUESTS["pull"] + sync
     return {"produce": produce, "consume": consume, "p50": percentile(latencies, 0.5),
-            "p99": percentile(latencies, 0.99), "cpu": cpu, "child_cpu": child}
+            "p99": percentile(latencies, 0.99), "cpu": cpu, "child_cpu": child, "requests": requests}
 
 
 # ---------------------------------------------------------------------- Redis Streams
@@ -235,12 +299,21 @@ def main() -> None:
     parser.add_argument("--sync", type=int, default=2000)
     parser.add_argument("--no-redis", action="store_true", help="es-broker only")
     parser.add_argument("--readmodel-url", help="passed to es-broker serve ('none': no read model)")
+    parser.add_argument("--acl", action="store_true", help="broker with aclEnable and a generated plain_acl.yml; "
+                        "every request signed (RemotingClient credentials)")
     args = parser.parse_args()
+    global CREDENTIALS
+    if args.acl:
+        CREDENTIALS = Credentials("BenchClient", "BenchClientSecret")
     extra = ("--readmodel-url", args.readmodel_url) if args.readmodel_url else ()
     es = run_es_broker(args.messages, args.batch, args.window, args.sync, *extra)
-    print(f"{args.messages} messages of 1 KiB, batches of {args.batch}, {os.cpu_count()} cores")
+    print(f"{args.messages} messages of 1 KiB, batches of {args.batch}, {os.cpu_count()} cores, "
+          f"ACL {'on (signed requests)' if args.acl else 'off'}")
     print(f"es-broker CPU over the workload: broker process {es['cpu']:.2f} s, "
-          f"its child processes {es['child_cpu']:.2f} s")
+          f"its child processes {es['child_cpu']:.2f} s, {es['requests']:,.0f} requests, "
+          f"{es['cpu'] / es['requests'] * 1e6:.1f} µs of broker CPU per request")
+    if args.acl:
+        print(f"one access check in process (signed SEND_MESSAGE_V2, 1 KiB body): {check_cost_us():.1f} µs")
     if args.no_redis:
         print(f"{'produce (msg/s)':28s}{es['produce']:14,.0f}")
         print(f"{'consume, reads of 32 (msg/s)':28s}{es['consume']:14,.0f}")

@@ -93,6 +93,15 @@ class BrokerConfig:
     frame_read_timeout_ms: int = 30_000  # a frame begun and then silent this long closes its connection
     partial_frame_bytes_max: int = 256 * 1024 * 1024  # bytes of unfinished frames held by a listener's connections
     max_connections: int = 10_000  # per listener; more are accepted and closed at once
+    # --- access control: RocketMQ's plain ACL (es_broker/acl; docs/semantics.md B-160..B-179)
+    aclEnable: bool = False  # BrokerConfig.aclEnable: check every request against plain_acl.yml
+    # the default ACL file (RocketMQ's Java property rocketmq.acl.plain.file); "" is conf/plain_acl.yml
+    # under ROCKETMQ_HOME, or under the data directory when ROCKETMQ_HOME is not set; relative paths too
+    acl_plain_file: str = ""
+    # the account this broker signs its own requests with (a slave's replication, name-server
+    # registration); it must be an admin account when the peer has aclEnable. No RocketMQ counterpart.
+    peer_access_key: str = ""
+    peer_secret_key: str = field(default="", repr=False, metadata={"secret": True})
 
     @property
     def sync_flush(self) -> bool:

@@ -621,6 +621,7 @@ class BrokerProcessors:
     async def broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         import dataclasses
 
-        text = "\n".join(f"{f.name}={getattr(self.config, f.name)}" for f in dataclasses.fields(self.config))
+        text = "\n".join(f"{f.name}={getattr(self.config, f.name)}" for f in dataclasses.fields(self.config)
+                         if not f.metadata.get("secret"))  # the broker's own secret key never leaves it
         return response_to(req, ResponseCode.SUCCESS, None,
                            {"version": fastjson.dumps({"counter": 0, "timestamp": 0})}, text.encode())

@@ -7,10 +7,14 @@ import contextlib
 import functools
 import logging
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 
 import trio
 
+from es_broker.acl.access import AccessControl, default_acl_sources
+from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES, Rule
+from es_broker.acl.signing import Credentials
 from es_broker.client.channel import Channel
 from es_broker.client.remoting_client import RemotingClient, RemotingError, split_addr
 from es_broker.commands.broker import WriterClosed
@@ -47,8 +51,10 @@ class BrokerServer:
     """A running broker: core, listener, name-server registration, housekeeping."""
 
     def __init__(self, config: BrokerConfig, namesrv_addrs: list[str], *, readmodel_url: str | None = None,
-                 master_addr: str | None = None) -> None:
+                 master_addr: str | None = None, access: AccessControl | None = None) -> None:
         self.config = config
+        self.access = access  # the plain ACL when aclEnable (B-160); None: every request is served
+        self.credentials = peer_credentials(config)  # what this broker signs its own requests with (B-175)
         self.readmodel_url = readmodel_url  # the SQL read model's database; None: no follower
         self.follower: FollowerSupervisor | None = None  # the read-model follower's child process
         self.namesrv_addrs = namesrv_addrs
@@ -68,7 +74,7 @@ class BrokerServer:
         ha_handlers = self.replication.handlers() if self.replication else {}
         self.remoting = RemotingServer("broker", {**self.processors.handlers(), **self.retry.handlers(),
                                                   **ha_handlers}, on_close=self._channel_closed,
-                                      limits=EdgeLimits.of(config))
+                                      limits=EdgeLimits.of(config), guard=access)
         self._register_now = trio.Event()
         # registrations asked for and done, so an admin change can wait until the name server has it
         self._register_wanted = 0
@@ -146,11 +152,14 @@ class BrokerServer:
                     listenPort=self.port)
                 self.processors.config = self.config
                 if self.config.brokerRole == "SLAVE":  # before registering: the answer may name the master
-                    self.replicator = SlaveReplicator(self.broker, RemotingClient(nursery),
+                    self.replicator = SlaveReplicator(self.broker, RemotingClient(nursery,
+                                                                                  credentials=self.credentials),
                                                       master_addr=self.master_addr, own_addr=lambda: self.addr,
                                                       on_stored=self.holds.notify)
                     nursery.start_soon(self.replicator.run)
-                client = RemotingClient(nursery)
+                if self.access is not None:
+                    nursery.start_soon(self.access.watch)
+                client = RemotingClient(nursery, credentials=self.credentials)
                 if self.namesrv_addrs:
                     await self._register_all(client)
                     nursery.start_soon(self._registration_loop, client)
@@ -222,13 +231,16 @@ class BrokerServer:
 
 
 class NameServerRole:
-    def __init__(self, limits: EdgeLimits | None = None) -> None:
+    def __init__(self, limits: EdgeLimits | None = None, access: AccessControl | None = None) -> None:
         self.namesrv = NameServer()
+        self.access = access  # B-176: registration needs an admin account when set
         self.remoting = RemotingServer("namesrv", self.namesrv.handlers(), on_close=self.namesrv.channel_closed,
-                                       limits=limits)
+                                       limits=limits, guard=access)
 
     async def run(self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            if self.access is not None:
+                nursery.start_soon(self.access.watch)
             bound = await nursery.start(self.remoting.serve, host, port)
             nursery.start_soon(self._scan)
             task_status.started(bound)
@@ -259,13 +271,17 @@ async def serve(args: argparse.Namespace) -> None:
     host, port = _listen(args.listen or f"{config.brokerIP1}:{config.listenPort}", config.listenPort)
     config = config.replace(brokerIP1=host, listenPort=port)
     Path(config.storePathRootDir).mkdir(parents=True, exist_ok=True)
+    # ACL (B-160): an invalid or missing file stops the start here, with the file and entry named
+    broker_access = access_control(config, BROKER_RULES, "broker") if args.role != "namesrv" else None
+    namesrv_access = access_control(config, NAMESRV_RULES, "namesrv")
+    peer_credentials(config)  # both keys or neither, checked before anything listens
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
         namesrv = args.namesrv or config.namesrvAddr
         if args.role in ("all", "slave", "namesrv") and not (args.role in ("all", "slave") and args.namesrv):
             ns_host, ns_port = _listen(args.namesrv_listen, 9876)
-            bound = await nursery.start(NameServerRole(EdgeLimits.of(config)).run, ns_host, ns_port)
+            bound = await nursery.start(NameServerRole(EdgeLimits.of(config), namesrv_access).run, ns_host, ns_port)
             print(f"es-broker name server listening on {ns_host}:{bound}", flush=True)
             if not namesrv:
                 namesrv = f"{ns_host}:{bound}"
@@ -274,11 +290,27 @@ async def serve(args: argparse.Namespace) -> None:
         server: BrokerServer = await nursery.start(
             BrokerServer(config, [a for a in namesrv.split(";") if a],
                          readmodel_url=readmodel_url_for(args.readmodel_url, config.storePathRootDir),
-                         master_addr=args.master).run, host)
+                         master_addr=args.master, access=broker_access).run, host)
         role = "" if config.brokerRole == "ASYNC_MASTER" else f", {config.brokerRole} brokerId {config.brokerId}"
         master = f", master {args.master}" if args.master else ""
         print(f"es-broker {config.brokerName} listening on {server.addr}, data in {config.storePathRootDir}, "
               f"name server {namesrv}{role}{master}", flush=True)
+
+
+def access_control(config: BrokerConfig, rules: Mapping[int, Rule], name: str) -> AccessControl | None:
+    """The listener's plain ACL when aclEnable=true (AclConfigError, a ValueError, if its files are unusable)."""
+    if not config.aclEnable:
+        return None
+    return AccessControl(default_acl_sources(config.acl_plain_file, config.storePathRootDir), rules, name=name)
+
+
+def peer_credentials(config: BrokerConfig) -> Credentials | None:
+    """The broker's own account (peer_access_key / peer_secret_key), or None when not configured."""
+    if not config.peer_access_key and not config.peer_secret_key:
+        return None
+    if not config.peer_access_key or not config.peer_secret_key:
+        raise ValueError("peer_access_key and peer_secret_key are set together (the broker's own account)")
+    return Credentials(config.peer_access_key, config.peer_secret_key)
 
 
 def _with_role(config: BrokerConfig, args: argparse.Namespace) -> BrokerConfig:

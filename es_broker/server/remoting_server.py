@@ -20,6 +20,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import trio
 
@@ -35,12 +36,18 @@ from es_broker.config import BrokerConfig
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
-from es_broker.remoting.requests import check
+from es_broker.remoting.requests import Refusal, check
 from es_broker.server import malloc
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+class AccessGuard(Protocol):
+    """Decides whether a request that has its declared shape may run (es_broker.acl.access.AccessControl)."""
+
+    def check(self, channel: Channel, request: RemotingCommand) -> Refusal | None: ...
 
 # A connection that dropped this many bytes of partial frame at close has the
 # C heap trimmed after it, so the memory goes back to the system (see malloc).
@@ -80,8 +87,10 @@ class RemotingServer:
         *,
         on_close: Callable[[Channel], None] | None = None,
         limits: EdgeLimits | None = None,
+        guard: AccessGuard | None = None,
     ) -> None:
         self.name = name
+        self.guard = guard  # ACL (es_broker/acl/access.py); None when aclEnable is off
         self.handlers = handlers
         self.on_close = on_close
         self.limits = limits or EdgeLimits.of(BrokerConfig())
@@ -168,6 +177,9 @@ class RemotingServer:
                                f" request type {request.code} not supported")
         refusal = check(request)  # the declared shape first: no processor sees a malformed request
         if refusal is not None:
+            return response_to(request, refusal.code, refusal.remark)
+        # then access (B-160): a refused request runs no handler and records nothing
+        if self.guard is not None and (refusal := self.guard.check(channel, request)) is not None:
             return response_to(request, refusal.code, refusal.remark)
         try:
             return await handler(channel, request)

@@ -27,6 +27,7 @@ const args = parseArgs(process.argv.slice(2), {
   options: {
     namesrv: 'HOST:PORT', topic: 'TOPIC', group: 'CONSUMER_GROUP', expect: 'N',
     expression: 'TAG_EXPRESSION', timeout: 'SECONDS', 'pull-log': 'FILE',
+    'access-key': 'ACCESS_KEY', 'secret-key': 'SECRET_KEY',
   },
   required: ['namesrv', 'topic', 'group', 'expect'],
   defaults: { expression: '*', timeout: '60' },
@@ -76,6 +77,9 @@ async function main() {
     logger,
     nameSrv: args.namesrv,
     consumerGroup: args.group,
+    // plain ACL: ali-ons signs every request when both are given (tests/test_acl_ali_ons.py)
+    accessKey: args['access-key'],
+    secretKey: args['secret-key'],
   });
   consumer.on('error', err => console.error('[consumer error]', err));
   if (args['pull-log']) {

@@ -19,6 +19,7 @@ const args = parseArgs(process.argv.slice(2), {
   options: {
     namesrv: 'HOST:PORT', topic: 'TOPIC', messages: 'JSON', count: 'N', tags: 'TAG[,TAG...]',
     group: 'PRODUCER_GROUP', timeout: 'SECONDS',
+    'access-key': 'ACCESS_KEY', 'secret-key': 'SECRET_KEY',
   },
   required: ['namesrv', 'topic'],
   defaults: { group: 'interop_producer', tags: 'TagA', timeout: '60' },
@@ -48,6 +49,9 @@ async function main() {
     logger,
     nameSrv: args.namesrv,
     producerGroup: args.group,
+    // plain ACL: ali-ons signs every request when both are given (tests/test_acl_ali_ons.py)
+    accessKey: args['access-key'],
+    secretKey: args['secret-key'],
   });
   producer.on('error', err => console.error('[producer error]', err));
   await producer.ready();

@@ -1,0 +1,300 @@
+"""The access check of a listener with ACL on: PlainPermissionManager#validate, request by request.
+
+`AccessControl` holds the rules in force (a `PlainAcl`), reloads them when
+the files change (`watch`, or `check_reload` to do one check now), counts the
+requests it refused, and answers each request with None (go on) or a
+`Refusal` carrying RocketMQ's code and remark: SYSTEM_ERROR (1) and
+`RemotingHelper.exceptionSimpleDesc` of the AclException that 4.9.8 throws
+from its RPC hook (`NettyRemotingAbstract#processRequestCommand` turns every
+throwable of a hook into that answer).
+
+The order is 4.9.8's: the global white list, then the accessKey (absent,
+unknown), the account's whiteRemoteAddress (a match lets the request through
+unsigned), the signature, the trace-topic exception, the admin-only codes,
+then each resource's perm.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import logging
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from es_broker.acl.addresses import IPAddress, parse_host
+from es_broker.acl.plain import (
+    AclConfigError,
+    Perm,
+    PlainAcl,
+    PlainAclFile,
+    combine,
+    describe_resource,
+    parse_file,
+)
+from es_broker.acl.rules import TRACE_TOPIC, Rule
+from es_broker.acl.signing import ACCESS_KEY, verify
+from es_broker.remoting.codes import ResponseCode
+from es_broker.remoting.command import RemotingCommand
+from es_broker.remoting.requests import Refusal
+
+log = logging.getLogger(__name__)
+
+RELOAD_PERIOD = 0.5  # seconds between checks of the files (RocketMQ's AclFileWatchService polls every 500 ms)
+DENIAL_KEYS_MAX = 4096  # distinct (accessKey, host, code) counted; later ones are counted under OVERFLOW
+OVERFLOW = ("<overflow>", "<overflow>")
+ANONYMOUS = "anonymous"
+REMARK_KEY_MAX = 128  # characters of a peer's accessKey repeated in a remark
+
+_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
+_AT = "org.apache.rocketmq.acl.plain.PlainPermissionManager"
+# the top stack frame exceptionSimpleDesc appends, as 4.9.8 throws each refusal
+_VALIDATE_NO_KEY = f"{_AT}.validate(PlainPermissionManager.java:664)"
+_VALIDATE_UNKNOWN = f"{_AT}.validate(PlainPermissionManager.java:668)"
+_VALIDATE_SIGNATURE = f"{_AT}.validate(PlainPermissionManager.java:684)"
+_CHECK_ADMIN = f"{_AT}.checkPerm(PlainPermissionManager.java:581)"
+_CHECK_DEFAULT = f"{_AT}.checkPerm(PlainPermissionManager.java:606)"
+_CHECK_OWNED = f"{_AT}.checkPerm(PlainPermissionManager.java:611)"
+_PARSE = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)"
+_ADDRESS = "acl.address"  # Channel.attributes: the peer's parsed address, parsed once per connection
+
+
+class LoadCause(enum.Enum):
+    """Why the rules changed, as the on-change hook is told."""
+
+    STARTUP = "startup"
+    FILE_CHANGE = "file change"
+
+
+OnChange = Callable[[PlainAcl, LoadCause], None]
+
+
+@dataclass(frozen=True, slots=True)
+class AclSources:
+    """Where the rules come from: the default file and, optionally, a directory of more (conf/acl)."""
+
+    default_file: Path
+    directory: Path | None = None
+
+    def files(self) -> list[Path]:
+        """The files to read now: the directory's *.yml/*.yaml (sorted, recursive), then the default file."""
+        found: list[Path] = []
+        if self.directory is not None and self.directory.is_dir():
+            found = sorted(p for p in self.directory.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
+        if self.default_file not in found:
+            found.append(self.default_file)
+        return found
+
+
+class AccessDenied(Exception):
+    """One refusal: the AclException message and the frame 4.9.8 throws it from."""
+
+    def __init__(self, message: str, frame: str, access_key: str | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.frame = frame
+        self.access_key = access_key
+
+    def refusal(self) -> Refusal:
+        return Refusal(int(ResponseCode.SYSTEM_ERROR), f"{_EXCEPTION}: {self.message}, {self.frame}")
+
+
+class AccessControl:
+    """A listener's plain ACL: the rules in force, their reloads, and the refusals counted."""
+
+    def __init__(self, sources: AclSources, rules: Mapping[int, Rule], *, name: str = "broker",
+                 on_change: OnChange | None = None) -> None:
+        self.sources = sources
+        self.rules = rules
+        self.name = name
+        self.on_change = on_change
+        self.version = 0  # 1 after the startup load, +1 on every reload that changed the rules
+        self.denials: Counter[tuple[str, str, int]] = Counter()
+        self.reload_errors = 0  # reloads refused (the old rules stayed)
+        self.last_error: str | None = None
+        self._stamp: tuple[tuple[str, int, int], ...] | None = None
+        self._digest = ""
+        self.acl = self._load_now()
+        self._changed(LoadCause.STARTUP)
+
+    # -- loading -------------------------------------------------------------------------------
+    def _stat(self) -> tuple[tuple[str, int, int], ...]:
+        out = []
+        for path in self.sources.files():
+            try:
+                st = path.stat()
+                out.append((str(path), st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append((str(path), -1, -1))
+        return tuple(out)
+
+    def _read(self) -> tuple[list[tuple[Path, bytes]], str]:
+        contents = []
+        digest = hashlib.sha256()
+        for path in self.sources.files():
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                raise AclConfigError(f"{path}: the ACL file does not exist (aclEnable=true needs it; see "
+                                     "acl_plain_file in broker.conf)") from None
+            except OSError as exc:
+                raise AclConfigError(f"{path}: cannot be read: {exc.strerror}") from None
+            contents.append((path, data))
+            digest.update(str(path).encode() + b"\0" + hashlib.sha256(data).digest())
+        return contents, digest.hexdigest()
+
+    def _load_now(self) -> PlainAcl:
+        self._stamp = self._stat()
+        contents, digest = self._read()
+        files: list[PlainAclFile] = [parse_file(path, data) for path, data in contents]
+        acl = combine(files)
+        self._digest = digest
+        return acl
+
+    def _changed(self, cause: LoadCause) -> None:
+        self.version += 1
+        log.warning("%s: ACL rules version %d loaded (%s): %s", self.name, self.version, cause.value,
+                    self.acl.summary())
+        if self.on_change is not None:
+            try:
+                self.on_change(self.acl, cause)
+            except Exception:  # a hook's bug must not stop the reloads
+                log.exception("%s: ACL on-change hook failed", self.name)
+
+    def check_reload(self) -> bool:
+        """Look at the files once; load them if they changed. True if new rules are in force.
+
+        An invalid file is logged (once per change) and the old rules stay.
+        """
+        stamp = self._stat()
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            contents, digest = self._read()
+            if digest == self._digest:  # touched, not changed
+                return False
+            acl = combine([parse_file(path, data) for path, data in contents])
+        except AclConfigError as exc:
+            self.reload_errors += 1
+            self.last_error = str(exc)
+            log.error("%s: ACL reload refused, the previous rules (version %d) stay in force: %s",
+                      self.name, self.version, exc)
+            return False
+        self._digest = digest
+        self.acl = acl
+        self.last_error = None
+        self._changed(LoadCause.FILE_CHANGE)
+        return True
+
+    async def watch(self, period: float = RELOAD_PERIOD) -> None:
+        """Check the files every `period` seconds, forever (RocketMQ's AclFileWatchService)."""
+        while True:
+            await trio.sleep(period)  # pacing the polls of the files; nothing waits on it
+            self.check_reload()
+
+    # -- checking ------------------------------------------------------------------------------
+    def check(self, channel: Any, request: RemotingCommand) -> Refusal | None:
+        """None if the request may run; else the refusal to answer (and it is counted)."""
+        rule = self.rules.get(request.code)
+        if rule is not None and rule.open:
+            return None
+        attributes = channel.attributes
+        address = attributes.get(_ADDRESS, False)
+        if address is False:
+            address = attributes[_ADDRESS] = parse_host(channel.remote[0])
+        try:
+            if rule is None:  # every served code has a rule (tests/test_acl_rules.py); fail closed anyway
+                raise AccessDenied(f"No acl rule for request code={request.code}", _VALIDATE_UNKNOWN,
+                                   request.ext_fields.get(ACCESS_KEY))
+            self.validate(rule, request, address)
+        except AccessDenied as denied:
+            self._count(denied.access_key, channel.remote[0], request.code)
+            refusal = denied.refusal()
+            # at INFO (`serve -v`) only: refusals are counted (take_denials), a flood must not fill the log
+            log.info("%s: refused request code %d from %s: %s", self.name, request.code, channel.remote[0],
+                     refusal.remark)
+            return refusal
+        return None
+
+    def validate(self, rule: Rule, request: RemotingCommand, address: IPAddress | None) -> None:
+        """PlainPermissionManager#validate for one request; raises AccessDenied."""
+        acl = self.acl
+        for pattern in acl.global_white_remote_addresses:
+            if pattern.match(address):
+                return
+        fields = request.ext_fields
+        access_key = fields.get(ACCESS_KEY)
+        if access_key is None:
+            raise AccessDenied("No accessKey is configured", _VALIDATE_NO_KEY, None)
+        account = acl.accounts.get(access_key)
+        if account is None:
+            raise AccessDenied(f"No acl config for {access_key[:REMARK_KEY_MAX]}", _VALIDATE_UNKNOWN, access_key)
+        if account.white_remote_address.match(address):
+            return
+        if not verify(fields, request.body, account.secret_key):
+            raise AccessDenied(f"Check signature failed for accessKey={access_key}", _VALIDATE_SIGNATURE,
+                               access_key)
+        try:
+            needs = rule.needs(request) if rule.needs is not None else []
+        except Exception as exc:  # PlainAccessValidator#parse: whatever it cannot read is an AclException
+            raise AccessDenied(f"{type(exc).__name__}: {exc}", _PARSE, access_key) from None
+        if (TRACE_TOPIC, Perm.PUB) in needs:  # message traces may always be written (4.9.8)
+            return
+        if rule.admin and not account.admin:
+            raise AccessDenied(f"Need admin permission for request code={request.code}, but accessKey="
+                               f"{access_key} is not", _CHECK_ADMIN, access_key)
+        if not needs or (account.admin and not account.resource_perms):
+            return
+        for resource, needed in needs:
+            owned = account.resource_perms.get(resource)
+            frame = _CHECK_OWNED
+            if owned is None:
+                owned = account.perm_for(resource)
+                frame = _CHECK_DEFAULT
+            if not Perm.check(needed, owned):
+                raise AccessDenied(f"No default permission for {describe_resource(resource)}", frame, access_key)
+
+    def _count(self, access_key: str | None, host: str, code: int) -> None:
+        if access_key is None:
+            who = ANONYMOUS
+        elif access_key in self.acl.accounts:
+            who = access_key
+        else:  # a peer's invented key: counted, but bounded
+            who = f"unknown:{access_key[:64]}"
+        key = (who, host, code)
+        if key not in self.denials and len(self.denials) >= DENIAL_KEYS_MAX:
+            key = (*OVERFLOW, code)
+        self.denials[key] += 1
+
+    def take_denials(self) -> Counter[tuple[str, str, int]]:
+        """The refusals counted since the last call, by (accessKey or 'anonymous', host, code); resets them."""
+        taken, self.denials = self.denials, Counter()
+        return taken
+
+    def __repr__(self) -> str:
+        return (f"AccessControl({self.name}, version={self.version}, accounts={len(self.acl.accounts)}, "
+                f"denials={sum(self.denials.values())})")
+
+
+def default_acl_sources(plain_file: str, data_dir: str, environ: Mapping[str, str] | None = None) -> AclSources:
+    """Where the broker reads its rules (docs/semantics.md B-160).
+
+    With ROCKETMQ_HOME set, as RocketMQ 4.9.8: ROCKETMQ_HOME/conf/plain_acl.yml
+    and every *.yml under ROCKETMQ_HOME/conf/acl. Without it, the data
+    directory plays ROCKETMQ_HOME's part. `acl_plain_file` (broker.conf, in
+    place of the Java property rocketmq.acl.plain.file) names the default
+    file instead; a relative path is taken from that home.
+    """
+    environ = os.environ if environ is None else environ
+    home = Path(environ.get("ROCKETMQ_HOME") or data_dir)
+    default_file = Path(plain_file) if plain_file else Path("conf") / "plain_acl.yml"
+    if not default_file.is_absolute():
+        default_file = home / default_file
+    return AclSources(default_file.resolve(), (home / "conf" / "acl").resolve())

@@ -1,0 +1,207 @@
+"""What each request code needs under ACL: the resources and perms, or an admin account.
+
+RocketMQ 4.9.8 reads these in `PlainAccessValidator#parse` (resources) and
+`Permission.ADMIN_CODE` (admin-only codes); every other code needs a valid
+signature only. es-broker declares a rule for every code it serves (a test
+fails on a served code without one; a code without a rule is refused), and
+goes further than 4.9.8 where 4.9.8 leaves a side door (docs/semantics.md,
+B-160..B-179):
+
+- SEND_BATCH_MESSAGE needs PUB on its topic as SEND_MESSAGE_V2 does (4.9.8
+  checks nothing but the signature);
+- a send to a retry topic `%RETRY%G` needs SUB on group G, read from the
+  topic (4.9.8 reads a `group` field SendMessageRequestHeader does not have,
+  so a V1 send checks nothing, and V2 checks the producer group);
+- QUERY_CONSUMER_OFFSET and LOCK/UNLOCK_BATCH_MQ need SUB on the group (and
+  topic) as UPDATE_CONSUMER_OFFSET does;
+- every code that changes what other clients see is admin-only: offset
+  resets (INVOKE_BROKER_TO_RESET_OFFSET, es-broker's RESET_OFFSET, CLONE_GROUP_OFFSET),
+  re-drives, CONSUME_MESSAGE_DIRECTLY, the message trace (its topic is
+  unknown before it runs), and replication (HA_FETCH_RECORDS, HA_MERGE_SLAVE_OFFSETS);
+- on the name server, REGISTER_BROKER, UNREGISTER_BROKER and the codes that
+  change routes or KV config are admin-only; the reads stay open (RocketMQ's
+  name server checks nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from es_broker.acl.plain import Perm, group_resource, is_group_resource
+from es_broker.remoting import fastjson
+from es_broker.remoting.codes import EsRequestCode, RequestCode
+from es_broker.remoting.command import RemotingCommand
+from es_broker.remoting.requests import SEND_V2_FIELDS
+
+Needs = list[tuple[str, int]]
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # TopicValidator.RMQ_SYS_TRACE_TOPIC: a PUB to it skips the perm check
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """How one request code is checked.
+
+    open: no check at all (name-server reads). Otherwise the full check
+    (white lists, account, signature), then admin if `admin`, then each
+    resource `needs` returns against the account's perms.
+    """
+
+    admin: bool = False
+    needs: Callable[[RemotingCommand], Needs] | None = None
+    open: bool = False
+    beyond_rocketmq: str = ""  # why es-broker checks more than 4.9.8 does, for the docs and the reader
+
+
+def _topic_or_retry(topic: str | None) -> Needs:
+    if topic is None:
+        return []
+    if is_group_resource(topic):  # %RETRY%G: the group's own retry topic, checked as group G
+        return [(topic, Perm.SUB)]
+    return [(topic, Perm.PUB)]
+
+
+def _send(req: RemotingCommand) -> Needs:
+    return _topic_or_retry(req.ext_fields.get("topic"))
+
+
+_V2_TOPIC = next(short for short, name in SEND_V2_FIELDS.items() if name == "topic")
+
+
+def _send_v2(req: RemotingCommand) -> Needs:
+    return _topic_or_retry(req.ext_fields.get(_V2_TOPIC))
+
+
+def _group(field: str) -> Callable[[RemotingCommand], Needs]:
+    def needs(req: RemotingCommand) -> Needs:
+        group = req.ext_fields.get(field)
+        return [] if group is None else [(group_resource(group), Perm.SUB)]
+    return needs
+
+
+def _group_and_topic(req: RemotingCommand) -> Needs:
+    out: Needs = []
+    group = req.ext_fields.get("consumerGroup")
+    if group is not None:
+        out.append((group_resource(group), Perm.SUB))
+    topic = req.ext_fields.get("topic")
+    if topic is not None:
+        out.append((topic, Perm.SUB))
+    return out
+
+
+def _query_message(req: RemotingCommand) -> Needs:
+    topic = req.ext_fields.get("topic")
+    return [] if topic is None else [(topic, Perm.SUB)]
+
+
+def _json(req: RemotingCommand) -> Any:
+    if not req.body:
+        return {}
+    data = fastjson.loads(req.body)
+    return data if isinstance(data, dict) else {}
+
+
+def _heartbeat(req: RemotingCommand) -> Needs:
+    """Each consumer group SUB, each subscribed topic SUB (retry topics as their group)."""
+    out: Needs = []
+    for consumer in _json(req).get("consumerDataSet") or ():
+        if not isinstance(consumer, dict):
+            continue
+        group = consumer.get("groupName")
+        if isinstance(group, str):
+            out.append((group_resource(group), Perm.SUB))
+        for sub in consumer.get("subscriptionDataSet") or ():
+            if isinstance(sub, dict) and isinstance(sub.get("topic"), str):
+                out.append((sub["topic"], Perm.SUB))
+    return out
+
+
+def _lock(req: RemotingCommand) -> Needs:
+    data = _json(req)
+    out: Needs = []
+    group = data.get("consumerGroup")
+    if isinstance(group, str):
+        out.append((group_resource(group), Perm.SUB))
+    for mq in data.get("mqSet") or ():
+        if isinstance(mq, dict) and isinstance(mq.get("topic"), str):
+            out.append((mq["topic"], Perm.SUB))
+    return out
+
+
+C, E = RequestCode, EsRequestCode
+SIGNED = Rule()  # the signature (and white lists) only, as 4.9.8 for codes it does not name
+ADMIN = Rule(admin=True)  # Permission.ADMIN_CODE in 4.9.8
+ADMIN_ES = Rule(admin=True, beyond_rocketmq="changes state other clients see (or ships the log); "
+                "4.9.8 asks only for a signature")
+
+BROKER_RULES: dict[int, Rule] = {
+    # -- producer
+    C.SEND_MESSAGE: Rule(needs=_send),
+    C.SEND_MESSAGE_V2: Rule(needs=_send_v2),
+    C.SEND_BATCH_MESSAGE: Rule(needs=_send_v2, beyond_rocketmq="4.9.8 checks no topic for a batch"),
+    C.END_TRANSACTION: SIGNED,
+    # -- consumer
+    C.PULL_MESSAGE: Rule(needs=_group_and_topic),
+    C.QUERY_CONSUMER_OFFSET: Rule(needs=_group_and_topic, beyond_rocketmq="4.9.8 checks only the signature"),
+    C.UPDATE_CONSUMER_OFFSET: Rule(needs=_group_and_topic),
+    C.CONSUMER_SEND_MSG_BACK: Rule(needs=_group("group")),
+    C.QUERY_MESSAGE: Rule(needs=_query_message),
+    C.HEART_BEAT: Rule(needs=_heartbeat),
+    C.UNREGISTER_CLIENT: Rule(needs=_group("consumerGroup")),
+    C.GET_CONSUMER_LIST_BY_GROUP: Rule(needs=_group("consumerGroup")),
+    C.LOCK_BATCH_MQ: Rule(needs=_lock, beyond_rocketmq="4.9.8 checks only the signature"),
+    C.UNLOCK_BATCH_MQ: Rule(needs=_lock, beyond_rocketmq="4.9.8 checks only the signature"),
+    C.CHECK_CLIENT_CONFIG: SIGNED,
+    C.SEARCH_OFFSET_BY_TIMESTAMP: SIGNED,
+    C.GET_MAX_OFFSET: SIGNED,
+    C.GET_MIN_OFFSET: SIGNED,
+    C.GET_EARLIEST_MSG_STORETIME: SIGNED,
+    C.VIEW_MESSAGE_BY_ID: SIGNED,
+    C.GET_ALL_DELAY_OFFSET: SIGNED,
+    # -- admin: 4.9.8's ADMIN_CODE
+    C.UPDATE_AND_CREATE_TOPIC: ADMIN,
+    C.UPDATE_BROKER_CONFIG: ADMIN,
+    C.DELETE_TOPIC_IN_BROKER: ADMIN,
+    C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: ADMIN,
+    C.DELETE_SUBSCRIPTIONGROUP: ADMIN,
+    # -- admin: es-broker's additions
+    C.INVOKE_BROKER_TO_RESET_OFFSET: ADMIN_ES,
+    C.CLONE_GROUP_OFFSET: ADMIN_ES,
+    C.CONSUME_MESSAGE_DIRECTLY: ADMIN_ES,
+    E.RESET_OFFSET: ADMIN_ES,
+    E.REDRIVE_DLQ: ADMIN_ES,
+    E.MESSAGE_TRACE: ADMIN_ES,
+    E.HA_FETCH_RECORDS: ADMIN_ES,
+    E.HA_MERGE_SLAVE_OFFSETS: ADMIN_ES,
+    # -- admin reads: a signature, as 4.9.8
+    C.GET_ALL_TOPIC_CONFIG: SIGNED,
+    C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: SIGNED,
+    C.GET_TOPIC_STATS_INFO: SIGNED,
+    C.GET_CONSUMER_CONNECTION_LIST: SIGNED,
+    C.GET_PRODUCER_CONNECTION_LIST: SIGNED,
+    C.GET_CONSUME_STATS: SIGNED,
+    C.GET_ALL_CONSUMER_OFFSET: SIGNED,
+    C.GET_BROKER_RUNTIME_INFO: SIGNED,
+    C.GET_BROKER_CONFIG: SIGNED,
+    C.GET_CONSUMER_RUNNING_INFO: SIGNED,
+}
+
+OPEN = Rule(open=True)
+ADMIN_NS = Rule(admin=True, beyond_rocketmq="RocketMQ's name server has no ACL")
+
+NAMESRV_RULES: dict[int, Rule] = {
+    C.REGISTER_BROKER: ADMIN_NS,
+    C.UNREGISTER_BROKER: ADMIN_NS,
+    C.DELETE_TOPIC_IN_NAMESRV: ADMIN_NS,
+    C.PUT_KV_CONFIG: ADMIN_NS,
+    C.DELETE_KV_CONFIG: ADMIN_NS,
+    C.GET_ROUTEINFO_BY_TOPIC: OPEN,
+    C.GET_BROKER_CLUSTER_INFO: OPEN,
+    C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: OPEN,
+    C.GET_TOPICS_BY_CLUSTER: OPEN,
+    C.QUERY_DATA_VERSION: OPEN,
+    C.GET_KV_CONFIG: OPEN,
+    C.GET_KVLIST_BY_NAMESPACE: OPEN,
+}
