@@ -23,6 +23,10 @@ class ClientConfig:
     poll_name_server_interval: float = 30.0  # pollNameServerInterval
     heartbeat_broker_interval: float = 30.0  # heartbeatBrokerInterval
     rpc_timeout: float = 3.0  # timeout of heartbeats, route and consumer-list lookups
+    # TLS (useTLS / tls.enable): verified against tls_ca_file (None: the system store) unless tls_test_mode
+    use_tls: bool = False
+    tls_ca_file: str | None = None
+    tls_test_mode: bool = False  # tls.test.mode.enable: trust any server (Java's default, not ours)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from es_broker.client.config import AUTO_CREATE_TOPIC_KEY, MASTER_ID, ClientConf
 from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.client.route import from_default_route
 from es_broker.client.tasks import TaskGroup
+from es_broker.client.tls import client_tls
 from es_broker.remoting.bodies import (
     ConsumerData,
     ConsumerRunningInfo,
@@ -144,7 +145,7 @@ class ClientInstance:
         # The connections' read loops live in a nursery of their own, so that
         # stopping the instance closes them after every other task is gone.
         async with trio.open_nursery() as nursery:
-            client = RemotingClient(nursery, on_request=self._on_request)
+            client = RemotingClient(nursery, on_request=self._on_request, tls=client_tls(self.config))
             task_status.started(client)
             try:
                 await trio.sleep_forever()
