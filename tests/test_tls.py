@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 import trustme
 from cryptography.hazmat.primitives import serialization
 
@@ -25,7 +26,7 @@ from es_broker.config import load_broker_conf
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.connection import Connection
-from es_broker.server.tls import TlsMode, read_properties, with_tls_config_file
+from es_broker.server.tls import ReplayStream, TlsMode, read_properties, with_tls_config_file
 from tests.process_fixtures import ROOT, ServedBroker, _env, serve
 from tests.test_client_consumer import FAST
 from tests.waiting import poll_until
@@ -274,6 +275,15 @@ async def test_b182_permissive_serves_plain_and_tls_clients_on_both_listeners(tm
         assert await runtime_info(served.broker, trusting(certs)) == ResponseCode.SUCCESS
         assert await namesrv_answer(served.namesrv, None) == ResponseCode.SUCCESS
         assert await namesrv_answer(served.namesrv, trusting(certs)) == ResponseCode.SUCCESS
+
+
+async def test_b182_the_bytes_read_to_decide_are_replayed_first_and_in_order():
+    left, right = trio.testing.memory_stream_pair()
+    replay = ReplayStream(right, b"\x00\x00\x00\x10head")
+    await left.send_all(b"tail")
+    assert await replay.receive_some(3) == b"\x00\x00\x00"
+    assert await replay.receive_some(100) == b"\x10head"
+    assert await replay.receive_some(100) == b"tail"
 
 
 async def test_b182_the_default_permissive_test_mode_serves_tls_with_a_self_signed_certificate(tmp_path):
