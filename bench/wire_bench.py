@@ -1,6 +1,6 @@
 """Wire benchmark: es-broker over TCP against Redis Streams, same workload, same run.
 
-Run: python bench/wire_bench.py [--messages 200000] [--batch 32] [--no-redis]
+Run: python bench/wire_bench.py [--messages 200000] [--batch 32] [--no-redis] [--tls]
 Needs Debian's redis-server (the bench starts and stops it on loopback with
 AOF everysec) and the `redis` Python package. es-broker runs as a real
 `es-broker serve` process on free ports.
@@ -14,6 +14,9 @@ single sends (one request, wait for the answer) for p50/p99 latency.
 The broker runs as `es-broker serve` does by default, read model on (its
 follower is a child process). The CPU seconds the broker process and its
 children (the follower) used over the workload are printed too (Linux).
+
+--tls: the broker in tls.server.mode=enforcing with a certificate of a
+throwaway CA (trustme, a dev dependency), every client connection over TLS.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from es_broker.acl.signing import Credentials  # noqa: E402
 from es_broker.client.remoting_client import RemotingClient  # noqa: E402
+from es_broker.client.tls import TlsClientSettings  # noqa: E402
 from es_broker.remoting.codes import RequestCode  # noqa: E402
 from es_broker.remoting.command import request  # noqa: E402
 from es_broker.remoting.message import decode_all, encode_properties  # noqa: E402
@@ -44,6 +48,21 @@ from tests.process_fixtures import serve  # noqa: E402
 
 BODY = b"x" * 1024
 QUEUES = 8
+CLIENT_TLS: TlsClientSettings | None = None  # set by --tls: the clients below speak TLS
+
+
+def tls_conf(directory: Path) -> list[str]:
+    """--tls: broker.conf lines for enforcing mode with a fresh CA's certificate; the clients trust that CA."""
+    global CLIENT_TLS
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    ca.cert_pem.write_to_path(str(directory / "ca.pem"))
+    cert.private_key_and_cert_chain_pem.write_to_path(str(directory / "server.pem"))
+    CLIENT_TLS = TlsClientSettings(ca_file=str(directory / "ca.pem"))
+    return ["tls.server.mode=enforcing", "tls.test.mode.enable=false",
+            f"tls.server.certPath={directory / 'server.pem'}", f"tls.server.keyPath={directory / 'server.pem'}"]
 
 
 def free_port() -> int:
@@ -69,7 +88,7 @@ def percentile(values: list[float], p: float) -> float:
 
 async def es_produce(addr: str, n: int, batch: int, window: int) -> float:
     async with trio.open_nursery() as nursery:
-        client = RemotingClient(nursery, credentials=CREDENTIALS)
+        client = RemotingClient(nursery, credentials=CREDENTIALS, tls=CLIENT_TLS)
         body = batch_body(batch)
         batches = n // batch
         sem = trio.Semaphore(window)
@@ -94,7 +113,7 @@ async def es_produce(addr: str, n: int, batch: int, window: int) -> float:
 
 async def es_consume(addr: str, n: int) -> float:
     async with trio.open_nursery() as nursery:
-        client = RemotingClient(nursery, credentials=CREDENTIALS)
+        client = RemotingClient(nursery, credentials=CREDENTIALS, tls=CLIENT_TLS)
         got = 0
         start = time.perf_counter()
 
@@ -124,7 +143,7 @@ async def es_consume(addr: str, n: int) -> float:
 async def es_sync_latency(addr: str, count: int) -> list[float]:
     props = encode_properties({"TAGS": "A"}).decode()
     async with trio.open_nursery() as nursery:
-        client = RemotingClient(nursery, credentials=CREDENTIALS)
+        client = RemotingClient(nursery, credentials=CREDENTIALS, tls=CLIENT_TLS)
         out = []
         for i in range(count):
             t = time.perf_counter()
@@ -176,7 +195,8 @@ REQUESTS = {"pull": 0}
 
 async def create_topics(addr: str) -> None:
     async with trio.open_nursery() as nursery:
-        client = RemotingClient(nursery, credentials=Credentials("BenchAdmin", "BenchSecret") if CREDENTIALS else None)
+        admin = Credentials("BenchAdmin", "BenchSecret") if CREDENTIALS else None
+        client = RemotingClient(nursery, credentials=admin, tls=CLIENT_TLS)
         for topic in ("Bench", "Sync"):
             r = await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
                 "topic": topic, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
@@ -211,13 +231,14 @@ def check_cost_us(rounds: int = 20_000) -> float:
     return (time.perf_counter() - start) / rounds * 1e6
 
 
-def run_es_broker(n: int, batch: int, window: int, sync: int, *extra: str) -> dict[str, float]:
+def run_es_broker(n: int, batch: int, window: int, sync: int, *extra: str,
+                  tls: bool = False) -> dict[str, float]:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
         if CREDENTIALS is not None:
             (Path(d) / "plain_acl.yml").write_text(BENCH_ACL)
             (Path(d) / "broker.conf").write_text(f"aclEnable=true\nacl_plain_file={Path(d) / 'plain_acl.yml'}\n")
             extra = (*extra, "--config", str(Path(d) / "broker.conf"))
-        with serve(Path(d) / "data", *extra) as broker:
+        with serve(Path(d) / "data", *extra, conf=tls_conf(Path(d)) if tls else ()) as broker:
             return _measure(broker, n, batch, window, sync)
 
 
@@ -301,14 +322,15 @@ def main() -> None:
     parser.add_argument("--readmodel-url", help="passed to es-broker serve ('none': no read model)")
     parser.add_argument("--acl", action="store_true", help="broker with aclEnable and a generated plain_acl.yml; "
                         "every request signed (RemotingClient credentials)")
+    parser.add_argument("--tls", action="store_true", help="broker in tls.server.mode=enforcing, clients over TLS")
     args = parser.parse_args()
     global CREDENTIALS
     if args.acl:
         CREDENTIALS = Credentials("BenchClient", "BenchClientSecret")
     extra = ("--readmodel-url", args.readmodel_url) if args.readmodel_url else ()
-    es = run_es_broker(args.messages, args.batch, args.window, args.sync, *extra)
+    es = run_es_broker(args.messages, args.batch, args.window, args.sync, *extra, tls=args.tls)
     print(f"{args.messages} messages of 1 KiB, batches of {args.batch}, {os.cpu_count()} cores, "
-          f"ACL {'on (signed requests)' if args.acl else 'off'}")
+          f"ACL {'on (signed requests)' if args.acl else 'off'}{', TLS (enforcing)' if args.tls else ''}")
     print(f"es-broker CPU over the workload: broker process {es['cpu']:.2f} s, "
           f"its child processes {es['child_cpu']:.2f} s, {es['requests']:,.0f} requests, "
           f"{es['cpu'] / es['requests'] * 1e6:.1f} µs of broker CPU per request")

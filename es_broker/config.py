@@ -102,6 +102,23 @@ class BrokerConfig:
     # registration); it must be an admin account when the peer has aclEnable. No RocketMQ counterpart.
     peer_access_key: str = ""
     peer_secret_key: str = field(default="", repr=False, metadata={"secret": True})
+    # --- TLS (4.9.8 TlsSystemConfig; broker.conf takes the dotted names, see TLS_PROPERTIES below).
+    # A tls.properties named by tls.config.file overrides every one of them but tlsMode and tlsEnable.
+    tlsMode: str = "permissive"  # tls.server.mode: disabled | permissive | enforcing
+    tlsEnable: bool = False  # tls.enable: the broker's own connections (registration, slave to master) use TLS
+    tlsConfigFile: str = "/etc/rocketmq/tls.properties"  # tls.config.file (read if it exists; set: must exist)
+    tlsTestModeEnable: bool = True  # tls.test.mode.enable: self-signed server cert if none given; client trusts all
+    tlsServerNeedClientAuth: str = "none"  # tls.server.need.client.auth: none | optional | require
+    tlsServerKeyPath: str = ""  # tls.server.keyPath (PEM private key)
+    tlsServerKeyPassword: str = ""  # tls.server.keyPassword
+    tlsServerCertPath: str = ""  # tls.server.certPath (PEM certificate chain)
+    tlsServerAuthClient: bool = False  # tls.server.authClient: verify client certificates
+    tlsServerTrustCertPath: str = ""  # tls.server.trustCertPath (PEM CA bundle for client certificates)
+    tlsClientKeyPath: str = ""  # tls.client.keyPath
+    tlsClientKeyPassword: str = ""  # tls.client.keyPassword
+    tlsClientCertPath: str = ""  # tls.client.certPath
+    tlsClientAuthServer: bool = False  # tls.client.authServer: verify the server (when not in test mode)
+    tlsClientTrustCertPath: str = ""  # tls.client.trustCertPath
 
     @property
     def sync_flush(self) -> bool:
@@ -125,6 +142,26 @@ class BrokerConfig:
 
     def replace(self, **changes: object) -> BrokerConfig:
         return dataclasses.replace(self, **changes)
+
+
+# RocketMQ's TLS property names (TlsSystemConfig) -> BrokerConfig fields
+TLS_PROPERTIES = {
+    "tls.server.mode": "tlsMode",
+    "tls.enable": "tlsEnable",
+    "tls.config.file": "tlsConfigFile",
+    "tls.test.mode.enable": "tlsTestModeEnable",
+    "tls.server.need.client.auth": "tlsServerNeedClientAuth",
+    "tls.server.keyPath": "tlsServerKeyPath",
+    "tls.server.keyPassword": "tlsServerKeyPassword",
+    "tls.server.certPath": "tlsServerCertPath",
+    "tls.server.authClient": "tlsServerAuthClient",
+    "tls.server.trustCertPath": "tlsServerTrustCertPath",
+    "tls.client.keyPath": "tlsClientKeyPath",
+    "tls.client.keyPassword": "tlsClientKeyPassword",
+    "tls.client.certPath": "tlsClientCertPath",
+    "tls.client.authServer": "tlsClientAuthServer",
+    "tls.client.trustCertPath": "tlsClientTrustCertPath",
+}
 
 
 def _coerce(name: str, raw: str, kind: type) -> object:
@@ -156,7 +193,7 @@ def load_broker_conf(path: str | Path, base: BrokerConfig | None = None) -> Brok
         key, sep, value = line.partition("=")
         if not sep:
             raise ValueError(f"{path}:{lineno}: expected key=value, got {line!r}")
-        key = key.strip()
+        key = TLS_PROPERTIES.get(key.strip(), key.strip())
         if key in types:
             changes[key] = _coerce(key, value, types[key])
     config = base.replace(**changes)

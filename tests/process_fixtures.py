@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,12 +45,18 @@ def _env() -> dict[str, str]:
 
 
 @contextmanager
-def serve(data_dir: Path, *extra: str, log_file: Path | None = None) -> Iterator[ServedBroker]:
+def serve(data_dir: Path, *extra: str, log_file: Path | None = None,
+          conf: Sequence[str] = ()) -> Iterator[ServedBroker]:
     """Start `es-broker serve` on free ports; waits for its ready lines, SIGTERMs it at the end.
 
     With `log_file` everything the process prints goes to that file (read it for
     tracebacks); otherwise to a pipe that is read up to the ready lines only.
+    `conf`: broker.conf lines, written next to the data directory and passed as --config.
     """
+    if conf:
+        conf_file = data_dir.parent / f"{data_dir.name}.conf"
+        conf_file.write_text("\n".join(conf) + "\n")
+        extra = ("--config", str(conf_file), *extra)
     args = [sys.executable, "-m", "es_broker.cli", "serve", "--data-dir", str(data_dir),
             "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", *extra]
     sink = open(log_file, "a") if log_file is not None else None  # noqa: SIM115 (closed in finally)

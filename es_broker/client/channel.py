@@ -68,7 +68,7 @@ class PartialFrameBudget:
 
 
 class Channel:
-    def __init__(self, stream: trio.SocketStream, *, max_frame: int | None = None,
+    def __init__(self, stream: trio.abc.Stream, *, max_frame: int | None = None,
                  budget: PartialFrameBudget | None = None) -> None:
         self.stream = stream
         self.conn = Connection() if max_frame is None else Connection(max_frame_length=max_frame)
@@ -189,7 +189,9 @@ def _with_opaque(command: RemotingCommand, opaque: int) -> RemotingCommand:
     return dataclasses.replace(command, opaque=opaque)
 
 
-def _address(stream: trio.SocketStream, which: str) -> tuple[str, int]:
+def _address(stream: trio.abc.Stream, which: str) -> tuple[str, int]:
+    while not hasattr(stream, "socket") and hasattr(stream, "transport_stream"):
+        stream = stream.transport_stream  # TLS (and the server's replay wrapper) over the socket
     try:
         addr = getattr(stream.socket, which)()
         return (addr[0], addr[1])

@@ -28,6 +28,10 @@ class ClientConfig:
     # The RPCHook of the Java constructors (AclClientRPCHook): with credentials every request is
     # signed. Credentials' repr hides the secret, so this config's repr does too.
     credentials: Credentials | None = None
+    # TLS (useTLS / tls.enable): verified against tls_ca_file (None: the system store) unless tls_test_mode
+    use_tls: bool = False
+    tls_ca_file: str | None = None
+    tls_test_mode: bool = False  # tls.test.mode.enable: trust any server (Java's default, not ours)
 
 
 @dataclass(frozen=True, slots=True)

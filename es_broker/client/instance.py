@@ -31,6 +31,7 @@ from es_broker.client.config import (
 from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.client.route import from_default_route
 from es_broker.client.tasks import TaskGroup
+from es_broker.client.tls import client_tls
 from es_broker.remoting.bodies import (
     ConsumerData,
     ConsumerRunningInfo,
@@ -161,7 +162,8 @@ class ClientInstance:
         # The connections' read loops live in a nursery of their own, so that
         # stopping the instance closes them after every other task is gone.
         async with trio.open_nursery() as nursery:
-            client = RemotingClient(nursery, on_request=self._on_request, credentials=self.config.credentials)
+            client = RemotingClient(nursery, on_request=self._on_request, credentials=self.config.credentials,
+                                    tls=client_tls(self.config))
             task_status.started(client)
             try:
                 await trio.sleep_forever()

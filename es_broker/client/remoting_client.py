@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 
 import trio
 
 from es_broker.acl.signing import Credentials
 from es_broker.client.channel import Channel, ChannelClosed
+from es_broker.client.tls import TlsClientSettings, open_tls
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.errors import ProtocolError
 
@@ -38,15 +40,20 @@ def split_addr(addr: str) -> tuple[str, int]:
 
 
 class RemotingClient:
-    """Requests by address; with `credentials`, every request is signed (RocketMQ's AclClientRPCHook)."""
+    """Requests by address; with `credentials`, every request is signed (RocketMQ's AclClientRPCHook).
+
+    With `tls`, every connection is TLS (RocketMQ's useTLS), verified as the settings say.
+    """
 
     def __init__(self, nursery: trio.Nursery, on_request: RequestHandler | None = None, *,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None, tls: TlsClientSettings | None = None) -> None:
         self._nursery = nursery
         self._channels: dict[str, Channel] = {}
         self._connecting: dict[str, trio.Event] = {}
         self.on_request = on_request
         self.credentials = credentials
+        self.tls = tls
+        self._tls_context = tls.context() if tls is not None else None  # TlsSetupError at once, not per connect
 
     def signed(self, command: RemotingCommand) -> RemotingCommand:
         """The command as it goes out: signed when the client has credentials."""
@@ -71,6 +78,8 @@ class RemotingClient:
                 stream = await trio.open_tcp_stream(host, port)
             except OSError as exc:
                 raise RemotingError(f"connect to {addr} failed: {exc}") from None
+            if self._tls_context is not None:
+                stream = await self._handshake(addr, host, stream)
             channel = Channel(stream)
             self._channels[addr] = channel
             self._nursery.start_soon(self._read_loop, addr, channel)
@@ -78,6 +87,16 @@ class RemotingClient:
         finally:
             del self._connecting[addr]
             done.set()
+
+    async def _handshake(self, addr: str, host: str, stream: trio.SocketStream) -> trio.SSLStream:
+        assert self._tls_context is not None and self.tls is not None
+        try:
+            return await open_tls(stream, host, self._tls_context, self.tls.handshake_timeout)
+        except ssl.SSLError as exc:
+            raise RemotingError(f"TLS handshake with {addr} failed: {exc}") from None
+        except trio.TooSlowError:
+            raise RemotingError(f"TLS handshake with {addr} failed: no answer within "
+                                f"{self.tls.handshake_timeout:g} s") from None
 
     async def invoke(self, addr: str, command: RemotingCommand,
                      timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:

@@ -35,6 +35,7 @@ from es_broker.server.longpoll import PullHoldService
 from es_broker.server.namesrv import NameServer
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.retry_processors import RetryProcessors
+from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
 
 log = logging.getLogger("es_broker")
 
@@ -51,10 +52,13 @@ class BrokerServer:
     """A running broker: core, listener, name-server registration, housekeeping."""
 
     def __init__(self, config: BrokerConfig, namesrv_addrs: list[str], *, readmodel_url: str | None = None,
-                 master_addr: str | None = None, access: AccessControl | None = None) -> None:
+                 master_addr: str | None = None, access: AccessControl | None = None,
+                 tls: ServerTls | None = None) -> None:
         self.config = config
         self.access = access  # the plain ACL when aclEnable (B-160); None: every request is served
         self.credentials = peer_credentials(config)  # what this broker signs its own requests with (B-175)
+        self.tls = tls  # the listener's TLS mode (None: plain only)
+        self.client_tls = broker_client_tls(with_tls_config_file(config))  # registration, slave to master
         self.readmodel_url = readmodel_url  # the SQL read model's database; None: no follower
         self.follower: FollowerSupervisor | None = None  # the read-model follower's child process
         self.namesrv_addrs = namesrv_addrs
@@ -147,19 +151,20 @@ class BrokerServer:
                 await nursery.start(self.broker.run)
                 if self.config.brokerRole != "SLAVE":
                     await self._merge_journal_of_a_former_slave()
-                self.port = await nursery.start(self.remoting.serve, host, self.config.listenPort)
+                self.port = await nursery.start(functools.partial(
+                    self.remoting.serve, host, self.config.listenPort, tls=self.tls))
                 self.config = self.broker.config = self.broker.store.config = self.config.replace(
                     listenPort=self.port)
                 self.processors.config = self.config
                 if self.config.brokerRole == "SLAVE":  # before registering: the answer may name the master
-                    self.replicator = SlaveReplicator(self.broker, RemotingClient(nursery,
-                                                                                  credentials=self.credentials),
+                    self.replicator = SlaveReplicator(self.broker, RemotingClient(nursery, credentials=self.credentials,
+                                                                                  tls=self.client_tls),
                                                       master_addr=self.master_addr, own_addr=lambda: self.addr,
                                                       on_stored=self.holds.notify)
                     nursery.start_soon(self.replicator.run)
                 if self.access is not None:
                     nursery.start_soon(self.access.watch)
-                client = RemotingClient(nursery, credentials=self.credentials)
+                client = RemotingClient(nursery, credentials=self.credentials, tls=self.client_tls)
                 if self.namesrv_addrs:
                     await self._register_all(client)
                     nursery.start_soon(self._registration_loop, client)
@@ -231,7 +236,9 @@ class BrokerServer:
 
 
 class NameServerRole:
-    def __init__(self, limits: EdgeLimits | None = None, access: AccessControl | None = None) -> None:
+    def __init__(self, limits: EdgeLimits | None = None, access: AccessControl | None = None,
+                 tls: ServerTls | None = None) -> None:
+        self.tls = tls
         self.namesrv = NameServer()
         self.access = access  # B-176: registration needs an admin account when set
         self.remoting = RemotingServer("namesrv", self.namesrv.handlers(), on_close=self.namesrv.channel_closed,
@@ -241,7 +248,7 @@ class NameServerRole:
         async with trio.open_nursery() as nursery:
             if self.access is not None:
                 nursery.start_soon(self.access.watch)
-            bound = await nursery.start(self.remoting.serve, host, port)
+            bound = await nursery.start(functools.partial(self.remoting.serve, host, port, tls=self.tls))
             nursery.start_soon(self._scan)
             task_status.started(bound)
 
@@ -275,13 +282,15 @@ async def serve(args: argparse.Namespace) -> None:
     broker_access = access_control(config, BROKER_RULES, "broker") if args.role != "namesrv" else None
     namesrv_access = access_control(config, NAMESRV_RULES, "namesrv")
     peer_credentials(config)  # both keys or neither, checked before anything listens
+    tls = ServerTls.of(config)  # both listeners; a bad TLS setting or file stops the start here
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
         namesrv = args.namesrv or config.namesrvAddr
         if args.role in ("all", "slave", "namesrv") and not (args.role in ("all", "slave") and args.namesrv):
             ns_host, ns_port = _listen(args.namesrv_listen, 9876)
-            bound = await nursery.start(NameServerRole(EdgeLimits.of(config), namesrv_access).run, ns_host, ns_port)
+            bound = await nursery.start(NameServerRole(EdgeLimits.of(config), namesrv_access, tls).run,
+                                        ns_host, ns_port)
             print(f"es-broker name server listening on {ns_host}:{bound}", flush=True)
             if not namesrv:
                 namesrv = f"{ns_host}:{bound}"
@@ -290,7 +299,7 @@ async def serve(args: argparse.Namespace) -> None:
         server: BrokerServer = await nursery.start(
             BrokerServer(config, [a for a in namesrv.split(";") if a],
                          readmodel_url=readmodel_url_for(args.readmodel_url, config.storePathRootDir),
-                         master_addr=args.master, access=broker_access).run, host)
+                         master_addr=args.master, access=broker_access, tls=tls).run, host)
         role = "" if config.brokerRole == "ASYNC_MASTER" else f", {config.brokerRole} brokerId {config.brokerId}"
         master = f", master {args.master}" if args.master else ""
         print(f"es-broker {config.brokerName} listening on {server.addr}, data in {config.storePathRootDir}, "

@@ -11,6 +11,11 @@ length is checked at its prefix, a frame that stalls is dropped after the read
 timeout, the partial frames of all connections share one byte budget (the
 connection whose read would exceed it is closed), and connections beyond the
 limit are closed as they are accepted.
+
+With TLS (`ServerTls`, es_broker/server/tls.py) the first bytes of a
+connection pick TLS or plain text as tls.server.mode says; the handshake
+runs under the same limits: it counts against max_connections and must be
+done within the read timeout.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
 from es_broker.remoting.requests import Refusal, check
 from es_broker.server import malloc
+from es_broker.server.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +105,19 @@ class RemotingServer:
         self._refused = 0  # connections over the limit not yet reported
         self._refusal_logged_at = -math.inf
 
-    async def serve(self, host: str, port: int, *,
+    # connections being opened (first bytes, TLS handshake): they count against max_connections too
+    opening: int = 0
+    tls: ServerTls | None = None  # None: plain text only, no peek (as before TLS existed)
+
+    @property
+    def connections(self) -> int:
+        """The connections this listener holds: open channels and those still being opened."""
+        return len(self.channels) + self.opening
+
+    async def serve(self, host: str, port: int, *, tls: ServerTls | None = None,
                     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen on host:port (0 picks a free port, reported through task_status)."""
+        """Listen on host:port (0 picks a free port, reported through task_status); `tls`: its TLS mode."""
+        self.tls = tls
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound = listeners[0].socket.getsockname()[1]
         log.info("%s listening on %s:%d", self.name, host, bound)
@@ -109,10 +125,13 @@ class RemotingServer:
         await trio.serve_listeners(self._connection, listeners)
 
     async def _connection(self, stream: trio.SocketStream) -> None:
-        if len(self.channels) >= self.limits.max_connections:
+        if self.connections >= self.limits.max_connections:
             await self._refuse(stream)
             return
-        channel = Channel(stream, max_frame=self.limits.max_frame_length, budget=self.budget)
+        opened = await self._open(stream)
+        if opened is None:
+            return
+        channel = Channel(opened, max_frame=self.limits.max_frame_length, budget=self.budget)
         self.channels.add(channel)
         try:
             async with trio.open_nursery() as nursery:
@@ -129,6 +148,25 @@ class RemotingServer:
                 self.on_close(channel)
             if await channel.aclose() >= TRIM_AFTER_DROPPING:
                 malloc.trim()
+
+    async def _open(self, stream: trio.SocketStream) -> trio.abc.Stream | None:
+        """The stream the channel reads: plain or TLS as the mode says; None: closed here."""
+        if self.tls is None:
+            return stream
+        self.opening += 1
+        opened: trio.abc.Stream | None = None
+        try:
+            opened = await self.tls.open(stream, name=self.name, peer=_peer(stream),
+                                         idle_timeout=self.limits.idle_timeout,
+                                         read_timeout=self.limits.read_timeout)
+        except Exception:  # a bug met while opening one connection closes that connection only
+            log.exception("%s: closing %s", self.name, _peer(stream))
+        finally:
+            self.opening -= 1
+            if opened is None:
+                with trio.CancelScope(shield=True):
+                    await trio.aclose_forcefully(stream)
+        return opened
 
     async def _refuse(self, stream: trio.SocketStream) -> None:
         """Close a connection over the limit at once; warn at most every REFUSAL_LOG_INTERVAL."""
@@ -192,3 +230,11 @@ class RemotingServer:
         except Exception as exc:  # a handler bug must not take the connection or broker down
             log.exception("%s: request %d failed", self.name, request.code)
             return response_to(request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "?"

@@ -1,0 +1,115 @@
+"""TLS for outgoing connections: what a client trusts and shows (RocketMQ's tls.client.* settings).
+
+Off by default, as in the Java client (ClientConfig.useTLS = tls.enable =
+false). Unlike the Java client, whose tls.test.mode.enable defaults to true
+and then trusts any server, `TlsClientSettings` verifies the server unless
+`test_mode` is asked for.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from es_broker.client.config import ClientConfig
+
+# netty's SslHandler gives a handshake 10 s (handshakeTimeoutMillis)
+HANDSHAKE_TIMEOUT = 10.0
+
+
+class TlsSetupError(ValueError):
+    """A TLS setting that cannot be used: a missing file, an unreadable key, a bad value."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsClientSettings:
+    """How a client speaks TLS to brokers and name servers.
+
+    `ca_file`: the PEM CA bundle the server's certificate must chain to (None:
+    the system store). `test_mode`: no verification at all (RocketMQ's
+    tls.test.mode.enable), never the default. `check_hostname`: the server's
+    certificate must name the host or IP dialled (the Java client does not
+    check names; turn it off to match). `cert_file`/`key_file`: a client
+    certificate for brokers that ask for one (tls.client.certPath/keyPath).
+    """
+
+    ca_file: str | None = None
+    test_mode: bool = False
+    check_hostname: bool = True
+    cert_file: str | None = None
+    key_file: str | None = None
+    key_password: str | None = None
+    handshake_timeout: float = HANDSHAKE_TIMEOUT
+
+    def context(self) -> ssl.SSLContext:
+        """The stdlib client context these settings describe; TlsSetupError if a file is unusable."""
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+        if self.test_mode:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        else:
+            context.check_hostname = self.check_hostname
+            if self.ca_file:
+                _readable(self.ca_file, "CA file")
+                try:
+                    context.load_verify_locations(cafile=self.ca_file)
+                except ssl.SSLError as exc:
+                    raise TlsSetupError(f"CA file {self.ca_file}: no usable certificate ({exc})") from None
+        if self.cert_file or self.key_file:
+            load_cert_chain(context, self.cert_file, self.key_file, self.key_password, "client")
+        return context
+
+
+def client_tls(config: ClientConfig) -> TlsClientSettings | None:
+    """The TLS a ClientConfig asks for (use_tls, tls_ca_file, tls_test_mode); None: plain TCP."""
+    if not config.use_tls:
+        return None
+    return TlsClientSettings(ca_file=config.tls_ca_file, test_mode=config.tls_test_mode)
+
+
+def _readable(path: str, what: str) -> None:
+    if not Path(path).is_file():
+        raise TlsSetupError(f"{what} {path} does not exist or is not a file")
+
+
+def load_cert_chain(context: ssl.SSLContext, cert: str | None, key: str | None, password: str | None,
+                    side: str) -> None:
+    """Load a PEM certificate chain and its key, with an error that says which file is wrong."""
+    if not cert:
+        raise TlsSetupError(f"a {side} key is given but no certificate (tls.{side}.certPath)")
+    _readable(cert, f"{side} certificate (tls.{side}.certPath)")
+    if key:
+        _readable(key, f"{side} key (tls.{side}.keyPath)")
+    try:
+        context.load_cert_chain(cert, key or None, password or None)
+    except ssl.SSLError as exc:
+        raise TlsSetupError(f"{side} certificate {cert} / key {key or cert}: cannot be used ({exc.reason or exc}); "
+                            f"is tls.{side}.keyPassword right?") from None
+    except OSError as exc:
+        raise TlsSetupError(f"{side} certificate {cert} / key {key or cert}: {exc}") from None
+
+
+async def open_tls(stream: trio.SocketStream, host: str, context: ssl.SSLContext,
+                   timeout: float = HANDSHAKE_TIMEOUT) -> trio.SSLStream:
+    """TLS over a connected socket, handshake done; ssl.SSLError (with the reason) if it fails.
+
+    https_compatible: closing never waits for the peer's close_notify, so a
+    shielded close cannot hang on a silent peer.
+    """
+    tls = trio.SSLStream(stream, context, server_hostname=host, https_compatible=True)
+    try:
+        with trio.fail_after(timeout):
+            await tls.do_handshake()
+    except trio.BrokenResourceError as exc:
+        await trio.aclose_forcefully(stream)
+        cause = exc.__cause__
+        if isinstance(cause, ssl.SSLError):
+            raise cause from None
+        raise ssl.SSLError(f"the peer closed the connection during the TLS handshake ({cause or exc})") from None
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+    return tls
