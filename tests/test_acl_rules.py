@@ -177,7 +177,7 @@ def _control(tmp_path: Path, seen: list) -> tuple[AccessControl, Path]:
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(ACL_YAML)
     control = AccessControl(AclSources(acl_file, tmp_path / "acl"), BROKER_RULES,
-                            on_change=lambda acl, cause: seen.append((sorted(acl.accounts), cause)))
+                            on_change=lambda acl, cause, requester: seen.append((sorted(acl.accounts), cause)))
     return control, acl_file
 
 

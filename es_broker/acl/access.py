@@ -70,9 +70,11 @@ class LoadCause(enum.Enum):
 
     STARTUP = "startup"
     FILE_CHANGE = "file change"
+    ADMIN = "admin request"  # an ACL admin code wrote the file (UPDATE_AND_CREATE_ACL_CONFIG, ...)
 
 
-OnChange = Callable[[PlainAcl, LoadCause], None]
+# the hook gets the rules now in force, why, and who asked (an admin request's account@address; else None)
+OnChange = Callable[[PlainAcl, LoadCause, "str | None"], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,20 +159,21 @@ class AccessControl:
         self._digest = digest
         return acl
 
-    def _changed(self, cause: LoadCause) -> None:
+    def _changed(self, cause: LoadCause, requester: str | None = None) -> None:
         self.version += 1
         log.warning("%s: ACL rules version %d loaded (%s): %s", self.name, self.version, cause.value,
                     self.acl.summary())
         if self.on_change is not None:
             try:
-                self.on_change(self.acl, cause)
+                self.on_change(self.acl, cause, requester)
             except Exception:  # a hook's bug must not stop the reloads
                 log.exception("%s: ACL on-change hook failed", self.name)
 
-    def check_reload(self) -> bool:
+    def check_reload(self, cause: LoadCause = LoadCause.FILE_CHANGE, requester: str | None = None) -> bool:
         """Look at the files once; load them if they changed. True if new rules are in force.
 
-        An invalid file is logged (once per change) and the old rules stay.
+        An invalid file is logged (once per change) and the old rules stay. An admin request
+        that wrote the file calls this at once with its cause and requester.
         """
         stamp = self._stat()
         if stamp == self._stamp:
@@ -190,7 +193,7 @@ class AccessControl:
         self._digest = digest
         self.acl = acl
         self.last_error = None
-        self._changed(LoadCause.FILE_CHANGE)
+        self._changed(cause, requester)
         return True
 
     async def watch(self, period: float = RELOAD_PERIOD) -> None:
