@@ -93,6 +93,12 @@ class BrokerConfig:
     frame_read_timeout_ms: int = 30_000  # a frame begun and then silent this long closes its connection
     partial_frame_bytes_max: int = 256 * 1024 * 1024  # bytes of unfinished frames held by a listener's connections
     max_connections: int = 10_000  # per listener; more are accepted and closed at once
+    # --- queue locks of orderly consumers (RebalanceLockManager, B-142..B-147)
+    # ms a lock lives without renewal; RocketMQ's system property rocketmq.broker.rebalance.lockMaxLiveTime,
+    # which broker.conf may also name (CONFIG_ALIASES)
+    rebalanceLockMaxLiveTime: int = 60_000
+    # release a client's queue locks when its connection closes (4.9.8 keeps them until they expire)
+    queueLockReleaseOnClose: bool = True
 
     @property
     def sync_flush(self) -> bool:
@@ -116,6 +122,10 @@ class BrokerConfig:
 
     def replace(self, **changes: object) -> BrokerConfig:
         return dataclasses.replace(self, **changes)
+
+
+# broker.conf keys that name a field under another name (RocketMQ system properties)
+CONFIG_ALIASES = {"rocketmq.broker.rebalance.lockMaxLiveTime": "rebalanceLockMaxLiveTime"}
 
 
 def _coerce(name: str, raw: str, kind: type) -> object:
@@ -147,7 +157,7 @@ def load_broker_conf(path: str | Path, base: BrokerConfig | None = None) -> Brok
         key, sep, value = line.partition("=")
         if not sep:
             raise ValueError(f"{path}:{lineno}: expected key=value, got {line!r}")
-        key = key.strip()
+        key = CONFIG_ALIASES.get(key.strip(), key.strip())
         if key in types:
             changes[key] = _coerce(key, value, types[key])
     config = base.replace(**changes)
