@@ -183,3 +183,16 @@ async def test_b142_to_b146_two_clients_over_eight_queues_against_a_broker_proce
         for _topic, _broker, q, owner, previous, _renewed in record["changes"]:
             assert owners.get(q, "") == previous, (record, owners)
             owners[q] = owner
+
+
+async def test_b148_a_pull_from_a_client_that_does_not_hold_the_lock_is_served(broker):
+    """PullMessageProcessor (4.9.8) never consults the lock table: orderly consumption is the client's rule."""
+    from es_broker.commands.messages import GetStatus, MessageIn
+    from tests.conftest import make_topic
+
+    await make_topic(broker, "T", 8)
+    await broker.put_message("T", 0, MessageIn(b"m"))
+    locks = _locks(broker)
+    assert await locks.lock_batch(G, "A", QUEUES[:1]) == QUEUES[:1]
+    result = await broker.pull(G, "T", 0, 0, client="B")
+    assert result.status == GetStatus.FOUND
