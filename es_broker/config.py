@@ -119,6 +119,12 @@ class BrokerConfig:
     tlsClientCertPath: str = ""  # tls.client.certPath
     tlsClientAuthServer: bool = False  # tls.client.authServer: verify the server (when not in test mode)
     tlsClientTrustCertPath: str = ""  # tls.client.trustCertPath
+    # --- queue locks of orderly consumers (RebalanceLockManager, B-142..B-147)
+    # ms a lock lives without renewal; RocketMQ's system property rocketmq.broker.rebalance.lockMaxLiveTime,
+    # which broker.conf may also name (CONFIG_ALIASES)
+    rebalanceLockMaxLiveTime: int = 60_000
+    # release a client's queue locks when its connection closes (4.9.8 keeps them until they expire)
+    queueLockReleaseOnClose: bool = True
 
     @property
     def sync_flush(self) -> bool:
@@ -163,6 +169,9 @@ TLS_PROPERTIES = {
     "tls.client.trustCertPath": "tlsClientTrustCertPath",
 }
 
+# broker.conf keys that name a field under another name (RocketMQ system properties)
+CONFIG_ALIASES = {"rocketmq.broker.rebalance.lockMaxLiveTime": "rebalanceLockMaxLiveTime", **TLS_PROPERTIES}
+
 
 def _coerce(name: str, raw: str, kind: type) -> object:
     text = raw.strip()
@@ -193,7 +202,7 @@ def load_broker_conf(path: str | Path, base: BrokerConfig | None = None) -> Brok
         key, sep, value = line.partition("=")
         if not sep:
             raise ValueError(f"{path}:{lineno}: expected key=value, got {line!r}")
-        key = TLS_PROPERTIES.get(key.strip(), key.strip())
+        key = CONFIG_ALIASES.get(key.strip(), key.strip())
         if key in types:
             changes[key] = _coerce(key, value, types[key])
     config = base.replace(**changes)

@@ -21,6 +21,7 @@ from es_broker.clock import ManualClock
 from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.messages import MessageIn
+from es_broker.commands.queue_locks import QueueLocks
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log.records import INT64_MAX, INT64_MIN, MAX_TEXT, RecordOutOfRange, make
@@ -96,6 +97,14 @@ def _edge_history(data_dir: Path) -> None:
             await broker.clone_group_offset("G", "G3", "T", online_topics=None, requester="ops")
             await broker.update_topic_perm("T", 4, requester="ops")
             await broker.delete_group("G2", requester="ops", remove_offsets=True)
+            # queue_locks_changed (B-142..B-147): taken, taken after expiry, released
+            locks = QueueLocks(broker.submit, clock, INT64_MAX - START)
+            queue = ("T", LONG_TEXT[:255], (1 << 31) - 1)
+            await locks.lock_batch("G", LONG_TEXT, [queue])
+            locks.max_live_ms = 1
+            clock.advance(2)
+            await locks.lock_batch("G", "c1", [queue])
+            await locks.unlock_batch("G", "c1", [queue])
             with pytest.raises(BrokerError):
                 await broker.commit_offset("G", "T", 0, INT64_MAX + 1, requester="c1")
             nursery.cancel_scope.cancel()
@@ -125,7 +134,7 @@ def test_every_record_type_at_its_edges_goes_through_every_consumer(tmp_path, re
     types = _log_types(data_dir)
     assert {"topic_updated", "messages_stored", "messages_delivered", "pull_offset_moved", "offset_committed",
             "offset_queried", "reset_requested", "message_sent_back", "consumer_group_changed",
-            "subgroup_updated", "topic_perm_changed", "subgroup_deleted"} <= set(types.values())
+            "subgroup_updated", "topic_perm_changed", "subgroup_deleted", "queue_locks_changed"} <= set(types.values())
 
     _cli("verify", "--data-dir", str(data_dir))  # projections: a replay rebuilds them byte for byte
 

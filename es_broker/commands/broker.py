@@ -41,6 +41,8 @@ from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import AppendContext, GroupCommitWriter, StoreFullError, make
 from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
+from es_broker.log.arrival import ArrivalOrder as ArrivalOrder  # re-exported for the server
+from es_broker.log.arrival import Ticket as Ticket
 from es_broker.log.records import RecordOutOfRange
 from es_broker.projections.subscription_groups import default_group_config
 

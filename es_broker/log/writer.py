@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
+from es_broker.log.arrival import current_ticket
 from es_broker.log.store import AppendContext, RecordLog, StoreFullError
 
 T = TypeVar("T")
@@ -111,12 +112,22 @@ class GroupCommitWriter:
         self._next_probe = 0.0
 
     async def submit(self, job: Callable[[AppendContext], T]) -> T:
-        """Run job in the next group commit and return its result (or raise its error)."""
+        """Run job in the next group commit and return its result (or raise its error).
+
+        A job submitted under an arrival ticket (es_broker.log.arrival) enters
+        the queue after the jobs of its connection's earlier tickets.
+        """
         pending = _Pending(job)
+        ticket = current_ticket()
         try:
+            if ticket is not None:
+                await ticket.wait_turn()
             self._send.send_nowait(pending)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             raise WriterClosed("the broker is shutting down") from None
+        finally:
+            if ticket is not None:
+                ticket.release()
         await pending.done.wait()
         if pending.ok:
             return pending.value

@@ -37,7 +37,7 @@ from es_broker.projections.keys import I64, U64, offset_key, queue_key
 # group's own config are audited elsewhere, and offset_committed is the change itself
 QUIET_GROUP_RECORDS = frozenset(
     {"offset_committed", "messages_delivered", "offset_queried", "subgroup_updated", "subgroup_deleted",
-     "consumer_group_changed", "offsets_removed", "deliveries_unrecorded"})
+     "consumer_group_changed", "offsets_removed", "deliveries_unrecorded", "queue_locks_changed"})
 
 
 def groups_named(record: Record) -> list[str]:

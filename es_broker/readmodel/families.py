@@ -118,6 +118,15 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
                             ("queue_offset", "long"), ("count", "int"), ("origin_topic", "string"),
                             ("requester", "string")),
            "messages that arrived in a %DLQ% topic (B-91, B-105)"),
+    Family("queue_locks", (("group", "string"), ("topic", "string"), ("broker_name", "string"),
+                           ("queue_id", "int"), ("owner", "string"), ("previous_owner", "string"),
+                           ("previous_renewed_at", "long"), ("cause", "string"), ("client", "string"),
+                           ("max_live_ms", "long")),
+           "changes of owner of orderly consumers' queue locks (B-142..B-147), one row per queue: `owner` "
+           "holds the lock from `time` until the queue's next row (empty: released); `cause` is lock, unlock, "
+           "channel_closed, unregistered or expired; `previous_renewed_at` is the previous owner's last take or "
+           "renewal (-1 when the queue was free), so a lapsed lock ended at previous_renewed_at + max_live_ms. "
+           "Renewals are not recorded, and locks are in memory: a broker restart ends them unrecorded"),
     Family("other", (("body", "json"),), "records no family claims (types added later), as JSON"),
 )}
 
@@ -322,6 +331,36 @@ def _dead_letters(record: Record) -> list[dict]:
              "requester": _first(record, "requester", "client"), "extra": None}]
 
 
+def _queue_locks(record: Record) -> list[dict]:
+    """queue_locks_changed: one row per queue whose owner changed."""
+    extra = _extra(record, {"group", "client", "cause", "max_live_ms", "changes"})
+    return [{"group": record.get("group"), "topic": topic, "broker_name": broker_name, "queue_id": queue_id,
+             "owner": owner, "previous_owner": previous, "previous_renewed_at": renewed,
+             "cause": record.get("cause"), "client": record.get("client"),
+             "max_live_ms": record.get("max_live_ms"), "extra": extra}
+            for topic, broker_name, queue_id, owner, previous, renewed in record.get("changes") or ()]
+
+
+def lock_holder_at(rows: list[dict], group: str, topic: str, queue_id: int, at: int,
+                   broker_name: str | None = None) -> str | None:
+    """Who held a queue of a group at time `at`, from `queue_locks` rows (None: nobody, as far as recorded).
+
+    The last change at or before `at` names the owner; a lock whose owner stopped
+    renewing it ends max_live_ms after its last renewal, which only a later row tells.
+    """
+    mine = sorted((r for r in rows if r["group"] == group and r["topic"] == topic and r["queue_id"] == queue_id
+                   and (broker_name is None or r["broker_name"] == broker_name)), key=lambda r: r["seq"])
+    holder = None
+    for row in mine:
+        if row["time"] > at:
+            # a later change whose previous owner lapsed before `at` ends the holder earlier
+            lapsed = row["previous_renewed_at"] >= 0 and row["cause"] in ("expired", "lock") and \
+                row["previous_owner"] == holder and row["previous_renewed_at"] + row["max_live_ms"] < at
+            return None if lapsed else holder
+        holder = row["owner"] or None
+    return holder
+
+
 def _is_send_back(kind: str) -> bool:
     return "send_back" in kind or "sent_back" in kind
 
@@ -348,6 +387,7 @@ _BY_TYPE: dict[str, list[tuple[str, Callable[[Record], list[dict]]]]] = {
     "offsets_removed": [("offsets", _offsets)],
     "slave_offsets_merged": [("offsets", _offsets)],
     "commitlog_expired": [("corrections", _corrections)],
+    "queue_locks_changed": [("queue_locks", _queue_locks)],
 }
 
 

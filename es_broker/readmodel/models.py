@@ -247,6 +247,24 @@ class DeadLetterRow(_Row, Base):
     requester: Mapped[str | None] = mapped_column(Text)
 
 
+class QueueLockChangeRow(_Row, Base):
+    """queue_locks_changed: a queue's new owner ('' when released) from `time` on (B-142..B-147)."""
+
+    __tablename__ = "queue_lock_changes"
+    __table_args__ = (Index(None, "source", "group", "topic", "queue_id", "seq"), Index(None, "source", "time"))
+
+    group: Mapped[str] = mapped_column(String(255))
+    topic: Mapped[str] = mapped_column(String(255))
+    broker_name: Mapped[str] = mapped_column(String(255))
+    queue_id: Mapped[int] = mapped_column(Integer)
+    owner: Mapped[str] = mapped_column(Text)
+    previous_owner: Mapped[str] = mapped_column(Text)
+    previous_renewed_at: Mapped[int] = mapped_column(BigInteger)
+    cause: Mapped[str] = mapped_column(String(100))
+    client: Mapped[str | None] = mapped_column(Text)
+    max_live_ms: Mapped[int] = mapped_column(BigInteger)
+
+
 # family (families.FAMILIES) -> its table; `other` needs none, `records` holds every record
 FAMILY_TABLES: dict[str, type[Base]] = {
     "offsets": OffsetChangeRow,
@@ -259,4 +277,5 @@ FAMILY_TABLES: dict[str, type[Base]] = {
     "corrections": CorrectionRow,
     "send_backs": SendBackRow,
     "dead_letters": DeadLetterRow,
+    "queue_locks": QueueLockChangeRow,
 }

@@ -22,6 +22,7 @@ from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.pull_codes import response_code, slave_correction
+from es_broker.commands.queue_locks import QueueLocks
 from es_broker.ha.master import wants_slave_ack
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson, requests
@@ -32,6 +33,7 @@ from es_broker.remoting.bodies import (
     HeartbeatData,
     LockBatchRequestBody,
     SubscriptionGroupConfig,
+    UnlockBatchRequestBody,
 )
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, request, response_to
@@ -46,6 +48,7 @@ PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 RUNTIME_KEYS = frozenset({"brokerPermission", "slaveReadEnable", "longPollingEnable", "shortPollingTimeMills",
                           "notifyConsumerIdsChangedEnable", "autoCreateTopicEnable", "autoCreateSubscriptionGroup",
                           "fileReservedTime", "deleteWhen", "offsetCheckInSlave"})
+LOCK_EXPIRY_PERIOD = 10.0  # s between passes releasing lapsed queue locks (at most lockMaxLiveTime)
 _BATCH_ENTRY = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 
 
@@ -131,6 +134,8 @@ class BrokerProcessors:
         self.replication: Any = None
         # master/slave state for GET_BROKER_RUNTIME_INFO (es_broker.ha)
         self.ha_status: Any = dict
+        # orderly consumers' queue locks, in memory; owner changes are records (B-142..B-147)
+        self.locks = QueueLocks(broker.submit, broker.store.clock, self.config.rebalanceLockMaxLiveTime)
 
     def handlers(self) -> dict[int, Handler]:
         C = RequestCode
@@ -354,8 +359,24 @@ class BrokerProcessors:
         return response_to(req, ResponseCode.SUCCESS)
 
     async def unregister_client(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.clients.unregister(channel, req.get_str("consumerGroup"), req.get_str("producerGroup"))
+        group = req.get_str("consumerGroup")
+        self.clients.unregister(channel, group, req.get_str("producerGroup"))
+        if group and not self.is_slave:  # its queue locks of the group go too (B-145)
+            await self.locks.release_client(group, req.get_str("clientID") or self.requester(channel))
         return response_to(req, ResponseCode.SUCCESS)
+
+    async def channel_closed(self, channel: Channel) -> None:
+        """A connection closed: its queue locks are released (B-145), unless queueLockReleaseOnClose=false."""
+        if self.config.queueLockReleaseOnClose and not self.is_slave:
+            await self.locks.release_holder(channel)
+
+    async def lock_expiry_loop(self) -> None:
+        """Release lapsed queue locks, so the history shows when they ended (B-146)."""
+        if self.is_slave:
+            return
+        while True:
+            await trio.sleep(min(self.locks.max_live_ms / 1000, LOCK_EXPIRY_PERIOD))
+            await self.locks.expire()
 
     async def consumer_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group = req.require_str("consumerGroup")
@@ -372,10 +393,26 @@ class BrokerProcessors:
         return response_to(req, ResponseCode.SUCCESS)
 
     async def lock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        data = LockBatchRequestBody.decode(req.body)
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": list(data.mq_set)}))
+        """LOCK_BATCH_MQ (B-142, B-143): answers only the queues the client holds after the call."""
+        data = LockBatchRequestBody.decode(req.body)  # shape checked at the edge
+        if self.is_slave:  # a slave records nothing of its own; orderly consumers lock at the master
+            return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": []}))
+        group = names.check_group_name(data.consumer_group)
+        client_id = data.client_id or self.requester(channel)  # RocketMQ takes the body's clientId
+        wanted = {(mq.topic, mq.broker_name, mq.queue_id): mq for mq in data.mq_set}
+        held = await self.locks.lock_batch(group, client_id, list(wanted), holder=channel)
+        return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": [wanted[q] for q in held]}))
 
     async def unlock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """UNLOCK_BATCH_MQ (B-144): releases the client's own queues; others' are left as they are."""
+        data = UnlockBatchRequestBody.decode(req.body) if req.body else UnlockBatchRequestBody()
+        if self.is_slave or not data.mq_set:
+            return response_to(req, ResponseCode.SUCCESS)
+        group = names.check_group_name(data.consumer_group)
+        client_id = data.client_id or self.requester(channel)
+        if not await self.locks.unlock_batch(group, client_id,
+                                             [(mq.topic, mq.broker_name, mq.queue_id) for mq in data.mq_set]):
+            raise self.broker.disk_full_refusal()  # kept until it expires; the release is not recorded
         return response_to(req, ResponseCode.SUCCESS)
 
     def notify_consumer_ids_changed(self, group: str, channels: list[Channel], nursery: trio.Nursery) -> None:

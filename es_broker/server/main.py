@@ -114,6 +114,8 @@ class BrokerServer:
 
     def _channel_closed(self, channel: Channel) -> None:
         self.clients.channel_closed(channel)
+        if self._nursery is not None:
+            self._nursery.start_soon(self.processors.channel_closed, channel)  # its queue locks (B-145)
         if self.replication is not None:
             self.replication.channel_closed(channel)
 
@@ -169,6 +171,7 @@ class BrokerServer:
                     await self._register_all(client)
                     nursery.start_soon(self._registration_loop, client)
                 nursery.start_soon(self._expiry_loop)
+                nursery.start_soon(self.processors.lock_expiry_loop)
                 if self.readmodel_url:  # the SQL read model follows the log in a child process
                     await nursery.start(self._follower().run)
                 if self.config.brokerRole != "SLAVE":

@@ -43,6 +43,7 @@ from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
 from es_broker.remoting.requests import Refusal, check
 from es_broker.server import malloc
+from es_broker.server.arrival import ORDERED_CODES, ArrivalOrder, Ticket
 from es_broker.server.tls import ServerTls
 
 log = logging.getLogger(__name__)
@@ -182,6 +183,7 @@ class RemotingServer:
 
     async def _read_loop(self, channel: Channel, nursery: trio.Nursery) -> None:
         limits = self.limits
+        arrivals = ArrivalOrder()  # requests that append messages are stored in the order read (B-140)
         while True:
             try:
                 command = await channel.receive(idle_timeout=limits.idle_timeout, read_timeout=limits.read_timeout)
@@ -199,10 +201,18 @@ class RemotingServer:
             if command.is_response:
                 channel.deliver_response(command)
             else:
-                nursery.start_soon(self._dispatch, channel, command)
+                ticket = arrivals.ticket() if command.code in ORDERED_CODES else None
+                nursery.start_soon(self._dispatch, channel, command, ticket)
 
-    async def _dispatch(self, channel: Channel, request: RemotingCommand) -> None:
-        response = await self.answer(channel, request)
+    async def _dispatch(self, channel: Channel, request: RemotingCommand, ticket: Ticket | None = None) -> None:
+        if ticket is None:
+            response = await self.answer(channel, request)
+        else:
+            ticket.bind()  # this task's writer job keeps its place in the connection's arrival order
+            try:
+                response = await self.answer(channel, request)
+            finally:
+                ticket.release()  # refused before writing: the next request need not wait for this one
         if response is not None and not request.is_oneway:
             with contextlib.suppress(ChannelClosed):
                 await channel.send(response)
