@@ -98,6 +98,7 @@ class BrokerConfig:
     # the default ACL file (RocketMQ's Java property rocketmq.acl.plain.file); "" is conf/plain_acl.yml
     # under ROCKETMQ_HOME, or under the data directory when ROCKETMQ_HOME is not set; relative paths too
     acl_plain_file: str = ""
+    aclDenialSummaryInterval: int = 60  # s between `access_denied` summaries of refused requests (B-191)
     # the account this broker signs its own requests with (a slave's replication, name-server
     # registration); it must be an admin account when the peer has aclEnable. No RocketMQ counterpart.
     peer_access_key: str = ""

@@ -2,6 +2,7 @@
 
     es-broker offsets --group G [--topic T] --at TIME [--durable] [--json]
     es-broker history --group G [--topic T] [--since TIME] [--until TIME] [--json]
+    es-broker acl --topic T [--group G] --at TIME [--window SECONDS] [--json]
     es-broker export --data-dir D --out DIR
     es-broker readmodel sync|follow|status|retry|upgrade|offsets --data-dir D [--readmodel-url URL]
 
@@ -166,6 +167,50 @@ def _cmd_history(args: argparse.Namespace) -> int:
     print(f"history of group {args.group} on {scope}: {len(entries)} entries")
     for e in entries:
         print(f"  {format_time(e.time)}  #{e.seq:<7} {describe(e)}")
+    return 0
+
+
+# ---------------------------------------------------------------------- acl
+
+
+def _cmd_acl(args: argparse.Namespace) -> int:
+    """Who could write/read a topic at a time (the ACL load in force), and who was refused around it."""
+    from es_broker.commands.acl_audit import access_at
+
+    at = _at(args.at)
+    record_log = _open_log_readonly(args.data_dir)
+    try:
+        reader = record_log.read()
+        try:
+            answer = access_at(reader, at, args.topic, args.group, window_ms=int(args.window * 1000))
+        finally:
+            reader.close()
+    finally:
+        record_log.close()
+    if args.json:
+        print(json.dumps(answer))
+        return 0
+    load = answer["load"]
+    print(f"topic {args.topic} at {format_time(at)}" + (f", group {args.group}" if args.group else ""))
+    if load is None:
+        print("  no ACL load recorded at or before that time (ACL off, or before the first start with aclEnable)")
+    else:
+        who = f" by {load['requester']}" if load["requester"] else ""
+        print(f"  rules version {load['version']} loaded {format_time(load['time'])} ({load['cause']}{who}), "
+              f"record #{load['seq']}, files {', '.join(p for p, _ in load['files'])}")
+        white = ", ".join(answer["global_white"]) or "(none)"
+        print(f"  global white list (anyone from these addresses, unsigned): {white}")
+        print(f"  {'accessKey':<24} {'write':<5} {'read':<5} {'group SUB':<9} {'topic perm':<18} "
+              f"{'group perm':<18} white address (passes unchecked)")
+        for a in answer["accounts"]:
+            group = "-" if a["group_sub"] is None else ("yes" if a["group_sub"] else "no")
+            print(f"  {a['access_key']:<24} {'yes' if a['write'] else 'no':<5} {'yes' if a['read'] else 'no':<5} "
+                  f"{group:<9} {a['topic_perm']:<18} {a['group_perm'] or '-':<18} "
+                  f"{a['white_remote_address'] or '-'}")
+    print(f"  refused within {args.window:g} s of that time: {sum(d['count'] for d in answer['denials'])} requests")
+    for d in answer["denials"]:
+        print(f"    {format_time(d['window_from'])} .. {format_time(d['window_to'])}  {d['who']:<24} "
+              f"{d['host']:<16} code {d['code']:<5} x{d['count']}  (#{d['seq']})")
     return 0
 
 
@@ -390,6 +435,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--until", help=time_help)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_history)
+
+    p = sub.add_parser("acl", help="who could write/read a topic at a time under the ACL, and who was refused")
+    _data_dir(p)
+    p.add_argument("--topic", "-t", required=True)
+    p.add_argument("--group", "-g", help="also tell who may SUB as this consumer group")
+    p.add_argument("--at", required=True, help=time_help)
+    p.add_argument("--window", type=float, default=300.0,
+                   help="seconds either side of --at whose refusal summaries are listed (default 300)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_acl)
 
     p = sub.add_parser("export", help="write the records as Parquet, one dataset per family, by day")
     _data_dir(p, required=True)

@@ -15,9 +15,13 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 import trio
+import trio.testing
 from sqlalchemy import create_engine, text
 
+from es_broker.acl.access import LoadCause
+from es_broker.acl.plain import combine, parse_file
 from es_broker.clock import ManualClock
+from es_broker.commands.acl_audit import AclAudit
 from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.messages import MessageIn
@@ -107,10 +111,44 @@ def _edge_history(data_dir: Path) -> None:
             await locks.unlock_batch("G", "c1", [queue])
             with pytest.raises(BrokerError):
                 await broker.commit_offset("G", "T", 0, INT64_MAX + 1, requester="c1")
+            # acl_loaded and access_denied (B-190..B-194): a startup load queued before the broker ran,
+            # an admin load with a long requester, a summary at the edges, one more written at close
+            audit = AclAudit(b"s" * 32, interval_s=INT64_MAX)
+            audit.on_change(_edge_acl(data_dir), LoadCause.STARTUP, None)
+            denials = _Denials()
+            await nursery.start(audit.run, broker.submit, clock, denials)
+            audit.on_change(_edge_acl(data_dir), LoadCause.ADMIN, LONG_TEXT)
+            await trio.testing.wait_all_tasks_blocked()
+            assert audit.recorded_loads == 2
+            denials.counts[(LONG_TEXT, LONG_TEXT, (1 << 31) - 1)] = INT64_MAX
+            assert await audit.flush() > 0
+            denials.counts[("anonymous", "127.0.0.1", 10)] = 1
             nursery.cancel_scope.cancel()
+        audit.close(broker.store.log)
         broker.close()
 
     trio.run(scenario)
+
+
+class _Denials:
+    def __init__(self) -> None:
+        from collections import Counter
+
+        self.counts: Counter = Counter()
+
+    def take_denials(self):
+        taken, self.counts = self.counts, type(self.counts)()
+        return taken
+
+
+def _edge_acl(data_dir: Path):
+    """Two files: an account with every perm field and a long key; an empty one."""
+    key = "k" * 4096
+    text = (f"globalWhiteRemoteAddresses:\n  - 10.10.*.*\naccounts:\n  - accessKey: {key}\n"
+            f"    secretKey: TheEdgeSecret\n    whiteRemoteAddress: 192.168.1.1,192.168.1.2\n    admin: true\n"
+            f"    defaultTopicPerm: PUB\n    defaultGroupPerm: SUB|PUB\n    topicPerms:\n      - {'t' * 255}=DENY\n"
+            f"    groupPerms:\n      - G=SUB\ndataVersion:\n  - timestamp: {INT64_MAX}\n    counter: {INT64_MIN}\n")
+    return combine([parse_file(data_dir / ("x" * 200 + ".yml"), text.encode()), parse_file(data_dir / "e.yml", b"")])
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -134,7 +172,9 @@ def test_every_record_type_at_its_edges_goes_through_every_consumer(tmp_path, re
     types = _log_types(data_dir)
     assert {"topic_updated", "messages_stored", "messages_delivered", "pull_offset_moved", "offset_committed",
             "offset_queried", "reset_requested", "message_sent_back", "consumer_group_changed",
-            "subgroup_updated", "topic_perm_changed", "subgroup_deleted", "queue_locks_changed"} <= set(types.values())
+            "subgroup_updated", "topic_perm_changed", "subgroup_deleted", "queue_locks_changed", "acl_loaded",
+            "access_denied"} <= set(types.values())
+    assert list(types.values()).count("access_denied") == 2  # the flushed summary, and the one written at close
 
     _cli("verify", "--data-dir", str(data_dir))  # projections: a replay rebuilds them byte for byte
 

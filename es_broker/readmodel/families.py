@@ -127,6 +127,23 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            "channel_closed, unregistered or expired; `previous_renewed_at` is the previous owner's last take or "
            "renewal (-1 when the queue was free), so a lapsed lock ended at previous_renewed_at + max_live_ms. "
            "Renewals are not recorded, and locks are in memory: a broker restart ends them unrecorded"),
+    Family("acl_changes", (("listener", "string"), ("version", "long"), ("cause", "string"),
+                           ("requester", "string"), ("files", "json"), ("data_version_timestamp", "long"),
+                           ("data_version_counter", "long"), ("global_white", "json"), ("accounts", "int"),
+                           ("access_key", "string"), ("secret_fp", "string"), ("salt_id", "string"),
+                           ("admin", "bool"), ("white_remote_address", "string"), ("default_topic_perm", "string"),
+                           ("default_group_perm", "string"), ("topic_perms", "json"), ("group_perms", "json")),
+           "loads of the broker's ACL rules (acl_loaded, B-190), one row per account per load (one row with a "
+           "null `access_key` for a load without accounts): the rules in force from `time` until the next "
+           "load; `cause` is startup, file change or admin request; `files` is [[path, sha256]]; `secret_fp` "
+           "is a salted fingerprint of the secret (never the secret), comparable between rows of one `salt_id`; "
+           "perms are DENY, PUB, SUB or PUB|SUB, `topic_perms`/`group_perms` as [[name, perm]]"),
+    Family("access_denials", (("listener", "string"), ("window_from", "long"), ("window_to", "long"),
+                              ("interval_s", "long"), ("acl_version", "long"), ("who", "string"),
+                              ("host", "string"), ("code", "int"), ("count", "long")),
+           "requests the ACL refused (access_denied, B-191), summed per (who, host, request code) over a window "
+           "of broker time [window_from, window_to]: `who` is the accessKey, anonymous (no key) or "
+           "unknown:<key> (no such account); past 4096 keys counts go under <overflow>"),
     Family("other", (("body", "json"),), "records no family claims (types added later), as JSON"),
 )}
 
@@ -341,6 +358,36 @@ def _queue_locks(record: Record) -> list[dict]:
             for topic, broker_name, queue_id, owner, previous, renewed in record.get("changes") or ()]
 
 
+def _acl_changes(record: Record) -> list[dict]:
+    """acl_loaded: one row per account of the load (one row without an account when it has none)."""
+    extra = _extra(record, {"listener", "version", "cause", "requester", "files", "data_version", "global_white",
+                            "salt_id", "accounts"})
+    dv = list(record.get("data_version") or (None, None))
+    accounts = record.get("accounts") or []
+    load = {"listener": record.get("listener"), "version": record.get("version"), "cause": record.get("cause"),
+            "requester": record.get("requester"), "files": to_json(record.get("files") or []),
+            "data_version_timestamp": dv[0], "data_version_counter": dv[1],
+            "global_white": to_json(record.get("global_white") or []), "accounts": len(accounts),
+            "salt_id": record.get("salt_id"), "extra": extra}
+    if not accounts:
+        return [{**load, "access_key": None, "secret_fp": None, "admin": None, "white_remote_address": None,
+                 "default_topic_perm": None, "default_group_perm": None, "topic_perms": None, "group_perms": None}]
+    return [{**load, "access_key": a.get("access_key"), "secret_fp": a.get("secret_fp"), "admin": a.get("admin"),
+             "white_remote_address": a.get("white_remote_address"), "default_topic_perm": a.get("default_topic_perm"),
+             "default_group_perm": a.get("default_group_perm"), "topic_perms": to_json(a.get("topic_perms") or []),
+             "group_perms": to_json(a.get("group_perms") or [])} for a in accounts]
+
+
+def _access_denials(record: Record) -> list[dict]:
+    """access_denied: one row per (who, host, code) of the summary."""
+    extra = _extra(record, {"listener", "window_from", "window_to", "interval_s", "acl_version", "rows"})
+    common = {"listener": record.get("listener"), "window_from": record.get("window_from"),
+              "window_to": record.get("window_to"), "interval_s": record.get("interval_s"),
+              "acl_version": record.get("acl_version"), "extra": extra}
+    return [{**common, "who": who, "host": host, "code": code, "count": count}
+            for who, host, code, count in record.get("rows") or ()]
+
+
 def lock_holder_at(rows: list[dict], group: str, topic: str, queue_id: int, at: int,
                    broker_name: str | None = None) -> str | None:
     """Who held a queue of a group at time `at`, from `queue_locks` rows (None: nobody, as far as recorded).
@@ -388,6 +435,8 @@ _BY_TYPE: dict[str, list[tuple[str, Callable[[Record], list[dict]]]]] = {
     "slave_offsets_merged": [("offsets", _offsets)],
     "commitlog_expired": [("corrections", _corrections)],
     "queue_locks_changed": [("queue_locks", _queue_locks)],
+    "acl_loaded": [("acl_changes", _acl_changes)],
+    "access_denied": [("access_denials", _access_denials)],
 }
 
 

@@ -265,6 +265,49 @@ class QueueLockChangeRow(_Row, Base):
     max_live_ms: Mapped[int] = mapped_column(BigInteger)
 
 
+class AclChangeRow(_Row, Base):
+    """acl_loaded: one account of a load of the broker's ACL rules, in force from `time` (B-190)."""
+
+    __tablename__ = "acl_changes"
+    __table_args__ = (Index(None, "source", "time"),)
+
+    listener: Mapped[str] = mapped_column(String(50))
+    version: Mapped[int] = mapped_column(BigInteger)
+    cause: Mapped[str] = mapped_column(String(100))
+    requester: Mapped[str | None] = mapped_column(Text)
+    files: Mapped[str] = mapped_column(Text)  # JSON [[path, sha256]]
+    data_version_timestamp: Mapped[int | None] = mapped_column(BigInteger)
+    data_version_counter: Mapped[int | None] = mapped_column(BigInteger)
+    global_white: Mapped[str] = mapped_column(Text)  # JSON list of patterns
+    accounts: Mapped[int] = mapped_column(Integer)
+    access_key: Mapped[str | None] = mapped_column(Text)
+    secret_fp: Mapped[str | None] = mapped_column(String(64))
+    salt_id: Mapped[str | None] = mapped_column(String(64))
+    admin: Mapped[bool | None] = mapped_column(Boolean)
+    white_remote_address: Mapped[str | None] = mapped_column(Text)
+    default_topic_perm: Mapped[str | None] = mapped_column(String(20))
+    default_group_perm: Mapped[str | None] = mapped_column(String(20))
+    topic_perms: Mapped[str | None] = mapped_column(Text)  # JSON [[topic, perm]]
+    group_perms: Mapped[str | None] = mapped_column(Text)  # JSON [[group, perm]]
+
+
+class AccessDenialRow(_Row, Base):
+    """access_denied: refusals of one (who, host, code) summed over [window_from, window_to] (B-191)."""
+
+    __tablename__ = "access_denials"
+    __table_args__ = (Index(None, "source", "window_to"),)
+
+    listener: Mapped[str] = mapped_column(String(50))
+    window_from: Mapped[int] = mapped_column(BigInteger)
+    window_to: Mapped[int] = mapped_column(BigInteger)
+    interval_s: Mapped[int] = mapped_column(BigInteger)
+    acl_version: Mapped[int] = mapped_column(BigInteger)
+    who: Mapped[str] = mapped_column(Text)
+    host: Mapped[str] = mapped_column(Text)
+    code: Mapped[int] = mapped_column(Integer)
+    count: Mapped[int] = mapped_column(BigInteger)
+
+
 # family (families.FAMILIES) -> its table; `other` needs none, `records` holds every record
 FAMILY_TABLES: dict[str, type[Base]] = {
     "offsets": OffsetChangeRow,
@@ -278,4 +321,6 @@ FAMILY_TABLES: dict[str, type[Base]] = {
     "send_backs": SendBackRow,
     "dead_letters": DeadLetterRow,
     "queue_locks": QueueLockChangeRow,
+    "acl_changes": AclChangeRow,
+    "access_denials": AccessDenialRow,
 }

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import trio
 
-from es_broker.acl.access import AccessControl, default_acl_sources
+from es_broker.acl.access import AccessControl, OnChange, default_acl_sources
 from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES, Rule
 from es_broker.acl.signing import Credentials
 from es_broker.client.channel import Channel
 from es_broker.client.remoting_client import RemotingClient, RemotingError, split_addr
+from es_broker.commands.acl_audit import AclAudit
 from es_broker.commands.broker import WriterClosed
 from es_broker.commands.errors import BrokerError
 from es_broker.commands.slave_broker import open_broker
@@ -53,8 +54,9 @@ class BrokerServer:
 
     def __init__(self, config: BrokerConfig, namesrv_addrs: list[str], *, readmodel_url: str | None = None,
                  master_addr: str | None = None, access: AccessControl | None = None,
-                 tls: ServerTls | None = None) -> None:
+                 tls: ServerTls | None = None, audit: AclAudit | None = None) -> None:
         self.config = config
+        self.audit = audit  # records the ACL loads and summaries of refusals (B-190..B-194)
         self.access = access  # the plain ACL when aclEnable (B-160); None: every request is served
         self.credentials = peer_credentials(config)  # what this broker signs its own requests with (B-175)
         self.tls = tls  # the listener's TLS mode (None: plain only)
@@ -165,6 +167,8 @@ class BrokerServer:
                                                       on_stored=self.holds.notify)
                     nursery.start_soon(self.replicator.run)
                 if self.access is not None:
+                    if self.audit is not None:
+                        await nursery.start(self.audit.run, self.broker.submit, self.broker.store.clock, self.access)
                     nursery.start_soon(self.access.watch)
                 client = RemotingClient(nursery, credentials=self.credentials, tls=self.client_tls)
                 if self.namesrv_addrs:
@@ -179,6 +183,8 @@ class BrokerServer:
                     nursery.start_soon(self.delays.run)  # the delay schedule runs on a master only (B-98)
                 task_status.started(self)
         finally:
+            if self.audit is not None:  # the writer has stopped: what is left goes in one transaction
+                self.audit.close(self.broker.store.log)
             self.broker.close()
 
     def _follower(self) -> FollowerSupervisor:
@@ -282,7 +288,10 @@ async def serve(args: argparse.Namespace) -> None:
     config = config.replace(brokerIP1=host, listenPort=port)
     Path(config.storePathRootDir).mkdir(parents=True, exist_ok=True)
     # ACL (B-160): an invalid or missing file stops the start here, with the file and entry named
-    broker_access = access_control(config, BROKER_RULES, "broker") if args.role != "namesrv" else None
+    audit = (AclAudit.for_data_dir(config.storePathRootDir, config.aclDenialSummaryInterval)
+             if config.aclEnable and args.role != "namesrv" and config.brokerRole != "SLAVE" else None)
+    broker_access = (access_control(config, BROKER_RULES, "broker", audit.on_change if audit else None)
+                     if args.role != "namesrv" else None)
     namesrv_access = access_control(config, NAMESRV_RULES, "namesrv")
     peer_credentials(config)  # both keys or neither, checked before anything listens
     tls = ServerTls.of(config)  # both listeners; a bad TLS setting or file stops the start here
@@ -302,18 +311,20 @@ async def serve(args: argparse.Namespace) -> None:
         server: BrokerServer = await nursery.start(
             BrokerServer(config, [a for a in namesrv.split(";") if a],
                          readmodel_url=readmodel_url_for(args.readmodel_url, config.storePathRootDir),
-                         master_addr=args.master, access=broker_access, tls=tls).run, host)
+                         master_addr=args.master, access=broker_access, tls=tls, audit=audit).run, host)
         role = "" if config.brokerRole == "ASYNC_MASTER" else f", {config.brokerRole} brokerId {config.brokerId}"
         master = f", master {args.master}" if args.master else ""
         print(f"es-broker {config.brokerName} listening on {server.addr}, data in {config.storePathRootDir}, "
               f"name server {namesrv}{role}{master}", flush=True)
 
 
-def access_control(config: BrokerConfig, rules: Mapping[int, Rule], name: str) -> AccessControl | None:
+def access_control(config: BrokerConfig, rules: Mapping[int, Rule], name: str,
+                   on_change: OnChange | None = None) -> AccessControl | None:
     """The listener's plain ACL when aclEnable=true (AclConfigError, a ValueError, if its files are unusable)."""
     if not config.aclEnable:
         return None
-    return AccessControl(default_acl_sources(config.acl_plain_file, config.storePathRootDir), rules, name=name)
+    return AccessControl(default_acl_sources(config.acl_plain_file, config.storePathRootDir), rules, name=name,
+                         on_change=on_change)
 
 
 def peer_credentials(config: BrokerConfig) -> Credentials | None:
