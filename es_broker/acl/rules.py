@@ -136,6 +136,9 @@ ADMIN = Rule(admin=True)  # Permission.ADMIN_CODE in 4.9.8
 ADMIN_ES = Rule(admin=True, beyond_rocketmq="changes state other clients see (or ships the log); "
                 "4.9.8 asks only for a signature")
 
+ADMIN_ACL = Rule(admin=True, beyond_rocketmq="the ACL admin codes: 4.9.8 leaves them out of ADMIN_CODE, so any "
+                 "signed account could change the rules or read them")
+
 BROKER_RULES: dict[int, Rule] = {
     # -- producer
     C.SEND_MESSAGE: Rule(needs=_send),
