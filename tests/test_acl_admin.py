@@ -8,12 +8,14 @@ client, the Admin API and `es-broker admin`. Behaviours: docs/semantics.md
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 
 import pytest
 import trio
 import yaml
 
+from es_broker.acl.access import AccessControl, AclSources, LoadCause
 from es_broker.acl.plain import Perm, parse_file
 from es_broker.acl.rules import BROKER_RULES
 from es_broker.acl.signing import Credentials
@@ -29,9 +31,10 @@ from es_broker.client.admin import Admin, AdminError
 from es_broker.client.producer import ClientError
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import request
 from es_broker.remoting.requests import shape_of
 from es_broker.server.acl_processors import MASK, NOT_ENABLED, AclProcessors
-from tests.acl_fixtures import ADMIN, PRODUCER, WRONG_SECRET, acl_conf
+from tests.acl_fixtures import ACL_YAML, ADMIN, PRODUCER, WRONG_SECRET, acl_conf
 from tests.ha_fixtures import Wire
 from tests.process_fixtures import ServedBroker, serve
 from tests.waiting import poll_until
@@ -137,7 +140,8 @@ async def test_b171_the_cli_creates_an_account_with_mqadmins_options(acl_admin_b
     assert (cli.default_topic_perm, cli.default_group_perm, cli.admin) == (Perm.DENY, Perm.SUB, False)
     assert cli.perm_for("TopicCli") == Perm.PUB and cli.perm_for("TopicA") == Perm.DENY
     assert cli.white_remote_address.text == "10.9.9.*"
-    broker.admin(*ADMIN_FLAGS, "deleteAclConfig", "-b", broker.broker, "-a", "CliAccount1")
+    done = broker.admin(*ADMIN_FLAGS, "deleteAclConfig", "-c", "DefaultCluster", "-a", "CliAccount1")
+    assert f"delete plain access config account from {broker.broker} success." in done.stdout
 
 
 async def test_b171_a_non_admin_account_is_refused_every_acl_code_and_the_file_stays(acl_admin_broker, nursery):
@@ -327,3 +331,63 @@ async def test_b161_a_client_without_credentials_or_with_a_wrong_secret_is_refus
             await admin.update_acl_config(broker.broker, "Intruder01", "IntruderSecret1", admin=True)
         refused(refused_acl.value.remark, message)
     assert "Intruder01" not in broker.acl_file.read_text()
+
+
+async def test_b161_a_push_consumer_with_a_wrong_secret_is_refused_and_commits_nothing(acl_admin_broker, nursery,
+                                                                                       caplog):
+    broker = acl_admin_broker
+    await topics(nursery, broker, "TopicA")
+    p = await producer(nursery, broker, PRODUCER)
+    await p.send("TopicA", b"for nobody")
+    await p.shutdown()
+    admin_wire = wire(nursery, ADMIN)
+    committed = [await admin_wire.query(broker.broker, "GroupA", "TopicA", q) for q in range(4)]
+    consumed: list[ReceivedMessage] = []
+
+    async def consume(msgs: list[ReceivedMessage]) -> ConsumeResult:
+        consumed.extend(msgs)
+        return ConsumeResult.SUCCESS
+
+    caplog.set_level(logging.WARNING, logger="es_broker.client")
+    consumer = PushConsumer(broker.namesrv, "GroupA", consume, subscriptions={"TopicA": "*"},
+                            client_ip="127.0.0.1", config=FAST, client_config=ClientConfig(credentials=WRONG_SECRET))
+    await consumer.start(nursery)
+    # its heartbeat is answered with the AclException (the client logs the refusal)
+    await poll_until(lambda: any("Check signature failed for accessKey=ProducerKey" in r.getMessage()
+                                 for r in caplog.records))
+    await consumer.shutdown()
+    assert consumed == []
+    assert [await admin_wire.query(broker.broker, "GroupA", "TopicA", q) for q in range(4)] == committed
+
+
+# ------------------------------------------------------------------ in-process: who asked, same-size changes
+class _Peer:
+    remote = ("127.0.0.9", 4242)
+    attributes: dict = {}
+
+
+def test_b171_each_write_is_loaded_at_once_and_the_hook_is_told_who_asked(tmp_path):
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL_YAML)
+    told: list[tuple[LoadCause, str | None]] = []
+    access = AccessControl(AclSources(acl_file.resolve()), BROKER_RULES,
+                           on_change=lambda acl, cause, who: told.append((cause, who)))
+    clock = iter(range(1_800_000_000_000, 1_800_000_001_000))
+    processors = AclProcessors(access, lambda: next(clock), lambda: ("C", "B", "127.0.0.1:1"))
+
+    async def update(perm: str) -> None:
+        r = await processors.update_and_create_acl_config(_Peer(), request(
+            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {"AccessKey": ADMIN.access_key, "accessKey": "SameSize01",
+                                                       "secretKey": "SameSecret01", "topicPerms": f"T={perm}"}))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+
+    async def main() -> None:
+        for perm in ("PUB", "SUB", "PUB", "SUB"):  # same size each time, within one timestamp tick
+            await update(perm)
+            assert access.acl.accounts["SameSize01"].perm_for("T") == Perm.NAMES[perm]
+        r = await processors.get_broker_acl_config_version(_Peer(), request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO))
+        assert json.loads(r.ext_fields["version"]) == {"counter": 5, "timestamp": 1_800_000_000_003}
+
+    trio.run(main)
+    assert told[1:] == [(LoadCause.ADMIN, "AdminKey01@127.0.0.9")] * 4
+    assert "SameSecret01" not in repr(told)
