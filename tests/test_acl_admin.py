@@ -201,6 +201,15 @@ async def test_b172_update_global_white_addr_changes_who_passes_unsigned(acl_adm
     refused((await anonymous.send(broker.broker, "TopicA", 0, b"x")).remark, "No accessKey is configured")
     tree = yaml.safe_load(broker.acl_file.read_text())
     assert tree["globalWhiteRemoteAddresses"] == ["10.255.255.*"]
+    admin_wire = wire(nursery, ADMIN)
+    r = await admin_wire.call(broker.broker, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {})
+    assert r.code == ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, r.remark
+    await admin_wire.ok(broker.broker, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {"globalWhiteAddrs": ""})
+    try:
+        assert yaml.safe_load(broker.acl_file.read_text())["globalWhiteRemoteAddresses"] == []
+    finally:
+        await admin_wire.ok(broker.broker, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                            {"globalWhiteAddrs": "10.255.255.*"})
 
 
 async def test_b172_cluster_acl_config_version_shows_the_bumped_data_version(acl_admin_broker, nursery):

@@ -319,9 +319,9 @@ def with_account(tree: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, 
     a new account goes at the end of `accounts`.
     """
     out = dict(tree)
-    accounts = [dict(a) if isinstance(a, dict) else a for a in (out.get("accounts") or [])]
     if not isinstance(out.get("accounts") or [], list):
         raise AclConfigError("accounts must be a list")
+    accounts = [dict(a) if isinstance(a, dict) else a for a in (out.get("accounts") or [])]
     key = changes["accessKey"]
     for i, account in enumerate(accounts):
         if isinstance(account, dict) and _text("", "accessKey", account.get("accessKey")) == key:

@@ -411,7 +411,7 @@ SHAPES: dict[int, RequestShape] = {shape.code: shape for shape in (
         s("groupPerms", max_len=TEXT_MAX))),
     RequestShape(C.DELETE_ACL_CONFIG, "DELETE_ACL_CONFIG", (s("accessKey", True),)),
     RequestShape(C.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG", (
-        s("globalWhiteAddrs", True, max_len=TEXT_MAX), s("aclFileFullPath", max_len=4096))),
+        s("globalWhiteAddrs", max_len=TEXT_MAX), s("aclFileFullPath", max_len=4096))),
     RequestShape(C.GET_BROKER_CLUSTER_ACL_INFO, "GET_BROKER_CLUSTER_ACL_INFO"),
     RequestShape(C.GET_BROKER_CLUSTER_ACL_CONFIG, "GET_BROKER_CLUSTER_ACL_CONFIG"),
     # -- replication (es_broker/ha/protocol.py)

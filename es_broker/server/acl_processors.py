@@ -157,8 +157,10 @@ class AclProcessors:
         failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
         if self.access is None:
             return response_to(req, failed, NOT_ENABLED)
-        patterns = _split(req.require_str("globalWhiteAddrs")) or []
+        patterns = _split(req.get_str("globalWhiteAddrs"))  # blank: an empty list (nobody passes unsigned)
         try:
+            if patterns is None:
+                raise AclWriteError("the header field globalWhiteAddrs is required (blank clears the list)")
             where = self._named_file(req.get_str("aclFileFullPath"))
             self._write(where, lambda tree: with_global_white(tree, patterns), channel, req)
         except AclWriteError as exc:
