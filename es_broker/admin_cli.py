@@ -503,6 +503,105 @@ async def broker_status(admin: Admin, a: argparse.Namespace) -> dict[str, str]:
     return await admin.broker_runtime(a.brokerAddr)
 
 
+# ---------------------------------------------------------------------- ACL (mqadmin's acl verbs)
+
+
+def _acl_target_opts(fn):
+    for o in [(("-b", "--brokerAddr"), {}), (("-c", "--clusterName"), {})]:
+        fn = opt(*o[0], **o[1])(fn)
+    return fn
+
+
+def _csv(text: str | None) -> list[str] | None:
+    return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _render_acl_update(r: dict[str, Any]) -> str:
+    lines = [f"create or update plain access config to {a} success." for a in r["brokers"]]
+    return "\n".join(lines + [json.dumps(r["config"])])
+
+
+@verb("updateAclConfig", _render_acl_update)
+@_acl_target_opts
+@opt("-a", "--accessKey", required=True)
+@opt("-s", "--secretKey", required=True)
+@opt("-w", "--whiteRemoteAddress")
+@opt("-i", "--defaultTopicPerm")
+@opt("-u", "--defaultGroupPerm")
+@opt("-t", "--topicPerms", help="e.g. topicA=DENY,topicD=SUB")
+@opt("-g", "--groupPerms", help="e.g. groupA=DENY,groupD=SUB")
+@opt("-m", "--admin", default="false")
+async def update_acl_config(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    addrs = await admin.targets(a.brokerAddr, a.clusterName)
+    config = {"accessKey": a.accessKey, "whiteRemoteAddress": a.whiteRemoteAddress,
+              "admin": a.admin.lower() == "true", "defaultTopicPerm": a.defaultTopicPerm,
+              "defaultGroupPerm": a.defaultGroupPerm, "topicPerms": _csv(a.topicPerms),
+              "groupPerms": _csv(a.groupPerms)}
+    for addr in addrs:
+        await admin.update_acl_config(
+            addr, a.accessKey, a.secretKey, white_remote_address=a.whiteRemoteAddress, admin=config["admin"],
+            default_topic_perm=a.defaultTopicPerm, default_group_perm=a.defaultGroupPerm,
+            topic_perms=config["topicPerms"], group_perms=config["groupPerms"])
+    return {"brokers": addrs, "config": {**config, "secretKey": "******"}}  # the secret is never printed
+
+
+@verb("deleteAclConfig", lambda r: "\n".join(
+    [f"delete plain access config account from {a} success." for a in r["brokers"]]
+    + [f"account's accesskey is:{r['accessKey']}"]))
+@_acl_target_opts
+@opt("-a", "--accessKey", required=True)
+async def delete_acl_config(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    addrs = await admin.targets(a.brokerAddr, a.clusterName)
+    for addr in addrs:
+        await admin.delete_acl_config(addr, a.accessKey)
+    return {"brokers": addrs, "accessKey": a.accessKey}
+
+
+@verb("updateGlobalWhiteAddr", lambda r: "\n".join(
+    f"update global white remote addresses to {a} success." for a in r["brokers"]))
+@_acl_target_opts
+@opt("-g", "--globalWhiteRemoteAddresses", required=True, help="e.g. 10.10.103.*,192.168.0.*")
+@opt("-p", "--aclFileFullPath", help="the ACL file to change (default: the broker's plain_acl.yml)")
+async def update_global_white_addr(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    addrs = await admin.targets(a.brokerAddr, a.clusterName)
+    patterns = _csv(a.globalWhiteRemoteAddresses) or []
+    for addr in addrs:
+        await admin.update_global_white_addrs(addr, patterns, a.aclFileFullPath)
+    return {"brokers": addrs, "globalWhiteRemoteAddresses": patterns}
+
+
+def _render_acl_versions(rows: list[dict[str, Any]]) -> str:
+    return table(["#Cluster Name", "#Broker Name", "#Broker Addr", "#AclFilePath", "#AclConfigVersionNum",
+                  "#AclLastUpdateTime"],
+                 [[r["clusterName"], r["brokerName"], r["brokerAddr"], path, v.get("counter", 0),
+                   fmt_time(v.get("timestamp", 0))]
+                  for r in rows for path, v in sorted(r["allAclFileVersion"].items())])
+
+
+@verb("clusterAclConfigVersion", _render_acl_versions)
+@_acl_target_opts
+async def cluster_acl_config_version(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    return [await admin.acl_config_version(addr) for addr in await admin.targets(a.brokerAddr, a.clusterName)]
+
+
+def _render_acl_config(rows: list[dict[str, Any]]) -> str:
+    out = []
+    for r in rows:
+        out += [f"broker {r['brokerAddr']}", "",
+                f"{'globalWhiteRemoteAddresses':<20}: {r['globalWhiteAddrs']}", "", "accounts:"]
+        for account in r["plainAccessConfigs"]:
+            out += [f"  {k:<18}: {'' if v is None else v}" for k, v in account.items()] + [""]
+    return "\n".join(out)
+
+
+@verb("getAccessConfigSubCommand", _render_acl_config)
+@_acl_target_opts
+async def get_access_config(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """4.9.0's listing of every account; es-broker masks the secret keys."""
+    return [{"brokerAddr": addr, **await admin.acl_config(addr)}
+            for addr in await admin.targets(a.brokerAddr, a.clusterName)]
+
+
 # ---------------------------------------------------------------------- credentials
 
 ACCESS_KEY_ENV = "ES_BROKER_ACCESS_KEY"

@@ -292,3 +292,79 @@ def _data_version(where: str, value: Any) -> DataVersion:
             raise AclConfigError(f"{where}: dataVersion[0].{name} must be a long, got {_kind(raw)}")
         out[name] = raw
     return DataVersion(**out)
+
+
+# -- writing (the ACL admin codes, es_broker/server/acl_processors.py) ---------------------------
+# As PlainPermissionManager 4.9.8 does: the file is read as a plain YAML tree, one entry is changed,
+# dataVersion is bumped and the whole tree written back (comments are not kept, as in RocketMQ).
+# The result is parsed with `parse_file` before it may replace anything.
+
+def load_tree(path: str | Path, data: bytes) -> dict[str, Any]:
+    """A file's YAML as a mapping (an empty file is an empty mapping); AclConfigError otherwise."""
+    try:
+        tree = yaml.safe_load(data)
+    except yaml.YAMLError:
+        raise AclConfigError(f"{path}: not valid YAML; fix the file by hand before changing it") from None
+    if tree is None:
+        return {}
+    if not isinstance(tree, dict):
+        raise AclConfigError(f"{path}: the top level must be a mapping, got {_kind(tree)}")
+    return tree
+
+
+def with_account(tree: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The tree with the account `changes["accessKey"]` created, or updated key by key.
+
+    Only the keys given in `changes` replace the stored ones (PlainPermissionManager#createAclAccessConfigMap);
+    a new account goes at the end of `accounts`.
+    """
+    out = dict(tree)
+    if not isinstance(out.get("accounts") or [], list):
+        raise AclConfigError("accounts must be a list")
+    accounts = [dict(a) if isinstance(a, dict) else a for a in (out.get("accounts") or [])]
+    key = changes["accessKey"]
+    for i, account in enumerate(accounts):
+        if isinstance(account, dict) and _text("", "accessKey", account.get("accessKey")) == key:
+            accounts[i] = {**account, **changes}
+            break
+    else:
+        accounts.append(dict(changes))
+    out["accounts"] = accounts
+    return out
+
+
+def without_account(tree: dict[str, Any], access_key: str) -> tuple[dict[str, Any], bool]:
+    """The tree without the account `access_key`, and whether there was one."""
+    out = dict(tree)
+    accounts = out.get("accounts") or []
+    if not isinstance(accounts, list):
+        raise AclConfigError("accounts must be a list")
+    kept = [a for a in accounts if not (isinstance(a, dict) and _text("", "accessKey", a.get("accessKey")) == access_key)]
+    out["accounts"] = kept
+    return out, len(kept) != len(accounts)
+
+
+def with_global_white(tree: dict[str, Any], patterns: list[str]) -> dict[str, Any]:
+    return {**tree, "globalWhiteRemoteAddresses": list(patterns)}
+
+
+def next_version(tree: dict[str, Any], now_ms: int) -> tuple[dict[str, Any], DataVersion]:
+    """DataVersion#nextVersion on the tree's dataVersion: counter + 1, the timestamp `now_ms`."""
+    counter = 0
+    items = tree.get("dataVersion")
+    if isinstance(items, list) and items and isinstance(items[0], dict):
+        raw = items[0].get("counter", 0)
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            counter = raw
+    version = DataVersion(timestamp=now_ms, counter=counter + 1)
+    return {**tree, "dataVersion": [{"counter": version.counter, "timestamp": version.timestamp}]}, version
+
+
+_ORDER = ("globalWhiteRemoteAddresses", "accounts", "dataVersion")
+
+
+def dump_tree(tree: Mapping[str, Any]) -> bytes:
+    """The tree as plain_acl.yml text RocketMQ reads: block style, RocketMQ's key order, no comments."""
+    ordered = {k: tree[k] for k in _ORDER if k in tree}
+    ordered.update((k, v) for k, v in tree.items() if k not in ordered)
+    return yaml.safe_dump(ordered, default_flow_style=False, sort_keys=False, allow_unicode=True).encode()

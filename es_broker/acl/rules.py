@@ -136,6 +136,9 @@ ADMIN = Rule(admin=True)  # Permission.ADMIN_CODE in 4.9.8
 ADMIN_ES = Rule(admin=True, beyond_rocketmq="changes state other clients see (or ships the log); "
                 "4.9.8 asks only for a signature")
 
+ADMIN_ACL = Rule(admin=True, beyond_rocketmq="the ACL admin codes: 4.9.8 leaves them out of ADMIN_CODE, so any "
+                 "signed account could change the rules or read them")
+
 BROKER_RULES: dict[int, Rule] = {
     # -- producer
     C.SEND_MESSAGE: Rule(needs=_send),
@@ -175,6 +178,12 @@ BROKER_RULES: dict[int, Rule] = {
     E.MESSAGE_TRACE: ADMIN_ES,
     E.HA_FETCH_RECORDS: ADMIN_ES,
     E.HA_MERGE_SLAVE_OFFSETS: ADMIN_ES,
+    # -- ACL administration (B-171): 4.9.8 asks only for a signature, so any account could grant itself anything
+    C.UPDATE_AND_CREATE_ACL_CONFIG: ADMIN_ACL,
+    C.DELETE_ACL_CONFIG: ADMIN_ACL,
+    C.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ADMIN_ACL,
+    C.GET_BROKER_CLUSTER_ACL_INFO: ADMIN_ACL,
+    C.GET_BROKER_CLUSTER_ACL_CONFIG: ADMIN_ACL,
     # -- admin reads: a signature, as 4.9.8
     C.GET_ALL_TOPIC_CONFIG: SIGNED,
     C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: SIGNED,

@@ -319,6 +319,45 @@ class Admin:
         r = await self._ok(addr, "broker status", request(RequestCode.GET_BROKER_RUNTIME_INFO))
         return fastjson.loads(r.body).get("table", {})
 
+    # ------------------------------------------------------------------ ACL (mqadmin's acl verbs)
+    async def update_acl_config(self, addr: str, access_key: str, secret_key: str, *,
+                                white_remote_address: str | None = None, admin: bool = False,
+                                default_topic_perm: str | None = None, default_group_perm: str | None = None,
+                                topic_perms: list[str] | None = None, group_perms: list[str] | None = None) -> None:
+        """UPDATE_AND_CREATE_ACL_CONFIG: create the account, or update the keys given (None: kept)."""
+        fields: dict[str, Any] = {"accessKey": access_key, "secretKey": secret_key, "admin": admin}
+        optional = {"whiteRemoteAddress": white_remote_address, "defaultTopicPerm": default_topic_perm,
+                    "defaultGroupPerm": default_group_perm,
+                    "topicPerms": None if topic_perms is None else ",".join(topic_perms),
+                    "groupPerms": None if group_perms is None else ",".join(group_perms)}
+        fields.update((k, v) for k, v in optional.items() if v is not None)
+        await self._ok(addr, f"update ACL account {access_key} on {addr}",
+                       request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields))
+
+    async def delete_acl_config(self, addr: str, access_key: str) -> None:
+        await self._ok(addr, f"delete ACL account {access_key} on {addr}",
+                       request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key}))
+
+    async def update_global_white_addrs(self, addr: str, addrs: list[str], acl_file: str | None = None) -> None:
+        fields = {"globalWhiteAddrs": ",".join(addrs)}
+        if acl_file:
+            fields["aclFileFullPath"] = acl_file
+        await self._ok(addr, f"update the global white list on {addr}",
+                       request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, fields))
+
+    async def acl_config_version(self, addr: str) -> dict[str, Any]:
+        """GET_BROKER_CLUSTER_ACL_INFO: the broker, its default file's dataVersion and every file's."""
+        r = await self._ok(addr, f"ACL config version of {addr}", request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO))
+        f = r.ext_fields
+        return {"clusterName": f.get("clusterName"), "brokerName": f.get("brokerName"),
+                "brokerAddr": f.get("brokerAddr"), "version": json.loads(f.get("version") or "{}"),
+                "allAclFileVersion": json.loads(f.get("allAclFileVersion") or "{}")}
+
+    async def acl_config(self, addr: str) -> dict[str, Any]:
+        """GET_BROKER_CLUSTER_ACL_CONFIG (4.9.0's): the global white list and the accounts, secrets masked."""
+        r = await self._ok(addr, f"ACL config of {addr}", request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG))
+        return fastjson.loads(r.body)
+
     # ------------------------------------------------------------------ dead letters and journeys (es-broker)
     async def redrive_dlq(self, group: str, topic: str | None = None, target: str = "retry",
                           max_count: int | None = None, dry_run: bool = False) -> list[dict[str, Any]]:

@@ -404,6 +404,16 @@ SHAPES: dict[int, RequestShape] = {shape.code: shape for shape in (
         s("group", True), s("topic"), s("target", choices=frozenset({"retry", "original"})),
         i32("maxCount", min=0), flag("dryRun"))),
     RequestShape(E.MESSAGE_TRACE, "MESSAGE_TRACE", (s("msgId", True),)),
+    # -- ACL administration (es_broker/server/acl_processors.py)
+    RequestShape(C.UPDATE_AND_CREATE_ACL_CONFIG, "UPDATE_AND_CREATE_ACL_CONFIG", (
+        s("accessKey", True), s("secretKey"), s("whiteRemoteAddress", max_len=TEXT_MAX), flag("admin"),
+        s("defaultTopicPerm"), s("defaultGroupPerm"), s("topicPerms", max_len=TEXT_MAX),
+        s("groupPerms", max_len=TEXT_MAX))),
+    RequestShape(C.DELETE_ACL_CONFIG, "DELETE_ACL_CONFIG", (s("accessKey", True),)),
+    RequestShape(C.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG", (
+        s("globalWhiteAddrs", max_len=TEXT_MAX), s("aclFileFullPath", max_len=4096))),
+    RequestShape(C.GET_BROKER_CLUSTER_ACL_INFO, "GET_BROKER_CLUSTER_ACL_INFO"),
+    RequestShape(C.GET_BROKER_CLUSTER_ACL_CONFIG, "GET_BROKER_CLUSTER_ACL_CONFIG"),
     # -- replication (es_broker/ha/protocol.py)
     RequestShape(E.HA_FETCH_RECORDS, "HA_FETCH_RECORDS", (
         i32("slaveId", True, min=0), s("slaveAddr", True), i64("fromSeq", True, min=0),

@@ -29,6 +29,7 @@ from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
+from es_broker.server.acl_processors import AclProcessors
 from es_broker.server.broker_processors import BrokerProcessors
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
@@ -78,8 +79,10 @@ class BrokerServer:
             self.processors.replication = self.replication
         self.processors.ha_status = self.ha_status
         ha_handlers = self.replication.handlers() if self.replication else {}
+        acl_handlers = AclProcessors(access, lambda: self.broker.store.clock.now_ms(), lambda: (
+            self.config.brokerClusterName, self.config.brokerName, self.addr)).handlers()
         self.remoting = RemotingServer("broker", {**self.processors.handlers(), **self.retry.handlers(),
-                                                  **ha_handlers}, on_close=self._channel_closed,
+                                                  **ha_handlers, **acl_handlers}, on_close=self._channel_closed,
                                       limits=EdgeLimits.of(config), guard=access)
         self._register_now = trio.Event()
         # registrations asked for and done, so an admin change can wait until the name server has it
