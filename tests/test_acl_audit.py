@@ -19,6 +19,7 @@ import trio.testing
 from es_broker.acl.access import LoadCause
 from es_broker.acl.plain import combine, parse_file
 from es_broker.acl.signing import Credentials
+from es_broker.client.admin import Admin
 from es_broker.clock import ManualClock
 from es_broker.commands.acl_audit import DENIED, LOADED, ROWS_MAX, AclAudit, access_at
 from es_broker.commands.errors import ServiceNotAvailable
@@ -224,3 +225,18 @@ def test_b192_the_answer_follows_the_load_in_force_at_the_time():
     assert at_3000["load"]["requester"] == "AdminKey01@10.0.0.9" and at_3000["denials"] == []
     assert {a["access_key"]: a["write"] for a in at_3000["accounts"]} == {"AdminKey01": True, "ProducerKey": True}
     assert access_at(log, 999, "TopicC")["load"] is None
+
+
+async def test_b190_an_admin_request_that_changes_the_acl_is_recorded_with_its_requester(tmp_path, nursery):
+    conf, _ = acl_conf(tmp_path)
+    data = tmp_path / "data"
+    with serve(data, "--config", str(conf), "--readmodel-url", "none") as broker:
+        await poll_until(lambda: _of(data, LOADED), 30, "the startup load recorded")
+        async with Admin.open(broker.namesrv, credentials=ADMIN) as admin:
+            await admin.update_acl_config(broker.broker, "NewcomerKey", "NewcomerSecret",
+                                          topic_perms=["TopicA=PUB"])
+        loads = await poll_until(lambda: _of(data, LOADED)[1:], 30, "the admin change recorded")
+    (load,) = loads
+    assert load["cause"] == LoadCause.ADMIN.value and load["requester"].startswith("AdminKey01@")
+    assert "NewcomerKey" in [a["access_key"] for a in load["accounts"]]
+    assert b"NewcomerSecret" not in (data / "lmdb" / "data.mdb").read_bytes()

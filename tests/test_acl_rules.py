@@ -17,6 +17,7 @@ from es_broker.config import BrokerConfig
 from es_broker.ha.master import ReplicationMaster
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
+from es_broker.server.acl_processors import AclProcessors
 from es_broker.server.broker_processors import BrokerProcessors
 from es_broker.server.namesrv import NameServer
 from es_broker.server.retry_processors import RetryProcessors
@@ -35,7 +36,8 @@ def _served(cls: type) -> set[int]:
 
 
 def test_b160_every_code_the_broker_serves_has_an_access_rule():
-    served = _served(BrokerProcessors) | _served(RetryProcessors) | _served(ReplicationMaster)
+    served = (_served(BrokerProcessors) | _served(RetryProcessors) | _served(ReplicationMaster)
+              | _served(AclProcessors))
     assert served, "no handler maps found"
     missing = sorted(served - set(BROKER_RULES))
     assert not missing, f"served codes without an ACL rule (add them to es_broker/acl/rules.py): {missing}"
