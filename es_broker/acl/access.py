@@ -253,7 +253,7 @@ class AccessControl:
         if rule.admin and not account.admin:
             raise AccessDenied(f"Need admin permission for request code={request.code}, but accessKey="
                                f"{access_key} is not", _CHECK_ADMIN, access_key)
-        if not needs or (account.admin and not account.resource_perms):
+        if not needs or account.has_every_perm:
             return
         for resource, needed in needs:
             owned = account.resource_perms.get(resource)

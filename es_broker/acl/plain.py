@@ -92,6 +92,23 @@ class Account:
             return self.default_group_perm if is_group_resource(resource) else self.default_topic_perm
         return owned
 
+    @property
+    def has_every_perm(self) -> bool:
+        """An admin account that lists no resource perms may do everything (PlainPermissionManager#checkPerm)."""
+        return self.admin and not self.resource_perms
+
+    def may(self, resource: str, needed: int) -> bool:
+        """The perm step of the access check for one resource."""
+        return self.has_every_perm or Perm.check(needed, self.perm_for(resource))
+
+    def topic_perms(self) -> list[tuple[str, int]]:
+        """(topic, perm) of the topics this account lists."""
+        return [(r, p) for r, p in self.resource_perms.items() if not is_group_resource(r)]
+
+    def group_perms(self) -> list[tuple[str, int]]:
+        """(group, perm) of the groups this account lists (kept under their retry topics)."""
+        return [(r[len(RETRY_GROUP_TOPIC_PREFIX):], p) for r, p in self.resource_perms.items() if is_group_resource(r)]
+
 
 @dataclass(frozen=True, slots=True)
 class DataVersion:

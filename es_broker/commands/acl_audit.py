@@ -43,7 +43,7 @@ from typing import Any, Protocol
 import trio
 
 from es_broker.acl.addresses import parse_pattern
-from es_broker.acl.plain import Account, Perm, PlainAcl, group_resource, is_group_resource
+from es_broker.acl.plain import Account, Perm, PlainAcl, group_resource
 from es_broker.clock import Clock
 from es_broker.commands.errors import BrokerError
 from es_broker.log import AppendContext, RecordLog, StoreFullError, WriterClosed, make
@@ -93,9 +93,8 @@ def load_fields(acl: PlainAcl, cause: str, requester: str | None, version: int, 
     accounts = []
     for key in sorted(acl.accounts):
         account = acl.accounts[key]
-        topics = sorted((r, Perm.name(p)) for r, p in account.resource_perms.items() if not is_group_resource(r))
-        groups = sorted((r[len(group_resource("")):], Perm.name(p))
-                        for r, p in account.resource_perms.items() if is_group_resource(r))
+        topics = sorted((name, Perm.name(p)) for name, p in account.topic_perms())
+        groups = sorted((name, Perm.name(p)) for name, p in account.group_perms())
         accounts.append({
             "access_key": key, "secret_fp": fingerprint(salt, key, account.secret_key), "admin": account.admin,
             "white_remote_address": account.white_remote_address.text,
@@ -293,16 +292,8 @@ def account_of(entry: Mapping[str, Any]) -> Account:
                    default_group_perm=Perm.NAMES[entry["default_group_perm"]], resource_perms=perms)
 
 
-def may(account: Account, resource: str, needed: int) -> bool:
-    """The perm step of PlainPermissionManager#checkPerm (AccessControl.validate): an admin account with
-    no resource perms may do everything; else the resource's own perm, or the default, by Perm.check."""
-    if account.admin and not account.resource_perms:
-        return True
-    return Perm.check(needed, account.perm_for(resource))
-
-
 def _perm_text(account: Account, resource: str) -> str:
-    if account.admin and not account.resource_perms:
+    if account.has_every_perm:
         return "admin (all)"
     own = account.resource_perms.get(resource)
     return f"{Perm.name(own)} (own)" if own is not None else f"{Perm.name(account.perm_for(resource))} (default)"
@@ -314,8 +305,8 @@ def verdicts(load: Mapping[str, Any], topic: str, group: str | None = None) -> l
         account = account_of(entry)
         gres = group_resource(group) if group else None
         out.append(Verdict(account.access_key, account.admin, account.white_remote_address.text,
-                           may(account, topic, Perm.PUB), may(account, topic, Perm.SUB),
-                           may(account, gres, Perm.SUB) if gres else None, _perm_text(account, topic),
+                           account.may(topic, Perm.PUB), account.may(topic, Perm.SUB),
+                           account.may(gres, Perm.SUB) if gres else None, _perm_text(account, topic),
                            _perm_text(account, gres) if gres else None))
     return out
 

@@ -43,14 +43,12 @@ from typing import Any
 
 from es_broker.acl.access import AccessControl, LoadCause
 from es_broker.acl.plain import (
-    RETRY_GROUP_TOPIC_PREFIX,
     AclConfigError,
     DataVersion,
     Perm,
     PlainAclFile,
     combine,
     dump_tree,
-    is_group_resource,
     load_tree,
     next_version,
     parse_file,
@@ -186,9 +184,8 @@ class AclProcessors:
         acl = self.access.acl
         configs = []
         for account in acl.accounts.values():
-            topics = [f"{r}={Perm.name(p)}" for r, p in account.resource_perms.items() if not is_group_resource(r)]
-            groups = [f"{r[len(RETRY_GROUP_TOPIC_PREFIX):]}={Perm.name(p)}" for r, p in account.resource_perms.items()
-                      if is_group_resource(r)]
+            topics = [f"{name}={Perm.name(p)}" for name, p in account.topic_perms()]
+            groups = [f"{name}={Perm.name(p)}" for name, p in account.group_perms()]
             configs.append({
                 "accessKey": account.access_key, "secretKey": MASK,
                 "whiteRemoteAddress": account.white_remote_address.text or None, "admin": account.admin,
