@@ -286,6 +286,8 @@ class Consumer:
         r = await session.call(RequestCode.QUERY_CONSUMER_OFFSET,
                                {"consumerGroup": self.group, "topic": TOPIC, "queueId": q})
         expected = self.ledger.possible.get((self.group, q))
+        if expected and -1 in expected:
+            expected = expected | {0}  # no stored offset: B-37 answers 0 while the queue head is in memory
         if r.code == ResponseCode.SUCCESS and expected and ANY not in expected \
                 and r.require_long("offset") not in expected:
             self.ledger.mismatches.append(f"live query {self.group} q{q} = {r.require_long('offset')}, "
