@@ -69,8 +69,10 @@ class PartialFrameBudget:
 
 class Channel:
     def __init__(self, stream: trio.abc.Stream, *, max_frame: int | None = None,
-                 budget: PartialFrameBudget | None = None) -> None:
+                 budget: PartialFrameBudget | None = None, head: bytes = b"") -> None:
+        """`head`: bytes already read from `stream` (a listener's peek), received before the stream's own."""
         self.stream = stream
+        self._head = head
         self.conn = Connection() if max_frame is None else Connection(max_frame_length=max_frame)
         self.budget = budget
         self._held = 0  # bytes of self.conn.buffered taken from the budget
@@ -118,11 +120,14 @@ class Channel:
             buffered = self.conn.buffered
             deadline = trio.current_time() + read_timeout if buffered else idle_deadline
             data: bytes | None = None
-            with trio.move_on_at(deadline):
-                try:
-                    data = await self.stream.receive_some(READ_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    data = b""
+            if self._head:
+                data, self._head = self._head, b""
+            else:
+                with trio.move_on_at(deadline):
+                    try:
+                        data = await self.stream.receive_some(READ_SIZE)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        data = b""
             if data is None:
                 raise ReceiveTimeout(bool(buffered), buffered, read_timeout if buffered else idle_timeout)
             if not data:

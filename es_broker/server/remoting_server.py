@@ -132,7 +132,7 @@ class RemotingServer:
         opened = await self._open(stream)
         if opened is None:
             return
-        channel = Channel(opened, max_frame=self.limits.max_frame_length, budget=self.budget)
+        channel = Channel(opened[0], max_frame=self.limits.max_frame_length, budget=self.budget, head=opened[1])
         self.channels.add(channel)
         try:
             async with trio.open_nursery() as nursery:
@@ -150,12 +150,13 @@ class RemotingServer:
             if await channel.aclose() >= TRIM_AFTER_DROPPING:
                 malloc.trim()
 
-    async def _open(self, stream: trio.SocketStream) -> trio.abc.Stream | None:
-        """The stream the channel reads: plain or TLS as the mode says; None: closed here."""
+    async def _open(self, stream: trio.SocketStream) -> tuple[trio.abc.Stream, bytes] | None:
+        """The stream the channel reads (plain or TLS as the mode says) and the bytes already read
+        from it; None: closed here."""
         if self.tls is None:
-            return stream
+            return stream, b""
         self.opening += 1
-        opened: trio.abc.Stream | None = None
+        opened: tuple[trio.abc.Stream, bytes] | None = None
         try:
             opened = await self.tls.open(stream, name=self.name, peer=_peer(stream),
                                          idle_timeout=self.limits.idle_timeout,

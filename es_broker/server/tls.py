@@ -282,8 +282,10 @@ class ServerTls:
         return cls(mode, context)
 
     async def open(self, stream: trio.SocketStream, *, name: str, peer: str, idle_timeout: float,
-                   read_timeout: float) -> trio.abc.Stream | None:
-        """The stream to read remoting frames from, or None: the connection is to be closed.
+                   read_timeout: float) -> tuple[trio.abc.Stream, bytes] | None:
+        """The stream to read remoting frames from and the bytes already read from it (a plain
+        connection's peek, read before the stream's own; none after a handshake), or None: the
+        connection is to be closed.
 
         Waits `idle_timeout` for the first bytes (as for a first frame); a TLS
         handshake must then be done within `read_timeout` (as a begun frame).
@@ -299,12 +301,11 @@ class ServerTls:
             return None
         if not head:
             return None
-        replay = ReplayStream(stream, head)
         if head[0] != HANDSHAKE_RECORD:
             if self.mode is TlsMode.ENFORCING:
                 log.warning("%s: closing %s: a plain-text connection while tls.server.mode is enforcing", name, peer)
                 return None
-            return replay
+            return stream, head  # the socket itself: no wrapper on every later read
         if self.mode is TlsMode.DISABLED:
             log.warning("%s: closing %s: a TLS handshake while tls.server.mode is disabled", name, peer)
             return None
@@ -312,13 +313,13 @@ class ServerTls:
             log.warning("%s: closing %s: a TLS handshake, but this listener has no certificate to serve",
                         name, peer)
             return None
-        tls = trio.SSLStream(replay, self.context, server_side=True, https_compatible=True)
+        tls = trio.SSLStream(ReplayStream(stream, head), self.context, server_side=True, https_compatible=True)
         with trio.move_on_after(read_timeout):
             try:
                 await tls.do_handshake()
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 log.warning("%s: closing %s: TLS handshake failed: %s", name, peer, exc.__cause__ or exc)
                 return None
-            return tls
+            return tls, b""
         log.warning("%s: closing %s: TLS handshake not done within %g s", name, peer, read_timeout)
         return None
