@@ -29,10 +29,7 @@ from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.projections.topics import PERM_INHERIT, PERM_READ, PERM_WRITE
 from es_broker.remoting import message as wire
 
-_PATCH_QUEUE_ID = struct.Struct(">i")  # QUEUEID at byte 12
 _PHY_KEY = struct.Struct(">Q").pack  # commit-log payload key
-_PATCH_OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at byte 20
-_PATCH_STORE_TS = struct.Struct(">q")  # STORETIMESTAMP at byte 56 (IPv4 born host)
 MAX_PROPERTIES = 32767
 
 
@@ -91,20 +88,8 @@ def encode_message(topic: str, queue_id: int, msg: MessageIn, properties: dict[s
     """A message in the stored encoding with placeholder offsets, and its tags code (B-09)."""
     tags = properties.get("TAGS")
     try:
-        raw = wire.encode(
-            wire.StoredMessage(
-                topic=topic,
-                queue_id=queue_id,
-                body=msg.body,
-                properties=properties,
-                flag=msg.flag,
-                sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host,
-                store_host=store_host,
-                reconsume_times=msg.reconsume_times,
-            )
-        )
+        raw = wire.encode_fields(topic, queue_id, msg.body, properties, msg.flag, msg.sys_flag, 0, 0,
+                                 msg.born_timestamp, msg.born_host, 0, store_host, msg.reconsume_times, 0, None)
     except ValueError as exc:
         raise MessageIllegal(f"the message cannot be stored: {exc}") from None
     except struct.error as exc:
@@ -236,17 +221,14 @@ def place(store: Store, ctx: AppendContext, topic: str, queue_id: int, encoded, 
     phy = store.commitlog.phy_max(txn)
     _, queue_offset = store.cq.bounds(txn, topic, queue_id)
     units, ids, phys = [], [], []
+    stamp = wire.stamp
     file_size = store.config.mappedFileSizeCommitLog
     host_hex = wire.offset_msg_id(host, 0)[:16]  # the id is this prefix and the physical offset (B-12)
     for i, (raw, code) in enumerate(zip(encoded, tags_codes, strict=True)):
         size = len(raw)
         if phy // file_size != (phy + size - 1) // file_size:
             phy = (phy // file_size + 1) * file_size  # never straddle two commit-log files (B-08)
-        buf = bytearray(raw)
-        _PATCH_QUEUE_ID.pack_into(buf, 12, queue_id)
-        _PATCH_OFFSETS.pack_into(buf, 20, queue_offset + i, phy)
-        _PATCH_STORE_TS.pack_into(buf, 56, ts)
-        ctx.put_payload(phy, buf)
+        ctx.put_payload(phy, stamp(raw, queue_id, queue_offset + i, phy, ts))
         units.append([phy, size, code])
         phys.append(phy)
         ids.append(f"{host_hex}{phy:016X}")

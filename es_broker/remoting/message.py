@@ -31,8 +31,12 @@ FLAG_STOREHOST_V6 = 0x20
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP, 48 bytes
 _HOST4 = struct.Struct(">4si")
+_I16 = struct.Struct(">h")
 _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
 _OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at byte 20
+_QUEUE_ID = struct.Struct(">i")  # QUEUEID at byte 12
+_STORE_TS = struct.Struct(">q")  # STORETIMESTAMP at byte 56 (IPv4 born host)
+_BATCH_ENTRY = struct.Struct(">iiiii")  # a batch entry: TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLENGTH
 _STORE_TS_AT = 56
 
 
@@ -134,36 +138,51 @@ class StoredMessage:
 
 def encode(msg: StoredMessage) -> bytes:
     """Encode one stored message (IPv4 hosts) in the commit-log / pull-body format."""
-    topic = msg.topic.encode("utf-8")
-    if len(topic) > 127:
-        raise ValueError(f"topic {msg.topic!r} is longer than 127 bytes")
-    props = encode_properties(msg.properties)
+    return encode_fields(
+        msg.topic, msg.queue_id, msg.body, msg.properties, msg.flag, msg.sys_flag, msg.queue_offset,
+        msg.physical_offset, msg.born_timestamp, msg.born_host, msg.store_timestamp, msg.store_host,
+        msg.reconsume_times, msg.prepared_transaction_offset, msg.body_crc,
+    )
+
+
+def encode_fields(
+    topic: str,
+    queue_id: int,
+    body: bytes,
+    properties: dict[str, str],
+    flag: int,
+    sys_flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    born_timestamp: int,
+    born_host: tuple[str, int],
+    store_timestamp: int,
+    store_host: tuple[str, int],
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    body_crc: int | None,
+) -> bytes:
+    """`encode` of a StoredMessage's fields, in its field order, without building one (the send path)."""
+    topic_raw = topic.encode("utf-8")
+    if len(topic_raw) > 127:
+        raise ValueError(f"topic {topic!r} is longer than 127 bytes")
+    props = encode_properties(properties)
     if len(props) > 32767:
         raise ValueError("properties are longer than 32767 bytes")
-    body = msg.body
-    total = FIXED_SIZE + len(body) + len(topic) + len(props)
-    crc = msg.body_crc if msg.body_crc is not None else zlib.crc32(body) & 0x7FFFFFFF
-    sys_flag = msg.sys_flag & ~(FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6)
+    total = FIXED_SIZE + len(body) + len(topic_raw) + len(props)
+    crc = body_crc if body_crc is not None else zlib.crc32(body) & 0x7FFFFFFF
+    sys_flag = sys_flag & ~(FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6)
     return b"".join(
         (
-            _HEAD.pack(
-                total,
-                MAGIC_CODE,
-                crc,
-                msg.queue_id,
-                msg.flag,
-                msg.queue_offset,
-                msg.physical_offset,
-                sys_flag,
-                msg.born_timestamp,
-            ),
-            _host_bytes(msg.born_host),
-            struct.pack(">q", msg.store_timestamp),
-            _host_bytes(msg.store_host),
-            _TAIL.pack(msg.reconsume_times, msg.prepared_transaction_offset, len(body)),
+            _HEAD.pack(total, MAGIC_CODE, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+                       born_timestamp),
+            _host_bytes(born_host),
+            struct.pack(">q", store_timestamp),
+            _host_bytes(store_host),
+            _TAIL.pack(reconsume_times, prepared_transaction_offset, len(body)),
             body,
-            struct.pack(">b", len(topic)),
-            topic,
+            struct.pack(">b", len(topic_raw)),
+            topic_raw,
             struct.pack(">h", len(props)),
             props,
         )
@@ -180,10 +199,13 @@ def encoded_size(topic: str, body_len: int, properties: dict[str, str]) -> int:
     )
 
 
-def with_offsets(raw: bytes, queue_offset: int, physical_offset: int) -> bytes:
-    """Return raw with QUEUEOFFSET and PHYSICALOFFSET replaced (both decided at append)."""
+def stamp(raw: bytes, queue_id: int, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytes:
+    """Return raw with the fields decided at append written in: QUEUEID, QUEUEOFFSET,
+    PHYSICALOFFSET and STORETIMESTAMP (IPv4 born host)."""
     buf = bytearray(raw)
+    _QUEUE_ID.pack_into(buf, 12, queue_id)
     _OFFSETS.pack_into(buf, 20, queue_offset, physical_offset)
+    _STORE_TS.pack_into(buf, _STORE_TS_AT, store_timestamp)
     return bytes(buf)
 
 
@@ -264,4 +286,35 @@ def decode_all(data: bytes | memoryview) -> list[StoredMessage]:
     while pos < len(data):
         msg, pos = decode_one(data, pos)
         out.append(msg)
+    return out
+
+
+class BatchDecodeError(ValueError):
+    """A SEND_BATCH_MESSAGE body that is not a sequence of well-formed entries."""
+
+
+def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
+    """A SEND_BATCH_MESSAGE body: (flag, body, properties) per entry (remoting spec 7.2.2).
+
+    Each entry's TOTALSIZE must be exactly its 22 fixed bytes, body and properties.
+    """
+    out = []
+    pos, end = 0, len(body)
+    view = memoryview(body)
+    while pos < end:
+        if pos + _BATCH_ENTRY.size > end:
+            raise BatchDecodeError(f"batch body is truncated at byte {pos}")
+        total, _, _, flag, body_len = _BATCH_ENTRY.unpack_from(view, pos)
+        start = pos + _BATCH_ENTRY.size
+        if body_len < 0 or start + body_len + 2 > end:
+            raise BatchDecodeError(f"batch body is truncated at byte {pos}")
+        (props_len,) = _I16.unpack_from(view, start + body_len)
+        props_at = start + body_len + 2
+        if props_len < 0 or props_at + props_len > end:
+            raise BatchDecodeError(f"batch body is truncated at byte {pos}")
+        if total != _BATCH_ENTRY.size + body_len + 2 + props_len:
+            raise BatchDecodeError(f"batch entry at byte {pos} declares a wrong size")
+        out.append((flag, bytes(view[start:start + body_len]),
+                    decode_properties(bytes(view[props_at:props_at + props_len]))))
+        pos += total
     return out

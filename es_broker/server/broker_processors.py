@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -49,7 +48,6 @@ RUNTIME_KEYS = frozenset({"brokerPermission", "slaveReadEnable", "longPollingEna
                           "notifyConsumerIdsChangedEnable", "autoCreateTopicEnable", "autoCreateSubscriptionGroup",
                           "fileReservedTime", "deleteWhen", "offsetCheckInSlave"})
 LOCK_EXPIRY_PERIOD = 10.0  # s between passes releasing lapsed queue locks (at most lockMaxLiveTime)
-_BATCH_ENTRY = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 
 
 def json_body(value: Any) -> bytes:
@@ -71,23 +69,11 @@ def _ipv4(addr: tuple[str, int]) -> tuple[str, int]:
 
 
 def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
-    """SEND_BATCH_MESSAGE body: (flag, body, properties) per entry (remoting spec 7.2.2)."""
-    out, pos = [], 0
-    view = memoryview(body)
-    while pos < len(body):
-        try:
-            total, _, _, flag, body_len = _BATCH_ENTRY.unpack_from(view, pos)
-            start = pos + _BATCH_ENTRY.size
-            payload = bytes(view[start:start + body_len])
-            (props_len,) = struct.unpack_from(">h", view, start + body_len)
-            props_raw = bytes(view[start + body_len + 2:start + body_len + 2 + props_len])
-        except struct.error:
-            raise IllegalRequest(f"batch body is truncated at byte {pos}") from None
-        if total <= 0 or len(payload) != body_len or pos + total > len(body):
-            raise IllegalRequest(f"batch entry at byte {pos} declares a wrong size")
-        out.append((flag, payload, wire.decode_properties(props_raw)))
-        pos += total
-    return out
+    """SEND_BATCH_MESSAGE body: (flag, body, properties) per entry; a malformed one is refused."""
+    try:
+        return wire.decode_batch(body)
+    except wire.BatchDecodeError as exc:
+        raise IllegalRequest(str(exc)) from None
 
 
 def parse_subscription(expression: str | None, expression_type: str | None) -> frozenset[int] | None:
