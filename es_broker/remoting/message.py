@@ -14,6 +14,8 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
+from es_broker import compiled
+
 MAGIC_CODE = -626843481  # 0xDAA320A7
 FIXED_SIZE = 91  # every field but body, topic and properties, IPv4 hosts
 
@@ -318,3 +320,30 @@ def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
                     decode_properties(bytes(view[props_at:props_at + props_len]))))
         pos += total
     return out
+
+
+# ---------------------------------------------------------------------- the compiled hot path
+# The functions above are the reference. Their compiled twins (_speedups.pyx, built by
+# `pip install .`) replace them here unless ES_BROKER_PURE_PYTHON is set (es_broker.compiled);
+# they give byte-identical results and hand anything unusual back to REFERENCE.
+REFERENCE = {
+    "tag_hash": tag_hash,
+    "encode_properties": encode_properties,
+    "decode_properties": decode_properties,
+    "encode_fields": encode_fields,
+    "stamp": stamp,
+    "decode_one": decode_one,
+    "decode_all": decode_all,
+    "decode_batch": decode_batch,
+}
+
+_compiled = compiled.load("es_broker.remoting._speedups")
+if _compiled is not None:
+    tag_hash = _compiled.tag_hash  # noqa: F811
+    encode_properties = _compiled.encode_properties  # noqa: F811
+    decode_properties = _compiled.decode_properties  # noqa: F811
+    encode_fields = _compiled.encode_fields  # noqa: F811
+    stamp = _compiled.stamp  # noqa: F811
+    decode_one = _compiled.decode_one  # noqa: F811
+    decode_all = _compiled.decode_all  # noqa: F811
+    decode_batch = _compiled.decode_batch  # noqa: F811

@@ -1,0 +1,315 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The compiled twin of the hot functions of `es_broker.remoting.message`.
+
+Each function here has the name, signature and results of its pure-Python
+reference in message.py, byte for byte (tests/test_compiled_identity.py). The
+fast path handles well-formed input only; anything else (a bound crossed, a
+value out of range, a lone surrogate, an IPv6 host, a type the reference
+coerces) is handed to the reference, so errors and their texts are the
+reference's own.
+
+Imported by message.py at the end of its own import, when every name used
+below is already defined there.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memchr, memcpy
+
+import zlib
+
+from es_broker.remoting import message as _message
+
+cdef dict _REF = _message.REFERENCE
+cdef object _StoredMessage = _message.StoredMessage
+cdef object _host_bytes = _message._host_bytes
+cdef object _crc32 = zlib.crc32
+
+cdef int32_t MAGIC_CODE = _message.MAGIC_CODE
+cdef Py_ssize_t FIXED_SIZE = _message.FIXED_SIZE
+cdef int32_t V6_FLAGS = _message.FLAG_BORNHOST_V6 | _message.FLAG_STOREHOST_V6
+cdef Py_ssize_t BATCH_ENTRY = 20  # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLENGTH
+
+
+# ------------------------------------------------------------------ big-endian access
+
+cdef inline void _put32(char* p, int32_t value) noexcept:
+    cdef uint32_t u = <uint32_t>value
+    p[0] = <char>(u >> 24)
+    p[1] = <char>(u >> 16)
+    p[2] = <char>(u >> 8)
+    p[3] = <char>u
+
+
+cdef inline void _put64(char* p, int64_t value) noexcept:
+    cdef uint64_t u = <uint64_t>value
+    cdef int i
+    for i in range(8):
+        p[i] = <char>(u >> (56 - 8 * i))
+
+
+cdef inline int32_t _get32(const uint8_t* p) noexcept:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int64_t _get64(const uint8_t* p) noexcept:
+    return <int64_t>((<uint64_t><uint32_t>_get32(p) << 32) | <uint64_t><uint32_t>_get32(p + 4))
+
+
+cdef inline int16_t _get16(const uint8_t* p) noexcept:
+    return <int16_t>((<uint32_t>p[0] << 8) | <uint32_t>p[1])
+
+
+# ------------------------------------------------------------------ tags and properties
+
+def tag_hash(tag):
+    """Java's String.hashCode() of a tag, over its UTF-16 code units, as a signed 32-bit value."""
+    cdef uint32_t h = 0
+    cdef Py_UCS4 c
+    cdef uint32_t v
+    cdef str text
+    if type(tag) is not str:
+        return _REF["tag_hash"](tag)
+    text = tag
+    for c in text:
+        v = <uint32_t>c  # a code point (Cython would treat Py_UCS4 in arithmetic as a character)
+        if v < 0x10000:
+            if 0xD800 <= v <= 0xDFFF:  # a surrogate code point: the reference's encoder refuses it
+                return _REF["tag_hash"](tag)
+            h = 31 * h + v
+        else:
+            v -= 0x10000
+            h = 31 * h + (0xD800 + (v >> 10))
+            h = 31 * h + (0xDC00 + (v & 0x3FF))
+    return <int32_t>h
+
+
+def encode_properties(props):
+    if not props:
+        return b""
+    if type(props) is not dict:
+        return _REF["encode_properties"](props)
+    parts = []
+    for name, value in (<dict>props).items():
+        if type(name) is not str or type(value) is not str:
+            return _REF["encode_properties"](props)
+        parts.append(<str>name + "\x01" + <str>value)
+    try:
+        return "\x02".join(parts).encode("utf-8")
+    except UnicodeEncodeError:
+        return _REF["encode_properties"](props)
+
+
+cdef dict _decode_properties(const char* data, Py_ssize_t size):
+    # segments split at \x02, each split at its first \x01; both are ASCII, so decoding each
+    # piece on its own gives what decoding the whole and then splitting gives
+    cdef dict props = {}
+    cdef const char* end = data + size
+    cdef const char* segment = data
+    cdef const char* segment_end
+    cdef const char* separator
+    while True:
+        segment_end = <const char*>memchr(segment, 2, end - segment)
+        if segment_end == NULL:
+            segment_end = end
+        separator = <const char*>memchr(segment, 1, segment_end - segment)
+        if separator != NULL and separator > segment:
+            props[PyUnicode_DecodeUTF8(segment, separator - segment, "replace")] = \
+                PyUnicode_DecodeUTF8(separator + 1, segment_end - separator - 1, "replace")
+        if segment_end == end:
+            return props
+        segment = segment_end + 1
+
+
+def decode_properties(raw):
+    if type(raw) is not bytes:
+        return _REF["decode_properties"](raw)
+    return _decode_properties(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+
+
+# ------------------------------------------------------------------ stored messages
+
+def encode_fields(topic, queue_id, body, properties, flag, sys_flag, queue_offset, physical_offset,
+                  born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
+                  prepared_transaction_offset, body_crc):
+    args = (topic, queue_id, body, properties, flag, sys_flag, queue_offset, physical_offset,
+            born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
+            prepared_transaction_offset, body_crc)
+    if type(topic) is not str or type(body) is not bytes:
+        return _REF["encode_fields"](*args)
+    cdef bytes topic_raw, props, born, store, out
+    cdef int32_t c_queue_id, c_flag, c_sys_flag, c_reconsume, c_crc
+    cdef int64_t c_queue_offset, c_physical, c_born_ts, c_store_ts, c_prepared
+    cdef Py_ssize_t body_len, topic_len, props_len, total
+    cdef char* p
+    try:
+        topic_raw = (<str>topic).encode("utf-8")
+        topic_len = PyBytes_GET_SIZE(topic_raw)
+        if topic_len > 127:
+            return _REF["encode_fields"](*args)
+        props = encode_properties(properties)
+        props_len = PyBytes_GET_SIZE(props)
+        if props_len > 32767:
+            return _REF["encode_fields"](*args)
+        body_len = PyBytes_GET_SIZE(body)
+        total = FIXED_SIZE + body_len + topic_len + props_len
+        if total > 0x7FFFFFFF:
+            return _REF["encode_fields"](*args)
+        c_crc = (_crc32(body) & 0x7FFFFFFF) if body_crc is None else body_crc
+        c_queue_id = queue_id
+        c_flag = flag
+        c_queue_offset = queue_offset
+        c_physical = physical_offset
+        c_sys_flag = sys_flag & ~V6_FLAGS
+        c_born_ts = born_timestamp
+        born = _host_bytes(born_host)
+        c_store_ts = store_timestamp
+        store = _host_bytes(store_host)
+        c_reconsume = reconsume_times
+        c_prepared = prepared_transaction_offset
+    except Exception:  # out of range, a type the reference coerces or refuses: its answer is the answer
+        return _REF["encode_fields"](*args)
+    if PyBytes_GET_SIZE(born) != 8 or PyBytes_GET_SIZE(store) != 8:
+        return _REF["encode_fields"](*args)
+    out = PyBytes_FromStringAndSize(NULL, total)
+    p = PyBytes_AS_STRING(out)
+    _put32(p, <int32_t>total)
+    _put32(p + 4, MAGIC_CODE)
+    _put32(p + 8, c_crc)
+    _put32(p + 12, c_queue_id)
+    _put32(p + 16, c_flag)
+    _put64(p + 20, c_queue_offset)
+    _put64(p + 28, c_physical)
+    _put32(p + 36, c_sys_flag)
+    _put64(p + 40, c_born_ts)
+    memcpy(p + 48, PyBytes_AS_STRING(born), 8)
+    _put64(p + 56, c_store_ts)
+    memcpy(p + 64, PyBytes_AS_STRING(store), 8)
+    _put32(p + 72, c_reconsume)
+    _put64(p + 76, c_prepared)
+    _put32(p + 84, <int32_t>body_len)
+    memcpy(p + 88, PyBytes_AS_STRING(body), body_len)
+    p += 88 + body_len
+    p[0] = <char>topic_len
+    memcpy(p + 1, PyBytes_AS_STRING(topic_raw), topic_len)
+    p += 1 + topic_len
+    p[0] = <char>(props_len >> 8)
+    p[1] = <char>props_len
+    memcpy(p + 2, PyBytes_AS_STRING(props), props_len)
+    return out
+
+
+def stamp(raw, queue_id, queue_offset, physical_offset, store_timestamp):
+    cdef int32_t c_queue_id
+    cdef int64_t c_queue_offset, c_physical, c_store_ts
+    cdef bytes out
+    cdef char* p
+    if type(raw) is not bytes or PyBytes_GET_SIZE(raw) < 64:
+        return _REF["stamp"](raw, queue_id, queue_offset, physical_offset, store_timestamp)
+    try:
+        c_queue_id = queue_id
+        c_queue_offset = queue_offset
+        c_physical = physical_offset
+        c_store_ts = store_timestamp
+    except Exception:
+        return _REF["stamp"](raw, queue_id, queue_offset, physical_offset, store_timestamp)
+    out = PyBytes_FromStringAndSize(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+    p = PyBytes_AS_STRING(out)
+    _put32(p + 12, c_queue_id)
+    _put64(p + 20, c_queue_offset)
+    _put64(p + 28, c_physical)
+    _put64(p + 56, c_store_ts)
+    return out
+
+
+cdef inline str _ipv4(const uint8_t* p):
+    return f"{p[0]}.{p[1]}.{p[2]}.{p[3]}"
+
+
+def decode_one(data, Py_ssize_t pos=0):
+    if type(data) is not bytes or pos < 0:
+        return _REF["decode_one"](data, pos)
+    cdef const uint8_t* buf = <const uint8_t*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t total, body_len, topic_len, props_len, p, end
+    cdef int32_t sys_flag
+    if pos + 88 > size:
+        return _REF["decode_one"](data, pos)
+    total = _get32(buf + pos)
+    sys_flag = _get32(buf + pos + 36)
+    if (_get32(buf + pos + 4) != MAGIC_CODE or total < FIXED_SIZE or pos + total > size
+            or sys_flag & V6_FLAGS):
+        return _REF["decode_one"](data, pos)
+    end = pos + total
+    body_len = _get32(buf + pos + 84)
+    p = pos + 88 + body_len
+    if body_len < 0 or p + 1 > end:
+        return _REF["decode_one"](data, pos)
+    topic_len = <int8_t>buf[p]
+    if topic_len < 0 or p + 1 + topic_len + 2 > end:
+        return _REF["decode_one"](data, pos)
+    props_len = _get16(buf + p + 1 + topic_len)
+    if props_len < 0 or p + 3 + topic_len + props_len != end:
+        return _REF["decode_one"](data, pos)
+    try:
+        topic = PyUnicode_DecodeUTF8(<const char*>buf + p + 1, topic_len, NULL)
+    except UnicodeDecodeError:
+        return _REF["decode_one"](data, pos)
+    message = _StoredMessage(
+        topic,
+        _get32(buf + pos + 12),
+        PyBytes_FromStringAndSize(<const char*>buf + pos + 88, body_len),
+        _decode_properties(<const char*>buf + p + 3 + topic_len, props_len),
+        _get32(buf + pos + 16),
+        sys_flag,
+        _get64(buf + pos + 20),
+        _get64(buf + pos + 28),
+        _get64(buf + pos + 40),
+        (_ipv4(buf + pos + 48), _get32(buf + pos + 52)),
+        _get64(buf + pos + 56),
+        (_ipv4(buf + pos + 64), _get32(buf + pos + 68)),
+        _get32(buf + pos + 72),
+        _get64(buf + pos + 76),
+        _get32(buf + pos + 8),
+    )
+    return message, end
+
+
+def decode_all(data):
+    if type(data) is not bytes:
+        return _REF["decode_all"](data)
+    cdef list out = []
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+    while pos < size:
+        message, pos = decode_one(data, pos)
+        out.append(message)
+    return out
+
+
+def decode_batch(body):
+    if type(body) is not bytes:
+        return _REF["decode_batch"](body)
+    cdef const uint8_t* buf = <const uint8_t*>PyBytes_AS_STRING(body)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(body)
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t start, body_len, props_len, props_at, total
+    cdef list out = []
+    while pos < end:
+        if pos + BATCH_ENTRY > end:
+            return _REF["decode_batch"](body)  # refused: the reference names the byte
+        total = _get32(buf + pos)
+        body_len = _get32(buf + pos + 16)
+        start = pos + BATCH_ENTRY
+        if body_len < 0 or start + body_len + 2 > end:
+            return _REF["decode_batch"](body)
+        props_len = _get16(buf + start + body_len)
+        props_at = start + body_len + 2
+        if props_len < 0 or props_at + props_len > end or total != BATCH_ENTRY + body_len + 2 + props_len:
+            return _REF["decode_batch"](body)
+        out.append((_get32(buf + pos + 12),
+                    PyBytes_FromStringAndSize(<const char*>buf + start, body_len),
+                    _decode_properties(<const char*>buf + props_at, props_len)))
+        pos += total
+    return out

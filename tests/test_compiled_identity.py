@@ -1,0 +1,206 @@
+"""The compiled hot path against its pure-Python reference: same bytes, same errors, same logs.
+
+Runs the same way whichever implementation the suite runs on (ES_BROKER_PURE_PYTHON): the
+compiled module is imported directly, the reference is a fresh copy of message.py loaded with
+the compiled path switched off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import os
+import struct
+import subprocess
+import sys
+from types import ModuleType
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from es_broker import compiled
+from es_broker.remoting import message
+from tests.process_fixtures import ROOT, _env
+
+fast = importlib.import_module("es_broker.remoting._speedups")
+
+
+def _pure_copy() -> ModuleType:
+    saved = os.environ.get(compiled.ENV)
+    os.environ[compiled.ENV] = "1"
+    try:
+        spec = importlib.util.spec_from_file_location("es_broker_message_reference", message.__file__)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+        spec.loader.exec_module(module)
+    finally:
+        if saved is None:
+            del os.environ[compiled.ENV]
+        else:
+            os.environ[compiled.ENV] = saved
+    return module
+
+
+ref = _pure_copy()
+assert ref.decode_one is ref.REFERENCE["decode_one"]  # the copy runs no compiled code
+
+
+def _plain(value):
+    """Results made comparable across the two modules (each has its own StoredMessage class)."""
+    if dataclasses.is_dataclass(value):
+        return (type(value).__name__, dataclasses.astuple(value))
+    if isinstance(value, tuple | list):
+        return type(value)([_plain(v) for v in value])
+    return value
+
+
+def outcome(function, *args):
+    try:
+        return ("ok", _plain(function(*args)))
+    except Exception as exc:  # the error is part of the outcome: type name and text
+        return ("error", type(exc).__name__, str(exc))
+
+
+def same(name: str, *args) -> None:
+    assert outcome(getattr(fast, name), *args) == outcome(getattr(ref, name), *args)
+
+
+def test_the_suite_runs_the_implementation_it_was_asked_for():
+    if compiled.pure_python_forced():
+        assert message.decode_one is message.REFERENCE["decode_one"]
+        assert compiled.active() == {"es_broker.remoting._speedups": False}
+    else:
+        assert message.decode_one is fast.decode_one
+        assert message.encode_fields is fast.encode_fields
+        assert compiled.active() == {"es_broker.remoting._speedups": True}
+
+
+texts = st.text(alphabet=st.characters(codec=None), max_size=20)
+ints = st.one_of(st.integers(-(1 << 31), (1 << 31) - 1), st.integers(-(1 << 64), 1 << 64),
+                 st.sampled_from([0, 1, -1, (1 << 31), (1 << 63) - 1, -(1 << 63), (1 << 63)]), st.booleans())
+hosts = st.one_of(st.tuples(st.sampled_from(["127.0.0.1", "10.1.2.3", "255.255.255.255", "::ffff:1.2.3.4",
+                                             "::1", "fe80::1", "not-an-ip"]),
+                            st.integers(-(1 << 32), 1 << 32)))
+properties = st.dictionaries(texts, texts, max_size=6)
+
+
+@given(texts)
+def test_tag_hash(tag):
+    same("tag_hash", tag)
+
+
+@given(properties)
+def test_encode_properties(props):
+    same("encode_properties", props)
+
+
+@given(st.one_of(st.binary(max_size=60),
+                 st.lists(st.sampled_from([b"\x01", b"\x02", b"a", b"KEYS", b"\xe4\xb8", b"\xff", b"\xf0\x9f"]),
+                          max_size=30).map(b"".join)))
+def test_decode_properties(raw):
+    same("decode_properties", raw)
+    same("decode_properties", raw.decode("utf-8", "replace"))
+
+
+def field_values():
+    return st.tuples(
+        st.one_of(texts, st.just("T" * 128)), ints, st.binary(max_size=40), properties, ints, ints, ints, ints,
+        ints, hosts, ints, hosts, ints, ints, st.one_of(st.none(), ints))
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(field_values())
+def test_encode_fields(fields):
+    same("encode_fields", *fields)
+
+
+@given(st.binary(min_size=0, max_size=100), ints, ints, ints, ints)
+def test_stamp(raw, queue_id, queue_offset, physical, ts):
+    same("stamp", raw, queue_id, queue_offset, physical, ts)
+
+
+def _valid_message(topic, body, props, sys_flag, hosts_pair):
+    return ref.encode_fields(topic, 3, body, props, 0, sys_flag, 7, 1000, 123, hosts_pair[0], 456,
+                             hosts_pair[1], 2, 0, None)
+
+
+encodable = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+valid_messages = st.builds(
+    _valid_message, encodable.filter(bool), st.binary(max_size=50), st.dictionaries(encodable, encodable, max_size=4),
+    st.integers(0, 0xFFFF), st.tuples(st.sampled_from([("127.0.0.1", 1), ("10.0.0.9", 65535)]),
+                                      st.sampled_from([("192.168.1.1", 10911), ("1.2.3.4", -5)])))
+
+
+@st.composite
+def damaged(draw, whole):
+    """Valid bytes, then maybe cut, maybe with a few bytes overwritten."""
+    data = bytearray(draw(whole))
+    if data and draw(st.booleans()):
+        data = data[:draw(st.integers(0, len(data)))]
+    for _ in range(draw(st.integers(0, 3))):
+        if data:
+            data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+    return bytes(data)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(valid_messages, min_size=1, max_size=4).map(b"".join), st.data())
+def test_decode_one_and_all(pull_body, data):
+    same("decode_all", pull_body)
+    same("decode_one", pull_body, 0)
+    same("decode_all", data.draw(damaged(st.just(pull_body))))
+    same("decode_one", data.draw(damaged(st.just(pull_body))), data.draw(st.integers(-3, 200)))
+
+
+def _entry(flag, body, props):
+    props_raw = ref.encode_properties(props)
+    return struct.pack(">iiiii", 20 + len(body) + 2 + len(props_raw), 0, 0, flag, len(body)) + body + \
+        struct.pack(">h", len(props_raw)) + props_raw
+
+
+batches = st.lists(st.builds(_entry, st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=30),
+                             st.dictionaries(encodable, encodable, max_size=4)),
+                   max_size=5).map(b"".join)
+
+
+@given(batches, st.data())
+def test_decode_batch(body, data):
+    same("decode_batch", body)
+    same("decode_batch", data.draw(damaged(st.just(body))))
+
+
+# ---------------------------------------------------------------------- logs written by either path
+
+HISTORY = [("topic", "T1", 2, 6), ("send", "T1", 0, b"x", "A"), ("batch", "T1", 1, 5),
+           ("send", "T1", 1, b"\xff" * 300, "\u00e9t\u00e9"), ("commit", "G1", "T1", 0, 1),
+           ("pull", "G1", "T1", 1, 0, True), ("batch", "T1", 0, 32)]
+
+
+def _write(path, pure: bool) -> None:
+    env = dict(_env(), **{compiled.ENV: "1" if pure else "0"})
+    script = ("import sys, trio; from tests.test_replay_property import run_history; "
+              f"trio.run(run_history, sys.argv[1], {HISTORY!r})")
+    subprocess.run([sys.executable, "-c", script, str(path)], env=env, cwd=ROOT, check=True, timeout=120)
+
+
+def _verify(*args: str, pure: bool) -> subprocess.CompletedProcess:
+    env = dict(_env(), **{compiled.ENV: "1" if pure else "0"})
+    return subprocess.run([sys.executable, "-m", "es_broker.cli", "verify", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=120)
+
+
+@pytest.mark.parametrize("written_pure", [True, False], ids=["written-pure", "written-compiled"])
+def test_a_log_written_by_one_path_verifies_under_the_other(tmp_path, written_pure):
+    _write(tmp_path / "d", pure=written_pure)
+    done = _verify("--data-dir", str(tmp_path / "d"), pure=not written_pure)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_both_paths_write_identical_logs_and_projections(tmp_path):
+    _write(tmp_path / "pure", pure=True)
+    _write(tmp_path / "compiled", pure=False)
+    done = _verify("--data-dir", str(tmp_path / "pure"), "--against", str(tmp_path / "compiled"), pure=False)
+    assert done.returncode == 0, done.stdout + done.stderr
