@@ -220,7 +220,7 @@ def place(store: Store, ctx: AppendContext, topic: str, queue_id: int, encoded, 
     txn = ctx.txn
     phy = store.commitlog.phy_max(txn)
     _, queue_offset = store.cq.bounds(txn, topic, queue_id)
-    units, ids, phys = [], [], []
+    units, ids, phys, payloads = [], [], [], []
     stamp = wire.stamp
     file_size = store.config.mappedFileSizeCommitLog
     host_hex = wire.offset_msg_id(host, 0)[:16]  # the id is this prefix and the physical offset (B-12)
@@ -228,11 +228,12 @@ def place(store: Store, ctx: AppendContext, topic: str, queue_id: int, encoded, 
         size = len(raw)
         if phy // file_size != (phy + size - 1) // file_size:
             phy = (phy // file_size + 1) * file_size  # never straddle two commit-log files (B-08)
-        ctx.put_payload(phy, stamp(raw, queue_id, queue_offset + i, phy, ts))
+        payloads.append((phy, stamp(raw, queue_id, queue_offset + i, phy, ts)))
         units.append([phy, size, code])
         phys.append(phy)
         ids.append(f"{host_hex}{phy:016X}")
         phy += size
+    ctx.put_payloads(payloads)
     seq = ctx.append(
         make(
             "messages_stored",

@@ -87,6 +87,12 @@ class AppendContext:
         """Store message bytes at a physical offset of the commit log."""
         self.txn.put(records.seq_key(physical_offset), data, db=self.log.commitlog_db, append=True)
 
+    def put_payloads(self, payloads: list[tuple[int, bytes]]) -> None:
+        """Store several messages' bytes at ascending physical offsets past the commit log's end, in one call."""
+        key = records.seq_key
+        items = [(key(phy), data) for phy, data in payloads]
+        self.txn.cursor(db=self.log.commitlog_db).putmulti(items, append=True)
+
 
 class RecordLog:
     """An LMDB environment holding the record log, the commit log and projections."""

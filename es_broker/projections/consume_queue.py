@@ -48,8 +48,9 @@ class ConsumeQueueProjection:
         if record["type"] != "messages_stored":
             return
         topic, qid, offset, ts = record["topic"], record["queue_id"], record["queue_offset"], record["ts"]
-        for i, (phy, size, tags_code) in enumerate(record["units"]):
-            txn.put(unit_key(topic, qid, offset + i), UNIT.pack(phy, size, tags_code, ts), db=self.db)
+        prefix, pack_offset, pack_unit = queue_key(topic, qid), U64.pack, UNIT.pack
+        txn.cursor(db=self.db).putmulti([(prefix + pack_offset(offset + i), pack_unit(phy, size, tags_code, ts))
+                                         for i, (phy, size, tags_code) in enumerate(record["units"])])
         lo, _ = self.bounds(txn, topic, qid)
         txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(record["units"])), db=self.meta)
 
