@@ -22,7 +22,7 @@ from typing import Any
 import lmdb
 
 from es_broker.log import Record
-from es_broker.projections.keys import I64, U64, unit_key
+from es_broker.projections.keys import I64, U64, queue_key, unit_key
 
 FROM = b"from"
 TO = b"to"
@@ -47,9 +47,9 @@ class MessageTraceProjection:
                 self._link(txn, delivery["schedule_phy"], seq, FROM)
                 self._link(txn, first, seq, TO)
         elif kind == "messages_delivered":
-            topic, qid = record["topic"], record["queue_id"]
-            for offset in record["offsets"]:
-                txn.put(unit_key(topic, qid, offset) + U64.pack(seq), b"", db=self.deliveries)
+            prefix, suffix, pack_offset = queue_key(record["topic"], record["queue_id"]), U64.pack(seq), U64.pack
+            txn.cursor(db=self.deliveries).putmulti(
+                [(prefix + pack_offset(offset) + suffix, b"") for offset in record["offsets"]])
         elif kind in ("message_sent_back", "dead_letter_redriven"):
             self._link(txn, record["offset"], seq, FROM)
             if record.get("stored_phy") is not None:
