@@ -8,8 +8,9 @@ AOF everysec) and the `redis` Python package. es-broker runs as a real
 Workload, both sides: N messages of 1 KiB produced in batches of `--batch`
 with up to `--window` batches in flight (what a fast client does: batch sends
 on es-broker, pipelined XADDs on Redis), then read back in reads of 32
-(PULL_MESSAGE maxMsgNums=32 / XREAD COUNT 32), then `--sync` synchronous
-single sends (one request, wait for the answer) for p50/p99 latency.
+(PULL_MESSAGE maxMsgNums=32, each committing the offset read so far / XREADGROUP COUNT 32 with an
+XACK of the previous read in the same pipeline), then `--sync` synchronous single sends (one
+request, wait for the answer) for p50/p99 latency.
 
 The broker runs as `es-broker serve` does by default, read model on (its
 follower is a child process). The CPU seconds the broker process and its
@@ -121,9 +122,10 @@ async def es_consume(addr: str, n: int) -> float:
             nonlocal got
             offset = 0
             while True:
+                # sysFlag 1|4: each pull commits the offset consumed so far, as a push consumer does
                 r = await client.invoke(addr, request(RequestCode.PULL_MESSAGE, {
                     "consumerGroup": "BENCH", "topic": "Bench", "queueId": q, "queueOffset": offset,
-                    "maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
+                    "maxMsgNums": 32, "sysFlag": 5, "commitOffset": offset, "suspendTimeoutMillis": 0,
                     "subscription": "*", "subVersion": 0}), timeout=60)
                 REQUESTS["pull"] += 1
                 if r.code != 0:
@@ -288,17 +290,24 @@ def run_redis(n: int, batch: int, sync: int) -> dict[str, float]:
                     pipe.xadd(f"bench{i % QUEUES}", {"tags": "A", "body": BODY})
                 pipe.execute()
             produce = (n // batch * batch) / (time.perf_counter() - start)
-            start = time.perf_counter()
             got = 0
             for q in range(QUEUES):
-                last = "0-0"
+                r.xgroup_create(f"bench{q}", "BENCH", id="0")
+            start = time.perf_counter()
+            for q in range(QUEUES):
+                # XREADGROUP COUNT 32, acknowledging the previous read in the same round trip
+                acked: list = []
                 while True:
-                    res = r.xread({f"bench{q}": last}, count=32)
-                    if not res:
+                    pipe = r.pipeline(transaction=False)
+                    if acked:
+                        pipe.xack(f"bench{q}", "BENCH", *acked)
+                    pipe.xreadgroup("BENCH", "c1", {f"bench{q}": ">"}, count=32)
+                    res = pipe.execute()[-1]
+                    if not res or not res[0][1]:
                         break
                     entries = res[0][1]
                     got += len(entries)
-                    last = entries[-1][0]
+                    acked = [entry[0] for entry in entries]
             consume = got / (time.perf_counter() - start)
             latencies = []
             for i in range(sync):
