@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -220,6 +221,12 @@ def _cmd_acl(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from es_broker.readmodel.export import export
 
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        print("es-broker export writes Parquet with pyarrow, which is not installed: "
+              "pip install 'es-broker[export]'", file=sys.stderr)
+        return 2
     with _store(args) as store:
         result = export(store.log, args.out, _source(store.config))
     if args.json:

@@ -8,8 +8,8 @@ value out of range, a lone surrogate, an IPv6 host, a type the reference
 coerces) is handed to the reference, so errors and their texts are the
 reference's own.
 
-Imported by message.py at the end of its own import, when every name used
-below is already defined there.
+Imported by message.py at the end of its own import; what it uses of
+message.py is bound at the first call.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -19,17 +19,30 @@ from libc.string cimport memchr, memcpy
 
 import zlib
 
-from es_broker.remoting import message as _message
-
-cdef dict _REF = _message.REFERENCE
-cdef object _StoredMessage = _message.StoredMessage
-cdef object _host_bytes = _message._host_bytes
 cdef object _crc32 = zlib.crc32
 
-cdef int32_t MAGIC_CODE = _message.MAGIC_CODE
-cdef Py_ssize_t FIXED_SIZE = _message.FIXED_SIZE
-cdef int32_t V6_FLAGS = _message.FLAG_BORNHOST_V6 | _message.FLAG_STOREHOST_V6
+cdef int32_t MAGIC_CODE = -626843481  # 0xDAA320A7
+cdef Py_ssize_t FIXED_SIZE = 91  # every field but body, topic and properties, IPv4 hosts
+cdef int32_t V6_FLAGS = 0x10 | 0x20  # FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6
 cdef Py_ssize_t BATCH_ENTRY = 20  # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLENGTH
+
+# bound from message.py at the first call, not at import: message.py imports this module
+cdef dict _REF = None
+cdef object _StoredMessage = None
+cdef object _host_bytes = None
+
+
+cdef int _bind() except -1:
+    global _REF, _StoredMessage, _host_bytes
+    from es_broker.remoting import message
+
+    if (message.MAGIC_CODE, message.FIXED_SIZE, message.FLAG_BORNHOST_V6 | message.FLAG_STOREHOST_V6) != \
+            (MAGIC_CODE, FIXED_SIZE, V6_FLAGS):
+        raise ImportError("es_broker.remoting._speedups was built from another layout than message.py's")
+    _StoredMessage = message.StoredMessage
+    _host_bytes = message._host_bytes
+    _REF = message.REFERENCE
+    return 0
 
 
 # ------------------------------------------------------------------ big-endian access
@@ -69,6 +82,8 @@ def tag_hash(tag):
     cdef Py_UCS4 c
     cdef uint32_t v
     cdef str text
+    if _REF is None:
+        _bind()
     if type(tag) is not str:
         return _REF["tag_hash"](tag)
     text = tag
@@ -86,6 +101,8 @@ def tag_hash(tag):
 
 
 def encode_properties(props):
+    if _REF is None:
+        _bind()
     if not props:
         return b""
     if type(props) is not dict:
@@ -123,6 +140,8 @@ cdef dict _decode_properties(const char* data, Py_ssize_t size):
 
 
 def decode_properties(raw):
+    if _REF is None:
+        _bind()
     if type(raw) is not bytes:
         return _REF["decode_properties"](raw)
     return _decode_properties(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
@@ -133,6 +152,8 @@ def decode_properties(raw):
 def encode_fields(topic, queue_id, body, properties, flag, sys_flag, queue_offset, physical_offset,
                   born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
                   prepared_transaction_offset, body_crc):
+    if _REF is None:
+        _bind()
     args = (topic, queue_id, body, properties, flag, sys_flag, queue_offset, physical_offset,
             born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
             prepared_transaction_offset, body_crc)
@@ -205,6 +226,8 @@ def stamp(raw, queue_id, queue_offset, physical_offset, store_timestamp):
     cdef int64_t c_queue_offset, c_physical, c_store_ts
     cdef bytes out
     cdef char* p
+    if _REF is None:
+        _bind()
     if type(raw) is not bytes or PyBytes_GET_SIZE(raw) < 64:
         return _REF["stamp"](raw, queue_id, queue_offset, physical_offset, store_timestamp)
     try:
@@ -228,6 +251,8 @@ cdef inline str _ipv4(const uint8_t* p):
 
 
 def decode_one(data, Py_ssize_t pos=0):
+    if _REF is None:
+        _bind()
     if type(data) is not bytes or pos < 0:
         return _REF["decode_one"](data, pos)
     cdef const uint8_t* buf = <const uint8_t*>PyBytes_AS_STRING(data)
@@ -277,6 +302,8 @@ def decode_one(data, Py_ssize_t pos=0):
 
 
 def decode_all(data):
+    if _REF is None:
+        _bind()
     if type(data) is not bytes:
         return _REF["decode_all"](data)
     cdef list out = []
@@ -289,6 +316,8 @@ def decode_all(data):
 
 
 def decode_batch(body):
+    if _REF is None:
+        _bind()
     if type(body) is not bytes:
         return _REF["decode_batch"](body)
     cdef const uint8_t* buf = <const uint8_t*>PyBytes_AS_STRING(body)
