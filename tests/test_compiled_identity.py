@@ -204,3 +204,15 @@ def test_both_paths_write_identical_logs_and_projections(tmp_path):
     _write(tmp_path / "compiled", pure=False)
     done = _verify("--data-dir", str(tmp_path / "pure"), "--against", str(tmp_path / "compiled"), pure=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(valid_messages, max_size=6), st.data())
+def test_place_batch(encoded, data):
+    codes = data.draw(st.lists(ints, min_size=len(encoded), max_size=len(encoded) + data.draw(st.integers(0, 1))))
+    file_size = data.draw(st.one_of(st.integers(1, 2000), st.just(1 << 30), st.integers(-5, 0)))
+    args = (encoded, codes, data.draw(ints), data.draw(st.one_of(st.integers(0, 1 << 40), ints)),
+            data.draw(st.one_of(st.integers(0, 1 << 40), ints)), data.draw(ints), file_size,
+            data.draw(st.sampled_from(["7F00000100002A9F", ""])))
+    same("place_batch", *args)
+    same("place_batch", tuple(encoded), tuple(codes), *args[2:])

@@ -220,19 +220,9 @@ def place(store: Store, ctx: AppendContext, topic: str, queue_id: int, encoded, 
     txn = ctx.txn
     phy = store.commitlog.phy_max(txn)
     _, queue_offset = store.cq.bounds(txn, topic, queue_id)
-    units, ids, phys, payloads = [], [], [], []
-    stamp = wire.stamp
-    file_size = store.config.mappedFileSizeCommitLog
     host_hex = wire.offset_msg_id(host, 0)[:16]  # the id is this prefix and the physical offset (B-12)
-    for i, (raw, code) in enumerate(zip(encoded, tags_codes, strict=True)):
-        size = len(raw)
-        if phy // file_size != (phy + size - 1) // file_size:
-            phy = (phy // file_size + 1) * file_size  # never straddle two commit-log files (B-08)
-        payloads.append((phy, stamp(raw, queue_id, queue_offset + i, phy, ts)))
-        units.append([phy, size, code])
-        phys.append(phy)
-        ids.append(f"{host_hex}{phy:016X}")
-        phy += size
+    payloads, units, ids, _ = wire.place_batch(encoded, tags_codes, queue_id, queue_offset, phy, ts,
+                                               store.config.mappedFileSizeCommitLog, host_hex)
     ctx.put_payloads(payloads)
     seq = ctx.append(
         make(
@@ -248,7 +238,7 @@ def place(store: Store, ctx: AppendContext, topic: str, queue_id: int, encoded, 
         )
     )
     diverted = fields.get("diverted_from")
-    return PutResult(topic, queue_id, queue_offset, tuple(phys), tuple(ids), ts, seq,
+    return PutResult(topic, queue_id, queue_offset, tuple(u[0] for u in units), tuple(ids), ts, seq,
                      diverted_from=diverted if isinstance(diverted, str) else None)
 
 

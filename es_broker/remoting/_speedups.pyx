@@ -246,6 +246,49 @@ def stamp(raw, queue_id, queue_offset, physical_offset, store_timestamp):
     return out
 
 
+def place_batch(encoded, tags_codes, queue_id, queue_offset, physical_offset, store_timestamp, file_size,
+                id_prefix):
+    cdef int64_t phy, size, c_file_size, c_queue_offset, c_ts, i, n, digit
+    cdef int32_t c_queue_id
+    cdef char hexed[16]
+    cdef list payloads = [], units = [], ids = []
+    cdef str prefix
+    if _REF is None:
+        _bind()
+    args = (encoded, tags_codes, queue_id, queue_offset, physical_offset, store_timestamp, file_size, id_prefix)
+    if (type(encoded) not in (tuple, list) or type(tags_codes) not in (tuple, list)
+            or len(encoded) != len(tags_codes) or type(id_prefix) is not str):
+        return _REF["place_batch"](*args)
+    try:
+        phy = physical_offset
+        c_file_size = file_size
+        c_queue_id = queue_id
+        c_queue_offset = queue_offset
+        c_ts = store_timestamp
+    except Exception:
+        return _REF["place_batch"](*args)
+    n = len(encoded)
+    if phy < 0 or c_file_size <= 0 or c_queue_offset < 0 or c_queue_offset > 0x7FFFFFFFFFFFFFFF - n:
+        return _REF["place_batch"](*args)
+    prefix = id_prefix
+    for i in range(n):
+        raw = encoded[i]
+        if type(raw) is not bytes or PyBytes_GET_SIZE(raw) < 64:
+            return _REF["place_batch"](*args)
+        size = PyBytes_GET_SIZE(raw)
+        if phy > 0x7FFFFFFFFFFFFFFF - 2 * size - c_file_size:
+            return _REF["place_batch"](*args)
+        if phy // c_file_size != (phy + size - 1) // c_file_size:
+            phy = (phy // c_file_size + 1) * c_file_size
+        payloads.append((phy, stamp(raw, c_queue_id, c_queue_offset + i, phy, c_ts)))
+        units.append([phy, size, tags_codes[i]])
+        for digit in range(16):
+            hexed[15 - digit] = b"0123456789ABCDEF"[(phy >> (4 * digit)) & 0xF]
+        ids.append(prefix + PyUnicode_DecodeUTF8(hexed, 16, NULL))
+        phy += size
+    return payloads, units, ids, phy
+
+
 cdef inline str _ipv4(const uint8_t* p):
     return f"{p[0]}.{p[1]}.{p[2]}.{p[3]}"
 

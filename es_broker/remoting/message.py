@@ -211,6 +211,37 @@ def stamp(raw: bytes, queue_id: int, queue_offset: int, physical_offset: int, st
     return bytes(buf)
 
 
+def place_batch(
+    encoded: tuple[bytes, ...] | list[bytes],
+    tags_codes: tuple[int, ...] | list[int],
+    queue_id: int,
+    queue_offset: int,
+    physical_offset: int,
+    store_timestamp: int,
+    file_size: int,
+    id_prefix: str,
+) -> tuple[list[tuple[int, bytes]], list[list[int]], list[str], int]:
+    """Lay encoded messages out from physical_offset on, as the commit log holds them.
+
+    No message straddles two commit-log files of `file_size` bytes (B-08): one
+    that would starts the next file. Returns the stamped bytes by physical
+    offset, the consume-queue units [physical offset, size, tags code], the
+    message ids (`id_prefix`, the store host's hex, then the offset, B-12) and
+    the offset after the last message.
+    """
+    payloads, units, ids = [], [], []
+    phy = physical_offset
+    for i, (raw, code) in enumerate(zip(encoded, tags_codes, strict=True)):
+        size = len(raw)
+        if phy // file_size != (phy + size - 1) // file_size:
+            phy = (phy // file_size + 1) * file_size
+        payloads.append((phy, stamp(raw, queue_id, queue_offset + i, phy, store_timestamp)))
+        units.append([phy, size, code])
+        ids.append(f"{id_prefix}{phy:016X}")
+        phy += size
+    return payloads, units, ids, phy
+
+
 class MessageDecodeError(ValueError):
     """The bytes are not a valid stored message."""
 
@@ -332,6 +363,7 @@ REFERENCE = {
     "decode_properties": decode_properties,
     "encode_fields": encode_fields,
     "stamp": stamp,
+    "place_batch": place_batch,
     "decode_one": decode_one,
     "decode_all": decode_all,
     "decode_batch": decode_batch,
@@ -344,6 +376,7 @@ if _compiled is not None:
     decode_properties = _compiled.decode_properties  # noqa: F811
     encode_fields = _compiled.encode_fields  # noqa: F811
     stamp = _compiled.stamp  # noqa: F811
+    place_batch = _compiled.place_batch  # noqa: F811
     decode_one = _compiled.decode_one  # noqa: F811
     decode_all = _compiled.decode_all  # noqa: F811
     decode_batch = _compiled.decode_batch  # noqa: F811
