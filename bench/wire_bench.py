@@ -167,6 +167,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident set (VmHWM), in MiB (Linux /proc; 0 elsewhere)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def child_pids(pid: int) -> list[int]:
     out = []
     for entry in Path("/proc").glob("[0-9]*"):
@@ -255,7 +266,8 @@ def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, fl
     cpu, child = cpu_seconds(pid) - cpu0, sum(cpu_seconds(c) for c in children) - child0
     requests = n // batch + REQUESTS["pull"] + sync
     return {"produce": produce, "consume": consume, "p50": percentile(latencies, 0.5),
-            "p99": percentile(latencies, 0.99), "cpu": cpu, "child_cpu": child, "requests": requests}
+            "p99": percentile(latencies, 0.99), "cpu": cpu, "child_cpu": child, "requests": requests,
+            "rss_mb": peak_rss_mb(pid)}
 
 
 # ---------------------------------------------------------------------- Redis Streams
@@ -342,7 +354,8 @@ def main() -> None:
           f"ACL {'on (signed requests)' if args.acl else 'off'}{', TLS (enforcing)' if args.tls else ''}")
     print(f"es-broker CPU over the workload: broker process {es['cpu']:.2f} s, "
           f"its child processes {es['child_cpu']:.2f} s, {es['requests']:,.0f} requests, "
-          f"{es['cpu'] / es['requests'] * 1e6:.1f} µs of broker CPU per request")
+          f"{es['cpu'] / es['requests'] * 1e6:.1f} µs of broker CPU per request, "
+          f"peak RSS {es['rss_mb']:.0f} MiB")
     if args.acl:
         print(f"one access check in process (signed SEND_MESSAGE_V2, 1 KiB body): {check_cost_us():.1f} µs")
     if args.no_redis:
