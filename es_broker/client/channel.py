@@ -23,6 +23,11 @@ _opaques = itertools.count(1)
 READ_SIZE = 256 * 1024
 
 
+def next_opaque() -> int:
+    """A fresh opaque for a request (one counter per process, so any thread may take one)."""
+    return next(_opaques) & 0x7FFFFFFF
+
+
 class ChannelClosed(Exception):
     """The peer went away."""
 
@@ -147,7 +152,7 @@ class Channel:
 
     async def invoke(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for its response (matched by opaque)."""
-        opaque = next(_opaques) & 0x7FFFFFFF
+        opaque = next_opaque()
         command = _with_opaque(command, opaque)
         send, recv = trio.open_memory_channel[RemotingCommand](1)
         self._pending[opaque] = send
@@ -162,7 +167,7 @@ class Channel:
             self._pending.pop(opaque, None)
 
     async def invoke_oneway(self, command: RemotingCommand) -> None:
-        await self.send(_with_opaque(command, next(_opaques) & 0x7FFFFFFF))
+        await self.send(_with_opaque(command, next_opaque()))
 
     def deliver_response(self, response: RemotingCommand) -> bool:
         """Hand a response to whoever waits for it; False if nobody does (dropped)."""
