@@ -10,10 +10,12 @@ frame may stall, and the listener's budget for partial frames.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from typing import Any
 
+import outcome
 import trio
 
 from es_broker.remoting.command import RemotingCommand
@@ -21,6 +23,11 @@ from es_broker.remoting.connection import CLOSED, NEED_DATA, Connection
 
 _opaques = itertools.count(1)
 READ_SIZE = 256 * 1024
+
+
+def next_opaque() -> int:
+    """A fresh opaque for a request (one counter per process, so any thread may take one)."""
+    return next(_opaques) & 0x7FFFFFFF
 
 
 class ChannelClosed(Exception):
@@ -77,7 +84,7 @@ class Channel:
         self.budget = budget
         self._held = 0  # bytes of self.conn.buffered taken from the budget
         self._send_lock = trio.Lock()
-        self._pending: dict[int, trio.MemorySendChannel[RemotingCommand]] = {}
+        self._pending: dict[int, _ResponseWaiter] = {}
         self.closed = False
         self.remote = _address(stream, "getpeername")
         self.local = _address(stream, "getsockname")
@@ -147,35 +154,34 @@ class Channel:
 
     async def invoke(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for its response (matched by opaque)."""
-        opaque = next(_opaques) & 0x7FFFFFFF
+        opaque = next_opaque()
         command = _with_opaque(command, opaque)
-        send, recv = trio.open_memory_channel[RemotingCommand](1)
-        self._pending[opaque] = send
+        waiter = self._pending[opaque] = _ResponseWaiter()
         try:
             await self.send(command)
             with trio.fail_after(timeout):
-                try:
-                    return await recv.receive()
-                except trio.EndOfChannel:
-                    raise ChannelClosed(self.remote_addr) from None
+                response = await waiter.wait()
         finally:
             self._pending.pop(opaque, None)
+        if response is None:
+            raise ChannelClosed(self.remote_addr)
+        return response
 
     async def invoke_oneway(self, command: RemotingCommand) -> None:
-        await self.send(_with_opaque(command, next(_opaques) & 0x7FFFFFFF))
+        await self.send(_with_opaque(command, next_opaque()))
 
     def deliver_response(self, response: RemotingCommand) -> bool:
         """Hand a response to whoever waits for it; False if nobody does (dropped)."""
         waiter = self._pending.pop(response.opaque, None)
         if waiter is None:
             return False
-        waiter.send_nowait(response)
+        waiter.set(response)
         return True
 
     def fail_pending(self) -> None:
         """Wake every caller still waiting for a response: the connection is gone."""
         for waiter in self._pending.values():
-            waiter.close()
+            waiter.set(None)
         self._pending.clear()
 
     async def aclose(self) -> int:
@@ -188,9 +194,42 @@ class Channel:
         return dropped
 
 
-def _with_opaque(command: RemotingCommand, opaque: int) -> RemotingCommand:
-    import dataclasses
+class _ResponseWaiter:
+    """Where one request's response (None: the connection closed) meets the task waiting for it.
 
+    A bare task wake-up: a request costs no channel or event objects.
+    """
+
+    __slots__ = ("_task", "_done", "_response")
+
+    def __init__(self) -> None:
+        self._task: trio.lowlevel.Task | None = None
+        self._done = False
+        self._response: RemotingCommand | None = None
+
+    def set(self, response: RemotingCommand | None) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._response = response
+        if self._task is not None:
+            trio.lowlevel.reschedule(self._task, outcome.Value(response))
+            self._task = None
+
+    async def wait(self) -> RemotingCommand | None:
+        if self._done:  # answered while the request was still being written
+            await trio.lowlevel.checkpoint()
+            return self._response
+        self._task = trio.lowlevel.current_task()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._task = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        return await trio.lowlevel.wait_task_rescheduled(abort)
+
+
+def _with_opaque(command: RemotingCommand, opaque: int) -> RemotingCommand:
     return dataclasses.replace(command, opaque=opaque)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -91,6 +92,8 @@ class ConsumeResult(Enum):
 
 
 Handler = Callable[[list[ReceivedMessage]], Awaitable[ConsumeResult]]
+# Java's ConsumeRequest: messages of one queue for one handler call.
+ConsumeRequest = tuple[list[ReceivedMessage], ProcessQueue, MessageQueue]
 
 
 class PullStatus(Enum):
@@ -182,7 +185,8 @@ class PushConsumer(Service):
         self._resumed = trio.Event()
         self._resumed.set()
         self._allocation_event = trio.Event()
-        self._limiter = trio.CapacityLimiter(self.config.consume_thread_max)
+        # Java's consume thread pool: consumeThreadMax workers take the consume requests in order.
+        self._consume_requests, self._consume_queue = trio.open_memory_channel[ConsumeRequest](math.inf)
         self._started = False
 
     # ------------------------------------------------------------------ public view
@@ -251,6 +255,8 @@ class PushConsumer(Service):
             raise
         self._tasks.start_soon(self._rebalance_loop)
         self._tasks.start_soon(self._persist_loop)
+        for _ in range(max(1, self.config.consume_thread_max)):
+            self._tasks.start_soon(self._consume_worker)
 
     async def shutdown(self) -> None:
         """Stop pulling and consuming, persist offsets, unregister from the brokers (B-41)."""
@@ -521,25 +527,34 @@ class PushConsumer(Service):
 
     # ------------------------------------------------------------------ consuming
     def _submit_consume(self, msgs: Sequence[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
+        """One consume request per consumeMessageBatchMaxSize messages, to the workers' queue."""
         size = max(1, self.config.consume_message_batch_max_size)
-        for i in range(0, len(msgs), size):
-            self._tasks.start_soon(self._consume, list(msgs[i:i + size]), pq, mq)
+        submit = self._consume_requests.send_nowait
+        if size == 1:
+            for msg in msgs:
+                submit(([msg], pq, mq))
+        else:
+            for i in range(0, len(msgs), size):
+                submit((list(msgs[i:i + size]), pq, mq))
+
+    async def _consume_worker(self) -> None:
+        async for msgs, pq, mq in self._consume_queue:
+            await self._consume(msgs, pq, mq)
 
     async def _consume(self, msgs: list[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
-        async with self._limiter:
-            if pq.dropped:
-                return
-            msgs = [self._with_original_topic(m) for m in msgs]
-            try:
-                result = await self.handler(list(msgs))
-            except Exception:
-                log.exception("handler of %s failed on %s", self.group, mq)
-                result = ConsumeResult.RECONSUME_LATER
-            if not isinstance(result, ConsumeResult):
-                result = ConsumeResult.RECONSUME_LATER  # null counts as a failure (B-87)
-            if pq.dropped:
-                return  # results for a dropped queue are discarded (B-78, B-85)
-            await self._process_consume_result(result, msgs, pq, mq)
+        if pq.dropped:
+            return
+        msgs = [self._with_original_topic(m) for m in msgs]
+        try:
+            result = await self.handler(list(msgs))
+        except Exception:
+            log.exception("handler of %s failed on %s", self.group, mq)
+            result = ConsumeResult.RECONSUME_LATER
+        if not isinstance(result, ConsumeResult):
+            result = ConsumeResult.RECONSUME_LATER  # null counts as a failure (B-87)
+        if pq.dropped:
+            return  # results for a dropped queue are discarded (B-78, B-85)
+        await self._process_consume_result(result, msgs, pq, mq)
 
     def _with_original_topic(self, msg: ReceivedMessage) -> ReceivedMessage:
         """A retry shows its original topic to the handler (B-99)."""

@@ -7,7 +7,6 @@ the SEND_BATCH_MESSAGE body (7.2.2) and the decoding of a pull body into
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import itertools
 import os
@@ -24,8 +23,10 @@ from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.message import (
     MessageDecodeError,
     StoredMessage,
+    decode_all,
     decode_one,
     encode_properties,
+    offset_msg_id,
 )
 
 # Property names (MessageConst).
@@ -162,15 +163,22 @@ def decode_pull_body(body: bytes, queue: MessageQueue, tags_set: frozenset[str],
     tag through; Java re-checks the tag string and drops untagged messages
     when specific tags are subscribed (remoting spec section 12).
     """
+    try:
+        records = decode_all(body)
+    except MessageDecodeError:
+        records = _decode_until_bad(body)
+    bounds = {MIN_OFFSET: str(min_offset), MAX_OFFSET: str(max_offset)}
     out = []
-    for stored in _decode_until_bad(body):
-        if tags_set and stored.tags not in tags_set:
+    for stored in records:
+        props = stored.properties
+        if tags_set and props.get(TAGS) not in tags_set:
             continue
-        msg = ReceivedMessage.from_stored(stored, queue)
-        props = dict(msg.properties)
-        props[MIN_OFFSET] = str(min_offset)
-        props[MAX_OFFSET] = str(max_offset)
-        out.append(dataclasses.replace(msg, properties=props))
+        out.append(ReceivedMessage(
+            stored.topic, stored.uncompressed_body(), {**props, **bounds}, queue, stored.queue_offset,
+            stored.physical_offset, offset_msg_id(stored.store_host, stored.physical_offset),
+            stored.reconsume_times, stored.flag, stored.sys_flag, stored.born_timestamp,
+            stored.store_timestamp, stored.born_host, stored.store_host,
+        ))
     return out
 
 

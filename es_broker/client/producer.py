@@ -36,6 +36,7 @@ from es_broker.client.route import publish_queues
 from es_broker.client.tasks import Service
 from es_broker.remoting.bodies import MessageQueue, TopicRouteData
 from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.message import FLAG_COMPRESSED, FLAG_TRANSACTION_PREPARED, encode_properties
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,26 @@ class BrokerRefused(ClientError):
         super().__init__(f"CODE: {code} DESC: {remark} BROKER: {addr}")
         self.code = code
         self.remark = remark
+
+
+def worth_another_try(exc: Exception) -> bool:
+    """Whether a failed attempt is tried again on another queue (DefaultMQProducerImpl#sendDefaultImpl).
+
+    A connection failure or timeout, a refusal Java retries on, or a client-side
+    failure such as the broker's address vanishing from the route.
+    """
+    if isinstance(exc, BrokerRefused):
+        return exc.code in RETRY_RESPONSE_CODES
+    return isinstance(exc, RemotingError | ClientError)
+
+
+def send_failed(attempts: int, topic: str, last_error: Exception | None) -> ClientError:
+    """The error of a send whose every attempt failed (raise it `from last_error`)."""
+    return ClientError(f"Send [{attempts}] times, still failed, topic {topic}: {last_error}")
+
+
+# A batch carries only WAIT itself; its messages carry their own properties.
+BATCH_PROPERTIES = {"WAIT": "true"}
 
 
 class Producer(Service):
@@ -136,7 +157,11 @@ class Producer(Service):
         await self.instance.update_route_from_default(topic, self.config.default_topic_queue_nums)
         return self._publish.get(topic, ())
 
-    def _select_queue(self, topic: str, queues: Sequence[MessageQueue], last_broker: str | None) -> MessageQueue:
+    def cached_publish_queues(self, topic: str) -> tuple[MessageQueue, ...]:
+        """The topic's writable queues as last looked up, without a lookup; () if none yet."""
+        return self._publish.get(topic, ())
+
+    def select_queue(self, topic: str, queues: Sequence[MessageQueue], last_broker: str | None) -> MessageQueue:
         """Round robin; after a failure, the next queue of another broker if there is one."""
         index = self._which_queue.get(topic)
         if index is None:
@@ -167,7 +192,7 @@ class Producer(Service):
     async def send_message(self, topic: str, message: Message, *,
                            queue_selector: QueueSelector | None = None) -> SendResult:
         """`send` for a prepared `Message`."""
-        props = self._prepare(message)
+        props = self.prepare(message)
         result = await self._send(topic, message.body, props, message.flag, batch=False,
                                   queue_selector=queue_selector, oneway=False, msg_id=props[UNIQ_KEY])
         assert result is not None
@@ -179,32 +204,35 @@ class Producer(Service):
                           queue_selector: QueueSelector | None = None) -> None:
         """Send without waiting for the broker (one attempt, no result)."""
         message = Message(body, tags, keys, dict(properties or {}), flag, delay_level)
-        props = self._prepare(message)
+        props = self.prepare(message)
         await self._send(topic, body, props, flag, batch=False, queue_selector=queue_selector, oneway=True,
                          msg_id=props[UNIQ_KEY])
 
     async def send_batch(self, topic: str, messages: Sequence[Message], *,
                          queue_selector: QueueSelector | None = None) -> SendResult:
         """Send messages to one queue in one SEND_BATCH_MESSAGE; msg_id joins their UNIQ_KEYs."""
-        if not messages:
-            raise ClientError("a batch needs at least one message")
-        entries = []
-        for message in messages:
-            if message.delay_level > 0:
-                raise ClientError("TimeDelayLevel is not supported for batching")
-            props = self._prepare(message)
-            entries.append((message.flag, message.body, props))
-        if topic.startswith(RETRY_PREFIX):
-            raise ClientError("Retry Group is not supported for batching")
-        body = encode_batch(entries)
-        # The batch itself carries only WAIT; its id joins the messages' UNIQ_KEYs (as Java).
-        ids = ",".join(props[UNIQ_KEY] for _, _, props in entries)
-        result = await self._send(topic, body, {"WAIT": "true"}, 0, batch=True,
+        body, ids = self.batch_body(topic, messages)
+        result = await self._send(topic, body, BATCH_PROPERTIES, 0, batch=True,
                                   queue_selector=queue_selector, oneway=False, msg_id=ids)
         assert result is not None
         return result
 
-    def _prepare(self, message: Message) -> dict[str, str]:
+    def batch_body(self, topic: str, messages: Sequence[Message]) -> tuple[bytes, str]:
+        """The SEND_BATCH_MESSAGE body of `messages` and the batch's msg_id (their UNIQ_KEYs joined)."""
+        if not messages:
+            raise ClientError("a batch needs at least one message")
+        if topic.startswith(RETRY_PREFIX):
+            raise ClientError("Retry Group is not supported for batching")
+        entries = []
+        for message in messages:
+            if message.delay_level > 0:
+                raise ClientError("TimeDelayLevel is not supported for batching")
+            entries.append((message.flag, message.body, self.prepare(message)))
+        # The batch itself carries only WAIT; its id joins the messages' UNIQ_KEYs (as Java).
+        return encode_batch(entries), ",".join(props[UNIQ_KEY] for _, _, props in entries)
+
+    def prepare(self, message: Message) -> dict[str, str]:
+        """The wire properties of a message to send, UNIQ_KEY included; ClientError for a bad body."""
         if len(message.body) == 0:
             raise ClientError("the message body is empty")
         if len(message.body) > self.config.max_message_size:
@@ -230,25 +258,23 @@ class Producer(Service):
         for _ in range(attempts):
             if trio.current_time() >= deadline:
                 break
-            mq = self._select_queue(topic, queues, mq.broker_name if mq else None)
+            mq = self.select_queue(topic, queues, mq.broker_name if mq else None)
             try:
                 result = await self._send_kernel(mq, body, props, flag, batch, oneway, deadline, msg_id)
-            except RemotingError as exc:
-                last_error = exc
-                continue
-            except BrokerRefused as exc:
-                if exc.code not in RETRY_RESPONSE_CODES:
+            except (RemotingError, ClientError) as exc:
+                if not worth_another_try(exc):
                     raise
                 last_error = exc
                 continue
-            except ClientError as exc:  # e.g. the broker's address vanished from the route
-                last_error = exc
-                continue
-            if result is not None and result.status != SendStatus.SEND_OK \
-                    and self.config.retry_another_broker_when_not_store_ok:
+            if self.retry_on_result(result):
                 continue
             return result
-        raise ClientError(f"Send [{attempts}] times, still failed, topic {topic}: {last_error}") from last_error
+        raise send_failed(attempts, topic, last_error) from last_error
+
+    def retry_on_result(self, result: SendResult | None) -> bool:
+        """Stored but not SEND_OK: another try only with retryAnotherBrokerWhenNotStoreOK."""
+        return (result is not None and result.status != SendStatus.SEND_OK
+                and self.config.retry_another_broker_when_not_store_ok)
 
     async def _send_kernel(self, mq: MessageQueue, body: bytes, props: dict[str, str], flag: int,
                            batch: bool, oneway: bool, deadline: float, msg_id: str) -> SendResult | None:
@@ -258,6 +284,16 @@ class Producer(Service):
             addr = self.instance.find_broker_address_in_publish(mq.broker_name)
         if addr is None:
             raise ClientError(f"The broker[{mq.broker_name}] not exist")
+        command = self.send_request(mq, body, props, flag, batch, oneway)
+        if oneway:
+            await self.instance.invoke_oneway(addr, command)
+            return None
+        timeout = max(deadline - trio.current_time(), 0.001)
+        return self.send_result(mq, await self.instance.invoke(addr, command, timeout), addr, msg_id)
+
+    def send_request(self, mq: MessageQueue, body: bytes, props: dict[str, str], flag: int,
+                     batch: bool, oneway: bool) -> RemotingCommand:
+        """The SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request for one queue (body compressed if large)."""
         sys_flag = 0
         if not batch and len(body) >= self.config.compress_msg_body_over_howmuch:
             body = zlib.compress(body, 5)  # Java's Deflater level 5 (remoting spec 8.3)
@@ -276,11 +312,11 @@ class Producer(Service):
             if MAX_RECONSUME_TIMES in props:
                 header["l"] = int(props[MAX_RECONSUME_TIMES])
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        if oneway:
-            await self.instance.invoke_oneway(addr, self.instance.request(code, header, body, oneway=True))
-            return None
-        timeout = max(deadline - trio.current_time(), 0.001)
-        response = await self.instance.invoke(addr, self.instance.request(code, header, body), timeout)
+        return self.instance.request(code, header, body, oneway=oneway)
+
+    @staticmethod
+    def send_result(mq: MessageQueue, response: RemotingCommand, addr: str, msg_id: str) -> SendResult:
+        """The SendResult of a broker's answer; BrokerRefused unless it stored the message."""
         status = _STORED.get(response.code)
         if status is None:
             raise BrokerRefused(response.code, response.remark, addr)

@@ -1,22 +1,45 @@
-"""A blocking producer for scripts: the trio client runs in a background thread."""
+"""A blocking producer for scripts.
+
+Sends go from the calling thread straight to the broker over a blocking
+socket (`blocking.BlockingRemoting`), with the trio producer's queue choice,
+retries, timeout, signing and TLS. A trio thread in the background does what
+runs on timers or rarely: heartbeats, route polling, the first route lookup
+of a topic, and unregistering at shutdown.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import trio
 
+from es_broker.client.blocking import BlockingRemoting
 from es_broker.client.config import DEFAULT_PRODUCER_GROUP
-from es_broker.client.messages import Message, SendResult
-from es_broker.client.producer import Producer
+from es_broker.client.messages import UNIQ_KEY, Message, SendResult
+from es_broker.client.producer import (
+    BATCH_PROPERTIES,
+    ClientError,
+    Producer,
+    QueueSelector,
+    send_failed,
+    worth_another_try,
+)
+from es_broker.client.remoting_client import RemotingError
+from es_broker.client.tls import client_tls
+from es_broker.remoting.bodies import MessageQueue
 
 
 class SyncProducer:
-    """`Producer` with blocking calls; use as a context manager or call start()/shutdown()."""
+    """`Producer` with blocking calls; use as a context manager or call start()/shutdown().
+
+    Safe to call from several threads at once: each send then uses a
+    connection of its own.
+    """
 
     def __init__(self, namesrv_addr: str, group: str = DEFAULT_PRODUCER_GROUP, **options: Any) -> None:
         self.producer = Producer(namesrv_addr, group, **options)
@@ -25,6 +48,8 @@ class SyncProducer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._remoting: BlockingRemoting | None = None
+        self._select_lock = threading.Lock()  # the round-robin counter is shared by the calling threads
 
     def start(self) -> None:
         """Start the trio thread and the producer in it; raises what the start raised."""
@@ -34,6 +59,9 @@ class SyncProducer:
         if self._error is not None:
             self._thread.join()
             raise self._error
+        config = self.producer.instance.config
+        self._remoting = BlockingRemoting(credentials=config.credentials, tls=client_tls(config),
+                                          connect_timeout=config.rpc_timeout)
 
     def _run_thread(self) -> None:
         with contextlib.suppress(BaseException):  # kept in self._error and raised by start()
@@ -59,21 +87,102 @@ class SyncProducer:
             raise RuntimeError("the producer is not started")
         return trio.from_thread.run(functools.partial(fn, *args, **kwargs), trio_token=self._token)
 
+    # ------------------------------------------------------------------ sending
     def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | Sequence[str] | None = None,
-             properties: Mapping[str, str] | None = None, **options: Any) -> SendResult:
+             properties: Mapping[str, str] | None = None, *, delay_level: int = 0, flag: int = 0,
+             queue_selector: QueueSelector | None = None) -> SendResult:
         """Producer.send, blocking."""
-        return self._call(self.producer.send, topic, body, tags, keys, properties, **options)
+        message = Message(body, tags, keys, dict(properties or {}), flag, delay_level)
+        return self.send_message(topic, message, queue_selector=queue_selector)
 
-    def send_oneway(self, topic: str, body: bytes, tags: str | None = None, **options: Any) -> None:
+    def send_message(self, topic: str, message: Message, *,
+                     queue_selector: QueueSelector | None = None) -> SendResult:
+        """Producer.send_message, blocking."""
+        props = self.producer.prepare(message)
+        result = self._send(topic, message.body, props, message.flag, batch=False,
+                            queue_selector=queue_selector, oneway=False, msg_id=props[UNIQ_KEY])
+        assert result is not None
+        return result
+
+    def send_oneway(self, topic: str, body: bytes, tags: str | None = None,
+                    keys: str | Sequence[str] | None = None, properties: Mapping[str, str] | None = None,
+                    *, delay_level: int = 0, flag: int = 0, queue_selector: QueueSelector | None = None) -> None:
         """Producer.send_oneway, blocking until written."""
-        self._call(self.producer.send_oneway, topic, body, tags, **options)
+        message = Message(body, tags, keys, dict(properties or {}), flag, delay_level)
+        props = self.producer.prepare(message)
+        self._send(topic, body, props, flag, batch=False, queue_selector=queue_selector, oneway=True,
+                   msg_id=props[UNIQ_KEY])
 
-    def send_batch(self, topic: str, messages: Sequence[Message]) -> SendResult:
+    def send_batch(self, topic: str, messages: Sequence[Message], *,
+                   queue_selector: QueueSelector | None = None) -> SendResult:
         """Producer.send_batch, blocking."""
-        return self._call(self.producer.send_batch, topic, messages)
+        body, ids = self.producer.batch_body(topic, messages)
+        result = self._send(topic, body, BATCH_PROPERTIES, 0, batch=True, queue_selector=queue_selector,
+                            oneway=False, msg_id=ids)
+        assert result is not None
+        return result
 
+    def _send(self, topic: str, body: bytes, props: dict[str, str], flag: int, *, batch: bool,
+              queue_selector: QueueSelector | None, oneway: bool, msg_id: str) -> SendResult | None:
+        """Producer._send over the blocking connections: the same queue choice, retries and deadline."""
+        producer = self.producer
+        deadline = time.monotonic() + producer.config.send_msg_timeout
+        queues = self._publish_queues(topic)
+        if not queues:
+            raise ClientError(f"No route info of this topic: {topic}")
+        if queue_selector is not None:
+            return self._send_kernel(queue_selector(queues), body, props, flag, batch, oneway, deadline, msg_id)
+        attempts = 1 if oneway else 1 + producer.config.retry_times_when_send_failed
+        last_error: Exception | None = None
+        mq: MessageQueue | None = None
+        for _ in range(attempts):
+            if time.monotonic() >= deadline:
+                break
+            with self._select_lock:
+                mq = producer.select_queue(topic, queues, mq.broker_name if mq else None)
+            try:
+                result = self._send_kernel(mq, body, props, flag, batch, oneway, deadline, msg_id)
+            except (RemotingError, ClientError) as exc:
+                if not worth_another_try(exc):
+                    raise
+                last_error = exc
+                continue
+            if producer.retry_on_result(result):
+                continue
+            return result
+        raise send_failed(attempts, topic, last_error) from last_error
+
+    def _publish_queues(self, topic: str) -> tuple[MessageQueue, ...]:
+        queues = self.producer.cached_publish_queues(topic)
+        if queues:
+            return queues
+        return self._call(self.producer.find_publish_queues, topic)  # a lookup: the trio thread's job
+
+    def _send_kernel(self, mq: MessageQueue, body: bytes, props: dict[str, str], flag: int, batch: bool,
+                     oneway: bool, deadline: float, msg_id: str) -> SendResult | None:
+        remoting = self._remoting
+        if remoting is None:
+            raise RuntimeError("the producer is not started")
+        instance = self.producer.instance
+        addr = instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            self._call(self.producer.find_publish_queues, mq.topic)
+            addr = instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"The broker[{mq.broker_name}] not exist")
+        command = self.producer.send_request(mq, body, props, flag, batch, oneway)
+        timeout = max(deadline - time.monotonic(), 0.001)
+        if oneway:
+            remoting.invoke_oneway(addr, command, timeout)
+            return None
+        return self.producer.send_result(mq, remoting.invoke(addr, command, timeout), addr, msg_id)
+
+    # ------------------------------------------------------------------ life cycle
     def shutdown(self) -> None:
-        """Shut the producer down and end the thread."""
+        """Close the connections, shut the producer down and end the thread."""
+        if self._remoting is not None:
+            self._remoting.close()
+            self._remoting = None
         if self._token is not None and self._stop is not None:
             trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
         if self._thread is not None:
