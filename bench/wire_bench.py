@@ -1,6 +1,6 @@
 """Wire benchmark: es-broker over TCP against Redis Streams, same workload, same run.
 
-Run: python bench/wire_bench.py [--messages 200000] [--batch 32] [--no-redis] [--tls]
+Run: python bench/wire_bench.py [--messages 200000] [--batch 32] [--no-redis] [--tls] [--sync-flush] [--trace-hops]
 Needs Debian's redis-server (the bench starts and stops it on loopback with
 AOF everysec) and the `redis` Python package. es-broker runs as a real
 `es-broker serve` process on free ports.
@@ -18,11 +18,19 @@ children (the follower) used over the workload are printed too (Linux).
 
 --tls: the broker in tls.server.mode=enforcing with a certificate of a
 throwaway CA (trustme, a dev dependency), every client connection over TLS.
+
+--trace-hops: the broker stamps each hop of every request inside its process
+(ES_BROKER_TRACE_HOPS, es_broker/log/hops.py) and the per-hop p50/p99 of the
+synchronous sends (SEND_MESSAGE_V2, which only that phase uses) are printed.
+Also printed: the p50/p99 of a request the broker answers without a handler
+(an unsupported code), the floor of one round trip through this client and
+the listener.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -42,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 from es_broker.acl.signing import Credentials  # noqa: E402
 from es_broker.client.remoting_client import RemotingClient  # noqa: E402
 from es_broker.client.tls import TlsClientSettings  # noqa: E402
+from es_broker.log.hops import format_table  # noqa: E402
 from es_broker.remoting.codes import RequestCode  # noqa: E402
 from es_broker.remoting.command import request  # noqa: E402
 from es_broker.remoting.message import decode_all, encode_properties  # noqa: E402
@@ -158,6 +167,23 @@ async def es_sync_latency(addr: str, count: int) -> list[float]:
     return out
 
 
+async def es_floor_latency(addr: str, count: int) -> list[float]:
+    """Round trips of a request code the broker does not serve: read, decode, dispatch, answer, write."""
+    async with trio.open_nursery() as nursery:
+        client = RemotingClient(nursery, credentials=CREDENTIALS, tls=CLIENT_TLS)
+        out = []
+        for _ in range(count):
+            t = time.perf_counter()
+            r = await client.invoke(addr, request(UNSERVED_CODE, {}))
+            out.append(time.perf_counter() - t)
+            assert r.code == 3, r  # REQUEST_CODE_NOT_SUPPORTED
+        nursery.cancel_scope.cancel()
+    return out
+
+
+UNSERVED_CODE = 9999
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process used so far (Linux /proc; 0 elsewhere)."""
     try:
@@ -244,15 +270,26 @@ def check_cost_us(rounds: int = 20_000) -> float:
     return (time.perf_counter() - start) / rounds * 1e6
 
 
-def run_es_broker(n: int, batch: int, window: int, sync: int, *extra: str,
-                  tls: bool = False) -> dict[str, float]:
+def run_es_broker(n: int, batch: int, window: int, sync: int, *extra: str, tls: bool = False,
+                  sync_flush: bool = False, trace_hops: bool = False) -> dict:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
+        conf = tls_conf(Path(d)) if tls else []
+        if sync_flush:
+            conf.append("flushDiskType=SYNC_FLUSH")
         if CREDENTIALS is not None:
             (Path(d) / "plain_acl.yml").write_text(BENCH_ACL)
-            (Path(d) / "broker.conf").write_text(f"aclEnable=true\nacl_plain_file={Path(d) / 'plain_acl.yml'}\n")
-            extra = (*extra, "--config", str(Path(d) / "broker.conf"))
-        with serve(Path(d) / "data", *extra, conf=tls_conf(Path(d)) if tls else ()) as broker:
-            return _measure(broker, n, batch, window, sync)
+            conf += ["aclEnable=true", f"acl_plain_file={Path(d) / 'plain_acl.yml'}"]
+        hops_file = Path(d) / "hops.json"
+        if trace_hops:
+            os.environ["ES_BROKER_TRACE_HOPS"] = str(hops_file)  # the serve process inherits it
+        try:
+            with serve(Path(d) / "data", *extra, conf=conf) as broker:
+                result = _measure(broker, n, batch, window, sync)
+        finally:
+            os.environ.pop("ES_BROKER_TRACE_HOPS", None)
+        if trace_hops:  # written by the broker as it exits
+            result["hops"] = json.loads(hops_file.read_text())
+        return result
 
 
 def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, float]:
@@ -263,17 +300,19 @@ def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, fl
     produce = trio.run(es_produce, broker.broker, n, batch, window)
     consume = trio.run(es_consume, broker.broker, n // batch * batch)
     latencies = trio.run(es_sync_latency, broker.broker, sync)
+    floor = trio.run(es_floor_latency, broker.broker, sync)
     cpu, child = cpu_seconds(pid) - cpu0, sum(cpu_seconds(c) for c in children) - child0
-    requests = n // batch + REQUESTS["pull"] + sync
+    requests = n // batch + REQUESTS["pull"] + 2 * sync
     return {"produce": produce, "consume": consume, "p50": percentile(latencies, 0.5),
-            "p99": percentile(latencies, 0.99), "cpu": cpu, "child_cpu": child, "requests": requests,
+            "p99": percentile(latencies, 0.99), "floor p50": percentile(floor, 0.5),
+            "floor p99": percentile(floor, 0.99), "cpu": cpu, "child_cpu": child, "requests": requests,
             "rss_mb": peak_rss_mb(pid)}
 
 
 # ---------------------------------------------------------------------- Redis Streams
 
 
-def run_redis(n: int, batch: int, sync: int) -> dict[str, float]:
+def run_redis(n: int, batch: int, sync: int, fsync: str = "everysec") -> dict[str, float]:
     import redis
 
     server = shutil.which("redis-server")
@@ -282,7 +321,7 @@ def run_redis(n: int, batch: int, sync: int) -> dict[str, float]:
     port = free_port()
     with tempfile.TemporaryDirectory() as d:
         proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
-                                 "--appendonly", "yes", "--appendfsync", "everysec", "--save", ""],
+                                 "--appendonly", "yes", "--appendfsync", fsync, "--save", ""],
                                 stdout=subprocess.DEVNULL)
         try:
             r = redis.Redis(port=port)
@@ -344,14 +383,28 @@ def main() -> None:
     parser.add_argument("--acl", action="store_true", help="broker with aclEnable and a generated plain_acl.yml; "
                         "every request signed (RemotingClient credentials)")
     parser.add_argument("--tls", action="store_true", help="broker in tls.server.mode=enforcing, clients over TLS")
+    parser.add_argument("--sync-flush", action="store_true", help="broker in flushDiskType=SYNC_FLUSH, "
+                        "Redis with appendfsync always: every answer after the data is on disk")
+    parser.add_argument("--trace-hops", action="store_true", help="print where a synchronous send spends "
+                        "its time inside the broker (ES_BROKER_TRACE_HOPS)")
     args = parser.parse_args()
     global CREDENTIALS
     if args.acl:
         CREDENTIALS = Credentials("BenchClient", "BenchClientSecret")
     extra = ("--readmodel-url", args.readmodel_url) if args.readmodel_url else ()
-    es = run_es_broker(args.messages, args.batch, args.window, args.sync, *extra, tls=args.tls)
+    es = run_es_broker(args.messages, args.batch, args.window, args.sync, *extra, tls=args.tls,
+                       sync_flush=args.sync_flush, trace_hops=args.trace_hops)
+    flush = "SYNC_FLUSH vs appendfsync always" if args.sync_flush else "ASYNC_FLUSH vs appendfsync everysec"
     print(f"{args.messages} messages of 1 KiB, batches of {args.batch}, {os.cpu_count()} cores, "
-          f"ACL {'on (signed requests)' if args.acl else 'off'}{', TLS (enforcing)' if args.tls else ''}")
+          f"ACL {'on (signed requests)' if args.acl else 'off'}{', TLS (enforcing)' if args.tls else ''}, "
+          f"{flush}")
+    if args.trace_hops:
+        sends = es["hops"].get(str(int(RequestCode.SEND_MESSAGE_V2)))
+        if sends:
+            print(f"inside the broker, {sends['count']} synchronous sends (SEND_MESSAGE_V2):")
+            print(format_table(sends["hops"]))
+    print(f"round trip of an unserved request code (the floor): p50 {es['floor p50'] * 1000:.3f} ms, "
+          f"p99 {es['floor p99'] * 1000:.3f} ms")
     print(f"es-broker CPU over the workload: broker process {es['cpu']:.2f} s, "
           f"its child processes {es['child_cpu']:.2f} s, {es['requests']:,.0f} requests, "
           f"{es['cpu'] / es['requests'] * 1e6:.1f} µs of broker CPU per request, "
@@ -364,7 +417,7 @@ def main() -> None:
         for p in ("p50", "p99"):
             print(f"{'sync send ' + p + ' (ms)':28s}{es[p] * 1000:14.3f}")
         return
-    rd = run_redis(args.messages, args.batch, args.sync)
+    rd = run_redis(args.messages, args.batch, args.sync, "always" if args.sync_flush else "everysec")
     print(f"{'':28s}{'es-broker':>14s}{'Redis Streams':>16s}{'ratio':>8s}")
     print(f"{'produce (msg/s)':28s}{es['produce']:14,.0f}{rd['produce']:16,.0f}{es['produce'] / rd['produce']:8.2f}")
     print(f"{'consume, reads of 32 (msg/s)':28s}{es['consume']:14,.0f}{rd['consume']:16,.0f}"

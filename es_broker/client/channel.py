@@ -96,7 +96,14 @@ class Channel:
 
     async def send(self, command: RemotingCommand) -> None:
         data = self.conn.send(command)
-        async with self._send_lock:
+        lock = self._send_lock
+        try:
+            # uncontended, the lock is taken without a scheduler pass (trio's acquire yields even
+            # then); the write itself checks for cancellation first and yields after it
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
             if self.closed:
                 raise ChannelClosed(self.remote_addr)
             try:
@@ -104,6 +111,8 @@ class Channel:
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 self.closed = True
                 raise ChannelClosed(self.remote_addr) from exc
+        finally:
+            lock.release()
 
     async def receive(self, *, idle_timeout: float = math.inf,
                       read_timeout: float = math.inf) -> RemotingCommand | None:

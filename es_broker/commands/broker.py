@@ -39,7 +39,7 @@ from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, S
 from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
-from es_broker.log import AppendContext, GroupCommitWriter, StoreFullError, make
+from es_broker.log import AppendContext, GroupCommitWriter, Queued, StoreFullError, make
 from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
 from es_broker.log.arrival import ArrivalOrder as ArrivalOrder  # re-exported for the server
 from es_broker.log.arrival import Ticket as Ticket
@@ -110,6 +110,15 @@ class Broker:
         except RecordOutOfRange as exc:  # nothing was appended: a refusal, not a failure (B-138)
             raise IllegalRequest(str(exc)) from None
 
+    async def outcome(self, queued: Queued[T]) -> T:
+        """The result of a job enqueued with the writer, refused as `submit` refuses."""
+        try:
+            return await self.writer.outcome(queued)
+        except StoreFullError:
+            raise self.disk_full_refusal() from None
+        except RecordOutOfRange as exc:
+            raise IllegalRequest(str(exc)) from None
+
     @property
     def disk_full(self) -> bool:
         return self.writer.disk_full
@@ -160,7 +169,28 @@ class Broker:
                                         default_topic=default_topic,
                                         default_topic_queue_nums=default_topic_queue_nums,
                                         max_reconsume_times=max_reconsume_times)
-        result = await self.submit(messages.put_job(self.store, prepared, requester))
+        return self._put_stored(await self.submit(messages.put_job(self.store, prepared, requester)))
+
+    def enqueue_put(self, topic: str, queue_id: int, batch: list[MessageIn], *, requester: str = "",
+                    producer_group: str = "", default_topic: str | None = None,
+                    default_topic_queue_nums: int = 4,
+                    max_reconsume_times: int | None = None) -> Queued[PutResult]:
+        """`put_messages` up to the writer's queue, without waiting: the job is queued when this returns.
+
+        For a caller that keeps arrival order itself (the listener queues a
+        connection's sends as their frames are decoded); `put_result` waits.
+        """
+        prepared = messages.prepare_put(self.store, topic, queue_id, batch, producer_group=producer_group,
+                                        default_topic=default_topic,
+                                        default_topic_queue_nums=default_topic_queue_nums,
+                                        max_reconsume_times=max_reconsume_times)
+        return self.writer.enqueue(messages.put_job(self.store, prepared, requester))
+
+    async def put_result(self, queued: Queued[PutResult]) -> PutResult:
+        """What `put_messages` returns, for a put queued with `enqueue_put`."""
+        return self._put_stored(await self.outcome(queued))
+
+    def _put_stored(self, result: PutResult) -> PutResult:
         if result.real_topic is not None:
             self.on_delayed_stored()
         return result

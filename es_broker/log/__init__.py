@@ -9,13 +9,14 @@ from es_broker.log.store import (
     StoreFullError,
     disk_full_reason,
 )
-from es_broker.log.writer import GroupCommitWriter, ResumeRecords, WriterClosed
+from es_broker.log.writer import GroupCommitWriter, Queued, ResumeRecords, WriterClosed
 
 __all__ = [
     "AppendContext",
     "GroupCommitWriter",
     "LogCorruptError",
     "Projection",
+    "Queued",
     "Record",
     "RecordLog",
     "ResumeRecords",

@@ -31,6 +31,10 @@ class ArrivalOrder:
         self._given_up: set[int] = set()  # later tickets already through (or refused), waiting for the turn
         self._waiting: dict[int, trio.Event] = {}
 
+    def settled(self) -> bool:
+        """True when every ticket handed out has been released: a job queued now keeps arrival order."""
+        return self._turn == self._issued
+
     def ticket(self) -> Ticket:
         """The next ticket, in the order this is called (the order the frames were decoded)."""
         ticket = Ticket(self, self._issued)

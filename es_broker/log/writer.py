@@ -21,10 +21,11 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
+from es_broker.log import hops
 from es_broker.log.arrival import current_ticket
 from es_broker.log.store import AppendContext, RecordLog, StoreFullError
 
@@ -52,17 +53,27 @@ def _nothing(ctx: AppendContext) -> None:
     return None
 
 
-class _Pending:
-    __slots__ = ("job", "done", "ok", "value")
+class Queued(Generic[T]):
+    """A job in the writer's queue (`GroupCommitWriter.enqueue`); `GroupCommitWriter.outcome` gives its result."""
 
-    def __init__(self, job: Callable[[AppendContext], Any]) -> None:
+    __slots__ = ("job", "done", "ok", "value", "trace")
+
+    def __init__(self, job: Callable[[AppendContext], T]) -> None:
         self.job = job
         self.done = trio.Event()
         self.ok = False
         self.value: Any = None
+        self.trace: hops.Trace | None = None  # hops.ON only
 
 
-def _requests(batch: list[_Pending]) -> int:
+def _stamp(batch: list[Queued], hop: int) -> None:
+    at = hops.now()
+    for pending in batch:
+        if pending.trace is not None:
+            pending.trace.at[hop] = at
+
+
+def _requests(batch: list[Queued]) -> int:
     return sum(p.job is not _nothing for p in batch)
 
 
@@ -89,7 +100,7 @@ class GroupCommitWriter:
         self.max_batch = max_batch
         self.inline = not log.sync_on_commit
         self.flush_interval = flush_interval_ms / 1000
-        self._send, self._recv = trio.open_memory_channel[_Pending](math.inf)
+        self._send, self._recv = trio.open_memory_channel[Queued](math.inf)
         self._committed = trio.Event()
         self.batches = 0
         self.jobs = 0
@@ -117,21 +128,41 @@ class GroupCommitWriter:
         A job submitted under an arrival ticket (es_broker.log.arrival) enters
         the queue after the jobs of its connection's earlier tickets.
         """
-        pending = _Pending(job)
         ticket = current_ticket()
+        if ticket is None:
+            return await self.outcome(self.enqueue(job))
         try:
-            if ticket is not None:
-                await ticket.wait_turn()
+            await ticket.wait_turn()
+            queued = self.enqueue(job)
+        finally:
+            ticket.release()
+        return await self.outcome(queued)
+
+    def enqueue(self, job: Callable[[AppendContext], T]) -> Queued[T]:
+        """Put job in the queue of the next group commit now; `outcome` waits for its result.
+
+        No arrival ticket is consulted: jobs enter the queue in the order of
+        these calls, so a caller that enqueues as frames are decoded keeps
+        their arrival order by itself.
+        """
+        pending: Queued[T] = Queued(job)
+        try:
             self._send.send_nowait(pending)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             raise WriterClosed("the broker is shutting down") from None
-        finally:
-            if ticket is not None:
-                ticket.release()
-        await pending.done.wait()
-        if pending.ok:
-            return pending.value
-        raise pending.value
+        if hops.ON:
+            pending.trace = hops.current()
+            hops.mark(hops.SUBMITTED)
+        return pending
+
+    async def outcome(self, queued: Queued[T]) -> T:
+        """The result of an enqueued job once its group commit is done (or its error, raised)."""
+        await queued.done.wait()
+        if hops.ON:
+            hops.mark(hops.WOKEN)
+        if queued.ok:
+            return queued.value
+        raise queued.value
 
     async def wait_past(self, seq: int) -> int:
         """Wait until a record with a sequence number >= seq is committed (the tail)."""
@@ -155,13 +186,17 @@ class GroupCommitWriter:
                         break
                 await self._commit(batch)
 
-    async def _commit(self, batch: list[_Pending]) -> None:
+    async def _commit(self, batch: list[Queued]) -> None:
+        if hops.ON:
+            _stamp(batch, hops.PICKED)
         if self.disk_full_error is not None and time.monotonic() < self._next_probe:
             # refused fast: no write is tried until the next probe
             self.refused_while_full += _requests(batch)
             outcomes: list[tuple[bool, Any]] = [(False, self.disk_full_error)] * len(batch)
         else:
             outcomes = await self._write(batch)
+        if hops.ON:
+            _stamp(batch, hops.COMMITTED)
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
             pending.ok, pending.value = ok, value
             pending.done.set()
@@ -169,10 +204,11 @@ class GroupCommitWriter:
         self.jobs += len(batch)
         self._committed.set()
         self._committed = trio.Event()
-        if self.inline:
-            await trio.lowlevel.checkpoint()  # let the woken callers and readers run between batches
+        # no checkpoint here: the loop's next receive yields before it hands out another batch
+        # (trio's MemoryReceiveChannel.receive checkpoints even when a job is waiting), so the
+        # woken callers and the readers run between batches without a second scheduler pass
 
-    async def _write(self, batch: list[_Pending]) -> list[tuple[bool, Any]]:
+    async def _write(self, batch: list[Queued]) -> list[tuple[bool, Any]]:
         probing = self.disk_full_error is not None
         jobs = [p.job for p in batch]
         kept_aside = self.resume.take() if probing and self.resume is not None else None
@@ -229,7 +265,7 @@ class GroupCommitWriter:
             await trio.sleep(self.probe_interval)
             if self.disk_full and self.resume is not None and self.resume.pending():
                 try:
-                    self._send.send_nowait(_Pending(_nothing))
+                    self._send.send_nowait(Queued(_nothing))
                 except (trio.ClosedResourceError, trio.BrokenResourceError):
                     return
 

@@ -19,10 +19,11 @@ from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands import names, resets
 from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.messages import MessageIn, PutResult
 from es_broker.commands.pull_codes import response_code, slave_correction
 from es_broker.commands.queue_locks import QueueLocks
 from es_broker.ha.master import wants_slave_ack
+from es_broker.log import Queued, hops
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson, requests
 from es_broker.remoting import message as wire
@@ -38,7 +39,7 @@ from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, R
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.remoting_server import Handler
+from es_broker.server.remoting_server import Handler, Start
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,17 @@ async def _nothing() -> None:
     return None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Send:
+    """A send request as read from its header: where it goes, its messages, put_messages' keywords."""
+
+    topic: str
+    queue_id: int
+    batch: list[MessageIn]
+    created_before: bool  # the topic existed before this send (else the name server hears of it)
+    args: dict[str, Any]
+
+
 class BrokerProcessors:
     def __init__(self, broker: Broker, clients: ClientRegistry, holds: PullHoldService,
                  on_topics_changed: Any = None) -> None:
@@ -166,11 +178,35 @@ class BrokerProcessors:
             C.CONSUME_MESSAGE_DIRECTLY: self.forward_to_consumer,
         }
 
+    def starts(self) -> dict[int, Start]:
+        """The requests whose first part the listener runs as their frame is decoded (`start_send`)."""
+        C = RequestCode
+        return {C.SEND_MESSAGE: self.start_send, C.SEND_MESSAGE_V2: self.start_send,
+                C.SEND_BATCH_MESSAGE: self.start_send}
+
     def requester(self, channel: Channel) -> str:
         return self.clients.client_id(channel)
 
     # ------------------------------------------------------------------ producer
     async def send_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        send = self._send_request(channel, req)
+        result = await self.broker.put_messages(send.topic, send.queue_id, send.batch, **send.args)
+        return await self._send_answer(req, send, result)
+
+    def start_send(self, channel: Channel, req: RemotingCommand) -> Awaitable[RemotingCommand]:
+        """`send_message` up to the writer's queue, run as the frame is decoded; returns the rest.
+
+        The job is queued when this returns, so sends started in the order a
+        connection's frames are read enter the log in that order (B-140).
+        """
+        send = self._send_request(channel, req)
+        queued = self.broker.enqueue_put(send.topic, send.queue_id, send.batch, **send.args)
+        return self._finish_send(req, send, queued)
+
+    async def _finish_send(self, req: RemotingCommand, send: _Send, queued: Queued[PutResult]) -> RemotingCommand:
+        return await self._send_answer(req, send, await self.broker.put_result(queued))
+
+    def _send_request(self, channel: Channel, req: RemotingCommand) -> _Send:
         h = _v1(req)
         topic = h.require_str("topic")
         queue_id = h.require_int("queueId")
@@ -188,20 +224,23 @@ class BrokerProcessors:
         else:
             props = wire.decode_properties(h.get_str("properties", "") or "")
             batch = [MessageIn(req.body, props, h.require_int("flag"), sys_flag, born, born_host, reconsume)]
-        created_before = config is not None
         # a %RETRY% send's limit comes from the header for clients >= V3_4_9 (spec 7.2.1 step 5, B-95)
         max_reconsume = h.get_int("maxReconsumeTimes") if req.version >= Version.V3_4_9 else None
-        result = await self.broker.put_messages(
-            topic, queue_id, batch, requester=self.requester(channel),
-            producer_group=h.get_str("producerGroup", "") or "",
-            default_topic=h.get_str("defaultTopic"),
-            default_topic_queue_nums=h.get_int("defaultTopicQueueNums", 4) or 4,
-            max_reconsume_times=max_reconsume)
+        if hops.ON:
+            hops.mark(hops.PARSED)
+        return _Send(topic, queue_id, batch, config is not None, {
+            "requester": self.requester(channel),
+            "producer_group": h.get_str("producerGroup", "") or "",
+            "default_topic": h.get_str("defaultTopic"),
+            "default_topic_queue_nums": h.get_int("defaultTopicQueueNums", 4) or 4,
+            "max_reconsume_times": max_reconsume})
+
+    async def _send_answer(self, req: RemotingCommand, send: _Send, result: PutResult) -> RemotingCommand:
         self.holds.notify(result.topic, result.queue_id)
-        if not created_before or result.diverted_from is not None:
+        if not send.created_before or result.diverted_from is not None:
             self.on_topics_changed()  # a new topic, or maybe a new %DLQ%G, goes to the name server
         code = ResponseCode.SUCCESS
-        if self.replication is not None and all(wants_slave_ack(m.properties) for m in batch):
+        if self.replication is not None and all(wants_slave_ack(m.properties) for m in send.batch):
             code = await self.replication.wait_replicated(result.seq)  # stored either way (remoting 7.8)
         return response_to(req, code, None, {
             "msgId": ",".join(result.msg_ids),

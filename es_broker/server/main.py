@@ -81,9 +81,12 @@ class BrokerServer:
         ha_handlers = self.replication.handlers() if self.replication else {}
         acl_handlers = AclProcessors(access, lambda: self.broker.store.clock.now_ms(), lambda: (
             self.config.brokerClusterName, self.config.brokerName, self.addr)).handlers()
-        self.remoting = RemotingServer("broker", {**self.processors.handlers(), **self.retry.handlers(),
-                                                  **ha_handlers, **acl_handlers}, on_close=self._channel_closed,
-                                      limits=EdgeLimits.of(config), guard=access)
+        handlers = {**self.processors.handlers(), **self.retry.handlers(), **ha_handlers, **acl_handlers}
+        # a send's first part runs as its frame is decoded, where send_message is the code's handler
+        starts = {code: start for code, start in self.processors.starts().items()
+                  if handlers.get(code) == self.processors.send_message}
+        self.remoting = RemotingServer("broker", handlers, on_close=self._channel_closed,
+                                       limits=EdgeLimits.of(config), guard=access, starts=starts)
         self._register_now = trio.Event()
         # registrations asked for and done, so an admin change can wait until the name server has it
         self._register_wanted = 0

@@ -38,6 +38,7 @@ from es_broker.client.channel import (
 )
 from es_broker.commands.errors import BrokerError
 from es_broker.config import BrokerConfig
+from es_broker.log import hops
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
@@ -49,6 +50,9 @@ from es_broker.server.tls import ServerTls
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
+# the first part of a handler, run in the connection's read loop as the frame is decoded: it must not
+# block; it returns the rest of the handler, which runs as a task of its own
+Start = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
 
 
 class AccessGuard(Protocol):
@@ -95,10 +99,14 @@ class RemotingServer:
         on_close: Callable[[Channel], None] | None = None,
         limits: EdgeLimits | None = None,
         guard: AccessGuard | None = None,
+        starts: dict[int, Start] | None = None,
     ) -> None:
         self.name = name
         self.guard = guard  # ACL (es_broker/acl/access.py); None when aclEnable is off
         self.handlers = handlers
+        # codes whose handler's first part runs in the read loop (sends: the job is queued in arrival
+        # order without a task switch or a ticket); the rest runs as a task, as every other handler
+        self.starts = starts or {}
         self.on_close = on_close
         self.limits = limits or EdgeLimits.of(BrokerConfig())
         self.budget = PartialFrameBudget(self.limits.partial_frame_bytes_max)
@@ -132,7 +140,8 @@ class RemotingServer:
         opened = await self._open(stream)
         if opened is None:
             return
-        channel = Channel(opened[0], max_frame=self.limits.max_frame_length, budget=self.budget, head=opened[1])
+        stream = _StampedStream(opened[0]) if hops.ON else opened[0]
+        channel = Channel(stream, max_frame=self.limits.max_frame_length, budget=self.budget, head=opened[1])
         self.channels.add(channel)
         try:
             async with trio.open_nursery() as nursery:
@@ -184,6 +193,9 @@ class RemotingServer:
 
     async def _read_loop(self, channel: Channel, nursery: trio.Nursery) -> None:
         limits = self.limits
+        # `answer` replaced on this listener (a wrapper that records or filters) sees every request,
+        # so then no request takes the started path, which does not pass through it
+        starts = self.starts if "answer" not in vars(self) else {}
         arrivals = ArrivalOrder()  # requests that append messages are stored in the order read (B-140)
         while True:
             try:
@@ -201,11 +213,57 @@ class RemotingServer:
                 return
             if command.is_response:
                 channel.deliver_response(command)
+                continue
+            trace = None
+            if hops.ON:
+                trace = hops.Trace(command.code, channel.stream.received_at)
+                trace.mark(hops.DECODED)
+            start = starts.get(command.code)
+            if start is not None and arrivals.settled():
+                # no earlier ordered request of this connection is still to be queued: queue this one now
+                nursery.start_soon(self._finish, channel, command, self._start(channel, command, start, trace),
+                                   trace)
             else:
                 ticket = arrivals.ticket() if command.code in ORDERED_CODES else None
-                nursery.start_soon(self._dispatch, channel, command, ticket)
+                nursery.start_soon(self._dispatch, channel, command, ticket, trace)
 
-    async def _dispatch(self, channel: Channel, request: RemotingCommand, ticket: Ticket | None = None) -> None:
+    def _start(self, channel: Channel, request: RemotingCommand, start: Start,
+               trace: hops.Trace | None) -> Awaitable[RemotingCommand | None] | RemotingCommand | None:
+        """The first part of a request with a `Start`: the edge checks, then `start`; the rest to await, or
+        the answer already (a refusal)."""
+        if trace is not None:
+            trace.mark(hops.DISPATCHED)
+            hops.bind(trace)  # the read loop's, until the next request; the rest's task inherits it
+        refusal = self._refusal(channel, request)
+        if refusal is not None:
+            return refusal
+        if trace is not None:
+            trace.mark(hops.CHECKED)
+        try:
+            return start(channel, request)
+        except Exception as exc:
+            return self._failed(request, exc)
+
+    async def _finish(self, channel: Channel, request: RemotingCommand,
+                      rest: Awaitable[RemotingCommand | None] | RemotingCommand | None,
+                      trace: hops.Trace | None) -> None:
+        if rest is None or isinstance(rest, RemotingCommand):
+            response = rest
+        else:
+            try:
+                response = await rest
+            except Exception as exc:
+                response = self._failed(request, exc)
+            else:
+                if trace is not None:
+                    trace.mark(hops.ANSWERED)
+        await self._reply(channel, request, response, trace)
+
+    async def _dispatch(self, channel: Channel, request: RemotingCommand, ticket: Ticket | None = None,
+                        trace: hops.Trace | None = None) -> None:
+        if trace is not None:
+            trace.mark(hops.DISPATCHED)
+            hops.bind(trace)
         if ticket is None:
             response = await self.answer(channel, request)
         else:
@@ -214,14 +272,37 @@ class RemotingServer:
                 response = await self.answer(channel, request)
             finally:
                 ticket.release()  # refused before writing: the next request need not wait for this one
+        await self._reply(channel, request, response, trace)
+
+    async def _reply(self, channel: Channel, request: RemotingCommand, response: RemotingCommand | None,
+                     trace: hops.Trace | None) -> None:
         if response is not None and not request.is_oneway:
             with contextlib.suppress(ChannelClosed):
                 await channel.send(response)
+            if trace is not None:
+                trace.at[hops.ENCODED], trace.at[hops.SENT] = channel.stream.sent_at
+        if trace is not None:
+            hops.done(trace)
 
     async def answer(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """The response to one request, with every refusal turned into its code and remark."""
-        handler = self.handlers.get(request.code)
-        if handler is None:
+        refusal = self._refusal(channel, request)
+        if refusal is not None:
+            return refusal
+        if hops.ON:
+            hops.mark(hops.CHECKED)
+        try:
+            response = await self.handlers[request.code](channel, request)
+        except Exception as exc:
+            return self._failed(request, exc)
+        if hops.ON:
+            hops.mark(hops.ANSWERED)
+        return response
+
+    def _refusal(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """The answer to a request no handler may see: an unserved code, a malformed request, or one the
+        ACL refuses; None if it may run."""
+        if request.code not in self.handlers:
             return response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                f" request type {request.code} not supported")
         refusal = check(request)  # the declared shape first: no processor sees a malformed request
@@ -230,17 +311,51 @@ class RemotingServer:
         # then access (B-160): a refused request runs no handler and records nothing
         if self.guard is not None and (refusal := self.guard.check(channel, request)) is not None:
             return response_to(request, refusal.code, refusal.remark)
-        try:
-            return await handler(channel, request)
-        except BrokerError as exc:
+        return None
+
+    def _failed(self, request: RemotingCommand, exc: Exception) -> RemotingCommand | None:
+        """The answer to a handler that raised: a refusal's code and remark; None if the peer is gone."""
+        if isinstance(exc, BrokerError):
             return response_to(request, int(exc.code), exc.remark)
-        except CommandError as exc:
+        if isinstance(exc, CommandError):
             return response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        except ChannelClosed:
+        if isinstance(exc, ChannelClosed):
             return None
-        except Exception as exc:  # a handler bug must not take the connection or broker down
-            log.exception("%s: request %d failed", self.name, request.code)
-            return response_to(request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        # a handler bug must not take the connection or broker down
+        log.error("%s: request %d failed", self.name, request.code, exc_info=exc)
+        return response_to(request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+class _StampedStream(trio.abc.Stream):
+    """A connection's stream that notes when reads return and writes begin and end (hops.ON only).
+
+    The notes are the connection's latest, so the hop table is exact for one
+    request at a time per connection (the benchmark's synchronous sends).
+    """
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.transport_stream = stream
+        self.received_at = 0
+        self.sent_at = (0, 0)
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        data = await self.transport_stream.receive_some(max_bytes)
+        self.received_at = hops.now()
+        return data
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        began = hops.now()
+        await self.transport_stream.send_all(data)
+        self.sent_at = (began, hops.now())
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.transport_stream.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self.transport_stream.send_eof()  # type: ignore[attr-defined]
+
+    async def aclose(self) -> None:
+        await self.transport_stream.aclose()
 
 
 def _peer(stream: trio.SocketStream) -> str:

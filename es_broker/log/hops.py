@@ -1,0 +1,138 @@
+"""Where a request spends its time inside the broker: hop timestamps, for benchmarks only.
+
+`ES_BROKER_TRACE_HOPS=PATH` in the environment of `es-broker serve` turns it
+on: every request gets a `Trace`, the listener, the send processor and the
+writer stamp `time.perf_counter_ns()` into it as the request passes, and at
+exit the per-hop p50/p99 of each request code are written to PATH as JSON
+(`-` prints them). Off, each stamping point costs one test of the module
+flag `ON`, read once per request.
+
+`HOPS` names the stamps in the order a synchronous send passes them; a
+request that skips one (a heartbeat never reaches the writer) has 0 there,
+and the table counts each hop from the previous stamped one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import time
+from contextvars import ContextVar
+
+HOPS = (
+    "received",    # the read that brought the frame's last bytes returned
+    "decoded",     # the frame came out of the sans-IO connection as a command
+    "dispatched",  # the handler's task (or the inline call) began
+    "checked",     # declared shape (and ACL) checked, the processor is called
+    "parsed",      # the send processor read the header and built the messages
+    "submitted",   # the job entered the writer's queue (after its arrival turn)
+    "picked",      # the writer took the batch holding the job
+    "committed",   # the batch's transaction committed (and fsynced with SYNC_FLUSH)
+    "woken",       # the caller resumed with its job's result
+    "answered",    # the processor returned its response
+    "encoded",     # the response frame's bytes are built; the write begins
+    "sent",        # the socket took the bytes
+)
+RECEIVED, DECODED, DISPATCHED, CHECKED, PARSED, SUBMITTED, PICKED, COMMITTED, WOKEN, ANSWERED, ENCODED, SENT = (
+    range(len(HOPS)))
+
+_TARGET = os.environ.get("ES_BROKER_TRACE_HOPS", "")
+ON = bool(_TARGET)
+MAX_SAMPLES = 1_000_000  # per request code; later requests are not kept
+
+now = time.perf_counter_ns
+
+
+class Trace:
+    """The hop timestamps (ns) of one request."""
+
+    __slots__ = ("code", "at")
+
+    def __init__(self, code: int, received: int) -> None:
+        self.code = code
+        self.at = [0] * len(HOPS)
+        self.at[RECEIVED] = received
+
+    def mark(self, hop: int) -> None:
+        self.at[hop] = now()
+
+
+_CURRENT: ContextVar[Trace | None] = ContextVar("es_broker_hop_trace", default=None)
+_samples: dict[int, list[list[int]]] = {}
+
+
+def bind(trace: Trace) -> None:
+    """Make `trace` the current task's (the writer reads it when the task submits a job)."""
+    _CURRENT.set(trace)
+
+
+def current() -> Trace | None:
+    return _CURRENT.get()
+
+
+def mark(hop: int) -> None:
+    """Stamp `hop` on the current task's trace, if it has one."""
+    trace = _CURRENT.get()
+    if trace is not None:
+        trace.at[hop] = now()
+
+
+def done(trace: Trace) -> None:
+    """Keep a finished request's stamps for the table."""
+    kept = _samples.setdefault(trace.code, [])
+    if len(kept) < MAX_SAMPLES:
+        kept.append(trace.at)
+
+
+def _percentile(values: list[int], p: float) -> int:
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+def table() -> dict[str, dict]:
+    """Per request code: count, and per hop the p50/p99/mean µs since the previous stamped hop."""
+    out: dict[str, dict] = {}
+    for code, samples in sorted(_samples.items()):
+        rows = {}
+        for hop in range(1, len(HOPS)):
+            deltas = []
+            for at in samples:
+                if not at[hop] or not at[RECEIVED]:
+                    continue
+                prev = max((at[h] for h in range(hop) if at[h]), default=0)
+                if prev:
+                    deltas.append(at[hop] - prev)
+            if deltas:
+                deltas.sort()
+                rows[HOPS[hop]] = {"p50": _percentile(deltas, 0.5) / 1000, "p99": _percentile(deltas, 0.99) / 1000,
+                                   "mean": sum(deltas) / len(deltas) / 1000, "n": len(deltas)}
+        totals = sorted(max(at) - at[RECEIVED] for at in samples if at[RECEIVED])
+        if not totals:
+            continue
+        rows["total"] = {"p50": _percentile(totals, 0.5) / 1000, "p99": _percentile(totals, 0.99) / 1000,
+                         "mean": sum(totals) / len(totals) / 1000, "n": len(totals)}
+        out[str(code)] = {"count": len(samples), "hops": rows}
+    return out
+
+
+def format_table(hops: dict[str, dict]) -> str:
+    """One code's table as text: hop, p50, p99, mean (µs)."""
+    lines = [f"{'hop (since the previous one)':30s}{'p50 µs':>10s}{'p99 µs':>10s}{'mean µs':>10s}"]
+    for name, row in hops.items():
+        lines.append(f"{name:30s}{row['p50']:10.1f}{row['p99']:10.1f}{row['mean']:10.1f}")
+    return "\n".join(lines)
+
+
+def _write_at_exit() -> None:
+    result = table()
+    if _TARGET == "-":
+        for code, entry in result.items():
+            print(f"request code {code}, {entry['count']} requests\n{format_table(entry['hops'])}", file=sys.stderr)
+    else:
+        with open(_TARGET, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if ON:
+    atexit.register(_write_at_exit)
