@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import trio
-import yaml
 
 from es_broker.acl.signing import Credentials
 from es_broker.client.admin import Admin, AdminError
@@ -648,6 +647,8 @@ def read_tools_yml(path: Path) -> Credentials | None:
         raise CredentialsError(f"tools.yml {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CredentialsError(f"tools.yml {path} cannot be read: {type(exc).__name__}") from None
+    import yaml  # here, not at the top: every `es-broker` command builds this parser
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from es_broker.acl.addresses import AddressPattern, AddressPatternError, parse_pattern
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX: a group is checked as its retry topic
@@ -156,6 +154,8 @@ ACCOUNT_KEYS = frozenset({"accessKey", "secretKey", "whiteRemoteAddress", "admin
 
 def parse_file(path: str | Path, data: bytes) -> PlainAclFile:
     """Parse one plain_acl.yml's bytes; AclConfigError names the file and what is wrong."""
+    import yaml  # here, not at the top: a broker without ACL never parses YAML
+
     where = str(path)
     try:
         tree = yaml.safe_load(data)
@@ -318,6 +318,8 @@ def _data_version(where: str, value: Any) -> DataVersion:
 
 def load_tree(path: str | Path, data: bytes) -> dict[str, Any]:
     """A file's YAML as a mapping (an empty file is an empty mapping); AclConfigError otherwise."""
+    import yaml
+
     try:
         tree = yaml.safe_load(data)
     except yaml.YAMLError:
@@ -382,6 +384,8 @@ _ORDER = ("globalWhiteRemoteAddresses", "accounts", "dataVersion")
 
 def dump_tree(tree: Mapping[str, Any]) -> bytes:
     """The tree as plain_acl.yml text RocketMQ reads: block style, RocketMQ's key order, no comments."""
+    import yaml
+
     ordered = {k: tree[k] for k in _ORDER if k in tree}
     ordered.update((k, v) for k, v in tree.items() if k not in ordered)
     return yaml.safe_dump(ordered, default_flow_style=False, sort_keys=False, allow_unicode=True).encode()

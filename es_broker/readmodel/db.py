@@ -10,8 +10,10 @@ follower calls it before it starts).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, create_engine, event
+if TYPE_CHECKING:  # SQLAlchemy is imported where an engine is made: `serve` asks default_url only
+    from sqlalchemy import Engine
 
 SQLITE_NAME = "readmodel.sqlite"
 
@@ -22,6 +24,8 @@ def default_url(data_dir: str | Path) -> str:
 
 def open_engine(url: str) -> Engine:
     """An engine for the read model; SQLite gets WAL so readers never block the follower."""
+    from sqlalchemy import create_engine, event
+
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 30})
 
