@@ -269,9 +269,9 @@ class Broker:
             return unit.store_time if unit else 0
 
     def query_messages_by_key(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[bytes]:
-        """Messages of a topic whose KEYS or UNIQ_KEY hold key, stored in [begin, end] (QUERY_MESSAGE).
+        """Messages of topic whose KEYS or UNIQ_KEY hold key, stored in [begin, end] (QUERY_MESSAGE).
 
-        The newest min(max_num, maxMsgsNumBatch) matches, answered in commit-log order (B-200, B-202).
+        The newest min(max_num, maxMsgsNumBatch) matches, in commit-log order (B-200, B-202).
         """
         limit = min(max_num, self.store.config.maxMsgsNumBatch)
         with self.store.read() as txn:

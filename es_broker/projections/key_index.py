@@ -14,21 +14,24 @@ with a byte search, without decoding the message.
 
 Databases (U64 big-endian; a store time is biased by 2**63 so signed times sort):
 
-| database   | key                                      | value |
-|------------|------------------------------------------|-------|
-| key_index  | key_prefix(topic, key) + store time + physical offset | empty |
-| key_uniq   | uniq_prefix(UNIQ_KEY) + physical offset  | empty: the journey's "first message carrying it" |
-| key_expiry | first indexed physical offset of a `messages_stored` record | the index keys it wrote |
-| key_meta   | `built`                                  | the index covers the whole log |
+| database   | key                                                 | value               |
+|------------|-----------------------------------------------------|---------------------|
+| key_index  | key_prefix(topic, key) + store time + physical offset | empty             |
+| key_expiry | first indexed physical offset of a `messages_stored` record | its index keys |
+| key_meta   | `built`                                             | the index covers the log |
 
-A prefix is `topic NUL key NUL` (or `UNIQ_KEY NUL`); one that would push a
-key past LMDB's 511 bytes is replaced by 0xFF and a 16-byte BLAKE2b digest
-(0xFF never occurs in UTF-8, so the two forms never meet). A lookup is one
-range scan of its prefix from the asked end time backwards: it costs the
-matches it reads, not the messages stored. Like RocketMQ's hash index, an
-entry is a candidate: every match is checked against the stored message's
-own topic and properties before it is answered (a digest collision, or a key
-whose bytes hold a NUL, can put another key's entries inside a prefix range).
+A prefix is `topic NUL key NUL`; one that would push a key past LMDB's 511
+bytes is replaced by 0xFF and a 16-byte BLAKE2b digest (0xFF never occurs in
+UTF-8, so the two forms never meet). A lookup is one range scan of its prefix
+from the asked end time backwards: it costs the matches it reads, not the
+messages stored. Like RocketMQ's hash index, an entry is a candidate: every
+match is checked against the stored message's own topic and properties
+before it is answered (a digest collision, or a key whose bytes hold a NUL,
+can put another key's entries inside a prefix range).
+
+A journey by UNIQ_KEY has no topic: it looks in the index of every topic
+with messages (one seek each) rather than keeping a second, topic-less entry
+per message, which would cost every send one more B-tree insert.
 
 Retention: a `commitlog_expired` record deletes the message bytes below the
 new phyMin; `key_expiry` turns that into a range walk over the expired
@@ -109,7 +112,7 @@ def _span(raw: bytes) -> tuple[int, int, int, int]:
 
 
 def _property(raw: bytes, start: int, end: int, needle: bytes) -> bytes | None:
-    """The value of a property in raw[start:end], the last one of its name, as decode_properties keeps it."""
+    """A property's value in raw[start:end]: the last of its name, as decode_properties keeps."""
     i = raw.rfind(needle, start, end)
     while i >= 0:
         if i == start or raw[i - 1] == 2:  # a name starts the text or follows a separator
@@ -167,7 +170,7 @@ def key_tokens(keys: bytes | None) -> list[bytes]:
 
 
 def matches(raw: bytes, topic: bytes, key: bytes, *, uniq_only: bool = False) -> bool:
-    """Whether stored message bytes are of topic and hold key as UNIQ_KEY (or, unless uniq_only, in KEYS)."""
+    """Whether stored message bytes are of topic and hold key as UNIQ_KEY (or in KEYS)."""
     try:
         _, topic_at, start, end = _span(raw)
     except (IndexError, ValueError, struct.error):
@@ -202,14 +205,15 @@ class KeyIndexProjection:
     def _index(self, txn: lmdb.Transaction, record: Record) -> None:
         topic = record["topic"].encode() + b"\x00"
         ts = _time(record["ts"])
-        get, put, payloads, index_db, pack = txn.get, txn.put, self.payloads, self.index_db, U64.pack
+        get, put, pack = txn.get, txn.put, U64.pack
+        payloads, index_db = self.payloads, self.index_db
         written: list[bytes] = []
         first = -1
         for phy, _, _ in record["units"]:
             phy_key = pack(phy)
             raw = get(phy_key, db=payloads)
             if raw is None:
-                continue  # expired before this index was built (a replay copies the surviving bytes)
+                continue  # expired before the index was built (a replay copies the surviving bytes)
             keys, uniq, sys_flag = message_keys(raw)
             if sys_flag & _TRANSACTION_MASK == _ROLLBACK:
                 continue  # IndexService skips a rolled-back transaction message (B-201)
@@ -275,7 +279,7 @@ class KeyIndexProjection:
     # ------------------------------------------------------------------ reads
     def newest(self, txn: lmdb.Transaction, topic: str, key: str, begin: int, end: int,
                limit: int) -> list[int]:
-        """Physical offsets of the newest `limit` messages of topic holding key, stored in [begin, end].
+        """Physical offsets of the newest `limit` messages of topic with key, stored in [begin, end].
 
         Newest first (store time, then physical offset), each checked against
         the stored message (B-200, B-203).

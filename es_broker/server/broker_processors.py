@@ -334,7 +334,7 @@ class BrokerProcessors:
 
     async def query_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         max_num = req.require_int("maxNum")
-        if req.get_str(UNIQUE_MSG_QUERY_FLAG) == "true":  # a lookup by UNIQ_KEY: the broker's own cap (B-202)
+        if req.get_str(UNIQUE_MSG_QUERY_FLAG) == "true":  # by UNIQ_KEY: the broker's cap (B-202)
             max_num = self.config.defaultQueryMaxNum
         found = self.broker.query_messages_by_key(
             req.require_str("topic"), req.require_str("key"), max_num,
