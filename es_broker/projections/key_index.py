@@ -284,7 +284,7 @@ class KeyIndexProjection:
         Newest first (store time, then physical offset), each checked against
         the stored message (B-200, B-203).
         """
-        if limit <= 0 or begin > end:
+        if limit <= 0 or begin > end or self.index_db is None:  # None: a read-only view of an old log
             return []
         topic_b, key_b = topic.encode(), key.encode()
         prefix = key_prefix(topic_b, key_b)
@@ -311,6 +311,8 @@ class KeyIndexProjection:
 
     def oldest_with_uniq_key(self, txn: lmdb.Transaction, topic: str, uniq: str) -> int | None:
         """Physical offset of the oldest message of topic whose UNIQ_KEY is uniq."""
+        if self.index_db is None:
+            return None
         topic_b, uniq_b = topic.encode(), uniq.encode()
         prefix = key_prefix(topic_b, uniq_b)
         size = len(prefix) + _TAIL
