@@ -1,7 +1,8 @@
 """Core benchmark: put and pull through the broker core against raw LMDB appends.
 
-Run: python bench/core_bench.py [--messages N]
+Run: python bench/core_bench.py [--messages N] [--keys]
 Prints one table: rates in messages/s and the ratios the Foundation issue asks for.
+With --keys every message carries a distinct KEYS and UNIQ_KEY, as a producer's do.
 """
 
 from __future__ import annotations
@@ -38,7 +39,14 @@ def raw_append_rate(n: int, txn_size: int, sync: bool) -> float:
         return n / elapsed
 
 
-async def put_rate(n: int, flush: str, senders: int, batch: int = 1) -> tuple[float, float, int]:
+def _keyed(sender: int, k: int, j: int) -> MessageIn:
+    """A message with a KEYS and a UNIQ_KEY of its own."""
+    uniq = f"{sender:08X}{k:012X}{j:04X}"
+    return MessageIn(BODY, {"TAGS": "A", "KEYS": f"order-{uniq}", "UNIQ_KEY": uniq})
+
+
+async def put_rate(n: int, flush: str, senders: int, batch: int = 1,
+                   keys: bool = False) -> tuple[float, float, int]:
     """n messages through Broker.put_messages from `senders` concurrent tasks."""
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
         config = BrokerConfig(storePathRootDir=d, flushDiskType=flush, initial_map_size=1 << 30)
@@ -48,11 +56,14 @@ async def put_rate(n: int, flush: str, senders: int, batch: int = 1) -> tuple[fl
             await broker.update_topic({"topicName": "B", "readQueueNums": 8, "writeQueueNums": 8})
             per_sender = n // senders // batch
             msgs = [MessageIn(BODY, {"TAGS": "A"}) for _ in range(batch)]
+            keyed = [[_keyed(s, k, j) for j in range(batch)]
+                     for s in range(senders) for k in range(per_sender)] if keys else []
             start = time.perf_counter()
 
             async def send(i: int) -> None:
-                for _ in range(per_sender):
-                    await broker.put_messages("B", i % 8, msgs)
+                for k in range(per_sender):
+                    batch_k = keyed[i * per_sender + k] if keys else msgs
+                    await broker.put_messages("B", i % 8, batch_k)
 
             async with trio.open_nursery() as inner:
                 for i in range(senders):
@@ -102,14 +113,16 @@ async def pull_rate(broker: Broker, total: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--keys", action="store_true",
+                        help="a distinct KEYS and UNIQ_KEY on every message")
     args = parser.parse_args()
-    n = args.messages
+    n, keys = args.messages, args.keys
 
     raw_async = raw_append_rate(n, 1000, sync=False)
     raw_sync = raw_append_rate(min(n, 20_000), 100, sync=True)
-    put_async, (read, pull), async_batches = trio.run(put_rate, n, ASYNC_FLUSH, 64)
-    put_async_batch32, _, _ = trio.run(put_rate, n, ASYNC_FLUSH, 8, 32)
-    put_sync, _, sync_batches = trio.run(put_rate, min(n, 20_000), SYNC_FLUSH, 64)
+    put_async, (read, pull), async_batches = trio.run(put_rate, n, ASYNC_FLUSH, 64, 1, keys)
+    put_async_batch32, _, _ = trio.run(put_rate, n, ASYNC_FLUSH, 8, 32, keys)
+    put_sync, _, sync_batches = trio.run(put_rate, min(n, 20_000), SYNC_FLUSH, 64, 1, keys)
 
     rows = [
         ("raw LMDB append, txn 1000, sync off", raw_async, ""),
@@ -120,7 +133,8 @@ def main() -> None:
         ("pull read, batches of 32", read, "goal >= 500k/s"),
         ("pull with delivery record, 8 queues", pull, ""),
     ]
-    print(f"1 KiB messages, {n} per run, {os.cpu_count()} cores")
+    keyed = " with KEYS and UNIQ_KEY" if keys else ""
+    print(f"1 KiB messages{keyed}, {n} per run, {os.cpu_count()} cores")
     for name, rate, note in rows:
         print(f"{name:45s} {rate:12,.0f} msg/s  {note}")
     print(f"group commit: ASYNC run {async_batches} transactions, SYNC run {sync_batches} transactions")

@@ -59,6 +59,8 @@ class BrokerConfig:
     maxTransferBytesOnMessageInDisk: int = 65536
     maxTransferCountOnMessageInDisk: int = 8
     offsetCheckInSlave: bool = False
+    maxMsgsNumBatch: int = 64  # most messages one QUERY_MESSAGE answers (B-202)
+    defaultQueryMaxNum: int = 32  # maxNum of a QUERY_MESSAGE flagged _UNIQUE_KEY_QUERY (B-202)
     # --- master/slave (MessageStoreConfig; es-broker replicates records over the remoting port)
     slaveTimeout: int = 3000  # ms a SYNC_MASTER send waits for the slave (4.9.8 CommitLog#submitReplicaRequest)
     haSlaveFallbehindMax: int = 256 * 1024 * 1024  # commit-log bytes a slave may lag and still count

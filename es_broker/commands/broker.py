@@ -299,27 +299,15 @@ class Broker:
             return unit.store_time if unit else 0
 
     def query_messages_by_key(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[bytes]:
-        """Messages of a topic whose KEYS or UNIQ_KEY hold key, stored in [begin, end] (QUERY_MESSAGE)."""
-        from es_broker.remoting.message import decode_one
+        """Messages of topic whose KEYS or UNIQ_KEY hold key, stored in [begin, end] (QUERY_MESSAGE).
 
-        found: list[bytes] = []
+        The newest min(max_num, maxMsgsNumBatch) matches, in commit-log order (B-200, B-202).
+        """
+        limit = min(max_num, self.store.config.maxMsgsNumBatch)
         with self.store.read() as txn:
-            config = self.store.topics.get(txn, topic)
-            queues = max(config["readQueueNums"], config["writeQueueNums"]) if config else 0
-            for q in range(queues):
-                lo, hi = self.store.cq.bounds(txn, topic, q)
-                for unit in self.store.cq.units(txn, topic, q, lo, hi):
-                    if not begin <= unit.store_time <= end:
-                        continue
-                    raw = self.store.log.payload(txn, unit.physical_offset)
-                    if raw is None:
-                        continue
-                    msg, _ = decode_one(raw)
-                    if key in msg.keys or msg.properties.get("UNIQ_KEY") == key:
-                        found.append(raw)
-                        if len(found) >= max_num:
-                            return found
-        return found
+            phys = sorted(self.store.keyindex.newest(txn, topic, key, begin, end, limit))
+            found = [self.store.log.payload(txn, phy) for phy in phys]
+        return [raw for raw in found if raw is not None]
 
     def topic_table(self) -> tuple[dict[str, dict[str, Any]], int]:
         """Every topic config, and the data version (the last sequence that changed one)."""

@@ -19,6 +19,7 @@ from es_broker.projections import (
     all_projections,
 )
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
+from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.time_index import TimeIndexProjection
 
@@ -36,6 +37,7 @@ class Store:
     schedule: DeliveryScheduleProjection
     trace: MessageTraceProjection
     timeindex: TimeIndexProjection
+    keyindex: KeyIndexProjection
     config: BrokerConfig
     clock: Clock
 
@@ -61,6 +63,7 @@ class Store:
         store = cls(log, *projections, config=config, clock=clock or SystemClock())
         if not readonly:
             store.timeindex.ensure_built(log)  # a log written before the time index existed
+            store.keyindex.ensure_built(log)  # ... or before the key index existed
         return store
 
     def read(self) -> lmdb.Transaction:

@@ -58,15 +58,10 @@ def resolve(store: Store, txn: lmdb.Transaction, msg_id: str) -> int | None:
     # an id's offset is any 8 bytes: outside [0, phy max) no message can be there
     if phy is not None and 0 <= phy < (1 << 63) - 1 and _stored_unit(store, txn, phy) is not None:
         return phy
-    # a client id (UNIQ_KEY) is in the message bytes only: the first message that carries it
-    for key, raw in txn.cursor(db=store.log.commitlog_db):
-        try:
-            message = wire.decode_one(raw)[0]
-        except wire.MessageDecodeError:
-            continue
-        if message.properties.get("UNIQ_KEY") == msg_id:
-            return records.key_seq(key)
-    return None
+    # a client id (UNIQ_KEY): the first message carrying it, from each topic's key index (B-206)
+    topics = {topic for topic, _, _, _ in store.cq.queues(txn)}
+    found = (store.keyindex.oldest_with_uniq_key(txn, topic, msg_id) for topic in sorted(topics))
+    return min((phy for phy in found if phy is not None), default=None)
 
 
 def _link_other_end(rec: Record, role: bytes) -> int | None:

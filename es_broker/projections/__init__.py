@@ -3,6 +3,7 @@
 from es_broker.projections.commitlog import CommitLogProjection
 from es_broker.projections.consume_queue import ConsumeQueueProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
+from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.offsets import OffsetTableProjection
 from es_broker.projections.subscription_groups import SubscriptionGroupProjection
@@ -21,6 +22,7 @@ def all_projections() -> list:
         DeliveryScheduleProjection(),
         MessageTraceProjection(),
         TimeIndexProjection(),
+        KeyIndexProjection(),
     ]
 
 
@@ -28,6 +30,7 @@ __all__ = [
     "CommitLogProjection",
     "ConsumeQueueProjection",
     "DeliveryScheduleProjection",
+    "KeyIndexProjection",
     "MessageTraceProjection",
     "OffsetTableProjection",
     "SubscriptionGroupProjection",

@@ -49,6 +49,7 @@ RUNTIME_KEYS = frozenset({"brokerPermission", "slaveReadEnable", "longPollingEna
                           "notifyConsumerIdsChangedEnable", "autoCreateTopicEnable", "autoCreateSubscriptionGroup",
                           "fileReservedTime", "deleteWhen", "offsetCheckInSlave"})
 LOCK_EXPIRY_PERIOD = 10.0  # s between passes releasing lapsed queue locks (at most lockMaxLiveTime)
+UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll: a QUERY_MESSAGE by UNIQ_KEY
 
 
 def json_body(value: Any) -> bytes:
@@ -357,8 +358,11 @@ class BrokerProcessors:
         return response_to(req, ResponseCode.SUCCESS, body=raw)
 
     async def query_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        max_num = req.require_int("maxNum")
+        if req.get_str(UNIQUE_MSG_QUERY_FLAG) == "true":  # by UNIQ_KEY: the broker's cap (B-202)
+            max_num = self.config.defaultQueryMaxNum
         found = self.broker.query_messages_by_key(
-            req.require_str("topic"), req.require_str("key"), req.require_int("maxNum"),
+            req.require_str("topic"), req.require_str("key"), max_num,
             req.require_long("beginTimestamp"), req.require_long("endTimestamp"))
         header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": 0}
         if not found:

@@ -1,0 +1,348 @@
+"""The key index: (topic, key) -> stored messages, RocketMQ's IndexService (B-200..B-206).
+
+QUERY_MESSAGE and a journey asked by UNIQ_KEY read it instead of every
+message of a topic. Built from `messages_stored` records and the message
+bytes that the same transaction wrote just before them (the record carries
+no keys; the bytes do), so the log's records stay as they are and a replay,
+which copies the bytes first, rebuilds it byte for byte.
+
+Each token of the KEYS property (split on the space character, B-201) and
+the UNIQ_KEY of a message are indexed under its topic. Only the properties
+section of the stored bytes is read (`message_keys`): its place follows from
+the fixed layout and the body and topic lengths, and the two names are found
+with a byte search, without decoding the message.
+
+Databases (U64 big-endian; a store time is biased by 2**63 so signed times sort):
+
+| database   | key                                                 | value               |
+|------------|-----------------------------------------------------|---------------------|
+| key_index  | key_prefix(topic, key) + store time + physical offset | empty             |
+| key_expiry | first indexed physical offset of a `messages_stored` record | its index keys |
+| key_meta   | `built`                                             | the index covers the log |
+
+A prefix is `topic NUL key NUL`; one that would push a key past LMDB's 511
+bytes is replaced by 0xFF and a 16-byte BLAKE2b digest (0xFF never occurs in
+UTF-8, so the two forms never meet). A lookup is one range scan of its prefix
+from the asked end time backwards: it costs the matches it reads, not the
+messages stored. Like RocketMQ's hash index, an entry is a candidate: every
+match is checked against the stored message's own topic and properties
+before it is answered (a digest collision, or a key whose bytes hold a NUL,
+can put another key's entries inside a prefix range).
+
+A journey by UNIQ_KEY has no topic: it looks in the index of every topic
+with messages (one seek each) rather than keeping a second, topic-less entry
+per message, which would cost every send one more B-tree insert.
+
+Retention: a `commitlog_expired` record deletes the message bytes below the
+new phyMin; `key_expiry` turns that into a range walk over the expired
+records' entries, which deletes exactly the index keys they wrote. The
+write transaction that applies the record thus does work in proportion to
+what expires, like the deletion of the bytes in the same transaction; no
+lookup ever has to skip dead entries and nothing is left to sweep later.
+An entry of a record cut by phyMin (a batch that crossed into a new
+commit-log file) keeps its surviving keys under its first surviving offset,
+which is also what a replay writes for it, as the replay only has the
+surviving bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import lmdb
+
+from es_broker.log import Record, records
+from es_broker.projections.keys import MAX_KEY, U64
+
+KEYS = b"KEYS\x01"  # property names as they precede a value
+UNIQ_KEY = b"UNIQ_KEY\x01"
+KEY_SEPARATOR = b" "  # MessageConst.KEY_SEPARATOR
+_BIAS = 1 << 63
+_TAIL = 16  # store time + physical offset
+_HASHED = b"\xff"
+_ENTRY = struct.Struct(">H")  # length of an index key in a key_expiry value
+_BUILT = b"built"
+_MAX_PREFIX = MAX_KEY - _TAIL
+
+# the stored-message layout (remoting/message.py): SYSFLAG at 36, BODYLENGTH at 84 with IPv4 hosts
+_I32 = struct.Struct(">i").unpack_from
+_U16 = struct.Struct(">H").unpack_from
+_SYSFLAG_AT = 36
+_BODY_LEN_AT = 84
+_V6_HOSTS = 0x30  # bornhost and storehost IPv6 flags: 12 more bytes each
+_TRANSACTION_MASK = 0xC  # MessageSysFlag: the transaction type bits; 0xC is a rollback
+_ROLLBACK = 0xC
+
+
+def _digest(data: bytes) -> bytes:
+    return _HASHED + hashlib.blake2b(data, digest_size=16).digest()
+
+
+def key_prefix(topic: bytes, key: bytes) -> bytes:
+    """The start of every key_index key of (topic, key): `topic NUL key NUL`, or its digest."""
+    prefix = topic + b"\x00" + key + b"\x00"
+    return prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)
+
+
+def _time(ts: int) -> bytes:
+    return U64.pack(min(max(ts + _BIAS, 0), (1 << 64) - 1))
+
+
+def _span(raw: bytes) -> tuple[int, int, int, int]:
+    """(sysFlag, start of the topic, start and end of the properties) of stored message bytes.
+
+    Raises IndexError, struct.error or ValueError on bytes too short for what they declare.
+    """
+    sys_flag = _I32(raw, _SYSFLAG_AT)[0]
+    at = _BODY_LEN_AT
+    if sys_flag & _V6_HOSTS:
+        at += (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0)
+    body_len = _I32(raw, at)[0]
+    if body_len < 0:
+        raise ValueError("negative body length")
+    topic_at = at + 5 + body_len
+    props_at = topic_at + raw[topic_at - 1]
+    props_end = props_at + 2 + _U16(raw, props_at)[0]
+    if props_end > len(raw):
+        raise ValueError("properties past the end")
+    return sys_flag, topic_at, props_at + 2, props_end
+
+
+def _property(raw: bytes, start: int, end: int, needle: bytes) -> bytes | None:
+    """A property's value in raw[start:end]: the last of its name, as decode_properties keeps."""
+    i = raw.rfind(needle, start, end)
+    while i >= 0:
+        if i == start or raw[i - 1] == 2:  # a name starts the text or follows a separator
+            value_at = i + len(needle)
+            stop = raw.find(b"\x02", value_at, end)
+            return raw[value_at:stop if stop >= 0 else end]
+        i = raw.rfind(needle, start, i + len(needle) - 1)
+    return None
+
+
+def message_keys(raw: bytes) -> tuple[bytes | None, bytes | None, int]:
+    """(KEYS, UNIQ_KEY, sysFlag) of stored message bytes: the write path's one parse.
+
+    Reads the properties section only, where the fixed layout and the body and
+    topic lengths put it; the last property of a name counts, as in
+    decode_properties. Malformed bytes give (None, None, 0).
+    """
+    try:
+        sys_flag = _I32(raw, _SYSFLAG_AT)[0]
+        at = _BODY_LEN_AT
+        if sys_flag & _V6_HOSTS:
+            at += (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0)
+        topic_len_at = at + 4 + _I32(raw, at)[0]
+        start = topic_len_at + 3 + raw[topic_len_at]
+        end = start + _U16(raw, start - 2)[0]
+    except (IndexError, struct.error):
+        return None, None, 0
+    if topic_len_at < at + 4 or end > len(raw):
+        return None, None, 0
+    keys = uniq = None
+    i = raw.rfind(KEYS, start, end)
+    if i >= 0:
+        if i == start or raw[i - 1] == 2:  # the common case: one KEYS, a name after a separator
+            stop = raw.find(b"\x02", i + 5, end)
+            keys = raw[i + 5:stop if stop >= 0 else end]
+        else:
+            keys = _property(raw, start, end, KEYS)
+    i = raw.rfind(UNIQ_KEY, start, end)
+    if i >= 0:
+        if i == start or raw[i - 1] == 2:
+            stop = raw.find(b"\x02", i + 9, end)
+            uniq = raw[i + 9:stop if stop >= 0 else end]
+        else:
+            uniq = _property(raw, start, end, UNIQ_KEY)
+    return keys, uniq, sys_flag
+
+
+def key_tokens(keys: bytes | None) -> list[bytes]:
+    """The index keys of a KEYS value: its parts between spaces, empty ones skipped (B-201)."""
+    if not keys:
+        return []
+    if KEY_SEPARATOR in keys:
+        return [k for k in keys.split(KEY_SEPARATOR) if k]
+    return [keys]
+
+
+def matches(raw: bytes, topic: bytes, key: bytes, *, uniq_only: bool = False) -> bool:
+    """Whether stored message bytes are of topic and hold key as UNIQ_KEY (or in KEYS)."""
+    try:
+        _, topic_at, start, end = _span(raw)
+    except (IndexError, ValueError, struct.error):
+        return False
+    if raw[topic_at:start - 2] != topic:
+        return False
+    if _property(raw, start, end, UNIQ_KEY) == key:
+        return True
+    if uniq_only:
+        return False
+    keys = _property(raw, start, end, KEYS)
+    return bool(keys) and key in keys.split(KEY_SEPARATOR)
+
+
+class KeyIndexProjection:
+    name = "key_index"
+    databases = ("key_index", "key_expiry", "key_meta")
+
+    def bind(self, log: Any) -> None:
+        self.index_db = log.db("key_index")
+        self.expiry_db = log.db("key_expiry")
+        self.meta_db = log.db("key_meta")
+        self.payloads = log.commitlog_db
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        kind = record["type"]
+        if kind == "messages_stored":
+            self._index(txn, record)
+        elif kind == "commitlog_expired":
+            self._expire(txn, record["phy_min"])
+
+    def _index(self, txn: lmdb.Transaction, record: Record) -> None:
+        topic = record["topic"].encode() + b"\x00"
+        ts = _time(record["ts"])
+        get, put, pack = txn.get, txn.put, U64.pack
+        payloads, index_db = self.payloads, self.index_db
+        written: list[bytes] = []
+        first = -1
+        for phy, _, _ in record["units"]:
+            phy_key = pack(phy)
+            raw = get(phy_key, db=payloads)
+            if raw is None:
+                continue  # expired before the index was built (a replay copies the surviving bytes)
+            keys, uniq, sys_flag = message_keys(raw)
+            if sys_flag & _TRANSACTION_MASK == _ROLLBACK:
+                continue  # IndexService skips a rolled-back transaction message (B-201)
+            tail = ts + phy_key
+            if uniq:
+                prefix = topic + uniq + b"\x00"
+                key = (prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail
+                put(key, b"", db=index_db)
+                written.append(key)
+            if keys:
+                for token in key_tokens(keys):
+                    prefix = topic + token + b"\x00"
+                    key = (prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail
+                    put(key, b"", db=index_db)
+                    written.append(key)
+            if first < 0 and written:
+                first = phy
+        if first >= 0:
+            put(pack(first), _pack_entries(written), db=self.expiry_db)
+
+    def _expire(self, txn: lmdb.Transaction, phy_min: int) -> None:
+        cur = txn.cursor(db=self.expiry_db)
+        while cur.first() and U64.unpack(cur.key())[0] < phy_min:
+            kept: list[bytes] = []
+            for key in _parse_entries(cur.value()):
+                if U64.unpack(key[-8:])[0] < phy_min:
+                    txn.delete(key, db=self.index_db)
+                else:
+                    kept.append(key)
+            cur.delete()
+            if kept:  # a record cut by phyMin: its surviving keys stay, under their first offset
+                first = min(U64.unpack(key[-8:])[0] for key in kept)
+                txn.put(U64.pack(first), _pack_entries(kept), db=self.expiry_db)
+
+    # ------------------------------------------------------------------ building
+    def is_built(self, txn: lmdb.Transaction) -> bool:
+        return self.meta_db is not None and txn.get(_BUILT, db=self.meta_db) is not None
+
+    def ensure_built(self, log: Any) -> bool:
+        """Index a log written before this projection existed, once; True if it had to.
+
+        A marker says the index covers the log, so a start reads one key. The
+        build is one write transaction: a crash leaves no index (and no
+        marker) or a complete one.
+        """
+        with log.env.begin() as txn:
+            if self.is_built(txn):
+                return False
+        while True:
+            try:
+                with log.env.begin(write=True) as txn:
+                    for db in (self.index_db, self.expiry_db):
+                        txn.drop(db, delete=False)
+                    for key, raw in txn.cursor(db=log.log_db):
+                        record = records.unpack(raw)
+                        if record["type"] in ("messages_stored", "commitlog_expired"):
+                            self.apply(txn, records.key_seq(key), record)
+                    txn.put(_BUILT, b"1", db=self.meta_db)
+                return log.last_seq > 0
+            except lmdb.MapFullError:
+                log.env.set_mapsize(log.env.info()["map_size"] * 2)
+
+    # ------------------------------------------------------------------ reads
+    def newest(self, txn: lmdb.Transaction, topic: str, key: str, begin: int, end: int,
+               limit: int) -> list[int]:
+        """Physical offsets of the newest `limit` messages of topic with key, stored in [begin, end].
+
+        Newest first (store time, then physical offset), each checked against
+        the stored message (B-200, B-203).
+        """
+        if limit <= 0 or begin > end or self.index_db is None:  # None: a read-only view of an old log
+            return []
+        topic_b, key_b = topic.encode(), key.encode()
+        prefix = key_prefix(topic_b, key_b)
+        plen = len(prefix)
+        size, low = plen + _TAIL, _time(begin)
+        cur = txn.cursor(db=self.index_db)
+        if not (cur.prev() if cur.set_range(prefix + _time(end) + b"\xff" * 8) else cur.last()):
+            return []
+        found: list[int] = []
+        get, payloads = txn.get, self.payloads
+        for entry in cur.iterprev(keys=True, values=False):
+            if entry[:plen] != prefix:
+                break
+            if len(entry) != size:
+                continue  # another key whose bytes continue this prefix
+            if entry[plen:plen + 8] < low:
+                break
+            raw = get(entry[-8:], db=payloads)
+            if raw is not None and matches(raw, topic_b, key_b):
+                found.append(U64.unpack(entry[-8:])[0])
+                if len(found) >= limit:
+                    break
+        return found
+
+    def oldest_with_uniq_key(self, txn: lmdb.Transaction, topic: str, uniq: str) -> int | None:
+        """Physical offset of the oldest message of topic whose UNIQ_KEY is uniq."""
+        if self.index_db is None:
+            return None
+        topic_b, uniq_b = topic.encode(), uniq.encode()
+        prefix = key_prefix(topic_b, uniq_b)
+        size = len(prefix) + _TAIL
+        cur = txn.cursor(db=self.index_db)
+        if not cur.set_range(prefix):
+            return None
+        for entry in cur.iternext(keys=True, values=False):
+            if entry[:len(prefix)] != prefix:
+                return None
+            if len(entry) != size:
+                continue
+            raw = txn.get(entry[-8:], db=self.payloads)
+            if raw is not None and matches(raw, topic_b, uniq_b, uniq_only=True):
+                return U64.unpack(entry[-8:])[0]
+        return None
+
+    def entries(self, txn: lmdb.Transaction) -> Iterator[bytes]:
+        """Every key_index key, in order (tests and diagnostics)."""
+        yield from txn.cursor(db=self.index_db).iternext(keys=True, values=False)
+
+
+def _pack_entries(keys: list[bytes]) -> bytes:
+    pack = _ENTRY.pack
+    return b"".join([pack(len(key)) + key for key in keys])
+
+
+def _parse_entries(value: bytes) -> Iterator[bytes]:
+    p = 0
+    while p < len(value):
+        (size,) = _ENTRY.unpack_from(value, p)
+        p += _ENTRY.size
+        yield bytes(value[p:p + size])
+        p += size
