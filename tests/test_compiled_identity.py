@@ -216,3 +216,17 @@ def test_place_batch(encoded, data):
             data.draw(st.sampled_from(["7F00000100002A9F", ""])))
     same("place_batch", *args)
     same("place_batch", tuple(encoded), tuple(codes), *args[2:])
+
+
+keyed_properties = st.dictionaries(st.sampled_from(["KEYS", "UNIQ_KEY", "TAGS", "XKEYS", "KEYS\x01", "K"]),
+                                   st.sampled_from(["", "a b", " k1  k2 ", "UNIQ_KEY\x01x", "KEYS\x01y", "\u00e9"]),
+                                   max_size=4)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.builds(_valid_message, encodable.filter(bool), st.binary(max_size=30), keyed_properties,
+                 st.integers(0, 0xFFFF), st.just((("127.0.0.1", 1), ("10.0.0.1", 2)))), st.data())
+def test_message_keys(raw, data):
+    same("message_keys", raw)
+    same("message_keys", data.draw(damaged(st.just(raw))))
+    same("message_keys", raw + b"\x02KEYS\x01tail")

@@ -56,6 +56,7 @@ import lmdb
 
 from es_broker.log import Record, records
 from es_broker.projections.keys import MAX_KEY, U64
+from es_broker.remoting import message as wire
 
 KEYS = b"KEYS\x01"  # property names as they precede a value
 UNIQ_KEY = b"UNIQ_KEY\x01"
@@ -123,41 +124,7 @@ def _property(raw: bytes, start: int, end: int, needle: bytes) -> bytes | None:
     return None
 
 
-def message_keys(raw: bytes) -> tuple[bytes | None, bytes | None, int]:
-    """(KEYS, UNIQ_KEY, sysFlag) of stored message bytes: the write path's one parse.
-
-    Reads the properties section only, where the fixed layout and the body and
-    topic lengths put it; the last property of a name counts, as in
-    decode_properties. Malformed bytes give (None, None, 0).
-    """
-    try:
-        sys_flag = _I32(raw, _SYSFLAG_AT)[0]
-        at = _BODY_LEN_AT
-        if sys_flag & _V6_HOSTS:
-            at += (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0)
-        topic_len_at = at + 4 + _I32(raw, at)[0]
-        start = topic_len_at + 3 + raw[topic_len_at]
-        end = start + _U16(raw, start - 2)[0]
-    except (IndexError, struct.error):
-        return None, None, 0
-    if topic_len_at < at + 4 or end > len(raw):
-        return None, None, 0
-    keys = uniq = None
-    i = raw.rfind(KEYS, start, end)
-    if i >= 0:
-        if i == start or raw[i - 1] == 2:  # the common case: one KEYS, a name after a separator
-            stop = raw.find(b"\x02", i + 5, end)
-            keys = raw[i + 5:stop if stop >= 0 else end]
-        else:
-            keys = _property(raw, start, end, KEYS)
-    i = raw.rfind(UNIQ_KEY, start, end)
-    if i >= 0:
-        if i == start or raw[i - 1] == 2:
-            stop = raw.find(b"\x02", i + 9, end)
-            uniq = raw[i + 9:stop if stop >= 0 else end]
-        else:
-            uniq = _property(raw, start, end, UNIQ_KEY)
-    return keys, uniq, sys_flag
+message_keys = wire.message_keys  # the write path's one parse (compiled unless ES_BROKER_PURE_PYTHON)
 
 
 def key_tokens(keys: bytes | None) -> list[bytes]:
@@ -220,18 +187,15 @@ class KeyIndexProjection:
             tail = ts + phy_key
             if uniq:
                 prefix = topic + uniq + b"\x00"
-                key = (prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail
-                put(key, b"", db=index_db)
-                written.append(key)
+                written.append((prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail)
             if keys:
                 for token in key_tokens(keys):
                     prefix = topic + token + b"\x00"
-                    key = (prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail
-                    put(key, b"", db=index_db)
-                    written.append(key)
+                    written.append((prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail)
             if first < 0 and written:
                 first = phy
         if first >= 0:
+            txn.cursor(db=index_db).putmulti([(key, b"") for key in written])
             put(pack(first), _pack_entries(written), db=self.expiry_db)
 
     def _expire(self, txn: lmdb.Transaction, phy_min: int) -> None:

@@ -15,7 +15,7 @@ message.py is bound at the first call.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memchr, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 import zlib
 
@@ -287,6 +287,44 @@ def place_batch(encoded, tags_codes, queue_id, queue_offset, physical_offset, st
         ids.append(prefix + PyUnicode_DecodeUTF8(hexed, 16, NULL))
         phy += size
     return payloads, units, ids, phy
+
+
+def message_keys(raw):
+    cdef const uint8_t* buf
+    cdef Py_ssize_t size, at, topic_len_at, start, end, segment, stop
+    cdef int32_t sys_flag, body_len
+    cdef const uint8_t* found
+    if _REF is None:
+        _bind()
+    if type(raw) is not bytes or PyBytes_GET_SIZE(raw) < 88:
+        return _REF["message_keys"](raw)
+    buf = <const uint8_t*>PyBytes_AS_STRING(raw)
+    size = PyBytes_GET_SIZE(raw)
+    sys_flag = _get32(buf + 36)
+    at = 84 + (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0)
+    if at + 4 > size:
+        return _REF["message_keys"](raw)
+    body_len = _get32(buf + at)
+    topic_len_at = at + 4 + body_len
+    if body_len < 0 or topic_len_at >= size:
+        return _REF["message_keys"](raw)
+    start = topic_len_at + 3 + buf[topic_len_at]
+    if start > size:
+        return _REF["message_keys"](raw)
+    end = start + ((<Py_ssize_t>buf[start - 2] << 8) | buf[start - 1])
+    if end > size:
+        return _REF["message_keys"](raw)
+    keys = uniq = None
+    segment = start
+    while segment <= end:  # properties split at \x02; a name that starts a segment is a name
+        found = <const uint8_t*>memchr(buf + segment, 2, end - segment)
+        stop = end if found == NULL else found - buf
+        if stop - segment >= 5 and memcmp(buf + segment, b"KEYS\x01", 5) == 0:
+            keys = PyBytes_FromStringAndSize(<const char*>buf + segment + 5, stop - segment - 5)
+        elif stop - segment >= 9 and memcmp(buf + segment, b"UNIQ_KEY\x01", 9) == 0:
+            uniq = PyBytes_FromStringAndSize(<const char*>buf + segment + 9, stop - segment - 9)
+        segment = stop + 1
+    return keys, uniq, sys_flag
 
 
 cdef inline str _ipv4(const uint8_t* p):

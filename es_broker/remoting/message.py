@@ -242,6 +242,47 @@ def place_batch(
     return payloads, units, ids, phy
 
 
+_KEYS_NAME = b"KEYS\x01"  # property names as they precede a value
+_UNIQ_KEY_NAME = b"UNIQ_KEY\x01"
+_I32_AT = struct.Struct(">i").unpack_from
+_U16_AT = struct.Struct(">H").unpack_from
+
+
+def _last_property(raw: bytes, start: int, end: int, needle: bytes) -> bytes | None:
+    """A property's value in raw[start:end]: the last of its name, as decode_properties keeps."""
+    i = raw.rfind(needle, start, end)
+    while i >= 0:
+        if i == start or raw[i - 1] == 2:  # a name starts the text or follows a separator
+            value_at = i + len(needle)
+            stop = raw.find(b"\x02", value_at, end)
+            return raw[value_at:stop if stop >= 0 else end]
+        i = raw.rfind(needle, start, i + len(needle) - 1)
+    return None
+
+
+def message_keys(raw: bytes) -> tuple[bytes | None, bytes | None, int]:
+    """(KEYS, UNIQ_KEY, sysFlag) of stored message bytes, for the key index.
+
+    Reads the properties section only, where the fixed layout and the body and
+    topic lengths put it; the last property of a name counts, as in
+    decode_properties. Malformed bytes give (None, None, 0).
+    """
+    try:
+        sys_flag = _I32_AT(raw, 36)[0]
+        at = 84  # BODYLENGTH with IPv4 hosts; an IPv6 host is 12 bytes longer
+        if sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6):
+            at += (12 if sys_flag & FLAG_BORNHOST_V6 else 0) + (12 if sys_flag & FLAG_STOREHOST_V6 else 0)
+        topic_len_at = at + 4 + _I32_AT(raw, at)[0]
+        start = topic_len_at + 3 + raw[topic_len_at]
+        end = start + _U16_AT(raw, start - 2)[0]
+    except (IndexError, struct.error):
+        return None, None, 0
+    if topic_len_at < at + 4 or end > len(raw):
+        return None, None, 0
+    return (_last_property(raw, start, end, _KEYS_NAME), _last_property(raw, start, end, _UNIQ_KEY_NAME),
+            sys_flag)
+
+
 class MessageDecodeError(ValueError):
     """The bytes are not a valid stored message."""
 
@@ -364,6 +405,7 @@ REFERENCE = {
     "encode_fields": encode_fields,
     "stamp": stamp,
     "place_batch": place_batch,
+    "message_keys": message_keys,
     "decode_one": decode_one,
     "decode_all": decode_all,
     "decode_batch": decode_batch,
@@ -377,6 +419,7 @@ if _compiled is not None:
     encode_fields = _compiled.encode_fields  # noqa: F811
     stamp = _compiled.stamp  # noqa: F811
     place_batch = _compiled.place_batch  # noqa: F811
+    message_keys = _compiled.message_keys  # noqa: F811
     decode_one = _compiled.decode_one  # noqa: F811
     decode_all = _compiled.decode_all  # noqa: F811
     decode_batch = _compiled.decode_batch  # noqa: F811
