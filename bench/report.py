@@ -46,6 +46,7 @@ def phase_wire(args) -> dict:
 
 def phase_core(args) -> dict:
     import core_bench
+
     from es_broker.config import ASYNC_FLUSH, SYNC_FLUSH
 
     n = args.messages
