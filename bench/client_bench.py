@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -162,58 +159,11 @@ def run_es_broker(n: int, sync: int, phases: set[str]) -> dict[str, float]:
 
 
 def run_redis(n: int, sync: int) -> dict[str, float]:
-    import redis
+    """The same Redis workload as wire_bench's (one XADD at a time is what a blocking client sees too)."""
+    from wire_bench import run_redis as redis_streams
 
-    server = shutil.which("redis-server")
-    if server is None:
-        raise SystemExit("redis-server is not installed: apt-get install -y redis-server")
-    port = free_port()
-    with tempfile.TemporaryDirectory() as d:
-        proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
-                                 "--appendonly", "yes", "--appendfsync", "everysec", "--save", ""],
-                                stdout=subprocess.DEVNULL)
-        try:
-            r = redis.Redis(port=port)
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    r.ping()
-                    break
-                except redis.ConnectionError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)  # waiting for a separate server process to accept
-            start = time.perf_counter()
-            for i in range(n // BATCH):
-                pipe = r.pipeline(transaction=False)
-                for _ in range(BATCH):
-                    pipe.xadd(f"bench{i % QUEUES}", {"tags": "A", "body": BODY})
-                pipe.execute()
-            produce = (n // BATCH * BATCH) / (time.perf_counter() - start)
-            start = time.perf_counter()
-            got = 0
-            for q in range(QUEUES):
-                stream = f"bench{q}"
-                r.xgroup_create(stream, "g", id="0")
-                while True:
-                    res = r.xreadgroup("g", "c", {stream: ">"}, count=32)
-                    if not res or not res[0][1]:
-                        break
-                    entries = res[0][1]
-                    got += len(entries)
-                    r.xack(stream, "g", *[entry_id for entry_id, _ in entries])
-            consume = got / (time.perf_counter() - start)
-            latencies = []
-            for i in range(sync):
-                t = time.perf_counter()
-                r.xadd(f"sync{i % QUEUES}", {"tags": "A", "body": BODY})
-                latencies.append(time.perf_counter() - t)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait()
-    return {"produce": produce, "consume": consume, "p50": percentile(latencies, 0.5),
-            "p99": percentile(latencies, 0.99), "blocking_p50": percentile(latencies, 0.5),
-            "blocking_p99": percentile(latencies, 0.99)}
+    out = redis_streams(n, BATCH, sync)
+    return dict(out, blocking_p50=out["p50"], blocking_p99=out["p99"])
 
 
 ROWS = (

@@ -40,7 +40,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -312,7 +315,9 @@ def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, fl
 # ---------------------------------------------------------------------- Redis Streams
 
 
-def run_redis(n: int, batch: int, sync: int, fsync: str = "everysec") -> dict[str, float]:
+@contextmanager
+def redis_server(fsync: str = "everysec") -> Iterator[Any]:
+    """Debian's redis-server on a free loopback port, AOF with `appendfsync fsync`, and a redis-py client."""
     import redis
 
     server = shutil.which("redis-server")
@@ -334,40 +339,45 @@ def run_redis(n: int, batch: int, sync: int, fsync: str = "everysec") -> dict[st
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.05)  # waiting for a separate server process to accept; not a test
-            start = time.perf_counter()
-            for i in range(n // batch):
-                pipe = r.pipeline(transaction=False)
-                for _ in range(batch):
-                    pipe.xadd(f"bench{i % QUEUES}", {"tags": "A", "body": BODY})
-                pipe.execute()
-            produce = (n // batch * batch) / (time.perf_counter() - start)
-            got = 0
-            for q in range(QUEUES):
-                r.xgroup_create(f"bench{q}", "BENCH", id="0")
-            start = time.perf_counter()
-            for q in range(QUEUES):
-                # XREADGROUP COUNT 32, acknowledging the previous read in the same round trip
-                acked: list = []
-                while True:
-                    pipe = r.pipeline(transaction=False)
-                    if acked:
-                        pipe.xack(f"bench{q}", "BENCH", *acked)
-                    pipe.xreadgroup("BENCH", "c1", {f"bench{q}": ">"}, count=32)
-                    res = pipe.execute()[-1]
-                    if not res or not res[0][1]:
-                        break
-                    entries = res[0][1]
-                    got += len(entries)
-                    acked = [entry[0] for entry in entries]
-            consume = got / (time.perf_counter() - start)
-            latencies = []
-            for i in range(sync):
-                t = time.perf_counter()
-                r.xadd(f"sync{i % QUEUES}", {"tags": "A", "body": BODY})
-                latencies.append(time.perf_counter() - t)
+            yield r
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait()
+
+
+def run_redis(n: int, batch: int, sync: int, fsync: str = "everysec") -> dict[str, float]:
+    with redis_server(fsync) as r:
+        start = time.perf_counter()
+        for i in range(n // batch):
+            pipe = r.pipeline(transaction=False)
+            for _ in range(batch):
+                pipe.xadd(f"bench{i % QUEUES}", {"tags": "A", "body": BODY})
+            pipe.execute()
+        produce = (n // batch * batch) / (time.perf_counter() - start)
+        got = 0
+        for q in range(QUEUES):
+            r.xgroup_create(f"bench{q}", "BENCH", id="0")
+        start = time.perf_counter()
+        for q in range(QUEUES):
+            # XREADGROUP COUNT 32, acknowledging the previous read in the same round trip
+            acked: list = []
+            while True:
+                pipe = r.pipeline(transaction=False)
+                if acked:
+                    pipe.xack(f"bench{q}", "BENCH", *acked)
+                pipe.xreadgroup("BENCH", "c1", {f"bench{q}": ">"}, count=32)
+                res = pipe.execute()[-1]
+                if not res or not res[0][1]:
+                    break
+                entries = res[0][1]
+                got += len(entries)
+                acked = [entry[0] for entry in entries]
+        consume = got / (time.perf_counter() - start)
+        latencies = []
+        for i in range(sync):
+            t = time.perf_counter()
+            r.xadd(f"sync{i % QUEUES}", {"tags": "A", "body": BODY})
+            latencies.append(time.perf_counter() - t)
     return {"produce": produce, "consume": consume, "p50": percentile(latencies, 0.5),
             "p99": percentile(latencies, 0.99)}
 

@@ -112,18 +112,6 @@ def _span(raw: bytes) -> tuple[int, int, int, int]:
     return sys_flag, topic_at, props_at + 2, props_end
 
 
-def _property(raw: bytes, start: int, end: int, needle: bytes) -> bytes | None:
-    """A property's value in raw[start:end]: the last of its name, as decode_properties keeps."""
-    i = raw.rfind(needle, start, end)
-    while i >= 0:
-        if i == start or raw[i - 1] == 2:  # a name starts the text or follows a separator
-            value_at = i + len(needle)
-            stop = raw.find(b"\x02", value_at, end)
-            return raw[value_at:stop if stop >= 0 else end]
-        i = raw.rfind(needle, start, i + len(needle) - 1)
-    return None
-
-
 message_keys = wire.message_keys  # the write path's one parse (compiled unless ES_BROKER_PURE_PYTHON)
 
 
@@ -144,11 +132,11 @@ def matches(raw: bytes, topic: bytes, key: bytes, *, uniq_only: bool = False) ->
         return False
     if raw[topic_at:start - 2] != topic:
         return False
-    if _property(raw, start, end, UNIQ_KEY) == key:
+    if wire.last_property(raw, start, end, UNIQ_KEY) == key:
         return True
     if uniq_only:
         return False
-    keys = _property(raw, start, end, KEYS)
+    keys = wire.last_property(raw, start, end, KEYS)
     return bool(keys) and key in keys.split(KEY_SEPARATOR)
 
 

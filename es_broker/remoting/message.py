@@ -248,7 +248,7 @@ _I32_AT = struct.Struct(">i").unpack_from
 _U16_AT = struct.Struct(">H").unpack_from
 
 
-def _last_property(raw: bytes, start: int, end: int, needle: bytes) -> bytes | None:
+def last_property(raw: bytes, start: int, end: int, needle: bytes) -> bytes | None:
     """A property's value in raw[start:end]: the last of its name, as decode_properties keeps."""
     i = raw.rfind(needle, start, end)
     while i >= 0:
@@ -279,7 +279,7 @@ def message_keys(raw: bytes) -> tuple[bytes | None, bytes | None, int]:
         return None, None, 0
     if topic_len_at < at + 4 or end > len(raw):
         return None, None, 0
-    return (_last_property(raw, start, end, _KEYS_NAME), _last_property(raw, start, end, _UNIQ_KEY_NAME),
+    return (last_property(raw, start, end, _KEYS_NAME), last_property(raw, start, end, _UNIQ_KEY_NAME),
             sys_flag)
 
 
