@@ -69,7 +69,9 @@ def free_port() -> int:
 async def es_produce(namesrv: str, topic: str, n: int) -> float:
     batch = [Message(BODY, tags="A") for _ in range(BATCH)]
     async with Producer(namesrv, "BenchProducer", client_ip="127.0.0.1") as producer:
-        await producer.send(topic, BODY, tags="A")  # route lookup and connection before the clock starts
+        await producer.send(
+            topic, BODY, tags="A"
+        )  # route lookup and connection before the clock starts
         batches = n // BATCH
         window = trio.Semaphore(WINDOW)
         start = time.perf_counter()
@@ -101,14 +103,22 @@ async def es_consume(namesrv: str, topic: str, n: int) -> float:
         return ConsumeResult.SUCCESS
 
     group = f"BenchConsumer{uuid.uuid4().hex[:8]}"
-    consumer = PushConsumer(namesrv, group, handle, subscriptions={topic: "*"}, client_ip="127.0.0.1",
-                            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer = PushConsumer(
+        namesrv,
+        group,
+        handle,
+        subscriptions={topic: "*"},
+        client_ip="127.0.0.1",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     start = time.perf_counter()
     async with trio.open_nursery() as nursery:
         await consumer.start(nursery)
         await done.wait()
         # the offsets committed in memory (what the next persist sends) cover every message
-        while sum(off for mq, off in consumer.offset_store.offsets().items() if mq.topic == topic) < n:
+        while (
+            sum(off for mq, off in consumer.offset_store.offsets().items() if mq.topic == topic) < n
+        ):
             await trio.sleep(0.001)
         elapsed = time.perf_counter() - start
         await consumer.shutdown()
@@ -139,9 +149,22 @@ def es_blocking(namesrv: str, topic: str, count: int) -> list[float]:
 
 def run_es_broker(n: int, sync: int, phases: set[str]) -> dict[str, float]:
     out: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d, serve(Path(d) / "data") as broker:
+    with (
+        tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d,
+        serve(Path(d) / "data") as broker,
+    ):
         for topic in ("Bench", "Sync"):
-            broker.admin("updateTopic", "-b", broker.broker, "-t", topic, "-r", str(QUEUES), "-w", str(QUEUES))
+            broker.admin(
+                "updateTopic",
+                "-b",
+                broker.broker,
+                "-t",
+                topic,
+                "-r",
+                str(QUEUES),
+                "-w",
+                str(QUEUES),
+            )
         if "produce" in phases or "consume" in phases:
             out["produce"] = trio.run(es_produce, broker.namesrv, "Bench", n)
         if "consume" in phases:
@@ -179,20 +202,31 @@ ROWS = (
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--sync", type=int, default=2000, help="single sends for the latency figures")
+    parser.add_argument(
+        "--sync", type=int, default=2000, help="single sends for the latency figures"
+    )
     parser.add_argument("--no-redis", action="store_true", help="es-broker only")
-    parser.add_argument("--only", nargs="+", choices=PHASES, default=list(PHASES),
-                        help="es-broker phases to run (consume needs produce, which then runs too)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=PHASES,
+        default=list(PHASES),
+        help="es-broker phases to run (consume needs produce, which then runs too)",
+    )
     args = parser.parse_args()
     es = run_es_broker(args.messages, args.sync, set(args.only))
     rd = {} if args.no_redis else run_redis(args.messages, args.sync)
-    print(f"{args.messages} messages of 1 KiB, {os.cpu_count()} cores; es-broker through es_broker.client, "
-          f"Redis Streams through redis-py")
+    print(
+        f"{args.messages} messages of 1 KiB, {os.cpu_count()} cores; es-broker through es_broker.client, "
+        f"Redis Streams through redis-py"
+    )
     print(f"{'':32s}{'es-broker':>12s}{'Redis':>12s}{'ratio':>8s}")
     for key, label, scale in ROWS:
         if key not in es:
             continue
-        line = f"{label:32s}{es[key] * scale:12,.3f}" if scale != 1 else f"{label:32s}{es[key]:12,.0f}"
+        line = (
+            f"{label:32s}{es[key] * scale:12,.3f}" if scale != 1 else f"{label:32s}{es[key]:12,.0f}"
+        )
         if key in rd:
             line += f"{rd[key] * scale:12,.3f}" if scale != 1 else f"{rd[key]:12,.0f}"
             line += f"{es[key] / rd[key]:8.2f}"

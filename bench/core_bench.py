@@ -45,8 +45,9 @@ def _keyed(sender: int, k: int, j: int) -> MessageIn:
     return MessageIn(BODY, {"TAGS": "A", "KEYS": f"order-{uniq}", "UNIQ_KEY": uniq})
 
 
-async def put_rate(n: int, flush: str, senders: int, batch: int = 1,
-                   keys: bool = False) -> tuple[float, float, int]:
+async def put_rate(
+    n: int, flush: str, senders: int, batch: int = 1, keys: bool = False
+) -> tuple[float, float, int]:
     """n messages through Broker.put_messages from `senders` concurrent tasks."""
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
         config = BrokerConfig(storePathRootDir=d, flushDiskType=flush, initial_map_size=1 << 30)
@@ -56,8 +57,15 @@ async def put_rate(n: int, flush: str, senders: int, batch: int = 1,
             await broker.update_topic({"topicName": "B", "readQueueNums": 8, "writeQueueNums": 8})
             per_sender = n // senders // batch
             msgs = [MessageIn(BODY, {"TAGS": "A"}) for _ in range(batch)]
-            keyed = [[_keyed(s, k, j) for j in range(batch)]
-                     for s in range(senders) for k in range(per_sender)] if keys else []
+            keyed = (
+                [
+                    [_keyed(s, k, j) for j in range(batch)]
+                    for s in range(senders)
+                    for k in range(per_sender)
+                ]
+                if keys
+                else []
+            )
             start = time.perf_counter()
 
             async def send(i: int) -> None:
@@ -70,7 +78,11 @@ async def put_rate(n: int, flush: str, senders: int, batch: int = 1,
                     inner.start_soon(send, i)
             elapsed = time.perf_counter() - start
             total = per_sender * senders * batch
-            pull = await pull_rate(broker, total) if flush == ASYNC_FLUSH and batch == 1 else (0.0, 0.0)
+            pull = (
+                await pull_rate(broker, total)
+                if flush == ASYNC_FLUSH and batch == 1
+                else (0.0, 0.0)
+            )
             batches = broker.writer.batches
             nursery.cancel_scope.cancel()
         broker.close()
@@ -113,8 +125,9 @@ async def pull_rate(broker: Broker, total: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--keys", action="store_true",
-                        help="a distinct KEYS and UNIQ_KEY on every message")
+    parser.add_argument(
+        "--keys", action="store_true", help="a distinct KEYS and UNIQ_KEY on every message"
+    )
     args = parser.parse_args()
     n, keys = args.messages, args.keys
 
@@ -127,9 +140,21 @@ def main() -> None:
     rows = [
         ("raw LMDB append, txn 1000, sync off", raw_async, ""),
         ("raw LMDB append, txn 100, sync on", raw_sync, ""),
-        ("put ASYNC_FLUSH, 64 senders", put_async, f"{put_async / raw_async:.2f}x raw (goal >= 0.3x)"),
-        ("put ASYNC_FLUSH, batches of 32, 8 senders", put_async_batch32, f"{put_async_batch32 / raw_async:.2f}x raw"),
-        ("put SYNC_FLUSH, 64 senders", put_sync, f"{put_sync / raw_sync:.2f}x raw sync (goal >= 0.3x)"),
+        (
+            "put ASYNC_FLUSH, 64 senders",
+            put_async,
+            f"{put_async / raw_async:.2f}x raw (goal >= 0.3x)",
+        ),
+        (
+            "put ASYNC_FLUSH, batches of 32, 8 senders",
+            put_async_batch32,
+            f"{put_async_batch32 / raw_async:.2f}x raw",
+        ),
+        (
+            "put SYNC_FLUSH, 64 senders",
+            put_sync,
+            f"{put_sync / raw_sync:.2f}x raw sync (goal >= 0.3x)",
+        ),
         ("pull read, batches of 32", read, "goal >= 500k/s"),
         ("pull with delivery record, 8 queues", pull, ""),
     ]
@@ -137,7 +162,9 @@ def main() -> None:
     print(f"1 KiB messages{keyed}, {n} per run, {os.cpu_count()} cores")
     for name, rate, note in rows:
         print(f"{name:45s} {rate:12,.0f} msg/s  {note}")
-    print(f"group commit: ASYNC run {async_batches} transactions, SYNC run {sync_batches} transactions")
+    print(
+        f"group commit: ASYNC run {async_batches} transactions, SYNC run {sync_batches} transactions"
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def stall(addr: tuple[str, int], sent: int, frame: int, done: threading.Barrier, release: threading.Event) -> None:
+def stall(
+    addr: tuple[str, int], sent: int, frame: int, done: threading.Barrier, release: threading.Event
+) -> None:
     """Send `sent` bytes of a `frame`-byte frame, then hold the connection until released."""
     sock = socket.create_connection(addr)
     with contextlib.suppress(OSError):  # the broker closed us: its cap at work
@@ -71,9 +73,19 @@ def main() -> None:
         start = settle(pid)
         done = threading.Barrier(args.connections + 1)
         release = threading.Event()
-        threads = [threading.Thread(target=stall, args=((host, int(port)), int(args.sent_mib * MIB),
-                                                        int(args.frame_mib * MIB), done, release))
-                   for _ in range(args.connections)]
+        threads = [
+            threading.Thread(
+                target=stall,
+                args=(
+                    (host, int(port)),
+                    int(args.sent_mib * MIB),
+                    int(args.frame_mib * MIB),
+                    done,
+                    release,
+                ),
+            )
+            for _ in range(args.connections)
+        ]
         for t in threads:
             t.start()
         done.wait()
@@ -82,8 +94,10 @@ def main() -> None:
         for t in threads:
             t.join()
         after = settle(pid)
-        print(f"connections={args.connections} sent={args.sent_mib} MiB of {args.frame_mib} MiB: "
-              f"VmRSS start {start:.0f} MiB, while held {held:.0f} MiB, after close {after:.0f} MiB")
+        print(
+            f"connections={args.connections} sent={args.sent_mib} MiB of {args.frame_mib} MiB: "
+            f"VmRSS start {start:.0f} MiB, while held {held:.0f} MiB, after close {after:.0f} MiB"
+        )
 
 
 if __name__ == "__main__":

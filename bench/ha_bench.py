@@ -51,11 +51,18 @@ async def produce_with_slave(role: str, n: int, sync: int) -> dict[str, float]:
                 await wait_until("caught up", lambda: caught_up(w, m, s), timeout=60)
                 nursery.cancel_scope.cancel()
             from_master = await es_consume(m, n // 32 * 32)
-            from_slave = await es_consume(s, n // 32 * 32)  # each read is also journalled for the master
+            from_slave = await es_consume(
+                s, n // 32 * 32
+            )  # each read is also journalled for the master
         finally:
             cluster.stop_all()
-    return {"produce": rate, "p50": percentile(latencies, 0.5) * 1000, "p99": percentile(latencies, 0.99) * 1000,
-            "master_read": from_master, "slave_read": from_slave}
+    return {
+        "produce": rate,
+        "p50": percentile(latencies, 0.5) * 1000,
+        "p99": percentile(latencies, 0.99) * 1000,
+        "master_read": from_master,
+        "slave_read": from_slave,
+    }
 
 
 async def catch_up(n: int) -> dict[str, float]:
@@ -73,13 +80,31 @@ async def catch_up(n: int) -> dict[str, float]:
                 w = Wire(RemotingClient(nursery))
                 records = int((await w.runtime(cluster.master.addr))["recordLogLastSeq"])
                 begin = time.perf_counter()
-                slave = await start("slave2", workdir, [
-                    "--role", "slave", "--master", cluster.master.addr, "--namesrv", cluster.namesrv.addr,
-                    "--listen", "127.0.0.1:0", "--data-dir", str(workdir / "slave2"), "--readmodel-url", "none"],
-                    BROKER_READY)
+                slave = await start(
+                    "slave2",
+                    workdir,
+                    [
+                        "--role",
+                        "slave",
+                        "--master",
+                        cluster.master.addr,
+                        "--namesrv",
+                        cluster.namesrv.addr,
+                        "--listen",
+                        "127.0.0.1:0",
+                        "--data-dir",
+                        str(workdir / "slave2"),
+                        "--readmodel-url",
+                        "none",
+                    ],
+                    BROKER_READY,
+                )
                 cluster.procs.append(slave)
-                await wait_until("the new slave caught up", lambda: caught_up(w, cluster.master.addr, slave.addr),
-                                 timeout=600)
+                await wait_until(
+                    "the new slave caught up",
+                    lambda: caught_up(w, cluster.master.addr, slave.addr),
+                    timeout=600,
+                )
                 elapsed = time.perf_counter() - begin
                 nursery.cancel_scope.cancel()
         finally:
@@ -92,17 +117,27 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--sync", type=int, default=2000)
     args = parser.parse_args()
-    rows = {role: trio.run(produce_with_slave, role, args.messages, args.sync)
-            for role in ("ASYNC_MASTER", "SYNC_MASTER")}
-    print(f"{args.messages} messages of 1 KiB, batches of 32, 8 in flight; {args.sync} single sends")
-    print("| master role | produce msg/s | single send p50 ms | p99 ms | read master msg/s | read slave msg/s |")
+    rows = {
+        role: trio.run(produce_with_slave, role, args.messages, args.sync)
+        for role in ("ASYNC_MASTER", "SYNC_MASTER")
+    }
+    print(
+        f"{args.messages} messages of 1 KiB, batches of 32, 8 in flight; {args.sync} single sends"
+    )
+    print(
+        "| master role | produce msg/s | single send p50 ms | p99 ms | read master msg/s | read slave msg/s |"
+    )
     print("|---|---|---|---|---|---|")
     for role, r in rows.items():
-        print(f"| {role} | {r['produce']:,.0f} | {r['p50']:.3f} | {r['p99']:.3f} | {r['master_read']:,.0f} "
-              f"| {r['slave_read']:,.0f} |")
+        print(
+            f"| {role} | {r['produce']:,.0f} | {r['p50']:.3f} | {r['p99']:.3f} | {r['master_read']:,.0f} "
+            f"| {r['slave_read']:,.0f} |"
+        )
     c = trio.run(catch_up, args.messages)
-    print(f"\nslave from empty: {c['records']:,} records ({args.messages:,} messages) in {c['seconds']:.1f} s, "
-          f"{c['messages_per_s']:,.0f} messages/s")
+    print(
+        f"\nslave from empty: {c['records']:,} records ({args.messages:,} messages) in {c['seconds']:.1f} s, "
+        f"{c['messages_per_s']:,.0f} messages/s"
+    )
 
 
 if __name__ == "__main__":

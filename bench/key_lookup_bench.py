@@ -44,8 +44,12 @@ def keys_of(i: int) -> tuple[str, str]:
 
 
 def config_for(data_dir: str, messages: int) -> BrokerConfig:
-    return BrokerConfig(storePathRootDir=data_dir, flushDiskType=ASYNC_FLUSH,
-                        initial_map_size=max(1 << 30, messages * 1024), listenPort=0)
+    return BrokerConfig(
+        storePathRootDir=data_dir,
+        flushDiskType=ASYNC_FLUSH,
+        initial_map_size=max(1 << 30, messages * 1024),
+        listenPort=0,
+    )
 
 
 async def fill(data_dir: str, n: int) -> float:
@@ -53,8 +57,9 @@ async def fill(data_dir: str, n: int) -> float:
     broker = Broker.open(data_dir, config_for(data_dir, n))
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
-        await broker.update_topic({"topicName": TOPIC, "readQueueNums": QUEUES,
-                                   "writeQueueNums": QUEUES})
+        await broker.update_topic(
+            {"topicName": TOPIC, "readQueueNums": QUEUES, "writeQueueNums": QUEUES}
+        )
         batches = (n + BATCH - 1) // BATCH
         start = time.perf_counter()
         last_report = start
@@ -83,8 +88,9 @@ async def fill(data_dir: str, n: int) -> float:
     return elapsed
 
 
-def scan_lookup(broker: Broker, topic: str, key: str, max_num: int, begin: int,
-                end: int) -> list[bytes]:
+def scan_lookup(
+    broker: Broker, topic: str, key: str, max_num: int, begin: int, end: int
+) -> list[bytes]:
     """The lookup before the key index: every unit of the topic read, its message decoded."""
     found: list[bytes] = []
     store = broker.store
@@ -141,8 +147,13 @@ async def wire_lookups(data_dir: str, n: int, count: int) -> list[float]:
         client = RemotingClient(nursery)
         for _ in range(count):
             key, _ = keys_of(rng.randrange(n))
-            fields = {"topic": TOPIC, "key": key, "maxNum": 32, "beginTimestamp": 0,
-                      "endTimestamp": 2**62}
+            fields = {
+                "topic": TOPIC,
+                "key": key,
+                "maxNum": 32,
+                "beginTimestamp": 0,
+                "endTimestamp": 2**62,
+            }
             start = time.perf_counter()
             answer = await client.invoke(server.addr, request(RequestCode.QUERY_MESSAGE, fields))
             out.append((time.perf_counter() - start) * 1000)
@@ -157,32 +168,44 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=1000)
     parser.add_argument("--scan-messages", type=int, default=100_000)
     parser.add_argument("--wire-lookups", type=int, default=20)
-    parser.add_argument("--dir", default=os.environ.get("BENCH_DIR"),
-                        help="where the data directories go")
+    parser.add_argument(
+        "--dir", default=os.environ.get("BENCH_DIR"), help="where the data directories go"
+    )
     args = parser.parse_args()
     n = args.messages
 
     root = tempfile.mkdtemp(prefix="key-lookup-bench-", dir=args.dir)
     try:
         big = os.path.join(root, "big")
-        print(f"storing {n:,} messages (100-byte bodies, KEYS and UNIQ_KEY each), "
-              f"batches of {BATCH}, {SENDERS} senders, {os.cpu_count()} cores", flush=True)
+        print(
+            f"storing {n:,} messages (100-byte bodies, KEYS and UNIQ_KEY each), "
+            f"batches of {BATCH}, {SENDERS} senders, {os.cpu_count()} cores",
+            flush=True,
+        )
         fill_s = trio.run(fill, big, n)
         lmdb_dir = os.path.join(big, "lmdb")
         size = sum(os.path.getsize(os.path.join(lmdb_dir, f)) for f in os.listdir(lmdb_dir))
-        print(f"stored in {fill_s:,.1f} s ({n / fill_s:,.0f} msg/s); data.mdb {size / 2**30:.2f} GiB",
-              flush=True)
+        print(
+            f"stored in {fill_s:,.1f} s ({n / fill_s:,.0f} msg/s); data.mdb {size / 2**30:.2f} GiB",
+            flush=True,
+        )
 
         by_keys, by_uniq = time_lookups(big, n, args.lookups)
         both = by_keys + by_uniq
-        print(f"index lookup, {len(both)} random keys of {n:,} messages: "
-              f"p50 {percentile(both, 50):.3f} ms, p99 {percentile(both, 99):.3f} ms, "
-              f"max {max(both):.3f} ms (KEYS p50 {percentile(by_keys, 50):.3f}, "
-              f"UNIQ_KEY p50 {percentile(by_uniq, 50):.3f})", flush=True)
+        print(
+            f"index lookup, {len(both)} random keys of {n:,} messages: "
+            f"p50 {percentile(both, 50):.3f} ms, p99 {percentile(both, 99):.3f} ms, "
+            f"max {max(both):.3f} ms (KEYS p50 {percentile(by_keys, 50):.3f}, "
+            f"UNIQ_KEY p50 {percentile(by_uniq, 50):.3f})",
+            flush=True,
+        )
         if args.wire_lookups:
             wire = trio.run(wire_lookups, big, n, args.wire_lookups)
-            print(f"QUERY_MESSAGE over TCP, {len(wire)} lookups: "
-                  f"p50 {statistics.median(wire):.3f} ms, max {max(wire):.3f} ms", flush=True)
+            print(
+                f"QUERY_MESSAGE over TCP, {len(wire)} lookups: "
+                f"p50 {statistics.median(wire):.3f} ms, max {max(wire):.3f} ms",
+                flush=True,
+            )
         shutil.rmtree(big)
 
         small = os.path.join(root, "small")
@@ -199,9 +222,11 @@ def main() -> None:
             index_ms = (time.perf_counter() - start) * 1000
         finally:
             broker.close()
-        print(f"scan lookup (before the index), {m:,} messages: {scan_s * 1000:,.0f} ms for one "
-              f"key (~{scan_s * n / m:,.0f} s at {n:,} if linear); the index: {index_ms:.3f} ms",
-              flush=True)
+        print(
+            f"scan lookup (before the index), {m:,} messages: {scan_s * 1000:,.0f} ms for one "
+            f"key (~{scan_s * n / m:,.0f} s at {n:,} if linear); the index: {index_ms:.3f} ms",
+            flush=True,
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

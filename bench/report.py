@@ -39,7 +39,9 @@ def phase_wire(args) -> dict:
 
     es = wire_bench.run_es_broker(args.messages, 32, 16, args.sync)
     rd = wire_bench.run_redis(args.messages, 32, args.sync)
-    es_sync = wire_bench.run_es_broker(args.sync_flush_messages, 32, 16, args.sync // 4, sync_flush=True)
+    es_sync = wire_bench.run_es_broker(
+        args.sync_flush_messages, 32, 16, args.sync // 4, sync_flush=True
+    )
     rd_sync = wire_bench.run_redis(args.sync_flush_messages, 32, args.sync // 4, fsync="always")
     return {"es": es, "redis": rd, "es_sync_flush": es_sync, "redis_always": rd_sync}
 
@@ -55,8 +57,13 @@ def phase_core(args) -> dict:
     put_async, _, _ = trio.run(core_bench.put_rate, n, ASYNC_FLUSH, 64)
     put_batch, _, _ = trio.run(core_bench.put_rate, n, ASYNC_FLUSH, 8, 32)
     put_sync, _, _ = trio.run(core_bench.put_rate, min(n, 20_000), SYNC_FLUSH, 64)
-    return {"raw_async": raw_async, "raw_sync": raw_sync, "put_async": put_async, "put_batch32": put_batch,
-            "put_sync": put_sync}
+    return {
+        "raw_async": raw_async,
+        "raw_sync": raw_sync,
+        "put_async": put_async,
+        "put_batch32": put_batch,
+        "put_sync": put_sync,
+    }
 
 
 def phase_start(args) -> dict:
@@ -67,8 +74,10 @@ def phase_start(args) -> dict:
     for n in (0, args.start_messages):
         data_dir = start_bench.data_dir_for(root, n)
         runs = [start_bench.one_start(data_dir, n, ["--readmodel-url", "none"]) for _ in range(3)]
-        out[str(n)] = {"ready": statistics.median(r[0] for r in runs),
-                       "answered": statistics.median(r[1] for r in runs)}
+        out[str(n)] = {
+            "ready": statistics.median(r[0] for r in runs),
+            "answered": statistics.median(r[1] for r in runs),
+        }
     return out
 
 
@@ -79,9 +88,14 @@ def phase_keys(args) -> dict:
     if not (data_dir / "complete").exists():
         trio.run(key_lookup_bench.fill, str(data_dir), args.key_messages)
         (data_dir / "complete").write_text("")
-    by_keys, by_uniq = key_lookup_bench.time_lookups(str(data_dir), args.key_messages, 400)  # ms each
+    by_keys, by_uniq = key_lookup_bench.time_lookups(
+        str(data_dir), args.key_messages, 400
+    )  # ms each
     lookups = by_keys + by_uniq
-    return {"p50_ms": key_lookup_bench.percentile(lookups, 0.5), "p99_ms": key_lookup_bench.percentile(lookups, 0.99)}
+    return {
+        "p50_ms": key_lookup_bench.percentile(lookups, 0.5),
+        "p99_ms": key_lookup_bench.percentile(lookups, 0.99),
+    }
 
 
 PHASES = {"wire": phase_wire, "core": phase_core, "start": phase_start, "keys": phase_keys}
@@ -89,9 +103,24 @@ PHASES = {"wire": phase_wire, "core": phase_core, "start": phase_start, "keys": 
 
 def run_phase(name: str, mode: str, args) -> dict:
     env = dict(os.environ, ES_BROKER_PURE_PYTHON="1" if mode == "pure" else "0")
-    argv = [sys.executable, __file__, "--phase", name, "--messages", str(args.messages), "--sync", str(args.sync),
-            "--sync-flush-messages", str(args.sync_flush_messages), "--start-messages", str(args.start_messages),
-            "--key-messages", str(args.key_messages), "--dir", args.dir]
+    argv = [
+        sys.executable,
+        __file__,
+        "--phase",
+        name,
+        "--messages",
+        str(args.messages),
+        "--sync",
+        str(args.sync),
+        "--sync-flush-messages",
+        str(args.sync_flush_messages),
+        "--start-messages",
+        str(args.start_messages),
+        "--key-messages",
+        str(args.key_messages),
+        "--dir",
+        args.dir,
+    ]
     done = subprocess.run(argv, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
@@ -107,41 +136,90 @@ def report(mode: str, results: dict) -> None:
     wire = results.get("wire", {})
     if "es" in wire:
         es, rd = wire["es"], wire["redis"]
-        row("produce, batches of 32 (msg/s)", f"{es['produce']:,.0f}", f"{es['produce'] / rd['produce']:.2f}x",
-            f">= 1.5x Redis ({rd['produce']:,.0f})")
-        row("consume + commit, reads of 32 (msg/s)", f"{es['consume']:,.0f}",
-            f"{es['consume'] / rd['consume']:.2f}x", f">= 1.5x Redis ({rd['consume']:,.0f})")
-        row("sync send p50 (ms)", f"{es['p50'] * 1000:.3f}", f"{es['p50'] / rd['p50']:.2f}x",
-            f"<= 0.8x Redis ({rd['p50'] * 1000:.3f})")
-        row("sync send p99 (ms)", f"{es['p99'] * 1000:.3f}", f"{es['p99'] / rd['p99']:.2f}x",
-            f"<= 1.0x Redis ({rd['p99'] * 1000:.3f})")
-        row("unserved request round trip p50 (ms)", f"{es['floor p50'] * 1000:.3f}", "", "the floor of a send")
+        row(
+            "produce, batches of 32 (msg/s)",
+            f"{es['produce']:,.0f}",
+            f"{es['produce'] / rd['produce']:.2f}x",
+            f">= 1.5x Redis ({rd['produce']:,.0f})",
+        )
+        row(
+            "consume + commit, reads of 32 (msg/s)",
+            f"{es['consume']:,.0f}",
+            f"{es['consume'] / rd['consume']:.2f}x",
+            f">= 1.5x Redis ({rd['consume']:,.0f})",
+        )
+        row(
+            "sync send p50 (ms)",
+            f"{es['p50'] * 1000:.3f}",
+            f"{es['p50'] / rd['p50']:.2f}x",
+            f"<= 0.8x Redis ({rd['p50'] * 1000:.3f})",
+        )
+        row(
+            "sync send p99 (ms)",
+            f"{es['p99'] * 1000:.3f}",
+            f"{es['p99'] / rd['p99']:.2f}x",
+            f"<= 1.0x Redis ({rd['p99'] * 1000:.3f})",
+        )
+        row(
+            "unserved request round trip p50 (ms)",
+            f"{es['floor p50'] * 1000:.3f}",
+            "",
+            "the floor of a send",
+        )
         row("broker CPU per request (µs)", f"{es['cpu'] / es['requests'] * 1e6:.0f}")
         row("broker peak RSS (MiB)", f"{es['rss_mb']:.0f}")
         es_s, rd_s = wire["es_sync_flush"], wire["redis_always"]
-        row("SYNC_FLUSH produce (msg/s)", f"{es_s['produce']:,.0f}", f"{es_s['produce'] / rd_s['produce']:.2f}x",
-            f"vs appendfsync always ({rd_s['produce']:,.0f})")
-        row("SYNC_FLUSH sync send p50 (ms)", f"{es_s['p50'] * 1000:.3f}", f"{es_s['p50'] / rd_s['p50']:.2f}x",
-            f"vs appendfsync always ({rd_s['p50'] * 1000:.3f})")
+        row(
+            "SYNC_FLUSH produce (msg/s)",
+            f"{es_s['produce']:,.0f}",
+            f"{es_s['produce'] / rd_s['produce']:.2f}x",
+            f"vs appendfsync always ({rd_s['produce']:,.0f})",
+        )
+        row(
+            "SYNC_FLUSH sync send p50 (ms)",
+            f"{es_s['p50'] * 1000:.3f}",
+            f"{es_s['p50'] / rd_s['p50']:.2f}x",
+            f"vs appendfsync always ({rd_s['p50'] * 1000:.3f})",
+        )
     elif wire:
         row("wire", "failed", "", str(wire.get("error")))
     core = results.get("core", {})
     if "raw_async" in core:
-        row("core put ASYNC, 64 senders (msg/s)", f"{core['put_async']:,.0f}",
-            f"{core['put_async'] / core['raw_async']:.2f}x", f">= 0.3x raw LMDB ({core['raw_async']:,.0f})")
-        row("core put ASYNC, batches of 32 (msg/s)", f"{core['put_batch32']:,.0f}",
-            f"{core['put_batch32'] / core['raw_async']:.2f}x", "")
-        row("core put SYNC, 64 senders (msg/s)", f"{core['put_sync']:,.0f}",
-            f"{core['put_sync'] / core['raw_sync']:.2f}x", f">= 0.3x raw LMDB sync ({core['raw_sync']:,.0f})")
+        row(
+            "core put ASYNC, 64 senders (msg/s)",
+            f"{core['put_async']:,.0f}",
+            f"{core['put_async'] / core['raw_async']:.2f}x",
+            f">= 0.3x raw LMDB ({core['raw_async']:,.0f})",
+        )
+        row(
+            "core put ASYNC, batches of 32 (msg/s)",
+            f"{core['put_batch32']:,.0f}",
+            f"{core['put_batch32'] / core['raw_async']:.2f}x",
+            "",
+        )
+        row(
+            "core put SYNC, 64 senders (msg/s)",
+            f"{core['put_sync']:,.0f}",
+            f"{core['put_sync'] / core['raw_sync']:.2f}x",
+            f">= 0.3x raw LMDB sync ({core['raw_sync']:,.0f})",
+        )
     start = results.get("start", {})
     for n, figures in start.items():
         if isinstance(figures, dict):
-            row(f"serve to ready / answered, {int(n):,} stored (s)",
-                f"{figures['ready']:.2f} / {figures['answered']:.2f}", "", "flat in the amount stored")
+            row(
+                f"serve to ready / answered, {int(n):,} stored (s)",
+                f"{figures['ready']:.2f} / {figures['answered']:.2f}",
+                "",
+                "flat in the amount stored",
+            )
     keys = results.get("keys", {})
     if "p50_ms" in keys:
-        row("lookup by KEYS or UNIQ_KEY p50 / p99 (ms)", f"{keys['p50_ms']:.3f} / {keys['p99_ms']:.3f}", "",
-            "milliseconds")
+        row(
+            "lookup by KEYS or UNIQ_KEY p50 / p99 (ms)",
+            f"{keys['p50_ms']:.3f} / {keys['p99_ms']:.3f}",
+            "",
+            "milliseconds",
+        )
     elif keys:
         row("lookup by key", "failed", "", str(keys.get("error")))
 
@@ -155,16 +233,21 @@ def main() -> None:
     parser.add_argument("--key-messages", type=int, default=1_000_000)
     parser.add_argument("--modes", default="compiled,pure")
     parser.add_argument("--phases", default=",".join(PHASES))
-    parser.add_argument("--dir", default=os.environ.get("BENCH_DIR") or
-                        str(Path(tempfile.gettempdir()) / "es-broker-report"))
+    parser.add_argument(
+        "--dir",
+        default=os.environ.get("BENCH_DIR")
+        or str(Path(tempfile.gettempdir()) / "es-broker-report"),
+    )
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
         print(json.dumps(PHASES[args.phase](args)))
         return
     Path(args.dir).mkdir(parents=True, exist_ok=True)
-    print(f"{args.messages:,} messages of 1 KiB, {os.cpu_count()} cores; start with {args.start_messages:,} "
-          f"stored, key lookups among {args.key_messages:,}")
+    print(
+        f"{args.messages:,} messages of 1 KiB, {os.cpu_count()} cores; start with {args.start_messages:,} "
+        f"stored, key lookups among {args.key_messages:,}"
+    )
     for mode in args.modes.split(","):
         report(mode, {name: run_phase(name, mode, args) for name in args.phases.split(",")})
 

@@ -37,8 +37,19 @@ QUEUES = 8
 BATCH = 32
 SENDERS = 8
 READY = re.compile(r"listening on (\S+), data in")
-HEAVY = ("sqlalchemy", "alembic", "pyarrow", "yaml", "cryptography", "pandas", "numpy", "pyspark",
-         "es_broker.readmodel.follower", "es_broker.readmodel.models", "es_broker.readmodel.export")
+HEAVY = (
+    "sqlalchemy",
+    "alembic",
+    "pyarrow",
+    "yaml",
+    "cryptography",
+    "pandas",
+    "numpy",
+    "pyspark",
+    "es_broker.readmodel.follower",
+    "es_broker.readmodel.models",
+    "es_broker.readmodel.export",
+)
 # `es-broker serve` with a hook: SIGUSR1 prints the modules loaded so far (bench only)
 SERVE_WITH_MODULE_LIST = """
 import signal, sys
@@ -60,6 +71,7 @@ def env() -> dict[str, str]:
 
 # -- building the data directories ---------------------------------------------------------------
 
+
 def build(data_dir: Path, n: int) -> None:
     """N messages through Broker.put_messages (batches of 32), then half of each queue consumed."""
     import trio
@@ -74,8 +86,9 @@ def build(data_dir: Path, n: int) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(broker.run)
-                await broker.update_topic({"topicName": TOPIC, "readQueueNums": QUEUES,
-                                           "writeQueueNums": QUEUES})
+                await broker.update_topic(
+                    {"topicName": TOPIC, "readQueueNums": QUEUES, "writeQueueNums": QUEUES}
+                )
                 batch = [MessageIn(BODY, {"TAGS": "A"}) for _ in range(BATCH)]
                 per_sender = n // BATCH // SENDERS
 
@@ -90,8 +103,11 @@ def build(data_dir: Path, n: int) -> None:
                     half = broker.max_offset(TOPIC, q) // 2
                     offset = 0
                     while offset < half:
-                        offset = (await broker.pull(GROUP, TOPIC, q, offset, BATCH, client="bench",
-                                                    commit_offset=offset)).next_begin_offset
+                        offset = (
+                            await broker.pull(
+                                GROUP, TOPIC, q, offset, BATCH, client="bench", commit_offset=offset
+                            )
+                        ).next_begin_offset
                     await broker.commit_offset(GROUP, TOPIC, q, offset)
                 nursery.cancel_scope.cancel()
         finally:
@@ -117,9 +133,18 @@ def data_dir_for(root: Path, n: int) -> Path:
 
 # -- one start ---------------------------------------------------------------------------------
 
+
 def serve_args(data_dir: Path, *extra: str) -> list[str]:
-    return ["serve", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0",
-            "--namesrv-listen", "127.0.0.1:0", *extra]
+    return [
+        "serve",
+        "--data-dir",
+        str(data_dir),
+        "--listen",
+        "127.0.0.1:0",
+        "--namesrv-listen",
+        "127.0.0.1:0",
+        *extra,
+    ]
 
 
 def wait_ready(process: subprocess.Popen) -> str:
@@ -149,14 +174,31 @@ def first_answers(addr: str, n: int) -> None:
     async def ask() -> None:
         async with trio.open_nursery() as nursery:
             client = RemotingClient(nursery)
-            r = await client.invoke(addr, request(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": 0}))
+            r = await client.invoke(
+                addr, request(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": 0})
+            )
             assert r.code == 0, r.remark
             top = int(r.ext_fields["offset"])
             if n:
-                r = await client.invoke(addr, request(RequestCode.PULL_MESSAGE, {
-                    "consumerGroup": "start-bench", "topic": TOPIC, "queueId": 0, "queueOffset": top // 2,
-                    "maxMsgNums": BATCH, "sysFlag": 0x4, "commitOffset": 0, "suspendTimeoutMillis": 0,
-                    "subscription": "*", "subVersion": 0, "expressionType": "TAG"}))
+                r = await client.invoke(
+                    addr,
+                    request(
+                        RequestCode.PULL_MESSAGE,
+                        {
+                            "consumerGroup": "start-bench",
+                            "topic": TOPIC,
+                            "queueId": 0,
+                            "queueOffset": top // 2,
+                            "maxMsgNums": BATCH,
+                            "sysFlag": 0x4,
+                            "commitOffset": 0,
+                            "suspendTimeoutMillis": 0,
+                            "subscription": "*",
+                            "subVersion": 0,
+                            "expressionType": "TAG",
+                        },
+                    ),
+                )
                 assert r.code == 0, r.remark
             nursery.cancel_scope.cancel()
 
@@ -172,8 +214,13 @@ def cpu_seconds(pid: int) -> float:
 def one_start(data_dir: Path, n: int, extra: list[str]) -> tuple[float, float, float]:
     """Seconds from spawn to the ready line and to the first answers; CPU seconds up to ready."""
     began = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "es_broker.cli", *serve_args(data_dir, *extra)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "es_broker.cli", *serve_args(data_dir, *extra)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env(),
+    )
     try:
         addr = wait_ready(process)
         ready = time.perf_counter() - began
@@ -186,8 +233,13 @@ def one_start(data_dir: Path, n: int, extra: list[str]) -> tuple[float, float, f
 
 
 def modules_when_ready(data_dir: Path, extra: list[str]) -> list[str]:
-    process = subprocess.Popen([sys.executable, "-c", SERVE_WITH_MODULE_LIST, *serve_args(data_dir, *extra)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVE_WITH_MODULE_LIST, *serve_args(data_dir, *extra)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env(),
+    )
     try:
         wait_ready(process)
         process.send_signal(signal.SIGUSR1)
@@ -201,9 +253,13 @@ def modules_when_ready(data_dir: Path, extra: list[str]) -> list[str]:
 
 def import_times(data_dir: Path, extra: list[str], top: int) -> list[tuple[int, str]]:
     """Cumulative import time (us) of the top-level imports of a `serve` run, largest first."""
-    process = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "es_broker.cli",
-                                *serve_args(data_dir, *extra)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "es_broker.cli", *serve_args(data_dir, *extra)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
     try:
         wait_ready(process)
     finally:
@@ -224,24 +280,42 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="0,100000,1000000")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--dir", default=os.environ.get("BENCH_DIR") or
-                        str(Path(tempfile.gettempdir()) / "es-broker-start-bench"))
-    parser.add_argument("--readmodel", action="store_true",
-                        help="start the read-model follower as `serve` does by default (else "
-                        "--readmodel-url none: its child catching up competes for the CPU)")
-    parser.add_argument("--modules", action="store_true", help="heavy modules in the broker process")
-    parser.add_argument("--importtime", type=int, default=0, metavar="TOP",
-                        help="the TOP largest imports of the serve entry")
+    parser.add_argument(
+        "--dir",
+        default=os.environ.get("BENCH_DIR")
+        or str(Path(tempfile.gettempdir()) / "es-broker-start-bench"),
+    )
+    parser.add_argument(
+        "--readmodel",
+        action="store_true",
+        help="start the read-model follower as `serve` does by default (else "
+        "--readmodel-url none: its child catching up competes for the CPU)",
+    )
+    parser.add_argument(
+        "--modules", action="store_true", help="heavy modules in the broker process"
+    )
+    parser.add_argument(
+        "--importtime",
+        type=int,
+        default=0,
+        metavar="TOP",
+        help="the TOP largest imports of the serve entry",
+    )
     args = parser.parse_args()
     root = Path(args.dir)
     import es_broker.client.remoting_client  # noqa: F401 (loaded before the clock runs: the bench's cost)
+
     extra = [] if args.readmodel else ["--readmodel-url", "none"]
     sizes = [int(s) for s in args.sizes.split(",")]
     dirs = {n: data_dir_for(root, n) for n in sizes}
 
-    print(f"1 KiB messages, {os.cpu_count()} cores, median of {args.runs} runs, serve {' '.join(extra)}")
-    print(f"{'stored':>10s} {'ready (s)':>10s} {'answered (s)':>13s} {'cpu to ready (s)':>17s}   "
-          "runs (ready/answered)")
+    print(
+        f"1 KiB messages, {os.cpu_count()} cores, median of {args.runs} runs, serve {' '.join(extra)}"
+    )
+    print(
+        f"{'stored':>10s} {'ready (s)':>10s} {'answered (s)':>13s} {'cpu to ready (s)':>17s}   "
+        "runs (ready/answered)"
+    )
     for n in sizes:
         runs = [one_start(dirs[n], n, extra) for _ in range(args.runs)]
         ready, answered, cpu = (statistics.median(run[i] for run in runs) for i in range(3))

@@ -40,7 +40,9 @@ PER_TXN = 10_000
 
 def build(data_dir: Path, changes: int) -> tuple[int, int]:
     """Write the log; returns (records, seconds)."""
-    store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir), initial_map_size=1 << 30))
+    store = Store.open(
+        data_dir, BrokerConfig(storePathRootDir=str(data_dir), initial_map_size=1 << 30)
+    )
     rnd = random.Random(7)
     offsets: dict[tuple[str, str, int], int] = {}
     tops = {(t, q): 0 for t in TOPICS for q in range(QUEUES)}
@@ -56,16 +58,37 @@ def build(data_dir: Path, changes: int) -> tuple[int, int]:
             if written % 10 == 0:
                 units = [[phy + i * 100, 100, 0] for i in range(5)]
                 phy += 500
-                batch.append(make("messages_stored", ts, topic=topic, queue_id=qid, queue_offset=tops[(topic, qid)],
-                                  units=units, producer_group="P", requester="producer"))
+                batch.append(
+                    make(
+                        "messages_stored",
+                        ts,
+                        topic=topic,
+                        queue_id=qid,
+                        queue_offset=tops[(topic, qid)],
+                        units=units,
+                        producer_group="P",
+                        requester="producer",
+                    )
+                )
                 tops[(topic, qid)] += 5
             group = rnd.choice(GROUPS)
             key = (group, topic, qid)
             old = offsets.get(key, -1)
             new = min(max(old, 0) + rnd.randrange(0, 6), tops[(topic, qid)])
             offsets[key] = new
-            batch.append(make("offset_committed", ts, group=group, topic=topic, queue_id=qid, offset=new, old=old,
-                              cause="client_commit", requester=f"10.0.0.{rnd.randrange(1, 9)}@1"))
+            batch.append(
+                make(
+                    "offset_committed",
+                    ts,
+                    group=group,
+                    topic=topic,
+                    queue_id=qid,
+                    offset=new,
+                    old=old,
+                    cause="client_commit",
+                    requester=f"10.0.0.{rnd.randrange(1, 9)}@1",
+                )
+            )
             written += 1
 
         def job(ctx, batch=batch) -> None:
@@ -93,8 +116,10 @@ def bench_local(data_dir: Path) -> dict[str, float]:
     with store.read() as txn:
         end = travel.time_of(txn, store.log.last_seq)
     out = {}
-    for label, kw in (("offsets --at (1 group, 1 topic, 8 queues)", {"topic": "T1"}),
-                      ("offsets --at (1 group, 2 topics, 16 queues)", {})):
+    for label, kw in (
+        ("offsets --at (1 group, 1 topic, 8 queues)", {"topic": "T1"}),
+        ("offsets --at (1 group, 2 topics, 16 queues)", {}),
+    ):
         samples = []
         for _ in range(2000):
             at, group = rnd.randint(START, end), rnd.choice(GROUPS)
@@ -123,7 +148,11 @@ def bench_export(data_dir: Path, out_dir: Path) -> dict[str, float]:
     store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
     result = export(store.log, out_dir)
     store.close()
-    return {"export records/s": result.rate, "export seconds": result.seconds, "export files": result.files}
+    return {
+        "export records/s": result.rate,
+        "export seconds": result.seconds,
+        "export files": result.files,
+    }
 
 
 def bench_sql(data_dir: Path, tmp: Path) -> dict[str, float]:
@@ -163,13 +192,18 @@ def bench_spark(out_dir: Path, data_dir: Path) -> dict[str, float]:
         times.append(time.perf_counter() - began)
         assert len(rows) == expected, (len(rows), expected)
     spark.stop()
-    return {"Spark session start s": started, "Spark offsets_at (every group) first run s": times[0],
-            "Spark offsets_at (every group) median of 3 s": statistics.median(times),
-            "Spark offsets_at rows": float(expected)}
+    return {
+        "Spark session start s": started,
+        "Spark offsets_at (every group) first run s": times[0],
+        "Spark offsets_at (every group) median of 3 s": statistics.median(times),
+        "Spark offsets_at rows": float(expected),
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--skip-sql", action="store_true")
     parser.add_argument("--skip-spark", action="store_true")
@@ -178,8 +212,11 @@ def main() -> int:
         tmp = Path(tmp)
         data_dir = tmp / "data"
         records, seconds = build(data_dir, args.changes)
-        figures: dict[str, float] = {"offset changes": args.changes, "records in the log": records,
-                                     "build records/s (all projections)": records / seconds}
+        figures: dict[str, float] = {
+            "offset changes": args.changes,
+            "records in the log": records,
+            "build records/s (all projections)": records / seconds,
+        }
         figures.update(bench_local(data_dir))
         figures.update(bench_export(data_dir, tmp / "export"))
         if not args.skip_sql:

@@ -74,8 +74,12 @@ def tls_conf(directory: Path) -> list[str]:
     ca.cert_pem.write_to_path(str(directory / "ca.pem"))
     cert.private_key_and_cert_chain_pem.write_to_path(str(directory / "server.pem"))
     CLIENT_TLS = TlsClientSettings(ca_file=str(directory / "ca.pem"))
-    return ["tls.server.mode=enforcing", "tls.test.mode.enable=false",
-            f"tls.server.certPath={directory / 'server.pem'}", f"tls.server.keyPath={directory / 'server.pem'}"]
+    return [
+        "tls.server.mode=enforcing",
+        "tls.test.mode.enable=false",
+        f"tls.server.certPath={directory / 'server.pem'}",
+        f"tls.server.keyPath={directory / 'server.pem'}",
+    ]
 
 
 def free_port() -> int:
@@ -109,9 +113,25 @@ async def es_produce(addr: str, n: int, batch: int, window: int) -> float:
 
         async def one(i: int) -> None:
             async with sem:
-                r = await client.invoke(addr, request(RequestCode.SEND_BATCH_MESSAGE, {
-                    "a": "BENCH", "b": "Bench", "c": "TBW102", "d": 4, "e": i % QUEUES, "f": 0,
-                    "g": 0, "h": 0, "m": True}, body), timeout=60)
+                r = await client.invoke(
+                    addr,
+                    request(
+                        RequestCode.SEND_BATCH_MESSAGE,
+                        {
+                            "a": "BENCH",
+                            "b": "Bench",
+                            "c": "TBW102",
+                            "d": 4,
+                            "e": i % QUEUES,
+                            "f": 0,
+                            "g": 0,
+                            "h": 0,
+                            "m": True,
+                        },
+                        body,
+                    ),
+                    timeout=60,
+                )
                 assert r.code == 0, r.remark
 
         async with trio.open_nursery() as senders:
@@ -135,10 +155,25 @@ async def es_consume(addr: str, n: int) -> float:
             offset = 0
             while True:
                 # sysFlag 1|4: each pull commits the offset consumed so far, as a push consumer does
-                r = await client.invoke(addr, request(RequestCode.PULL_MESSAGE, {
-                    "consumerGroup": "BENCH", "topic": "Bench", "queueId": q, "queueOffset": offset,
-                    "maxMsgNums": 32, "sysFlag": 5, "commitOffset": offset, "suspendTimeoutMillis": 0,
-                    "subscription": "*", "subVersion": 0}), timeout=60)
+                r = await client.invoke(
+                    addr,
+                    request(
+                        RequestCode.PULL_MESSAGE,
+                        {
+                            "consumerGroup": "BENCH",
+                            "topic": "Bench",
+                            "queueId": q,
+                            "queueOffset": offset,
+                            "maxMsgNums": 32,
+                            "sysFlag": 5,
+                            "commitOffset": offset,
+                            "suspendTimeoutMillis": 0,
+                            "subscription": "*",
+                            "subVersion": 0,
+                        },
+                    ),
+                    timeout=60,
+                )
                 REQUESTS["pull"] += 1
                 if r.code != 0:
                     return
@@ -161,9 +196,24 @@ async def es_sync_latency(addr: str, count: int) -> list[float]:
         out = []
         for i in range(count):
             t = time.perf_counter()
-            r = await client.invoke(addr, request(RequestCode.SEND_MESSAGE_V2, {
-                "a": "BENCH", "b": "Sync", "c": "TBW102", "d": 4, "e": i % QUEUES, "f": 0, "g": 0,
-                "h": 0, "i": props}, BODY))
+            r = await client.invoke(
+                addr,
+                request(
+                    RequestCode.SEND_MESSAGE_V2,
+                    {
+                        "a": "BENCH",
+                        "b": "Sync",
+                        "c": "TBW102",
+                        "d": 4,
+                        "e": i % QUEUES,
+                        "f": 0,
+                        "g": 0,
+                        "h": 0,
+                        "i": props,
+                    },
+                    BODY,
+                ),
+            )
             out.append(time.perf_counter() - t)
             assert r.code == 0
         nursery.cancel_scope.cancel()
@@ -240,9 +290,22 @@ async def create_topics(addr: str) -> None:
         admin = Credentials("BenchAdmin", "BenchSecret") if CREDENTIALS else None
         client = RemotingClient(nursery, credentials=admin, tls=CLIENT_TLS)
         for topic in ("Bench", "Sync"):
-            r = await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
-                "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}))
+            r = await client.invoke(
+                addr,
+                request(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    {
+                        "topic": topic,
+                        "defaultTopic": "TBW102",
+                        "readQueueNums": QUEUES,
+                        "writeQueueNums": QUEUES,
+                        "perm": 6,
+                        "topicFilterType": "SINGLE_TAG",
+                        "topicSysFlag": 0,
+                        "order": False,
+                    },
+                ),
+            )
             assert r.code == 0, r.remark
         nursery.cancel_scope.cancel()
 
@@ -257,9 +320,24 @@ def check_cost_us(rounds: int = 20_000) -> float:
         acl_file.write_text(BENCH_ACL)
         control = AccessControl(AclSources(acl_file), BROKER_RULES, name="bench")
     creds = Credentials("BenchClient", "BenchClientSecret")
-    req = request(RequestCode.SEND_MESSAGE_V2, creds.sign({
-        "a": "BENCH", "b": "Sync", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0",
-        "i": encode_properties({"TAGS": "A"}).decode()}, BODY), BODY)
+    req = request(
+        RequestCode.SEND_MESSAGE_V2,
+        creds.sign(
+            {
+                "a": "BENCH",
+                "b": "Sync",
+                "c": "TBW102",
+                "d": "4",
+                "e": "0",
+                "f": "0",
+                "g": "0",
+                "h": "0",
+                "i": encode_properties({"TAGS": "A"}).decode(),
+            },
+            BODY,
+        ),
+        BODY,
+    )
 
     class Peer:
         remote = ("127.0.0.1", 1)
@@ -273,8 +351,16 @@ def check_cost_us(rounds: int = 20_000) -> float:
     return (time.perf_counter() - start) / rounds * 1e6
 
 
-def run_es_broker(n: int, batch: int, window: int, sync: int, *extra: str, tls: bool = False,
-                  sync_flush: bool = False, trace_hops: bool = False) -> dict:
+def run_es_broker(
+    n: int,
+    batch: int,
+    window: int,
+    sync: int,
+    *extra: str,
+    tls: bool = False,
+    sync_flush: bool = False,
+    trace_hops: bool = False,
+) -> dict:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
         conf = tls_conf(Path(d)) if tls else []
         if sync_flush:
@@ -306,10 +392,18 @@ def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, fl
     floor = trio.run(es_floor_latency, broker.broker, sync)
     cpu, child = cpu_seconds(pid) - cpu0, sum(cpu_seconds(c) for c in children) - child0
     requests = n // batch + REQUESTS["pull"] + 2 * sync
-    return {"produce": produce, "consume": consume, "p50": percentile(latencies, 0.5),
-            "p99": percentile(latencies, 0.99), "floor p50": percentile(floor, 0.5),
-            "floor p99": percentile(floor, 0.99), "cpu": cpu, "child_cpu": child, "requests": requests,
-            "rss_mb": peak_rss_mb(pid)}
+    return {
+        "produce": produce,
+        "consume": consume,
+        "p50": percentile(latencies, 0.5),
+        "p99": percentile(latencies, 0.99),
+        "floor p50": percentile(floor, 0.5),
+        "floor p99": percentile(floor, 0.99),
+        "cpu": cpu,
+        "child_cpu": child,
+        "requests": requests,
+        "rss_mb": peak_rss_mb(pid),
+    }
 
 
 # ---------------------------------------------------------------------- Redis Streams
@@ -325,9 +419,24 @@ def redis_server(fsync: str = "everysec") -> Iterator[Any]:
         raise SystemExit("redis-server is not installed: apt-get install -y redis-server")
     port = free_port()
     with tempfile.TemporaryDirectory() as d:
-        proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
-                                 "--appendonly", "yes", "--appendfsync", fsync, "--save", ""],
-                                stdout=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                server,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                d,
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                fsync,
+                "--save",
+                "",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         try:
             r = redis.Redis(port=port)
             deadline = time.monotonic() + 10
@@ -378,8 +487,12 @@ def run_redis(n: int, batch: int, sync: int, fsync: str = "everysec") -> dict[st
             t = time.perf_counter()
             r.xadd(f"sync{i % QUEUES}", {"tags": "A", "body": BODY})
             latencies.append(time.perf_counter() - t)
-    return {"produce": produce, "consume": consume, "p50": percentile(latencies, 0.5),
-            "p99": percentile(latencies, 0.99)}
+    return {
+        "produce": produce,
+        "consume": consume,
+        "p50": percentile(latencies, 0.5),
+        "p99": percentile(latencies, 0.99),
+    }
 
 
 def main() -> None:
@@ -390,50 +503,92 @@ def main() -> None:
     parser.add_argument("--sync", type=int, default=2000)
     parser.add_argument("--no-redis", action="store_true", help="es-broker only")
     parser.add_argument("--readmodel-url", help="passed to es-broker serve ('none': no read model)")
-    parser.add_argument("--acl", action="store_true", help="broker with aclEnable and a generated plain_acl.yml; "
-                        "every request signed (RemotingClient credentials)")
-    parser.add_argument("--tls", action="store_true", help="broker in tls.server.mode=enforcing, clients over TLS")
-    parser.add_argument("--sync-flush", action="store_true", help="broker in flushDiskType=SYNC_FLUSH, "
-                        "Redis with appendfsync always: every answer after the data is on disk")
-    parser.add_argument("--trace-hops", action="store_true", help="print where a synchronous send spends "
-                        "its time inside the broker (ES_BROKER_TRACE_HOPS)")
+    parser.add_argument(
+        "--acl",
+        action="store_true",
+        help="broker with aclEnable and a generated plain_acl.yml; "
+        "every request signed (RemotingClient credentials)",
+    )
+    parser.add_argument(
+        "--tls", action="store_true", help="broker in tls.server.mode=enforcing, clients over TLS"
+    )
+    parser.add_argument(
+        "--sync-flush",
+        action="store_true",
+        help="broker in flushDiskType=SYNC_FLUSH, "
+        "Redis with appendfsync always: every answer after the data is on disk",
+    )
+    parser.add_argument(
+        "--trace-hops",
+        action="store_true",
+        help="print where a synchronous send spends "
+        "its time inside the broker (ES_BROKER_TRACE_HOPS)",
+    )
     args = parser.parse_args()
     global CREDENTIALS
     if args.acl:
         CREDENTIALS = Credentials("BenchClient", "BenchClientSecret")
     extra = ("--readmodel-url", args.readmodel_url) if args.readmodel_url else ()
-    es = run_es_broker(args.messages, args.batch, args.window, args.sync, *extra, tls=args.tls,
-                       sync_flush=args.sync_flush, trace_hops=args.trace_hops)
-    flush = "SYNC_FLUSH vs appendfsync always" if args.sync_flush else "ASYNC_FLUSH vs appendfsync everysec"
-    print(f"{args.messages} messages of 1 KiB, batches of {args.batch}, {os.cpu_count()} cores, "
-          f"ACL {'on (signed requests)' if args.acl else 'off'}{', TLS (enforcing)' if args.tls else ''}, "
-          f"{flush}")
+    es = run_es_broker(
+        args.messages,
+        args.batch,
+        args.window,
+        args.sync,
+        *extra,
+        tls=args.tls,
+        sync_flush=args.sync_flush,
+        trace_hops=args.trace_hops,
+    )
+    flush = (
+        "SYNC_FLUSH vs appendfsync always"
+        if args.sync_flush
+        else "ASYNC_FLUSH vs appendfsync everysec"
+    )
+    print(
+        f"{args.messages} messages of 1 KiB, batches of {args.batch}, {os.cpu_count()} cores, "
+        f"ACL {'on (signed requests)' if args.acl else 'off'}{', TLS (enforcing)' if args.tls else ''}, "
+        f"{flush}"
+    )
     if args.trace_hops:
         sends = es["hops"].get(str(int(RequestCode.SEND_MESSAGE_V2)))
         if sends:
             print(f"inside the broker, {sends['count']} synchronous sends (SEND_MESSAGE_V2):")
             print(format_table(sends["hops"]))
-    print(f"round trip of an unserved request code (the floor): p50 {es['floor p50'] * 1000:.3f} ms, "
-          f"p99 {es['floor p99'] * 1000:.3f} ms")
-    print(f"es-broker CPU over the workload: broker process {es['cpu']:.2f} s, "
-          f"its child processes {es['child_cpu']:.2f} s, {es['requests']:,.0f} requests, "
-          f"{es['cpu'] / es['requests'] * 1e6:.1f} µs of broker CPU per request, "
-          f"peak RSS {es['rss_mb']:.0f} MiB")
+    print(
+        f"round trip of an unserved request code (the floor): p50 {es['floor p50'] * 1000:.3f} ms, "
+        f"p99 {es['floor p99'] * 1000:.3f} ms"
+    )
+    print(
+        f"es-broker CPU over the workload: broker process {es['cpu']:.2f} s, "
+        f"its child processes {es['child_cpu']:.2f} s, {es['requests']:,.0f} requests, "
+        f"{es['cpu'] / es['requests'] * 1e6:.1f} µs of broker CPU per request, "
+        f"peak RSS {es['rss_mb']:.0f} MiB"
+    )
     if args.acl:
-        print(f"one access check in process (signed SEND_MESSAGE_V2, 1 KiB body): {check_cost_us():.1f} µs")
+        print(
+            f"one access check in process (signed SEND_MESSAGE_V2, 1 KiB body): {check_cost_us():.1f} µs"
+        )
     if args.no_redis:
         print(f"{'produce (msg/s)':28s}{es['produce']:14,.0f}")
         print(f"{'consume, reads of 32 (msg/s)':28s}{es['consume']:14,.0f}")
         for p in ("p50", "p99"):
             print(f"{'sync send ' + p + ' (ms)':28s}{es[p] * 1000:14.3f}")
         return
-    rd = run_redis(args.messages, args.batch, args.sync, "always" if args.sync_flush else "everysec")
+    rd = run_redis(
+        args.messages, args.batch, args.sync, "always" if args.sync_flush else "everysec"
+    )
     print(f"{'':28s}{'es-broker':>14s}{'Redis Streams':>16s}{'ratio':>8s}")
-    print(f"{'produce (msg/s)':28s}{es['produce']:14,.0f}{rd['produce']:16,.0f}{es['produce'] / rd['produce']:8.2f}")
-    print(f"{'consume, reads of 32 (msg/s)':28s}{es['consume']:14,.0f}{rd['consume']:16,.0f}"
-          f"{es['consume'] / rd['consume']:8.2f}")
+    print(
+        f"{'produce (msg/s)':28s}{es['produce']:14,.0f}{rd['produce']:16,.0f}{es['produce'] / rd['produce']:8.2f}"
+    )
+    print(
+        f"{'consume, reads of 32 (msg/s)':28s}{es['consume']:14,.0f}{rd['consume']:16,.0f}"
+        f"{es['consume'] / rd['consume']:8.2f}"
+    )
     for p in ("p50", "p99"):
-        print(f"{'sync send ' + p + ' (ms)':28s}{es[p] * 1000:14.3f}{rd[p] * 1000:16.3f}{es[p] / rd[p]:8.2f}")
+        print(
+            f"{'sync send ' + p + ' (ms)':28s}{es[p] * 1000:14.3f}{rd[p] * 1000:16.3f}{es[p] / rd[p]:8.2f}"
+        )
 
 
 if __name__ == "__main__":

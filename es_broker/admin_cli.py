@@ -35,8 +35,10 @@ def verb(name: str, render: Callable[[Any], str]):
         def options(p: argparse.ArgumentParser) -> None:
             for args, kwargs in getattr(fn, "options", []):
                 p.add_argument(*args, **kwargs)
+
         VERBS[name] = (fn, render, options)
         return fn
+
     return register
 
 
@@ -44,6 +46,7 @@ def opt(*args, **kwargs):
     def add(fn):
         fn.options = [(args, kwargs), *getattr(fn, "options", [])]
         return fn
+
     return add
 
 
@@ -62,12 +65,21 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
 
 def message_view(m: StoredMessage) -> dict[str, Any]:
     return {
-        "msgId": m.msg_id, "topic": m.topic, "tags": m.tags, "keys": " ".join(m.keys), "queueId": m.queue_id,
-        "queueOffset": m.queue_offset, "commitLogOffset": m.physical_offset,
-        "reconsumeTimes": m.reconsume_times, "bornTimestamp": m.born_timestamp,
-        "storeTimestamp": m.store_timestamp, "bornHost": f"{m.born_host[0]}:{m.born_host[1]}",
-        "storeHost": f"{m.store_host[0]}:{m.store_host[1]}", "sysFlag": m.sys_flag,
-        "properties": m.properties, "bodyCRC": m.body_crc,
+        "msgId": m.msg_id,
+        "topic": m.topic,
+        "tags": m.tags,
+        "keys": " ".join(m.keys),
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "commitLogOffset": m.physical_offset,
+        "reconsumeTimes": m.reconsume_times,
+        "bornTimestamp": m.born_timestamp,
+        "storeTimestamp": m.store_timestamp,
+        "bornHost": f"{m.born_host[0]}:{m.born_host[1]}",
+        "storeHost": f"{m.store_host[0]}:{m.store_host[1]}",
+        "sysFlag": m.sys_flag,
+        "properties": m.properties,
+        "bodyCRC": m.body_crc,
         "body": m.uncompressed_body().decode("utf-8", errors="replace"),
     }
 
@@ -79,11 +91,20 @@ def java_map(props: dict[str, str]) -> str:
 
 def render_message(m: dict[str, Any]) -> str:
     rows = [
-        ("OffsetID", m["msgId"]), ("Topic", m["topic"]), ("Tags", f"[{m['tags']}]"), ("Keys", f"[{m['keys']}]"),
-        ("Queue ID", m["queueId"]), ("Queue Offset", m["queueOffset"]), ("CommitLog Offset", m["commitLogOffset"]),
-        ("Reconsume Times", m["reconsumeTimes"]), ("Born Timestamp", fmt_time(m["bornTimestamp"])),
-        ("Store Timestamp", fmt_time(m["storeTimestamp"])), ("Born Host", m["bornHost"]),
-        ("Store Host", m["storeHost"]), ("System Flag", m["sysFlag"]), ("Properties", java_map(m["properties"])),
+        ("OffsetID", m["msgId"]),
+        ("Topic", m["topic"]),
+        ("Tags", f"[{m['tags']}]"),
+        ("Keys", f"[{m['keys']}]"),
+        ("Queue ID", m["queueId"]),
+        ("Queue Offset", m["queueOffset"]),
+        ("CommitLog Offset", m["commitLogOffset"]),
+        ("Reconsume Times", m["reconsumeTimes"]),
+        ("Born Timestamp", fmt_time(m["bornTimestamp"])),
+        ("Store Timestamp", fmt_time(m["storeTimestamp"])),
+        ("Born Host", m["bornHost"]),
+        ("Store Host", m["storeHost"]),
+        ("System Flag", m["sysFlag"]),
+        ("Properties", java_map(m["properties"])),
         ("Message Body", m["body"]),
     ]
     return "\n".join(f"{k + ':':<20}{v}" for k, v in rows)
@@ -97,12 +118,19 @@ def ok(_: Any) -> str:
 
 
 def _topic_opts(fn):
-    for o in [(("-b", "--brokerAddr"), {}), (("-c", "--clusterName"), {}), (("-t", "--topic"), {"required": True})]:
+    for o in [
+        (("-b", "--brokerAddr"), {}),
+        (("-c", "--clusterName"), {}),
+        (("-t", "--topic"), {"required": True}),
+    ]:
         fn = opt(*o[0], **o[1])(fn)
     return fn
 
 
-@verb("updateTopic", lambda r: "\n".join(f"create topic to {a} success." for a in r["brokers"]) + f"\n{r['config']}")
+@verb(
+    "updateTopic",
+    lambda r: "\n".join(f"create topic to {a} success." for a in r["brokers"]) + f"\n{r['config']}",
+)
 @_topic_opts
 @opt("-r", "--readQueueNums", type=int, default=8)
 @opt("-w", "--writeQueueNums", type=int, default=8)
@@ -111,21 +139,38 @@ def _topic_opts(fn):
 async def update_topic(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     addrs = await admin.targets(a.brokerAddr, a.clusterName)
     for addr in addrs:
-        await admin.update_topic(addr, a.topic, a.readQueueNums, a.writeQueueNums, a.perm, a.order == "true")
-    return {"brokers": addrs, "config": {"topicName": a.topic, "readQueueNums": a.readQueueNums,
-                                         "writeQueueNums": a.writeQueueNums, "perm": a.perm}}
+        await admin.update_topic(
+            addr, a.topic, a.readQueueNums, a.writeQueueNums, a.perm, a.order == "true"
+        )
+    return {
+        "brokers": addrs,
+        "config": {
+            "topicName": a.topic,
+            "readQueueNums": a.readQueueNums,
+            "writeQueueNums": a.writeQueueNums,
+            "perm": a.perm,
+        },
+    }
 
 
-@verb("updateTopicPerm", lambda r: "\n".join(
-    f"update topic perm from {x['oldPerm']} to {x['perm']} in {x['broker']} success." for x in r))
+@verb(
+    "updateTopicPerm",
+    lambda r: "\n".join(
+        f"update topic perm from {x['oldPerm']} to {x['perm']} in {x['broker']} success." for x in r
+    ),
+)
 @_topic_opts
 @opt("-p", "--perm", type=int, required=True)
 async def update_topic_perm(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
-    return [await admin.update_topic_perm(addr, a.topic, a.perm)
-            for addr in await admin.targets(a.brokerAddr, a.clusterName)]
+    return [
+        await admin.update_topic_perm(addr, a.topic, a.perm)
+        for addr in await admin.targets(a.brokerAddr, a.clusterName)
+    ]
 
 
-@verb("deleteTopic", lambda r: f"delete topic [{r['topic']}] from cluster [{r['cluster']}] success.")
+@verb(
+    "deleteTopic", lambda r: f"delete topic [{r['topic']}] from cluster [{r['cluster']}] success."
+)
 @opt("-t", "--topic", required=True)
 @opt("-c", "--clusterName", required=True)
 async def delete_topic(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
@@ -148,10 +193,22 @@ async def topic_route(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     return route
 
 
-@verb("topicStatus", lambda rows: table(
-    ["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"],
-    [[r["brokerName"], r["queueId"], r["minOffset"], r["maxOffset"], fmt_time(r["lastUpdateTimestamp"])]
-     for r in rows]))
+@verb(
+    "topicStatus",
+    lambda rows: table(
+        ["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"],
+        [
+            [
+                r["brokerName"],
+                r["queueId"],
+                r["minOffset"],
+                r["maxOffset"],
+                fmt_time(r["lastUpdateTimestamp"]),
+            ]
+            for r in rows
+        ],
+    ),
+)
 @opt("-t", "--topic", required=True)
 async def topic_status(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
     return await admin.topic_status(a.topic)
@@ -160,8 +217,13 @@ async def topic_status(admin: Admin, a: argparse.Namespace) -> list[dict[str, An
 # ---------------------------------------------------------------------- groups
 
 
-@verb("updateSubGroup", lambda r: "\n".join(f"create subscription group to {x} success." for x in r["brokers"])
-      + f"\n{r['config']}")
+@verb(
+    "updateSubGroup",
+    lambda r: (
+        "\n".join(f"create subscription group to {x} success." for x in r["brokers"])
+        + f"\n{r['config']}"
+    ),
+)
 @opt("-b", "--brokerAddr")
 @opt("-c", "--clusterName")
 @opt("-g", "--groupName", required=True)
@@ -175,10 +237,13 @@ async def topic_status(admin: Admin, a: argparse.Namespace) -> list[dict[str, An
 @opt("-a", "--notifyConsumerIdsChanged", default="true")
 async def update_sub_group(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     config = {
-        "groupName": a.groupName, "consumeEnable": a.consumeEnable == "true",
+        "groupName": a.groupName,
+        "consumeEnable": a.consumeEnable == "true",
         "consumeFromMinEnable": a.consumeFromMinEnable == "true",
-        "consumeBroadcastEnable": a.consumeBroadcastEnable == "true", "retryQueueNums": a.retryQueueNums,
-        "retryMaxTimes": a.retryMaxTimes, "brokerId": a.brokerId,
+        "consumeBroadcastEnable": a.consumeBroadcastEnable == "true",
+        "retryQueueNums": a.retryQueueNums,
+        "retryMaxTimes": a.retryMaxTimes,
+        "brokerId": a.brokerId,
         "whichBrokerWhenConsumeSlowly": a.whichBrokerWhenConsumeSlowly,
         "notifyConsumerIdsChangedEnable": a.notifyConsumerIdsChanged == "true",
     }
@@ -188,8 +253,12 @@ async def update_sub_group(admin: Admin, a: argparse.Namespace) -> dict[str, Any
     return {"brokers": addrs, "config": config}
 
 
-@verb("deleteSubGroup", lambda r: "\n".join(f"delete subscription group [{r['group']}] from broker [{x}] success."
-                                            for x in r["brokers"]))
+@verb(
+    "deleteSubGroup",
+    lambda r: "\n".join(
+        f"delete subscription group [{r['group']}] from broker [{x}] success." for x in r["brokers"]
+    ),
+)
 @opt("-b", "--brokerAddr")
 @opt("-c", "--clusterName")
 @opt("-g", "--groupName", required=True)
@@ -202,27 +271,68 @@ async def delete_sub_group(admin: Admin, a: argparse.Namespace) -> dict[str, Any
 
 
 def _render_progress(r: dict[str, Any]) -> str:
-    rows = [[q["topic"], q["brokerName"], q["queueId"], q["brokerOffset"], q["consumerOffset"], q["diff"],
-             fmt_time(q["lastTimestamp"])] for q in r["queues"]]
-    return (table(["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"],
-                  rows) + f"\n\nConsume TPS: 0.00\nDiff Total: {r['diffTotal']}")
+    rows = [
+        [
+            q["topic"],
+            q["brokerName"],
+            q["queueId"],
+            q["brokerOffset"],
+            q["consumerOffset"],
+            q["diff"],
+            fmt_time(q["lastTimestamp"]),
+        ]
+        for q in r["queues"]
+    ]
+    return (
+        table(
+            [
+                "#Topic",
+                "#Broker Name",
+                "#QID",
+                "#Broker Offset",
+                "#Consumer Offset",
+                "#Diff",
+                "#LastTime",
+            ],
+            rows,
+        )
+        + f"\n\nConsume TPS: 0.00\nDiff Total: {r['diffTotal']}"
+    )
 
 
 @verb("consumerProgress", _render_progress)
 @opt("-g", "--groupName", required=True)
 async def consumer_progress(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     queues = await admin.consumer_progress(a.groupName)
-    rows = [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id,
-             "brokerOffset": q.broker_offset, "consumerOffset": q.consumer_offset, "diff": q.diff,
-             "lastTimestamp": q.last_timestamp} for q in queues]
+    rows = [
+        {
+            "topic": q.topic,
+            "brokerName": q.broker_name,
+            "queueId": q.queue_id,
+            "brokerOffset": q.broker_offset,
+            "consumerOffset": q.consumer_offset,
+            "diff": q.diff,
+            "lastTimestamp": q.last_timestamp,
+        }
+        for q in queues
+    ]
     return {"group": a.groupName, "queues": rows, "diffTotal": sum(q.diff for q in queues)}
 
 
-@verb("consumerConnection", lambda r: table(
-    ["#", "#ClientId", "#ClientAddr", "#Language", "#Version"],
-    [[i + 1, c["clientId"], c["clientAddr"], c["language"], c["version"]] for i, c in enumerate(r["connectionSet"])])
-    + f"\n\nConsumeType: {r['consumeType']}\nMessageModel: {r['messageModel']}"
-    + f"\nConsumeFromWhere: {r['consumeFromWhere']}")
+@verb(
+    "consumerConnection",
+    lambda r: (
+        table(
+            ["#", "#ClientId", "#ClientAddr", "#Language", "#Version"],
+            [
+                [i + 1, c["clientId"], c["clientAddr"], c["language"], c["version"]]
+                for i, c in enumerate(r["connectionSet"])
+            ],
+        )
+        + f"\n\nConsumeType: {r['consumeType']}\nMessageModel: {r['messageModel']}"
+        + f"\nConsumeFromWhere: {r['consumeFromWhere']}"
+    ),
+)
 @opt("-g", "--consumerGroup", required=True)
 async def consumer_connection(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     return await admin.consumer_connection(a.consumerGroup)
@@ -240,20 +350,47 @@ def parse_reset_time(text: str) -> int:
     try:
         moment = datetime.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
     except ValueError:
-        raise ValueError(f"timestamp {text!r} is not now, milliseconds, or yyyy-MM-dd#HH:mm:ss:SSS") from None
+        raise ValueError(
+            f"timestamp {text!r} is not now, milliseconds, or yyyy-MM-dd#HH:mm:ss:SSS"
+        ) from None
     return int(moment.timestamp() * 1000)
 
 
 def _render_reset(r: dict[str, Any]) -> str:
     if r["path"] == "old":
-        return table(["#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset",
-                      "#rollbackOffset"],
-                     [[q["brokerName"], q["queueId"], q["brokerOffset"], q["consumerOffset"], q["timestampOffset"],
-                       q["rollbackOffset"]] for q in r["queues"]])
-    head = (f"rollback consumer offset by specified consumerGroup[{r['group']}], topic[{r['topic']}], "
-            f"force[{str(r['force']).lower()}], timestamp(string)[{r['time']}], timestamp(long)[{r['timestamp']}]")
-    return head + "\n" + table(["#brokerName", "#queueId", "#offset"],
-                               [[q["brokerName"], q["queueId"], q["offset"]] for q in r["queues"]])
+        return table(
+            [
+                "#brokerName",
+                "#queueId",
+                "#brokerOffset",
+                "#consumerOffset",
+                "#timestampOffset",
+                "#rollbackOffset",
+            ],
+            [
+                [
+                    q["brokerName"],
+                    q["queueId"],
+                    q["brokerOffset"],
+                    q["consumerOffset"],
+                    q["timestampOffset"],
+                    q["rollbackOffset"],
+                ]
+                for q in r["queues"]
+            ],
+        )
+    head = (
+        f"rollback consumer offset by specified consumerGroup[{r['group']}], topic[{r['topic']}], "
+        f"force[{str(r['force']).lower()}], timestamp(string)[{r['time']}], timestamp(long)[{r['timestamp']}]"
+    )
+    return (
+        head
+        + "\n"
+        + table(
+            ["#brokerName", "#queueId", "#offset"],
+            [[q["brokerName"], q["queueId"], q["offset"]] for q in r["queues"]],
+        )
+    )
 
 
 @verb("resetOffsetByTime", _render_reset)
@@ -266,16 +403,29 @@ async def reset_offset_by_time(admin: Admin, a: argparse.Namespace) -> dict[str,
     timestamp = parse_reset_time(a.timestamp)
     force = a.force == "true"
     result = await admin.reset_offset_by_time(a.group, a.topic, timestamp, force, a.cplus)
-    return {"group": a.group, "topic": a.topic, "force": force, "time": a.timestamp, "timestamp": timestamp,
-            **result}
+    return {
+        "group": a.group,
+        "topic": a.topic,
+        "force": force,
+        "time": a.timestamp,
+        "timestamp": timestamp,
+        **result,
+    }
 
 
 def _render_reset_plan(results: list[dict[str, Any]]) -> str:
     out = []
     for r in results:
         out.append(f"{r['brokerName']}: {r['outcome']}")
-        out.append(table(["#queueId", "#current", "#target", "#final", "#outcome"],
-                         [[q["queueId"], q["current"], q["target"], q["final"], q["outcome"]] for q in r["queues"]]))
+        out.append(
+            table(
+                ["#queueId", "#current", "#target", "#final", "#outcome"],
+                [
+                    [q["queueId"], q["current"], q["target"], q["final"], q["outcome"]]
+                    for q in r["queues"]
+                ],
+            )
+        )
     return "\n".join(out)
 
 
@@ -289,18 +439,48 @@ def _render_reset_plan(results: list[dict[str, Any]]) -> str:
 @opt("--to-latest", action="store_true")
 @opt("-f", "--force", default="true")
 @opt("--dry-run", action="store_true", help="print current/target/final per queue, change nothing")
-@opt("--mode", choices=["compat", "server_side"], help="server_side: the broker writes the offsets itself")
-@opt("--scope", choices=["compat", "read_queues"], help="read_queues: every read queue, creating offsets")
+@opt(
+    "--mode",
+    choices=["compat", "server_side"],
+    help="server_side: the broker writes the offsets itself",
+)
+@opt(
+    "--scope",
+    choices=["compat", "read_queues"],
+    help="read_queues: every read queue, creating offsets",
+)
 async def reset_offset(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
-    chosen = [(k, v) for k, v in (("time", a.to_time), ("offset", a.to_offset), ("shift", a.shift_by),
-                                  ("earliest", a.to_earliest or None), ("latest", a.to_latest or None))
-              if v is not None]
+    chosen = [
+        (k, v)
+        for k, v in (
+            ("time", a.to_time),
+            ("offset", a.to_offset),
+            ("shift", a.shift_by),
+            ("earliest", a.to_earliest or None),
+            ("latest", a.to_latest or None),
+        )
+        if v is not None
+    ]
     if len(chosen) != 1:
-        raise ValueError("give exactly one of --to-time, --to-offset, --shift-by, --to-earliest, --to-latest")
+        raise ValueError(
+            "give exactly one of --to-time, --to-offset, --shift-by, --to-earliest, --to-latest"
+        )
     kind, raw = chosen[0]
-    value = parse_reset_time(raw) if kind == "time" else (raw if isinstance(raw, int) and raw is not True else 0)
-    return await admin.reset_offset(a.group, a.topic, kind, value, force=a.force == "true",
-                                    dry_run=a.dry_run, mode=a.mode, scope=a.scope)
+    value = (
+        parse_reset_time(raw)
+        if kind == "time"
+        else (raw if isinstance(raw, int) and raw is not True else 0)
+    )
+    return await admin.reset_offset(
+        a.group,
+        a.topic,
+        kind,
+        value,
+        force=a.force == "true",
+        dry_run=a.dry_run,
+        mode=a.mode,
+        scope=a.scope,
+    )
 
 
 @verb("resetOffsetByTimeOld", _render_reset)
@@ -312,8 +492,15 @@ async def reset_offset_by_time_old(admin: Admin, a: argparse.Namespace) -> dict[
     timestamp = parse_reset_time(a.timestamp)
     force = a.force == "true"
     queues = await admin.reset_offset_old(a.group, a.topic, timestamp, force)
-    return {"group": a.group, "topic": a.topic, "force": force, "time": a.timestamp, "timestamp": timestamp,
-            "path": "old", "queues": queues}
+    return {
+        "group": a.group,
+        "topic": a.topic,
+        "force": force,
+        "time": a.timestamp,
+        "timestamp": timestamp,
+        "path": "old",
+        "queues": queues,
+    }
 
 
 # ---------------------------------------------------------------------- messages
@@ -334,16 +521,26 @@ async def query_msg_by_offset(admin: Admin, a: argparse.Namespace) -> dict[str, 
     return message_view(await admin.message_by_offset(a.topic, a.brokerName, a.queueId, a.offset))
 
 
-@verb("queryMsgByKey", lambda rows: table(["#Message ID", "#QID", "#Offset"],
-                                          [[m["msgId"], m["queueId"], m["queueOffset"]] for m in rows]))
+@verb(
+    "queryMsgByKey",
+    lambda rows: table(
+        ["#Message ID", "#QID", "#Offset"],
+        [[m["msgId"], m["queueId"], m["queueOffset"]] for m in rows],
+    ),
+)
 @opt("-t", "--topic", required=True)
 @opt("-k", "--msgKey", required=True)
 async def query_msg_by_key(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
     return [message_view(m) for m in await admin.messages_by_key(a.topic, a.msgKey)]
 
 
-@verb("sendMessage", lambda r: table(["#Broker Name", "#QID", "#Send Result", "#MsgId"],
-                                     [[r["brokerName"], r["queueId"], r["sendStatus"], r["msgId"]]]))
+@verb(
+    "sendMessage",
+    lambda r: table(
+        ["#Broker Name", "#QID", "#Send Result", "#MsgId"],
+        [[r["brokerName"], r["queueId"], r["sendStatus"], r["msgId"]]],
+    ),
+)
 @opt("-t", "--topic", required=True)
 @opt("-p", "--body", required=True)
 @opt("-k", "--keys")
@@ -396,22 +593,50 @@ def _render_redrive(r: dict[str, Any]) -> str:
     rows = r["items"]
     sent = [x for x in rows if x["newMsgId"]]
     if r["dryRun"]:
-        head = f"dry run: {sum(1 for x in rows if not x['skipped'])} dead letter(s) of {r['group']} would go to " \
-               f"{'%RETRY%' + r['group'] if r['target'] == 'retry' else 'their original topic'}"
+        head = (
+            f"dry run: {sum(1 for x in rows if not x['skipped'])} dead letter(s) of {r['group']} would go to "
+            f"{'%RETRY%' + r['group'] if r['target'] == 'retry' else 'their original topic'}"
+        )
     else:
         head = f"re-drove {len(sent)} dead letter(s) of {r['group']}"
-    body = table(["#Broker", "#DLQ Offset", "#Dead Letter", "#Original Topic", "#To", "#QID", "#New MsgId", "#Note"],
-                 [[x["broker"], x["dlqQueueOffset"], x["dlqMsgId"], x["originalTopic"] or "-", x["targetTopic"] or "-",
-                   "-" if x["targetQueueId"] is None else x["targetQueueId"], x["newMsgId"] or "-",
-                   x["skipped"] or ""] for x in rows])
+    body = table(
+        [
+            "#Broker",
+            "#DLQ Offset",
+            "#Dead Letter",
+            "#Original Topic",
+            "#To",
+            "#QID",
+            "#New MsgId",
+            "#Note",
+        ],
+        [
+            [
+                x["broker"],
+                x["dlqQueueOffset"],
+                x["dlqMsgId"],
+                x["originalTopic"] or "-",
+                x["targetTopic"] or "-",
+                "-" if x["targetQueueId"] is None else x["targetQueueId"],
+                x["newMsgId"] or "-",
+                x["skipped"] or "",
+            ]
+            for x in rows
+        ],
+    )
     return head + ("\n" + body if rows else "")
 
 
 @verb("redriveDLQ", _render_redrive)
 @opt("-g", "--consumerGroup", required=True)
 @opt("-t", "--topic", help="only dead letters whose original topic (RETRY_TOPIC) is this one")
-@opt("--to", dest="target", choices=["retry", "original"], default="retry",
-     help="retry: re-send to %%RETRY%%G (default); original: to the original topic")
+@opt(
+    "--to",
+    dest="target",
+    choices=["retry", "original"],
+    default="retry",
+    help="retry: re-send to %%RETRY%%G (default); original: to the original topic",
+)
 @opt("--max", dest="max_count", type=int, help="at most this many dead letters")
 @opt("--dry-run", action="store_true", help="list what would be re-driven; change nothing")
 async def redrive_dlq(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
@@ -424,33 +649,45 @@ def _trace_line(e: dict[str, Any]) -> str:
     kind = e["event"]
     where = f"{e.get('topic')} queue {e.get('queueId')} offset {e.get('queueOffset')}"
     if kind == "sent":
-        text = (f"{where}, producer group {e['producerGroup'] or '-'}, client {e['requester'] or '-'}, "
-                f"born {fmt_time(e['bornTimestamp'] or 0)} at {e['bornHost'] or '-'}")
+        text = (
+            f"{where}, producer group {e['producerGroup'] or '-'}, client {e['requester'] or '-'}, "
+            f"born {fmt_time(e['bornTimestamp'] or 0)} at {e['bornHost'] or '-'}"
+        )
         if e.get("divertedFrom"):
             text += f" (sent to {e['divertedFrom']} past its retry limit: dead-lettered, B-95)"
         if e.get("delay"):
             d = e["delay"]
-            text += f"; delayed level {d['level']} for {d['real_topic']} queue {d['real_queue_id']}, " \
-                    f"due {fmt_time(d['deliver_at'])}"
+            text += (
+                f"; delayed level {d['level']} for {d['real_topic']} queue {d['real_queue_id']}, "
+                f"due {fmt_time(d['deliver_at'])}"
+            )
         return text
     if kind == "delivered":
         text = f"{where} to group {e['group']}, client {e['client'] or '-'}"
         served_by = e.get("servedBy")
         if served_by:
-            text += (f", served by slave {served_by['brokerId']} at {served_by['addr'] or '-'} "
-                     f"(recorded {fmt_time(e['recordedTs'])})")
+            text += (
+                f", served by slave {served_by['brokerId']} at {served_by['addr'] or '-'} "
+                f"(recorded {fmt_time(e['recordedTs'])})"
+            )
         return text
     if kind in ("offset_committed", "offset_moved_back"):
-        return (f"group {e['group']} on {e['topic']} queue {e['queueId']}: {e['old']} -> {e['new']} "
-                f"({e['cause']}, {e['requester'] or '-'})")
+        return (
+            f"group {e['group']} on {e['topic']} queue {e['queueId']}: {e['old']} -> {e['new']} "
+            f"({e['cause']}, {e['requester'] or '-'})"
+        )
     if kind == "sent_back":
-        return (f"by group {e['group']} (client {e['requester'] or '-'}): retry {e['reconsumeTimes']} of "
-                f"{e['maxReconsumeTimes']}, level {e['delayLevel']} ({fmt_ms(e['delayMs'])}), due "
-                f"{fmt_time(e['deliverAt'])}, for {e['targetTopic']} queue {e['targetQueueId']} as {e['newMsgId']}")
+        return (
+            f"by group {e['group']} (client {e['requester'] or '-'}): retry {e['reconsumeTimes']} of "
+            f"{e['maxReconsumeTimes']}, level {e['delayLevel']} ({fmt_ms(e['delayMs'])}), due "
+            f"{fmt_time(e['deliverAt'])}, for {e['targetTopic']} queue {e['targetQueueId']} as {e['newMsgId']}"
+        )
     if kind == "dead_lettered":
-        return (f"by group {e['group']} (client {e['requester'] or '-'}): {e['reason']} (reconsumed "
-                f"{e['reconsumeTimes'] - 1} times, max {e['maxReconsumeTimes']}), to {e['targetTopic']} queue "
-                f"{e['targetQueueId']} as {e['newMsgId']}")
+        return (
+            f"by group {e['group']} (client {e['requester'] or '-'}): {e['reason']} (reconsumed "
+            f"{e['reconsumeTimes'] - 1} times, max {e['maxReconsumeTimes']}), to {e['targetTopic']} queue "
+            f"{e['targetQueueId']} as {e['newMsgId']}"
+        )
     if kind == "dropped":
         return f"by group {e['group']} (client {e['requester'] or '-'}): {e['reason']} (retryQueueNums 0, B-94)"
     if kind == "delay_delivered":
@@ -462,14 +699,22 @@ def _trace_line(e: dict[str, Any]) -> str:
 
 def render_trace(j: dict[str, Any]) -> str:
     first = j["hops"][0] if j["hops"] else {}
-    head = (f"Message {j['msgId']} (UNIQ_KEY {first.get('uniqKey') or '-'}), topic {first.get('topic')}, "
-            f"{len(j['hops'])} stored cop{'y' if len(j['hops']) == 1 else 'ies'}, from broker {j['broker']}")
+    head = (
+        f"Message {j['msgId']} (UNIQ_KEY {first.get('uniqKey') or '-'}), topic {first.get('topic')}, "
+        f"{len(j['hops'])} stored cop{'y' if len(j['hops']) == 1 else 'ies'}, from broker {j['broker']}"
+    )
     rows = [[fmt_time(e["ts"]), e["seq"], e["event"].upper(), _trace_line(e)] for e in j["events"]]
     return head + "\n" + table(["#Time", "#Seq", "#Event", "#Details"], rows)
 
 
 @verb("messageTrace", render_trace)
-@opt("--msg-id", "-i", dest="msgId", required=True, help="the offset msg id (or the UNIQ_KEY) of any copy")
+@opt(
+    "--msg-id",
+    "-i",
+    dest="msgId",
+    required=True,
+    help="the offset msg id (or the UNIQ_KEY) of any copy",
+)
 async def message_trace(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     """A message's whole journey from the broker's records (es-broker)."""
     return await admin.message_trace(a.msgId)
@@ -478,9 +723,13 @@ async def message_trace(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
 # ---------------------------------------------------------------------- cluster
 
 
-@verb("clusterList", lambda rows: table(["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version"],
-                                        [[r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"]]
-                                         for r in rows]))
+@verb(
+    "clusterList",
+    lambda rows: table(
+        ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version"],
+        [[r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"]] for r in rows],
+    ),
+)
 async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
     info = await admin.cluster_info()
     rows = []
@@ -491,8 +740,15 @@ async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, An
                     version = (await admin.broker_runtime(addr)).get("brokerVersionDesc", "")
                 except (AdminError, RemotingError):
                     version = "(unreachable)"
-                rows.append({"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr,
-                             "version": version})
+                rows.append(
+                    {
+                        "cluster": cluster,
+                        "brokerName": name,
+                        "brokerId": bid,
+                        "addr": addr,
+                        "version": version,
+                    }
+                )
     return rows
 
 
@@ -532,21 +788,40 @@ def _render_acl_update(r: dict[str, Any]) -> str:
 @opt("-m", "--admin", default="false")
 async def update_acl_config(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     addrs = await admin.targets(a.brokerAddr, a.clusterName)
-    config = {"accessKey": a.accessKey, "whiteRemoteAddress": a.whiteRemoteAddress,
-              "admin": a.admin.lower() == "true", "defaultTopicPerm": a.defaultTopicPerm,
-              "defaultGroupPerm": a.defaultGroupPerm, "topicPerms": _csv(a.topicPerms),
-              "groupPerms": _csv(a.groupPerms)}
+    config = {
+        "accessKey": a.accessKey,
+        "whiteRemoteAddress": a.whiteRemoteAddress,
+        "admin": a.admin.lower() == "true",
+        "defaultTopicPerm": a.defaultTopicPerm,
+        "defaultGroupPerm": a.defaultGroupPerm,
+        "topicPerms": _csv(a.topicPerms),
+        "groupPerms": _csv(a.groupPerms),
+    }
     for addr in addrs:
         await admin.update_acl_config(
-            addr, a.accessKey, a.secretKey, white_remote_address=a.whiteRemoteAddress, admin=config["admin"],
-            default_topic_perm=a.defaultTopicPerm, default_group_perm=a.defaultGroupPerm,
-            topic_perms=config["topicPerms"], group_perms=config["groupPerms"])
-    return {"brokers": addrs, "config": {**config, "secretKey": "******"}}  # the secret is never printed
+            addr,
+            a.accessKey,
+            a.secretKey,
+            white_remote_address=a.whiteRemoteAddress,
+            admin=config["admin"],
+            default_topic_perm=a.defaultTopicPerm,
+            default_group_perm=a.defaultGroupPerm,
+            topic_perms=config["topicPerms"],
+            group_perms=config["groupPerms"],
+        )
+    return {
+        "brokers": addrs,
+        "config": {**config, "secretKey": "******"},
+    }  # the secret is never printed
 
 
-@verb("deleteAclConfig", lambda r: "\n".join(
-    [f"delete plain access config account from {a} success." for a in r["brokers"]]
-    + [f"account's accesskey is:{r['accessKey']}"]))
+@verb(
+    "deleteAclConfig",
+    lambda r: "\n".join(
+        [f"delete plain access config account from {a} success." for a in r["brokers"]]
+        + [f"account's accesskey is:{r['accessKey']}"]
+    ),
+)
 @_acl_target_opts
 @opt("-a", "--accessKey", required=True)
 async def delete_acl_config(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
@@ -556,8 +831,12 @@ async def delete_acl_config(admin: Admin, a: argparse.Namespace) -> dict[str, An
     return {"brokers": addrs, "accessKey": a.accessKey}
 
 
-@verb("updateGlobalWhiteAddr", lambda r: "\n".join(
-    f"update global white remote addresses to {a} success." for a in r["brokers"]))
+@verb(
+    "updateGlobalWhiteAddr",
+    lambda r: "\n".join(
+        f"update global white remote addresses to {a} success." for a in r["brokers"]
+    ),
+)
 @_acl_target_opts
 @opt("-g", "--globalWhiteRemoteAddresses", required=True, help="e.g. 10.10.103.*,192.168.0.*")
 @opt("-p", "--aclFileFullPath", help="the ACL file to change (default: the broker's plain_acl.yml)")
@@ -570,24 +849,49 @@ async def update_global_white_addr(admin: Admin, a: argparse.Namespace) -> dict[
 
 
 def _render_acl_versions(rows: list[dict[str, Any]]) -> str:
-    return table(["#Cluster Name", "#Broker Name", "#Broker Addr", "#AclFilePath", "#AclConfigVersionNum",
-                  "#AclLastUpdateTime"],
-                 [[r["clusterName"], r["brokerName"], r["brokerAddr"], path, v.get("counter", 0),
-                   fmt_time(v.get("timestamp", 0))]
-                  for r in rows for path, v in sorted(r["allAclFileVersion"].items())])
+    return table(
+        [
+            "#Cluster Name",
+            "#Broker Name",
+            "#Broker Addr",
+            "#AclFilePath",
+            "#AclConfigVersionNum",
+            "#AclLastUpdateTime",
+        ],
+        [
+            [
+                r["clusterName"],
+                r["brokerName"],
+                r["brokerAddr"],
+                path,
+                v.get("counter", 0),
+                fmt_time(v.get("timestamp", 0)),
+            ]
+            for r in rows
+            for path, v in sorted(r["allAclFileVersion"].items())
+        ],
+    )
 
 
 @verb("clusterAclConfigVersion", _render_acl_versions)
 @_acl_target_opts
 async def cluster_acl_config_version(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
-    return [await admin.acl_config_version(addr) for addr in await admin.targets(a.brokerAddr, a.clusterName)]
+    return [
+        await admin.acl_config_version(addr)
+        for addr in await admin.targets(a.brokerAddr, a.clusterName)
+    ]
 
 
 def _render_acl_config(rows: list[dict[str, Any]]) -> str:
     out = []
     for r in rows:
-        out += [f"broker {r['brokerAddr']}", "",
-                f"{'globalWhiteRemoteAddresses':<20}: {r['globalWhiteAddrs']}", "", "accounts:"]
+        out += [
+            f"broker {r['brokerAddr']}",
+            "",
+            f"{'globalWhiteRemoteAddresses':<20}: {r['globalWhiteAddrs']}",
+            "",
+            "accounts:",
+        ]
         for account in r["plainAccessConfigs"]:
             out += [f"  {k:<18}: {'' if v is None else v}" for k, v in account.items()] + [""]
     return "\n".join(out)
@@ -597,8 +901,10 @@ def _render_acl_config(rows: list[dict[str, Any]]) -> str:
 @_acl_target_opts
 async def get_access_config(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
     """4.9.0's listing of every account; es-broker masks the secret keys."""
-    return [{"brokerAddr": addr, **await admin.acl_config(addr)}
-            for addr in await admin.targets(a.brokerAddr, a.clusterName)]
+    return [
+        {"brokerAddr": addr, **await admin.acl_config(addr)}
+        for addr in await admin.targets(a.brokerAddr, a.clusterName)
+    ]
 
 
 # ---------------------------------------------------------------------- credentials
@@ -659,7 +965,9 @@ def read_tools_yml(path: Path) -> Credentials | None:
     if data is None:
         return None  # an empty file: no account, as mqadmin
     if not isinstance(data, dict):
-        raise CredentialsError(f"tools.yml {path} cannot be parsed: not a mapping of accessKey and secretKey")
+        raise CredentialsError(
+            f"tools.yml {path} cannot be parsed: not a mapping of accessKey and secretKey"
+        )
     access_key, secret_key = _yml_key(data, "accessKey", path), _yml_key(data, "secretKey", path)
     if access_key is None and secret_key is None:
         return None
@@ -675,7 +983,10 @@ def admin_credentials(args: argparse.Namespace, environ: Mapping[str, str]) -> C
     access_key, secret_key = getattr(args, "access_key", None), getattr(args, "secret_key", None)
     if access_key is not None or secret_key is not None:
         return _pair(access_key, secret_key, ("--access-key", "--secret-key"))
-    access_key, secret_key = environ.get(ACCESS_KEY_ENV) or None, environ.get(SECRET_KEY_ENV) or None
+    access_key, secret_key = (
+        environ.get(ACCESS_KEY_ENV) or None,
+        environ.get(SECRET_KEY_ENV) or None,
+    )
     if access_key is not None or secret_key is not None:
         return _pair(access_key, secret_key, (ACCESS_KEY_ENV, SECRET_KEY_ENV))
     tools_yml = getattr(args, "tools_yml", None)
@@ -691,11 +1002,22 @@ def admin_credentials(args: argparse.Namespace, environ: Mapping[str, str]) -> C
 
 def add_credential_options(p: argparse.ArgumentParser, default: Any) -> None:
     """--access-key, --secret-key, --tools-yml; before the verb and after it."""
-    p.add_argument("--access-key", default=default, help=f"sign requests with this account (else ${ACCESS_KEY_ENV})")
-    p.add_argument("--secret-key", default=default,
-                   help=f"the account's secret (else ${SECRET_KEY_ENV}; the environment keeps it out of ps)")
-    p.add_argument("--tools-yml", default=default, metavar="PATH",
-                   help="an mqadmin tools.yml with accessKey/secretKey (else $ROCKETMQ_HOME/conf/tools.yml)")
+    p.add_argument(
+        "--access-key",
+        default=default,
+        help=f"sign requests with this account (else ${ACCESS_KEY_ENV})",
+    )
+    p.add_argument(
+        "--secret-key",
+        default=default,
+        help=f"the account's secret (else ${SECRET_KEY_ENV}; the environment keeps it out of ps)",
+    )
+    p.add_argument(
+        "--tools-yml",
+        default=default,
+        metavar="PATH",
+        help="an mqadmin tools.yml with accessKey/secretKey (else $ROCKETMQ_HOME/conf/tools.yml)",
+    )
 
 
 # ---------------------------------------------------------------------- entry

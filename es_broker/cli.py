@@ -23,8 +23,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     differences = compare(args.data_dir, args.against) if args.against else verify(args.data_dir)
     if args.json:
-        print(json.dumps({"identical": not differences,
-                          "differences": [d.describe() for d in differences]}))
+        print(
+            json.dumps(
+                {"identical": not differences, "differences": [d.describe() for d in differences]}
+            )
+        )
     elif differences:
         for d in differences:
             print(d.describe())
@@ -52,24 +55,34 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"group {report['group']}, topic {report['topic']}: consumers {report['clients'] or '(none seen)'}, "
-          f"consumeFromWhere {report['consume_from_where'] or '(not seen)'}")
+    print(
+        f"group {report['group']}, topic {report['topic']}: consumers {report['clients'] or '(none seen)'}, "
+        f"consumeFromWhere {report['consume_from_where'] or '(not seen)'}"
+    )
     if not report["queues"]:
         print("  no record of this group on this topic")
     for q in report["queues"]:
         print(f"queue {q['queue_id']}: offset now {q['current_offset']}")
         start = q["start"]
         if start:
-            verdict = {True: "in memory", False: "on disk", None: "no message at 0"}[start["head_in_memory"]]
-            print(f"  started {_fmt_ts(start['ts'])}: {start['requester']} asked QUERY_CONSUMER_OFFSET with no "
-                  f"offset stored; min {start['min_offset']}, head {verdict} (phyMax {start['phy_max']}): "
-                  f"{start['why']}")
+            verdict = {True: "in memory", False: "on disk", None: "no message at 0"}[
+                start["head_in_memory"]
+            ]
+            print(
+                f"  started {_fmt_ts(start['ts'])}: {start['requester']} asked QUERY_CONSUMER_OFFSET with no "
+                f"offset stored; min {start['min_offset']}, head {verdict} (phyMax {start['phy_max']}): "
+                f"{start['why']}"
+            )
         elif q["first_change"]:
-            print("  the group already had an offset here when its consumers asked: they resumed from it (B-46)")
+            print(
+                "  the group already had an offset here when its consumers asked: they resumed from it (B-46)"
+            )
         latest = q["latest_change"]
         if latest:
-            print(f"  latest change {_fmt_ts(latest['ts'])}: {latest['old']} -> {latest['new']} by "
-                  f"{latest['requester'] or '(unknown)'} ({latest['cause']}); {q['changes']} changes in all")
+            print(
+                f"  latest change {_fmt_ts(latest['ts'])}: {latest['old']} -> {latest['new']} by "
+                f"{latest['requester'] or '(unknown)'} ({latest['cause']}); {q['changes']} changes in all"
+            )
     return 0
 
 
@@ -82,13 +95,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--into", required=True)
     p.set_defaults(func=_cmd_replay)
 
-    p = sub.add_parser("verify", help="replay the log and compare every projection with the live one")
+    p = sub.add_parser(
+        "verify", help="replay the log and compare every projection with the live one"
+    )
     p.add_argument("--data-dir", required=True)
     p.add_argument("--against", help="compare with another data directory instead (e.g. a slave)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_verify)
 
-    p = sub.add_parser("explain", help="why a group started where it did, and who moved its offsets last")
+    p = sub.add_parser(
+        "explain", help="why a group started where it did, and who moved its offsets last"
+    )
     p.add_argument("--data-dir", default=default_data_dir())
     p.add_argument("--group", "-g", required=True)
     p.add_argument("--topic", "-t", required=True)

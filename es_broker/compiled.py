@@ -38,8 +38,12 @@ def load(name: str) -> ModuleType | None:
     try:
         module = importlib.import_module(name)
     except ImportError as exc:
-        log.warning("the compiled hot path %s is not built (%s): running the pure-Python reference; "
-                    "`pip install .` builds it", name, exc)
+        log.warning(
+            "the compiled hot path %s is not built (%s): running the pure-Python reference; "
+            "`pip install .` builds it",
+            name,
+            exc,
+        )
         _loaded.setdefault(name, False)
         return None
     _loaded.setdefault(name, True)

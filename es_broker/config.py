@@ -62,9 +62,15 @@ class BrokerConfig:
     maxMsgsNumBatch: int = 64  # most messages one QUERY_MESSAGE answers (B-202)
     defaultQueryMaxNum: int = 32  # maxNum of a QUERY_MESSAGE flagged _UNIQUE_KEY_QUERY (B-202)
     # --- master/slave (MessageStoreConfig; es-broker replicates records over the remoting port)
-    slaveTimeout: int = 3000  # ms a SYNC_MASTER send waits for the slave (4.9.8 CommitLog#submitReplicaRequest)
-    haSlaveFallbehindMax: int = 256 * 1024 * 1024  # commit-log bytes a slave may lag and still count
-    haSendHeartbeatInterval: int = 5000  # ms: a slave's fetch is held at most this long, so it beats this often
+    slaveTimeout: int = (
+        3000  # ms a SYNC_MASTER send waits for the slave (4.9.8 CommitLog#submitReplicaRequest)
+    )
+    haSlaveFallbehindMax: int = (
+        256 * 1024 * 1024
+    )  # commit-log bytes a slave may lag and still count
+    haSendHeartbeatInterval: int = (
+        5000  # ms: a slave's fetch is held at most this long, so it beats this often
+    )
     haHousekeepingInterval: int = 20_000  # ms without a fetch after which the master drops a slave
     # --- broker behaviour
     slaveReadEnable: bool = False
@@ -88,19 +94,27 @@ class BrokerConfig:
     slave_offset_merge: str = "latest_wins"  # latest_wins | compat_overwrite (S-5, B-123)
     initial_map_size: int = 64 * 1024 * 1024  # LMDB map; grows by itself
     # --- the edge: what a remoting listener (broker and name server) lets its connections hold
-    serverChannelMaxIdleTimeSeconds: int = 120  # NettyServerConfig: no frame begun for this long closes
+    serverChannelMaxIdleTimeSeconds: int = (
+        120  # NettyServerConfig: no frame begun for this long closes
+    )
     # the largest frame, length prefix included: RocketMQ's system property
     # com.rocketmq.remoting.frameMaxLength (NettySystemConfig), checked at the length prefix
     frameMaxLength: int = 16 * 1024 * 1024
-    frame_read_timeout_ms: int = 30_000  # a frame begun and then silent this long closes its connection
-    partial_frame_bytes_max: int = 256 * 1024 * 1024  # bytes of unfinished frames held by a listener's connections
+    frame_read_timeout_ms: int = (
+        30_000  # a frame begun and then silent this long closes its connection
+    )
+    partial_frame_bytes_max: int = (
+        256 * 1024 * 1024
+    )  # bytes of unfinished frames held by a listener's connections
     max_connections: int = 10_000  # per listener; more are accepted and closed at once
     # --- access control: RocketMQ's plain ACL (es_broker/acl; docs/semantics.md B-160..B-179)
     aclEnable: bool = False  # BrokerConfig.aclEnable: check every request against plain_acl.yml
     # the default ACL file (RocketMQ's Java property rocketmq.acl.plain.file); "" is conf/plain_acl.yml
     # under ROCKETMQ_HOME, or under the data directory when ROCKETMQ_HOME is not set; relative paths too
     acl_plain_file: str = ""
-    aclDenialSummaryInterval: int = 60  # s between `access_denied` summaries of refused requests (B-191)
+    aclDenialSummaryInterval: int = (
+        60  # s between `access_denied` summaries of refused requests (B-191)
+    )
     # the account this broker signs its own requests with (a slave's replication, name-server
     # registration); it must be an admin account when the peer has aclEnable. No RocketMQ counterpart.
     peer_access_key: str = ""
@@ -108,19 +122,29 @@ class BrokerConfig:
     # --- TLS (4.9.8 TlsSystemConfig; broker.conf takes the dotted names, see TLS_PROPERTIES below).
     # A tls.properties named by tls.config.file overrides every one of them but tlsMode and tlsEnable.
     tlsMode: str = "permissive"  # tls.server.mode: disabled | permissive | enforcing
-    tlsEnable: bool = False  # tls.enable: the broker's own connections (registration, slave to master) use TLS
-    tlsConfigFile: str = "/etc/rocketmq/tls.properties"  # tls.config.file (read if it exists; set: must exist)
-    tlsTestModeEnable: bool = True  # tls.test.mode.enable: self-signed server cert if none given; client trusts all
+    tlsEnable: bool = (
+        False  # tls.enable: the broker's own connections (registration, slave to master) use TLS
+    )
+    tlsConfigFile: str = (
+        "/etc/rocketmq/tls.properties"  # tls.config.file (read if it exists; set: must exist)
+    )
+    tlsTestModeEnable: bool = (
+        True  # tls.test.mode.enable: self-signed server cert if none given; client trusts all
+    )
     tlsServerNeedClientAuth: str = "none"  # tls.server.need.client.auth: none | optional | require
     tlsServerKeyPath: str = ""  # tls.server.keyPath (PEM private key)
     tlsServerKeyPassword: str = ""  # tls.server.keyPassword
     tlsServerCertPath: str = ""  # tls.server.certPath (PEM certificate chain)
     tlsServerAuthClient: bool = False  # tls.server.authClient: verify client certificates
-    tlsServerTrustCertPath: str = ""  # tls.server.trustCertPath (PEM CA bundle for client certificates)
+    tlsServerTrustCertPath: str = (
+        ""  # tls.server.trustCertPath (PEM CA bundle for client certificates)
+    )
     tlsClientKeyPath: str = ""  # tls.client.keyPath
     tlsClientKeyPassword: str = ""  # tls.client.keyPassword
     tlsClientCertPath: str = ""  # tls.client.certPath
-    tlsClientAuthServer: bool = False  # tls.client.authServer: verify the server (when not in test mode)
+    tlsClientAuthServer: bool = (
+        False  # tls.client.authServer: verify the server (when not in test mode)
+    )
     tlsClientTrustCertPath: str = ""  # tls.client.trustCertPath
     # --- queue locks of orderly consumers (RebalanceLockManager, B-142..B-147)
     # ms a lock lives without renewal; RocketMQ's system property rocketmq.broker.rebalance.lockMaxLiveTime,
@@ -173,7 +197,10 @@ TLS_PROPERTIES = {
 }
 
 # broker.conf keys that name a field under another name (RocketMQ system properties)
-CONFIG_ALIASES = {"rocketmq.broker.rebalance.lockMaxLiveTime": "rebalanceLockMaxLiveTime", **TLS_PROPERTIES}
+CONFIG_ALIASES = {
+    "rocketmq.broker.rebalance.lockMaxLiveTime": "rebalanceLockMaxLiveTime",
+    **TLS_PROPERTIES,
+}
 
 
 def _coerce(name: str, raw: str, kind: type) -> object:

@@ -65,11 +65,26 @@ def _at(text: str) -> int:
 # ---------------------------------------------------------------------- offsets
 
 
-def _print_offsets(rows: list, *, at: int, position: int | None, group: str, topic: str | None,
-                   durable: bool, tick: int | None, as_json: bool, origin: str) -> None:
+def _print_offsets(
+    rows: list,
+    *,
+    at: int,
+    position: int | None,
+    group: str,
+    topic: str | None,
+    durable: bool,
+    tick: int | None,
+    as_json: bool,
+    origin: str,
+) -> None:
     if as_json:
-        doc: dict[str, Any] = {"at": at, "group": group, "topic": topic, "source": origin,
-                               "queues": [r.as_dict() for r in rows]}
+        doc: dict[str, Any] = {
+            "at": at,
+            "group": group,
+            "topic": topic,
+            "source": origin,
+            "queues": [r.as_dict() for r in rows],
+        }
         if position is not None:
             doc["position"] = position
         if durable:
@@ -80,7 +95,11 @@ def _print_offsets(rows: list, *, at: int, position: int | None, group: str, top
     pos = f", log position {position}" if position is not None else ""
     print(f"offsets of group {group} on {where} at {format_time(at)} ({at}){pos}, from {origin}")
     if durable:
-        kept = f"{format_time(tick)} ({tick})" if tick is not None else "none yet (within 10 s of start)"
+        kept = (
+            f"{format_time(tick)} ({tick})"
+            if tick is not None
+            else "none yet (within 10 s of start)"
+        )
         print(f"durable = the value at the last compat persist tick <= that moment (B-133): {kept}")
     if not rows:
         print("  (no offsets at that moment)")
@@ -112,11 +131,22 @@ def _cmd_offsets(args: argparse.Namespace) -> int:
     with _store(args) as store:
         travel = TimeTravel(store)
         with store.read() as txn:
-            rows = travel.offsets_at(txn, at, group=args.group, topic=args.topic, durable=args.durable)
+            rows = travel.offsets_at(
+                txn, at, group=args.group, topic=args.topic, durable=args.durable
+            )
             position = travel.position_at(txn, at)
             tick = travel.persist_tick(txn, at) if args.durable else None
-    _print_offsets(rows, at=at, position=position, group=args.group, topic=args.topic, durable=args.durable,
-                   tick=tick, as_json=args.json, origin="the broker's time index")
+    _print_offsets(
+        rows,
+        at=at,
+        position=position,
+        group=args.group,
+        topic=args.topic,
+        durable=args.durable,
+        tick=tick,
+        as_json=args.json,
+        origin="the broker's time index",
+    )
     return 0
 
 
@@ -127,24 +157,37 @@ def describe(entry) -> str:
     """One history line's text after the time: what changed, why, who."""
     d = entry.detail
     if entry.kind == "offset_change":
-        return (f"{entry.topic} q{entry.queue_id}  {entry.old} -> {entry.new}  ({entry.cause}) "
-                f"by {entry.requester or '(unknown)'}")
+        return (
+            f"{entry.topic} q{entry.queue_id}  {entry.old} -> {entry.new}  ({entry.cause}) "
+            f"by {entry.requester or '(unknown)'}"
+        )
     if entry.kind == "reset_requested":
         kind, value = d.get("kind", "time"), d.get("value", d.get("timestamp"))
-        to = (f"time {format_time(value)}" if kind == "time" and value not in (None, -1)
-              else "latest (max)" if kind == "time" else f"{kind} {value if value is not None else ''}".strip())
+        to = (
+            f"time {format_time(value)}"
+            if kind == "time" and value not in (None, -1)
+            else "latest (max)"
+            if kind == "time"
+            else f"{kind} {value if value is not None else ''}".strip()
+        )
         queues = "; ".join(f"q{q[0]} {q[1]} -> {q[3]} {q[4]}" for q in d.get("queues") or ())
         notified = d.get("notified") or []
-        return (f"{entry.topic} reset requested by {entry.requester or '(unknown)'}: to {to}, "
-                f"{'force' if d.get('force') else 'no force'}, mode {d.get('mode', 'compat')}; {queues}; "
-                + (f"notified {', '.join(map(str, notified))}" if notified else "no consumer online"))
+        return (
+            f"{entry.topic} reset requested by {entry.requester or '(unknown)'}: to {to}, "
+            f"{'force' if d.get('force') else 'no force'}, mode {d.get('mode', 'compat')}; {queues}; "
+            + (f"notified {', '.join(map(str, notified))}" if notified else "no consumer online")
+        )
     if entry.kind == "pull_offset_moved":
-        return (f"{entry.topic} q{entry.queue_id}  pull at {d.get('offset')} answered {d.get('status')}: "
-                f"moved to {d.get('next_offset')} (min {d.get('min_offset')}, max {d.get('max_offset')}) "
-                f"for {entry.requester or '(unknown)'}")
+        return (
+            f"{entry.topic} q{entry.queue_id}  pull at {d.get('offset')} answered {d.get('status')}: "
+            f"moved to {d.get('next_offset')} (min {d.get('min_offset')}, max {d.get('max_offset')}) "
+            f"for {entry.requester or '(unknown)'}"
+        )
     if entry.kind == "offset_commit_ignored":
-        return (f"{entry.topic} q{entry.queue_id}  commit of {d.get('offset')} by {entry.requester} ignored "
-                f"({d.get('reason')}): it would undo the reset to {d.get('target')}")
+        return (
+            f"{entry.topic} q{entry.queue_id}  commit of {d.get('offset')} by {entry.requester} ignored "
+            f"({d.get('reason')}): it would undo the reset to {d.get('target')}"
+        )
     if entry.kind == "commitlog_expired":
         lost = [x for x in d.get("lost") or () if x[0] == entry.group]
         what = "; ".join(f"{t} q{q}: {n} messages from offset {o}" for _, t, q, o, n in lost)
@@ -159,10 +202,22 @@ def _cmd_history(args: argparse.Namespace) -> int:
     since = _at(args.since) if args.since else None
     until = _at(args.until) if args.until else None
     with _store(args) as store, store.read() as txn:
-        entries = TimeTravel(store).history(txn, args.group, topic=args.topic, since=since, until=until)
+        entries = TimeTravel(store).history(
+            txn, args.group, topic=args.topic, since=since, until=until
+        )
     if args.json:
-        print(json.dumps({"group": args.group, "topic": args.topic, "since": since, "until": until,
-                          "entries": [e.as_dict() for e in entries]}, default=str))
+        print(
+            json.dumps(
+                {
+                    "group": args.group,
+                    "topic": args.topic,
+                    "since": since,
+                    "until": until,
+                    "entries": [e.as_dict() for e in entries],
+                },
+                default=str,
+            )
+        )
         return 0
     scope = f"topic {args.topic}" if args.topic else "every topic"
     print(f"history of group {args.group} on {scope}: {len(entries)} entries")
@@ -183,7 +238,9 @@ def _cmd_acl(args: argparse.Namespace) -> int:
     try:
         reader = record_log.read()
         try:
-            answer = access_at(reader, at, args.topic, args.group, window_ms=int(args.window * 1000))
+            answer = access_at(
+                reader, at, args.topic, args.group, window_ms=int(args.window * 1000)
+            )
         finally:
             reader.close()
     finally:
@@ -192,26 +249,40 @@ def _cmd_acl(args: argparse.Namespace) -> int:
         print(json.dumps(answer))
         return 0
     load = answer["load"]
-    print(f"topic {args.topic} at {format_time(at)}" + (f", group {args.group}" if args.group else ""))
+    print(
+        f"topic {args.topic} at {format_time(at)}" + (f", group {args.group}" if args.group else "")
+    )
     if load is None:
-        print("  no ACL load recorded at or before that time (ACL off, or before the first start with aclEnable)")
+        print(
+            "  no ACL load recorded at or before that time (ACL off, or before the first start with aclEnable)"
+        )
     else:
         who = f" by {load['requester']}" if load["requester"] else ""
-        print(f"  rules version {load['version']} loaded {format_time(load['time'])} ({load['cause']}{who}), "
-              f"record #{load['seq']}, files {', '.join(p for p, _ in load['files'])}")
+        print(
+            f"  rules version {load['version']} loaded {format_time(load['time'])} ({load['cause']}{who}), "
+            f"record #{load['seq']}, files {', '.join(p for p, _ in load['files'])}"
+        )
         white = ", ".join(answer["global_white"]) or "(none)"
         print(f"  global white list (anyone from these addresses, unsigned): {white}")
-        print(f"  {'accessKey':<24} {'write':<5} {'read':<5} {'group SUB':<9} {'topic perm':<18} "
-              f"{'group perm':<18} white address (passes unchecked)")
+        print(
+            f"  {'accessKey':<24} {'write':<5} {'read':<5} {'group SUB':<9} {'topic perm':<18} "
+            f"{'group perm':<18} white address (passes unchecked)"
+        )
         for a in answer["accounts"]:
             group = "-" if a["group_sub"] is None else ("yes" if a["group_sub"] else "no")
-            print(f"  {a['access_key']:<24} {'yes' if a['write'] else 'no':<5} {'yes' if a['read'] else 'no':<5} "
-                  f"{group:<9} {a['topic_perm']:<18} {a['group_perm'] or '-':<18} "
-                  f"{a['white_remote_address'] or '-'}")
-    print(f"  refused within {args.window:g} s of that time: {sum(d['count'] for d in answer['denials'])} requests")
+            print(
+                f"  {a['access_key']:<24} {'yes' if a['write'] else 'no':<5} {'yes' if a['read'] else 'no':<5} "
+                f"{group:<9} {a['topic_perm']:<18} {a['group_perm'] or '-':<18} "
+                f"{a['white_remote_address'] or '-'}"
+            )
+    print(
+        f"  refused within {args.window:g} s of that time: {sum(d['count'] for d in answer['denials'])} requests"
+    )
     for d in answer["denials"]:
-        print(f"    {format_time(d['window_from'])} .. {format_time(d['window_to'])}  {d['who']:<24} "
-              f"{d['host']:<16} code {d['code']:<5} x{d['count']}  (#{d['seq']})")
+        print(
+            f"    {format_time(d['window_from'])} .. {format_time(d['window_to'])}  {d['who']:<24} "
+            f"{d['host']:<16} code {d['code']:<5} x{d['count']}  (#{d['seq']})"
+        )
     return 0
 
 
@@ -224,28 +295,45 @@ def _cmd_export(args: argparse.Namespace) -> int:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        print("es-broker export writes Parquet with pyarrow, which is not installed: "
-              "pip install 'es-broker[export]'", file=sys.stderr)
+        print(
+            "es-broker export writes Parquet with pyarrow, which is not installed: "
+            "pip install 'es-broker[export]'",
+            file=sys.stderr,
+        )
         return 2
     with _store(args) as store:
         result = export(store.log, args.out, _source(store.config))
     if args.json:
-        print(json.dumps({"first_seq": result.first_seq, "last_seq": result.last_seq,
-                          "records": result.records, "rows": result.rows, "files": result.files,
-                          "seconds": round(result.seconds, 3), "records_per_s": round(result.rate),
-                          "quarantined": list(result.quarantined)}))
+        print(
+            json.dumps(
+                {
+                    "first_seq": result.first_seq,
+                    "last_seq": result.last_seq,
+                    "records": result.records,
+                    "rows": result.rows,
+                    "files": result.files,
+                    "seconds": round(result.seconds, 3),
+                    "records_per_s": round(result.rate),
+                    "quarantined": list(result.quarantined),
+                }
+            )
+        )
         return 0
     elif result.first_seq is None:
         print(f"nothing new: {args.out} already holds records 1..{result.last_seq}")
     else:
         rows = ", ".join(f"{k} {v}" for k, v in sorted(result.rows.items()))
-        print(f"exported records {result.first_seq}..{result.last_seq} ({result.records}) into {args.out}: "
-              f"{result.files} files; rows: {rows}; {result.rate:,.0f} records/s")
+        print(
+            f"exported records {result.first_seq}..{result.last_seq} ({result.records}) into {args.out}: "
+            f"{result.files} files; rows: {rows}; {result.rate:,.0f} records/s"
+        )
     if result.quarantined:
         from es_broker.readmodel.export import QUARANTINE
 
-        print(f"quarantined {len(result.quarantined)} records that could not be exported "
-              f"(kept in {Path(args.out) / QUARANTINE}):")
+        print(
+            f"quarantined {len(result.quarantined)} records that could not be exported "
+            f"(kept in {Path(args.out) / QUARANTINE}):"
+        )
         for f in result.quarantined:
             print(f"  seq {f['seq']}  {f['type']}: {f['error']}")
     return 0
@@ -278,8 +366,10 @@ def _readmodel_source(args: argparse.Namespace):
     from es_broker.readmodel.families import Source
 
     source = _source(_config(args))
-    return Source(getattr(args, "broker_name", None) or source.broker,
-                  getattr(args, "broker_role", None) or source.role)
+    return Source(
+        getattr(args, "broker_name", None) or source.broker,
+        getattr(args, "broker_role", None) or source.role,
+    )
 
 
 def _cmd_readmodel_follow(args: argparse.Namespace) -> int:
@@ -287,10 +377,17 @@ def _cmd_readmodel_follow(args: argparse.Namespace) -> int:
 
     from es_broker.readmodel.process import run
 
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s[follower]: %(message)s")
-    return run(args.data_dir, _url(args), _readmodel_source(args), parent=args.exit_with_parent,
-               batch=args.batch)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s[follower]: %(message)s",
+    )
+    return run(
+        args.data_dir,
+        _url(args),
+        _readmodel_source(args),
+        parent=args.exit_with_parent,
+        batch=args.batch,
+    )
 
 
 def _open_log_readonly(data_dir: str):
@@ -320,19 +417,46 @@ def _cmd_readmodel_status(args: argparse.Namespace) -> int:
     try:
         tables = set(inspect(engine).get_table_names())
         with engine.connect() as conn:
-            checkpoint = (conn.execute(select(Checkpoint.last_seq).where(Checkpoint.source == source.broker))
-                          .scalar() if Checkpoint.__tablename__ in tables else None)
-            failures = ([dict(r) for r in conn.execute(
-                select(FailureRow.seq, FailureRow.type, FailureRow.error, FailureRow.attempts,
-                       FailureRow.version, FailureRow.first_failed_at, FailureRow.last_failed_at)
-                .where(FailureRow.source == source.broker).order_by(FailureRow.seq)).mappings()]
-                if FailureRow.__tablename__ in tables else [])
+            checkpoint = (
+                conn.execute(
+                    select(Checkpoint.last_seq).where(Checkpoint.source == source.broker)
+                ).scalar()
+                if Checkpoint.__tablename__ in tables
+                else None
+            )
+            failures = (
+                [
+                    dict(r)
+                    for r in conn.execute(
+                        select(
+                            FailureRow.seq,
+                            FailureRow.type,
+                            FailureRow.error,
+                            FailureRow.attempts,
+                            FailureRow.version,
+                            FailureRow.first_failed_at,
+                            FailureRow.last_failed_at,
+                        )
+                        .where(FailureRow.source == source.broker)
+                        .order_by(FailureRow.seq)
+                    ).mappings()
+                ]
+                if FailureRow.__tablename__ in tables
+                else []
+            )
         revision = db.current_revision(engine)
     finally:
         engine.dispose()
     applied = checkpoint or 0
-    doc = {"url": _safe(url), "source": source.broker, "schema": revision, "checkpoint": applied,
-           "log_last_seq": last_seq, "lag": max(0, last_seq - applied), "quarantined": failures}
+    doc = {
+        "url": _safe(url),
+        "source": source.broker,
+        "schema": revision,
+        "checkpoint": applied,
+        "log_last_seq": last_seq,
+        "lag": max(0, last_seq - applied),
+        "quarantined": failures,
+    }
     if args.json:
         print(json.dumps(doc))
         return 0
@@ -341,10 +465,14 @@ def _cmd_readmodel_status(args: argparse.Namespace) -> int:
     if not failures:
         print("quarantined: none")
     else:
-        print(f"quarantined: {len(failures)} records (retried after an upgrade, or by `es-broker readmodel retry`)")
+        print(
+            f"quarantined: {len(failures)} records (retried after an upgrade, or by `es-broker readmodel retry`)"
+        )
         for f in failures:
-            print(f"  seq {f['seq']}  {f['type']}  attempts {f['attempts']}  es-broker {f['version']}  "
-                  f"last failed {format_time(f['last_failed_at'])}: {f['error']}")
+            print(
+                f"  seq {f['seq']}  {f['type']}  attempts {f['attempts']}  es-broker {f['version']}  "
+                f"last failed {format_time(f['last_failed_at'])}: {f['error']}"
+            )
     return 0
 
 
@@ -363,8 +491,10 @@ def _cmd_readmodel_retry(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"stored": result.stored, "failed": result.failed}))
     else:
-        print(f"quarantined records retried: {len(result.stored)} stored {result.stored}, "
-              f"{len(result.failed)} still failing {result.failed}")
+        print(
+            f"quarantined records retried: {len(result.stored)} stored {result.stored}, "
+            f"{len(result.failed)} still failing {result.failed}"
+        )
     return 0
 
 
@@ -388,8 +518,15 @@ def _cmd_readmodel_offsets(args: argparse.Namespace) -> int:
     engine = db.open_engine(_url(args))
     try:
         with engine.connect() as conn:
-            rows = queries.offsets_at(conn, config.brokerName, at, group=args.group, topic=args.topic,
-                                      durable=args.durable, persist_interval=config.flushConsumerOffsetInterval)
+            rows = queries.offsets_at(
+                conn,
+                config.brokerName,
+                at,
+                group=args.group,
+                topic=args.topic,
+                durable=args.durable,
+                persist_interval=config.flushConsumerOffsetInterval,
+            )
             tick = None
             if args.durable:
                 from sqlalchemy import select
@@ -397,13 +534,23 @@ def _cmd_readmodel_offsets(args: argparse.Namespace) -> int:
                 from es_broker.readmodel.models import Checkpoint
                 from es_broker.timetravel.query import persist_tick
 
-                start = conn.execute(select(Checkpoint.start_time)
-                                     .where(Checkpoint.source == config.brokerName)).scalar()
+                start = conn.execute(
+                    select(Checkpoint.start_time).where(Checkpoint.source == config.brokerName)
+                ).scalar()
                 tick = persist_tick(start, at, config.flushConsumerOffsetInterval)
     finally:
         engine.dispose()
-    _print_offsets(rows, at=at, position=None, group=args.group, topic=args.topic, durable=args.durable,
-                   tick=tick, as_json=args.json, origin="the SQL read model")
+    _print_offsets(
+        rows,
+        at=at,
+        position=None,
+        group=args.group,
+        topic=args.topic,
+        durable=args.durable,
+        tick=tick,
+        as_json=args.json,
+        origin="the SQL read model",
+    )
     return 0
 
 
@@ -416,21 +563,31 @@ def _data_dir(p: argparse.ArgumentParser, *, required: bool = False) -> None:
     if required:
         p.add_argument("--data-dir", required=True)
     else:
-        p.add_argument("--data-dir", default=default_data_dir(),
-                       help=f"broker data directory (default {default_data_dir()})")
-    p.add_argument("--config", help="the broker's broker.conf (broker name and role, persist interval)")
+        p.add_argument(
+            "--data-dir",
+            default=default_data_dir(),
+            help=f"broker data directory (default {default_data_dir()})",
+        )
+    p.add_argument(
+        "--config", help="the broker's broker.conf (broker name and role, persist interval)"
+    )
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     time_help = "now | epoch millis | yyyy-MM-dd#HH:mm:ss:SSS | ISO 8601"
 
-    p = sub.add_parser("offsets", help="the offset table at a moment, with lag (from the time index)")
+    p = sub.add_parser(
+        "offsets", help="the offset table at a moment, with lag (from the time index)"
+    )
     _data_dir(p)
     p.add_argument("--group", required=True)
     p.add_argument("--topic", help="one topic (default: every topic of the group)")
     p.add_argument("--at", required=True, help=time_help)
-    p.add_argument("--durable", action="store_true",
-                   help="also show the compat crash-model value (last 5 s persist tick, B-133)")
+    p.add_argument(
+        "--durable",
+        action="store_true",
+        help="also show the compat crash-model value (last 5 s persist tick, B-133)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_offsets)
 
@@ -443,19 +600,29 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_history)
 
-    p = sub.add_parser("acl", help="who could write/read a topic at a time under the ACL, and who was refused")
+    p = sub.add_parser(
+        "acl", help="who could write/read a topic at a time under the ACL, and who was refused"
+    )
     _data_dir(p)
     p.add_argument("--topic", "-t", required=True)
     p.add_argument("--group", "-g", help="also tell who may SUB as this consumer group")
     p.add_argument("--at", required=True, help=time_help)
-    p.add_argument("--window", type=float, default=300.0,
-                   help="seconds either side of --at whose refusal summaries are listed (default 300)")
+    p.add_argument(
+        "--window",
+        type=float,
+        default=300.0,
+        help="seconds either side of --at whose refusal summaries are listed (default 300)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_acl)
 
-    p = sub.add_parser("export", help="write the records as Parquet, one dataset per family, by day")
+    p = sub.add_parser(
+        "export", help="write the records as Parquet, one dataset per family, by day"
+    )
     _data_dir(p, required=True)
-    p.add_argument("--out", required=True, help="export directory (incremental: keeps its checkpoint there)")
+    p.add_argument(
+        "--out", required=True, help="export directory (incremental: keeps its checkpoint there)"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_export)
 
@@ -467,23 +634,32 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--readmodel-url", help=url_help)
     r.add_argument("--batch", type=int, default=2000, help="records per SQL transaction")
     r.set_defaults(func=_cmd_readmodel_sync)
-    r = rsub.add_parser("follow", help="apply every record, then new ones as they land, until SIGTERM "
-                        "(what `es-broker serve` runs as a child process)")
+    r = rsub.add_parser(
+        "follow",
+        help="apply every record, then new ones as they land, until SIGTERM "
+        "(what `es-broker serve` runs as a child process)",
+    )
     _data_dir(r, required=True)
     r.add_argument("--readmodel-url", help=url_help)
-    r.add_argument("--broker-name", help="the source name rows are stamped with (default: broker.conf's)")
+    r.add_argument(
+        "--broker-name", help="the source name rows are stamped with (default: broker.conf's)"
+    )
     r.add_argument("--broker-role", help="the role rows are stamped with (default: broker.conf's)")
     r.add_argument("--batch", type=int, default=2000, help="records per SQL transaction")
     r.add_argument("--exit-with-parent", type=int, metavar="PID", help="end when process PID ends")
     r.add_argument("-v", "--verbose", action="store_true")
     r.set_defaults(func=_cmd_readmodel_follow)
-    r = rsub.add_parser("status", help="checkpoint, the log's last seq, lag, and the quarantined records")
+    r = rsub.add_parser(
+        "status", help="checkpoint, the log's last seq, lag, and the quarantined records"
+    )
     _data_dir(r, required=True)
     r.add_argument("--readmodel-url", help=url_help)
     r.add_argument("--broker-name", help="the source to show (default: broker.conf's brokerName)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=_cmd_readmodel_status)
-    r = rsub.add_parser("retry", help="try the quarantined records again; those that store now leave it")
+    r = rsub.add_parser(
+        "retry", help="try the quarantined records again; those that store now leave it"
+    )
     _data_dir(r, required=True)
     r.add_argument("--readmodel-url", help=url_help)
     r.add_argument("--broker-name", help="the source to retry (default: broker.conf's brokerName)")
@@ -494,7 +670,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--readmodel-url", help=url_help)
     r.add_argument("--revision", default="head")
     r.set_defaults(func=_cmd_readmodel_upgrade)
-    r = rsub.add_parser("offsets", help="the offset table at a moment, answered by the SQL read model")
+    r = rsub.add_parser(
+        "offsets", help="the offset table at a moment, answered by the SQL read model"
+    )
     _data_dir(r)
     r.add_argument("--readmodel-url", help=url_help)
     r.add_argument("--group", required=True)

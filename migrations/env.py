@@ -19,9 +19,11 @@ target_metadata = Base.metadata
 
 
 def _url() -> str:
-    return (context.get_x_argument(as_dictionary=True).get("url")
-            or os.environ.get("ES_BROKER_READMODEL_URL")
-            or config.get_main_option("sqlalchemy.url"))
+    return (
+        context.get_x_argument(as_dictionary=True).get("url")
+        or os.environ.get("ES_BROKER_READMODEL_URL")
+        or config.get_main_option("sqlalchemy.url")
+    )
 
 
 def run_offline() -> None:

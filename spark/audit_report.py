@@ -32,7 +32,10 @@ def _hms(ms: int | None) -> str:
 
 
 def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} UTC"
+    return (
+        datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.")
+        + f"{ms % 1000:03d} UTC"
+    )
 
 
 def _window(frame: DataFrame, since: int | None, until: int | None) -> DataFrame:
@@ -43,48 +46,112 @@ def _window(frame: DataFrame, since: int | None, until: int | None) -> DataFrame
     return frame
 
 
-def collect(source: esb_spark.Input, *, group: str | None = None, since: int | None = None,
-            until: int | None = None) -> dict:
+def collect(
+    source: esb_spark.Input,
+    *,
+    group: str | None = None,
+    since: int | None = None,
+    until: int | None = None,
+) -> dict:
     """Everything the report shows, as plain data: {day: {"groups": {group: {...}}, "perm_changes": [...]}}."""
+
     def fam(name: str) -> DataFrame:
         frame = _window(source.family(name), since, until)
-        return frame.where(F.col("group") == group) if group is not None and "group" in frame.columns else frame
+        return (
+            frame.where(F.col("group") == group)
+            if group is not None and "group" in frame.columns
+            else frame
+        )
 
-    days: dict = defaultdict(lambda: {"groups": defaultdict(lambda: {
-        "commits": 0, "commit_causes": {}, "resets": [], "send_backs": 0, "retried": 0, "dead_letters": 0,
-        "lost_to_retention": 0, "offset_moved": 0}), "perm_changes": []})
+    days: dict = defaultdict(
+        lambda: {
+            "groups": defaultdict(
+                lambda: {
+                    "commits": 0,
+                    "commit_causes": {},
+                    "resets": [],
+                    "send_backs": 0,
+                    "retried": 0,
+                    "dead_letters": 0,
+                    "lost_to_retention": 0,
+                    "offset_moved": 0,
+                }
+            ),
+            "perm_changes": [],
+        }
+    )
 
-    for r in (fam("offsets").groupBy("day", "group", "cause").count().collect()):
+    for r in fam("offsets").groupBy("day", "group", "cause").count().collect():
         g = days[r["day"]]["groups"][r["group"]]
         g["commits"] += r["count"]
         g["commit_causes"][r["cause"] or "-"] = r["count"]
     for r in fam("resets").orderBy("seq").collect():
-        days[r["day"]]["groups"][r["group"]]["resets"].append({
-            "time": r["time"], "topic": r["topic"], "requester": r["requester"], "kind": r["kind"],
-            "value": r["value"], "force": r["force"], "mode": r["mode"], "outcome": r["outcome"],
-            "notified": list(r["notified"] or ()),
-            "queues": [{"queue_id": q["queue_id"], "from": q["current"], "target": q["target"], "to": q["final"],
-                        "outcome": q["outcome"]} for q in r["queues"] or ()]})
-    for r in (fam("send_backs").groupBy("day", "group")
-              .agg(F.count("*").alias("n"), F.sum(F.col("dead_letter").cast("int")).alias("dlq")).collect()):
+        days[r["day"]]["groups"][r["group"]]["resets"].append(
+            {
+                "time": r["time"],
+                "topic": r["topic"],
+                "requester": r["requester"],
+                "kind": r["kind"],
+                "value": r["value"],
+                "force": r["force"],
+                "mode": r["mode"],
+                "outcome": r["outcome"],
+                "notified": list(r["notified"] or ()),
+                "queues": [
+                    {
+                        "queue_id": q["queue_id"],
+                        "from": q["current"],
+                        "target": q["target"],
+                        "to": q["final"],
+                        "outcome": q["outcome"],
+                    }
+                    for q in r["queues"] or ()
+                ],
+            }
+        )
+    for r in (
+        fam("send_backs")
+        .groupBy("day", "group")
+        .agg(F.count("*").alias("n"), F.sum(F.col("dead_letter").cast("int")).alias("dlq"))
+        .collect()
+    ):
         g = days[r["day"]]["groups"][r["group"] or "-"]
         g["send_backs"] += r["n"]
         g["retried"] += r["n"] - (r["dlq"] or 0)
     for r in fam("dead_letters").groupBy("day", "group").agg(F.sum("count").alias("n")).collect():
         days[r["day"]]["groups"][r["group"] or "-"]["dead_letters"] += r["n"] or 0
     corrections = fam("corrections").where(F.col("group").isNotNull())
-    for r in (corrections.groupBy("day", "group")
-              .agg(F.sum(F.coalesce("lost", F.lit(0))).alias("lost"),
-                   F.sum(F.when(F.col("kind") == "pull_offset_moved", 1).otherwise(0)).alias("moved")).collect()):
+    for r in (
+        corrections.groupBy("day", "group")
+        .agg(
+            F.sum(F.coalesce("lost", F.lit(0))).alias("lost"),
+            F.sum(F.when(F.col("kind") == "pull_offset_moved", 1).otherwise(0)).alias("moved"),
+        )
+        .collect()
+    ):
         g = days[r["day"]]["groups"][r["group"]]
         g["lost_to_retention"] += r["lost"] or 0
         g["offset_moved"] += r["moved"] or 0
-    perms = _window(source.family("topics"), since, until).where(F.col("type") == "topic_perm_changed")
+    perms = _window(source.family("topics"), since, until).where(
+        F.col("type") == "topic_perm_changed"
+    )
     for r in perms.orderBy("seq").collect():
-        days[r["day"]]["perm_changes"].append({"time": r["time"], "topic": r["topic"], "old_perm": r["old_perm"],
-                                               "perm": r["perm"], "requester": r["requester"]})
-    return {day: {"groups": {g: dict(v) for g, v in sorted(d["groups"].items())},
-                  "perm_changes": d["perm_changes"]} for day, d in sorted(days.items())}
+        days[r["day"]]["perm_changes"].append(
+            {
+                "time": r["time"],
+                "topic": r["topic"],
+                "old_perm": r["old_perm"],
+                "perm": r["perm"],
+                "requester": r["requester"],
+            }
+        )
+    return {
+        day: {
+            "groups": {g: dict(v) for g, v in sorted(d["groups"].items())},
+            "perm_changes": d["perm_changes"],
+        }
+        for day, d in sorted(days.items())
+    }
 
 
 def _perm(p: int | None) -> str:
@@ -115,34 +182,47 @@ def markdown(report: dict) -> str:
     for day, data in report.items():
         lines += [f"## {day}", ""]
         if data["groups"]:
-            lines += ["| group | offset changes | by cause | resets | send-backs (retried / DLQ) | dead letters "
-                      "| lost to retention | PULL_OFFSET_MOVED |",
-                      "|---|---:|---|---:|---:|---:|---:|---:|"]
+            lines += [
+                "| group | offset changes | by cause | resets | send-backs (retried / DLQ) | dead letters "
+                "| lost to retention | PULL_OFFSET_MOVED |",
+                "|---|---:|---|---:|---:|---:|---:|---:|",
+            ]
             for group, g in data["groups"].items():
                 causes = ", ".join(f"{c} {n}" for c, n in sorted(g["commit_causes"].items()))
                 sb = f"{g['send_backs']} ({g['retried']} / {g['send_backs'] - g['retried']})"
-                lines.append(f"| {group} | {g['commits']} | {causes or '-'} | {len(g['resets'])} | {sb} | "
-                             f"{g['dead_letters']} | {g['lost_to_retention']} | {g['offset_moved']} |")
+                lines.append(
+                    f"| {group} | {g['commits']} | {causes or '-'} | {len(g['resets'])} | {sb} | "
+                    f"{g['dead_letters']} | {g['lost_to_retention']} | {g['offset_moved']} |"
+                )
             lines.append("")
         for group, g in data["groups"].items():
             for reset in g["resets"]:
-                lines.append(f"- **reset** of group `{group}` on topic `{reset['topic']}` at {_hms(reset['time'])} "
-                             f"by `{reset['requester'] or '(unknown)'}`: to {describe_target(reset)}, "
-                             f"{'force' if reset['force'] else 'no force'}, mode {reset['mode'] or 'compat'}; "
-                             + _outcome(reset))
+                lines.append(
+                    f"- **reset** of group `{group}` on topic `{reset['topic']}` at {_hms(reset['time'])} "
+                    f"by `{reset['requester'] or '(unknown)'}`: to {describe_target(reset)}, "
+                    f"{'force' if reset['force'] else 'no force'}, mode {reset['mode'] or 'compat'}; "
+                    + _outcome(reset)
+                )
                 for q in reset["queues"]:
-                    lines.append(f"    - queue {q['queue_id']}: {q['from']} -> {q['to']} ({q['outcome']}"
-                                 + (f", target {q['target']}" if q["target"] != q["to"] else "") + ")")
+                    lines.append(
+                        f"    - queue {q['queue_id']}: {q['from']} -> {q['to']} ({q['outcome']}"
+                        + (f", target {q['target']}" if q["target"] != q["to"] else "")
+                        + ")"
+                    )
         for change in data["perm_changes"]:
-            lines.append(f"- **perm** of topic `{change['topic']}` at {_hms(change['time'])}: "
-                         f"{_perm(change['old_perm'])} -> {_perm(change['perm'])} "
-                         f"by `{change['requester'] or '(unknown)'}`")
+            lines.append(
+                f"- **perm** of topic `{change['topic']}` at {_hms(change['time'])}: "
+                f"{_perm(change['old_perm'])} -> {_perm(change['perm'])} "
+                f"by `{change['requester'] or '(unknown)'}`"
+            )
         lines.append("")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None, spark=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     esb_spark.add_input_args(parser)
     parser.add_argument("--group")
     parser.add_argument("--since")
@@ -151,9 +231,12 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     spark, source, owned = esb_spark.open_input(args, "es-broker audit_report", spark)
-    report = collect(source, group=args.group,
-                     since=esb_spark.parse_at(args.since) if args.since else None,
-                     until=esb_spark.parse_at(args.until) if args.until else None)
+    report = collect(
+        source,
+        group=args.group,
+        since=esb_spark.parse_at(args.since) if args.since else None,
+        until=esb_spark.parse_at(args.until) if args.until else None,
+    )
     text = json.dumps(report, indent=2) if args.json else markdown(report)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -36,18 +36,23 @@ def session(app: str, master: str | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
-    launched_by_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit already chose the master
+    launched_by_submit = (
+        "PYSPARK_GATEWAY_PORT" in os.environ
+    )  # spark-submit already chose the master
     if master or not launched_by_submit:
-        builder = (builder.master(master or os.environ.get("ES_BROKER_SPARK_MASTER", "local[*]"))
-                   .config("spark.sql.shuffle.partitions", str(max(2 * (os.cpu_count() or 2), 4)))
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.driver.memory", os.environ.get("ES_BROKER_SPARK_DRIVER_MEMORY", "2g")))
-    spark = (builder
-             .config("spark.sql.session.timeZone", "UTC")
-             # `day=2024-05-01` stays a string, as the data source gives it
-             .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
+        builder = (
+            builder.master(master or os.environ.get("ES_BROKER_SPARK_MASTER", "local[*]"))
+            .config("spark.sql.shuffle.partitions", str(max(2 * (os.cpu_count() or 2), 4)))
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.memory", os.environ.get("ES_BROKER_SPARK_DRIVER_MEMORY", "2g"))
+        )
+    spark = (
+        builder.config("spark.sql.session.timeZone", "UTC")
+        # `day=2024-05-01` stays a string, as the data source gives it
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel(os.environ.get("ES_BROKER_SPARK_LOG_LEVEL", "ERROR"))
     register(spark)
     return spark
@@ -63,9 +68,13 @@ def register(spark: SparkSession) -> None:
 class Input:
     """Where the rows come from: an export directory or a live data directory."""
 
-    def __init__(self, spark: SparkSession, *, export_dir: str | None = None, data_dir: str | None = None) -> None:
+    def __init__(
+        self, spark: SparkSession, *, export_dir: str | None = None, data_dir: str | None = None
+    ) -> None:
         if (export_dir is None) == (data_dir is None):
-            raise ValueError("give exactly one of --input (an export directory) or --data-dir (a live log)")
+            raise ValueError(
+                "give exactly one of --input (an export directory) or --data-dir (a live log)"
+            )
         self.spark, self.export_dir, self.data_dir = spark, export_dir, data_dir
 
     def family(self, name: str) -> DataFrame:
@@ -80,8 +89,13 @@ class Input:
     def start_time(self) -> int | None:
         """Effective time of the log's first record: the start of the compat persist schedule (B-133)."""
         if self.data_dir is not None:  # the data source reads just record 1
-            first = (self.spark.read.format("es_broker").option("to_seq", "1").load(self.data_dir)
-                     .select("time").first())
+            first = (
+                self.spark.read.format("es_broker")
+                .option("to_seq", "1")
+                .load(self.data_dir)
+                .select("time")
+                .first()
+            )
             return first[0] if first else None
         times = [self.family(name).where(F.col("seq") == 1).select("time") for name in FAMILIES]
         frame = times[0]
@@ -101,12 +115,17 @@ def _local_missing(path: str) -> bool:
 def add_input_args(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help="an export directory (es-broker export --out DIR)")
-    source.add_argument("--data-dir", help="a broker data directory, read live through the es_broker data source")
-    parser.add_argument("--master", help="Spark master (default local[*]; spark-submit's own when submitted)")
+    source.add_argument(
+        "--data-dir", help="a broker data directory, read live through the es_broker data source"
+    )
+    parser.add_argument(
+        "--master", help="Spark master (default local[*]; spark-submit's own when submitted)"
+    )
 
 
-def open_input(args: argparse.Namespace, app: str, spark: SparkSession | None = None
-               ) -> tuple[SparkSession, Input, bool]:
+def open_input(
+    args: argparse.Namespace, app: str, spark: SparkSession | None = None
+) -> tuple[SparkSession, Input, bool]:
     """The session (a given one, e.g. a test's, or a new one) and the input; True if the job owns the session."""
     owned = spark is None
     spark = spark or session(app, args.master)
@@ -128,7 +147,9 @@ def _latest(frame: DataFrame, keys: list[str], value: Column, name: str) -> Data
 def queue_max_at(source: Input, at: int) -> DataFrame:
     """(topic, queue_id, max_offset) of every queue that had messages at `at`."""
     messages = source.family("messages").where(F.col("time") <= at)
-    return (_latest(messages, ["topic", "queue_id"], F.col("queue_offset") + F.col("count"), "max_offset"))
+    return _latest(
+        messages, ["topic", "queue_id"], F.col("queue_offset") + F.col("count"), "max_offset"
+    )
 
 
 def table_at(source: Input, at: int, group: str | None = None) -> DataFrame:
@@ -136,37 +157,75 @@ def table_at(source: Input, at: int, group: str | None = None) -> DataFrame:
     offsets = source.family("offsets").where(F.col("time") <= at)
     if group is not None:
         offsets = offsets.where(F.col("group") == group)
-    last = _latest(offsets, ["group", "topic", "queue_id"],
-                   F.struct("new", "seq", "time", "cause", "requester", "removed"), "last")
+    last = _latest(
+        offsets,
+        ["group", "topic", "queue_id"],
+        F.struct("new", "seq", "time", "cause", "requester", "removed"),
+        "last",
+    )
     # a queue whose latest change removed it is not in the table (B-34)
-    return last.where(~F.coalesce(F.col("last.removed"), F.lit(False))).select("group", "topic", "queue_id", F.col("last.new").alias("offset"),
-                       F.col("last.seq").alias("seq"), F.col("last.time").alias("time"),
-                       F.col("last.cause").alias("cause"), F.col("last.requester").alias("requester"))
+    return last.where(~F.coalesce(F.col("last.removed"), F.lit(False))).select(
+        "group",
+        "topic",
+        "queue_id",
+        F.col("last.new").alias("offset"),
+        F.col("last.seq").alias("seq"),
+        F.col("last.time").alias("time"),
+        F.col("last.cause").alias("cause"),
+        F.col("last.requester").alias("requester"),
+    )
 
 
-def offsets_at(source: Input, at: int, *, group: str | None = None, durable: bool = False,
-               persist_interval: int = PERSIST_INTERVAL_MS, start: int | None = None) -> DataFrame:
+def offsets_at(
+    source: Input,
+    at: int,
+    *,
+    group: str | None = None,
+    durable: bool = False,
+    persist_interval: int = PERSIST_INTERVAL_MS,
+    start: int | None = None,
+) -> DataFrame:
     """The whole offset table of every group (or one) at `at`, with max and lag; durable on request.
 
     `start` (the log's first effective time) may be given to spare a scan when asking many times.
     """
     table = table_at(source, at, group)
     tops = queue_max_at(source, at)
-    out = (table.join(tops, ["topic", "queue_id"], "left")
-           .withColumn("max_offset", F.coalesce(F.col("max_offset"), F.lit(0)))
-           .withColumn("lag", F.when(F.col("offset") >= 0, F.col("max_offset") - F.col("offset"))))
+    out = (
+        table.join(tops, ["topic", "queue_id"], "left")
+        .withColumn("max_offset", F.coalesce(F.col("max_offset"), F.lit(0)))
+        .withColumn("lag", F.when(F.col("offset") >= 0, F.col("max_offset") - F.col("offset")))
+    )
     if durable:
         start = start if start is not None else source.start_time()
         tick = persist_tick(start, at, persist_interval)
         if tick is None:
-            kept = table.limit(0).select("group", "topic", "queue_id", F.col("offset").alias("durable"))
+            kept = table.limit(0).select(
+                "group", "topic", "queue_id", F.col("offset").alias("durable")
+            )
         else:
-            kept = table_at(source, tick, group).select("group", "topic", "queue_id",
-                                                        F.col("offset").alias("durable"))
-        out = (out.join(kept, ["group", "topic", "queue_id"], "left")
-               .withColumn("durable", F.coalesce(F.col("durable"), F.lit(-1)))
-               .withColumn("durable_lag", F.when(F.col("durable") >= 0, F.col("max_offset") - F.col("durable"))))
-    columns = ["group", "topic", "queue_id", "offset", "max_offset", "lag", "seq", "time", "cause", "requester"]
+            kept = table_at(source, tick, group).select(
+                "group", "topic", "queue_id", F.col("offset").alias("durable")
+            )
+        out = (
+            out.join(kept, ["group", "topic", "queue_id"], "left")
+            .withColumn("durable", F.coalesce(F.col("durable"), F.lit(-1)))
+            .withColumn(
+                "durable_lag", F.when(F.col("durable") >= 0, F.col("max_offset") - F.col("durable"))
+            )
+        )
+    columns = [
+        "group",
+        "topic",
+        "queue_id",
+        "offset",
+        "max_offset",
+        "lag",
+        "seq",
+        "time",
+        "cause",
+        "requester",
+    ]
     if durable:
         columns += ["durable", "durable_lag"]
     return out.select(*columns).orderBy("group", "topic", "queue_id")
@@ -175,8 +234,15 @@ def offsets_at(source: Input, at: int, *, group: str | None = None, durable: boo
 # ---------------------------------------------------------------------- lag over time
 
 
-def lag_series(source: Input, group: str, topic: str, *, since: int | None = None, until: int | None = None,
-               points: int = 1500) -> DataFrame:
+def lag_series(
+    source: Input,
+    group: str,
+    topic: str,
+    *,
+    since: int | None = None,
+    until: int | None = None,
+    points: int = 1500,
+) -> DataFrame:
     """(queue_id, time, offset, max_offset, lag, peak) per queue over time, at most `points` buckets each.
 
     Every offset change and every append is an event; per queue the offset
@@ -184,33 +250,59 @@ def lag_series(source: Input, group: str, topic: str, *, since: int | None = Non
     event. Events are bucketed by time: a bucket keeps its last state and its
     highest lag (`peak`), so a spike survives the downsampling.
     """
-    offsets = (source.family("offsets").where((F.col("group") == group) & (F.col("topic") == topic))
-               .select("queue_id", "seq", "time", F.col("new").alias("offset"),
-                       F.lit(None).cast("bigint").alias("max_offset")))
-    appends = (source.family("messages").where(F.col("topic") == topic)
-               .select("queue_id", "seq", "time", F.lit(None).cast("bigint").alias("offset"),
-                       (F.col("queue_offset") + F.col("count")).alias("max_offset")))
+    offsets = (
+        source.family("offsets")
+        .where((F.col("group") == group) & (F.col("topic") == topic))
+        .select(
+            "queue_id",
+            "seq",
+            "time",
+            F.col("new").alias("offset"),
+            F.lit(None).cast("bigint").alias("max_offset"),
+        )
+    )
+    appends = (
+        source.family("messages")
+        .where(F.col("topic") == topic)
+        .select(
+            "queue_id",
+            "seq",
+            "time",
+            F.lit(None).cast("bigint").alias("offset"),
+            (F.col("queue_offset") + F.col("count")).alias("max_offset"),
+        )
+    )
     events = offsets.unionByName(appends)
     w = Window.partitionBy("queue_id").orderBy("seq").rowsBetween(Window.unboundedPreceding, 0)
-    state = (events.withColumn("offset", F.last("offset", ignorenulls=True).over(w))
-             .withColumn("max_offset", F.last("max_offset", ignorenulls=True).over(w))
-             .withColumn("max_offset", F.coalesce("max_offset", F.lit(0)))
-             .where(F.col("offset").isNotNull())
-             .withColumn("lag", F.when(F.col("offset") >= 0, F.col("max_offset") - F.col("offset"))))
+    state = (
+        events.withColumn("offset", F.last("offset", ignorenulls=True).over(w))
+        .withColumn("max_offset", F.last("max_offset", ignorenulls=True).over(w))
+        .withColumn("max_offset", F.coalesce("max_offset", F.lit(0)))
+        .where(F.col("offset").isNotNull())
+        .withColumn("lag", F.when(F.col("offset") >= 0, F.col("max_offset") - F.col("offset")))
+    )
     if since is not None:
         state = state.where(F.col("time") >= since)
     if until is not None:
         state = state.where(F.col("time") <= until)
     bounds = state.agg(F.min("time"), F.max("time")).first()
     if bounds is None or bounds[0] is None:
-        return state.select("queue_id", "time", "offset", "max_offset", "lag", F.col("lag").alias("peak"))
+        return state.select(
+            "queue_id", "time", "offset", "max_offset", "lag", F.col("lag").alias("peak")
+        )
     width = max((bounds[1] - bounds[0]) // points, 1)
-    bucketed = state.withColumn("bucket", F.floor((F.col("time") - F.lit(bounds[0])) / F.lit(width)))
-    return (bucketed.groupBy("queue_id", "bucket")
-            .agg(F.max_by(F.struct("time", "offset", "max_offset", "lag"), F.col("seq")).alias("last"),
-                 F.max("lag").alias("peak"))
-            .select("queue_id", "last.time", "last.offset", "last.max_offset", "last.lag", "peak")
-            .orderBy("queue_id", "time"))
+    bucketed = state.withColumn(
+        "bucket", F.floor((F.col("time") - F.lit(bounds[0])) / F.lit(width))
+    )
+    return (
+        bucketed.groupBy("queue_id", "bucket")
+        .agg(
+            F.max_by(F.struct("time", "offset", "max_offset", "lag"), F.col("seq")).alias("last"),
+            F.max("lag").alias("peak"),
+        )
+        .select("queue_id", "last.time", "last.offset", "last.max_offset", "last.lag", "peak")
+        .orderBy("queue_id", "time")
+    )
 
 
 # ---------------------------------------------------------------------- printing
@@ -218,7 +310,11 @@ def lag_series(source: Input, group: str, topic: str, *, since: int | None = Non
 
 def print_table(rows: list[dict], columns: list[str], out=None) -> None:
     out = out or sys.stdout
-    cells = [columns] + [["-" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
+    cells = [columns] + [
+        ["-" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     for row in cells:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(), file=out)
+        print(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(), file=out
+        )

@@ -28,8 +28,12 @@ def _dt(ms: int) -> datetime:
 
 
 def reset_marks(source: esb_spark.Input, group: str, topic: str) -> list[dict]:
-    resets = (source.family("resets").where((F.col("group") == group) & (F.col("topic") == topic))
-              .select("time", "requester", "kind", "value", "mode", "queues").orderBy("seq"))
+    resets = (
+        source.family("resets")
+        .where((F.col("group") == group) & (F.col("topic") == topic))
+        .select("time", "requester", "kind", "value", "mode", "queues")
+        .orderBy("seq")
+    )
     return [r.asDict(recursive=True) for r in resets.collect()]
 
 
@@ -72,10 +76,17 @@ def plot(series: list[dict], marks: list[dict], group: str, topic: str, out: str
         ax.axvline(when, color="crimson", linestyle="--", linewidth=1.2)
         # the label goes on the side with room: left of the line in the last third of the picture
         right_side = last == first or (mark["time"] - first) / (last - first) < 0.66
-        ax.annotate(describe_reset(mark), xy=(when, top * 0.97 if top else 1),
-                    xytext=(6 if right_side else -6, 0), ha="left" if right_side else "right",
-                    textcoords="offset points", va="top", fontsize=8.5, color="crimson",
-                    bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "crimson", "alpha": 0.9})
+        ax.annotate(
+            describe_reset(mark),
+            xy=(when, top * 0.97 if top else 1),
+            xytext=(6 if right_side else -6, 0),
+            ha="left" if right_side else "right",
+            textcoords="offset points",
+            va="top",
+            fontsize=8.5,
+            color="crimson",
+            bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "crimson", "alpha": 0.9},
+        )
     ax.set_title(f"Consumer lag of group {group} on topic {topic}", fontsize=13, loc="left")
     ax.set_ylabel("lag (messages behind the queue's max)")
     ax.set_xlabel("broker time (UTC)")
@@ -87,15 +98,24 @@ def plot(series: list[dict], marks: list[dict], group: str, topic: str, out: str
     if by_queue:
         ax.legend(loc="upper left", ncols=min(len(by_queue), 8), fontsize=9, frameon=False)
     else:
-        ax.text(0.5, 0.5, "no offsets recorded for this group and topic", transform=ax.transAxes,
-                ha="center", va="center", color="gray")
+        ax.text(
+            0.5,
+            0.5,
+            "no offsets recorded for this group and topic",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="gray",
+        )
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
 
 
 def main(argv: list[str] | None = None, spark=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     esb_spark.add_input_args(parser)
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", required=True)
@@ -107,13 +127,22 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     spark, source, owned = esb_spark.open_input(args, "es-broker lag_timeline", spark)
     since = esb_spark.parse_at(args.since) if args.since else None
     until = esb_spark.parse_at(args.until) if args.until else None
-    series = [r.asDict() for r in esb_spark.lag_series(source, args.group, args.topic, since=since,
-                                                        until=until, points=args.points).collect()]
-    marks = [m for m in reset_marks(source, args.group, args.topic)
-             if (since is None or m["time"] >= since) and (until is None or m["time"] <= until)]
+    series = [
+        r.asDict()
+        for r in esb_spark.lag_series(
+            source, args.group, args.topic, since=since, until=until, points=args.points
+        ).collect()
+    ]
+    marks = [
+        m
+        for m in reset_marks(source, args.group, args.topic)
+        if (since is None or m["time"] >= since) and (until is None or m["time"] <= until)
+    ]
     plot(series, marks, args.group, args.topic, args.out)
-    print(f"wrote {args.out}: {len({p['queue_id'] for p in series})} queues, {len(series)} points, "
-          f"{len(marks)} resets")
+    print(
+        f"wrote {args.out}: {len({p['queue_id'] for p in series})} queues, {len(series)} points, "
+        f"{len(marks)} resets"
+    )
     if owned:
         spark.stop()
     return 0

@@ -21,16 +21,23 @@ import esb_spark  # noqa: E402
 
 
 def main(argv: list[str] | None = None, spark=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     esb_spark.add_input_args(parser)
     parser.add_argument("--at", required=True)
     parser.add_argument("--group", help="one group (default: every group)")
-    parser.add_argument("--durable", action="store_true", help="also the compat crash-model value (B-133)")
+    parser.add_argument(
+        "--durable", action="store_true", help="also the compat crash-model value (B-133)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     at = esb_spark.parse_at(args.at)
     spark, source, owned = esb_spark.open_input(args, "es-broker offsets_at", spark)
-    rows = [r.asDict() for r in esb_spark.offsets_at(source, at, group=args.group, durable=args.durable).collect()]
+    rows = [
+        r.asDict()
+        for r in esb_spark.offsets_at(source, at, group=args.group, durable=args.durable).collect()
+    ]
     if args.json:
         print(json.dumps({"at": at, "queues": rows}))
     else:

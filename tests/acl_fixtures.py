@@ -34,11 +34,14 @@ dataVersion:
 """
 
 # the same, with TopicC opened to the producer account
-ACL_YAML_TOPIC_C = ACL_YAML.replace("      - TopicD=DENY\n", "      - TopicD=DENY\n      - TopicC=PUB\n")
+ACL_YAML_TOPIC_C = ACL_YAML.replace(
+    "      - TopicD=DENY\n", "      - TopicD=DENY\n      - TopicC=PUB\n"
+)
 
 
-def acl_conf(tmp: Path, yaml_text: str = ACL_YAML, *, peer: Credentials | None = ADMIN,
-             **extra: object) -> tuple[Path, Path]:
+def acl_conf(
+    tmp: Path, yaml_text: str = ACL_YAML, *, peer: Credentials | None = ADMIN, **extra: object
+) -> tuple[Path, Path]:
     """(broker.conf, plain_acl.yml) in tmp: aclEnable=true, the file by path, the peer account."""
     acl_file = tmp / "plain_acl.yml"
     acl_file.write_text(yaml_text)

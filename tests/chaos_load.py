@@ -37,8 +37,12 @@ CALL_TIMEOUT = 30.0  # a live broker answers far sooner; this only keeps a hung 
 PULL_SUBSCRIPTION, PULL_COMMIT = 0x4, 0x1
 ANY = None  # an offset the ledger cannot predict (a reset by time in flight at the kill)
 # pull answers that are given after the piggybacked commit was stored (Broker.pull records it first)
-PULL_ANSWERED = {ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
-                 ResponseCode.PULL_OFFSET_MOVED}
+PULL_ANSWERED = {
+    ResponseCode.SUCCESS,
+    ResponseCode.PULL_NOT_FOUND,
+    ResponseCode.PULL_RETRY_IMMEDIATELY,
+    ResponseCode.PULL_OFFSET_MOVED,
+}
 
 
 class BrokerGone(Exception):
@@ -60,8 +64,13 @@ class WireSession:
     async def aclose(self) -> None:
         await self.stream.aclose()
 
-    async def call(self, code: int, fields: dict[str, object], body: bytes = b"",
-                   language: LanguageCode = LanguageCode.JAVA) -> RemotingCommand:
+    async def call(
+        self,
+        code: int,
+        fields: dict[str, object],
+        body: bytes = b"",
+        language: LanguageCode = LanguageCode.JAVA,
+    ) -> RemotingCommand:
         opaque = self.conn.next_opaque()
         frame = encode_frame(request(code, fields, body, opaque=opaque, language=language))
         with trio.fail_after(CALL_TIMEOUT):
@@ -100,7 +109,9 @@ class Ledger:
     possible: dict[tuple[str, int], set] = field(default_factory=dict)
     commits: int = 0
     resets: int = 0
-    send_backs: Counter = field(default_factory=Counter)  # (group, original msg id) -> acknowledged count
+    send_backs: Counter = field(
+        default_factory=Counter
+    )  # (group, original msg id) -> acknowledged count
     pulled: int = 0
     delay_delivered: int = 0  # retries the broker delivered from the delay schedule, seen in traces
     cut: int = 0  # requests the kill left unanswered
@@ -150,11 +161,25 @@ class Producer:
             bodies = [self.body() for _ in range(self.rng.randrange(2, 7) if batch else 1)]
             props = {"KEYS": self.name}
             fields: dict[str, object] = {
-                "a": "CHAOS_PG", "b": TOPIC, "c": "TBW102", "d": QUEUES, "e": q, "f": 0,
-                "g": 0, "h": 0, "i": wire.encode_properties(props).decode(), "j": 0, "k": False, "m": batch}
+                "a": "CHAOS_PG",
+                "b": TOPIC,
+                "c": "TBW102",
+                "d": QUEUES,
+                "e": q,
+                "f": 0,
+                "g": 0,
+                "h": 0,
+                "i": wire.encode_properties(props).decode(),
+                "j": 0,
+                "k": False,
+                "m": batch,
+            }
             if batch:
-                r = await session.call(RequestCode.SEND_BATCH_MESSAGE, fields,
-                                       encode_batch([(0, b, props) for b in bodies]))
+                r = await session.call(
+                    RequestCode.SEND_BATCH_MESSAGE,
+                    fields,
+                    encode_batch([(0, b, props) for b in bodies]),
+                )
             else:
                 r = await session.call(RequestCode.SEND_MESSAGE_V2, fields, bodies[0])
             if r.code != ResponseCode.SUCCESS:
@@ -162,7 +187,9 @@ class Producer:
             msg_ids = r.require_str("msgId").split(",")
             queue_id, first = r.require_int("queueId"), r.require_long("queueOffset")
             if len(msg_ids) != len(bodies):
-                self.ledger.mismatches.append(f"send of {len(bodies)} answered {len(msg_ids)} msg ids")
+                self.ledger.mismatches.append(
+                    f"send of {len(bodies)} answered {len(msg_ids)} msg ids"
+                )
             for i, (msg_id, body) in enumerate(zip(msg_ids, bodies, strict=False)):
                 self.ledger.sends[(queue_id, first + i)] = Sent(msg_id, queue_id, first + i, body)
             self.ledger.ack()
@@ -171,21 +198,35 @@ class Producer:
 class Consumer:
     """The only mover of its group's offsets: each change is acknowledged before the next one is sent."""
 
-    def __init__(self, group: str, rng: random.Random, ledger: Ledger, positions: dict[int, int]) -> None:
+    def __init__(
+        self, group: str, rng: random.Random, ledger: Ledger, positions: dict[int, int]
+    ) -> None:
         self.group, self.rng, self.ledger = group, rng, ledger
         self.pos = dict(positions)  # queue -> next offset to pull
         self.recent: list[wire.StoredMessage] = []  # send-back candidates
         self.max: dict[int, int] = {q: 0 for q in range(QUEUES)}
 
     async def run(self, session: WireSession) -> None:
-        actions = [self.pull] * 9 + [self.commit] * 6 + [self.send_back] * 3 + [self.reset] * 1 \
-            + [self.invoke_reset] * 1 + [self.query] * 1
+        actions = (
+            [self.pull] * 9
+            + [self.commit] * 6
+            + [self.send_back] * 3
+            + [self.reset] * 1
+            + [self.invoke_reset] * 1
+            + [self.query] * 1
+        )
         while True:
             await self.rng.choice(actions)(session)
 
-    async def change(self, session: WireSession, effects: dict[int, int | None], code: int,
-                     fields: dict[str, object], language: LanguageCode = LanguageCode.JAVA,
-                     answered: Iterable[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand | None:
+    async def change(
+        self,
+        session: WireSession,
+        effects: dict[int, int | None],
+        code: int,
+        fields: dict[str, object],
+        language: LanguageCode = LanguageCode.JAVA,
+        answered: Iterable[int] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand | None:
         """Send an offset-changing request; the ledger learns its effect only from the answer."""
         try:
             r = await session.call(code, fields, language=language)
@@ -201,12 +242,23 @@ class Consumer:
         q = self.rng.randrange(QUEUES)
         offset = self.pos.get(q, 0)
         piggyback = self.rng.random() < 0.3
-        fields = {"consumerGroup": self.group, "topic": TOPIC, "queueId": q, "queueOffset": offset,
-                  "maxMsgNums": 16, "sysFlag": PULL_SUBSCRIPTION | (PULL_COMMIT if piggyback else 0),
-                  "commitOffset": offset if piggyback else 0, "suspendTimeoutMillis": 0,
-                  "subscription": "*", "subVersion": 0, "expressionType": "TAG"}
+        fields = {
+            "consumerGroup": self.group,
+            "topic": TOPIC,
+            "queueId": q,
+            "queueOffset": offset,
+            "maxMsgNums": 16,
+            "sysFlag": PULL_SUBSCRIPTION | (PULL_COMMIT if piggyback else 0),
+            "commitOffset": offset if piggyback else 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+            "subVersion": 0,
+            "expressionType": "TAG",
+        }
         effects = {q: offset} if piggyback else {}
-        r = await self.change(session, effects, RequestCode.PULL_MESSAGE, fields, answered=PULL_ANSWERED)
+        r = await self.change(
+            session, effects, RequestCode.PULL_MESSAGE, fields, answered=PULL_ANSWERED
+        )
         if r is None:
             return
         if piggyback:
@@ -226,9 +278,13 @@ class Consumer:
         self.ledger.pulled += 1
         sent = self.ledger.sends.get((q, m.queue_offset))
         if m.topic != TOPIC or m.queue_id != q:
-            self.ledger.mismatches.append(f"pull of q{q} gave {m.topic} q{m.queue_id}/{m.queue_offset}")
+            self.ledger.mismatches.append(
+                f"pull of q{q} gave {m.topic} q{m.queue_id}/{m.queue_offset}"
+            )
         elif sent is not None and (sent.body != m.body or sent.msg_id != m.msg_id):
-            self.ledger.mismatches.append(f"pull of q{q}/{m.queue_offset}: not the acknowledged message")
+            self.ledger.mismatches.append(
+                f"pull of q{q}/{m.queue_offset}: not the acknowledged message"
+            )
 
     async def commit(self, session: WireSession) -> None:
         q = self.rng.randrange(QUEUES)
@@ -236,17 +292,30 @@ class Consumer:
         if self.rng.random() < 0.2:
             value = max(0, value - self.rng.randrange(1, 4))  # an overwrite backwards (B-28)
         fields = {"consumerGroup": self.group, "topic": TOPIC, "queueId": q, "commitOffset": value}
-        if await self.change(session, {q: value}, RequestCode.UPDATE_CONSUMER_OFFSET, fields) is not None:
+        if (
+            await self.change(session, {q: value}, RequestCode.UPDATE_CONSUMER_OFFSET, fields)
+            is not None
+        ):
             self.ledger.commits += 1
             self.ledger.changed(self.group, {q: value})
 
     async def reset(self, session: WireSession) -> None:
         """es-broker's RESET_OFFSET, server side: the answer's per-queue `final` is the new offset."""
         kind = self.rng.choice(["earliest", "latest", "offset", "shift"])
-        value = {"offset": self.rng.randrange(0, max(self.max.values()) + 1),
-                 "shift": self.rng.randrange(-5, 3)}.get(kind, 0)
-        fields = {"group": self.group, "topic": TOPIC, "kind": kind, "value": value, "isForce": True,
-                  "dryRun": False, "mode": "server_side", "scope": "read_queues"}
+        value = {
+            "offset": self.rng.randrange(0, max(self.max.values()) + 1),
+            "shift": self.rng.randrange(-5, 3),
+        }.get(kind, 0)
+        fields = {
+            "group": self.group,
+            "topic": TOPIC,
+            "kind": kind,
+            "value": value,
+            "isForce": True,
+            "dryRun": False,
+            "mode": "server_side",
+            "scope": "read_queues",
+        }
         r = await self.change(session, self.unknown(), EsRequestCode.RESET_OFFSET, fields)
         if r is not None:
             self.applied({row["queueId"]: row["final"] for row in json.loads(r.body)["queues"]})
@@ -256,8 +325,13 @@ class Consumer:
         timestamp = self.rng.choice([0, -1])  # every queue's first message, or its max
         fields = {"topic": TOPIC, "group": self.group, "timestamp": timestamp, "isForce": True}
         # a C++ client is answered the offset table as a list (remoting spec 9.6)
-        r = await self.change(session, self.unknown(), RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields,
-                              language=LanguageCode.CPP)
+        r = await self.change(
+            session,
+            self.unknown(),
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+            fields,
+            language=LanguageCode.CPP,
+        )
         if r is not None:
             self.applied({e["queueId"]: e["offset"] for e in fastjson.loads(r.body)["offsetTable"]})
 
@@ -274,24 +348,43 @@ class Consumer:
             return await self.pull(session)
         m = self.rng.choice(self.recent)
         level = self.rng.choice([-1, 1, 2, 3])  # -1: straight to %DLQ%G
-        r = await session.call(RequestCode.CONSUMER_SEND_MSG_BACK, {
-            "group": self.group, "offset": m.physical_offset, "delayLevel": level, "originMsgId": m.msg_id,
-            "originTopic": TOPIC, "maxReconsumeTimes": 16, "unitMode": False})
+        r = await session.call(
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            {
+                "group": self.group,
+                "offset": m.physical_offset,
+                "delayLevel": level,
+                "originMsgId": m.msg_id,
+                "originTopic": TOPIC,
+                "maxReconsumeTimes": 16,
+                "unitMode": False,
+            },
+        )
         if r.code == ResponseCode.SUCCESS:
             self.ledger.send_backs[(self.group, m.msg_id)] += 1
             self.ledger.ack()
 
     async def query(self, session: WireSession) -> None:
         q = self.rng.randrange(QUEUES)
-        r = await session.call(RequestCode.QUERY_CONSUMER_OFFSET,
-                               {"consumerGroup": self.group, "topic": TOPIC, "queueId": q})
+        r = await session.call(
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            {"consumerGroup": self.group, "topic": TOPIC, "queueId": q},
+        )
         expected = self.ledger.possible.get((self.group, q))
         if expected and -1 in expected:
-            expected = expected | {0}  # no stored offset: B-37 answers 0 while the queue head is in memory
-        if r.code == ResponseCode.SUCCESS and expected and ANY not in expected \
-                and r.require_long("offset") not in expected:
-            self.ledger.mismatches.append(f"live query {self.group} q{q} = {r.require_long('offset')}, "
-                                          f"expected one of {sorted(expected)}")
+            expected = expected | {
+                0
+            }  # no stored offset: B-37 answers 0 while the queue head is in memory
+        if (
+            r.code == ResponseCode.SUCCESS
+            and expected
+            and ANY not in expected
+            and r.require_long("offset") not in expected
+        ):
+            self.ledger.mismatches.append(
+                f"live query {self.group} q{q} = {r.require_long('offset')}, "
+                f"expected one of {sorted(expected)}"
+            )
         self.ledger.ack()
 
 

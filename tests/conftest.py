@@ -20,8 +20,9 @@ def clock() -> ManualClock:
 @pytest.fixture
 def config(tmp_path) -> BrokerConfig:
     # RAM is fixed so the "in memory" verdicts (B-38) do not depend on the test machine
-    return BrokerConfig(storePathRootDir=str(tmp_path / "store"),
-                        total_physical_memory_bytes=1024**3)
+    return BrokerConfig(
+        storePathRootDir=str(tmp_path / "store"), total_physical_memory_bytes=1024**3
+    )
 
 
 @pytest.fixture
@@ -33,8 +34,9 @@ async def broker(config, clock, nursery):
 
 
 async def make_topic(broker: Broker, topic: str = "T", queues: int = 4, perm: int = 6) -> str:
-    await broker.update_topic({"topicName": topic, "readQueueNums": queues,
-                               "writeQueueNums": queues, "perm": perm})
+    await broker.update_topic(
+        {"topicName": topic, "readQueueNums": queues, "writeQueueNums": queues, "perm": perm}
+    )
     return topic
 
 

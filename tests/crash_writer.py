@@ -24,14 +24,18 @@ async def main(data_dir: str, flush: str) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
         if broker.topic_config("CRASH") is None:
-            await broker.update_topic({"topicName": "CRASH", "readQueueNums": 4, "writeQueueNums": 4})
+            await broker.update_topic(
+                {"topicName": "CRASH", "readQueueNums": 4, "writeQueueNums": 4}
+            )
         print("READY", flush=True)
 
         async def sender(n: int) -> None:
             i = 0
             while True:
                 body = b"s%d-%d" % (n, i)
-                result = await broker.put_message("CRASH", n % 4, MessageIn(body, {"KEYS": body.decode()}))
+                result = await broker.put_message(
+                    "CRASH", n % 4, MessageIn(body, {"KEYS": body.decode()})
+                )
                 print(f"ACK {result.queue_id} {result.queue_offset} {body.decode()}", flush=True)
                 if i % 5 == 0:
                     await broker.commit_offset("G", "CRASH", n % 4, result.queue_offset)

@@ -15,8 +15,12 @@ import pytest
 def small_tmpfs(path: Path, size_mb: int = 16) -> Iterator[Path]:
     """Mount a tmpfs of size_mb at path (skips the test where mounting is not permitted); unmounts after."""
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(path)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.skip(f"a tmpfs cannot be mounted here ({done.stderr.strip() or done.returncode})")
     try:

@@ -30,8 +30,13 @@ class ServedBroker:
 
     def admin(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """Run `es-broker admin -n NAMESRV ...` and return the finished process."""
-        done = subprocess.run([sys.executable, "-m", "es_broker.cli", "admin", "-n", self.namesrv, *args],
-                              capture_output=True, text=True, timeout=60, env=_env())
+        done = subprocess.run(
+            [sys.executable, "-m", "es_broker.cli", "admin", "-n", self.namesrv, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_env(),
+        )
         if check and done.returncode != 0:
             raise AssertionError(f"admin {args} failed: {done.stderr}")
         return done
@@ -45,8 +50,9 @@ def _env() -> dict[str, str]:
 
 
 @contextmanager
-def serve(data_dir: Path, *extra: str, log_file: Path | None = None,
-          conf: Sequence[str] = ()) -> Iterator[ServedBroker]:
+def serve(
+    data_dir: Path, *extra: str, log_file: Path | None = None, conf: Sequence[str] = ()
+) -> Iterator[ServedBroker]:
     """Start `es-broker serve` on free ports; waits for its ready lines, SIGTERMs it at the end.
 
     With `log_file` everything the process prints goes to that file (read it for
@@ -57,11 +63,23 @@ def serve(data_dir: Path, *extra: str, log_file: Path | None = None,
         conf_file = data_dir.parent / f"{data_dir.name}.conf"
         conf_file.write_text("\n".join(conf) + "\n")
         extra = ("--config", str(conf_file), *extra)
-    args = [sys.executable, "-m", "es_broker.cli", "serve", "--data-dir", str(data_dir),
-            "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "es_broker.cli",
+        "serve",
+        "--data-dir",
+        str(data_dir),
+        "--listen",
+        "127.0.0.1:0",
+        "--namesrv-listen",
+        "127.0.0.1:0",
+        *extra,
+    ]
     sink = open(log_file, "a") if log_file is not None else None  # noqa: SIM115 (closed in finally)
-    process = subprocess.Popen(args, stdout=sink or subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=_env())
+    process = subprocess.Popen(
+        args, stdout=sink or subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env()
+    )
     try:
         lines = _log_lines(process, log_file) if log_file is not None else process.stdout
         namesrv = broker = None
@@ -96,7 +114,9 @@ def _log_lines(process: subprocess.Popen, log_file: Path, timeout: float = 60.0)
             elif process.poll() is not None:
                 return
             else:
-                time.sleep(0.02)  # the file has no event to wait on: re-read it, bounded by the deadline
+                time.sleep(
+                    0.02
+                )  # the file has no event to wait on: re-read it, bounded by the deadline
 
 
 @pytest.fixture
@@ -128,9 +148,19 @@ class ProcessRunning:
     async def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> None:
         from es_broker.remoting.codes import RequestCode
 
-        response = await self.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
-            "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False})
+        response = await self.call(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "readQueueNums": queues,
+                "writeQueueNums": queues,
+                "perm": perm,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": False,
+            },
+        )
         assert response.code == 0, response.remark
 
 

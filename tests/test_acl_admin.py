@@ -42,11 +42,19 @@ from tests.waiting import poll_until
 ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
 NEW = Credentials("NewAccount1", "NewSecret001")
 ADMIN_FLAGS = ("--access-key", ADMIN.access_key, "--secret-key", ADMIN.secret_key)
-FAST = PushConsumerConfig(rebalance_interval=0.5, persist_consumer_offset_interval=0.1,
-                          persist_consumer_offset_delay=0.1, pull_time_delay_when_exception=0.05)
-ACL_CODES = (RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG,
-             RequestCode.GET_BROKER_CLUSTER_ACL_INFO, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
-             RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)
+FAST = PushConsumerConfig(
+    rebalance_interval=0.5,
+    persist_consumer_offset_interval=0.1,
+    persist_consumer_offset_delay=0.1,
+    pull_time_delay_when_exception=0.05,
+)
+ACL_CODES = (
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+    RequestCode.DELETE_ACL_CONFIG,
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +75,9 @@ def refused(remark: str | None, message: str) -> None:
 
 
 async def max_offset(nursery, broker: ServedBroker, topic: str, queue_id: int) -> int:
-    r = await wire(nursery, ADMIN).ok(broker.broker, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id})
+    r = await wire(nursery, ADMIN).ok(
+        broker.broker, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id}
+    )
     return r.require_long("offset")
 
 
@@ -98,22 +108,38 @@ def test_b171_every_acl_admin_code_is_served_admin_only_and_has_a_shape():
 
 # ------------------------------------------------------------------ accounts
 async def test_b171_an_account_created_by_an_admin_may_send_at_once_updated_and_deleted_at_once(
-        acl_admin_broker, nursery):
+    acl_admin_broker, nursery
+):
     broker = acl_admin_broker
     await topics(nursery, broker, "TopicN", "TopicA")
     async with Admin.open(broker.namesrv, credentials=ADMIN) as admin:
-        await admin.update_acl_config(broker.broker, NEW.access_key, NEW.secret_key, default_topic_perm="DENY",
-                                      default_group_perm="DENY", topic_perms=["TopicN=PUB"])
+        await admin.update_acl_config(
+            broker.broker,
+            NEW.access_key,
+            NEW.secret_key,
+            default_topic_perm="DENY",
+            default_group_perm="DENY",
+            topic_perms=["TopicN=PUB"],
+        )
     p = await producer(nursery, broker, NEW)
     assert (await p.send("TopicN", b"first")).status.name == "SEND_OK"
     new = wire(nursery, NEW)
-    refused((await new.send(broker.broker, "TopicA", 0, b"x")).remark, "No default permission for topic:TopicA")
+    refused(
+        (await new.send(broker.broker, "TopicA", 0, b"x")).remark,
+        "No default permission for topic:TopicA",
+    )
 
-    async with Admin.open(broker.namesrv, credentials=ADMIN) as admin:  # the perms change: in force at once
-        await admin.update_acl_config(broker.broker, NEW.access_key, NEW.secret_key,
-                                      topic_perms=["TopicN=DENY", "TopicA=PUB"])
+    async with Admin.open(
+        broker.namesrv, credentials=ADMIN
+    ) as admin:  # the perms change: in force at once
+        await admin.update_acl_config(
+            broker.broker, NEW.access_key, NEW.secret_key, topic_perms=["TopicN=DENY", "TopicA=PUB"]
+        )
     assert (await p.send("TopicA", b"second")).status.name == "SEND_OK"
-    refused((await new.send(broker.broker, "TopicN", 0, b"x")).remark, "No default permission for topic:TopicN")
+    refused(
+        (await new.send(broker.broker, "TopicN", 0, b"x")).remark,
+        "No default permission for topic:TopicN",
+    )
     await p.shutdown()
 
     before = await max_offset(nursery, broker, "TopicA", 0)
@@ -128,59 +154,123 @@ async def test_b171_an_account_created_by_an_admin_may_send_at_once_updated_and_
 async def test_b171_the_cli_creates_an_account_with_mqadmins_options(acl_admin_broker, nursery):
     broker = acl_admin_broker
     await topics(nursery, broker, "TopicCli")
-    done = broker.admin(*ADMIN_FLAGS, "updateAclConfig", "-b", broker.broker, "-a", "CliAccount1",
-                        "-s", "CliSecret001", "-i", "DENY", "-u", "SUB", "-t", "TopicCli=PUB,TopicA=DENY",
-                        "-g", "GroupCli=SUB", "-w", "10.9.9.*", "-m", "false")
+    done = broker.admin(
+        *ADMIN_FLAGS,
+        "updateAclConfig",
+        "-b",
+        broker.broker,
+        "-a",
+        "CliAccount1",
+        "-s",
+        "CliSecret001",
+        "-i",
+        "DENY",
+        "-u",
+        "SUB",
+        "-t",
+        "TopicCli=PUB,TopicA=DENY",
+        "-g",
+        "GroupCli=SUB",
+        "-w",
+        "10.9.9.*",
+        "-m",
+        "false",
+    )
     assert f"create or update plain access config to {broker.broker} success." in done.stdout
     assert "CliSecret001" not in done.stdout + done.stderr
-    r = await wire(nursery, Credentials("CliAccount1", "CliSecret001")).send(broker.broker, "TopicCli", 0, b"x")
+    r = await wire(nursery, Credentials("CliAccount1", "CliSecret001")).send(
+        broker.broker, "TopicCli", 0, b"x"
+    )
     assert r.code == ResponseCode.SUCCESS, r.remark
     account = parse_file(broker.acl_file, broker.acl_file.read_bytes())
     cli = next(a for a in account.accounts if a.access_key == "CliAccount1")
-    assert (cli.default_topic_perm, cli.default_group_perm, cli.admin) == (Perm.DENY, Perm.SUB, False)
+    assert (cli.default_topic_perm, cli.default_group_perm, cli.admin) == (
+        Perm.DENY,
+        Perm.SUB,
+        False,
+    )
     assert cli.perm_for("TopicCli") == Perm.PUB and cli.perm_for("TopicA") == Perm.DENY
     assert cli.white_remote_address.text == "10.9.9.*"
-    done = broker.admin(*ADMIN_FLAGS, "deleteAclConfig", "-c", "DefaultCluster", "-a", "CliAccount1")
+    done = broker.admin(
+        *ADMIN_FLAGS, "deleteAclConfig", "-c", "DefaultCluster", "-a", "CliAccount1"
+    )
     assert f"delete plain access config account from {broker.broker} success." in done.stdout
 
 
-async def test_b171_a_non_admin_account_is_refused_every_acl_code_and_the_file_stays(acl_admin_broker, nursery):
+async def test_b171_a_non_admin_account_is_refused_every_acl_code_and_the_file_stays(
+    acl_admin_broker, nursery
+):
     broker = acl_admin_broker
     before = broker.acl_file.read_bytes()
     producer_wire = wire(nursery, PRODUCER)
-    fields = {RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: {"accessKey": "ProducerKey", "secretKey": "ProducerSecret",
-                                                         "admin": True, "defaultTopicPerm": "PUB"},
-              RequestCode.DELETE_ACL_CONFIG: {"accessKey": "AdminKey01"},
-              RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: {"globalWhiteAddrs": "*"}}
+    fields = {
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: {
+            "accessKey": "ProducerKey",
+            "secretKey": "ProducerSecret",
+            "admin": True,
+            "defaultTopicPerm": "PUB",
+        },
+        RequestCode.DELETE_ACL_CONFIG: {"accessKey": "AdminKey01"},
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: {"globalWhiteAddrs": "*"},
+    }
     for code in ACL_CODES:
         r = await producer_wire.call(broker.broker, code, fields.get(code, {}))
         assert r.code == ResponseCode.SYSTEM_ERROR, (code, r.code)
-        refused(r.remark, f"Need admin permission for request code={int(code)}, but accessKey=ProducerKey is not")
+        refused(
+            r.remark,
+            f"Need admin permission for request code={int(code)}, but accessKey=ProducerKey is not",
+        )
     assert broker.acl_file.read_bytes() == before
 
 
-async def test_b171_an_update_that_would_be_invalid_is_refused_with_209_and_the_file_stays(acl_admin_broker, nursery):
+async def test_b171_an_update_that_would_be_invalid_is_refused_with_209_and_the_file_stays(
+    acl_admin_broker, nursery
+):
     broker = acl_admin_broker
     before = broker.acl_file.read_bytes()
     admin_wire = wire(nursery, ADMIN)
-    bad = [({"accessKey": "BadAccount1", "secretKey": "BadSecret001", "topicPerms": "TopicA=READ"},
-            "must be DENY, PUB, SUB or PUB|SUB"),
-           ({"accessKey": "BadAccount1", "secretKey": "short"}, "secretKey is required and must be longer than 6"),
-           ({"accessKey": "ProducerKey", "secretKey": "ProducerSecret", "defaultGroupPerm": "ALL"},
-            "must be DENY, PUB, SUB or PUB|SUB"),
-           ({"accessKey": "BadAccount1", "secretKey": "BadSecret001", "whiteRemoteAddress": "300.1.1.1"},
-            "whiteRemoteAddress")]
+    bad = [
+        (
+            {"accessKey": "BadAccount1", "secretKey": "BadSecret001", "topicPerms": "TopicA=READ"},
+            "must be DENY, PUB, SUB or PUB|SUB",
+        ),
+        (
+            {"accessKey": "BadAccount1", "secretKey": "short"},
+            "secretKey is required and must be longer than 6",
+        ),
+        (
+            {"accessKey": "ProducerKey", "secretKey": "ProducerSecret", "defaultGroupPerm": "ALL"},
+            "must be DENY, PUB, SUB or PUB|SUB",
+        ),
+        (
+            {
+                "accessKey": "BadAccount1",
+                "secretKey": "BadSecret001",
+                "whiteRemoteAddress": "300.1.1.1",
+            },
+            "whiteRemoteAddress",
+        ),
+    ]
     for fields, reason in bad:
         r = await admin_wire.call(broker.broker, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields)
-        assert r.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED == 209, (fields, r.code, r.remark)
+        assert r.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED == 209, (
+            fields,
+            r.code,
+            r.remark,
+        )
         assert reason in (r.remark or ""), r.remark
         assert "unchanged" in (r.remark or "") or reason.startswith("secretKey"), r.remark
         assert str(fields["secretKey"]) not in (r.remark or "")
         assert broker.acl_file.read_bytes() == before
-    r = await admin_wire.call(broker.broker, RequestCode.DELETE_ACL_CONFIG, {"accessKey": "NeverDefined1"})
+    r = await admin_wire.call(
+        broker.broker, RequestCode.DELETE_ACL_CONFIG, {"accessKey": "NeverDefined1"}
+    )
     assert r.code == ResponseCode.DELETE_ACL_CONFIG_FAILED == 210, r.remark
-    r = await admin_wire.call(broker.broker, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
-                              {"globalWhiteAddrs": "10.1.1.1", "aclFileFullPath": "/etc/passwd"})
+    r = await admin_wire.call(
+        broker.broker,
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+        {"globalWhiteAddrs": "10.1.1.1", "aclFileFullPath": "/etc/passwd"},
+    )
     assert r.code == ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED == 211, r.remark
     assert broker.acl_file.read_bytes() == before
 
@@ -190,41 +280,64 @@ async def test_b172_update_global_white_addr_changes_who_passes_unsigned(acl_adm
     broker = acl_admin_broker
     await topics(nursery, broker, "TopicA")
     anonymous = wire(nursery, None)
-    refused((await anonymous.send(broker.broker, "TopicA", 0, b"x")).remark, "No accessKey is configured")
-    done = broker.admin(*ADMIN_FLAGS, "updateGlobalWhiteAddr", "-b", broker.broker, "-g", "10.255.255.*,127.0.0.1")
+    refused(
+        (await anonymous.send(broker.broker, "TopicA", 0, b"x")).remark,
+        "No accessKey is configured",
+    )
+    done = broker.admin(
+        *ADMIN_FLAGS, "updateGlobalWhiteAddr", "-b", broker.broker, "-g", "10.255.255.*,127.0.0.1"
+    )
     assert f"update global white remote addresses to {broker.broker} success." in done.stdout
     try:
         r = await anonymous.send(broker.broker, "TopicA", 0, b"white-listed")
         assert r.code == ResponseCode.SUCCESS, r.remark
     finally:
-        broker.admin(*ADMIN_FLAGS, "updateGlobalWhiteAddr", "-b", broker.broker, "-g", "10.255.255.*")
-    refused((await anonymous.send(broker.broker, "TopicA", 0, b"x")).remark, "No accessKey is configured")
+        broker.admin(
+            *ADMIN_FLAGS, "updateGlobalWhiteAddr", "-b", broker.broker, "-g", "10.255.255.*"
+        )
+    refused(
+        (await anonymous.send(broker.broker, "TopicA", 0, b"x")).remark,
+        "No accessKey is configured",
+    )
     tree = yaml.safe_load(broker.acl_file.read_text())
     assert tree["globalWhiteRemoteAddresses"] == ["10.255.255.*"]
     admin_wire = wire(nursery, ADMIN)
     r = await admin_wire.call(broker.broker, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {})
     assert r.code == ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, r.remark
-    await admin_wire.ok(broker.broker, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {"globalWhiteAddrs": ""})
+    await admin_wire.ok(
+        broker.broker, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {"globalWhiteAddrs": ""}
+    )
     try:
         assert yaml.safe_load(broker.acl_file.read_text())["globalWhiteRemoteAddresses"] == []
     finally:
-        await admin_wire.ok(broker.broker, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
-                            {"globalWhiteAddrs": "10.255.255.*"})
+        await admin_wire.ok(
+            broker.broker,
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+            {"globalWhiteAddrs": "10.255.255.*"},
+        )
 
 
-async def test_b172_cluster_acl_config_version_shows_the_bumped_data_version(acl_admin_broker, nursery):
+async def test_b172_cluster_acl_config_version_shows_the_bumped_data_version(
+    acl_admin_broker, nursery
+):
     broker = acl_admin_broker
     path = str(broker.acl_file.resolve())
 
     def version() -> dict:
-        rows = json.loads(broker.admin(*ADMIN_FLAGS, "clusterAclConfigVersion", "-b", broker.broker, "--json").stdout)
+        rows = json.loads(
+            broker.admin(
+                *ADMIN_FLAGS, "clusterAclConfigVersion", "-b", broker.broker, "--json"
+            ).stdout
+        )
         assert len(rows) == 1 and rows[0]["brokerAddr"] == broker.broker
         assert rows[0]["version"] == rows[0]["allAclFileVersion"][path]
         return rows[0]["allAclFileVersion"][path]
 
     before = version()
     async with Admin.open(broker.namesrv, credentials=ADMIN) as admin:
-        await admin.update_acl_config(broker.broker, "Versioned01", "VersionSecret1", default_topic_perm="SUB")
+        await admin.update_acl_config(
+            broker.broker, "Versioned01", "VersionSecret1", default_topic_perm="SUB"
+        )
         after = version()
         assert after["counter"] == before["counter"] + 1
         assert after["timestamp"] >= before["timestamp"] and after["timestamp"] > 1700000000000
@@ -250,23 +363,42 @@ async def test_b172_get_access_config_lists_accounts_with_every_secret_masked(ac
         assert secret not in done.stdout and secret not in text
 
 
-async def test_b173_the_written_file_is_plain_rocketmq_yaml_that_plain_py_reads(acl_admin_broker, nursery):
+async def test_b173_the_written_file_is_plain_rocketmq_yaml_that_plain_py_reads(
+    acl_admin_broker, nursery
+):
     broker = acl_admin_broker
     async with Admin.open(broker.namesrv, credentials=ADMIN) as admin:
-        await admin.update_acl_config(broker.broker, "Written001", "WrittenSecret1", white_remote_address="192.168.1.*",
-                                      default_topic_perm="PUB|SUB", topic_perms=["T1=SUB"], group_perms=["G1=SUB"])
+        await admin.update_acl_config(
+            broker.broker,
+            "Written001",
+            "WrittenSecret1",
+            white_remote_address="192.168.1.*",
+            default_topic_perm="PUB|SUB",
+            topic_perms=["T1=SUB"],
+            group_perms=["G1=SUB"],
+        )
     data = broker.acl_file.read_bytes()
-    parsed = parse_file(broker.acl_file, data)  # what the broker loads, and es-broker's strict reading
+    parsed = parse_file(
+        broker.acl_file, data
+    )  # what the broker loads, and es-broker's strict reading
     assert {"AdminKey01", "ProducerKey", "Written001"} <= {a.access_key for a in parsed.accounts}
     assert b"#" not in data
     tree = yaml.safe_load(data)
     assert list(tree) == ["globalWhiteRemoteAddresses", "accounts", "dataVersion"]
     written = next(a for a in tree["accounts"] if a["accessKey"] == "Written001")
-    assert written == {"accessKey": "Written001", "secretKey": "WrittenSecret1", "whiteRemoteAddress": "192.168.1.*",
-                       "admin": False, "defaultTopicPerm": "PUB|SUB", "topicPerms": ["T1=SUB"],
-                       "groupPerms": ["G1=SUB"]}
+    assert written == {
+        "accessKey": "Written001",
+        "secretKey": "WrittenSecret1",
+        "whiteRemoteAddress": "192.168.1.*",
+        "admin": False,
+        "defaultTopicPerm": "PUB|SUB",
+        "topicPerms": ["T1=SUB"],
+        "groupPerms": ["G1=SUB"],
+    }
     assert set(tree["dataVersion"][0]) == {"counter", "timestamp"}
-    assert not [p for p in broker.acl_file.parent.iterdir() if p.name.endswith(".tmp")]  # no temp file left
+    assert not [
+        p for p in broker.acl_file.parent.iterdir() if p.name.endswith(".tmp")
+    ]  # no temp file left
     async with Admin.open(broker.namesrv, credentials=ADMIN) as admin:
         await admin.delete_acl_config(broker.broker, "Written001")
 
@@ -274,16 +406,24 @@ async def test_b173_the_written_file_is_plain_rocketmq_yaml_that_plain_py_reads(
 async def test_b173_with_acl_off_the_writes_refuse_and_say_why(tmp_path, nursery):
     with serve(tmp_path / "data", "--readmodel-url", "none") as broker:
         plain = wire(nursery, None)
-        for code, failed in ((RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, 209), (RequestCode.DELETE_ACL_CONFIG, 210),
-                             (RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, 211),
-                             (RequestCode.GET_BROKER_CLUSTER_ACL_INFO, ResponseCode.SYSTEM_ERROR)):
-            r = await plain.call(broker.broker, code, {"accessKey": "Somebody01", "secretKey": "Secret0001",
-                                                       "globalWhiteAddrs": "*"})
+        for code, failed in (
+            (RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, 209),
+            (RequestCode.DELETE_ACL_CONFIG, 210),
+            (RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, 211),
+            (RequestCode.GET_BROKER_CLUSTER_ACL_INFO, ResponseCode.SYSTEM_ERROR),
+        ):
+            r = await plain.call(
+                broker.broker,
+                code,
+                {"accessKey": "Somebody01", "secretKey": "Secret0001", "globalWhiteAddrs": "*"},
+            )
             assert (r.code, r.remark) == (failed, NOT_ENABLED)
 
 
 # ------------------------------------------------------------------ part 3: the client with ACL on
-async def test_b162_producer_push_consumer_and_admin_with_credentials_work_end_to_end(acl_admin_broker, nursery):
+async def test_b162_producer_push_consumer_and_admin_with_credentials_work_end_to_end(
+    acl_admin_broker, nursery
+):
     broker = acl_admin_broker
     await topics(nursery, broker, "TopicA")
     p = await producer(nursery, broker, PRODUCER)
@@ -298,8 +438,15 @@ async def test_b162_producer_push_consumer_and_admin_with_credentials_work_end_t
             delivered.set()
         return ConsumeResult.SUCCESS
 
-    consumer = PushConsumer(broker.namesrv, "GroupA", consume, subscriptions={"TopicA": "*"},
-                            client_ip="127.0.0.1", config=FAST, client_config=ClientConfig(credentials=PRODUCER))
+    consumer = PushConsumer(
+        broker.namesrv,
+        "GroupA",
+        consume,
+        subscriptions={"TopicA": "*"},
+        client_ip="127.0.0.1",
+        config=FAST,
+        client_config=ClientConfig(credentials=PRODUCER),
+    )
     await consumer.start(nursery)
     with trio.fail_after(30):
         await delivered.wait()
@@ -318,11 +465,16 @@ async def _committed(admin_wire: Wire, broker: ServedBroker, queue: int, stored:
     return await admin_wire.query(broker.broker, "GroupA", "TopicA", queue) == stored
 
 
-@pytest.mark.parametrize("credentials, message", [
-    (None, "No accessKey is configured"),
-    (WRONG_SECRET, "Check signature failed for accessKey=ProducerKey")])
+@pytest.mark.parametrize(
+    "credentials, message",
+    [
+        (None, "No accessKey is configured"),
+        (WRONG_SECRET, "Check signature failed for accessKey=ProducerKey"),
+    ],
+)
 async def test_b161_a_client_without_credentials_or_with_a_wrong_secret_is_refused_and_nothing_is_stored(
-        acl_admin_broker, nursery, credentials, message):
+    acl_admin_broker, nursery, credentials, message
+):
     broker = acl_admin_broker
     await topics(nursery, broker, "TopicA")
     before = await total(nursery, broker, "TopicA")
@@ -337,13 +489,16 @@ async def test_b161_a_client_without_credentials_or_with_a_wrong_secret_is_refus
             await admin.update_topic(broker.broker, "TopicNever")
         refused(refused_admin.value.remark, message)
         with pytest.raises(AdminError) as refused_acl:
-            await admin.update_acl_config(broker.broker, "Intruder01", "IntruderSecret1", admin=True)
+            await admin.update_acl_config(
+                broker.broker, "Intruder01", "IntruderSecret1", admin=True
+            )
         refused(refused_acl.value.remark, message)
     assert "Intruder01" not in broker.acl_file.read_text()
 
 
-async def test_b161_a_push_consumer_with_a_wrong_secret_is_refused_and_commits_nothing(acl_admin_broker, nursery,
-                                                                                       caplog):
+async def test_b161_a_push_consumer_with_a_wrong_secret_is_refused_and_commits_nothing(
+    acl_admin_broker, nursery, caplog
+):
     broker = acl_admin_broker
     await topics(nursery, broker, "TopicA")
     p = await producer(nursery, broker, PRODUCER)
@@ -358,15 +513,28 @@ async def test_b161_a_push_consumer_with_a_wrong_secret_is_refused_and_commits_n
         return ConsumeResult.SUCCESS
 
     caplog.set_level(logging.WARNING, logger="es_broker.client")
-    consumer = PushConsumer(broker.namesrv, "GroupA", consume, subscriptions={"TopicA": "*"},
-                            client_ip="127.0.0.1", config=FAST, client_config=ClientConfig(credentials=WRONG_SECRET))
+    consumer = PushConsumer(
+        broker.namesrv,
+        "GroupA",
+        consume,
+        subscriptions={"TopicA": "*"},
+        client_ip="127.0.0.1",
+        config=FAST,
+        client_config=ClientConfig(credentials=WRONG_SECRET),
+    )
     await consumer.start(nursery)
     # its heartbeat is answered with the AclException (the client logs the refusal)
-    await poll_until(lambda: any("Check signature failed for accessKey=ProducerKey" in r.getMessage()
-                                 for r in caplog.records))
+    await poll_until(
+        lambda: any(
+            "Check signature failed for accessKey=ProducerKey" in r.getMessage()
+            for r in caplog.records
+        )
+    )
     await consumer.shutdown()
     assert consumed == []
-    assert [await admin_wire.query(broker.broker, "GroupA", "TopicA", q) for q in range(4)] == committed
+    assert [
+        await admin_wire.query(broker.broker, "GroupA", "TopicA", q) for q in range(4)
+    ] == committed
 
 
 # ------------------------------------------------------------------ in-process: who asked, same-size changes
@@ -379,22 +547,36 @@ def test_b171_each_write_is_loaded_at_once_and_the_hook_is_told_who_asked(tmp_pa
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(ACL_YAML)
     told: list[tuple[LoadCause, str | None]] = []
-    access = AccessControl(AclSources(acl_file.resolve()), BROKER_RULES,
-                           on_change=lambda acl, cause, who: told.append((cause, who)))
+    access = AccessControl(
+        AclSources(acl_file.resolve()),
+        BROKER_RULES,
+        on_change=lambda acl, cause, who: told.append((cause, who)),
+    )
     clock = iter(range(1_800_000_000_000, 1_800_000_001_000))
     processors = AclProcessors(access, lambda: next(clock), lambda: ("C", "B", "127.0.0.1:1"))
 
     async def update(perm: str) -> None:
-        r = await processors.update_and_create_acl_config(_Peer(), request(
-            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {"AccessKey": ADMIN.access_key, "accessKey": "SameSize01",
-                                                       "secretKey": "SameSecret01", "topicPerms": f"T={perm}"}))
+        r = await processors.update_and_create_acl_config(
+            _Peer(),
+            request(
+                RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+                {
+                    "AccessKey": ADMIN.access_key,
+                    "accessKey": "SameSize01",
+                    "secretKey": "SameSecret01",
+                    "topicPerms": f"T={perm}",
+                },
+            ),
+        )
         assert r.code == ResponseCode.SUCCESS, r.remark
 
     async def main() -> None:
         for perm in ("PUB", "SUB", "PUB", "SUB"):  # same size each time, within one timestamp tick
             await update(perm)
             assert access.acl.accounts["SameSize01"].perm_for("T") == Perm.NAMES[perm]
-        r = await processors.get_broker_acl_config_version(_Peer(), request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO))
+        r = await processors.get_broker_acl_config_version(
+            _Peer(), request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
+        )
         assert json.loads(r.ext_fields["version"]) == {"counter": 5, "timestamp": 1_800_000_000_003}
 
     trio.run(main)

@@ -54,16 +54,33 @@ def _refused_by_who(data_dir: Path) -> Counter:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "es_broker.cli", *args], capture_output=True, text=True,
-                          env=_env(), cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "es_broker.cli", *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
 
 def _acl_verb(data_dir: Path, at: int, topic: str, group: str | None = None) -> dict:
     extra = ("--group", group) if group else ()
-    out = _cli("acl", "--data-dir", str(data_dir), "--topic", topic, *extra, "--at", str(at), "--window", "600",
-               "--json")
+    out = _cli(
+        "acl",
+        "--data-dir",
+        str(data_dir),
+        "--topic",
+        topic,
+        *extra,
+        "--at",
+        str(at),
+        "--window",
+        "600",
+        "--json",
+    )
     return json.loads(out.stdout)
 
 
@@ -75,19 +92,36 @@ async def test_b190_b194_loads_and_refusals_of_a_running_broker_are_records(tmp_
         startup = await poll_until(lambda: _of(data, LOADED), 30, "the startup load recorded")
         assert [(r["version"], r["cause"], r["requester"]) for r in startup] == [(1, "startup", "")]
         # refusals of several kinds: no key, a wrong secret, no perm
-        anonymous, forged, producer = wire(nursery, None), wire(nursery, WRONG_SECRET), wire(nursery, PRODUCER)
+        anonymous, forged, producer = (
+            wire(nursery, None),
+            wire(nursery, WRONG_SECRET),
+            wire(nursery, PRODUCER),
+        )
         for _ in range(2):
-            refused(await anonymous.send(broker.broker, "TopicA", 0, b"x"), "No accessKey is configured")
+            refused(
+                await anonymous.send(broker.broker, "TopicA", 0, b"x"), "No accessKey is configured"
+            )
         refused(await forged.send(broker.broker, "TopicA", 0, b"x"), "Check signature failed")
         for _ in range(3):
-            refused(await producer.send(broker.broker, "TopicC", 0, b"x"), "No default permission for topic:TopicC")
-        refused(await wire(nursery, Credentials("NobodyKnowsMe", "whatever1")).send(broker.broker, "TopicA", 0,
-                                                                                   b"x"), "No acl config")
+            refused(
+                await producer.send(broker.broker, "TopicC", 0, b"x"),
+                "No default permission for topic:TopicC",
+            )
+        refused(
+            await wire(nursery, Credentials("NobodyKnowsMe", "whatever1")).send(
+                broker.broker, "TopicA", 0, b"x"
+            ),
+            "No acl config",
+        )
         wanted = Counter({"anonymous": 2, "ProducerKey": 4, "unknown:NobodyKnowsMe": 1})
-        await poll_until(lambda: _refused_by_who(data) == wanted, 30, "the refusals summed in access_denied")
+        await poll_until(
+            lambda: _refused_by_who(data) == wanted, 30, "the refusals summed in access_denied"
+        )
         before_change = time.time_ns() // 1_000_000
         acl_file.write_text(ACL_YAML_TOPIC_C)
-        await poll_until(lambda: len(_of(data, LOADED)) == 2, 30, "the changed file recorded as a new load")
+        await poll_until(
+            lambda: len(_of(data, LOADED)) == 2, 30, "the changed file recorded as a new load"
+        )
         after_change = time.time_ns() // 1_000_000
 
     loads = _of(data, LOADED)
@@ -95,9 +129,15 @@ async def test_b190_b194_loads_and_refusals_of_a_running_broker_are_records(tmp_
     for r in loads:
         assert [f[0] for f in r["files"]] == [str(acl_file.resolve())]
         assert r["global_white"] == ["10.255.255.*"] and r["data_version"] == [1700000000000, 1]
-    producer_of = [next(a for a in r["accounts"] if a["access_key"] == "ProducerKey") for r in loads]
+    producer_of = [
+        next(a for a in r["accounts"] if a["access_key"] == "ProducerKey") for r in loads
+    ]
     assert producer_of[0]["topic_perms"] == [["TopicA", "PUB|SUB"], ["TopicD", "DENY"]]
-    assert producer_of[1]["topic_perms"] == [["TopicA", "PUB|SUB"], ["TopicC", "PUB"], ["TopicD", "DENY"]]
+    assert producer_of[1]["topic_perms"] == [
+        ["TopicA", "PUB|SUB"],
+        ["TopicC", "PUB"],
+        ["TopicD", "DENY"],
+    ]
     assert producer_of[0]["secret_fp"] == producer_of[1]["secret_fp"]  # same secret, same salt
     summaries = _of(data, DENIED)
     for r in summaries:
@@ -120,23 +160,45 @@ async def test_b190_b194_loads_and_refusals_of_a_running_broker_are_records(tmp_
     assert before["global_white"] == ["10.255.255.*"]
     by_key = {a["access_key"]: a for a in before["accounts"]}
     assert by_key["ProducerKey"]["write"] is False and by_key["ProducerKey"]["group_sub"] is True
-    assert by_key["AdminKey01"]["write"] is True and by_key["AdminKey01"]["topic_perm"] == "admin (all)"
-    assert {a["access_key"]: a["write"] for a in after["accounts"]} == {"AdminKey01": True, "ProducerKey": True}
-    assert {a["access_key"]: a["read"] for a in after["accounts"]} == {"AdminKey01": True, "ProducerKey": False}
+    assert (
+        by_key["AdminKey01"]["write"] is True
+        and by_key["AdminKey01"]["topic_perm"] == "admin (all)"
+    )
+    assert {a["access_key"]: a["write"] for a in after["accounts"]} == {
+        "AdminKey01": True,
+        "ProducerKey": True,
+    }
+    assert {a["access_key"]: a["read"] for a in after["accounts"]} == {
+        "AdminKey01": True,
+        "ProducerKey": False,
+    }
     listed: Counter = Counter()
     for d in before["denials"]:
         listed[d["who"]] += d["count"]
     assert listed == wanted
-    table = _cli("acl", "--data-dir", str(data), "--topic", "TopicC", "--at", str(after_change)).stdout
+    table = _cli(
+        "acl", "--data-dir", str(data), "--topic", "TopicC", "--at", str(after_change)
+    ).stdout
     assert "ProducerKey" in table and "file change" in table and "10.255.255.*" in table
 
     out = tmp_path / "export"
     _cli("export", "--data-dir", str(data), "--out", str(out))
-    changes = ds.dataset(out / "acl_changes", format="parquet", partitioning="hive").to_table().to_pylist()
+    changes = (
+        ds.dataset(out / "acl_changes", format="parquet", partitioning="hive")
+        .to_table()
+        .to_pylist()
+    )
     assert sorted((r["version"], r["access_key"], r["cause"]) for r in changes) == [
-        (1, "AdminKey01", "startup"), (1, "ProducerKey", "startup"),
-        (2, "AdminKey01", "file change"), (2, "ProducerKey", "file change")]
-    denials = ds.dataset(out / "access_denials", format="parquet", partitioning="hive").to_table().to_pylist()
+        (1, "AdminKey01", "startup"),
+        (1, "ProducerKey", "startup"),
+        (2, "AdminKey01", "file change"),
+        (2, "ProducerKey", "file change"),
+    ]
+    denials = (
+        ds.dataset(out / "access_denials", format="parquet", partitioning="hive")
+        .to_table()
+        .to_pylist()
+    )
     exported: Counter = Counter()
     for r in denials:
         exported[r["who"]] += r["count"]
@@ -177,6 +239,7 @@ class _Submit:
             def append(self, record: dict) -> int:
                 recorded.append(record)
                 return len(recorded)
+
         return job(Ctx())
 
 
@@ -212,29 +275,55 @@ def test_b192_the_answer_follows_the_load_in_force_at_the_time():
     from es_broker.log import make
 
     first = make(LOADED, 1000, **load_fields(_acl(), "startup", None, 1, salt))
-    second = make(LOADED, 3000, **load_fields(combine([parse_file("/etc/plain_acl.yml",
-                                                                  ACL_YAML_TOPIC_C.encode())]),
-                                              "admin request", "AdminKey01@10.0.0.9", 2, salt))
-    denied = make(DENIED, 2000, listener="broker", window_from=1500, window_to=2000, interval_s=60, acl_version=1,
-                  requests=5, rows=[["ProducerKey", "10.0.0.1", 310, 5]])
+    second = make(
+        LOADED,
+        3000,
+        **load_fields(
+            combine([parse_file("/etc/plain_acl.yml", ACL_YAML_TOPIC_C.encode())]),
+            "admin request",
+            "AdminKey01@10.0.0.9",
+            2,
+            salt,
+        ),
+    )
+    denied = make(
+        DENIED,
+        2000,
+        listener="broker",
+        window_from=1500,
+        window_to=2000,
+        interval_s=60,
+        acl_version=1,
+        requests=5,
+        rows=[["ProducerKey", "10.0.0.1", 310, 5]],
+    )
     log = [(1, first), (2, denied), (3, second)]
     at_2000 = access_at(log, 2000, "TopicC", window_ms=100)
-    assert {a["access_key"]: a["write"] for a in at_2000["accounts"]} == {"AdminKey01": True, "ProducerKey": False}
+    assert {a["access_key"]: a["write"] for a in at_2000["accounts"]} == {
+        "AdminKey01": True,
+        "ProducerKey": False,
+    }
     assert [d["count"] for d in at_2000["denials"]] == [5]
     at_3000 = access_at(log, 3000, "TopicC", window_ms=100)
     assert at_3000["load"]["requester"] == "AdminKey01@10.0.0.9" and at_3000["denials"] == []
-    assert {a["access_key"]: a["write"] for a in at_3000["accounts"]} == {"AdminKey01": True, "ProducerKey": True}
+    assert {a["access_key"]: a["write"] for a in at_3000["accounts"]} == {
+        "AdminKey01": True,
+        "ProducerKey": True,
+    }
     assert access_at(log, 999, "TopicC")["load"] is None
 
 
-async def test_b190_an_admin_request_that_changes_the_acl_is_recorded_with_its_requester(tmp_path, nursery):
+async def test_b190_an_admin_request_that_changes_the_acl_is_recorded_with_its_requester(
+    tmp_path, nursery
+):
     conf, _ = acl_conf(tmp_path)
     data = tmp_path / "data"
     with serve(data, "--config", str(conf), "--readmodel-url", "none") as broker:
         await poll_until(lambda: _of(data, LOADED), 30, "the startup load recorded")
         async with Admin.open(broker.namesrv, credentials=ADMIN) as admin:
-            await admin.update_acl_config(broker.broker, "NewcomerKey", "NewcomerSecret",
-                                          topic_perms=["TopicA=PUB"])
+            await admin.update_acl_config(
+                broker.broker, "NewcomerKey", "NewcomerSecret", topic_perms=["TopicA=PUB"]
+            )
         loads = await poll_until(lambda: _of(data, LOADED)[1:], 30, "the admin change recorded")
     (load,) = loads
     assert load["cause"] == LoadCause.ADMIN.value and load["requester"].startswith("AdminKey01@")

@@ -19,28 +19,42 @@ from tests.waiting import poll_until
 async def _cluster(tmp_path, slave_keys: dict[str, str]):
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(ACL_YAML)
-    return await start_cluster(tmp_path, master={"aclEnable": True, "acl_plain_file": acl_file,
-                                                 "brokerRole": "ASYNC_MASTER"},
-                               slave=slave_keys)
+    return await start_cluster(
+        tmp_path,
+        master={"aclEnable": True, "acl_plain_file": acl_file, "brokerRole": "ASYNC_MASTER"},
+        slave=slave_keys,
+    )
 
 
 async def _send_one(nursery, master: str) -> None:
     admin = Wire(RemotingClient(nursery, credentials=ADMIN))
     await admin.create_topic(master, "TopicA", 1)
-    r = await Wire(RemotingClient(nursery, credentials=PRODUCER)).send(master, "TopicA", 0, b"replicate me")
+    r = await Wire(RemotingClient(nursery, credentials=PRODUCER)).send(
+        master, "TopicA", 0, b"replicate me"
+    )
     assert r.code == ResponseCode.SUCCESS, r.remark
 
 
-@pytest.mark.parametrize(("keys", "remark"), [
-    pytest.param({}, "No accessKey is configured", id="unsigned"),
-    pytest.param({"peer_access_key": PRODUCER.access_key, "peer_secret_key": PRODUCER.secret_key},
-                 "Need admin permission for request code=9280, but accessKey=ProducerKey is not", id="non-admin"),
-])
-async def test_b174_a_slave_without_an_admin_account_gets_no_records(tmp_path, nursery, keys, remark):
+@pytest.mark.parametrize(
+    ("keys", "remark"),
+    [
+        pytest.param({}, "No accessKey is configured", id="unsigned"),
+        pytest.param(
+            {"peer_access_key": PRODUCER.access_key, "peer_secret_key": PRODUCER.secret_key},
+            "Need admin permission for request code=9280, but accessKey=ProducerKey is not",
+            id="non-admin",
+        ),
+    ],
+)
+async def test_b174_a_slave_without_an_admin_account_gets_no_records(
+    tmp_path, nursery, keys, remark
+):
     cluster = await _cluster(tmp_path, keys)
     try:
         await _send_one(nursery, cluster.master.addr)
-        await poll_until(lambda: "refused the fetch" in cluster.slave.text(), 30, "the slave's refused fetch")
+        await poll_until(
+            lambda: "refused the fetch" in cluster.slave.text(), 30, "the slave's refused fetch"
+        )
         assert remark in cluster.slave.text()
         slave = await Wire(RemotingClient(nursery)).runtime(cluster.slave.addr)
         assert slave["haReplicatedRecords"] == "0" and slave["haAppliedSeq"] == "0"
@@ -49,11 +63,17 @@ async def test_b174_a_slave_without_an_admin_account_gets_no_records(tmp_path, n
 
 
 async def test_b175_a_slave_with_an_admin_account_replicates(tmp_path, nursery):
-    cluster = await _cluster(tmp_path, {"peer_access_key": ADMIN.access_key, "peer_secret_key": ADMIN.secret_key})
+    cluster = await _cluster(
+        tmp_path, {"peer_access_key": ADMIN.access_key, "peer_secret_key": ADMIN.secret_key}
+    )
     try:
         await _send_one(nursery, cluster.master.addr)
         admin = Wire(RemotingClient(nursery, credentials=ADMIN))
-        await wait_until("the slave caught up", lambda: caught_up(admin, cluster.master.addr, cluster.slave.addr), 30)
+        await wait_until(
+            "the slave caught up",
+            lambda: caught_up(admin, cluster.master.addr, cluster.slave.addr),
+            30,
+        )
         assert int((await admin.runtime(cluster.slave.addr))["haReplicatedRecords"]) > 0
     finally:
         cluster.stop_all()

@@ -36,11 +36,17 @@ def _served(cls: type) -> set[int]:
 
 
 def test_b160_every_code_the_broker_serves_has_an_access_rule():
-    served = (_served(BrokerProcessors) | _served(RetryProcessors) | _served(ReplicationMaster)
-              | _served(AclProcessors))
+    served = (
+        _served(BrokerProcessors)
+        | _served(RetryProcessors)
+        | _served(ReplicationMaster)
+        | _served(AclProcessors)
+    )
     assert served, "no handler maps found"
     missing = sorted(served - set(BROKER_RULES))
-    assert not missing, f"served codes without an ACL rule (add them to es_broker/acl/rules.py): {missing}"
+    assert not missing, (
+        f"served codes without an ACL rule (add them to es_broker/acl/rules.py): {missing}"
+    )
 
 
 def test_b160_every_code_the_name_server_serves_has_an_access_rule():
@@ -55,32 +61,60 @@ def test_b176_registration_is_admin_only_on_the_name_server_and_routes_stay_open
 
 
 # ------------------------------------------------------------------ perms
-@pytest.mark.parametrize(("needed", "owned", "allowed"), [
-    (Perm.PUB, Perm.PUB, True), (Perm.PUB, Perm.SUB, False), (Perm.SUB, Perm.PUB | Perm.SUB, True),
-    (Perm.PUB, Perm.DENY, False), (Perm.ANY, Perm.SUB, True), (Perm.ANY, Perm.DENY, False),
-])
+@pytest.mark.parametrize(
+    ("needed", "owned", "allowed"),
+    [
+        (Perm.PUB, Perm.PUB, True),
+        (Perm.PUB, Perm.SUB, False),
+        (Perm.SUB, Perm.PUB | Perm.SUB, True),
+        (Perm.PUB, Perm.DENY, False),
+        (Perm.ANY, Perm.SUB, True),
+        (Perm.ANY, Perm.DENY, False),
+    ],
+)
 def test_b163_permission_check_is_4_9_8s(needed, owned, allowed):
     assert Perm.check(needed, owned) is allowed
 
 
 # ------------------------------------------------------------------ addresses
-@pytest.mark.parametrize(("pattern", "host", "matches"), [
-    ("*", "8.8.8.8", True), ("*.*.*.*", "::1", True), ("", "127.0.0.1", False), (None, "127.0.0.1", False),
-    ("192.168.*.*", "192.168.7.9", True), ("192.168.*.*", "192.169.0.1", False),
-    ("192.168.1.1-100", "192.168.1.100", True), ("192.168.1.1-100", "192.168.1.101", False),
-    ("192.168.1.{1,2,3}", "192.168.1.2", True), ("192.168.1.{1,2,3}", "192.168.1.4", False),
-    ("192.168.1.1,10.0.0.1", "10.0.0.1", True), ("127.0.0.1", "127.0.0.1", True),
-    ("127.0.0.1", "::ffff:127.0.0.1", True), ("::1", "0:0:0:0:0:0:0:1", True),
-    ("1050:0:0:0:5:600:300c:*", "1050::5:600:300c:326b", True),
-    ("1050:0:0:0:5:600:300c:1-ff", "1050::5:600:300c:100", False),
-    ("1050::0005:{600,700}", "1050::5:700", True),
-])
+@pytest.mark.parametrize(
+    ("pattern", "host", "matches"),
+    [
+        ("*", "8.8.8.8", True),
+        ("*.*.*.*", "::1", True),
+        ("", "127.0.0.1", False),
+        (None, "127.0.0.1", False),
+        ("192.168.*.*", "192.168.7.9", True),
+        ("192.168.*.*", "192.169.0.1", False),
+        ("192.168.1.1-100", "192.168.1.100", True),
+        ("192.168.1.1-100", "192.168.1.101", False),
+        ("192.168.1.{1,2,3}", "192.168.1.2", True),
+        ("192.168.1.{1,2,3}", "192.168.1.4", False),
+        ("192.168.1.1,10.0.0.1", "10.0.0.1", True),
+        ("127.0.0.1", "127.0.0.1", True),
+        ("127.0.0.1", "::ffff:127.0.0.1", True),
+        ("::1", "0:0:0:0:0:0:0:1", True),
+        ("1050:0:0:0:5:600:300c:*", "1050::5:600:300c:326b", True),
+        ("1050:0:0:0:5:600:300c:1-ff", "1050::5:600:300c:100", False),
+        ("1050::0005:{600,700}", "1050::5:700", True),
+    ],
+)
 def test_b170_remote_address_patterns(pattern, host, matches):
     assert parse_pattern(pattern).match(parse_host(host)) is matches
 
 
-@pytest.mark.parametrize("pattern", ["192.168.1", "192.168.1.300", "192.168.1.5-1", "10.0.0.x", "abc",
-                                     "192.168.{1,2}.1", "1050::*:1"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "192.168.1",
+        "192.168.1.300",
+        "192.168.1.5-1",
+        "10.0.0.x",
+        "abc",
+        "192.168.{1,2}.1",
+        "1050::*:1",
+    ],
+)
 def test_b170_a_malformed_pattern_is_refused(pattern):
     with pytest.raises(AddressPatternError, match="remote address"):
         parse_pattern(pattern)
@@ -88,7 +122,9 @@ def test_b170_a_malformed_pattern_is_refused(pattern):
 
 # ------------------------------------------------------------------ the file
 def test_b167_the_rocketmq_sample_file_parses():
-    acl = parse_file("plain_acl.yml", b"""
+    acl = parse_file(
+        "plain_acl.yml",
+        b"""
 globalWhiteRemoteAddresses:
   - 10.10.103.*
   - 192.168.0.*
@@ -113,7 +149,8 @@ accounts:
     whiteRemoteAddress: 192.168.1.*
     # if it is admin, it could access all resources
     admin: true
-""")
+""",
+    )
     first, second = acl.accounts
     assert first.secret_key == "12345678"  # a YAML number, read as its digits as fastjson does
     assert first.resource_perms["%RETRY%groupB"] == Perm.PUB | Perm.SUB
@@ -121,22 +158,41 @@ accounts:
     assert second.admin and second.white_remote_address.match(parse_host("192.168.1.20"))
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("accounts: [1]", "accounts[0] must be a mapping"),
-    ("acounts: []", "unknown key(s) acounts"),
-    ("accounts:\n  - accessKey: short\n    secretKey: longenough", "accessKey is required and must be longer than 6"),
-    ("accounts:\n  - accessKey: LongEnough\n    secretKey: s3cr", "secretKey is required and must be longer than 6"),
-    ("accounts:\n  - accessKey: LongEnough\n    secretKey: s3cretkey\n    topicPerms: [a=ALL]",
-     "topicPerms[0] must be DENY, PUB, SUB or PUB|SUB, got 'ALL'"),
-    ("accounts:\n  - accessKey: LongEnough\n    secretKey: s3cretkey\n    groupPerms: [a]", "expected NAME=PERM"),
-    ("accounts:\n  - accessKey: LongEnough\n    secretKey: s3cretkey\n    admin: yes please",
-     "admin must be true or false"),
-    ("accounts:\n  - accessKey: LongEnough\n    secretKey: s3cretkey\n  - accessKey: LongEnough\n"
-     "    secretKey: s3cretkey", "defined twice"),
-    ("globalWhiteRemoteAddresses: [300.1.1.1]", "globalWhiteRemoteAddresses[0]"),
-    ("accounts: [\n  {secretKey: s3cretkey", "not valid YAML at line"),
-    ("dataVersion: [{counter: x}]", "dataVersion[0].counter must be a long"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("accounts: [1]", "accounts[0] must be a mapping"),
+        ("acounts: []", "unknown key(s) acounts"),
+        (
+            "accounts:\n  - accessKey: short\n    secretKey: longenough",
+            "accessKey is required and must be longer than 6",
+        ),
+        (
+            "accounts:\n  - accessKey: LongEnough\n    secretKey: s3cr",
+            "secretKey is required and must be longer than 6",
+        ),
+        (
+            "accounts:\n  - accessKey: LongEnough\n    secretKey: s3cretkey\n    topicPerms: [a=ALL]",
+            "topicPerms[0] must be DENY, PUB, SUB or PUB|SUB, got 'ALL'",
+        ),
+        (
+            "accounts:\n  - accessKey: LongEnough\n    secretKey: s3cretkey\n    groupPerms: [a]",
+            "expected NAME=PERM",
+        ),
+        (
+            "accounts:\n  - accessKey: LongEnough\n    secretKey: s3cretkey\n    admin: yes please",
+            "admin must be true or false",
+        ),
+        (
+            "accounts:\n  - accessKey: LongEnough\n    secretKey: s3cretkey\n  - accessKey: LongEnough\n"
+            "    secretKey: s3cretkey",
+            "defined twice",
+        ),
+        ("globalWhiteRemoteAddresses: [300.1.1.1]", "globalWhiteRemoteAddresses[0]"),
+        ("accounts: [\n  {secretKey: s3cretkey", "not valid YAML at line"),
+        ("dataVersion: [{counter: x}]", "dataVersion[0].counter must be a long"),
+    ],
+)
 def test_b167_an_invalid_file_is_refused_with_where_and_what(text, message):
     with pytest.raises(AclConfigError) as exc:
         parse_file("f.yml", text.encode())
@@ -145,7 +201,9 @@ def test_b167_an_invalid_file_is_refused_with_where_and_what(text, message):
 
 
 def test_b178_secrets_never_appear_in_reprs():
-    account = parse_file("f.yml", b"accounts:\n  - accessKey: LongEnough\n    secretKey: TopSecretValue\n").accounts[0]
+    account = parse_file(
+        "f.yml", b"accounts:\n  - accessKey: LongEnough\n    secretKey: TopSecretValue\n"
+    ).accounts[0]
     assert "TopSecretValue" not in repr(account)
     assert "TopSecretValue" not in repr(BrokerConfig(peer_secret_key="TopSecretValue"))
     assert "TopSecretValue" not in repr(Credentials("LongEnough", "TopSecretValue"))
@@ -169,7 +227,13 @@ class _Channel:
 
 
 def _send(creds: Credentials | None, topic: str) -> Any:
-    fields = {"producerGroup": "PG", "topic": topic, "queueId": "0", "sysFlag": "0", "bornTimestamp": "1"}
+    fields = {
+        "producerGroup": "PG",
+        "topic": topic,
+        "queueId": "0",
+        "sysFlag": "0",
+        "bornTimestamp": "1",
+    }
     if creds is not None:
         fields = sign(fields, b"body", creds.access_key, creds.secret_key)
     return request(RequestCode.SEND_MESSAGE, fields, b"body")
@@ -178,8 +242,11 @@ def _send(creds: Credentials | None, topic: str) -> Any:
 def _control(tmp_path: Path, seen: list) -> tuple[AccessControl, Path]:
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(ACL_YAML)
-    control = AccessControl(AclSources(acl_file, tmp_path / "acl"), BROKER_RULES,
-                            on_change=lambda acl, cause, requester: seen.append((sorted(acl.accounts), cause)))
+    control = AccessControl(
+        AclSources(acl_file, tmp_path / "acl"),
+        BROKER_RULES,
+        on_change=lambda acl, cause, requester: seen.append((sorted(acl.accounts), cause)),
+    )
     return control, acl_file
 
 
@@ -198,10 +265,15 @@ def test_b168_a_changed_file_is_loaded_on_the_next_check_and_the_hook_is_told(tm
 def test_b168_more_files_in_the_acl_directory_are_read_too(tmp_path):
     control, _ = _control(tmp_path, [])
     (tmp_path / "acl").mkdir()
-    (tmp_path / "acl" / "team.yml").write_text("accounts:\n  - accessKey: TeamKey01\n    secretKey: TeamSecret01\n"
-                                               "    defaultTopicPerm: PUB\n")
+    (tmp_path / "acl" / "team.yml").write_text(
+        "accounts:\n  - accessKey: TeamKey01\n    secretKey: TeamSecret01\n"
+        "    defaultTopicPerm: PUB\n"
+    )
     assert control.check_reload() is True
-    assert control.check(_Channel(), _send(Credentials("TeamKey01", "TeamSecret01"), "AnyTopic")) is None
+    assert (
+        control.check(_Channel(), _send(Credentials("TeamKey01", "TeamSecret01"), "AnyTopic"))
+        is None
+    )
 
 
 def test_b169_an_invalid_reload_keeps_the_old_rules_and_says_why(tmp_path, caplog):
@@ -233,8 +305,11 @@ def test_b177_refusals_are_counted_by_account_host_and_code(tmp_path):
         control.check(_Channel(), _send(None, "TopicA"))
     control.check(_Channel("127.0.0.2"), _send(PRODUCER, "TopicC"))
     control.check(_Channel(), _send(Credentials("Invented1", "whatever1"), "TopicA"))
-    assert control.take_denials() == {("anonymous", "127.0.0.1", 10): 2, ("ProducerKey", "127.0.0.2", 10): 1,
-                                      ("unknown:Invented1", "127.0.0.1", 10): 1}
+    assert control.take_denials() == {
+        ("anonymous", "127.0.0.1", 10): 2,
+        ("ProducerKey", "127.0.0.2", 10): 1,
+        ("unknown:Invented1", "127.0.0.1", 10): 1,
+    }
     assert not control.denials
 
 
@@ -242,5 +317,8 @@ def test_b165_admin_codes_need_an_admin_account(tmp_path):
     control, _ = _control(tmp_path, [])
     create = {"topic": "T", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6"}
     for creds, allowed in ((ADMIN, True), (PRODUCER, False)):
-        req = request(RequestCode.UPDATE_AND_CREATE_TOPIC, sign(create, b"", creds.access_key, creds.secret_key))
+        req = request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            sign(create, b"", creds.access_key, creds.secret_key),
+        )
         assert (control.check(_Channel(), req) is None) is allowed

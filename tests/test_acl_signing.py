@@ -16,13 +16,19 @@ from es_broker.server.remoting_server import RemotingServer
 
 
 def test_the_content_is_the_values_in_name_order_then_the_body():
-    fields = {"topic": "T", "AccessKey": "ak", "b": "2", "Signature": "x", "_UNIQUE_KEY_QUERY": "true"}
+    fields = {
+        "topic": "T",
+        "AccessKey": "ak",
+        "b": "2",
+        "Signature": "x",
+        "_UNIQUE_KEY_QUERY": "true",
+    }
     assert signed_content(fields, b"BODY") == b"ak2TBODY"
 
 
 def test_names_sort_as_java_strings_do():
     # U+FF5E sorts before U+1F600 by code point, after it by UTF-16 code unit (Java's String order)
-    fields = {"\U0001F600": "astral", "\uff5e": "bmp"}
+    fields = {"\U0001f600": "astral", "\uff5e": "bmp"}
     assert signed_content(fields, None) == b"astralbmp"
 
 
@@ -48,7 +54,9 @@ async def test_a_client_with_credentials_signs_every_request_it_sends():
     async with trio.open_nursery() as nursery:
         port = await nursery.start(server.serve, "127.0.0.1", 0)
         client = RemotingClient(nursery, credentials=Credentials("ak", "sk"))
-        await client.invoke(f"127.0.0.1:{port}", request(RequestCode.GET_ALL_TOPIC_CONFIG, {"x": "1"}, b"b"))
+        await client.invoke(
+            f"127.0.0.1:{port}", request(RequestCode.GET_ALL_TOPIC_CONFIG, {"x": "1"}, b"b")
+        )
         await client.aclose()
         nursery.cancel_scope.cancel()
     assert "sk" not in repr(client.credentials)

@@ -21,10 +21,17 @@ ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
 def tls_lines(tmp: Path) -> tuple[list[str], Path]:
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(tmp / "ca.pem"))
-    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(tmp / "server.pem"))
-    return ["tls.server.mode=enforcing", "tls.test.mode.enable=false", "tls.enable=true",
-            f"tls.server.certPath={tmp / 'server.pem'}", f"tls.server.keyPath={tmp / 'server.pem'}",
-            f"tls.client.trustCertPath={tmp / 'ca.pem'}"], tmp / "ca.pem"
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
+        str(tmp / "server.pem")
+    )
+    return [
+        "tls.server.mode=enforcing",
+        "tls.test.mode.enable=false",
+        "tls.enable=true",
+        f"tls.server.certPath={tmp / 'server.pem'}",
+        f"tls.server.keyPath={tmp / 'server.pem'}",
+        f"tls.client.trustCertPath={tmp / 'ca.pem'}",
+    ], tmp / "ca.pem"
 
 
 async def test_signed_clients_over_tls_on_an_acl_broker(tmp_path, nursery):
@@ -36,9 +43,12 @@ async def test_signed_clients_over_tls_on_an_acl_broker(tmp_path, nursery):
         admin = Wire(RemotingClient(nursery, credentials=ADMIN, tls=settings))
         await admin.create_topic(broker.broker, "TopicA", 4)
 
-        unsigned = await Wire(RemotingClient(nursery, tls=settings)).send(broker.broker, "TopicA", 0, b"anon")
-        assert unsigned.remark is not None and unsigned.remark.startswith(ACL_EXCEPTION + "No accessKey"), \
-            unsigned.remark
+        unsigned = await Wire(RemotingClient(nursery, tls=settings)).send(
+            broker.broker, "TopicA", 0, b"anon"
+        )
+        assert unsigned.remark is not None and unsigned.remark.startswith(
+            ACL_EXCEPTION + "No accessKey"
+        ), unsigned.remark
 
         config = ClientConfig(credentials=PRODUCER, use_tls=True, tls_ca_file=str(ca))
         async with Producer(broker.namesrv, "PG", client_config=config) as producer:

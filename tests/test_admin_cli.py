@@ -9,19 +9,32 @@ def test_update_topic_then_route_and_status_show_it(served):
     route = served.admin_json("topicRoute", "-t", "Orders")
     assert route["queueDatas"][0]["readQueueNums"] == 4
     status = served.admin_json("topicStatus", "-t", "Orders")
-    assert [(r["queueId"], r["minOffset"], r["maxOffset"]) for r in status] == [(q, 0, 0) for q in range(4)]
-    assert "#Broker Name  #QID  #Min Offset  #Max Offset  #Last Updated" in served.admin(
-        "topicStatus", "-t", "Orders").stdout
+    assert [(r["queueId"], r["minOffset"], r["maxOffset"]) for r in status] == [
+        (q, 0, 0) for q in range(4)
+    ]
+    assert (
+        "#Broker Name  #QID  #Min Offset  #Max Offset  #Last Updated"
+        in served.admin("topicStatus", "-t", "Orders").stdout
+    )
 
 
 def test_send_then_query_by_id_key_and_offset(served):
     served.admin("updateTopic", "-c", "DefaultCluster", "-t", "Orders", "-r", "2", "-w", "2")
-    sent = served.admin_json("sendMessage", "-t", "Orders", "-p", "hello", "-c", "TagA", "-k", "order-1", "-i", "1")
+    sent = served.admin_json(
+        "sendMessage", "-t", "Orders", "-p", "hello", "-c", "TagA", "-k", "order-1", "-i", "1"
+    )
     by_id = served.admin_json("queryMsgById", "-i", sent["msgId"])
-    assert (by_id["body"], by_id["tags"], by_id["keys"], by_id["queueId"]) == ("hello", "TagA", "order-1", 1)
+    assert (by_id["body"], by_id["tags"], by_id["keys"], by_id["queueId"]) == (
+        "hello",
+        "TagA",
+        "order-1",
+        1,
+    )
     (by_key,) = served.admin_json("queryMsgByKey", "-t", "Orders", "-k", "order-1")
     assert by_key["msgId"] == sent["msgId"]
-    by_offset = served.admin_json("queryMsgByOffset", "-t", "Orders", "-b", "broker-a", "-i", "1", "-o", "0")
+    by_offset = served.admin_json(
+        "queryMsgByOffset", "-t", "Orders", "-b", "broker-a", "-i", "1", "-o", "0"
+    )
     assert by_offset["msgId"] == sent["msgId"]
     assert "Message Body:       hello" in served.admin("queryMsgById", "-i", sent["msgId"]).stdout
 
@@ -44,7 +57,11 @@ def test_consume_message_reads_from_an_offset(served):
 def test_sub_group_and_cluster_list(served):
     served.admin("updateSubGroup", "-b", served.broker, "-g", "G1", "-i", "1", "-w", "2")
     (row,) = served.admin_json("clusterList")
-    assert (row["cluster"], row["brokerName"], row["addr"]) == ("DefaultCluster", "broker-a", served.broker)
+    assert (row["cluster"], row["brokerName"], row["addr"]) == (
+        "DefaultCluster",
+        "broker-a",
+        served.broker,
+    )
     status = served.admin_json("brokerStatus", "-b", served.broker)
     assert int(status["recordLogLastSeq"]) > 0
     served.admin("deleteSubGroup", "-b", served.broker, "-g", "G1")

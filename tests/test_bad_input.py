@@ -21,8 +21,12 @@ async def refused(broker, call, code: Code, remark: str):
 
 
 async def test_send_to_unknown_topic_is_topic_not_exist(broker):
-    await refused(broker, lambda: broker.put_message("NOPE", 0, MessageIn(b"x")),
-                  Code.TOPIC_NOT_EXIST, "topic[NOPE] not exist")
+    await refused(
+        broker,
+        lambda: broker.put_message("NOPE", 0, MessageIn(b"x")),
+        Code.TOPIC_NOT_EXIST,
+        "topic[NOPE] not exist",
+    )
 
 
 async def test_pull_from_unknown_topic_is_topic_not_exist(broker):
@@ -31,8 +35,12 @@ async def test_pull_from_unknown_topic_is_topic_not_exist(broker):
 
 async def test_b013_send_to_queue_out_of_range_is_system_error(broker):
     await make_topic(broker, queues=2)
-    await refused(broker, lambda: broker.put_message("T", 2, MessageIn(b"x")),
-                  Code.SYSTEM_ERROR, "queueId[2] is illegal")
+    await refused(
+        broker,
+        lambda: broker.put_message("T", 2, MessageIn(b"x")),
+        Code.SYSTEM_ERROR,
+        "queueId[2] is illegal",
+    )
 
 
 async def test_negative_pull_offset_is_refused(broker):
@@ -47,8 +55,12 @@ async def test_negative_queue_id_for_pull_is_refused(broker):
 
 async def test_body_over_max_message_size_is_message_illegal(broker):
     await make_topic(broker)
-    await refused(broker, lambda: broker.put_message("T", 0, MessageIn(b"x" * (4 * 1024 * 1024 + 1))),
-                  Code.MESSAGE_ILLEGAL, "exceeds maxMessageSize 4194304")
+    await refused(
+        broker,
+        lambda: broker.put_message("T", 0, MessageIn(b"x" * (4 * 1024 * 1024 + 1))),
+        Code.MESSAGE_ILLEGAL,
+        "exceeds maxMessageSize 4194304",
+    )
 
 
 async def test_body_of_exactly_max_message_size_is_stored(broker):
@@ -59,24 +71,37 @@ async def test_body_of_exactly_max_message_size_is_stored(broker):
 
 @pytest.mark.parametrize("topic", ["", "bad topic", "a/b", "x" * 128, "tab\t"])
 async def test_b024_illegal_topic_names_are_refused(broker, topic):
-    await refused(broker, lambda: broker.update_topic({"topicName": topic}), Code.SYSTEM_ERROR,
-                  "topic")
+    await refused(
+        broker, lambda: broker.update_topic({"topicName": topic}), Code.SYSTEM_ERROR, "topic"
+    )
 
 
 async def test_b024_system_topic_cannot_be_created(broker):
-    await refused(broker, lambda: broker.update_topic({"topicName": "SCHEDULE_TOPIC_XXXX"}),
-                  Code.SYSTEM_ERROR, "conflict with system topic")
+    await refused(
+        broker,
+        lambda: broker.update_topic({"topicName": "SCHEDULE_TOPIC_XXXX"}),
+        Code.SYSTEM_ERROR,
+        "conflict with system topic",
+    )
 
 
 async def test_b024_sending_to_schedule_topic_is_forbidden(broker):
-    await refused(broker, lambda: broker.put_message("SCHEDULE_TOPIC_XXXX", 0, MessageIn(b"x")),
-                  Code.NO_PERMISSION, "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.")
+    await refused(
+        broker,
+        lambda: broker.put_message("SCHEDULE_TOPIC_XXXX", 0, MessageIn(b"x")),
+        Code.NO_PERMISSION,
+        "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.",
+    )
 
 
 async def test_b021_pull_from_write_only_topic_is_no_permission(broker):
     await make_topic(broker, perm=2)
-    await refused(broker, lambda: broker.pull("G", "T", 0, 0), Code.NO_PERMISSION,
-                  "the topic[T] pulling message is forbidden")
+    await refused(
+        broker,
+        lambda: broker.pull("G", "T", 0, 0),
+        Code.NO_PERMISSION,
+        "the topic[T] pulling message is forbidden",
+    )
 
 
 async def test_b020_perm_change_is_recorded_with_old_and_new(broker):
@@ -85,14 +110,23 @@ async def test_b020_perm_change_is_recorded_with_old_and_new(broker):
     assert broker.topic_config("T")["perm"] == 2
     _, record = list(broker.store.log.read())[-1]
     assert (record["type"], record["old_perm"], record["perm"], record["requester"]) == (
-        "topic_perm_changed", 6, 2, "ops")
+        "topic_perm_changed",
+        6,
+        2,
+        "ops",
+    )
 
 
 async def test_wrong_types_are_refused(broker):
-    await refused(broker, lambda: broker.update_topic({"topicName": "T", "readQueueNums": "8"}),
-                  Code.SYSTEM_ERROR, "readQueueNums must be an integer")
-    await refused(broker, lambda: broker.commit_offset("G", "T", 0, "12"), Code.SYSTEM_ERROR,
-                  "commitOffset")
+    await refused(
+        broker,
+        lambda: broker.update_topic({"topicName": "T", "readQueueNums": "8"}),
+        Code.SYSTEM_ERROR,
+        "readQueueNums must be an integer",
+    )
+    await refused(
+        broker, lambda: broker.commit_offset("G", "T", 0, "12"), Code.SYSTEM_ERROR, "commitOffset"
+    )
 
 
 async def test_perm_change_of_unknown_topic_is_topic_not_exist(broker):
@@ -100,8 +134,9 @@ async def test_perm_change_of_unknown_topic_is_topic_not_exist(broker):
 
 
 async def test_auto_create_from_tbw102_on_send(broker):
-    result = await broker.put_message("NEWT", -1, MessageIn(b"x"), default_topic="TBW102",
-                                      default_topic_queue_nums=4)
+    result = await broker.put_message(
+        "NEWT", -1, MessageIn(b"x"), default_topic="TBW102", default_topic_queue_nums=4
+    )
     config = broker.topic_config("NEWT")
     assert (config["writeQueueNums"], config["perm"]) == (4, 6)
     assert 0 <= result.queue_id < 4

@@ -54,7 +54,9 @@ class BrokerLog:
         """The number of lines containing `text`, once it is at least `at_least`."""
         with self._changed:
             if not self._changed.wait_for(lambda: self.count(text) >= at_least, timeout=BOUND):
-                raise AssertionError(f"{at_least} log lines with {text!r} not seen; log: {self.lines}")
+                raise AssertionError(
+                    f"{at_least} log lines with {text!r} not seen; log: {self.lines}"
+                )
             return self.count(text)
 
 
@@ -108,14 +110,21 @@ def assert_served(broker: ServedBroker) -> None:
         assert ask(sock).code == ResponseCode.SUCCESS
 
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/status")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads /proc/PID/status"
+)
 
 
-def test_partial_frames_over_the_cap_close_the_connections_that_grow_them_and_memory_returns(tmp_path):
+def test_partial_frames_over_the_cap_close_the_connections_that_grow_them_and_memory_returns(
+    tmp_path,
+):
     # 20 peers each send 15 MiB of a 16 MiB frame and stall; the listener holds at most
     # 192 MiB of partial frames, so at most 12 can be held and at least 8 must be closed.
     cap = 192 * MIB
-    with broker_with(tmp_path, partial_frame_bytes_max=cap, frame_read_timeout_ms=600_000) as (broker, log):
+    with broker_with(tmp_path, partial_frame_bytes_max=cap, frame_read_timeout_ms=600_000) as (
+        broker,
+        log,
+    ):
         start = rss(broker)
         payload = memoryview(frame_start(16 * MIB) + b"x" * (15 * MIB - 10))
         socks = [connect(broker) for _ in range(20)]
@@ -134,8 +143,11 @@ def test_partial_frames_over_the_cap_close_the_connections_that_grow_them_and_me
 
         for sock in socks:  # the held ones go too; the broker drops their partial frames
             sock.close()
-        poll_until_sync(lambda: rss(broker) <= start + 64 * MIB, BOUND,
-                        f"RSS back within 64 MiB of its start ({start // MIB} MiB)")
+        poll_until_sync(
+            lambda: rss(broker) <= start + 64 * MIB,
+            BOUND,
+            f"RSS back within 64 MiB of its start ({start // MIB} MiB)",
+        )
         assert log.count(STALLED) == 0
         assert_served(broker)
 
@@ -143,7 +155,9 @@ def test_partial_frames_over_the_cap_close_the_connections_that_grow_them_and_me
 def test_frames_that_stall_are_closed_after_the_read_timeout_and_memory_returns(tmp_path):
     with broker_with(tmp_path, frame_read_timeout_ms=500) as (broker, log):
         start = rss(broker)
-        idle = connect(broker)  # between frames: the idle timeout (120 s) applies, not the read timeout
+        idle = connect(
+            broker
+        )  # between frames: the idle timeout (120 s) applies, not the read timeout
         assert ask(idle).code == ResponseCode.SUCCESS
         payload = frame_start(16 * MIB) + b"x" * (15 * MIB - 10)
         stalled = [connect(broker) for _ in range(8)]
@@ -154,8 +168,11 @@ def test_frames_that_stall_are_closed_after_the_read_timeout_and_memory_returns(
             assert closed_by_broker(sock)
             sock.close()
         assert log.wait_for(STALLED, at_least=8) == 8
-        poll_until_sync(lambda: rss(broker) <= start + 64 * MIB, BOUND,
-                        f"RSS back within 64 MiB of its start ({start // MIB} MiB)")
+        poll_until_sync(
+            lambda: rss(broker) <= start + 64 * MIB,
+            BOUND,
+            f"RSS back within 64 MiB of its start ({start // MIB} MiB)",
+        )
         assert ask(idle).code == ResponseCode.SUCCESS
         idle.close()
         assert_served(broker)
@@ -189,7 +206,9 @@ def test_connections_over_the_limit_are_closed_at_once_and_the_others_still_serv
         for sock in first:
             assert ask(sock).code == ResponseCode.SUCCESS
         first.pop().close()  # a place frees up
-        poll_until_sync(lambda: _served_once(broker), BOUND, "a new connection served after one closed")
+        poll_until_sync(
+            lambda: _served_once(broker), BOUND, "a new connection served after one closed"
+        )
         for sock in first:
             sock.close()
 

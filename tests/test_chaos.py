@@ -55,46 +55,87 @@ SETTLE_TIMEOUT = 60.0
 
 
 def write_conf(path: Path, flush: str) -> Path:
-    path.write_text(f"flushDiskType={flush}\n"
-                    "messageDelayLevel=1s 2s 3s\n"  # send-backs come back as retries during the round
-                    "reset_mode=server_side\n"  # INVOKE_BROKER_TO_RESET_OFFSET moves offsets without a consumer
-                    "reset_scope=read_queues\n")
+    path.write_text(
+        f"flushDiskType={flush}\n"
+        "messageDelayLevel=1s 2s 3s\n"  # send-backs come back as retries during the round
+        "reset_mode=server_side\n"  # INVOKE_BROKER_TO_RESET_OFFSET moves offsets without a consumer
+        "reset_scope=read_queues\n"
+    )
     return path
 
 
 async def cli(*args: str) -> str:
-    done = await trio.run_process([sys.executable, "-m", "es_broker.cli", *args], capture_stdout=True,
-                                  capture_stderr=True, env=_env(), cwd=ROOT, check=False)
-    assert done.returncode == 0, f"es-broker {' '.join(args)} exited {done.returncode}: {done.stderr.decode()}"
+    done = await trio.run_process(
+        [sys.executable, "-m", "es_broker.cli", *args],
+        capture_stdout=True,
+        capture_stderr=True,
+        env=_env(),
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, (
+        f"es-broker {' '.join(args)} exited {done.returncode}: {done.stderr.decode()}"
+    )
     return done.stdout.decode()
 
 
 def serve_args(data_dir: Path, conf: Path) -> list[str]:
-    return ["--data-dir", str(data_dir), "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0",
-            "--config", str(conf), "--readmodel-url", "none"]
+    return [
+        "--data-dir",
+        str(data_dir),
+        "--listen",
+        "127.0.0.1:0",
+        "--namesrv-listen",
+        "127.0.0.1:0",
+        "--config",
+        str(conf),
+        "--readmodel-url",
+        "none",
+    ]
 
 
 async def create_topic(addr: str) -> None:
     session = await WireSession.open(addr)
     try:
-        r = await session.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
-            "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False})
+        r = await session.call(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": TOPIC,
+                "defaultTopic": "TBW102",
+                "readQueueNums": QUEUES,
+                "writeQueueNums": QUEUES,
+                "perm": 6,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": False,
+            },
+        )
         assert r.code == ResponseCode.SUCCESS, r.remark
     finally:
         await session.aclose()
 
 
-async def load_and_kill(addr: str, proc, ledger: Ledger, seed: str, positions: dict[str, dict[int, int]],
-                        kill_after: int) -> None:
+async def load_and_kill(
+    addr: str,
+    proc,
+    ledger: Ledger,
+    seed: str,
+    positions: dict[str, dict[int, int]],
+    kill_after: int,
+) -> None:
     """Run every worker until `kill_after` more acknowledgements, then SIGKILL the broker mid-load."""
     reached = ledger.arm(kill_after)
     async with trio.open_nursery() as nursery:
         for i in range(PRODUCERS):
-            nursery.start_soon(run_worker, addr, Producer(f"p{i}", random.Random(f"{seed}:p{i}"), ledger))
+            nursery.start_soon(
+                run_worker, addr, Producer(f"p{i}", random.Random(f"{seed}:p{i}"), ledger)
+            )
         for group in GROUPS:
-            nursery.start_soon(run_worker, addr,
-                               Consumer(group, random.Random(f"{seed}:{group}"), ledger, positions[group]))
+            nursery.start_soon(
+                run_worker,
+                addr,
+                Consumer(group, random.Random(f"{seed}:{group}"), ledger, positions[group]),
+            )
         with trio.fail_after(ROUND_TIMEOUT):
             await reached.wait()
         proc.kill9()  # the workers' requests in flight stay unanswered; each worker ends on its closed connection
@@ -105,11 +146,25 @@ async def whole_queue(session: WireSession, q: int) -> dict[int, wire.StoredMess
     r = await session.call(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": q})
     top, offset, out = r.require_long("offset"), 0, {}
     while offset < top:
-        r = await session.call(RequestCode.PULL_MESSAGE, {
-            "consumerGroup": CHECK_GROUP, "topic": TOPIC, "queueId": q, "queueOffset": offset, "maxMsgNums": 32,
-            "sysFlag": 0x4, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*",
-            "subVersion": 0, "expressionType": "TAG"})
-        assert r.code == ResponseCode.SUCCESS, f"q{q} pull at {offset} of {top}: {r.code} {r.remark}"
+        r = await session.call(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": CHECK_GROUP,
+                "topic": TOPIC,
+                "queueId": q,
+                "queueOffset": offset,
+                "maxMsgNums": 32,
+                "sysFlag": 0x4,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": "*",
+                "subVersion": 0,
+                "expressionType": "TAG",
+            },
+        )
+        assert r.code == ResponseCode.SUCCESS, (
+            f"q{q} pull at {offset} of {top}: {r.code} {r.remark}"
+        )
         for m in wire.decode_all(r.body):
             out[m.queue_offset] = m
         offset = r.require_long("nextBeginOffset")
@@ -123,8 +178,10 @@ async def trace_events(session: WireSession, msg_id: str) -> list[dict]:
 
 def retries(events: list[dict]) -> tuple[int, int]:
     """(retries parked in the delay schedule, retries delivered from it to %RETRY%G)."""
-    return (sum(1 for e in events if e["event"] == "sent_back"),
-            sum(1 for e in events if e["event"] == "delay_delivered"))
+    return (
+        sum(1 for e in events if e["event"] == "sent_back"),
+        sum(1 for e in events if e["event"] == "delay_delivered"),
+    )
 
 
 async def all_retries_delivered(session: WireSession, msg_ids: set[str]) -> None:
@@ -142,8 +199,9 @@ async def all_retries_delivered(session: WireSession, msg_ids: set[str]) -> None
     await poll_until(delivered, SETTLE_TIMEOUT, f"retries of {len(msg_ids)} messages delivered")
 
 
-async def check_restarted(addr: str, ledger: Ledger, new_sends: list, new_send_backs: Counter,
-                          settle: set[str]) -> tuple[int, dict]:
+async def check_restarted(
+    addr: str, ledger: Ledger, new_sends: list, new_send_backs: Counter, settle: set[str]
+) -> tuple[int, dict]:
     """On the restarted broker: lost acknowledged messages, wrong ones recorded in the ledger; live offsets.
 
     `settle`: messages sent back long enough ago that every parked retry must have been delivered, once.
@@ -156,10 +214,16 @@ async def check_restarted(addr: str, ledger: Ledger, new_sends: list, new_send_b
             m = stored[q].get(offset)
             if m is None:
                 lost += 1
-                ledger.mismatches.append(f"acknowledged message {sent.msg_id} at q{q}/{offset} is gone")
+                ledger.mismatches.append(
+                    f"acknowledged message {sent.msg_id} at q{q}/{offset} is gone"
+                )
             elif m.body != sent.body or m.msg_id != sent.msg_id:
-                ledger.mismatches.append(f"q{q}/{offset} holds {m.msg_id}, acknowledged {sent.msg_id}")
-        for sent in random.Random(len(ledger.sends)).sample(new_sends, min(VIEW_SAMPLE, len(new_sends))):
+                ledger.mismatches.append(
+                    f"q{q}/{offset} holds {m.msg_id}, acknowledged {sent.msg_id}"
+                )
+        for sent in random.Random(len(ledger.sends)).sample(
+            new_sends, min(VIEW_SAMPLE, len(new_sends))
+        ):
             _, phy = wire.parse_offset_msg_id(sent.msg_id)
             r = await session.call(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy})
             if r.code != ResponseCode.SUCCESS or wire.decode_one(r.body)[0].body != sent.body:
@@ -172,33 +236,47 @@ async def check_restarted(addr: str, ledger: Ledger, new_sends: list, new_send_b
             parked, delivered = retries(traces[msg_id])
             ledger.delay_delivered += delivered
             if delivered > parked:
-                ledger.mismatches.append(f"{msg_id}: {parked} retries parked, {delivered} delivered")
+                ledger.mismatches.append(
+                    f"{msg_id}: {parked} retries parked, {delivered} delivered"
+                )
         for (group, msg_id), count in new_send_backs.items():
-            found = sum(1 for e in traces[msg_id] if e["event"] in ("sent_back", "dead_lettered")
-                        and e["group"] == group)
+            found = sum(
+                1
+                for e in traces[msg_id]
+                if e["event"] in ("sent_back", "dead_lettered") and e["group"] == group
+            )
             if found < count:
                 lost += 1
-                ledger.mismatches.append(f"{group} sent {msg_id} back {count} times, the trace shows {found}")
+                ledger.mismatches.append(
+                    f"{group} sent {msg_id} back {count} times, the trace shows {found}"
+                )
         await all_retries_delivered(session, settle)
         live = {}
         for group in GROUPS:
             for q in range(QUEUES):
-                r = await session.call(RequestCode.QUERY_CONSUMER_OFFSET,
-                                       {"consumerGroup": group, "topic": TOPIC, "queueId": q})
+                r = await session.call(
+                    RequestCode.QUERY_CONSUMER_OFFSET,
+                    {"consumerGroup": group, "topic": TOPIC, "queueId": q},
+                )
                 live[(group, q)] = (r.code, r.get_long("offset", -1))
     finally:
         await session.aclose()
     return lost, live
 
 
-async def check_offsets(data_dir: Path, ledger: Ledger, live: dict) -> tuple[int, dict[str, dict[int, int]]]:
+async def check_offsets(
+    data_dir: Path, ledger: Ledger, live: dict
+) -> tuple[int, dict[str, dict[int, int]]]:
     """Against `es-broker history`: acknowledged changes lost, and each group's offsets for the next round."""
     lost = 0
     positions: dict[str, dict[int, int]] = {}
     history: Counter = Counter()
     for group in GROUPS:
-        doc = json.loads(await cli("history", "--group", group, "--topic", TOPIC, "--json",
-                                   "--data-dir", str(data_dir)))
+        doc = json.loads(
+            await cli(
+                "history", "--group", group, "--topic", TOPIC, "--json", "--data-dir", str(data_dir)
+            )
+        )
         last: dict[int, int] = {}
         for e in doc["entries"]:
             if e["kind"] in ("offset_change", "offset_removed"):
@@ -209,16 +287,22 @@ async def check_offsets(data_dir: Path, ledger: Ledger, live: dict) -> tuple[int
             allowed = ledger.possible.get((group, q), {-1})
             if ANY not in allowed and now not in allowed:
                 lost += 1
-                ledger.mismatches.append(f"{group} q{q} ends at {now}, acknowledged: one of {sorted(allowed)}")
+                ledger.mismatches.append(
+                    f"{group} q{q} ends at {now}, acknowledged: one of {sorted(allowed)}"
+                )
             code, answered = live[(group, q)]
             if now >= 0 and (code != ResponseCode.SUCCESS or answered != now):
-                ledger.mismatches.append(f"{group} q{q}: history says {now}, QUERY_CONSUMER_OFFSET {code} {answered}")
+                ledger.mismatches.append(
+                    f"{group} q{q}: history says {now}, QUERY_CONSUMER_OFFSET {code} {answered}"
+                )
             ledger.possible[(group, q)] = {now}
         positions[group] = {q: max(v, 0) for q, v in last.items()}
     for key, count in ledger.changes.items():
         if history[key] < count:
             lost += count - history[key]
-            ledger.mismatches.append(f"acknowledged offset change {key} x{count}, history has {history[key]}")
+            ledger.mismatches.append(
+                f"acknowledged offset change {key} x{count}, history has {history[key]}"
+            )
     return lost, positions
 
 
@@ -236,7 +320,11 @@ async def test_sigkill_under_mixed_load_loses_nothing_acknowledged_in_either_flu
         flush = FLUSH_MODES[n % 2]
         conf = write_conf(tmp_path / f"{flush}.conf", flush)
         kill_after = rng.randrange(*(KILL_EARLY if rng.random() < EARLY_SHARE else KILL_AFTER))
-        sends_before, backs_before, cut_before = set(ledger.sends), Counter(ledger.send_backs), ledger.cut
+        sends_before, backs_before, cut_before = (
+            set(ledger.sends),
+            Counter(ledger.send_backs),
+            ledger.cut,
+        )
 
         proc = await start(f"round{n}-load", tmp_path, serve_args(data_dir, conf), _BROKER)
         try:
@@ -254,7 +342,9 @@ async def test_sigkill_under_mixed_load_loses_nothing_acknowledged_in_either_flu
             sent_back = {msg_id for _, msg_id in new_backs}
             # the retries parked in the previous round are due (levels 1s..3s); in the last round this one's too
             settle = previous_sent_back | (sent_back if n == ROUNDS - 1 else set())
-            round_lost, live = await check_restarted(proc.addr, ledger, new_sends, new_backs, settle)
+            round_lost, live = await check_restarted(
+                proc.addr, ledger, new_sends, new_backs, settle
+            )
             previous_sent_back = sent_back
         finally:
             proc.stop()
@@ -262,15 +352,19 @@ async def test_sigkill_under_mixed_load_loses_nothing_acknowledged_in_either_flu
         await cli("verify", "--data-dir", str(data_dir))  # exits 1 on the first differing key
         offsets_lost, positions = await check_offsets(data_dir, ledger, live)
         lost += round_lost + offsets_lost
-        print(f"round {n + 1} {flush}: killed after {kill_after} acknowledgements, {ledger.cut - cut_before} "
-              "requests in flight; "
-              f"so far {len(ledger.sends)} messages, {ledger.commits} commits, {ledger.resets} resets, "
-              f"{sum(ledger.send_backs.values())} send-backs, lost {lost}")
+        print(
+            f"round {n + 1} {flush}: killed after {kill_after} acknowledgements, {ledger.cut - cut_before} "
+            "requests in flight; "
+            f"so far {len(ledger.sends)} messages, {ledger.commits} commits, {ledger.resets} resets, "
+            f"{sum(ledger.send_backs.values())} send-backs, lost {lost}"
+        )
 
-    print(f"chaos summary: seed {seed}, rounds {ROUNDS}, acknowledged sends {len(ledger.sends)}, "
-          f"acknowledged commits {ledger.commits}, resets {ledger.resets}, "
-          f"send-backs {sum(ledger.send_backs.values())} ({ledger.delay_delivered} retries seen delivered), "
-          f"pulled {ledger.pulled}, lost {lost}, "
-          f"{time.monotonic() - began:.0f} s")
+    print(
+        f"chaos summary: seed {seed}, rounds {ROUNDS}, acknowledged sends {len(ledger.sends)}, "
+        f"acknowledged commits {ledger.commits}, resets {ledger.resets}, "
+        f"send-backs {sum(ledger.send_backs.values())} ({ledger.delay_delivered} retries seen delivered), "
+        f"pulled {ledger.pulled}, lost {lost}, "
+        f"{time.monotonic() - began:.0f} s"
+    )
     assert not ledger.mismatches, "\n".join(ledger.mismatches[:40])
     assert lost == 0

@@ -15,14 +15,28 @@ from tests.test_replay_property import run_history
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "es_broker.cli", *args], capture_output=True, text=True,
-                          env=_env(), cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "es_broker.cli", *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def history(path) -> None:
-    trio.run(run_history, str(path), [("topic", "T1", 2, 6), ("send", "T1", 0, b"x", "A"),
-                                      ("batch", "T1", 1, 3), ("commit", "G1", "T1", 0, 1),
-                                      ("pull", "G1", "T1", 1, 0, True)])
+    trio.run(
+        run_history,
+        str(path),
+        [
+            ("topic", "T1", 2, 6),
+            ("send", "T1", 0, b"x", "A"),
+            ("batch", "T1", 1, 3),
+            ("commit", "G1", "T1", 0, 1),
+            ("pull", "G1", "T1", 1, 0, True),
+        ],
+    )
 
 
 def test_verify_passes_on_a_live_directory(tmp_path):
@@ -36,7 +50,12 @@ def test_replay_into_a_new_directory_then_verify_against_it(tmp_path):
     history(tmp_path / "d")
     done = cli("replay", "--data-dir", str(tmp_path / "d"), "--into", str(tmp_path / "r"))
     assert done.returncode == 0 and "replayed" in done.stdout
-    assert cli("verify", "--data-dir", str(tmp_path / "d"), "--against", str(tmp_path / "r")).returncode == 0
+    assert (
+        cli(
+            "verify", "--data-dir", str(tmp_path / "d"), "--against", str(tmp_path / "r")
+        ).returncode
+        == 0
+    )
 
 
 def test_verify_prints_the_first_differing_key_and_exits_1(tmp_path):

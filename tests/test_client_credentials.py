@@ -41,8 +41,12 @@ from tests.server_fixtures import Running
 ROOT = Path(__file__).resolve().parents[1]
 CREDS = Credentials("client-ak", "client-secret")
 TIMEOUT = 30.0
-FAST = PushConsumerConfig(rebalance_interval=0.5, persist_consumer_offset_interval=0.1,
-                          persist_consumer_offset_delay=0.1, pull_time_delay_when_exception=0.05)
+FAST = PushConsumerConfig(
+    rebalance_interval=0.5,
+    persist_consumer_offset_interval=0.1,
+    persist_consumer_offset_delay=0.1,
+    pull_time_delay_when_exception=0.05,
+)
 # What the broker itself sends the name server: not a client's request.
 BROKER_TO_NAMESRV = {RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER}
 CREDENTIAL_ENV = ("ES_BROKER_ACCESS_KEY", "ES_BROKER_SECRET_KEY", "ROCKETMQ_HOME")
@@ -93,8 +97,12 @@ async def recorded(tmp_path, nursery) -> Recorded:
     recorder.tap(namesrv_role.remoting)
     namesrv_port = await nursery.start(namesrv_role.run, "127.0.0.1", 0)
     namesrv = f"127.0.0.1:{namesrv_port}"
-    config = BrokerConfig(storePathRootDir=str(tmp_path / "broker"), listenPort=0,
-                          total_physical_memory_bytes=1024**3, messageDelayLevel=" ".join(["1s"] * 18))
+    config = BrokerConfig(
+        storePathRootDir=str(tmp_path / "broker"),
+        listenPort=0,
+        total_physical_memory_bytes=1024**3,
+        messageDelayLevel=" ".join(["1s"] * 18),
+    )
     server = BrokerServer(config, [namesrv])
     recorder.tap(server.remoting)
     await nursery.start(server.run, "127.0.0.1")
@@ -112,29 +120,40 @@ async def topic_ready(env: Recorded, topic: str) -> str:
 def assert_all_signed_by(seen: list[RemotingCommand], credentials: Credentials) -> None:
     assert seen, "no request was received"
     for command in seen:
-        assert command.ext_fields.get(ACCESS_KEY) == credentials.access_key, f"code {command.code} unsigned"
-        assert verify(command.ext_fields, command.body, credentials.secret_key), \
+        assert command.ext_fields.get(ACCESS_KEY) == credentials.access_key, (
+            f"code {command.code} unsigned"
+        )
+        assert verify(command.ext_fields, command.body, credentials.secret_key), (
             f"code {command.code}: the signature does not verify"
+        )
 
 
 def assert_none_signed(seen: list[RemotingCommand]) -> None:
     assert seen, "no request was received"
     for command in seen:
-        assert ACCESS_KEY not in command.ext_fields and SIGNATURE not in command.ext_fields, command.code
+        assert ACCESS_KEY not in command.ext_fields and SIGNATURE not in command.ext_fields, (
+            command.code
+        )
 
 
 # ---------------------------------------------------------------------- the Python client
 
 
-async def test_a_producer_with_credentials_signs_route_heartbeat_send_and_unregister(recorded, nursery):
+async def test_a_producer_with_credentials_signs_route_heartbeat_send_and_unregister(
+    recorded, nursery
+):
     topic = await topic_ready(recorded, "SignedSend")
     producer = Producer(recorded.namesrv_addr, "PG", client_ip="127.0.0.1", credentials=CREDS)
     await producer.start(nursery)
     await producer.send(topic, b"hello")
     await recorded.recorder.wait_for(RequestCode.HEART_BEAT)
     await producer.shutdown()
-    assert {RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.HEART_BEAT, RequestCode.SEND_MESSAGE_V2,
-            RequestCode.UNREGISTER_CLIENT} <= recorded.recorder.codes()
+    assert {
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        RequestCode.HEART_BEAT,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.UNREGISTER_CLIENT,
+    } <= recorded.recorder.codes()
     assert_all_signed_by(recorded.recorder.seen, CREDS)
 
 
@@ -160,19 +179,36 @@ async def test_a_push_consumers_whole_life_is_signed(recorded, nursery):
 
     async def fail_first_time(msgs: list[ReceivedMessage]) -> ConsumeResult:
         delivered.set()
-        return ConsumeResult.RECONSUME_LATER if msgs[0].reconsume_times == 0 else ConsumeResult.SUCCESS
+        return (
+            ConsumeResult.RECONSUME_LATER if msgs[0].reconsume_times == 0 else ConsumeResult.SUCCESS
+        )
 
-    consumer = PushConsumer(recorded.namesrv_addr, "CG", fail_first_time, subscriptions={topic: "*"},
-                            client_ip="127.0.0.1", config=FAST,
-                            client_config=ClientConfig(credentials=CREDS))
+    consumer = PushConsumer(
+        recorded.namesrv_addr,
+        "CG",
+        fail_first_time,
+        subscriptions={topic: "*"},
+        client_ip="127.0.0.1",
+        config=FAST,
+        client_config=ClientConfig(credentials=CREDS),
+    )
     await consumer.start(nursery)
     with trio.fail_after(TIMEOUT):
         await delivered.wait()
-    await recorded.recorder.wait_for(RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.UPDATE_CONSUMER_OFFSET)
+    await recorded.recorder.wait_for(
+        RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.UPDATE_CONSUMER_OFFSET
+    )
     await consumer.shutdown()
-    assert {RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.HEART_BEAT, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-            RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.PULL_MESSAGE, RequestCode.CONSUMER_SEND_MSG_BACK,
-            RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.UNREGISTER_CLIENT} <= recorded.recorder.codes()
+    assert {
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        RequestCode.HEART_BEAT,
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        RequestCode.PULL_MESSAGE,
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        RequestCode.UNREGISTER_CLIENT,
+    } <= recorded.recorder.codes()
     assert_all_signed_by(recorded.recorder.seen, CREDS)
 
 
@@ -181,8 +217,11 @@ async def test_the_admin_api_opened_with_credentials_signs_its_requests(recorded
     async with Admin.open(recorded.namesrv_addr, credentials=CREDS) as admin:
         assert "AdminTopic" in await admin.topic_list()
         await admin.topic_status("AdminTopic")
-    assert {RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.GET_ROUTEINFO_BY_TOPIC,
-            RequestCode.GET_TOPIC_STATS_INFO} <= recorded.recorder.codes()
+    assert {
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        RequestCode.GET_TOPIC_STATS_INFO,
+    } <= recorded.recorder.codes()
     assert_all_signed_by(recorded.recorder.seen, CREDS)
 
 
@@ -203,12 +242,20 @@ def test_credentials_given_to_a_member_become_its_instances():
 
 def test_two_different_accounts_for_one_client_are_refused():
     with pytest.raises(ValueError, match="credentials given twice"):
-        Producer("127.0.0.1:1", client_config=ClientConfig(credentials=CREDS),
-                 credentials=Credentials("other", "x"))
+        Producer(
+            "127.0.0.1:1",
+            client_config=ClientConfig(credentials=CREDS),
+            credentials=Credentials("other", "x"),
+        )
     shared = ClientInstance("127.0.0.1:1", credentials=CREDS)
     with pytest.raises(ValueError, match="belong to the client instance"):
-        PushConsumer("127.0.0.1:1", "CG", lambda msgs: ConsumeResult.SUCCESS, instance=shared,
-                     credentials=Credentials("other", "x"))
+        PushConsumer(
+            "127.0.0.1:1",
+            "CG",
+            lambda msgs: ConsumeResult.SUCCESS,
+            instance=shared,
+            credentials=Credentials("other", "x"),
+        )
 
 
 # ---------------------------------------------------------------------- es-broker admin
@@ -219,12 +266,18 @@ def admin_env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(ROOT), **extra}
 
 
-async def run_admin(namesrv: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+async def run_admin(
+    namesrv: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """`es-broker admin -n NAMESRV ARGS...` as a process, while the broker serves in this test's loop."""
     with trio.fail_after(60):
-        return await trio.run_process([sys.executable, "-m", "es_broker.cli", "admin", "-n", namesrv, *args],
-                                      capture_stdout=True, capture_stderr=True, check=False,
-                                      env=env or admin_env())
+        return await trio.run_process(
+            [sys.executable, "-m", "es_broker.cli", "admin", "-n", namesrv, *args],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env=env or admin_env(),
+        )
 
 
 def tools_yml(path: Path, text: str) -> Path:
@@ -250,9 +303,15 @@ async def test_admin_verbs_with_key_flags_sign_every_request(recorded):
         done = await run_admin(ns, *args)
         assert done.returncode == 0, (args, done.stderr)
         assert CREDS.secret_key.encode() not in done.stdout + done.stderr
-    assert {RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.UPDATE_AND_CREATE_TOPIC,
-            RequestCode.GET_TOPIC_STATS_INFO, RequestCode.SEND_MESSAGE_V2, RequestCode.GET_CONSUME_STATS,
-            RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_BROKER_CLUSTER_INFO} <= recorded.recorder.codes()
+    assert {
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.GET_TOPIC_STATS_INFO,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.GET_CONSUME_STATS,
+        RequestCode.GET_BROKER_RUNTIME_INFO,
+        RequestCode.GET_BROKER_CLUSTER_INFO,
+    } <= recorded.recorder.codes()
     assert_all_signed_by(recorded.recorder.seen, CREDS)
 
 
@@ -286,15 +345,21 @@ async def test_admin_flags_beat_the_environment_which_beats_tools_yml(recorded, 
 
 async def test_admin_reads_mqadmins_tools_yml_under_rocketmq_home(recorded, tmp_path):
     # RocketMQ's distribution/conf/tools.yml has a secret that YAML reads as a number
-    tools_yml(tmp_path / "home" / "conf" / "tools.yml", "accessKey: rocketmq2\nsecretKey: 12345678\n")
+    tools_yml(
+        tmp_path / "home" / "conf" / "tools.yml", "accessKey: rocketmq2\nsecretKey: 12345678\n"
+    )
     recorded.recorder.seen.clear()
-    done = await run_admin(recorded.namesrv_addr, "topicList", env=admin_env(ROCKETMQ_HOME=str(tmp_path / "home")))
+    done = await run_admin(
+        recorded.namesrv_addr, "topicList", env=admin_env(ROCKETMQ_HOME=str(tmp_path / "home"))
+    )
     assert done.returncode == 0, done.stderr
     assert_all_signed_by(recorded.recorder.seen, Credentials("rocketmq2", "12345678"))
 
 
 async def test_admin_with_half_an_account_sends_nothing_and_says_what_is_missing(recorded):
-    done = await run_admin(recorded.namesrv_addr, "topicList", env=admin_env(ES_BROKER_SECRET_KEY="lonely-secret"))
+    done = await run_admin(
+        recorded.namesrv_addr, "topicList", env=admin_env(ES_BROKER_SECRET_KEY="lonely-secret")
+    )
     assert done.returncode == 2
     assert b"ES_BROKER_SECRET_KEY given without ES_BROKER_ACCESS_KEY" in done.stderr
     assert b"lonely-secret" not in done.stderr
@@ -321,13 +386,24 @@ def test_key_flags_are_taken_before_and_after_the_verb():
         assert admin_credentials(args, {}) == Credentials("a", "s")
 
 
-@pytest.mark.parametrize(("argv", "environ", "message"), [
-    (("--access-key", "a", "topicList"), {}, "--access-key given without --secret-key"),
-    (("topicList", "--secret-key", "s"), {}, "--secret-key given without --access-key"),
-    # one source gives the whole account: a flag does not pair with the environment's half
-    (("--access-key", "a", "topicList"), {"ES_BROKER_SECRET_KEY": "s"}, "--access-key given without --secret-key"),
-    (("topicList",), {"ES_BROKER_ACCESS_KEY": "a"}, "ES_BROKER_ACCESS_KEY given without ES_BROKER_SECRET_KEY"),
-])
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        (("--access-key", "a", "topicList"), {}, "--access-key given without --secret-key"),
+        (("topicList", "--secret-key", "s"), {}, "--secret-key given without --access-key"),
+        # one source gives the whole account: a flag does not pair with the environment's half
+        (
+            ("--access-key", "a", "topicList"),
+            {"ES_BROKER_SECRET_KEY": "s"},
+            "--access-key given without --secret-key",
+        ),
+        (
+            ("topicList",),
+            {"ES_BROKER_ACCESS_KEY": "a"},
+            "ES_BROKER_ACCESS_KEY given without ES_BROKER_SECRET_KEY",
+        ),
+    ],
+)
 def test_half_an_account_is_an_error_naming_the_missing_half(argv, environ, message):
     with pytest.raises(CredentialsError, match=message):
         admin_credentials(args_of(*argv), environ)

@@ -31,12 +31,18 @@ def producer(running, **kw) -> Producer:
 async def test_send_result_names_the_stored_message_by_uniq_key_and_offset_id(running):
     await topic_ready(running, "T", 4)
     async with producer(running) as p:
-        result = await p.send("T", b"hello", tags="TagA", keys=["k1", "k2"], properties={"color": "red"})
+        result = await p.send(
+            "T", b"hello", tags="TagA", keys=["k1", "k2"], properties={"color": "red"}
+        )
     assert result.status == SendStatus.SEND_OK
     # UNIQ_KEY: client IP 127.0.0.1, pid, a process constant, time in month, counter (spec 8.6)
     assert re.fullmatch(r"7F000001[0-9A-F]{24}", result.msg_id)
     stored = await Admin(running.client, running.namesrv_addr).view_message(result.offset_msg_id)
-    assert (stored.topic, stored.queue_id, stored.queue_offset) == ("T", result.queue.queue_id, result.queue_offset)
+    assert (stored.topic, stored.queue_id, stored.queue_offset) == (
+        "T",
+        result.queue.queue_id,
+        result.queue_offset,
+    )
     assert (stored.body, stored.tags, stored.keys) == (b"hello", "TagA", ["k1", "k2"])
     assert stored.properties["UNIQ_KEY"] == result.msg_id
     assert stored.properties["color"] == "red"
@@ -68,7 +74,9 @@ async def test_a_queue_selector_picks_the_queue(running):
 async def test_a_refused_send_is_retried_on_the_next_queue(running):
     await topic_ready(running, "T", 8)
     async with producer(running) as p:
-        await p.send("T", b"warm up", queue_selector=lambda queues: queues[0])  # now it holds the 8-queue route
+        await p.send(
+            "T", b"warm up", queue_selector=lambda queues: queues[0]
+        )  # now it holds the 8-queue route
         await running.create_topic("T", 7)  # queue 7 is gone: a send to it is SYSTEM_ERROR (code 1)
         results = [await p.send("T", f"m{i}".encode()) for i in range(16)]
     # a send aimed at 7 is retried on the next queue, 0; round robin goes on from there
@@ -93,12 +101,19 @@ async def test_a_topic_unknown_to_the_name_server_is_created_through_tbw102(runn
         result = await p.send("NewTopic", b"first")
     assert result.status == SendStatus.SEND_OK
     config = running.server.broker.topic_config("NewTopic")
-    assert (config["writeQueueNums"], config["perm"]) == (4, 6)  # defaultTopicQueueNums 4 (spec 7.2.1 step 3)
+    assert (config["writeQueueNums"], config["perm"]) == (
+        4,
+        6,
+    )  # defaultTopicQueueNums 4 (spec 7.2.1 step 3)
 
 
 async def test_send_batch_stores_every_message_in_one_queue_with_its_own_uniq_key(running):
     await topic_ready(running, "T", 4)
-    batch = [Message(b"b0", tags="A"), Message(b"b1", keys="k"), Message(b"b2", properties={"p": "v"})]
+    batch = [
+        Message(b"b0", tags="A"),
+        Message(b"b1", keys="k"),
+        Message(b"b2", properties={"p": "v"}),
+    ]
     async with producer(running) as p:
         result = await p.send_batch("T", batch)
     uniq_keys = result.msg_id.split(",")
@@ -119,7 +134,9 @@ async def test_delay_level_is_sent_as_property_delay(running):
         result = await p.send("T", b"later", delay_level=2)
     stored = await Admin(running.client, running.namesrv_addr).view_message(result.offset_msg_id)
     assert stored.properties["DELAY"] == "2"
-    assert stored.properties.get("REAL_TOPIC", stored.topic) == "T"  # parked for later (B-96) or stored
+    assert (
+        stored.properties.get("REAL_TOPIC", stored.topic) == "T"
+    )  # parked for later (B-96) or stored
 
 
 async def test_a_large_body_is_compressed_and_flagged(running):
@@ -136,10 +153,14 @@ async def test_send_oneway_stores_without_an_answer(running):
     await topic_ready(running, "T", 2)
     async with producer(running) as p:
         await p.send_oneway("T", b"fire and forget")
-        await wait_until(lambda: sum(running.server.broker.max_offset("T", q) for q in range(2)) == 1)
+        await wait_until(
+            lambda: sum(running.server.broker.max_offset("T", q) for q in range(2)) == 1
+        )
 
 
-async def test_the_producer_group_is_announced_by_heartbeat_and_unregistered_at_shutdown(running, nursery):
+async def test_the_producer_group_is_announced_by_heartbeat_and_unregistered_at_shutdown(
+    running, nursery
+):
     await topic_ready(running, "T", 1)
     p = producer(running, instance_name="p1")
     await p.start(nursery)

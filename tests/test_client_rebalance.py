@@ -14,7 +14,9 @@ def held(c: PushConsumer, topic: str = "T") -> set[int]:
     return {mq.queue_id for mq in c.assigned_queues(topic)}
 
 
-async def settle(consumers: list[PushConsumer], expected: list[set[int]], timeout: float = TIMEOUT) -> None:
+async def settle(
+    consumers: list[PushConsumer], expected: list[set[int]], timeout: float = TIMEOUT
+) -> None:
     """Wait until every consumer holds exactly its expected queues of T."""
 
     async def first_change(event: trio.Event, scope: trio.CancelScope) -> None:
@@ -23,7 +25,9 @@ async def settle(consumers: list[PushConsumer], expected: list[set[int]], timeou
 
     with trio.fail_after(timeout):
         while True:
-            events = [c.allocation_event for c in consumers]  # taken before the check: no change is missed
+            events = [
+                c.allocation_event for c in consumers
+            ]  # taken before the check: no change is missed
             if [held(c) for c in consumers] == expected:
                 return
             async with trio.open_nursery() as nursery:
@@ -43,7 +47,10 @@ async def send_round(producer: Producer, prefix: str, n: int) -> list[tuple[byte
 
 async def test_b051_three_consumers_split_eight_queues_averagely(process_running, nursery):
     await topic_ready(process_running, "T", 8)
-    consumers = [consumer(process_running, "G", Collector(), {"T": "*"}, instance_name=f"c{i}") for i in (1, 2, 3)]
+    consumers = [
+        consumer(process_running, "G", Collector(), {"T": "*"}, instance_name=f"c{i}")
+        for i in (1, 2, 3)
+    ]
     for c in consumers:
         await c.start(nursery)
     # client ids 127.0.0.1@c1 < @c2 < @c3: 8 queues over 3 clients -> 3, 3, 2 (B-51)
@@ -54,11 +61,16 @@ async def test_b051_three_consumers_split_eight_queues_averagely(process_running
         await c.shutdown()
 
 
-async def test_b053_when_a_consumer_stops_its_queues_move_and_every_message_is_consumed(process_running, nursery):
+async def test_b053_when_a_consumer_stops_its_queues_move_and_every_message_is_consumed(
+    process_running, nursery
+):
     await topic_ready(process_running, "T", 8)
     signal = Signal()  # any delivery to any of the three wakes the waiter
     collectors = [Collector(signal=signal) for _ in range(3)]
-    consumers = [consumer(process_running, "G", h, {"T": "*"}, instance_name=f"c{i}") for i, h in enumerate(collectors, 1)]
+    consumers = [
+        consumer(process_running, "G", h, {"T": "*"}, instance_name=f"c{i}")
+        for i, h in enumerate(collectors, 1)
+    ]
     for c in consumers:
         await c.start(nursery)
     await settle(consumers, [{0, 1, 2}, {3, 4, 5}, {6, 7}])
@@ -97,10 +109,14 @@ async def test_b053_a_new_member_makes_the_others_rebalance_at_once(process_runn
     await topic_ready(process_running, "T", 4)
     # RocketMQ's 20 s rebalance period: only NOTIFY_CONSUMER_IDS_CHANGED can make it this quick
     default_period = PushConsumerConfig()
-    first = consumer(process_running, "G", Collector(), {"T": "*"}, instance_name="c1", config=default_period)
+    first = consumer(
+        process_running, "G", Collector(), {"T": "*"}, instance_name="c1", config=default_period
+    )
     await first.start(nursery)
     assert held(first) == {0, 1, 2, 3}  # start rebalances at once
-    second = consumer(process_running, "G", Collector(), {"T": "*"}, instance_name="c2", config=default_period)
+    second = consumer(
+        process_running, "G", Collector(), {"T": "*"}, instance_name="c2", config=default_period
+    )
     with trio.fail_after(5):  # far below the 20 s rebalance period
         await second.start(nursery)
         await settle([first, second], [{0, 1}, {2, 3}])

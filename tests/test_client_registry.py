@@ -10,7 +10,10 @@ class FakeChannel:
 
 
 def consumer(group: str, topic: str = "T", sub: str = "*") -> dict:
-    return {"groupName": group, "subscriptionDataSet": [{"topic": topic, "subString": sub, "subVersion": 1}]}
+    return {
+        "groupName": group,
+        "subscriptionDataSet": [{"topic": topic, "subString": sub, "subVersion": 1}],
+    }
 
 
 def test_b129_channel_silent_for_120_s_is_dropped_and_the_group_notified():

@@ -59,7 +59,9 @@ async def test_blocking_sends_are_stored_round_robin_under_their_uniq_keys(runni
     queues = [r.queue.queue_id for r in results]
     assert Counter(queues) == Counter({0: 2, 1: 2, 2: 2, 3: 2})
     assert all((b - a) % 4 == 1 for a, b in zip(queues, queues[1:], strict=False))
-    stored = await Admin(running.client, running.namesrv_addr).view_message(results[3].offset_msg_id)
+    stored = await Admin(running.client, running.namesrv_addr).view_message(
+        results[3].offset_msg_id
+    )
     assert (stored.body, stored.tags, stored.keys) == (b"m3", "TagA", ["k"])
     assert stored.properties["UNIQ_KEY"] == results[3].msg_id
     assert len({r.msg_id for r in results}) == 8
@@ -86,8 +88,12 @@ async def test_a_refused_blocking_send_is_retried_on_the_next_queue(running):
 
     def script():
         with sync_producer(running) as p:
-            p.send("T", b"warm up", queue_selector=lambda queues: queues[0])  # it holds the 8-queue route
-            trio.from_thread.run(running.create_topic, "T", 7)  # queue 7 is gone: SYSTEM_ERROR there
+            p.send(
+                "T", b"warm up", queue_selector=lambda queues: queues[0]
+            )  # it holds the 8-queue route
+            trio.from_thread.run(
+                running.create_topic, "T", 7
+            )  # queue 7 is gone: SYSTEM_ERROR there
             return [p.send("T", f"m{i}".encode()) for i in range(16)]
 
     results = await in_thread(script)
@@ -117,6 +123,7 @@ async def test_sends_from_several_threads_at_once_are_all_stored(running):
     def script():
         results = []
         with sync_producer(running) as p:
+
             def sender(n: int) -> None:
                 results.extend(p.send("T", f"{n}-{i}".encode()) for i in range(25))
 
@@ -141,7 +148,10 @@ async def test_blocking_sends_with_credentials_are_signed(recorded):  # noqa: F8
             p.send_batch(topic, [Message(b"b0"), Message(b"b1")])
 
     await in_thread(script)
-    assert {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE} <= recorded.recorder.codes()
+    assert {
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+    } <= recorded.recorder.codes()
     assert_all_signed_by(recorded.recorder.seen, CREDS)
 
 
@@ -175,8 +185,12 @@ def test_a_blocking_send_to_a_stopped_broker_fails_after_its_retries(tmp_path):
 
 def test_blocking_sends_over_tls(tmp_path, certs):  # noqa: F811
     client_config = ClientConfig(use_tls=True, tls_ca_file=str(certs.ca))
-    with serve(tmp_path / "data", "--readmodel-url", "none", conf=tls_conf(certs, "enforcing")) as served:
-        with SyncProducer(served.namesrv, "PG_TLS", client_ip="127.0.0.1", client_config=client_config) as p:
+    with serve(
+        tmp_path / "data", "--readmodel-url", "none", conf=tls_conf(certs, "enforcing")
+    ) as served:
+        with SyncProducer(
+            served.namesrv, "PG_TLS", client_ip="127.0.0.1", client_config=client_config
+        ) as p:
             results = [p.send("TlsTopic", f"tls-{i}".encode()) for i in range(5)]
         assert [r.status for r in results] == [SendStatus.SEND_OK] * 5
         assert len({(r.queue.queue_id, r.queue_offset) for r in results}) == 5

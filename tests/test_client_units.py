@@ -23,13 +23,16 @@ from es_broker.server.broker_processors import decode_batch
 # ---------------------------------------------------------------------- B-51, B-52
 
 
-@pytest.mark.parametrize(("n", "c", "expected"), [
-    (8, 3, [[0, 1, 2], [3, 4, 5], [6, 7]]),
-    (5, 3, [[0, 1], [2, 3], [4]]),
-    (2, 3, [[0], [1], []]),
-    (6, 3, [[0, 1], [2, 3], [4, 5]]),
-    (1, 1, [[0]]),
-])
+@pytest.mark.parametrize(
+    ("n", "c", "expected"),
+    [
+        (8, 3, [[0, 1, 2], [3, 4, 5], [6, 7]]),
+        (5, 3, [[0, 1], [2, 3], [4]]),
+        (2, 3, [[0], [1], []]),
+        (6, 3, [[0, 1], [2, 3], [4, 5]]),
+        (1, 1, [[0]]),
+    ],
+)
 def test_b051_allocate_averagely_table(n, c, expected):
     cids = [f"10.0.0.1@{i}" for i in range(c)]
     assert [allocate_averagely(cid, list(range(n)), cids) for cid in cids] == expected
@@ -38,7 +41,10 @@ def test_b051_allocate_averagely_table(n, c, expected):
 def test_b051_two_brokers_sorted_by_topic_broker_and_queue():
     mqs = sorted(MessageQueue("T", b, q) for b in ("b", "a") for q in range(4))
     cids = ["c0", "c1", "c2"]
-    names = [[f"{mq.broker_name}{mq.queue_id}" for mq in allocate_averagely(cid, mqs, cids)] for cid in cids]
+    names = [
+        [f"{mq.broker_name}{mq.queue_id}" for mq in allocate_averagely(cid, mqs, cids)]
+        for cid in cids
+    ]
     assert names == [["a0", "a1", "a2"], ["a3", "b0", "b1"], ["b2", "b3"]]
 
 
@@ -106,10 +112,15 @@ async def test_b043_local_store_round_trips_through_the_file_and_its_backup(tmp_
     store.update_offset(mqs[0], 9, increase_only=False)
     await store.persist_all(set(mqs))
     path = tmp_path / "10.0.0.1@x" / "G" / "offsets.json"
-    assert path.read_text().startswith('{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:9')
+    assert path.read_text().startswith(
+        '{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:9'
+    )
     fresh = LocalFileOffsetStore(tmp_path, "10.0.0.1@x", "G")
     assert await fresh.read_offset(mqs[0], ReadOffsetType.READ_FROM_STORE) == 9
-    assert await fresh.read_offset(MessageQueue("T", "broker-a", 5), ReadOffsetType.READ_FROM_STORE) == -1
+    assert (
+        await fresh.read_offset(MessageQueue("T", "broker-a", 5), ReadOffsetType.READ_FROM_STORE)
+        == -1
+    )
     path.write_text("not json")  # an unreadable file falls back to .bak (B-07)
     fresh = LocalFileOffsetStore(tmp_path, "10.0.0.1@x", "G")
     await fresh.load()
@@ -129,8 +140,11 @@ def test_uniq_id_layout():
 
 def test_subscription_as_java_builds_it():
     sub = build_subscription("T", " TagA || TagB ||TagA ")
-    assert (sub.sub_string, sub.tags_set, sub.code_set) == ("TagA || TagB ||TagA", ("TagA", "TagB"),
-                                                            (2598919, 2598920))
+    assert (sub.sub_string, sub.tags_set, sub.code_set) == (
+        "TagA || TagB ||TagA",
+        ("TagA", "TagB"),
+        (2598919, 2598920),
+    )
     star = build_subscription("T", None)
     assert (star.sub_string, star.tags_set, star.expression_type) == ("*", (), "TAG")
 
@@ -138,14 +152,20 @@ def test_subscription_as_java_builds_it():
 def test_b047_consume_timestamp_is_local_time():
     import time
 
-    assert parse_consume_timestamp("20240102030405") == int(time.mktime((2024, 1, 2, 3, 4, 5, 0, 0, -1)) * 1000)
+    assert parse_consume_timestamp("20240102030405") == int(
+        time.mktime((2024, 1, 2, 3, 4, 5, 0, 0, -1)) * 1000
+    )
 
 
 def route() -> TopicRouteData:
     return TopicRouteData(
         queue_datas=(QueueData("b", 2, 2, 6), QueueData("a", 3, 1, 4), QueueData("c", 1, 1, 6)),
-        broker_datas=(BrokerData("C", "a", {0: "h:1"}), BrokerData("C", "b", {0: "h:2"}),
-                      BrokerData("C", "c", {1: "h:3"})))
+        broker_datas=(
+            BrokerData("C", "a", {0: "h:1"}),
+            BrokerData("C", "b", {0: "h:2"}),
+            BrokerData("C", "c", {1: "h:3"}),
+        ),
+    )
 
 
 def test_b023_publish_takes_writable_queues_of_brokers_with_a_master():
@@ -154,13 +174,17 @@ def test_b023_publish_takes_writable_queues_of_brokers_with_a_master():
 
 def test_b023_subscribe_takes_readable_queues_of_every_broker():
     assert sorted(subscribe_queues("T", route())) == [
-        MessageQueue("T", "a", q) for q in range(3)] + [MessageQueue("T", "b", q) for q in range(2)] + [
-        MessageQueue("T", "c", 0)]
+        MessageQueue("T", "a", q) for q in range(3)
+    ] + [MessageQueue("T", "b", q) for q in range(2)] + [MessageQueue("T", "c", 0)]
 
 
 def test_default_route_is_cut_to_default_topic_queue_nums():
-    template = TopicRouteData(queue_datas=(QueueData("a", 8, 8, 7),), broker_datas=(BrokerData("C", "a", {0: "h"}),))
-    assert [(q.read_queue_nums, q.write_queue_nums) for q in from_default_route(template, 4).queue_datas] == [(4, 4)]
+    template = TopicRouteData(
+        queue_datas=(QueueData("a", 8, 8, 7),), broker_datas=(BrokerData("C", "a", {0: "h"}),)
+    )
+    assert [
+        (q.read_queue_nums, q.write_queue_nums) for q in from_default_route(template, 4).queue_datas
+    ] == [(4, 4)]
 
 
 def test_batch_body_layout_of_spec_7_2_2():
@@ -175,8 +199,13 @@ def test_batch_body_layout_of_spec_7_2_2():
 
 def _instance_with(addrs: dict[int, str]) -> ClientInstance:
     instance = ClientInstance("127.0.0.1:1")
-    instance._apply_route("T", TopicRouteData(queue_datas=(QueueData("a", 2, 2, 6),),
-                                              broker_datas=(BrokerData("C", "a", addrs),)), consumers=False)
+    instance._apply_route(
+        "T",
+        TopicRouteData(
+            queue_datas=(QueueData("a", 2, 2, 6),), broker_datas=(BrokerData("C", "a", addrs),)
+        ),
+        consumers=False,
+    )
     return instance
 
 
@@ -186,14 +215,17 @@ def test_b117_pull_goes_to_the_suggested_id_else_the_lowest_id_of_the_name():
     assert both.find_broker_address_in_subscribe("a", 0, False) == FoundBroker("m:1", False)
     assert both.find_broker_address_in_subscribe("a", 2, True) is None
     slaves = _instance_with({2: "s:2", 1: "s:1"})
-    assert slaves.find_broker_address_in_subscribe("a", 0, True) is None  # the offset store then refreshes
+    assert (
+        slaves.find_broker_address_in_subscribe("a", 0, True) is None
+    )  # the offset store then refreshes
     assert slaves.find_broker_address_in_subscribe("a", 0, False) == FoundBroker("s:1", True)
 
 
 def test_b112_a_master_the_routes_no_longer_list_is_forgotten():
     instance = _instance_with({0: "m:1", 1: "s:1"})
-    instance.routes["T"] = TopicRouteData(queue_datas=(QueueData("a", 2, 2, 6),),
-                                          broker_datas=(BrokerData("C", "a", {1: "s:1"}),))
+    instance.routes["T"] = TopicRouteData(
+        queue_datas=(QueueData("a", 2, 2, 6),), broker_datas=(BrokerData("C", "a", {1: "s:1"}),)
+    )
     instance.broker_addrs["gone"] = {0: "g:1"}
     instance.clean_offline_brokers()
     assert instance.broker_addrs == {"a": {1: "s:1"}}

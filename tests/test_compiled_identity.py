@@ -31,7 +31,9 @@ def _pure_copy() -> ModuleType:
     saved = os.environ.get(compiled.ENV)
     os.environ[compiled.ENV] = "1"
     try:
-        spec = importlib.util.spec_from_file_location("es_broker_message_reference", message.__file__)
+        spec = importlib.util.spec_from_file_location(
+            "es_broker_message_reference", message.__file__
+        )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
@@ -79,11 +81,28 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
 
 
 texts = st.text(alphabet=st.characters(codec=None), max_size=20)
-ints = st.one_of(st.integers(-(1 << 31), (1 << 31) - 1), st.integers(-(1 << 64), 1 << 64),
-                 st.sampled_from([0, 1, -1, (1 << 31), (1 << 63) - 1, -(1 << 63), (1 << 63)]), st.booleans())
-hosts = st.one_of(st.tuples(st.sampled_from(["127.0.0.1", "10.1.2.3", "255.255.255.255", "::ffff:1.2.3.4",
-                                             "::1", "fe80::1", "not-an-ip"]),
-                            st.integers(-(1 << 32), 1 << 32)))
+ints = st.one_of(
+    st.integers(-(1 << 31), (1 << 31) - 1),
+    st.integers(-(1 << 64), 1 << 64),
+    st.sampled_from([0, 1, -1, (1 << 31), (1 << 63) - 1, -(1 << 63), (1 << 63)]),
+    st.booleans(),
+)
+hosts = st.one_of(
+    st.tuples(
+        st.sampled_from(
+            [
+                "127.0.0.1",
+                "10.1.2.3",
+                "255.255.255.255",
+                "::ffff:1.2.3.4",
+                "::1",
+                "fe80::1",
+                "not-an-ip",
+            ]
+        ),
+        st.integers(-(1 << 32), 1 << 32),
+    )
+)
 properties = st.dictionaries(texts, texts, max_size=6)
 
 
@@ -97,9 +116,15 @@ def test_encode_properties(props):
     same("encode_properties", props)
 
 
-@given(st.one_of(st.binary(max_size=60),
-                 st.lists(st.sampled_from([b"\x01", b"\x02", b"a", b"KEYS", b"\xe4\xb8", b"\xff", b"\xf0\x9f"]),
-                          max_size=30).map(b"".join)))
+@given(
+    st.one_of(
+        st.binary(max_size=60),
+        st.lists(
+            st.sampled_from([b"\x01", b"\x02", b"a", b"KEYS", b"\xe4\xb8", b"\xff", b"\xf0\x9f"]),
+            max_size=30,
+        ).map(b"".join),
+    )
+)
 def test_decode_properties(raw):
     same("decode_properties", raw)
     same("decode_properties", raw.decode("utf-8", "replace"))
@@ -107,8 +132,22 @@ def test_decode_properties(raw):
 
 def field_values():
     return st.tuples(
-        st.one_of(texts, st.just("T" * 128)), ints, st.binary(max_size=40), properties, ints, ints, ints, ints,
-        ints, hosts, ints, hosts, ints, ints, st.one_of(st.none(), ints))
+        st.one_of(texts, st.just("T" * 128)),
+        ints,
+        st.binary(max_size=40),
+        properties,
+        ints,
+        ints,
+        ints,
+        ints,
+        ints,
+        hosts,
+        ints,
+        hosts,
+        ints,
+        ints,
+        st.one_of(st.none(), ints),
+    )
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
@@ -123,15 +162,37 @@ def test_stamp(raw, queue_id, queue_offset, physical, ts):
 
 
 def _valid_message(topic, body, props, sys_flag, hosts_pair):
-    return ref.encode_fields(topic, 3, body, props, 0, sys_flag, 7, 1000, 123, hosts_pair[0], 456,
-                             hosts_pair[1], 2, 0, None)
+    return ref.encode_fields(
+        topic,
+        3,
+        body,
+        props,
+        0,
+        sys_flag,
+        7,
+        1000,
+        123,
+        hosts_pair[0],
+        456,
+        hosts_pair[1],
+        2,
+        0,
+        None,
+    )
 
 
 encodable = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 valid_messages = st.builds(
-    _valid_message, encodable.filter(bool), st.binary(max_size=50), st.dictionaries(encodable, encodable, max_size=4),
-    st.integers(0, 0xFFFF), st.tuples(st.sampled_from([("127.0.0.1", 1), ("10.0.0.9", 65535)]),
-                                      st.sampled_from([("192.168.1.1", 10911), ("1.2.3.4", -5)])))
+    _valid_message,
+    encodable.filter(bool),
+    st.binary(max_size=50),
+    st.dictionaries(encodable, encodable, max_size=4),
+    st.integers(0, 0xFFFF),
+    st.tuples(
+        st.sampled_from([("127.0.0.1", 1), ("10.0.0.9", 65535)]),
+        st.sampled_from([("192.168.1.1", 10911), ("1.2.3.4", -5)]),
+    ),
+)
 
 
 @st.composite
@@ -139,7 +200,7 @@ def damaged(draw, whole):
     """Valid bytes, then maybe cut, maybe with a few bytes overwritten."""
     data = bytearray(draw(whole))
     if data and draw(st.booleans()):
-        data = data[:draw(st.integers(0, len(data)))]
+        data = data[: draw(st.integers(0, len(data)))]
     for _ in range(draw(st.integers(0, 3))):
         if data:
             data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
@@ -157,13 +218,23 @@ def test_decode_one_and_all(pull_body, data):
 
 def _entry(flag, body, props):
     props_raw = ref.encode_properties(props)
-    return struct.pack(">iiiii", 20 + len(body) + 2 + len(props_raw), 0, 0, flag, len(body)) + body + \
-        struct.pack(">h", len(props_raw)) + props_raw
+    return (
+        struct.pack(">iiiii", 20 + len(body) + 2 + len(props_raw), 0, 0, flag, len(body))
+        + body
+        + struct.pack(">h", len(props_raw))
+        + props_raw
+    )
 
 
-batches = st.lists(st.builds(_entry, st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=30),
-                             st.dictionaries(encodable, encodable, max_size=4)),
-                   max_size=5).map(b"".join)
+batches = st.lists(
+    st.builds(
+        _entry,
+        st.integers(-(1 << 31), (1 << 31) - 1),
+        st.binary(max_size=30),
+        st.dictionaries(encodable, encodable, max_size=4),
+    ),
+    max_size=5,
+).map(b"".join)
 
 
 @given(batches, st.data())
@@ -174,22 +245,38 @@ def test_decode_batch(body, data):
 
 # ---------------------------------------------------------------------- logs written by either path
 
-HISTORY = [("topic", "T1", 2, 6), ("send", "T1", 0, b"x", "A"), ("batch", "T1", 1, 5),
-           ("send", "T1", 1, b"\xff" * 300, "\u00e9t\u00e9"), ("commit", "G1", "T1", 0, 1),
-           ("pull", "G1", "T1", 1, 0, True), ("batch", "T1", 0, 32)]
+HISTORY = [
+    ("topic", "T1", 2, 6),
+    ("send", "T1", 0, b"x", "A"),
+    ("batch", "T1", 1, 5),
+    ("send", "T1", 1, b"\xff" * 300, "\u00e9t\u00e9"),
+    ("commit", "G1", "T1", 0, 1),
+    ("pull", "G1", "T1", 1, 0, True),
+    ("batch", "T1", 0, 32),
+]
 
 
 def _write(path, pure: bool) -> None:
     env = dict(_env(), **{compiled.ENV: "1" if pure else "0"})
-    script = ("import sys, trio; from tests.test_replay_property import run_history; "
-              f"trio.run(run_history, sys.argv[1], {HISTORY!r})")
-    subprocess.run([sys.executable, "-c", script, str(path)], env=env, cwd=ROOT, check=True, timeout=120)
+    script = (
+        "import sys, trio; from tests.test_replay_property import run_history; "
+        f"trio.run(run_history, sys.argv[1], {HISTORY!r})"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, str(path)], env=env, cwd=ROOT, check=True, timeout=120
+    )
 
 
 def _verify(*args: str, pure: bool) -> subprocess.CompletedProcess:
     env = dict(_env(), **{compiled.ENV: "1" if pure else "0"})
-    return subprocess.run([sys.executable, "-m", "es_broker.cli", "verify", *args], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "es_broker.cli", "verify", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("written_pure", [True, False], ids=["written-pure", "written-compiled"])
@@ -202,30 +289,52 @@ def test_a_log_written_by_one_path_verifies_under_the_other(tmp_path, written_pu
 def test_both_paths_write_identical_logs_and_projections(tmp_path):
     _write(tmp_path / "pure", pure=True)
     _write(tmp_path / "compiled", pure=False)
-    done = _verify("--data-dir", str(tmp_path / "pure"), "--against", str(tmp_path / "compiled"), pure=False)
+    done = _verify(
+        "--data-dir", str(tmp_path / "pure"), "--against", str(tmp_path / "compiled"), pure=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(valid_messages, max_size=6), st.data())
 def test_place_batch(encoded, data):
-    codes = data.draw(st.lists(ints, min_size=len(encoded), max_size=len(encoded) + data.draw(st.integers(0, 1))))
+    codes = data.draw(
+        st.lists(ints, min_size=len(encoded), max_size=len(encoded) + data.draw(st.integers(0, 1)))
+    )
     file_size = data.draw(st.one_of(st.integers(1, 2000), st.just(1 << 30), st.integers(-5, 0)))
-    args = (encoded, codes, data.draw(ints), data.draw(st.one_of(st.integers(0, 1 << 40), ints)),
-            data.draw(st.one_of(st.integers(0, 1 << 40), ints)), data.draw(ints), file_size,
-            data.draw(st.sampled_from(["7F00000100002A9F", ""])))
+    args = (
+        encoded,
+        codes,
+        data.draw(ints),
+        data.draw(st.one_of(st.integers(0, 1 << 40), ints)),
+        data.draw(st.one_of(st.integers(0, 1 << 40), ints)),
+        data.draw(ints),
+        file_size,
+        data.draw(st.sampled_from(["7F00000100002A9F", ""])),
+    )
     same("place_batch", *args)
     same("place_batch", tuple(encoded), tuple(codes), *args[2:])
 
 
-keyed_properties = st.dictionaries(st.sampled_from(["KEYS", "UNIQ_KEY", "TAGS", "XKEYS", "KEYS\x01", "K"]),
-                                   st.sampled_from(["", "a b", " k1  k2 ", "UNIQ_KEY\x01x", "KEYS\x01y", "\u00e9"]),
-                                   max_size=4)
+keyed_properties = st.dictionaries(
+    st.sampled_from(["KEYS", "UNIQ_KEY", "TAGS", "XKEYS", "KEYS\x01", "K"]),
+    st.sampled_from(["", "a b", " k1  k2 ", "UNIQ_KEY\x01x", "KEYS\x01y", "\u00e9"]),
+    max_size=4,
+)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
-@given(st.builds(_valid_message, encodable.filter(bool), st.binary(max_size=30), keyed_properties,
-                 st.integers(0, 0xFFFF), st.just((("127.0.0.1", 1), ("10.0.0.1", 2)))), st.data())
+@given(
+    st.builds(
+        _valid_message,
+        encodable.filter(bool),
+        st.binary(max_size=30),
+        keyed_properties,
+        st.integers(0, 0xFFFF),
+        st.just((("127.0.0.1", 1), ("10.0.0.1", 2))),
+    ),
+    st.data(),
+)
 def test_message_keys(raw, data):
     same("message_keys", raw)
     same("message_keys", data.draw(damaged(st.just(raw))))

@@ -25,10 +25,16 @@ from es_broker.remoting.message import decode_one
 CHILD = Path(__file__).with_name("crash_writer.py")
 
 
-def run_and_kill(data_dir: Path, flush: str, acks_before_kill: int) -> tuple[list[tuple[int, int, bytes]], list]:
+def run_and_kill(
+    data_dir: Path, flush: str, acks_before_kill: int
+) -> tuple[list[tuple[int, int, bytes]], list]:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    child = subprocess.Popen([sys.executable, str(CHILD), str(data_dir), flush],
-                             stdout=subprocess.PIPE, env=env, text=True)
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), str(data_dir), flush],
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     acked, commits = [], []
     try:
         assert child.stdout.readline().strip() == "READY"

@@ -27,8 +27,13 @@ def stored(broker, physical_offset):
 
 
 async def delayed(broker, level: int, topic="T", queue_id=1, body=b"later", **props):
-    return await broker.put_message(topic, queue_id, MessageIn(body, {"DELAY": str(level), "TAGS": "A", **props},
-                                                               born_timestamp=42, reconsume_times=3))
+    return await broker.put_message(
+        topic,
+        queue_id,
+        MessageIn(
+            body, {"DELAY": str(level), "TAGS": "A", **props}, born_timestamp=42, reconsume_times=3
+        ),
+    )
 
 
 def schedule_unit(broker, queue_id: int, offset: int = 0):
@@ -39,13 +44,21 @@ def schedule_unit(broker, queue_id: int, offset: int = 0):
 async def test_b096_a_delayed_message_is_parked_in_schedule_queue_level_minus_one(broker, clock):
     await make_topic(broker)
     parked = await delayed(broker, 3)
-    assert (parked.topic, parked.queue_id, parked.real_topic, parked.real_queue_id) == (SCHEDULE_TOPIC, 2, "T", 1)
+    assert (parked.topic, parked.queue_id, parked.real_topic, parked.real_queue_id) == (
+        SCHEDULE_TOPIC,
+        2,
+        "T",
+        1,
+    )
     assert parked.answer_queue_id == 1  # what the SEND answer names
     assert schedule_unit(broker, 2).tags_code == clock.now_ms() + 10_000  # store time + delay(3)
     message = stored(broker, parked.physical_offsets[0])
     assert (message.topic, message.queue_id) == (SCHEDULE_TOPIC, 2)
-    assert (message.properties["REAL_TOPIC"], message.properties["REAL_QID"], message.properties["DELAY"]) == (
-        "T", "1", "3")
+    assert (
+        message.properties["REAL_TOPIC"],
+        message.properties["REAL_QID"],
+        message.properties["DELAY"],
+    ) == ("T", "1", "3")
     assert broker.max_offset("T", 1) == 0  # not in its topic yet
 
 
@@ -73,14 +86,32 @@ async def test_b097_a_due_message_is_copied_to_its_real_queue_without_delay(brok
     assert (early.delivered, early.next_due) == ((), parked.store_timestamp + 10_000)
     clock.advance(1)
     (done,) = (await broker.deliver_delayed()).delivered
-    assert (done.level, done.schedule_offset, done.topic, done.queue_id, done.queue_offset) == (3, 0, "T", 1, 0)
-    original, copy = stored(broker, parked.physical_offsets[0]), stored(broker, done.physical_offset)
-    assert (copy.topic, copy.queue_id, copy.body, copy.flag, copy.born_timestamp, copy.reconsume_times) == (
-        "T", 1, b"later", original.flag, 42, 3)
+    assert (done.level, done.schedule_offset, done.topic, done.queue_id, done.queue_offset) == (
+        3,
+        0,
+        "T",
+        1,
+        0,
+    )
+    original, copy = (
+        stored(broker, parked.physical_offsets[0]),
+        stored(broker, done.physical_offset),
+    )
+    assert (
+        copy.topic,
+        copy.queue_id,
+        copy.body,
+        copy.flag,
+        copy.born_timestamp,
+        copy.reconsume_times,
+    ) == ("T", 1, b"later", original.flag, 42, 3)
     assert copy.store_timestamp == clock.now_ms() and copy.msg_id != original.msg_id
     assert "DELAY" not in copy.properties
-    assert (copy.properties["WAIT"], copy.properties["REAL_TOPIC"], copy.properties["REAL_QID"]) == (
-        "false", "T", "1")
+    assert (
+        copy.properties["WAIT"],
+        copy.properties["REAL_TOPIC"],
+        copy.properties["REAL_QID"],
+    ) == ("false", "T", "1")
     assert (copy.properties["UNIQ_KEY"], copy.properties["TAGS"]) == ("U1", "A")
     (unit,) = decode_all(broker.get_message("T", 1, 0).body)
     assert unit.physical_offset == done.physical_offset
@@ -101,7 +132,11 @@ async def test_b097_delivery_is_fifo_within_a_level_and_levels_run_independently
     rest = await broker.deliver_delayed()
     assert [(d.level, d.schedule_offset) for d in rest.delivered] == [(1, 1), (1, 2), (2, 0)]
     assert [m.body for m in decode_all(broker.get_message("T", 1, 0).body)] == [
-        b"one-0", b"one-1", b"one-2", b"five"]
+        b"one-0",
+        b"one-1",
+        b"one-2",
+        b"five",
+    ]
     assert rest.next_due is None
 
 
@@ -113,28 +148,41 @@ async def test_b097_a_due_time_further_ahead_than_the_delay_means_now(broker, cl
     assert done.topic == "T"
 
 
-async def test_b097_a_parked_message_removed_by_retention_is_skipped_and_recorded(config, clock, nursery):
+async def test_b097_a_parked_message_removed_by_retention_is_skipped_and_recorded(
+    config, clock, nursery
+):
     clock.set(int(datetime.datetime(2024, 1, 1, 10).timestamp() * 1000))
     start = clock.now_ms()
-    broker = Broker.open(config.storePathRootDir, config.replace(mappedFileSizeCommitLog=1000,
-                                                                 messageDelayLevel="1s 100h"), clock)
+    broker = Broker.open(
+        config.storePathRootDir,
+        config.replace(mappedFileSizeCommitLog=1000, messageDelayLevel="1s 100h"),
+        clock,
+    )
     await nursery.start(broker.run)
     await make_topic(broker, queues=2)
     await delayed(broker, 2)
     for i in range(20):  # later files; the newest is never deleted
         await broker.put_message("T", 0, MessageIn(b"m%02d" % i))
-    clock.set(int(datetime.datetime(2024, 1, 5, 4, 30).timestamp() * 1000))  # > 72 h later, at 04:xx
+    clock.set(
+        int(datetime.datetime(2024, 1, 5, 4, 30).timestamp() * 1000)
+    )  # > 72 h later, at 04:xx
     assert (await broker.retention_pass()).deleted_files
     clock.set(start + 100 * 3_600_000)
     done = await broker.deliver_delayed()
     assert (done.delivered, done.skipped) == ((), 1)
     (skip,) = [r for _, r in broker.store.log.read() if r["type"] == "delayed_message_skipped"]
     assert (skip["level"], skip["schedule_offset"], skip["next_cursor"], skip["reason"]) == (
-        2, 0, 1, "message_removed")
+        2,
+        0,
+        1,
+        "message_removed",
+    )
     assert broker.delay_offsets() == {2: 1}
 
 
-async def test_b098_cursors_are_recorded_survive_a_reopen_and_replay_the_same(config, clock, nursery):
+async def test_b098_cursors_are_recorded_survive_a_reopen_and_replay_the_same(
+    config, clock, nursery
+):
     broker = Broker.open(config.storePathRootDir, config, clock)
     async with trio.open_nursery() as inner:
         await inner.start(broker.run)
@@ -151,7 +199,9 @@ async def test_b098_cursors_are_recorded_survive_a_reopen_and_replay_the_same(co
     assert reopened.delay_offsets() == {1: 1}  # delayOffset.json's offsetTable
     clock.advance(3_600_000)
     again = await reopened.deliver_delayed()
-    assert [(d.level, d.schedule_offset) for d in again.delivered] == [(3, 0)]  # not level 1 a second time
+    assert [(d.level, d.schedule_offset) for d in again.delivered] == [
+        (3, 0)
+    ]  # not level 1 a second time
     assert reopened.max_offset("T", 1) == 2
     assert reopened.delay_offsets() == {1: 1, 3: 1}
 
@@ -164,7 +214,9 @@ async def test_b098_a_slave_never_delivers_delayed_messages(config, clock, nurse
         await delayed(master, 1)
         inner.cancel_scope.cancel()
     master.close()
-    slave = Broker.open(config.storePathRootDir, config.replace(brokerRole="SLAVE", brokerId=1), clock)
+    slave = Broker.open(
+        config.storePathRootDir, config.replace(brokerRole="SLAVE", brokerId=1), clock
+    )
     await nursery.start(slave.run)
     clock.advance(60_000)
     assert (await slave.deliver_delayed()).delivered == ()
@@ -173,12 +225,29 @@ async def test_b098_a_slave_never_delivers_delayed_messages(config, clock, nurse
 
 async def test_b098_get_all_delay_offset_answers_the_cursors_after_a_delivery(running):
     await running.create_topic("T")
-    sent = await running.call(RequestCode.SEND_MESSAGE_V2, {
-        "a": "PG", "b": "T", "c": "TBW102", "d": 4, "e": 1, "f": 0, "g": 1, "h": 0,
-        "i": encode_properties({"DELAY": "1"}).decode(), "j": 0, "k": False, "m": False}, b"x")
+    sent = await running.call(
+        RequestCode.SEND_MESSAGE_V2,
+        {
+            "a": "PG",
+            "b": "T",
+            "c": "TBW102",
+            "d": 4,
+            "e": 1,
+            "f": 0,
+            "g": 1,
+            "h": 0,
+            "i": encode_properties({"DELAY": "1"}).decode(),
+            "j": 0,
+            "k": False,
+            "m": False,
+        },
+        b"x",
+    )
     assert (sent.code, sent.ext_fields["queueId"]) == (ResponseCode.SUCCESS, "1")
     # held until the delivery service stores the copy (the first pass runs 1 s after start, B-97)
-    pulled = await running.client.invoke(running.addr, _pull("T", 1, 0, suspend_ms=20_000), timeout=30)
+    pulled = await running.client.invoke(
+        running.addr, _pull("T", 1, 0, suspend_ms=20_000), timeout=30
+    )
     assert pulled.code == ResponseCode.SUCCESS
     answer = await running.call(RequestCode.GET_ALL_DELAY_OFFSET)
     assert fastjson.loads(answer.body) == {"offsetTable": {1: 1}}
@@ -188,13 +257,26 @@ async def test_b098_get_all_delay_offset_answers_the_cursors_after_a_delivery(ru
 def _pull(topic: str, queue_id: int, offset: int, suspend_ms: int = 0, group: str = "G"):
     from es_broker.remoting.command import request
 
-    return request(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
-        "sysFlag": 6 if suspend_ms else 4, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
-        "subscription": "*", "subVersion": 0})
+    return request(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": 32,
+            "sysFlag": 6 if suspend_ms else 4,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": suspend_ms,
+            "subscription": "*",
+            "subVersion": 0,
+        },
+    )
 
 
-async def test_b099_a_retry_reaches_the_group_through_its_retry_topic_showing_the_original_topic(broker, clock):
+async def test_b099_a_retry_reaches_the_group_through_its_retry_topic_showing_the_original_topic(
+    broker, clock
+):
     await make_topic(broker)
     sent = await broker.put_message("T", 0, MessageIn(b"job", {"TAGS": "A"}))
     back = await broker.send_back("G", sent.physical_offsets[0])
@@ -202,21 +284,29 @@ async def test_b099_a_retry_reaches_the_group_through_its_retry_topic_showing_th
     (done,) = (await broker.deliver_delayed()).delivered
     result = await broker.pull("G", "%RETRY%G", back.target_queue_id, 0, client="c1")
     (retried,) = decode_all(result.body)
-    assert retried.topic == "%RETRY%G" and retried.properties["RETRY_TOPIC"] == "T"  # the client shows T
-    assert (retried.queue_offset, retried.physical_offset) == (0, done.physical_offset)  # the retry queue's
+    assert (
+        retried.topic == "%RETRY%G" and retried.properties["RETRY_TOPIC"] == "T"
+    )  # the client shows T
+    assert (retried.queue_offset, retried.physical_offset) == (
+        0,
+        done.physical_offset,
+    )  # the retry queue's
 
 
 async def test_b098_a_slave_refuses_send_back_as_it_refuses_every_store(config, clock, nursery):
     from es_broker.commands.errors import ServiceNotAvailable
 
-    slave = Broker.open(config.storePathRootDir, config.replace(brokerRole="SLAVE", brokerId=1), clock)
+    slave = Broker.open(
+        config.storePathRootDir, config.replace(brokerRole="SLAVE", brokerId=1), clock
+    )
     await nursery.start(slave.run)
     with pytest.raises(ServiceNotAvailable):
         await slave.send_back("G", 0)
 
 
 async def test_b097_the_delivery_service_sleeps_until_the_next_due_time_and_wakes_on_a_new_one(
-        broker, clock, nursery, mock_clock):
+    broker, clock, nursery, mock_clock
+):
     """Trio time (mock_clock) and broker time (ManualClock) both move only when the test says so."""
     from trio.testing import wait_all_tasks_blocked
 

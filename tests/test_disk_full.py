@@ -43,19 +43,27 @@ async def fill_with_sends(broker: Broker, topic: str = "T") -> list[int]:
     raise AssertionError(f"{MAX_SENDS} sends fit: the disk never filled")
 
 
-@pytest.fixture(params=["ASYNC_FLUSH", "SYNC_FLUSH"])  # the write on the trio thread, and in a worker thread
+@pytest.fixture(
+    params=["ASYNC_FLUSH", "SYNC_FLUSH"]
+)  # the write on the trio thread, and in a worker thread
 async def full_disk_broker(tmp_path, request):
     """A broker core whose disk was filled by sends: (broker, filler file, acknowledged offsets, clock)."""
     with small_tmpfs(tmp_path / "disk", 16) as disk:
         clock = ManualClock(START)
-        config = BrokerConfig(storePathRootDir=str(disk / "store"), total_physical_memory_bytes=1024**3,
-                              flushDiskType=request.param)
+        config = BrokerConfig(
+            storePathRootDir=str(disk / "store"),
+            total_physical_memory_bytes=1024**3,
+            flushDiskType=request.param,
+        )
         broker = Broker.open(config.storePathRootDir, config, clock)
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(broker.run)
                 await make_topic(broker, "T", queues=1)
-                before = [(await broker.put_message("T", 0, MessageIn(b"early"))).queue_offset for _ in range(3)]
+                before = [
+                    (await broker.put_message("T", 0, MessageIn(b"early"))).queue_offset
+                    for _ in range(3)
+                ]
                 filler = fill(disk)
                 acked = before + await fill_with_sends(broker)
                 yield broker, filler, acked, clock
@@ -69,11 +77,16 @@ async def test_b150_a_send_on_a_full_disk_is_refused_with_service_not_available(
     with pytest.raises(ServiceNotAvailable) as refused:
         await broker.put_message("T", 0, MessageIn(b"one more"))
     assert refused.value.code == Code.SERVICE_NOT_AVAILABLE == 14
-    assert "the broker's disk is full" in refused.value.remark and "not writable" in refused.value.remark
+    assert (
+        "the broker's disk is full" in refused.value.remark
+        and "not writable" in refused.value.remark
+    )
     with pytest.raises(ServiceNotAvailable):
         await broker.commit_offset("G", "T", 0, 1)
     with pytest.raises(ServiceNotAvailable):
-        await broker.update_topic({"topicName": "T2", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6})
+        await broker.update_topic(
+            {"topicName": "T2", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}
+        )
 
 
 async def test_b151_pulls_of_stored_messages_are_answered_while_the_disk_is_full(full_disk_broker):
@@ -85,14 +98,23 @@ async def test_b151_pulls_of_stored_messages_are_answered_while_the_disk_is_full
     assert broker.unrecorded.count == 1
 
 
-async def test_b153_reads_that_record_are_answered_unrecorded_while_the_disk_is_full(full_disk_broker):
+async def test_b153_reads_that_record_are_answered_unrecorded_while_the_disk_is_full(
+    full_disk_broker,
+):
     broker, _, _, _ = full_disk_broker
     last = broker.store.log.last_seq
-    answer = await broker.query_consumer_offset("NEW", "T", 0)  # no stored offset: would be offset_queried
+    answer = await broker.query_consumer_offset(
+        "NEW", "T", 0
+    )  # no stored offset: would be offset_queried
     assert answer.row != 1
     moved = await broker.pull("G", "T", 0, 10_000, 32, client="c1")  # would be pull_offset_moved
     assert moved.status == GetStatus.OFFSET_OVERFLOW_BADLY
-    assert await broker.record_consumer_group("G", ["c1"], "CONSUME_FROM_LAST_OFFSET", "CLUSTERING", {}) == 0
+    assert (
+        await broker.record_consumer_group(
+            "G", ["c1"], "CONSUME_FROM_LAST_OFFSET", "CLUSTERING", {}
+        )
+        == 0
+    )
     assert broker.store.log.last_seq == last
 
 
@@ -106,7 +128,8 @@ async def test_b154_runtime_info_shows_the_disk_full_state(full_disk_broker):
 
 
 async def test_b152_once_space_returns_the_unrecorded_deliveries_are_recorded_before_new_writes(
-        full_disk_broker):
+    full_disk_broker,
+):
     broker, filler, acked, clock = full_disk_broker
     first = await broker.pull("G", "T", 0, 0, 2, client="c1")
     clock.advance(5)
@@ -116,15 +139,27 @@ async def test_b152_once_space_returns_the_unrecorded_deliveries_are_recorded_be
     broker.writer.probe_soon()  # what the next probe tick would do
     stored = await broker.put_message("T", 0, MessageIn(b"after"))
     assert not broker.disk_full and broker.unrecorded.count == 0
-    tail = [(seq, r) for seq, r in broker.store.log.read() if r["type"] in ("deliveries_unrecorded",
-                                                                          "messages_stored")][-3:]
+    tail = [
+        (seq, r)
+        for seq, r in broker.store.log.read()
+        if r["type"] in ("deliveries_unrecorded", "messages_stored")
+    ][-3:]
     (s1, g), (s2, g2), (s3, put) = tail
-    assert [g["type"], g2["type"], put["type"]] == ["deliveries_unrecorded"] * 2 + ["messages_stored"]
+    assert [g["type"], g2["type"], put["type"]] == ["deliveries_unrecorded"] * 2 + [
+        "messages_stored"
+    ]
     assert s1 < s2 < s3 == stored.seq
     assert (g["group"], g["topic"], g["queue_id"]) == ("G", "T", 0)
     assert (g["first_offset"], g["last_offset"], g["next_offset"]) == (
-        0, second.offsets[-1], second.next_begin_offset)
-    assert (g["pulls"], g["messages"], g["clients"]) == (2, len(first.offsets) + len(second.offsets), ["c1", "c2"])
+        0,
+        second.offsets[-1],
+        second.next_begin_offset,
+    )
+    assert (g["pulls"], g["messages"], g["clients"]) == (
+        2,
+        len(first.offsets) + len(second.offsets),
+        ["c1", "c2"],
+    )
     assert (g["first_ts"], g["last_ts"]) == (START, START + 5) and g["reason"] == "disk_full"
     assert (g2["group"], g2["pulls"], g2["clients"]) == ("G2", 1, ["c3"])
     assert stored.queue_offset == len(acked)
@@ -138,18 +173,51 @@ async def test_b152_once_space_returns_the_unrecorded_deliveries_are_recorded_be
 async def send(client, addr: str, body: bytes, key: str):
     from es_broker.remoting.command import request
 
-    return await client.invoke(addr, request(RequestCode.SEND_MESSAGE_V2, {
-        "a": "PG", "b": "T", "c": "TBW102", "d": 1, "e": 0, "f": 0, "g": 0, "h": 0,
-        "i": encode_properties({"KEYS": key}).decode(), "j": 0, "k": False, "m": False}, body))
+    return await client.invoke(
+        addr,
+        request(
+            RequestCode.SEND_MESSAGE_V2,
+            {
+                "a": "PG",
+                "b": "T",
+                "c": "TBW102",
+                "d": 1,
+                "e": 0,
+                "f": 0,
+                "g": 0,
+                "h": 0,
+                "i": encode_properties({"KEYS": key}).decode(),
+                "j": 0,
+                "k": False,
+                "m": False,
+            },
+            body,
+        ),
+    )
 
 
 async def pull(client, addr: str, offset: int, max_nums: int = 32, group: str = "G"):
     from es_broker.remoting.command import request
 
-    return await client.invoke(addr, request(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": group, "topic": "T", "queueId": 0, "queueOffset": offset, "maxMsgNums": max_nums,
-        "sysFlag": 0x4, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0,
-        "expressionType": "TAG"}))
+    return await client.invoke(
+        addr,
+        request(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": group,
+                "topic": "T",
+                "queueId": 0,
+                "queueOffset": offset,
+                "maxMsgNums": max_nums,
+                "sysFlag": 0x4,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": "*",
+                "subVersion": 0,
+                "expressionType": "TAG",
+            },
+        ),
+    )
 
 
 async def pulled_bodies(client, addr: str) -> dict[int, bytes]:
@@ -165,19 +233,29 @@ async def pulled_bodies(client, addr: str) -> dict[int, bytes]:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "es_broker.cli", *args], capture_output=True, text=True,
-                          env=_env(), cwd=ROOT, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "es_broker.cli", *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
 
 
 async def test_a_broker_process_on_a_full_disk_refuses_sends_serves_pulls_and_resumes_by_itself(
-        tmp_path, nursery):
+    tmp_path, nursery
+):
     from es_broker.client.remoting_client import RemotingClient
 
     client = RemotingClient(nursery)
     with small_tmpfs(tmp_path / "disk", 32) as disk:
         data = disk / "data"
         with serve(data, "--readmodel-url", "none") as broker:
-            created = broker.admin("updateTopic", "-b", broker.broker, "-t", "T", "-r", "1", "-w", "1")
+            created = broker.admin(
+                "updateTopic", "-b", broker.broker, "-t", "T", "-r", "1", "-w", "1"
+            )
             assert created.returncode == 0
             acked: dict[int, bytes] = {}
             for i in range(3):
@@ -219,7 +297,9 @@ async def test_a_broker_process_on_a_full_disk_refuses_sends_serves_pulls_and_re
             await poll_until(sent_again, 30, "a send after space returned")
             status = broker.admin_json("brokerStatus", "-b", broker.broker)
             assert status["diskFull"] == "False" and status["unrecordedDeliveries"] == "0"
-            assert await pulled_bodies(client, broker.broker) == acked  # no acknowledged message lost
+            assert (
+                await pulled_bodies(client, broker.broker) == acked
+            )  # no acknowledged message lost
 
         verified = run_cli("verify", "--data-dir", str(data))
         assert verified.returncode == 0, verified.stdout + verified.stderr
@@ -233,7 +313,9 @@ async def test_a_broker_process_on_a_full_disk_refuses_sends_serves_pulls_and_re
             store.close()
         assert summaries and summaries[0]["group"] == "G" and summaries[0]["first_offset"] == 0
         first_summary = kinds.index("deliveries_unrecorded")
-        assert kinds[first_summary + 1:].count("messages_stored") == 1  # the send after space returned
+        assert (
+            kinds[first_summary + 1 :].count("messages_stored") == 1
+        )  # the send after space returned
 
         with serve(data, "--readmodel-url", "none") as again:  # a restart on the same data serves
             assert await pulled_bodies(client, again.broker) == acked

@@ -32,14 +32,20 @@ class Live:
         self.client = client
         self.log_file = log_file
 
-    async def call(self, code: int, fields: dict | None = None, body: bytes = b"") -> RemotingCommand:
-        return await self.client.invoke(self.served.broker, request(code, fields or {}, body), timeout=10.0)
+    async def call(
+        self, code: int, fields: dict | None = None, body: bytes = b""
+    ) -> RemotingCommand:
+        return await self.client.invoke(
+            self.served.broker, request(code, fields or {}, body), timeout=10.0
+        )
 
     async def assert_serving(self) -> None:
         """A fresh connection is answered: the process is alive and its listener works."""
         async with trio.open_nursery() as nursery:
             fresh = RemotingClient(nursery)
-            answer = await fresh.invoke(self.served.broker, request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=10)
+            answer = await fresh.invoke(
+                self.served.broker, request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=10
+            )
             assert answer.code == ResponseCode.SUCCESS
             nursery.cancel_scope.cancel()
         assert self.served.process.poll() is None
@@ -56,12 +62,16 @@ async def live(tmp_path: Path) -> AsyncIterator[Live]:
     async with trio.open_nursery() as nursery:
         with serve(data, log_file=log_file) as served:
             broker = Live(served, RemotingClient(nursery), log_file)
-            answer = await broker.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": TOPIC, "readQueueNums": 2, "writeQueueNums": 2, "perm": 6})
+            answer = await broker.call(
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {"topic": TOPIC, "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},
+            )
             assert answer.code == ResponseCode.SUCCESS, answer.remark
             for queue in (0, 1):
-                answer = await broker.call(RequestCode.UPDATE_CONSUMER_OFFSET, {
-                    "consumerGroup": GROUP, "topic": TOPIC, "queueId": queue, "commitOffset": 5})
+                answer = await broker.call(
+                    RequestCode.UPDATE_CONSUMER_OFFSET,
+                    {"consumerGroup": GROUP, "topic": TOPIC, "queueId": queue, "commitOffset": 5},
+                )
                 assert answer.code == ResponseCode.SUCCESS, answer.remark
             yield broker
             await broker.assert_serving()
@@ -71,25 +81,42 @@ async def live(tmp_path: Path) -> AsyncIterator[Live]:
         with serve(data, log_file=restart_log) as again:
             restarted = Live(again, RemotingClient(nursery), restart_log)
             await restarted.assert_serving()
-            answer = await restarted.call(RequestCode.QUERY_CONSUMER_OFFSET, {
-                "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0})
+            answer = await restarted.call(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 0},
+            )
             assert answer.code == ResponseCode.SUCCESS
         assert restarted.tracebacks() == []
         nursery.cancel_scope.cancel()
 
 
 def heartbeat(consumer: dict) -> bytes:
-    data = {"clientID": "127.0.0.1@edge", "producerDataSet": [], "consumerDataSet": [
-        {"groupName": GROUP, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-         "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "subscriptionDataSet": [], "unitMode": False,
-         **consumer}]}
+    data = {
+        "clientID": "127.0.0.1@edge",
+        "producerDataSet": [],
+        "consumerDataSet": [
+            {
+                "groupName": GROUP,
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet": [],
+                "unitMode": False,
+                **consumer,
+            }
+        ],
+    }
     return json.dumps(data).encode()
 
 
-async def test_heartbeat_with_consume_from_where_beyond_a_long_is_refused_and_the_broker_lives(tmp_path):
+async def test_heartbeat_with_consume_from_where_beyond_a_long_is_refused_and_the_broker_lives(
+    tmp_path,
+):
     async with live(tmp_path) as broker:
-        answer = await broker.call(RequestCode.HEART_BEAT,
-                                   body=heartbeat({"consumeFromWhere": 100000000000000000000000000000}))
+        answer = await broker.call(
+            RequestCode.HEART_BEAT,
+            body=heartbeat({"consumeFromWhere": 100000000000000000000000000000}),
+        )
         assert answer.code == ResponseCode.SYSTEM_ERROR
         assert "consumeFromWhere" in answer.remark
         assert "\n" not in answer.remark
@@ -97,7 +124,9 @@ async def test_heartbeat_with_consume_from_where_beyond_a_long_is_refused_and_th
 
 async def test_heartbeat_with_an_unknown_consume_from_where_names_the_field(tmp_path):
     async with live(tmp_path) as broker:
-        answer = await broker.call(RequestCode.HEART_BEAT, body=heartbeat({"consumeFromWhere": "NOWHERE"}))
+        answer = await broker.call(
+            RequestCode.HEART_BEAT, body=heartbeat({"consumeFromWhere": "NOWHERE"})
+        )
         assert answer.code == ResponseCode.SYSTEM_ERROR
         assert "consumerDataSet[0].consumeFromWhere" in answer.remark
         fine = await broker.call(RequestCode.HEART_BEAT, body=heartbeat({"consumeFromWhere": 4}))
@@ -106,15 +135,26 @@ async def test_heartbeat_with_an_unknown_consume_from_where_names_the_field(tmp_
 
 async def test_reset_by_a_shift_of_long_max_saturates_and_the_log_stays_replayable(tmp_path):
     async with live(tmp_path) as broker:
-        answer = await broker.call(EsRequestCode.RESET_OFFSET, {
-            "topic": TOPIC, "group": GROUP, "kind": "shift", "value": (1 << 63) - 1, "isForce": True,
-            "mode": "server_side"})
+        answer = await broker.call(
+            EsRequestCode.RESET_OFFSET,
+            {
+                "topic": TOPIC,
+                "group": GROUP,
+                "kind": "shift",
+                "value": (1 << 63) - 1,
+                "isForce": True,
+                "mode": "server_side",
+            },
+        )
         assert answer.code == ResponseCode.SUCCESS, answer.remark
         queues = {q["queueId"]: q for q in json.loads(answer.body)["queues"]}
         assert queues[0]["target"] == (1 << 63) - 1
     done = await trio.run_process(
-        [sys.executable, "-m", "es_broker.cli", "verify", "--data-dir", str(tmp_path / "data")], check=False,
-        capture_stdout=True, capture_stderr=True)
+        [sys.executable, "-m", "es_broker.cli", "verify", "--data-dir", str(tmp_path / "data")],
+        check=False,
+        capture_stdout=True,
+        capture_stderr=True,
+    )
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
 
 
@@ -122,11 +162,26 @@ async def test_negative_queue_id_is_refused_at_the_edge(tmp_path):
     async with live(tmp_path) as broker:
         for code, fields in [
             (RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": -1}),
-            (RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": -7}),
-            (RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": -1,
-                                                  "commitOffset": 1}),
-            (RequestCode.PULL_MESSAGE, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": -2147483648,
-                                        "queueOffset": 0, "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0}),
+            (
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": GROUP, "topic": TOPIC, "queueId": -7},
+            ),
+            (
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": GROUP, "topic": TOPIC, "queueId": -1, "commitOffset": 1},
+            ),
+            (
+                RequestCode.PULL_MESSAGE,
+                {
+                    "consumerGroup": GROUP,
+                    "topic": TOPIC,
+                    "queueId": -2147483648,
+                    "queueOffset": 0,
+                    "maxMsgNums": 32,
+                    "sysFlag": 0,
+                    "commitOffset": 0,
+                },
+            ),
         ]:
             answer = await broker.call(code, fields)
             assert answer.code == ResponseCode.SYSTEM_ERROR, (code, answer)
@@ -158,7 +213,9 @@ async def test_consume_message_directly_with_a_msg_id_that_is_no_offset_id_is_re
         ok = await broker.call(RequestCode.HEART_BEAT, body=heartbeat({}))
         assert ok.code == ResponseCode.SUCCESS
         for msg_id in ("broker-a", "G" * 32, "F" * 31):
-            answer = await broker.call(RequestCode.CONSUME_MESSAGE_DIRECTLY, {
-                "consumerGroup": GROUP, "clientId": "127.0.0.1@edge", "msgId": msg_id})
+            answer = await broker.call(
+                RequestCode.CONSUME_MESSAGE_DIRECTLY,
+                {"consumerGroup": GROUP, "clientId": "127.0.0.1@edge", "msgId": msg_id},
+            )
             assert answer.code == ResponseCode.SYSTEM_ERROR
             assert "'msgId' is not an offset message id" in answer.remark

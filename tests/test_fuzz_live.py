@@ -39,18 +39,53 @@ BATCH = 100
 RSS_BOUND_KIB = 512 * 1024
 TOPIC, GROUP = "FuzzTopic", "fuzz_group"
 
-NAMES = st.sampled_from([TOPIC, GROUP, "TBW102", f"%RETRY%{GROUP}", f"%DLQ%{GROUP}", "SCHEDULE_TOPIC_XXXX",
-                         "DefaultCluster", "broker-a", "x", "127.0.0.1:10911"])
+NAMES = st.sampled_from(
+    [
+        TOPIC,
+        GROUP,
+        "TBW102",
+        f"%RETRY%{GROUP}",
+        f"%DLQ%{GROUP}",
+        "SCHEDULE_TOPIC_XXXX",
+        "DefaultCluster",
+        "broker-a",
+        "x",
+        "127.0.0.1:10911",
+    ]
+)
 HOSTILE_TEXT = st.one_of(
     st.text(max_size=40),
-    st.sampled_from(["", " ", "-", "+", "0x1F", "1e30", "1.5", "NaN", "true", "null", "9" * 30, "-" + "9" * 30,
-                     "\x00", "%", "a" * 300, "\u202e", "9223372036854775808", "-9223372036854775809",
-                     "2147483648", "-2147483649"]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "-",
+            "+",
+            "0x1F",
+            "1e30",
+            "1.5",
+            "NaN",
+            "true",
+            "null",
+            "9" * 30,
+            "-" + "9" * 30,
+            "\x00",
+            "%",
+            "a" * 300,
+            "\u202e",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "2147483648",
+            "-2147483649",
+        ]
+    ),
     st.integers().map(str),
 )
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -67,31 +102,61 @@ def field_value(spec: HeaderField) -> st.SearchStrategy[str]:
 
 
 def subscription() -> st.SearchStrategy[dict]:
-    return st.fixed_dictionaries({"topic": NAMES, "subString": st.sampled_from(["*", "TagA", "TagA || TagB", ""]),
-                                  "subVersion": st.integers(0, 1 << 40),
-                                  "expressionType": st.sampled_from(["TAG", "SQL92", "tag"])})
+    return st.fixed_dictionaries(
+        {
+            "topic": NAMES,
+            "subString": st.sampled_from(["*", "TagA", "TagA || TagB", ""]),
+            "subVersion": st.integers(0, 1 << 40),
+            "expressionType": st.sampled_from(["TAG", "SQL92", "tag"]),
+        }
+    )
 
 
 def json_body(shape: RequestShape) -> st.SearchStrategy[object]:
     """A body of the right structure for the JSON-bodied codes; None for the others."""
     code = shape.code
     if code == RequestCode.HEART_BEAT:
-        consumer = st.fixed_dictionaries({
-            "groupName": NAMES, "consumeType": st.sampled_from(["CONSUME_PASSIVELY", "CONSUME_ACTIVELY"]),
-            "messageModel": st.sampled_from(["CLUSTERING", "BROADCASTING"]),
-            "consumeFromWhere": st.sampled_from(["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", 4]),
-            "subscriptionDataSet": st.lists(subscription(), max_size=2), "unitMode": st.booleans()})
-        return st.fixed_dictionaries({"clientID": NAMES, "consumerDataSet": st.lists(consumer, max_size=2),
-                                      "producerDataSet": st.lists(st.fixed_dictionaries({"groupName": NAMES}),
-                                                                  max_size=2)})
+        consumer = st.fixed_dictionaries(
+            {
+                "groupName": NAMES,
+                "consumeType": st.sampled_from(["CONSUME_PASSIVELY", "CONSUME_ACTIVELY"]),
+                "messageModel": st.sampled_from(["CLUSTERING", "BROADCASTING"]),
+                "consumeFromWhere": st.sampled_from(
+                    ["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", 4]
+                ),
+                "subscriptionDataSet": st.lists(subscription(), max_size=2),
+                "unitMode": st.booleans(),
+            }
+        )
+        return st.fixed_dictionaries(
+            {
+                "clientID": NAMES,
+                "consumerDataSet": st.lists(consumer, max_size=2),
+                "producerDataSet": st.lists(
+                    st.fixed_dictionaries({"groupName": NAMES}), max_size=2
+                ),
+            }
+        )
     if code == RequestCode.CHECK_CLIENT_CONFIG:
-        return st.fixed_dictionaries({"clientId": NAMES, "group": NAMES, "subscriptionData": subscription()})
+        return st.fixed_dictionaries(
+            {"clientId": NAMES, "group": NAMES, "subscriptionData": subscription()}
+        )
     if code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
-        mq = st.fixed_dictionaries({"topic": NAMES, "brokerName": NAMES, "queueId": st.integers(0, 8)})
-        return st.fixed_dictionaries({"consumerGroup": NAMES, "clientId": NAMES, "mqSet": st.lists(mq, max_size=3)})
+        mq = st.fixed_dictionaries(
+            {"topic": NAMES, "brokerName": NAMES, "queueId": st.integers(0, 8)}
+        )
+        return st.fixed_dictionaries(
+            {"consumerGroup": NAMES, "clientId": NAMES, "mqSet": st.lists(mq, max_size=3)}
+        )
     if code == RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP:
-        return st.fixed_dictionaries({"groupName": NAMES, "retryQueueNums": st.integers(0, 4),
-                                      "retryMaxTimes": st.integers(-1, 20), "brokerId": st.integers(0, 2)})
+        return st.fixed_dictionaries(
+            {
+                "groupName": NAMES,
+                "retryQueueNums": st.integers(0, 4),
+                "retryMaxTimes": st.integers(-1, 20),
+                "brokerId": st.integers(0, 2),
+            }
+        )
     return st.none()
 
 
@@ -99,11 +164,17 @@ def mutate_json(value: object) -> st.SearchStrategy[object]:
     """The body with one value replaced by anything JSON can hold, or a whole other JSON value."""
     if isinstance(value, dict) and value:
         return st.sampled_from(sorted(value)).flatmap(
-            lambda key: st.one_of(JSON_VALUES, st.integers(min_value=1 << 63), st.integers(max_value=-(1 << 63) - 1),
-                                  mutate_json(value[key])).map(lambda new: {**value, key: new}))
+            lambda key: st.one_of(
+                JSON_VALUES,
+                st.integers(min_value=1 << 63),
+                st.integers(max_value=-(1 << 63) - 1),
+                mutate_json(value[key]),
+            ).map(lambda new: {**value, key: new})
+        )
     if isinstance(value, list) and value:
         return st.integers(0, len(value) - 1).flatmap(
-            lambda i: mutate_json(value[i]).map(lambda new: [*value[:i], new, *value[i + 1:]]))
+            lambda i: mutate_json(value[i]).map(lambda new: [*value[:i], new, *value[i + 1 :]])
+        )
     return JSON_VALUES
 
 
@@ -137,8 +208,14 @@ def shaped_request(draw: st.DrawFn) -> RemotingCommand:
         body = draw(st.binary(max_size=64))
     oneway = draw(st.integers(0, 19)) == 0
     serialize = draw(st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ]))
-    return request(shape.code, fields, body, oneway=oneway,
-                   version=draw(st.sampled_from([409, 121, 0, -1, 32767])), serialize_type=serialize)
+    return request(
+        shape.code,
+        fields,
+        body,
+        oneway=oneway,
+        version=draw(st.sampled_from([409, 121, 0, -1, 32767])),
+        serialize_type=serialize,
+    )
 
 
 @st.composite
@@ -148,7 +225,9 @@ def breaking_frame(draw: st.DrawFn) -> bytes:
     if kind == 0:
         return draw(st.binary(min_size=1, max_size=300))
     if kind == 1:  # a length prefix beyond the maximum, or negative, or too small
-        return struct.pack(">i", draw(st.sampled_from([1 << 30, 0x7FFFFFFF, -1, 0, 3, 16 * 1024 * 1024 + 1])))
+        return struct.pack(
+            ">i", draw(st.sampled_from([1 << 30, 0x7FFFFFFF, -1, 0, 3, 16 * 1024 * 1024 + 1]))
+        )
     frame = encode_frame(draw(shaped_request()))
     if kind == 2:  # truncated: the connection closes mid-frame
         return frame[: draw(st.integers(1, len(frame) - 1))]
@@ -191,7 +270,9 @@ def _send_framed(addr: str, commands: list[RemotingCommand]) -> None:
         conn = Connection()
         while waiting:
             event = conn.next_event()
-            assert event is not CLOSED, "the broker closed a connection that sent only well-framed requests"
+            assert event is not CLOSED, (
+                "the broker closed a connection that sent only well-framed requests"
+            )
             if event is NEED_DATA:
                 conn.receive_data(sock.recv(1 << 16))
                 continue
@@ -229,13 +310,30 @@ def _rss_kib(pid: int) -> int:
 
 def _prepare(addr: str) -> None:
     """A topic with messages and a group, so that fuzzed requests reach real data."""
-    setup = [request(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": TOPIC, "readQueueNums": 4,
-                                                           "writeQueueNums": 4, "perm": 6}, opaque=1)]
+    setup = [
+        request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {"topic": TOPIC, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6},
+            opaque=1,
+        )
+    ]
     for n in range(16):
-        setup.append(request(RequestCode.SEND_MESSAGE, {"producerGroup": "pg", "topic": TOPIC, "queueId": n % 4,
-                                                        "sysFlag": 0, "bornTimestamp": 1, "flag": 0,
-                                                        "properties": "TAGS\x01TagA\x02"},
-                             b"body %d" % n, opaque=2 + n))
+        setup.append(
+            request(
+                RequestCode.SEND_MESSAGE,
+                {
+                    "producerGroup": "pg",
+                    "topic": TOPIC,
+                    "queueId": n % 4,
+                    "sysFlag": 0,
+                    "bornTimestamp": 1,
+                    "flag": 0,
+                    "properties": "TAGS\x01TagA\x02",
+                },
+                b"body %d" % n,
+                opaque=2 + n,
+            )
+        )
     _send_framed(addr, setup)
 
 
@@ -246,8 +344,14 @@ def test_fuzzed_frames_never_take_the_broker_down(tmp_path):
         addr, pid = broker.broker, broker.process.pid
         _prepare(addr)
 
-        @settings(max_examples=max(FRAMES // BATCH, 1), deadline=None, database=None, derandomize=not RANDOM,
-                  phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=max(FRAMES // BATCH, 1),
+            deadline=None,
+            database=None,
+            derandomize=not RANDOM,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
         @given(st.lists(ITEMS, min_size=BATCH, max_size=BATCH))
         def batch(items: list[RemotingCommand | bytes]) -> None:
             framed = [item for item in items if isinstance(item, RemotingCommand)]
@@ -265,10 +369,14 @@ def test_fuzzed_frames_never_take_the_broker_down(tmp_path):
         batch()
         rss = _rss_kib(pid)
     total = sent["framed"] + sent["breaking"]
-    print(f"fuzz: {total} frames ({sent['framed']} well framed, {sent['breaking']} breaking the framing) "
-          f"in {sent['batches']} batches; broker RSS at the end {rss // 1024} MiB; answers by code "
-          f"{dict(sorted(ANSWERS.items()))}")
+    print(
+        f"fuzz: {total} frames ({sent['framed']} well framed, {sent['breaking']} breaking the framing) "
+        f"in {sent['batches']} batches; broker RSS at the end {rss // 1024} MiB; answers by code "
+        f"{dict(sorted(ANSWERS.items()))}"
+    )
     log_text = log_file.read_text()
     first = log_text.find("Traceback")
-    assert first == -1, f"{log_text.count('Traceback')} tracebacks; the first:\n{log_text[first - 300:first + 3000]}"
+    assert first == -1, (
+        f"{log_text.count('Traceback')} tracebacks; the first:\n{log_text[first - 300 : first + 3000]}"
+    )
     assert total >= min(FRAMES, 50000) * 0.99

@@ -7,8 +7,10 @@ from es_broker.remoting.codes import RequestCode, ResponseCode
 
 
 async def commit(running, group, topic, qid, offset):
-    r = await running.call(RequestCode.UPDATE_CONSUMER_OFFSET,
-                           {"consumerGroup": group, "topic": topic, "queueId": qid, "commitOffset": offset})
+    r = await running.call(
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        {"consumerGroup": group, "topic": topic, "queueId": qid, "commitOffset": offset},
+    )
     assert r.code == 0
 
 
@@ -17,7 +19,9 @@ async def test_b034_delete_group_with_remove_offset_drops_every_offset_of_the_gr
     await commit(running, "G", "T", 0, 5)
     await commit(running, "G", "T", 1, 7)
     await commit(running, "OTHER", "T", 0, 1)
-    r = await running.call(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G", "removeOffset": True})
+    r = await running.call(
+        RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G", "removeOffset": True}
+    )
     assert r.code == ResponseCode.SUCCESS
     broker = running.server.broker
     assert (broker.stored_offset("G", "T", 0), broker.stored_offset("G", "T", 1)) == (-1, -1)
@@ -39,8 +43,10 @@ async def test_b035_clone_replaces_the_destination_queue_map(running):
     await commit(running, "SRC", "T", 0, 10)
     await commit(running, "SRC", "T", 1, 11)
     await commit(running, "DST", "T", 2, 99)
-    r = await running.call(RequestCode.CLONE_GROUP_OFFSET,
-                           {"srcGroup": "SRC", "destGroup": "DST", "topic": "T", "offline": True})
+    r = await running.call(
+        RequestCode.CLONE_GROUP_OFFSET,
+        {"srcGroup": "SRC", "destGroup": "DST", "topic": "T", "offline": True},
+    )
     assert r.code == ResponseCode.SUCCESS
     broker = running.server.broker
     assert [broker.stored_offset("DST", "T", q) for q in range(3)] == [10, 11, -1]
@@ -53,8 +59,9 @@ async def test_b023_write_only_broker_shows_its_perm_on_every_topic_in_the_route
     await running.server._register_all(running.client)
     from es_broker.remoting.command import request
 
-    route = await running.client.invoke(running.namesrv_addr,
-                                        request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}))
+    route = await running.client.invoke(
+        running.namesrv_addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+    )
     assert fastjson.loads(route.body)["queueDatas"][0]["perm"] == 2
 
 
@@ -64,5 +71,7 @@ async def test_update_broker_config_refuses_keys_that_cannot_change_at_run_time(
 
 
 async def test_end_transaction_is_refused_with_a_clear_remark(running):
-    r = await running.call(RequestCode.END_TRANSACTION, {"producerGroup": "P", "commitOrRollback": 8})
+    r = await running.call(
+        RequestCode.END_TRANSACTION, {"producerGroup": "P", "commitOrRollback": 8}
+    )
     assert r.code == ResponseCode.SYSTEM_ERROR and "not supported" in r.remark

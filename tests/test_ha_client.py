@@ -53,21 +53,39 @@ class Run:
     async def consumer(self, group: str, handler, name: str, **kw) -> PushConsumer:
         """Start a PushConsumer of TOPIC from the first offset; it is shut down with the run."""
         kw.setdefault("config", FAST)
-        consumer = PushConsumer(self.cluster.namesrv.addr, group, handler, subscriptions={TOPIC: "*"},
-                                instance_name=name, client_ip="127.0.0.1", client_config=QUICK_ROUTES,
-                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw)
+        consumer = PushConsumer(
+            self.cluster.namesrv.addr,
+            group,
+            handler,
+            subscriptions={TOPIC: "*"},
+            instance_name=name,
+            client_ip="127.0.0.1",
+            client_config=QUICK_ROUTES,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            **kw,
+        )
         self.consumers.append(consumer)
         await consumer.start(self.nursery)
         return consumer
 
 
 @contextlib.asynccontextmanager
-async def ha_run(tmp_path, nursery, queues: int, master: dict[str, object],
-                 slave: dict[str, object] | None = None) -> AsyncIterator[Run]:
+async def ha_run(
+    tmp_path,
+    nursery,
+    queues: int,
+    master: dict[str, object],
+    slave: dict[str, object] | None = None,
+) -> AsyncIterator[Run]:
     """Name server, master and slave processes, the slave caught up, TOPIC created, a producer started."""
     cluster = await start_cluster(tmp_path, master=master, slave=slave or {})
-    producer = Producer(cluster.namesrv.addr, "HaProducer", instance_name="p", client_ip="127.0.0.1",
-                        client_config=QUICK_ROUTES)
+    producer = Producer(
+        cluster.namesrv.addr,
+        "HaProducer",
+        instance_name="p",
+        client_ip="127.0.0.1",
+        client_config=QUICK_ROUTES,
+    )
     run = Run(cluster, Wire(RemotingClient(nursery)), producer, nursery)
     try:
         await wait_until("the slave caught up", lambda: caught_up(run.w, run.m, run.s))
@@ -94,7 +112,9 @@ def progress(cluster: Cluster) -> dict[int, int]:
     return {r["queueId"]: r["consumerOffset"] for r in rows if r["topic"] == TOPIC}
 
 
-async def test_b111_sync_master_killed_mid_produce_every_send_ok_is_consumed_from_the_slave(tmp_path, nursery):
+async def test_b111_sync_master_killed_mid_produce_every_send_ok_is_consumed_from_the_slave(
+    tmp_path, nursery
+):
     async with ha_run(tmp_path, nursery, 4, {"brokerRole": "SYNC_MASTER"}) as run:
         cluster, producer = run.cluster, run.producer
         acked: list[bytes] = []
@@ -121,7 +141,9 @@ async def test_b111_sync_master_killed_mid_produce_every_send_ok_is_consumed_fro
                 producers.start_soon(produce, n)
         await producer.shutdown()
         assert len(acked) >= 150 and failed == 4
-        assert set(not_ok) <= {SendStatus.FLUSH_SLAVE_TIMEOUT, SendStatus.SLAVE_NOT_AVAILABLE}, not_ok
+        assert set(not_ok) <= {SendStatus.FLUSH_SLAVE_TIMEOUT, SendStatus.SLAVE_NOT_AVAILABLE}, (
+            not_ok
+        )
 
         # a new group starts on the slave alone: its first offsets come from the slave (B-113) as "none" (B-45)
         got = Collector()
@@ -152,7 +174,11 @@ class HoldFrom:
 
 
 async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> None:
-    master = {"brokerRole": "SYNC_MASTER", "slaveTimeout": SLOW_MACHINE_MS, "slave_offset_merge": policy}
+    master = {
+        "brokerRole": "SYNC_MASTER",
+        "slaveTimeout": SLOW_MACHINE_MS,
+        "slave_offset_merge": policy,
+    }
     async with ha_run(tmp_path, nursery, 2, master, {"slave_offset_merge": policy}) as run:
         cluster, producer, w, m, s = run.cluster, run.producer, run.w, run.m, run.s
         for i in range(120):
@@ -164,7 +190,9 @@ async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> No
         hold = HoldFrom(24)
         a = await run.consumer(GROUP, hold, "a", config=GATED)
         await hold.signal.wait_for(lambda: hold.held == 16 and len(hold.received) == 48, timeout=30)
-        await wait_until("A's commits on the master", lambda: _equals(stored_offsets(w, m, 2), {0: 24, 1: 24}))
+        await wait_until(
+            "A's commits on the master", lambda: _equals(stored_offsets(w, m, 2), {0: 24, 1: 24})
+        )
         master_had = {0: 24, 1: 24}
         served_by_slave = await served(w, s)
         cluster.master.kill9()
@@ -173,8 +201,12 @@ async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> No
         hold.release.set()
         await hold.signal.wait_for(lambda: len(hold.received) == 120, timeout=60)
         last_committed = {0: 60, 1: 60}
-        await wait_until("A's commits on the slave", lambda: _equals(stored_offsets(w, s, 2), last_committed))
-        assert await served(w, s) - served_by_slave == 120 - 64  # 32..59 of both queues came from the slave
+        await wait_until(
+            "A's commits on the slave", lambda: _equals(stored_offsets(w, s, 2), last_committed)
+        )
+        assert (
+            await served(w, s) - served_by_slave == 120 - 64
+        )  # 32..59 of both queues came from the slave
         assert progress(cluster) == last_committed  # the name server lists only the slave now
         in_flight = 16
         assert not _twice(hold.received)
@@ -184,8 +216,10 @@ async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> No
 
         async def merged() -> bool:
             status = await w.runtime(s)
-            return (status["haPendingOffsetCommits"] == status["haPendingDeliveries"] == "0"
-                    and status["haLastMergeSeq"] != "0")
+            return (
+                status["haPendingOffsetCommits"] == status["haPendingDeliveries"] == "0"
+                and status["haLastMergeSeq"] != "0"
+            )
 
         await wait_until("the slave's commits merged on the master", merged, timeout=60)
         after_merge = progress(cluster)
@@ -199,9 +233,13 @@ async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> No
         got = Collector()
         b = await run.consumer(GROUP, got, "b")
         for q in (0, 1):
-            sent = await producer.send(TOPIC, f"end{q}".encode(), queue_selector=lambda mqs, q=q: mqs[q])
+            sent = await producer.send(
+                TOPIC, f"end{q}".encode(), queue_selector=lambda mqs, q=q: mqs[q]
+            )
             assert sent.status == SendStatus.SEND_OK
-        await got.wait_for(lambda received: {b"end0", b"end1"} <= {m.body for m in received}, timeout=60)
+        await got.wait_for(
+            lambda received: {b"end0", b"end1"} <= {m.body for m in received}, timeout=60
+        )
         await b.shutdown()
         await producer.shutdown()
         again = [m.body for m in got.received if not m.body.startswith(b"end")]
@@ -227,30 +265,42 @@ def _twice(received: list[ReceivedMessage]) -> list[bytes]:
     return [body for body, n in Counter(m.body for m in received).items() if n > 1]
 
 
-async def test_s005_push_consumer_fails_over_to_the_slave_and_nothing_is_consumed_twice(tmp_path, nursery):
+async def test_s005_push_consumer_fails_over_to_the_slave_and_nothing_is_consumed_twice(
+    tmp_path, nursery
+):
     await _consume_through_a_master_outage(tmp_path, nursery, "latest_wins")
 
 
-async def test_b123_compat_overwrite_makes_the_next_push_consumer_reconsume_like_rocketmq(tmp_path, nursery):
+async def test_b123_compat_overwrite_makes_the_next_push_consumer_reconsume_like_rocketmq(
+    tmp_path, nursery
+):
     await _consume_through_a_master_outage(tmp_path, nursery, "compat_overwrite")
 
 
-async def test_b114_a_lagging_push_consumer_reads_from_the_slave_then_returns_to_the_master(tmp_path, nursery):
+async def test_b114_a_lagging_push_consumer_reads_from_the_slave_then_returns_to_the_master(
+    tmp_path, nursery
+):
     # RAM 20 000 bytes: a pull is "slow" beyond 8 000 bytes of commit log behind the head (B-38, B-115)
     settings = {"slaveReadEnable": True, "total_physical_memory_bytes": 20_000}
     master = {"brokerRole": "SYNC_MASTER", "slaveTimeout": SLOW_MACHINE_MS, **settings}
     async with ha_run(tmp_path, nursery, 1, master, settings) as run:
         producer, w, m, s = run.producer, run.w, run.m, run.s
         for i in range(100):  # 100 x ~400 bytes: a consumer at 0 is far behind
-            assert (await producer.send(TOPIC, b"x" * 300 + b"%03d" % i)).status == SendStatus.SEND_OK
+            assert (
+                await producer.send(TOPIC, b"x" * 300 + b"%03d" % i)
+            ).status == SendStatus.SEND_OK
 
         got = Collector()
         await run.consumer(GROUP, got, "c", config=FAST.replace(pull_batch_size=8))
         await got.wait_count(100, timeout=60)
         from_slave = await served(w, s)
-        assert 0 < from_slave < 100  # moved to the slave while behind, back on the master near the head
+        assert (
+            0 < from_slave < 100
+        )  # moved to the slave while behind, back on the master near the head
 
-        for i in range(10):  # at the head: the suggestion keeps it on the master (the group's brokerId, 0)
+        for i in range(
+            10
+        ):  # at the head: the suggestion keeps it on the master (the group's brokerId, 0)
             assert (await producer.send(TOPIC, b"head%d" % i)).status == SendStatus.SEND_OK
         await got.wait_count(110, timeout=60)
         assert await served(w, s) == from_slave
@@ -258,7 +308,9 @@ async def test_b114_a_lagging_push_consumer_reads_from_the_slave_then_returns_to
         assert not _twice(got.received)
 
 
-async def test_b114_update_sub_group_with_broker_id_1_keeps_a_push_consumer_on_the_slave(tmp_path, nursery):
+async def test_b114_update_sub_group_with_broker_id_1_keeps_a_push_consumer_on_the_slave(
+    tmp_path, nursery
+):
     settings = {"slaveReadEnable": True}
     master = {"brokerRole": "SYNC_MASTER", "slaveTimeout": SLOW_MACHINE_MS, **settings}
     async with ha_run(tmp_path, nursery, 1, master, settings) as run:
@@ -269,9 +321,13 @@ async def test_b114_update_sub_group_with_broker_id_1_keeps_a_push_consumer_on_t
 
         got = Collector()
         await run.consumer(GROUP, got, "c")
-        await got.wait_count(10)  # the first pull goes to the master (no suggestion yet, B-117) and finds all 10
+        await got.wait_count(
+            10
+        )  # the first pull goes to the master (no suggestion yet, B-117) and finds all 10
         assert await served(w, m) == 10
-        for i in range(10):  # not lagging, yet the group's brokerId sends every later pull to the slave (B-114)
+        for i in range(
+            10
+        ):  # not lagging, yet the group's brokerId sends every later pull to the slave (B-114)
             assert (await producer.send(TOPIC, b"later%d" % i)).status == SendStatus.SEND_OK
         await got.wait_count(20)
         assert await served(w, m) == 10 and await served(w, s) == 10

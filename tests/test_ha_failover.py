@@ -23,7 +23,9 @@ from tests.ha_fixtures import Cluster, Wire, _env, bodies, caught_up, start_clus
 
 TOPIC = "HaTopic"
 GROUP = "HaGroup"
-SLOW_MACHINE_MS = 10_000  # slaveTimeout where a test needs every send acknowledged, even on a loaded machine
+SLOW_MACHINE_MS = (
+    10_000  # slaveTimeout where a test needs every send acknowledged, even on a loaded machine
+)
 
 
 class RawConsumer:
@@ -66,18 +68,35 @@ def progress(cluster: Cluster) -> dict[int, int]:
 
 async def verify_identical(cluster: Cluster, w: Wire) -> None:
     """Stop both brokers once the slave holds the master's last record; `verify --against` must agree."""
-    await wait_until("the slave holding the master's last record",
-                     lambda: caught_up(w, cluster.master.addr, cluster.slave.addr))
+    await wait_until(
+        "the slave holding the master's last record",
+        lambda: caught_up(w, cluster.master.addr, cluster.slave.addr),
+    )
     cluster.master.stop()
     cluster.slave.stop()
-    done = subprocess.run([sys.executable, "-m", "es_broker.cli", "verify", "--data-dir", str(cluster.master_dir),
-                           "--against", str(cluster.slave_dir)], capture_output=True, text=True, timeout=60,
-                          env=_env())
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "es_broker.cli",
+            "verify",
+            "--data-dir",
+            str(cluster.master_dir),
+            "--against",
+            str(cluster.slave_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("OK: every projection of")
 
 
-async def test_b111_sync_master_killed_mid_produce_every_send_ok_is_readable_from_the_slave(tmp_path, nursery):
+async def test_b111_sync_master_killed_mid_produce_every_send_ok_is_readable_from_the_slave(
+    tmp_path, nursery
+):
     cluster = await start_cluster(tmp_path, master={"brokerRole": "SYNC_MASTER"}, slave={})
     try:
         w = Wire(RemotingClient(nursery))
@@ -111,7 +130,10 @@ async def test_b111_sync_master_killed_mid_produce_every_send_ok_is_readable_fro
                 producers.start_soon(produce, n)
         assert len(acked) >= 150
         # stored on the master without a slave's acknowledgement: allowed, but then not SEND_OK
-        assert set(refused) <= {ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE}, refused
+        assert set(refused) <= {
+            ResponseCode.FLUSH_SLAVE_TIMEOUT,
+            ResponseCode.SLAVE_NOT_AVAILABLE,
+        }, refused
 
         on_slave: dict[tuple[int, int], bytes] = {}
         for q in range(4):
@@ -124,13 +146,19 @@ async def test_b111_sync_master_killed_mid_produce_every_send_ok_is_readable_fro
                     on_slave[(q, msg.queue_offset)] = msg.body
                 offset = r.require_long("nextBeginOffset")
         missing = [(q, o, b) for q, o, b in acked if on_slave.get((q, o)) != b]
-        assert not missing, f"{len(missing)} of {len(acked)} SEND_OK messages are not on the slave: {missing[:5]}"
+        assert not missing, (
+            f"{len(missing)} of {len(acked)} SEND_OK messages are not on the slave: {missing[:5]}"
+        )
     finally:
         cluster.stop_all()
 
 
 async def _fail_over_and_back(tmp_path, nursery, policy: str) -> None:
-    master = {"brokerRole": "SYNC_MASTER", "slaveTimeout": SLOW_MACHINE_MS, "slave_offset_merge": policy}
+    master = {
+        "brokerRole": "SYNC_MASTER",
+        "slaveTimeout": SLOW_MACHINE_MS,
+        "slave_offset_merge": policy,
+    }
     cluster = await start_cluster(tmp_path, master=master, slave={"slave_offset_merge": policy})
     try:
         w = Wire(RemotingClient(nursery))
@@ -145,7 +173,9 @@ async def _fail_over_and_back(tmp_path, nursery, policy: str) -> None:
         for _ in range(3):  # 48 messages from the master, each batch committed there
             await a.round(m, commit_to=m)
         master_had = dict(a.offsets)
-        in_flight = await a.round(m, commit_to=None)  # processed, not yet committed when the master dies
+        in_flight = await a.round(
+            m, commit_to=None
+        )  # processed, not yet committed when the master dies
         cluster.master.kill9()
 
         # the master is down: the client commits to the slave and keeps reading it (B-113, B-116, B-30)
@@ -166,7 +196,9 @@ async def _fail_over_and_back(tmp_path, nursery, policy: str) -> None:
         await wait_until("the slave's commits merged on the master", merged)
         after_merge = progress(cluster)
 
-        b = RawConsumer(w, queues=2)  # an instance that starts now (restart, rebalance) asks the master
+        b = RawConsumer(
+            w, queues=2
+        )  # an instance that starts now (restart, rebalance) asks the master
         await b.start_from(m)
         while await b.round(m, commit_to=m):
             pass
@@ -189,15 +221,21 @@ async def _fail_over_and_back(tmp_path, nursery, policy: str) -> None:
         cluster.stop_all()
 
 
-async def test_s005_consumer_fails_over_to_the_slave_and_its_commits_survive_the_masters_return(tmp_path, nursery):
+async def test_s005_consumer_fails_over_to_the_slave_and_its_commits_survive_the_masters_return(
+    tmp_path, nursery
+):
     await _fail_over_and_back(tmp_path, nursery, "latest_wins")
 
 
-async def test_b123_compat_overwrite_loses_the_slave_commits_and_reconsumes_like_rocketmq(tmp_path, nursery):
+async def test_b123_compat_overwrite_loses_the_slave_commits_and_reconsumes_like_rocketmq(
+    tmp_path, nursery
+):
     await _fail_over_and_back(tmp_path, nursery, "compat_overwrite")
 
 
-async def test_b114_lagging_consumer_is_sent_to_the_slave_and_back_to_the_master_near_the_head(tmp_path, nursery):
+async def test_b114_lagging_consumer_is_sent_to_the_slave_and_back_to_the_master_near_the_head(
+    tmp_path, nursery
+):
     # RAM 20 000 bytes: a read is "slow" beyond 8 000 bytes of commit log behind the head (B-38, B-115)
     settings = {"slaveReadEnable": True, "total_physical_memory_bytes": 20_000}
     master = {"brokerRole": "SYNC_MASTER", "slaveTimeout": SLOW_MACHINE_MS, **settings}
@@ -208,7 +246,9 @@ async def test_b114_lagging_consumer_is_sent_to_the_slave_and_back_to_the_master
         await wait_until("the slave caught up", lambda: caught_up(w, m, s))
         await w.create_topic(m, TOPIC, 1)
         for i in range(100):
-            assert (await w.send(m, TOPIC, 0, b"x" * 300 + str(i).encode())).code == ResponseCode.SUCCESS
+            assert (
+                await w.send(m, TOPIC, 0, b"x" * 300 + str(i).encode())
+            ).code == ResponseCode.SUCCESS
         addrs = await w.route(cluster.namesrv.addr, TOPIC)
         assert addrs == {0: m, 1: s}
 
@@ -222,9 +262,15 @@ async def test_b114_lagging_consumer_is_sent_to_the_slave_and_back_to_the_master
             offset, broker_id = r.require_long("nextBeginOffset"), suggestion
         assert path[0] == (0, 0, 1)  # far behind on the master: go to the slave
         assert [p for p in path if p[0] == 1], path  # ... which served it while it lagged
-        assert path[-1] == (0, path[-1][1], 0)  # near the head it is back on the master, and stays there
+        assert path[-1] == (
+            0,
+            path[-1][1],
+            0,
+        )  # near the head it is back on the master, and stays there
         first_back = next(i for i, p in enumerate(path) if i > 0 and p[0] == 0)
-        assert all(b == 1 for b, _, _ in path[1:first_back]) and all(b == 0 for b, _, _ in path[first_back:])
+        assert all(b == 1 for b, _, _ in path[1:first_back]) and all(
+            b == 0 for b, _, _ in path[first_back:]
+        )
 
         # without lag a consumer never leaves the master (suggestion = the group's brokerId, 0)
         r = await w.pull(m, "HeadGroup", TOPIC, 0, 96, 8)

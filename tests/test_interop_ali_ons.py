@@ -37,9 +37,12 @@ NODE = shutil.which("node")
 ALI_ONS = INTEROP_DIR / "node_modules" / "ali-ons"
 
 pytestmark = [
-    pytest.mark.skipif(NODE is None, reason="node is not installed (ali-ons interop tests need Node.js)"),
-    pytest.mark.skipif(not ALI_ONS.is_dir(),
-                       reason="ali-ons is not installed: run `npm ci --prefix tests/interop`"),
+    pytest.mark.skipif(
+        NODE is None, reason="node is not installed (ali-ons interop tests need Node.js)"
+    ),
+    pytest.mark.skipif(
+        not ALI_ONS.is_dir(), reason="ali-ons is not installed: run `npm ci --prefix tests/interop`"
+    ),
 ]
 
 TOPIC = "InteropTopic"
@@ -64,17 +67,26 @@ def _pump(stream, lines: queue.Queue[str | None]) -> None:
     lines.put(None)
 
 
-def _expect_line(proc: subprocess.Popen[str], lines: queue.Queue[str | None], prefix: str,
-                 deadline: float, stderr_path: Path) -> str:
+def _expect_line(
+    proc: subprocess.Popen[str],
+    lines: queue.Queue[str | None],
+    prefix: str,
+    deadline: float,
+    stderr_path: Path,
+) -> str:
     while True:
         try:
             line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
-            raise AssertionError(f"es-broker serve printed no {prefix!r} line in {STARTUP_TIMEOUT} s; "
-                                 f"stderr:\n{stderr_path.read_text()}") from None
+            raise AssertionError(
+                f"es-broker serve printed no {prefix!r} line in {STARTUP_TIMEOUT} s; "
+                f"stderr:\n{stderr_path.read_text()}"
+            ) from None
         if line is None:
-            raise AssertionError(f"es-broker serve exited ({proc.wait()}) before printing {prefix!r}; "
-                                 f"stderr:\n{stderr_path.read_text()}")
+            raise AssertionError(
+                f"es-broker serve exited ({proc.wait()}) before printing {prefix!r}; "
+                f"stderr:\n{stderr_path.read_text()}"
+            )
         if line.startswith(prefix):
             return line
 
@@ -91,17 +103,36 @@ def broker_process(tmp_path_factory) -> Iterator[BrokerProcess]:
     stderr_path = root / "es-broker.stderr"
     with open(stderr_path, "w") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "es_broker.cli", "serve", "--data-dir", str(root / "data"),
-             "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, text=True)
+            [
+                sys.executable,
+                "-m",
+                "es_broker.cli",
+                "serve",
+                "--data-dir",
+                str(root / "data"),
+                "--listen",
+                "127.0.0.1:0",
+                "--namesrv-listen",
+                "127.0.0.1:0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT
-        ns_line = _expect_line(proc, lines, "es-broker name server listening on ", deadline, stderr_path)
-        broker_line = _expect_line(proc, lines, "es-broker broker-a listening on ", deadline, stderr_path)
-        yield BrokerProcess(proc, _addr_after(ns_line, " listening on "),
-                            _addr_after(broker_line, " listening on "))
+        ns_line = _expect_line(
+            proc, lines, "es-broker name server listening on ", deadline, stderr_path
+        )
+        broker_line = _expect_line(
+            proc, lines, "es-broker broker-a listening on ", deadline, stderr_path
+        )
+        yield BrokerProcess(
+            proc, _addr_after(ns_line, " listening on "), _addr_after(broker_line, " listening on ")
+        )
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -110,8 +141,12 @@ def broker_process(tmp_path_factory) -> Iterator[BrokerProcess]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-                raise AssertionError("es-broker serve did not stop within 30 s of SIGTERM") from None
-    assert proc.returncode == 0, f"es-broker serve exited with {proc.returncode}:\n{stderr_path.read_text()}"
+                raise AssertionError(
+                    "es-broker serve did not stop within 30 s of SIGTERM"
+                ) from None
+    assert proc.returncode == 0, (
+        f"es-broker serve exited with {proc.returncode}:\n{stderr_path.read_text()}"
+    )
 
 
 # ---------------------------------------------------------------------------- remoting helpers
@@ -130,8 +165,12 @@ def remoting_call(addr: str, code: int, fields: dict[str, Any] | None = None) ->
     return trio.run(call)
 
 
-def poll(what: str, probe: Callable[[], Any], done: Callable[[Any], bool],
-         timeout: float = OFFSET_TIMEOUT) -> Any:
+def poll(
+    what: str,
+    probe: Callable[[], Any],
+    done: Callable[[Any], bool],
+    timeout: float = OFFSET_TIMEOUT,
+) -> Any:
     """Call probe until done(result) or timeout; bounded polling of broker state."""
     hit: list[Any] = []
 
@@ -146,27 +185,62 @@ def poll(what: str, probe: Callable[[], Any], done: Callable[[Any], bool],
 
 def admin(broker: BrokerProcess, *args: str) -> Any:
     """`es-broker admin -n NAMESRV <args> --json`, parsed."""
-    proc = subprocess.run([sys.executable, "-m", "es_broker.cli", "admin", "-n", broker.namesrv_addr,
-                           *args, "--json"], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, f"es-broker admin {' '.join(args)}: {proc.returncode}\n{proc.stderr}"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "es_broker.cli",
+            "admin",
+            "-n",
+            broker.namesrv_addr,
+            *args,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, (
+        f"es-broker admin {' '.join(args)}: {proc.returncode}\n{proc.stderr}"
+    )
     return json.loads(proc.stdout)
 
 
 def create_topic(broker: BrokerProcess, topic: str, queues: int) -> None:
-    admin(broker, "updateTopic", "-b", broker.broker_addr, "-t", topic,
-          "-r", str(queues), "-w", str(queues))
+    admin(
+        broker,
+        "updateTopic",
+        "-b",
+        broker.broker_addr,
+        "-t",
+        topic,
+        "-r",
+        str(queues),
+        "-w",
+        str(queues),
+    )
     # ali-ons cannot fall back to TBW102 (spec 11.2): the route must be at the name server first,
     # and the broker re-registers asynchronously after a topic change.
-    poll(f"route of {topic} at the name server",
-         lambda: remoting_call(broker.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}).code,
-         lambda code: code == 0, timeout=30.0)
+    poll(
+        f"route of {topic} at the name server",
+        lambda: (
+            remoting_call(
+                broker.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
+            ).code
+        ),
+        lambda code: code == 0,
+        timeout=30.0,
+    )
 
 
 def consumer_progress(broker: BrokerProcess, group: str, topic: str) -> dict[int, dict[str, int]]:
     """queueId -> {brokerOffset, consumerOffset, diff} of group on topic (consumerProgress)."""
     progress = admin(broker, "consumerProgress", "-g", group)
-    return {q["queueId"]: {k: q[k] for k in ("brokerOffset", "consumerOffset", "diff")}
-            for q in progress["queues"] if q["topic"] == topic}
+    return {
+        q["queueId"]: {k: q[k] for k in ("brokerOffset", "consumerOffset", "diff")}
+        for q in progress["queues"]
+        if q["topic"] == topic
+    }
 
 
 # ---------------------------------------------------------------------------- node scripts
@@ -175,17 +249,31 @@ def run_node(script: str, *args: str, timeout: int = SCRIPT_TIMEOUT) -> list[dic
     env = dict(os.environ)
     env.pop("NODE_OPTIONS", None)
     started = time.monotonic()
-    proc = subprocess.run([NODE, script, *args, "--timeout", str(timeout)], cwd=INTEROP_DIR,
-                          capture_output=True, text=True, timeout=timeout + 30, env=env)
+    proc = subprocess.run(
+        [NODE, script, *args, "--timeout", str(timeout)],
+        cwd=INTEROP_DIR,
+        capture_output=True,
+        text=True,
+        timeout=timeout + 30,
+        env=env,
+    )
     took = time.monotonic() - started
-    assert proc.returncode == 0, (f"{script} exited with {proc.returncode} after {took:.1f} s\n"
-                                  f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    assert proc.returncode == 0, (
+        f"{script} exited with {proc.returncode} after {took:.1f} s\n"
+        f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
 def planned_messages() -> list[dict[str, Any]]:
-    return [{"tags": "TagA" if i % 2 == 0 else "TagB", "keys": [f"key-{i}", f"order-{i % 3}"],
-             "body": f"interop body {i} \u00e9\u4e2d"} for i in range(MESSAGES)]
+    return [
+        {
+            "tags": "TagA" if i % 2 == 0 else "TagB",
+            "keys": [f"key-{i}", f"order-{i % 3}"],
+            "body": f"interop body {i} \u00e9\u4e2d",
+        }
+        for i in range(MESSAGES)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -193,12 +281,25 @@ def produced(broker_process: BrokerProcess) -> list[dict[str, Any]]:
     """The topic, filled by ali-ons' Producer: one send result per message, in send order."""
     create_topic(broker_process, TOPIC, QUEUES)
     planned = planned_messages()
-    results = run_node("produce.js", "--namesrv", broker_process.namesrv_addr, "--topic", TOPIC,
-                       "--group", "interop_producer", "--messages", json.dumps(planned))
+    results = run_node(
+        "produce.js",
+        "--namesrv",
+        broker_process.namesrv_addr,
+        "--topic",
+        TOPIC,
+        "--group",
+        "interop_producer",
+        "--messages",
+        json.dumps(planned),
+    )
     assert len(results) == len(planned)
     for sent, want in zip(results, planned, strict=True):
         assert sent["sendStatus"] == "SEND_OK"
-        assert (sent["tags"], sent["keys"], sent["body"]) == (want["tags"], want["keys"], want["body"])
+        assert (sent["tags"], sent["keys"], sent["body"]) == (
+            want["tags"],
+            want["keys"],
+            want["body"],
+        )
         assert 0 <= sent["queueId"] < QUEUES
     # every message got its own (queue, offset) slot, and offsets are dense per queue
     per_queue: dict[int, list[int]] = {}
@@ -210,10 +311,21 @@ def produced(broker_process: BrokerProcess) -> list[dict[str, Any]]:
     return results
 
 
-def consume(broker: BrokerProcess, group: str, expression: str, expect: int,
-            pull_log: Path | None = None) -> list[dict[str, Any]]:
-    args = ["--namesrv", broker.namesrv_addr, "--topic", TOPIC, "--group", group,
-            "--expression", expression, "--expect", str(expect)]
+def consume(
+    broker: BrokerProcess, group: str, expression: str, expect: int, pull_log: Path | None = None
+) -> list[dict[str, Any]]:
+    args = [
+        "--namesrv",
+        broker.namesrv_addr,
+        "--topic",
+        TOPIC,
+        "--group",
+        group,
+        "--expression",
+        expression,
+        "--expect",
+        str(expect),
+    ]
     if pull_log is not None:
         args += ["--pull-log", str(pull_log)]
     return run_node("consume.js", *args)
@@ -221,9 +333,16 @@ def consume(broker: BrokerProcess, group: str, expression: str, expect: int,
 
 def as_delivered(sent: dict[str, Any]) -> dict[str, Any]:
     """What consume.js should print for a message produce.js reported."""
-    return {"topic": TOPIC, "tags": sent["tags"], "keys": sent["keys"], "body": sent["body"],
-            "queueId": sent["queueId"], "queueOffset": sent["queueOffset"], "msgId": sent["msgId"],
-            "reconsumeTimes": 0}
+    return {
+        "topic": TOPIC,
+        "tags": sent["tags"],
+        "keys": sent["keys"],
+        "body": sent["body"],
+        "queueId": sent["queueId"],
+        "queueOffset": sent["queueOffset"],
+        "msgId": sent["msgId"],
+        "reconsumeTimes": 0,
+    }
 
 
 def by_msg_id(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -246,10 +365,17 @@ def test_new_group_receives_every_message_and_commits_to_the_end(broker_process,
 
     # ali-ons persisted its offsets on close: the group is at the end of every queue (lag 0)
     per_queue = {q: sum(1 for s in produced if s["queueId"] == q) for q in range(QUEUES)}
-    want = {q: {"brokerOffset": n, "consumerOffset": n, "diff": 0} for q, n in per_queue.items() if n}
-    poll(f"offsets of {group} (consumerProgress)", lambda: consumer_progress(broker_process, group, TOPIC),
-         lambda progress: ({q: v for q, v in progress.items() if q in want} == want
-                           and all(v["diff"] == 0 for v in progress.values())))
+    want = {
+        q: {"brokerOffset": n, "consumerOffset": n, "diff": 0} for q, n in per_queue.items() if n
+    }
+    poll(
+        f"offsets of {group} (consumerProgress)",
+        lambda: consumer_progress(broker_process, group, TOPIC),
+        lambda progress: (
+            {q: v for q, v in progress.items() if q in want} == want
+            and all(v["diff"] == 0 for v in progress.values())
+        ),
+    )
 
 
 def test_tag_subscription_receives_only_its_tag(broker_process, produced, tmp_path):
@@ -262,7 +388,11 @@ def test_tag_subscription_receives_only_its_tag(broker_process, produced, tmp_pa
     assert len(received) == len(tag_a), "duplicate deliveries"
     assert by_msg_id(received) == by_msg_id([as_delivered(s) for s in tag_a])
     # the broker filtered by tag itself: ali-ons' own client-side filter had nothing to drop
-    pulled = [json.loads(line) for line in pull_log.read_text().splitlines()] if pull_log.exists() else []
+    pulled = (
+        [json.loads(line) for line in pull_log.read_text().splitlines()]
+        if pull_log.exists()
+        else []
+    )
     assert {p["msgId"] for p in pulled} == {s["msgId"] for s in tag_a}
     assert all(p["tags"] == "TagA" for p in pulled)
 
@@ -270,5 +400,8 @@ def test_tag_subscription_receives_only_its_tag(broker_process, produced, tmp_pa
     need = {}
     for s in tag_a:
         need[s["queueId"]] = max(need.get(s["queueId"], 0), s["queueOffset"] + 1)
-    poll(f"offsets of {group}", lambda: consumer_progress(broker_process, group, TOPIC),
-         lambda p: all(q in p and p[q]["consumerOffset"] >= n for q, n in need.items()))
+    poll(
+        f"offsets of {group}",
+        lambda: consumer_progress(broker_process, group, TOPIC),
+        lambda p: all(q in p and p[q]["consumerOffset"] >= n for q, n in need.items()),
+    )

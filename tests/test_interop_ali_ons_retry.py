@@ -23,29 +23,71 @@ TOPIC, GROUP = "InteropRetry", "interop_retry"
 
 
 def create_topic(broker: BrokerProcess, served, topic: str, queues: int) -> None:
-    served.admin("updateTopic", "-b", broker.broker_addr, "-t", topic, "-r", str(queues), "-w", str(queues))
+    served.admin(
+        "updateTopic", "-b", broker.broker_addr, "-t", topic, "-r", str(queues), "-w", str(queues)
+    )
     # ali-ons reads routes only at start and every 30 s: they must be at the name server first
-    poll(f"route of {topic}", lambda: remoting_call(broker.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                    {"topic": topic}).code, lambda code: code == 0, timeout=30.0)
+    poll(
+        f"route of {topic}",
+        lambda: (
+            remoting_call(
+                broker.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
+            ).code
+        ),
+        lambda code: code == 0,
+        timeout=30.0,
+    )
 
 
-def test_ali_ons_handler_failing_twice_gets_the_message_back_through_the_retry_topic(tmp_path: Path):
+def test_ali_ons_handler_failing_twice_gets_the_message_back_through_the_retry_topic(
+    tmp_path: Path,
+):
     conf = tmp_path / "broker.conf"
     conf.write_text("messageDelayLevel=1s 1s 1s 1s 1s 1s\n", encoding="utf-8")
     with serve(tmp_path / "data", "--config", str(conf)) as served:
         broker = BrokerProcess(served.process, served.namesrv, served.broker)
         create_topic(broker, served, TOPIC, 1)
-        create_topic(broker, served, f"%RETRY%{GROUP}", 1)  # what the first heartbeat would create (B-25)
-        (sent,) = run_node("produce.js", "--namesrv", served.namesrv, "--topic", TOPIC, "--group", "retry_producer",
-                           "--messages", json.dumps([{"tags": "TagA", "keys": ["k-1"], "body": "flaky job"}]))
-        deliveries = run_node("retry.js", "--namesrv", served.namesrv, "--topic", TOPIC, "--group", GROUP,
-                              "--expect", "1", "--fail", "2")
-    assert [(d["reconsumeTimes"], d["failed"]) for d in deliveries] == [(0, True), (1, True), (2, False)]
-    assert {d["topic"] for d in deliveries} == {TOPIC}  # ali-ons shows a retry under its RETRY_TOPIC (B-99)
+        create_topic(
+            broker, served, f"%RETRY%{GROUP}", 1
+        )  # what the first heartbeat would create (B-25)
+        (sent,) = run_node(
+            "produce.js",
+            "--namesrv",
+            served.namesrv,
+            "--topic",
+            TOPIC,
+            "--group",
+            "retry_producer",
+            "--messages",
+            json.dumps([{"tags": "TagA", "keys": ["k-1"], "body": "flaky job"}]),
+        )
+        deliveries = run_node(
+            "retry.js",
+            "--namesrv",
+            served.namesrv,
+            "--topic",
+            TOPIC,
+            "--group",
+            GROUP,
+            "--expect",
+            "1",
+            "--fail",
+            "2",
+        )
+    assert [(d["reconsumeTimes"], d["failed"]) for d in deliveries] == [
+        (0, True),
+        (1, True),
+        (2, False),
+    ]
+    assert {d["topic"] for d in deliveries} == {
+        TOPIC
+    }  # ali-ons shows a retry under its RETRY_TOPIC (B-99)
     assert {d["body"] for d in deliveries} == {"flaky job"}
     assert deliveries[0]["msgId"] == sent["msgId"]
     assert [d["originMessageId"] for d in deliveries[1:]] == [sent["msgId"]] * 2
-    assert all(b["at"] - a["at"] >= 900 for a, b in zip(deliveries, deliveries[1:], strict=False))  # 1 s levels
+    assert all(
+        b["at"] - a["at"] >= 900 for a, b in zip(deliveries, deliveries[1:], strict=False)
+    )  # 1 s levels
     data = tmp_path / "data"
     store = Store.open(data, BrokerConfig(storePathRootDir=str(data)), readonly=True)
     try:
@@ -54,5 +96,10 @@ def test_ali_ons_handler_failing_twice_gets_the_message_back_through_the_retry_t
         store.close()
     # the broker path (not ali-ons' producer fallback): two send-backs, each a delayed retry
     assert [(r["group"], r["decision"], r["delay_level"], r["target_topic"]) for r in backs] == [
-        (GROUP, "retry", 3, f"%RETRY%{GROUP}"), (GROUP, "retry", 4, f"%RETRY%{GROUP}")]
-    assert [r["max_reconsume_times"] for r in backs] == [16, 16]  # ali-ons' maxReconsumeTimes header
+        (GROUP, "retry", 3, f"%RETRY%{GROUP}"),
+        (GROUP, "retry", 4, f"%RETRY%{GROUP}"),
+    ]
+    assert [r["max_reconsume_times"] for r in backs] == [
+        16,
+        16,
+    ]  # ali-ons' maxReconsumeTimes header

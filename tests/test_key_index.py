@@ -34,7 +34,9 @@ def bodies(found: list[bytes]) -> list[bytes]:
     return [decode_one(raw)[0].body for raw in found]
 
 
-def query(broker: Broker, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2**62) -> list[bytes]:
+def query(
+    broker: Broker, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2**62
+) -> list[bytes]:
     return bodies(broker.query_messages_by_key(topic, key, max_num, begin, end))
 
 
@@ -154,32 +156,44 @@ async def small(config, clock, nursery):
 
 async def test_b204_retention_takes_the_expired_messages_out_of_the_index(small, clock, config):
     for i in range(20):
-        await small.put_messages("T", 0, [MessageIn(b"m%02d" % i, {"KEYS": "k", "UNIQ_KEY": f"U{i}"})])
+        await small.put_messages(
+            "T", 0, [MessageIn(b"m%02d" % i, {"KEYS": "k", "UNIQ_KEY": f"U{i}"})]
+        )
     clock.set(local_ms(5, 4, 30))
     done = await small.retention_pass()
     with small.store.read() as txn:
-        left = [u for u in small.store.cq.units(txn, "T", 0, 0, 20) if u.physical_offset >= done.phy_min]
+        left = [
+            u for u in small.store.cq.units(txn, "T", 0, 0, 20) if u.physical_offset >= done.phy_min
+        ]
         entries = list(small.store.keyindex.entries(txn))
     assert 0 < len(left) < 20
     assert query(small, "T", "k") == [b"m%02d" % i for i in range(20 - len(left), 20)]
     assert query(small, "T", "U0") == []
     assert len(entries) == 2 * len(left)  # the expired messages' entries are gone, not skipped
-    assert cli("verify", "--data-dir", config.storePathRootDir).returncode == 0  # another process, as an operator
+    assert (
+        cli("verify", "--data-dir", config.storePathRootDir).returncode == 0
+    )  # another process, as an operator
 
 
 async def test_b204_a_batch_cut_by_phy_min_keeps_its_surviving_entries(small, clock, config):
     # a batch of 20 crosses commit-log files (B-08); retention removes its first files only
-    await small.put_messages("T", 0, [MessageIn(b"m%02d" % i, {"KEYS": f"k{i}"}) for i in range(20)])
+    await small.put_messages(
+        "T", 0, [MessageIn(b"m%02d" % i, {"KEYS": f"k{i}"}) for i in range(20)]
+    )
     clock.set(local_ms(5, 4, 30))
     done = await small.retention_pass()
     with small.store.read() as txn:
-        left = [u for u in small.store.cq.units(txn, "T", 0, 0, 20) if u.physical_offset >= done.phy_min]
+        left = [
+            u for u in small.store.cq.units(txn, "T", 0, 0, 20) if u.physical_offset >= done.phy_min
+        ]
         entries = list(small.store.keyindex.entries(txn))
     assert 0 < len(left) < 20
     assert len(entries) == len(left)
     assert query(small, "T", "k19") == [b"m19"]
     assert query(small, "T", "k0") == []
-    assert cli("verify", "--data-dir", config.storePathRootDir).returncode == 0  # another process, as an operator
+    assert (
+        cli("verify", "--data-dir", config.storePathRootDir).returncode == 0
+    )  # another process, as an operator
     await small.put_message("T", 0, MessageIn(b"later", {"KEYS": "k19"}))
     assert query(small, "T", "k19") == [b"m19", b"later"]
 
@@ -191,7 +205,9 @@ async def history(data_dir: str, clock: ManualClock) -> None:
         await nursery.start(broker.run)
         await make_topic(broker, "T", queues=2)
         await send(broker, "T", b"a", KEYS="k1 k2", UNIQ_KEY="U1")
-        await broker.put_messages("T", 1, [MessageIn(b"b", {"KEYS": "k2"}), MessageIn(b"c", {"UNIQ_KEY": "U3"})])
+        await broker.put_messages(
+            "T", 1, [MessageIn(b"b", {"KEYS": "k2"}), MessageIn(b"c", {"UNIQ_KEY": "U3"})]
+        )
         nursery.cancel_scope.cancel()
     broker.close()
 
@@ -240,13 +256,21 @@ async def test_b206_a_journey_by_uniq_key_starts_at_the_first_message_carrying_i
 KEY_TEXT = st.sampled_from(["k1", "k2", "k3", "a" * 520, "k1\x00x", ""])
 TOPIC = st.sampled_from(["T1", "T2"])
 MESSAGE = st.tuples(st.lists(KEY_TEXT, max_size=3), st.sampled_from([None, "U1", "U2"]))
-OPS = st.lists(st.one_of(
-    st.tuples(st.just("send"), TOPIC, st.lists(MESSAGE, min_size=1, max_size=8)),
-    st.tuples(st.just("tick"), st.integers(-3000, 30 * 3_600_000)),
-    st.tuples(st.just("expire")),
-), min_size=4, max_size=30)
-BUSY = [("send", "T1", [(["k1", "k2"], "U1")] * 8)] * 4 + [("tick", -3000), ("send", "T2", [(["k1"], "U2")] * 5),
-                                                          ("expire",), ("send", "T1", [(["k3"], None)] * 3)]
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("send"), TOPIC, st.lists(MESSAGE, min_size=1, max_size=8)),
+        st.tuples(st.just("tick"), st.integers(-3000, 30 * 3_600_000)),
+        st.tuples(st.just("expire")),
+    ),
+    min_size=4,
+    max_size=30,
+)
+BUSY = [("send", "T1", [(["k1", "k2"], "U1")] * 8)] * 4 + [
+    ("tick", -3000),
+    ("send", "T2", [(["k1"], "U2")] * 5),
+    ("expire",),
+    ("send", "T1", [(["k3"], None)] * 3),
+]
 
 
 def scan(broker: Broker, topic: str, key: str, max_num: int, begin: int, end: int) -> list[bytes]:
@@ -254,8 +278,14 @@ def scan(broker: Broker, topic: str, key: str, max_num: int, begin: int, end: in
     hits = []
     for raw in broker.store.log.payloads():
         msg = decode_one(raw[1])[0]
-        if msg.topic == topic and begin <= msg.store_timestamp <= end and (
-                key in msg.properties.get("KEYS", "").split(" ") or msg.properties.get("UNIQ_KEY") == key):
+        if (
+            msg.topic == topic
+            and begin <= msg.store_timestamp <= end
+            and (
+                key in msg.properties.get("KEYS", "").split(" ")
+                or msg.properties.get("UNIQ_KEY") == key
+            )
+        ):
             hits.append((msg.store_timestamp, msg.physical_offset, raw[1]))
     newest = sorted(hits, reverse=True)[:max_num]
     return [raw for _, _, raw in sorted(newest, key=lambda h: h[1])]
@@ -263,15 +293,22 @@ def scan(broker: Broker, topic: str, key: str, max_num: int, begin: int, end: in
 
 async def generated(data_dir: str, ops: list[tuple]) -> None:
     clock = ManualClock(local_ms(1, 10))
-    broker = Broker.open(data_dir, BrokerConfig(storePathRootDir=data_dir, mappedFileSizeCommitLog=2000), clock)
+    broker = Broker.open(
+        data_dir, BrokerConfig(storePathRootDir=data_dir, mappedFileSizeCommitLog=2000), clock
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
         for topic in ("T1", "T2"):
             await make_topic(broker, topic, queues=2)
         for op in ops:
             if op[0] == "send":
-                batch = [MessageIn(b"x" * 200, {k: v for k, v in (("KEYS", " ".join(keys)), ("UNIQ_KEY", uniq)) if v})
-                         for keys, uniq in op[2]]
+                batch = [
+                    MessageIn(
+                        b"x" * 200,
+                        {k: v for k, v in (("KEYS", " ".join(keys)), ("UNIQ_KEY", uniq)) if v},
+                    )
+                    for keys, uniq in op[2]
+                ]
                 await broker.put_messages(op[1], 0, batch)
             elif op[0] == "tick":
                 clock.advance(op[1])
@@ -281,9 +318,14 @@ async def generated(data_dir: str, ops: list[tuple]) -> None:
                     await broker.retention_pass(manual=True)
         for topic in ("T1", "T2", "T3"):
             for key in ("k1", "k2", "k3", "a" * 520, "k1\x00x", "U1", "U2", "x"):
-                for max_num, begin, end in ((64, *FOREVER), (2, *FOREVER), (3, local_ms(1, 10), local_ms(2, 10))):
+                for max_num, begin, end in (
+                    (64, *FOREVER),
+                    (2, *FOREVER),
+                    (3, local_ms(1, 10), local_ms(2, 10)),
+                ):
                     assert broker.query_messages_by_key(topic, key, max_num, begin, end) == scan(
-                        broker, topic, key, max_num, begin, end), (topic, key, max_num)
+                        broker, topic, key, max_num, begin, end
+                    ), (topic, key, max_num)
         nursery.cancel_scope.cancel()
     broker.close()
 

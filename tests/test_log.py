@@ -26,7 +26,7 @@ def test_keys_are_eight_byte_big_endian(tmp_path):
     log = RecordLog(tmp_path)
     log.write_batch([append_job(0)])
     with log.read_txn() as txn:
-        (key, _), = list(txn.cursor(db=log.log_db))
+        ((key, _),) = list(txn.cursor(db=log.log_db))
     assert key == (1).to_bytes(8, "big")
 
 
@@ -85,9 +85,19 @@ def test_a_full_disk_refuses_the_write_and_keeps_what_was_acknowledged(tmp_path,
             raise lmdb.Error("mdb_txn_commit: No space left on device")
 
     real_begin = log.env.begin
-    monkeypatch.setattr(log, "env", type("E", (), {
-        "begin": lambda self, **kw: FullTxn(real_begin(**kw)),
-        "info": log.env.info, "set_mapsize": log.env.set_mapsize})())
+    monkeypatch.setattr(
+        log,
+        "env",
+        type(
+            "E",
+            (),
+            {
+                "begin": lambda self, **kw: FullTxn(real_begin(**kw)),
+                "info": log.env.info,
+                "set_mapsize": log.env.set_mapsize,
+            },
+        )(),
+    )
     with pytest.raises(StoreFullError, match="disk full"):
         log.write_batch([append_job(2)])
     monkeypatch.undo()
@@ -182,13 +192,17 @@ def fill_until_refused(log, blob: int = 256 * 1024, limit: int = 400) -> int:
 
     for n in range(limit):
         try:
-            log.write_batch([lambda ctx, n=n: ctx.append(make("probe", 0, value=n, blob=b"x" * blob))])
+            log.write_batch(
+                [lambda ctx, n=n: ctx.append(make("probe", 0, value=n, blob=b"x" * blob))]
+            )
         except StoreFullError:
             return n
     raise AssertionError(f"{limit} records of {blob} bytes fit: the disk never filled")
 
 
-def test_a_full_tmpfs_refuses_the_commit_keeps_every_acknowledged_record_and_takes_writes_again(tmp_path):
+def test_a_full_tmpfs_refuses_the_commit_keeps_every_acknowledged_record_and_takes_writes_again(
+    tmp_path,
+):
     from tests.disk_fixtures import small_tmpfs
 
     with small_tmpfs(tmp_path / "disk", 8) as disk:
@@ -201,12 +215,16 @@ def test_a_full_tmpfs_refuses_the_commit_keeps_every_acknowledged_record_and_tak
         filler.unlink()
         log.write_batch([append_job("after")])
         log.close()
-        log = RecordLog(disk / "lmdb")  # everything acknowledged is on the disk, not only in this process
+        log = RecordLog(
+            disk / "lmdb"
+        )  # everything acknowledged is on the disk, not only in this process
         assert [r["value"] for _, r in log.read()] == [*range(landed), "after"]
         log.close()
 
 
-async def test_the_writer_refuses_without_writing_while_the_disk_is_full_until_a_probe_lands(tmp_path):
+async def test_the_writer_refuses_without_writing_while_the_disk_is_full_until_a_probe_lands(
+    tmp_path,
+):
     from es_broker.log import StoreFullError
     from tests.disk_fixtures import fill, small_tmpfs
 
@@ -219,7 +237,9 @@ async def test_the_writer_refuses_without_writing_while_the_disk_is_full_until_a
             await nursery.start(writer.run)
             with pytest.raises(StoreFullError):
                 for n in range(400):
-                    await writer.submit(lambda ctx, n=n: ctx.append(make("probe", 0, value=n, blob=b"x" * 262144)))
+                    await writer.submit(
+                        lambda ctx, n=n: ctx.append(make("probe", 0, value=n, blob=b"x" * 262144))
+                    )
             assert writer.disk_full and writer.disk_full_since is not None
             landed = log.last_seq
             filler.unlink()

@@ -10,8 +10,9 @@ from tests.conftest import make_topic
 
 
 async def small_ram_broker(broker, tmp_path, clock, nursery, name: str, **switches) -> Broker:
-    config = broker.config.replace(total_physical_memory_bytes=1000,
-                                   storePathRootDir=str(tmp_path / name), **switches)
+    config = broker.config.replace(
+        total_physical_memory_bytes=1000, storePathRootDir=str(tmp_path / name), **switches
+    )
     b = Broker.open(config.storePathRootDir, config, clock)
     await nursery.start(b.run)
     await make_topic(b)
@@ -105,7 +106,9 @@ async def test_b131_every_commit_is_in_the_history_with_cause_and_requester(brok
     with broker.store.read() as txn:
         changes = list(broker.store.offsets.changes(txn, "T", "G", 1))
     assert [(c.old, c.new, c.cause, c.requester) for c in changes] == [
-        (-1, 10, "client_commit", "c1"), (10, 4, "admin", "ops")]
+        (-1, 10, "client_commit", "c1"),
+        (10, 4, "admin", "ops"),
+    ]
 
 
 async def test_b031_commit_piggybacked_on_pull_is_stored_with_its_cause(broker):

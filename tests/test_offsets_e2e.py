@@ -24,8 +24,14 @@ ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 
 
 async def cli(*args: str) -> subprocess.CompletedProcess:
-    done = await trio.run_process([sys.executable, "-m", "es_broker.cli", *args], capture_stdout=True,
-                                  capture_stderr=True, env=_env(), cwd=ROOT, check=False)
+    done = await trio.run_process(
+        [sys.executable, "-m", "es_broker.cli", *args],
+        capture_stdout=True,
+        capture_stderr=True,
+        env=_env(),
+        cwd=ROOT,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr.decode()
     return done
 
@@ -46,8 +52,15 @@ async def lag_zero(broker, group: str) -> bool:
 
 
 def push_consumer(broker, group: str, collector, instance: str) -> PushConsumer:
-    return PushConsumer(broker.namesrv, group, collector, subscriptions={"T": "*"}, instance_name=instance,
-                        client_ip="127.0.0.1", config=FAST)
+    return PushConsumer(
+        broker.namesrv,
+        group,
+        collector,
+        subscriptions={"T": "*"},
+        instance_name=instance,
+        client_ip="127.0.0.1",
+        config=FAST,
+    )
 
 
 async def produce(broker, nursery, n: int, prefix: str = "m") -> list:
@@ -60,13 +73,41 @@ async def produce(broker, nursery, n: int, prefix: str = "m") -> list:
 
 
 async def topic(broker, queues: int) -> None:
-    await cli("admin", "-n", broker.namesrv, "updateTopic", "-b", broker.broker, "-t", "T",
-              "-r", str(queues), "-w", str(queues))
+    await cli(
+        "admin",
+        "-n",
+        broker.namesrv,
+        "updateTopic",
+        "-b",
+        broker.broker,
+        "-t",
+        "T",
+        "-r",
+        str(queues),
+        "-w",
+        str(queues),
+    )
 
     async def routed() -> bool:
-        done = await trio.run_process([sys.executable, "-m", "es_broker.cli", "admin", "-n", broker.namesrv,
-                                       "topicRoute", "-t", "T", "--json"], capture_stdout=True,
-                                      capture_stderr=True, env=_env(), cwd=ROOT, check=False)
+        done = await trio.run_process(
+            [
+                sys.executable,
+                "-m",
+                "es_broker.cli",
+                "admin",
+                "-n",
+                broker.namesrv,
+                "topicRoute",
+                "-t",
+                "T",
+                "--json",
+            ],
+            capture_stdout=True,
+            capture_stderr=True,
+            env=_env(),
+            cwd=ROOT,
+            check=False,
+        )
         return done.returncode == 0
 
     await until(routed)
@@ -86,10 +127,14 @@ async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tm
 
         # online: the broker computes the table and tells the consumer, which re-consumes from there
         shown = await admin_json(broker, "queryMsgById", "-i", middle[0].offset_msg_id)
-        reset = await admin_json(broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", str(shown["storeTimestamp"]))
+        reset = await admin_json(
+            broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", str(shown["storeTimestamp"])
+        )
         assert reset["path"] == "broker"
         targets = {q["queueId"]: q["offset"] for q in reset["queues"]}
-        expected_again = sum(1 for m in collector.received if m.queue_offset >= targets[m.queue.queue_id])
+        expected_again = sum(
+            1 for m in collector.received if m.queue_offset >= targets[m.queue.queue_id]
+        )
         await collector.wait_count(30 + expected_again)
         again = collector.received[30:]
         assert b"mid0" in {m.body for m in again}
@@ -99,42 +144,75 @@ async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tm
         # offline: CONSUMER_NOT_ONLINE, the admin falls back to writing offsets; the next start resumes there
         await consumer.shutdown()
         await until(lambda: _offline(broker, "G"))
-        heads = [await admin_json(broker, "queryMsgByOffset", "-t", "T", "-b", "broker-a", "-i", str(q), "-o", "0")
-                 for q in (0, 1)]
-        earliest = min(h["storeTimestamp"] for h in heads)  # at or before every queue's first message
-        fallback = await admin_json(broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", str(earliest))
+        heads = [
+            await admin_json(
+                broker, "queryMsgByOffset", "-t", "T", "-b", "broker-a", "-i", str(q), "-o", "0"
+            )
+            for q in (0, 1)
+        ]
+        earliest = min(
+            h["storeTimestamp"] for h in heads
+        )  # at or before every queue's first message
+        fallback = await admin_json(
+            broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", str(earliest)
+        )
         assert fallback["path"] == "old"
         assert {q["rollbackOffset"] for q in fallback["queues"]} == {0}
         resumed = Collector()
         consumer2 = push_consumer(broker, "G", resumed, "c2")
         await consumer2.start(nursery)
         await resumed.wait_count(30)
-        assert sorted(m.body for m in resumed.received) == sorted(m.body for m in collector.received[:30])
+        assert sorted(m.body for m in resumed.received) == sorted(
+            m.body for m in collector.received[:30]
+        )
         await until(lambda: lag_zero(broker, "G"))
 
         # non-force forward: nothing moves, and every queue says why
-        (plan,) = await admin_json(broker, "resetOffset", "-g", "G", "-t", "T", "--to-offset", "100", "-f", "false")
+        (plan,) = await admin_json(
+            broker, "resetOffset", "-g", "G", "-t", "T", "--to-offset", "100", "-f", "false"
+        )
         assert {q["outcome"] for q in plan["queues"]} == {"unchanged_not_force"}
         assert all(q["final"] == q["current"] for q in plan["queues"])
         await consumer2.shutdown()
 
 
 async def _offline(broker, group: str) -> bool:
-    done = await trio.run_process([sys.executable, "-m", "es_broker.cli", "admin", "-n", broker.namesrv,
-                                   "consumerConnection", "-g", group], capture_stdout=True, capture_stderr=True,
-                                  env=_env(), cwd=ROOT, check=False)
+    done = await trio.run_process(
+        [
+            sys.executable,
+            "-m",
+            "es_broker.cli",
+            "admin",
+            "-n",
+            broker.namesrv,
+            "consumerConnection",
+            "-g",
+            group,
+        ],
+        capture_stdout=True,
+        capture_stderr=True,
+        env=_env(),
+        cwd=ROOT,
+        check=False,
+    )
     return done.returncode != 0
 
 
 async def explain(broker, group: str) -> dict:
-    done = await cli("explain", "--data-dir", str(broker.data_dir), "--group", group, "--topic", "T", "--json")
+    done = await cli(
+        "explain", "--data-dir", str(broker.data_dir), "--group", group, "--topic", "T", "--json"
+    )
     return json.loads(done.stdout)
 
 
-async def test_b040_last_offset_starts_at_0_when_young_and_at_max_after_retention(tmp_path, nursery):
+async def test_b040_last_offset_starts_at_0_when_young_and_at_max_after_retention(
+    tmp_path, nursery
+):
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"mappedFileSizeCommitLog=1500\nfileReservedTime=0\ndeleteWhen={ALL_HOURS}\n"
-                    "cleanResourceInterval=100\n")
+    conf.write_text(
+        f"mappedFileSizeCommitLog=1500\nfileReservedTime=0\ndeleteWhen={ALL_HOURS}\n"
+        "cleanResourceInterval=100\n"
+    )
     with serve(tmp_path / "data", "--config", str(conf)) as broker:
         await topic(broker, 1)
         await produce(broker, nursery, 5, "young")
@@ -144,9 +222,14 @@ async def test_b040_last_offset_starts_at_0_when_young_and_at_max_after_retentio
         await young.wait_count(5)  # the whole history: the broker answered 0 (B-40)
         await c1.shutdown()
         (q,) = (await explain(broker, "NEW1"))["queues"]
-        assert q["start"]["row"] == 2 and "consumes the queue's whole history (B-40)" in q["start"]["why"]
+        assert (
+            q["start"]["row"] == 2
+            and "consumes the queue's whole history (B-40)" in q["start"]["why"]
+        )
 
-        await produce(broker, nursery, 40, "old")  # rolls the commit log: the head's files expire at once
+        await produce(
+            broker, nursery, 40, "old"
+        )  # rolls the commit log: the head's files expire at once
 
         async def head_removed() -> bool:
             status = await admin_json(broker, "topicStatus", "-t", "T")
@@ -165,7 +248,10 @@ async def test_b040_last_offset_starts_at_0_when_young_and_at_max_after_retentio
         await later.wait_count(1)
         assert [m.body for m in later.received] == [b"fresh0"]  # started at max (B-37 row 3, B-45)
         (q,) = (await explain(broker, "NEW2"))["queues"]
-        assert q["start"]["answer"] == "QUERY_NOT_FOUND" and "started at the queue's max" in q["start"]["why"]
+        assert (
+            q["start"]["answer"] == "QUERY_NOT_FOUND"
+            and "started at the queue's max" in q["start"]["why"]
+        )
         await c2.shutdown()
 
 
@@ -198,10 +284,17 @@ async def test_b043_broadcasting_keeps_offsets_in_the_local_file(tmp_path, nurse
         await topic(broker, 2)
         await produce(broker, nursery, 8, "b")
         collector = Collector()
-        c = PushConsumer(broker.namesrv, "G", collector, subscriptions={"T": "*"}, instance_name="c1",
-                         client_ip="127.0.0.1", message_model=MessageModel.BROADCASTING,
-                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                         config=FAST.replace(offset_store_dir=str(tmp_path / "offsets")))
+        c = PushConsumer(
+            broker.namesrv,
+            "G",
+            collector,
+            subscriptions={"T": "*"},
+            instance_name="c1",
+            client_ip="127.0.0.1",
+            message_model=MessageModel.BROADCASTING,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            config=FAST.replace(offset_store_dir=str(tmp_path / "offsets")),
+        )
         await c.start(nursery)
         await collector.wait_count(8)
         status = await admin_json(broker, "topicStatus", "-t", "T")
@@ -213,4 +306,6 @@ async def test_b043_broadcasting_keeps_offsets_in_the_local_file(tmp_path, nurse
 
         await until(persisted)
         await c.shutdown()
-        assert (await admin_json(broker, "consumerProgress", "-g", "G"))["queues"] == []  # never on the broker
+        assert (await admin_json(broker, "consumerProgress", "-g", "G"))[
+            "queues"
+        ] == []  # never on the broker

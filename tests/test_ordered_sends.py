@@ -21,25 +21,56 @@ PROPS = encode_properties({"TAGS": "A"})
 
 
 def _single(n: int) -> tuple[int, dict, bytes]:
-    return RequestCode.SEND_MESSAGE_V2, {"a": "P", "b": TOPIC, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0,
-                                          "h": 0, "i": PROPS.decode()}, b"%08d" % n
+    return (
+        RequestCode.SEND_MESSAGE_V2,
+        {
+            "a": "P",
+            "b": TOPIC,
+            "c": "TBW102",
+            "d": 4,
+            "e": 0,
+            "f": 0,
+            "g": 0,
+            "h": 0,
+            "i": PROPS.decode(),
+        },
+        b"%08d" % n,
+    )
 
 
 def _batch(first: int, count: int) -> tuple[int, dict, bytes]:
     body = b""
     for n in range(first, first + count):
         payload = b"%08d" % n
-        body += struct.pack(">iiiii", 20 + len(payload) + 2 + len(PROPS), 0, 0, 0, len(payload)) + payload
+        body += (
+            struct.pack(">iiiii", 20 + len(payload) + 2 + len(PROPS), 0, 0, 0, len(payload))
+            + payload
+        )
         body += struct.pack(">h", len(PROPS)) + PROPS
-    return RequestCode.SEND_BATCH_MESSAGE, {"a": "P", "b": TOPIC, "c": "TBW102", "d": 4, "e": 0, "f": 0,
-                                             "g": 0, "h": 0, "m": True}, body
+    return (
+        RequestCode.SEND_BATCH_MESSAGE,
+        {"a": "P", "b": TOPIC, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0, "m": True},
+        body,
+    )
 
 
 def _pull(queue_id: int, offset: int, suspend_ms: int) -> tuple[int, dict, bytes]:
-    return RequestCode.PULL_MESSAGE, {"consumerGroup": "G", "topic": TOPIC, "queueId": queue_id,
-                                      "queueOffset": offset, "maxMsgNums": 32, "sysFlag": 6 if suspend_ms else 4,
-                                      "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
-                                      "subscription": "*", "subVersion": 0}, b""
+    return (
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": "G",
+            "topic": TOPIC,
+            "queueId": queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": 32,
+            "sysFlag": 6 if suspend_ms else 4,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": suspend_ms,
+            "subscription": "*",
+            "subVersion": 0,
+        },
+        b"",
+    )
 
 
 class RawConnection:
@@ -51,8 +82,12 @@ class RawConnection:
         self.answers: dict[int, object] = {}
 
     async def write_all(self, frames: list[tuple[int, dict, bytes]], first_opaque: int) -> None:
-        data = b"".join(self.conn.send(dataclasses.replace(request(code, fields, body), opaque=first_opaque + i))
-                        for i, (code, fields, body) in enumerate(frames))
+        data = b"".join(
+            self.conn.send(
+                dataclasses.replace(request(code, fields, body), opaque=first_opaque + i)
+            )
+            for i, (code, fields, body) in enumerate(frames)
+        )
         await self.stream.send_all(data)  # one write: the broker reads the frames back to back
 
     async def read_until(self, opaques: set[int]) -> None:
@@ -67,7 +102,8 @@ class RawConnection:
 
 
 async def test_b140_ten_thousand_pipelined_sends_are_stored_in_arrival_order_and_a_long_poll_is_not_held(
-        tmp_path):
+    tmp_path,
+):
     """10,000 sends (singles and batches of 4) to one queue, one connection, one socket write; a pull
     long-polled on the same connection before them is answered by the send that follows them."""
     frames: list[tuple[int, dict, bytes]] = []
@@ -81,9 +117,20 @@ async def test_b140_ten_thousand_pipelined_sends_are_stored_in_arrival_order_and
             n += 1
     with serve(tmp_path / "data") as served:
         host, port = served.broker.rsplit(":", 1)
-        create = RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
-            "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}, b""
+        create = (
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": TOPIC,
+                "defaultTopic": "TBW102",
+                "readQueueNums": 4,
+                "writeQueueNums": 4,
+                "perm": 6,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": False,
+            },
+            b"",
+        )
         stream = await trio.open_tcp_stream(host, int(port))
         raw = RawConnection(stream)
         await raw.write_all([create], 1)
@@ -135,7 +182,9 @@ async def test_b140_tickets_released_out_of_order_let_jobs_in_by_arrival():
     assert entered == [0, 1, 3, 4]
 
 
-async def test_b140_jobs_of_one_connection_enter_the_writer_in_ticket_order_in_one_group_commit(broker):
+async def test_b140_jobs_of_one_connection_enter_the_writer_in_ticket_order_in_one_group_commit(
+    broker,
+):
     """The writer takes ticketed jobs in ticket order whatever order their tasks start in; they share a commit."""
     await make_topic(broker, TOPIC, 1)
     order = ArrivalOrder()
@@ -146,7 +195,10 @@ async def test_b140_jobs_of_one_connection_enter_the_writer_in_ticket_order_in_o
         t.bind()
         assert current_ticket() is t
         from es_broker.commands.messages import MessageIn
-        await broker.put_message(TOPIC, 0, MessageIn(b"%d" % t.number, {}, 0, 0, 0, ("127.0.0.1", 1), 0))
+
+        await broker.put_message(
+            TOPIC, 0, MessageIn(b"%d" % t.number, {}, 0, 0, 0, ("127.0.0.1", 1), 0)
+        )
 
     async with trio.open_nursery() as nursery:
         for t in reversed(tickets):

@@ -9,8 +9,14 @@ from es_broker.remoting.message import decode_all, tag_hash
 from tests.conftest import make_topic
 
 
-async def fill(broker, n: int, topic: str = "T", queue_id: int = 0, tags: list[str] | None = None,
-               body: bytes = b"m") -> None:
+async def fill(
+    broker,
+    n: int,
+    topic: str = "T",
+    queue_id: int = 0,
+    tags: list[str] | None = None,
+    body: bytes = b"m",
+) -> None:
     for i in range(n):
         props = {"TAGS": tags[i % len(tags)]} if tags else {}
         await broker.put_message(topic, queue_id, MessageIn(body + str(i).encode(), props))
@@ -20,7 +26,11 @@ async def test_b058_empty_queue_is_no_message_in_queue_with_next_zero(broker):
     await make_topic(broker)
     r = broker.get_message("T", 0, 0)
     assert (r.status, r.next_begin_offset, r.min_offset, r.max_offset) == (
-        GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+        GetStatus.NO_MESSAGE_IN_QUEUE,
+        0,
+        0,
+        0,
+    )
 
 
 async def test_b058_offset_equal_to_max_is_overflow_one_and_stays(broker):
@@ -101,10 +111,14 @@ async def test_b060_overflow_badly_next_is_max_by_default(broker):
     assert broker.get_message("T", 0, 25).next_begin_offset == 20
 
 
-async def test_b060_legacy_overflow_badly_restarts_at_zero_when_min_is_zero(broker, tmp_path, clock, nursery):
+async def test_b060_legacy_overflow_badly_restarts_at_zero_when_min_is_zero(
+    broker, tmp_path, clock, nursery
+):
     from es_broker.commands.broker import Broker
 
-    legacy = broker.config.replace(overflow_badly_next="legacy", storePathRootDir=str(tmp_path / "legacy"))
+    legacy = broker.config.replace(
+        overflow_badly_next="legacy", storePathRootDir=str(tmp_path / "legacy")
+    )
     b = Broker.open(legacy.storePathRootDir, legacy, clock)
     await nursery.start(b.run)
     await make_topic(b)
@@ -118,8 +132,12 @@ async def test_b061_slave_never_corrects_next_offset(broker, tmp_path, clock, nu
     await make_topic(broker)
     await fill(broker, 5)
     r = broker.get_message("T", 0, 9)
-    assert slave_correction(r, requested_offset=9, offset_check_in_slave=False).next_begin_offset == 9
-    assert slave_correction(r, requested_offset=9, offset_check_in_slave=True).next_begin_offset == 5
+    assert (
+        slave_correction(r, requested_offset=9, offset_check_in_slave=False).next_begin_offset == 9
+    )
+    assert (
+        slave_correction(r, requested_offset=9, offset_check_in_slave=True).next_begin_offset == 5
+    )
 
 
 async def test_b062_in_memory_batch_is_capped_at_32_messages(broker):
@@ -141,8 +159,9 @@ async def test_b062_in_memory_batch_is_capped_at_256_kib_but_first_always_fits(b
 async def test_b062_on_disk_batch_is_capped_at_8_messages(broker, tmp_path, clock, nursery):
     from es_broker.commands.broker import Broker
 
-    small_ram = broker.config.replace(total_physical_memory_bytes=1000,
-                                      storePathRootDir=str(tmp_path / "small"))
+    small_ram = broker.config.replace(
+        total_physical_memory_bytes=1000, storePathRootDir=str(tmp_path / "small")
+    )
     b = Broker.open(small_ram.storePathRootDir, small_ram, clock)
     await nursery.start(b.run)
     await make_topic(b)

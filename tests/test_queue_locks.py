@@ -48,7 +48,9 @@ async def test_b143_a_renewal_keeps_the_lock_and_records_nothing(broker, clock):
     assert len(_records(broker)) == 1
 
 
-async def test_b143_a_lock_not_renewed_for_more_than_its_live_time_goes_to_another_client(broker, clock):
+async def test_b143_a_lock_not_renewed_for_more_than_its_live_time_goes_to_another_client(
+    broker, clock
+):
     locks = _locks(broker)
     await locks.lock_batch(G, "A", QUEUES[:2])
     taken_at = clock.now_ms()
@@ -79,7 +81,12 @@ async def test_b145_a_closed_channel_or_an_unregistered_client_releases_its_queu
     assert [locks.owner(G, q) for q in QUEUES[:4]] == [None] * 4
     assert await locks.release_client(G, "B")
     assert locks.table == {}
-    assert [r["cause"] for r in _records(broker)] == ["lock", "lock", "channel_closed", "unregistered"]
+    assert [r["cause"] for r in _records(broker)] == [
+        "lock",
+        "lock",
+        "channel_closed",
+        "unregistered",
+    ]
 
 
 async def test_b146_the_expiry_pass_records_when_an_unrenewed_lock_lapsed(broker, clock):
@@ -103,10 +110,15 @@ async def test_b147_history_answers_who_held_a_queue_at_a_time(broker, clock):
     clock.advance(1000)
     await locks.lock_batch(G, "B", QUEUES[:1])
     running = RunningTime()
-    rows = [row for seq, r in broker.store.log.read()
-            for family, row in rows_of(seq, r, running.advance(r["ts"])) if family == "queue_locks"]
-    assert [lock_holder_at(rows, G, "T", 0, t) for t in (t0 - 1, t0, t0 + 999, t0 + 1000, t0 + 2000)] == \
-        [None, "A", "A", None, "B"]
+    rows = [
+        row
+        for seq, r in broker.store.log.read()
+        for family, row in rows_of(seq, r, running.advance(r["ts"]))
+        if family == "queue_locks"
+    ]
+    assert [
+        lock_holder_at(rows, G, "T", 0, t) for t in (t0 - 1, t0, t0 + 999, t0 + 1000, t0 + 2000)
+    ] == [None, "A", "A", None, "B"]
 
 
 async def test_b142_one_request_changes_one_lock_at_a_time(broker):
@@ -125,8 +137,13 @@ async def test_b142_one_request_changes_one_lock_at_a_time(broker):
 
 
 def _body(client: str, queues: list[int]) -> bytes:
-    return fastjson.dumps({"consumerGroup": G, "clientId": client,
-                           "mqSet": [{"topic": "T", "brokerName": "broker-a", "queueId": q} for q in queues]}).encode()
+    return fastjson.dumps(
+        {
+            "consumerGroup": G,
+            "clientId": client,
+            "mqSet": [{"topic": "T", "brokerName": "broker-a", "queueId": q} for q in queues],
+        }
+    ).encode()
 
 
 async def test_b142_to_b146_two_clients_over_eight_queues_against_a_broker_process(tmp_path):
@@ -141,13 +158,16 @@ async def test_b142_to_b146_two_clients_over_eight_queues_against_a_broker_proce
             a, b = RemotingClient(nursery), RemotingClient(nursery)
 
             async def lock(client, name: str, queues=range(8)) -> set[int]:
-                answer = await client.invoke(served.broker, request(RequestCode.LOCK_BATCH_MQ, {},
-                                                                    _body(name, list(queues))))
+                answer = await client.invoke(
+                    served.broker, request(RequestCode.LOCK_BATCH_MQ, {}, _body(name, list(queues)))
+                )
                 assert answer.code == 0, answer.remark
                 return {mq["queueId"] for mq in fastjson.loads(answer.body)["lockOKMQSet"]}
 
             async def until(client, name: str, wanted: set[int]) -> None:
-                with trio.fail_after(30):  # a deadline, not a timing: the condition is what is waited for
+                with trio.fail_after(
+                    30
+                ):  # a deadline, not a timing: the condition is what is waited for
                     while (got := await lock(client, name, wanted)) != wanted:
                         assert got <= wanted
                         await trio.sleep(0.05)
@@ -155,20 +175,29 @@ async def test_b142_to_b146_two_clients_over_eight_queues_against_a_broker_proce
             assert await lock(a, "A") == set(range(8))
             assert await lock(b, "B") == set()  # refused while A holds them
             assert await lock(a, "A") == set(range(8))  # renewed
-            unlock = await a.invoke(served.broker, request(RequestCode.UNLOCK_BATCH_MQ, {}, _body("A", [0, 1])))
+            unlock = await a.invoke(
+                served.broker, request(RequestCode.UNLOCK_BATCH_MQ, {}, _body("A", [0, 1]))
+            )
             assert unlock.code == 0
             assert await lock(b, "B") == {0, 1}
             await until(b, "B", set(range(8)))  # A stopped renewing: its six expire and go to B
             await b.aclose()  # B's connection closes: its eight are released
             await until(a, "A", set(range(8)))
-            bye = await a.invoke(served.broker, request(RequestCode.UNREGISTER_CLIENT, {
-                "clientID": "A", "consumerGroup": G}))
+            bye = await a.invoke(
+                served.broker,
+                request(RequestCode.UNREGISTER_CLIENT, {"clientID": "A", "consumerGroup": G}),
+            )
             assert bye.code == 0
             c = RemotingClient(nursery)
             assert await lock(c, "C") == set(range(8))  # nothing left of A's after it unregistered
             nursery.cancel_scope.cancel()
-    verify = subprocess.run([sys.executable, "-m", "es_broker.cli", "verify", "--data-dir", str(data)],
-                            capture_output=True, text=True, env=_env(), timeout=120)
+    verify = subprocess.run(
+        [sys.executable, "-m", "es_broker.cli", "verify", "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
     assert verify.returncode == 0, verify.stdout + verify.stderr
     store = Store.open(data, readonly=True)
     try:
@@ -178,7 +207,9 @@ async def test_b142_to_b146_two_clients_over_eight_queues_against_a_broker_proce
     causes = [r["cause"] for r in records]
     for cause in ("lock", "unlock", "channel_closed", "unregistered"):
         assert cause in causes
-    owners: dict[int, str] = {}  # at every change, each queue has at most one owner, taken only when free
+    owners: dict[
+        int, str
+    ] = {}  # at every change, each queue has at most one owner, taken only when free
     for record in records:
         for _topic, _broker, q, owner, previous, _renewed in record["changes"]:
             assert owners.get(q, "") == previous, (record, owners)

@@ -28,13 +28,17 @@ async def write(data_dir: Path, clock: ManualClock, days: int) -> None:
     broker = Broker.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), clock)
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
-        await broker.update_topic({"topicName": "T", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6})
+        await broker.update_topic(
+            {"topicName": "T", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}
+        )
         for _ in range(days):
             for q in (0, 1):
                 await broker.put_messages("T", q, [MessageIn(b"m")] * 3)
                 await broker.commit_offset("G", "T", q, broker.max_offset("T", q), requester="c1")
             clock.advance(DAY // 2)
-            await reset_by_time(broker, "G", "T", clock.now_ms() - DAY // 4, True, mode="server_side")
+            await reset_by_time(
+                broker, "G", "T", clock.now_ms() - DAY // 4, True, mode="server_side"
+            )
             clock.advance(DAY // 2)
         nursery.cancel_scope.cancel()
     broker.close()
@@ -56,8 +60,14 @@ def exported_rows(out: Path) -> dict[str, list[tuple]]:
     for family in FAMILIES:
         if (out / family).exists():
             table = ds.dataset(out / family, format="parquet", partitioning="hive").to_table()
-            found[family] = sorted(zip(table["seq"].to_pylist(), table["time"].to_pylist(),
-                                       [str(d) for d in table["day"].to_pylist()], strict=True))
+            found[family] = sorted(
+                zip(
+                    table["seq"].to_pylist(),
+                    table["time"].to_pylist(),
+                    [str(d) for d in table["day"].to_pylist()],
+                    strict=True,
+                )
+            )
     return found
 
 
@@ -88,7 +98,9 @@ def test_export_is_incremental_and_a_redone_chunk_replaces_its_files(tmp_path):
     second = export(store.log, out, chunk=7)
     assert second.first_seq == first.last_seq + 1
     assert export(store.log, out, chunk=7).first_seq is None  # nothing new
-    (out / CHECKPOINT).write_text(checkpoint)  # as if the second run died before its checkpoint moved
+    (out / CHECKPOINT).write_text(
+        checkpoint
+    )  # as if the second run died before its checkpoint moved
     export(store.log, out, chunk=7)
     store.close()
     assert exported_rows(out) == expected_rows(data_dir)  # no row twice
@@ -102,11 +114,31 @@ def test_a_delivery_a_slave_served_is_a_deliveries_row_with_served_by_in_extra()
     from es_broker.log import make
 
     served_by = {"broker_id": 1, "addr": "10.0.0.2:10921", "ts": START - 5, "local_seq": 3}
-    record = make("messages_delivered", START, group="G", topic="T", queue_id=0, offset=0, offsets=[0, 1],
-                  next_offset=2, client="c", served_by=served_by)
+    record = make(
+        "messages_delivered",
+        START,
+        group="G",
+        topic="T",
+        queue_id=0,
+        offset=0,
+        offsets=[0, 1],
+        next_offset=2,
+        client="c",
+        served_by=served_by,
+    )
     ((family, row),) = rows_of(9, record, START)
     assert (family, row["ts"], row["count"], row["client"]) == ("deliveries", START, 2, "c")
     assert json.loads(row["extra"]) == {"served_by": served_by}
-    merged = make("slave_offsets_merged", START, broker_id=1, slave_addr="s", policy="latest_wins",
-                  journal_upto=3, commits=[], queues=[], deliveries=1, requester="s")
+    merged = make(
+        "slave_offsets_merged",
+        START,
+        broker_id=1,
+        slave_addr="s",
+        policy="latest_wins",
+        journal_upto=3,
+        commits=[],
+        queues=[],
+        deliveries=1,
+        requester="s",
+    )
     assert [f for f, _ in rows_of(10, merged, START)] == ["other"]  # no offset moved: kept as JSON

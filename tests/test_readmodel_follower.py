@@ -62,7 +62,9 @@ def busy_log(tmp_path_factory) -> Path:
         broker = Broker.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), clock)
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run)
-            await broker.update_topic({"topicName": "T", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6})
+            await broker.update_topic(
+                {"topicName": "T", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}
+            )
             for i in range(300):
                 clock.advance(250)
                 await broker.put_message("T", i % 4, MessageIn(b"m%d" % i), requester="p1")
@@ -117,11 +119,17 @@ def test_follower_applies_every_record_once_with_its_checkpoint(busy_log, readmo
         assert follower.catch_up() == store.log.last_seq
         assert follower.catch_up() == 0  # nothing new: nothing applied twice
         with follower.engine.connect() as conn:
-            assert conn.execute(select(func.count()).select_from(RecordRow)).scalar() == store.log.last_seq
+            assert (
+                conn.execute(select(func.count()).select_from(RecordRow)).scalar()
+                == store.log.last_seq
+            )
             assert conn.execute(select(Checkpoint.last_seq)).scalar() == store.log.last_seq
             changes = conn.execute(select(func.count()).select_from(OffsetChangeRow)).scalar()
-            resets = conn.execute(select(ResetQueueRow.queue_id, ResetQueueRow.current, ResetQueueRow.final)
-                                  .order_by(ResetQueueRow.queue_id)).all()
+            resets = conn.execute(
+                select(ResetQueueRow.queue_id, ResetQueueRow.current, ResetQueueRow.final).order_by(
+                    ResetQueueRow.queue_id
+                )
+            ).all()
         with store.read() as txn:
             history = sum(1 for _ in txn.cursor(db=store.offsets.history))
         assert changes == history
@@ -132,7 +140,9 @@ def test_follower_applies_every_record_once_with_its_checkpoint(busy_log, readmo
         store.close()
 
 
-def test_killed_follower_resumes_with_exactly_the_rows_of_an_uninterrupted_run(busy_log, readmodel_url):
+def test_killed_follower_resumes_with_exactly_the_rows_of_an_uninterrupted_run(
+    busy_log, readmodel_url
+):
     expected = reference(busy_log)
     process = start_follower(busy_log, readmodel_url, batch=40)
     try:
@@ -187,7 +197,11 @@ def test_two_followers_on_one_database_never_apply_a_batch_twice(busy_log, readm
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_sql_offsets_at_equal_the_brokers_answer(busy_log, backend, tmp_path, request):
-    url = f"sqlite:///{tmp_path / 'rm.sqlite'}" if backend == "sqlite" else request.getfixturevalue("fresh_pg")
+    url = (
+        f"sqlite:///{tmp_path / 'rm.sqlite'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("fresh_pg")
+    )
     at_moments = moments(busy_log, [0.0, 0.2, 0.5, 0.9, 1.0])
     store = open_log(busy_log)
     follower = open_follower(url, store.log, Source())
@@ -222,8 +236,9 @@ def test_s001_generated_histories_give_the_same_table_from_the_broker_and_from_s
             travel = TimeTravel(store)
             for at in at_moments:
                 with store.read() as txn, follower.engine.connect() as conn:
-                    assert (sorted(queries.offsets_at(conn, "broker-a", at, durable=True), key=_key)
-                            == sorted(travel.offsets_at(txn, at, durable=True), key=_key))
+                    assert sorted(
+                        queries.offsets_at(conn, "broker-a", at, durable=True), key=_key
+                    ) == sorted(travel.offsets_at(txn, at, durable=True), key=_key)
         finally:
             follower.engine.dispose()
             store.close()
@@ -232,16 +247,49 @@ def test_s001_generated_histories_give_the_same_table_from_the_broker_and_from_s
 def test_readmodel_sync_command_catches_up_and_answers(busy_log, tmp_path):
     url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
     run = [sys.executable, "-m", "es_broker.cli"]
-    done = subprocess.run([*run, "readmodel", "sync", "--data-dir", str(busy_log), "--readmodel-url", url],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
+    done = subprocess.run(
+        [*run, "readmodel", "sync", "--data-dir", str(busy_log), "--readmodel-url", url],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    )
     assert done.stdout.startswith("read model: applied ")
     at = str(START + 30_000)
-    sql = json.loads(subprocess.run([*run, "readmodel", "offsets", "--data-dir", str(busy_log), "--readmodel-url",
-                                     url, "--group", "G", "--at", at, "--json"],
-                                    capture_output=True, text=True, cwd=ROOT, timeout=120, check=True).stdout)
-    local = json.loads(subprocess.run([*run, "offsets", "--data-dir", str(busy_log), "--group", "G", "--at", at,
-                                       "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                                      check=True).stdout)
+    sql = json.loads(
+        subprocess.run(
+            [
+                *run,
+                "readmodel",
+                "offsets",
+                "--data-dir",
+                str(busy_log),
+                "--readmodel-url",
+                url,
+                "--group",
+                "G",
+                "--at",
+                at,
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            check=True,
+        ).stdout
+    )
+    local = json.loads(
+        subprocess.run(
+            [*run, "offsets", "--data-dir", str(busy_log), "--group", "G", "--at", at, "--json"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            check=True,
+        ).stdout
+    )
     assert sql["queues"] == local["queues"] and len(local["queues"]) == 4
 
 
@@ -256,7 +304,9 @@ def test_serve_runs_the_follower_into_sqlite_in_the_data_directory(tmp_path):
         def applied() -> bool:
             try:
                 with engine.connect() as conn:
-                    topics = conn.execute(select(RecordRow.body).where(RecordRow.type == "topic_updated")).all()
+                    topics = conn.execute(
+                        select(RecordRow.body).where(RecordRow.type == "topic_updated")
+                    ).all()
             except OperationalError:  # the follower process has not created its schema yet
                 return False
             return any('"topic":"RM"' in body for (body,) in topics)

@@ -70,7 +70,9 @@ def test_an_upgrade_fills_new_tables_from_the_records_already_applied(url, tmp_p
         broker = Broker.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), clock)
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run)
-            await broker.update_topic({"topicName": "T", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6})
+            await broker.update_topic(
+                {"topicName": "T", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}
+            )
             for q in (0, 1):
                 await broker.put_message("T", q, MessageIn(b"m"))
                 await broker.pull("G", "T", q, 0, client="c1", commit_offset=1)
@@ -97,8 +99,10 @@ def test_an_upgrade_fills_new_tables_from_the_records_already_applied(url, tmp_p
 
 def dump_all(engine) -> dict[str, list[tuple]]:
     with engine.connect() as conn:
-        return {t.name: [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key.columns))]
-                for t in Base.metadata.sorted_tables}
+        return {
+            t.name: [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key.columns))]
+            for t in Base.metadata.sorted_tables
+        }
 
 
 def test_every_family_table_has_the_family_columns():
@@ -111,8 +115,14 @@ def test_every_family_table_has_the_family_columns():
 def test_alembic_command_line_upgrades_head(tmp_path):
     target = tmp_path / "cli.sqlite"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    subprocess.run([sys.executable, "-m", "alembic", "-x", f"url=sqlite:///{target}", "upgrade", "head"],
-                   cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "alembic", "-x", f"url=sqlite:///{target}", "upgrade", "head"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     engine = db.open_engine(f"sqlite:///{target}")
     try:
         assert "offset_changes" in inspect(engine).get_table_names()

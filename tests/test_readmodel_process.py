@@ -20,7 +20,9 @@ from es_broker.readmodel.models import RecordRow
 from tests.process_fixtures import serve
 from tests.waiting import poll_until_sync
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds child processes in /proc")
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="finds child processes in /proc"
+)
 
 
 def children(pid: int) -> list[int]:
@@ -50,8 +52,9 @@ def topic_records(url: str) -> int:
     engine = db.open_engine(url)
     try:
         with engine.connect() as conn:
-            return conn.execute(select(func.count()).select_from(RecordRow)
-                                .where(RecordRow.type == "topic_updated")).scalar()
+            return conn.execute(
+                select(func.count()).select_from(RecordRow).where(RecordRow.type == "topic_updated")
+            ).scalar()
     except OperationalError:
         return 0
     finally:
@@ -64,13 +67,20 @@ def test_serve_restarts_a_follower_child_that_dies(tmp_path):
     with serve(data_dir) as served:
         (first,) = poll_until_sync(lambda: children(served.process.pid), 30, "the follower child")
         served.admin("updateTopic", "-b", served.broker, "-t", "A", "-r", "1", "-w", "1")
-        before = poll_until_sync(lambda: topic_records(url), 30, "the first topic in the read model")
+        before = poll_until_sync(
+            lambda: topic_records(url), 30, "the first topic in the read model"
+        )
         os.kill(first, signal.SIGKILL)
         poll_until_sync(lambda: not alive(first), 30, "the killed child gone")
-        (second,) = poll_until_sync(lambda: [p for p in children(served.process.pid) if p != first], 30,
-                                    "a new follower child")
+        (second,) = poll_until_sync(
+            lambda: [p for p in children(served.process.pid) if p != first],
+            30,
+            "a new follower child",
+        )
         served.admin("updateTopic", "-b", served.broker, "-t", "B", "-r", "1", "-w", "1")
-        poll_until_sync(lambda: topic_records(url) > before, 30, "the second topic in the read model")
+        poll_until_sync(
+            lambda: topic_records(url) > before, 30, "the second topic in the read model"
+        )
         assert alive(second)
     assert served.process.returncode == 0
 
@@ -100,7 +110,9 @@ def test_serve_with_readmodel_url_none_runs_no_follower(tmp_path):
 def test_the_broker_serves_when_the_read_model_cannot_be_written(tmp_path):
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the database's directory should be")
-    with serve(tmp_path / "data", "--readmodel-url", f"sqlite:///{blocker / 'rm.sqlite'}") as served:
+    with serve(
+        tmp_path / "data", "--readmodel-url", f"sqlite:///{blocker / 'rm.sqlite'}"
+    ) as served:
         served.admin("updateTopic", "-b", served.broker, "-t", "Orders", "-r", "2", "-w", "2")
         sent = served.admin_json("sendMessage", "-t", "Orders", "-p", "hello", "-k", "k1")
         assert served.admin_json("queryMsgById", "-i", sent["msgId"])

@@ -45,9 +45,21 @@ def readmodel_url(request, tmp_path) -> str:
 def queried(i: int, offset: int) -> dict:
     """An `offset_queried` record as it is stored. Built by hand, not with `make`: `make` refuses an offset
     beyond int64 (B-138), but a log written before that rule, or by another tool, can hold one."""
-    return {"type": "offset_queried", "v": 1, "ts": START + i, "group": "G", "topic": "T", "queue_id": 0,
-            "row": 0, "offset": offset, "code": 0, "min_offset": 0, "head_in_memory": True, "phy_max": 0,
-            "requester": "c1"}
+    return {
+        "type": "offset_queried",
+        "v": 1,
+        "ts": START + i,
+        "group": "G",
+        "topic": "T",
+        "queue_id": 0,
+        "row": 0,
+        "offset": offset,
+        "code": 0,
+        "min_offset": 0,
+        "head_in_memory": True,
+        "phy_max": 0,
+        "requester": "c1",
+    }
 
 
 def append(data_dir: Path, records: list[dict]) -> None:
@@ -64,7 +76,9 @@ def append(data_dir: Path, records: list[dict]) -> None:
 def bad_log(tmp_path) -> Path:
     """Records 1..7, all offset queries; record 3's offset is beyond int64."""
     data_dir = tmp_path / "data"
-    append(data_dir, [queried(i, BEYOND_INT64 if i == BAD_SEQ else i) for i in range(1, RECORDS + 1)])
+    append(
+        data_dir, [queried(i, BEYOND_INT64 if i == BAD_SEQ else i) for i in range(1, RECORDS + 1)]
+    )
     return data_dir
 
 
@@ -78,11 +92,19 @@ def stored_seqs(follower: Follower) -> list[int]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "es_broker.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "es_broker.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    )
 
 
-def test_a_record_with_an_int_beyond_int64_is_quarantined_and_the_follower_goes_on(bad_log, readmodel_url):
+def test_a_record_with_an_int_beyond_int64_is_quarantined_and_the_follower_goes_on(
+    bad_log, readmodel_url
+):
     store = open_log(bad_log)
     follower = open_follower(readmodel_url, store.log, Source(), batch=100)
     try:
@@ -141,9 +163,16 @@ def test_status_shows_checkpoint_lag_and_the_quarantined_record(bad_log, tmp_pat
     url = f"sqlite:///{tmp_path / 'status.sqlite'}"
     cli("readmodel", "sync", "--data-dir", str(bad_log), "--readmodel-url", url, "--batch", "2")
     append(bad_log, [queried(RECORDS + 1, 8), queried(RECORDS + 2, 9)])
-    status = json.loads(cli("readmodel", "status", "--data-dir", str(bad_log), "--readmodel-url", url,
-                            "--json").stdout)
-    assert (status["checkpoint"], status["log_last_seq"], status["lag"]) == (RECORDS, RECORDS + 2, 2)
+    status = json.loads(
+        cli(
+            "readmodel", "status", "--data-dir", str(bad_log), "--readmodel-url", url, "--json"
+        ).stdout
+    )
+    assert (status["checkpoint"], status["log_last_seq"], status["lag"]) == (
+        RECORDS,
+        RECORDS + 2,
+        2,
+    )
     (failure,) = status["quarantined"]
     assert (failure["seq"], failure["type"], failure["attempts"]) == (BAD_SEQ, "offset_queried", 1)
     assert "int" in failure["error"]
@@ -155,15 +184,23 @@ def test_status_shows_checkpoint_lag_and_the_quarantined_record(bad_log, tmp_pat
 def test_the_retry_verb_tries_the_quarantined_records_again(bad_log, tmp_path):
     url = f"sqlite:///{tmp_path / 'retry.sqlite'}"
     cli("readmodel", "sync", "--data-dir", str(bad_log), "--readmodel-url", url)
-    done = json.loads(cli("readmodel", "retry", "--data-dir", str(bad_log), "--readmodel-url", url,
-                          "--json").stdout)
+    done = json.loads(
+        cli(
+            "readmodel", "retry", "--data-dir", str(bad_log), "--readmodel-url", url, "--json"
+        ).stdout
+    )
     assert done == {"stored": [], "failed": [BAD_SEQ]}
-    status = json.loads(cli("readmodel", "status", "--data-dir", str(bad_log), "--readmodel-url", url,
-                            "--json").stdout)
+    status = json.loads(
+        cli(
+            "readmodel", "status", "--data-dir", str(bad_log), "--readmodel-url", url, "--json"
+        ).stdout
+    )
     assert [f["attempts"] for f in status["quarantined"]] == [2]
 
 
-def test_after_an_upgrade_the_follower_stores_a_quarantined_record_that_stores_fine_now(tmp_path, readmodel_url):
+def test_after_an_upgrade_the_follower_stores_a_quarantined_record_that_stores_fine_now(
+    tmp_path, readmodel_url
+):
     data_dir = tmp_path / "data"
     append(data_dir, [queried(i, i) for i in range(1, RECORDS + 1)])
     store = open_log(data_dir)
@@ -171,25 +208,43 @@ def test_after_an_upgrade_the_follower_stores_a_quarantined_record_that_stores_f
     try:
         follower.catch_up()
         with follower.engine.connect() as conn:
-            expected = [tuple(r) for r in conn.execute(select(OffsetQueryRow).order_by(OffsetQueryRow.seq))]
+            expected = [
+                tuple(r) for r in conn.execute(select(OffsetQueryRow).order_by(OffsetQueryRow.seq))
+            ]
         # the state an older es-broker left: record 2 quarantined, its rows missing, the checkpoint past it
         with follower.engine.begin() as conn:
             for table in (RecordRow, OffsetQueryRow):
                 conn.execute(table.__table__.delete().where(table.seq == 2))
-            conn.execute(FailureRow.__table__.insert().values(
-                source="broker-a", seq=2, type="offset_queried", time=START + 2, error="ValueError: old bug",
-                version="0.0.1", first_failed_at=START, last_failed_at=START, attempts=1))
+            conn.execute(
+                FailureRow.__table__.insert().values(
+                    source="broker-a",
+                    seq=2,
+                    type="offset_queried",
+                    time=START + 2,
+                    error="ValueError: old bug",
+                    version="0.0.1",
+                    first_failed_at=START,
+                    last_failed_at=START,
+                    attempts=1,
+                )
+            )
         # stops once the quarantine is empty: on start, the follower retried what 0.0.1 failed on
-        follow_log(readmodel_url, store.log, Source(), stop=lambda: follower.quarantined() == [], poll=0.01)
+        follow_log(
+            readmodel_url, store.log, Source(), stop=lambda: follower.quarantined() == [], poll=0.01
+        )
         with follower.engine.connect() as conn:
-            assert [tuple(r) for r in conn.execute(select(OffsetQueryRow).order_by(OffsetQueryRow.seq))] == expected
+            assert [
+                tuple(r) for r in conn.execute(select(OffsetQueryRow).order_by(OffsetQueryRow.seq))
+            ] == expected
             assert conn.execute(select(func.count()).select_from(RecordRow)).scalar() == RECORDS
     finally:
         follower.engine.dispose()
         store.close()
 
 
-def test_after_an_upgrade_a_record_that_still_fails_stays_quarantined_with_the_new_version(bad_log, readmodel_url):
+def test_after_an_upgrade_a_record_that_still_fails_stays_quarantined_with_the_new_version(
+    bad_log, readmodel_url
+):
     store = open_log(bad_log)
     follower = open_follower(readmodel_url, store.log, Source())
     try:
@@ -199,7 +254,9 @@ def test_after_an_upgrade_a_record_that_still_fails_stays_quarantined_with_the_n
         assert follower.retry_quarantined(other_versions_only=True).failed == [BAD_SEQ]
         (failure,) = follower.quarantined()
         assert (failure.attempts, failure.version) == (2, follower.version)
-        assert follower.retry_quarantined(other_versions_only=True).failed == []  # same version: left alone
+        assert (
+            follower.retry_quarantined(other_versions_only=True).failed == []
+        )  # same version: left alone
     finally:
         follower.engine.dispose()
         store.close()
@@ -209,9 +266,22 @@ def test_a_follower_process_follows_new_records_and_stops_on_sigterm(bad_log, tm
     from tests.waiting import poll_until_sync
 
     url = f"sqlite:///{tmp_path / 'proc.sqlite'}"
-    process = subprocess.Popen([sys.executable, "-m", "es_broker.cli", "readmodel", "follow", "--data-dir",
-                                str(bad_log), "--readmodel-url", url], cwd=ROOT, stderr=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "es_broker.cli",
+            "readmodel",
+            "follow",
+            "--data-dir",
+            str(bad_log),
+            "--readmodel-url",
+            url,
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     engine = db.open_engine(url)
 
     def checkpoint() -> int:
@@ -248,7 +318,11 @@ def test_the_export_quarantines_a_record_it_cannot_write_and_goes_on(bad_log, tm
     finally:
         store.close()
     assert [f["seq"] for f in read_quarantine(out)] == [BAD_SEQ]
-    seqs = sorted(ds.dataset(out / "queries", format="parquet", partitioning="hive").to_table()["seq"].to_pylist())
+    seqs = sorted(
+        ds.dataset(out / "queries", format="parquet", partitioning="hive")
+        .to_table()["seq"]
+        .to_pylist()
+    )
     assert seqs == [s for s in range(1, RECORDS + 1) if s != BAD_SEQ]
 
 
@@ -282,8 +356,11 @@ def test_a_follower_on_a_thread_is_stopped_by_its_stop_condition(bad_log, tmp_pa
     url = f"sqlite:///{tmp_path / 'stop.sqlite'}"
     store = open_log(bad_log)
     stop = threading.Event()
-    thread = threading.Thread(target=follow_log, args=(url, store.log, Source()),
-                              kwargs={"stop": stop.is_set, "poll": 0.01})
+    thread = threading.Thread(
+        target=follow_log,
+        args=(url, store.log, Source()),
+        kwargs={"stop": stop.is_set, "poll": 0.01},
+    )
     thread.start()
     engine = db.open_engine(url)
     try:
@@ -292,7 +369,10 @@ def test_a_follower_on_a_thread_is_stopped_by_its_stop_condition(bad_log, tmp_pa
         def caught_up() -> bool:
             try:
                 with engine.connect() as conn:
-                    return conn.execute(text("SELECT last_seq FROM readmodel_checkpoints")).scalar() == RECORDS
+                    return (
+                        conn.execute(text("SELECT last_seq FROM readmodel_checkpoints")).scalar()
+                        == RECORDS
+                    )
             except OperationalError:
                 return False
 

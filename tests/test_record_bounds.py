@@ -36,30 +36,42 @@ from tests.timetravel_histories import fresh_pg  # noqa: F401  (fixture)
 LONG_TEXT = "r" * MAX_TEXT  # the longest text a record may hold
 
 
-@pytest.mark.parametrize("fields, where", [
-    ({"offset": INT64_MAX + 1}, "offset"),
-    ({"offset": INT64_MIN - 1}, "offset"),
-    ({"queues": [[0, 1, 2, 1 << 70]]}, "queues[0][3]"),
-    ({"config": {"retryQueueNums": -(1 << 64)}}, "config.retryQueueNums"),
-    ({"requester": "x" * (MAX_TEXT + 1)}, "requester"),
-    ({"rate": float("inf")}, "rate"),
-    ({"queue_id": -1}, "queue_id"),
-    ({"queue_id": 1 << 31}, "queue_id"),
-    ({"what": object()}, "what"),
-])
+@pytest.mark.parametrize(
+    "fields, where",
+    [
+        ({"offset": INT64_MAX + 1}, "offset"),
+        ({"offset": INT64_MIN - 1}, "offset"),
+        ({"queues": [[0, 1, 2, 1 << 70]]}, "queues[0][3]"),
+        ({"config": {"retryQueueNums": -(1 << 64)}}, "config.retryQueueNums"),
+        ({"requester": "x" * (MAX_TEXT + 1)}, "requester"),
+        ({"rate": float("inf")}, "rate"),
+        ({"queue_id": -1}, "queue_id"),
+        ({"queue_id": 1 << 31}, "queue_id"),
+        ({"what": object()}, "what"),
+    ],
+)
 def test_make_refuses_a_value_no_consumer_could_hold_and_names_it(fields, where):
     with pytest.raises(RecordOutOfRange, match="record offset_committed: " + re.escape(where)):
         make("offset_committed", START, **fields)
 
 
 def test_make_accepts_the_edges_of_every_range():
-    record = make("offset_committed", START, offset=INT64_MAX, old=INT64_MIN, queue_id=(1 << 31) - 1,
-                  requester=LONG_TEXT, extra=[None, True, 1.5, b"raw"])
+    record = make(
+        "offset_committed",
+        START,
+        offset=INT64_MAX,
+        old=INT64_MIN,
+        queue_id=(1 << 31) - 1,
+        requester=LONG_TEXT,
+        extra=[None, True, 1.5, b"raw"],
+    )
     assert record["offset"] == INT64_MAX
 
 
 async def test_a_refused_record_is_a_refusal_and_nothing_is_appended(broker):
-    await broker.update_topic({"topicName": "T", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6})
+    await broker.update_topic(
+        {"topicName": "T", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}
+    )
     before = broker.store.log.last_seq
     with pytest.raises(IllegalRequest, match="does not fit a signed 64-bit integer"):
         await broker.commit_offset("G", "T", 0, INT64_MAX + 1, requester="c")
@@ -71,18 +83,28 @@ def _edge_history(data_dir: Path) -> None:
 
     async def scenario() -> None:
         clock = ManualClock(START)
-        config = BrokerConfig(storePathRootDir=str(data_dir), messageDelayLevel="1s 2s",
-                              total_physical_memory_bytes=1024**3)
+        config = BrokerConfig(
+            storePathRootDir=str(data_dir),
+            messageDelayLevel="1s 2s",
+            total_physical_memory_bytes=1024**3,
+        )
         broker = Broker.open(data_dir, config, clock)
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run)
-            await broker.update_topic({"topicName": "T", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},
-                                      requester=LONG_TEXT)
+            await broker.update_topic(
+                {"topicName": "T", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},
+                requester=LONG_TEXT,
+            )
             phys = []
             for i in range(6):
                 clock.advance(1000)
-                put = await broker.put_message("T", i % 2, MessageIn(b"m%d" % i, {"KEYS": f"k{i}"}),
-                                               requester="p1", producer_group="PG")
+                put = await broker.put_message(
+                    "T",
+                    i % 2,
+                    MessageIn(b"m%d" % i, {"KEYS": f"k{i}"}),
+                    requester="p1",
+                    producer_group="PG",
+                )
                 phys.extend(put.physical_offsets)
             await broker.put_message("T", 0, MessageIn(b"later", {"DELAY": "1"}), requester="p1")
             await broker.query_consumer_offset("G", "T", 0, requester="c1")  # offset_queried
@@ -90,13 +112,18 @@ def _edge_history(data_dir: Path) -> None:
             await broker.pull("G", "T", 1, INT64_MAX, client="c1")  # pull_offset_moved
             await broker.commit_offset("G", "T", 0, INT64_MAX, requester=LONG_TEXT)
             await broker.commit_offset("G", "T", 1, 0, requester="c1")
-            await broker.plan_reset("G", "T", INT64_MAX, True, kind="shift", mode="server_side", requester="ops")
+            await broker.plan_reset(
+                "G", "T", INT64_MAX, True, kind="shift", mode="server_side", requester="ops"
+            )
             await broker.plan_reset("G", "T", INT64_MIN, True, kind="time", requester="ops")
-            await broker.plan_reset("G", "T", INT64_MAX, True, kind="offset", mode="server_side", requester="ops")
+            await broker.plan_reset(
+                "G", "T", INT64_MAX, True, kind="offset", mode="server_side", requester="ops"
+            )
             await broker.send_back("G", phys[0], 1, requester="c1")
             await broker.send_back("G", phys[1], -1, requester="c1")  # straight to the DLQ
-            await broker.record_consumer_group("G", ["c1"], "CONSUME_FROM_LAST_OFFSET", "CLUSTERING",
-                                               {"T": "*"})
+            await broker.record_consumer_group(
+                "G", ["c1"], "CONSUME_FROM_LAST_OFFSET", "CLUSTERING", {"T": "*"}
+            )
             await broker.update_group({"groupName": "G2", "retryQueueNums": 1}, requester="ops")
             await broker.clone_group_offset("G", "G3", "T", online_topics=None, requester="ops")
             await broker.update_topic_perm("T", 4, requester="ops")
@@ -144,16 +171,29 @@ class _Denials:
 def _edge_acl(data_dir: Path):
     """Two files: an account with every perm field and a long key; an empty one."""
     key = "k" * 4096
-    text = (f"globalWhiteRemoteAddresses:\n  - 10.10.*.*\naccounts:\n  - accessKey: {key}\n"
-            f"    secretKey: TheEdgeSecret\n    whiteRemoteAddress: 192.168.1.1,192.168.1.2\n    admin: true\n"
-            f"    defaultTopicPerm: PUB\n    defaultGroupPerm: SUB|PUB\n    topicPerms:\n      - {'t' * 255}=DENY\n"
-            f"    groupPerms:\n      - G=SUB\ndataVersion:\n  - timestamp: {INT64_MAX}\n    counter: {INT64_MIN}\n")
-    return combine([parse_file(data_dir / ("x" * 200 + ".yml"), text.encode()), parse_file(data_dir / "e.yml", b"")])
+    text = (
+        f"globalWhiteRemoteAddresses:\n  - 10.10.*.*\naccounts:\n  - accessKey: {key}\n"
+        f"    secretKey: TheEdgeSecret\n    whiteRemoteAddress: 192.168.1.1,192.168.1.2\n    admin: true\n"
+        f"    defaultTopicPerm: PUB\n    defaultGroupPerm: SUB|PUB\n    topicPerms:\n      - {'t' * 255}=DENY\n"
+        f"    groupPerms:\n      - G=SUB\ndataVersion:\n  - timestamp: {INT64_MAX}\n    counter: {INT64_MIN}\n"
+    )
+    return combine(
+        [
+            parse_file(data_dir / ("x" * 200 + ".yml"), text.encode()),
+            parse_file(data_dir / "e.yml", b""),
+        ]
+    )
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "es_broker.cli", *args], capture_output=True, text=True,
-                          env=_env(), cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "es_broker.cli", *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -170,11 +210,26 @@ def test_every_record_type_at_its_edges_goes_through_every_consumer(tmp_path, re
     data_dir = tmp_path / "data"
     _edge_history(data_dir)
     types = _log_types(data_dir)
-    assert {"topic_updated", "messages_stored", "messages_delivered", "pull_offset_moved", "offset_committed",
-            "offset_queried", "reset_requested", "message_sent_back", "consumer_group_changed",
-            "subgroup_updated", "topic_perm_changed", "subgroup_deleted", "queue_locks_changed", "acl_loaded",
-            "access_denied"} <= set(types.values())
-    assert list(types.values()).count("access_denied") == 2  # the flushed summary, and the one written at close
+    assert {
+        "topic_updated",
+        "messages_stored",
+        "messages_delivered",
+        "pull_offset_moved",
+        "offset_committed",
+        "offset_queried",
+        "reset_requested",
+        "message_sent_back",
+        "consumer_group_changed",
+        "subgroup_updated",
+        "topic_perm_changed",
+        "subgroup_deleted",
+        "queue_locks_changed",
+        "acl_loaded",
+        "access_denied",
+    } <= set(types.values())
+    assert (
+        list(types.values()).count("access_denied") == 2
+    )  # the flushed summary, and the one written at close
 
     _cli("verify", "--data-dir", str(data_dir))  # projections: a replay rebuilds them byte for byte
 
@@ -196,6 +251,10 @@ def test_every_record_type_at_its_edges_goes_through_every_consumer(tmp_path, re
     exported: set[int] = set()
     for family in out.iterdir():
         if family.is_dir():
-            exported |= set(ds.dataset(family, format="parquet", partitioning="hive").to_table(
-                columns=["seq"]).column("seq").to_pylist())
+            exported |= set(
+                ds.dataset(family, format="parquet", partitioning="hive")
+                .to_table(columns=["seq"])
+                .column("seq")
+                .to_pylist()
+            )
     assert exported == set(types), "records missing from the Parquet export"

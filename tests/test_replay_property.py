@@ -23,7 +23,9 @@ QIDS = st.integers(min_value=-1, max_value=4)
 ops = st.one_of(
     st.tuples(st.just("topic"), TOPICS, st.integers(1, 4), st.sampled_from([2, 4, 6])),
     st.tuples(st.just("perm"), TOPICS, st.sampled_from([2, 4, 6])),
-    st.tuples(st.just("send"), TOPICS, QIDS, st.binary(max_size=64), st.sampled_from(["", "A", "B"])),
+    st.tuples(
+        st.just("send"), TOPICS, QIDS, st.binary(max_size=64), st.sampled_from(["", "A", "B"])
+    ),
     st.tuples(st.just("batch"), TOPICS, QIDS, st.integers(1, 5)),
     st.tuples(st.just("pull"), GROUPS, TOPICS, QIDS, st.integers(0, 6), st.booleans()),
     st.tuples(st.just("commit"), GROUPS, TOPICS, QIDS, st.integers(-2, 10)),
@@ -52,8 +54,9 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
     kind, *args = op
     if kind == "topic":
         topic, n, perm = args
-        await broker.update_topic({"topicName": topic, "readQueueNums": n, "writeQueueNums": n,
-                                   "perm": perm})
+        await broker.update_topic(
+            {"topicName": topic, "readQueueNums": n, "writeQueueNums": n, "perm": perm}
+        )
     elif kind == "perm":
         await broker.update_topic_perm(args[0], args[1], requester="ops")
     elif kind == "send":
@@ -64,8 +67,9 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
         await broker.put_messages(topic, qid, [MessageIn(b"b%d" % i) for i in range(n)])
     elif kind == "pull":
         group, topic, qid, offset, commit = args
-        await broker.pull(group, topic, qid, offset, client="c",
-                          commit_offset=offset if commit else None)
+        await broker.pull(
+            group, topic, qid, offset, client="c", commit_offset=offset if commit else None
+        )
     elif kind == "commit":
         group, topic, qid, offset = args
         await broker.commit_offset(group, topic, max(qid, 0), offset, requester="c")
@@ -90,8 +94,11 @@ def test_b134_replayed_projections_equal_live_ones_byte_for_byte(history):
 
 def test_verify_names_the_first_differing_key(tmp_path):
     live = str(tmp_path / "live")
-    trio.run(run_history, live, [("topic", "T1", 2, 6), ("send", "T1", 0, b"x", "A"),
-                                 ("commit", "G1", "T1", 0, 1)])
+    trio.run(
+        run_history,
+        live,
+        [("topic", "T1", 2, 6), ("send", "T1", 0, b"x", "A"), ("commit", "G1", "T1", 0, 1)],
+    )
     copy = tmp_path / "copy"
     replay(live, copy)
     # tamper with the copy's offset table behind the log's back

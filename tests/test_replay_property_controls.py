@@ -22,21 +22,34 @@ QIDS = st.integers(min_value=0, max_value=2)
 ops = st.one_of(
     st.tuples(st.just("send"), QIDS, st.integers(1, 4)),
     st.tuples(st.just("commit"), GROUPS, QIDS, st.integers(-1, 12)),
-    st.tuples(st.just("reset"), GROUPS, st.sampled_from(["time", "offset", "shift", "earliest", "latest"]),
-              st.integers(-3, 12), st.booleans(), st.sampled_from(["compat", "server_side"]),
-              st.sampled_from(["compat", "read_queues"])),
+    st.tuples(
+        st.just("reset"),
+        GROUPS,
+        st.sampled_from(["time", "offset", "shift", "earliest", "latest"]),
+        st.integers(-3, 12),
+        st.booleans(),
+        st.sampled_from(["compat", "server_side"]),
+        st.sampled_from(["compat", "read_queues"]),
+    ),
     st.tuples(st.just("retention")),
     st.tuples(st.just("clone"), GROUPS, GROUPS),
     st.tuples(st.just("remove"), GROUPS),
-    st.tuples(st.just("members"), GROUPS, st.lists(st.sampled_from(["a@1", "b@1", "c@1"]), max_size=3)),
+    st.tuples(
+        st.just("members"), GROUPS, st.lists(st.sampled_from(["a@1", "b@1", "c@1"]), max_size=3)
+    ),
     st.tuples(st.just("tick"), st.integers(0, 40 * 3_600_000)),
 )
 
 
 async def run(data_dir: str, history: list[tuple]) -> None:
     clock = ManualClock()
-    config = BrokerConfig(storePathRootDir=data_dir, total_physical_memory_bytes=4000,
-                          mappedFileSizeCommitLog=600, fileReservedTime=1, reset_fence=True)
+    config = BrokerConfig(
+        storePathRootDir=data_dir,
+        total_physical_memory_bytes=4000,
+        mappedFileSizeCommitLog=600,
+        fileReservedTime=1,
+        reset_fence=True,
+    )
     broker = Broker.open(data_dir, config, clock)
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
@@ -60,7 +73,9 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
         group, target, value, force, mode, scope = args
         if target == "time":
             value = clock.now_ms() - value * 60_000
-        await broker.plan_reset(group, "T", value, force, kind=target, mode=mode, scope=scope, requester="ops")
+        await broker.plan_reset(
+            group, "T", value, force, kind=target, mode=mode, scope=scope, requester="ops"
+        )
     elif kind == "retention":
         await broker.retention_pass(manual=True)
     elif kind == "clone":
@@ -68,7 +83,9 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
     elif kind == "remove":
         await broker.delete_group(args[0], remove_offsets=True, requester="ops")
     elif kind == "members":
-        await broker.record_consumer_group(args[0], args[1], "CONSUME_FROM_LAST_OFFSET", "CLUSTERING", {"T": "*"})
+        await broker.record_consumer_group(
+            args[0], args[1], "CONSUME_FROM_LAST_OFFSET", "CLUSTERING", {"T": "*"}
+        )
     elif kind == "tick":
         clock.advance(args[0])
 

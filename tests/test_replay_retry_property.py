@@ -27,8 +27,13 @@ from tests.test_replay_property import ops as base_ops
 
 retry_ops = st.one_of(
     st.tuples(st.just("delayed"), TOPICS, QIDS, st.integers(-1, 20)),
-    st.tuples(st.just("send_back"), GROUPS, st.integers(0, 50), st.sampled_from([-1, 0, 0, 2, 30]),
-              st.sampled_from([None, 0, 1, 3])),
+    st.tuples(
+        st.just("send_back"),
+        GROUPS,
+        st.integers(0, 50),
+        st.sampled_from([-1, 0, 0, 2, 30]),
+        st.sampled_from([None, 0, 1, 3]),
+    ),
     st.tuples(st.just("deliver"), st.integers(0, 40_000)),
     st.tuples(st.just("retry_send"), GROUPS, st.integers(0, 20)),
     st.tuples(st.just("redrive"), GROUPS, st.sampled_from(["retry", "original"]), st.booleans()),
@@ -37,15 +42,23 @@ retry_ops = st.one_of(
 
 
 # every history starts with topics and messages, so that send-backs and deliveries have work
-PRELUDE = [("topic", "T1", 2, 6), ("topic", "T2", 1, 6), ("send", "T1", 0, b"a", "A"),
-           ("send", "T2", 0, b"b", ""), ("delayed", "T1", 1, 1)]
+PRELUDE = [
+    ("topic", "T1", 2, 6),
+    ("topic", "T2", 1, 6),
+    ("send", "T1", 0, b"a", "A"),
+    ("send", "T2", 0, b"b", ""),
+    ("delayed", "T1", 1, 1),
+]
 
 
 async def run_history(data_dir: str, history: list[tuple]) -> Broker:
     clock = ManualClock()
     # short levels so that deliveries happen within the generated ticks
-    config = BrokerConfig(storePathRootDir=data_dir, total_physical_memory_bytes=4000,
-                          messageDelayLevel="1s 2s 3s 5s 8s 13s")
+    config = BrokerConfig(
+        storePathRootDir=data_dir,
+        total_physical_memory_bytes=4000,
+        messageDelayLevel="1s 2s 3s 5s 8s 13s",
+    )
     broker = Broker.open(data_dir, config, clock)
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
@@ -65,7 +78,9 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
     elif kind == "send_back":
         group, pick, level, max_times = args
         with broker.store.read() as txn:
-            phys = [int.from_bytes(k, "big") for k, _ in txn.cursor(db=broker.store.log.commitlog_db)]
+            phys = [
+                int.from_bytes(k, "big") for k, _ in txn.cursor(db=broker.store.log.commitlog_db)
+            ]
         offset = phys[pick % len(phys)] if phys else pick
         await broker.send_back(group, offset, level, max_reconsume_times=max_times, requester="c")
     elif kind == "deliver":
@@ -73,8 +88,11 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
         await broker.deliver_delayed()
     elif kind == "retry_send":
         group, rt = args
-        await broker.put_message(f"%RETRY%{group}", -1, MessageIn(b"r", {"RETRY_TOPIC": "T1", "DELAY": "3"},
-                                                                   reconsume_times=rt))
+        await broker.put_message(
+            f"%RETRY%{group}",
+            -1,
+            MessageIn(b"r", {"RETRY_TOPIC": "T1", "DELAY": "3"}, reconsume_times=rt),
+        )
     elif kind == "redrive":
         group, target, dry_run = args
         await broker.redrive_dlq(group, target=target, dry_run=dry_run, requester="ops")
@@ -91,9 +109,16 @@ def test_b134_replay_is_identical_with_retries_delays_and_dead_letters(history):
 
 
 def test_a_delivered_delay_is_replayed_not_redecided(tmp_path):
-    history = [("topic", "T1", 2, 6), ("delayed", "T1", 0, 2), ("send", "T1", 1, b"x", "A"),
-               ("send_back", "G1", 0, 0, None), ("deliver", 60_000), ("send_back", "G2", 1, -1, None),
-               ("redrive", "G2", "retry", False), ("deliver", 60_000)]
+    history = [
+        ("topic", "T1", 2, 6),
+        ("delayed", "T1", 0, 2),
+        ("send", "T1", 1, b"x", "A"),
+        ("send_back", "G1", 0, 0, None),
+        ("deliver", 60_000),
+        ("send_back", "G2", 1, -1, None),
+        ("redrive", "G2", "retry", False),
+        ("deliver", 60_000),
+    ]
     live = str(tmp_path / "live")
     trio.run(run_history, live, history)
     assert verify(live) == []

@@ -35,13 +35,16 @@ async def test_s002_dry_run_reports_current_target_final_and_changes_nothing(bro
     assert broker.stored_offset("G", "T", 0) == 8
 
 
-@pytest.mark.parametrize(("kind", "value", "expected"), [
-    ("offset", 5, {0: 5, 1: 5}),
-    ("shift", -3, {0: 5, 1: 1}),
-    ("shift", 100, {0: 108, 1: 104}),
-    ("earliest", 0, {0: 0, 1: 0}),
-    ("latest", 0, {0: 10, 1: 10}),
-])
+@pytest.mark.parametrize(
+    ("kind", "value", "expected"),
+    [
+        ("offset", 5, {0: 5, 1: 5}),
+        ("shift", -3, {0: 5, 1: 1}),
+        ("shift", 100, {0: 108, 1: 104}),
+        ("earliest", 0, {0: 0, 1: 0}),
+        ("latest", 0, {0: 10, 1: 10}),
+    ],
+)
 async def test_s002_targets_by_offset_shift_earliest_latest(broker, topic, kind, value, expected):
     plan = await broker.plan_reset("G", "T", value, True, kind=kind, dry_run=True)
     assert finals(plan) == expected
@@ -53,16 +56,26 @@ async def test_s002_target_by_time_uses_the_time_lookup(broker, topic):
 
 
 async def test_s002_server_side_reset_moves_offsets_in_the_reset_record(broker, topic):
-    plan = await broker.plan_reset("G", "T", 0, True, kind="earliest", mode="server_side", requester="ops")
+    plan = await broker.plan_reset(
+        "G", "T", 0, True, kind="earliest", mode="server_side", requester="ops"
+    )
     assert (broker.stored_offset("G", "T", 0), broker.stored_offset("G", "T", 1)) == (0, 0)
     with broker.store.read() as txn:
         change = list(broker.store.offsets.changes(txn, "T", "G", 0))[-1]
-    assert (change.seq, change.old, change.new, change.cause, change.requester) == (plan.seq, 8, 0, "reset", "ops")
+    assert (change.seq, change.old, change.new, change.cause, change.requester) == (
+        plan.seq,
+        8,
+        0,
+        "reset",
+        "ops",
+    )
 
 
 async def test_b078_client_commit_of_the_reset_value_is_recorded_with_cause_reset(broker, topic):
     await broker.plan_reset("G", "T", 2, True, kind="offset", notified=["c@1"])
-    assert broker.stored_offset("G", "T", 0) == 8  # compat: nothing moves until the client commits (B-77)
+    assert (
+        broker.stored_offset("G", "T", 0) == 8
+    )  # compat: nothing moves until the client commits (B-77)
     await broker.commit_offset("G", "T", 0, 2, requester="c@1")
     await broker.commit_offset("G", "T", 0, 3, requester="c@1")
     with broker.store.read() as txn:
@@ -70,7 +83,9 @@ async def test_b078_client_commit_of_the_reset_value_is_recorded_with_cause_rese
     assert causes == [(2, "reset"), (3, "client_commit")]
 
 
-async def test_s003_fence_ignores_a_late_commit_that_would_undo_the_reset(broker, topic, tmp_path, clock, nursery):
+async def test_s003_fence_ignores_a_late_commit_that_would_undo_the_reset(
+    broker, topic, tmp_path, clock, nursery
+):
     from es_broker.commands.broker import Broker
 
     fenced = broker.config.replace(reset_fence=True, storePathRootDir=str(tmp_path / "fenced"))
@@ -81,10 +96,16 @@ async def test_s003_fence_ignores_a_late_commit_that_would_undo_the_reset(broker
         await b.put_message("T", 0, MessageIn(b"%d" % i))
     await b.commit_offset("G", "T", 0, 9)
     await b.plan_reset("G", "T", 2, True, kind="offset", notified=["c@1"])
-    await b.commit_offset("G", "T", 0, 9, requester="c@1")  # a periodic commit from before the reset
+    await b.commit_offset(
+        "G", "T", 0, 9, requester="c@1"
+    )  # a periodic commit from before the reset
     assert b.stored_offset("G", "T", 0) == 9  # unchanged: compat mode waits for the client
     _, record = list(b.store.log.read())[-1]
-    assert (record["type"], record["reason"], record["target"]) == ("offset_commit_ignored", "reset_fence", 2)
+    assert (record["type"], record["reason"], record["target"]) == (
+        "offset_commit_ignored",
+        "reset_fence",
+        2,
+    )
     await b.commit_offset("G", "T", 0, 2, requester="c@1")
     assert b.stored_offset("G", "T", 0) == 2
     clock.advance(61_000)
@@ -105,10 +126,18 @@ async def test_b074_compat_scope_fails_when_a_write_queue_has_no_offset(broker, 
         await broker.plan_reset("G", "T", 0, True, kind="earliest")
 
 
-async def test_s013_read_queues_scope_covers_every_read_queue_and_creates_missing_offsets(broker, topic):
+async def test_s013_read_queues_scope_covers_every_read_queue_and_creates_missing_offsets(
+    broker, topic
+):
     await broker.update_topic({"topicName": "T", "readQueueNums": 3, "writeQueueNums": 2})
-    plan = await broker.plan_reset("G", "T", 0, True, kind="earliest", scope="read_queues", mode="server_side")
-    assert [(q.queue_id, q.outcome) for q in plan.queues] == [(0, "moved"), (1, "moved"), (2, "created")]
+    plan = await broker.plan_reset(
+        "G", "T", 0, True, kind="earliest", scope="read_queues", mode="server_side"
+    )
+    assert [(q.queue_id, q.outcome) for q in plan.queues] == [
+        (0, "moved"),
+        (1, "moved"),
+        (2, "created"),
+    ]
     assert broker.stored_offset("G", "T", 2) == 0
 
 
@@ -120,7 +149,9 @@ def test_s002_reset_verb_from_the_command_line(served):
     (dry,) = served.admin_json("resetOffset", "-g", "G", "-t", "T", "--shift-by", "-3", "--dry-run")
     assert (dry["dryRun"], dry["queues"][0]["final"]) == (True, 1)
     assert served.admin_json("consumerProgress", "-g", "G")["queues"][0]["consumerOffset"] == 4
-    (done,) = served.admin_json("resetOffset", "-g", "G", "-t", "T", "--to-earliest", "--mode", "server_side")
+    (done,) = served.admin_json(
+        "resetOffset", "-g", "G", "-t", "T", "--to-earliest", "--mode", "server_side"
+    )
     assert done["queues"][0]["outcome"] == "moved"
     assert served.admin_json("consumerProgress", "-g", "G")["queues"][0]["consumerOffset"] == 0
     text = served.admin("resetOffset", "-g", "G", "-t", "T", "--to-latest", "--dry-run").stdout

@@ -77,7 +77,9 @@ async def test_b018_min_offset_moves_to_the_first_message_still_stored(small, cl
     clock.set(local_ms(5, 4, 30))
     done = await small.retention_pass()
     with small.store.read() as txn:
-        first = next(u for u in small.store.cq.units(txn, "T", 0, 0, 20) if u.physical_offset >= done.phy_min)
+        first = next(
+            u for u in small.store.cq.units(txn, "T", 0, 0, 20) if u.physical_offset >= done.phy_min
+        )
     assert small.min_offset("T", 0) == first.offset > 0
     assert small.max_offset("T", 0) == 20
 

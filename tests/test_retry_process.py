@@ -39,55 +39,131 @@ class Session:
     addr: str
     namesrv: str
 
-    async def call(self, code: int, fields: dict | None = None, body: bytes = b"", timeout: float = 5.0,
-                   addr: str | None = None) -> RemotingCommand:
-        return await self.client.invoke(addr or self.addr, request(code, fields or {}, body), timeout)
+    async def call(
+        self,
+        code: int,
+        fields: dict | None = None,
+        body: bytes = b"",
+        timeout: float = 5.0,
+        addr: str | None = None,
+    ) -> RemotingCommand:
+        return await self.client.invoke(
+            addr or self.addr, request(code, fields or {}, body), timeout
+        )
 
-    async def ok(self, code: int, fields: dict | None = None, body: bytes = b"", **kw) -> RemotingCommand:
+    async def ok(
+        self, code: int, fields: dict | None = None, body: bytes = b"", **kw
+    ) -> RemotingCommand:
         response = await self.call(code, fields, body, **kw)
         assert response.code == ResponseCode.SUCCESS, (code, response.code, response.remark)
         return response
 
     async def create_topic(self, topic: str, queues: int = 1) -> None:
-        await self.ok(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
-            "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False})
+        await self.ok(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "readQueueNums": queues,
+                "writeQueueNums": queues,
+                "perm": 6,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": False,
+            },
+        )
 
     async def heartbeat(self, group: str, topics: list[str]) -> None:
         subs = [{"topic": t, "subString": "*", "subVersion": 1} for t in topics]
-        body = {"clientID": CLIENT_ID, "producerDataSet": [], "consumerDataSet": [{
-            "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False, "subscriptionDataSet": subs}]}
+        body = {
+            "clientID": CLIENT_ID,
+            "producerDataSet": [],
+            "consumerDataSet": [
+                {
+                    "groupName": group,
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                    "unitMode": False,
+                    "subscriptionDataSet": subs,
+                }
+            ],
+        }
         await self.ok(RequestCode.HEART_BEAT, {}, fastjson.dumps(body).encode())
 
     async def send(self, topic: str, body: bytes, props: dict[str, str]) -> RemotingCommand:
-        return await self.ok(RequestCode.SEND_MESSAGE_V2, {
-            "a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": int(time.time() * 1000), "h": 0,
-            "i": encode_properties(props).decode(), "j": 0, "k": False, "m": False}, body)
+        return await self.ok(
+            RequestCode.SEND_MESSAGE_V2,
+            {
+                "a": "PG",
+                "b": topic,
+                "c": "TBW102",
+                "d": 4,
+                "e": 0,
+                "f": 0,
+                "g": int(time.time() * 1000),
+                "h": 0,
+                "i": encode_properties(props).decode(),
+                "j": 0,
+                "k": False,
+                "m": False,
+            },
+            body,
+        )
 
-    async def pull(self, topic: str, offset: int, *, group: str = "G", hold_ms: int = 0) -> list[StoredMessage]:
+    async def pull(
+        self, topic: str, offset: int, *, group: str = "G", hold_ms: int = 0
+    ) -> list[StoredMessage]:
         """PULL_MESSAGE on queue 0; with hold_ms the broker holds it until a message arrives (B-63)."""
-        response = await self.call(RequestCode.PULL_MESSAGE, {
-            "consumerGroup": group, "topic": topic, "queueId": 0, "queueOffset": offset, "maxMsgNums": 32,
-            "sysFlag": 6 if hold_ms else 4, "commitOffset": 0, "suspendTimeoutMillis": hold_ms,
-            "subscription": "*", "subVersion": 0}, timeout=hold_ms / 1000 + 10)
+        response = await self.call(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": group,
+                "topic": topic,
+                "queueId": 0,
+                "queueOffset": offset,
+                "maxMsgNums": 32,
+                "sysFlag": 6 if hold_ms else 4,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": hold_ms,
+                "subscription": "*",
+                "subVersion": 0,
+            },
+            timeout=hold_ms / 1000 + 10,
+        )
         assert response.code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND), response.remark
         return decode_all(response.body) if response.code == ResponseCode.SUCCESS else []
 
-    async def send_back(self, message: StoredMessage, original_topic: str, max_times: int = 16) -> None:
+    async def send_back(
+        self, message: StoredMessage, original_topic: str, max_times: int = 16
+    ) -> None:
         """CONSUMER_SEND_MSG_BACK as the concurrent consume service sends it (B-88)."""
-        await self.ok(RequestCode.CONSUMER_SEND_MSG_BACK, {
-            "offset": message.physical_offset, "group": "G", "delayLevel": 0, "originMsgId": message.msg_id,
-            "originTopic": original_topic, "unitMode": False, "maxReconsumeTimes": max_times})
+        await self.ok(
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            {
+                "offset": message.physical_offset,
+                "group": "G",
+                "delayLevel": 0,
+                "originMsgId": message.msg_id,
+                "originTopic": original_topic,
+                "unitMode": False,
+                "maxReconsumeTimes": max_times,
+            },
+        )
 
     async def commit(self, topic: str, offset: int) -> None:
-        await self.ok(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": topic, "queueId": 0,
-                                                           "commitOffset": offset})
+        await self.ok(
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": "G", "topic": topic, "queueId": 0, "commitOffset": offset},
+        )
 
     async def wait_for_route(self, topic: str) -> None:
         """Bounded wait until the name server lists topic (the broker re-registers after creating it)."""
+
         async def routed() -> bool:
-            r = await self.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, addr=self.namesrv)
+            r = await self.call(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, addr=self.namesrv
+            )
             return r.code == ResponseCode.SUCCESS
 
         await poll_until(routed, 10, f"{topic} in the name server")
@@ -119,7 +195,9 @@ def record_types(data_dir: Path) -> list[dict[str, Any]]:
         store.close()
 
 
-def test_b097_a_delayed_message_is_delivered_exactly_once_across_a_broker_crash_in_its_delay(tmp_path):
+def test_b097_a_delayed_message_is_delivered_exactly_once_across_a_broker_crash_in_its_delay(
+    tmp_path,
+):
     config, data = conf(tmp_path, "3s 1s"), tmp_path / "data"
 
     async def park(s: Session) -> float:
@@ -133,7 +211,9 @@ def test_b097_a_delayed_message_is_delivered_exactly_once_across_a_broker_crash_
         first.process.wait()
         assert time.time() < parked_at + 3
 
-    async def after_restart(s: Session) -> tuple[list[StoredMessage], list[StoredMessage], int, bytes]:
+    async def after_restart(
+        s: Session,
+    ) -> tuple[list[StoredMessage], list[StoredMessage], int, bytes]:
         delivered = await s.pull("T", 0, hold_ms=20_000)  # answered when the schedule delivers it
         await s.send("T", b"second", {"DELAY": "2"})
         # every pass looks at every level: those until the second is delivered would repeat the first,
@@ -148,11 +228,18 @@ def test_b097_a_delayed_message_is_delivered_exactly_once_across_a_broker_crash_
     assert [m.body for m in delivered] == [b"first"] and [m.body for m in later] == [b"second"]
     assert top == 2
     assert fastjson.loads(cursors) == {"offsetTable": {1: 1, 2: 1}}
-    parked, copy = [r for r in record_types(data) if r["type"] == "messages_stored" and r["topic"] != "T"][0], \
-        delivered[0]
+    parked, copy = (
+        [r for r in record_types(data) if r["type"] == "messages_stored" and r["topic"] != "T"][0],
+        delivered[0],
+    )
     assert copy.store_timestamp >= parked["ts"] + 3000  # not before its time
-    deliveries = [r for r in record_types(data) if r["type"] == "messages_stored" and "delivery" in r]
-    assert [(r["delivery"]["level"], r["delivery"]["schedule_offset"]) for r in deliveries] == [(1, 0), (2, 0)]
+    deliveries = [
+        r for r in record_types(data) if r["type"] == "messages_stored" and "delivery" in r
+    ]
+    assert [(r["delivery"]["level"], r["delivery"]["schedule_offset"]) for r in deliveries] == [
+        (1, 0),
+        (2, 0),
+    ]
     assert verify(data) == []
 
 
@@ -162,7 +249,9 @@ def test_message_trace_shows_every_step_of_a_message_that_fails_twice_then_succe
     async def consume(s: Session) -> tuple[str, list[StoredMessage]]:
         await s.create_topic("T")
         await s.heartbeat("G", ["T", "%RETRY%G"])
-        sent = await s.send("T", b"order-1", {"UNIQ_KEY": "U-ORDER-1", "TAGS": "A", "KEYS": "order-1"})
+        sent = await s.send(
+            "T", b"order-1", {"UNIQ_KEY": "U-ORDER-1", "TAGS": "A", "KEYS": "order-1"}
+        )
         (first,) = await s.pull("T", 0)
         await s.send_back(first, "T")  # the handler failed
         (second,) = await s.pull("%RETRY%G", 0, hold_ms=20_000)
@@ -174,28 +263,59 @@ def test_message_trace_shows_every_step_of_a_message_that_fails_twice_then_succe
 
     with serve(data, "--config", config) as served:
         msg_id, seen = on_wire(served, consume)
-        assert [(m.topic, m.reconsume_times) for m in seen] == [("T", 0), ("%RETRY%G", 1), ("%RETRY%G", 2)]
-        assert all(m.properties["RETRY_TOPIC"] == "T" for m in seen[1:])  # what the client shows (B-99)
+        assert [(m.topic, m.reconsume_times) for m in seen] == [
+            ("T", 0),
+            ("%RETRY%G", 1),
+            ("%RETRY%G", 2),
+        ]
+        assert all(
+            m.properties["RETRY_TOPIC"] == "T" for m in seen[1:]
+        )  # what the client shows (B-99)
         journey = served.admin_json("messageTrace", "--msg-id", msg_id)
-        text = served.admin("messageTrace", "--msg-id", "U-ORDER-1").stdout  # the client id finds it too
+        text = served.admin(
+            "messageTrace", "--msg-id", "U-ORDER-1"
+        ).stdout  # the client id finds it too
     kinds = [e["event"] for e in journey["events"]]
-    assert kinds[:8] == ["sent", "delivered", "sent_back", "delay_delivered", "delivered", "sent_back",
-                         "delay_delivered", "delivered"]
-    assert sorted(kinds[8:]) == ["offset_committed"] * 3  # T past the original, %RETRY%G past both copies
+    assert kinds[:8] == [
+        "sent",
+        "delivered",
+        "sent_back",
+        "delay_delivered",
+        "delivered",
+        "sent_back",
+        "delay_delivered",
+        "delivered",
+    ]
+    assert (
+        sorted(kinds[8:]) == ["offset_committed"] * 3
+    )  # T past the original, %RETRY%G past both copies
     events = journey["events"]
     assert (events[0]["producerGroup"], events[0]["topic"]) == ("PG", "T")
     assert {e["client"] for e in events if e["event"] == "delivered"} == {CLIENT_ID}
     backs = [e for e in events if e["event"] == "sent_back"]
-    assert [(e["delayLevel"], e["delayMs"], e["reconsumeTimes"]) for e in backs] == [(3, 1000, 1), (4, 1000, 2)]
+    assert [(e["delayLevel"], e["delayMs"], e["reconsumeTimes"]) for e in backs] == [
+        (3, 1000, 1),
+        (4, 1000, 2),
+    ]
     assert all(e["deliverAt"] - e["ts"] == 1000 for e in backs)
-    for line in ("Message U-ORDER-1 (UNIQ_KEY U-ORDER-1), topic T", "SENT ", "DELIVERED", "SENT_BACK",
-                 "DELAY_DELIVERED", "OFFSET_COMMITTED", f"client {CLIENT_ID}", "level 3 (1s)",
-                 "group G on T queue 0: -1 -> 1"):
+    for line in (
+        "Message U-ORDER-1 (UNIQ_KEY U-ORDER-1), topic T",
+        "SENT ",
+        "DELIVERED",
+        "SENT_BACK",
+        "DELAY_DELIVERED",
+        "OFFSET_COMMITTED",
+        f"client {CLIENT_ID}",
+        "level 3 (1s)",
+        "group G on T queue 0: -1 -> 1",
+    ):
         assert line in text, line
     assert verify(data) == []
 
 
-def test_b104_an_always_failing_message_ends_in_a_write_only_dlq_readable_after_update_topic_perm(tmp_path):
+def test_b104_an_always_failing_message_ends_in_a_write_only_dlq_readable_after_update_topic_perm(
+    tmp_path,
+):
     config, data = conf(tmp_path, "1s 1s 1s 1s 1s 1s"), tmp_path / "data"
 
     async def poison(s: Session) -> str:
@@ -203,7 +323,11 @@ def test_b104_an_always_failing_message_ends_in_a_write_only_dlq_readable_after_
         await s.heartbeat("G", ["T", "%RETRY%G"])
         sent = await s.send("T", b"poison", {"UNIQ_KEY": "U-POISON"})
         (message,) = await s.pull("T", 0)
-        for retry_offset in (0, 1, None):  # max 2 reconsumes: the third failure dead-letters it (B-91)
+        for retry_offset in (
+            0,
+            1,
+            None,
+        ):  # max 2 reconsumes: the third failure dead-letters it (B-91)
             await s.send_back(message, "T", max_times=2)
             if retry_offset is not None:
                 (message,) = await s.pull("%RETRY%G", retry_offset, hold_ms=20_000)
@@ -216,28 +340,61 @@ def test_b104_an_always_failing_message_ends_in_a_write_only_dlq_readable_after_
         (status,) = served.admin_json("topicStatus", "-t", "%DLQ%G")
         assert (status["queueId"], status["minOffset"], status["maxOffset"]) == (0, 0, 1)
         assert status["lastUpdateTimestamp"] > 0
-        refused = served.admin("queryMsgByOffset", "-t", "%DLQ%G", "-b", "broker-a", "-i", "0", "-o", "0",
-                               check=False)
+        refused = served.admin(
+            "queryMsgByOffset", "-t", "%DLQ%G", "-b", "broker-a", "-i", "0", "-o", "0", check=False
+        )
         assert refused.returncode == 1
-        assert "CODE: 16" in refused.stderr and "the topic[%DLQ%G] pulling message is forbidden" in refused.stderr
+        assert (
+            "CODE: 16" in refused.stderr
+            and "the topic[%DLQ%G] pulling message is forbidden" in refused.stderr
+        )
         served.admin("updateTopicPerm", "-b", served.broker, "-t", "%DLQ%G", "-p", "6")
-        dead = served.admin_json("queryMsgByOffset", "-t", "%DLQ%G", "-b", "broker-a", "-i", "0", "-o", "0")
-        shown = served.admin("queryMsgByOffset", "-t", "%DLQ%G", "-b", "broker-a", "-i", "0", "-o", "0").stdout
+        dead = served.admin_json(
+            "queryMsgByOffset", "-t", "%DLQ%G", "-b", "broker-a", "-i", "0", "-o", "0"
+        )
+        shown = served.admin(
+            "queryMsgByOffset", "-t", "%DLQ%G", "-b", "broker-a", "-i", "0", "-o", "0"
+        ).stdout
         redriven = served.admin("redriveDLQ", "-g", "G").stdout
         journey = served.admin_json("messageTrace", "--msg-id", msg_id)
     assert (dead["topic"], dead["reconsumeTimes"], dead["body"]) == ("%DLQ%G", 3, "poison")
-    assert (dead["properties"]["ORIGIN_MESSAGE_ID"], dead["properties"]["RETRY_TOPIC"]) == (msg_id, "T")
+    assert (dead["properties"]["ORIGIN_MESSAGE_ID"], dead["properties"]["RETRY_TOPIC"]) == (
+        msg_id,
+        "T",
+    )
     assert (dead["properties"]["UNIQ_KEY"], dead["properties"]["DELAY"]) == ("U-POISON", "0")
-    assert "Reconsume Times:    3" in shown and "Store Host:" in shown and "Born Timestamp:" in shown
-    assert f"ORIGIN_MESSAGE_ID={msg_id}" in shown and "RETRY_TOPIC=T" in shown  # mqadmin's {K=V, ...}
+    assert (
+        "Reconsume Times:    3" in shown and "Store Host:" in shown and "Born Timestamp:" in shown
+    )
+    assert (
+        f"ORIGIN_MESSAGE_ID={msg_id}" in shown and "RETRY_TOPIC=T" in shown
+    )  # mqadmin's {K=V, ...}
     assert "re-drove 1 dead letter(s) of G" in redriven
     kinds = [e["event"] for e in journey["events"]]
-    assert kinds == ["sent", "delivered", "sent_back", "delay_delivered", "delivered", "sent_back",
-                     "delay_delivered", "delivered", "dead_lettered", "delivered", "delivered", "redriven"]
+    assert kinds == [
+        "sent",
+        "delivered",
+        "sent_back",
+        "delay_delivered",
+        "delivered",
+        "sent_back",
+        "delay_delivered",
+        "delivered",
+        "dead_lettered",
+        "delivered",
+        "delivered",
+        "redriven",
+    ]
     readers = [e["group"] for e in journey["events"][9:11]]
-    assert readers == ["TOOLS_CONSUMER", "TOOLS_CONSUMER"]  # the two queryMsgByOffset reads of the DLQ
+    assert readers == [
+        "TOOLS_CONSUMER",
+        "TOOLS_CONSUMER",
+    ]  # the two queryMsgByOffset reads of the DLQ
     dead_lettered = journey["events"][8]
-    assert (dead_lettered["reason"], dead_lettered["targetTopic"], dead_lettered["maxReconsumeTimes"]) == (
-        "max_reconsume_times", "%DLQ%G", 2)
+    assert (
+        dead_lettered["reason"],
+        dead_lettered["targetTopic"],
+        dead_lettered["maxReconsumeTimes"],
+    ) == ("max_reconsume_times", "%DLQ%G", 2)
     assert journey["hops"][-1]["topic"] == "%RETRY%G" and journey["hops"][-1]["reconsumeTimes"] == 0
     assert verify(data) == []

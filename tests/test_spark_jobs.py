@@ -30,7 +30,10 @@ from tests.conftest import START
 from tests.timetravel_histories import build, histories, moments, reset_by_time
 
 pytest.importorskip("pyspark")
-if shutil.which("java") is None and not Path(str(__import__("os").environ.get("JAVA_HOME", "/nonexistent"))).exists():
+if (
+    shutil.which("java") is None
+    and not Path(str(__import__("os").environ.get("JAVA_HOME", "/nonexistent"))).exists()
+):
     pytest.skip("PySpark needs a Java runtime", allow_module_level=True)
 
 SPARK_DIR = Path(__file__).resolve().parents[1] / "spark"
@@ -42,8 +45,20 @@ import lag_timeline  # noqa: E402
 import offsets_at  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-COLUMNS = ("group", "topic", "queue_id", "offset", "max_offset", "lag", "seq", "time", "cause", "requester",
-           "durable", "durable_lag")
+COLUMNS = (
+    "group",
+    "topic",
+    "queue_id",
+    "offset",
+    "max_offset",
+    "lag",
+    "seq",
+    "time",
+    "cause",
+    "requester",
+    "durable",
+    "durable_lag",
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +74,19 @@ def open_log(data_dir: Path) -> Store:
 
 
 def as_tuples(rows) -> list[tuple]:
-    return sorted(tuple(getattr(r, c) if not isinstance(r, dict) else r[c] for c in COLUMNS) for r in rows)
+    return sorted(
+        tuple(getattr(r, c) if not isinstance(r, dict) else r[c] for c in COLUMNS) for r in rows
+    )
 
 
 # ---------------------------------------------------------------------- the three answers
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(histories, st.lists(st.floats(0, 1), min_size=3, max_size=3))
 def test_s001_broker_sql_and_spark_give_the_same_offset_table(spark, history, picks):
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,8 +102,12 @@ def test_s001_broker_sql_and_spark_give_the_same_offset_table(spark, history, pi
             source = esb_spark.Input(spark, export_dir=str(out))
             start = source.start_time()
             # every moment in one Spark job: Spark's cost is per job, not per row
-            frames = [esb_spark.offsets_at(source, at, durable=True, start=start).withColumn("at", F.lit(at))
-                      for at in at_moments]
+            frames = [
+                esb_spark.offsets_at(source, at, durable=True, start=start).withColumn(
+                    "at", F.lit(at)
+                )
+                for at in at_moments
+            ]
             spark_rows = reduce(lambda a, b: a.unionByName(b), frames).collect()
             for at in at_moments:
                 with store.read() as txn, follower.engine.connect() as conn:
@@ -110,22 +134,29 @@ def scenario(tmp_path_factory) -> tuple[Path, Path]:
         broker = Broker.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), clock)
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run)
-            await broker.update_topic({"topicName": "T", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6})
+            await broker.update_topic(
+                {"topicName": "T", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}
+            )
             for second in range(90):
                 clock.advance(1000)
                 for q in range(4):
                     await broker.put_messages("T", q, [MessageIn(b"m")] * (1 + (second + q) % 3))
                 if second % 5 == 4:  # the consumer persists its offsets every 5 s (B-41)
                     for q in range(4):
-                        await broker.commit_offset("G", "T", q, broker.max_offset("T", q) - 1,
-                                                   requester="10.0.0.5@7")
+                        await broker.commit_offset(
+                            "G", "T", q, broker.max_offset("T", q) - 1, requester="10.0.0.5@7"
+                        )
                 if second == 60:
                     await reset_by_time(broker, "G", "T", clock.now_ms() - 40_000, True)
                 if second == 70:
                     await broker.update_topic_perm("T", 4, requester="ops@10.0.0.1")
-                    await broker.update_topic({"topicName": "%DLQ%G", "readQueueNums": 1, "writeQueueNums": 1,
-                                               "perm": 2}, requester="broker")
-                    await broker.put_messages("%DLQ%G", 0, [MessageIn(b"dead")] * 2, requester="10.0.0.5@7")
+                    await broker.update_topic(
+                        {"topicName": "%DLQ%G", "readQueueNums": 1, "writeQueueNums": 1, "perm": 2},
+                        requester="broker",
+                    )
+                    await broker.put_messages(
+                        "%DLQ%G", 0, [MessageIn(b"dead")] * 2, requester="10.0.0.5@7"
+                    )
             nursery.cancel_scope.cancel()
         broker.close()
 
@@ -149,7 +180,11 @@ def test_the_data_source_reads_the_live_log_as_the_export_has_it(spark, scenario
     exported = esb_spark.Input(spark, export_dir=str(out))
     at = START + 62_500
     assert esb_spark.offsets_at(live, at).collect() == esb_spark.offsets_at(exported, at).collect()
-    resets = live.family("resets").select("requester", F.col("queues")[0]["final"].alias("final")).collect()
+    resets = (
+        live.family("resets")
+        .select("requester", F.col("queues")[0]["final"].alias("final"))
+        .collect()
+    )
     assert [(r.requester, r.final) for r in resets] == [("admin@10.0.0.9", 40)]
 
 
@@ -168,10 +203,16 @@ def test_lag_timeline_shows_the_jump_of_the_reset(spark, scenario, tmp_path, cap
     series = [r.asDict() for r in esb_spark.lag_series(source, "G", "T").collect()]
     reset_time = START + 61_000
     before = max(p["lag"] for p in series if p["queue_id"] == 0 and p["time"] < reset_time)
-    after = max(p["lag"] for p in series if p["queue_id"] == 0 and reset_time <= p["time"] < reset_time + 1000)
+    after = max(
+        p["lag"]
+        for p in series
+        if p["queue_id"] == 0 and reset_time <= p["time"] < reset_time + 1000
+    )
     assert before <= 10 and after >= 80  # the consumer kept up, then was sent back 40 s of messages
     png = tmp_path / "lag.png"
-    lag_timeline.main(["--input", str(out), "--group", "G", "--topic", "T", "--out", str(png)], spark=spark)
+    lag_timeline.main(
+        ["--input", str(out), "--group", "G", "--topic", "T", "--out", str(png)], spark=spark
+    )
     printed = capsys.readouterr().out
     assert "4 queues" in printed and "1 resets" in printed
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
@@ -185,11 +226,24 @@ def test_audit_report_tells_who_reset_when_from_what_to_what(spark, scenario):
     (reset,) = group["resets"]
     assert reset["requester"] == "admin@10.0.0.9" and reset["kind"] == "time"
     assert [(q["queue_id"], q["to"], q["outcome"]) for q in reset["queues"]] == [
-        (0, 40, "moved"), (1, 40, "moved"), (2, 41, "moved"), (3, 40, "moved")] or all(
-        q["to"] < q["from"] for q in reset["queues"])
+        (0, 40, "moved"),
+        (1, 40, "moved"),
+        (2, 41, "moved"),
+        (3, 40, "moved"),
+    ] or all(q["to"] < q["from"] for q in reset["queues"])
     assert group["commit_causes"]["reset"] == 4 and group["dead_letters"] == 2
-    assert day["perm_changes"] == [{"time": START + 71_000, "topic": "T", "old_perm": 6, "perm": 4,
-                                    "requester": "ops@10.0.0.1"}]
+    assert day["perm_changes"] == [
+        {
+            "time": START + 71_000,
+            "topic": "T",
+            "old_perm": 6,
+            "perm": 4,
+            "requester": "ops@10.0.0.1",
+        }
+    ]
     text = audit_report.markdown(report)
-    assert "- **reset** of group `G` on topic `T` at 22:14:21.000 by `admin@10.0.0.9`: to time " in text
+    assert (
+        "- **reset** of group `G` on topic `T` at 22:14:21.000 by `admin@10.0.0.9`: to time "
+        in text
+    )
     assert "- **perm** of topic `T` at 22:14:31.000: RW- (6) -> R-- (4) by `ops@10.0.0.1`" in text

@@ -35,9 +35,23 @@ def serving_modules(tmp_path_factory) -> Iterator[set[str]]:
     """The modules of an `es-broker serve` process (read-model follower on) once it serves."""
     data_dir = tmp_path_factory.mktemp("start") / "data"
     process = subprocess.Popen(
-        [sys.executable, "-c", SERVE_LISTING_MODULES, "serve", "--data-dir", str(data_dir),
-         "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env())
+        [
+            sys.executable,
+            "-c",
+            SERVE_LISTING_MODULES,
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--listen",
+            "127.0.0.1:0",
+            "--namesrv-listen",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(),
+    )
     try:
         lines = iter(process.stdout)
         if not any(_BROKER.search(line) for line in lines):
@@ -55,9 +69,13 @@ def serving_modules(tmp_path_factory) -> Iterator[set[str]]:
             process.wait()
 
 
-@pytest.mark.parametrize("module", ["sqlalchemy", "alembic", "es_broker.readmodel.follower",
-                                    "es_broker.readmodel.models"])
-def test_a_serving_broker_leaves_the_sql_read_model_to_its_follower_process(serving_modules, module):
+@pytest.mark.parametrize(
+    "module",
+    ["sqlalchemy", "alembic", "es_broker.readmodel.follower", "es_broker.readmodel.models"],
+)
+def test_a_serving_broker_leaves_the_sql_read_model_to_its_follower_process(
+    serving_modules, module
+):
     assert "es_broker.server.main" in serving_modules
     assert not _imported(module, serving_modules)
 

@@ -38,8 +38,14 @@ def answer(data_dir: Path, at: int, **kw) -> dict:
 
 
 def es_broker(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "es_broker.cli", *args], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "es_broker.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=True,
+    )
 
 
 # ---------------------------------------------------------------------- property
@@ -53,7 +59,9 @@ def test_b132_offsets_at_t_equal_a_replay_of_every_record_up_to_t(history, picks
         build(data_dir, history)
         for at in moments(data_dir, picks):
             got = answer(data_dir, at)
-            assert {k: (r.offset, r.max_offset) for k, r in got.items()} == reference_table(data_dir, at)
+            assert {k: (r.offset, r.max_offset) for k, r in got.items()} == reference_table(
+                data_dir, at
+            )
             for r in got.values():
                 assert r.lag == (r.max_offset - r.offset if r.offset >= 0 else None)
         assert verify(data_dir) == []  # the time index replays byte for byte like every projection
@@ -71,7 +79,8 @@ async def test_b132_the_answer_at_now_is_the_current_table(broker, clock):
     with broker.store.read() as txn:
         rows = TimeTravel(broker.store).offsets_at(txn, clock.now_ms() + 10**9)
     assert sorted((r.topic, r.queue_id, r.offset) for r in rows) == sorted(
-        (t, q, o) for t, g, q, o in broker.offset_table())
+        (t, q, o) for t, g, q, o in broker.offset_table()
+    )
 
 
 async def test_a_clock_stepping_back_keeps_each_answer_a_state_the_broker_was_in(broker, clock):
@@ -99,7 +108,10 @@ async def test_b133_durable_offset_is_the_value_at_the_last_persist_tick(broker,
     with broker.store.read() as txn:
         travel = TimeTravel(broker.store)
         (row,) = travel.offsets_at(txn, start + 14_500, durable=True)
-        assert (row.offset, row.durable) == (9, -1)  # a crash now restores the table of tick 10 s: no entry
+        assert (row.offset, row.durable) == (
+            9,
+            -1,
+        )  # a crash now restores the table of tick 10 s: no entry
         (row,) = travel.offsets_at(txn, start + 15_000, durable=True)
         assert (row.offset, row.durable) == (9, 9)
         assert travel.persist_tick(txn, start + 14_500) == start + 10_000
@@ -142,8 +154,16 @@ async def test_history_since_and_until_bound_by_effective_time(broker, clock):
 
 
 def test_the_index_is_built_for_a_log_written_before_it(tmp_path):
-    build(tmp_path, [("topic", "T1", 2), ("send", "T1", 0, 3), ("commit", "G1", "T1", 0, 2), ("tick", 500),
-                     ("commit", "G1", "T1", 1, 1)])
+    build(
+        tmp_path,
+        [
+            ("topic", "T1", 2),
+            ("send", "T1", 0, 3),
+            ("commit", "G1", "T1", 0, 2),
+            ("tick", 500),
+            ("commit", "G1", "T1", 1, 1),
+        ],
+    )
     before = answer(tmp_path, START + 10**6)
     store = Store.open(tmp_path, BrokerConfig(storePathRootDir=str(tmp_path)))
     with store.log.env.begin(write=True) as txn:  # what an older es-broker left: no time index
@@ -152,7 +172,9 @@ def test_the_index_is_built_for_a_log_written_before_it(tmp_path):
     store.close()
     with pytest.raises(IndexMissing):
         answer(tmp_path, START + 10**6)
-    Store.open(tmp_path, BrokerConfig(storePathRootDir=str(tmp_path))).close()  # what a broker start does
+    Store.open(
+        tmp_path, BrokerConfig(storePathRootDir=str(tmp_path))
+    ).close()  # what a broker start does
     assert answer(tmp_path, START + 10**6) == before
     assert verify(tmp_path) == []
 
@@ -189,19 +211,54 @@ def reset_dir(tmp_path_factory) -> Path:
 
 
 def test_cli_offsets_json_gives_offset_max_and_lag_at_the_moment(reset_dir):
-    out = json.loads(es_broker("offsets", "--data-dir", str(reset_dir), "--group", "G", "--topic", "T",
-                               "--at", str(START + 12_500), "--json").stdout)
+    out = json.loads(
+        es_broker(
+            "offsets",
+            "--data-dir",
+            str(reset_dir),
+            "--group",
+            "G",
+            "--topic",
+            "T",
+            "--at",
+            str(START + 12_500),
+            "--json",
+        ).stdout
+    )
     assert [(q["queue_id"], q["offset"], q["max_offset"], q["lag"]) for q in out["queues"]] == [
-        (0, 12, 12, 0), (1, 12, 12, 0)]
-    now = json.loads(es_broker("offsets", "--data-dir", str(reset_dir), "--group", "G", "--at", "now",
-                               "--durable", "--json").stdout)
-    assert [(q["offset"], q["max_offset"], q["lag"], q["cause"], q["durable"]) for q in now["queues"]] == [
-        (4, 20, 16, "reset", 4), (4, 20, 16, "reset", 4)]
+        (0, 12, 12, 0),
+        (1, 12, 12, 0),
+    ]
+    now = json.loads(
+        es_broker(
+            "offsets",
+            "--data-dir",
+            str(reset_dir),
+            "--group",
+            "G",
+            "--at",
+            "now",
+            "--durable",
+            "--json",
+        ).stdout
+    )
+    assert [
+        (q["offset"], q["max_offset"], q["lag"], q["cause"], q["durable"]) for q in now["queues"]
+    ] == [(4, 20, 16, "reset", 4), (4, 20, 16, "reset", 4)]
 
 
 def test_cli_history_tells_who_reset_when_from_what_to_what(reset_dir):
-    text = es_broker("history", "--data-dir", str(reset_dir), "--group", "G", "--topic", "T",
-                     "--since", str(START + 20_000)).stdout
+    text = es_broker(
+        "history",
+        "--data-dir",
+        str(reset_dir),
+        "--group",
+        "G",
+        "--topic",
+        "T",
+        "--since",
+        str(START + 20_000),
+    ).stdout
     lines = text.splitlines()
     assert lines[0] == "history of group G on topic T: 5 entries"
     assert "T reset requested by admin@10.0.0.9: to time" in lines[3]
@@ -210,8 +267,23 @@ def test_cli_history_tells_who_reset_when_from_what_to_what(reset_dir):
 
 
 def test_cli_refuses_a_directory_without_a_broker(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "es_broker.cli", "offsets", "--data-dir", str(tmp_path),
-                           "--group", "G", "--at", "now"], capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "es_broker.cli",
+            "offsets",
+            "--data-dir",
+            str(tmp_path),
+            "--group",
+            "G",
+            "--at",
+            "now",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 2
     assert "no broker data in" in done.stderr
 

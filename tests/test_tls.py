@@ -50,22 +50,33 @@ def certs(tmp_path_factory) -> Certs:
     root = tmp_path_factory.mktemp("certs")
     ca = trustme.CA()
     server = ca.issue_cert("127.0.0.1", "localhost")
-    paths = Certs(root / "ca.pem", root / "server.pem", root / "server.key", root / "server-enc.key")
+    paths = Certs(
+        root / "ca.pem", root / "server.pem", root / "server.key", root / "server-enc.key"
+    )
     ca.cert_pem.write_to_path(str(paths.ca))
     server.cert_chain_pems[0].write_to_path(str(paths.cert))
     for extra in server.cert_chain_pems[1:]:
         extra.write_to_path(str(paths.cert), append=True)
     server.private_key_pem.write_to_path(str(paths.key))
     key = serialization.load_pem_private_key(server.private_key_pem.bytes(), password=None)
-    paths.encrypted_key.write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(KEY_PASSWORD.encode())))
+    paths.encrypted_key.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(KEY_PASSWORD.encode()),
+        )
+    )
     return paths
 
 
 def tls_conf(certs: Certs, mode: str, *more: str) -> list[str]:
-    return [f"tls.server.mode={mode}", "tls.test.mode.enable=false", f"tls.server.certPath={certs.cert}",
-            f"tls.server.keyPath={certs.key}", *more]
+    return [
+        f"tls.server.mode={mode}",
+        "tls.test.mode.enable=false",
+        f"tls.server.certPath={certs.cert}",
+        f"tls.server.keyPath={certs.key}",
+        *more,
+    ]
 
 
 def trusting(certs: Certs) -> TlsClientSettings:
@@ -119,7 +130,9 @@ async def plain_request_is_closed_unanswered(addr: str) -> bool:
 @asynccontextmanager
 async def tls_broker(tmp_path: Path, conf: list[str]) -> AsyncIterator[tuple[ServedBroker, Path]]:
     log_file = tmp_path / "broker.log"
-    with serve(tmp_path / "data", "--readmodel-url", "none", log_file=log_file, conf=conf) as served:
+    with serve(
+        tmp_path / "data", "--readmodel-url", "none", log_file=log_file, conf=conf
+    ) as served:
         yield served, log_file
 
 
@@ -132,31 +145,52 @@ def tracebacks(log_file: Path) -> list[str]:
 
 def test_b180_tls_keys_load_from_broker_conf_under_their_rocketmq_names(tmp_path):
     conf = tmp_path / "broker.conf"
-    conf.write_text("tls.server.mode=enforcing\ntls.server.need.client.auth=optional\n"
-                    "tls.server.certPath=/c.pem\ntls.server.keyPath=/k.pem\ntls.server.keyPassword=pw\n"
-                    "tls.server.trustCertPath=/ca.pem\ntls.test.mode.enable=false\ntls.enable=true\n")
+    conf.write_text(
+        "tls.server.mode=enforcing\ntls.server.need.client.auth=optional\n"
+        "tls.server.certPath=/c.pem\ntls.server.keyPath=/k.pem\ntls.server.keyPassword=pw\n"
+        "tls.server.trustCertPath=/ca.pem\ntls.test.mode.enable=false\ntls.enable=true\n"
+    )
     config = load_broker_conf(conf)
-    assert (config.tlsMode, config.tlsServerNeedClientAuth, config.tlsServerCertPath, config.tlsServerKeyPath,
-            config.tlsServerKeyPassword, config.tlsServerTrustCertPath, config.tlsTestModeEnable,
-            config.tlsEnable) == ("enforcing", "optional", "/c.pem", "/k.pem", "pw", "/ca.pem", False, True)
+    assert (
+        config.tlsMode,
+        config.tlsServerNeedClientAuth,
+        config.tlsServerCertPath,
+        config.tlsServerKeyPath,
+        config.tlsServerKeyPassword,
+        config.tlsServerTrustCertPath,
+        config.tlsTestModeEnable,
+        config.tlsEnable,
+    ) == ("enforcing", "optional", "/c.pem", "/k.pem", "pw", "/ca.pem", False, True)
 
 
 def test_b180_the_defaults_are_rocketmqs():
     config = load_broker_conf(Path("/dev/null"))
     assert TlsMode.parse(config.tlsMode) is TlsMode.PERMISSIVE
-    assert (config.tlsTestModeEnable, config.tlsServerNeedClientAuth, config.tlsEnable,
-            config.tlsConfigFile) == (True, "none", False, "/etc/rocketmq/tls.properties")
+    assert (
+        config.tlsTestModeEnable,
+        config.tlsServerNeedClientAuth,
+        config.tlsEnable,
+        config.tlsConfigFile,
+    ) == (True, "none", False, "/etc/rocketmq/tls.properties")
 
 
 def test_b180_tls_config_file_overrides_broker_conf_but_not_the_mode(tmp_path):
     props = tmp_path / "tls.properties"
-    props.write_text("# a comment\ntls.server.mode=disabled\ntls.server.certPath : /from/file.pem\n"
-                     "tls.server.keyPath /from/\\\n    file.key\ntls.test.mode.enable=false\n")
+    props.write_text(
+        "# a comment\ntls.server.mode=disabled\ntls.server.certPath : /from/file.pem\n"
+        "tls.server.keyPath /from/\\\n    file.key\ntls.test.mode.enable=false\n"
+    )
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"tls.server.mode=enforcing\ntls.server.certPath=/from/conf.pem\ntls.config.file={props}\n")
+    conf.write_text(
+        f"tls.server.mode=enforcing\ntls.server.certPath=/from/conf.pem\ntls.config.file={props}\n"
+    )
     config = with_tls_config_file(load_broker_conf(conf))
-    assert (config.tlsMode, config.tlsServerCertPath, config.tlsServerKeyPath, config.tlsTestModeEnable) == (
-        "enforcing", "/from/file.pem", "/from/file.key", False)
+    assert (
+        config.tlsMode,
+        config.tlsServerCertPath,
+        config.tlsServerKeyPath,
+        config.tlsTestModeEnable,
+    ) == ("enforcing", "/from/file.pem", "/from/file.key", False)
     assert read_properties(props)["tls.server.mode"] == "disabled"
 
 
@@ -164,36 +198,65 @@ def start_fails(tmp_path: Path, conf: list[str]) -> str:
     """Run `es-broker serve` with these broker.conf lines; it must exit 2 at once. Returns its stderr."""
     conf_file = tmp_path / "broker.conf"
     conf_file.write_text("\n".join(conf) + "\n")
-    done = subprocess.run([sys.executable, "-m", "es_broker.cli", "serve", "--data-dir", str(tmp_path / "d"),
-                           "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--config",
-                           str(conf_file), "--readmodel-url", "none"],
-                          capture_output=True, text=True, timeout=60, env=_env(), cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "es_broker.cli",
+            "serve",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--listen",
+            "127.0.0.1:0",
+            "--namesrv-listen",
+            "127.0.0.1:0",
+            "--config",
+            str(conf_file),
+            "--readmodel-url",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+        cwd=ROOT,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     return done.stderr
 
 
 def test_b180_a_missing_certificate_stops_the_broker_at_start(tmp_path, certs):
-    err = start_fails(tmp_path, tls_conf(certs, "enforcing")[:2] + [
-        f"tls.server.certPath={tmp_path}/nope.pem", f"tls.server.keyPath={certs.key}"])
+    err = start_fails(
+        tmp_path,
+        tls_conf(certs, "enforcing")[:2]
+        + [f"tls.server.certPath={tmp_path}/nope.pem", f"tls.server.keyPath={certs.key}"],
+    )
     assert f"{tmp_path}/nope.pem does not exist" in err
 
 
 def test_b180_a_key_that_does_not_load_stops_the_broker_at_start(tmp_path, certs):
     garbage = tmp_path / "garbage.key"
     garbage.write_text("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n")
-    err = start_fails(tmp_path, tls_conf(certs, "permissive")[:3] + [f"tls.server.keyPath={garbage}"])
+    err = start_fails(
+        tmp_path, tls_conf(certs, "permissive")[:3] + [f"tls.server.keyPath={garbage}"]
+    )
     assert "server certificate" in err and "cannot be used" in err
 
 
 def test_b180_a_wrong_key_password_stops_the_broker_at_start(tmp_path, certs):
-    err = start_fails(tmp_path, tls_conf(certs, "enforcing")[:3] + [
-        f"tls.server.keyPath={certs.encrypted_key}", "tls.server.keyPassword=wrong"])
+    err = start_fails(
+        tmp_path,
+        tls_conf(certs, "enforcing")[:3]
+        + [f"tls.server.keyPath={certs.encrypted_key}", "tls.server.keyPassword=wrong"],
+    )
     assert "tls.server.keyPassword" in err
 
 
 def test_b180_a_tls_config_file_that_does_not_exist_stops_the_broker_at_start(tmp_path, certs):
-    err = start_fails(tmp_path, [*tls_conf(certs, "enforcing"), f"tls.config.file={tmp_path}/missing.properties"])
+    err = start_fails(
+        tmp_path, [*tls_conf(certs, "enforcing"), f"tls.config.file={tmp_path}/missing.properties"]
+    )
     assert f"tls.config.file {tmp_path}/missing.properties does not exist" in err
 
 
@@ -203,8 +266,10 @@ def test_b180_a_misspelt_mode_stops_the_broker_at_start(tmp_path, certs):
 
 
 async def test_b180_an_encrypted_key_serves_with_its_password(tmp_path, certs):
-    conf = tls_conf(certs, "enforcing")[:3] + [f"tls.server.keyPath={certs.encrypted_key}",
-                                               f"tls.server.keyPassword={KEY_PASSWORD}"]
+    conf = tls_conf(certs, "enforcing")[:3] + [
+        f"tls.server.keyPath={certs.encrypted_key}",
+        f"tls.server.keyPassword={KEY_PASSWORD}",
+    ]
     async with tls_broker(tmp_path, conf) as (served, _):
         assert await runtime_info(served.broker, trusting(certs)) == ResponseCode.SUCCESS
 
@@ -212,7 +277,9 @@ async def test_b180_an_encrypted_key_serves_with_its_password(tmp_path, certs):
 # ---------------------------------------------------------------------- B-181 enforcing
 
 
-async def test_b181_enforcing_closes_a_plain_connection_without_an_answer_on_both_listeners(tmp_path, certs):
+async def test_b181_enforcing_closes_a_plain_connection_without_an_answer_on_both_listeners(
+    tmp_path, certs
+):
     async with tls_broker(tmp_path, tls_conf(certs, "enforcing")) as (served, log_file):
         assert await plain_request_is_closed_unanswered(served.broker)
         assert await plain_request_is_closed_unanswered(served.namesrv)
@@ -221,11 +288,15 @@ async def test_b181_enforcing_closes_a_plain_connection_without_an_answer_on_bot
             await runtime_info(served.broker, None)
 
 
-async def test_b181_enforcing_serves_producer_and_push_consumer_over_tls_end_to_end(tmp_path, certs, nursery):
+async def test_b181_enforcing_serves_producer_and_push_consumer_over_tls_end_to_end(
+    tmp_path, certs, nursery
+):
     client_config = ClientConfig(use_tls=True, tls_ca_file=str(certs.ca))
     async with tls_broker(tmp_path, tls_conf(certs, "enforcing")) as (served, log_file):
         # the broker registered with its own (enforcing) name server over TLS, so routes resolve
-        producer = Producer(served.namesrv, "PG_TLS", client_ip="127.0.0.1", client_config=client_config)
+        producer = Producer(
+            served.namesrv, "PG_TLS", client_ip="127.0.0.1", client_config=client_config
+        )
         await producer.start(nursery)
         bodies = [f"tls-{i}".encode() for i in range(20)]
         for body in bodies:
@@ -242,9 +313,16 @@ async def test_b181_enforcing_serves_producer_and_push_consumer_over_tls_end_to_
                 all_in.set()
             return ConsumeResult.SUCCESS
 
-        consumer = PushConsumer(served.namesrv, "CG_TLS", handler, subscriptions={"TlsTopic": "*"},
-                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                client_ip="127.0.0.1", config=FAST, client_config=client_config)
+        consumer = PushConsumer(
+            served.namesrv,
+            "CG_TLS",
+            handler,
+            subscriptions={"TlsTopic": "*"},
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            client_ip="127.0.0.1",
+            config=FAST,
+            client_config=client_config,
+        )
         await consumer.start(nursery)
         with trio.fail_after(BOUND):
             await all_in.wait()
@@ -253,16 +331,23 @@ async def test_b181_enforcing_serves_producer_and_push_consumer_over_tls_end_to_
         assert not tracebacks(log_file)
 
 
-async def test_b181_a_client_that_does_not_trust_the_ca_fails_with_a_certificate_error(tmp_path, certs):
+async def test_b181_a_client_that_does_not_trust_the_ca_fails_with_a_certificate_error(
+    tmp_path, certs
+):
     async with tls_broker(tmp_path, tls_conf(certs, "enforcing")) as (served, log_file):
-        with pytest.raises(RemotingError, match="TLS handshake with .* failed: .*certificate verify failed"):
+        with pytest.raises(
+            RemotingError, match="TLS handshake with .* failed: .*certificate verify failed"
+        ):
             await runtime_info(served.broker, TlsClientSettings())  # the system store only
         other_ca = tmp_path / "other-ca.pem"
         trustme.CA().cert_pem.write_to_path(str(other_ca))
         with pytest.raises(RemotingError, match="certificate verify failed"):
             await runtime_info(served.broker, TlsClientSettings(ca_file=str(other_ca)))
         # RocketMQ's test mode trusts any server, when asked for
-        assert await runtime_info(served.broker, TlsClientSettings(test_mode=True)) == ResponseCode.SUCCESS
+        assert (
+            await runtime_info(served.broker, TlsClientSettings(test_mode=True))
+            == ResponseCode.SUCCESS
+        )
         assert "TLS handshake failed" in log_file.read_text()
 
 
@@ -286,10 +371,15 @@ async def test_b182_the_bytes_read_to_decide_are_replayed_first_and_in_order():
     assert await replay.receive_some(100) == b"tail"
 
 
-async def test_b182_the_default_permissive_test_mode_serves_tls_with_a_self_signed_certificate(tmp_path):
+async def test_b182_the_default_permissive_test_mode_serves_tls_with_a_self_signed_certificate(
+    tmp_path,
+):
     async with tls_broker(tmp_path, []) as (served, _):
         assert await runtime_info(served.broker, None) == ResponseCode.SUCCESS
-        assert await runtime_info(served.broker, TlsClientSettings(test_mode=True)) == ResponseCode.SUCCESS
+        assert (
+            await runtime_info(served.broker, TlsClientSettings(test_mode=True))
+            == ResponseCode.SUCCESS
+        )
         with pytest.raises(RemotingError, match="certificate verify failed"):
             await runtime_info(served.broker, TlsClientSettings())
 
@@ -310,12 +400,16 @@ async def test_b183_disabled_closes_a_tls_client_and_serves_plain(tmp_path, cert
 # ---------------------------------------------------------------------- B-184 the edge
 
 
-async def test_b184_a_stalled_tls_handshake_holds_its_slot_only_until_the_read_timeout(tmp_path, certs):
+async def test_b184_a_stalled_tls_handshake_holds_its_slot_only_until_the_read_timeout(
+    tmp_path, certs
+):
     conf = tls_conf(certs, "enforcing", "max_connections=1", "frame_read_timeout_ms=1000")
     async with tls_broker(tmp_path, conf) as (served, log_file):
         host, port = served.broker.rsplit(":", 1)
         staller = await trio.open_tcp_stream(host, int(port))
-        await staller.send_all(b"\x16\x03\x01\x02\x00\x01")  # a ClientHello's first bytes, then silence
+        await staller.send_all(
+            b"\x16\x03\x01\x02\x00\x01"
+        )  # a ClientHello's first bytes, then silence
 
         async def a_new_connection_is_refused() -> bool:
             try:
@@ -325,7 +419,9 @@ async def test_b184_a_stalled_tls_handshake_holds_its_slot_only_until_the_read_t
             return False
 
         # while the handshake stalls, it holds the only slot: a new connection is closed at once
-        await poll_until(a_new_connection_is_refused, BOUND, "a connection refused while the handshake stalls")
+        await poll_until(
+            a_new_connection_is_refused, BOUND, "a connection refused while the handshake stalls"
+        )
         with trio.fail_after(BOUND):  # the broker closes the stalled handshake (after 1 s)
             with suppress(trio.BrokenResourceError):
                 assert await staller.receive_some(1024) == b""
@@ -337,17 +433,24 @@ async def test_b184_a_stalled_tls_handshake_holds_its_slot_only_until_the_read_t
         assert not tracebacks(log_file)
 
 
-@pytest.mark.parametrize("garbage", [
-    b"\x16" + b"\xff" * 300,  # a handshake record header that is nonsense
-    b"\x16\x03\x01\x00\x05hello",  # a well-framed record that is no ClientHello
-    b"\x16\x03\x03\x48\x01" + b"\x01" * 0x4801,  # a record over TLS's largest (2^14 + 2048)
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x16" + b"\xff" * 300,  # a handshake record header that is nonsense
+        b"\x16\x03\x01\x00\x05hello",  # a well-framed record that is no ClientHello
+        b"\x16\x03\x03\x48\x01" + b"\x01" * 0x4801,  # a record over TLS's largest (2^14 + 2048)
+    ],
+)
 async def test_b184_a_garbage_client_hello_closes_that_connection_only(tmp_path, certs, garbage):
     async with tls_broker(tmp_path, tls_conf(certs, "permissive")) as (served, log_file):
         host, port = served.broker.rsplit(":", 1)
         async with trio.open_nursery() as nursery:
-            keep = RemotingClient(nursery, tls=trusting(certs))  # a TLS client opened before the garbage
-            answer = await keep.invoke(served.broker, request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=10)
+            keep = RemotingClient(
+                nursery, tls=trusting(certs)
+            )  # a TLS client opened before the garbage
+            answer = await keep.invoke(
+                served.broker, request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=10
+            )
             assert answer.code == ResponseCode.SUCCESS
             bad = await trio.open_tcp_stream(host, int(port))
             await bad.send_all(garbage)
@@ -356,7 +459,9 @@ async def test_b184_a_garbage_client_hello_closes_that_connection_only(tmp_path,
                     pass
             await bad.aclose()
             # the connection opened before goes on, and a new one is served
-            answer = await keep.invoke(served.broker, request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=10)
+            answer = await keep.invoke(
+                served.broker, request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=10
+            )
             assert answer.code == ResponseCode.SUCCESS
             await keep.aclose()
             nursery.cancel_scope.cancel()

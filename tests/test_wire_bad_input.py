@@ -17,15 +17,25 @@ from es_broker.remoting.connection import CLOSED, NEED_DATA, Connection
 from es_broker.remoting.message import encode_properties
 
 
-def frame(header: bytes, body: bytes = b"", *, length: int | None = None, header_len: int | None = None) -> bytes:
+def frame(
+    header: bytes, body: bytes = b"", *, length: int | None = None, header_len: int | None = None
+) -> bytes:
     hl = len(header) if header_len is None else header_len
     total = 4 + len(header) + len(body) if length is None else length
     return struct.pack(">ii", total, hl) + header + body
 
 
 def json_header(code: int, ext: dict | None = None, opaque: int = 7) -> bytes:
-    return json.dumps({"code": code, "language": "JAVA", "opaque": opaque, "flag": 0, "version": 409,
-                       "extFields": ext or {}}).encode()
+    return json.dumps(
+        {
+            "code": code,
+            "language": "JAVA",
+            "opaque": opaque,
+            "flag": 0,
+            "version": 409,
+            "extFields": ext or {},
+        }
+    ).encode()
 
 
 async def raw(running) -> trio.SocketStream:
@@ -84,7 +94,10 @@ async def test_unknown_request_code_answers_not_supported_and_the_connection_goe
     await stream.send_all(frame(json_header(4242, opaque=11)))
     reply = await read_reply(stream)
     assert (reply.code, reply.opaque, reply.remark) == (
-        ResponseCode.REQUEST_CODE_NOT_SUPPORTED, 11, " request type 4242 not supported")
+        ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+        11,
+        " request type 4242 not supported",
+    )
     await stream.send_all(frame(json_header(30, {"topic": "T", "queueId": 0}, opaque=12)))
     assert (await read_reply(stream)).code == ResponseCode.SUCCESS
 
@@ -100,26 +113,62 @@ async def test_wrongly_typed_field_answers_system_error_naming_it(running):
 
 
 async def test_pull_from_missing_topic_is_topic_not_exist(running):
-    response = await running.call(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": "G", "topic": "NOPE", "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
-        "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
+    response = await running.call(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": "G",
+            "topic": "NOPE",
+            "queueId": 0,
+            "queueOffset": 0,
+            "maxMsgNums": 32,
+            "sysFlag": 4,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+            "subVersion": 0,
+        },
+    )
     assert response.code == ResponseCode.TOPIC_NOT_EXIST and "NOPE" in response.remark
 
 
 async def test_b021_pull_without_read_perm_is_no_permission(running):
     await running.create_topic("WO", perm=2)
-    response = await running.call(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": "G", "topic": "WO", "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
-        "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
+    response = await running.call(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": "G",
+            "topic": "WO",
+            "queueId": 0,
+            "queueOffset": 0,
+            "maxMsgNums": 32,
+            "sysFlag": 4,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+            "subVersion": 0,
+        },
+    )
     assert response.code == ResponseCode.NO_PERMISSION
     assert response.remark == "the topic[WO] pulling message is forbidden"
 
 
 async def test_body_over_max_message_size_is_message_illegal(running):
     await running.create_topic("BIG")
-    response = await running.call(RequestCode.SEND_MESSAGE_V2, {
-        "a": "PG", "b": "BIG", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0,
-        "i": encode_properties({}).decode()}, b"x" * (4 * 1024 * 1024 + 1), )
+    response = await running.call(
+        RequestCode.SEND_MESSAGE_V2,
+        {
+            "a": "PG",
+            "b": "BIG",
+            "c": "TBW102",
+            "d": 4,
+            "e": 0,
+            "f": 0,
+            "g": 0,
+            "h": 0,
+            "i": encode_properties({}).decode(),
+        },
+        b"x" * (4 * 1024 * 1024 + 1),
+    )
     assert response.code == ResponseCode.MESSAGE_ILLEGAL and "maxMessageSize" in response.remark
     assert running.server.broker.max_offset("BIG", 0) == 0
 
@@ -140,11 +189,25 @@ async def test_a_client_that_disconnects_mid_frame_leaves_the_broker_serving(run
 async def test_oneway_request_gets_no_answer(running):
     stream = await raw(running)
     conn = Connection()
-    await stream.send_all(conn.send(request(
-        RequestCode.UPDATE_CONSUMER_OFFSET,
-        {"consumerGroup": "G", "topic": "T", "queueId": 0, "commitOffset": 5}, opaque=21, oneway=True)))
-    await stream.send_all(conn.send(request(
-        RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "T", "queueId": 0}, opaque=22)))
+    await stream.send_all(
+        conn.send(
+            request(
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": "G", "topic": "T", "queueId": 0, "commitOffset": 5},
+                opaque=21,
+                oneway=True,
+            )
+        )
+    )
+    await stream.send_all(
+        conn.send(
+            request(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": "G", "topic": "T", "queueId": 0},
+                opaque=22,
+            )
+        )
+    )
     reply = await read_reply(stream)
     assert reply.opaque == 22  # the first answer on the connection is the query's
     assert reply.code == ResponseCode.SUCCESS

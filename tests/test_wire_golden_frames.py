@@ -14,26 +14,47 @@ import trio
 
 from es_broker.remoting.connection import NEED_DATA, Connection
 
-HB = (b'{"clientID":"127.0.0.1@1","consumerDataSet":[{"groupName":"GG","consumeType":"CONSUME_PASSIVELY",'
-      b'"messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","unitMode":false,'
-      b'"subscriptionDataSet":[{"topic":"GT","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1,'
-      b'"classFilterMode":false}]}],"producerDataSet":[{"groupName":"PG"}]}')
-GROUP = (b'{"brokerId":0,"consumeBroadcastEnable":true,"consumeEnable":true,"consumeFromMinEnable":true,'
-         b'"groupName":"SG","notifyConsumerIdsChangedEnable":true,"retryMaxTimes":16,"retryQueueNums":1,'
-         b'"whichBrokerWhenConsumeSlowly":1}')
+HB = (
+    b'{"clientID":"127.0.0.1@1","consumerDataSet":[{"groupName":"GG","consumeType":"CONSUME_PASSIVELY",'
+    b'"messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","unitMode":false,'
+    b'"subscriptionDataSet":[{"topic":"GT","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1,'
+    b'"classFilterMode":false}]}],"producerDataSet":[{"groupName":"PG"}]}'
+)
+GROUP = (
+    b'{"brokerId":0,"consumeBroadcastEnable":true,"consumeEnable":true,"consumeFromMinEnable":true,'
+    b'"groupName":"SG","notifyConsumerIdsChangedEnable":true,"retryMaxTimes":16,"retryQueueNums":1,'
+    b'"whichBrokerWhenConsumeSlowly":1}'
+)
 BATCH = struct.pack(">iiiii", 20 + 2 + 2 + 0, 0, 0, 0, 2) + b"b1" + struct.pack(">h", 0)
-REGISTER = (b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":1},'
-            b'"topicConfigTable":{"NT":{"order":false,"perm":6,"readQueueNums":2,"topicFilterType":"SINGLE_TAG",'
-            b'"topicName":"NT","topicSysFlag":0,"writeQueueNums":2}}}}')
+REGISTER = (
+    b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":1},'
+    b'"topicConfigTable":{"NT":{"order":false,"perm":6,"readQueueNums":2,"topicFilterType":"SINGLE_TAG",'
+    b'"topicName":"NT","topicSysFlag":0,"writeQueueNums":2}}}}'
+)
 
 # (code, extFields JSON, body, expected response code)
 BROKER_CASES = [
-    (10, '{"producerGroup":"PG","topic":"GT","defaultTopic":"TBW102","defaultTopicQueueNums":4,"queueId":0,'
-         '"sysFlag":0,"bornTimestamp":1,"flag":0,"properties":"TAGS\\u0001A"}', b"v1", 0),
-    (310, '{"a":"PG","b":"GT","c":"TBW102","d":4,"e":0,"f":0,"g":1,"h":0,"i":"TAGS\\u0001A\\u0002"}', b"v2", 0),
+    (
+        10,
+        '{"producerGroup":"PG","topic":"GT","defaultTopic":"TBW102","defaultTopicQueueNums":4,"queueId":0,'
+        '"sysFlag":0,"bornTimestamp":1,"flag":0,"properties":"TAGS\\u0001A"}',
+        b"v1",
+        0,
+    ),
+    (
+        310,
+        '{"a":"PG","b":"GT","c":"TBW102","d":4,"e":0,"f":0,"g":1,"h":0,"i":"TAGS\\u0001A\\u0002"}',
+        b"v2",
+        0,
+    ),
     (320, '{"a":"PG","b":"GT","c":"TBW102","d":4,"e":1,"f":0,"g":1,"h":0,"m":true}', BATCH, 0),
-    (11, '{"consumerGroup":"GG","topic":"GT","queueId":0,"queueOffset":0,"maxMsgNums":32,"sysFlag":4,'
-         '"commitOffset":0,"suspendTimeoutMillis":0,"subscription":"*","subVersion":0}', b"", 0),
+    (
+        11,
+        '{"consumerGroup":"GG","topic":"GT","queueId":0,"queueOffset":0,"maxMsgNums":32,"sysFlag":4,'
+        '"commitOffset":0,"suspendTimeoutMillis":0,"subscription":"*","subVersion":0}',
+        b"",
+        0,
+    ),
     (14, '{"consumerGroup":"GG","topic":"GT","queueId":0}', b"", 0),
     (15, '{"consumerGroup":"GG","topic":"GT","queueId":0,"commitOffset":1}', b"", 0),
     (29, '{"topic":"GT","queueId":0,"timestamp":0}', b"", 0),
@@ -41,15 +62,30 @@ BROKER_CASES = [
     (31, '{"topic":"GT","queueId":0}', b"", 0),
     (32, '{"topic":"GT","queueId":0}', b"", 0),
     (33, '{"offset":0}', b"", 0),
-    (12, '{"topic":"GT","key":"nokey","maxNum":32,"beginTimestamp":0,"endTimestamp":9999999999999}', b"", 22),
+    (
+        12,
+        '{"topic":"GT","key":"nokey","maxNum":32,"beginTimestamp":0,"endTimestamp":9999999999999}',
+        b"",
+        22,
+    ),
     (34, "{}", HB, 0),
     (38, '{"consumerGroup":"GG"}', b"", 0),
     (35, '{"clientID":"127.0.0.1@1","consumerGroup":"GG"}', b"", 0),
-    (46, "{}", b'{"clientId":"c","group":"GG","subscriptionData":{"subString":"*","expressionType":"TAG"}}', 0),
+    (
+        46,
+        "{}",
+        b'{"clientId":"c","group":"GG","subscriptionData":{"subString":"*","expressionType":"TAG"}}',
+        0,
+    ),
     (41, "{}", b'{"clientId":"c","consumerGroup":"GG","mqSet":[]}', 0),
     (42, "{}", b'{"clientId":"c","consumerGroup":"GG","mqSet":[]}', 0),
-    (17, '{"topic":"NEW","defaultTopic":"TBW102","readQueueNums":2,"writeQueueNums":2,"perm":6,'
-         '"topicFilterType":"SINGLE_TAG","topicSysFlag":0,"order":false}', b"", 0),
+    (
+        17,
+        '{"topic":"NEW","defaultTopic":"TBW102","readQueueNums":2,"writeQueueNums":2,"perm":6,'
+        '"topicFilterType":"SINGLE_TAG","topicSysFlag":0,"order":false}',
+        b"",
+        0,
+    ),
     (215, '{"topic":"NEW"}', b"", 0),
     (21, "{}", b"", 0),
     (200, "{}", GROUP, 0),
@@ -65,14 +101,23 @@ BROKER_CASES = [
 ]
 
 NAMESRV_CASES = [
-    (103, '{"brokerName":"nb","brokerAddr":"127.0.0.1:1","clusterName":"NC","haServerAddr":"127.0.0.1:2",'
-          '"brokerId":0}', REGISTER, 0),
+    (
+        103,
+        '{"brokerName":"nb","brokerAddr":"127.0.0.1:1","clusterName":"NC","haServerAddr":"127.0.0.1:2",'
+        '"brokerId":0}',
+        REGISTER,
+        0,
+    ),
     (105, '{"topic":"NT"}', b"", 0),
     (106, "{}", b"", 0),
     (206, "{}", b"", 0),
     (224, '{"cluster":"NC"}', b"", 0),
-    (322, '{"brokerName":"nb","brokerAddr":"127.0.0.1:1","clusterName":"NC","brokerId":0}',
-     b'{"counter":1,"timestamp":1}', 0),
+    (
+        322,
+        '{"brokerName":"nb","brokerAddr":"127.0.0.1:1","clusterName":"NC","brokerId":0}',
+        b'{"counter":1,"timestamp":1}',
+        0,
+    ),
     (100, '{"namespace":"ns","key":"k","value":"v"}', b"", 0),
     (101, '{"namespace":"ns","key":"k"}', b"", 0),
     (219, '{"namespace":"ns"}', b"", 0),
@@ -83,15 +128,23 @@ NAMESRV_CASES = [
 
 
 def golden(code: int, ext: str, body: bytes, opaque: int) -> bytes:
-    header = (f'{{"code":{code},"language":"JAVA","opaque":{opaque},"flag":0,"version":121,'
-              f'"extFields":{ext}}}').encode()
-    return struct.pack(">i", 4 + len(header) + len(body)) + struct.pack(">i", len(header)) + header + body
+    header = (
+        f'{{"code":{code},"language":"JAVA","opaque":{opaque},"flag":0,"version":121,'
+        f'"extFields":{ext}}}'
+    ).encode()
+    return (
+        struct.pack(">i", 4 + len(header) + len(body))
+        + struct.pack(">i", len(header))
+        + header
+        + body
+    )
 
 
 def test_golden_frame_matches_the_spec_example():
     """Remoting spec 1.2: GET_ROUTEINFO_BY_TOPIC for T1, the first command of an ali-ons process."""
     expected = bytes.fromhex("0000005f0000005b") + (
-        b'{"code":105,"language":"JAVA","opaque":1,"flag":0,"version":121,"extFields":{"topic":"T1"}}')
+        b'{"code":105,"language":"JAVA","opaque":1,"flag":0,"version":121,"extFields":{"topic":"T1"}}'
+    )
     assert golden(105, '{"topic":"T1"}', b"", 1) == expected
 
 

@@ -9,16 +9,35 @@ from es_broker.remoting.message import decode_all, encode_properties
 
 
 async def send(running, topic, queue_id, body, props=None):
-    return await running.call(RequestCode.SEND_MESSAGE_V2, {
-        "a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0, "g": 1, "h": 0,
-        "i": encode_properties(props or {}).decode(), "j": 0, "k": False, "m": False}, body)
+    return await running.call(
+        RequestCode.SEND_MESSAGE_V2,
+        {
+            "a": "PG",
+            "b": topic,
+            "c": "TBW102",
+            "d": 4,
+            "e": queue_id,
+            "f": 0,
+            "g": 1,
+            "h": 0,
+            "i": encode_properties(props or {}).decode(),
+            "j": 0,
+            "k": False,
+            "m": False,
+        },
+        body,
+    )
 
 
 async def test_route_lists_the_broker_after_a_topic_is_created(running):
     await running.create_topic("T1", queues=4)
-    await running.server._register_all(running.client)  # what the registration loop does on a change
+    await running.server._register_all(
+        running.client
+    )  # what the registration loop does on a change
     response = await running.client.invoke(
-        running.namesrv_addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"}, version=121))
+        running.namesrv_addr,
+        request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"}, version=121),
+    )
     assert response.code == ResponseCode.SUCCESS
     route = fastjson.loads(response.body)
     assert route["brokerDatas"][0]["brokerAddrs"] == {0: running.addr}
@@ -30,10 +49,21 @@ async def test_send_then_pull_returns_the_stored_message(running):
     sent = await send(running, "T1", 2, b"hello", {"TAGS": "TagA", "KEYS": "k1"})
     assert sent.code == ResponseCode.SUCCESS
     assert sent.ext_fields["queueId"] == "2" and sent.ext_fields["queueOffset"] == "0"
-    pulled = await running.call(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": "G", "topic": "T1", "queueId": 2, "queueOffset": 0, "maxMsgNums": 32,
-        "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "TagA",
-        "subVersion": 0})
+    pulled = await running.call(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": "G",
+            "topic": "T1",
+            "queueId": 2,
+            "queueOffset": 0,
+            "maxMsgNums": 32,
+            "sysFlag": 4,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "TagA",
+            "subVersion": 0,
+        },
+    )
     assert pulled.code == ResponseCode.SUCCESS and pulled.remark == "FOUND"
     (message,) = decode_all(pulled.body)
     assert message.body == b"hello" and message.tags == "TagA"
@@ -46,10 +76,21 @@ async def test_b063_long_polled_pull_is_answered_when_a_message_arrives(running,
 
     await running.create_topic("T1")
     answers = []
-    pull = request(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": "G", "topic": "T1", "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
-        "sysFlag": 6, "commitOffset": 0, "suspendTimeoutMillis": 15000, "subscription": "*",
-        "subVersion": 0})
+    pull = request(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": "G",
+            "topic": "T1",
+            "queueId": 0,
+            "queueOffset": 0,
+            "maxMsgNums": 32,
+            "sysFlag": 6,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 15000,
+            "subscription": "*",
+            "subVersion": 0,
+        },
+    )
 
     async def consumer():
         answers.append(await running.client.invoke(running.addr, pull, timeout=30))
@@ -71,14 +112,18 @@ async def test_unknown_request_code_is_not_supported_with_a_remark(running):
 
 
 async def test_missing_required_header_field_is_system_error_naming_it(running):
-    response = await running.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "T"})
+    response = await running.call(
+        RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "T"}
+    )
     assert response.code == ResponseCode.SYSTEM_ERROR
     assert "queueId" in response.remark
 
 
-HEARTBEAT = (b'{"clientID":"10.0.0.5@7","consumerDataSet":[{"groupName":"GR","consumeType":"CONSUME_PASSIVELY",'
-             b'"messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","unitMode":false,'
-             b'"subscriptionDataSet":[{"topic":"T1","subString":"*","subVersion":1}]}],"producerDataSet":[]}')
+HEARTBEAT = (
+    b'{"clientID":"10.0.0.5@7","consumerDataSet":[{"groupName":"GR","consumeType":"CONSUME_PASSIVELY",'
+    b'"messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","unitMode":false,'
+    b'"subscriptionDataSet":[{"topic":"T1","subString":"*","subVersion":1}]}],"producerDataSet":[]}'
+)
 
 
 async def test_heartbeat_registers_the_consumer_and_creates_its_retry_topic(running):
@@ -97,16 +142,20 @@ async def test_consumer_running_info_is_relayed_to_the_client_and_back(running, 
     async def answer(channel, command):
         if command.code != RequestCode.GET_CONSUMER_RUNNING_INFO:
             return None  # NOTIFY_CONSUMER_IDS_CHANGED after the heartbeat
-        return response_to(command, ResponseCode.SUCCESS, body=b'{"properties":{"PROP_CONSUME_TYPE":"x"}}')
+        return response_to(
+            command, ResponseCode.SUCCESS, body=b'{"properties":{"PROP_CONSUME_TYPE":"x"}}'
+        )
 
     consumer = RemotingClient(nursery, on_request=answer)
     await consumer.invoke(running.addr, request(RequestCode.HEART_BEAT, {}, HEARTBEAT))
-    relayed = await running.call(RequestCode.GET_CONSUMER_RUNNING_INFO,
-                                 {"consumerGroup": "GR", "clientId": "10.0.0.5@7"})
+    relayed = await running.call(
+        RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "GR", "clientId": "10.0.0.5@7"}
+    )
     assert relayed.code == ResponseCode.SUCCESS
     assert fastjson.loads(relayed.body)["properties"]["PROP_CONSUME_TYPE"] == "x"
-    missing = await running.call(RequestCode.GET_CONSUMER_RUNNING_INFO,
-                                 {"consumerGroup": "GR", "clientId": "nobody"})
+    missing = await running.call(
+        RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "GR", "clientId": "nobody"}
+    )
     assert missing.code == ResponseCode.SYSTEM_ERROR and "not online" in missing.remark
 
 
@@ -121,4 +170,7 @@ async def test_closing_the_connection_unregisters_the_consumer(running, nursery)
     while running.server.clients.consumer_group("GR") is not None:
         await trio.testing.wait_all_tasks_blocked()
     listed = await running.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "GR"})
-    assert listed.code == ResponseCode.SYSTEM_ERROR and listed.remark == "no consumer for this group, GR"
+    assert (
+        listed.code == ResponseCode.SYSTEM_ERROR
+        and listed.remark == "no consumer for this group, GR"
+    )

@@ -39,13 +39,23 @@ ops = st.one_of(
     st.tuples(st.just("send"), TOPICS, QIDS, st.integers(1, 4)),
     st.tuples(st.just("pull"), GROUPS, TOPICS, QIDS, st.integers(0, 6)),
     st.tuples(st.just("commit"), GROUPS, TOPICS, QIDS, st.integers(-1, 12)),
-    st.tuples(st.just("commit_all"), GROUPS, TOPICS, st.integers(0, 12)),  # a consumer's periodic persist
-    st.tuples(st.just("reset"), GROUPS, TOPICS, st.integers(0, 30_000), st.booleans(),
-              st.sampled_from(["compat", "server_side"])),
+    st.tuples(
+        st.just("commit_all"), GROUPS, TOPICS, st.integers(0, 12)
+    ),  # a consumer's periodic persist
+    st.tuples(
+        st.just("reset"),
+        GROUPS,
+        TOPICS,
+        st.integers(0, 30_000),
+        st.booleans(),
+        st.sampled_from(["compat", "server_side"]),
+    ),
     st.tuples(st.just("tick"), st.integers(0, 4000)),
     st.tuples(st.just("back"), st.integers(1, 1500)),  # the broker clock steps back (NTP)
     st.tuples(st.just("remove"), GROUPS),  # DELETE_SUBSCRIPTIONGROUP with removeOffset (B-34)
-    st.tuples(st.just("clone"), GROUPS, GROUPS, st.sampled_from([None, "T1"])),  # CLONE_GROUP_OFFSET (B-35)
+    st.tuples(
+        st.just("clone"), GROUPS, GROUPS, st.sampled_from([None, "T1"])
+    ),  # CLONE_GROUP_OFFSET (B-35)
 )
 
 # every history starts with its topics, so that sends, commits and resets mostly succeed
@@ -53,7 +63,9 @@ PRELUDE = [("topic", "T1", 2), ("topic", "T2", 3), ("send", "T1", 0, 2), ("send"
 histories = st.lists(ops, min_size=3, max_size=30).map(lambda generated: PRELUDE + generated)
 
 
-async def run_history(data_dir: str, history: list[tuple], *, clock: ManualClock | None = None) -> None:
+async def run_history(
+    data_dir: str, history: list[tuple], *, clock: ManualClock | None = None
+) -> None:
     clock = clock or ManualClock(START)
     config = BrokerConfig(storePathRootDir=data_dir, total_physical_memory_bytes=1024**3)
     broker = Broker.open(data_dir, config, clock)
@@ -70,11 +82,15 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
     kind, *args = op
     if kind == "topic":
         topic, n = args
-        await broker.update_topic({"topicName": topic, "readQueueNums": n, "writeQueueNums": n, "perm": 6},
-                                  requester="ops")
+        await broker.update_topic(
+            {"topicName": topic, "readQueueNums": n, "writeQueueNums": n, "perm": 6},
+            requester="ops",
+        )
     elif kind == "send":
         topic, qid, n = args
-        await broker.put_messages(topic, qid, [MessageIn(b"m%d" % i) for i in range(n)], requester="p")
+        await broker.put_messages(
+            topic, qid, [MessageIn(b"m%d" % i) for i in range(n)], requester="p"
+        )
     elif kind == "pull":
         group, topic, qid, offset = args
         await broker.pull(group, topic, qid, offset, client="c1", commit_offset=offset)
@@ -101,15 +117,26 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
         clock.advance(-args[0])
 
 
-async def reset_by_time(broker: Broker, group: str, topic: str, timestamp: int, force: bool, *,
-                        mode: str = "compat", requester: str = "admin@10.0.0.9",
-                        clients: tuple[str, ...] = ("10.0.0.5@7",)) -> None:
+async def reset_by_time(
+    broker: Broker,
+    group: str,
+    topic: str,
+    timestamp: int,
+    force: bool,
+    *,
+    mode: str = "compat",
+    requester: str = "admin@10.0.0.9",
+    clients: tuple[str, ...] = ("10.0.0.5@7",),
+) -> None:
     """resetOffsetByTime as RocketMQ runs it: the broker plans, the clients commit the targets (B-78)."""
-    plan = await broker.plan_reset(group, topic, timestamp, force, requester=requester, notified=list(clients),
-                                   mode=mode)
+    plan = await broker.plan_reset(
+        group, topic, timestamp, force, requester=requester, notified=list(clients), mode=mode
+    )
     if mode == "compat":
         for q in plan.queues:
-            await broker.commit_offset(group, topic, q.queue_id, q.final, cause="reset", requester=clients[0])
+            await broker.commit_offset(
+                group, topic, q.queue_id, q.final, cause="reset", requester=clients[0]
+            )
 
 
 def build(data_dir: Path, history: list[tuple]) -> None:
@@ -132,7 +159,9 @@ def reference_table(data_dir: Path, at: int) -> dict[tuple[str, str, int], tuple
                 else:
                     table[(c.group, c.topic, c.queue_id)] = c.new
             if record["type"] == "messages_stored":
-                tops[(record["topic"], record["queue_id"])] = record["queue_offset"] + len(record["units"])
+                tops[(record["topic"], record["queue_id"])] = record["queue_offset"] + len(
+                    record["units"]
+                )
         return {k: (v, tops.get((k[1], k[2]), 0)) for k, v in table.items()}
     finally:
         store.close()
@@ -169,8 +198,12 @@ print("done", flush=True)
 
 def start_follower(data_dir: Path, url: str, batch: int) -> subprocess.Popen:
     root = Path(__file__).resolve().parents[1]
-    return subprocess.Popen([sys.executable, "-c", FOLLOWER_SCRIPT, str(data_dir), url, str(batch)],
-                            stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(root)))
+    return subprocess.Popen(
+        [sys.executable, "-c", FOLLOWER_SCRIPT, str(data_dir), url, str(batch)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+    )
 
 
 def kill(process: subprocess.Popen) -> None:

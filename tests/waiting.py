@@ -20,8 +20,9 @@ T = TypeVar("T")
 INTERVAL = 0.02
 
 
-async def poll_until(check: Callable[[], Any | Awaitable[Any]], timeout: float = 30.0,
-                     what: str = "condition") -> Any:
+async def poll_until(
+    check: Callable[[], Any | Awaitable[Any]], timeout: float = 30.0, what: str = "condition"
+) -> Any:
     """Return the first truthy result of check() (sync or async), re-asked until timeout."""
     with trio.move_on_after(timeout):
         while True:

@@ -46,8 +46,12 @@ from es_broker.remoting.requests import Refusal
 
 log = logging.getLogger(__name__)
 
-RELOAD_PERIOD = 0.5  # seconds between checks of the files (RocketMQ's AclFileWatchService polls every 500 ms)
-DENIAL_KEYS_MAX = 4096  # distinct (accessKey, host, code) counted; later ones are counted under OVERFLOW
+RELOAD_PERIOD = (
+    0.5  # seconds between checks of the files (RocketMQ's AclFileWatchService polls every 500 ms)
+)
+DENIAL_KEYS_MAX = (
+    4096  # distinct (accessKey, host, code) counted; later ones are counted under OVERFLOW
+)
 OVERFLOW = ("<overflow>", "<overflow>")
 ANONYMOUS = "anonymous"
 REMARK_KEY_MAX = 128  # characters of a peer's accessKey repeated in a remark
@@ -62,7 +66,9 @@ _CHECK_ADMIN = f"{_AT}.checkPerm(PlainPermissionManager.java:581)"
 _CHECK_DEFAULT = f"{_AT}.checkPerm(PlainPermissionManager.java:606)"
 _CHECK_OWNED = f"{_AT}.checkPerm(PlainPermissionManager.java:611)"
 _PARSE = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)"
-_ADDRESS = "acl.address"  # Channel.attributes: the peer's parsed address, parsed once per connection
+_ADDRESS = (
+    "acl.address"  # Channel.attributes: the peer's parsed address, parsed once per connection
+)
 
 
 class LoadCause(enum.Enum):
@@ -88,7 +94,11 @@ class AclSources:
         """The files to read now: the directory's *.yml/*.yaml (sorted, recursive), then the default file."""
         found: list[Path] = []
         if self.directory is not None and self.directory.is_dir():
-            found = sorted(p for p in self.directory.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
+            found = sorted(
+                p
+                for p in self.directory.rglob("*")
+                if p.suffix in (".yml", ".yaml") and p.is_file()
+            )
         if self.default_file not in found:
             found.append(self.default_file)
         return found
@@ -104,14 +114,22 @@ class AccessDenied(Exception):
         self.access_key = access_key
 
     def refusal(self) -> Refusal:
-        return Refusal(int(ResponseCode.SYSTEM_ERROR), f"{_EXCEPTION}: {self.message}, {self.frame}")
+        return Refusal(
+            int(ResponseCode.SYSTEM_ERROR), f"{_EXCEPTION}: {self.message}, {self.frame}"
+        )
 
 
 class AccessControl:
     """A listener's plain ACL: the rules in force, their reloads, and the refusals counted."""
 
-    def __init__(self, sources: AclSources, rules: Mapping[int, Rule], *, name: str = "broker",
-                 on_change: OnChange | None = None) -> None:
+    def __init__(
+        self,
+        sources: AclSources,
+        rules: Mapping[int, Rule],
+        *,
+        name: str = "broker",
+        on_change: OnChange | None = None,
+    ) -> None:
         self.sources = sources
         self.rules = rules
         self.name = name
@@ -143,8 +161,10 @@ class AccessControl:
             try:
                 data = path.read_bytes()
             except FileNotFoundError:
-                raise AclConfigError(f"{path}: the ACL file does not exist (aclEnable=true needs it; see "
-                                     "acl_plain_file in broker.conf)") from None
+                raise AclConfigError(
+                    f"{path}: the ACL file does not exist (aclEnable=true needs it; see "
+                    "acl_plain_file in broker.conf)"
+                ) from None
             except OSError as exc:
                 raise AclConfigError(f"{path}: cannot be read: {exc.strerror}") from None
             contents.append((path, data))
@@ -161,15 +181,22 @@ class AccessControl:
 
     def _changed(self, cause: LoadCause, requester: str | None = None) -> None:
         self.version += 1
-        log.warning("%s: ACL rules version %d loaded (%s): %s", self.name, self.version, cause.value,
-                    self.acl.summary())
+        log.warning(
+            "%s: ACL rules version %d loaded (%s): %s",
+            self.name,
+            self.version,
+            cause.value,
+            self.acl.summary(),
+        )
         if self.on_change is not None:
             try:
                 self.on_change(self.acl, cause, requester)
             except Exception:  # a hook's bug must not stop the reloads
                 log.exception("%s: ACL on-change hook failed", self.name)
 
-    def check_reload(self, cause: LoadCause = LoadCause.FILE_CHANGE, requester: str | None = None) -> bool:
+    def check_reload(
+        self, cause: LoadCause = LoadCause.FILE_CHANGE, requester: str | None = None
+    ) -> bool:
         """Look at the files once; load them if they changed. True if new rules are in force.
 
         An invalid file is logged (once per change) and the old rules stay. An admin request
@@ -187,8 +214,12 @@ class AccessControl:
         except AclConfigError as exc:
             self.reload_errors += 1
             self.last_error = str(exc)
-            log.error("%s: ACL reload refused, the previous rules (version %d) stay in force: %s",
-                      self.name, self.version, exc)
+            log.error(
+                "%s: ACL reload refused, the previous rules (version %d) stay in force: %s",
+                self.name,
+                self.version,
+                exc,
+            )
             return False
         self._digest = digest
         self.acl = acl
@@ -213,16 +244,26 @@ class AccessControl:
         if address is False:
             address = attributes[_ADDRESS] = parse_host(channel.remote[0])
         try:
-            if rule is None:  # every served code has a rule (tests/test_acl_rules.py); fail closed anyway
-                raise AccessDenied(f"No acl rule for request code={request.code}", _VALIDATE_UNKNOWN,
-                                   request.ext_fields.get(ACCESS_KEY))
+            if (
+                rule is None
+            ):  # every served code has a rule (tests/test_acl_rules.py); fail closed anyway
+                raise AccessDenied(
+                    f"No acl rule for request code={request.code}",
+                    _VALIDATE_UNKNOWN,
+                    request.ext_fields.get(ACCESS_KEY),
+                )
             self.validate(rule, request, address)
         except AccessDenied as denied:
             self._count(denied.access_key, channel.remote[0], request.code)
             refusal = denied.refusal()
             # at INFO (`serve -v`) only: refusals are counted (take_denials), a flood must not fill the log
-            log.info("%s: refused request code %d from %s: %s", self.name, request.code, channel.remote[0],
-                     refusal.remark)
+            log.info(
+                "%s: refused request code %d from %s: %s",
+                self.name,
+                request.code,
+                channel.remote[0],
+                refusal.remark,
+            )
             return refusal
         return None
 
@@ -238,21 +279,32 @@ class AccessControl:
             raise AccessDenied("No accessKey is configured", _VALIDATE_NO_KEY, None)
         account = acl.accounts.get(access_key)
         if account is None:
-            raise AccessDenied(f"No acl config for {access_key[:REMARK_KEY_MAX]}", _VALIDATE_UNKNOWN, access_key)
+            raise AccessDenied(
+                f"No acl config for {access_key[:REMARK_KEY_MAX]}", _VALIDATE_UNKNOWN, access_key
+            )
         if account.white_remote_address.match(address):
             return
         if not verify(fields, request.body, account.secret_key):
-            raise AccessDenied(f"Check signature failed for accessKey={access_key}", _VALIDATE_SIGNATURE,
-                               access_key)
+            raise AccessDenied(
+                f"Check signature failed for accessKey={access_key}",
+                _VALIDATE_SIGNATURE,
+                access_key,
+            )
         try:
             needs = rule.needs(request) if rule.needs is not None else []
-        except Exception as exc:  # PlainAccessValidator#parse: whatever it cannot read is an AclException
+        except (
+            Exception
+        ) as exc:  # PlainAccessValidator#parse: whatever it cannot read is an AclException
             raise AccessDenied(f"{type(exc).__name__}: {exc}", _PARSE, access_key) from None
         if (TRACE_TOPIC, Perm.PUB) in needs:  # message traces may always be written (4.9.8)
             return
         if rule.admin and not account.admin:
-            raise AccessDenied(f"Need admin permission for request code={request.code}, but accessKey="
-                               f"{access_key} is not", _CHECK_ADMIN, access_key)
+            raise AccessDenied(
+                f"Need admin permission for request code={request.code}, but accessKey="
+                f"{access_key} is not",
+                _CHECK_ADMIN,
+                access_key,
+            )
         if not needs or account.has_every_perm:
             return
         for resource, needed in needs:
@@ -262,7 +314,9 @@ class AccessControl:
                 owned = account.perm_for(resource)
                 frame = _CHECK_DEFAULT
             if not Perm.check(needed, owned):
-                raise AccessDenied(f"No default permission for {describe_resource(resource)}", frame, access_key)
+                raise AccessDenied(
+                    f"No default permission for {describe_resource(resource)}", frame, access_key
+                )
 
     def _count(self, access_key: str | None, host: str, code: int) -> None:
         if access_key is None:
@@ -282,11 +336,15 @@ class AccessControl:
         return taken
 
     def __repr__(self) -> str:
-        return (f"AccessControl({self.name}, version={self.version}, accounts={len(self.acl.accounts)}, "
-                f"denials={sum(self.denials.values())})")
+        return (
+            f"AccessControl({self.name}, version={self.version}, accounts={len(self.acl.accounts)}, "
+            f"denials={sum(self.denials.values())})"
+        )
 
 
-def default_acl_sources(plain_file: str, data_dir: str, environ: Mapping[str, str] | None = None) -> AclSources:
+def default_acl_sources(
+    plain_file: str, data_dir: str, environ: Mapping[str, str] | None = None
+) -> AclSources:
     """Where the broker reads its rules (docs/semantics.md B-160).
 
     With ROCKETMQ_HOME set, as RocketMQ 4.9.8: ROCKETMQ_HOME/conf/plain_acl.yml

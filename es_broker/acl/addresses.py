@@ -82,7 +82,9 @@ def parse_pattern(text: str | None) -> AddressPattern:
     if text.endswith("}"):
         return _braces(text)
     if "," in text:
-        return AddressPattern(text, "set", frozenset(_exact(text, part) for part in text.split(",") if part))
+        return AddressPattern(
+            text, "set", frozenset(_exact(text, part) for part in text.split(",") if part)
+        )
     if "*" in text or "-" in text:
         return _range(text)
     return AddressPattern(text, "set", frozenset({_exact(text, text)}))
@@ -91,18 +93,26 @@ def parse_pattern(text: str | None) -> AddressPattern:
 def _exact(pattern: str, part: str) -> IPAddress:
     address = parse_host(part.strip()) if ":" in part or part.count(".") == 3 else None
     if address is None:
-        raise AddressPatternError(f"remote address {pattern!r}: {part.strip()!r} is not an IPv4 or IPv6 address")
+        raise AddressPatternError(
+            f"remote address {pattern!r}: {part.strip()!r} is not an IPv4 or IPv6 address"
+        )
     return address
 
 
 def _braces(text: str) -> AddressPattern:
     head, brace, listed = text.partition("{")
     if not brace or "{" in listed or not listed.endswith("}"):
-        raise AddressPatternError(f"remote address {text!r}: the list in braces must be the last part")
+        raise AddressPatternError(
+            f"remote address {text!r}: the list in braces must be the last part"
+        )
     if ":" not in text and (head.count(".") != 3 or not head.endswith(".")):
-        raise AddressPatternError(f"remote address {text!r}: the list in braces must be the fourth part")
+        raise AddressPatternError(
+            f"remote address {text!r}: the list in braces must be the fourth part"
+        )
     if ":" in text and not head.endswith(":"):
-        raise AddressPatternError(f"remote address {text!r}: the list in braces must be the last part")
+        raise AddressPatternError(
+            f"remote address {text!r}: the list in braces must be the last part"
+        )
     items = [item.strip() for item in listed[:-1].split(",") if item.strip()]
     if not items:
         raise AddressPatternError(f"remote address {text!r}: the list in braces is empty")
@@ -123,7 +133,9 @@ def _range(text: str) -> AddressPattern:
 
 def _range6(text: str) -> AddressPattern:
     if "*" in text and not text.endswith("*"):
-        raise AddressPatternError(f"remote address {text!r}: '*' must be the last part of an IPv6 range")
+        raise AddressPatternError(
+            f"remote address {text!r}: '*' must be the last part of an IPv6 range"
+        )
     if text.count("::") > 1:
         raise AddressPatternError(f"remote address {text!r}: '::' may appear once")
     if "::" in text:
@@ -138,7 +150,9 @@ def _range6(text: str) -> AddressPattern:
         parts = text.split(":")
     if len(parts) != 8:
         raise AddressPatternError(f"remote address {text!r}: an IPv6 range has eight parts")
-    return AddressPattern(text, "range", version=6, bounds=tuple(_bounds(text, p, 0xFFFF, 16) for p in parts))
+    return AddressPattern(
+        text, "range", version=6, bounds=tuple(_bounds(text, p, 0xFFFF, 16) for p in parts)
+    )
 
 
 def _bounds(text: str, part: str, top: int, base: int) -> tuple[int, int]:
@@ -152,8 +166,12 @@ def _bounds(text: str, part: str, top: int, base: int) -> tuple[int, int]:
         else:
             lo = hi = int(part, base)
     except ValueError:
-        raise AddressPatternError(f"remote address {text!r}: {part!r} is not a number, '*' or 'a-b'") from None
+        raise AddressPatternError(
+            f"remote address {text!r}: {part!r} is not a number, '*' or 'a-b'"
+        ) from None
     if not (0 <= lo <= hi <= top) or part.startswith(("+", "-")):
-        raise AddressPatternError(f"remote address {text!r}: {part!r} is not within 0..{top:{'d' if base == 10 else 'x'}}"
-                                  " with start <= end")
+        raise AddressPatternError(
+            f"remote address {text!r}: {part!r} is not within 0..{top:{'d' if base == 10 else 'x'}}"
+            " with start <= end"
+        )
     return (lo, hi)

@@ -20,7 +20,9 @@ from typing import Any
 
 from es_broker.acl.addresses import AddressPattern, AddressPatternError, parse_pattern
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX: a group is checked as its retry topic
+RETRY_GROUP_TOPIC_PREFIX = (
+    "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX: a group is checked as its retry topic
+)
 ACCESS_KEY_MIN_LENGTH = 6  # AclConstants: keys must be longer than this
 SECRET_KEY_MIN_LENGTH = 6
 
@@ -33,7 +35,13 @@ class Perm:
     PUB = 1 << 2
     SUB = 1 << 3
 
-    NAMES: Mapping[str, int] = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB}
+    NAMES: Mapping[str, int] = {
+        "DENY": DENY,
+        "PUB": PUB,
+        "SUB": SUB,
+        "PUB|SUB": PUB | SUB,
+        "SUB|PUB": PUB | SUB,
+    }
 
     @staticmethod
     def check(needed: int, owned: int) -> bool:
@@ -68,7 +76,7 @@ def is_group_resource(resource: str) -> bool:
 def describe_resource(resource: str) -> str:
     """PlainAccessResource#printStr: `group:G` for a retry topic, `topic:T` otherwise."""
     if is_group_resource(resource):
-        return f"group:{resource[len(RETRY_GROUP_TOPIC_PREFIX):]}"
+        return f"group:{resource[len(RETRY_GROUP_TOPIC_PREFIX) :]}"
     return f"topic:{resource}"
 
 
@@ -87,7 +95,9 @@ class Account:
     def perm_for(self, resource: str) -> int:
         owned = self.resource_perms.get(resource)
         if owned is None:
-            return self.default_group_perm if is_group_resource(resource) else self.default_topic_perm
+            return (
+                self.default_group_perm if is_group_resource(resource) else self.default_topic_perm
+            )
         return owned
 
     @property
@@ -105,7 +115,11 @@ class Account:
 
     def group_perms(self) -> list[tuple[str, int]]:
         """(group, perm) of the groups this account lists (kept under their retry topics)."""
-        return [(r[len(RETRY_GROUP_TOPIC_PREFIX):], p) for r, p in self.resource_perms.items() if is_group_resource(r)]
+        return [
+            (r[len(RETRY_GROUP_TOPIC_PREFIX) :], p)
+            for r, p in self.resource_perms.items()
+            if is_group_resource(r)
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +157,25 @@ class PlainAcl:
     def summary(self) -> str:
         """One line for the log: files, accounts (by accessKey), white-list entries; never a secret."""
         keys = ", ".join(sorted(self.accounts)) or "none"
-        return (f"{len(self.files)} file(s), accounts: {keys}; "
-                f"{len(self.global_white_remote_addresses)} global white-list pattern(s)")
+        return (
+            f"{len(self.files)} file(s), accounts: {keys}; "
+            f"{len(self.global_white_remote_addresses)} global white-list pattern(s)"
+        )
 
 
 TOP_KEYS = frozenset({"globalWhiteRemoteAddresses", "accounts", "dataVersion"})
-ACCOUNT_KEYS = frozenset({"accessKey", "secretKey", "whiteRemoteAddress", "admin", "defaultTopicPerm",
-                          "defaultGroupPerm", "topicPerms", "groupPerms"})
+ACCOUNT_KEYS = frozenset(
+    {
+        "accessKey",
+        "secretKey",
+        "whiteRemoteAddress",
+        "admin",
+        "defaultTopicPerm",
+        "defaultGroupPerm",
+        "topicPerms",
+        "groupPerms",
+    }
+)
 
 
 def parse_file(path: str | Path, data: bytes) -> PlainAclFile:
@@ -159,7 +185,9 @@ def parse_file(path: str | Path, data: bytes) -> PlainAclFile:
     where = str(path)
     try:
         tree = yaml.safe_load(data)
-    except yaml.MarkedYAMLError as exc:  # the message alone: the context snippet could show a secret
+    except (
+        yaml.MarkedYAMLError
+    ) as exc:  # the message alone: the context snippet could show a secret
         mark = exc.problem_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise AclConfigError(f"{where}: not valid YAML{at}: {exc.problem}") from None
@@ -169,24 +197,34 @@ def parse_file(path: str | Path, data: bytes) -> PlainAclFile:
     if tree is None:
         tree = {}
     if not isinstance(tree, dict):
-        raise AclConfigError(f"{where}: the top level must be a mapping (globalWhiteRemoteAddresses, accounts, "
-                             f"dataVersion), got {_kind(tree)}")
+        raise AclConfigError(
+            f"{where}: the top level must be a mapping (globalWhiteRemoteAddresses, accounts, "
+            f"dataVersion), got {_kind(tree)}"
+        )
     unknown = sorted(str(k) for k in tree if k not in TOP_KEYS)
     if unknown:
-        raise AclConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; expected "
-                             f"{', '.join(sorted(TOP_KEYS))}")
-    white = tuple(_pattern(where, f"globalWhiteRemoteAddresses[{i}]", item)
-                  for i, item in enumerate(_list(where, "globalWhiteRemoteAddresses",
-                                                 tree.get("globalWhiteRemoteAddresses"))))
+        raise AclConfigError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(TOP_KEYS))}"
+        )
+    white = tuple(
+        _pattern(where, f"globalWhiteRemoteAddresses[{i}]", item)
+        for i, item in enumerate(
+            _list(where, "globalWhiteRemoteAddresses", tree.get("globalWhiteRemoteAddresses"))
+        )
+    )
     accounts: list[Account] = []
     seen: set[str] = set()
     for i, entry in enumerate(_list(where, "accounts", tree.get("accounts"))):
         account = _account(where, i, entry)
         if account.access_key in seen:
-            raise AclConfigError(f"{where}: accounts[{i}]: accessKey {account.access_key!r} is defined twice")
+            raise AclConfigError(
+                f"{where}: accounts[{i}]: accessKey {account.access_key!r} is defined twice"
+            )
         seen.add(account.access_key)
         accounts.append(account)
-    return PlainAclFile(where, digest, white, tuple(accounts), _data_version(where, tree.get("dataVersion")))
+    return PlainAclFile(
+        where, digest, white, tuple(accounts), _data_version(where, tree.get("dataVersion"))
+    )
 
 
 def combine(files: list[PlainAclFile]) -> PlainAcl:
@@ -202,16 +240,25 @@ def combine(files: list[PlainAclFile]) -> PlainAcl:
         white.extend(acl_file.global_white_remote_addresses)
         for account in acl_file.accounts:
             if account.access_key in owner:
-                raise AclConfigError(f"accessKey {account.access_key!r} is defined in both {owner[account.access_key]}"
-                                     f" and {acl_file.path}")
+                raise AclConfigError(
+                    f"accessKey {account.access_key!r} is defined in both {owner[account.access_key]}"
+                    f" and {acl_file.path}"
+                )
             owner[account.access_key] = acl_file.path
             accounts[account.access_key] = account
     return PlainAcl(tuple(files), tuple(white), accounts)
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "text", bool: "a boolean", int: "a number",
-            float: "a number", type(None): "nothing"}.get(type(value), type(value).__name__)
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "text",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "nothing",
+    }.get(type(value), type(value).__name__)
 
 
 def _list(where: str, name: str, value: Any) -> list[Any]:
@@ -246,7 +293,9 @@ def _perm(where: str, name: str, value: Any) -> int:
         return Perm.DENY  # Permission#parsePermFromString(null)
     perm = Perm.NAMES.get(text.strip())
     if perm is None:
-        raise AclConfigError(f"{where}: {name} must be DENY, PUB, SUB or PUB|SUB, got {text.strip()[:40]!r}")
+        raise AclConfigError(
+            f"{where}: {name} must be DENY, PUB, SUB or PUB|SUB, got {text.strip()[:40]!r}"
+        )
     return perm
 
 
@@ -256,8 +305,10 @@ def _account(where: str, index: int, entry: Any) -> Account:
         raise AclConfigError(f"{where}: {at} must be a mapping, got {_kind(entry)}")
     access_key = _text(where, f"{at}.accessKey", entry.get("accessKey"))
     if access_key is None or len(access_key) <= ACCESS_KEY_MIN_LENGTH:
-        raise AclConfigError(f"{where}: {at}: accessKey is required and must be longer than "
-                             f"{ACCESS_KEY_MIN_LENGTH} characters")
+        raise AclConfigError(
+            f"{where}: {at}: accessKey is required and must be longer than "
+            f"{ACCESS_KEY_MIN_LENGTH} characters"
+        )
     at = f"{at} (accessKey {access_key!r})"
     unknown = sorted(str(k) for k in entry if k not in ACCOUNT_KEYS)
     if unknown:
@@ -266,8 +317,10 @@ def _account(where: str, index: int, entry: Any) -> Account:
         raise AclConfigError(f"{where}: {at}: secretKey must be text")
     secret_key = _text(where, f"{at}.secretKey", entry.get("secretKey"))
     if secret_key is None or len(secret_key) <= SECRET_KEY_MIN_LENGTH:  # the value is never shown
-        raise AclConfigError(f"{where}: {at}: secretKey is required and must be longer than "
-                             f"{SECRET_KEY_MIN_LENGTH} characters")
+        raise AclConfigError(
+            f"{where}: {at}: secretKey is required and must be longer than "
+            f"{SECRET_KEY_MIN_LENGTH} characters"
+        )
     admin = entry.get("admin", False)
     if admin is None:
         admin = False
@@ -277,17 +330,23 @@ def _account(where: str, index: int, entry: Any) -> Account:
     for key, is_topic in (("topicPerms", True), ("groupPerms", False)):
         for i, item in enumerate(_list(where, f"{at}.{key}", entry.get(key))):
             text = _text(where, f"{at}.{key}[{i}]", item) or ""
-            items = [part for part in text.split("=") if part]  # StringUtils.split drops empty tokens
+            items = [
+                part for part in text.split("=") if part
+            ]  # StringUtils.split drops empty tokens
             if len(items) != 2 or not items[0].strip():
-                raise AclConfigError(f"{where}: {at}.{key}[{i}]: expected NAME=PERM (e.g. topicA=SUB), "
-                                     f"got {text[:80]!r}")
+                raise AclConfigError(
+                    f"{where}: {at}.{key}[{i}]: expected NAME=PERM (e.g. topicA=SUB), "
+                    f"got {text[:80]!r}"
+                )
             name = items[0].strip()
             resource = name if is_topic else group_resource(name)
             perms[resource] = _perm(where, f"{at}.{key}[{i}]", items[1])
     return Account(
         access_key=access_key,
         secret_key=secret_key,
-        white_remote_address=_pattern(where, f"{at}.whiteRemoteAddress", entry.get("whiteRemoteAddress")),
+        white_remote_address=_pattern(
+            where, f"{at}.whiteRemoteAddress", entry.get("whiteRemoteAddress")
+        ),
         admin=admin,
         default_topic_perm=_perm(where, f"{at}.defaultTopicPerm", entry.get("defaultTopicPerm")),
         default_group_perm=_perm(where, f"{at}.defaultGroupPerm", entry.get("defaultGroupPerm")),
@@ -301,7 +360,9 @@ def _data_version(where: str, value: Any) -> DataVersion:
         return DataVersion()
     first = items[0]
     if not isinstance(first, dict):
-        raise AclConfigError(f"{where}: dataVersion[0] must be a mapping with timestamp and counter")
+        raise AclConfigError(
+            f"{where}: dataVersion[0] must be a mapping with timestamp and counter"
+        )
     out = {}
     for name in ("timestamp", "counter"):
         raw = first.get(name, 0)
@@ -316,6 +377,7 @@ def _data_version(where: str, value: Any) -> DataVersion:
 # dataVersion is bumped and the whole tree written back (comments are not kept, as in RocketMQ).
 # The result is parsed with `parse_file` before it may replace anything.
 
+
 def load_tree(path: str | Path, data: bytes) -> dict[str, Any]:
     """A file's YAML as a mapping (an empty file is an empty mapping); AclConfigError otherwise."""
     import yaml
@@ -323,7 +385,9 @@ def load_tree(path: str | Path, data: bytes) -> dict[str, Any]:
     try:
         tree = yaml.safe_load(data)
     except yaml.YAMLError:
-        raise AclConfigError(f"{path}: not valid YAML; fix the file by hand before changing it") from None
+        raise AclConfigError(
+            f"{path}: not valid YAML; fix the file by hand before changing it"
+        ) from None
     if tree is None:
         return {}
     if not isinstance(tree, dict):
@@ -358,7 +422,11 @@ def without_account(tree: dict[str, Any], access_key: str) -> tuple[dict[str, An
     accounts = out.get("accounts") or []
     if not isinstance(accounts, list):
         raise AclConfigError("accounts must be a list")
-    kept = [a for a in accounts if not (isinstance(a, dict) and _text("", "accessKey", a.get("accessKey")) == access_key)]
+    kept = [
+        a
+        for a in accounts
+        if not (isinstance(a, dict) and _text("", "accessKey", a.get("accessKey")) == access_key)
+    ]
     out["accounts"] = kept
     return out, len(kept) != len(accounts)
 
@@ -376,7 +444,10 @@ def next_version(tree: dict[str, Any], now_ms: int) -> tuple[dict[str, Any], Dat
         if isinstance(raw, int) and not isinstance(raw, bool):
             counter = raw
     version = DataVersion(timestamp=now_ms, counter=counter + 1)
-    return {**tree, "dataVersion": [{"counter": version.counter, "timestamp": version.timestamp}]}, version
+    return {
+        **tree,
+        "dataVersion": [{"counter": version.counter, "timestamp": version.timestamp}],
+    }, version
 
 
 _ORDER = ("globalWhiteRemoteAddresses", "accounts", "dataVersion")
@@ -388,4 +459,6 @@ def dump_tree(tree: Mapping[str, Any]) -> bytes:
 
     ordered = {k: tree[k] for k in _ORDER if k in tree}
     ordered.update((k, v) for k, v in tree.items() if k not in ordered)
-    return yaml.safe_dump(ordered, default_flow_style=False, sort_keys=False, allow_unicode=True).encode()
+    return yaml.safe_dump(
+        ordered, default_flow_style=False, sort_keys=False, allow_unicode=True
+    ).encode()

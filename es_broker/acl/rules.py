@@ -36,7 +36,9 @@ from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.requests import SEND_V2_FIELDS
 
 Needs = list[tuple[str, int]]
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # TopicValidator.RMQ_SYS_TRACE_TOPIC: a PUB to it skips the perm check
+TRACE_TOPIC = (
+    "RMQ_SYS_TRACE_TOPIC"  # TopicValidator.RMQ_SYS_TRACE_TOPIC: a PUB to it skips the perm check
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,9 @@ class Rule:
     admin: bool = False
     needs: Callable[[RemotingCommand], Needs] | None = None
     open: bool = False
-    beyond_rocketmq: str = ""  # why es-broker checks more than 4.9.8 does, for the docs and the reader
+    beyond_rocketmq: str = (
+        ""  # why es-broker checks more than 4.9.8 does, for the docs and the reader
+    )
 
 
 def _topic_or_retry(topic: str | None) -> Needs:
@@ -77,6 +81,7 @@ def _group(field: str) -> Callable[[RemotingCommand], Needs]:
     def needs(req: RemotingCommand) -> Needs:
         group = req.ext_fields.get(field)
         return [] if group is None else [(group_resource(group), Perm.SUB)]
+
     return needs
 
 
@@ -133,11 +138,17 @@ def _lock(req: RemotingCommand) -> Needs:
 C, E = RequestCode, EsRequestCode
 SIGNED = Rule()  # the signature (and white lists) only, as 4.9.8 for codes it does not name
 ADMIN = Rule(admin=True)  # Permission.ADMIN_CODE in 4.9.8
-ADMIN_ES = Rule(admin=True, beyond_rocketmq="changes state other clients see (or ships the log); "
-                "4.9.8 asks only for a signature")
+ADMIN_ES = Rule(
+    admin=True,
+    beyond_rocketmq="changes state other clients see (or ships the log); "
+    "4.9.8 asks only for a signature",
+)
 
-ADMIN_ACL = Rule(admin=True, beyond_rocketmq="the ACL admin codes: 4.9.8 leaves them out of ADMIN_CODE, so any "
-                 "signed account could change the rules or read them")
+ADMIN_ACL = Rule(
+    admin=True,
+    beyond_rocketmq="the ACL admin codes: 4.9.8 leaves them out of ADMIN_CODE, so any "
+    "signed account could change the rules or read them",
+)
 
 BROKER_RULES: dict[int, Rule] = {
     # -- producer
@@ -147,7 +158,9 @@ BROKER_RULES: dict[int, Rule] = {
     C.END_TRANSACTION: SIGNED,
     # -- consumer
     C.PULL_MESSAGE: Rule(needs=_group_and_topic),
-    C.QUERY_CONSUMER_OFFSET: Rule(needs=_group_and_topic, beyond_rocketmq="4.9.8 checks only the signature"),
+    C.QUERY_CONSUMER_OFFSET: Rule(
+        needs=_group_and_topic, beyond_rocketmq="4.9.8 checks only the signature"
+    ),
     C.UPDATE_CONSUMER_OFFSET: Rule(needs=_group_and_topic),
     C.CONSUMER_SEND_MSG_BACK: Rule(needs=_group("group")),
     C.QUERY_MESSAGE: Rule(needs=_query_message),

@@ -19,7 +19,9 @@ SECRET_KEY = "SecretKey"
 SIGNATURE = "Signature"
 SECURITY_TOKEN = "SecurityToken"
 ONS_CHANNEL = "OnsChannel"
-UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG: set after signing, never signed
+UNIQUE_KEY_QUERY = (
+    "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG: set after signing, never signed
+)
 
 UNSIGNED = frozenset({SIGNATURE, UNIQUE_KEY_QUERY})
 
@@ -51,11 +53,18 @@ def signed_content(fields: Mapping[str, str], body: bytes | None) -> bytes:
 
 def signature(content: bytes, secret_key: str) -> str:
     """base64(HmacSHA1(secret_key, content)), as AclUtils.calSignature."""
-    return base64.b64encode(hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()).decode("ascii")
+    return base64.b64encode(
+        hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
+    ).decode("ascii")
 
 
-def sign(fields: Mapping[str, str], body: bytes | None, access_key: str, secret_key: str,
-         security_token: str | None = None) -> dict[str, str]:
+def sign(
+    fields: Mapping[str, str],
+    body: bytes | None,
+    access_key: str,
+    secret_key: str,
+    security_token: str | None = None,
+) -> dict[str, str]:
     """`fields` with AccessKey (and SecurityToken) added and the Signature over all of them."""
     signed = {name: value for name, value in fields.items() if name not in UNSIGNED}
     signed[ACCESS_KEY] = access_key
@@ -70,5 +79,7 @@ def verify(fields: Mapping[str, str], body: bytes | None, secret_key: str) -> bo
     given = fields.get(SIGNATURE)
     if given is None:
         return False
-    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"),
-                               signature(signed_content(fields, body), secret_key).encode("ascii"))
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"),
+        signature(signed_content(fields, body), secret_key).encode("ascii"),
+    )

@@ -61,7 +61,9 @@ class Admin:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, namesrv: str, *, credentials: Credentials | None = None) -> AsyncIterator[Admin]:
+    async def open(
+        cls, namesrv: str, *, credentials: Credentials | None = None
+    ) -> AsyncIterator[Admin]:
         """An Admin on connections of its own (signed with `credentials`), closed on exit."""
         async with trio.open_nursery() as nursery:
             client = RemotingClient(nursery, credentials=credentials)
@@ -72,20 +74,33 @@ class Admin:
                     await client.aclose()
                 nursery.cancel_scope.cancel()
 
-    async def _ok(self, addr: str, what: str, command: RemotingCommand, timeout: float = 5.0,
-                  allowed: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+    async def _ok(
+        self,
+        addr: str,
+        what: str,
+        command: RemotingCommand,
+        timeout: float = 5.0,
+        allowed: tuple[int, ...] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
         response = await self.client.invoke(addr, command, timeout)
         if response.code not in allowed:
             raise AdminError(what, response)
         return response
 
-    async def _namesrv(self, code: int, fields: dict | None = None, what: str = "") -> RemotingCommand:
-        return await self._ok(self.namesrv_addrs[0], what or f"name server request {code}",
-                              request(code, fields or {}))
+    async def _namesrv(
+        self, code: int, fields: dict | None = None, what: str = ""
+    ) -> RemotingCommand:
+        return await self._ok(
+            self.namesrv_addrs[0],
+            what or f"name server request {code}",
+            request(code, fields or {}),
+        )
 
     # ------------------------------------------------------------------ name server
     async def route(self, topic: str) -> dict[str, Any]:
-        r = await self._namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, f"topic route of {topic}")
+        r = await self._namesrv(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, f"topic route of {topic}"
+        )
         route = fastjson.loads(r.body)
         for data in route.get("brokerDatas", []):  # standard JSON quotes the broker ids
             data["brokerAddrs"] = {int(k): v for k, v in data["brokerAddrs"].items()}
@@ -113,7 +128,10 @@ class Admin:
 
     async def broker_names(self) -> dict[str, dict[int, str]]:
         info = await self.cluster_info()
-        return {name: dict(data["brokerAddrs"]) for name, data in info.get("brokerAddrTable", {}).items()}
+        return {
+            name: dict(data["brokerAddrs"])
+            for name, data in info.get("brokerAddrTable", {}).items()
+        }
 
     async def targets(self, broker: str | None, cluster: str | None) -> list[str]:
         """-b addr, or every master of -c cluster (mqadmin's convention)."""
@@ -134,11 +152,32 @@ class Admin:
         return out
 
     # ------------------------------------------------------------------ topics and groups
-    async def update_topic(self, addr: str, topic: str, read: int = 8, write: int = 8, perm: int = 6,
-                           order: bool = False) -> None:
-        await self._ok(addr, f"create topic {topic} on {addr}", request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": read, "writeQueueNums": write,
-            "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order}))
+    async def update_topic(
+        self,
+        addr: str,
+        topic: str,
+        read: int = 8,
+        write: int = 8,
+        perm: int = 6,
+        order: bool = False,
+    ) -> None:
+        await self._ok(
+            addr,
+            f"create topic {topic} on {addr}",
+            request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {
+                    "topic": topic,
+                    "defaultTopic": "TBW102",
+                    "readQueueNums": read,
+                    "writeQueueNums": write,
+                    "perm": perm,
+                    "topicFilterType": "SINGLE_TAG",
+                    "topicSysFlag": 0,
+                    "order": order,
+                },
+            ),
+        )
 
     async def topic_configs(self, addr: str) -> dict[str, dict[str, Any]]:
         r = await self._ok(addr, "topic configs", request(RequestCode.GET_ALL_TOPIC_CONFIG))
@@ -148,34 +187,69 @@ class Admin:
         config = (await self.topic_configs(addr)).get(topic)
         if config is None:
             raise ValueError(f"topic {topic} does not exist on {addr}")
-        await self.update_topic(addr, topic, config["readQueueNums"], config["writeQueueNums"], perm,
-                                config.get("order", False))
+        await self.update_topic(
+            addr,
+            topic,
+            config["readQueueNums"],
+            config["writeQueueNums"],
+            perm,
+            config.get("order", False),
+        )
         return {"broker": addr, "topic": topic, "oldPerm": config["perm"], "perm": perm}
 
     async def delete_topic(self, addrs: list[str], topic: str) -> None:
         for addr in addrs:
-            await self._ok(addr, f"delete topic {topic}", request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
+            await self._ok(
+                addr,
+                f"delete topic {topic}",
+                request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}),
+            )
         for ns in self.namesrv_addrs:
-            await self._ok(ns, f"delete topic {topic} in name server",
-                           request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}))
+            await self._ok(
+                ns,
+                f"delete topic {topic} in name server",
+                request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}),
+            )
 
     async def topic_status(self, topic: str) -> list[dict[str, Any]]:
         rows = []
         for _name, addr in await self.topic_brokers(topic):
-            r = await self._ok(addr, f"topic status of {topic}", request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
+            r = await self._ok(
+                addr,
+                f"topic status of {topic}",
+                request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}),
+            )
             for key, stats in fastjson.loads(r.body).get("offsetTable", {}).items():
                 _, broker_name, qid = _mq_fields(key)
-                rows.append({"brokerName": broker_name, "queueId": qid, "minOffset": stats["minOffset"],
-                             "maxOffset": stats["maxOffset"], "lastUpdateTimestamp": stats["lastUpdateTimestamp"]})
+                rows.append(
+                    {
+                        "brokerName": broker_name,
+                        "queueId": qid,
+                        "minOffset": stats["minOffset"],
+                        "maxOffset": stats["maxOffset"],
+                        "lastUpdateTimestamp": stats["lastUpdateTimestamp"],
+                    }
+                )
         return sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))
 
     async def update_group(self, addr: str, config: dict[str, Any]) -> None:
-        await self._ok(addr, f"update group {config['groupName']}",
-                       request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, fastjson.dumps(config).encode()))
+        await self._ok(
+            addr,
+            f"update group {config['groupName']}",
+            request(
+                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, fastjson.dumps(config).encode()
+            ),
+        )
 
     async def delete_group(self, addr: str, group: str, remove_offset: bool = False) -> None:
-        await self._ok(addr, f"delete group {group}", request(
-            RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group, "removeOffset": remove_offset}))
+        await self._ok(
+            addr,
+            f"delete group {group}",
+            request(
+                RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                {"groupName": group, "removeOffset": remove_offset},
+            ),
+        )
 
     # ------------------------------------------------------------------ consumers
     async def consumer_progress(self, group: str) -> list[QueueProgress]:
@@ -184,64 +258,118 @@ class Admin:
         brokers = await self.broker_names()
         for _name, addrs in sorted(brokers.items()):
             addr = addrs.get(0) or next(iter(addrs.values()))
-            r = await self._ok(addr, f"consume stats of {group}", request(
-                RequestCode.GET_CONSUME_STATS, {"consumerGroup": group}))
+            r = await self._ok(
+                addr,
+                f"consume stats of {group}",
+                request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group}),
+            )
             for key, stats in fastjson.loads(r.body).get("offsetTable", {}).items():
                 topic, broker_name, qid = _mq_fields(key)
-                rows.append(QueueProgress(topic, broker_name, qid, stats["brokerOffset"], stats["consumerOffset"],
-                                          stats.get("lastTimestamp", 0)))
+                rows.append(
+                    QueueProgress(
+                        topic,
+                        broker_name,
+                        qid,
+                        stats["brokerOffset"],
+                        stats["consumerOffset"],
+                        stats.get("lastTimestamp", 0),
+                    )
+                )
         return sorted(rows, key=lambda q: (q.topic, q.broker_name, q.queue_id))
 
     async def consumer_connection(self, group: str) -> dict[str, Any]:
         for addr in await self.master_addrs():
-            r = await self.client.invoke(addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                                                       {"consumerGroup": group}))
+            r = await self.client.invoke(
+                addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+            )
             if r.code == ResponseCode.SUCCESS:
                 return fastjson.loads(r.body)
         raise AdminError(f"consumer connection of {group}", r)
 
-    async def reset_offset_by_time(self, group: str, topic: str, timestamp: int, force: bool,
-                                   cpp: bool = False) -> dict[str, Any]:
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp: int, force: bool, cpp: bool = False
+    ) -> dict[str, Any]:
         """resetOffsetByTime: the broker path, or the old path when the group is offline (B-73, B-81)."""
         from es_broker.remoting.codes import LanguageCode
 
         rows = []
         for _name, addr in await self.topic_brokers(topic):
-            r = await self.client.invoke(addr, request(
-                RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-                {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force},
-                language=LanguageCode.CPP if cpp else LanguageCode.JAVA))
+            r = await self.client.invoke(
+                addr,
+                request(
+                    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                    {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force},
+                    language=LanguageCode.CPP if cpp else LanguageCode.JAVA,
+                ),
+            )
             if r.code == ResponseCode.CONSUMER_NOT_ONLINE:
-                return {"path": "old", "queues": await self.reset_offset_old(group, topic, timestamp, force)}
+                return {
+                    "path": "old",
+                    "queues": await self.reset_offset_old(group, topic, timestamp, force),
+                }
             if r.code != ResponseCode.SUCCESS:
                 raise AdminError(f"reset offset of {group} on {topic}", r)
             table = fastjson.loads(r.body)["offsetTable"]
-            items = ([(e, e["offset"]) for e in table] if isinstance(table, list)
-                     else [(k.as_dict(), v) for k, v in table.items()])
-            rows += [{"brokerName": mq["brokerName"], "queueId": mq["queueId"], "offset": off} for mq, off in items]
-        return {"path": "broker", "queues": sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))}
+            items = (
+                [(e, e["offset"]) for e in table]
+                if isinstance(table, list)
+                else [(k.as_dict(), v) for k, v in table.items()]
+            )
+            rows += [
+                {"brokerName": mq["brokerName"], "queueId": mq["queueId"], "offset": off}
+                for mq, off in items
+            ]
+        return {
+            "path": "broker",
+            "queues": sorted(rows, key=lambda r: (r["brokerName"], r["queueId"])),
+        }
 
-    async def reset_offset(self, group: str, topic: str, kind: str, value: int, *, force: bool = True,
-                           dry_run: bool = False, mode: str | None = None,
-                           scope: str | None = None) -> list[dict[str, Any]]:
+    async def reset_offset(
+        self,
+        group: str,
+        topic: str,
+        kind: str,
+        value: int,
+        *,
+        force: bool = True,
+        dry_run: bool = False,
+        mode: str | None = None,
+        scope: str | None = None,
+    ) -> list[dict[str, Any]]:
         """es-broker's reset on every broker of the topic (S-2): per-queue current/target/final/outcome."""
         from es_broker.remoting.codes import EsRequestCode
 
         out = []
         for _name, addr in await self.topic_brokers(topic):
-            fields = {"topic": topic, "group": group, "kind": kind, "value": value, "isForce": force,
-                      "dryRun": dry_run, "mode": mode, "scope": scope}
-            r = await self._ok(addr, f"reset offset of {group} on {topic}",
-                               request(EsRequestCode.RESET_OFFSET, fields))
+            fields = {
+                "topic": topic,
+                "group": group,
+                "kind": kind,
+                "value": value,
+                "isForce": force,
+                "dryRun": dry_run,
+                "mode": mode,
+                "scope": scope,
+            }
+            r = await self._ok(
+                addr,
+                f"reset offset of {group} on {topic}",
+                request(EsRequestCode.RESET_OFFSET, fields),
+            )
             out.append(fastjson.loads(r.body))
         return out
 
-    async def reset_offset_old(self, group: str, topic: str, timestamp: int, force: bool) -> list[dict[str, Any]]:
+    async def reset_offset_old(
+        self, group: str, topic: str, timestamp: int, force: bool
+    ) -> list[dict[str, Any]]:
         """resetOffsetByTimestampOld: the admin writes each queue's offset itself (B-81)."""
         rows = []
         for name, addr in await self.topic_brokers(topic):
-            r = await self._ok(addr, f"consume stats of {group}", request(
-                RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}))
+            r = await self._ok(
+                addr,
+                f"consume stats of {group}",
+                request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}),
+            )
             queues = {}
             for key, stats in fastjson.loads(r.body).get("offsetTable", {}).items():
                 t, _, qid = _mq_fields(key)
@@ -257,110 +385,239 @@ class Admin:
                 else:
                     code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
                     fields = {"topic": topic, "queueId": qid, "timestamp": timestamp}
-                target = int((await self._ok(addr, "offset lookup", request(code, fields))).ext_fields["offset"])
+                target = int(
+                    (await self._ok(addr, "offset lookup", request(code, fields))).ext_fields[
+                        "offset"
+                    ]
+                )
                 rollback = target if force or target <= consumer_offset else consumer_offset
                 if rollback == target:
-                    await self._ok(addr, "update consumer offset", request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-                        "consumerGroup": group, "topic": topic, "queueId": qid, "commitOffset": target}))
-                rows.append({"brokerName": name, "queueId": qid, "brokerOffset": broker_offset,
-                             "consumerOffset": consumer_offset, "timestampOffset": target,
-                             "rollbackOffset": rollback})
+                    await self._ok(
+                        addr,
+                        "update consumer offset",
+                        request(
+                            RequestCode.UPDATE_CONSUMER_OFFSET,
+                            {
+                                "consumerGroup": group,
+                                "topic": topic,
+                                "queueId": qid,
+                                "commitOffset": target,
+                            },
+                        ),
+                    )
+                rows.append(
+                    {
+                        "brokerName": name,
+                        "queueId": qid,
+                        "brokerOffset": broker_offset,
+                        "consumerOffset": consumer_offset,
+                        "timestampOffset": target,
+                        "rollbackOffset": rollback,
+                    }
+                )
         return rows
 
     # ------------------------------------------------------------------ messages
     async def view_message(self, msg_id: str) -> StoredMessage:
         (host, port), phy = parse_offset_msg_id(msg_id)
-        r = await self._ok(f"{host}:{port}", f"message {msg_id}",
-                           request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy}))
+        r = await self._ok(
+            f"{host}:{port}",
+            f"message {msg_id}",
+            request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy}),
+        )
         return decode_all(r.body)[0]
 
-    async def message_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> StoredMessage:
+    async def message_by_offset(
+        self, topic: str, broker_name: str, queue_id: int, offset: int
+    ) -> StoredMessage:
         addr = (await self.broker_names())[broker_name][0]
-        r = await self._ok(addr, f"message at {topic}/{broker_name}/{queue_id}/{offset}", request(
-            RequestCode.PULL_MESSAGE, {"consumerGroup": "TOOLS_CONSUMER", "topic": topic, "queueId": queue_id,
-                                       "queueOffset": offset, "maxMsgNums": 1, "sysFlag": 4, "commitOffset": 0,
-                                       "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0}),
-                           allowed=(0, 19, 20, 21))
+        r = await self._ok(
+            addr,
+            f"message at {topic}/{broker_name}/{queue_id}/{offset}",
+            request(
+                RequestCode.PULL_MESSAGE,
+                {
+                    "consumerGroup": "TOOLS_CONSUMER",
+                    "topic": topic,
+                    "queueId": queue_id,
+                    "queueOffset": offset,
+                    "maxMsgNums": 1,
+                    "sysFlag": 4,
+                    "commitOffset": 0,
+                    "suspendTimeoutMillis": 0,
+                    "subscription": "*",
+                    "subVersion": 0,
+                },
+            ),
+            allowed=(0, 19, 20, 21),
+        )
         if r.code != ResponseCode.SUCCESS:
-            raise ValueError(f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}: {r.remark}")
+            raise ValueError(
+                f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}: {r.remark}"
+            )
         return decode_all(r.body)[0]
 
     async def messages_by_key(self, topic: str, key: str, max_num: int = 64) -> list[StoredMessage]:
         found = []
         for _, addr in await self.topic_brokers(topic):
-            r = await self._ok(addr, f"messages with key {key}", request(RequestCode.QUERY_MESSAGE, {
-                "topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": 0,
-                "endTimestamp": 2**62}), allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            r = await self._ok(
+                addr,
+                f"messages with key {key}",
+                request(
+                    RequestCode.QUERY_MESSAGE,
+                    {
+                        "topic": topic,
+                        "key": key,
+                        "maxNum": max_num,
+                        "beginTimestamp": 0,
+                        "endTimestamp": 2**62,
+                    },
+                ),
+                allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+            )
             if r.code == ResponseCode.SUCCESS:
                 found.extend(decode_all(r.body))
         return found
 
-    async def send_message(self, topic: str, body: bytes, tags: str | None, keys: str | None,
-                           broker_name: str | None = None, queue_id: int | None = None) -> dict[str, Any]:
+    async def send_message(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None,
+        keys: str | None,
+        broker_name: str | None = None,
+        queue_id: int | None = None,
+    ) -> dict[str, Any]:
         from es_broker.remoting.message import encode_properties
 
         route = await self.route(topic)
-        writable = [q for q in route["queueDatas"] if q["perm"] & 2 and (not broker_name or q["brokerName"] == broker_name)]
+        writable = [
+            q
+            for q in route["queueDatas"]
+            if q["perm"] & 2 and (not broker_name or q["brokerName"] == broker_name)
+        ]
         if not writable:
-            raise ValueError(f"topic {topic} has no writable queue{' on ' + broker_name if broker_name else ''}")
+            raise ValueError(
+                f"topic {topic} has no writable queue{' on ' + broker_name if broker_name else ''}"
+            )
         qd = writable[0]
         addrs = {d["brokerName"]: d["brokerAddrs"] for d in route["brokerDatas"]}
         addr = addrs[qd["brokerName"]][0]
         props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys)) if v}
         qid = queue_id if queue_id is not None else random.randrange(qd["writeQueueNums"])
-        r = await self._ok(addr, f"send to {topic}", request(RequestCode.SEND_MESSAGE_V2, {
-            "a": "TOOLS_PRODUCER", "b": topic, "c": "TBW102", "d": 4, "e": qid, "f": 0,
-            "g": time.time_ns() // 1_000_000, "h": 0, "i": encode_properties(props).decode(), "j": 0, "k": False, "m": False}, body))
-        return {"brokerName": qd["brokerName"], "queueId": int(r.ext_fields["queueId"]),
-                "queueOffset": int(r.ext_fields["queueOffset"]), "msgId": r.ext_fields["msgId"],
-                "sendStatus": "SEND_OK"}
+        r = await self._ok(
+            addr,
+            f"send to {topic}",
+            request(
+                RequestCode.SEND_MESSAGE_V2,
+                {
+                    "a": "TOOLS_PRODUCER",
+                    "b": topic,
+                    "c": "TBW102",
+                    "d": 4,
+                    "e": qid,
+                    "f": 0,
+                    "g": time.time_ns() // 1_000_000,
+                    "h": 0,
+                    "i": encode_properties(props).decode(),
+                    "j": 0,
+                    "k": False,
+                    "m": False,
+                },
+                body,
+            ),
+        )
+        return {
+            "brokerName": qd["brokerName"],
+            "queueId": int(r.ext_fields["queueId"]),
+            "queueOffset": int(r.ext_fields["queueOffset"]),
+            "msgId": r.ext_fields["msgId"],
+            "sendStatus": "SEND_OK",
+        }
 
     async def broker_runtime(self, addr: str) -> dict[str, str]:
         r = await self._ok(addr, "broker status", request(RequestCode.GET_BROKER_RUNTIME_INFO))
         return fastjson.loads(r.body).get("table", {})
 
     # ------------------------------------------------------------------ ACL (mqadmin's acl verbs)
-    async def update_acl_config(self, addr: str, access_key: str, secret_key: str, *,
-                                white_remote_address: str | None = None, admin: bool = False,
-                                default_topic_perm: str | None = None, default_group_perm: str | None = None,
-                                topic_perms: list[str] | None = None, group_perms: list[str] | None = None) -> None:
+    async def update_acl_config(
+        self,
+        addr: str,
+        access_key: str,
+        secret_key: str,
+        *,
+        white_remote_address: str | None = None,
+        admin: bool = False,
+        default_topic_perm: str | None = None,
+        default_group_perm: str | None = None,
+        topic_perms: list[str] | None = None,
+        group_perms: list[str] | None = None,
+    ) -> None:
         """UPDATE_AND_CREATE_ACL_CONFIG: create the account, or update the keys given (None: kept)."""
         fields: dict[str, Any] = {"accessKey": access_key, "secretKey": secret_key, "admin": admin}
-        optional = {"whiteRemoteAddress": white_remote_address, "defaultTopicPerm": default_topic_perm,
-                    "defaultGroupPerm": default_group_perm,
-                    "topicPerms": None if topic_perms is None else ",".join(topic_perms),
-                    "groupPerms": None if group_perms is None else ",".join(group_perms)}
+        optional = {
+            "whiteRemoteAddress": white_remote_address,
+            "defaultTopicPerm": default_topic_perm,
+            "defaultGroupPerm": default_group_perm,
+            "topicPerms": None if topic_perms is None else ",".join(topic_perms),
+            "groupPerms": None if group_perms is None else ",".join(group_perms),
+        }
         fields.update((k, v) for k, v in optional.items() if v is not None)
-        await self._ok(addr, f"update ACL account {access_key} on {addr}",
-                       request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields))
+        await self._ok(
+            addr,
+            f"update ACL account {access_key} on {addr}",
+            request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields),
+        )
 
     async def delete_acl_config(self, addr: str, access_key: str) -> None:
-        await self._ok(addr, f"delete ACL account {access_key} on {addr}",
-                       request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key}))
+        await self._ok(
+            addr,
+            f"delete ACL account {access_key} on {addr}",
+            request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key}),
+        )
 
-    async def update_global_white_addrs(self, addr: str, addrs: list[str], acl_file: str | None = None) -> None:
+    async def update_global_white_addrs(
+        self, addr: str, addrs: list[str], acl_file: str | None = None
+    ) -> None:
         fields = {"globalWhiteAddrs": ",".join(addrs)}
         if acl_file:
             fields["aclFileFullPath"] = acl_file
-        await self._ok(addr, f"update the global white list on {addr}",
-                       request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, fields))
+        await self._ok(
+            addr,
+            f"update the global white list on {addr}",
+            request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, fields),
+        )
 
     async def acl_config_version(self, addr: str) -> dict[str, Any]:
         """GET_BROKER_CLUSTER_ACL_INFO: the broker, its default file's dataVersion and every file's."""
-        r = await self._ok(addr, f"ACL config version of {addr}", request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO))
+        r = await self._ok(
+            addr, f"ACL config version of {addr}", request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
+        )
         f = r.ext_fields
-        return {"clusterName": f.get("clusterName"), "brokerName": f.get("brokerName"),
-                "brokerAddr": f.get("brokerAddr"), "version": json.loads(f.get("version") or "{}"),
-                "allAclFileVersion": json.loads(f.get("allAclFileVersion") or "{}")}
+        return {
+            "clusterName": f.get("clusterName"),
+            "brokerName": f.get("brokerName"),
+            "brokerAddr": f.get("brokerAddr"),
+            "version": json.loads(f.get("version") or "{}"),
+            "allAclFileVersion": json.loads(f.get("allAclFileVersion") or "{}"),
+        }
 
     async def acl_config(self, addr: str) -> dict[str, Any]:
         """GET_BROKER_CLUSTER_ACL_CONFIG (4.9.0's): the global white list and the accounts, secrets masked."""
-        r = await self._ok(addr, f"ACL config of {addr}", request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG))
+        r = await self._ok(
+            addr, f"ACL config of {addr}", request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)
+        )
         return fastjson.loads(r.body)
 
     # ------------------------------------------------------------------ dead letters and journeys (es-broker)
-    async def redrive_dlq(self, group: str, topic: str | None = None, target: str = "retry",
-                          max_count: int | None = None, dry_run: bool = False) -> list[dict[str, Any]]:
+    async def redrive_dlq(
+        self,
+        group: str,
+        topic: str | None = None,
+        target: str = "retry",
+        max_count: int | None = None,
+        dry_run: bool = False,
+    ) -> list[dict[str, Any]]:
         """REDRIVE_DLQ on every master that holds `%DLQ%group`; each row names its broker."""
         rows: list[dict[str, Any]] = []
         for addr in await self.master_addrs():
@@ -371,9 +628,13 @@ class Admin:
                     fields["topic"] = topic
                 if remaining is not None:
                     fields["maxCount"] = remaining
-                r = await self._ok(addr, f"re-drive dead letters of {group}",
-                                   request(EsRequestCode.REDRIVE_DLQ, fields), timeout=60.0,
-                                   allowed=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+                r = await self._ok(
+                    addr,
+                    f"re-drive dead letters of {group}",
+                    request(EsRequestCode.REDRIVE_DLQ, fields),
+                    timeout=60.0,
+                    allowed=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST),
+                )
                 if r.code == ResponseCode.TOPIC_NOT_EXIST:
                     break  # no dead letters of this group on this broker
                 answer = json.loads(r.body)
@@ -398,7 +659,9 @@ class Admin:
         addrs += [a for a in await self.master_addrs() if a not in addrs]
         for addr in addrs:
             try:
-                r = await self.client.invoke(addr, request(EsRequestCode.MESSAGE_TRACE, {"msgId": msg_id}), 30.0)
+                r = await self.client.invoke(
+                    addr, request(EsRequestCode.MESSAGE_TRACE, {"msgId": msg_id}), 30.0
+                )
             except RemotingError:
                 continue  # an old store host (the broker restarted on another port), or gone
             if r.code == ResponseCode.SUCCESS:

@@ -35,4 +35,4 @@ def allocate_averagely(current_cid: str, mq_all: Sequence[Q], cid_all: Sequence[
         size = n // c
     start = index * size if mod > 0 and index < mod else index * size + mod
     take = min(size, n - start)
-    return list(mq_all[start:start + take]) if take > 0 else []
+    return list(mq_all[start : start + take]) if take > 0 else []

@@ -57,12 +57,20 @@ class BlockingChannel:
                         return event
                     # an answer to an earlier request of this connection that timed out: dropped
                 elif not event.is_oneway:
-                    self.sock.sendall(self.conn.send(response_to(
-                        event, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                        f"The request code {event.code} is not supported by this client")))
+                    self.sock.sendall(
+                        self.conn.send(
+                            response_to(
+                                event,
+                                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                f"The request code {event.code} is not supported by this client",
+                            )
+                        )
+                    )
         except TimeoutError:
             self.close()
-            raise RemotingError(f"no answer from {self.addr} within {timeout} s (code {command.code})") from None
+            raise RemotingError(
+                f"no answer from {self.addr} within {timeout} s (code {command.code})"
+            ) from None
         except (OSError, ProtocolError) as exc:
             self.close()
             raise RemotingError(f"connection to {self.addr} failed: {exc}") from None
@@ -91,8 +99,13 @@ class BlockingChannel:
 class BlockingRemoting:
     """Blocking requests by address, signed with `credentials`, over TLS with `tls` (as RemotingClient)."""
 
-    def __init__(self, *, credentials: Credentials | None = None, tls: TlsClientSettings | None = None,
-                 connect_timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        *,
+        credentials: Credentials | None = None,
+        tls: TlsClientSettings | None = None,
+        connect_timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         self.credentials = credentials
         self.tls = tls
         self._tls_context = tls.context() if tls is not None else None
@@ -103,16 +116,22 @@ class BlockingRemoting:
     def signed(self, command: RemotingCommand) -> RemotingCommand:
         if self.credentials is None:
             return command
-        return dataclasses.replace(command, ext_fields=self.credentials.sign(command.ext_fields, command.body))
+        return dataclasses.replace(
+            command, ext_fields=self.credentials.sign(command.ext_fields, command.body)
+        )
 
-    def invoke(self, addr: str, command: RemotingCommand, timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+    def invoke(
+        self, addr: str, command: RemotingCommand, timeout: float = DEFAULT_TIMEOUT
+    ) -> RemotingCommand:
         """Send a request and wait for its answer; raises RemotingError."""
         channel = self._take(addr, timeout)
         response = channel.invoke(self.signed(command), timeout)
         self._give_back(channel)
         return response
 
-    def invoke_oneway(self, addr: str, command: RemotingCommand, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def invoke_oneway(
+        self, addr: str, command: RemotingCommand, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
         channel = self._take(addr, timeout)
         channel.invoke_oneway(self.signed(command), timeout)
         self._give_back(channel)
@@ -153,8 +172,10 @@ class BlockingRemoting:
                 raise RemotingError(f"TLS handshake with {addr} failed: {exc}") from None
             except TimeoutError:
                 sock.close()
-                raise RemotingError(f"TLS handshake with {addr} failed: no answer within "
-                                    f"{self.tls.handshake_timeout:g} s") from None
+                raise RemotingError(
+                    f"TLS handshake with {addr} failed: no answer within "
+                    f"{self.tls.handshake_timeout:g} s"
+                ) from None
             except OSError as exc:
                 sock.close()
                 raise RemotingError(f"TLS handshake with {addr} failed: {exc}") from None

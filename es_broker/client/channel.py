@@ -47,8 +47,10 @@ class PartialFramesOverCap(Exception):
     """Buffering the next read would put the listener's partial frames over their cap."""
 
     def __init__(self, buffered: int, read: int, budget: PartialFrameBudget) -> None:
-        super().__init__(f"its partial frame of {buffered + read} bytes would put the partial frames of all "
-                         f"connections ({budget.used} bytes held) over {budget.limit} bytes")
+        super().__init__(
+            f"its partial frame of {buffered + read} bytes would put the partial frames of all "
+            f"connections ({budget.used} bytes held) over {budget.limit} bytes"
+        )
 
 
 class PartialFrameBudget:
@@ -75,8 +77,14 @@ class PartialFrameBudget:
 
 
 class Channel:
-    def __init__(self, stream: trio.abc.Stream, *, max_frame: int | None = None,
-                 budget: PartialFrameBudget | None = None, head: bytes = b"") -> None:
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        max_frame: int | None = None,
+        budget: PartialFrameBudget | None = None,
+        head: bytes = b"",
+    ) -> None:
         """`head`: bytes already read from `stream` (a listener's peek), received before the stream's own."""
         self.stream = stream
         self._head = head
@@ -114,8 +122,9 @@ class Channel:
         finally:
             lock.release()
 
-    async def receive(self, *, idle_timeout: float = math.inf,
-                      read_timeout: float = math.inf) -> RemotingCommand | None:
+    async def receive(
+        self, *, idle_timeout: float = math.inf, read_timeout: float = math.inf
+    ) -> RemotingCommand | None:
         """The next command from the peer; None at a clean end of stream.
 
         Waits at most `idle_timeout` seconds for a frame to begin and, once
@@ -145,7 +154,9 @@ class Channel:
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         data = b""
             if data is None:
-                raise ReceiveTimeout(bool(buffered), buffered, read_timeout if buffered else idle_timeout)
+                raise ReceiveTimeout(
+                    bool(buffered), buffered, read_timeout if buffered else idle_timeout
+                )
             if not data:
                 self.conn.receive_data(b"")  # the next round raises if the peer left mid-frame
                 continue

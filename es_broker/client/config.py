@@ -46,7 +46,9 @@ class ProducerConfig:
     max_message_size: int = 4 * 1024 * 1024  # maxMessageSize
 
 
-def client_config_with(config: ClientConfig | None, credentials: Credentials | None) -> ClientConfig:
+def client_config_with(
+    config: ClientConfig | None, credentials: Credentials | None
+) -> ClientConfig:
     """`config` (or the defaults) with `credentials`, which the `credentials=` keywords give.
 
     Credentials given both ways must be the same ones: two accounts for one
@@ -56,7 +58,9 @@ def client_config_with(config: ClientConfig | None, credentials: Credentials | N
     if credentials is None or config.credentials == credentials:
         return config
     if config.credentials is not None:
-        raise ValueError("credentials given twice, differently: as credentials= and in the ClientConfig")
+        raise ValueError(
+            "credentials given twice, differently: as credentials= and in the ClientConfig"
+        )
     return dataclasses.replace(config, credentials=credentials)
 
 

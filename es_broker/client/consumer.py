@@ -79,7 +79,9 @@ class ConsumeFromWhere(Enum):
     CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
     CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
     CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST"
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = (
+        "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST"
+    )
     CONSUME_FROM_MIN_OFFSET = "CONSUME_FROM_MIN_OFFSET"
     CONSUME_FROM_MAX_OFFSET = "CONSUME_FROM_MAX_OFFSET"
 
@@ -130,8 +132,13 @@ def build_subscription(topic: str, expression: str | None) -> SubscriptionData:
     if text in ("", "*"):
         return SubscriptionData(topic=topic, sub_string="*", sub_version=now_ms)
     tags = tuple(dict.fromkeys(t.strip() for t in text.split("||") if t.strip()))
-    return SubscriptionData(topic=topic, sub_string=text, tags_set=tags,
-                            code_set=tuple(tag_hash(t) for t in tags), sub_version=now_ms)
+    return SubscriptionData(
+        topic=topic,
+        sub_string=text,
+        tags_set=tags,
+        code_set=tuple(tag_hash(t) for t in tags),
+        sub_version=now_ms,
+    )
 
 
 def parse_consume_timestamp(text: str) -> int:
@@ -149,26 +156,41 @@ class PushConsumer(Service):
     offset commits, send-backs and its inner producer's re-sends.
     """
 
-    def __init__(self, namesrv_addr: str, group: str, handler: Handler, *,
-                 subscriptions: Mapping[str, str] | None = None,
-                 message_model: MessageModel = MessageModel.CLUSTERING,
-                 consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                 consume_timestamp: str | None = None,
-                 instance_name: str | None = None, client_ip: str | None = None,
-                 config: PushConsumerConfig | None = None, client_config: ClientConfig | None = None,
-                 instance: ClientInstance | None = None, credentials: Credentials | None = None) -> None:
+    def __init__(
+        self,
+        namesrv_addr: str,
+        group: str,
+        handler: Handler,
+        *,
+        subscriptions: Mapping[str, str] | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: str | None = None,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
+        config: PushConsumerConfig | None = None,
+        client_config: ClientConfig | None = None,
+        instance: ClientInstance | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.group = group
         self.handler = handler
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp = consume_timestamp or default_consume_timestamp()
-        parse_consume_timestamp(self.consume_timestamp)  # a bad one fails here, not at the first rebalance
+        parse_consume_timestamp(
+            self.consume_timestamp
+        )  # a bad one fails here, not at the first rebalance
         self.config = config or PushConsumerConfig()
         if instance is not None:
             instance.check_credentials(credentials)
-        self.instance = instance or ClientInstance(namesrv_addr, instance_name=instance_name,
-                                                   client_ip=client_ip, config=client_config,
-                                                   credentials=credentials)
+        self.instance = instance or ClientInstance(
+            namesrv_addr,
+            instance_name=instance_name,
+            client_ip=client_ip,
+            config=client_config,
+            credentials=credentials,
+        )
         self._subscriptions: dict[str, SubscriptionData] = {}
         for topic, expression in (subscriptions or {}).items():
             self._subscriptions[topic] = build_subscription(topic, expression)
@@ -186,7 +208,9 @@ class PushConsumer(Service):
         self._resumed.set()
         self._allocation_event = trio.Event()
         # Java's consume thread pool: consumeThreadMax workers take the consume requests in order.
-        self._consume_requests, self._consume_queue = trio.open_memory_channel[ConsumeRequest](math.inf)
+        self._consume_requests, self._consume_queue = trio.open_memory_channel[ConsumeRequest](
+            math.inf
+        )
         self._started = False
 
     # ------------------------------------------------------------------ public view
@@ -209,8 +233,11 @@ class PushConsumer(Service):
 
     def assigned_queues(self, topic: str | None = None) -> frozenset[MessageQueue]:
         """The queues this client holds now (not dropped), optionally of one topic."""
-        return frozenset(mq for mq, pq in self._process_queues.items()
-                         if not pq.dropped and (topic is None or mq.topic == topic))
+        return frozenset(
+            mq
+            for mq, pq in self._process_queues.items()
+            if not pq.dropped and (topic is None or mq.topic == topic)
+        )
 
     @property
     def allocation_event(self) -> trio.Event:
@@ -221,7 +248,9 @@ class PushConsumer(Service):
     async def start(self, nursery: trio.Nursery) -> None:
         """Connect, announce the group, rebalance once; pulling and timers then run in `nursery`."""
         if self.message_model == MessageModel.CLUSTERING:
-            self._subscriptions[retry_topic(self.group)] = build_subscription(retry_topic(self.group), "*")  # B-55
+            self._subscriptions[retry_topic(self.group)] = build_subscription(
+                retry_topic(self.group), "*"
+            )  # B-55
         self.instance.register_consumer(self)
         try:
             await self.instance.acquire(nursery)
@@ -230,19 +259,25 @@ class PushConsumer(Service):
             raise
         try:
             if self.message_model == MessageModel.CLUSTERING:
-                self._offset_store = RemoteBrokerOffsetStore(self.instance, self.group,
-                                                             self.config.offset_rpc_timeout)
+                self._offset_store = RemoteBrokerOffsetStore(
+                    self.instance, self.group, self.config.offset_rpc_timeout
+                )
                 # One inner producer per client instance (Java's CLIENT_INNER_PRODUCER), for send-back re-sends.
                 shared = self.instance.producer(CLIENT_INNER_PRODUCER_GROUP)
                 if isinstance(shared, Producer):
                     self._inner_producer = shared
                 else:
-                    self._inner_producer = Producer(";".join(self.instance.namesrv_addrs),
-                                                    CLIENT_INNER_PRODUCER_GROUP, instance=self.instance)
+                    self._inner_producer = Producer(
+                        ";".join(self.instance.namesrv_addrs),
+                        CLIENT_INNER_PRODUCER_GROUP,
+                        instance=self.instance,
+                    )
                     await self._inner_producer.start(nursery)
                     self._owns_inner_producer = True
             else:
-                self._offset_store = LocalFileOffsetStore(self.config.offset_store_dir, self.client_id, self.group)
+                self._offset_store = LocalFileOffsetStore(
+                    self.config.offset_store_dir, self.client_id, self.group
+                )
             await self._offset_store.load()
             await self._tasks.start(nursery)
             self._started = True
@@ -303,12 +338,21 @@ class PushConsumer(Service):
         table = {}
         for mq, pq in self._process_queues.items():
             table[mq] = ProcessQueueInfo(
-                commit_offset=offsets.get(mq, -1), cached_msg_count=pq.msg_count,
-                cached_msg_size_in_mi_b=pq.msg_size // (1024 * 1024), droped=pq.dropped)
+                commit_offset=offsets.get(mq, -1),
+                cached_msg_count=pq.msg_count,
+                cached_msg_size_in_mi_b=pq.msg_size // (1024 * 1024),
+                droped=pq.dropped,
+            )
         return ConsumerRunningInfo(
-            properties={"consumeType": "CONSUME_PASSIVELY", "messageModel": self.message_model.value,
-                        "consumeFromWhere": self.consume_from_where.value, "clientId": self.client_id},
-            subscription_set=tuple(self._subscriptions.values()), mq_table=table)
+            properties={
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": self.message_model.value,
+                "consumeFromWhere": self.consume_from_where.value,
+                "clientId": self.client_id,
+            },
+            subscription_set=tuple(self._subscriptions.values()),
+            mq_table=table,
+        )
 
     # ------------------------------------------------------------------ rebalance
     async def _rebalance_loop(self) -> None:
@@ -354,14 +398,17 @@ class PushConsumer(Service):
             # heartbeat first.
             sub = self._subscriptions.get(topic)
             if sub is not None:
-                self._subscriptions[topic] = dataclasses.replace(sub, sub_version=int(time.time() * 1000))
+                self._subscriptions[topic] = dataclasses.replace(
+                    sub, sub_version=int(time.time() * 1000)
+                )
             await self.instance.send_heartbeat_to_all_brokers()
             self._allocation_changed()
         for mq, pq, offset in new_pulls:
             self._tasks.start_soon(self._pull_loop, mq, pq, offset)
 
     async def _update_process_queue_table(
-            self, topic: str, allocated: set[MessageQueue]) -> tuple[bool, list[tuple[MessageQueue, ProcessQueue, int]]]:
+        self, topic: str, allocated: set[MessageQueue]
+    ) -> tuple[bool, list[tuple[MessageQueue, ProcessQueue, int]]]:
         changed = False
         for mq, pq in list(self._process_queues.items()):
             if mq.topic != topic:
@@ -415,8 +462,11 @@ class PushConsumer(Service):
         if where == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
             if is_retry:
                 return await self._position(mq, RequestCode.GET_MAX_OFFSET, {})
-            return await self._position(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                                        {"timestamp": parse_consume_timestamp(self.consume_timestamp)})
+            return await self._position(
+                mq,
+                RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                {"timestamp": parse_consume_timestamp(self.consume_timestamp)},
+            )
         return 0 if is_retry else await self._position(mq, RequestCode.GET_MAX_OFFSET, {})
 
     async def _position(self, mq: MessageQueue, code: int, extra: dict[str, object]) -> int:
@@ -428,8 +478,9 @@ class PushConsumer(Service):
         if addr is None:
             raise ClientError(f"The broker[{mq.broker_name}] not exist")
         fields = {"topic": mq.topic, "queueId": mq.queue_id, **extra}
-        response = await self.instance.invoke(addr, self.instance.request(code, fields),
-                                              self.config.offset_rpc_timeout)
+        response = await self.instance.invoke(
+            addr, self.instance.request(code, fields), self.config.offset_rpc_timeout
+        )
         if response.code != ResponseCode.SUCCESS:
             raise BrokerRefused(response.code, response.remark, addr)
         return response.require_long("offset")
@@ -443,9 +494,14 @@ class PushConsumer(Service):
                     await self._resumed.wait()
                     continue
                 pq.last_pull_time = time.monotonic()
-                if (pq.msg_count > cfg.pull_threshold_for_queue or pq.msg_size > cfg.pull_threshold_size_for_queue
-                        or pq.max_span() > cfg.consume_concurrently_max_span):
-                    await trio.sleep(cfg.pull_time_delay_when_flow_control)  # local flow control (B-42)
+                if (
+                    pq.msg_count > cfg.pull_threshold_for_queue
+                    or pq.msg_size > cfg.pull_threshold_size_for_queue
+                    or pq.max_span() > cfg.consume_concurrently_max_span
+                ):
+                    await trio.sleep(
+                        cfg.pull_time_delay_when_flow_control
+                    )  # local flow control (B-42)
                     continue
                 sub = self._subscriptions.get(mq.topic)
                 if sub is None:
@@ -455,8 +511,11 @@ class PushConsumer(Service):
                     result = await self._pull(mq, sub, next_offset)
                 except BrokerRefused as exc:
                     log.info("pull %s at %d: %s", mq, next_offset, exc)
-                    await trio.sleep(cfg.pull_time_delay_when_broker_flow_control
-                                     if exc.code == ResponseCode.FLOW_CONTROL else cfg.pull_time_delay_when_exception)
+                    await trio.sleep(
+                        cfg.pull_time_delay_when_broker_flow_control
+                        if exc.code == ResponseCode.FLOW_CONTROL
+                        else cfg.pull_time_delay_when_exception
+                    )
                     continue
                 except (RemotingError, ClientError) as exc:
                     log.info("pull %s at %d: %s", mq, next_offset, exc)
@@ -485,7 +544,11 @@ class PushConsumer(Service):
             commit_offset = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
             if commit_offset > 0:  # B-31: only a positive in-memory offset is piggybacked
                 sys_flag |= PULL_COMMIT_OFFSET
-        expression = sub.sub_string if cfg.post_subscription_when_pull and not sub.class_filter_mode else None
+        expression = (
+            sub.sub_string
+            if cfg.post_subscription_when_pull and not sub.class_filter_mode
+            else None
+        )
         if expression is not None:
             sys_flag |= PULL_SUBSCRIPTION
         broker_id = self._pull_from_which_node.get(mq, 0)
@@ -498,22 +561,43 @@ class PushConsumer(Service):
         if found.slave:
             sys_flag &= ~PULL_COMMIT_OFFSET  # a slave never stores it (B-118)
         fields = {
-            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
-            "maxMsgNums": cfg.pull_batch_size, "sysFlag": sys_flag, "commitOffset": commit_offset,
-            "suspendTimeoutMillis": cfg.broker_suspend_max_time_millis, "subscription": expression,
-            "subVersion": sub.sub_version, "expressionType": sub.expression_type,
+            "consumerGroup": self.group,
+            "topic": mq.topic,
+            "queueId": mq.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": cfg.pull_batch_size,
+            "sysFlag": sys_flag,
+            "commitOffset": commit_offset,
+            "suspendTimeoutMillis": cfg.broker_suspend_max_time_millis,
+            "subscription": expression,
+            "subVersion": sub.sub_version,
+            "expressionType": sub.expression_type,
         }
-        response = await self.instance.invoke(found.addr, self.instance.request(RequestCode.PULL_MESSAGE, fields),
-                                              cfg.consumer_timeout_when_suspend)
+        response = await self.instance.invoke(
+            found.addr,
+            self.instance.request(RequestCode.PULL_MESSAGE, fields),
+            cfg.consumer_timeout_when_suspend,
+        )
         status = _PULL_STATUS.get(response.code)
         if status is None:
             raise BrokerRefused(response.code, response.remark, found.addr)
-        min_offset, max_offset = response.require_long("minOffset"), response.require_long("maxOffset")
+        min_offset, max_offset = (
+            response.require_long("minOffset"),
+            response.require_long("maxOffset"),
+        )
         messages: tuple[ReceivedMessage, ...] = ()
         if status == PullStatus.FOUND:
-            messages = tuple(decode_pull_body(response.body, mq, frozenset(sub.tags_set), min_offset, max_offset))
-        return PullResult(status, response.require_long("nextBeginOffset"), min_offset, max_offset,
-                          response.get_long("suggestWhichBrokerId", 0) or 0, messages)
+            messages = tuple(
+                decode_pull_body(response.body, mq, frozenset(sub.tags_set), min_offset, max_offset)
+            )
+        return PullResult(
+            status,
+            response.require_long("nextBeginOffset"),
+            min_offset,
+            max_offset,
+            response.get_long("suggestWhichBrokerId", 0) or 0,
+            messages,
+        )
 
     async def _correct_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """B-67: after the delay, take the broker's corrected offset and let the next rebalance restart."""
@@ -526,7 +610,9 @@ class PushConsumer(Service):
             self._allocation_changed()
 
     # ------------------------------------------------------------------ consuming
-    def _submit_consume(self, msgs: Sequence[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
+    def _submit_consume(
+        self, msgs: Sequence[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue
+    ) -> None:
         """One consume request per consumeMessageBatchMaxSize messages, to the workers' queue."""
         size = max(1, self.config.consume_message_batch_max_size)
         submit = self._consume_requests.send_nowait
@@ -535,13 +621,15 @@ class PushConsumer(Service):
                 submit(([msg], pq, mq))
         else:
             for i in range(0, len(msgs), size):
-                submit((list(msgs[i:i + size]), pq, mq))
+                submit((list(msgs[i : i + size]), pq, mq))
 
     async def _consume_worker(self) -> None:
         async for msgs, pq, mq in self._consume_queue:
             await self._consume(msgs, pq, mq)
 
-    async def _consume(self, msgs: list[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
+    async def _consume(
+        self, msgs: list[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue
+    ) -> None:
         if pq.dropped:
             return
         msgs = [self._with_original_topic(m) for m in msgs]
@@ -563,17 +651,22 @@ class PushConsumer(Service):
             return dataclasses.replace(msg, topic=original)
         return msg
 
-    async def _process_consume_result(self, result: ConsumeResult, msgs: list[ReceivedMessage],
-                                      pq: ProcessQueue, mq: MessageQueue) -> None:
+    async def _process_consume_result(
+        self, result: ConsumeResult, msgs: list[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue
+    ) -> None:
         failed = msgs if result == ConsumeResult.RECONSUME_LATER else []
         if failed and self.message_model == MessageModel.BROADCASTING:
             for msg in failed:
-                log.warning("BROADCASTING, the message %s consume failed, drop it", msg.msg_id)  # B-87
+                log.warning(
+                    "BROADCASTING, the message %s consume failed, drop it", msg.msg_id
+                )  # B-87
         elif failed:
             back_failed = []
             for msg in failed:
                 if not await self._send_message_back(msg, 0, mq.broker_name):
-                    back_failed.append(dataclasses.replace(msg, reconsume_times=msg.reconsume_times + 1))
+                    back_failed.append(
+                        dataclasses.replace(msg, reconsume_times=msg.reconsume_times + 1)
+                    )
             if back_failed:
                 # They stay held, so the committed offset waits for them (B-89).
                 kept = {m.queue_offset for m in back_failed}
@@ -583,24 +676,37 @@ class PushConsumer(Service):
         if offset >= 0 and not pq.dropped:
             self.offset_store.update_offset(mq, offset, increase_only=True)
 
-    async def _consume_later(self, msgs: list[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
+    async def _consume_later(
+        self, msgs: list[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue
+    ) -> None:
         await trio.sleep(self.config.consume_later_delay)
         self._submit_consume(msgs, pq, mq)
 
-    async def _send_message_back(self, msg: ReceivedMessage, delay_level: int, broker_name: str | None) -> bool:
+    async def _send_message_back(
+        self, msg: ReceivedMessage, delay_level: int, broker_name: str | None
+    ) -> bool:
         """CONSUMER_SEND_MSG_BACK (B-88); if refused, re-send to %RETRY%G as a producer (B-89)."""
-        addr = (self.instance.find_broker_address_in_publish(broker_name) if broker_name
-                else f"{msg.store_host[0]}:{msg.store_host[1]}")
+        addr = (
+            self.instance.find_broker_address_in_publish(broker_name)
+            if broker_name
+            else f"{msg.store_host[0]}:{msg.store_host[1]}"
+        )
         if addr is not None:
             fields = {
-                "offset": msg.commit_log_offset, "group": self.group, "delayLevel": delay_level,
-                "originMsgId": msg.msg_id, "originTopic": msg.topic, "unitMode": False,
+                "offset": msg.commit_log_offset,
+                "group": self.group,
+                "delayLevel": delay_level,
+                "originMsgId": msg.msg_id,
+                "originTopic": msg.topic,
+                "unitMode": False,
                 "maxReconsumeTimes": self.config.max_reconsume_times,
             }
             try:
                 response = await self.instance.invoke(
-                    addr, self.instance.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields),
-                    self.config.send_back_timeout)
+                    addr,
+                    self.instance.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields),
+                    self.config.send_back_timeout,
+                )
             except RemotingError as exc:
                 log.info("send back %s failed: %s", msg.msg_id, exc)
             else:
@@ -614,7 +720,9 @@ class PushConsumer(Service):
         props[RETRY_TOPIC] = msg.topic
         props[RECONSUME_TIME] = str(msg.reconsume_times + 1)
         props[MAX_RECONSUME_TIMES] = str(self.config.max_reconsume_times)
-        retry = Message(msg.body, properties=props, flag=msg.flag, delay_level=3 + msg.reconsume_times)
+        retry = Message(
+            msg.body, properties=props, flag=msg.flag, delay_level=3 + msg.reconsume_times
+        )
         try:
             await self._inner_producer.send_message(retry_topic(self.group), retry)
         except (RemotingError, ClientError) as exc:
@@ -643,7 +751,9 @@ class PushConsumer(Service):
                 for mq in list(self._process_queues):
                     if mq.topic == topic and mq in table:
                         self.offset_store.update_offset(mq, table[mq], increase_only=False)
-                        await self._remove_unnecessary_queue(mq, oneway=self.config.reset_persist_oneway)
+                        await self._remove_unnecessary_queue(
+                            mq, oneway=self.config.reset_persist_oneway
+                        )
                         del self._process_queues[mq]
                         self._allocation_changed()
         finally:

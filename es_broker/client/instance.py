@@ -107,9 +107,15 @@ class ClientInstance:
     signed, as the Java client's AclClientRPCHook signs them.
     """
 
-    def __init__(self, namesrv_addr: str, *, instance_name: str | None = None,
-                 client_ip: str | None = None, config: ClientConfig | None = None,
-                 credentials: Credentials | None = None) -> None:
+    def __init__(
+        self,
+        namesrv_addr: str,
+        *,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
+        config: ClientConfig | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise ValueError("no name server address given")
@@ -137,8 +143,10 @@ class ClientInstance:
     def check_credentials(self, credentials: Credentials | None) -> None:
         """Refuse a member's own credentials when they are not this shared instance's."""
         if credentials is not None and credentials != self.config.credentials:
-            raise ValueError(f"credentials belong to the client instance {self.client_id}: give them to "
-                             f"ClientInstance (credentials=...), not to one of its members")
+            raise ValueError(
+                f"credentials belong to the client instance {self.client_id}: give them to "
+                f"ClientInstance (credentials=...), not to one of its members"
+            )
 
     # ------------------------------------------------------------------ life cycle
     async def acquire(self, nursery: trio.Nursery) -> None:
@@ -158,12 +166,18 @@ class ClientInstance:
             await self._tasks.stop()
             self._remoting = None
 
-    async def _open_remoting(self, *, task_status: trio.TaskStatus[RemotingClient] = trio.TASK_STATUS_IGNORED) -> None:
+    async def _open_remoting(
+        self, *, task_status: trio.TaskStatus[RemotingClient] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         # The connections' read loops live in a nursery of their own, so that
         # stopping the instance closes them after every other task is gone.
         async with trio.open_nursery() as nursery:
-            client = RemotingClient(nursery, on_request=self._on_request, credentials=self.config.credentials,
-                                    tls=client_tls(self.config))
+            client = RemotingClient(
+                nursery,
+                on_request=self._on_request,
+                credentials=self.config.credentials,
+                tls=client_tls(self.config),
+            )
             task_status.started(client)
             try:
                 await trio.sleep_forever()
@@ -180,12 +194,16 @@ class ClientInstance:
     # ------------------------------------------------------------------ members
     def register_producer(self, member: ProducerMember) -> None:
         if member.group in self._producers:
-            raise ValueError(f"producer group {member.group} is already registered in {self.client_id}")
+            raise ValueError(
+                f"producer group {member.group} is already registered in {self.client_id}"
+            )
         self._producers[member.group] = member
 
     def register_consumer(self, member: ConsumerMember) -> None:
         if member.group in self._consumers:
-            raise ValueError(f"consumer group {member.group} is already registered in {self.client_id}")
+            raise ValueError(
+                f"consumer group {member.group} is already registered in {self.client_id}"
+            )
         self._consumers[member.group] = member
 
     def producer(self, group: str) -> ProducerMember | None:
@@ -212,14 +230,23 @@ class ClientInstance:
 
     # ------------------------------------------------------------------ requests
     @staticmethod
-    def request(code: int, fields: Mapping[str, object] | None = None, body: bytes = b"", *,
-                oneway: bool = False) -> RemotingCommand:
+    def request(
+        code: int,
+        fields: Mapping[str, object] | None = None,
+        body: bytes = b"",
+        *,
+        oneway: bool = False,
+    ) -> RemotingCommand:
         """A request as this client sends it."""
         return request(code, fields, body, oneway=oneway, language=LANGUAGE)
 
-    async def invoke(self, addr: str, command: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+    async def invoke(
+        self, addr: str, command: RemotingCommand, timeout: float | None = None
+    ) -> RemotingCommand:
         """Send a request and wait for its answer; raises RemotingError."""
-        return await self.remoting.invoke(addr, command, self.config.rpc_timeout if timeout is None else timeout)
+        return await self.remoting.invoke(
+            addr, command, self.config.rpc_timeout if timeout is None else timeout
+        )
 
     async def invoke_oneway(self, addr: str, command: RemotingCommand) -> None:
         await self.remoting.invoke_oneway(addr, command)
@@ -230,7 +257,9 @@ class ClientInstance:
         for _ in range(len(self.namesrv_addrs)):
             addr = self.namesrv_addrs[self._namesrv_index]
             try:
-                response = await self.invoke(addr, self.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+                response = await self.invoke(
+                    addr, self.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+                )
             except RemotingError as exc:
                 log.warning("name server %s: %s", addr, exc)
                 self._namesrv_index = (self._namesrv_index + 1) % len(self.namesrv_addrs)
@@ -300,8 +329,12 @@ class ClientInstance:
         Java's cleanOfflineBroker: without it, heartbeats would go on to a
         dead address, and a pull suggested to its broker id would go there too.
         """
-        listed = {addr for route in self.routes.values() for data in route.broker_datas
-                  for addr in data.broker_addrs.values()}
+        listed = {
+            addr
+            for route in self.routes.values()
+            for data in route.broker_datas
+            for addr in data.broker_addrs.values()
+        }
         for name, addrs in list(self.broker_addrs.items()):
             alive = {broker_id: addr for broker_id, addr in addrs.items() if addr in listed}
             if alive:
@@ -314,8 +347,9 @@ class ClientInstance:
         """The master's address, or None."""
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
 
-    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
-                                         only_this_broker: bool) -> FoundBroker | None:
+    def find_broker_address_in_subscribe(
+        self, broker_name: str, broker_id: int, only_this_broker: bool
+    ) -> FoundBroker | None:
         """Java's findBrokerAddressInSubscribe: that id, else id + 1 for a slave, else any (B-117)."""
         addrs = self.broker_addrs.get(broker_name)
         if not addrs:
@@ -348,8 +382,9 @@ class ClientInstance:
         if addr is None:
             return None
         try:
-            response = await self.invoke(addr, self.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                                                            {"consumerGroup": group}))
+            response = await self.invoke(
+                addr, self.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+            )
         except RemotingError as exc:
             log.warning("consumer list of %s from %s: %s", group, addr, exc)
             return None
@@ -385,12 +420,20 @@ class ClientInstance:
                     if not self._consumers and broker_id != MASTER_ID:
                         continue
                     try:
-                        response = await self.invoke(addr, self.request(RequestCode.HEART_BEAT, {}, body))
+                        response = await self.invoke(
+                            addr, self.request(RequestCode.HEART_BEAT, {}, body)
+                        )
                     except RemotingError as exc:
                         log.warning("heartbeat to %s (%s) failed: %s", name, addr, exc)
                         continue
                     if response.code != ResponseCode.SUCCESS:
-                        log.warning("heartbeat to %s (%s): %s %s", name, addr, response.code, response.remark)
+                        log.warning(
+                            "heartbeat to %s (%s): %s %s",
+                            name,
+                            addr,
+                            response.code,
+                            response.remark,
+                        )
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -400,7 +443,9 @@ class ClientInstance:
             await self.send_heartbeat_to_all_brokers()
 
     # ------------------------------------------------------------------ broker -> client
-    async def _on_request(self, channel: Channel, command: RemotingCommand) -> RemotingCommand | None:
+    async def _on_request(
+        self, channel: Channel, command: RemotingCommand
+    ) -> RemotingCommand | None:
         """Requests a broker sends us (remoting spec 7.7)."""
         code = command.code
         if code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
@@ -413,13 +458,19 @@ class ClientInstance:
         if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
             consumer = self._consumers.get(command.get_str("consumerGroup") or "")
             if consumer is None:
-                return response_to(command, ResponseCode.SYSTEM_ERROR,
-                                   f"The Consumer Group <{command.get_str('consumerGroup')}> not exist in this consumer")
+                return response_to(
+                    command,
+                    ResponseCode.SYSTEM_ERROR,
+                    f"The Consumer Group <{command.get_str('consumerGroup')}> not exist in this consumer",
+                )
             return response_to(command, ResponseCode.SUCCESS, body=consumer.running_info().encode())
         if command.is_oneway:
             return None
-        return response_to(command, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                           f"The request code {code} is not supported by this client")
+        return response_to(
+            command,
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            f"The request code {code} is not supported by this client",
+        )
 
     def _reset_requested(self, command: RemotingCommand) -> None:
         topic, group = command.get_str("topic"), command.get_str("group")
@@ -434,7 +485,8 @@ class ClientInstance:
             return
         self._tasks.start_soon(self._reset_one_at_a_time, consumer, topic, table)
 
-    async def _reset_one_at_a_time(self, consumer: ConsumerMember, topic: str,
-                                   table: Mapping[MessageQueue, int]) -> None:
+    async def _reset_one_at_a_time(
+        self, consumer: ConsumerMember, topic: str, table: Mapping[MessageQueue, int]
+    ) -> None:
         async with self._reset_lock:
             await consumer.reset_offset(topic, table)

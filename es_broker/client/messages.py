@@ -155,8 +155,9 @@ class ReceivedMessage:
         )
 
 
-def decode_pull_body(body: bytes, queue: MessageQueue, tags_set: frozenset[str],
-                     min_offset: int, max_offset: int) -> list[ReceivedMessage]:
+def decode_pull_body(
+    body: bytes, queue: MessageQueue, tags_set: frozenset[str], min_offset: int, max_offset: int
+) -> list[ReceivedMessage]:
     """The messages of a FOUND pull, re-filtered by tag string and marked with the queue bounds.
 
     The broker filters by tag hash only, so a hash collision can let a foreign
@@ -173,12 +174,24 @@ def decode_pull_body(body: bytes, queue: MessageQueue, tags_set: frozenset[str],
         props = stored.properties
         if tags_set and props.get(TAGS) not in tags_set:
             continue
-        out.append(ReceivedMessage(
-            stored.topic, stored.uncompressed_body(), {**props, **bounds}, queue, stored.queue_offset,
-            stored.physical_offset, offset_msg_id(stored.store_host, stored.physical_offset),
-            stored.reconsume_times, stored.flag, stored.sys_flag, stored.born_timestamp,
-            stored.store_timestamp, stored.born_host, stored.store_host,
-        ))
+        out.append(
+            ReceivedMessage(
+                stored.topic,
+                stored.uncompressed_body(),
+                {**props, **bounds},
+                queue,
+                stored.queue_offset,
+                stored.physical_offset,
+                offset_msg_id(stored.store_host, stored.physical_offset),
+                stored.reconsume_times,
+                stored.flag,
+                stored.sys_flag,
+                stored.born_timestamp,
+                stored.store_timestamp,
+                stored.born_host,
+                stored.store_host,
+            )
+        )
     return out
 
 
@@ -219,7 +232,11 @@ class UniqIdGenerator:
             packed_ip = socket.inet_aton(ip)
         except OSError:
             packed_ip = bytes(4)
-        fix = packed_ip + struct.pack(">H", os.getpid() & 0xFFFF) + random.getrandbits(32).to_bytes(4, "big")
+        fix = (
+            packed_ip
+            + struct.pack(">H", os.getpid() & 0xFFFF)
+            + random.getrandbits(32).to_bytes(4, "big")
+        )
         self._fix = fix.hex().upper()
         self._counter = itertools.count(random.randrange(1 << 16))
         self._lock = threading.Lock()  # the sync wrapper may call from another thread
@@ -236,6 +253,8 @@ class UniqIdGenerator:
 
 
 def _month_bounds(now: float) -> tuple[int, int]:
-    local = datetime.datetime.fromtimestamp(now).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    local = datetime.datetime.fromtimestamp(now).replace(
+        day=1, hour=0, minute=0, second=0, microsecond=0
+    )
     following = (local + datetime.timedelta(days=32)).replace(day=1)
     return int(local.timestamp() * 1000), int(following.timestamp() * 1000)

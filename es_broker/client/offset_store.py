@@ -91,7 +91,10 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         fields = {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id}
         try:
             response = await self.instance.invoke(
-                found.addr, self.instance.request(RequestCode.QUERY_CONSUMER_OFFSET, fields), self.timeout)
+                found.addr,
+                self.instance.request(RequestCode.QUERY_CONSUMER_OFFSET, fields),
+                self.timeout,
+            )
         except RemotingError as exc:
             log.warning("query offset of %s: %s", mq, exc)
             return UNKNOWN
@@ -129,14 +132,24 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         if found is None:
             log.warning("no broker for %s, offset %d not persisted", mq, offset)
             return
-        fields = {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": offset}
+        fields = {
+            "consumerGroup": self.group,
+            "topic": mq.topic,
+            "queueId": mq.queue_id,
+            "commitOffset": offset,
+        }
         try:
             if oneway:
                 await self.instance.invoke_oneway(
-                    found.addr, self.instance.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields, oneway=True))
+                    found.addr,
+                    self.instance.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields, oneway=True),
+                )
             else:
                 await self.instance.invoke(
-                    found.addr, self.instance.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields), self.timeout)
+                    found.addr,
+                    self.instance.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields),
+                    self.timeout,
+                )
         except RemotingError as exc:
             log.warning("persist offset %d of %s: %s", offset, mq, exc)
 
@@ -161,7 +174,9 @@ class LocalFileOffsetStore(_MemoryTable):
 
     def __init__(self, directory: str | Path | None, client_id: str, group: str) -> None:
         super().__init__()
-        self.path = Path(directory or default_offset_store_dir()) / client_id / group / "offsets.json"
+        self.path = (
+            Path(directory or default_offset_store_dir()) / client_id / group / "offsets.json"
+        )
 
     async def load(self) -> None:
         self.table.update(await trio.to_thread.run_sync(self._read_file))
@@ -181,7 +196,9 @@ class LocalFileOffsetStore(_MemoryTable):
     async def persist_all(self, mqs: Collection[MessageQueue]) -> None:
         if not mqs:
             return
-        body = OffsetSerializeWrapper({mq: off for mq, off in self.table.items() if mq in mqs}).encode()
+        body = OffsetSerializeWrapper(
+            {mq: off for mq, off in self.table.items() if mq in mqs}
+        ).encode()
         await trio.to_thread.run_sync(self._write_file, body)
 
     async def persist(self, mq: MessageQueue, oneway: bool = True) -> None:

@@ -44,10 +44,16 @@ log = logging.getLogger(__name__)
 QueueSelector = Callable[[Sequence[MessageQueue]], MessageQueue]
 
 # Broker refusals Java retries on another queue (DefaultMQProducerImpl#sendDefaultImpl).
-RETRY_RESPONSE_CODES = frozenset({
-    ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
-    ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID, ResponseCode.NOT_IN_CURRENT_UNIT,
-})
+RETRY_RESPONSE_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+    }
+)
 _STORED = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
@@ -98,17 +104,29 @@ class Producer(Service):
     request of its client instance is signed.
     """
 
-    def __init__(self, namesrv_addr: str, group: str = DEFAULT_PRODUCER_GROUP, *,
-                 config: ProducerConfig | None = None, instance_name: str | None = None,
-                 client_ip: str | None = None, client_config: ClientConfig | None = None,
-                 instance: ClientInstance | None = None, credentials: Credentials | None = None) -> None:
+    def __init__(
+        self,
+        namesrv_addr: str,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        *,
+        config: ProducerConfig | None = None,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
+        client_config: ClientConfig | None = None,
+        instance: ClientInstance | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.group = group
         self.config = config or ProducerConfig()
         if instance is not None:
             instance.check_credentials(credentials)
-        self.instance = instance or ClientInstance(namesrv_addr, instance_name=instance_name,
-                                                   client_ip=client_ip, config=client_config,
-                                                   credentials=credentials)
+        self.instance = instance or ClientInstance(
+            namesrv_addr,
+            instance_name=instance_name,
+            client_ip=client_ip,
+            config=client_config,
+            credentials=credentials,
+        )
         self._publish: dict[str, tuple[MessageQueue, ...]] = {}
         self._have_route: set[str] = set()
         self._which_queue: dict[str, int] = {}
@@ -161,7 +179,9 @@ class Producer(Service):
         """The topic's writable queues as last looked up, without a lookup; () if none yet."""
         return self._publish.get(topic, ())
 
-    def select_queue(self, topic: str, queues: Sequence[MessageQueue], last_broker: str | None) -> MessageQueue:
+    def select_queue(
+        self, topic: str, queues: Sequence[MessageQueue], last_broker: str | None
+    ) -> MessageQueue:
         """Round robin; after a failure, the next queue of another broker if there is one."""
         index = self._which_queue.get(topic)
         if index is None:
@@ -178,9 +198,18 @@ class Producer(Service):
         return queues[index % len(queues)]
 
     # ------------------------------------------------------------------ sending
-    async def send(self, topic: str, body: bytes, tags: str | None = None,
-                   keys: str | Sequence[str] | None = None, properties: Mapping[str, str] | None = None, *,
-                   delay_level: int = 0, flag: int = 0, queue_selector: QueueSelector | None = None) -> SendResult:
+    async def send(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        *,
+        delay_level: int = 0,
+        flag: int = 0,
+        queue_selector: QueueSelector | None = None,
+    ) -> SendResult:
         """Send one message and wait until the broker stored it.
 
         `delay_level` (1..18) sets property DELAY; `queue_selector` picks the
@@ -189,31 +218,69 @@ class Producer(Service):
         message = Message(body, tags, keys, dict(properties or {}), flag, delay_level)
         return await self.send_message(topic, message, queue_selector=queue_selector)
 
-    async def send_message(self, topic: str, message: Message, *,
-                           queue_selector: QueueSelector | None = None) -> SendResult:
+    async def send_message(
+        self, topic: str, message: Message, *, queue_selector: QueueSelector | None = None
+    ) -> SendResult:
         """`send` for a prepared `Message`."""
         props = self.prepare(message)
-        result = await self._send(topic, message.body, props, message.flag, batch=False,
-                                  queue_selector=queue_selector, oneway=False, msg_id=props[UNIQ_KEY])
+        result = await self._send(
+            topic,
+            message.body,
+            props,
+            message.flag,
+            batch=False,
+            queue_selector=queue_selector,
+            oneway=False,
+            msg_id=props[UNIQ_KEY],
+        )
         assert result is not None
         return result
 
-    async def send_oneway(self, topic: str, body: bytes, tags: str | None = None,
-                          keys: str | Sequence[str] | None = None, properties: Mapping[str, str] | None = None,
-                          *, delay_level: int = 0, flag: int = 0,
-                          queue_selector: QueueSelector | None = None) -> None:
+    async def send_oneway(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        *,
+        delay_level: int = 0,
+        flag: int = 0,
+        queue_selector: QueueSelector | None = None,
+    ) -> None:
         """Send without waiting for the broker (one attempt, no result)."""
         message = Message(body, tags, keys, dict(properties or {}), flag, delay_level)
         props = self.prepare(message)
-        await self._send(topic, body, props, flag, batch=False, queue_selector=queue_selector, oneway=True,
-                         msg_id=props[UNIQ_KEY])
+        await self._send(
+            topic,
+            body,
+            props,
+            flag,
+            batch=False,
+            queue_selector=queue_selector,
+            oneway=True,
+            msg_id=props[UNIQ_KEY],
+        )
 
-    async def send_batch(self, topic: str, messages: Sequence[Message], *,
-                         queue_selector: QueueSelector | None = None) -> SendResult:
+    async def send_batch(
+        self,
+        topic: str,
+        messages: Sequence[Message],
+        *,
+        queue_selector: QueueSelector | None = None,
+    ) -> SendResult:
         """Send messages to one queue in one SEND_BATCH_MESSAGE; msg_id joins their UNIQ_KEYs."""
         body, ids = self.batch_body(topic, messages)
-        result = await self._send(topic, body, BATCH_PROPERTIES, 0, batch=True,
-                                  queue_selector=queue_selector, oneway=False, msg_id=ids)
+        result = await self._send(
+            topic,
+            body,
+            BATCH_PROPERTIES,
+            0,
+            batch=True,
+            queue_selector=queue_selector,
+            oneway=False,
+            msg_id=ids,
+        )
         assert result is not None
         return result
 
@@ -236,13 +303,25 @@ class Producer(Service):
         if len(message.body) == 0:
             raise ClientError("the message body is empty")
         if len(message.body) > self.config.max_message_size:
-            raise ClientError(f"the message body size over max value, MAX: {self.config.max_message_size}")
+            raise ClientError(
+                f"the message body size over max value, MAX: {self.config.max_message_size}"
+            )
         props = message.wire_properties()
         props.setdefault(UNIQ_KEY, self._ids.next_id())  # kept when re-sending a consumed message
         return props
 
-    async def _send(self, topic: str, body: bytes, props: dict[str, str], flag: int, *, batch: bool,
-                    queue_selector: QueueSelector | None, oneway: bool, msg_id: str) -> SendResult | None:
+    async def _send(
+        self,
+        topic: str,
+        body: bytes,
+        props: dict[str, str],
+        flag: int,
+        *,
+        batch: bool,
+        queue_selector: QueueSelector | None,
+        oneway: bool,
+        msg_id: str,
+    ) -> SendResult | None:
         if not self._started:
             raise ClientError("the producer is not started")
         deadline = trio.current_time() + self.config.send_msg_timeout
@@ -260,7 +339,9 @@ class Producer(Service):
                 break
             mq = self.select_queue(topic, queues, mq.broker_name if mq else None)
             try:
-                result = await self._send_kernel(mq, body, props, flag, batch, oneway, deadline, msg_id)
+                result = await self._send_kernel(
+                    mq, body, props, flag, batch, oneway, deadline, msg_id
+                )
             except (RemotingError, ClientError) as exc:
                 if not worth_another_try(exc):
                     raise
@@ -273,11 +354,23 @@ class Producer(Service):
 
     def retry_on_result(self, result: SendResult | None) -> bool:
         """Stored but not SEND_OK: another try only with retryAnotherBrokerWhenNotStoreOK."""
-        return (result is not None and result.status != SendStatus.SEND_OK
-                and self.config.retry_another_broker_when_not_store_ok)
+        return (
+            result is not None
+            and result.status != SendStatus.SEND_OK
+            and self.config.retry_another_broker_when_not_store_ok
+        )
 
-    async def _send_kernel(self, mq: MessageQueue, body: bytes, props: dict[str, str], flag: int,
-                           batch: bool, oneway: bool, deadline: float, msg_id: str) -> SendResult | None:
+    async def _send_kernel(
+        self,
+        mq: MessageQueue,
+        body: bytes,
+        props: dict[str, str],
+        flag: int,
+        batch: bool,
+        oneway: bool,
+        deadline: float,
+        msg_id: str,
+    ) -> SendResult | None:
         addr = self.instance.find_broker_address_in_publish(mq.broker_name)
         if addr is None:
             await self.find_publish_queues(mq.topic)
@@ -289,10 +382,19 @@ class Producer(Service):
             await self.instance.invoke_oneway(addr, command)
             return None
         timeout = max(deadline - trio.current_time(), 0.001)
-        return self.send_result(mq, await self.instance.invoke(addr, command, timeout), addr, msg_id)
+        return self.send_result(
+            mq, await self.instance.invoke(addr, command, timeout), addr, msg_id
+        )
 
-    def send_request(self, mq: MessageQueue, body: bytes, props: dict[str, str], flag: int,
-                     batch: bool, oneway: bool) -> RemotingCommand:
+    def send_request(
+        self,
+        mq: MessageQueue,
+        body: bytes,
+        props: dict[str, str],
+        flag: int,
+        batch: bool,
+        oneway: bool,
+    ) -> RemotingCommand:
         """The SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request for one queue (body compressed if large)."""
         sys_flag = 0
         if not batch and len(body) >= self.config.compress_msg_body_over_howmuch:
@@ -301,9 +403,18 @@ class Producer(Service):
         if props.get(TRAN_MSG, "").lower() == "true":
             sys_flag |= FLAG_TRANSACTION_PREPARED
         header: dict[str, object] = {
-            "a": self.group, "b": mq.topic, "c": "TBW102", "d": self.config.default_topic_queue_nums,
-            "e": mq.queue_id, "f": sys_flag, "g": int(time.time() * 1000), "h": flag,
-            "i": encode_properties(props).decode("utf-8"), "j": 0, "k": False, "m": batch,
+            "a": self.group,
+            "b": mq.topic,
+            "c": "TBW102",
+            "d": self.config.default_topic_queue_nums,
+            "e": mq.queue_id,
+            "f": sys_flag,
+            "g": int(time.time() * 1000),
+            "h": flag,
+            "i": encode_properties(props).decode("utf-8"),
+            "j": 0,
+            "k": False,
+            "m": batch,
         }
         if mq.topic.startswith(RETRY_PREFIX):
             # A consumer's re-send carries its counters in the header (B-89, B-95).
@@ -315,7 +426,9 @@ class Producer(Service):
         return self.instance.request(code, header, body, oneway=oneway)
 
     @staticmethod
-    def send_result(mq: MessageQueue, response: RemotingCommand, addr: str, msg_id: str) -> SendResult:
+    def send_result(
+        mq: MessageQueue, response: RemotingCommand, addr: str, msg_id: str
+    ) -> SendResult:
         """The SendResult of a broker's answer; BrokerRefused unless it stored the message."""
         status = _STORED.get(response.code)
         if status is None:
@@ -324,7 +437,9 @@ class Producer(Service):
             status=status,
             msg_id=msg_id,
             offset_msg_id=response.get_str("msgId", "") or "",
-            queue=MessageQueue(mq.topic, mq.broker_name, response.get_int("queueId", mq.queue_id) or 0),
+            queue=MessageQueue(
+                mq.topic, mq.broker_name, response.get_int("queueId", mq.queue_id) or 0
+            ),
             queue_offset=response.get_long("queueOffset", 0) or 0,
             region_id=response.get_str("MSG_REGION"),
         )

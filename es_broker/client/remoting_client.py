@@ -45,21 +45,31 @@ class RemotingClient:
     With `tls`, every connection is TLS (RocketMQ's useTLS), verified as the settings say.
     """
 
-    def __init__(self, nursery: trio.Nursery, on_request: RequestHandler | None = None, *,
-                 credentials: Credentials | None = None, tls: TlsClientSettings | None = None) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        on_request: RequestHandler | None = None,
+        *,
+        credentials: Credentials | None = None,
+        tls: TlsClientSettings | None = None,
+    ) -> None:
         self._nursery = nursery
         self._channels: dict[str, Channel] = {}
         self._connecting: dict[str, trio.Event] = {}
         self.on_request = on_request
         self.credentials = credentials
         self.tls = tls
-        self._tls_context = tls.context() if tls is not None else None  # TlsSetupError at once, not per connect
+        self._tls_context = (
+            tls.context() if tls is not None else None
+        )  # TlsSetupError at once, not per connect
 
     def signed(self, command: RemotingCommand) -> RemotingCommand:
         """The command as it goes out: signed when the client has credentials."""
         if self.credentials is None:
             return command
-        return dataclasses.replace(command, ext_fields=self.credentials.sign(command.ext_fields, command.body))
+        return dataclasses.replace(
+            command, ext_fields=self.credentials.sign(command.ext_fields, command.body)
+        )
 
     async def channel(self, addr: str) -> Channel:
         """The open channel to addr, connecting once if needed."""
@@ -95,16 +105,21 @@ class RemotingClient:
         except ssl.SSLError as exc:
             raise RemotingError(f"TLS handshake with {addr} failed: {exc}") from None
         except trio.TooSlowError:
-            raise RemotingError(f"TLS handshake with {addr} failed: no answer within "
-                                f"{self.tls.handshake_timeout:g} s") from None
+            raise RemotingError(
+                f"TLS handshake with {addr} failed: no answer within "
+                f"{self.tls.handshake_timeout:g} s"
+            ) from None
 
-    async def invoke(self, addr: str, command: RemotingCommand,
-                     timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+    async def invoke(
+        self, addr: str, command: RemotingCommand, timeout: float = DEFAULT_TIMEOUT
+    ) -> RemotingCommand:
         channel = await self.channel(addr)
         try:
             return await channel.invoke(self.signed(command), timeout)
         except trio.TooSlowError:
-            raise RemotingError(f"no answer from {addr} within {timeout} s (code {command.code})") from None
+            raise RemotingError(
+                f"no answer from {addr} within {timeout} s (code {command.code})"
+            ) from None
         except ChannelClosed:
             raise RemotingError(f"connection to {addr} closed") from None
 

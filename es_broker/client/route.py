@@ -25,7 +25,8 @@ def subscribe_queues(topic: str, route: TopicRouteData) -> frozenset[MessageQueu
     """Readable queues 0..readQueueNums-1 of every broker (topicRouteData2TopicSubscribeInfo)."""
     return frozenset(
         MessageQueue(topic, qd.broker_name, q)
-        for qd in route.queue_datas if qd.perm & PERM_READ
+        for qd in route.queue_datas
+        if qd.perm & PERM_READ
         for q in range(qd.read_queue_nums)
     )
 
@@ -34,8 +35,11 @@ def from_default_route(route: TopicRouteData, queue_nums: int) -> TopicRouteData
     """The TBW102 route cut to the producer's defaultTopicQueueNums, used to auto-create a topic on send."""
     # Java takes both counts from the template's read queue count.
     queue_datas = tuple(
-        dataclasses.replace(qd, read_queue_nums=min(queue_nums, qd.read_queue_nums),
-                            write_queue_nums=min(queue_nums, qd.read_queue_nums))
+        dataclasses.replace(
+            qd,
+            read_queue_nums=min(queue_nums, qd.read_queue_nums),
+            write_queue_nums=min(queue_nums, qd.read_queue_nums),
+        )
         for qd in route.queue_datas
     )
     return dataclasses.replace(route, queue_datas=queue_datas)

@@ -41,7 +41,9 @@ class SyncProducer:
     connection of its own.
     """
 
-    def __init__(self, namesrv_addr: str, group: str = DEFAULT_PRODUCER_GROUP, **options: Any) -> None:
+    def __init__(
+        self, namesrv_addr: str, group: str = DEFAULT_PRODUCER_GROUP, **options: Any
+    ) -> None:
         self.producer = Producer(namesrv_addr, group, **options)
         self._token: trio.lowlevel.TrioToken | None = None
         self._stop: trio.Event | None = None
@@ -49,19 +51,26 @@ class SyncProducer:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._remoting: BlockingRemoting | None = None
-        self._select_lock = threading.Lock()  # the round-robin counter is shared by the calling threads
+        self._select_lock = (
+            threading.Lock()
+        )  # the round-robin counter is shared by the calling threads
 
     def start(self) -> None:
         """Start the trio thread and the producer in it; raises what the start raised."""
-        self._thread = threading.Thread(target=self._run_thread, name="rocketmq-producer", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run_thread, name="rocketmq-producer", daemon=True
+        )
         self._thread.start()
         self._ready.wait()
         if self._error is not None:
             self._thread.join()
             raise self._error
         config = self.producer.instance.config
-        self._remoting = BlockingRemoting(credentials=config.credentials, tls=client_tls(config),
-                                          connect_timeout=config.rpc_timeout)
+        self._remoting = BlockingRemoting(
+            credentials=config.credentials,
+            tls=client_tls(config),
+            connect_timeout=config.rpc_timeout,
+        )
 
     def _run_thread(self) -> None:
         with contextlib.suppress(BaseException):  # kept in self._error and raised by start()
@@ -88,42 +97,100 @@ class SyncProducer:
         return trio.from_thread.run(functools.partial(fn, *args, **kwargs), trio_token=self._token)
 
     # ------------------------------------------------------------------ sending
-    def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | Sequence[str] | None = None,
-             properties: Mapping[str, str] | None = None, *, delay_level: int = 0, flag: int = 0,
-             queue_selector: QueueSelector | None = None) -> SendResult:
+    def send(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        *,
+        delay_level: int = 0,
+        flag: int = 0,
+        queue_selector: QueueSelector | None = None,
+    ) -> SendResult:
         """Producer.send, blocking."""
         message = Message(body, tags, keys, dict(properties or {}), flag, delay_level)
         return self.send_message(topic, message, queue_selector=queue_selector)
 
-    def send_message(self, topic: str, message: Message, *,
-                     queue_selector: QueueSelector | None = None) -> SendResult:
+    def send_message(
+        self, topic: str, message: Message, *, queue_selector: QueueSelector | None = None
+    ) -> SendResult:
         """Producer.send_message, blocking."""
         props = self.producer.prepare(message)
-        result = self._send(topic, message.body, props, message.flag, batch=False,
-                            queue_selector=queue_selector, oneway=False, msg_id=props[UNIQ_KEY])
+        result = self._send(
+            topic,
+            message.body,
+            props,
+            message.flag,
+            batch=False,
+            queue_selector=queue_selector,
+            oneway=False,
+            msg_id=props[UNIQ_KEY],
+        )
         assert result is not None
         return result
 
-    def send_oneway(self, topic: str, body: bytes, tags: str | None = None,
-                    keys: str | Sequence[str] | None = None, properties: Mapping[str, str] | None = None,
-                    *, delay_level: int = 0, flag: int = 0, queue_selector: QueueSelector | None = None) -> None:
+    def send_oneway(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        *,
+        delay_level: int = 0,
+        flag: int = 0,
+        queue_selector: QueueSelector | None = None,
+    ) -> None:
         """Producer.send_oneway, blocking until written."""
         message = Message(body, tags, keys, dict(properties or {}), flag, delay_level)
         props = self.producer.prepare(message)
-        self._send(topic, body, props, flag, batch=False, queue_selector=queue_selector, oneway=True,
-                   msg_id=props[UNIQ_KEY])
+        self._send(
+            topic,
+            body,
+            props,
+            flag,
+            batch=False,
+            queue_selector=queue_selector,
+            oneway=True,
+            msg_id=props[UNIQ_KEY],
+        )
 
-    def send_batch(self, topic: str, messages: Sequence[Message], *,
-                   queue_selector: QueueSelector | None = None) -> SendResult:
+    def send_batch(
+        self,
+        topic: str,
+        messages: Sequence[Message],
+        *,
+        queue_selector: QueueSelector | None = None,
+    ) -> SendResult:
         """Producer.send_batch, blocking."""
         body, ids = self.producer.batch_body(topic, messages)
-        result = self._send(topic, body, BATCH_PROPERTIES, 0, batch=True, queue_selector=queue_selector,
-                            oneway=False, msg_id=ids)
+        result = self._send(
+            topic,
+            body,
+            BATCH_PROPERTIES,
+            0,
+            batch=True,
+            queue_selector=queue_selector,
+            oneway=False,
+            msg_id=ids,
+        )
         assert result is not None
         return result
 
-    def _send(self, topic: str, body: bytes, props: dict[str, str], flag: int, *, batch: bool,
-              queue_selector: QueueSelector | None, oneway: bool, msg_id: str) -> SendResult | None:
+    def _send(
+        self,
+        topic: str,
+        body: bytes,
+        props: dict[str, str],
+        flag: int,
+        *,
+        batch: bool,
+        queue_selector: QueueSelector | None,
+        oneway: bool,
+        msg_id: str,
+    ) -> SendResult | None:
         """Producer._send over the blocking connections: the same queue choice, retries and deadline."""
         producer = self.producer
         deadline = time.monotonic() + producer.config.send_msg_timeout
@@ -131,7 +198,9 @@ class SyncProducer:
         if not queues:
             raise ClientError(f"No route info of this topic: {topic}")
         if queue_selector is not None:
-            return self._send_kernel(queue_selector(queues), body, props, flag, batch, oneway, deadline, msg_id)
+            return self._send_kernel(
+                queue_selector(queues), body, props, flag, batch, oneway, deadline, msg_id
+            )
         attempts = 1 if oneway else 1 + producer.config.retry_times_when_send_failed
         last_error: Exception | None = None
         mq: MessageQueue | None = None
@@ -156,10 +225,21 @@ class SyncProducer:
         queues = self.producer.cached_publish_queues(topic)
         if queues:
             return queues
-        return self._call(self.producer.find_publish_queues, topic)  # a lookup: the trio thread's job
+        return self._call(
+            self.producer.find_publish_queues, topic
+        )  # a lookup: the trio thread's job
 
-    def _send_kernel(self, mq: MessageQueue, body: bytes, props: dict[str, str], flag: int, batch: bool,
-                     oneway: bool, deadline: float, msg_id: str) -> SendResult | None:
+    def _send_kernel(
+        self,
+        mq: MessageQueue,
+        body: bytes,
+        props: dict[str, str],
+        flag: int,
+        batch: bool,
+        oneway: bool,
+        deadline: float,
+        msg_id: str,
+    ) -> SendResult | None:
         remoting = self._remoting
         if remoting is None:
             raise RuntimeError("the producer is not started")

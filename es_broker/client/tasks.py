@@ -27,7 +27,9 @@ class TaskGroup:
     async def start(self, parent: trio.Nursery) -> None:
         self._nursery = await parent.start(self._run)
 
-    async def _run(self, *, task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED) -> None:
+    async def _run(
+        self, *, task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 task_status.started(nursery)

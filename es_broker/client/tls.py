@@ -57,7 +57,9 @@ class TlsClientSettings:
                 try:
                     context.load_verify_locations(cafile=self.ca_file)
                 except ssl.SSLError as exc:
-                    raise TlsSetupError(f"CA file {self.ca_file}: no usable certificate ({exc})") from None
+                    raise TlsSetupError(
+                        f"CA file {self.ca_file}: no usable certificate ({exc})"
+                    ) from None
         if self.cert_file or self.key_file:
             load_cert_chain(context, self.cert_file, self.key_file, self.key_password, "client")
         return context
@@ -75,8 +77,9 @@ def _readable(path: str, what: str) -> None:
         raise TlsSetupError(f"{what} {path} does not exist or is not a file")
 
 
-def load_cert_chain(context: ssl.SSLContext, cert: str | None, key: str | None, password: str | None,
-                    side: str) -> None:
+def load_cert_chain(
+    context: ssl.SSLContext, cert: str | None, key: str | None, password: str | None, side: str
+) -> None:
     """Load a PEM certificate chain and its key, with an error that says which file is wrong."""
     if not cert:
         raise TlsSetupError(f"a {side} key is given but no certificate (tls.{side}.certPath)")
@@ -86,14 +89,20 @@ def load_cert_chain(context: ssl.SSLContext, cert: str | None, key: str | None, 
     try:
         context.load_cert_chain(cert, key or None, password or None)
     except ssl.SSLError as exc:
-        raise TlsSetupError(f"{side} certificate {cert} / key {key or cert}: cannot be used ({exc.reason or exc}); "
-                            f"is tls.{side}.keyPassword right?") from None
+        raise TlsSetupError(
+            f"{side} certificate {cert} / key {key or cert}: cannot be used ({exc.reason or exc}); "
+            f"is tls.{side}.keyPassword right?"
+        ) from None
     except OSError as exc:
         raise TlsSetupError(f"{side} certificate {cert} / key {key or cert}: {exc}") from None
 
 
-async def open_tls(stream: trio.SocketStream, host: str, context: ssl.SSLContext,
-                   timeout: float = HANDSHAKE_TIMEOUT) -> trio.SSLStream:
+async def open_tls(
+    stream: trio.SocketStream,
+    host: str,
+    context: ssl.SSLContext,
+    timeout: float = HANDSHAKE_TIMEOUT,
+) -> trio.SSLStream:
     """TLS over a connected socket, handshake done; ssl.SSLError (with the reason) if it fails.
 
     https_compatible: closing never waits for the peer's close_notify, so a
@@ -108,7 +117,9 @@ async def open_tls(stream: trio.SocketStream, host: str, context: ssl.SSLContext
         cause = exc.__cause__
         if isinstance(cause, ssl.SSLError):
             raise cause from None
-        raise ssl.SSLError(f"the peer closed the connection during the TLS handshake ({cause or exc})") from None
+        raise ssl.SSLError(
+            f"the peer closed the connection during the TLS handshake ({cause or exc})"
+        ) from None
     except BaseException:
         await trio.aclose_forcefully(stream)
         raise

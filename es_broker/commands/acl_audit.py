@@ -84,31 +84,55 @@ def salt_id(salt: bytes) -> str:
 
 def fingerprint(salt: bytes, access_key: str, secret_key: str) -> str:
     """16 hex digits that change when the secret changes and do not reveal it (module docstring)."""
-    return hmac.new(salt, access_key.encode() + b"\0" + secret_key.encode(), hashlib.sha256).hexdigest()[:16]
+    return hmac.new(
+        salt, access_key.encode() + b"\0" + secret_key.encode(), hashlib.sha256
+    ).hexdigest()[:16]
 
 
-def load_fields(acl: PlainAcl, cause: str, requester: str | None, version: int, salt: bytes,
-                listener: str = "broker") -> dict[str, Any]:
+def load_fields(
+    acl: PlainAcl,
+    cause: str,
+    requester: str | None,
+    version: int,
+    salt: bytes,
+    listener: str = "broker",
+) -> dict[str, Any]:
     """The fields of an `acl_loaded` record for the rules now in force (no secret among them)."""
     accounts = []
     for key in sorted(acl.accounts):
         account = acl.accounts[key]
         topics = sorted((name, Perm.name(p)) for name, p in account.topic_perms())
         groups = sorted((name, Perm.name(p)) for name, p in account.group_perms())
-        accounts.append({
-            "access_key": key, "secret_fp": fingerprint(salt, key, account.secret_key), "admin": account.admin,
-            "white_remote_address": account.white_remote_address.text,
-            "default_topic_perm": Perm.name(account.default_topic_perm),
-            "default_group_perm": Perm.name(account.default_group_perm),
-            "topic_perms": [list(t) for t in topics], "group_perms": [list(g) for g in groups]})
+        accounts.append(
+            {
+                "access_key": key,
+                "secret_fp": fingerprint(salt, key, account.secret_key),
+                "admin": account.admin,
+                "white_remote_address": account.white_remote_address.text,
+                "default_topic_perm": Perm.name(account.default_topic_perm),
+                "default_group_perm": Perm.name(account.default_group_perm),
+                "topic_perms": [list(t) for t in topics],
+                "group_perms": [list(g) for g in groups],
+            }
+        )
     dv = acl.data_version
-    return {"listener": listener, "version": version, "cause": cause, "requester": requester or "",
-            "files": [[f.path, f.digest] for f in acl.files], "data_version": [dv.timestamp, dv.counter],
-            "global_white": [p.text for p in acl.global_white_remote_addresses],
-            "fingerprint": FINGERPRINT, "salt_id": salt_id(salt), "accounts": accounts}
+    return {
+        "listener": listener,
+        "version": version,
+        "cause": cause,
+        "requester": requester or "",
+        "files": [[f.path, f.digest] for f in acl.files],
+        "data_version": [dv.timestamp, dv.counter],
+        "global_white": [p.text for p in acl.global_white_remote_addresses],
+        "fingerprint": FINGERPRINT,
+        "salt_id": salt_id(salt),
+        "accounts": accounts,
+    }
 
 
-def bounded_merge(into: Counter[tuple[str, str, int]], more: Mapping[tuple[str, str, int], int]) -> None:
+def bounded_merge(
+    into: Counter[tuple[str, str, int]], more: Mapping[tuple[str, str, int], int]
+) -> None:
     """Add counts, keeping at most ROWS_MAX keys: later new keys go under <overflow> as AccessControl does."""
     for key, n in more.items():
         if key not in into and len(into) >= ROWS_MAX:
@@ -116,11 +140,26 @@ def bounded_merge(into: Counter[tuple[str, str, int]], more: Mapping[tuple[str, 
         into[key] += n
 
 
-def denial_record(counts: Mapping[tuple[str, str, int], int], window_from: int, now: int, interval_s: int,
-                  acl_version: int, listener: str = "broker") -> Record:
+def denial_record(
+    counts: Mapping[tuple[str, str, int], int],
+    window_from: int,
+    now: int,
+    interval_s: int,
+    acl_version: int,
+    listener: str = "broker",
+) -> Record:
     rows = [[who, host, int(code), int(n)] for (who, host, code), n in sorted(counts.items())]
-    return make(DENIED, now, listener=listener, window_from=window_from, window_to=now, interval_s=interval_s,
-                acl_version=acl_version, requests=sum(r[3] for r in rows), rows=rows)
+    return make(
+        DENIED,
+        now,
+        listener=listener,
+        window_from=window_from,
+        window_to=now,
+        interval_s=interval_s,
+        acl_version=acl_version,
+        requests=sum(r[3] for r in rows),
+        rows=rows,
+    )
 
 
 class AclAudit:
@@ -128,13 +167,21 @@ class AclAudit:
 
     def __init__(self, salt: bytes, interval_s: int = 60, listener: str = "broker") -> None:
         if interval_s <= 0:
-            raise ValueError(f"aclDenialSummaryInterval must be positive (seconds), got {interval_s}")
+            raise ValueError(
+                f"aclDenialSummaryInterval must be positive (seconds), got {interval_s}"
+            )
         self.salt = salt
         self.interval_s = interval_s
         self.listener = listener
-        self.version = 0  # equals AccessControl.version: the hook is called once per version, from the first
-        self._send, self._recv = trio.open_memory_channel[tuple[int | None, dict[str, Any]]](math.inf)
-        self._loads: list[Record | tuple[int | None, dict[str, Any]]] = []  # received, not yet appended
+        self.version = (
+            0  # equals AccessControl.version: the hook is called once per version, from the first
+        )
+        self._send, self._recv = trio.open_memory_channel[tuple[int | None, dict[str, Any]]](
+            math.inf
+        )
+        self._loads: list[
+            Record | tuple[int | None, dict[str, Any]]
+        ] = []  # received, not yet appended
         self._kept: Counter[tuple[str, str, int]] = Counter()  # refusals taken and not yet recorded
         self._window_from: int | None = None
         self._submit: Callable[[Callable[[AppendContext], Any]], Awaitable[Any]] | None = None
@@ -152,14 +199,28 @@ class AclAudit:
     def on_change(self, acl: PlainAcl, cause: Any, requester: str | None) -> None:
         """AccessControl's OnChange: snapshot the rules now, append them from the recorder task."""
         self.version += 1
-        fields = load_fields(acl, str(getattr(cause, "value", cause)), requester, self.version, self.salt,
-                             self.listener)
-        ts = self._clock.now_ms() if self._clock is not None else None  # startup: stamped when appended
+        fields = load_fields(
+            acl,
+            str(getattr(cause, "value", cause)),
+            requester,
+            self.version,
+            self.salt,
+            self.listener,
+        )
+        ts = (
+            self._clock.now_ms() if self._clock is not None else None
+        )  # startup: stamped when appended
         self._send.send_nowait((ts, fields))
 
     # -- the recorder task ------------------------------------------------------------------------
-    async def run(self, submit: Callable[[Callable[[AppendContext], Any]], Awaitable[Any]], clock: Clock,
-                  access: DenialSource, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        submit: Callable[[Callable[[AppendContext], Any]], Awaitable[Any]],
+        clock: Clock,
+        access: DenialSource,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Append loads as they come and a summary of refusals every interval, until cancelled."""
         self._submit, self._clock, self._access = submit, clock, access
         self._window_from = clock.now_ms()
@@ -167,7 +228,9 @@ class AclAudit:
             nursery.start_soon(self._load_loop)
             task_status.started()
             while True:
-                await trio.sleep(self.interval_s)  # the summary period itself, not a wait on a condition
+                await trio.sleep(
+                    self.interval_s
+                )  # the summary period itself, not a wait on a condition
                 await self.flush()
 
     async def _load_loop(self) -> None:
@@ -195,8 +258,11 @@ class AclAudit:
             log.error("ACL load version %s not recorded: %s", record_version(item), exc)
             return True
         except (BrokerError, WriterClosed) as exc:
-            log.warning("ACL load version %s not recorded yet: %s", record_version(item),
-                        getattr(exc, "remark", exc))
+            log.warning(
+                "ACL load version %s not recorded yet: %s",
+                record_version(item),
+                getattr(exc, "remark", exc),
+            )
             return False
         self.recorded_loads += 1
         return True
@@ -212,12 +278,24 @@ class AclAudit:
                 self._window_from = now
                 return 0
             try:
-                record = denial_record(self._kept, self._window_from or now, now, self.interval_s, self.version,
-                                       self.listener)
+                record = denial_record(
+                    self._kept,
+                    self._window_from or now,
+                    now,
+                    self.interval_s,
+                    self.version,
+                    self.listener,
+                )
                 seq = await self._submit(lambda ctx: ctx.append(record))
-            except (BrokerError, WriterClosed) as exc:  # a full disk, shutting down: kept for the next one
-                log.warning("summary of %d refused requests not recorded yet: %s", sum(self._kept.values()),
-                            getattr(exc, "remark", exc))
+            except (
+                BrokerError,
+                WriterClosed,
+            ) as exc:  # a full disk, shutting down: kept for the next one
+                log.warning(
+                    "summary of %d refused requests not recorded yet: %s",
+                    sum(self._kept.values()),
+                    getattr(exc, "remark", exc),
+                )
                 return 0
             self._kept = Counter()
             self._window_from = now
@@ -239,8 +317,16 @@ class AclAudit:
             bounded_merge(self._kept, self._access.take_denials())
         if self._kept:
             now = self._clock.now_ms()
-            records.append(denial_record(self._kept, self._window_from or now, now, self.interval_s, self.version,
-                                         self.listener))
+            records.append(
+                denial_record(
+                    self._kept,
+                    self._window_from or now,
+                    now,
+                    self.interval_s,
+                    self.version,
+                    self.listener,
+                )
+            )
         if not records:
             return
 
@@ -250,7 +336,11 @@ class AclAudit:
         try:
             [(ok, value)] = record_log.write_batch([job])
         except StoreFullError as exc:
-            log.warning("at shutdown, %d ACL audit records not recorded (disk full: %s)", len(records), exc.reason)
+            log.warning(
+                "at shutdown, %d ACL audit records not recorded (disk full: %s)",
+                len(records),
+                exc.reason,
+            )
             return
         if not ok:
             log.warning("at shutdown, %d ACL audit records not recorded: %s", len(records), value)
@@ -269,7 +359,9 @@ def record_version(item: Any) -> Any:
 class Verdict:
     access_key: str
     admin: bool
-    white_remote_address: str  # requests from a matching address pass unsigned and unchecked (B-170)
+    white_remote_address: (
+        str  # requests from a matching address pass unsigned and unchecked (B-170)
+    )
     write: bool  # PUB on the topic
     read: bool  # SUB on the topic
     group_sub: bool | None  # SUB on the group (None: no group asked)
@@ -277,26 +369,44 @@ class Verdict:
     group_perm: str | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"access_key": self.access_key, "admin": self.admin, "white_remote_address": self.white_remote_address,
-                "write": self.write, "read": self.read, "group_sub": self.group_sub, "topic_perm": self.topic_perm,
-                "group_perm": self.group_perm}
+        return {
+            "access_key": self.access_key,
+            "admin": self.admin,
+            "white_remote_address": self.white_remote_address,
+            "write": self.write,
+            "read": self.read,
+            "group_sub": self.group_sub,
+            "topic_perm": self.topic_perm,
+            "group_perm": self.group_perm,
+        }
 
 
 def account_of(entry: Mapping[str, Any]) -> Account:
     """An Account (plain.py) from an `acl_loaded` account entry; its secret is unknown and empty."""
     perms = {name: Perm.NAMES[p] for name, p in entry.get("topic_perms") or ()}
-    perms.update({group_resource(name): Perm.NAMES[p] for name, p in entry.get("group_perms") or ()})
-    return Account(access_key=entry["access_key"], secret_key="",
-                   white_remote_address=parse_pattern(entry.get("white_remote_address") or None),
-                   admin=bool(entry.get("admin")), default_topic_perm=Perm.NAMES[entry["default_topic_perm"]],
-                   default_group_perm=Perm.NAMES[entry["default_group_perm"]], resource_perms=perms)
+    perms.update(
+        {group_resource(name): Perm.NAMES[p] for name, p in entry.get("group_perms") or ()}
+    )
+    return Account(
+        access_key=entry["access_key"],
+        secret_key="",
+        white_remote_address=parse_pattern(entry.get("white_remote_address") or None),
+        admin=bool(entry.get("admin")),
+        default_topic_perm=Perm.NAMES[entry["default_topic_perm"]],
+        default_group_perm=Perm.NAMES[entry["default_group_perm"]],
+        resource_perms=perms,
+    )
 
 
 def _perm_text(account: Account, resource: str) -> str:
     if account.has_every_perm:
         return "admin (all)"
     own = account.resource_perms.get(resource)
-    return f"{Perm.name(own)} (own)" if own is not None else f"{Perm.name(account.perm_for(resource))} (default)"
+    return (
+        f"{Perm.name(own)} (own)"
+        if own is not None
+        else f"{Perm.name(account.perm_for(resource))} (default)"
+    )
 
 
 def verdicts(load: Mapping[str, Any], topic: str, group: str | None = None) -> list[Verdict]:
@@ -304,15 +414,28 @@ def verdicts(load: Mapping[str, Any], topic: str, group: str | None = None) -> l
     for entry in load.get("accounts") or ():
         account = account_of(entry)
         gres = group_resource(group) if group else None
-        out.append(Verdict(account.access_key, account.admin, account.white_remote_address.text,
-                           account.may(topic, Perm.PUB), account.may(topic, Perm.SUB),
-                           account.may(gres, Perm.SUB) if gres else None, _perm_text(account, topic),
-                           _perm_text(account, gres) if gres else None))
+        out.append(
+            Verdict(
+                account.access_key,
+                account.admin,
+                account.white_remote_address.text,
+                account.may(topic, Perm.PUB),
+                account.may(topic, Perm.SUB),
+                account.may(gres, Perm.SUB) if gres else None,
+                _perm_text(account, topic),
+                _perm_text(account, gres) if gres else None,
+            )
+        )
     return out
 
 
-def access_at(records: Iterable[tuple[int, Record]], at: int, topic: str, group: str | None = None,
-              window_ms: int = 300_000) -> dict[str, Any]:
+def access_at(
+    records: Iterable[tuple[int, Record]],
+    at: int,
+    topic: str,
+    group: str | None = None,
+    window_ms: int = 300_000,
+) -> dict[str, Any]:
     """Who could write/read `topic` at time `at` (effective time, B-132), and the refusals around it."""
     running = 0  # effective time: the largest ts so far (families.RunningTime, the time index)
     load: tuple[int, int, Record] | None = None
@@ -325,15 +448,41 @@ def access_at(records: Iterable[tuple[int, Record]], at: int, topic: str, group:
         elif kind == DENIED:
             lo, hi = int(record.get("window_from", time)), int(record.get("window_to", time))
             if lo <= at + window_ms and hi >= at - window_ms:
-                denials += [{"seq": seq, "window_from": lo, "window_to": hi, "who": who, "host": host, "code": code,
-                             "count": n} for who, host, code, n in record.get("rows") or ()]
-    answer: dict[str, Any] = {"topic": topic, "group": group, "at": at, "window_ms": window_ms, "load": None,
-                              "global_white": [], "accounts": [], "denials": denials}
+                denials += [
+                    {
+                        "seq": seq,
+                        "window_from": lo,
+                        "window_to": hi,
+                        "who": who,
+                        "host": host,
+                        "code": code,
+                        "count": n,
+                    }
+                    for who, host, code, n in record.get("rows") or ()
+                ]
+    answer: dict[str, Any] = {
+        "topic": topic,
+        "group": group,
+        "at": at,
+        "window_ms": window_ms,
+        "load": None,
+        "global_white": [],
+        "accounts": [],
+        "denials": denials,
+    }
     if load is not None:
         seq, time, record = load
-        answer.update(load={"seq": seq, "time": time, "version": record.get("version"), "cause": record.get("cause"),
-                            "requester": record.get("requester"), "files": record.get("files"),
-                            "data_version": record.get("data_version")},
-                      global_white=list(record.get("global_white") or ()),
-                      accounts=[v.as_dict() for v in verdicts(record, topic, group)])
+        answer.update(
+            load={
+                "seq": seq,
+                "time": time,
+                "version": record.get("version"),
+                "cause": record.get("cause"),
+                "requester": record.get("requester"),
+                "files": record.get("files"),
+                "data_version": record.get("data_version"),
+            },
+            global_white=list(record.get("global_white") or ()),
+            accounts=[v.as_dict() for v in verdicts(record, topic, group)],
+        )
     return answer

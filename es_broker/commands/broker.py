@@ -70,10 +70,15 @@ class Broker:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.config: BrokerConfig = store.config
-        self.writer = GroupCommitWriter(store.log, flush_interval_ms=store.config.flushIntervalCommitLog,
-                                        now_ms=store.clock.now_ms)
+        self.writer = GroupCommitWriter(
+            store.log,
+            flush_interval_ms=store.config.flushIntervalCommitLog,
+            now_ms=store.clock.now_ms,
+        )
         # deliveries answered while the disk was full, recorded before writes resume (B-152)
-        self.unrecorded = disk_full.UnrecordedDeliveries(store.clock.now_ms, lambda: self.writer.disk_full_since)
+        self.unrecorded = disk_full.UnrecordedDeliveries(
+            store.clock.now_ms, lambda: self.writer.disk_full_since
+        )
         self.writer.resume = self.unrecorded
         self.writer.on_resumed = lambda: self.on_delayed_stored()  # delayed deliveries waited too
         # called after a message was parked in SCHEDULE_TOPIC_XXXX; the delay delivery service hooks in
@@ -83,8 +88,9 @@ class Broker:
         self.messages_served = 0
 
     @classmethod
-    def open(cls, data_dir: str | Path, config: BrokerConfig | None = None,
-             clock: Clock | None = None) -> Broker:
+    def open(
+        cls, data_dir: str | Path, config: BrokerConfig | None = None, clock: Clock | None = None
+    ) -> Broker:
         return cls(Store.open(data_dir, config, clock))
 
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
@@ -124,7 +130,9 @@ class Broker:
         return self.writer.disk_full
 
     def disk_full_refusal(self) -> ServiceNotAvailable:
-        return disk_full.refusal(self.store.log.path, self.writer.disk_full_since, self.writer.disk_full_error)
+        return disk_full.refusal(
+            self.store.log.path, self.writer.disk_full_since, self.writer.disk_full_error
+        )
 
     async def _record_unless_full(self, job: Callable[[AppendContext], T]) -> tuple[bool, T | None]:
         """For reads that record: (True, result), or (False, None) when the disk is full (nothing recorded)."""
@@ -139,7 +147,9 @@ class Broker:
         wanted = [
             topics.topic_config_record("SELF_TEST_TOPIC", 1, 1),
             topics.topic_config_record(OFFSET_MOVED_EVENT, 1, 1),
-            topics.topic_config_record(SCHEDULE_TOPIC, len(cfg.delay_levels_ms()), len(cfg.delay_levels_ms())),
+            topics.topic_config_record(
+                SCHEDULE_TOPIC, len(cfg.delay_levels_ms()), len(cfg.delay_levels_ms())
+            ),
             topics.topic_config_record(cfg.brokerClusterName, 16, 16, cfg.brokerPermission | 1),
             topics.topic_config_record(cfg.brokerName, 1, 1, cfg.brokerPermission | 1),
         ]
@@ -152,38 +162,70 @@ class Broker:
             await self.submit(topics.update_topic_job(self.store, config, SYSTEM, system=True))
 
     # ------------------------------------------------------------------ messages
-    async def put_message(self, topic: str, queue_id: int, message: MessageIn, **kw: Any) -> PutResult:
+    async def put_message(
+        self, topic: str, queue_id: int, message: MessageIn, **kw: Any
+    ) -> PutResult:
         """Store one message (SEND_MESSAGE); queue_id < 0 lets the broker pick a write queue."""
         return await self.put_messages(topic, queue_id, [message], **kw)
 
-    async def put_messages(self, topic: str, queue_id: int, batch: list[MessageIn], *,
-                           requester: str = "", producer_group: str = "",
-                           default_topic: str | None = None, default_topic_queue_nums: int = 4,
-                           max_reconsume_times: int | None = None) -> PutResult:
+    async def put_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        batch: list[MessageIn],
+        *,
+        requester: str = "",
+        producer_group: str = "",
+        default_topic: str | None = None,
+        default_topic_queue_nums: int = 4,
+        max_reconsume_times: int | None = None,
+    ) -> PutResult:
         """Store a batch in one queue, one record (SEND_BATCH_MESSAGE).
 
         A message with DELAY > 0 is parked in SCHEDULE_TOPIC_XXXX (B-96); a send to
         `%RETRY%G` past max_reconsume_times goes to `%DLQ%G` (B-95).
         """
-        prepared = messages.prepare_put(self.store, topic, queue_id, batch, producer_group=producer_group,
-                                        default_topic=default_topic,
-                                        default_topic_queue_nums=default_topic_queue_nums,
-                                        max_reconsume_times=max_reconsume_times)
-        return self._put_stored(await self.submit(messages.put_job(self.store, prepared, requester)))
+        prepared = messages.prepare_put(
+            self.store,
+            topic,
+            queue_id,
+            batch,
+            producer_group=producer_group,
+            default_topic=default_topic,
+            default_topic_queue_nums=default_topic_queue_nums,
+            max_reconsume_times=max_reconsume_times,
+        )
+        return self._put_stored(
+            await self.submit(messages.put_job(self.store, prepared, requester))
+        )
 
-    def enqueue_put(self, topic: str, queue_id: int, batch: list[MessageIn], *, requester: str = "",
-                    producer_group: str = "", default_topic: str | None = None,
-                    default_topic_queue_nums: int = 4,
-                    max_reconsume_times: int | None = None) -> Queued[PutResult]:
+    def enqueue_put(
+        self,
+        topic: str,
+        queue_id: int,
+        batch: list[MessageIn],
+        *,
+        requester: str = "",
+        producer_group: str = "",
+        default_topic: str | None = None,
+        default_topic_queue_nums: int = 4,
+        max_reconsume_times: int | None = None,
+    ) -> Queued[PutResult]:
         """`put_messages` up to the writer's queue, without waiting: the job is queued when this returns.
 
         For a caller that keeps arrival order itself (the listener queues a
         connection's sends as their frames are decoded); `put_result` waits.
         """
-        prepared = messages.prepare_put(self.store, topic, queue_id, batch, producer_group=producer_group,
-                                        default_topic=default_topic,
-                                        default_topic_queue_nums=default_topic_queue_nums,
-                                        max_reconsume_times=max_reconsume_times)
+        prepared = messages.prepare_put(
+            self.store,
+            topic,
+            queue_id,
+            batch,
+            producer_group=producer_group,
+            default_topic=default_topic,
+            default_topic_queue_nums=default_topic_queue_nums,
+            max_reconsume_times=max_reconsume_times,
+        )
         return self.writer.enqueue(messages.put_job(self.store, prepared, requester))
 
     async def put_result(self, queued: Queued[PutResult]) -> PutResult:
@@ -195,16 +237,33 @@ class Broker:
             self.on_delayed_stored()
         return result
 
-    def get_message(self, topic: str, queue_id: int, offset: int, max_msg_nums: int = 32,
-                    tags_codes: frozenset[int] | None = None) -> GetResult:
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int = 32,
+        tags_codes: frozenset[int] | None = None,
+    ) -> GetResult:
         """Read messages with the topic checks but without recording a delivery."""
         with self.store.read() as txn:
             messages.check_readable(self.store, txn, topic, queue_id)
-            return messages.get_message(self.store, txn, topic, queue_id, offset, max_msg_nums, tags_codes)
+            return messages.get_message(
+                self.store, txn, topic, queue_id, offset, max_msg_nums, tags_codes
+            )
 
-    async def pull(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int = 32, *,
-                   tags_codes: frozenset[int] | None = None, client: str = "",
-                   commit_offset: int | None = None) -> GetResult:
+    async def pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int = 32,
+        *,
+        tags_codes: frozenset[int] | None = None,
+        client: str = "",
+        commit_offset: int | None = None,
+    ) -> GetResult:
         """PULL_MESSAGE: read, then record the delivery and any piggybacked commit (B-31)."""
         messages.check_pull_args(offset, max_msg_nums)
         with self.store.read() as txn:
@@ -219,27 +278,65 @@ class Broker:
         store = self.store
         commit = commit_offset is not None and self.config.brokerRole != "SLAVE"
         record_moved = result.status in MOVED_STATUSES and not (
-            result.status == GetStatus.NO_MESSAGE_IN_QUEUE and offset == 0)
+            result.status == GetStatus.NO_MESSAGE_IN_QUEUE and offset == 0
+        )
         if result.status == GetStatus.FOUND or record_moved or commit:
+
             def job(ctx: AppendContext) -> None:
                 ts = store.clock.now_ms()
                 if result.status == GetStatus.FOUND:
-                    ctx.append(make("messages_delivered", ts, group=group, topic=topic, queue_id=queue_id,
-                                    offset=offset, offsets=list(result.offsets),
-                                    next_offset=result.next_begin_offset, client=client))
+                    ctx.append(
+                        make(
+                            "messages_delivered",
+                            ts,
+                            group=group,
+                            topic=topic,
+                            queue_id=queue_id,
+                            offset=offset,
+                            offsets=list(result.offsets),
+                            next_offset=result.next_begin_offset,
+                            client=client,
+                        )
+                    )
                 elif record_moved:
-                    ctx.append(make("pull_offset_moved", ts, group=group, topic=topic, queue_id=queue_id,
-                                    offset=offset, status=result.status.value,
-                                    next_offset=result.next_begin_offset, min_offset=result.min_offset,
-                                    max_offset=result.max_offset, client=client))
+                    ctx.append(
+                        make(
+                            "pull_offset_moved",
+                            ts,
+                            group=group,
+                            topic=topic,
+                            queue_id=queue_id,
+                            offset=offset,
+                            status=result.status.value,
+                            next_offset=result.next_begin_offset,
+                            min_offset=result.min_offset,
+                            max_offset=result.max_offset,
+                            client=client,
+                        )
+                    )
                 if commit:
-                    offsets.commit_job(store, group, topic, queue_id, commit_offset,
-                                       cause=offsets.CAUSE_PULL_COMMIT, requester=client)(ctx)
+                    offsets.commit_job(
+                        store,
+                        group,
+                        topic,
+                        queue_id,
+                        commit_offset,
+                        cause=offsets.CAUSE_PULL_COMMIT,
+                        requester=client,
+                    )(ctx)
+
             recorded, _ = await self._record_unless_full(job)
             if not recorded and result.status == GetStatus.FOUND:
                 # answered all the same (B-151); summed up and recorded once space returns (B-152)
-                self.unrecorded.add(group, topic, queue_id, result.offsets, result.next_begin_offset, client,
-                                    store.clock.now_ms())
+                self.unrecorded.add(
+                    group,
+                    topic,
+                    queue_id,
+                    result.offsets,
+                    result.next_begin_offset,
+                    client,
+                    store.clock.now_ms(),
+                )
         return result
 
     # ------------------------------------------------------------------ offsets
@@ -258,31 +355,46 @@ class Broker:
             unit = self.store.cq.unit(txn, topic, queue_id, lo) if hi > lo else None
             return unit.store_time if unit else -1
 
-    def search_offset(self, topic: str, queue_id: int, timestamp: int, mode: str | None = None) -> int:
+    def search_offset(
+        self, topic: str, queue_id: int, timestamp: int, mode: str | None = None
+    ) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP (B-68); mode overrides the time_lookup switch (S-7)."""
         with self.store.read() as txn:
             return offsets.search_offset(self.store, txn, topic, queue_id, timestamp, mode)
 
-    async def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, *,
-                            cause: str = offsets.CAUSE_CLIENT_COMMIT, requester: str = "") -> int:
+    async def commit_offset(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        cause: str = offsets.CAUSE_CLIENT_COMMIT,
+        requester: str = "",
+    ) -> int:
         """UPDATE_CONSUMER_OFFSET: record the commit; returns its sequence number."""
-        return await self.submit(offsets.commit_job(self.store, group, topic, queue_id, offset,
-                                                    cause=cause, requester=requester))
+        return await self.submit(
+            offsets.commit_job(
+                self.store, group, topic, queue_id, offset, cause=cause, requester=requester
+            )
+        )
 
     def stored_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The offset table's value, or -1 (B-29)."""
         with self.store.read() as txn:
             return self.store.offsets.query(txn, topic, group, queue_id)
 
-    async def query_consumer_offset(self, group: str, topic: str, queue_id: int, *,
-                                    requester: str = "") -> OffsetAnswer:
+    async def query_consumer_offset(
+        self, group: str, topic: str, queue_id: int, *, requester: str = ""
+    ) -> OffsetAnswer:
         """QUERY_CONSUMER_OFFSET with the B-37 decision table."""
         with self.store.read() as txn:
             answer = offsets.decide_query(self.store, txn, group, topic, queue_id)
         if answer.row == 1:
             return answer  # a stored offset: nothing new to record
         recorded, answer_recorded = await self._record_unless_full(
-            offsets.query_job(self.store, group, topic, queue_id, requester))
+            offsets.query_job(self.store, group, topic, queue_id, requester)
+        )
         if recorded:
             return answer_recorded
         with self.store.read() as txn:  # the disk is full: the same answer, unrecorded (B-153)
@@ -298,7 +410,9 @@ class Broker:
             unit = self.store.cq.unit(txn, topic, queue_id, offset)
             return unit.store_time if unit else 0
 
-    def query_messages_by_key(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[bytes]:
+    def query_messages_by_key(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> list[bytes]:
         """Messages of topic whose KEYS or UNIQ_KEY hold key, stored in [begin, end] (QUERY_MESSAGE).
 
         The newest min(max_num, maxMsgsNumBatch) matches, in commit-log order (B-200, B-202).
@@ -312,15 +426,19 @@ class Broker:
     def topic_table(self) -> tuple[dict[str, dict[str, Any]], int]:
         """Every topic config, and the data version (the last sequence that changed one)."""
         with self.store.read() as txn:
-            table = {c["topicName"]: {k: v for k, v in c.items() if k != "dataVersion"}
-                     for c in self.store.topics.all(txn)}
+            table = {
+                c["topicName"]: {k: v for k, v in c.items() if k != "dataVersion"}
+                for c in self.store.topics.all(txn)
+            }
             version = max((c.get("dataVersion", 0) for c in self.store.topics.all(txn)), default=0)
         return table, version
 
     def group_table(self) -> tuple[dict[str, dict[str, Any]], int]:
         with self.store.read() as txn:
             configs = list(self.store.groups.all(txn))
-        table = {c["groupName"]: {k: v for k, v in c.items() if k != "dataVersion"} for c in configs}
+        table = {
+            c["groupName"]: {k: v for k, v in c.items() if k != "dataVersion"} for c in configs
+        }
         return table, max((c.get("dataVersion", 0) for c in configs), default=0)
 
     def offset_table(self) -> list[tuple[str, str, int, int]]:
@@ -345,8 +463,12 @@ class Broker:
             "groupCommitJobs": self.writer.jobs,
             "pullMessagesServed": self.messages_served,
             "diskFull": self.writer.disk_full,
-            "diskFullSince": self.writer.disk_full_since if self.writer.disk_full_since is not None else -1,
-            "diskFullReason": self.writer.disk_full_error.reason if self.writer.disk_full_error else "",
+            "diskFullSince": self.writer.disk_full_since
+            if self.writer.disk_full_since is not None
+            else -1,
+            "diskFullReason": self.writer.disk_full_error.reason
+            if self.writer.disk_full_error
+            else "",
             "refusedWritesWhileFull": self.writer.refused_while_full,
             "unrecordedDeliveries": self.unrecorded.count,
             "commitLogDiskRatio": f"{disk_full.disk_usage(self.store.log.path):.2f}",
@@ -362,7 +484,8 @@ class Broker:
         if config is not None:
             return config
         recorded, created = await self._record_unless_full(
-            lambda ctx: topics.find_or_create_group(self.store, ctx, group, requester))
+            lambda ctx: topics.find_or_create_group(self.store, ctx, group, requester)
+        )
         if recorded:
             return created
         if not (self.config.autoCreateSubscriptionGroup or group.startswith("CID_RMQ_SYS_")):
@@ -381,31 +504,79 @@ class Broker:
         def job(ctx: AppendContext) -> bool:
             if self.store.topics.get(ctx.txn, topic) is not None:
                 return False
-            ctx.append(make("topic_updated", self.store.clock.now_ms(), topic=topic, config=config,
-                            requester=requester, cause="auto_create"))
+            ctx.append(
+                make(
+                    "topic_updated",
+                    self.store.clock.now_ms(),
+                    topic=topic,
+                    config=config,
+                    requester=requester,
+                    cause="auto_create",
+                )
+            )
             return True
 
         return await self.submit(job)
 
-    async def plan_reset(self, group: str, topic: str, value: int, force: bool, *, requester: str = "",
-                         notified: list[str] | None = None, kind: str = "time", mode: str | None = None,
-                         scope: str | None = None, dry_run: bool = False) -> resets.ResetPlan:
+    async def plan_reset(
+        self,
+        group: str,
+        topic: str,
+        value: int,
+        force: bool,
+        *,
+        requester: str = "",
+        notified: list[str] | None = None,
+        kind: str = "time",
+        mode: str | None = None,
+        scope: str | None = None,
+        dry_run: bool = False,
+    ) -> resets.ResetPlan:
         """Compute a reset table and record it (B-74, B-75, S-2, S-12, S-13); a dry run records nothing."""
-        job = resets.reset_job(self.store, group, topic, value, force, requester=requester,
-                               notified=notified or [], kind=kind, mode=mode, scope=scope, dry_run=dry_run)
+        job = resets.reset_job(
+            self.store,
+            group,
+            topic,
+            value,
+            force,
+            requester=requester,
+            notified=notified or [],
+            kind=kind,
+            mode=mode,
+            scope=scope,
+            dry_run=dry_run,
+        )
         if dry_run:
             with self.store.log.env.begin(write=False) as txn:
                 return job(_ReadOnly(txn))
         return await self.submit(job)
 
-    async def record_consumer_group(self, group: str, clients: list[str], consume_from_where: str,
-                                    message_model: str, subscriptions: dict[str, str]) -> int:
+    async def record_consumer_group(
+        self,
+        group: str,
+        clients: list[str],
+        consume_from_where: str,
+        message_model: str,
+        subscriptions: dict[str, str],
+    ) -> int:
         """Record a change of a group's members or subscriptions, as the broker saw it (S-16)."""
+
         def job(ctx: AppendContext) -> int:
-            return ctx.append(make("consumer_group_changed", self.store.clock.now_ms(), group=group,
-                                   clients=sorted(clients), consume_from_where=consume_from_where,
-                                   message_model=message_model, subscriptions=subscriptions))
-        _, seq = await self._record_unless_full(job)  # a heartbeat is never refused for a full disk (B-153)
+            return ctx.append(
+                make(
+                    "consumer_group_changed",
+                    self.store.clock.now_ms(),
+                    group=group,
+                    clients=sorted(clients),
+                    consume_from_where=consume_from_where,
+                    message_model=message_model,
+                    subscriptions=subscriptions,
+                )
+            )
+
+        _, seq = await self._record_unless_full(
+            job
+        )  # a heartbeat is never refused for a full disk (B-153)
         return seq or 0
 
     async def retention_pass(self, *, manual: bool = False) -> retention.RetentionPass:
@@ -413,20 +584,39 @@ class Broker:
 
         While the disk is full a pass is a probe of its own; refused, it did nothing.
         """
-        recorded, done = await self._record_unless_full(retention.retention_job(self.store, manual=manual))
+        recorded, done = await self._record_unless_full(
+            retention.retention_job(self.store, manual=manual)
+        )
         if recorded:
             return done
         with self.store.read() as txn:
             return retention.RetentionPass(None, (), self.store.commitlog.phy_min(txn), None)
 
     # ------------------------------------------------------------------ retry, delay, dead letters
-    async def send_back(self, group: str, offset: int, delay_level: int = 0, *,
-                        max_reconsume_times: int | None = None, origin_msg_id: str | None = None,
-                        origin_topic: str | None = None, requester: str = "") -> sendback.SendBackResult:
+    async def send_back(
+        self,
+        group: str,
+        offset: int,
+        delay_level: int = 0,
+        *,
+        max_reconsume_times: int | None = None,
+        origin_msg_id: str | None = None,
+        origin_topic: str | None = None,
+        requester: str = "",
+    ) -> sendback.SendBackResult:
         """CONSUMER_SEND_MSG_BACK (B-90..B-94): retry later through the delay schedule, or dead-letter."""
-        result = await self.submit(sendback.send_back_job(
-            self.store, group, offset, delay_level, max_reconsume_times=max_reconsume_times,
-            origin_msg_id=origin_msg_id, origin_topic=origin_topic, requester=requester))
+        result = await self.submit(
+            sendback.send_back_job(
+                self.store,
+                group,
+                offset,
+                delay_level,
+                max_reconsume_times=max_reconsume_times,
+                origin_msg_id=origin_msg_id,
+                origin_topic=origin_topic,
+                requester=requester,
+            )
+        )
         if result.stored is not None and result.stored.real_topic is not None:
             self.on_delayed_stored()
         if result.error is not None:
@@ -448,17 +638,35 @@ class Broker:
         with self.store.read() as txn:
             return dict(self.store.schedule.cursors(txn))
 
-    async def redrive_dlq(self, group: str, *, topic: str | None = None, target: str = redrive.TO_RETRY,
-                          max_count: int | None = None, dry_run: bool = False,
-                          requester: str = "") -> redrive.RedriveResult:
+    async def redrive_dlq(
+        self,
+        group: str,
+        *,
+        topic: str | None = None,
+        target: str = redrive.TO_RETRY,
+        max_count: int | None = None,
+        dry_run: bool = False,
+        requester: str = "",
+    ) -> redrive.RedriveResult:
         """Re-send dead letters of a group (S-9); a dry run only lists them and records nothing."""
         if dry_run:
             with self.store.read() as txn:
-                planned, more = redrive.plan(self.store, txn, group, topic=topic, target=target,
-                                             max_count=max_count)
-            return redrive.RedriveResult(group, target, True, tuple(item for item, _ in planned), more)
-        return await self.submit(redrive.redrive_job(self.store, group, topic=topic, target=target,
-                                                     max_count=max_count, requester=requester))
+                planned, more = redrive.plan(
+                    self.store, txn, group, topic=topic, target=target, max_count=max_count
+                )
+            return redrive.RedriveResult(
+                group, target, True, tuple(item for item, _ in planned), more
+            )
+        return await self.submit(
+            redrive.redrive_job(
+                self.store,
+                group,
+                topic=topic,
+                target=target,
+                max_count=max_count,
+                requester=requester,
+            )
+        )
 
     def message_journey(self, msg_id: str) -> dict[str, Any]:
         """Every step of a message's life from the records: send, deliveries, retries, DLQ, re-drive, commits."""
@@ -485,15 +693,29 @@ class Broker:
     async def update_group(self, config: dict[str, Any], *, requester: str = "") -> int:
         return await self.submit(topics.update_group_job(self.store, config, requester))
 
-    async def delete_group(self, group: str, *, requester: str = "", remove_offsets: bool = False) -> int | None:
+    async def delete_group(
+        self, group: str, *, requester: str = "", remove_offsets: bool = False
+    ) -> int | None:
         """DELETE_SUBSCRIPTIONGROUP; with remove_offsets every `*@group` offset goes too (B-34)."""
         seq = await self.submit(topics.delete_group_job(self.store, group, requester))
         if remove_offsets:
-            await self.submit(offsets.remove_group_offsets_job(self.store, group, requester=requester))
+            await self.submit(
+                offsets.remove_group_offsets_job(self.store, group, requester=requester)
+            )
         return seq
 
-    async def clone_group_offset(self, src: str, dest: str, topic: str | None, *,
-                                 online_topics: set[str] | None = None, requester: str = "") -> list[str]:
+    async def clone_group_offset(
+        self,
+        src: str,
+        dest: str,
+        topic: str | None,
+        *,
+        online_topics: set[str] | None = None,
+        requester: str = "",
+    ) -> list[str]:
         """CLONE_GROUP_OFFSET (B-35); returns the topics cloned."""
-        return await self.submit(offsets.clone_job(self.store, src, dest, topic, online_topics=online_topics,
-                                                   requester=requester))
+        return await self.submit(
+            offsets.clone_job(
+                self.store, src, dest, topic, online_topics=online_topics, requester=requester
+            )
+        )

@@ -41,8 +41,9 @@ def level_of_queue(queue_id: int) -> int:
     return queue_id + 1
 
 
-def parked_properties(properties: dict[str, str], real_topic: str, real_queue_id: int,
-                      level: int) -> dict[str, str]:
+def parked_properties(
+    properties: dict[str, str], real_topic: str, real_queue_id: int, level: int
+) -> dict[str, str]:
     """The properties of a message parked for delay: the real destination kept aside (B-96)."""
     props = dict(properties)
     props[PROPERTY_DELAY] = str(level)

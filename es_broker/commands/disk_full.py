@@ -34,13 +34,17 @@ def disk_usage(path: Path) -> float:
 
 def refusal(path: Path, since_ms: int | None, error: StoreFullError | None) -> ServiceNotAvailable:
     """The answer to a write while the disk is full: code 14 and a remark that says so."""
-    since = (datetime.datetime.fromtimestamp(since_ms / 1000, datetime.UTC).isoformat(timespec="seconds")
-             if since_ms is not None else "now")
+    since = (
+        datetime.datetime.fromtimestamp(since_ms / 1000, datetime.UTC).isoformat(timespec="seconds")
+        if since_ms is not None
+        else "now"
+    )
     reason = error.reason if error is not None else "ENOSPC"
     return ServiceNotAvailable(
         f"service not available now, the broker's disk is full [CL: {disk_usage(path):.2f}]: the message store "
         f"is not writable since {since} ({reason}); reads are still served, writes resume by themselves "
-        "once space is freed")
+        "once space is freed"
+    )
 
 
 @dataclass(slots=True)
@@ -83,14 +87,24 @@ class UnrecordedDeliveries:
         self._in_flight: dict[Queue, _Summary] = {}
         self._since: int | None = None
 
-    def add(self, group: str, topic: str, queue_id: int, offsets: Sequence[int], next_offset: int,
-            client: str, ts: int) -> None:
+    def add(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offsets: Sequence[int],
+        next_offset: int,
+        client: str,
+        ts: int,
+    ) -> None:
         """One pull that handed out `offsets` and could not be recorded."""
         if not offsets:
             return
         if self._since is None:
             self._since = self._since_ms()
-        summary = _Summary(min(offsets), max(offsets), next_offset, 1, len(offsets), ts, ts, {client} - {""})
+        summary = _Summary(
+            min(offsets), max(offsets), next_offset, 1, len(offsets), ts, ts, {client} - {""}
+        )
         key = (group, topic, queue_id)
         if key in self._open:
             self._open[key].merge(summary)
@@ -116,11 +130,25 @@ class UnrecordedDeliveries:
         def job(ctx: AppendContext) -> int:
             ts = now_ms()
             for (group, topic, queue_id), s in sorted(taken.items()):
-                ctx.append(make("deliveries_unrecorded", ts, group=group, topic=topic, queue_id=queue_id,
-                                first_offset=s.first_offset, last_offset=s.last_offset,
-                                next_offset=s.next_offset, pulls=s.pulls, messages=s.messages,
-                                clients=sorted(s.clients), first_ts=s.first_ts, last_ts=s.last_ts,
-                                reason=REASON, disk_full_since=since))
+                ctx.append(
+                    make(
+                        "deliveries_unrecorded",
+                        ts,
+                        group=group,
+                        topic=topic,
+                        queue_id=queue_id,
+                        first_offset=s.first_offset,
+                        last_offset=s.last_offset,
+                        next_offset=s.next_offset,
+                        pulls=s.pulls,
+                        messages=s.messages,
+                        clients=sorted(s.clients),
+                        first_ts=s.first_ts,
+                        last_ts=s.last_ts,
+                        reason=REASON,
+                        disk_full_since=since,
+                    )
+                )
             return len(taken)
 
         return job

@@ -16,16 +16,25 @@ from es_broker.commands.store import Store
 START_RULES = {
     # (B-37 row, consumeFromWhere family) -> what the client does next (B-45)
     (2, "LAST"): "the broker answered 0 (no offset, min <= 0, head in memory: B-37 row 2), so "
-                 "CONSUME_FROM_LAST_OFFSET starts at 0 and consumes the queue's whole history (B-40)",
+    "CONSUME_FROM_LAST_OFFSET starts at 0 and consumes the queue's whole history (B-40)",
     (2, "FIRST"): "the broker answered 0 (B-37 row 2); CONSUME_FROM_FIRST_OFFSET starts at 0",
     (2, "TIMESTAMP"): "the broker answered 0 (B-37 row 2), so CONSUME_FROM_TIMESTAMP starts at 0, "
-                      "not at the timestamp",
-    (3, "LAST"): "the broker answered QUERY_NOT_FOUND (B-37 row 3), so the client asked GET_MAX_OFFSET "
-                 "and started at the queue's max",
-    (3, "FIRST"): "the broker answered QUERY_NOT_FOUND (B-37 row 3); CONSUME_FROM_FIRST_OFFSET starts at 0 "
-                  "(then OFFSET_TOO_SMALL corrects it to min if the head was deleted, B-48)",
-    (3, "TIMESTAMP"): "the broker answered QUERY_NOT_FOUND (B-37 row 3), so the client searched the offset "
-                      "of its consumeTimestamp (SEARCH_OFFSET_BY_TIMESTAMP)",
+    "not at the timestamp",
+    (
+        3,
+        "LAST",
+    ): "the broker answered QUERY_NOT_FOUND (B-37 row 3), so the client asked GET_MAX_OFFSET "
+    "and started at the queue's max",
+    (
+        3,
+        "FIRST",
+    ): "the broker answered QUERY_NOT_FOUND (B-37 row 3); CONSUME_FROM_FIRST_OFFSET starts at 0 "
+    "(then OFFSET_TOO_SMALL corrects it to min if the head was deleted, B-48)",
+    (
+        3,
+        "TIMESTAMP",
+    ): "the broker answered QUERY_NOT_FOUND (B-37 row 3), so the client searched the offset "
+    "of its consumeTimestamp (SEARCH_OFFSET_BY_TIMESTAMP)",
 }
 
 
@@ -71,20 +80,34 @@ def explain(store: Store, group: str, topic: str) -> dict[str, Any]:
             if q.start is None:
                 family = _family(consume_from_where)
                 q.start = {
-                    "seq": seq, "ts": r["ts"], "requester": r["requester"], "row": r["row"],
+                    "seq": seq,
+                    "ts": r["ts"],
+                    "requester": r["requester"],
+                    "row": r["row"],
                     "answer": r["offset"] if r["row"] == 2 else "QUERY_NOT_FOUND",
-                    "min_offset": r["min_offset"], "head_in_memory": r["head_in_memory"],
-                    "phy_max": r["phy_max"], "consume_from_where": consume_from_where,
+                    "min_offset": r["min_offset"],
+                    "head_in_memory": r["head_in_memory"],
+                    "phy_max": r["phy_max"],
+                    "consume_from_where": consume_from_where,
                     "why": START_RULES[(r["row"], family)],
                 }
         elif kind == "offset_committed" and r["group"] == group and r["topic"] == topic:
             q = queue(r["queue_id"])
-            change = {"seq": seq, "ts": r["ts"], "old": r["old"], "new": r["offset"], "cause": r["cause"],
-                      "requester": r["requester"]}
+            change = {
+                "seq": seq,
+                "ts": r["ts"],
+                "old": r["old"],
+                "new": r["offset"],
+                "cause": r["cause"],
+                "requester": r["requester"],
+            }
             q.first_change = q.first_change or change
             q.latest_change = change
             q.changes += 1
     return {
-        "group": group, "topic": topic, "consume_from_where": consume_from_where, "clients": members,
+        "group": group,
+        "topic": topic,
+        "consume_from_where": consume_from_where,
+        "clients": members,
         "queues": [asdict(queues[q]) for q in sorted(queues)],
     }

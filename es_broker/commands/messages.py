@@ -83,13 +83,33 @@ class _Prepared:
     max_reconsume_times: int | None = None
 
 
-def encode_message(topic: str, queue_id: int, msg: MessageIn, properties: dict[str, str],
-                   store_host: tuple[str, int]) -> tuple[bytes, int]:
+def encode_message(
+    topic: str,
+    queue_id: int,
+    msg: MessageIn,
+    properties: dict[str, str],
+    store_host: tuple[str, int],
+) -> tuple[bytes, int]:
     """A message in the stored encoding with placeholder offsets, and its tags code (B-09)."""
     tags = properties.get("TAGS")
     try:
-        raw = wire.encode_fields(topic, queue_id, msg.body, properties, msg.flag, msg.sys_flag, 0, 0,
-                                 msg.born_timestamp, msg.born_host, 0, store_host, msg.reconsume_times, 0, None)
+        raw = wire.encode_fields(
+            topic,
+            queue_id,
+            msg.body,
+            properties,
+            msg.flag,
+            msg.sys_flag,
+            0,
+            0,
+            msg.born_timestamp,
+            msg.born_host,
+            0,
+            store_host,
+            msg.reconsume_times,
+            0,
+            None,
+        )
     except ValueError as exc:
         raise MessageIllegal(f"the message cannot be stored: {exc}") from None
     except struct.error as exc:
@@ -123,7 +143,9 @@ def prepare_put(
     store_host = (store.config.brokerIP1, store.config.listenPort)
     levels = [delay.requested_level(m.properties) for m in messages]
     if len(messages) > 1 and any(level > 0 for level in levels):
-        raise MessageIllegal("a batch message cannot be delayed (DELAY > 0)")  # as CommitLog#asyncPutMessages
+        raise MessageIllegal(
+            "a batch message cannot be delayed (DELAY > 0)"
+        )  # as CommitLog#asyncPutMessages
     encoded, codes = [], []
     for msg in messages:
         if len(msg.body) > store.config.maxMessageSize:
@@ -131,13 +153,23 @@ def prepare_put(
                 f"the message body size {len(msg.body)} exceeds maxMessageSize {store.config.maxMessageSize}"
             )
         if len(msg.body) + 91 + len(topic) > store.config.mappedFileSizeCommitLog:
-            raise MessageIllegal("the message is larger than a commit-log file (mappedFileSizeCommitLog)")
+            raise MessageIllegal(
+                "the message is larger than a commit-log file (mappedFileSizeCommitLog)"
+            )
         raw, code = encode_message(topic, queue_id, msg, _stored_properties(store, msg), store_host)
         encoded.append(raw)
         codes.append(code)
     return _Prepared(
-        topic, queue_id, tuple(encoded), tuple(codes), producer_group, default_topic, default_topic_queue_nums,
-        tuple(messages), max(levels), max_reconsume_times,
+        topic,
+        queue_id,
+        tuple(encoded),
+        tuple(codes),
+        producer_group,
+        default_topic,
+        default_topic_queue_nums,
+        tuple(messages),
+        max(levels),
+        max_reconsume_times,
     )
 
 
@@ -167,22 +199,61 @@ def put_job(store: Store, prepared: _Prepared, requester: str):
             dlq = _dead_letter_target(store, ctx, prepared, requester)
             if dlq is not None:
                 # diverted, with the delay cleared (B-95): re-encode for the DLQ topic
-                props = [dict(_stored_properties(store, m), **{delay.PROPERTY_DELAY: "0"})
-                         for m in prepared.messages]
-                pairs = [encode_message(dlq, 0, m, p, host) for m, p in zip(prepared.messages, props, strict=True)]
-                return place(store, ctx, dlq, 0, [r for r, _ in pairs], [c for _, c in pairs], ts=ts, host=host,
-                             producer_group=prepared.producer_group, requester=requester, diverted_from=topic)
+                props = [
+                    dict(_stored_properties(store, m), **{delay.PROPERTY_DELAY: "0"})
+                    for m in prepared.messages
+                ]
+                pairs = [
+                    encode_message(dlq, 0, m, p, host)
+                    for m, p in zip(prepared.messages, props, strict=True)
+                ]
+                return place(
+                    store,
+                    ctx,
+                    dlq,
+                    0,
+                    [r for r, _ in pairs],
+                    [c for _, c in pairs],
+                    ts=ts,
+                    host=host,
+                    producer_group=prepared.producer_group,
+                    requester=requester,
+                    diverted_from=topic,
+                )
         if prepared.delay_level > 0:
             (msg,) = prepared.messages
-            return park(store, ctx, topic, queue_id, msg, _stored_properties(store, msg), prepared.delay_level,
-                        ts=ts, host=host, producer_group=prepared.producer_group, requester=requester)
-        return place(store, ctx, topic, queue_id, prepared.encoded, prepared.tags_codes, ts=ts, host=host,
-                     producer_group=prepared.producer_group, requester=requester)
+            return park(
+                store,
+                ctx,
+                topic,
+                queue_id,
+                msg,
+                _stored_properties(store, msg),
+                prepared.delay_level,
+                ts=ts,
+                host=host,
+                producer_group=prepared.producer_group,
+                requester=requester,
+            )
+        return place(
+            store,
+            ctx,
+            topic,
+            queue_id,
+            prepared.encoded,
+            prepared.tags_codes,
+            ts=ts,
+            host=host,
+            producer_group=prepared.producer_group,
+            requester=requester,
+        )
 
     return job
 
 
-def _dead_letter_target(store: Store, ctx: AppendContext, prepared: _Prepared, requester: str) -> str | None:
+def _dead_letter_target(
+    store: Store, ctx: AppendContext, prepared: _Prepared, requester: str
+) -> str | None:
     """SEND to `%RETRY%G`: the DLQ topic when reconsumeTimes reached the limit, else None (spec 7.2.1 step 5)."""
     group = retry.group_of_retry_topic(prepared.topic)
     group_config = find_or_create_group(store, ctx, group, requester)
@@ -193,25 +264,60 @@ def _dead_letter_target(store: Store, ctx: AppendContext, prepared: _Prepared, r
     return names.dlq_topic(group)
 
 
-def park(store: Store, ctx: AppendContext, topic: str, queue_id: int, msg: MessageIn, properties: dict[str, str],
-         level: int, *, ts: int, host: tuple[str, int], producer_group: str = "", requester: str = "",
-         **fields: object) -> PutResult:
+def park(
+    store: Store,
+    ctx: AppendContext,
+    topic: str,
+    queue_id: int,
+    msg: MessageIn,
+    properties: dict[str, str],
+    level: int,
+    *,
+    ts: int,
+    host: tuple[str, int],
+    producer_group: str = "",
+    requester: str = "",
+    **fields: object,
+) -> PutResult:
     """Store a delayed message in SCHEDULE_TOPIC_XXXX queue L-1, due at store time + delay(L) (B-96)."""
     levels = store.config.delay_levels_ms()
     level = delay.clamp_level(level, levels)
     due = delay.deliver_at(ts, level, levels)
     props = delay.parked_properties(properties, topic, queue_id, level)
     raw, _ = encode_message(names.SCHEDULE_TOPIC, delay.schedule_queue(level), msg, props, host)
-    result = place(store, ctx, names.SCHEDULE_TOPIC, delay.schedule_queue(level), [raw], [due], ts=ts, host=host,
-                   producer_group=producer_group, requester=requester,
-                   delay={"level": level, "deliver_at": due, "real_topic": topic, "real_queue_id": queue_id},
-                   **fields)
-    return dataclasses.replace(result, real_topic=topic, real_queue_id=queue_id, delay_level=level,
-                               deliver_at=due)
+    result = place(
+        store,
+        ctx,
+        names.SCHEDULE_TOPIC,
+        delay.schedule_queue(level),
+        [raw],
+        [due],
+        ts=ts,
+        host=host,
+        producer_group=producer_group,
+        requester=requester,
+        delay={"level": level, "deliver_at": due, "real_topic": topic, "real_queue_id": queue_id},
+        **fields,
+    )
+    return dataclasses.replace(
+        result, real_topic=topic, real_queue_id=queue_id, delay_level=level, deliver_at=due
+    )
 
 
-def place(store: Store, ctx: AppendContext, topic: str, queue_id: int, encoded, tags_codes, *, ts: int,
-          host: tuple[str, int], producer_group: str = "", requester: str = "", **fields: object) -> PutResult:
+def place(
+    store: Store,
+    ctx: AppendContext,
+    topic: str,
+    queue_id: int,
+    encoded,
+    tags_codes,
+    *,
+    ts: int,
+    host: tuple[str, int],
+    producer_group: str = "",
+    requester: str = "",
+    **fields: object,
+) -> PutResult:
     """Append encoded messages to (topic, queue) at the commit-log end and record them: `messages_stored`.
 
     Decides the physical and queue offsets and writes them, with the store
@@ -220,9 +326,19 @@ def place(store: Store, ctx: AppendContext, topic: str, queue_id: int, encoded, 
     txn = ctx.txn
     phy = store.commitlog.phy_max(txn)
     _, queue_offset = store.cq.bounds(txn, topic, queue_id)
-    host_hex = wire.offset_msg_id(host, 0)[:16]  # the id is this prefix and the physical offset (B-12)
-    payloads, units, ids, _ = wire.place_batch(encoded, tags_codes, queue_id, queue_offset, phy, ts,
-                                               store.config.mappedFileSizeCommitLog, host_hex)
+    host_hex = wire.offset_msg_id(host, 0)[
+        :16
+    ]  # the id is this prefix and the physical offset (B-12)
+    payloads, units, ids, _ = wire.place_batch(
+        encoded,
+        tags_codes,
+        queue_id,
+        queue_offset,
+        phy,
+        ts,
+        store.config.mappedFileSizeCommitLog,
+        host_hex,
+    )
     ctx.put_payloads(payloads)
     seq = ctx.append(
         make(
@@ -238,8 +354,16 @@ def place(store: Store, ctx: AppendContext, topic: str, queue_id: int, encoded, 
         )
     )
     diverted = fields.get("diverted_from")
-    return PutResult(topic, queue_id, queue_offset, tuple(u[0] for u in units), tuple(ids), ts, seq,
-                     diverted_from=diverted if isinstance(diverted, str) else None)
+    return PutResult(
+        topic,
+        queue_id,
+        queue_offset,
+        tuple(u[0] for u in units),
+        tuple(ids),
+        ts,
+        seq,
+        diverted_from=diverted if isinstance(diverted, str) else None,
+    )
 
 
 def _auto_create(store: Store, ctx: AppendContext, prepared: _Prepared, requester: str) -> dict:
@@ -248,13 +372,23 @@ def _auto_create(store: Store, ctx: AppendContext, prepared: _Prepared, requeste
     if topic.startswith(names.RETRY_PREFIX):
         config = topic_config_record(topic, 1, 1, PERM_READ | PERM_WRITE)
     else:
-        template = store.topics.get(ctx.txn, prepared.default_topic) if prepared.default_topic else None
+        template = (
+            store.topics.get(ctx.txn, prepared.default_topic) if prepared.default_topic else None
+        )
         if template is None or not template["perm"] & PERM_INHERIT:
             raise TopicNotExist(f"topic[{topic}] not exist, apply first please!")
         nums = max(1, min(prepared.default_topic_queue_nums, template["writeQueueNums"]))
         config = topic_config_record(topic, nums, nums, template["perm"] & ~PERM_INHERIT)
-    ctx.append(make("topic_updated", store.clock.now_ms(), topic=topic, config=config,
-                    requester=requester, cause="auto_create"))
+    ctx.append(
+        make(
+            "topic_updated",
+            store.clock.now_ms(),
+            topic=topic,
+            config=config,
+            requester=requester,
+            cause="auto_create",
+        )
+    )
     return config
 
 
@@ -357,10 +491,18 @@ def get_message(
     last_phy = -1
     seen = False
     # the batch caps (B-62), read once; the first message always fits
-    mem_bytes, mem_count = config.maxTransferBytesOnMessageInMemory, config.maxTransferCountOnMessageInMemory
-    disk_bytes, disk_count = config.maxTransferBytesOnMessageInDisk, config.maxTransferCountOnMessageInDisk
+    mem_bytes, mem_count = (
+        config.maxTransferBytesOnMessageInMemory,
+        config.maxTransferCountOnMessageInMemory,
+    )
+    disk_bytes, disk_count = (
+        config.maxTransferBytesOnMessageInDisk,
+        config.maxTransferCountOnMessageInDisk,
+    )
     payload_db, get = store.log.commitlog_db, txn.get
-    for unit_offset, phy, size, tags_code in store.cq.unit_tuples(txn, topic, queue_id, offset, end):
+    for unit_offset, phy, size, tags_code in store.cq.unit_tuples(
+        txn, topic, queue_id, offset, end
+    ):
         # the slow verdict looks at the last unit scanned, the one that fills the batch too (B-115)
         last_phy = phy
         count = len(messages)

@@ -45,7 +45,9 @@ def check_topic_name(topic: object) -> str:
     if not isinstance(topic, str) or not topic:
         raise IllegalRequest("The specified topic is blank.")
     if len(topic) > MAX_NAME_LENGTH:
-        raise IllegalRequest(f"The specified topic is longer than topic max length {MAX_NAME_LENGTH}.")
+        raise IllegalRequest(
+            f"The specified topic is longer than topic max length {MAX_NAME_LENGTH}."
+        )
     if not _LEGAL.match(topic):
         raise IllegalRequest(
             f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
@@ -57,7 +59,9 @@ def check_group_name(group: object) -> str:
     if not isinstance(group, str) or not group:
         raise IllegalRequest("The specified group is blank.")
     if len(group) > 255 or not _LEGAL.match(group):
-        raise IllegalRequest(f"the specified group[{group}] contains illegal characters or is too long")
+        raise IllegalRequest(
+            f"the specified group[{group}] contains illegal characters or is too long"
+        )
     return group
 
 

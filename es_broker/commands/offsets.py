@@ -28,8 +28,9 @@ def _check_queue_id(queue_id: object) -> int:
     return queue_id
 
 
-def commit_job(store: Store, group: str, topic: str, queue_id: int, offset: int, *,
-               cause: str, requester: str):
+def commit_job(
+    store: Store, group: str, topic: str, queue_id: int, offset: int, *, cause: str, requester: str
+):
     """Store an offset: an overwrite, lower values included (B-28)."""
     names.check_group_name(group)
     names.check_topic_name(topic)
@@ -48,11 +49,34 @@ def commit_job(store: Store, group: str, topic: str, queue_id: int, offset: int,
                 why = CAUSE_RESET  # the client applying the reset (B-78)
             elif store.config.reset_fence and now - reset_ts < FENCE_MS:
                 # a late commit would undo the reset (S-3): recorded, not applied
-                return ctx.append(make("offset_commit_ignored", now, group=group, topic=topic,
-                                       queue_id=queue_id, offset=offset, current=old, reason="reset_fence",
-                                       reset_seq=reset_seq, target=target, requester=requester))
-        return ctx.append(make("offset_committed", now, group=group, topic=topic, queue_id=queue_id,
-                               offset=offset, old=old, cause=why, requester=requester))
+                return ctx.append(
+                    make(
+                        "offset_commit_ignored",
+                        now,
+                        group=group,
+                        topic=topic,
+                        queue_id=queue_id,
+                        offset=offset,
+                        current=old,
+                        reason="reset_fence",
+                        reset_seq=reset_seq,
+                        target=target,
+                        requester=requester,
+                    )
+                )
+        return ctx.append(
+            make(
+                "offset_committed",
+                now,
+                group=group,
+                topic=topic,
+                queue_id=queue_id,
+                offset=offset,
+                old=old,
+                cause=why,
+                requester=requester,
+            )
+        )
 
     return job
 
@@ -74,13 +98,17 @@ class OffsetAnswer:
         return QUERY_NOT_FOUND_REMARK if self.code == Code.QUERY_NOT_FOUND else None
 
 
-def decide_query(store: Store, txn: lmdb.Transaction, group: str, topic: str, queue_id: int) -> OffsetAnswer:
+def decide_query(
+    store: Store, txn: lmdb.Transaction, group: str, topic: str, queue_id: int
+) -> OffsetAnswer:
     """B-37: stored offset; else 0 while the queue head is unread-able from disk; else not found."""
     stored = store.offsets.query(txn, topic, group, queue_id)
     lo, _ = store.cq.bounds(txn, topic, queue_id)
     phy_max = store.commitlog.phy_max(txn)
     head = store.cq.unit(txn, topic, queue_id, 0)
-    in_memory = None if head is None else phy_max - head.physical_offset <= store.config.in_memory_threshold
+    in_memory = (
+        None if head is None else phy_max - head.physical_offset <= store.config.in_memory_threshold
+    )
     if stored >= 0:
         return OffsetAnswer(Code.SUCCESS, stored, 1, stored, lo, in_memory, phy_max)
     if store.config.new_group_start != "strict" and lo <= 0 and in_memory is not False:
@@ -95,11 +123,22 @@ def query_job(store: Store, group: str, topic: str, queue_id: int, requester: st
     def job(ctx: AppendContext) -> OffsetAnswer:
         answer = decide_query(store, ctx.txn, group, topic, queue_id)
         if answer.row != 1:
-            ctx.append(make("offset_queried", store.clock.now_ms(), group=group, topic=topic,
-                            queue_id=queue_id, row=answer.row, offset=answer.offset,
-                            code=int(answer.code), min_offset=answer.min_offset,
-                            head_in_memory=answer.head_in_memory, phy_max=answer.phy_max,
-                            requester=requester))
+            ctx.append(
+                make(
+                    "offset_queried",
+                    store.clock.now_ms(),
+                    group=group,
+                    topic=topic,
+                    queue_id=queue_id,
+                    row=answer.row,
+                    offset=answer.offset,
+                    code=int(answer.code),
+                    min_offset=answer.min_offset,
+                    head_in_memory=answer.head_in_memory,
+                    phy_max=answer.phy_max,
+                    requester=requester,
+                )
+            )
         return answer
 
     return job
@@ -113,8 +152,14 @@ def _div20(x: int) -> int:
     return x // 20 if x >= 0 else -((-x) // 20)
 
 
-def search_offset(store: Store, txn: lmdb.Transaction, topic: str, queue_id: int, timestamp: int,
-                  mode: str | None = None) -> int:
+def search_offset(
+    store: Store,
+    txn: lmdb.Transaction,
+    topic: str,
+    queue_id: int,
+    timestamp: int,
+    mode: str | None = None,
+) -> int:
     """getOffsetInQueueByTime (B-68); `lower_bound` / `upper_bound` per S-7."""
     mode = mode or store.config.time_lookup
     lo, hi = store.cq.bounds(txn, topic, queue_id)
@@ -170,7 +215,9 @@ def search_offset(store: Store, txn: lmdb.Transaction, topic: str, queue_id: int
     return _div20(file_start * 20 + pos)
 
 
-def _bound(store: Store, txn, topic: str, queue_id: int, lo: int, hi: int, ts: int, strict: bool) -> int:
+def _bound(
+    store: Store, txn, topic: str, queue_id: int, lo: int, hi: int, ts: int, strict: bool
+) -> int:
     """First offset whose store time is >= ts (> ts when strict); max when none."""
     a, b = lo, hi
     while a < b:
@@ -183,7 +230,9 @@ def _bound(store: Store, txn, topic: str, queue_id: int, lo: int, hi: int, ts: i
     return a
 
 
-def remove_group_offsets_job(store: Store, group: str, *, requester: str, cause: str = "group_deleted"):
+def remove_group_offsets_job(
+    store: Store, group: str, *, requester: str, cause: str = "group_deleted"
+):
     """Remove every `*@group` entry (DELETE_SUBSCRIPTIONGROUP with removeOffset, B-34)."""
     names.check_group_name(group)
 
@@ -191,14 +240,29 @@ def remove_group_offsets_job(store: Store, group: str, *, requester: str, cause:
         entries = [[t, q, o] for t, g, q, o in store.offsets.table(ctx.txn) if g == group]
         if not entries:
             return None
-        return ctx.append(make("offsets_removed", store.clock.now_ms(), group=group, entries=entries,
-                               cause=cause, requester=requester))
+        return ctx.append(
+            make(
+                "offsets_removed",
+                store.clock.now_ms(),
+                group=group,
+                entries=entries,
+                cause=cause,
+                requester=requester,
+            )
+        )
 
     return job
 
 
-def clone_job(store: Store, src: str, dest: str, topic: str | None, *, online_topics: set[str] | None,
-              requester: str):
+def clone_job(
+    store: Store,
+    src: str,
+    dest: str,
+    topic: str | None,
+    *,
+    online_topics: set[str] | None,
+    requester: str,
+):
     """CLONE_GROUP_OFFSET (B-35): dest's queue map of each topic becomes a copy of src's."""
     names.check_group_name(src)
     names.check_group_name(dest)
@@ -218,11 +282,30 @@ def clone_job(store: Store, src: str, dest: str, topic: str | None, *, online_to
             now = store.clock.now_ms()
             gone = [[t, q, o] for q, o in dest_map.items() if q not in src_map]
             if gone:  # the whole map is replaced: queues src has no offset for disappear
-                ctx.append(make("offsets_removed", now, group=dest, entries=gone, cause="clone",
-                                requester=requester))
+                ctx.append(
+                    make(
+                        "offsets_removed",
+                        now,
+                        group=dest,
+                        entries=gone,
+                        cause="clone",
+                        requester=requester,
+                    )
+                )
             for q, o in sorted(src_map.items()):
-                ctx.append(make("offset_committed", now, group=dest, topic=t, queue_id=q, offset=o,
-                                old=dest_map.get(q, -1), cause="clone", requester=requester))
+                ctx.append(
+                    make(
+                        "offset_committed",
+                        now,
+                        group=dest,
+                        topic=t,
+                        queue_id=q,
+                        offset=o,
+                        old=dest_map.get(q, -1),
+                        cause="clone",
+                        requester=requester,
+                    )
+                )
             cloned.append(t)
         return cloned
 

@@ -31,7 +31,9 @@ def response_code(status: GetStatus, requested_offset: int) -> Code:
     return Code.PULL_NOT_FOUND
 
 
-def slave_correction(result: GetResult, requested_offset: int, offset_check_in_slave: bool) -> GetResult:
+def slave_correction(
+    result: GetResult, requested_offset: int, offset_check_in_slave: bool
+) -> GetResult:
     """On a slave without offset checks a corrected next offset stays the requested one (B-61)."""
     if offset_check_in_slave or result.status not in _CORRECTED:
         return result

@@ -52,15 +52,23 @@ class LockEntry:
 class QueueLocks:
     """The broker's lock table; every method runs on the trio thread, changes one at a time."""
 
-    def __init__(self, submit: Callable[[Callable[[AppendContext], Any]], Awaitable[Any]], clock: Clock,
-                 max_live_ms: int) -> None:
+    def __init__(
+        self,
+        submit: Callable[[Callable[[AppendContext], Any]], Awaitable[Any]],
+        clock: Clock,
+        max_live_ms: int,
+    ) -> None:
         if max_live_ms <= 0:
-            raise ValueError(f"rocketmq.broker.rebalance.lockMaxLiveTime must be positive, got {max_live_ms}")
+            raise ValueError(
+                f"rocketmq.broker.rebalance.lockMaxLiveTime must be positive, got {max_live_ms}"
+            )
         self.submit = submit
         self.clock = clock
         self.max_live_ms = max_live_ms
         self.table: dict[str, dict[Queue, LockEntry]] = {}
-        self._mutex = trio.Lock()  # a decision and its record, then the next (RocketMQ's ReentrantLock)
+        self._mutex = (
+            trio.Lock()
+        )  # a decision and its record, then the next (RocketMQ's ReentrantLock)
 
     def expired(self, entry: LockEntry, now: int) -> bool:
         """RocketMQ's LockEntry.isExpired: not renewed for strictly more than lockMaxLiveTime."""
@@ -73,7 +81,9 @@ class QueueLocks:
             return None
         return entry.client_id
 
-    async def lock_batch(self, group: str, client_id: str, queues: Iterable[Queue], holder: Any = None) -> list[Queue]:
+    async def lock_batch(
+        self, group: str, client_id: str, queues: Iterable[Queue], holder: Any = None
+    ) -> list[Queue]:
         """tryLockBatch: the queues `client_id` holds after the call, renewed or newly taken."""
         async with self._mutex:
             now = self.clock.now_ms()
@@ -83,7 +93,11 @@ class QueueLocks:
             changes: list[list[Any]] = []
             for queue in dict.fromkeys(queues):
                 entry = table.get(queue)
-                if entry is not None and entry.client_id == client_id and not self.expired(entry, now):
+                if (
+                    entry is not None
+                    and entry.client_id == client_id
+                    and not self.expired(entry, now)
+                ):
                     renewed.append(queue)
                 elif entry is None:
                     taken.append(queue)
@@ -106,15 +120,21 @@ class QueueLocks:
         """unlockBatch: release the queues `client_id` holds (expired or not); False if not recorded."""
         async with self._mutex:
             table = self.table.get(group, {})
-            mine = [q for q in dict.fromkeys(queues) if q in table and table[q].client_id == client_id]
+            mine = [
+                q for q in dict.fromkeys(queues) if q in table and table[q].client_id == client_id
+            ]
             return await self._release(group, client_id, CAUSE_UNLOCK, mine)
 
     async def release_client(self, group: str, client_id: str) -> bool:
         """A client unregistered from a group: its queues of the group are released."""
         async with self._mutex:
             table = self.table.get(group, {})
-            return await self._release(group, client_id, CAUSE_UNREGISTERED,
-                                       [q for q, e in table.items() if e.client_id == client_id])
+            return await self._release(
+                group,
+                client_id,
+                CAUSE_UNREGISTERED,
+                [q for q, e in table.items() if e.client_id == client_id],
+            )
 
     async def release_holder(self, holder: Any) -> bool:
         """A connection closed: every queue last taken or renewed through it is released."""
@@ -140,28 +160,49 @@ class QueueLocks:
                     released += len(lapsed)
         return released
 
-    async def _release(self, group: str, client_id: str, cause: str, queues: list[Queue],
-                       now: int | None = None) -> bool:
+    async def _release(
+        self, group: str, client_id: str, cause: str, queues: list[Queue], now: int | None = None
+    ) -> bool:
         if not queues:
             return True
         table = self.table[group]
         now = self.clock.now_ms() if now is None else now
         changes = [[*q, "", table[q].client_id, table[q].last_update_ms] for q in queues]
         if not await self._record(group, client_id, cause, changes, now):
-            return False  # kept: the lock lapses after lockMaxLiveTime and the expiry pass records it
+            return (
+                False  # kept: the lock lapses after lockMaxLiveTime and the expiry pass records it
+            )
         for queue in queues:
             del table[queue]
         if not table:
             del self.table[group]
         return True
 
-    async def _record(self, group: str, client_id: str, cause: str, changes: list[list[Any]], now: int) -> bool:
+    async def _record(
+        self, group: str, client_id: str, cause: str, changes: list[list[Any]], now: int
+    ) -> bool:
         try:
-            record = make(RECORD, now, group=group, client=client_id, cause=cause, max_live_ms=self.max_live_ms,
-                          changes=changes)
+            record = make(
+                RECORD,
+                now,
+                group=group,
+                client=client_id,
+                cause=cause,
+                max_live_ms=self.max_live_ms,
+                changes=changes,
+            )
             await self.submit(lambda ctx: ctx.append(record))
-        except (BrokerError, RecordOutOfRange, WriterClosed) as exc:  # a full disk, shutting down (B-147)
-            log.warning("queue lock change of group %s (%s, %d queues) not recorded, not made: %s",
-                        group, cause, len(changes), getattr(exc, "remark", exc))
+        except (
+            BrokerError,
+            RecordOutOfRange,
+            WriterClosed,
+        ) as exc:  # a full disk, shutting down (B-147)
+            log.warning(
+                "queue lock change of group %s (%s, %d queues) not recorded, not made: %s",
+                group,
+                cause,
+                len(changes),
+                getattr(exc, "remark", exc),
+            )
             return False
         return True

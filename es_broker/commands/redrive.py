@@ -33,7 +33,12 @@ TO_RETRY = "retry"
 TO_ORIGINAL = "original"
 MAX_PER_REQUEST = 1000  # one write transaction stays short; the admin verb asks again for more
 # properties of earlier hops that must not follow the message: it is due now, and its destination is new
-DROPPED_PROPERTIES = (delay.PROPERTY_DELAY, delay.PROPERTY_REAL_TOPIC, delay.PROPERTY_REAL_QID, delay.PROPERTY_WAIT)
+DROPPED_PROPERTIES = (
+    delay.PROPERTY_DELAY,
+    delay.PROPERTY_REAL_TOPIC,
+    delay.PROPERTY_REAL_QID,
+    delay.PROPERTY_WAIT,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +74,28 @@ def check_args(group: str, target: str, max_count: int | None) -> None:
 
 
 def already_redriven(store: Store, txn: lmdb.Transaction, phy: int) -> bool:
-    return any(role == FROM and record_at(store, txn, seq)["type"] == "dead_letter_redriven"
-               for seq, role in store.trace.links_of(txn, phy))
+    return any(
+        role == FROM and record_at(store, txn, seq)["type"] == "dead_letter_redriven"
+        for seq, role in store.trace.links_of(txn, phy)
+    )
 
 
-def plan(store: Store, txn: lmdb.Transaction, group: str, *, topic: str | None = None, target: str = TO_RETRY,
-         max_count: int | None = None) -> tuple[list[tuple[Redrive, wire.StoredMessage | None]], bool]:
+def plan(
+    store: Store,
+    txn: lmdb.Transaction,
+    group: str,
+    *,
+    topic: str | None = None,
+    target: str = TO_RETRY,
+    max_count: int | None = None,
+) -> tuple[list[tuple[Redrive, wire.StoredMessage | None]], bool]:
     """The dead letters to re-drive, oldest first, with their decoded messages; and whether more are left."""
     check_args(group, target, max_count)
     dlq = names.dlq_topic(group)
     if store.topics.get(txn, dlq) is None:
-        raise TopicNotExist(f"topic[{dlq}] not exist: group {group} has no dead letters on this broker")
+        raise TopicNotExist(
+            f"topic[{dlq}] not exist: group {group} has no dead letters on this broker"
+        )
     limit = min(max_count or MAX_PER_REQUEST, MAX_PER_REQUEST)
     lo, hi = store.cq.bounds(txn, dlq, 0)
     phy_min = store.commitlog.phy_min(txn)
@@ -87,7 +103,11 @@ def plan(store: Store, txn: lmdb.Transaction, group: str, *, topic: str | None =
     for unit in store.cq.units(txn, dlq, 0, lo, hi):
         if already_redriven(store, txn, unit.physical_offset):
             continue
-        raw = store.log.payload(txn, unit.physical_offset) if unit.physical_offset >= phy_min else None
+        raw = (
+            store.log.payload(txn, unit.physical_offset)
+            if unit.physical_offset >= phy_min
+            else None
+        )
         if raw is None:
             continue  # expired with the commit log (B-106): nothing left to send
         message = wire.decode_one(raw)[0]
@@ -97,14 +117,27 @@ def plan(store: Store, txn: lmdb.Transaction, group: str, *, topic: str | None =
         if len(out) == limit:
             return out, True  # a matching one is left (beyond --max, or beyond this request)
         destination = names.retry_topic(group) if target == TO_RETRY else original
-        item = Redrive(unit.offset, message.msg_id, unit.physical_offset, original, destination,
-                       skipped=None if destination else "no RETRY_TOPIC property: original topic unknown")
+        item = Redrive(
+            unit.offset,
+            message.msg_id,
+            unit.physical_offset,
+            original,
+            destination,
+            skipped=None if destination else "no RETRY_TOPIC property: original topic unknown",
+        )
         out.append((item, message))
     return out, False
 
 
-def redrive_job(store: Store, group: str, *, topic: str | None = None, target: str = TO_RETRY,
-                max_count: int | None = None, requester: str = ""):
+def redrive_job(
+    store: Store,
+    group: str,
+    *,
+    topic: str | None = None,
+    target: str = TO_RETRY,
+    max_count: int | None = None,
+    requester: str = "",
+):
     """Re-send the planned dead letters and record each re-drive."""
     check_args(group, target, max_count)
     if store.config.brokerRole == "SLAVE":
@@ -119,26 +152,65 @@ def redrive_job(store: Store, group: str, *, topic: str | None = None, target: s
             if item.skipped or message is None or item.target_topic is None:
                 done.append(item)
                 continue
-            config, skipped = _destination(store, ctx, group, item.target_topic, target, requester, created)
+            config, skipped = _destination(
+                store, ctx, group, item.target_topic, target, requester, created
+            )
             if config is None:
                 done.append(Redrive(**{**_fields(item), "skipped": skipped}))
                 continue
             queue_id = random.randrange(config["writeQueueNums"])  # decided here, recorded below
             props = {k: v for k, v in message.properties.items() if k not in DROPPED_PROPERTIES}
-            copy = messages.MessageIn(message.body, {}, message.flag, message.sys_flag, message.born_timestamp,
-                                      message.born_host, 0)  # reconsume times reset
+            copy = messages.MessageIn(
+                message.body,
+                {},
+                message.flag,
+                message.sys_flag,
+                message.born_timestamp,
+                message.born_host,
+                0,
+            )  # reconsume times reset
             raw, code = messages.encode_message(item.target_topic, queue_id, copy, props, host)
             ts = store.clock.now_ms()
-            stored = messages.place(store, ctx, item.target_topic, queue_id, [raw], [code], ts=ts, host=host,
-                                    requester=requester, cause="redrive")
-            ctx.append(make("dead_letter_redriven", ts, group=group, offset=item.physical_offset,
-                            msg_id=item.dlq_msg_id, dlq_queue_offset=item.dlq_queue_offset,
-                            reconsume_times=message.reconsume_times, original_topic=item.original_topic,
-                            target=target, target_topic=item.target_topic, target_queue_id=queue_id,
-                            stored_phy=stored.physical_offsets[0], stored_msg_id=stored.msg_ids[0],
-                            stored_seq=stored.seq, requester=requester))
-            done.append(Redrive(**{**_fields(item), "target_queue_id": queue_id,
-                                   "new_msg_id": stored.msg_ids[0]}))
+            stored = messages.place(
+                store,
+                ctx,
+                item.target_topic,
+                queue_id,
+                [raw],
+                [code],
+                ts=ts,
+                host=host,
+                requester=requester,
+                cause="redrive",
+            )
+            ctx.append(
+                make(
+                    "dead_letter_redriven",
+                    ts,
+                    group=group,
+                    offset=item.physical_offset,
+                    msg_id=item.dlq_msg_id,
+                    dlq_queue_offset=item.dlq_queue_offset,
+                    reconsume_times=message.reconsume_times,
+                    original_topic=item.original_topic,
+                    target=target,
+                    target_topic=item.target_topic,
+                    target_queue_id=queue_id,
+                    stored_phy=stored.physical_offsets[0],
+                    stored_msg_id=stored.msg_ids[0],
+                    stored_seq=stored.seq,
+                    requester=requester,
+                )
+            )
+            done.append(
+                Redrive(
+                    **{
+                        **_fields(item),
+                        "target_queue_id": queue_id,
+                        "new_msg_id": stored.msg_ids[0],
+                    }
+                )
+            )
         return RedriveResult(group, target, False, tuple(done), more, tuple(created))
 
     return job
@@ -148,8 +220,15 @@ def _fields(item: Redrive) -> dict:
     return {f: getattr(item, f) for f in Redrive.__dataclass_fields__}
 
 
-def _destination(store: Store, ctx: AppendContext, group: str, topic: str, target: str, requester: str,
-                 created: list[str]) -> tuple[dict | None, str | None]:
+def _destination(
+    store: Store,
+    ctx: AppendContext,
+    group: str,
+    topic: str,
+    target: str,
+    requester: str,
+    created: list[str],
+) -> tuple[dict | None, str | None]:
     """The destination's config, creating `%RETRY%G` as a send-back would (B-25); None and why if unusable."""
     if target == TO_RETRY:
         queues = max(find_or_create_group(store, ctx, group, requester)["retryQueueNums"], 1)

@@ -26,7 +26,9 @@ def replay(src_dir: str | Path, dst_dir: str | Path) -> int:
     src = Store.open(src_dir, BrokerConfig(storePathRootDir=str(src_dir)), readonly=True)
     dst_path = Path(dst_dir)
     if (dst_path / "lmdb" / "data.mdb").exists():
-        raise FileExistsError(f"{dst_dir} already holds a broker log; replay needs an empty directory")
+        raise FileExistsError(
+            f"{dst_dir} already holds a broker log; replay needs an empty directory"
+        )
     dst = Store.open(dst_path, BrokerConfig(storePathRootDir=str(dst_path)))
     try:
         for chunk in _chunks(src.log.payloads()):
@@ -49,6 +51,7 @@ def _payload_job(chunk: list[tuple[int, bytes]]):
     def job(ctx: AppendContext) -> None:
         for phy, data in chunk:
             ctx.put_payload(phy, data)
+
     return job
 
 
@@ -56,8 +59,11 @@ def _records_job(chunk: list[tuple[int, bytes]]):
     def job(ctx: AppendContext) -> None:
         for seq, raw in chunk:
             if seq != ctx.next_seq:
-                raise ValueError(f"the log has a gap: expected sequence {ctx.next_seq}, found {seq}")
+                raise ValueError(
+                    f"the log has a gap: expected sequence {ctx.next_seq}, found {seq}"
+                )
             ctx.append_raw(raw)
+
     return job
 
 
@@ -69,8 +75,10 @@ class Difference:
     right: bytes | None
 
     def describe(self) -> str:
-        return (f"database {self.database!r} differs at key {self.key.hex() if self.key else None}: "
-                f"{_short(self.left)} != {_short(self.right)}")
+        return (
+            f"database {self.database!r} differs at key {self.key.hex() if self.key else None}: "
+            f"{_short(self.left)} != {_short(self.right)}"
+        )
 
 
 def _short(value: bytes | None) -> str:
@@ -90,7 +98,12 @@ def checksums(data_dir: str | Path) -> dict[str, str]:
                 h = hashlib.sha256()
                 if db is not None:
                     for key, value in txn.cursor(db=db):
-                        h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
+                        h.update(
+                            len(key).to_bytes(4, "big")
+                            + key
+                            + len(value).to_bytes(4, "big")
+                            + value
+                        )
                 out[name] = h.hexdigest()
         return out
     finally:
@@ -107,7 +120,10 @@ def compare(left_dir: str | Path, right_dir: str | Path) -> list[Difference]:
     b = Store.open(right_dir, BrokerConfig(storePathRootDir=str(right_dir)), readonly=True)
     try:
         with a.read() as ta, b.read() as tb:
-            return [_first_difference(name, ta, a.log.db(name), tb, b.log.db(name)) for name in differing]
+            return [
+                _first_difference(name, ta, a.log.db(name), tb, b.log.db(name))
+                for name in differing
+            ]
     finally:
         a.close()
         b.close()

@@ -65,8 +65,16 @@ class ResetPlan:
         return {q.queue_id: q.final for q in self.queues}
 
     def as_rows(self) -> list[dict[str, int | str]]:
-        return [{"queueId": q.queue_id, "current": q.current, "target": q.target, "final": q.final,
-                 "outcome": q.outcome} for q in self.queues]
+        return [
+            {
+                "queueId": q.queue_id,
+                "current": q.current,
+                "target": q.target,
+                "final": q.final,
+                "outcome": q.outcome,
+            }
+            for q in self.queues
+        ]
 
 
 def _target(store: Store, txn, topic: str, qid: int, kind: str, value: int, current: int) -> int:
@@ -83,9 +91,20 @@ def _target(store: Store, txn, topic: str, qid: int, kind: str, value: int, curr
     return hi  # latest
 
 
-def reset_job(store: Store, group: str, topic: str, value: int, force: bool, *, requester: str,
-              notified: list[str], kind: str = "time", mode: str | None = None, scope: str | None = None,
-              dry_run: bool = False):
+def reset_job(
+    store: Store,
+    group: str,
+    topic: str,
+    value: int,
+    force: bool,
+    *,
+    requester: str,
+    notified: list[str],
+    kind: str = "time",
+    mode: str | None = None,
+    scope: str | None = None,
+    dry_run: bool = False,
+):
     """Compute the reset table (B-74, B-75, S-13) and, unless a dry run, record it."""
     names.check_group_name(group)
     names.check_topic_name(topic)
@@ -102,7 +121,9 @@ def reset_job(store: Store, group: str, topic: str, value: int, force: bool, *, 
         txn = ctx.txn
         config = store.topics.get(txn, topic)
         if config is None:
-            raise IllegalRequest(f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+            raise IllegalRequest(
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
+            )
         nums = config["readQueueNums"] if scope == "read_queues" else config["writeQueueNums"]
         plan = []
         for q in range(nums):
@@ -115,16 +136,32 @@ def reset_job(store: Store, group: str, topic: str, value: int, force: bool, *, 
         if dry_run:
             return ResetPlan(group, topic, kind, value, force, mode, tuple(plan), None)
         outcome = "notified" if notified else "consumer_not_online"
-        seq = ctx.append(make(
-            "reset_requested", store.clock.now_ms(), group=group, topic=topic, kind=kind, value=value,
-            timestamp=value if kind == "time" else -1, force=force, mode=mode, scope=scope, requester=requester,
-            notified=list(notified), outcome=outcome,
-            queues=[[q.queue_id, q.current, q.target, q.final, q.outcome] for q in plan]))
+        seq = ctx.append(
+            make(
+                "reset_requested",
+                store.clock.now_ms(),
+                group=group,
+                topic=topic,
+                kind=kind,
+                value=value,
+                timestamp=value if kind == "time" else -1,
+                force=force,
+                mode=mode,
+                scope=scope,
+                requester=requester,
+                notified=list(notified),
+                outcome=outcome,
+                queues=[[q.queue_id, q.current, q.target, q.final, q.outcome] for q in plan],
+            )
+        )
         return ResetPlan(group, topic, kind, value, force, mode, tuple(plan), seq)
 
     return job
 
 
 def not_online(group: str, topic: str, timestamp: int) -> BrokerError:
-    return BrokerError(f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
-                       f"Timestamp: {timestamp}", Code.CONSUMER_NOT_ONLINE)
+    return BrokerError(
+        f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
+        f"Timestamp: {timestamp}",
+        Code.CONSUMER_NOT_ONLINE,
+    )

@@ -50,10 +50,12 @@ def _last_store_time(store: Store, txn: lmdb.Transaction, start: int, end: int) 
     phy = int.from_bytes(cur.key(), "big")
     if phy < start:
         return None
-    return int.from_bytes(cur.value()[_STORE_TS_AT:_STORE_TS_AT + 8], "big", signed=True)
+    return int.from_bytes(cur.value()[_STORE_TS_AT : _STORE_TS_AT + 8], "big", signed=True)
 
 
-def _first_unit_at_or_after(store: Store, txn, topic: str, qid: int, lo: int, hi: int, phy_min: int) -> int | None:
+def _first_unit_at_or_after(
+    store: Store, txn, topic: str, qid: int, lo: int, hi: int, phy_min: int
+) -> int | None:
     a, b = lo, hi
     while a < b:  # physical offsets grow with queue offsets
         mid = (a + b) // 2
@@ -95,7 +97,9 @@ def retention_job(store: Store, *, manual: bool = False):
         reason = "manual" if manual else None
         if reason is None and is_time_to_delete(config.deleteWhen, now):
             reason = "time"
-        if reason is None and _disk_used_percent(store) > min(max(config.diskMaxUsedSpaceRatio, 10), 95):
+        if reason is None and _disk_used_percent(store) > min(
+            max(config.diskMaxUsedSpaceRatio, 10), 95
+        ):
             reason = "space"
         phy_min, phy_max = store.commitlog.phy_min(txn), store.commitlog.phy_max(txn)
         if reason is None or phy_max == 0:
@@ -119,9 +123,27 @@ def retention_job(store: Store, *, manual: bool = False):
         lost = []
         for topic, group, qid, offset in store.offsets.table(txn):
             if (topic, qid) in moved and 0 <= offset < moved[(topic, qid)][1]:
-                lost.append([group, topic, qid, offset, moved[(topic, qid)][1] - max(offset, moved[(topic, qid)][0])])
-        seq = ctx.append(make("commitlog_expired", now, reason=reason, files=deleted, phy_min=new_phy_min,
-                              file_reserved_hours=config.fileReservedTime, queues=queues, lost=lost))
+                lost.append(
+                    [
+                        group,
+                        topic,
+                        qid,
+                        offset,
+                        moved[(topic, qid)][1] - max(offset, moved[(topic, qid)][0]),
+                    ]
+                )
+        seq = ctx.append(
+            make(
+                "commitlog_expired",
+                now,
+                reason=reason,
+                files=deleted,
+                phy_min=new_phy_min,
+                file_reserved_hours=config.fileReservedTime,
+                queues=queues,
+                lost=lost,
+            )
+        )
         return RetentionPass(reason, tuple(deleted), new_phy_min, seq)
 
     return job

@@ -21,11 +21,12 @@ RETRY_PERM = PERM_READ | PERM_WRITE
 
 
 def group_of_retry_topic(topic: str) -> str:
-    return topic[len(names.RETRY_PREFIX):]
+    return topic[len(names.RETRY_PREFIX) :]
 
 
-def ensure_topic(store: Store, ctx: AppendContext, topic: str, queue_nums: int, perm: int,
-                 requester: str) -> tuple[dict[str, Any], bool]:
+def ensure_topic(
+    store: Store, ctx: AppendContext, topic: str, queue_nums: int, perm: int, requester: str
+) -> tuple[dict[str, Any], bool]:
     """createTopicInSendMessageBackMethod: the existing config (whatever its perm), else a new one, recorded.
 
     Returns (config, created).
@@ -34,15 +35,31 @@ def ensure_topic(store: Store, ctx: AppendContext, topic: str, queue_nums: int, 
     if config is not None:
         return config, False
     config = topics.topic_config_record(topic, queue_nums, queue_nums, perm)
-    ctx.append(make("topic_updated", store.clock.now_ms(), topic=topic, config=config,
-                    requester=requester, cause="auto_create"))
+    ctx.append(
+        make(
+            "topic_updated",
+            store.clock.now_ms(),
+            topic=topic,
+            config=config,
+            requester=requester,
+            cause="auto_create",
+        )
+    )
     return config, True
 
 
-def ensure_dlq_topic(store: Store, ctx: AppendContext, group: str, requester: str) -> tuple[dict[str, Any], bool]:
+def ensure_dlq_topic(
+    store: Store, ctx: AppendContext, group: str, requester: str
+) -> tuple[dict[str, Any], bool]:
     """`%DLQ%G`: 1 queue and perm `dlq_topic_perm` when created; an existing one keeps its perm (B-103)."""
-    return ensure_topic(store, ctx, names.dlq_topic(group), DLQ_NUMS_PER_GROUP, store.config.dlq_topic_perm,
-                        requester)
+    return ensure_topic(
+        store,
+        ctx,
+        names.dlq_topic(group),
+        DLQ_NUMS_PER_GROUP,
+        store.config.dlq_topic_perm,
+        requester,
+    )
 
 
 def max_reconsume_times(group_config: dict[str, Any], from_header: int | None) -> int:

@@ -59,22 +59,38 @@ def deliver_due_job(store: Store, max_deliveries: int = MAX_PER_PASS):
         for level in range(1, len(levels) + 1):
             queue = delay.schedule_queue(level)
             lo, hi = store.cq.bounds(txn, SCHEDULE_TOPIC, queue)
-            cursor = max(store.schedule.cursor(txn, level) or 0, lo)  # clamped into [min, max] (B-98)
+            cursor = max(
+                store.schedule.cursor(txn, level) or 0, lo
+            )  # clamped into [min, max] (B-98)
             while cursor < hi:
                 if len(delivered) + skipped >= max_deliveries:
-                    return DeliveryPass(tuple(delivered), skipped, now, now)  # more is due: come back at once
+                    return DeliveryPass(
+                        tuple(delivered), skipped, now, now
+                    )  # more is due: come back at once
                 unit = store.cq.unit(txn, SCHEDULE_TOPIC, queue, cursor)
                 due = delay.corrected_due(unit.tags_code, now, level, levels)
                 if due > now:
                     next_due = due if next_due is None else min(next_due, due)
                     break  # FIFO within a level: nothing behind it is due either
-                raw = store.log.payload(txn, unit.physical_offset) if unit.physical_offset >= phy_min else None
+                raw = (
+                    store.log.payload(txn, unit.physical_offset)
+                    if unit.physical_offset >= phy_min
+                    else None
+                )
                 parked = wire.decode_one(raw)[0] if raw is not None else None
                 real = _real_destination(parked) if parked is not None else None
                 if real is None:
-                    ctx.append(make("delayed_message_skipped", now, level=level, schedule_offset=cursor,
-                                    schedule_phy=unit.physical_offset, next_cursor=cursor + 1,
-                                    reason="message_removed" if parked is None else "no_real_topic"))
+                    ctx.append(
+                        make(
+                            "delayed_message_skipped",
+                            now,
+                            level=level,
+                            schedule_offset=cursor,
+                            schedule_phy=unit.physical_offset,
+                            next_cursor=cursor + 1,
+                            reason="message_removed" if parked is None else "no_real_topic",
+                        )
+                    )
                     skipped += 1
                 else:
                     delivered.append(_deliver(store, ctx, parked, real, level, cursor, due, now))
@@ -92,19 +108,51 @@ def _real_destination(parked: wire.StoredMessage) -> tuple[str, int] | None:
     return topic, int(qid)
 
 
-def _deliver(store: Store, ctx: AppendContext, parked: wire.StoredMessage, real: tuple[str, int], level: int,
-             cursor: int, due: int, now: int) -> Delivered:
+def _deliver(
+    store: Store,
+    ctx: AppendContext,
+    parked: wire.StoredMessage,
+    real: tuple[str, int],
+    level: int,
+    cursor: int,
+    due: int,
+    now: int,
+) -> Delivered:
     """messageTimeup + putMessage: the copy, stored with the cursor advance in its own record.
 
     The copy keeps the parked message's store host, as RocketMQ copies it.
     """
     topic, queue_id = real
-    copy = messages.MessageIn(parked.body, {}, parked.flag, parked.sys_flag, parked.born_timestamp,
-                              parked.born_host, parked.reconsume_times)
-    raw, code = messages.encode_message(topic, queue_id, copy, delay.delivered_properties(parked.properties),
-                                        parked.store_host)
+    copy = messages.MessageIn(
+        parked.body,
+        {},
+        parked.flag,
+        parked.sys_flag,
+        parked.born_timestamp,
+        parked.born_host,
+        parked.reconsume_times,
+    )
+    raw, code = messages.encode_message(
+        topic, queue_id, copy, delay.delivered_properties(parked.properties), parked.store_host
+    )
     result = messages.place(
-        store, ctx, topic, queue_id, [raw], [code], ts=now, host=parked.store_host, requester="schedule",
-        delivery={"level": level, "schedule_offset": cursor, "schedule_phy": parked.physical_offset,
-                  "next_cursor": cursor + 1, "due": due})
-    return Delivered(level, cursor, topic, queue_id, result.queue_offset, result.physical_offsets[0], result.seq)
+        store,
+        ctx,
+        topic,
+        queue_id,
+        [raw],
+        [code],
+        ts=now,
+        host=parked.store_host,
+        requester="schedule",
+        delivery={
+            "level": level,
+            "schedule_offset": cursor,
+            "schedule_phy": parked.physical_offset,
+            "next_cursor": cursor + 1,
+            "due": due,
+        },
+    )
+    return Delivered(
+        level, cursor, topic, queue_id, result.queue_offset, result.physical_offsets[0], result.seq
+    )

@@ -52,9 +52,17 @@ def _check_int(name: str, value: object) -> int:
     return value
 
 
-def send_back_job(store: Store, group: str, offset: int, delay_level: int = 0, *,
-                  max_reconsume_times: int | None = None, origin_msg_id: str | None = None,
-                  origin_topic: str | None = None, requester: str = ""):
+def send_back_job(
+    store: Store,
+    group: str,
+    offset: int,
+    delay_level: int = 0,
+    *,
+    max_reconsume_times: int | None = None,
+    origin_msg_id: str | None = None,
+    origin_topic: str | None = None,
+    requester: str = "",
+):
     """The job of one send-back, in SendMessageProcessor#asyncConsumerSendMsgBack's order (B-90)."""
     names.check_group_name(group)
     if store.config.brokerRole == "SLAVE":  # a slave stores nothing, send-backs included (B-120)
@@ -70,31 +78,48 @@ def send_back_job(store: Store, group: str, offset: int, delay_level: int = 0, *
         created: list[str] = []
 
         def refused(error: BrokerError) -> SendBackResult:
-            return SendBackResult("refused", error.remark, None, None, 0, 0, None, tuple(created), None, error)
+            return SendBackResult(
+                "refused", error.remark, None, None, 0, 0, None, tuple(created), None, error
+            )
 
         # 1. the group, auto-created when allowed (B-03); refused before anything is written otherwise
         group_config = find_or_create_group(store, ctx, group, requester)
         # 2. broker perm
         if not config.brokerPermission & PERM_WRITE:
-            return refused(NoPermission(f"the broker[{config.brokerIP1}] sending message is forbidden"))
+            return refused(
+                NoPermission(f"the broker[{config.brokerIP1}] sending message is forbidden")
+            )
         retry_queues = group_config["retryQueueNums"]
         strict = config.strict_retry_config
         # 3. no retry queues: the failed message is dropped (B-94), or dead-lettered (S-10)
         if retry_queues <= 0 and not strict:
-            seq = ctx.append(make("message_sent_back", store.clock.now_ms(), group=group, offset=offset,
-                                  decision=DROPPED, reason="retry_queue_nums_0", header_delay_level=delay_level,
-                                  client_origin_msg_id=origin_msg_id, client_origin_topic=origin_topic,
-                                  requester=requester))
+            seq = ctx.append(
+                make(
+                    "message_sent_back",
+                    store.clock.now_ms(),
+                    group=group,
+                    offset=offset,
+                    decision=DROPPED,
+                    reason="retry_queue_nums_0",
+                    header_delay_level=delay_level,
+                    client_origin_msg_id=origin_msg_id,
+                    client_origin_topic=origin_topic,
+                    requester=requester,
+                )
+            )
             return SendBackResult(DROPPED, "retry_queue_nums_0", None, None, 0, 0, None, (), seq)
         # 4. %RETRY%G with the group's queue count and perm 6 (B-25)
         retry_topic = names.retry_topic(group)
         if retry_queues > 0:
-            retry_config, made = retry.ensure_topic(store, ctx, retry_topic, retry_queues, retry.RETRY_PERM,
-                                                    requester)
+            retry_config, made = retry.ensure_topic(
+                store, ctx, retry_topic, retry_queues, retry.RETRY_PERM, requester
+            )
             if made:
                 created.append(retry_topic)
             if not retry_config["perm"] & PERM_WRITE:
-                return refused(NoPermission(f"the topic[{retry_topic}] sending message is forbidden"))
+                return refused(
+                    NoPermission(f"the topic[{retry_topic}] sending message is forbidden")
+                )
         # 5. the failed message
         raw = store.log.payload(txn, offset) if offset >= store.commitlog.phy_min(txn) else None
         if raw is None:
@@ -104,8 +129,9 @@ def send_back_job(store: Store, group: str, offset: int, delay_level: int = 0, *
         props = dict(original.properties)
         props.setdefault(retry.PROPERTY_RETRY_TOPIC, original.topic)
         props[delay.PROPERTY_WAIT] = "false"
-        props[retry.PROPERTY_ORIGIN_MESSAGE_ID] = (props.get(retry.PROPERTY_ORIGIN_MESSAGE_ID, "").strip()
-                                                   or original.msg_id)
+        props[retry.PROPERTY_ORIGIN_MESSAGE_ID] = (
+            props.get(retry.PROPERTY_ORIGIN_MESSAGE_ID, "").strip() or original.msg_id
+        )
         # 7. retry or dead letter (B-91, B-92), and the queue, decided here and recorded
         limit = retry.max_reconsume_times(group_config, max_reconsume_times)
         if retry_queues <= 0:
@@ -116,39 +142,99 @@ def send_back_job(store: Store, group: str, offset: int, delay_level: int = 0, *
             decision, reason = DLQ, "delay_level_negative"
         else:
             decision, reason = RETRY, "delay_level" if delay_level > 0 else "3_plus_reconsume_times"
-        copy = messages.MessageIn(original.body, {}, original.flag, original.sys_flag, original.born_timestamp,
-                                  original.born_host, original.reconsume_times + 1)
+        copy = messages.MessageIn(
+            original.body,
+            {},
+            original.flag,
+            original.sys_flag,
+            original.born_timestamp,
+            original.born_host,
+            original.reconsume_times + 1,
+        )
         ts = store.clock.now_ms()
         host = original.store_host  # copied from the original, and so is its id's host part (B-93)
         # 8. store the new message through the normal path
         if decision == RETRY:
             target, queue_id = retry_topic, random.randrange(retry_queues)
             level = delay_level if delay_level > 0 else 3 + original.reconsume_times
-            stored = messages.park(store, ctx, target, queue_id, copy, props, level, ts=ts, host=host,
-                                   requester=requester, cause="send_back")
+            stored = messages.park(
+                store,
+                ctx,
+                target,
+                queue_id,
+                copy,
+                props,
+                level,
+                ts=ts,
+                host=host,
+                requester=requester,
+                cause="send_back",
+            )
             level = stored.delay_level  # clamped to the highest level (B-06)
         else:
             dlq_config, made = retry.ensure_dlq_topic(store, ctx, group, requester)
             if made:
                 created.append(names.dlq_topic(group))
-            target, queue_id, level = names.dlq_topic(group), 0, 0  # random mod DLQ_NUMS_PER_GROUP = 0
+            target, queue_id, level = (
+                names.dlq_topic(group),
+                0,
+                0,
+            )  # random mod DLQ_NUMS_PER_GROUP = 0
             props[delay.PROPERTY_DELAY] = "0"
             encoded, code = messages.encode_message(target, queue_id, copy, props, host)
-            stored = messages.place(store, ctx, target, queue_id, [encoded], [code], ts=ts, host=host,
-                                    requester=requester, cause="send_back")
+            stored = messages.place(
+                store,
+                ctx,
+                target,
+                queue_id,
+                [encoded],
+                [code],
+                ts=ts,
+                host=host,
+                requester=requester,
+                cause="send_back",
+            )
         levels = config.delay_levels_ms()
-        seq = ctx.append(make(
-            "message_sent_back", ts, group=group, offset=offset, msg_id=original.msg_id, topic=original.topic,
-            queue_id=original.queue_id, queue_offset=original.queue_offset,
-            reconsume_times=original.reconsume_times, max_reconsume_times=limit,
-            header_delay_level=delay_level, decision=decision, reason=reason, delay_level=level,
-            delay_ms=levels[level - 1] if level > 0 else 0, deliver_at=stored.deliver_at,
-            target_topic=target, target_queue_id=queue_id, stored_phy=stored.physical_offsets[0],
-            stored_msg_id=stored.msg_ids[0], stored_seq=stored.seq,
-            origin_msg_id=props[retry.PROPERTY_ORIGIN_MESSAGE_ID],
-            retry_topic=props[retry.PROPERTY_RETRY_TOPIC], client_origin_msg_id=origin_msg_id,
-            client_origin_topic=origin_topic, requester=requester))
-        return SendBackResult(decision, reason, target, queue_id, level, copy.reconsume_times, stored,
-                              tuple(created), seq)
+        seq = ctx.append(
+            make(
+                "message_sent_back",
+                ts,
+                group=group,
+                offset=offset,
+                msg_id=original.msg_id,
+                topic=original.topic,
+                queue_id=original.queue_id,
+                queue_offset=original.queue_offset,
+                reconsume_times=original.reconsume_times,
+                max_reconsume_times=limit,
+                header_delay_level=delay_level,
+                decision=decision,
+                reason=reason,
+                delay_level=level,
+                delay_ms=levels[level - 1] if level > 0 else 0,
+                deliver_at=stored.deliver_at,
+                target_topic=target,
+                target_queue_id=queue_id,
+                stored_phy=stored.physical_offsets[0],
+                stored_msg_id=stored.msg_ids[0],
+                stored_seq=stored.seq,
+                origin_msg_id=props[retry.PROPERTY_ORIGIN_MESSAGE_ID],
+                retry_topic=props[retry.PROPERTY_RETRY_TOPIC],
+                client_origin_msg_id=origin_msg_id,
+                client_origin_topic=origin_topic,
+                requester=requester,
+            )
+        )
+        return SendBackResult(
+            decision,
+            reason,
+            target,
+            queue_id,
+            level,
+            copy.reconsume_times,
+            stored,
+            tuple(created),
+            seq,
+        )
 
     return job

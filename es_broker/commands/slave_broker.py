@@ -49,8 +49,11 @@ class LogDiverged(BrokerError):
 
     code = Code.SYSTEM_ERROR
 
-SLAVE_LOG_REFUSAL = ("service not available now. the broker is a slave: its record log only takes the master's "
-                     "records, run this on the master")
+
+SLAVE_LOG_REFUSAL = (
+    "service not available now. the broker is a slave: its record log only takes the master's "
+    "records, run this on the master"
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -71,7 +74,9 @@ def replication_job(batch: ReplicatedBatch) -> Callable[[AppendContext], int]:
 
     def job(ctx: AppendContext) -> int:
         if ctx.next_seq != batch.first_seq:
-            raise LogDiverged(f"replicated batch starts at {batch.first_seq}, the slave's log is at {ctx.next_seq}")
+            raise LogDiverged(
+                f"replicated batch starts at {batch.first_seq}, the slave's log is at {ctx.next_seq}"
+            )
         for phy, data in batch.payloads:  # the bytes first: the records' projections may read them
             ctx.put_payload(phy, data)
         for raw in batch.records:
@@ -91,8 +96,9 @@ class SlaveBroker(Broker):
         self.on_commit: Callable[[], None] = lambda: None
 
     @classmethod
-    def open(cls, data_dir: str | Path, config: BrokerConfig | None = None,
-             clock: Clock | None = None) -> SlaveBroker:
+    def open(
+        cls, data_dir: str | Path, config: BrokerConfig | None = None, clock: Clock | None = None
+    ) -> SlaveBroker:
         store = Store.open(data_dir, config, clock)
         journal = SlaveOffsetJournal(Path(data_dir) / JOURNAL_DIR, sync=store.config.sync_flush)
         broker = cls(store, journal)
@@ -123,25 +129,45 @@ class SlaveBroker(Broker):
         """
         merged = []
         for seq, record in applied:
-            if record["type"] == "slave_offsets_merged" and record["broker_id"] == self.config.brokerId:
+            if (
+                record["type"] == "slave_offsets_merged"
+                and record["broker_id"] == self.config.brokerId
+            ):
                 self.journal.forget_through(record["journal_upto"])
                 merged.append(seq)
         return merged
 
     # ------------------------------------------------------------------ offsets through the journal
     def _effective(self, txn, topic: str, group: str, queue_id: int) -> int:
-        return effective_offset(self.store, txn, self.journal.latest(topic, group, queue_id), topic, group,
-                                queue_id)
+        return effective_offset(
+            self.store, txn, self.journal.latest(topic, group, queue_id), topic, group, queue_id
+        )
 
-    async def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, *,
-                            cause: str = offsets.CAUSE_CLIENT_COMMIT, requester: str = "") -> int:
+    async def commit_offset(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        cause: str = offsets.CAUSE_CLIENT_COMMIT,
+        requester: str = "",
+    ) -> int:
         """UPDATE_CONSUMER_OFFSET on a slave (B-30): into the journal; returns its journal position."""
         check_commit(group, topic, queue_id, offset)
         with self.store.read() as txn:
             old = self._effective(txn, topic, group, queue_id)
-        commit = self.journal.record(ts=self.store.clock.now_ms(), topic=topic, group=group, queue_id=queue_id,
-                                     offset=offset, old=old, cause=cause, requester=requester,
-                                     replicated_seq=self.store.log.last_seq)
+        commit = self.journal.record(
+            ts=self.store.clock.now_ms(),
+            topic=topic,
+            group=group,
+            queue_id=queue_id,
+            offset=offset,
+            old=old,
+            cause=cause,
+            requester=requester,
+            replicated_seq=self.store.log.last_seq,
+        )
         self.on_commit()
         return commit.local_seq
 
@@ -154,12 +180,13 @@ class SlaveBroker(Broker):
         mine = self.journal.latest_all()
         with self.store.read() as txn:
             table = {(t, g, q): o for t, g, q, o in self.store.offsets.table(txn)}
-            for (topic, group, qid) in mine:
+            for topic, group, qid in mine:
                 table[(topic, group, qid)] = self._effective(txn, topic, group, qid)
         return [(t, g, q, o) for (t, g, q), o in sorted(table.items())]
 
-    async def query_consumer_offset(self, group: str, topic: str, queue_id: int, *,
-                                    requester: str = "") -> OffsetAnswer:
+    async def query_consumer_offset(
+        self, group: str, topic: str, queue_id: int, *, requester: str = ""
+    ) -> OffsetAnswer:
         """B-37 against the slave's own table; a 'nothing stored' answer is not recorded here."""
         with self.store.read() as txn:
             answer = offsets.decide_query(self.store, txn, group, topic, queue_id)
@@ -169,9 +196,18 @@ class SlaveBroker(Broker):
         return dataclasses.replace(answer, code=Code.SUCCESS, offset=mine, row=1, stored=mine)
 
     # ------------------------------------------------------------------ reads
-    async def pull(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int = 32, *,
-                   tags_codes: frozenset[int] | None = None, client: str = "",
-                   commit_offset: int | None = None) -> GetResult:
+    async def pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int = 32,
+        *,
+        tags_codes: frozenset[int] | None = None,
+        client: str = "",
+        commit_offset: int | None = None,
+    ) -> GetResult:
         """PULL_MESSAGE on a slave: a piggybacked commit is ignored (B-31, B-118); a delivery is journalled.
 
         What a master records as `messages_delivered` goes to the slave
@@ -184,10 +220,17 @@ class SlaveBroker(Broker):
         result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes)
         self.messages_served += len(result.offsets)
         if result.offsets:
-            self.journal.record_delivery(ts=self.store.clock.now_ms(), group=group, topic=topic, queue_id=queue_id,
-                                         offset=offset, offsets=result.offsets,
-                                         next_offset=result.next_begin_offset, client=client,
-                                         replicated_seq=self.store.log.last_seq)
+            self.journal.record_delivery(
+                ts=self.store.clock.now_ms(),
+                group=group,
+                topic=topic,
+                queue_id=queue_id,
+                offset=offset,
+                offsets=result.offsets,
+                next_offset=result.next_begin_offset,
+                client=client,
+                replicated_seq=self.store.log.last_seq,
+            )
             self.on_commit()
         return result
 
@@ -200,14 +243,31 @@ class SlaveBroker(Broker):
             raise GroupNotExist(f"subscription group [{group}] does not exist, apply first please!")
         return default_group_config(group)
 
-    async def record_consumer_group(self, group: str, clients: list[str], consume_from_where: str,
-                                    message_model: str, subscriptions: dict[str, str]) -> int:
+    async def record_consumer_group(
+        self,
+        group: str,
+        clients: list[str],
+        consume_from_where: str,
+        message_model: str,
+        subscriptions: dict[str, str],
+    ) -> int:
         """Membership seen by a slave is not recorded: the master records what its own heartbeats show."""
         return 0
 
-    async def plan_reset(self, group: str, topic: str, value: int, force: bool, *, requester: str = "",
-                         notified: list[str] | None = None, kind: str = "time", mode: str | None = None,
-                         scope: str | None = None, dry_run: bool = False) -> resets.ResetPlan:
+    async def plan_reset(
+        self,
+        group: str,
+        topic: str,
+        value: int,
+        force: bool,
+        *,
+        requester: str = "",
+        notified: list[str] | None = None,
+        kind: str = "time",
+        mode: str | None = None,
+        scope: str | None = None,
+        dry_run: bool = False,
+    ) -> resets.ResetPlan:
         """A slave computes a reset from its own store and tells its clients (B-120) but records nothing.
 
         The clients' commits that follow land in the slave journal; a
@@ -215,8 +275,18 @@ class SlaveBroker(Broker):
         """
         if (mode or self.config.reset_mode) == "server_side" and not dry_run:
             raise ServiceNotAvailable("a server-side reset writes offsets: run it on the master")
-        return await super().plan_reset(group, topic, value, force, requester=requester, notified=notified,
-                                        kind=kind, mode="compat", scope=scope, dry_run=True)
+        return await super().plan_reset(
+            group,
+            topic,
+            value,
+            force,
+            requester=requester,
+            notified=notified,
+            kind=kind,
+            mode="compat",
+            scope=scope,
+            dry_run=True,
+        )
 
     def runtime_info(self) -> dict[str, Any]:
         info = super().runtime_info()

@@ -60,11 +60,15 @@ MERGE_POLICIES = (LATEST_WINS, COMPAT_OVERWRITE)
 
 # outcome of one queue in a `slave_offsets_merged` record
 APPLIED = "applied"  # the slave's commit was later: the master's offset moves to it
-KEPT_MASTER = "kept_master"  # the master's own latest change was later (or equal with a larger offset)
+KEPT_MASTER = (
+    "kept_master"  # the master's own latest change was later (or equal with a larger offset)
+)
 DISCARDED = "discarded"  # compat_overwrite: the slave's commit is lost, as in RocketMQ
 
 _META_LOG_SEEN = b"log_seen"  # the replicated sequence up to which merge records were looked for
-_META_LAST_LOCAL = b"last_local_seq"  # journal positions never repeat, even after every entry was merged
+_META_LAST_LOCAL = (
+    b"last_local_seq"  # journal positions never repeat, even after every entry was merged
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +87,18 @@ class SlaveCommit:
     replicated_seq: int  # the last master record the slave had applied: what it knew then
 
     def row(self) -> list:
-        return [self.local_seq, self.ts, self.topic, self.group, self.queue_id, self.offset, self.old,
-                self.cause, self.requester, self.replicated_seq]
+        return [
+            self.local_seq,
+            self.ts,
+            self.topic,
+            self.group,
+            self.queue_id,
+            self.offset,
+            self.old,
+            self.cause,
+            self.requester,
+            self.replicated_seq,
+        ]
 
     @classmethod
     def from_row(cls, row: list) -> SlaveCommit:
@@ -111,14 +125,45 @@ class SlaveDelivery:
     replicated_seq: int  # the last master record the slave had applied
 
     def row(self) -> list:
-        return [self.local_seq, self.ts, self.group, self.topic, self.queue_id, self.offset, list(self.offsets),
-                self.next_offset, self.client, self.replicated_seq]
+        return [
+            self.local_seq,
+            self.ts,
+            self.group,
+            self.topic,
+            self.queue_id,
+            self.offset,
+            list(self.offsets),
+            self.next_offset,
+            self.client,
+            self.replicated_seq,
+        ]
 
     @classmethod
     def from_row(cls, row: list) -> SlaveDelivery:
-        local_seq, ts, group, topic, queue_id, offset, offsets, next_offset, client, replicated_seq = row
-        return cls(local_seq, ts, group, topic, queue_id, offset, tuple(offsets), next_offset, client,
-                   replicated_seq)
+        (
+            local_seq,
+            ts,
+            group,
+            topic,
+            queue_id,
+            offset,
+            offsets,
+            next_offset,
+            client,
+            replicated_seq,
+        ) = row
+        return cls(
+            local_seq,
+            ts,
+            group,
+            topic,
+            queue_id,
+            offset,
+            tuple(offsets),
+            next_offset,
+            client,
+            replicated_seq,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +177,9 @@ class OffsetChangeAt:
 
 def check_policy(policy: str) -> str:
     if policy not in MERGE_POLICIES:
-        raise IllegalRequest(f"slave_offset_merge {policy!r} is not one of {', '.join(MERGE_POLICIES)}")
+        raise IllegalRequest(
+            f"slave_offset_merge {policy!r} is not one of {', '.join(MERGE_POLICIES)}"
+        )
     return policy
 
 
@@ -151,7 +198,9 @@ def latest_per_queue(commits: Iterable[SlaveCommit]) -> dict[tuple[str, str, int
     return latest
 
 
-def last_change(store: Store, txn: lmdb.Transaction, topic: str, group: str, queue_id: int) -> OffsetChangeAt | None:
+def last_change(
+    store: Store, txn: lmdb.Transaction, topic: str, group: str, queue_id: int
+) -> OffsetChangeAt | None:
     """The newest entry of the offset history of (T, G, Q), or None when it never changed."""
     prefix = offset_key(topic, group, queue_id)
     cur = txn.cursor(db=store.offsets.history)
@@ -166,8 +215,14 @@ def last_change(store: Store, txn: lmdb.Transaction, topic: str, group: str, que
     return OffsetChangeAt(U64.unpack(key[-8:])[0], ts, new)
 
 
-def effective_offset(store: Store, txn: lmdb.Transaction, mine: SlaveCommit | None, topic: str, group: str,
-                     queue_id: int) -> int:
+def effective_offset(
+    store: Store,
+    txn: lmdb.Transaction,
+    mine: SlaveCommit | None,
+    topic: str,
+    group: str,
+    queue_id: int,
+) -> int:
     """What a slave answers for (T, G, Q): the replicated value overlaid with its own latest commit.
 
     With compat_overwrite the slave's own value stands until the merge, as
@@ -179,7 +234,11 @@ def effective_offset(store: Store, txn: lmdb.Transaction, mine: SlaveCommit | No
         return replicated
     if store.config.slave_offset_merge == COMPAT_OVERWRITE:
         return mine.offset
-    return mine.offset if slave_commit_wins(mine, last_change(store, txn, topic, group, queue_id)) else replicated
+    return (
+        mine.offset
+        if slave_commit_wins(mine, last_change(store, txn, topic, group, queue_id))
+        else replicated
+    )
 
 
 def _is_int(value: object) -> bool:
@@ -203,10 +262,14 @@ def check_commit(group: str, topic: str, queue_id: object, offset: object) -> No
 def check_delivery(d: SlaveDelivery) -> None:
     """The checks of a shipped delivery: names, queue, offsets (what Broker.pull would have recorded)."""
     _check_queue(d.group, d.topic, d.queue_id)
-    if not (_is_int(d.local_seq) and _is_int(d.ts) and _is_int(d.offset) and _is_int(d.next_offset)):
+    if not (
+        _is_int(d.local_seq) and _is_int(d.ts) and _is_int(d.offset) and _is_int(d.next_offset)
+    ):
         raise IllegalRequest("a slave delivery's position, time and offsets must be integers")
     if not d.offsets or not all(_is_int(o) and o >= 0 for o in d.offsets):
-        raise IllegalRequest(f"a slave delivery hands out non-negative queue offsets, not {list(d.offsets)!r}")
+        raise IllegalRequest(
+            f"a slave delivery hands out non-negative queue offsets, not {list(d.offsets)!r}"
+        )
     if not isinstance(d.client, str):
         raise IllegalRequest(f"a slave delivery's client {d.client!r} must be a string")
 
@@ -229,7 +292,9 @@ class SlaveOffsetJournal:
     def __init__(self, path: str | Path, *, sync: bool = False) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self.env = lmdb.open(str(self.path), map_size=8 * 1024 * 1024, max_dbs=4, sync=sync, metasync=sync)
+        self.env = lmdb.open(
+            str(self.path), map_size=8 * 1024 * 1024, max_dbs=4, sync=sync, metasync=sync
+        )
         self.journal_db = self.env.open_db(b"journal")
         self.deliveries_db = self.env.open_db(b"deliveries")
         self.meta_db = self.env.open_db(b"meta")
@@ -252,21 +317,62 @@ class SlaveOffsetJournal:
             except lmdb.MapFullError:
                 self.env.set_mapsize(self.env.info()["map_size"] * 2)
 
-    def record(self, *, ts: int, topic: str, group: str, queue_id: int, offset: int, old: int, cause: str,
-               requester: str, replicated_seq: int) -> SlaveCommit:
+    def record(
+        self,
+        *,
+        ts: int,
+        topic: str,
+        group: str,
+        queue_id: int,
+        offset: int,
+        old: int,
+        cause: str,
+        requester: str,
+        replicated_seq: int,
+    ) -> SlaveCommit:
         """Keep one commit; it is durable when this returns (with the broker's flush mode)."""
-        commit = SlaveCommit(self.last_local_seq + 1, ts, topic, group, queue_id, offset, old, cause, requester,
-                             replicated_seq)
+        commit = SlaveCommit(
+            self.last_local_seq + 1,
+            ts,
+            topic,
+            group,
+            queue_id,
+            offset,
+            old,
+            cause,
+            requester,
+            replicated_seq,
+        )
         self._append(self.journal_db, commit.local_seq, commit.row())
         self._latest[commit.key] = commit
         return commit
 
-    def record_delivery(self, *, ts: int, group: str, topic: str, queue_id: int, offset: int,
-                        offsets: Iterable[int], next_offset: int, client: str,
-                        replicated_seq: int) -> SlaveDelivery:
+    def record_delivery(
+        self,
+        *,
+        ts: int,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        offsets: Iterable[int],
+        next_offset: int,
+        client: str,
+        replicated_seq: int,
+    ) -> SlaveDelivery:
         """Keep one delivery (a pull that found messages) at the next journal position."""
-        delivery = SlaveDelivery(self.last_local_seq + 1, ts, group, topic, queue_id, offset, tuple(offsets),
-                                 next_offset, client, replicated_seq)
+        delivery = SlaveDelivery(
+            self.last_local_seq + 1,
+            ts,
+            group,
+            topic,
+            queue_id,
+            offset,
+            tuple(offsets),
+            next_offset,
+            client,
+            replicated_seq,
+        )
         self._append(self.deliveries_db, delivery.local_seq, delivery.row())
         return delivery
 
@@ -301,28 +407,45 @@ class SlaveOffsetJournal:
     def pending_deliveries(self, after: int = 0) -> list[SlaveDelivery]:
         """Deliveries not yet covered by a merge record, oldest first; those after a local sequence."""
         with self.env.begin() as txn:
-            return [SlaveDelivery.from_row(row) for row in self._rows(txn, self.deliveries_db, after)]
+            return [
+                SlaveDelivery.from_row(row) for row in self._rows(txn, self.deliveries_db, after)
+            ]
 
     def pending_all(self, after: int = 0) -> tuple[list[SlaveCommit], list[SlaveDelivery]]:
         """Commits and deliveries after a local sequence, read together (what one merge request ships)."""
         with self.env.begin() as txn:
-            return ([SlaveCommit.from_row(row) for row in self._rows(txn, self.journal_db, after)],
-                    [SlaveDelivery.from_row(row) for row in self._rows(txn, self.deliveries_db, after)])
+            return (
+                [SlaveCommit.from_row(row) for row in self._rows(txn, self.journal_db, after)],
+                [SlaveDelivery.from_row(row) for row in self._rows(txn, self.deliveries_db, after)],
+            )
 
-    def next_batch(self, after: int, limit: int) -> tuple[list[SlaveCommit], list[SlaveDelivery], int]:
+    def next_batch(
+        self, after: int, limit: int
+    ) -> tuple[list[SlaveCommit], list[SlaveDelivery], int]:
         """The first `limit` entries after a position, commits and deliveries, and the last position they reach.
 
         Every entry of either kind at or before that position is in the batch,
         so a merge record with that `journal_upto` covers exactly the batch.
         """
         with self.env.begin() as txn:
-            commits = [SlaveCommit.from_row(row) for row in self._rows(txn, self.journal_db, after, limit)]
-            deliveries = [SlaveDelivery.from_row(row) for row in self._rows(txn, self.deliveries_db, after, limit)]
-        positions = sorted([c.local_seq for c in commits] + [d.local_seq for d in deliveries])[:limit]
+            commits = [
+                SlaveCommit.from_row(row) for row in self._rows(txn, self.journal_db, after, limit)
+            ]
+            deliveries = [
+                SlaveDelivery.from_row(row)
+                for row in self._rows(txn, self.deliveries_db, after, limit)
+            ]
+        positions = sorted([c.local_seq for c in commits] + [d.local_seq for d in deliveries])[
+            :limit
+        ]
         if not positions:
             return [], [], after
         upto = positions[-1]
-        return ([c for c in commits if c.local_seq <= upto], [d for d in deliveries if d.local_seq <= upto], upto)
+        return (
+            [c for c in commits if c.local_seq <= upto],
+            [d for d in deliveries if d.local_seq <= upto],
+            upto,
+        )
 
     def oldest_replicated_seq(self) -> int | None:
         """The replicated sequence the oldest pending entry (commit or delivery) was taken on; None if none."""
@@ -370,9 +493,17 @@ class MergeOutcome:
     deliveries: int = 0  # `messages_delivered` records appended before the merge record
 
 
-def merge_job(store: Store, *, broker_id: int, slave_addr: str, journal_upto: int,
-              commits: list[SlaveCommit], deliveries: Iterable[SlaveDelivery] = (), requester: str = "",
-              promotion: bool = False):
+def merge_job(
+    store: Store,
+    *,
+    broker_id: int,
+    slave_addr: str,
+    journal_upto: int,
+    commits: list[SlaveCommit],
+    deliveries: Iterable[SlaveDelivery] = (),
+    requester: str = "",
+    promotion: bool = False,
+):
     """Record the slave's deliveries, then `slave_offsets_merged` with its commits and the outcome (S-5).
 
     Each delivery becomes a `messages_delivered` record with `served_by`; the
@@ -390,16 +521,33 @@ def merge_job(store: Store, *, broker_id: int, slave_addr: str, journal_upto: in
     for d in deliveries:
         check_delivery(d)
         if d.local_seq > journal_upto:
-            raise IllegalRequest(f"slave delivery at journal position {d.local_seq} is past journalUpto "
-                                 f"{journal_upto}")
+            raise IllegalRequest(
+                f"slave delivery at journal position {d.local_seq} is past journalUpto "
+                f"{journal_upto}"
+            )
 
     def job(ctx: AppendContext) -> MergeOutcome:
         ts = store.clock.now_ms()
         for d in deliveries:  # in the slave's order; the master's time, the slave's in served_by
-            ctx.append(make("messages_delivered", ts, group=d.group, topic=d.topic, queue_id=d.queue_id,
-                            offset=d.offset, offsets=list(d.offsets), next_offset=d.next_offset, client=d.client,
-                            served_by={"broker_id": broker_id, "addr": slave_addr, "ts": d.ts,
-                                       "local_seq": d.local_seq}))
+            ctx.append(
+                make(
+                    "messages_delivered",
+                    ts,
+                    group=d.group,
+                    topic=d.topic,
+                    queue_id=d.queue_id,
+                    offset=d.offset,
+                    offsets=list(d.offsets),
+                    next_offset=d.next_offset,
+                    client=d.client,
+                    served_by={
+                        "broker_id": broker_id,
+                        "addr": slave_addr,
+                        "ts": d.ts,
+                        "local_seq": d.local_seq,
+                    },
+                )
+            )
         queues = []
         for (topic, group, qid), c in sorted(latest_per_queue(commits).items()):
             current = store.offsets.query(ctx.txn, topic, group, qid)
@@ -411,11 +559,21 @@ def merge_job(store: Store, *, broker_id: int, slave_addr: str, journal_upto: in
                 outcome = KEPT_MASTER
             new = c.offset if outcome == APPLIED else current
             queues.append((topic, group, qid, current, new, outcome, c.requester))
-        seq = ctx.append(make("slave_offsets_merged", ts, broker_id=broker_id,
-                              slave_addr=slave_addr, policy=policy, journal_upto=journal_upto,
-                              commits=[c.row() for c in commits], queues=[list(q) for q in queues],
-                              deliveries=len(deliveries), requester=requester,
-                              **({"promotion": True} if promotion else {})))
+        seq = ctx.append(
+            make(
+                "slave_offsets_merged",
+                ts,
+                broker_id=broker_id,
+                slave_addr=slave_addr,
+                policy=policy,
+                journal_upto=journal_upto,
+                commits=[c.row() for c in commits],
+                queues=[list(q) for q in queues],
+                deliveries=len(deliveries),
+                requester=requester,
+                **({"promotion": True} if promotion else {}),
+            )
+        )
         return MergeOutcome(seq, policy, tuple(queues), len(deliveries))
 
     return job
@@ -437,9 +595,18 @@ async def merge_own_journal(broker, data_dir: str | Path) -> MergeOutcome | None
         if not commits and not deliveries:
             return None
         upto = max([c.local_seq for c in commits] + [d.local_seq for d in deliveries])
-        outcome = await broker.submit(merge_job(
-            broker.store, broker_id=broker.config.brokerId, slave_addr="", journal_upto=upto, commits=commits,
-            deliveries=deliveries, requester="promotion", promotion=True))
+        outcome = await broker.submit(
+            merge_job(
+                broker.store,
+                broker_id=broker.config.brokerId,
+                slave_addr="",
+                journal_upto=upto,
+                commits=commits,
+                deliveries=deliveries,
+                requester="promotion",
+                promotion=True,
+            )
+        )
         journal.forget_through(upto)
         return outcome
     finally:

@@ -63,8 +63,16 @@ def update_topic_job(store: Store, config: dict[str, Any], requester: str, *, sy
     _check_int("perm", full["perm"], 0, 15)
 
     def job(ctx: AppendContext) -> int:
-        return ctx.append(make("topic_updated", store.clock.now_ms(), topic=topic, config=full,
-                               requester=requester, cause="update"))
+        return ctx.append(
+            make(
+                "topic_updated",
+                store.clock.now_ms(),
+                topic=topic,
+                config=full,
+                requester=requester,
+                cause="update",
+            )
+        )
 
     return job
 
@@ -79,8 +87,16 @@ def update_topic_perm_job(store: Store, topic: str, perm: int, requester: str):
         config = store.topics.get(ctx.txn, topic)
         if config is None:
             raise TopicNotExist(f"topic[{topic}] not exist, apply first please!")
-        return ctx.append(make("topic_perm_changed", store.clock.now_ms(), topic=topic,
-                               old_perm=config["perm"], perm=perm, requester=requester))
+        return ctx.append(
+            make(
+                "topic_perm_changed",
+                store.clock.now_ms(),
+                topic=topic,
+                old_perm=config["perm"],
+                perm=perm,
+                requester=requester,
+            )
+        )
 
     return job
 
@@ -94,7 +110,9 @@ def delete_topic_job(store: Store, topic: str, requester: str):
     def job(ctx: AppendContext) -> int | None:
         if store.topics.get(ctx.txn, topic) is None:
             return None
-        return ctx.append(make("topic_deleted", store.clock.now_ms(), topic=topic, requester=requester))
+        return ctx.append(
+            make("topic_deleted", store.clock.now_ms(), topic=topic, requester=requester)
+        )
 
     return job
 
@@ -108,15 +126,25 @@ def update_group_job(store: Store, config: dict[str, Any], requester: str):
     _check_int("retryQueueNums", full["retryQueueNums"], 0, MAX_QUEUE_NUMS)
     if store.config.strict_retry_config and full["retryQueueNums"] <= 0:
         # RocketMQ accepts 0 and then silently drops every failed message (B-94); S-10 refuses it
-        raise IllegalRequest(f"retryQueueNums of group {group} must be at least 1: with 0 every message the "
-                             "group fails is dropped (strict_retry_config=true)")
+        raise IllegalRequest(
+            f"retryQueueNums of group {group} must be at least 1: with 0 every message the "
+            "group fails is dropped (strict_retry_config=true)"
+        )
     _check_int("retryMaxTimes", full["retryMaxTimes"], -1, 1 << 31)
     _check_int("brokerId", full["brokerId"], 0, 1 << 31)
     _check_int("whichBrokerWhenConsumeSlowly", full["whichBrokerWhenConsumeSlowly"], 0, 1 << 31)
 
     def job(ctx: AppendContext) -> int:
-        return ctx.append(make("subgroup_updated", store.clock.now_ms(), group=group, config=full,
-                               requester=requester, cause="update"))
+        return ctx.append(
+            make(
+                "subgroup_updated",
+                store.clock.now_ms(),
+                group=group,
+                config=full,
+                requester=requester,
+                cause="update",
+            )
+        )
 
     return job
 
@@ -128,12 +156,16 @@ def delete_group_job(store: Store, group: str, requester: str):
     def job(ctx: AppendContext) -> int | None:
         if store.groups.get(ctx.txn, group) is None:
             return None
-        return ctx.append(make("subgroup_deleted", store.clock.now_ms(), group=group, requester=requester))
+        return ctx.append(
+            make("subgroup_deleted", store.clock.now_ms(), group=group, requester=requester)
+        )
 
     return job
 
 
-def find_or_create_group(store: Store, ctx: AppendContext, group: str, requester: str) -> dict[str, Any]:
+def find_or_create_group(
+    store: Store, ctx: AppendContext, group: str, requester: str
+) -> dict[str, Any]:
     """The group's config, created with the defaults when RocketMQ would (B-03)."""
     config = store.groups.get(ctx.txn, group)
     if config is not None:
@@ -141,6 +173,14 @@ def find_or_create_group(store: Store, ctx: AppendContext, group: str, requester
     if not (store.config.autoCreateSubscriptionGroup or group.startswith("CID_RMQ_SYS_")):
         raise GroupNotExist(f"subscription group [{group}] does not exist, apply first please!")
     config = default_group_config(group)
-    ctx.append(make("subgroup_updated", store.clock.now_ms(), group=group, config=config,
-                    requester=requester, cause="auto_create"))
+    ctx.append(
+        make(
+            "subgroup_updated",
+            store.clock.now_ms(),
+            group=group,
+            config=config,
+            requester=requester,
+            cause="auto_create",
+        )
+    )
     return config

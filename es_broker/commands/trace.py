@@ -78,8 +78,14 @@ def root_of(store: Store, txn: lmdb.Transaction, phy: int) -> int:
     """Follow the links back to the message the producer sent."""
     seen = {phy}
     while True:
-        parent = next((_link_other_end(record_at(store, txn, seq), TO)
-                       for seq, role in store.trace.links_of(txn, phy) if role == TO), None)
+        parent = next(
+            (
+                _link_other_end(record_at(store, txn, seq), TO)
+                for seq, role in store.trace.links_of(txn, phy)
+                if role == TO
+            ),
+            None,
+        )
         if parent is None or parent in seen or len(seen) > MAX_HOPS:
             return phy
         seen.add(parent)
@@ -110,7 +116,9 @@ def journey(store: Store, msg_id: str) -> dict[str, Any]:
         return {"msgId": msg_id, "found": True, "hops": hops, "events": events}
 
 
-def _hop(store: Store, txn: lmdb.Transaction, phy: int, events: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _hop(
+    store: Store, txn: lmdb.Transaction, phy: int, events: list[dict[str, Any]]
+) -> dict[str, Any] | None:
     """One stored message: its store event, deliveries and the commits that passed it."""
     found = _stored_unit(store, txn, phy)
     if found is None:
@@ -121,49 +129,101 @@ def _hop(store: Store, txn: lmdb.Transaction, phy: int, events: list[dict[str, A
     topic, queue_id, queue_offset = rec["topic"], rec["queue_id"], rec["queue_offset"] + i
     host = message.store_host if message else ("0.0.0.0", 0)
     hop = {
-        "msgId": wire.offset_msg_id(host, phy) if message else None, "physicalOffset": phy, "topic": topic,
-        "queueId": queue_id, "queueOffset": queue_offset, "storeTimestamp": rec["ts"], "seq": seq,
+        "msgId": wire.offset_msg_id(host, phy) if message else None,
+        "physicalOffset": phy,
+        "topic": topic,
+        "queueId": queue_id,
+        "queueOffset": queue_offset,
+        "storeTimestamp": rec["ts"],
+        "seq": seq,
         "bodyAvailable": message is not None,
     }
     if message is not None:
-        hop.update(reconsumeTimes=message.reconsume_times, uniqKey=message.properties.get("UNIQ_KEY"),
-                   tags=message.tags, keys=" ".join(message.keys), bornTimestamp=message.born_timestamp,
-                   bornHost=f"{message.born_host[0]}:{message.born_host[1]}",
-                   storeHost=f"{message.store_host[0]}:{message.store_host[1]}", properties=message.properties)
+        hop.update(
+            reconsumeTimes=message.reconsume_times,
+            uniqKey=message.properties.get("UNIQ_KEY"),
+            tags=message.tags,
+            keys=" ".join(message.keys),
+            bornTimestamp=message.born_timestamp,
+            bornHost=f"{message.born_host[0]}:{message.born_host[1]}",
+            storeHost=f"{message.store_host[0]}:{message.store_host[1]}",
+            properties=message.properties,
+        )
     if "delivery" not in rec and rec.get("cause") not in ("send_back", "redrive"):
         # the producer's send (or a send to %RETRY%G diverted to the DLQ, B-95)
-        event = {"seq": seq, "ts": rec["ts"], "event": "sent", "msgId": hop["msgId"], "topic": topic,
-                 "queueId": queue_id, "queueOffset": queue_offset, "producerGroup": rec.get("producer_group", ""),
-                 "requester": rec.get("requester", ""), "bornHost": hop.get("bornHost"),
-                 "bornTimestamp": hop.get("bornTimestamp")}
+        event = {
+            "seq": seq,
+            "ts": rec["ts"],
+            "event": "sent",
+            "msgId": hop["msgId"],
+            "topic": topic,
+            "queueId": queue_id,
+            "queueOffset": queue_offset,
+            "producerGroup": rec.get("producer_group", ""),
+            "requester": rec.get("requester", ""),
+            "bornHost": hop.get("bornHost"),
+            "bornTimestamp": hop.get("bornTimestamp"),
+        }
         if rec.get("diverted_from"):
             event["divertedFrom"] = rec["diverted_from"]
         if rec.get("delay"):
             event["delay"] = rec["delay"]
         events.append(event)
     for delivered_seq in store.trace.deliveries_of(txn, topic, queue_id, queue_offset):
-        events.append(_delivered(record_at(store, txn, delivered_seq), delivered_seq, hop["msgId"], topic,
-                                 queue_id, queue_offset))
+        events.append(
+            _delivered(
+                record_at(store, txn, delivered_seq),
+                delivered_seq,
+                hop["msgId"],
+                topic,
+                queue_id,
+                queue_offset,
+            )
+        )
     events.extend(_commits_past(store, txn, topic, queue_id, queue_offset, seq, hop["msgId"]))
     return hop
 
 
-def _delivered(d: Record, seq: int, msg_id: str | None, topic: str, queue_id: int,
-               queue_offset: int) -> dict[str, Any]:
+def _delivered(
+    d: Record, seq: int, msg_id: str | None, topic: str, queue_id: int, queue_offset: int
+) -> dict[str, Any]:
     """A delivery event; one a slave served is at the slave's time, with the slave and the merge's time."""
-    event = {"seq": seq, "ts": d["ts"], "event": "delivered", "msgId": msg_id, "group": d["group"],
-             "client": d.get("client", ""), "topic": topic, "queueId": queue_id, "queueOffset": queue_offset,
-             "pullOffset": d["offset"], "nextOffset": d["next_offset"]}
+    event = {
+        "seq": seq,
+        "ts": d["ts"],
+        "event": "delivered",
+        "msgId": msg_id,
+        "group": d["group"],
+        "client": d.get("client", ""),
+        "topic": topic,
+        "queueId": queue_id,
+        "queueOffset": queue_offset,
+        "pullOffset": d["offset"],
+        "nextOffset": d["next_offset"],
+    }
     served_by = d.get("served_by")
     if served_by is not None:  # recorded by the master when the slave's journal was merged
-        event.update(ts=served_by["ts"], recordedTs=d["ts"],
-                     servedBy={"brokerId": served_by["broker_id"], "addr": served_by.get("addr", ""),
-                               "localSeq": served_by.get("local_seq")})
+        event.update(
+            ts=served_by["ts"],
+            recordedTs=d["ts"],
+            servedBy={
+                "brokerId": served_by["broker_id"],
+                "addr": served_by.get("addr", ""),
+                "localSeq": served_by.get("local_seq"),
+            },
+        )
     return event
 
 
-def _commits_past(store: Store, txn: lmdb.Transaction, topic: str, queue_id: int, queue_offset: int,
-                  stored_seq: int, msg_id: str | None) -> list[dict[str, Any]]:
+def _commits_past(
+    store: Store,
+    txn: lmdb.Transaction,
+    topic: str,
+    queue_id: int,
+    queue_offset: int,
+    stored_seq: int,
+    msg_id: str | None,
+) -> list[dict[str, Any]]:
     """Offset changes of any group on the hop's queue that moved past it, or back before it."""
     out = []
     groups = sorted({g for t, g, q, _ in store.offsets.table(txn) if t == topic and q == queue_id})
@@ -174,15 +234,27 @@ def _commits_past(store: Store, txn: lmdb.Transaction, topic: str, queue_id: int
             forward = change.old <= queue_offset < change.new
             backward = change.new <= queue_offset < change.old
             if forward or backward:
-                out.append({"seq": change.seq, "ts": change.ts,
-                            "event": "offset_committed" if forward else "offset_moved_back",
-                            "msgId": msg_id, "group": group, "topic": topic, "queueId": queue_id,
-                            "old": change.old, "new": change.new, "cause": change.cause,
-                            "requester": change.requester})
+                out.append(
+                    {
+                        "seq": change.seq,
+                        "ts": change.ts,
+                        "event": "offset_committed" if forward else "offset_moved_back",
+                        "msgId": msg_id,
+                        "group": group,
+                        "topic": topic,
+                        "queueId": queue_id,
+                        "old": change.old,
+                        "new": change.new,
+                        "cause": change.cause,
+                        "requester": change.requester,
+                    }
+                )
     return out
 
 
-def _onward(store: Store, txn: lmdb.Transaction, hop: dict[str, Any], events: list[dict[str, Any]]) -> list[int]:
+def _onward(
+    store: Store, txn: lmdb.Transaction, hop: dict[str, Any], events: list[dict[str, Any]]
+) -> list[int]:
     """The records that led from this hop to others; their events, and the next hops."""
     nxt = []
     for seq, role in store.trace.links_of(txn, hop["physicalOffset"]):
@@ -194,21 +266,40 @@ def _onward(store: Store, txn: lmdb.Transaction, hop: dict[str, Any], events: li
         if kind == "message_sent_back":
             decision = rec["decision"]
             event["event"] = {"retry": "sent_back", "dlq": "dead_lettered"}.get(decision, "dropped")
-            event.update(group=rec["group"], requester=rec.get("requester", ""), reason=rec.get("reason"))
+            event.update(
+                group=rec["group"], requester=rec.get("requester", ""), reason=rec.get("reason")
+            )
             if decision != "dropped":
-                event.update(targetTopic=rec["target_topic"], targetQueueId=rec["target_queue_id"],
-                             delayLevel=rec["delay_level"], delayMs=rec["delay_ms"], deliverAt=rec["deliver_at"],
-                             reconsumeTimes=rec["reconsume_times"] + 1,
-                             maxReconsumeTimes=rec["max_reconsume_times"], newMsgId=rec["stored_msg_id"])
+                event.update(
+                    targetTopic=rec["target_topic"],
+                    targetQueueId=rec["target_queue_id"],
+                    delayLevel=rec["delay_level"],
+                    delayMs=rec["delay_ms"],
+                    deliverAt=rec["deliver_at"],
+                    reconsumeTimes=rec["reconsume_times"] + 1,
+                    maxReconsumeTimes=rec["max_reconsume_times"],
+                    newMsgId=rec["stored_msg_id"],
+                )
         elif kind == "messages_stored":
             delivery = rec["delivery"]
-            event.update(event="delay_delivered", level=delivery["level"], due=delivery["due"],
-                         topic=rec["topic"], queueId=rec["queue_id"], queueOffset=rec["queue_offset"],
-                         newMsgId=wire.offset_msg_id(_host_of(hop), rec["units"][0][0]))
+            event.update(
+                event="delay_delivered",
+                level=delivery["level"],
+                due=delivery["due"],
+                topic=rec["topic"],
+                queueId=rec["queue_id"],
+                queueOffset=rec["queue_offset"],
+                newMsgId=wire.offset_msg_id(_host_of(hop), rec["units"][0][0]),
+            )
         elif kind == "dead_letter_redriven":
-            event.update(event="redriven", group=rec["group"], requester=rec.get("requester", ""),
-                         targetTopic=rec["target_topic"], targetQueueId=rec["target_queue_id"],
-                         newMsgId=rec["stored_msg_id"])
+            event.update(
+                event="redriven",
+                group=rec["group"],
+                requester=rec.get("requester", ""),
+                targetTopic=rec["target_topic"],
+                targetQueueId=rec["target_queue_id"],
+                newMsgId=rec["stored_msg_id"],
+            )
         elif kind == "delayed_message_skipped":
             event.update(event="delay_skipped", level=rec["level"], reason=rec["reason"])
         else:

@@ -65,8 +65,10 @@ class SlaveSession:
 
     def describe(self) -> str:
         caught_up = "not yet" if self.caught_up_seq is None else f"at {self.caught_up_seq}"
-        return (f"{self.broker_id}@{self.addr} acked {self.acked_seq}, phyMax {self.phy_max}, "
-                f"shipped {self.records_shipped}, caught up {caught_up}")
+        return (
+            f"{self.broker_id}@{self.addr} acked {self.acked_seq}, phyMax {self.phy_max}, "
+            f"shipped {self.records_shipped}, caught up {caught_up}"
+        )
 
 
 class ReplicationMaster:
@@ -75,7 +77,9 @@ class ReplicationMaster:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.sessions: dict[Channel, SlaveSession] = {}
-        self.acked_seq = 0  # highest sequence any slave acknowledged; never decreases (push2SlaveMaxOffset)
+        self.acked_seq = (
+            0  # highest sequence any slave acknowledged; never decreases (push2SlaveMaxOffset)
+        )
         self.slave_phy_max = 0  # highest commit-log end any slave reported
         self._acked = trio.Event()
 
@@ -84,24 +88,36 @@ class ReplicationMaster:
         return self.broker.config
 
     def handlers(self) -> dict[int, Handler]:
-        return {EsRequestCode.HA_FETCH_RECORDS: self.fetch,
-                EsRequestCode.HA_MERGE_SLAVE_OFFSETS: self.merge}
+        return {
+            EsRequestCode.HA_FETCH_RECORDS: self.fetch,
+            EsRequestCode.HA_MERGE_SLAVE_OFFSETS: self.merge,
+        }
 
     def channel_closed(self, channel: Channel) -> None:
         session = self.sessions.pop(channel, None)
         if session is not None:
-            log.info("slave %d at %s disconnected at seq %d", session.broker_id, session.addr, session.acked_seq)
+            log.info(
+                "slave %d at %s disconnected at seq %d",
+                session.broker_id,
+                session.addr,
+                session.acked_seq,
+            )
 
     # ------------------------------------------------------------------ SYNC_MASTER
     def live_sessions(self) -> list[SlaveSession]:
         horizon = trio.current_time() - self.config.haHousekeepingInterval / 1000
-        return [s for s in self.sessions.values()
-                if not s.channel.closed and (s.fetching or s.last_fetch >= horizon)]
+        return [
+            s
+            for s in self.sessions.values()
+            if not s.channel.closed and (s.fetching or s.last_fetch >= horizon)
+        ]
 
     def slave_ok(self, master_put_where: int) -> bool:
         """HAService#isSlaveOK: a slave is connected and lags less than haSlaveFallbehindMax bytes."""
-        return bool(self.live_sessions()) and \
-            master_put_where - self.slave_phy_max < self.config.haSlaveFallbehindMax
+        return (
+            bool(self.live_sessions())
+            and master_put_where - self.slave_phy_max < self.config.haSlaveFallbehindMax
+        )
 
     async def wait_replicated(self, seq: int) -> ResponseCode:
         """After a SYNC_MASTER store: SUCCESS once a slave holds seq, else RocketMQ's statuses (B-111, 7.8).
@@ -138,9 +154,20 @@ class ReplicationMaster:
         session = self.sessions.get(channel)
         if session is None or session.broker_id != fr.slave_id:
             session = self.sessions[channel] = SlaveSession(
-                fr.slave_id, fr.slave_addr, channel, fr.from_seq - 1, fr.slave_phy_max, trio.current_time(),
-                store.clock.now_ms())
-            log.info("slave %d at %s connected, holding seq %d", fr.slave_id, fr.slave_addr, fr.from_seq - 1)
+                fr.slave_id,
+                fr.slave_addr,
+                channel,
+                fr.from_seq - 1,
+                fr.slave_phy_max,
+                trio.current_time(),
+                store.clock.now_ms(),
+            )
+            log.info(
+                "slave %d at %s connected, holding seq %d",
+                fr.slave_id,
+                fr.slave_addr,
+                fr.from_seq - 1,
+            )
         session.last_fetch = trio.current_time()
         self._acknowledge(session, fr.from_seq - 1, fr.slave_phy_max)
         session.fetching += 1
@@ -162,21 +189,33 @@ class ReplicationMaster:
         """The slave must stand on the master's history: no records beyond it, the same record below."""
         log_ = self.broker.store.log
         if fr.from_seq > log_.last_seq + 1:
-            raise LogDiverged(f"the slave holds records up to {fr.from_seq - 1}, the master only up to "
-                              f"{log_.last_seq}: the slave is ahead of this master's log")
+            raise LogDiverged(
+                f"the slave holds records up to {fr.from_seq - 1}, the master only up to "
+                f"{log_.last_seq}: the slave is ahead of this master's log"
+            )
         if fr.from_seq > 1:
             with log_.read_txn() as txn:
                 mine = txn.get(records.seq_key(fr.from_seq - 1), db=log_.log_db)
             if record_crc(mine) != fr.last_record_crc:
-                raise LogDiverged(f"the slave's record {fr.from_seq - 1} differs from the master's: "
-                                  "the logs diverged")
+                raise LogDiverged(
+                    f"the slave's record {fr.from_seq - 1} differs from the master's: "
+                    "the logs diverged"
+                )
 
     async def _record_caught_up(self, session: SlaveSession, held: int) -> None:
         def job(ctx: AppendContext) -> int:
-            return ctx.append(make("slave_caught_up", self.broker.store.clock.now_ms(),
-                                   broker_id=session.broker_id, slave_addr=session.addr, seq=held,
-                                   connected_at=session.connected_at_ms,
-                                   records_shipped=session.records_shipped))
+            return ctx.append(
+                make(
+                    "slave_caught_up",
+                    self.broker.store.clock.now_ms(),
+                    broker_id=session.broker_id,
+                    slave_addr=session.addr,
+                    seq=held,
+                    connected_at=session.connected_at_ms,
+                    records_shipped=session.records_shipped,
+                )
+            )
+
         try:
             await self.broker.submit(job)
         except ServiceNotAvailable:
@@ -206,7 +245,11 @@ class ReplicationMaster:
                     size += _add_payloads(store, txn, records.unpack(raw), payloads)
             phy_max = store.commitlog.phy_max(txn)
             last = log_.last_seq
-        return FetchAnswer(ReplicatedBatch(from_seq, tuple(raws), tuple(payloads)), max(last, from_seq - 1), phy_max)
+        return FetchAnswer(
+            ReplicatedBatch(from_seq, tuple(raws), tuple(payloads)),
+            max(last, from_seq - 1),
+            phy_max,
+        )
 
     # ------------------------------------------------------------------ merge
     async def merge(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -214,22 +257,45 @@ class ReplicationMaster:
             mr = MergeRequest.from_command(req)
         except (TypeError, ValueError) as exc:
             raise IllegalRequest(f"merge request is malformed: {exc}") from None
-        outcome = await self.broker.submit(merge_job(
-            self.broker.store, broker_id=mr.slave_id, slave_addr=mr.slave_addr, journal_upto=mr.journal_upto,
-            commits=list(mr.commits), deliveries=list(mr.deliveries), requester=mr.slave_addr))
-        log.info("merged %d offset commits and %d deliveries of slave %d (%s): seq %d", len(mr.commits),
-                 outcome.deliveries, mr.slave_id, outcome.policy, outcome.seq)
-        return response_to(req, ResponseCode.SUCCESS, None, {"seq": outcome.seq, "policy": outcome.policy,
-                                                             "deliveries": outcome.deliveries})
+        outcome = await self.broker.submit(
+            merge_job(
+                self.broker.store,
+                broker_id=mr.slave_id,
+                slave_addr=mr.slave_addr,
+                journal_upto=mr.journal_upto,
+                commits=list(mr.commits),
+                deliveries=list(mr.deliveries),
+                requester=mr.slave_addr,
+            )
+        )
+        log.info(
+            "merged %d offset commits and %d deliveries of slave %d (%s): seq %d",
+            len(mr.commits),
+            outcome.deliveries,
+            mr.slave_id,
+            outcome.policy,
+            outcome.seq,
+        )
+        return response_to(
+            req,
+            ResponseCode.SUCCESS,
+            None,
+            {"seq": outcome.seq, "policy": outcome.policy, "deliveries": outcome.deliveries},
+        )
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
         live = self.live_sessions()
-        return {"haSlaveCount": len(live), "haSlaveAckedSeq": self.acked_seq,
-                "haSlaves": "; ".join(s.describe() for s in live)}
+        return {
+            "haSlaveCount": len(live),
+            "haSlaveAckedSeq": self.acked_seq,
+            "haSlaves": "; ".join(s.describe() for s in live),
+        }
 
 
-def _add_payloads(store: Store, txn: lmdb.Transaction, record: dict, out: list[tuple[int, bytes]]) -> int:
+def _add_payloads(
+    store: Store, txn: lmdb.Transaction, record: dict, out: list[tuple[int, bytes]]
+) -> int:
     """Append the commit-log entries a `messages_stored` record places; returns their size.
 
     Bytes that retention already removed are not shipped: the record that

@@ -60,16 +60,30 @@ class FetchRequest:
     max_bytes: int = DEFAULT_MAX_BYTES
 
     def to_command(self) -> RemotingCommand:
-        return request(EsRequestCode.HA_FETCH_RECORDS, {
-            "slaveId": self.slave_id, "slaveAddr": self.slave_addr, "fromSeq": self.from_seq,
-            "lastRecordCrc": self.last_record_crc, "slavePhyMax": self.slave_phy_max,
-            "maxWaitMillis": self.max_wait_ms, "maxBytes": self.max_bytes})
+        return request(
+            EsRequestCode.HA_FETCH_RECORDS,
+            {
+                "slaveId": self.slave_id,
+                "slaveAddr": self.slave_addr,
+                "fromSeq": self.from_seq,
+                "lastRecordCrc": self.last_record_crc,
+                "slavePhyMax": self.slave_phy_max,
+                "maxWaitMillis": self.max_wait_ms,
+                "maxBytes": self.max_bytes,
+            },
+        )
 
     @classmethod
     def from_command(cls, cmd: RemotingCommand) -> FetchRequest:
-        return cls(cmd.require_int("slaveId"), cmd.require_str("slaveAddr"), max(cmd.require_long("fromSeq"), 1),
-                   cmd.require_long("lastRecordCrc"), cmd.require_long("slavePhyMax"),
-                   max(cmd.require_int("maxWaitMillis"), 0), max(cmd.get_int("maxBytes", DEFAULT_MAX_BYTES) or 1, 1))
+        return cls(
+            cmd.require_int("slaveId"),
+            cmd.require_str("slaveAddr"),
+            max(cmd.require_long("fromSeq"), 1),
+            cmd.require_long("lastRecordCrc"),
+            cmd.require_long("slavePhyMax"),
+            max(cmd.require_int("maxWaitMillis"), 0),
+            max(cmd.get_int("maxBytes", DEFAULT_MAX_BYTES) or 1, 1),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,18 +93,34 @@ class FetchAnswer:
     master_phy_max: int
 
     def to_response(self, req: RemotingCommand) -> RemotingCommand:
-        body = msgpack.packb([list(self.batch.records), [list(p) for p in self.batch.payloads]], use_bin_type=True)
-        return response_to(req, ResponseCode.SUCCESS, None, {
-            "firstSeq": self.batch.first_seq, "count": len(self.batch.records),
-            "masterLastSeq": self.master_last_seq, "masterPhyMax": self.master_phy_max}, body)
+        body = msgpack.packb(
+            [list(self.batch.records), [list(p) for p in self.batch.payloads]], use_bin_type=True
+        )
+        return response_to(
+            req,
+            ResponseCode.SUCCESS,
+            None,
+            {
+                "firstSeq": self.batch.first_seq,
+                "count": len(self.batch.records),
+                "masterLastSeq": self.master_last_seq,
+                "masterPhyMax": self.master_phy_max,
+            },
+            body,
+        )
 
     @classmethod
     def from_response(cls, resp: RemotingCommand) -> FetchAnswer:
         records, payloads = msgpack.unpackb(resp.body, raw=False) if resp.body else ([], [])
         if len(records) != resp.require_int("count"):
-            raise ValueError(f"fetch answer holds {len(records)} records, its header says {resp.require_int('count')}")
-        batch = ReplicatedBatch(resp.require_long("firstSeq"), tuple(records),
-                                tuple((int(phy), data) for phy, data in payloads))
+            raise ValueError(
+                f"fetch answer holds {len(records)} records, its header says {resp.require_int('count')}"
+            )
+        batch = ReplicatedBatch(
+            resp.require_long("firstSeq"),
+            tuple(records),
+            tuple((int(phy), data) for phy, data in payloads),
+        )
         return cls(batch, resp.require_long("masterLastSeq"), resp.require_long("masterPhyMax"))
 
 
@@ -108,8 +138,15 @@ class MergeRequest:
         if self.deliveries:
             payload = {"commits": commits, "deliveries": [d.row() for d in self.deliveries]}
         body = msgpack.packb(payload, use_bin_type=True)
-        return request(EsRequestCode.HA_MERGE_SLAVE_OFFSETS, {
-            "slaveId": self.slave_id, "slaveAddr": self.slave_addr, "journalUpto": self.journal_upto}, body)
+        return request(
+            EsRequestCode.HA_MERGE_SLAVE_OFFSETS,
+            {
+                "slaveId": self.slave_id,
+                "slaveAddr": self.slave_addr,
+                "journalUpto": self.journal_upto,
+            },
+            body,
+        )
 
     @classmethod
     def from_command(cls, cmd: RemotingCommand) -> MergeRequest:
@@ -119,9 +156,15 @@ class MergeRequest:
         elif isinstance(body, dict):
             commits, deliveries = body.get("commits", []), body.get("deliveries", [])
         else:
-            raise ValueError("merge body is neither a map of commits and deliveries nor a list of commits")
+            raise ValueError(
+                "merge body is neither a map of commits and deliveries nor a list of commits"
+            )
         if not isinstance(commits, list) or not isinstance(deliveries, list):
             raise ValueError("merge body's commits and deliveries must be lists")
-        return cls(cmd.require_int("slaveId"), cmd.require_str("slaveAddr"), cmd.require_long("journalUpto"),
-                   tuple(SlaveCommit.from_row(list(r)) for r in commits),
-                   tuple(SlaveDelivery.from_row(list(r)) for r in deliveries))
+        return cls(
+            cmd.require_int("slaveId"),
+            cmd.require_str("slaveAddr"),
+            cmd.require_long("journalUpto"),
+            tuple(SlaveCommit.from_row(list(r)) for r in commits),
+            tuple(SlaveDelivery.from_row(list(r)) for r in deliveries),
+        )

@@ -50,8 +50,15 @@ class ReplicationRefused(Exception):
 class SlaveReplicator:
     """Follows a master's record log into a SlaveBroker."""
 
-    def __init__(self, broker: SlaveBroker, client: RemotingClient, *, master_addr: str | None,
-                 own_addr: Callable[[], str], on_stored: Callable[[str, int], None] = lambda t, q: None) -> None:
+    def __init__(
+        self,
+        broker: SlaveBroker,
+        client: RemotingClient,
+        *,
+        master_addr: str | None,
+        own_addr: Callable[[], str],
+        on_stored: Callable[[str, int], None] = lambda t, q: None,
+    ) -> None:
         self.broker = broker
         self.client = client
         self.fixed_master = master_addr  # --master: never replaced by what the name server says
@@ -96,7 +103,9 @@ class SlaveReplicator:
                 await self._follow(addr)
             except (RemotingError, ReplicationRefused, LogDiverged) as exc:
                 self._note_failure(addr, exc)
-            except Exception as exc:  # a bad answer or a refused apply: retried, never fatal to the broker
+            except (
+                Exception
+            ) as exc:  # a bad answer or a refused apply: retried, never fatal to the broker
                 self._note_failure(addr, exc)
                 log.debug("replication round failed", exc_info=True)
             # a connection that worked starts the next one quickly; refusals and dead masters back off
@@ -134,10 +143,13 @@ class SlaveReplicator:
         hold_ms = self.broker.config.haSendHeartbeatInterval
         while True:
             request = self._fetch_request(hold_ms)
-            response = await self.client.invoke(addr, request.to_command(), timeout=hold_ms / 1000 + ANSWER_GRACE)
+            response = await self.client.invoke(
+                addr, request.to_command(), timeout=hold_ms / 1000 + ANSWER_GRACE
+            )
             if response.code != ResponseCode.SUCCESS:
-                raise ReplicationRefused(f"master {addr} refused the fetch from {request.from_seq}: "
-                                         f"{response.remark}")
+                raise ReplicationRefused(
+                    f"master {addr} refused the fetch from {request.from_seq}: {response.remark}"
+                )
             answer = FetchAnswer.from_response(response)
             if not self.connected:
                 log.info("replicating from master %s from seq %d", addr, request.from_seq)
@@ -172,14 +184,22 @@ class SlaveReplicator:
             last = store.log.last_seq
             raw = txn.get(records.seq_key(last), db=store.log.log_db) if last else None
             phy_max = store.commitlog.phy_max(txn)
-        return FetchRequest(self.broker.config.brokerId, self.own_addr(), last + 1, record_crc(raw), phy_max,
-                            hold_ms)
+        return FetchRequest(
+            self.broker.config.brokerId,
+            self.own_addr(),
+            last + 1,
+            record_crc(raw),
+            phy_max,
+            hold_ms,
+        )
 
     async def _apply(self, answer: FetchAnswer) -> None:
         batch = answer.batch
         await self.broker.apply_replicated(batch)
         self.applied_records += len(batch.records)
-        applied = [(batch.first_seq + i, records.unpack(raw)) for i, raw in enumerate(batch.records)]
+        applied = [
+            (batch.first_seq + i, records.unpack(raw)) for i, raw in enumerate(batch.records)
+        ]
         stored = {(r["topic"], r["queue_id"]) for _, r in applied if r["type"] == "messages_stored"}
         for topic, queue_id in stored:  # long-polled pulls on this slave wake up (B-63)
             self.on_stored(topic, queue_id)
@@ -200,17 +220,26 @@ class SlaveReplicator:
                 return
             await self._ship_batch(addr, commits, deliveries, upto)
 
-    async def _ship_batch(self, addr: str, commits: list[SlaveCommit], deliveries: list[SlaveDelivery],
-                          upto: int) -> None:
-        request = MergeRequest(self.broker.config.brokerId, self.own_addr(), upto, tuple(commits),
-                               tuple(deliveries))
+    async def _ship_batch(
+        self, addr: str, commits: list[SlaveCommit], deliveries: list[SlaveDelivery], upto: int
+    ) -> None:
+        request = MergeRequest(
+            self.broker.config.brokerId, self.own_addr(), upto, tuple(commits), tuple(deliveries)
+        )
         response = await self.client.invoke(addr, request.to_command(), timeout=ANSWER_GRACE)
         if response.code != ResponseCode.SUCCESS:
             raise ReplicationRefused(f"master {addr} refused the offset merge: {response.remark}")
         self._shipped_upto = upto
-        log.info("%d offset commits and %d deliveries up to journal position %d merged on master %s (%s), "
-                 "record %s", len(commits), len(deliveries), upto, addr, response.ext_fields.get("policy"),
-                 response.ext_fields.get("seq"))
+        log.info(
+            "%d offset commits and %d deliveries up to journal position %d merged on master %s (%s), "
+            "record %s",
+            len(commits),
+            len(deliveries),
+            upto,
+            addr,
+            response.ext_fields.get("policy"),
+            response.ext_fields.get("seq"),
+        )
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:

@@ -22,21 +22,33 @@ import time
 from contextvars import ContextVar
 
 HOPS = (
-    "received",    # the read that brought the frame's last bytes returned
-    "decoded",     # the frame came out of the sans-IO connection as a command
+    "received",  # the read that brought the frame's last bytes returned
+    "decoded",  # the frame came out of the sans-IO connection as a command
     "dispatched",  # the handler's task (or the inline call) began
-    "checked",     # declared shape (and ACL) checked, the processor is called
-    "parsed",      # the send processor read the header and built the messages
-    "submitted",   # the job entered the writer's queue (after its arrival turn)
-    "picked",      # the writer took the batch holding the job
-    "committed",   # the batch's transaction committed (and fsynced with SYNC_FLUSH)
-    "woken",       # the caller resumed with its job's result
-    "answered",    # the processor returned its response
-    "encoded",     # the response frame's bytes are built; the write begins
-    "sent",        # the socket took the bytes
+    "checked",  # declared shape (and ACL) checked, the processor is called
+    "parsed",  # the send processor read the header and built the messages
+    "submitted",  # the job entered the writer's queue (after its arrival turn)
+    "picked",  # the writer took the batch holding the job
+    "committed",  # the batch's transaction committed (and fsynced with SYNC_FLUSH)
+    "woken",  # the caller resumed with its job's result
+    "answered",  # the processor returned its response
+    "encoded",  # the response frame's bytes are built; the write begins
+    "sent",  # the socket took the bytes
 )
-RECEIVED, DECODED, DISPATCHED, CHECKED, PARSED, SUBMITTED, PICKED, COMMITTED, WOKEN, ANSWERED, ENCODED, SENT = (
-    range(len(HOPS)))
+(
+    RECEIVED,
+    DECODED,
+    DISPATCHED,
+    CHECKED,
+    PARSED,
+    SUBMITTED,
+    PICKED,
+    COMMITTED,
+    WOKEN,
+    ANSWERED,
+    ENCODED,
+    SENT,
+) = range(len(HOPS))
 
 _TARGET = os.environ.get("ES_BROKER_TRACE_HOPS", "")
 ON = bool(_TARGET)
@@ -105,13 +117,21 @@ def table() -> dict[str, dict]:
                     deltas.append(at[hop] - prev)
             if deltas:
                 deltas.sort()
-                rows[HOPS[hop]] = {"p50": _percentile(deltas, 0.5) / 1000, "p99": _percentile(deltas, 0.99) / 1000,
-                                   "mean": sum(deltas) / len(deltas) / 1000, "n": len(deltas)}
+                rows[HOPS[hop]] = {
+                    "p50": _percentile(deltas, 0.5) / 1000,
+                    "p99": _percentile(deltas, 0.99) / 1000,
+                    "mean": sum(deltas) / len(deltas) / 1000,
+                    "n": len(deltas),
+                }
         totals = sorted(max(at) - at[RECEIVED] for at in samples if at[RECEIVED])
         if not totals:
             continue
-        rows["total"] = {"p50": _percentile(totals, 0.5) / 1000, "p99": _percentile(totals, 0.99) / 1000,
-                         "mean": sum(totals) / len(totals) / 1000, "n": len(totals)}
+        rows["total"] = {
+            "p50": _percentile(totals, 0.5) / 1000,
+            "p99": _percentile(totals, 0.99) / 1000,
+            "mean": sum(totals) / len(totals) / 1000,
+            "n": len(totals),
+        }
         out[str(code)] = {"count": len(samples), "hops": rows}
     return out
 
@@ -128,7 +148,10 @@ def _write_at_exit() -> None:
     result = table()
     if _TARGET == "-":
         for code, entry in result.items():
-            print(f"request code {code}, {entry['count']} requests\n{format_table(entry['hops'])}", file=sys.stderr)
+            print(
+                f"request code {code}, {entry['count']} requests\n{format_table(entry['hops'])}",
+                file=sys.stderr,
+            )
     else:
         with open(_TARGET, "w") as f:
             json.dump(result, f, indent=1)

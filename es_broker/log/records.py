@@ -41,7 +41,9 @@ _SCALARS = (str, bool, float, type(None), bytes)
 # offset table (4 unsigned bytes) and Java ints on the wire.
 _QUEUE_ID = (0, (1 << 31) - 1)
 FIELD_RANGES: dict[str, tuple[int, int]] = {
-    "queue_id": _QUEUE_ID, "real_queue_id": _QUEUE_ID, "target_queue_id": _QUEUE_ID,
+    "queue_id": _QUEUE_ID,
+    "real_queue_id": _QUEUE_ID,
+    "target_queue_id": _QUEUE_ID,
 }
 
 

@@ -66,7 +66,9 @@ class AppendContext:
     def append(self, record: Record) -> int:
         """Append a record, apply it to every projection, and return its sequence number."""
         seq = self.next_seq
-        if not self.txn.put(records.seq_key(seq), records.pack(record), db=self.log.log_db, append=True):
+        if not self.txn.put(
+            records.seq_key(seq), records.pack(record), db=self.log.log_db, append=True
+        ):
             raise LogCorruptError(f"sequence {seq} already present")
         self.log.apply(self.txn, seq, record)
         self.next_seq = seq + 1
@@ -189,7 +191,9 @@ class RecordLog:
         except _SpoiledBatch as spoiled:
             return (False, spoiled.cause)
 
-    def _write_batch_once(self, jobs: list[Callable[[AppendContext], Any]]) -> list[tuple[bool, Any]]:
+    def _write_batch_once(
+        self, jobs: list[Callable[[AppendContext], Any]]
+    ) -> list[tuple[bool, Any]]:
         results: list[tuple[bool, Any]] = []
         txn = self.env.begin(write=True)
         ctx = AppendContext(txn, self, self.last_seq + 1)
@@ -213,7 +217,8 @@ class RecordLog:
             if reason is not None:
                 raise StoreFullError(
                     f"disk full while writing to {self.path} ({reason}: {exc}): the write was refused, "
-                    "every earlier acknowledged record is intact", reason
+                    "every earlier acknowledged record is intact",
+                    reason,
                 ) from exc
             raise
         self.last_seq = ctx.next_seq - 1
@@ -227,7 +232,9 @@ class RecordLog:
             reason = disk_full_reason(exc)
             if reason is None:
                 raise
-            raise StoreFullError(f"disk full while flushing {self.path} ({reason}: {exc})", reason) from exc
+            raise StoreFullError(
+                f"disk full while flushing {self.path} ({reason}: {exc})", reason
+            ) from exc
 
     # ------------------------------------------------------------------ reading
     def read_txn(self) -> lmdb.Transaction:

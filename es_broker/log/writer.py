@@ -93,9 +93,15 @@ class GroupCommitWriter:
     for long, and the flush tick's fsync runs in a thread.
     """
 
-    def __init__(self, log: RecordLog, *, max_batch: int = 512, flush_interval_ms: int = 500,
-                 probe_interval: float = PROBE_INTERVAL,
-                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+    def __init__(
+        self,
+        log: RecordLog,
+        *,
+        max_batch: int = 512,
+        flush_interval_ms: int = 500,
+        probe_interval: float = PROBE_INTERVAL,
+        now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
         self.log = log
         self.max_batch = max_batch
         self.inline = not log.sync_on_commit
@@ -235,7 +241,10 @@ class GroupCommitWriter:
         if kept_aside is not None and self.resume is not None:
             ok, value = outcomes.pop(0)
             if not ok:  # not the disk: a fault of its own, which a retry would only repeat
-                log.error("the records kept aside while the disk was full could not be appended: %r", value)
+                log.error(
+                    "the records kept aside while the disk was full could not be appended: %r",
+                    value,
+                )
             self.resume.landed()
         if probing and self.log.last_seq > before:  # a batch that appended nothing proves nothing
             self._leave_disk_full()
@@ -246,15 +255,24 @@ class GroupCommitWriter:
         if self.disk_full_error is None:
             self.disk_full_since = self.now_ms()
             self.refused_while_full = 0
-            log.warning("disk full: the record log at %s is not writable (%s); writes are refused with "
-                        "SERVICE_NOT_AVAILABLE, reads go on, a write is tried every %.1f s",
-                        self.log.path, exc.reason, self.probe_interval)
+            log.warning(
+                "disk full: the record log at %s is not writable (%s); writes are refused with "
+                "SERVICE_NOT_AVAILABLE, reads go on, a write is tried every %.1f s",
+                self.log.path,
+                exc.reason,
+                self.probe_interval,
+            )
         self.disk_full_error = exc
 
     def _leave_disk_full(self) -> None:
         since = self.disk_full_since or self.now_ms()
-        log.info("disk space returned: the record log at %s is writable again after %.1f s; %d writes were "
-                 "refused meanwhile", self.log.path, (self.now_ms() - since) / 1000, self.refused_while_full)
+        log.info(
+            "disk space returned: the record log at %s is writable again after %.1f s; %d writes were "
+            "refused meanwhile",
+            self.log.path,
+            (self.now_ms() - since) / 1000,
+            self.refused_while_full,
+        )
         self.disk_full_since = None
         self.disk_full_error = None
         self.on_resumed()

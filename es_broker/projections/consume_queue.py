@@ -47,12 +47,23 @@ class ConsumeQueueProjection:
             return
         if record["type"] != "messages_stored":
             return
-        topic, qid, offset, ts = record["topic"], record["queue_id"], record["queue_offset"], record["ts"]
+        topic, qid, offset, ts = (
+            record["topic"],
+            record["queue_id"],
+            record["queue_offset"],
+            record["ts"],
+        )
         prefix, pack_offset, pack_unit = queue_key(topic, qid), U64.pack, UNIT.pack
-        txn.cursor(db=self.db).putmulti([(prefix + pack_offset(offset + i), pack_unit(phy, size, tags_code, ts))
-                                         for i, (phy, size, tags_code) in enumerate(record["units"])])
+        txn.cursor(db=self.db).putmulti(
+            [
+                (prefix + pack_offset(offset + i), pack_unit(phy, size, tags_code, ts))
+                for i, (phy, size, tags_code) in enumerate(record["units"])
+            ]
+        )
         lo, _ = self.bounds(txn, topic, qid)
-        txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(record["units"])), db=self.meta)
+        txn.put(
+            queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(record["units"])), db=self.meta
+        )
 
     # ------------------------------------------------------------------ reads
     def bounds(self, txn: lmdb.Transaction, topic: str, queue_id: int) -> tuple[int, int]:

@@ -112,7 +112,9 @@ def _span(raw: bytes) -> tuple[int, int, int, int]:
     return sys_flag, topic_at, props_at + 2, props_end
 
 
-message_keys = wire.message_keys  # the write path's one parse (compiled unless ES_BROKER_PURE_PYTHON)
+message_keys = (
+    wire.message_keys
+)  # the write path's one parse (compiled unless ES_BROKER_PURE_PYTHON)
 
 
 def key_tokens(keys: bytes | None) -> list[bytes]:
@@ -130,7 +132,7 @@ def matches(raw: bytes, topic: bytes, key: bytes, *, uniq_only: bool = False) ->
         _, topic_at, start, end = _span(raw)
     except (IndexError, ValueError, struct.error):
         return False
-    if raw[topic_at:start - 2] != topic:
+    if raw[topic_at : start - 2] != topic:
         return False
     if wire.last_property(raw, start, end, UNIQ_KEY) == key:
         return True
@@ -179,7 +181,9 @@ class KeyIndexProjection:
             if keys:
                 for token in key_tokens(keys):
                     prefix = topic + token + b"\x00"
-                    written.append((prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail)
+                    written.append(
+                        (prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail
+                    )
             if first < 0 and written:
                 first = phy
         if first >= 0:
@@ -229,14 +233,17 @@ class KeyIndexProjection:
                 log.env.set_mapsize(log.env.info()["map_size"] * 2)
 
     # ------------------------------------------------------------------ reads
-    def newest(self, txn: lmdb.Transaction, topic: str, key: str, begin: int, end: int,
-               limit: int) -> list[int]:
+    def newest(
+        self, txn: lmdb.Transaction, topic: str, key: str, begin: int, end: int, limit: int
+    ) -> list[int]:
         """Physical offsets of the newest `limit` messages of topic with key, stored in [begin, end].
 
         Newest first (store time, then physical offset), each checked against
         the stored message (B-200, B-203).
         """
-        if limit <= 0 or begin > end or self.index_db is None:  # None: a read-only view of an old log
+        if (
+            limit <= 0 or begin > end or self.index_db is None
+        ):  # None: a read-only view of an old log
             return []
         topic_b, key_b = topic.encode(), key.encode()
         prefix = key_prefix(topic_b, key_b)
@@ -252,7 +259,7 @@ class KeyIndexProjection:
                 break
             if len(entry) != size:
                 continue  # another key whose bytes continue this prefix
-            if entry[plen:plen + 8] < low:
+            if entry[plen : plen + 8] < low:
                 break
             raw = get(entry[-8:], db=payloads)
             if raw is not None and matches(raw, topic_b, key_b):
@@ -272,7 +279,7 @@ class KeyIndexProjection:
         if not cur.set_range(prefix):
             return None
         for entry in cur.iternext(keys=True, values=False):
-            if entry[:len(prefix)] != prefix:
+            if entry[: len(prefix)] != prefix:
                 return None
             if len(entry) != size:
                 continue
@@ -296,5 +303,5 @@ def _parse_entries(value: bytes) -> Iterator[bytes]:
     while p < len(value):
         (size,) = _ENTRY.unpack_from(value, p)
         p += _ENTRY.size
-        yield bytes(value[p:p + size])
+        yield bytes(value[p : p + size])
         p += size

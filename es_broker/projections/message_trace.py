@@ -47,9 +47,14 @@ class MessageTraceProjection:
                 self._link(txn, delivery["schedule_phy"], seq, FROM)
                 self._link(txn, first, seq, TO)
         elif kind == "messages_delivered":
-            prefix, suffix, pack_offset = queue_key(record["topic"], record["queue_id"]), U64.pack(seq), U64.pack
+            prefix, suffix, pack_offset = (
+                queue_key(record["topic"], record["queue_id"]),
+                U64.pack(seq),
+                U64.pack,
+            )
             txn.cursor(db=self.deliveries).putmulti(
-                [(prefix + pack_offset(offset) + suffix, b"") for offset in record["offsets"]])
+                [(prefix + pack_offset(offset) + suffix, b"") for offset in record["offsets"]]
+            )
         elif kind in ("message_sent_back", "dead_letter_redriven"):
             self._link(txn, record["offset"], seq, FROM)
             if record.get("stored_phy") is not None:
@@ -78,7 +83,9 @@ class MessageTraceProjection:
                 return
             yield U64.unpack(key[8:])[0], bytes(role)
 
-    def deliveries_of(self, txn: lmdb.Transaction, topic: str, queue_id: int, offset: int) -> Iterator[int]:
+    def deliveries_of(
+        self, txn: lmdb.Transaction, topic: str, queue_id: int, offset: int
+    ) -> Iterator[int]:
         """Seqs of the `messages_delivered` records that handed out (topic, queue, offset)."""
         prefix = unit_key(topic, queue_id, offset)
         cur = txn.cursor(db=self.deliveries)

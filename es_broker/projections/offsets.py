@@ -44,8 +44,16 @@ class OffsetTableProjection:
         kind = record["type"]
         if kind == "offset_committed":
             key = offset_key(record["topic"], record["group"], record["queue_id"])
-            self._set(txn, seq, key, record["ts"], record["old"], record["offset"], record["cause"],
-                      record["requester"])
+            self._set(
+                txn,
+                seq,
+                key,
+                record["ts"],
+                record["old"],
+                record["offset"],
+                record["cause"],
+                record["requester"],
+            )
             if record["cause"] == "reset":
                 txn.delete(key, db=self.pending)
         elif kind == "offsets_removed":
@@ -59,21 +67,39 @@ class OffsetTableProjection:
             # commits a slave took while the master was away; only the queues where they won move (S-5)
             for topic, group, qid, old, new, outcome, requester in record["queues"]:
                 if outcome == "applied":
-                    self._set(txn, seq, offset_key(topic, group, qid), record["ts"], old, new, "slave_merge",
-                              requester)
+                    self._set(
+                        txn,
+                        seq,
+                        offset_key(topic, group, qid),
+                        record["ts"],
+                        old,
+                        new,
+                        "slave_merge",
+                        requester,
+                    )
         elif kind == "reset_requested":
             for qid, current, _, final, _ in record["queues"]:
                 key = offset_key(record["topic"], record["group"], qid)
-                if record["mode"] == "server_side":  # the reset record moves the offset itself (S-2)
-                    self._set(txn, seq, key, record["ts"], current, final, "reset", record["requester"])
+                if (
+                    record["mode"] == "server_side"
+                ):  # the reset record moves the offset itself (S-2)
+                    self._set(
+                        txn, seq, key, record["ts"], current, final, "reset", record["requester"]
+                    )
                 else:  # the clients' commits of these values will be recorded as caused by the reset
                     txn.put(key, msgpack.packb([final, seq, record["ts"]]), db=self.pending)
 
-    def _set(self, txn, seq: int, key: bytes, ts: int, old: int, new: int, cause: str, requester: str) -> None:
+    def _set(
+        self, txn, seq: int, key: bytes, ts: int, old: int, new: int, cause: str, requester: str
+    ) -> None:
         txn.put(key, I64.pack(new), db=self.db)
-        txn.put(key + U64.pack(seq), msgpack.packb([ts, old, new, cause, requester]), db=self.history)
+        txn.put(
+            key + U64.pack(seq), msgpack.packb([ts, old, new, cause, requester]), db=self.history
+        )
 
-    def pending_reset(self, txn: lmdb.Transaction, topic: str, group: str, queue_id: int) -> tuple[int, int, int] | None:
+    def pending_reset(
+        self, txn: lmdb.Transaction, topic: str, group: str, queue_id: int
+    ) -> tuple[int, int, int] | None:
         """(target, reset seq, reset time) of a compat reset not yet applied by a client commit."""
         raw = txn.get(offset_key(topic, group, queue_id), db=self.pending)
         return tuple(msgpack.unpackb(raw)) if raw else None
@@ -101,4 +127,6 @@ class OffsetTableProjection:
             if key[: len(prefix)] != prefix or len(key) != len(prefix) + 8:
                 return
             ts, old, new, cause, requester = msgpack.unpackb(raw)
-            yield OffsetChange(U64.unpack(key[-8:])[0], ts, topic, group, queue_id, old, new, cause, requester)
+            yield OffsetChange(
+                U64.unpack(key[-8:])[0], ts, topic, group, queue_id, old, new, cause, requester
+            )

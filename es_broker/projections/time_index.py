@@ -36,8 +36,18 @@ from es_broker.projections.keys import I64, U64, offset_key, queue_key
 # records that name a group but do not explain an offset change: deliveries and the
 # group's own config are audited elsewhere, and offset_committed is the change itself
 QUIET_GROUP_RECORDS = frozenset(
-    {"offset_committed", "messages_delivered", "offset_queried", "subgroup_updated", "subgroup_deleted",
-     "consumer_group_changed", "offsets_removed", "deliveries_unrecorded", "queue_locks_changed"})
+    {
+        "offset_committed",
+        "messages_delivered",
+        "offset_queried",
+        "subgroup_updated",
+        "subgroup_deleted",
+        "consumer_group_changed",
+        "offsets_removed",
+        "deliveries_unrecorded",
+        "queue_locks_changed",
+    }
+)
 
 
 def groups_named(record: Record) -> list[str]:
@@ -80,12 +90,17 @@ class TimeIndexProjection:
         kind = record["type"]
         if kind == "messages_stored":
             top = record["queue_offset"] + len(record["units"])
-            txn.put(queue_key(record["topic"], record["queue_id"]) + U64.pack(seq), I64.pack(top),
-                    db=self.qmax_db)
+            txn.put(
+                queue_key(record["topic"], record["queue_id"]) + U64.pack(seq),
+                I64.pack(top),
+                db=self.qmax_db,
+            )
         elif kind == "offsets_removed":
             # the offset projection writes a history entry with new = -1; only this tells it from a commit of -1
             for topic, qid, _ in record["entries"]:
-                txn.put(offset_key(topic, record["group"], qid) + U64.pack(seq), b"", db=self.removed_db)
+                txn.put(
+                    offset_key(topic, record["group"], qid) + U64.pack(seq), b"", db=self.removed_db
+                )
         elif kind not in QUIET_GROUP_RECORDS:
             for group in groups_named(record):
                 txn.put(event_key(group, seq), records.pack(record), db=self.events_db)
@@ -102,7 +117,13 @@ class TimeIndexProjection:
         while True:
             try:
                 with log.env.begin(write=True) as txn:
-                    for db in (self.time_db, self.seq_db, self.qmax_db, self.events_db, self.removed_db):
+                    for db in (
+                        self.time_db,
+                        self.seq_db,
+                        self.qmax_db,
+                        self.events_db,
+                        self.removed_db,
+                    ):
                         txn.drop(db, delete=False)
                     for key, raw in txn.cursor(db=log.log_db):
                         self.apply(txn, records.key_seq(key), records.unpack(raw))

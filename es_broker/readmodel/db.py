@@ -52,7 +52,9 @@ def migrations_dir() -> Path:
     if spec and spec.submodule_search_locations:
         for location in spec.submodule_search_locations:
             candidate = Path(location)
-            if (candidate / "env.py").is_file() and "es_broker" in (candidate / "env.py").read_text():
+            if (candidate / "env.py").is_file() and "es_broker" in (
+                candidate / "env.py"
+            ).read_text():
                 return candidate
     raise FileNotFoundError("the read model's Alembic migrations (migrations/) were not found")
 

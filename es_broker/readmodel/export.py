@@ -78,7 +78,9 @@ def _write_checkpoint(out: Path, state: dict) -> None:
     os.replace(tmp, out / CHECKPOINT)
 
 
-def export(log: RecordLog, out: str | Path, source: Source = DEFAULT_SOURCE, *, chunk: int = CHUNK) -> ExportResult:
+def export(
+    log: RecordLog, out: str | Path, source: Source = DEFAULT_SOURCE, *, chunk: int = CHUNK
+) -> ExportResult:
     """Write every record after the last export to Parquet under `out`."""
     import pyarrow.parquet as pq
 
@@ -106,7 +108,9 @@ def export(log: RecordLog, out: str | Path, source: Source = DEFAULT_SOURCE, *, 
                 try:
                     time = effective_time(clock, record)
                     day = utc_day(time)
-                    rows = [(family, day, row) for family, row in rows_of(seq, record, time, source)]
+                    rows = [
+                        (family, day, row) for family, row in rows_of(seq, record, time, source)
+                    ]
                 except Exception as exc:
                     if not is_data_error(exc):
                         raise
@@ -131,11 +135,20 @@ def export(log: RecordLog, out: str | Path, source: Source = DEFAULT_SOURCE, *, 
             _write_checkpoint(out, state)
     finally:
         reader.close()
-    return ExportResult(first if records else None, state["last_seq"], records, dict(totals), files,
-                        _time.perf_counter() - began, tuple(quarantined))
+    return ExportResult(
+        first if records else None,
+        state["last_seq"],
+        records,
+        dict(totals),
+        files,
+        _time.perf_counter() - began,
+        tuple(quarantined),
+    )
 
 
-def _tables(by_record: list[tuple[int, str, list[tuple[str, str, dict]]]], bad: dict[int, dict]) -> dict:
+def _tables(
+    by_record: list[tuple[int, str, list[tuple[str, str, dict]]]], bad: dict[int, dict]
+) -> dict:
     """Arrow tables by (family, day); a record with a row that does not convert goes to `bad`, all its rows out."""
     import pyarrow as pa
 
@@ -169,14 +182,23 @@ def _tables(by_record: list[tuple[int, str, list[tuple[str, str, dict]]]], bad: 
 
 
 def _failure(seq: int, record: dict, exc: BaseException) -> dict:
-    return {"seq": seq, "type": str(record.get("type")), "error": error_text(exc), "version": running_version(),
-            "failed_at": now_ms()}
+    return {
+        "seq": seq,
+        "type": str(record.get("type")),
+        "error": error_text(exc),
+        "version": running_version(),
+        "failed_at": now_ms(),
+    }
 
 
 def _quarantine(out: Path, failures: list[dict]) -> list[dict]:
     """Append the failures not in the quarantine file yet (a redone chunk finds its own there)."""
     path = out / QUARANTINE
-    known = {json.loads(line)["seq"] for line in path.read_text().splitlines() if line} if path.exists() else set()
+    known = (
+        {json.loads(line)["seq"] for line in path.read_text().splitlines() if line}
+        if path.exists()
+        else set()
+    )
     new = [f for f in failures if f["seq"] not in known]
     if new:
         with path.open("a") as f:
@@ -189,4 +211,6 @@ def read_quarantine(out: str | Path) -> list[dict]:
     path = Path(out) / QUARANTINE
     if not path.exists():
         return []
-    return sorted((json.loads(line) for line in path.read_text().splitlines() if line), key=lambda f: f["seq"])
+    return sorted(
+        (json.loads(line) for line in path.read_text().splitlines() if line), key=lambda f: f["seq"]
+    )

@@ -78,10 +78,14 @@ class LogGap(Exception):
     """The log does not continue where the checkpoint says (a different data directory?)."""
 
 
-def table_rows(source: str, seq: int, record: Record, time: int, src: Source) -> dict[str, list[dict]]:
+def table_rows(
+    source: str, seq: int, record: Record, time: int, src: Source
+) -> dict[str, list[dict]]:
     """The SQL rows of one record, by table name (records, the family tables, reset_queues)."""
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    out[RecordRow.__tablename__].append({"source": source, "n": 0, **record_row(seq, record, time, src)})
+    out[RecordRow.__tablename__].append(
+        {"source": source, "n": 0, **record_row(seq, record, time, src)}
+    )
     counts: dict[str, int] = defaultdict(int)
     for family, row in rows_of(seq, record, time, src):
         table = TABLES.get(family)
@@ -113,7 +117,9 @@ class RetryResult:
 class Follower:
     """Applies one log to one SQL database under a source name."""
 
-    def __init__(self, engine: Engine, log: RecordLog, source: Source = DEFAULT_SOURCE, *, batch: int = BATCH) -> None:
+    def __init__(
+        self, engine: Engine, log: RecordLog, source: Source = DEFAULT_SOURCE, *, batch: int = BATCH
+    ) -> None:
         self.engine = engine
         self.log = log
         self.source = source
@@ -124,8 +130,11 @@ class Follower:
     def checkpoint(self) -> tuple[int, int, int | None]:
         """(last applied seq, running effective time, start time) stored in the database."""
         with self.engine.connect() as conn:
-            row = conn.execute(select(Checkpoint.last_seq, Checkpoint.max_ts, Checkpoint.start_time)
-                               .where(Checkpoint.source == self.source.broker)).first()
+            row = conn.execute(
+                select(Checkpoint.last_seq, Checkpoint.max_ts, Checkpoint.start_time).where(
+                    Checkpoint.source == self.source.broker
+                )
+            ).first()
         return (row[0], row[1], row[2]) if row else (0, 0, None)
 
     def step(self) -> int:
@@ -139,8 +148,11 @@ class Follower:
         except Exception as exc:
             if not is_data_error(exc):
                 raise
-            logger.warning("read model: a batch after record %d failed (%s); applying it record by record",
-                           self.position, error_text(exc))
+            logger.warning(
+                "read model: a batch after record %d failed (%s); applying it record by record",
+                self.position,
+                error_text(exc),
+            )
         applied = 0
         for _ in range(self.batch):
             done = self._apply(1, isolated=True)
@@ -178,18 +190,24 @@ class Follower:
             return self._apply_once(count, isolated)
         except _Refused as refused:
             with self.engine.begin() as conn:
-                row = conn.execute(select(Checkpoint.start_time)
-                                   .where(Checkpoint.source == self.source.broker)).first()
+                row = conn.execute(
+                    select(Checkpoint.start_time).where(Checkpoint.source == self.source.broker)
+                ).first()
                 self._quarantine(conn, refused.seq, refused.record, refused.time, refused.error)
                 start = refused.time if refused.seq == 1 else (row[0] if row else None)
-                self._move_checkpoint(conn, row is not None, refused.seq - 1, refused.seq, refused.time, start)
+                self._move_checkpoint(
+                    conn, row is not None, refused.seq - 1, refused.seq, refused.time, start
+                )
             self.position = refused.seq
             return 1
 
     def _apply_once(self, count: int, isolated: bool) -> int:
         with self.engine.begin() as conn:
-            row = conn.execute(select(Checkpoint.last_seq, Checkpoint.max_ts, Checkpoint.start_time)
-                               .where(Checkpoint.source == self.source.broker)).first()
+            row = conn.execute(
+                select(Checkpoint.last_seq, Checkpoint.max_ts, Checkpoint.start_time).where(
+                    Checkpoint.source == self.source.broker
+                )
+            ).first()
             last, running, start = (row[0], row[1], row[2]) if row else (0, 0, None)
             batch = self._read(last + 1, count)
             if not batch:
@@ -216,7 +234,9 @@ class Follower:
                 for name, named_rows in rows.items():
                     tables[name].extend(named_rows)
             try:
-                for name in _ALL_TABLES:  # parents first is not needed (no foreign keys) but keeps it stable
+                for name in (
+                    _ALL_TABLES
+                ):  # parents first is not needed (no foreign keys) but keeps it stable
                     if tables.get(name):
                         conn.execute(_ALL_TABLES[name].insert(), tables[name])
             except Exception as exc:
@@ -231,36 +251,67 @@ class Follower:
         self.position = position
         return len(batch)
 
-    def _move_checkpoint(self, conn: Any, exists: bool, last: int, position: int, max_ts: int,
-                         start: int | None) -> None:
+    def _move_checkpoint(
+        self, conn: Any, exists: bool, last: int, position: int, max_ts: int, start: int | None
+    ) -> None:
         values = {"last_seq": position, "max_ts": max_ts, "start_time": start}
         if not exists:
             conn.execute(insert(Checkpoint).values(source=self.source.broker, **values))
             return
-        moved = conn.execute(update(Checkpoint).where(Checkpoint.source == self.source.broker,
-                                                      Checkpoint.last_seq == last).values(**values))
+        moved = conn.execute(
+            update(Checkpoint)
+            .where(Checkpoint.source == self.source.broker, Checkpoint.last_seq == last)
+            .values(**values)
+        )
         if moved.rowcount != 1:
-            raise FollowerConflict(f"checkpoint of {self.source.broker} moved past {last} meanwhile")
+            raise FollowerConflict(
+                f"checkpoint of {self.source.broker} moved past {last} meanwhile"
+            )
 
-    def _quarantine(self, conn: Any, seq: int, record: Record, time: int, exc: BaseException) -> None:
+    def _quarantine(
+        self, conn: Any, seq: int, record: Record, time: int, exc: BaseException
+    ) -> None:
         text = error_text(exc)
         logger.warning("read model: record %d (%s) quarantined: %s", seq, record.get("type"), text)
         now = now_ms()
         key = (FailureRow.source == self.source.broker, FailureRow.seq == seq)
-        again = conn.execute(update(FailureRow).where(*key).values(
-            error=text, version=self.version, last_failed_at=now, attempts=FailureRow.attempts + 1))
+        again = conn.execute(
+            update(FailureRow)
+            .where(*key)
+            .values(
+                error=text,
+                version=self.version,
+                last_failed_at=now,
+                attempts=FailureRow.attempts + 1,
+            )
+        )
         if again.rowcount == 0:
-            conn.execute(insert(FailureRow).values(
-                source=self.source.broker, seq=seq, type=str(record.get("type"))[:100], time=time, error=text,
-                version=self.version, first_failed_at=now, last_failed_at=now, attempts=1))
+            conn.execute(
+                insert(FailureRow).values(
+                    source=self.source.broker,
+                    seq=seq,
+                    type=str(record.get("type"))[:100],
+                    time=time,
+                    error=text,
+                    version=self.version,
+                    first_failed_at=now,
+                    last_failed_at=now,
+                    attempts=1,
+                )
+            )
 
     def quarantined(self) -> list[FailureRow]:
         """The quarantined records of this source, by seq."""
         from sqlalchemy.orm import Session
 
         with Session(self.engine) as session:
-            rows = list(session.scalars(select(FailureRow).where(FailureRow.source == self.source.broker)
-                                        .order_by(FailureRow.seq)))
+            rows = list(
+                session.scalars(
+                    select(FailureRow)
+                    .where(FailureRow.source == self.source.broker)
+                    .order_by(FailureRow.seq)
+                )
+            )
             session.expunge_all()
         return rows
 
@@ -280,8 +331,11 @@ class Follower:
             seq, record = found[0]
             try:
                 with self.engine.begin() as conn:
-                    taken = conn.execute(delete(FailureRow).where(FailureRow.source == self.source.broker,
-                                                                  FailureRow.seq == seq))
+                    taken = conn.execute(
+                        delete(FailureRow).where(
+                            FailureRow.source == self.source.broker, FailureRow.seq == seq
+                        )
+                    )
                     if taken.rowcount != 1:
                         continue  # another follower retried it meanwhile
                     rows = table_rows(self.source.broker, seq, record, failure.time, self.source)
@@ -295,7 +349,9 @@ class Follower:
                     self._quarantine(conn, seq, record, failure.time, exc)
                 result.failed.append(seq)
                 continue
-            logger.warning("read model: quarantined record %d (%s) is stored now", seq, failure.type)
+            logger.warning(
+                "read model: quarantined record %d (%s) is stored now", seq, failure.type
+            )
             result.stored.append(seq)
         return result
 
@@ -316,8 +372,15 @@ def log_last_seq(log: RecordLog) -> int:
         return log._read_last_seq()
 
 
-def follow_log(url: str, log: RecordLog, source: Source, *, stop: Callable[[], bool],
-               poll: float = POLL, batch: int = BATCH) -> None:
+def follow_log(
+    url: str,
+    log: RecordLog,
+    source: Source,
+    *,
+    stop: Callable[[], bool],
+    poll: float = POLL,
+    batch: int = BATCH,
+) -> None:
     """Catch up, then apply new records as they land, until `stop()` is true.
 
     Quarantined records are retried first when a different es-broker
@@ -334,12 +397,20 @@ def follow_log(url: str, log: RecordLog, source: Source, *, stop: Callable[[], b
                     follower = open_follower(url, log, source, batch=batch)
                     retried = follower.retry_quarantined(other_versions_only=True)
                     if retried.stored or retried.failed:
-                        logger.warning("read model: retried quarantined records of an earlier version: "
-                                       "%d stored, %d failed again", len(retried.stored), len(retried.failed))
+                        logger.warning(
+                            "read model: retried quarantined records of an earlier version: "
+                            "%d stored, %d failed again",
+                            len(retried.stored),
+                            len(retried.failed),
+                        )
                 applied = follower.step()
             except Exception as exc:  # the database's trouble: wait, then try again
-                logger.warning("read model (%s) step failed, retrying in %.0f s: %s", _safe(url), delay,
-                               error_text(exc))
+                logger.warning(
+                    "read model (%s) step failed, retrying in %.0f s: %s",
+                    _safe(url),
+                    delay,
+                    error_text(exc),
+                )
                 pause(delay, stop)
                 delay = min(delay * 2, RETRY_MAX)
                 continue

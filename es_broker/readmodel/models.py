@@ -32,7 +32,9 @@ class Checkpoint(Base):
 
     source: Mapped[str] = mapped_column(String(200), primary_key=True)
     last_seq: Mapped[int] = mapped_column(BigInteger)
-    max_ts: Mapped[int] = mapped_column(BigInteger)  # the running effective time (families.RunningTime)
+    max_ts: Mapped[int] = mapped_column(
+        BigInteger
+    )  # the running effective time (families.RunningTime)
     start_time: Mapped[int | None] = mapped_column(BigInteger)  # effective time of seq 1
 
 
@@ -84,7 +86,10 @@ class RecordRow(_Row, Base):
 
 class OffsetChangeRow(_Row, Base):
     __tablename__ = "offset_changes"
-    __table_args__ = (Index(None, "source", "group", "topic", "queue_id", "seq"), Index(None, "source", "time"))
+    __table_args__ = (
+        Index(None, "source", "group", "topic", "queue_id", "seq"),
+        Index(None, "source", "time"),
+    )
 
     group: Mapped[str] = mapped_column(String(255))
     topic: Mapped[str] = mapped_column(String(255))
@@ -251,7 +256,10 @@ class QueueLockChangeRow(_Row, Base):
     """queue_locks_changed: a queue's new owner ('' when released) from `time` on (B-142..B-147)."""
 
     __tablename__ = "queue_lock_changes"
-    __table_args__ = (Index(None, "source", "group", "topic", "queue_id", "seq"), Index(None, "source", "time"))
+    __table_args__ = (
+        Index(None, "source", "group", "topic", "queue_id", "seq"),
+        Index(None, "source", "time"),
+    )
 
     group: Mapped[str] = mapped_column(String(255))
     topic: Mapped[str] = mapped_column(String(255))

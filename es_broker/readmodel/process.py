@@ -37,7 +37,9 @@ class Stop:
     def __call__(self) -> bool:
         if self.parent is not None and os.getppid() != self.parent:
             if not self.signalled:
-                logger.warning("read-model follower: the broker (pid %d) is gone, stopping", self.parent)
+                logger.warning(
+                    "read-model follower: the broker (pid %d) is gone, stopping", self.parent
+                )
             self.signalled = True
         return self.signalled
 
@@ -76,7 +78,9 @@ def open_log(data_dir: str | Path, stop: Stop) -> RecordLog | None:
     return None
 
 
-def run(data_dir: str, url: str, source: Source, *, parent: int | None = None, batch: int | None = None) -> int:
+def run(
+    data_dir: str, url: str, source: Source, *, parent: int | None = None, batch: int | None = None
+) -> int:
     """Follow the log of `data_dir` into `url` until stopped; the exit status."""
     from es_broker.readmodel.follower import BATCH, follow_log
 

@@ -54,8 +54,10 @@ def _open(data_dir: str):
     env = lmdb.open(str(path), readonly=True, max_dbs=64, readahead=False, max_readers=256)
     with env.begin() as txn:
         present = {bytes(k) for k, _ in txn.cursor()}
-    dbs = {name: env.open_db(name.encode(), create=False) if name.encode() in present else None
-           for name in ("log", "tt_seq")}
+    dbs = {
+        name: env.open_db(name.encode(), create=False) if name.encode() in present else None
+        for name in ("log", "tt_seq")
+    }
     return env, dbs
 
 
@@ -83,7 +85,7 @@ class EsBrokerReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.data_dir = options.get("path") or options.get("data_dir")
         if not self.data_dir:
-            raise ValueError('load(DATA_DIR): the broker data directory is required')
+            raise ValueError("load(DATA_DIR): the broker data directory is required")
         self.family = _family(options.get("family", "records"))
         self.count = max(int(options.get("partitions", 4)), 1)
         self.source = Source(options.get("broker", Source.broker), options.get("role", Source.role))
@@ -105,8 +107,13 @@ class EsBrokerReader(DataSourceReader):
                 size = -(-(last - self.from_seq + 1) // self.count)
                 ranges = []
                 for first in range(self.from_seq, last + 1, size):
-                    ranges.append(LogRange(first, min(first + size - 1, last),
-                                           _time_before(txn, dbs["tt_seq"], first)))
+                    ranges.append(
+                        LogRange(
+                            first,
+                            min(first + size - 1, last),
+                            _time_before(txn, dbs["tt_seq"], first),
+                        )
+                    )
                 return ranges
         finally:
             env.close()
@@ -132,11 +139,16 @@ class EsBrokerReader(DataSourceReader):
                     if self.family.name == RECORDS.name:  # (a copy after pickling: compare names)
                         found = [record_row(seq, record, time, self.source)]
                     else:
-                        found = [row for family, row in rows_of(seq, record, time, self.source)
-                                 if family == self.family.name]
+                        found = [
+                            row
+                            for family, row in rows_of(seq, record, time, self.source)
+                            if family == self.family.name
+                        ]
                     for row in found:
                         if "queues" in row:
-                            row["queues"] = [tuple(q[f] for f in queue_fields) for q in row["queues"]]
+                            row["queues"] = [
+                                tuple(q[f] for f in queue_fields) for q in row["queues"]
+                            ]
                         yield (*(row.get(n) for n in names), utc_day(time))
         finally:
             env.close()

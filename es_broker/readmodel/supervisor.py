@@ -41,9 +41,23 @@ class FollowerCommand:
     verbose: bool = False
 
     def argv(self, parent: int) -> list[str]:
-        argv = [sys.executable, "-m", "es_broker.cli", "readmodel", "follow", "--data-dir", self.data_dir,
-                "--readmodel-url", self.url, "--broker-name", self.broker_name, "--broker-role",
-                self.broker_role, "--exit-with-parent", str(parent)]
+        argv = [
+            sys.executable,
+            "-m",
+            "es_broker.cli",
+            "readmodel",
+            "follow",
+            "--data-dir",
+            self.data_dir,
+            "--readmodel-url",
+            self.url,
+            "--broker-name",
+            self.broker_name,
+            "--broker-role",
+            self.broker_role,
+            "--exit-with-parent",
+            str(parent),
+        ]
         return [*argv, "-v"] if self.verbose else argv
 
 
@@ -82,16 +96,23 @@ class FollowerSupervisor:
                         task_status.started()
                         started = True
             except* OSError as group:  # could not even start it: the broker goes on all the same
-                logger.warning("read-model follower could not start (%s); trying again in %.0f s",
-                               group.exceptions[0], delay)
+                logger.warning(
+                    "read-model follower could not start (%s); trying again in %.0f s",
+                    group.exceptions[0],
+                    delay,
+                )
             else:
                 self.pid = None
                 status = process.returncode
                 self.exits.append(status)
                 if trio.current_time() - began >= self.healthy_after:
                     delay = self.restart_first
-                logger.warning("read-model follower (pid %d) exited with %s; starting it again in %.0f s",
-                               process.pid, _describe(status), delay)
+                logger.warning(
+                    "read-model follower (pid %d) exited with %s; starting it again in %.0f s",
+                    process.pid,
+                    _describe(status),
+                    delay,
+                )
             if not started:
                 task_status.started()
                 started = True
@@ -99,9 +120,15 @@ class FollowerSupervisor:
             delay = min(delay * 2, self.restart_max)
 
     async def _run_child(self, *, task_status: trio.TaskStatus[trio.Process]) -> None:
-        await trio.run_process(self.command.argv(os.getpid()), check=False, stdin=subprocess.DEVNULL,
-                               env=child_env(), start_new_session=True, deliver_cancel=self._stop_child,
-                               task_status=task_status)
+        await trio.run_process(
+            self.command.argv(os.getpid()),
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env=child_env(),
+            start_new_session=True,
+            deliver_cancel=self._stop_child,
+            task_status=task_status,
+        )
 
     async def _stop_child(self, process: trio.Process) -> None:
         """SIGTERM, then SIGKILL if the child is still there after the grace period."""
@@ -110,8 +137,11 @@ class FollowerSupervisor:
             with trio.move_on_after(self.grace):
                 await process.wait()
                 return
-            logger.warning("read-model follower (pid %d) ignored SIGTERM for %.0f s, killing it",
-                           process.pid, self.grace)
+            logger.warning(
+                "read-model follower (pid %d) ignored SIGTERM for %.0f s, killing it",
+                process.pid,
+                self.grace,
+            )
             process.kill()
         except OSError:  # already gone
             pass

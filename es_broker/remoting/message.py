@@ -141,9 +141,21 @@ class StoredMessage:
 def encode(msg: StoredMessage) -> bytes:
     """Encode one stored message (IPv4 hosts) in the commit-log / pull-body format."""
     return encode_fields(
-        msg.topic, msg.queue_id, msg.body, msg.properties, msg.flag, msg.sys_flag, msg.queue_offset,
-        msg.physical_offset, msg.born_timestamp, msg.born_host, msg.store_timestamp, msg.store_host,
-        msg.reconsume_times, msg.prepared_transaction_offset, msg.body_crc,
+        msg.topic,
+        msg.queue_id,
+        msg.body,
+        msg.properties,
+        msg.flag,
+        msg.sys_flag,
+        msg.queue_offset,
+        msg.physical_offset,
+        msg.born_timestamp,
+        msg.born_host,
+        msg.store_timestamp,
+        msg.store_host,
+        msg.reconsume_times,
+        msg.prepared_transaction_offset,
+        msg.body_crc,
     )
 
 
@@ -176,8 +188,17 @@ def encode_fields(
     sys_flag = sys_flag & ~(FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6)
     return b"".join(
         (
-            _HEAD.pack(total, MAGIC_CODE, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-                       born_timestamp),
+            _HEAD.pack(
+                total,
+                MAGIC_CODE,
+                crc,
+                queue_id,
+                flag,
+                queue_offset,
+                physical_offset,
+                sys_flag,
+                born_timestamp,
+            ),
             _host_bytes(born_host),
             struct.pack(">q", store_timestamp),
             _host_bytes(store_host),
@@ -193,15 +214,12 @@ def encode_fields(
 
 def encoded_size(topic: str, body_len: int, properties: dict[str, str]) -> int:
     """TOTALSIZE of a message before encoding it."""
-    return (
-        FIXED_SIZE
-        + body_len
-        + len(topic.encode("utf-8"))
-        + len(encode_properties(properties))
-    )
+    return FIXED_SIZE + body_len + len(topic.encode("utf-8")) + len(encode_properties(properties))
 
 
-def stamp(raw: bytes, queue_id: int, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytes:
+def stamp(
+    raw: bytes, queue_id: int, queue_offset: int, physical_offset: int, store_timestamp: int
+) -> bytes:
     """Return raw with the fields decided at append written in: QUEUEID, QUEUEOFFSET,
     PHYSICALOFFSET and STORETIMESTAMP (IPv4 born host)."""
     buf = bytearray(raw)
@@ -255,7 +273,7 @@ def last_property(raw: bytes, start: int, end: int, needle: bytes) -> bytes | No
         if i == start or raw[i - 1] == 2:  # a name starts the text or follows a separator
             value_at = i + len(needle)
             stop = raw.find(b"\x02", value_at, end)
-            return raw[value_at:stop if stop >= 0 else end]
+            return raw[value_at : stop if stop >= 0 else end]
         i = raw.rfind(needle, start, i + len(needle) - 1)
     return None
 
@@ -271,7 +289,9 @@ def message_keys(raw: bytes) -> tuple[bytes | None, bytes | None, int]:
         sys_flag = _I32_AT(raw, 36)[0]
         at = 84  # BODYLENGTH with IPv4 hosts; an IPv6 host is 12 bytes longer
         if sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6):
-            at += (12 if sys_flag & FLAG_BORNHOST_V6 else 0) + (12 if sys_flag & FLAG_STOREHOST_V6 else 0)
+            at += (12 if sys_flag & FLAG_BORNHOST_V6 else 0) + (
+                12 if sys_flag & FLAG_STOREHOST_V6 else 0
+            )
         topic_len_at = at + 4 + _I32_AT(raw, at)[0]
         start = topic_len_at + 3 + raw[topic_len_at]
         end = start + _U16_AT(raw, start - 2)[0]
@@ -279,8 +299,11 @@ def message_keys(raw: bytes) -> tuple[bytes | None, bytes | None, int]:
         return None, None, 0
     if topic_len_at < at + 4 or end > len(raw):
         return None, None, 0
-    return (last_property(raw, start, end, _KEYS_NAME), last_property(raw, start, end, _UNIQ_KEY_NAME),
-            sys_flag)
+    return (
+        last_property(raw, start, end, _KEYS_NAME),
+        last_property(raw, start, end, _UNIQ_KEY_NAME),
+        sys_flag,
+    )
 
 
 class MessageDecodeError(ValueError):
@@ -388,8 +411,13 @@ def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
             raise BatchDecodeError(f"batch body is truncated at byte {pos}")
         if total != _BATCH_ENTRY.size + body_len + 2 + props_len:
             raise BatchDecodeError(f"batch entry at byte {pos} declares a wrong size")
-        out.append((flag, bytes(view[start:start + body_len]),
-                    decode_properties(bytes(view[props_at:props_at + props_len]))))
+        out.append(
+            (
+                flag,
+                bytes(view[start : start + body_len]),
+                decode_properties(bytes(view[props_at : props_at + props_len])),
+            )
+        )
         pos += total
     return out
 

@@ -50,9 +50,19 @@ TEXT_MAX = 1 << 20
 
 #: SEND_MESSAGE_V2 renames every header field to one letter (remoting spec 7.2.1).
 SEND_V2_FIELDS: Mapping[str, str] = {
-    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
-    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
-    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
 }
 SEND_V1_FIELDS: Mapping[str, str] = {v1: v2 for v2, v1 in SEND_V2_FIELDS.items()}
 
@@ -110,8 +120,13 @@ class RequestShape:
 # -- field constructors: the vocabulary of the table below ------------------------------------
 
 
-def s(name: str, required: bool = False, *, max_len: int = NAME_MAX,
-      choices: frozenset[str] | None = None) -> HeaderField:
+def s(
+    name: str,
+    required: bool = False,
+    *,
+    max_len: int = NAME_MAX,
+    choices: frozenset[str] | None = None,
+) -> HeaderField:
     return HeaderField(name, Kind.STR, required, max_len=max_len, choices=choices)
 
 
@@ -122,14 +137,20 @@ OFFSET_MSG_ID = re.compile(r"[0-9A-Fa-f]{32}")
 
 
 def offset_msg_id(name: str = "msgId") -> HeaderField:
-    return HeaderField(name, Kind.STR, True, pattern=OFFSET_MSG_ID, form="an offset message id (32 hex digits)")
+    return HeaderField(
+        name, Kind.STR, True, pattern=OFFSET_MSG_ID, form="an offset message id (32 hex digits)"
+    )
 
 
-def i32(name: str, required: bool = False, *, min: int = INT32[0], max: int = INT32[1]) -> HeaderField:
+def i32(
+    name: str, required: bool = False, *, min: int = INT32[0], max: int = INT32[1]
+) -> HeaderField:
     return HeaderField(name, Kind.INT, required, min=min, max=max)
 
 
-def i64(name: str, required: bool = False, *, min: int = INT64[0], max: int = INT64[1]) -> HeaderField:
+def i64(
+    name: str, required: bool = False, *, min: int = INT64[0], max: int = INT64[1]
+) -> HeaderField:
     return HeaderField(name, Kind.LONG, required, min=min, max=max)
 
 
@@ -236,8 +257,11 @@ def _is_int(value: Any, bounds: tuple[int, int]) -> bool:
 
 # ConsumeFromWhere, MessageModel and ConsumeType as fastjson maps them: by name or by ordinal.
 CONSUME_FROM_WHERE = (
-    "CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
-    "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_LAST_OFFSET",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+    "CONSUME_FROM_FIRST_OFFSET",
     "CONSUME_FROM_TIMESTAMP",
 )
 MESSAGE_MODEL = ("BROADCASTING", "CLUSTERING")
@@ -258,9 +282,11 @@ def _heartbeat_rules(data: Any) -> str | None:
         return f"HeartbeatData.clientID is longer than {NAME_MAX}"
     for n, consumer in enumerate(data.consumer_data_set):
         where = f"HeartbeatData.consumerDataSet[{n}]"
-        for name, value, names in (("consumeFromWhere", consumer.consume_from_where, CONSUME_FROM_WHERE),
-                                   ("messageModel", consumer.message_model, MESSAGE_MODEL),
-                                   ("consumeType", consumer.consume_type, CONSUME_TYPE)):
+        for name, value, names in (
+            ("consumeFromWhere", consumer.consume_from_where, CONSUME_FROM_WHERE),
+            ("messageModel", consumer.message_model, MESSAGE_MODEL),
+            ("consumeType", consumer.consume_type, CONSUME_TYPE),
+        ):
             if enum_name(value, names) is None:
                 return f"{where}.{name} is not one of {', '.join(names)}: {value[:40]!r}"
         if len(consumer.group_name) > NAME_MAX:
@@ -299,7 +325,12 @@ def _lock_rules(data: Any) -> str | None:
 
 
 def _group_rules(data: Any) -> str | None:
-    for name in ("retry_queue_nums", "retry_max_times", "broker_id", "which_broker_when_consume_slowly"):
+    for name in (
+        "retry_queue_nums",
+        "retry_max_times",
+        "broker_id",
+        "which_broker_when_consume_slowly",
+    ):
         value = getattr(data, name)
         if not INT32[0] <= value <= INT32[1]:
             return f"SubscriptionGroupConfig.{name} is out of the range of an int: {value}"
@@ -323,123 +354,301 @@ _BEAN_RULES: dict[type, Callable[[Any], str | None]] = {
 
 C, E = RequestCode, EsRequestCode
 _SEND_FIELDS = (
-    s("producerGroup"), s("topic", True), s("defaultTopic"), i32("defaultTopicQueueNums", min=0),
+    s("producerGroup"),
+    s("topic", True),
+    s("defaultTopic"),
+    i32("defaultTopicQueueNums", min=0),
     # a negative queue id asks the broker to pick one (SendMessageProcessor#sendMessage)
-    i32("queueId", True), i32("sysFlag", True), i64("bornTimestamp", True), i32("flag"),
-    s("properties", max_len=TEXT_MAX), i32("reconsumeTimes", min=0), flag("unitMode"),
-    i32("maxReconsumeTimes"), flag("batch"),
+    i32("queueId", True),
+    i32("sysFlag", True),
+    i64("bornTimestamp", True),
+    i32("flag"),
+    s("properties", max_len=TEXT_MAX),
+    i32("reconsumeTimes", min=0),
+    flag("unitMode"),
+    i32("maxReconsumeTimes"),
+    flag("batch"),
 )
 _TOPIC_QUEUE = (s("topic", True), queue_id())
 _KV = (s("namespace", True), s("key", True))
 
-SHAPES: dict[int, RequestShape] = {shape.code: shape for shape in (
-    # -- producer
-    RequestShape(C.SEND_MESSAGE, "SEND_MESSAGE", _SEND_FIELDS),
-    RequestShape(C.SEND_MESSAGE_V2, "SEND_MESSAGE_V2", _SEND_FIELDS, renames=SEND_V2_FIELDS),
-    RequestShape(C.SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", _SEND_FIELDS, renames=SEND_V2_FIELDS),
-    # -- consumer
-    RequestShape(C.PULL_MESSAGE, "PULL_MESSAGE", (
-        s("consumerGroup", True), s("topic", True), queue_id(), i64("queueOffset", True),
-        i32("maxMsgNums", True), i32("sysFlag", True), i64("commitOffset", True),
-        i64("suspendTimeoutMillis", min=0), s("subscription", max_len=TEXT_MAX), i64("subVersion"),
-        s("expressionType"))),
-    RequestShape(C.QUERY_CONSUMER_OFFSET, "QUERY_CONSUMER_OFFSET", (s("consumerGroup", True), *_TOPIC_QUEUE)),
-    RequestShape(C.UPDATE_CONSUMER_OFFSET, "UPDATE_CONSUMER_OFFSET", (
-        s("consumerGroup", True), *_TOPIC_QUEUE, i64("commitOffset", True))),
-    RequestShape(C.SEARCH_OFFSET_BY_TIMESTAMP, "SEARCH_OFFSET_BY_TIMESTAMP", (*_TOPIC_QUEUE, i64("timestamp", True))),
-    RequestShape(C.GET_MAX_OFFSET, "GET_MAX_OFFSET", _TOPIC_QUEUE),
-    RequestShape(C.GET_MIN_OFFSET, "GET_MIN_OFFSET", _TOPIC_QUEUE),
-    RequestShape(C.GET_EARLIEST_MSG_STORETIME, "GET_EARLIEST_MSG_STORETIME", _TOPIC_QUEUE),
-    RequestShape(C.VIEW_MESSAGE_BY_ID, "VIEW_MESSAGE_BY_ID", (physical_offset(),)),
-    RequestShape(C.QUERY_MESSAGE, "QUERY_MESSAGE", (
-        s("topic", True), s("key", True, max_len=TEXT_MAX), i32("maxNum", True, min=0),
-        i64("beginTimestamp", True), i64("endTimestamp", True))),
-    RequestShape(C.CONSUMER_SEND_MSG_BACK, "CONSUMER_SEND_MSG_BACK", (
-        s("group", True), physical_offset(), i32("delayLevel", True), s("originMsgId"), s("originTopic"),
-        i32("maxReconsumeTimes"), flag("unitMode"))),
-    RequestShape(C.GET_ALL_DELAY_OFFSET, "GET_ALL_DELAY_OFFSET"),
-    # -- clients
-    RequestShape(C.HEART_BEAT, "HEART_BEAT", body=json_body(HeartbeatData, optional=True)),
-    RequestShape(C.UNREGISTER_CLIENT, "UNREGISTER_CLIENT", (
-        s("clientID"), s("producerGroup"), s("consumerGroup"))),
-    RequestShape(C.GET_CONSUMER_LIST_BY_GROUP, "GET_CONSUMER_LIST_BY_GROUP", (s("consumerGroup", True),)),
-    RequestShape(C.CHECK_CLIENT_CONFIG, "CHECK_CLIENT_CONFIG", body=json_body(CheckClientRequestBody,
-                                                                               optional=True)),
-    RequestShape(C.LOCK_BATCH_MQ, "LOCK_BATCH_MQ", body=json_body(LockBatchRequestBody)),
-    RequestShape(C.UNLOCK_BATCH_MQ, "UNLOCK_BATCH_MQ", body=json_body(UnlockBatchRequestBody, optional=True)),
-    RequestShape(C.END_TRANSACTION, "END_TRANSACTION"),
-    RequestShape(C.GET_CONSUMER_RUNNING_INFO, "GET_CONSUMER_RUNNING_INFO", (
-        s("consumerGroup", True), s("clientId", True), flag("jstackEnable"))),
-    RequestShape(C.CONSUME_MESSAGE_DIRECTLY, "CONSUME_MESSAGE_DIRECTLY", (
-        s("consumerGroup", True), s("clientId", True), offset_msg_id(), s("brokerName"))),
-    # -- admin
-    RequestShape(C.UPDATE_AND_CREATE_TOPIC, "UPDATE_AND_CREATE_TOPIC", (
-        s("topic", True), s("defaultTopic"), i32("readQueueNums", True, min=0),
-        i32("writeQueueNums", True, min=0), i32("perm", True, min=0, max=7), s("topicFilterType"),
-        i32("topicSysFlag"), flag("order"))),
-    RequestShape(C.DELETE_TOPIC_IN_BROKER, "DELETE_TOPIC_IN_BROKER", (s("topic", True),)),
-    RequestShape(C.GET_ALL_TOPIC_CONFIG, "GET_ALL_TOPIC_CONFIG"),
-    RequestShape(C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
-                 body=json_body(SubscriptionGroupConfig)),
-    RequestShape(C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "GET_ALL_SUBSCRIPTIONGROUP_CONFIG"),
-    RequestShape(C.DELETE_SUBSCRIPTIONGROUP, "DELETE_SUBSCRIPTIONGROUP", (
-        s("groupName", True), flag("removeOffset"))),
-    RequestShape(C.GET_TOPIC_STATS_INFO, "GET_TOPIC_STATS_INFO", (s("topic", True),)),
-    RequestShape(C.GET_CONSUMER_CONNECTION_LIST, "GET_CONSUMER_CONNECTION_LIST", (s("consumerGroup", True),)),
-    RequestShape(C.GET_PRODUCER_CONNECTION_LIST, "GET_PRODUCER_CONNECTION_LIST", (s("producerGroup", True),)),
-    RequestShape(C.GET_CONSUME_STATS, "GET_CONSUME_STATS", (s("consumerGroup", True), s("topic"))),
-    RequestShape(C.GET_ALL_CONSUMER_OFFSET, "GET_ALL_CONSUMER_OFFSET"),
-    RequestShape(C.GET_BROKER_RUNTIME_INFO, "GET_BROKER_RUNTIME_INFO"),
-    RequestShape(C.GET_BROKER_CONFIG, "GET_BROKER_CONFIG"),
-    RequestShape(C.UPDATE_BROKER_CONFIG, "UPDATE_BROKER_CONFIG", body=properties_text),
-    RequestShape(C.INVOKE_BROKER_TO_RESET_OFFSET, "INVOKE_BROKER_TO_RESET_OFFSET", (
-        s("topic", True), s("group", True), i64("timestamp", True), flag("isForce"))),
-    RequestShape(C.CLONE_GROUP_OFFSET, "CLONE_GROUP_OFFSET", (
-        s("srcGroup", True), s("destGroup", True), s("topic"), flag("offline"))),
-    RequestShape(E.RESET_OFFSET, "RESET_OFFSET", (
-        s("topic", True), s("group", True),
-        s("kind", True, choices=frozenset({"time", "offset", "shift", "earliest", "latest"})),
-        i64("value"), flag("isForce"), flag("dryRun"), s("mode"), s("scope"))),
-    RequestShape(E.REDRIVE_DLQ, "REDRIVE_DLQ", (
-        s("group", True), s("topic"), s("target", choices=frozenset({"retry", "original"})),
-        i32("maxCount", min=0), flag("dryRun"))),
-    RequestShape(E.MESSAGE_TRACE, "MESSAGE_TRACE", (s("msgId", True),)),
-    # -- ACL administration (es_broker/server/acl_processors.py)
-    RequestShape(C.UPDATE_AND_CREATE_ACL_CONFIG, "UPDATE_AND_CREATE_ACL_CONFIG", (
-        s("accessKey", True), s("secretKey"), s("whiteRemoteAddress", max_len=TEXT_MAX), flag("admin"),
-        s("defaultTopicPerm"), s("defaultGroupPerm"), s("topicPerms", max_len=TEXT_MAX),
-        s("groupPerms", max_len=TEXT_MAX))),
-    RequestShape(C.DELETE_ACL_CONFIG, "DELETE_ACL_CONFIG", (s("accessKey", True),)),
-    RequestShape(C.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG", (
-        s("globalWhiteAddrs", max_len=TEXT_MAX), s("aclFileFullPath", max_len=4096))),
-    RequestShape(C.GET_BROKER_CLUSTER_ACL_INFO, "GET_BROKER_CLUSTER_ACL_INFO"),
-    RequestShape(C.GET_BROKER_CLUSTER_ACL_CONFIG, "GET_BROKER_CLUSTER_ACL_CONFIG"),
-    # -- replication (es_broker/ha/protocol.py)
-    RequestShape(E.HA_FETCH_RECORDS, "HA_FETCH_RECORDS", (
-        i32("slaveId", True, min=0), s("slaveAddr", True), i64("fromSeq", True, min=0),
-        i64("lastRecordCrc", True), i64("slavePhyMax", True), i32("maxWaitMillis", True, min=0),
-        i32("maxBytes", min=1))),
-    RequestShape(E.HA_MERGE_SLAVE_OFFSETS, "HA_MERGE_SLAVE_OFFSETS", (
-        i32("slaveId", True, min=0), s("slaveAddr", True), i64("journalUpto", True)), body=ha_merge_body),
-    # -- name server
-    RequestShape(C.REGISTER_BROKER, "REGISTER_BROKER", (
-        s("brokerName", True), s("brokerAddr", True), s("clusterName", True), s("haServerAddr"),
-        i64("brokerId", True, min=0), flag("compressed"), i32("bodyCrc32"))),
-    RequestShape(C.UNREGISTER_BROKER, "UNREGISTER_BROKER", (
-        s("brokerName", True), s("brokerAddr", True), s("clusterName"), i64("brokerId", True, min=0))),
-    RequestShape(C.GET_ROUTEINFO_BY_TOPIC, "GET_ROUTEINFO_BY_TOPIC", (
-        s("topic", True), flag("acceptStandardJsonOnly"))),
-    RequestShape(C.GET_BROKER_CLUSTER_INFO, "GET_BROKER_CLUSTER_INFO"),
-    RequestShape(C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, "GET_ALL_TOPIC_LIST_FROM_NAMESERVER"),
-    RequestShape(C.GET_TOPICS_BY_CLUSTER, "GET_TOPICS_BY_CLUSTER", (s("cluster", True),)),
-    RequestShape(C.QUERY_DATA_VERSION, "QUERY_DATA_VERSION", (
-        s("brokerName"), s("brokerAddr", True), s("clusterName"), i64("brokerId", min=0)), body=json_any),
-    RequestShape(C.DELETE_TOPIC_IN_NAMESRV, "DELETE_TOPIC_IN_NAMESRV", (s("topic", True),)),
-    RequestShape(C.PUT_KV_CONFIG, "PUT_KV_CONFIG", (*_KV, s("value", True, max_len=TEXT_MAX))),
-    RequestShape(C.GET_KV_CONFIG, "GET_KV_CONFIG", _KV),
-    RequestShape(C.DELETE_KV_CONFIG, "DELETE_KV_CONFIG", _KV),
-    RequestShape(C.GET_KVLIST_BY_NAMESPACE, "GET_KVLIST_BY_NAMESPACE", (s("namespace", True),)),
-)}
+SHAPES: dict[int, RequestShape] = {
+    shape.code: shape
+    for shape in (
+        # -- producer
+        RequestShape(C.SEND_MESSAGE, "SEND_MESSAGE", _SEND_FIELDS),
+        RequestShape(C.SEND_MESSAGE_V2, "SEND_MESSAGE_V2", _SEND_FIELDS, renames=SEND_V2_FIELDS),
+        RequestShape(
+            C.SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", _SEND_FIELDS, renames=SEND_V2_FIELDS
+        ),
+        # -- consumer
+        RequestShape(
+            C.PULL_MESSAGE,
+            "PULL_MESSAGE",
+            (
+                s("consumerGroup", True),
+                s("topic", True),
+                queue_id(),
+                i64("queueOffset", True),
+                i32("maxMsgNums", True),
+                i32("sysFlag", True),
+                i64("commitOffset", True),
+                i64("suspendTimeoutMillis", min=0),
+                s("subscription", max_len=TEXT_MAX),
+                i64("subVersion"),
+                s("expressionType"),
+            ),
+        ),
+        RequestShape(
+            C.QUERY_CONSUMER_OFFSET,
+            "QUERY_CONSUMER_OFFSET",
+            (s("consumerGroup", True), *_TOPIC_QUEUE),
+        ),
+        RequestShape(
+            C.UPDATE_CONSUMER_OFFSET,
+            "UPDATE_CONSUMER_OFFSET",
+            (s("consumerGroup", True), *_TOPIC_QUEUE, i64("commitOffset", True)),
+        ),
+        RequestShape(
+            C.SEARCH_OFFSET_BY_TIMESTAMP,
+            "SEARCH_OFFSET_BY_TIMESTAMP",
+            (*_TOPIC_QUEUE, i64("timestamp", True)),
+        ),
+        RequestShape(C.GET_MAX_OFFSET, "GET_MAX_OFFSET", _TOPIC_QUEUE),
+        RequestShape(C.GET_MIN_OFFSET, "GET_MIN_OFFSET", _TOPIC_QUEUE),
+        RequestShape(C.GET_EARLIEST_MSG_STORETIME, "GET_EARLIEST_MSG_STORETIME", _TOPIC_QUEUE),
+        RequestShape(C.VIEW_MESSAGE_BY_ID, "VIEW_MESSAGE_BY_ID", (physical_offset(),)),
+        RequestShape(
+            C.QUERY_MESSAGE,
+            "QUERY_MESSAGE",
+            (
+                s("topic", True),
+                s("key", True, max_len=TEXT_MAX),
+                i32("maxNum", True, min=0),
+                i64("beginTimestamp", True),
+                i64("endTimestamp", True),
+            ),
+        ),
+        RequestShape(
+            C.CONSUMER_SEND_MSG_BACK,
+            "CONSUMER_SEND_MSG_BACK",
+            (
+                s("group", True),
+                physical_offset(),
+                i32("delayLevel", True),
+                s("originMsgId"),
+                s("originTopic"),
+                i32("maxReconsumeTimes"),
+                flag("unitMode"),
+            ),
+        ),
+        RequestShape(C.GET_ALL_DELAY_OFFSET, "GET_ALL_DELAY_OFFSET"),
+        # -- clients
+        RequestShape(C.HEART_BEAT, "HEART_BEAT", body=json_body(HeartbeatData, optional=True)),
+        RequestShape(
+            C.UNREGISTER_CLIENT,
+            "UNREGISTER_CLIENT",
+            (s("clientID"), s("producerGroup"), s("consumerGroup")),
+        ),
+        RequestShape(
+            C.GET_CONSUMER_LIST_BY_GROUP, "GET_CONSUMER_LIST_BY_GROUP", (s("consumerGroup", True),)
+        ),
+        RequestShape(
+            C.CHECK_CLIENT_CONFIG,
+            "CHECK_CLIENT_CONFIG",
+            body=json_body(CheckClientRequestBody, optional=True),
+        ),
+        RequestShape(C.LOCK_BATCH_MQ, "LOCK_BATCH_MQ", body=json_body(LockBatchRequestBody)),
+        RequestShape(
+            C.UNLOCK_BATCH_MQ,
+            "UNLOCK_BATCH_MQ",
+            body=json_body(UnlockBatchRequestBody, optional=True),
+        ),
+        RequestShape(C.END_TRANSACTION, "END_TRANSACTION"),
+        RequestShape(
+            C.GET_CONSUMER_RUNNING_INFO,
+            "GET_CONSUMER_RUNNING_INFO",
+            (s("consumerGroup", True), s("clientId", True), flag("jstackEnable")),
+        ),
+        RequestShape(
+            C.CONSUME_MESSAGE_DIRECTLY,
+            "CONSUME_MESSAGE_DIRECTLY",
+            (s("consumerGroup", True), s("clientId", True), offset_msg_id(), s("brokerName")),
+        ),
+        # -- admin
+        RequestShape(
+            C.UPDATE_AND_CREATE_TOPIC,
+            "UPDATE_AND_CREATE_TOPIC",
+            (
+                s("topic", True),
+                s("defaultTopic"),
+                i32("readQueueNums", True, min=0),
+                i32("writeQueueNums", True, min=0),
+                i32("perm", True, min=0, max=7),
+                s("topicFilterType"),
+                i32("topicSysFlag"),
+                flag("order"),
+            ),
+        ),
+        RequestShape(C.DELETE_TOPIC_IN_BROKER, "DELETE_TOPIC_IN_BROKER", (s("topic", True),)),
+        RequestShape(C.GET_ALL_TOPIC_CONFIG, "GET_ALL_TOPIC_CONFIG"),
+        RequestShape(
+            C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+            "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
+            body=json_body(SubscriptionGroupConfig),
+        ),
+        RequestShape(C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "GET_ALL_SUBSCRIPTIONGROUP_CONFIG"),
+        RequestShape(
+            C.DELETE_SUBSCRIPTIONGROUP,
+            "DELETE_SUBSCRIPTIONGROUP",
+            (s("groupName", True), flag("removeOffset")),
+        ),
+        RequestShape(C.GET_TOPIC_STATS_INFO, "GET_TOPIC_STATS_INFO", (s("topic", True),)),
+        RequestShape(
+            C.GET_CONSUMER_CONNECTION_LIST,
+            "GET_CONSUMER_CONNECTION_LIST",
+            (s("consumerGroup", True),),
+        ),
+        RequestShape(
+            C.GET_PRODUCER_CONNECTION_LIST,
+            "GET_PRODUCER_CONNECTION_LIST",
+            (s("producerGroup", True),),
+        ),
+        RequestShape(
+            C.GET_CONSUME_STATS, "GET_CONSUME_STATS", (s("consumerGroup", True), s("topic"))
+        ),
+        RequestShape(C.GET_ALL_CONSUMER_OFFSET, "GET_ALL_CONSUMER_OFFSET"),
+        RequestShape(C.GET_BROKER_RUNTIME_INFO, "GET_BROKER_RUNTIME_INFO"),
+        RequestShape(C.GET_BROKER_CONFIG, "GET_BROKER_CONFIG"),
+        RequestShape(C.UPDATE_BROKER_CONFIG, "UPDATE_BROKER_CONFIG", body=properties_text),
+        RequestShape(
+            C.INVOKE_BROKER_TO_RESET_OFFSET,
+            "INVOKE_BROKER_TO_RESET_OFFSET",
+            (s("topic", True), s("group", True), i64("timestamp", True), flag("isForce")),
+        ),
+        RequestShape(
+            C.CLONE_GROUP_OFFSET,
+            "CLONE_GROUP_OFFSET",
+            (s("srcGroup", True), s("destGroup", True), s("topic"), flag("offline")),
+        ),
+        RequestShape(
+            E.RESET_OFFSET,
+            "RESET_OFFSET",
+            (
+                s("topic", True),
+                s("group", True),
+                s(
+                    "kind",
+                    True,
+                    choices=frozenset({"time", "offset", "shift", "earliest", "latest"}),
+                ),
+                i64("value"),
+                flag("isForce"),
+                flag("dryRun"),
+                s("mode"),
+                s("scope"),
+            ),
+        ),
+        RequestShape(
+            E.REDRIVE_DLQ,
+            "REDRIVE_DLQ",
+            (
+                s("group", True),
+                s("topic"),
+                s("target", choices=frozenset({"retry", "original"})),
+                i32("maxCount", min=0),
+                flag("dryRun"),
+            ),
+        ),
+        RequestShape(E.MESSAGE_TRACE, "MESSAGE_TRACE", (s("msgId", True),)),
+        # -- ACL administration (es_broker/server/acl_processors.py)
+        RequestShape(
+            C.UPDATE_AND_CREATE_ACL_CONFIG,
+            "UPDATE_AND_CREATE_ACL_CONFIG",
+            (
+                s("accessKey", True),
+                s("secretKey"),
+                s("whiteRemoteAddress", max_len=TEXT_MAX),
+                flag("admin"),
+                s("defaultTopicPerm"),
+                s("defaultGroupPerm"),
+                s("topicPerms", max_len=TEXT_MAX),
+                s("groupPerms", max_len=TEXT_MAX),
+            ),
+        ),
+        RequestShape(C.DELETE_ACL_CONFIG, "DELETE_ACL_CONFIG", (s("accessKey", True),)),
+        RequestShape(
+            C.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+            "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG",
+            (s("globalWhiteAddrs", max_len=TEXT_MAX), s("aclFileFullPath", max_len=4096)),
+        ),
+        RequestShape(C.GET_BROKER_CLUSTER_ACL_INFO, "GET_BROKER_CLUSTER_ACL_INFO"),
+        RequestShape(C.GET_BROKER_CLUSTER_ACL_CONFIG, "GET_BROKER_CLUSTER_ACL_CONFIG"),
+        # -- replication (es_broker/ha/protocol.py)
+        RequestShape(
+            E.HA_FETCH_RECORDS,
+            "HA_FETCH_RECORDS",
+            (
+                i32("slaveId", True, min=0),
+                s("slaveAddr", True),
+                i64("fromSeq", True, min=0),
+                i64("lastRecordCrc", True),
+                i64("slavePhyMax", True),
+                i32("maxWaitMillis", True, min=0),
+                i32("maxBytes", min=1),
+            ),
+        ),
+        RequestShape(
+            E.HA_MERGE_SLAVE_OFFSETS,
+            "HA_MERGE_SLAVE_OFFSETS",
+            (i32("slaveId", True, min=0), s("slaveAddr", True), i64("journalUpto", True)),
+            body=ha_merge_body,
+        ),
+        # -- name server
+        RequestShape(
+            C.REGISTER_BROKER,
+            "REGISTER_BROKER",
+            (
+                s("brokerName", True),
+                s("brokerAddr", True),
+                s("clusterName", True),
+                s("haServerAddr"),
+                i64("brokerId", True, min=0),
+                flag("compressed"),
+                i32("bodyCrc32"),
+            ),
+        ),
+        RequestShape(
+            C.UNREGISTER_BROKER,
+            "UNREGISTER_BROKER",
+            (
+                s("brokerName", True),
+                s("brokerAddr", True),
+                s("clusterName"),
+                i64("brokerId", True, min=0),
+            ),
+        ),
+        RequestShape(
+            C.GET_ROUTEINFO_BY_TOPIC,
+            "GET_ROUTEINFO_BY_TOPIC",
+            (s("topic", True), flag("acceptStandardJsonOnly")),
+        ),
+        RequestShape(C.GET_BROKER_CLUSTER_INFO, "GET_BROKER_CLUSTER_INFO"),
+        RequestShape(C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, "GET_ALL_TOPIC_LIST_FROM_NAMESERVER"),
+        RequestShape(C.GET_TOPICS_BY_CLUSTER, "GET_TOPICS_BY_CLUSTER", (s("cluster", True),)),
+        RequestShape(
+            C.QUERY_DATA_VERSION,
+            "QUERY_DATA_VERSION",
+            (s("brokerName"), s("brokerAddr", True), s("clusterName"), i64("brokerId", min=0)),
+            body=json_any,
+        ),
+        RequestShape(C.DELETE_TOPIC_IN_NAMESRV, "DELETE_TOPIC_IN_NAMESRV", (s("topic", True),)),
+        RequestShape(C.PUT_KV_CONFIG, "PUT_KV_CONFIG", (*_KV, s("value", True, max_len=TEXT_MAX))),
+        RequestShape(C.GET_KV_CONFIG, "GET_KV_CONFIG", _KV),
+        RequestShape(C.DELETE_KV_CONFIG, "DELETE_KV_CONFIG", _KV),
+        RequestShape(C.GET_KVLIST_BY_NAMESPACE, "GET_KVLIST_BY_NAMESPACE", (s("namespace", True),)),
+    )
+}
 
 
 def shape_of(code: int) -> RequestShape | None:
@@ -485,7 +694,9 @@ def check(cmd: RemotingCommand, shape: RequestShape | None = None) -> Refusal | 
 
 def _field_error(spec: HeaderField, raw: str) -> str | None:
     if spec.kind is Kind.STR:
-        if not raw and spec.required:  # a blank name is as unusable as a missing one (TopicValidator: "blank")
+        if (
+            not raw and spec.required
+        ):  # a blank name is as unusable as a missing one (TopicValidator: "blank")
             return f"header field {spec.name!r} is blank"
         if len(raw) > spec.max_len:
             return f"header field {spec.name!r} is longer than {spec.max_len} characters"
@@ -495,11 +706,13 @@ def _field_error(spec: HeaderField, raw: str) -> str | None:
             return f"header field {spec.name!r} must be one of {', '.join(sorted(spec.choices))}, got {raw[:40]!r}"
         return None
     if spec.kind is Kind.BOOL:
-        return None  # Boolean.parseBoolean reads any text: "true" in any case, everything else false
+        return (
+            None  # Boolean.parseBoolean reads any text: "true" in any case, everything else false
+        )
     if not _JAVA_INTEGER.fullmatch(raw):
         return f"header field {spec.name!r} is not a valid {spec.kind.value}: {raw[:40]!r}"
     value = int(raw)
-    lo, hi = (INT32 if spec.kind is Kind.INT else INT64)
+    lo, hi = INT32 if spec.kind is Kind.INT else INT64
     if not lo <= value <= hi:
         return f"header field {spec.name!r} is out of the range of a Java {spec.kind.value}: {raw[:40]}"
     if spec.min is not None and value < spec.min or spec.max is not None and value > spec.max:

@@ -87,7 +87,9 @@ def version_json(version: DataVersion) -> dict[str, int]:
 
 
 class AclProcessors:
-    def __init__(self, access: AccessControl | None, now_ms: Callable[[], int], identity: Identity) -> None:
+    def __init__(
+        self, access: AccessControl | None, now_ms: Callable[[], int], identity: Identity
+    ) -> None:
         self.access = access
         self.now_ms = now_ms
         self.identity = identity
@@ -102,7 +104,9 @@ class AclProcessors:
         }
 
     # -- the codes -------------------------------------------------------------------------------
-    async def update_and_create_acl_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+    async def update_and_create_acl_config(
+        self, channel: Channel, req: RemotingCommand
+    ) -> RemotingCommand:
         failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
         if self.access is None:
             return response_to(req, failed, NOT_ENABLED)
@@ -129,7 +133,9 @@ class AclProcessors:
                 raise AclWriteError("secretKey is required and must be longer than 6 characters")
             self._write(where, lambda tree: with_account(tree, changes), channel, req)
         except AclWriteError as exc:
-            return self._refuse(req, failed, f"accessKey {access_key}: not created or updated: {exc}")
+            return self._refuse(
+                req, failed, f"accessKey {access_key}: not created or updated: {exc}"
+            )
         return response_to(req, ResponseCode.SUCCESS)
 
     async def delete_acl_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -138,34 +144,45 @@ class AclProcessors:
             return response_to(req, failed, NOT_ENABLED)
         access_key = req.require_str("accessKey")
         if access_key not in self.access.acl.accounts:
-            return self._refuse(req, failed, f"accessKey {access_key}: not deleted: no ACL file defines it")
+            return self._refuse(
+                req, failed, f"accessKey {access_key}: not deleted: no ACL file defines it"
+            )
 
         def delete(tree: dict[str, Any]) -> dict[str, Any]:
             out, found = without_account(tree, access_key)
             if not found:
                 raise AclWriteError("the file no longer defines it")
             return out
+
         try:
             self._write(self._file_of(access_key), delete, channel, req)
         except AclWriteError as exc:
             return self._refuse(req, failed, f"accessKey {access_key}: not deleted: {exc}")
         return response_to(req, ResponseCode.SUCCESS)
 
-    async def update_global_white_addrs_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+    async def update_global_white_addrs_config(
+        self, channel: Channel, req: RemotingCommand
+    ) -> RemotingCommand:
         failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
         if self.access is None:
             return response_to(req, failed, NOT_ENABLED)
-        patterns = _split(req.get_str("globalWhiteAddrs"))  # blank: an empty list (nobody passes unsigned)
+        patterns = _split(
+            req.get_str("globalWhiteAddrs")
+        )  # blank: an empty list (nobody passes unsigned)
         try:
             if patterns is None:
-                raise AclWriteError("the header field globalWhiteAddrs is required (blank clears the list)")
+                raise AclWriteError(
+                    "the header field globalWhiteAddrs is required (blank clears the list)"
+                )
             where = self._named_file(req.get_str("aclFileFullPath"))
             self._write(where, lambda tree: with_global_white(tree, patterns), channel, req)
         except AclWriteError as exc:
             return self._refuse(req, failed, f"globalWhiteRemoteAddresses not updated: {exc}")
         return response_to(req, ResponseCode.SUCCESS)
 
-    async def get_broker_acl_config_version(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+    async def get_broker_acl_config_version(
+        self, channel: Channel, req: RemotingCommand
+    ) -> RemotingCommand:
         if self.access is None:
             return response_to(req, ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
         acl = self.access.acl
@@ -173,12 +190,22 @@ class AclProcessors:
         versions = {f.path: version_json(f.data_version) for f in acl.files}
         version = versions.get(default, version_json(DataVersion()))
         cluster, name, addr = self.identity()
-        return response_to(req, ResponseCode.SUCCESS, None, {
-            "version": json.dumps(version, separators=(",", ":")),
-            "allAclFileVersion": json.dumps(versions, separators=(",", ":")),
-            "brokerName": name, "brokerAddr": addr, "clusterName": cluster})
+        return response_to(
+            req,
+            ResponseCode.SUCCESS,
+            None,
+            {
+                "version": json.dumps(version, separators=(",", ":")),
+                "allAclFileVersion": json.dumps(versions, separators=(",", ":")),
+                "brokerName": name,
+                "brokerAddr": addr,
+                "clusterName": cluster,
+            },
+        )
 
-    async def get_broker_cluster_acl_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+    async def get_broker_cluster_acl_config(
+        self, channel: Channel, req: RemotingCommand
+    ) -> RemotingCommand:
         if self.access is None:
             return response_to(req, ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
         acl = self.access.acl
@@ -186,14 +213,22 @@ class AclProcessors:
         for account in acl.accounts.values():
             topics = [f"{name}={Perm.name(p)}" for name, p in account.topic_perms()]
             groups = [f"{name}={Perm.name(p)}" for name, p in account.group_perms()]
-            configs.append({
-                "accessKey": account.access_key, "secretKey": MASK,
-                "whiteRemoteAddress": account.white_remote_address.text or None, "admin": account.admin,
-                "defaultTopicPerm": Perm.name(account.default_topic_perm),
-                "defaultGroupPerm": Perm.name(account.default_group_perm),
-                "topicPerms": topics, "groupPerms": groups})
-        body = {"globalWhiteAddrs": [p.text for p in acl.global_white_remote_addresses],
-                "plainAccessConfigs": configs}
+            configs.append(
+                {
+                    "accessKey": account.access_key,
+                    "secretKey": MASK,
+                    "whiteRemoteAddress": account.white_remote_address.text or None,
+                    "admin": account.admin,
+                    "defaultTopicPerm": Perm.name(account.default_topic_perm),
+                    "defaultGroupPerm": Perm.name(account.default_group_perm),
+                    "topicPerms": topics,
+                    "groupPerms": groups,
+                }
+            )
+        body = {
+            "globalWhiteAddrs": [p.text for p in acl.global_white_remote_addresses],
+            "plainAccessConfigs": configs,
+        }
         return response_to(req, ResponseCode.SUCCESS, None, body=fastjson.dumps(body).encode())
 
     # -- writing ---------------------------------------------------------------------------------
@@ -219,8 +254,13 @@ class AclProcessors:
         log.warning("ACL admin request code %d refused: %s", req.code, remark)
         return response_to(req, code, remark)
 
-    def _write(self, path: Path, change: Callable[[dict[str, Any]], dict[str, Any]], channel: Channel,
-               req: RemotingCommand) -> None:
+    def _write(
+        self,
+        path: Path,
+        change: Callable[[dict[str, Any]], dict[str, Any]],
+        channel: Channel,
+        req: RemotingCommand,
+    ) -> None:
         """Change `path` as `change` says, bump its dataVersion, check, replace, load. No await inside:
         no other request runs between the read and the reload (4.9.8's synchronized)."""
         access = self.access
@@ -239,16 +279,25 @@ class AclProcessors:
             others: list[PlainAclFile] = [f for f in access.acl.files if Path(f.path) != path]
             combine([*others, parsed])
         except AclConfigError as exc:
-            raise AclWriteError(f"the result would not be a valid ACL file: {exc}; {path} is unchanged") from None
+            raise AclWriteError(
+                f"the result would not be a valid ACL file: {exc}; {path} is unchanged"
+            ) from None
         requester = f"{req.ext_fields.get(ACCESS_KEY) or 'anonymous'}@{channel.remote[0]}"
         _replace(path, data, old_stat)
         if not access.check_reload(LoadCause.ADMIN, requester=requester):
             reason = access.last_error or "the rules did not change"
-            _replace(path, old, path.stat()) if old_stat is not None else path.unlink(missing_ok=True)
+            _replace(path, old, path.stat()) if old_stat is not None else path.unlink(
+                missing_ok=True
+            )
             access.check_reload(LoadCause.ADMIN, requester=requester)
             raise AclWriteError(f"written but not loaded ({reason}); {path} was restored")
-        log.warning("ACL admin request code %d by %s: %s is now dataVersion %d", req.code, requester, path,
-                    version.counter)
+        log.warning(
+            "ACL admin request code %d by %s: %s is now dataVersion %d",
+            req.code,
+            requester,
+            path,
+            version.counter,
+        )
 
 
 def _replace(path: Path, data: bytes, old_stat: os.stat_result | None) -> None:
@@ -259,7 +308,9 @@ def _replace(path: Path, data: bytes, old_stat: os.stat_result | None) -> None:
     """
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)  # not *.yml: not read
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=".tmp", dir=directory
+    )  # not *.yml: not read
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -11,12 +11,14 @@ from __future__ import annotations
 from es_broker.commands.broker import ArrivalOrder, Ticket
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 
-ORDERED_CODES = frozenset({
-    RequestCode.SEND_MESSAGE,
-    RequestCode.SEND_MESSAGE_V2,
-    RequestCode.SEND_BATCH_MESSAGE,
-    RequestCode.CONSUMER_SEND_MSG_BACK,
-    EsRequestCode.REDRIVE_DLQ,
-})
+ORDERED_CODES = frozenset(
+    {
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+        EsRequestCode.REDRIVE_DLQ,
+    }
+)
 
 __all__ = ["ORDERED_CODES", "ArrivalOrder", "Ticket"]

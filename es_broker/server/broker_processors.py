@@ -45,9 +45,20 @@ log = logging.getLogger(__name__)
 
 PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 # broker settings UPDATE_BROKER_CONFIG may change at run time
-RUNTIME_KEYS = frozenset({"brokerPermission", "slaveReadEnable", "longPollingEnable", "shortPollingTimeMills",
-                          "notifyConsumerIdsChangedEnable", "autoCreateTopicEnable", "autoCreateSubscriptionGroup",
-                          "fileReservedTime", "deleteWhen", "offsetCheckInSlave"})
+RUNTIME_KEYS = frozenset(
+    {
+        "brokerPermission",
+        "slaveReadEnable",
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "notifyConsumerIdsChangedEnable",
+        "autoCreateTopicEnable",
+        "autoCreateSubscriptionGroup",
+        "fileReservedTime",
+        "deleteWhen",
+        "offsetCheckInSlave",
+    }
+)
 LOCK_EXPIRY_PERIOD = 10.0  # s between passes releasing lapsed queue locks (at most lockMaxLiveTime)
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll: a QUERY_MESSAGE by UNIQ_KEY
 
@@ -78,27 +89,35 @@ def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
         raise IllegalRequest(str(exc)) from None
 
 
-def parse_subscription(expression: str | None, expression_type: str | None) -> frozenset[int] | None:
+def parse_subscription(
+    expression: str | None, expression_type: str | None
+) -> frozenset[int] | None:
     """A TAG expression -> the tag hash codes it accepts; None accepts every message."""
     if expression_type and expression_type.upper() != "TAG":
-        raise BrokerError(f"The broker does not support consumer to filter message by {expression_type}",
-                          Code.SUBSCRIPTION_PARSE_FAILED)
+        raise BrokerError(
+            f"The broker does not support consumer to filter message by {expression_type}",
+            Code.SUBSCRIPTION_PARSE_FAILED,
+        )
     text = (expression or "").strip()
     if text in ("", "*"):
         return None
     tags = [t.strip() for t in text.split("||") if t.strip()]
     if not tags:
-        raise BrokerError(f"parse the consumer's subscription[{expression}] failed",
-                          Code.SUBSCRIPTION_PARSE_FAILED)
+        raise BrokerError(
+            f"parse the consumer's subscription[{expression}] failed",
+            Code.SUBSCRIPTION_PARSE_FAILED,
+        )
     return frozenset(wire.tag_hash(t) for t in tags)
 
 
 def _consumer_dict(consumer: ConsumerData) -> dict[str, Any]:
     """A heartbeat's consumer as the client registry keeps it: Java's fields, enums by name."""
     data = fastjson.loads(consumer.encode())
-    for key, value, choices in (("consumeFromWhere", consumer.consume_from_where, requests.CONSUME_FROM_WHERE),
-                                ("messageModel", consumer.message_model, requests.MESSAGE_MODEL),
-                                ("consumeType", consumer.consume_type, requests.CONSUME_TYPE)):
+    for key, value, choices in (
+        ("consumeFromWhere", consumer.consume_from_where, requests.CONSUME_FROM_WHERE),
+        ("messageModel", consumer.message_model, requests.MESSAGE_MODEL),
+        ("consumeType", consumer.consume_type, requests.CONSUME_TYPE),
+    ):
         data[key] = requests.enum_name(value, choices) or value
     return data
 
@@ -119,8 +138,13 @@ class _Send:
 
 
 class BrokerProcessors:
-    def __init__(self, broker: Broker, clients: ClientRegistry, holds: PullHoldService,
-                 on_topics_changed: Any = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        clients: ClientRegistry,
+        holds: PullHoldService,
+        on_topics_changed: Any = None,
+    ) -> None:
         self.broker = broker
         self.config = broker.config
         self.clients = clients
@@ -134,7 +158,9 @@ class BrokerProcessors:
         # master/slave state for GET_BROKER_RUNTIME_INFO (es_broker.ha)
         self.ha_status: Any = dict
         # orderly consumers' queue locks, in memory; owner changes are records (B-142..B-147)
-        self.locks = QueueLocks(broker.submit, broker.store.clock, self.config.rebalanceLockMaxLiveTime)
+        self.locks = QueueLocks(
+            broker.submit, broker.store.clock, self.config.rebalanceLockMaxLiveTime
+        )
 
     def handlers(self) -> dict[int, Handler]:
         C = RequestCode
@@ -182,8 +208,11 @@ class BrokerProcessors:
     def starts(self) -> dict[int, Start]:
         """The requests whose first part the listener runs as their frame is decoded (`start_send`)."""
         C = RequestCode
-        return {C.SEND_MESSAGE: self.start_send, C.SEND_MESSAGE_V2: self.start_send,
-                C.SEND_BATCH_MESSAGE: self.start_send}
+        return {
+            C.SEND_MESSAGE: self.start_send,
+            C.SEND_MESSAGE_V2: self.start_send,
+            C.SEND_BATCH_MESSAGE: self.start_send,
+        }
 
     def requester(self, channel: Channel) -> str:
         return self.clients.client_id(channel)
@@ -204,7 +233,9 @@ class BrokerProcessors:
         queued = self.broker.enqueue_put(send.topic, send.queue_id, send.batch, **send.args)
         return self._finish_send(req, send, queued)
 
-    async def _finish_send(self, req: RemotingCommand, send: _Send, queued: Queued[PutResult]) -> RemotingCommand:
+    async def _finish_send(
+        self, req: RemotingCommand, send: _Send, queued: Queued[PutResult]
+    ) -> RemotingCommand:
         return await self._send_answer(req, send, await self.broker.put_result(queued))
 
     def _send_request(self, channel: Channel, req: RemotingCommand) -> _Send:
@@ -217,39 +248,63 @@ class BrokerProcessors:
         reconsume = h.get_int("reconsumeTimes", 0) or 0
         config = self.broker.topic_config(topic)
         if config and config.get("order") and not self.config.brokerPermission & PERM_WRITE:
-            raise BrokerError(f"the broker[{self.config.brokerIP1}] sending message is forbidden",
-                              Code.NO_PERMISSION)
+            raise BrokerError(
+                f"the broker[{self.config.brokerIP1}] sending message is forbidden",
+                Code.NO_PERMISSION,
+            )
         if req.code == RequestCode.SEND_BATCH_MESSAGE or h.get_bool("batch", False):
-            batch = [MessageIn(body, props, flag, sys_flag, born, born_host, reconsume)
-                     for flag, body, props in decode_batch(req.body)]
+            batch = [
+                MessageIn(body, props, flag, sys_flag, born, born_host, reconsume)
+                for flag, body, props in decode_batch(req.body)
+            ]
         else:
             props = wire.decode_properties(h.get_str("properties", "") or "")
-            batch = [MessageIn(req.body, props, h.require_int("flag"), sys_flag, born, born_host, reconsume)]
+            batch = [
+                MessageIn(
+                    req.body, props, h.require_int("flag"), sys_flag, born, born_host, reconsume
+                )
+            ]
         # a %RETRY% send's limit comes from the header for clients >= V3_4_9 (spec 7.2.1 step 5, B-95)
         max_reconsume = h.get_int("maxReconsumeTimes") if req.version >= Version.V3_4_9 else None
         if hops.ON:
             hops.mark(hops.PARSED)
-        return _Send(topic, queue_id, batch, config is not None, {
-            "requester": self.requester(channel),
-            "producer_group": h.get_str("producerGroup", "") or "",
-            "default_topic": h.get_str("defaultTopic"),
-            "default_topic_queue_nums": h.get_int("defaultTopicQueueNums", 4) or 4,
-            "max_reconsume_times": max_reconsume})
+        return _Send(
+            topic,
+            queue_id,
+            batch,
+            config is not None,
+            {
+                "requester": self.requester(channel),
+                "producer_group": h.get_str("producerGroup", "") or "",
+                "default_topic": h.get_str("defaultTopic"),
+                "default_topic_queue_nums": h.get_int("defaultTopicQueueNums", 4) or 4,
+                "max_reconsume_times": max_reconsume,
+            },
+        )
 
-    async def _send_answer(self, req: RemotingCommand, send: _Send, result: PutResult) -> RemotingCommand:
+    async def _send_answer(
+        self, req: RemotingCommand, send: _Send, result: PutResult
+    ) -> RemotingCommand:
         self.holds.notify(result.topic, result.queue_id)
         if not send.created_before or result.diverted_from is not None:
             self.on_topics_changed()  # a new topic, or maybe a new %DLQ%G, goes to the name server
         code = ResponseCode.SUCCESS
         if self.replication is not None and all(wants_slave_ack(m.properties) for m in send.batch):
-            code = await self.replication.wait_replicated(result.seq)  # stored either way (remoting 7.8)
-        return response_to(req, code, None, {
-            "msgId": ",".join(result.msg_ids),
-            "queueId": result.answer_queue_id,
-            "queueOffset": result.queue_offset,
-            "MSG_REGION": "DefaultRegion",
-            "TRACE_ON": "true",
-        })
+            code = await self.replication.wait_replicated(
+                result.seq
+            )  # stored either way (remoting 7.8)
+        return response_to(
+            req,
+            code,
+            None,
+            {
+                "msgId": ",".join(result.msg_ids),
+                "queueId": result.answer_queue_id,
+                "queueOffset": result.queue_offset,
+                "MSG_REGION": "DefaultRegion",
+                "TRACE_ON": "true",
+            },
+        )
 
     # ------------------------------------------------------------------ consumer
     async def pull_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -265,31 +320,52 @@ class BrokerProcessors:
         client = self.requester(channel)
         # register for arrivals before reading, so a message stored meanwhile is not missed
         arrival = self.holds.arrival(topic, queue_id)
-        result = await self.broker.pull(group, topic, queue_id, offset, max_nums, tags_codes=tags,
-                                        client=client, commit_offset=commit)
+        result = await self.broker.pull(
+            group,
+            topic,
+            queue_id,
+            offset,
+            max_nums,
+            tags_codes=tags,
+            client=client,
+            commit_offset=commit,
+        )
         code = response_code(result.status, offset)
         if code == Code.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
-            hold = suspend_ms / 1000 if self.config.longPollingEnable else self.config.shortPollingTimeMills / 1000
+            hold = (
+                suspend_ms / 1000
+                if self.config.longPollingEnable
+                else self.config.shortPollingTimeMills / 1000
+            )
             with trio.move_on_after(hold):
                 await arrival.wait()
             # the re-run neither suspends nor stores the commit again (B-63)
-            result = await self.broker.pull(group, topic, queue_id, offset, max_nums, tags_codes=tags,
-                                            client=client)
+            result = await self.broker.pull(
+                group, topic, queue_id, offset, max_nums, tags_codes=tags, client=client
+            )
             code = response_code(result.status, offset)
         return self._pull_answer(req, group, result, code, offset)
 
-    def _subscription(self, group: str, topic: str, req: RemotingCommand, sys_flag: int) -> frozenset[int] | None:
+    def _subscription(
+        self, group: str, topic: str, req: RemotingCommand, sys_flag: int
+    ) -> frozenset[int] | None:
         if sys_flag & PULL_SUBSCRIPTION:
             return parse_subscription(req.get_str("subscription"), req.get_str("expressionType"))
         info = self.clients.consumer_group(group)
         if info is None:
-            raise BrokerError(f"the consumer's group info not exist, group: {group}", Code.SUBSCRIPTION_NOT_EXIST)
+            raise BrokerError(
+                f"the consumer's group info not exist, group: {group}", Code.SUBSCRIPTION_NOT_EXIST
+            )
         sub = info.subscriptions.get(topic)
         if sub is None:
-            raise BrokerError(f"the consumer's subscription not exist, group: {group}, topic: {topic}",
-                              Code.SUBSCRIPTION_NOT_EXIST)
+            raise BrokerError(
+                f"the consumer's subscription not exist, group: {group}, topic: {topic}",
+                Code.SUBSCRIPTION_NOT_EXIST,
+            )
         if int(sub.get("subVersion", 0)) < (req.get_long("subVersion", 0) or 0):
-            raise BrokerError("the consumer's subscription not latest", Code.SUBSCRIPTION_NOT_LATEST)
+            raise BrokerError(
+                "the consumer's subscription not latest", Code.SUBSCRIPTION_NOT_LATEST
+            )
         return parse_subscription(sub.get("subString"), sub.get("expressionType"))
 
     def _pull_answer(self, req, group, result, code, offset) -> RemotingCommand:
@@ -315,27 +391,40 @@ class BrokerProcessors:
         body = result.body if code == Code.SUCCESS else b""
         return response_to(req, int(code), result.status.value, header, body)
 
-    async def query_consumer_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+    async def query_consumer_offset(
+        self, channel: Channel, req: RemotingCommand
+    ) -> RemotingCommand:
         answer = await self.broker.query_consumer_offset(
-            req.require_str("consumerGroup"), req.require_str("topic"), req.require_int("queueId"),
-            requester=self.requester(channel))
+            req.require_str("consumerGroup"),
+            req.require_str("topic"),
+            req.require_int("queueId"),
+            requester=self.requester(channel),
+        )
         if answer.code == Code.SUCCESS:
             return response_to(req, ResponseCode.SUCCESS, None, {"offset": answer.offset})
         return response_to(req, int(answer.code), answer.remark)
 
-    async def update_consumer_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+    async def update_consumer_offset(
+        self, channel: Channel, req: RemotingCommand
+    ) -> RemotingCommand:
         group = req.require_str("consumerGroup")
         info = self.clients.consumer_group(group)
         # a commit from a connection that is no consumer of the group is an operator's (B-131)
         cause = "client_commit" if info and channel in info.channels else "admin"
-        await self.broker.commit_offset(group, req.require_str("topic"), req.require_int("queueId"),
-                                        req.require_long("commitOffset"), cause=cause,
-                                        requester=self.requester(channel))
+        await self.broker.commit_offset(
+            group,
+            req.require_str("topic"),
+            req.require_int("queueId"),
+            req.require_long("commitOffset"),
+            cause=cause,
+            requester=self.requester(channel),
+        )
         return response_to(req, ResponseCode.SUCCESS)
 
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        offset = self.broker.search_offset(req.require_str("topic"), req.require_int("queueId"),
-                                           req.require_long("timestamp"))
+        offset = self.broker.search_offset(
+            req.require_str("topic"), req.require_int("queueId"), req.require_long("timestamp")
+        )
         return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
 
     async def get_max_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -347,14 +436,18 @@ class BrokerProcessors:
         return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
 
     async def earliest_store_time(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        ts = self.broker.earliest_msg_store_time(req.require_str("topic"), req.require_int("queueId"))
+        ts = self.broker.earliest_msg_store_time(
+            req.require_str("topic"), req.require_int("queueId")
+        )
         return response_to(req, ResponseCode.SUCCESS, None, {"timestamp": ts})
 
     async def view_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         offset = req.require_long("offset")
         raw = self.broker.message_at(offset)
         if raw is None:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+            return response_to(
+                req, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
+            )
         return response_to(req, ResponseCode.SUCCESS, body=raw)
 
     async def query_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -362,36 +455,53 @@ class BrokerProcessors:
         if req.get_str(UNIQUE_MSG_QUERY_FLAG) == "true":  # by UNIQ_KEY: the broker's cap (B-202)
             max_num = self.config.defaultQueryMaxNum
         found = self.broker.query_messages_by_key(
-            req.require_str("topic"), req.require_str("key"), max_num,
-            req.require_long("beginTimestamp"), req.require_long("endTimestamp"))
+            req.require_str("topic"),
+            req.require_str("key"),
+            max_num,
+            req.require_long("beginTimestamp"),
+            req.require_long("endTimestamp"),
+        )
         header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": 0}
         if not found:
-            return response_to(req, ResponseCode.QUERY_NOT_FOUND,
-                               "can not find message, maybe time range not correct", header)
+            return response_to(
+                req,
+                ResponseCode.QUERY_NOT_FOUND,
+                "can not find message, maybe time range not correct",
+                header,
+            )
         return response_to(req, ResponseCode.SUCCESS, None, header, b"".join(found))
 
     # ------------------------------------------------------------------ clients
     async def heartbeat(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        data = HeartbeatData.decode(req.body) if req.body else HeartbeatData()  # shape checked at the edge
+        data = (
+            HeartbeatData.decode(req.body) if req.body else HeartbeatData()
+        )  # shape checked at the edge
         client_id = data.client_id or channel.remote_addr
         language = req.language.name
         for consumer in data.consumer_data_set:
             group = names.check_group_name(consumer.group_name)
             group_config = await self.broker.ensure_group(group, requester=client_id)
-            created = await self.broker.ensure_retry_topic(group, group_config["retryQueueNums"],
-                                                           requester=client_id)
+            created = await self.broker.ensure_retry_topic(
+                group, group_config["retryQueueNums"], requester=client_id
+            )
             if created:
                 self.on_topics_changed()
-            self.clients.register_consumer(channel, client_id, language, req.version, _consumer_dict(consumer))
+            self.clients.register_consumer(
+                channel, client_id, language, req.version, _consumer_dict(consumer)
+            )
         for producer in data.producer_data_set:
-            self.clients.register_producer(channel, client_id, language, req.version, producer.group_name)
+            self.clients.register_producer(
+                channel, client_id, language, req.version, producer.group_name
+            )
         return response_to(req, ResponseCode.SUCCESS)
 
     async def unregister_client(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group = req.get_str("consumerGroup")
         self.clients.unregister(channel, group, req.get_str("producerGroup"))
         if group and not self.is_slave:  # its queue locks of the group go too (B-145)
-            await self.locks.release_client(group, req.get_str("clientID") or self.requester(channel))
+            await self.locks.release_client(
+                group, req.get_str("clientID") or self.requester(channel)
+            )
         return response_to(req, ResponseCode.SUCCESS)
 
     async def channel_closed(self, channel: Channel) -> None:
@@ -411,8 +521,12 @@ class BrokerProcessors:
         group = req.require_str("consumerGroup")
         info = self.clients.consumer_group(group)
         if info is None or not info.channels:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"consumerIdList": info.client_ids()}))
+            return response_to(
+                req, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}"
+            )
+        return response_to(
+            req, ResponseCode.SUCCESS, body=json_body({"consumerIdList": info.client_ids()})
+        )
 
     async def check_client_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         data = CheckClientRequestBody.decode(req.body) if req.body else CheckClientRequestBody()
@@ -424,13 +538,17 @@ class BrokerProcessors:
     async def lock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """LOCK_BATCH_MQ (B-142, B-143): answers only the queues the client holds after the call."""
         data = LockBatchRequestBody.decode(req.body)  # shape checked at the edge
-        if self.is_slave:  # a slave records nothing of its own; orderly consumers lock at the master
+        if (
+            self.is_slave
+        ):  # a slave records nothing of its own; orderly consumers lock at the master
             return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": []}))
         group = names.check_group_name(data.consumer_group)
         client_id = data.client_id or self.requester(channel)  # RocketMQ takes the body's clientId
         wanted = {(mq.topic, mq.broker_name, mq.queue_id): mq for mq in data.mq_set}
         held = await self.locks.lock_batch(group, client_id, list(wanted), holder=channel)
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": [wanted[q] for q in held]}))
+        return response_to(
+            req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": [wanted[q] for q in held]})
+        )
 
     async def unlock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """UNLOCK_BATCH_MQ (B-144): releases the client's own queues; others' are left as they are."""
@@ -439,19 +557,29 @@ class BrokerProcessors:
             return response_to(req, ResponseCode.SUCCESS)
         group = names.check_group_name(data.consumer_group)
         client_id = data.client_id or self.requester(channel)
-        if not await self.locks.unlock_batch(group, client_id,
-                                             [(mq.topic, mq.broker_name, mq.queue_id) for mq in data.mq_set]):
+        if not await self.locks.unlock_batch(
+            group, client_id, [(mq.topic, mq.broker_name, mq.queue_id) for mq in data.mq_set]
+        ):
             raise self.broker.disk_full_refusal()  # kept until it expires; the release is not recorded
         return response_to(req, ResponseCode.SUCCESS)
 
-    def notify_consumer_ids_changed(self, group: str, channels: list[Channel], nursery: trio.Nursery) -> None:
+    def notify_consumer_ids_changed(
+        self, group: str, channels: list[Channel], nursery: trio.Nursery
+    ) -> None:
         group_config = self.broker.group_config(group) or {}
-        if not (self.config.notifyConsumerIdsChangedEnable
-                and group_config.get("notifyConsumerIdsChangedEnable", True)):
+        if not (
+            self.config.notifyConsumerIdsChangedEnable
+            and group_config.get("notifyConsumerIdsChangedEnable", True)
+        ):
             return
         for ch in channels:
-            nursery.start_soon(self._send_oneway, ch, request(
-                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True))
+            nursery.start_soon(
+                self._send_oneway,
+                ch,
+                request(
+                    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True
+                ),
+            )
 
     @staticmethod
     async def _send_oneway(channel: Channel, command: RemotingCommand) -> None:
@@ -461,10 +589,22 @@ class BrokerProcessors:
     def reset_body(self, plan, list_form: bool) -> bytes:
         """ResetOffsetBody (remoting spec 9.6): MessageQueue-keyed map, or the list C++ clients take."""
         if list_form:
-            return json_body({"offsetTable": [
-                {"brokerName": self.config.brokerName, "offset": off, "queueId": q, "topic": plan.topic}
-                for q, off in plan.table().items()]})
-        return json_body({"offsetTable": {self._mq(plan.topic, q): off for q, off in plan.table().items()}})
+            return json_body(
+                {
+                    "offsetTable": [
+                        {
+                            "brokerName": self.config.brokerName,
+                            "offset": off,
+                            "queueId": q,
+                            "topic": plan.topic,
+                        }
+                        for q, off in plan.table().items()
+                    ]
+                }
+            )
+        return json_body(
+            {"offsetTable": {self._mq(plan.topic, q): off for q, off in plan.table().items()}}
+        )
 
     async def invoke_reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET: compute, record, notify online clients oneway (B-74..B-77)."""
@@ -473,19 +613,30 @@ class BrokerProcessors:
         info = self.clients.consumer_group(group)
         members = list(info.channels.items()) if info else []
         supported = [(ch, c) for ch, c in members if c.version >= Version.V3_0_7_SNAPSHOT]
-        plan = await self.broker.plan_reset(group, topic, timestamp, force, requester=self.requester(channel),
-                                            notified=[c.client_id for _, c in supported])
+        plan = await self.broker.plan_reset(
+            group,
+            topic,
+            timestamp,
+            force,
+            requester=self.requester(channel),
+            notified=[c.client_id for _, c in supported],
+        )
         if not members and plan.mode != "server_side":
             raise resets.not_online(group, topic, timestamp)
         body = self.reset_body(plan, req.language == LanguageCode.CPP)
-        notice = request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                         {"topic": topic, "group": group, "timestamp": timestamp, "isForce": "false"}, body,
-                         oneway=True)
+        notice = request(
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            {"topic": topic, "group": group, "timestamp": timestamp, "isForce": "false"},
+            body,
+            oneway=True,
+        )
         for ch, _ in supported:
             with contextlib.suppress(ChannelClosed):
                 await ch.invoke_oneway(notice)
         if len(supported) < len(members):
-            return response_to(req, ResponseCode.SYSTEM_ERROR, "the client does not support this feature")
+            return response_to(
+                req, ResponseCode.SYSTEM_ERROR, "the client does not support this feature"
+            )
         return response_to(req, ResponseCode.SUCCESS, body=body)
 
     async def clone_group_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -493,8 +644,13 @@ class BrokerProcessors:
         src = req.require_str("srcGroup")
         info = self.clients.consumer_group(src)
         online = None if req.get_bool("offline", False) or info is None else set(info.subscriptions)
-        await self.broker.clone_group_offset(src, req.require_str("destGroup"), req.get_str("topic") or None,
-                                             online_topics=online, requester=self.requester(channel))
+        await self.broker.clone_group_offset(
+            src,
+            req.require_str("destGroup"),
+            req.get_str("topic") or None,
+            online_topics=online,
+            requester=self.requester(channel),
+        )
         return response_to(req, ResponseCode.SUCCESS)
 
     async def update_broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -509,8 +665,10 @@ class BrokerProcessors:
             if not sep or key.startswith("#"):
                 continue
             if key not in RUNTIME_KEYS:
-                raise IllegalRequest(f"{key} cannot be changed while the broker runs; "
-                                     f"changeable: {', '.join(sorted(RUNTIME_KEYS))}")
+                raise IllegalRequest(
+                    f"{key} cannot be changed while the broker runs; "
+                    f"changeable: {', '.join(sorted(RUNTIME_KEYS))}"
+                )
             changes[key] = _coerce(key, value, type(getattr(self.config, key)))
         self.config = dataclasses.replace(self.config, **changes)
         self.broker.config = self.broker.store.config = self.config
@@ -519,8 +677,11 @@ class BrokerProcessors:
         return response_to(req, ResponseCode.SUCCESS)
 
     async def end_transaction(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        return response_to(req, ResponseCode.SYSTEM_ERROR,
-                           "transactional messages are not supported by this broker")
+        return response_to(
+            req,
+            ResponseCode.SYSTEM_ERROR,
+            "transactional messages are not supported by this broker",
+        )
 
     async def reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """es-broker's reset (S-2, S-13): any target, a dry run, or server-side; answers the per-queue table."""
@@ -530,42 +691,78 @@ class BrokerProcessors:
         info = self.clients.consumer_group(group)
         members = list(info.channels.items()) if info else []
         plan = await self.broker.plan_reset(
-            group, topic, value, req.get_bool("isForce", True), requester=self.requester(channel),
-            notified=[c.client_id for _, c in members], kind=kind, mode=req.get_str("mode"),
-            scope=req.get_str("scope"), dry_run=dry_run)
+            group,
+            topic,
+            value,
+            req.get_bool("isForce", True),
+            requester=self.requester(channel),
+            notified=[c.client_id for _, c in members],
+            kind=kind,
+            mode=req.get_str("mode"),
+            scope=req.get_str("scope"),
+            dry_run=dry_run,
+        )
         if not dry_run and members:
-            notice = request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                             {"topic": topic, "group": group, "timestamp": plan.timestamp, "isForce": "false"},
-                             self.reset_body(plan, False), oneway=True)
+            notice = request(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                {"topic": topic, "group": group, "timestamp": plan.timestamp, "isForce": "false"},
+                self.reset_body(plan, False),
+                oneway=True,
+            )
             for ch, _ in members:
                 with contextlib.suppress(ChannelClosed):
                     await ch.invoke_oneway(notice)
         if not dry_run and not members and plan.mode != "server_side":
-            outcome = "consumer_not_online: nothing changes until a consumer of the group applies it"
+            outcome = (
+                "consumer_not_online: nothing changes until a consumer of the group applies it"
+            )
         else:
-            outcome = "dry run: nothing changed" if dry_run else f"{plan.mode}: notified {len(members)} client(s)"
-        body = {"group": group, "topic": topic, "brokerName": self.config.brokerName, "kind": kind, "value": value,
-                "mode": plan.mode, "dryRun": dry_run, "seq": plan.seq, "outcome": outcome,
-                "queues": plan.as_rows()}
+            outcome = (
+                "dry run: nothing changed"
+                if dry_run
+                else f"{plan.mode}: notified {len(members)} client(s)"
+            )
+        body = {
+            "group": group,
+            "topic": topic,
+            "brokerName": self.config.brokerName,
+            "kind": kind,
+            "value": value,
+            "mode": plan.mode,
+            "dryRun": dry_run,
+            "seq": plan.seq,
+            "outcome": outcome,
+            "queues": plan.as_rows(),
+        }
         return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
 
     async def forward_to_consumer(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY: relay to the client's channel, answer verbatim."""
         group, client_id = req.require_str("consumerGroup"), req.require_str("clientId")
         info = self.clients.consumer_group(group)
-        target = next((ch for ch, c in (info.channels.items() if info else ()) if c.client_id == client_id), None)
+        target = next(
+            (ch for ch, c in (info.channels.items() if info else ()) if c.client_id == client_id),
+            None,
+        )
         if target is None:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+            return response_to(
+                req, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
+            )
         body = req.body
         if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-            (_, phy) = wire.parse_offset_msg_id(req.require_str("msgId"))  # its form checked at the edge
+            (_, phy) = wire.parse_offset_msg_id(
+                req.require_str("msgId")
+            )  # its form checked at the edge
             body = (self.broker.message_at(phy) if phy >= 0 else None) or b""
         forwarded = request(req.code, req.ext_fields, body)
         try:
             answer = await target.invoke(forwarded, timeout=10.0)
         except (trio.TooSlowError, ChannelClosed):
-            return response_to(req, ResponseCode.CONSUME_MSG_TIMEOUT,
-                               f"consumer <{group}> <{client_id}> did not answer in 10 s")
+            return response_to(
+                req,
+                ResponseCode.CONSUME_MSG_TIMEOUT,
+                f"consumer <{group}> <{client_id}> did not answer in 10 s",
+            )
         return response_to(req, answer.code, answer.remark, answer.ext_fields, answer.body)
 
     # ------------------------------------------------------------------ admin
@@ -592,32 +789,47 @@ class BrokerProcessors:
     def topic_config_wrapper(self) -> dict[str, Any]:
         table, version = self.broker.topic_table()
         perm = self.config.brokerPermission
-        if not (perm & 4 and perm & 2):  # a read-only or write-only broker shows its perm on every topic (B-23)
+        if not (
+            perm & 4 and perm & 2
+        ):  # a read-only or write-only broker shows its perm on every topic (B-23)
             table = {name: dict(config, perm=perm) for name, config in table.items()}
-        return {"dataVersion": {"counter": version, "timestamp": version}, "topicConfigTable": table}
+        return {
+            "dataVersion": {"counter": version, "timestamp": version},
+            "topicConfigTable": table,
+        }
 
     async def all_topic_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         return response_to(req, ResponseCode.SUCCESS, body=json_body(self.topic_config_wrapper()))
 
     async def update_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         sent = fastjson.loads(req.body)  # shape checked at the edge
-        typed = fastjson.loads(SubscriptionGroupConfig.from_json(sent).encode())  # Java's fields and types
+        typed = fastjson.loads(
+            SubscriptionGroupConfig.from_json(sent).encode()
+        )  # Java's fields and types
         config = {key: value for key, value in typed.items() if key in sent}
         await self.broker.update_group(config, requester=self.requester(channel))
         return response_to(req, ResponseCode.SUCCESS)
 
     async def all_group_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table, version = self.broker.group_table()
-        body = {"dataVersion": {"counter": version, "timestamp": version}, "subscriptionGroupTable": table}
+        body = {
+            "dataVersion": {"counter": version, "timestamp": version},
+            "subscriptionGroupTable": table,
+        }
         return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
 
     async def delete_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        await self.broker.delete_group(req.require_str("groupName"), requester=self.requester(channel),
-                                       remove_offsets=req.get_bool("removeOffset", False))
+        await self.broker.delete_group(
+            req.require_str("groupName"),
+            requester=self.requester(channel),
+            remove_offsets=req.get_bool("removeOffset", False),
+        )
         return response_to(req, ResponseCode.SUCCESS)
 
     def _mq(self, topic: str, queue_id: int) -> fastjson.ObjectKey:
-        return fastjson.ObjectKey((("brokerName", self.config.brokerName), ("queueId", queue_id), ("topic", topic)))
+        return fastjson.ObjectKey(
+            (("brokerName", self.config.brokerName), ("queueId", queue_id), ("topic", topic))
+        )
 
     async def topic_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         topic = req.require_str("topic")
@@ -628,7 +840,11 @@ class BrokerProcessors:
         for q in range(config["writeQueueNums"]):
             lo, hi = self.broker.min_offset(topic, q), self.broker.max_offset(topic, q)
             last = self.broker.store_time_at(topic, q, hi - 1) if hi > 0 else 0
-            table[self._mq(topic, q)] = {"lastUpdateTimestamp": last, "maxOffset": hi, "minOffset": lo}
+            table[self._mq(topic, q)] = {
+                "lastUpdateTimestamp": last,
+                "maxOffset": hi,
+                "minOffset": lo,
+            }
         return response_to(req, ResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
 
     async def consume_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -645,18 +861,26 @@ class BrokerProcessors:
                 "consumerOffset": consumer,
                 "lastTimestamp": last,
             }
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"consumeTps": 0.0, "offsetTable": table}))
+        return response_to(
+            req, ResponseCode.SUCCESS, body=json_body({"consumeTps": 0.0, "offsetTable": table})
+        )
 
     def _connection(self, info) -> dict[str, Any]:
         ch, client = info
-        return {"clientAddr": ch.remote_addr, "clientId": client.client_id, "language": client.language,
-                "version": client.version}
+        return {
+            "clientAddr": ch.remote_addr,
+            "clientId": client.client_id,
+            "language": client.language,
+            "version": client.version,
+        }
 
     async def consumer_connections(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group = req.require_str("consumerGroup")
         info = self.clients.consumer_group(group)
         if info is None or not info.channels:
-            return response_to(req, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+            return response_to(
+                req, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
+            )
         body = {
             "connectionSet": [self._connection(i) for i in info.channels.items()],
             "consumeFromWhere": info.consume_from_where,
@@ -670,7 +894,9 @@ class BrokerProcessors:
         group = req.require_str("producerGroup")
         channels = self.clients.producers.get(group) or {}
         if not channels:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+            return response_to(
+                req, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist"
+            )
         body = {"connectionSet": [self._connection(i) for i in channels.items()]}
         return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
 
@@ -687,7 +913,15 @@ class BrokerProcessors:
     async def broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         import dataclasses
 
-        text = "\n".join(f"{f.name}={getattr(self.config, f.name)}" for f in dataclasses.fields(self.config)
-                         if not f.metadata.get("secret"))  # the broker's own secret key never leaves it
-        return response_to(req, ResponseCode.SUCCESS, None,
-                           {"version": fastjson.dumps({"counter": 0, "timestamp": 0})}, text.encode())
+        text = "\n".join(
+            f"{f.name}={getattr(self.config, f.name)}"
+            for f in dataclasses.fields(self.config)
+            if not f.metadata.get("secret")
+        )  # the broker's own secret key never leaves it
+        return response_to(
+            req,
+            ResponseCode.SUCCESS,
+            None,
+            {"version": fastjson.dumps({"counter": 0, "timestamp": 0})},
+            text.encode(),
+        )

@@ -41,15 +41,19 @@ class ConsumerGroupInfo:
 class ClientRegistry:
     """ConsumerManager and ProducerManager in one."""
 
-    def __init__(self, notify_changed: Callable[[str, list[Channel]], None] | None = None,
-                 now_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        notify_changed: Callable[[str, list[Channel]], None] | None = None,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self.producers: dict[str, dict[Channel, ClientInfo]] = {}
         self.notify_changed = notify_changed or (lambda group, channels: None)
         self.now_ms = now_ms or (lambda: time.time_ns() // 1_000_000)
 
-    def register_consumer(self, channel: Channel, client_id: str, language: str, version: int,
-                          data: dict[str, Any]) -> bool:
+    def register_consumer(
+        self, channel: Channel, client_id: str, language: str, version: int, data: dict[str, Any]
+    ) -> bool:
         """Register or refresh a consumer; True if the group's membership or subscriptions changed."""
         group = data["groupName"]
         info = self.consumers.setdefault(group, ConsumerGroupInfo(group))
@@ -73,12 +77,16 @@ class ClientRegistry:
             self.notify_changed(group, list(info.channels))
         return changed
 
-    def register_producer(self, channel: Channel, client_id: str, language: str, version: int,
-                          group: str) -> None:
-        self.producers.setdefault(group, {})[channel] = ClientInfo(client_id, language, version, self.now_ms())
+    def register_producer(
+        self, channel: Channel, client_id: str, language: str, version: int, group: str
+    ) -> None:
+        self.producers.setdefault(group, {})[channel] = ClientInfo(
+            client_id, language, version, self.now_ms()
+        )
 
-    def unregister(self, channel: Channel, consumer_group: str | None = None,
-                   producer_group: str | None = None) -> None:
+    def unregister(
+        self, channel: Channel, consumer_group: str | None = None, producer_group: str | None = None
+    ) -> None:
         if producer_group and producer_group in self.producers:
             self.producers[producer_group].pop(channel, None)
         if consumer_group and consumer_group in self.consumers:
@@ -101,10 +109,18 @@ class ClientRegistry:
     def scan_expired(self) -> list[Channel]:
         """Drop channels silent for 120 s; returns them."""
         deadline = self.now_ms() - CHANNEL_EXPIRED_MS
-        expired = {ch for info in self.consumers.values() for ch, c in info.channels.items()
-                   if c.last_update_ms < deadline}
-        expired |= {ch for group in self.producers.values() for ch, c in group.items()
-                    if c.last_update_ms < deadline}
+        expired = {
+            ch
+            for info in self.consumers.values()
+            for ch, c in info.channels.items()
+            if c.last_update_ms < deadline
+        }
+        expired |= {
+            ch
+            for group in self.producers.values()
+            for ch, c in group.items()
+            if c.last_update_ms < deadline
+        }
         for channel in expired:
             self.channel_closed(channel)
         return list(expired)

@@ -52,7 +52,9 @@ class DelayDeliveryService:
             self.delivered += len(done.delivered)
             for d in done.delivered:
                 self.holds.notify(d.topic, d.queue_id)  # wake pulls held on the real queue
-            wait = MAX_IDLE if done.next_due is None else max(0.0, (done.next_due - done.now) / 1000)
+            wait = (
+                MAX_IDLE if done.next_due is None else max(0.0, (done.next_due - done.now) / 1000)
+            )
             with trio.move_on_after(min(wait, MAX_IDLE)):
                 await self._wake.wait()
             self._wake = trio.Event()

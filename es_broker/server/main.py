@@ -53,23 +53,39 @@ def default_data_dir() -> str:
 class BrokerServer:
     """A running broker: core, listener, name-server registration, housekeeping."""
 
-    def __init__(self, config: BrokerConfig, namesrv_addrs: list[str], *, readmodel_url: str | None = None,
-                 master_addr: str | None = None, access: AccessControl | None = None,
-                 tls: ServerTls | None = None, audit: AclAudit | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        namesrv_addrs: list[str],
+        *,
+        readmodel_url: str | None = None,
+        master_addr: str | None = None,
+        access: AccessControl | None = None,
+        tls: ServerTls | None = None,
+        audit: AclAudit | None = None,
+    ) -> None:
         self.config = config
         self.audit = audit  # records the ACL loads and summaries of refusals (B-190..B-194)
         self.access = access  # the plain ACL when aclEnable (B-160); None: every request is served
-        self.credentials = peer_credentials(config)  # what this broker signs its own requests with (B-175)
+        self.credentials = peer_credentials(
+            config
+        )  # what this broker signs its own requests with (B-175)
         self.tls = tls  # the listener's TLS mode (None: plain only)
-        self.client_tls = broker_client_tls(with_tls_config_file(config))  # registration, slave to master
+        self.client_tls = broker_client_tls(
+            with_tls_config_file(config)
+        )  # registration, slave to master
         self.readmodel_url = readmodel_url  # the SQL read model's database; None: no follower
         self.follower: FollowerSupervisor | None = None  # the read-model follower's child process
         self.namesrv_addrs = namesrv_addrs
         self.broker = open_broker(config)  # a SlaveBroker for brokerRole=SLAVE
         self.holds = PullHoldService()
         self.clients = ClientRegistry(notify_changed=self._consumer_ids_changed)
-        self.processors = BrokerProcessors(self.broker, self.clients, self.holds, self._topics_changed)
-        self.retry = RetryProcessors(self.broker, self.holds, self.processors.requester, self._topics_changed)
+        self.processors = BrokerProcessors(
+            self.broker, self.clients, self.holds, self._topics_changed
+        )
+        self.retry = RetryProcessors(
+            self.broker, self.holds, self.processors.requester, self._topics_changed
+        )
         self.delays = DelayDeliveryService(self.broker, self.holds)
         # master/slave (es_broker/ha): a master serves its log to slaves, a slave follows its master's
         self.master_addr = master_addr  # --master; else learned from the name server (B-121)
@@ -79,14 +95,31 @@ class BrokerServer:
             self.processors.replication = self.replication
         self.processors.ha_status = self.ha_status
         ha_handlers = self.replication.handlers() if self.replication else {}
-        acl_handlers = AclProcessors(access, lambda: self.broker.store.clock.now_ms(), lambda: (
-            self.config.brokerClusterName, self.config.brokerName, self.addr)).handlers()
-        handlers = {**self.processors.handlers(), **self.retry.handlers(), **ha_handlers, **acl_handlers}
+        acl_handlers = AclProcessors(
+            access,
+            lambda: self.broker.store.clock.now_ms(),
+            lambda: (self.config.brokerClusterName, self.config.brokerName, self.addr),
+        ).handlers()
+        handlers = {
+            **self.processors.handlers(),
+            **self.retry.handlers(),
+            **ha_handlers,
+            **acl_handlers,
+        }
         # a send's first part runs as its frame is decoded, where send_message is the code's handler
-        starts = {code: start for code, start in self.processors.starts().items()
-                  if handlers.get(code) == self.processors.send_message}
-        self.remoting = RemotingServer("broker", handlers, on_close=self._channel_closed,
-                                       limits=EdgeLimits.of(config), guard=access, starts=starts)
+        starts = {
+            code: start
+            for code, start in self.processors.starts().items()
+            if handlers.get(code) == self.processors.send_message
+        }
+        self.remoting = RemotingServer(
+            "broker",
+            handlers,
+            on_close=self._channel_closed,
+            limits=EdgeLimits.of(config),
+            guard=access,
+            starts=starts,
+        )
         self._register_now = trio.Event()
         # registrations asked for and done, so an admin change can wait until the name server has it
         self._register_wanted = 0
@@ -123,13 +156,18 @@ class BrokerServer:
     def _channel_closed(self, channel: Channel) -> None:
         self.clients.channel_closed(channel)
         if self._nursery is not None:
-            self._nursery.start_soon(self.processors.channel_closed, channel)  # its queue locks (B-145)
+            self._nursery.start_soon(
+                self.processors.channel_closed, channel
+            )  # its queue locks (B-145)
         if self.replication is not None:
             self.replication.channel_closed(channel)
 
     def ha_status(self) -> dict[str, object]:
         """Replication state for GET_BROKER_RUNTIME_INFO: the slaves a master serves, or a slave's progress."""
-        status: dict[str, object] = {"brokerRole": self.config.brokerRole, "brokerId": self.config.brokerId}
+        status: dict[str, object] = {
+            "brokerRole": self.config.brokerRole,
+            "brokerId": self.config.brokerId,
+        }
         if self.replication is not None:
             status.update(self.replication.status())
         if self.replicator is not None:
@@ -141,40 +179,64 @@ class BrokerServer:
             return
         self.processors.notify_consumer_ids_changed(group, channels, self._nursery)
         info = self.clients.consumer_group(group)
-        subs = {t: str(s.get("subString", "*")) for t, s in info.subscriptions.items()} if info else {}
-        self._nursery.start_soon(functools.partial(
-            self._record_group_change, group, info.client_ids() if info else [],
-            info.consume_from_where if info else "", info.message_model if info else "", subs))
+        subs = (
+            {t: str(s.get("subString", "*")) for t, s in info.subscriptions.items()} if info else {}
+        )
+        self._nursery.start_soon(
+            functools.partial(
+                self._record_group_change,
+                group,
+                info.client_ids() if info else [],
+                info.consume_from_where if info else "",
+                info.message_model if info else "",
+                subs,
+            )
+        )
 
     async def _record_group_change(self, *args: object) -> None:
         # shutting down: the channels closing now are not a membership change
         with contextlib.suppress(WriterClosed):
             try:
                 await self.broker.record_consumer_group(*args)
-            except BrokerError as exc:  # a refused record (a full disk, ...) must not end the broker's nursery
+            except (
+                BrokerError
+            ) as exc:  # a refused record (a full disk, ...) must not end the broker's nursery
                 log.warning("membership change of group %s not recorded: %s", args[0], exc.remark)
 
-    async def run(self, host: str, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, host: str, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.broker.run)
                 if self.config.brokerRole != "SLAVE":
                     await self._merge_journal_of_a_former_slave()
-                self.port = await nursery.start(functools.partial(
-                    self.remoting.serve, host, self.config.listenPort, tls=self.tls))
+                self.port = await nursery.start(
+                    functools.partial(
+                        self.remoting.serve, host, self.config.listenPort, tls=self.tls
+                    )
+                )
                 self.config = self.broker.config = self.broker.store.config = self.config.replace(
-                    listenPort=self.port)
+                    listenPort=self.port
+                )
                 self.processors.config = self.config
-                if self.config.brokerRole == "SLAVE":  # before registering: the answer may name the master
-                    self.replicator = SlaveReplicator(self.broker, RemotingClient(nursery, credentials=self.credentials,
-                                                                                  tls=self.client_tls),
-                                                      master_addr=self.master_addr, own_addr=lambda: self.addr,
-                                                      on_stored=self.holds.notify)
+                if (
+                    self.config.brokerRole == "SLAVE"
+                ):  # before registering: the answer may name the master
+                    self.replicator = SlaveReplicator(
+                        self.broker,
+                        RemotingClient(nursery, credentials=self.credentials, tls=self.client_tls),
+                        master_addr=self.master_addr,
+                        own_addr=lambda: self.addr,
+                        on_stored=self.holds.notify,
+                    )
                     nursery.start_soon(self.replicator.run)
                 if self.access is not None:
                     if self.audit is not None:
-                        await nursery.start(self.audit.run, self.broker.submit, self.broker.store.clock, self.access)
+                        await nursery.start(
+                            self.audit.run, self.broker.submit, self.broker.store.clock, self.access
+                        )
                     nursery.start_soon(self.access.watch)
                 client = RemotingClient(nursery, credentials=self.credentials, tls=self.client_tls)
                 if self.namesrv_addrs:
@@ -186,26 +248,41 @@ class BrokerServer:
                     await nursery.start(self._follower().run)
                 if self.config.brokerRole != "SLAVE":
                     nursery.start_soon(self._retention_loop)
-                    nursery.start_soon(self.delays.run)  # the delay schedule runs on a master only (B-98)
+                    nursery.start_soon(
+                        self.delays.run
+                    )  # the delay schedule runs on a master only (B-98)
                 task_status.started(self)
         finally:
-            if self.audit is not None:  # the writer has stopped: what is left goes in one transaction
+            if (
+                self.audit is not None
+            ):  # the writer has stopped: what is left goes in one transaction
                 self.audit.close(self.broker.store.log)
             self.broker.close()
 
     def _follower(self) -> FollowerSupervisor:
         cfg = self.config
-        self.follower = FollowerSupervisor(FollowerCommand(
-            str(Path(cfg.storePathRootDir).resolve()), self.readmodel_url or "", cfg.brokerName, cfg.brokerRole,
-            verbose=logging.getLogger().isEnabledFor(logging.INFO)))
+        self.follower = FollowerSupervisor(
+            FollowerCommand(
+                str(Path(cfg.storePathRootDir).resolve()),
+                self.readmodel_url or "",
+                cfg.brokerName,
+                cfg.brokerRole,
+                verbose=logging.getLogger().isEnabledFor(logging.INFO),
+            )
+        )
         return self.follower
 
     async def _merge_journal_of_a_former_slave(self) -> None:
         """A slave's data directory started as a master (promotion): its journal becomes records first."""
         done = await merge_own_journal(self.broker, self.config.storePathRootDir)
         if done is not None:
-            log.info("promoted from slave: merged %d queue offsets and %d deliveries of the slave journal, "
-                     "record %d", len(done.queues), done.deliveries, done.seq)
+            log.info(
+                "promoted from slave: merged %d queue offsets and %d deliveries of the slave journal, "
+                "record %d",
+                len(done.queues),
+                done.deliveries,
+                done.seq,
+            )
 
     async def _registration_loop(self, client: RemotingClient) -> None:
         while True:
@@ -219,14 +296,26 @@ class BrokerServer:
             self._registered = trio.Event()
 
     async def _register_all(self, client: RemotingClient) -> None:
-        body = fastjson.dumps({"filterServerList": [],
-                               "topicConfigSerializeWrapper": self.processors.topic_config_wrapper()}).encode()
+        body = fastjson.dumps(
+            {
+                "filterServerList": [],
+                "topicConfigSerializeWrapper": self.processors.topic_config_wrapper(),
+            }
+        ).encode()
         cfg = self.config
         for addr in self.namesrv_addrs:
-            cmd = request(RequestCode.REGISTER_BROKER, {
-                "brokerName": cfg.brokerName, "brokerAddr": self.addr, "clusterName": cfg.brokerClusterName,
-                "haServerAddr": f"{cfg.brokerIP1}:{cfg.haListenPort}", "brokerId": cfg.brokerId,
-                "compressed": False}, body)
+            cmd = request(
+                RequestCode.REGISTER_BROKER,
+                {
+                    "brokerName": cfg.brokerName,
+                    "brokerAddr": self.addr,
+                    "clusterName": cfg.brokerClusterName,
+                    "haServerAddr": f"{cfg.brokerIP1}:{cfg.haListenPort}",
+                    "brokerId": cfg.brokerId,
+                    "compressed": False,
+                },
+                body,
+            )
             try:
                 answer = await client.invoke(addr, cmd, timeout=6.0)
             except RemotingError as exc:
@@ -241,7 +330,11 @@ class BrokerServer:
             await trio.sleep(self.config.cleanResourceInterval / 1000)
             done = await self.broker.retention_pass()
             if done.deleted_files:
-                log.info("retention (%s) removed commit-log files %s", done.reason, list(done.deleted_files))
+                log.info(
+                    "retention (%s) removed commit-log files %s",
+                    done.reason,
+                    list(done.deleted_files),
+                )
 
     async def _expiry_loop(self) -> None:
         while True:
@@ -251,19 +344,32 @@ class BrokerServer:
 
 
 class NameServerRole:
-    def __init__(self, limits: EdgeLimits | None = None, access: AccessControl | None = None,
-                 tls: ServerTls | None = None) -> None:
+    def __init__(
+        self,
+        limits: EdgeLimits | None = None,
+        access: AccessControl | None = None,
+        tls: ServerTls | None = None,
+    ) -> None:
         self.tls = tls
         self.namesrv = NameServer()
         self.access = access  # B-176: registration needs an admin account when set
-        self.remoting = RemotingServer("namesrv", self.namesrv.handlers(), on_close=self.namesrv.channel_closed,
-                                       limits=limits, guard=access)
+        self.remoting = RemotingServer(
+            "namesrv",
+            self.namesrv.handlers(),
+            on_close=self.namesrv.channel_closed,
+            limits=limits,
+            guard=access,
+        )
 
-    async def run(self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         async with trio.open_nursery() as nursery:
             if self.access is not None:
                 nursery.start_soon(self.access.watch)
-            bound = await nursery.start(functools.partial(self.remoting.serve, host, port, tls=self.tls))
+            bound = await nursery.start(
+                functools.partial(self.remoting.serve, host, port, tls=self.tls)
+            )
             nursery.start_soon(self._scan)
             task_status.started(bound)
 
@@ -290,14 +396,22 @@ async def serve(args: argparse.Namespace) -> None:
     if args.cluster:
         config = config.replace(brokerClusterName=args.cluster)
     config = _with_role(config, args)
-    host, port = _listen(args.listen or f"{config.brokerIP1}:{config.listenPort}", config.listenPort)
+    host, port = _listen(
+        args.listen or f"{config.brokerIP1}:{config.listenPort}", config.listenPort
+    )
     config = config.replace(brokerIP1=host, listenPort=port)
     Path(config.storePathRootDir).mkdir(parents=True, exist_ok=True)
     # ACL (B-160): an invalid or missing file stops the start here, with the file and entry named
-    audit = (AclAudit.for_data_dir(config.storePathRootDir, config.aclDenialSummaryInterval)
-             if config.aclEnable and args.role != "namesrv" and config.brokerRole != "SLAVE" else None)
-    broker_access = (access_control(config, BROKER_RULES, "broker", audit.on_change if audit else None)
-                     if args.role != "namesrv" else None)
+    audit = (
+        AclAudit.for_data_dir(config.storePathRootDir, config.aclDenialSummaryInterval)
+        if config.aclEnable and args.role != "namesrv" and config.brokerRole != "SLAVE"
+        else None
+    )
+    broker_access = (
+        access_control(config, BROKER_RULES, "broker", audit.on_change if audit else None)
+        if args.role != "namesrv"
+        else None
+    )
     namesrv_access = access_control(config, NAMESRV_RULES, "namesrv")
     peer_credentials(config)  # both keys or neither, checked before anything listens
     tls = ServerTls.of(config)  # both listeners; a bad TLS setting or file stops the start here
@@ -305,32 +419,55 @@ async def serve(args: argparse.Namespace) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
         namesrv = args.namesrv or config.namesrvAddr
-        if args.role in ("all", "slave", "namesrv") and not (args.role in ("all", "slave") and args.namesrv):
+        if args.role in ("all", "slave", "namesrv") and not (
+            args.role in ("all", "slave") and args.namesrv
+        ):
             ns_host, ns_port = _listen(args.namesrv_listen, 9876)
-            bound = await nursery.start(NameServerRole(EdgeLimits.of(config), namesrv_access, tls).run,
-                                        ns_host, ns_port)
+            bound = await nursery.start(
+                NameServerRole(EdgeLimits.of(config), namesrv_access, tls).run, ns_host, ns_port
+            )
             print(f"es-broker name server listening on {ns_host}:{bound}", flush=True)
             if not namesrv:
                 namesrv = f"{ns_host}:{bound}"
         if args.role == "namesrv":
             return
         server: BrokerServer = await nursery.start(
-            BrokerServer(config, [a for a in namesrv.split(";") if a],
-                         readmodel_url=readmodel_url_for(args.readmodel_url, config.storePathRootDir),
-                         master_addr=args.master, access=broker_access, tls=tls, audit=audit).run, host)
-        role = "" if config.brokerRole == "ASYNC_MASTER" else f", {config.brokerRole} brokerId {config.brokerId}"
+            BrokerServer(
+                config,
+                [a for a in namesrv.split(";") if a],
+                readmodel_url=readmodel_url_for(args.readmodel_url, config.storePathRootDir),
+                master_addr=args.master,
+                access=broker_access,
+                tls=tls,
+                audit=audit,
+            ).run,
+            host,
+        )
+        role = (
+            ""
+            if config.brokerRole == "ASYNC_MASTER"
+            else f", {config.brokerRole} brokerId {config.brokerId}"
+        )
         master = f", master {args.master}" if args.master else ""
-        print(f"es-broker {config.brokerName} listening on {server.addr}, data in {config.storePathRootDir}, "
-              f"name server {namesrv}{role}{master}", flush=True)
+        print(
+            f"es-broker {config.brokerName} listening on {server.addr}, data in {config.storePathRootDir}, "
+            f"name server {namesrv}{role}{master}",
+            flush=True,
+        )
 
 
-def access_control(config: BrokerConfig, rules: Mapping[int, Rule], name: str,
-                   on_change: OnChange | None = None) -> AccessControl | None:
+def access_control(
+    config: BrokerConfig, rules: Mapping[int, Rule], name: str, on_change: OnChange | None = None
+) -> AccessControl | None:
     """The listener's plain ACL when aclEnable=true (AclConfigError, a ValueError, if its files are unusable)."""
     if not config.aclEnable:
         return None
-    return AccessControl(default_acl_sources(config.acl_plain_file, config.storePathRootDir), rules, name=name,
-                         on_change=on_change)
+    return AccessControl(
+        default_acl_sources(config.acl_plain_file, config.storePathRootDir),
+        rules,
+        name=name,
+        on_change=on_change,
+    )
 
 
 def peer_credentials(config: BrokerConfig) -> Credentials | None:
@@ -338,7 +475,9 @@ def peer_credentials(config: BrokerConfig) -> Credentials | None:
     if not config.peer_access_key and not config.peer_secret_key:
         return None
     if not config.peer_access_key or not config.peer_secret_key:
-        raise ValueError("peer_access_key and peer_secret_key are set together (the broker's own account)")
+        raise ValueError(
+            "peer_access_key and peer_secret_key are set together (the broker's own account)"
+        )
     return Credentials(config.peer_access_key, config.peer_secret_key)
 
 
@@ -349,7 +488,9 @@ def _with_role(config: BrokerConfig, args: argparse.Namespace) -> BrokerConfig:
     if args.broker_id is not None:
         config = config.replace(brokerId=args.broker_id)
     if config.brokerRole not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
-        raise ValueError(f"brokerRole {config.brokerRole!r} is not ASYNC_MASTER, SYNC_MASTER or SLAVE")
+        raise ValueError(
+            f"brokerRole {config.brokerRole!r} is not ASYNC_MASTER, SYNC_MASTER or SLAVE"
+        )
     if config.brokerRole == "SLAVE":
         if config.brokerId <= 0:
             raise ValueError("a slave's brokerId must be > 0 (--broker-id N)")
@@ -369,8 +510,10 @@ async def _stop_on_signal(scope: trio.CancelScope) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     args.data_dir_given = args.data_dir is not None
     args.data_dir = args.data_dir or default_data_dir()
     trio.run(serve, args)
@@ -386,22 +529,39 @@ def readmodel_url_for(url: str | None, data_dir: str) -> str | None:
 
 
 def add_serve_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="run the broker (and the name server role) on a data directory")
+    p = sub.add_parser(
+        "serve", help="run the broker (and the name server role) on a data directory"
+    )
     p.add_argument("--data-dir", help=f"broker data directory (default {default_data_dir()})")
     p.add_argument("--config", help="a RocketMQ-style broker.conf (key=value)")
     p.add_argument("--listen", help="broker HOST:PORT (default 127.0.0.1:10911)")
     p.add_argument("--namesrv-listen", default="127.0.0.1:9876", help="name server HOST:PORT")
-    p.add_argument("--namesrv", help="external name server(s) HOST:PORT[;HOST:PORT]; no embedded one")
-    p.add_argument("--role", choices=["all", "broker", "slave", "namesrv"], default="all",
-                   help="all: broker and name server; slave: a slave broker (brokerRole=SLAVE), with a name "
-                   "server unless --namesrv; broker: the broker only; namesrv: the name server only")
-    p.add_argument("--master", help="HOST:PORT of the master a slave replicates from (default: the master the "
-                   "name server lists for this brokerName)")
-    p.add_argument("--broker-id", type=int, help="brokerId: 0 for a master, > 0 for a slave (default 1 with "
-                   "--role slave)")
+    p.add_argument(
+        "--namesrv", help="external name server(s) HOST:PORT[;HOST:PORT]; no embedded one"
+    )
+    p.add_argument(
+        "--role",
+        choices=["all", "broker", "slave", "namesrv"],
+        default="all",
+        help="all: broker and name server; slave: a slave broker (brokerRole=SLAVE), with a name "
+        "server unless --namesrv; broker: the broker only; namesrv: the name server only",
+    )
+    p.add_argument(
+        "--master",
+        help="HOST:PORT of the master a slave replicates from (default: the master the "
+        "name server lists for this brokerName)",
+    )
+    p.add_argument(
+        "--broker-id",
+        type=int,
+        help="brokerId: 0 for a master, > 0 for a slave (default 1 with --role slave)",
+    )
     p.add_argument("--broker-name")
     p.add_argument("--cluster")
     p.add_argument("-v", "--verbose", action="store_true")
-    p.add_argument("--readmodel-url", help="SQL read model database, any SQLAlchemy URL (default: sqlite "
-                   "readmodel.sqlite in the data directory; 'none' runs no follower)")
+    p.add_argument(
+        "--readmodel-url",
+        help="SQL read model database, any SQLAlchemy URL (default: sqlite "
+        "readmodel.sqlite in the data directory; 'none' runs no follower)",
+    )
     p.set_defaults(func=_cmd_serve)

@@ -37,16 +37,31 @@ class LiveBroker:
 @dataclass(slots=True)
 class RouteInfo:
     clusters: dict[str, set[str]] = field(default_factory=dict)
-    brokers: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {cluster, brokerName, brokerAddrs}
-    topic_queues: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # topic -> name -> QueueData
+    brokers: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # name -> {cluster, brokerName, brokerAddrs}
+    topic_queues: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=dict
+    )  # topic -> name -> QueueData
     live: dict[str, LiveBroker] = field(default_factory=dict)
     kv: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def register(self, cluster: str, name: str, addr: str, broker_id: int, ha_addr: str,
-                 topic_configs: dict[str, dict[str, Any]], data_version: dict[str, Any],
-                 channel: Channel | None, now_ms: int) -> tuple[str | None, str | None]:
+    def register(
+        self,
+        cluster: str,
+        name: str,
+        addr: str,
+        broker_id: int,
+        ha_addr: str,
+        topic_configs: dict[str, dict[str, Any]],
+        data_version: dict[str, Any],
+        channel: Channel | None,
+        now_ms: int,
+    ) -> tuple[str | None, str | None]:
         self.clusters.setdefault(cluster, set()).add(name)
-        data = self.brokers.setdefault(name, {"cluster": cluster, "brokerName": name, "brokerAddrs": {}})
+        data = self.brokers.setdefault(
+            name, {"cluster": cluster, "brokerName": name, "brokerAddrs": {}}
+        )
         addrs: dict[int, str] = data["brokerAddrs"]
         for other_id, other_addr in list(addrs.items()):  # one address per id, one id per address
             if other_addr == addr and other_id != broker_id:
@@ -163,19 +178,34 @@ class NameServer:
         if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
         if req.get_bool("compressed", False):
-            return response_to(req, ResponseCode.SYSTEM_ERROR,
-                               "compressed registration is not supported; set compressedRegister=false")
+            return response_to(
+                req,
+                ResponseCode.SYSTEM_ERROR,
+                "compressed registration is not supported; set compressedRegister=false",
+            )
         parsed = fastjson.loads(body) if body else {}
         wrapper = parsed.get("topicConfigSerializeWrapper") or {}
         master, ha = self.routes.register(
-            req.require_str("clusterName"), req.require_str("brokerName"), req.require_str("brokerAddr"),
-            req.require_long("brokerId"), req.get_str("haServerAddr", "") or "",
-            wrapper.get("topicConfigTable") or {}, wrapper.get("dataVersion") or {}, channel, self.now_ms())
-        return response_to(req, ResponseCode.SUCCESS, None, {"masterAddr": master, "haServerAddr": ha})
+            req.require_str("clusterName"),
+            req.require_str("brokerName"),
+            req.require_str("brokerAddr"),
+            req.require_long("brokerId"),
+            req.get_str("haServerAddr", "") or "",
+            wrapper.get("topicConfigTable") or {},
+            wrapper.get("dataVersion") or {},
+            channel,
+            self.now_ms(),
+        )
+        return response_to(
+            req, ResponseCode.SUCCESS, None, {"masterAddr": master, "haServerAddr": ha}
+        )
 
     async def unregister_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.routes.unregister(req.require_str("brokerName"), req.require_str("brokerAddr"),
-                               req.require_long("brokerId"))
+        self.routes.unregister(
+            req.require_str("brokerName"),
+            req.require_str("brokerAddr"),
+            req.require_long("brokerId"),
+        )
         return response_to(req, ResponseCode.SUCCESS)
 
     async def get_route(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -183,12 +213,19 @@ class NameServer:
         route = self.routes.route(topic)
         if route is None:
             return response_to(req, ResponseCode.TOPIC_NOT_EXIST, NO_ROUTE.format(topic=topic))
-        standard = req.version >= STANDARD_JSON_VERSION or req.get_bool("acceptStandardJsonOnly", False)
-        return response_to(req, ResponseCode.SUCCESS,
-                           body=fastjson.dumps(route, browser_compatible=standard).encode())
+        standard = req.version >= STANDARD_JSON_VERSION or req.get_bool(
+            "acceptStandardJsonOnly", False
+        )
+        return response_to(
+            req,
+            ResponseCode.SUCCESS,
+            body=fastjson.dumps(route, browser_compatible=standard).encode(),
+        )
 
     async def cluster_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps(self.routes.cluster_info()).encode())
+        return response_to(
+            req, ResponseCode.SUCCESS, body=fastjson.dumps(self.routes.cluster_info()).encode()
+        )
 
     async def topic_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         body = {"topicList": sorted(self.routes.topic_queues)}
@@ -197,7 +234,9 @@ class NameServer:
     async def topics_by_cluster(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         names = self.routes.clusters.get(req.require_str("cluster"), set())
         topics = sorted(t for t, q in self.routes.topic_queues.items() if names & set(q))
-        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps({"topicList": topics}).encode())
+        return response_to(
+            req, ResponseCode.SUCCESS, body=fastjson.dumps({"topicList": topics}).encode()
+        )
 
     async def query_data_version(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         live = self.routes.live.get(req.require_str("brokerAddr"))
@@ -213,14 +252,18 @@ class NameServer:
         return response_to(req, ResponseCode.SUCCESS)
 
     async def put_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.routes.kv.setdefault(req.require_str("namespace"), {})[req.require_str("key")] = req.require_str("value")
+        self.routes.kv.setdefault(req.require_str("namespace"), {})[req.require_str("key")] = (
+            req.require_str("value")
+        )
         return response_to(req, ResponseCode.SUCCESS)
 
     async def get_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         ns, key = req.require_str("namespace"), req.require_str("key")
         value = self.routes.kv.get(ns, {}).get(key)
         if value is None:
-            return response_to(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
+            return response_to(
+                req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}"
+            )
         return response_to(req, ResponseCode.SUCCESS, None, {"value": value})
 
     async def delete_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -231,5 +274,9 @@ class NameServer:
         ns = req.require_str("namespace")
         table = self.routes.kv.get(ns)
         if not table:
-            return response_to(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
-        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps({"table": table}).encode())
+            return response_to(
+                req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}"
+            )
+        return response_to(
+            req, ResponseCode.SUCCESS, body=fastjson.dumps({"table": table}).encode()
+        )

@@ -60,6 +60,7 @@ class AccessGuard(Protocol):
 
     def check(self, channel: Channel, request: RemotingCommand) -> Refusal | None: ...
 
+
 # A connection that dropped this many bytes of partial frame at close has the
 # C heap trimmed after it, so the memory goes back to the system (see malloc).
 TRIM_AFTER_DROPPING = 1024 * 1024
@@ -79,15 +80,22 @@ class EdgeLimits:
     @classmethod
     def of(cls, config: BrokerConfig) -> EdgeLimits:
         """The limits a broker.conf sets (RocketMQ's defaults otherwise); ValueError if one is not positive."""
-        for name in ("frameMaxLength", "serverChannelMaxIdleTimeSeconds", "frame_read_timeout_ms",
-                     "partial_frame_bytes_max", "max_connections"):
+        for name in (
+            "frameMaxLength",
+            "serverChannelMaxIdleTimeSeconds",
+            "frame_read_timeout_ms",
+            "partial_frame_bytes_max",
+            "max_connections",
+        ):
             if getattr(config, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(config, name)}")
-        return cls(max_frame_length=config.frameMaxLength,
-                   idle_timeout=float(config.serverChannelMaxIdleTimeSeconds),
-                   read_timeout=config.frame_read_timeout_ms / 1000,
-                   partial_frame_bytes_max=config.partial_frame_bytes_max,
-                   max_connections=config.max_connections)
+        return cls(
+            max_frame_length=config.frameMaxLength,
+            idle_timeout=float(config.serverChannelMaxIdleTimeSeconds),
+            read_timeout=config.frame_read_timeout_ms / 1000,
+            partial_frame_bytes_max=config.partial_frame_bytes_max,
+            max_connections=config.max_connections,
+        )
 
 
 class RemotingServer:
@@ -123,8 +131,14 @@ class RemotingServer:
         """The connections this listener holds: open channels and those still being opened."""
         return len(self.channels) + self.opening
 
-    async def serve(self, host: str, port: int, *, tls: ServerTls | None = None,
-                    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self,
+        host: str,
+        port: int,
+        *,
+        tls: ServerTls | None = None,
+        task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Listen on host:port (0 picks a free port, reported through task_status); `tls`: its TLS mode."""
         self.tls = tls
         listeners = await trio.open_tcp_listeners(port, host=host)
@@ -141,7 +155,9 @@ class RemotingServer:
         if opened is None:
             return
         stream = _StampedStream(opened[0]) if hops.ON else opened[0]
-        channel = Channel(stream, max_frame=self.limits.max_frame_length, budget=self.budget, head=opened[1])
+        channel = Channel(
+            stream, max_frame=self.limits.max_frame_length, budget=self.budget, head=opened[1]
+        )
         self.channels.add(channel)
         try:
             async with trio.open_nursery() as nursery:
@@ -167,9 +183,13 @@ class RemotingServer:
         self.opening += 1
         opened: tuple[trio.abc.Stream, bytes] | None = None
         try:
-            opened = await self.tls.open(stream, name=self.name, peer=_peer(stream),
-                                         idle_timeout=self.limits.idle_timeout,
-                                         read_timeout=self.limits.read_timeout)
+            opened = await self.tls.open(
+                stream,
+                name=self.name,
+                peer=_peer(stream),
+                idle_timeout=self.limits.idle_timeout,
+                read_timeout=self.limits.read_timeout,
+            )
         except Exception:  # a bug met while opening one connection closes that connection only
             log.exception("%s: closing %s", self.name, _peer(stream))
         finally:
@@ -184,8 +204,12 @@ class RemotingServer:
         self._refused += 1
         now = trio.current_time()
         if now - self._refusal_logged_at >= REFUSAL_LOG_INTERVAL:
-            log.warning("%s: closed %d new connection(s): %d open, the limit (max_connections)",
-                        self.name, self._refused, self.limits.max_connections)
+            log.warning(
+                "%s: closed %d new connection(s): %d open, the limit (max_connections)",
+                self.name,
+                self._refused,
+                self.limits.max_connections,
+            )
             self._refused = 0
             self._refusal_logged_at = now
         with trio.CancelScope(shield=True):
@@ -196,10 +220,14 @@ class RemotingServer:
         # `answer` replaced on this listener (a wrapper that records or filters) sees every request,
         # so then no request takes the started path, which does not pass through it
         starts = self.starts if "answer" not in vars(self) else {}
-        arrivals = ArrivalOrder()  # requests that append messages are stored in the order read (B-140)
+        arrivals = (
+            ArrivalOrder()
+        )  # requests that append messages are stored in the order read (B-140)
         while True:
             try:
-                command = await channel.receive(idle_timeout=limits.idle_timeout, read_timeout=limits.read_timeout)
+                command = await channel.receive(
+                    idle_timeout=limits.idle_timeout, read_timeout=limits.read_timeout
+                )
             except (ProtocolError, PartialFramesOverCap) as exc:
                 log.warning("%s: closing %s: %s", self.name, channel.remote_addr, exc)
                 return
@@ -221,14 +249,20 @@ class RemotingServer:
             start = starts.get(command.code)
             if start is not None and arrivals.settled():
                 # no earlier ordered request of this connection is still to be queued: queue this one now
-                nursery.start_soon(self._finish, channel, command, self._start(channel, command, start, trace),
-                                   trace)
+                nursery.start_soon(
+                    self._finish,
+                    channel,
+                    command,
+                    self._start(channel, command, start, trace),
+                    trace,
+                )
             else:
                 ticket = arrivals.ticket() if command.code in ORDERED_CODES else None
                 nursery.start_soon(self._dispatch, channel, command, ticket, trace)
 
-    def _start(self, channel: Channel, request: RemotingCommand, start: Start,
-               trace: hops.Trace | None) -> Awaitable[RemotingCommand | None] | RemotingCommand | None:
+    def _start(
+        self, channel: Channel, request: RemotingCommand, start: Start, trace: hops.Trace | None
+    ) -> Awaitable[RemotingCommand | None] | RemotingCommand | None:
         """The first part of a request with a `Start`: the edge checks, then `start`; the rest to await, or
         the answer already (a refusal)."""
         if trace is not None:
@@ -244,9 +278,13 @@ class RemotingServer:
         except Exception as exc:
             return self._failed(request, exc)
 
-    async def _finish(self, channel: Channel, request: RemotingCommand,
-                      rest: Awaitable[RemotingCommand | None] | RemotingCommand | None,
-                      trace: hops.Trace | None) -> None:
+    async def _finish(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        rest: Awaitable[RemotingCommand | None] | RemotingCommand | None,
+        trace: hops.Trace | None,
+    ) -> None:
         if rest is None or isinstance(rest, RemotingCommand):
             response = rest
         else:
@@ -259,8 +297,13 @@ class RemotingServer:
                     trace.mark(hops.ANSWERED)
         await self._reply(channel, request, response, trace)
 
-    async def _dispatch(self, channel: Channel, request: RemotingCommand, ticket: Ticket | None = None,
-                        trace: hops.Trace | None = None) -> None:
+    async def _dispatch(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        ticket: Ticket | None = None,
+        trace: hops.Trace | None = None,
+    ) -> None:
         if trace is not None:
             trace.mark(hops.DISPATCHED)
             hops.bind(trace)
@@ -274,8 +317,13 @@ class RemotingServer:
                 ticket.release()  # refused before writing: the next request need not wait for this one
         await self._reply(channel, request, response, trace)
 
-    async def _reply(self, channel: Channel, request: RemotingCommand, response: RemotingCommand | None,
-                     trace: hops.Trace | None) -> None:
+    async def _reply(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        response: RemotingCommand | None,
+        trace: hops.Trace | None,
+    ) -> None:
         if response is not None and not request.is_oneway:
             with contextlib.suppress(ChannelClosed):
                 await channel.send(response)
@@ -303,8 +351,11 @@ class RemotingServer:
         """The answer to a request no handler may see: an unserved code, a malformed request, or one the
         ACL refuses; None if it may run."""
         if request.code not in self.handlers:
-            return response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                               f" request type {request.code} not supported")
+            return response_to(
+                request,
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f" request type {request.code} not supported",
+            )
         refusal = check(request)  # the declared shape first: no processor sees a malformed request
         if refusal is not None:
             return response_to(request, refusal.code, refusal.remark)

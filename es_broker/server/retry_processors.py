@@ -41,8 +41,13 @@ def as_json_dict(item: Any) -> dict[str, Any]:
 
 
 class RetryProcessors:
-    def __init__(self, broker: Broker, holds: PullHoldService, requester: Callable[[Channel], str],
-                 on_topics_changed: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        holds: PullHoldService,
+        requester: Callable[[Channel], str],
+        on_topics_changed: Callable[[], None],
+    ) -> None:
         self.broker = broker
         self.holds = holds
         self.requester = requester
@@ -57,10 +62,14 @@ class RetryProcessors:
         }
 
     def _group_topics(self, group: str) -> tuple[bool, bool]:
-        return (self.broker.topic_config(names.retry_topic(group)) is not None,
-                self.broker.topic_config(names.dlq_topic(group)) is not None)
+        return (
+            self.broker.topic_config(names.retry_topic(group)) is not None,
+            self.broker.topic_config(names.dlq_topic(group)) is not None,
+        )
 
-    async def consumer_send_msg_back(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+    async def consumer_send_msg_back(
+        self, channel: Channel, req: RemotingCommand
+    ) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK (B-90): SUCCESS with no header, or the refusal's code and remark."""
         group = req.require_str("group")
         offset = req.require_long("offset")
@@ -69,15 +78,22 @@ class RetryProcessors:
         before = self._group_topics(group)
         try:
             result = await self.broker.send_back(
-                group, offset, delay_level, max_reconsume_times=max_times,
-                origin_msg_id=req.get_str("originMsgId"), origin_topic=req.get_str("originTopic"),
-                requester=self.requester(channel))
+                group,
+                offset,
+                delay_level,
+                max_reconsume_times=max_times,
+                origin_msg_id=req.get_str("originMsgId"),
+                origin_topic=req.get_str("originTopic"),
+                requester=self.requester(channel),
+            )
         finally:
             # %RETRY%G / %DLQ%G created on the way stay, refused or not (B-25): tell the name server
             if self._group_topics(group) != before:
                 self.on_topics_changed()
         if result.stored is not None and result.stored.real_topic is None:
-            self.holds.notify(result.stored.topic, result.stored.queue_id)  # a dead letter, stored at once
+            self.holds.notify(
+                result.stored.topic, result.stored.queue_id
+            )  # a dead letter, stored at once
         return response_to(req, ResponseCode.SUCCESS)
 
     async def all_delay_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -87,21 +103,32 @@ class RetryProcessors:
 
     async def redrive_dlq(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         result = await self.broker.redrive_dlq(
-            req.require_str("group"), topic=req.get_str("topic") or None, target=req.get_str("target") or "retry",
-            max_count=req.get_int("maxCount"), dry_run=bool(req.get_bool("dryRun", False)),
-            requester=self.requester(channel))
+            req.require_str("group"),
+            topic=req.get_str("topic") or None,
+            target=req.get_str("target") or "retry",
+            max_count=req.get_int("maxCount"),
+            dry_run=bool(req.get_bool("dryRun", False)),
+            requester=self.requester(channel),
+        )
         for item in result.items:
             if item.new_msg_id is not None and item.target_topic is not None:
                 self.holds.notify(item.target_topic, item.target_queue_id)
         if result.created_topics:
             self.on_topics_changed()
-        body = {"group": result.group, "target": result.target, "dryRun": result.dry_run, "more": result.more,
-                "items": [as_json_dict(i) for i in result.items]}
+        body = {
+            "group": result.group,
+            "target": result.target,
+            "dryRun": result.dry_run,
+            "more": result.more,
+            "items": [as_json_dict(i) for i in result.items],
+        }
         return response_to(req, ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
     async def message_trace(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         msg_id = req.require_str("msgId")
         journey = self.broker.message_journey(msg_id)
         if not journey["found"]:
-            return response_to(req, ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id} on this broker")
+            return response_to(
+                req, ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id} on this broker"
+            )
         return response_to(req, ResponseCode.SUCCESS, body=json.dumps(journey).encode())

@@ -37,7 +37,11 @@ log = logging.getLogger(__name__)
 HANDSHAKE_RECORD = 0x16  # the content type of a TLS handshake record: a ClientHello starts with it
 PEEK_SIZE = 4096  # the first read of a connection, replayed to whoever reads it next
 DEFAULT_CONFIG_FILE = "/etc/rocketmq/tls.properties"  # 4.9.8's default (BrokerConfig.tlsConfigFile): read if it exists
-_NOT_IN_FILE = {"tls.server.mode", "tls.enable", "tls.config.file"}  # TlsHelper does not read these from the file
+_NOT_IN_FILE = {
+    "tls.server.mode",
+    "tls.enable",
+    "tls.config.file",
+}  # TlsHelper does not read these from the file
 
 
 class TlsMode(enum.Enum):
@@ -50,7 +54,9 @@ class TlsMode(enum.Enum):
         try:
             return cls(value.strip())
         except ValueError:
-            raise TlsSetupError(f"tls.server.mode must be disabled, permissive or enforcing, got {value!r}") from None
+            raise TlsSetupError(
+                f"tls.server.mode must be disabled, permissive or enforcing, got {value!r}"
+            ) from None
 
 
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require": ssl.CERT_REQUIRED}
@@ -61,7 +67,9 @@ _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require":
 
 def read_properties(path: str | Path) -> dict[str, str]:
     """A Java .properties file: key=value, key:value or key value; # and ! comments; \\ continues a line."""
-    text = Path(path).read_text(encoding="latin-1")  # java.util.Properties.load(InputStream) reads ISO 8859-1
+    text = Path(path).read_text(
+        encoding="latin-1"
+    )  # java.util.Properties.load(InputStream) reads ISO 8859-1
     out: dict[str, str] = {}
     logical = ""
     for raw in text.splitlines():
@@ -103,7 +111,7 @@ def _unescape(text: str) -> str:
         c = text[i]
         if c == "\\" and i + 1 < len(text):
             n = text[i + 1]
-            digits = text[i + 2:i + 6]
+            digits = text[i + 2 : i + 6]
             if n == "u" and len(digits) == 4 and all(d in "0123456789abcdefABCDEF" for d in digits):
                 out.append(chr(int(digits, 16)))
                 i += 6
@@ -154,10 +162,14 @@ def broker_client_tls(config: BrokerConfig) -> TlsClientSettings | None:
     if not config.tlsEnable and TlsMode.parse(config.tlsMode) is not TlsMode.ENFORCING:
         return None
     verify = not config.tlsTestModeEnable and config.tlsClientAuthServer
-    return TlsClientSettings(ca_file=config.tlsClientTrustCertPath or None, test_mode=not verify,
-                             check_hostname=False, cert_file=config.tlsClientCertPath or None,
-                             key_file=config.tlsClientKeyPath or None,
-                             key_password=config.tlsClientKeyPassword or None)
+    return TlsClientSettings(
+        ca_file=config.tlsClientTrustCertPath or None,
+        test_mode=not verify,
+        check_hostname=False,
+        cert_file=config.tlsClientCertPath or None,
+        key_file=config.tlsClientKeyPath or None,
+        key_password=config.tlsClientKeyPassword or None,
+    )
 
 
 # ---------------------------------------------------------------------- contexts
@@ -174,30 +186,43 @@ def server_context(config: BrokerConfig) -> ssl.SSLContext | None:
     """
     need = _CLIENT_AUTH.get(config.tlsServerNeedClientAuth.strip().lower())
     if need is None:
-        raise TlsSetupError("tls.server.need.client.auth must be none, optional or require, "
-                            f"got {config.tlsServerNeedClientAuth!r}")
+        raise TlsSetupError(
+            "tls.server.need.client.auth must be none, optional or require, "
+            f"got {config.tlsServerNeedClientAuth!r}"
+        )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     if config.tlsServerCertPath or config.tlsServerKeyPath:
-        load_cert_chain(context, config.tlsServerCertPath, config.tlsServerKeyPath,
-                        config.tlsServerKeyPassword, "server")
+        load_cert_chain(
+            context,
+            config.tlsServerCertPath,
+            config.tlsServerKeyPath,
+            config.tlsServerKeyPassword,
+            "server",
+        )
     elif config.tlsTestModeEnable:
         if not _load_self_signed(context):
             return None
         return context  # 4.9.8's test mode asks no client certificate it could check
     else:
-        raise TlsSetupError("TLS is on (tls.server.mode) but no tls.server.certPath / tls.server.keyPath is "
-                            "given and tls.test.mode.enable is false")
+        raise TlsSetupError(
+            "TLS is on (tls.server.mode) but no tls.server.certPath / tls.server.keyPath is "
+            "given and tls.test.mode.enable is false"
+        )
     if need != ssl.CERT_NONE:
         # Python's ssl cannot take a client certificate without checking it, so a
         # client certificate is always verified: against tls.server.trustCertPath, else the system store
         context.verify_mode = need
         if config.tlsServerTrustCertPath:
             if not Path(config.tlsServerTrustCertPath).is_file():
-                raise TlsSetupError(f"tls.server.trustCertPath {config.tlsServerTrustCertPath} does not exist")
+                raise TlsSetupError(
+                    f"tls.server.trustCertPath {config.tlsServerTrustCertPath} does not exist"
+                )
             try:
                 context.load_verify_locations(cafile=config.tlsServerTrustCertPath)
             except ssl.SSLError as exc:
-                raise TlsSetupError(f"tls.server.trustCertPath {config.tlsServerTrustCertPath}: {exc}") from None
+                raise TlsSetupError(
+                    f"tls.server.trustCertPath {config.tlsServerTrustCertPath}: {exc}"
+                ) from None
         else:
             context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     return context
@@ -211,23 +236,40 @@ def _load_self_signed(context: ssl.SSLContext) -> bool:
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import NameOID
     except ImportError:
-        log.warning("TLS test mode needs a self-signed certificate, and making one needs the 'cryptography' "
-                    "package: TLS connections will be closed (set tls.server.certPath and tls.server.keyPath)")
+        log.warning(
+            "TLS test mode needs a self-signed certificate, and making one needs the 'cryptography' "
+            "package: TLS connections will be closed (set tls.server.certPath and tls.server.keyPath)"
+        )
         return False
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=365))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
     with tempfile.TemporaryDirectory() as tmp:  # ssl loads chains from files only
         pem = Path(tmp) / "self-signed.pem"
-        pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM) + key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        pem.write_bytes(
+            cert.public_bytes(serialization.Encoding.PEM)
+            + key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
         context.load_cert_chain(str(pem))
     return True
 
@@ -277,12 +319,21 @@ class ServerTls:
         config = with_tls_config_file(config)
         context = server_context(config)
         if context is None and mode is TlsMode.ENFORCING:
-            raise TlsSetupError("tls.server.mode is enforcing but there is no certificate to serve: set "
-                                "tls.server.certPath and tls.server.keyPath")
+            raise TlsSetupError(
+                "tls.server.mode is enforcing but there is no certificate to serve: set "
+                "tls.server.certPath and tls.server.keyPath"
+            )
         return cls(mode, context)
 
-    async def open(self, stream: trio.SocketStream, *, name: str, peer: str, idle_timeout: float,
-                   read_timeout: float) -> tuple[trio.abc.Stream, bytes] | None:
+    async def open(
+        self,
+        stream: trio.SocketStream,
+        *,
+        name: str,
+        peer: str,
+        idle_timeout: float,
+        read_timeout: float,
+    ) -> tuple[trio.abc.Stream, bytes] | None:
         """The stream to read remoting frames from and the bytes already read from it (a plain
         connection's peek, read before the stream's own; none after a handshake), or None: the
         connection is to be closed.
@@ -303,22 +354,35 @@ class ServerTls:
             return None
         if head[0] != HANDSHAKE_RECORD:
             if self.mode is TlsMode.ENFORCING:
-                log.warning("%s: closing %s: a plain-text connection while tls.server.mode is enforcing", name, peer)
+                log.warning(
+                    "%s: closing %s: a plain-text connection while tls.server.mode is enforcing",
+                    name,
+                    peer,
+                )
                 return None
             return stream, head  # the socket itself: no wrapper on every later read
         if self.mode is TlsMode.DISABLED:
-            log.warning("%s: closing %s: a TLS handshake while tls.server.mode is disabled", name, peer)
+            log.warning(
+                "%s: closing %s: a TLS handshake while tls.server.mode is disabled", name, peer
+            )
             return None
         if self.context is None:
-            log.warning("%s: closing %s: a TLS handshake, but this listener has no certificate to serve",
-                        name, peer)
+            log.warning(
+                "%s: closing %s: a TLS handshake, but this listener has no certificate to serve",
+                name,
+                peer,
+            )
             return None
-        tls = trio.SSLStream(ReplayStream(stream, head), self.context, server_side=True, https_compatible=True)
+        tls = trio.SSLStream(
+            ReplayStream(stream, head), self.context, server_side=True, https_compatible=True
+        )
         with trio.move_on_after(read_timeout):
             try:
                 await tls.do_handshake()
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                log.warning("%s: closing %s: TLS handshake failed: %s", name, peer, exc.__cause__ or exc)
+                log.warning(
+                    "%s: closing %s: TLS handshake failed: %s", name, peer, exc.__cause__ or exc
+                )
                 return None
             return tls, b""
         log.warning("%s: closing %s: TLS handshake not done within %g s", name, peer, read_timeout)

@@ -81,8 +81,10 @@ class TimeTravel:
         with store.log.read_txn() as txn:
             built = self.index.is_built(txn, store.log.last_seq)
         if not built:
-            raise IndexMissing(f"{store.log.path} has no time index yet: open it once with es-broker "
-                               "(serve, or any command without a running broker) to build it")
+            raise IndexMissing(
+                f"{store.log.path} has no time index yet: open it once with es-broker "
+                "(serve, or any command without a running broker) to build it"
+            )
 
     # ------------------------------------------------------------------ time <-> position
     def position_at(self, txn: lmdb.Transaction, at: int) -> int:
@@ -121,11 +123,16 @@ class TimeTravel:
         found = _latest(txn.cursor(db=self.index.qmax_db), prefix, position)
         return I64.unpack(found[1])[0] if found else 0
 
-    def _queue_prefixes(self, txn: lmdb.Transaction, group: str | None, topic: str | None
-                        ) -> Iterator[tuple[bytes, str, str, int]]:
+    def _queue_prefixes(
+        self, txn: lmdb.Transaction, group: str | None, topic: str | None
+    ) -> Iterator[tuple[bytes, str, str, int]]:
         """(history key prefix, topic, group, queue id) of every queue the offset table ever held."""
         cur = txn.cursor(db=self.history_db)
-        start = f"{topic}@{group}".encode() + b"\x00" if topic is not None and group is not None else b""
+        start = (
+            f"{topic}@{group}".encode() + b"\x00"
+            if topic is not None and group is not None
+            else b""
+        )
         if not cur.set_range(start):
             return
         while True:
@@ -140,8 +147,15 @@ class TimeTravel:
                 return
 
     # ------------------------------------------------------------------ answers
-    def offsets_at(self, txn: lmdb.Transaction, at: int, *, group: str | None = None,
-                   topic: str | None = None, durable: bool = False) -> list[QueueOffsetAt]:
+    def offsets_at(
+        self,
+        txn: lmdb.Transaction,
+        at: int,
+        *,
+        group: str | None = None,
+        topic: str | None = None,
+        durable: bool = False,
+    ) -> list[QueueOffsetAt]:
         """The offset table at `at` (every group, or one group, or one group's topic)."""
         position = self.position_at(txn, at)
         tick = self.persist_tick(txn, at) if durable else None
@@ -158,21 +172,45 @@ class TimeTravel:
             extra: dict[str, Any] = {}
             if durable:
                 kept = _latest(cur, prefix, durable_position) if durable_position else None
-                value = msgpack.unpackb(kept[1])[2] if kept and not self._removed(txn, kept[0]) else -1
+                value = (
+                    msgpack.unpackb(kept[1])[2] if kept and not self._removed(txn, kept[0]) else -1
+                )
                 extra = {"durable": value, "durable_lag": top - value if value >= 0 else None}
-            rows.append(QueueOffsetAt(g, t, q, new, top, top - new if new >= 0 else None, seq,
-                                      self.time_of(txn, seq), cause, requester, **extra))
+            rows.append(
+                QueueOffsetAt(
+                    g,
+                    t,
+                    q,
+                    new,
+                    top,
+                    top - new if new >= 0 else None,
+                    seq,
+                    self.time_of(txn, seq),
+                    cause,
+                    requester,
+                    **extra,
+                )
+            )
         return rows
 
-    def history(self, txn: lmdb.Transaction, group: str, *, topic: str | None = None,
-                since: int | None = None, until: int | None = None) -> list[HistoryEntry]:
+    def history(
+        self,
+        txn: lmdb.Transaction,
+        group: str,
+        *,
+        topic: str | None = None,
+        since: int | None = None,
+        until: int | None = None,
+    ) -> list[HistoryEntry]:
         """Every offset change of a group (and the records that explain them), oldest first."""
         lo = self.position_at(txn, since - 1) + 1 if since is not None else 1
         hi = self.position_at(txn, until) if until is not None else self.store.log.last_seq
         if hi < lo:
             return []
-        streams = [self._changes(txn, prefix, t, g, q, lo, hi)
-                   for prefix, t, g, q in self._queue_prefixes(txn, group, topic)]
+        streams = [
+            self._changes(txn, prefix, t, g, q, lo, hi)
+            for prefix, t, g, q in self._queue_prefixes(txn, group, topic)
+        ]
         streams.append(self._events(txn, group, topic, lo, hi))
         merged = list(heapq.merge(*streams, key=lambda e: e[0]))
         times = self._times_of(txn, [seq for seq, _ in merged])
@@ -190,8 +228,21 @@ class TimeTravel:
                 return
             ts, old, new, cause, requester = msgpack.unpackb(raw)
             kind = "offset_removed" if self._removed(txn, key) else "offset_change"
-            yield seq, _entry(seq=seq, ts=ts, group=group, topic=topic, kind=kind,
-                              queue_id=queue_id, old=old, new=new, cause=cause, requester=requester)
+            yield (
+                seq,
+                _entry(
+                    seq=seq,
+                    ts=ts,
+                    group=group,
+                    topic=topic,
+                    kind=kind,
+                    queue_id=queue_id,
+                    old=old,
+                    new=new,
+                    cause=cause,
+                    requester=requester,
+                ),
+            )
 
     def _removed(self, txn, history_key: bytes) -> bool:
         """Whether an offset_history entry is a removal of the entry (B-34), not a change of its value."""
@@ -211,12 +262,23 @@ class TimeTravel:
             record = records.unpack(raw)
             if topic is not None and topic not in _topics_for(record, group):
                 continue
-            detail = {k: v for k, v in record.items() if k not in ("type", "v", "ts", "group", "topic")}
-            yield seq, _entry(seq=seq, ts=record["ts"], group=group, topic=record.get("topic", ""),
-                              kind=record["type"], queue_id=record.get("queue_id"),
-                              cause=record["type"],
-                              requester=str(record.get("requester") or record.get("client") or ""),
-                              detail=detail)
+            detail = {
+                k: v for k, v in record.items() if k not in ("type", "v", "ts", "group", "topic")
+            }
+            yield (
+                seq,
+                _entry(
+                    seq=seq,
+                    ts=record["ts"],
+                    group=group,
+                    topic=record.get("topic", ""),
+                    kind=record["type"],
+                    queue_id=record.get("queue_id"),
+                    cause=record["type"],
+                    requester=str(record.get("requester") or record.get("client") or ""),
+                    detail=detail,
+                ),
+            )
 
     def _times_of(self, txn, seqs: list[int]) -> list[int]:
         """Effective times of ascending seqs: one seek each, skipped while a seq shares its predecessor's."""
@@ -229,7 +291,9 @@ class TimeTravel:
                 found = cur.prev() if cur.set_range(U64.pack(seq + 1)) else cur.last()
                 current = U64.unpack(cur.value())[0] if found else 0
                 # the entry after the one found starts a later time: until then the time holds
-                valid_until = (U64.unpack(cur.key())[0] - 1 if cur.next() else 2**64) if found else -1
+                valid_until = (
+                    (U64.unpack(cur.key())[0] - 1 if cur.next() else 2**64) if found else -1
+                )
             out.append(current)
         return out
 
@@ -262,4 +326,8 @@ def persist_tick(start: int | None, at: int, interval: int) -> int | None:
     """ConsumerOffsetManager's last persist <= at: start + 10 s, then every `interval` (B-133)."""
     if start is None or at < start + FIRST_PERSIST_DELAY_MS:
         return None
-    return start + FIRST_PERSIST_DELAY_MS + (at - start - FIRST_PERSIST_DELAY_MS) // interval * interval
+    return (
+        start
+        + FIRST_PERSIST_DELAY_MS
+        + (at - start - FIRST_PERSIST_DELAY_MS) // interval * interval
+    )

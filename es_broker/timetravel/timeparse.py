@@ -35,7 +35,8 @@ def parse_time(text: str, now: Callable[[], int] = wall_clock_ms) -> int:
     except ValueError:
         raise ValueError(
             f"time {text!r} is not 'now', epoch millis, yyyy-MM-dd#HH:mm:ss:SSS or ISO 8601 "
-            "(e.g. 2024-05-01T10:42:00, 2024-05-01T10:42:00Z)") from None
+            "(e.g. 2024-05-01T10:42:00, 2024-05-01T10:42:00Z)"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.astimezone()  # a naive time is the local time, as mqadmin reads it
     return round(moment.timestamp() * 1000)

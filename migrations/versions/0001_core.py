@@ -41,7 +41,8 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("source", name="pk_readmodel_checkpoints"),
     )
     op.create_table(
-        "records", *common(),
+        "records",
+        *common(),
         sa.Column("v", sa.Integer(), nullable=False),
         sa.Column("body", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("source", "seq", "n", name="pk_records"),
@@ -49,7 +50,8 @@ def upgrade() -> None:
     op.create_index("ix_records_source_type_seq", "records", ["source", "type", "seq"])
     op.create_index("ix_records_source_time", "records", ["source", "time"])
     op.create_table(
-        "offset_changes", *common(),
+        "offset_changes",
+        *common(),
         sa.Column("group", sa.String(255), nullable=False),
         sa.Column("topic", sa.String(255), nullable=False),
         sa.Column("queue_id", sa.Integer(), nullable=False),
@@ -60,11 +62,15 @@ def upgrade() -> None:
         sa.Column("requester", sa.String(255), nullable=True),
         sa.PrimaryKeyConstraint("source", "seq", "n", name="pk_offset_changes"),
     )
-    op.create_index("ix_offset_changes_source_group_topic_queue_id_seq", "offset_changes",
-                    ["source", "group", "topic", "queue_id", "seq"])
+    op.create_index(
+        "ix_offset_changes_source_group_topic_queue_id_seq",
+        "offset_changes",
+        ["source", "group", "topic", "queue_id", "seq"],
+    )
     op.create_index("ix_offset_changes_source_time", "offset_changes", ["source", "time"])
     op.create_table(
-        "queue_appends", *common(),
+        "queue_appends",
+        *common(),
         sa.Column("topic", sa.String(255), nullable=False),
         sa.Column("queue_id", sa.Integer(), nullable=False),
         sa.Column("queue_offset", sa.BigInteger(), nullable=False),
@@ -75,8 +81,11 @@ def upgrade() -> None:
         sa.Column("requester", sa.String(255), nullable=True),
         sa.PrimaryKeyConstraint("source", "seq", "n", name="pk_queue_appends"),
     )
-    op.create_index("ix_queue_appends_source_topic_queue_id_seq", "queue_appends",
-                    ["source", "topic", "queue_id", "seq"])
+    op.create_index(
+        "ix_queue_appends_source_topic_queue_id_seq",
+        "queue_appends",
+        ["source", "topic", "queue_id", "seq"],
+    )
 
 
 def downgrade() -> None:

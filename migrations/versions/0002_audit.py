@@ -21,8 +21,17 @@ down_revision = "0001_core"
 branch_labels = None
 depends_on = None
 
-TABLES = ("resets", "reset_queues", "topic_changes", "group_changes", "deliveries", "offset_queries",
-          "corrections", "send_backs", "dead_letters")
+TABLES = (
+    "resets",
+    "reset_queues",
+    "topic_changes",
+    "group_changes",
+    "deliveries",
+    "offset_queries",
+    "corrections",
+    "send_backs",
+    "dead_letters",
+)
 
 
 def common() -> list[sa.Column]:
@@ -46,7 +55,8 @@ def pk(name: str) -> sa.PrimaryKeyConstraint:
 def upgrade() -> None:
     created = [
         op.create_table(
-            "resets", *common(),
+            "resets",
+            *common(),
             sa.Column("group", sa.String(255), nullable=False),
             sa.Column("topic", sa.String(255), nullable=False),
             sa.Column("kind", sa.String(50), nullable=False),
@@ -58,7 +68,8 @@ def upgrade() -> None:
             sa.Column("requester", sa.String(255), nullable=True),
             sa.Column("outcome", sa.String(100), nullable=True),
             sa.Column("notified", sa.Text(), nullable=True),
-            pk("resets")),
+            pk("resets"),
+        ),
         op.create_table(
             "reset_queues",
             sa.Column("source", sa.String(200), nullable=False),
@@ -68,9 +79,11 @@ def upgrade() -> None:
             sa.Column("target", sa.BigInteger(), nullable=False),
             sa.Column("final", sa.BigInteger(), nullable=False),
             sa.Column("outcome", sa.String(100), nullable=False),
-            sa.PrimaryKeyConstraint("source", "seq", "queue_id", name="pk_reset_queues")),
+            sa.PrimaryKeyConstraint("source", "seq", "queue_id", name="pk_reset_queues"),
+        ),
         op.create_table(
-            "topic_changes", *common(),
+            "topic_changes",
+            *common(),
             sa.Column("topic", sa.String(255), nullable=False),
             sa.Column("old_perm", sa.Integer(), nullable=True),
             sa.Column("perm", sa.Integer(), nullable=True),
@@ -79,16 +92,20 @@ def upgrade() -> None:
             sa.Column("cause", sa.String(100), nullable=True),
             sa.Column("requester", sa.String(255), nullable=True),
             sa.Column("config", sa.Text(), nullable=True),
-            pk("topic_changes")),
+            pk("topic_changes"),
+        ),
         op.create_table(
-            "group_changes", *common(),
+            "group_changes",
+            *common(),
             sa.Column("group", sa.String(255), nullable=False),
             sa.Column("cause", sa.String(100), nullable=True),
             sa.Column("requester", sa.String(255), nullable=True),
             sa.Column("config", sa.Text(), nullable=True),
-            pk("group_changes")),
+            pk("group_changes"),
+        ),
         op.create_table(
-            "deliveries", *common(),
+            "deliveries",
+            *common(),
             sa.Column("group", sa.String(255), nullable=False),
             sa.Column("topic", sa.String(255), nullable=False),
             sa.Column("queue_id", sa.Integer(), nullable=False),
@@ -97,9 +114,11 @@ def upgrade() -> None:
             sa.Column("count", sa.Integer(), nullable=False),
             sa.Column("client", sa.String(255), nullable=True),
             sa.Column("offsets", sa.Text(), nullable=True),
-            pk("deliveries")),
+            pk("deliveries"),
+        ),
         op.create_table(
-            "offset_queries", *common(),
+            "offset_queries",
+            *common(),
             sa.Column("group", sa.String(255), nullable=False),
             sa.Column("topic", sa.String(255), nullable=False),
             sa.Column("queue_id", sa.Integer(), nullable=False),
@@ -110,9 +129,11 @@ def upgrade() -> None:
             sa.Column("head_in_memory", sa.Boolean(), nullable=True),
             sa.Column("phy_max", sa.BigInteger(), nullable=True),
             sa.Column("requester", sa.String(255), nullable=True),
-            pk("offset_queries")),
+            pk("offset_queries"),
+        ),
         op.create_table(
-            "corrections", *common(),
+            "corrections",
+            *common(),
             sa.Column("kind", sa.String(100), nullable=False),
             sa.Column("group", sa.String(255), nullable=True),
             sa.Column("topic", sa.String(255), nullable=True),
@@ -125,9 +146,11 @@ def upgrade() -> None:
             sa.Column("lost", sa.BigInteger(), nullable=True),
             sa.Column("reason", sa.String(100), nullable=True),
             sa.Column("requester", sa.String(255), nullable=True),
-            pk("corrections")),
+            pk("corrections"),
+        ),
         op.create_table(
-            "send_backs", *common(),
+            "send_backs",
+            *common(),
             sa.Column("group", sa.String(255), nullable=True),
             sa.Column("topic", sa.String(255), nullable=True),
             sa.Column("queue_id", sa.Integer(), nullable=True),
@@ -138,9 +161,11 @@ def upgrade() -> None:
             sa.Column("delay_level", sa.Integer(), nullable=True),
             sa.Column("msg_id", sa.String(255), nullable=True),
             sa.Column("requester", sa.String(255), nullable=True),
-            pk("send_backs")),
+            pk("send_backs"),
+        ),
         op.create_table(
-            "dead_letters", *common(),
+            "dead_letters",
+            *common(),
             sa.Column("group", sa.String(255), nullable=True),
             sa.Column("topic", sa.String(255), nullable=False),
             sa.Column("queue_id", sa.Integer(), nullable=True),
@@ -148,13 +173,23 @@ def upgrade() -> None:
             sa.Column("count", sa.Integer(), nullable=False),
             sa.Column("origin_topic", sa.String(255), nullable=True),
             sa.Column("requester", sa.String(255), nullable=True),
-            pk("dead_letters")),
+            pk("dead_letters"),
+        ),
     ]
-    op.create_index("ix_resets_source_group_topic_seq", "resets", ["source", "group", "topic", "seq"])
-    op.create_index("ix_topic_changes_source_topic_seq", "topic_changes", ["source", "topic", "seq"])
-    op.create_index("ix_group_changes_source_group_seq", "group_changes", ["source", "group", "seq"])
-    op.create_index("ix_deliveries_source_group_topic_queue_id_seq", "deliveries",
-                    ["source", "group", "topic", "queue_id", "seq"])
+    op.create_index(
+        "ix_resets_source_group_topic_seq", "resets", ["source", "group", "topic", "seq"]
+    )
+    op.create_index(
+        "ix_topic_changes_source_topic_seq", "topic_changes", ["source", "topic", "seq"]
+    )
+    op.create_index(
+        "ix_group_changes_source_group_seq", "group_changes", ["source", "group", "seq"]
+    )
+    op.create_index(
+        "ix_deliveries_source_group_topic_queue_id_seq",
+        "deliveries",
+        ["source", "group", "topic", "queue_id", "seq"],
+    )
     op.create_index("ix_corrections_source_group_seq", "corrections", ["source", "group", "seq"])
     op.create_index("ix_send_backs_source_group_seq", "send_backs", ["source", "group", "seq"])
     op.create_index("ix_dead_letters_source_group_seq", "dead_letters", ["source", "group", "seq"])
@@ -167,16 +202,30 @@ def backfill(tables: dict[str, sa.Table]) -> None:
     from es_broker.readmodel.follower import table_rows
 
     conn = op.get_bind()
-    records = sa.table("records", sa.column("source"), sa.column("seq"), sa.column("time"),
-                       sa.column("broker"), sa.column("role"), sa.column("body"))
+    records = sa.table(
+        "records",
+        sa.column("source"),
+        sa.column("seq"),
+        sa.column("time"),
+        sa.column("broker"),
+        sa.column("role"),
+        sa.column("body"),
+    )
     query = sa.select(records).order_by(records.c.source, records.c.seq)
     pending: dict[str, list[dict]] = defaultdict(list)
     for row in conn.execute(query).mappings():
-        rows = table_rows(row["source"], row["seq"], from_json(row["body"]), row["time"],
-                          Source(row["broker"], row["role"]))
+        rows = table_rows(
+            row["source"],
+            row["seq"],
+            from_json(row["body"]),
+            row["time"],
+            Source(row["broker"], row["role"]),
+        )
         for name, table in tables.items():
             columns = set(table.c.keys())
-            pending[name].extend({k: v for k, v in r.items() if k in columns} for r in rows.get(name, ()))
+            pending[name].extend(
+                {k: v for k, v in r.items() if k in columns} for r in rows.get(name, ())
+            )
         if sum(len(v) for v in pending.values()) >= 5000:
             _flush(conn, tables, pending)
     _flush(conn, tables, pending)

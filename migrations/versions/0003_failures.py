@@ -28,7 +28,8 @@ def upgrade() -> None:
         sa.Column("first_failed_at", sa.BigInteger(), nullable=False),
         sa.Column("last_failed_at", sa.BigInteger(), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("source", "seq", name="pk_readmodel_failures"))
+        sa.PrimaryKeyConstraint("source", "seq", name="pk_readmodel_failures"),
+    )
 
 
 def downgrade() -> None:

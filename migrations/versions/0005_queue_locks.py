@@ -41,9 +41,13 @@ def upgrade() -> None:
         sa.Column("cause", sa.String(100), nullable=False),
         sa.Column("client", sa.Text(), nullable=True),
         sa.Column("max_live_ms", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("source", "seq", "n", name="pk_queue_lock_changes"))
-    op.create_index("ix_queue_lock_changes_source_group_topic_queue_id_seq", "queue_lock_changes",
-                    ["source", "group", "topic", "queue_id", "seq"])
+        sa.PrimaryKeyConstraint("source", "seq", "n", name="pk_queue_lock_changes"),
+    )
+    op.create_index(
+        "ix_queue_lock_changes_source_group_topic_queue_id_seq",
+        "queue_lock_changes",
+        ["source", "group", "topic", "queue_id", "seq"],
+    )
     op.create_index("ix_queue_lock_changes_source_time", "queue_lock_changes", ["source", "time"])
 
 

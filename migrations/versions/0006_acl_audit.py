@@ -38,7 +38,8 @@ def _common() -> list[sa.Column]:
 
 def upgrade() -> None:
     op.create_table(
-        "acl_changes", *_common(),
+        "acl_changes",
+        *_common(),
         sa.Column("listener", sa.String(50), nullable=False),
         sa.Column("version", sa.BigInteger(), nullable=False),
         sa.Column("cause", sa.String(100), nullable=False),
@@ -57,10 +58,12 @@ def upgrade() -> None:
         sa.Column("default_group_perm", sa.String(20), nullable=True),
         sa.Column("topic_perms", sa.Text(), nullable=True),
         sa.Column("group_perms", sa.Text(), nullable=True),
-        sa.PrimaryKeyConstraint("source", "seq", "n", name="pk_acl_changes"))
+        sa.PrimaryKeyConstraint("source", "seq", "n", name="pk_acl_changes"),
+    )
     op.create_index("ix_acl_changes_source_time", "acl_changes", ["source", "time"])
     op.create_table(
-        "access_denials", *_common(),
+        "access_denials",
+        *_common(),
         sa.Column("listener", sa.String(50), nullable=False),
         sa.Column("window_from", sa.BigInteger(), nullable=False),
         sa.Column("window_to", sa.BigInteger(), nullable=False),
@@ -70,7 +73,8 @@ def upgrade() -> None:
         sa.Column("host", sa.Text(), nullable=False),
         sa.Column("code", sa.Integer(), nullable=False),
         sa.Column("count", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("source", "seq", "n", name="pk_access_denials"))
+        sa.PrimaryKeyConstraint("source", "seq", "n", name="pk_access_denials"),
+    )
     op.create_index("ix_access_denials_source_window_to", "access_denials", ["source", "window_to"])
 
 
