@@ -69,9 +69,8 @@ def free_port() -> int:
 async def es_produce(namesrv: str, topic: str, n: int) -> float:
     batch = [Message(BODY, tags="A") for _ in range(BATCH)]
     async with Producer(namesrv, "BenchProducer", client_ip="127.0.0.1") as producer:
-        await producer.send(
-            topic, BODY, tags="A"
-        )  # route lookup and connection before the clock starts
+        # route lookup and connection before the clock starts
+        await producer.send(topic, BODY, tags="A")
         batches = n // BATCH
         window = trio.Semaphore(WINDOW)
         start = time.perf_counter()

@@ -51,9 +51,8 @@ async def produce_with_slave(role: str, n: int, sync: int) -> dict[str, float]:
                 await wait_until("caught up", lambda: caught_up(w, m, s), timeout=60)
                 nursery.cancel_scope.cancel()
             from_master = await es_consume(m, n // 32 * 32)
-            from_slave = await es_consume(
-                s, n // 32 * 32
-            )  # each read is also journalled for the master
+            # each read is also journalled for the master
+            from_slave = await es_consume(s, n // 32 * 32)
         finally:
             cluster.stop_all()
     return {

@@ -88,9 +88,8 @@ def phase_keys(args) -> dict:
     if not (data_dir / "complete").exists():
         trio.run(key_lookup_bench.fill, str(data_dir), args.key_messages)
         (data_dir / "complete").write_text("")
-    by_keys, by_uniq = key_lookup_bench.time_lookups(
-        str(data_dir), args.key_messages, 400
-    )  # ms each
+    # ms each
+    by_keys, by_uniq = key_lookup_bench.time_lookups(str(data_dir), args.key_messages, 400)
     lookups = by_keys + by_uniq
     return {
         "p50_ms": key_lookup_bench.percentile(lookups, 0.5),

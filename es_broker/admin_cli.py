@@ -809,10 +809,11 @@ async def update_acl_config(admin: Admin, a: argparse.Namespace) -> dict[str, An
             topic_perms=config["topicPerms"],
             group_perms=config["groupPerms"],
         )
+    # the secret is never printed
     return {
         "brokers": addrs,
         "config": {**config, "secretKey": "******"},
-    }  # the secret is never printed
+    }
 
 
 @verb(

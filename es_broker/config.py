@@ -65,9 +65,8 @@ class BrokerConfig:
     slaveTimeout: int = (
         3000  # ms a SYNC_MASTER send waits for the slave (4.9.8 CommitLog#submitReplicaRequest)
     )
-    haSlaveFallbehindMax: int = (
-        256 * 1024 * 1024
-    )  # commit-log bytes a slave may lag and still count
+    # commit-log bytes a slave may lag and still count
+    haSlaveFallbehindMax: int = 256 * 1024 * 1024
     haSendHeartbeatInterval: int = (
         5000  # ms: a slave's fetch is held at most this long, so it beats this often
     )
@@ -103,9 +102,8 @@ class BrokerConfig:
     frame_read_timeout_ms: int = (
         30_000  # a frame begun and then silent this long closes its connection
     )
-    partial_frame_bytes_max: int = (
-        256 * 1024 * 1024
-    )  # bytes of unfinished frames held by a listener's connections
+    # bytes of unfinished frames held by a listener's connections
+    partial_frame_bytes_max: int = 256 * 1024 * 1024
     max_connections: int = 10_000  # per listener; more are accepted and closed at once
     # --- access control: RocketMQ's plain ACL (es_broker/acl; docs/semantics.md B-160..B-179)
     aclEnable: bool = False  # BrokerConfig.aclEnable: check every request against plain_acl.yml

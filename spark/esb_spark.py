@@ -36,9 +36,8 @@ def session(app: str, master: str | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
-    launched_by_submit = (
-        "PYSPARK_GATEWAY_PORT" in os.environ
-    )  # spark-submit already chose the master
+    # spark-submit already chose the master
+    launched_by_submit = "PYSPARK_GATEWAY_PORT" in os.environ
     if master or not launched_by_submit:
         builder = (
             builder.master(master or os.environ.get("ES_BROKER_SPARK_MASTER", "local[*]"))

@@ -109,9 +109,8 @@ class Ledger:
     possible: dict[tuple[str, int], set] = field(default_factory=dict)
     commits: int = 0
     resets: int = 0
-    send_backs: Counter = field(
-        default_factory=Counter
-    )  # (group, original msg id) -> acknowledged count
+    # (group, original msg id) -> acknowledged count
+    send_backs: Counter = field(default_factory=Counter)
     pulled: int = 0
     delay_delivered: int = 0  # retries the broker delivered from the delay schedule, seen in traces
     cut: int = 0  # requests the kill left unanswered
@@ -372,9 +371,8 @@ class Consumer:
         )
         expected = self.ledger.possible.get((self.group, q))
         if expected and -1 in expected:
-            expected = expected | {
-                0
-            }  # no stored offset: B-37 answers 0 while the queue head is in memory
+            # no stored offset: B-37 answers 0 while the queue head is in memory
+            expected = expected | {0}
         if (
             r.code == ResponseCode.SUCCESS
             and expected

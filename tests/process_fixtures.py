@@ -114,9 +114,8 @@ def _log_lines(process: subprocess.Popen, log_file: Path, timeout: float = 60.0)
             elif process.poll() is not None:
                 return
             else:
-                time.sleep(
-                    0.02
-                )  # the file has no event to wait on: re-read it, bounded by the deadline
+                # the file has no event to wait on: re-read it, bounded by the deadline
+                time.sleep(0.02)
 
 
 @pytest.fixture

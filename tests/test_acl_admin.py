@@ -378,9 +378,8 @@ async def test_b173_the_written_file_is_plain_rocketmq_yaml_that_plain_py_reads(
             group_perms=["G1=SUB"],
         )
     data = broker.acl_file.read_bytes()
-    parsed = parse_file(
-        broker.acl_file, data
-    )  # what the broker loads, and es-broker's strict reading
+    # what the broker loads, and es-broker's strict reading
+    parsed = parse_file(broker.acl_file, data)
     assert {"AdminKey01", "ProducerKey", "Written001"} <= {a.access_key for a in parsed.accounts}
     assert b"#" not in data
     tree = yaml.safe_load(data)
@@ -396,9 +395,8 @@ async def test_b173_the_written_file_is_plain_rocketmq_yaml_that_plain_py_reads(
         "groupPerms": ["G1=SUB"],
     }
     assert set(tree["dataVersion"][0]) == {"counter", "timestamp"}
-    assert not [
-        p for p in broker.acl_file.parent.iterdir() if p.name.endswith(".tmp")
-    ]  # no temp file left
+    # no temp file left
+    assert not [p for p in broker.acl_file.parent.iterdir() if p.name.endswith(".tmp")]
     async with Admin.open(broker.namesrv, credentials=ADMIN) as admin:
         await admin.delete_acl_config(broker.broker, "Written001")
 

@@ -160,9 +160,8 @@ def test_b161_ali_ons_without_keys_or_with_a_wrong_secret_is_refused_and_nothing
         "1",
         *creds,
     )
-    assert (
-        done.returncode != 0
-    )  # ali-ons retries a SYSTEM_ERROR and reports "still failed", not the remark
+    # ali-ons retries a SYSTEM_ERROR and reports "still failed", not the remark
+    assert done.returncode != 0
     sends = [line for line in refusals(acl_broker)[seen:] if "code 310 " in line]  # SEND_MESSAGE_V2
     assert sends and all(f"AclException: {remark}, " in line for line in sends), sends
     assert max_offsets(acl_broker, "TopicA") == before

@@ -258,9 +258,8 @@ async def test_b165_b166_an_admin_account_creates_topics_resets_offsets_and_chan
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
         {"topic": "MadeByAdmin", "group": "GroupA", "timestamp": 0, "isForce": True},
     )
-    assert r.code == ResponseCode.CONSUMER_NOT_ONLINE, (
-        r.remark
-    )  # past the ACL: the command itself answered
+    # past the ACL: the command itself answered
+    assert r.code == ResponseCode.CONSUMER_NOT_ONLINE, r.remark
     await admin.ok(
         acl_broker.broker, RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6\n"
     )

@@ -155,9 +155,8 @@ def test_partial_frames_over_the_cap_close_the_connections_that_grow_them_and_me
 def test_frames_that_stall_are_closed_after_the_read_timeout_and_memory_returns(tmp_path):
     with broker_with(tmp_path, frame_read_timeout_ms=500) as (broker, log):
         start = rss(broker)
-        idle = connect(
-            broker
-        )  # between frames: the idle timeout (120 s) applies, not the read timeout
+        # between frames: the idle timeout (120 s) applies, not the read timeout
+        idle = connect(broker)
         assert ask(idle).code == ResponseCode.SUCCESS
         payload = frame_start(16 * MIB) + b"x" * (15 * MIB - 10)
         stalled = [connect(broker) for _ in range(8)]

@@ -242,9 +242,8 @@ async def test_b066_tag_filter_delivers_only_subscribed_tags_and_commits_past_th
     for i in range(6):
         await producer.send("T", f"a{i}".encode(), tags="TagA")
         await producer.send("T", f"b{i}".encode(), tags="TagB")
-        await producer.send(
-            "T", f"u{i}".encode()
-        )  # untagged: the broker lets it pass, Java drops it
+        # untagged: the broker lets it pass, Java drops it
+        await producer.send("T", f"u{i}".encode())
     await producer.shutdown()
     collector = Collector()
     # offsets move past trailing filtered messages when a long poll comes back empty
@@ -492,9 +491,8 @@ async def test_b089_a_refused_send_back_is_re_sent_to_the_retry_topic_by_the_cli
         "T",
     )
     assert second.reconsume_times == 1  # RECONSUME_TIME went into header j (B-95)
-    assert (
-        second.properties["ORIGIN_MESSAGE_ID"] == "AB" * 16
-    )  # the client-visible id, not the offset id
+    # the client-visible id, not the offset id
+    assert second.properties["ORIGIN_MESSAGE_ID"] == "AB" * 16
     assert second.properties["RETRY_TOPIC"] == "T"
     assert second.properties["MAX_RECONSUME_TIMES"] == "16"
     assert second.properties["UNIQ_KEY"] == "AB" * 16

@@ -74,9 +74,8 @@ async def test_a_queue_selector_picks_the_queue(running):
 async def test_a_refused_send_is_retried_on_the_next_queue(running):
     await topic_ready(running, "T", 8)
     async with producer(running) as p:
-        await p.send(
-            "T", b"warm up", queue_selector=lambda queues: queues[0]
-        )  # now it holds the 8-queue route
+        # now it holds the 8-queue route
+        await p.send("T", b"warm up", queue_selector=lambda queues: queues[0])
         await running.create_topic("T", 7)  # queue 7 is gone: a send to it is SYSTEM_ERROR (code 1)
         results = [await p.send("T", f"m{i}".encode()) for i in range(16)]
     # a send aimed at 7 is retried on the next queue, 0; round robin goes on from there
@@ -101,10 +100,11 @@ async def test_a_topic_unknown_to_the_name_server_is_created_through_tbw102(runn
         result = await p.send("NewTopic", b"first")
     assert result.status == SendStatus.SEND_OK
     config = running.server.broker.topic_config("NewTopic")
+    # defaultTopicQueueNums 4 (spec 7.2.1 step 3)
     assert (config["writeQueueNums"], config["perm"]) == (
         4,
         6,
-    )  # defaultTopicQueueNums 4 (spec 7.2.1 step 3)
+    )
 
 
 async def test_send_batch_stores_every_message_in_one_queue_with_its_own_uniq_key(running):
@@ -134,9 +134,8 @@ async def test_delay_level_is_sent_as_property_delay(running):
         result = await p.send("T", b"later", delay_level=2)
     stored = await Admin(running.client, running.namesrv_addr).view_message(result.offset_msg_id)
     assert stored.properties["DELAY"] == "2"
-    assert (
-        stored.properties.get("REAL_TOPIC", stored.topic) == "T"
-    )  # parked for later (B-96) or stored
+    # parked for later (B-96) or stored
+    assert stored.properties.get("REAL_TOPIC", stored.topic) == "T"
 
 
 async def test_a_large_body_is_compressed_and_flagged(running):

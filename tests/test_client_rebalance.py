@@ -25,9 +25,8 @@ async def settle(
 
     with trio.fail_after(timeout):
         while True:
-            events = [
-                c.allocation_event for c in consumers
-            ]  # taken before the check: no change is missed
+            # taken before the check: no change is missed
+            events = [c.allocation_event for c in consumers]
             if [held(c) for c in consumers] == expected:
                 return
             async with trio.open_nursery() as nursery:

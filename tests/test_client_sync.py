@@ -88,12 +88,10 @@ async def test_a_refused_blocking_send_is_retried_on_the_next_queue(running):
 
     def script():
         with sync_producer(running) as p:
-            p.send(
-                "T", b"warm up", queue_selector=lambda queues: queues[0]
-            )  # it holds the 8-queue route
-            trio.from_thread.run(
-                running.create_topic, "T", 7
-            )  # queue 7 is gone: SYSTEM_ERROR there
+            # it holds the 8-queue route
+            p.send("T", b"warm up", queue_selector=lambda queues: queues[0])
+            # queue 7 is gone: SYSTEM_ERROR there
+            trio.from_thread.run(running.create_topic, "T", 7)
             return [p.send("T", f"m{i}".encode()) for i in range(16)]
 
     results = await in_thread(script)

@@ -215,9 +215,8 @@ def test_b117_pull_goes_to_the_suggested_id_else_the_lowest_id_of_the_name():
     assert both.find_broker_address_in_subscribe("a", 0, False) == FoundBroker("m:1", False)
     assert both.find_broker_address_in_subscribe("a", 2, True) is None
     slaves = _instance_with({2: "s:2", 1: "s:1"})
-    assert (
-        slaves.find_broker_address_in_subscribe("a", 0, True) is None
-    )  # the offset store then refreshes
+    # the offset store then refreshes
+    assert slaves.find_broker_address_in_subscribe("a", 0, True) is None
     assert slaves.find_broker_address_in_subscribe("a", 0, False) == FoundBroker("s:1", True)
 
 

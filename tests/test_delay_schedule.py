@@ -163,9 +163,8 @@ async def test_b097_a_parked_message_removed_by_retention_is_skipped_and_recorde
     await delayed(broker, 2)
     for i in range(20):  # later files; the newest is never deleted
         await broker.put_message("T", 0, MessageIn(b"m%02d" % i))
-    clock.set(
-        int(datetime.datetime(2024, 1, 5, 4, 30).timestamp() * 1000)
-    )  # > 72 h later, at 04:xx
+    # > 72 h later, at 04:xx
+    clock.set(int(datetime.datetime(2024, 1, 5, 4, 30).timestamp() * 1000))
     assert (await broker.retention_pass()).deleted_files
     clock.set(start + 100 * 3_600_000)
     done = await broker.deliver_delayed()
@@ -199,9 +198,8 @@ async def test_b098_cursors_are_recorded_survive_a_reopen_and_replay_the_same(
     assert reopened.delay_offsets() == {1: 1}  # delayOffset.json's offsetTable
     clock.advance(3_600_000)
     again = await reopened.deliver_delayed()
-    assert [(d.level, d.schedule_offset) for d in again.delivered] == [
-        (3, 0)
-    ]  # not level 1 a second time
+    # not level 1 a second time
+    assert [(d.level, d.schedule_offset) for d in again.delivered] == [(3, 0)]
     assert reopened.max_offset("T", 1) == 2
     assert reopened.delay_offsets() == {1: 1, 3: 1}
 
@@ -284,13 +282,13 @@ async def test_b099_a_retry_reaches_the_group_through_its_retry_topic_showing_th
     (done,) = (await broker.deliver_delayed()).delivered
     result = await broker.pull("G", "%RETRY%G", back.target_queue_id, 0, client="c1")
     (retried,) = decode_all(result.body)
-    assert (
-        retried.topic == "%RETRY%G" and retried.properties["RETRY_TOPIC"] == "T"
-    )  # the client shows T
+    # the client shows T
+    assert retried.topic == "%RETRY%G" and retried.properties["RETRY_TOPIC"] == "T"
+    # the retry queue's
     assert (retried.queue_offset, retried.physical_offset) == (
         0,
         done.physical_offset,
-    )  # the retry queue's
+    )
 
 
 async def test_b098_a_slave_refuses_send_back_as_it_refuses_every_store(config, clock, nursery):

@@ -43,9 +43,8 @@ async def fill_with_sends(broker: Broker, topic: str = "T") -> list[int]:
     raise AssertionError(f"{MAX_SENDS} sends fit: the disk never filled")
 
 
-@pytest.fixture(
-    params=["ASYNC_FLUSH", "SYNC_FLUSH"]
-)  # the write on the trio thread, and in a worker thread
+# the write on the trio thread, and in a worker thread
+@pytest.fixture(params=["ASYNC_FLUSH", "SYNC_FLUSH"])
 async def full_disk_broker(tmp_path, request):
     """A broker core whose disk was filled by sends: (broker, filler file, acknowledged offsets, clock)."""
     with small_tmpfs(tmp_path / "disk", 16) as disk:
@@ -103,9 +102,8 @@ async def test_b153_reads_that_record_are_answered_unrecorded_while_the_disk_is_
 ):
     broker, _, _, _ = full_disk_broker
     last = broker.store.log.last_seq
-    answer = await broker.query_consumer_offset(
-        "NEW", "T", 0
-    )  # no stored offset: would be offset_queried
+    # no stored offset: would be offset_queried
+    answer = await broker.query_consumer_offset("NEW", "T", 0)
     assert answer.row != 1
     moved = await broker.pull("G", "T", 0, 10_000, 32, client="c1")  # would be pull_offset_moved
     assert moved.status == GetStatus.OFFSET_OVERFLOW_BADLY
@@ -297,9 +295,8 @@ async def test_a_broker_process_on_a_full_disk_refuses_sends_serves_pulls_and_re
             await poll_until(sent_again, 30, "a send after space returned")
             status = broker.admin_json("brokerStatus", "-b", broker.broker)
             assert status["diskFull"] == "False" and status["unrecordedDeliveries"] == "0"
-            assert (
-                await pulled_bodies(client, broker.broker) == acked
-            )  # no acknowledged message lost
+            # no acknowledged message lost
+            assert await pulled_bodies(client, broker.broker) == acked
 
         verified = run_cli("verify", "--data-dir", str(data))
         assert verified.returncode == 0, verified.stdout + verified.stderr
@@ -313,9 +310,8 @@ async def test_a_broker_process_on_a_full_disk_refuses_sends_serves_pulls_and_re
             store.close()
         assert summaries and summaries[0]["group"] == "G" and summaries[0]["first_offset"] == 0
         first_summary = kinds.index("deliveries_unrecorded")
-        assert (
-            kinds[first_summary + 1 :].count("messages_stored") == 1
-        )  # the send after space returned
+        # the send after space returned
+        assert kinds[first_summary + 1 :].count("messages_stored") == 1
 
         with serve(data, "--readmodel-url", "none") as again:  # a restart on the same data serves
             assert await pulled_bodies(client, again.broker) == acked

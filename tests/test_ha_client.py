@@ -204,9 +204,8 @@ async def _consume_through_a_master_outage(tmp_path, nursery, policy: str) -> No
         await wait_until(
             "A's commits on the slave", lambda: _equals(stored_offsets(w, s, 2), last_committed)
         )
-        assert (
-            await served(w, s) - served_by_slave == 120 - 64
-        )  # 32..59 of both queues came from the slave
+        # 32..59 of both queues came from the slave
+        assert await served(w, s) - served_by_slave == 120 - 64
         assert progress(cluster) == last_committed  # the name server lists only the slave now
         in_flight = 16
         assert not _twice(hold.received)
@@ -294,13 +293,11 @@ async def test_b114_a_lagging_push_consumer_reads_from_the_slave_then_returns_to
         await run.consumer(GROUP, got, "c", config=FAST.replace(pull_batch_size=8))
         await got.wait_count(100, timeout=60)
         from_slave = await served(w, s)
-        assert (
-            0 < from_slave < 100
-        )  # moved to the slave while behind, back on the master near the head
+        # moved to the slave while behind, back on the master near the head
+        assert 0 < from_slave < 100
 
-        for i in range(
-            10
-        ):  # at the head: the suggestion keeps it on the master (the group's brokerId, 0)
+        # at the head: the suggestion keeps it on the master (the group's brokerId, 0)
+        for i in range(10):
             assert (await producer.send(TOPIC, b"head%d" % i)).status == SendStatus.SEND_OK
         await got.wait_count(110, timeout=60)
         assert await served(w, s) == from_slave
@@ -321,13 +318,11 @@ async def test_b114_update_sub_group_with_broker_id_1_keeps_a_push_consumer_on_t
 
         got = Collector()
         await run.consumer(GROUP, got, "c")
-        await got.wait_count(
-            10
-        )  # the first pull goes to the master (no suggestion yet, B-117) and finds all 10
+        # the first pull goes to the master (no suggestion yet, B-117) and finds all 10
+        await got.wait_count(10)
         assert await served(w, m) == 10
-        for i in range(
-            10
-        ):  # not lagging, yet the group's brokerId sends every later pull to the slave (B-114)
+        # not lagging, yet the group's brokerId sends every later pull to the slave (B-114)
+        for i in range(10):
             assert (await producer.send(TOPIC, b"later%d" % i)).status == SendStatus.SEND_OK
         await got.wait_count(20)
         assert await served(w, m) == 10 and await served(w, s) == 10

@@ -173,9 +173,8 @@ async def _fail_over_and_back(tmp_path, nursery, policy: str) -> None:
         for _ in range(3):  # 48 messages from the master, each batch committed there
             await a.round(m, commit_to=m)
         master_had = dict(a.offsets)
-        in_flight = await a.round(
-            m, commit_to=None
-        )  # processed, not yet committed when the master dies
+        # processed, not yet committed when the master dies
+        in_flight = await a.round(m, commit_to=None)
         cluster.master.kill9()
 
         # the master is down: the client commits to the slave and keeps reading it (B-113, B-116, B-30)
@@ -196,9 +195,8 @@ async def _fail_over_and_back(tmp_path, nursery, policy: str) -> None:
         await wait_until("the slave's commits merged on the master", merged)
         after_merge = progress(cluster)
 
-        b = RawConsumer(
-            w, queues=2
-        )  # an instance that starts now (restart, rebalance) asks the master
+        # an instance that starts now (restart, rebalance) asks the master
+        b = RawConsumer(w, queues=2)
         await b.start_from(m)
         while await b.round(m, commit_to=m):
             pass
@@ -262,11 +260,12 @@ async def test_b114_lagging_consumer_is_sent_to_the_slave_and_back_to_the_master
             offset, broker_id = r.require_long("nextBeginOffset"), suggestion
         assert path[0] == (0, 0, 1)  # far behind on the master: go to the slave
         assert [p for p in path if p[0] == 1], path  # ... which served it while it lagged
+        # near the head it is back on the master, and stays there
         assert path[-1] == (
             0,
             path[-1][1],
             0,
-        )  # near the head it is back on the master, and stays there
+        )
         first_back = next(i for i, p in enumerate(path) if i > 0 and p[0] == 0)
         assert all(b == 1 for b, _, _ in path[1:first_back]) and all(
             b == 0 for b, _, _ in path[first_back:]

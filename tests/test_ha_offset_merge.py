@@ -76,9 +76,8 @@ async def test_s005_only_the_slaves_latest_commit_of_a_queue_counts_and_a_queue_
     )
     assert [q[3:6] for q in outcome.queues] == [(-1, 8, APPLIED)]
     (record,) = [r for _, r in broker.store.log.read() if r["type"] == "slave_offsets_merged"]
-    assert (
-        len(record["commits"]) == 3 and record["journal_upto"] == 3
-    )  # every commit is in the record
+    # every commit is in the record
+    assert len(record["commits"]) == 3 and record["journal_upto"] == 3
 
 
 async def test_s005_a_merge_is_an_offset_change_with_its_cause_and_replays_byte_for_byte(
@@ -138,15 +137,13 @@ async def test_the_slave_answers_its_own_commit_until_the_merge_decides(broker, 
     clock.advance(100)
     await broker.commit_offset(G, T, 0, 20)  # a newer change reached the slave through the log
     with broker.store.read() as txn:
-        assert (
-            effective_offset(broker.store, txn, mine, T, G, 0) == 20
-        )  # latest_wins, as the merge will
+        # latest_wins, as the merge will
+        assert effective_offset(broker.store, txn, mine, T, G, 0) == 20
     compat = broker.store
     compat.config = broker.config.replace(slave_offset_merge="compat_overwrite")
     with compat.read() as txn:
-        assert (
-            effective_offset(compat, txn, mine, T, G, 0) == 12
-        )  # RocketMQ: the slave's table until sync
+        # RocketMQ: the slave's table until sync
+        assert effective_offset(compat, txn, mine, T, G, 0) == 12
 
 
 def test_slave_journal_keeps_commits_across_reopening_and_never_reuses_a_position(tmp_path):
@@ -224,9 +221,8 @@ def test_slave_journal_keeps_deliveries_apart_from_commits_across_reopening_and_
         SlaveDelivery(2, 10, G, T, 1, 0, (0, 1, 2), 3, "c@1", 9),
         SlaveDelivery(3, 13, G, T, 1, 3, (3, 4, 5), 6, "c@1", 9),
     ]
-    assert [c.local_seq for c in journal.pending()] == [
-        1
-    ]  # commits only: the overlay never sees a delivery
+    # commits only: the overlay never sees a delivery
+    assert [c.local_seq for c in journal.pending()] == [1]
     assert journal.latest(T, G, 1) is None and journal.latest(T, G, 0).offset == 2
     commits, deliveries, upto = journal.next_batch(0, 2)  # the first two positions, of either kind
     assert ([c.local_seq for c in commits], [d.local_seq for d in deliveries], upto) == (
@@ -242,6 +238,7 @@ def test_slave_journal_keeps_deliveries_apart_from_commits_across_reopening_and_
     journal.close()
     journal = SlaveOffsetJournal(tmp_path / "j")
     assert journal.pending_all() == ([], [])
+    # never reused
     assert (
         journal.record_delivery(
             ts=20,
@@ -255,7 +252,7 @@ def test_slave_journal_keeps_deliveries_apart_from_commits_across_reopening_and_
             replicated_seq=9,
         ).local_seq
         == 4
-    )  # never reused
+    )
     journal.close()
 
 
@@ -296,9 +293,8 @@ async def test_a_merge_records_the_slaves_deliveries_with_served_by_before_the_m
         merged["deliveries"],
         merged["commits"],
     ) == (outcome.seq, "slave_offsets_merged", 3, 1, [])
-    with pytest.raises(
-        IllegalRequest
-    ):  # a delivery the request does not cover would be shipped again
+    # a delivery the request does not cover would be shipped again
+    with pytest.raises(IllegalRequest):
         merge_job(
             broker.store,
             broker_id=1,

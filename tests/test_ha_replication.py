@@ -140,9 +140,8 @@ async def test_b111_slave_projections_equal_the_masters_byte_for_byte_at_the_sam
     await w.create_topic(m.addr, "Gone", 1)
     await w.ok(m.addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Gone"})
     await brokers.caught_up(m, s)
-    assert (
-        s.server.broker.group_config("G")["brokerId"] == 1
-    )  # metadata came with the log (B-121..B-125)
+    # metadata came with the log (B-121..B-125)
+    assert s.server.broker.group_config("G")["brokerId"] == 1
     assert s.server.broker.topic_config("Gone") is None  # deletions too (S-14)
     await s.stop()
     await m.stop()
@@ -231,9 +230,8 @@ async def test_b111_sync_master_without_slave_answers_slave_not_available_and_ke
     await brokers.w.create_topic(m.addr, TOPIC, 1)
     (r,) = await _send(brokers, m, 1)
     assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE and r.remark is None
-    assert r.require_long("queueOffset") == 0 and r.get_str(
-        "msgId"
-    )  # stored on the master all the same
+    # stored on the master all the same
+    assert r.require_long("queueOffset") == 0 and r.get_str("msgId")
     assert [x.body for x in bodies(await brokers.w.pull(m.addr, "G", TOPIC, 0, 0))] == [b"m0"]
 
 
@@ -310,9 +308,8 @@ async def test_b116_slave_with_read_disabled_serves_pulls_with_suggestion_master
     r = await brokers.w.pull(s.addr, "G", TOPIC, 0, 0)
     assert r.code == ResponseCode.SUCCESS and r.require_int("suggestWhichBrokerId") == 0
     assert [x.body for x in bodies(r)] == [b"m0", b"m1", b"m2"]
-    assert (
-        s.server.broker.store.log.last_seq == m.server.broker.store.log.last_seq
-    )  # no delivery record
+    # no delivery record
+    assert s.server.broker.store.log.last_seq == m.server.broker.store.log.last_seq
 
 
 async def test_b061_b119_slave_never_corrects_an_offset_and_suggests_the_groups_broker(brokers):
@@ -331,9 +328,8 @@ async def test_b061_b119_slave_never_corrects_an_offset_and_suggests_the_groups_
         on_master.code == ResponseCode.PULL_OFFSET_MOVED
         and on_master.require_long("nextBeginOffset") == 3
     )
-    r = await brokers.w.pull(
-        s.addr, "G", TOPIC, 0, 10
-    )  # beyond the slave's max, as a lagging slave
+    # beyond the slave's max, as a lagging slave
+    r = await brokers.w.pull(s.addr, "G", TOPIC, 0, 10)
     assert r.code == ResponseCode.PULL_RETRY_IMMEDIATELY
     assert r.require_long("nextBeginOffset") == 10  # the requested offset: no correction
     assert r.require_int("suggestWhichBrokerId") == 3  # the group's brokerId
@@ -462,9 +458,8 @@ async def test_s005_commits_to_a_slave_while_the_master_is_up_reach_the_master(b
     s = await brokers.slave(m)
     await brokers.w.create_topic(m.addr, TOPIC, 1)
     await brokers.caught_up(m, s)
-    await brokers.w.commit(
-        s.addr, "G", TOPIC, 0, 4
-    )  # a client whose route still points at the slave
+    # a client whose route still points at the slave
+    await brokers.w.commit(s.addr, "G", TOPIC, 0, 4)
     await wait_until("the merge", lambda: _merged(s))
     assert m.server.broker.stored_offset("G", TOPIC, 0) == 4
     await brokers.caught_up(m, s)
@@ -497,9 +492,8 @@ async def test_s005_deliveries_a_slave_serves_while_the_master_is_down_are_recor
     ]
     assert [c.local_seq for c in journal.pending()] == [4]  # one counter for both
 
-    m = await brokers.start(
-        "master", brokerRole="ASYNC_MASTER", port=port
-    )  # the slave reconnects by itself
+    # the slave reconnects by itself
+    m = await brokers.start("master", brokerRole="ASYNC_MASTER", port=port)
     await wait_until("the merge", lambda: _journal_forgotten(s))
     log = list(m.server.broker.store.log.read())
     delivered = [r for _, r in log if r["type"] == "messages_delivered"]
@@ -511,12 +505,10 @@ async def test_s005_deliveries_a_slave_serves_while_the_master_is_down_are_recor
     assert {r["served_by"]["broker_id"] for r in delivered} == {1}
     assert {r["served_by"]["addr"] for r in delivered} == {s.addr}
     assert [r["served_by"]["local_seq"] for r in delivered] == [1, 2, 3]
-    assert all(
-        r["served_by"]["ts"] <= r["ts"] for r in delivered
-    )  # served before the master recorded them
-    merged = [
-        r for _, r in log if r["type"] == "slave_offsets_merged"
-    ]  # one without commits: it covers deliveries
+    # served before the master recorded them
+    assert all(r["served_by"]["ts"] <= r["ts"] for r in delivered)
+    # one without commits: it covers deliveries
+    merged = [r for _, r in log if r["type"] == "slave_offsets_merged"]
     assert [(r["journal_upto"], r["deliveries"], len(r["commits"])) for r in merged] == [
         (3, 3, 0),
         (4, 0, 1),
@@ -541,9 +533,8 @@ async def test_s005_a_delivery_a_slave_serves_while_the_master_is_up_reaches_the
     await brokers.w.create_topic(m.addr, TOPIC, 1)
     await _send(brokers, m, 2)
     await brokers.caught_up(m, s)
-    r = await brokers.w.pull(
-        s.addr, "G", TOPIC, 0, 0
-    )  # slaveReadEnable: a consumer reading from the slave
+    # slaveReadEnable: a consumer reading from the slave
+    r = await brokers.w.pull(s.addr, "G", TOPIC, 0, 0)
     assert r.code == ResponseCode.SUCCESS
     await wait_until("the merge", lambda: _journal_forgotten(s))
     (delivered,) = [
@@ -624,9 +615,8 @@ async def test_s005_a_slave_promoted_to_master_records_what_it_took_alone(
         "slave", brokerRole="ASYNC_MASTER", brokerId=0, slave_offset_merge=policy
     )
     broker = promoted.server.broker
-    assert (
-        broker.stored_offset("G", TOPIC, 0) == 7
-    )  # RocketMQ's promoted slave keeps its table, too
+    # RocketMQ's promoted slave keeps its table, too
+    assert broker.stored_offset("G", TOPIC, 0) == 7
     delivered, merged = [record for _, record in broker.store.log.read(1)][-2:]
     assert delivered["type"] == "messages_delivered" and delivered["offsets"] == [2, 3, 4, 5, 6]
     assert merged["type"] == "slave_offsets_merged" and merged["promotion"] is True

@@ -47,9 +47,8 @@ def test_ali_ons_handler_failing_twice_gets_the_message_back_through_the_retry_t
     with serve(tmp_path / "data", "--config", str(conf)) as served:
         broker = BrokerProcess(served.process, served.namesrv, served.broker)
         create_topic(broker, served, TOPIC, 1)
-        create_topic(
-            broker, served, f"%RETRY%{GROUP}", 1
-        )  # what the first heartbeat would create (B-25)
+        # what the first heartbeat would create (B-25)
+        create_topic(broker, served, f"%RETRY%{GROUP}", 1)
         (sent,) = run_node(
             "produce.js",
             "--namesrv",
@@ -79,15 +78,13 @@ def test_ali_ons_handler_failing_twice_gets_the_message_back_through_the_retry_t
         (1, True),
         (2, False),
     ]
-    assert {d["topic"] for d in deliveries} == {
-        TOPIC
-    }  # ali-ons shows a retry under its RETRY_TOPIC (B-99)
+    # ali-ons shows a retry under its RETRY_TOPIC (B-99)
+    assert {d["topic"] for d in deliveries} == {TOPIC}
     assert {d["body"] for d in deliveries} == {"flaky job"}
     assert deliveries[0]["msgId"] == sent["msgId"]
     assert [d["originMessageId"] for d in deliveries[1:]] == [sent["msgId"]] * 2
-    assert all(
-        b["at"] - a["at"] >= 900 for a, b in zip(deliveries, deliveries[1:], strict=False)
-    )  # 1 s levels
+    # 1 s levels
+    assert all(b["at"] - a["at"] >= 900 for a, b in zip(deliveries, deliveries[1:], strict=False))
     data = tmp_path / "data"
     store = Store.open(data, BrokerConfig(storePathRootDir=str(data)), readonly=True)
     try:
@@ -99,7 +96,8 @@ def test_ali_ons_handler_failing_twice_gets_the_message_back_through_the_retry_t
         (GROUP, "retry", 3, f"%RETRY%{GROUP}"),
         (GROUP, "retry", 4, f"%RETRY%{GROUP}"),
     ]
+    # ali-ons' maxReconsumeTimes header
     assert [r["max_reconsume_times"] for r in backs] == [
         16,
         16,
-    ]  # ali-ons' maxReconsumeTimes header
+    ]

@@ -170,9 +170,8 @@ async def test_b204_retention_takes_the_expired_messages_out_of_the_index(small,
     assert query(small, "T", "k") == [b"m%02d" % i for i in range(20 - len(left), 20)]
     assert query(small, "T", "U0") == []
     assert len(entries) == 2 * len(left)  # the expired messages' entries are gone, not skipped
-    assert (
-        cli("verify", "--data-dir", config.storePathRootDir).returncode == 0
-    )  # another process, as an operator
+    # another process, as an operator
+    assert cli("verify", "--data-dir", config.storePathRootDir).returncode == 0
 
 
 async def test_b204_a_batch_cut_by_phy_min_keeps_its_surviving_entries(small, clock, config):
@@ -191,9 +190,8 @@ async def test_b204_a_batch_cut_by_phy_min_keeps_its_surviving_entries(small, cl
     assert len(entries) == len(left)
     assert query(small, "T", "k19") == [b"m19"]
     assert query(small, "T", "k0") == []
-    assert (
-        cli("verify", "--data-dir", config.storePathRootDir).returncode == 0
-    )  # another process, as an operator
+    # another process, as an operator
+    assert cli("verify", "--data-dir", config.storePathRootDir).returncode == 0
     await small.put_message("T", 0, MessageIn(b"later", {"KEYS": "k19"}))
     assert query(small, "T", "k19") == [b"m19", b"later"]
 

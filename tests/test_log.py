@@ -215,9 +215,8 @@ def test_a_full_tmpfs_refuses_the_commit_keeps_every_acknowledged_record_and_tak
         filler.unlink()
         log.write_batch([append_job("after")])
         log.close()
-        log = RecordLog(
-            disk / "lmdb"
-        )  # everything acknowledged is on the disk, not only in this process
+        # everything acknowledged is on the disk, not only in this process
+        log = RecordLog(disk / "lmdb")
         assert [r["value"] for _, r in log.read()] == [*range(landed), "after"]
         log.close()
 

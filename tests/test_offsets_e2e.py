@@ -150,9 +150,8 @@ async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tm
             )
             for q in (0, 1)
         ]
-        earliest = min(
-            h["storeTimestamp"] for h in heads
-        )  # at or before every queue's first message
+        # at or before every queue's first message
+        earliest = min(h["storeTimestamp"] for h in heads)
         fallback = await admin_json(
             broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", str(earliest)
         )
@@ -227,9 +226,8 @@ async def test_b040_last_offset_starts_at_0_when_young_and_at_max_after_retentio
             and "consumes the queue's whole history (B-40)" in q["start"]["why"]
         )
 
-        await produce(
-            broker, nursery, 40, "old"
-        )  # rolls the commit log: the head's files expire at once
+        # rolls the commit log: the head's files expire at once
+        await produce(broker, nursery, 40, "old")
 
         async def head_removed() -> bool:
             status = await admin_json(broker, "topicStatus", "-t", "T")

@@ -165,9 +165,8 @@ async def test_b142_to_b146_two_clients_over_eight_queues_against_a_broker_proce
                 return {mq["queueId"] for mq in fastjson.loads(answer.body)["lockOKMQSet"]}
 
             async def until(client, name: str, wanted: set[int]) -> None:
-                with trio.fail_after(
-                    30
-                ):  # a deadline, not a timing: the condition is what is waited for
+                # a deadline, not a timing: the condition is what is waited for
+                with trio.fail_after(30):
                     while (got := await lock(client, name, wanted)) != wanted:
                         assert got <= wanted
                         await trio.sleep(0.05)

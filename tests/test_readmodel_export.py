@@ -98,9 +98,8 @@ def test_export_is_incremental_and_a_redone_chunk_replaces_its_files(tmp_path):
     second = export(store.log, out, chunk=7)
     assert second.first_seq == first.last_seq + 1
     assert export(store.log, out, chunk=7).first_seq is None  # nothing new
-    (out / CHECKPOINT).write_text(
-        checkpoint
-    )  # as if the second run died before its checkpoint moved
+    # as if the second run died before its checkpoint moved
+    (out / CHECKPOINT).write_text(checkpoint)
     export(store.log, out, chunk=7)
     store.close()
     assert exported_rows(out) == expected_rows(data_dir)  # no row twice

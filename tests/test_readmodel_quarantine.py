@@ -254,9 +254,8 @@ def test_after_an_upgrade_a_record_that_still_fails_stays_quarantined_with_the_n
         assert follower.retry_quarantined(other_versions_only=True).failed == [BAD_SEQ]
         (failure,) = follower.quarantined()
         assert (failure.attempts, failure.version) == (2, follower.version)
-        assert (
-            follower.retry_quarantined(other_versions_only=True).failed == []
-        )  # same version: left alone
+        # same version: left alone
+        assert follower.retry_quarantined(other_versions_only=True).failed == []
     finally:
         follower.engine.dispose()
         store.close()

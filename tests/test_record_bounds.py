@@ -227,9 +227,8 @@ def test_every_record_type_at_its_edges_goes_through_every_consumer(tmp_path, re
         "acl_loaded",
         "access_denied",
     } <= set(types.values())
-    assert (
-        list(types.values()).count("access_denied") == 2
-    )  # the flushed summary, and the one written at close
+    # the flushed summary, and the one written at close
+    assert list(types.values()).count("access_denied") == 2
 
     _cli("verify", "--data-dir", str(data_dir))  # projections: a replay rebuilds them byte for byte
 

@@ -73,9 +73,8 @@ async def test_s002_server_side_reset_moves_offsets_in_the_reset_record(broker, 
 
 async def test_b078_client_commit_of_the_reset_value_is_recorded_with_cause_reset(broker, topic):
     await broker.plan_reset("G", "T", 2, True, kind="offset", notified=["c@1"])
-    assert (
-        broker.stored_offset("G", "T", 0) == 8
-    )  # compat: nothing moves until the client commits (B-77)
+    # compat: nothing moves until the client commits (B-77)
+    assert broker.stored_offset("G", "T", 0) == 8
     await broker.commit_offset("G", "T", 0, 2, requester="c@1")
     await broker.commit_offset("G", "T", 0, 3, requester="c@1")
     with broker.store.read() as txn:
@@ -96,9 +95,8 @@ async def test_s003_fence_ignores_a_late_commit_that_would_undo_the_reset(
         await b.put_message("T", 0, MessageIn(b"%d" % i))
     await b.commit_offset("G", "T", 0, 9)
     await b.plan_reset("G", "T", 2, True, kind="offset", notified=["c@1"])
-    await b.commit_offset(
-        "G", "T", 0, 9, requester="c@1"
-    )  # a periodic commit from before the reset
+    # a periodic commit from before the reset
+    await b.commit_offset("G", "T", 0, 9, requester="c@1")
     assert b.stored_offset("G", "T", 0) == 9  # unchanged: compat mode waits for the client
     _, record = list(b.store.log.read())[-1]
     assert (record["type"], record["reason"], record["target"]) == (

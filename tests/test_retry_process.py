@@ -268,9 +268,8 @@ def test_message_trace_shows_every_step_of_a_message_that_fails_twice_then_succe
             ("%RETRY%G", 1),
             ("%RETRY%G", 2),
         ]
-        assert all(
-            m.properties["RETRY_TOPIC"] == "T" for m in seen[1:]
-        )  # what the client shows (B-99)
+        # what the client shows (B-99)
+        assert all(m.properties["RETRY_TOPIC"] == "T" for m in seen[1:])
         journey = served.admin_json("messageTrace", "--msg-id", msg_id)
         text = served.admin(
             "messageTrace", "--msg-id", "U-ORDER-1"
@@ -286,9 +285,8 @@ def test_message_trace_shows_every_step_of_a_message_that_fails_twice_then_succe
         "delay_delivered",
         "delivered",
     ]
-    assert (
-        sorted(kinds[8:]) == ["offset_committed"] * 3
-    )  # T past the original, %RETRY%G past both copies
+    # T past the original, %RETRY%G past both copies
+    assert sorted(kinds[8:]) == ["offset_committed"] * 3
     events = journey["events"]
     assert (events[0]["producerGroup"], events[0]["topic"]) == ("PG", "T")
     assert {e["client"] for e in events if e["event"] == "delivered"} == {CLIENT_ID}
@@ -323,11 +321,12 @@ def test_b104_an_always_failing_message_ends_in_a_write_only_dlq_readable_after_
         await s.heartbeat("G", ["T", "%RETRY%G"])
         sent = await s.send("T", b"poison", {"UNIQ_KEY": "U-POISON"})
         (message,) = await s.pull("T", 0)
+        # max 2 reconsumes: the third failure dead-letters it (B-91)
         for retry_offset in (
             0,
             1,
             None,
-        ):  # max 2 reconsumes: the third failure dead-letters it (B-91)
+        ):
             await s.send_back(message, "T", max_times=2)
             if retry_offset is not None:
                 (message,) = await s.pull("%RETRY%G", retry_offset, hold_ms=20_000)
@@ -366,9 +365,8 @@ def test_b104_an_always_failing_message_ends_in_a_write_only_dlq_readable_after_
     assert (
         "Reconsume Times:    3" in shown and "Store Host:" in shown and "Born Timestamp:" in shown
     )
-    assert (
-        f"ORIGIN_MESSAGE_ID={msg_id}" in shown and "RETRY_TOPIC=T" in shown
-    )  # mqadmin's {K=V, ...}
+    # mqadmin's {K=V, ...}
+    assert f"ORIGIN_MESSAGE_ID={msg_id}" in shown and "RETRY_TOPIC=T" in shown
     assert "re-drove 1 dead letter(s) of G" in redriven
     kinds = [e["event"] for e in journey["events"]]
     assert kinds == [
@@ -386,10 +384,11 @@ def test_b104_an_always_failing_message_ends_in_a_write_only_dlq_readable_after_
         "redriven",
     ]
     readers = [e["group"] for e in journey["events"][9:11]]
+    # the two queryMsgByOffset reads of the DLQ
     assert readers == [
         "TOOLS_CONSUMER",
         "TOOLS_CONSUMER",
-    ]  # the two queryMsgByOffset reads of the DLQ
+    ]
     dead_lettered = journey["events"][8]
     assert (
         dead_lettered["reason"],

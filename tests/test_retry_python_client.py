@@ -45,15 +45,15 @@ async def test_b092_fail_twice_then_succeed_delivers_three_times_with_growing_le
         await collector.wait_count(3)
         await c.shutdown()
         assert [m.reconsume_times for m in collector.received] == [0, 1, 2]
-        assert {m.topic for m in collector.received} == {
-            "T"
-        }  # retries show the original topic (B-99)
+        # retries show the original topic (B-99)
+        assert {m.topic for m in collector.received} == {"T"}
         journey = await admin_json(broker, "messageTrace", "--msg-id", sent.offset_msg_id)
         backs = [e for e in journey["events"] if e["event"] == "sent_back"]
+        # 3 + rt (B-92)
         assert [(e["delayLevel"], e["reconsumeTimes"]) for e in backs] == [
             (3, 1),
             (4, 2),
-        ]  # 3 + rt (B-92)
+        ]
 
 
 async def test_b091_always_failing_message_goes_to_a_write_only_dlq_then_readable(
@@ -103,9 +103,8 @@ async def test_b091_always_failing_message_goes_to_a_write_only_dlq_then_readabl
             capture_stderr=True,
             check=False,
         )
-        assert (
-            refused.returncode == 1 and b"CODE: 16" in refused.stderr
-        )  # perm 2: NO_PERMISSION (B-104)
+        # perm 2: NO_PERMISSION (B-104)
+        assert refused.returncode == 1 and b"CODE: 16" in refused.stderr
         await cli(
             "admin",
             "-n",

@@ -193,9 +193,8 @@ async def test_b093_the_new_message_copies_the_original_and_adds_the_retry_prope
     )
     assert copy.reconsume_times == original.reconsume_times + 1
     props = copy.properties
-    assert (
-        props["ORIGIN_MESSAGE_ID"] == original.msg_id
-    )  # the broker's id: it never sees UNIQ_KEY as an id
+    # the broker's id: it never sees UNIQ_KEY as an id
+    assert props["ORIGIN_MESSAGE_ID"] == original.msg_id
     assert (props["RETRY_TOPIC"], props["UNIQ_KEY"], props["TAGS"], props["KEYS"]) == (
         "T",
         "U1",
@@ -314,9 +313,8 @@ async def test_s010_strict_retry_config_uses_one_threshold_for_both_paths(config
     fallback = await send(
         broker, "%RETRY%G", -1, props={"RETRY_TOPIC": "T", "DELAY": "4"}, reconsume_times=2
     )
-    assert (
-        fallback.topic == SCHEDULE_TOPIC
-    )  # rt after increment 2 < max + 1: retried like the broker path
+    # rt after increment 2 < max + 1: retried like the broker path
+    assert fallback.topic == SCHEDULE_TOPIC
     over = await send(
         broker, "%RETRY%G", -1, props={"RETRY_TOPIC": "T", "DELAY": "5"}, reconsume_times=3
     )
@@ -345,10 +343,11 @@ async def test_b104_a_write_only_dlq_refuses_reads_until_its_perm_is_6(broker):
     assert broker.topic_config("%DLQ%G")["perm"] == 2  # dlq_topic_perm default (B-103)
     with pytest.raises(NoPermission, match=r"the topic\[%DLQ%G\] pulling message is forbidden"):
         await broker.pull("TOOLS_CONSUMER", "%DLQ%G", 0, 0)
+    # topicStatus still works
     assert (broker.min_offset("%DLQ%G", 0), broker.max_offset("%DLQ%G", 0)) == (
         0,
         1,
-    )  # topicStatus still works
+    )
     await broker.update_topic_perm("%DLQ%G", 6, requester="ops")
     (dead,) = decode_all((await broker.pull("DLQ_READER", "%DLQ%G", 0, 0)).body)
     assert dead.properties["ORIGIN_MESSAGE_ID"] == sent.msg_ids[0]
@@ -381,9 +380,10 @@ async def test_b105_a_dead_letter_after_the_default_17_deliveries(broker, clock)
         props["UNIQ_KEY"],
         props["DELAY"],
     ) == ("T", sent.msg_ids[0], "U1", "0")
+    # its last hop went through the schedule
     assert (props["REAL_TOPIC"], props["REAL_QID"]) == (
         "%RETRY%G",
         "0",
-    )  # its last hop went through the schedule
+    )
     assert "MAX_OFFSET" not in props and "MIN_OFFSET" not in props
     assert closed_and_verified(broker)

@@ -18,9 +18,8 @@ async def test_jobs_enqueued_in_one_pass_share_one_commit_in_the_order_they_were
     writer = GroupCommitWriter(log)
     async with trio.open_nursery() as nursery:
         await nursery.start(writer.run)
-        queued = [
-            writer.enqueue(append_job(i)) for i in range(20)
-        ]  # as a read loop decoding 20 frames
+        # as a read loop decoding 20 frames
+        queued = [writer.enqueue(append_job(i)) for i in range(20)]
         seqs = [await writer.outcome(q) for q in queued]
         nursery.cancel_scope.cancel()
     assert seqs == list(range(1, 21))

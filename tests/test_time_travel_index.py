@@ -108,10 +108,11 @@ async def test_b133_durable_offset_is_the_value_at_the_last_persist_tick(broker,
     with broker.store.read() as txn:
         travel = TimeTravel(broker.store)
         (row,) = travel.offsets_at(txn, start + 14_500, durable=True)
+        # a crash now restores the table of tick 10 s: no entry
         assert (row.offset, row.durable) == (
             9,
             -1,
-        )  # a crash now restores the table of tick 10 s: no entry
+        )
         (row,) = travel.offsets_at(txn, start + 15_000, durable=True)
         assert (row.offset, row.durable) == (9, 9)
         assert travel.persist_tick(txn, start + 14_500) == start + 10_000

@@ -407,9 +407,8 @@ async def test_b184_a_stalled_tls_handshake_holds_its_slot_only_until_the_read_t
     async with tls_broker(tmp_path, conf) as (served, log_file):
         host, port = served.broker.rsplit(":", 1)
         staller = await trio.open_tcp_stream(host, int(port))
-        await staller.send_all(
-            b"\x16\x03\x01\x02\x00\x01"
-        )  # a ClientHello's first bytes, then silence
+        # a ClientHello's first bytes, then silence
+        await staller.send_all(b"\x16\x03\x01\x02\x00\x01")
 
         async def a_new_connection_is_refused() -> bool:
             try:
@@ -445,9 +444,8 @@ async def test_b184_a_garbage_client_hello_closes_that_connection_only(tmp_path,
     async with tls_broker(tmp_path, tls_conf(certs, "permissive")) as (served, log_file):
         host, port = served.broker.rsplit(":", 1)
         async with trio.open_nursery() as nursery:
-            keep = RemotingClient(
-                nursery, tls=trusting(certs)
-            )  # a TLS client opened before the garbage
+            # a TLS client opened before the garbage
+            keep = RemotingClient(nursery, tls=trusting(certs))
             answer = await keep.invoke(
                 served.broker, request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=10
             )

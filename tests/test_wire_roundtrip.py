@@ -31,9 +31,8 @@ async def send(running, topic, queue_id, body, props=None):
 
 async def test_route_lists_the_broker_after_a_topic_is_created(running):
     await running.create_topic("T1", queues=4)
-    await running.server._register_all(
-        running.client
-    )  # what the registration loop does on a change
+    # what the registration loop does on a change
+    await running.server._register_all(running.client)
     response = await running.client.invoke(
         running.namesrv_addr,
         request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"}, version=121),

@@ -244,9 +244,8 @@ class AccessControl:
         if address is False:
             address = attributes[_ADDRESS] = parse_host(channel.remote[0])
         try:
-            if (
-                rule is None
-            ):  # every served code has a rule (tests/test_acl_rules.py); fail closed anyway
+            # every served code has a rule (tests/test_acl_rules.py); fail closed anyway
+            if rule is None:
                 raise AccessDenied(
                     f"No acl rule for request code={request.code}",
                     _VALIDATE_UNKNOWN,

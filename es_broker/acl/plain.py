@@ -330,9 +330,8 @@ def _account(where: str, index: int, entry: Any) -> Account:
     for key, is_topic in (("topicPerms", True), ("groupPerms", False)):
         for i, item in enumerate(_list(where, f"{at}.{key}", entry.get(key))):
             text = _text(where, f"{at}.{key}[{i}]", item) or ""
-            items = [
-                part for part in text.split("=") if part
-            ]  # StringUtils.split drops empty tokens
+            # StringUtils.split drops empty tokens
+            items = [part for part in text.split("=") if part]
             if len(items) != 2 or not items[0].strip():
                 raise AclConfigError(
                     f"{where}: {at}.{key}[{i}]: expected NAME=PERM (e.g. topicA=SUB), "

@@ -178,9 +178,8 @@ class PushConsumer(Service):
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp = consume_timestamp or default_consume_timestamp()
-        parse_consume_timestamp(
-            self.consume_timestamp
-        )  # a bad one fails here, not at the first rebalance
+        # a bad one fails here, not at the first rebalance
+        parse_consume_timestamp(self.consume_timestamp)
         self.config = config or PushConsumerConfig()
         if instance is not None:
             instance.check_credentials(credentials)
@@ -248,9 +247,10 @@ class PushConsumer(Service):
     async def start(self, nursery: trio.Nursery) -> None:
         """Connect, announce the group, rebalance once; pulling and timers then run in `nursery`."""
         if self.message_model == MessageModel.CLUSTERING:
+            # B-55
             self._subscriptions[retry_topic(self.group)] = build_subscription(
                 retry_topic(self.group), "*"
-            )  # B-55
+            )
         self.instance.register_consumer(self)
         try:
             await self.instance.acquire(nursery)
@@ -499,9 +499,8 @@ class PushConsumer(Service):
                     or pq.msg_size > cfg.pull_threshold_size_for_queue
                     or pq.max_span() > cfg.consume_concurrently_max_span
                 ):
-                    await trio.sleep(
-                        cfg.pull_time_delay_when_flow_control
-                    )  # local flow control (B-42)
+                    # local flow control (B-42)
+                    await trio.sleep(cfg.pull_time_delay_when_flow_control)
                     continue
                 sub = self._subscriptions.get(mq.topic)
                 if sub is None:
@@ -657,9 +656,8 @@ class PushConsumer(Service):
         failed = msgs if result == ConsumeResult.RECONSUME_LATER else []
         if failed and self.message_model == MessageModel.BROADCASTING:
             for msg in failed:
-                log.warning(
-                    "BROADCASTING, the message %s consume failed, drop it", msg.msg_id
-                )  # B-87
+                # B-87
+                log.warning("BROADCASTING, the message %s consume failed, drop it", msg.msg_id)
         elif failed:
             back_failed = []
             for msg in failed:

@@ -26,9 +26,8 @@ class ProcessQueue:
         self.dropped = False
         self.last_pull_time = time.monotonic()
         self.last_consume_time = time.monotonic()
-        self.pull_scope = (
-            trio.CancelScope()
-        )  # cancelled on drop: a held pull must not outlive its queue
+        # cancelled on drop: a held pull must not outlive its queue
+        self.pull_scope = trio.CancelScope()
 
     @property
     def msg_count(self) -> int:

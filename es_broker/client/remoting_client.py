@@ -59,9 +59,8 @@ class RemotingClient:
         self.on_request = on_request
         self.credentials = credentials
         self.tls = tls
-        self._tls_context = (
-            tls.context() if tls is not None else None
-        )  # TlsSetupError at once, not per connect
+        # TlsSetupError at once, not per connect
+        self._tls_context = tls.context() if tls is not None else None
 
     def signed(self, command: RemotingCommand) -> RemotingCommand:
         """The command as it goes out: signed when the client has credentials."""

@@ -51,9 +51,8 @@ class SyncProducer:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._remoting: BlockingRemoting | None = None
-        self._select_lock = (
-            threading.Lock()
-        )  # the round-robin counter is shared by the calling threads
+        # the round-robin counter is shared by the calling threads
+        self._select_lock = threading.Lock()
 
     def start(self) -> None:
         """Start the trio thread and the producer in it; raises what the start raised."""
@@ -225,9 +224,8 @@ class SyncProducer:
         queues = self.producer.cached_publish_queues(topic)
         if queues:
             return queues
-        return self._call(
-            self.producer.find_publish_queues, topic
-        )  # a lookup: the trio thread's job
+        # a lookup: the trio thread's job
+        return self._call(self.producer.find_publish_queues, topic)
 
     def _send_kernel(
         self,

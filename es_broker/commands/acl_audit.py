@@ -207,9 +207,8 @@ class AclAudit:
             self.salt,
             self.listener,
         )
-        ts = (
-            self._clock.now_ms() if self._clock is not None else None
-        )  # startup: stamped when appended
+        # startup: stamped when appended
+        ts = self._clock.now_ms() if self._clock is not None else None
         self._send.send_nowait((ts, fields))
 
     # -- the recorder task ------------------------------------------------------------------------
@@ -228,9 +227,8 @@ class AclAudit:
             nursery.start_soon(self._load_loop)
             task_status.started()
             while True:
-                await trio.sleep(
-                    self.interval_s
-                )  # the summary period itself, not a wait on a condition
+                # the summary period itself, not a wait on a condition
+                await trio.sleep(self.interval_s)
                 await self.flush()
 
     async def _load_loop(self) -> None:

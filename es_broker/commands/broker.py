@@ -574,9 +574,8 @@ class Broker:
                 )
             )
 
-        _, seq = await self._record_unless_full(
-            job
-        )  # a heartbeat is never refused for a full disk (B-153)
+        # a heartbeat is never refused for a full disk (B-153)
+        _, seq = await self._record_unless_full(job)
         return seq or 0
 
     async def retention_pass(self, *, manual: bool = False) -> retention.RetentionPass:

@@ -143,9 +143,8 @@ def prepare_put(
     store_host = (store.config.brokerIP1, store.config.listenPort)
     levels = [delay.requested_level(m.properties) for m in messages]
     if len(messages) > 1 and any(level > 0 for level in levels):
-        raise MessageIllegal(
-            "a batch message cannot be delayed (DELAY > 0)"
-        )  # as CommitLog#asyncPutMessages
+        # as CommitLog#asyncPutMessages
+        raise MessageIllegal("a batch message cannot be delayed (DELAY > 0)")
     encoded, codes = [], []
     for msg in messages:
         if len(msg.body) > store.config.maxMessageSize:
@@ -326,9 +325,8 @@ def place(
     txn = ctx.txn
     phy = store.commitlog.phy_max(txn)
     _, queue_offset = store.cq.bounds(txn, topic, queue_id)
-    host_hex = wire.offset_msg_id(host, 0)[
-        :16
-    ]  # the id is this prefix and the physical offset (B-12)
+    # the id is this prefix and the physical offset (B-12)
+    host_hex = wire.offset_msg_id(host, 0)[:16]
     payloads, units, ids, _ = wire.place_batch(
         encoded,
         tags_codes,

@@ -66,9 +66,8 @@ class QueueLocks:
         self.clock = clock
         self.max_live_ms = max_live_ms
         self.table: dict[str, dict[Queue, LockEntry]] = {}
-        self._mutex = (
-            trio.Lock()
-        )  # a decision and its record, then the next (RocketMQ's ReentrantLock)
+        # a decision and its record, then the next (RocketMQ's ReentrantLock)
+        self._mutex = trio.Lock()
 
     def expired(self, entry: LockEntry, now: int) -> bool:
         """RocketMQ's LockEntry.isExpired: not renewed for strictly more than lockMaxLiveTime."""

@@ -160,6 +160,7 @@ def redrive_job(
                 continue
             queue_id = random.randrange(config["writeQueueNums"])  # decided here, recorded below
             props = {k: v for k, v in message.properties.items() if k not in DROPPED_PROPERTIES}
+            # reconsume times reset
             copy = messages.MessageIn(
                 message.body,
                 {},
@@ -168,7 +169,7 @@ def redrive_job(
                 message.born_timestamp,
                 message.born_host,
                 0,
-            )  # reconsume times reset
+            )
             raw, code = messages.encode_message(item.target_topic, queue_id, copy, props, host)
             ts = store.clock.now_ms()
             stored = messages.place(

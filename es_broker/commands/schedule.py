@@ -59,14 +59,12 @@ def deliver_due_job(store: Store, max_deliveries: int = MAX_PER_PASS):
         for level in range(1, len(levels) + 1):
             queue = delay.schedule_queue(level)
             lo, hi = store.cq.bounds(txn, SCHEDULE_TOPIC, queue)
-            cursor = max(
-                store.schedule.cursor(txn, level) or 0, lo
-            )  # clamped into [min, max] (B-98)
+            # clamped into [min, max] (B-98)
+            cursor = max(store.schedule.cursor(txn, level) or 0, lo)
             while cursor < hi:
                 if len(delivered) + skipped >= max_deliveries:
-                    return DeliveryPass(
-                        tuple(delivered), skipped, now, now
-                    )  # more is due: come back at once
+                    # more is due: come back at once
+                    return DeliveryPass(tuple(delivered), skipped, now, now)
                 unit = store.cq.unit(txn, SCHEDULE_TOPIC, queue, cursor)
                 due = delay.corrected_due(unit.tags_code, now, level, levels)
                 if due > now:

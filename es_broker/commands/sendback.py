@@ -175,11 +175,12 @@ def send_back_job(
             dlq_config, made = retry.ensure_dlq_topic(store, ctx, group, requester)
             if made:
                 created.append(names.dlq_topic(group))
+            # random mod DLQ_NUMS_PER_GROUP = 0
             target, queue_id, level = (
                 names.dlq_topic(group),
                 0,
                 0,
-            )  # random mod DLQ_NUMS_PER_GROUP = 0
+            )
             props[delay.PROPERTY_DELAY] = "0"
             encoded, code = messages.encode_message(target, queue_id, copy, props, host)
             stored = messages.place(

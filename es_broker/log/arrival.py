@@ -28,9 +28,8 @@ class ArrivalOrder:
     def __init__(self) -> None:
         self._issued = 0
         self._turn = 0  # the ticket whose job may enter the writer's queue now
-        self._given_up: set[int] = (
-            set()
-        )  # later tickets already through (or refused), waiting for the turn
+        # later tickets already through (or refused), waiting for the turn
+        self._given_up: set[int] = set()
         self._waiting: dict[int, trio.Event] = {}
 
     def settled(self) -> bool:

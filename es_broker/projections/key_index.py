@@ -112,9 +112,8 @@ def _span(raw: bytes) -> tuple[int, int, int, int]:
     return sys_flag, topic_at, props_at + 2, props_end
 
 
-message_keys = (
-    wire.message_keys
-)  # the write path's one parse (compiled unless ES_BROKER_PURE_PYTHON)
+# the write path's one parse (compiled unless ES_BROKER_PURE_PYTHON)
+message_keys = wire.message_keys
 
 
 def key_tokens(keys: bytes | None) -> list[bytes]:
@@ -241,9 +240,8 @@ class KeyIndexProjection:
         Newest first (store time, then physical offset), each checked against
         the stored message (B-200, B-203).
         """
-        if (
-            limit <= 0 or begin > end or self.index_db is None
-        ):  # None: a read-only view of an old log
+        # None: a read-only view of an old log
+        if limit <= 0 or begin > end or self.index_db is None:
             return []
         topic_b, key_b = topic.encode(), key.encode()
         prefix = key_prefix(topic_b, key_b)

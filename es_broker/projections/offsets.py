@@ -80,9 +80,8 @@ class OffsetTableProjection:
         elif kind == "reset_requested":
             for qid, current, _, final, _ in record["queues"]:
                 key = offset_key(record["topic"], record["group"], qid)
-                if (
-                    record["mode"] == "server_side"
-                ):  # the reset record moves the offset itself (S-2)
+                # the reset record moves the offset itself (S-2)
+                if record["mode"] == "server_side":
                     self._set(
                         txn, seq, key, record["ts"], current, final, "reset", record["requester"]
                     )

@@ -371,9 +371,8 @@ def offset_changes(record: Record) -> list[OffsetChange]:
             )
             for q in record["queues"]
         ]
-    if (
-        kind == "offsets_removed"
-    ):  # group deleted, or a clone replacing a whole queue map (B-34, B-35)
+    # group deleted, or a clone replacing a whole queue map (B-34, B-35)
+    if kind == "offsets_removed":
         return [
             OffsetChange(
                 record["group"],

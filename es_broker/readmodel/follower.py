@@ -234,9 +234,8 @@ class Follower:
                 for name, named_rows in rows.items():
                     tables[name].extend(named_rows)
             try:
-                for name in (
-                    _ALL_TABLES
-                ):  # parents first is not needed (no foreign keys) but keeps it stable
+                # parents first is not needed (no foreign keys) but keeps it stable
+                for name in _ALL_TABLES:
                     if tables.get(name):
                         conn.execute(_ALL_TABLES[name].insert(), tables[name])
             except Exception as exc:

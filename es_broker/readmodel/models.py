@@ -32,9 +32,8 @@ class Checkpoint(Base):
 
     source: Mapped[str] = mapped_column(String(200), primary_key=True)
     last_seq: Mapped[int] = mapped_column(BigInteger)
-    max_ts: Mapped[int] = mapped_column(
-        BigInteger
-    )  # the running effective time (families.RunningTime)
+    # the running effective time (families.RunningTime)
+    max_ts: Mapped[int] = mapped_column(BigInteger)
     start_time: Mapped[int | None] = mapped_column(BigInteger)  # effective time of seq 1
 
 

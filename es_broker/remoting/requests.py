@@ -694,9 +694,8 @@ def check(cmd: RemotingCommand, shape: RequestShape | None = None) -> Refusal | 
 
 def _field_error(spec: HeaderField, raw: str) -> str | None:
     if spec.kind is Kind.STR:
-        if (
-            not raw and spec.required
-        ):  # a blank name is as unusable as a missing one (TopicValidator: "blank")
+        # a blank name is as unusable as a missing one (TopicValidator: "blank")
+        if not raw and spec.required:
             return f"header field {spec.name!r} is blank"
         if len(raw) > spec.max_len:
             return f"header field {spec.name!r} is longer than {spec.max_len} characters"

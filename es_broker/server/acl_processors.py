@@ -166,9 +166,8 @@ class AclProcessors:
         failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
         if self.access is None:
             return response_to(req, failed, NOT_ENABLED)
-        patterns = _split(
-            req.get_str("globalWhiteAddrs")
-        )  # blank: an empty list (nobody passes unsigned)
+        # blank: an empty list (nobody passes unsigned)
+        patterns = _split(req.get_str("globalWhiteAddrs"))
         try:
             if patterns is None:
                 raise AclWriteError(
@@ -308,9 +307,8 @@ def _replace(path: Path, data: bytes, old_stat: os.stat_result | None) -> None:
     """
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp", dir=directory
-    )  # not *.yml: not read
+    # not *.yml: not read
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

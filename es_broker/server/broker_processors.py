@@ -290,9 +290,8 @@ class BrokerProcessors:
             self.on_topics_changed()  # a new topic, or maybe a new %DLQ%G, goes to the name server
         code = ResponseCode.SUCCESS
         if self.replication is not None and all(wants_slave_ack(m.properties) for m in send.batch):
-            code = await self.replication.wait_replicated(
-                result.seq
-            )  # stored either way (remoting 7.8)
+            # stored either way (remoting 7.8)
+            code = await self.replication.wait_replicated(result.seq)
         return response_to(
             req,
             code,
@@ -473,9 +472,8 @@ class BrokerProcessors:
 
     # ------------------------------------------------------------------ clients
     async def heartbeat(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        data = (
-            HeartbeatData.decode(req.body) if req.body else HeartbeatData()
-        )  # shape checked at the edge
+        # shape checked at the edge
+        data = HeartbeatData.decode(req.body) if req.body else HeartbeatData()
         client_id = data.client_id or channel.remote_addr
         language = req.language.name
         for consumer in data.consumer_data_set:
@@ -538,9 +536,8 @@ class BrokerProcessors:
     async def lock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """LOCK_BATCH_MQ (B-142, B-143): answers only the queues the client holds after the call."""
         data = LockBatchRequestBody.decode(req.body)  # shape checked at the edge
-        if (
-            self.is_slave
-        ):  # a slave records nothing of its own; orderly consumers lock at the master
+        # a slave records nothing of its own; orderly consumers lock at the master
+        if self.is_slave:
             return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": []}))
         group = names.check_group_name(data.consumer_group)
         client_id = data.client_id or self.requester(channel)  # RocketMQ takes the body's clientId
@@ -750,9 +747,8 @@ class BrokerProcessors:
             )
         body = req.body
         if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-            (_, phy) = wire.parse_offset_msg_id(
-                req.require_str("msgId")
-            )  # its form checked at the edge
+            # its form checked at the edge
+            (_, phy) = wire.parse_offset_msg_id(req.require_str("msgId"))
             body = (self.broker.message_at(phy) if phy >= 0 else None) or b""
         forwarded = request(req.code, req.ext_fields, body)
         try:
@@ -789,9 +785,8 @@ class BrokerProcessors:
     def topic_config_wrapper(self) -> dict[str, Any]:
         table, version = self.broker.topic_table()
         perm = self.config.brokerPermission
-        if not (
-            perm & 4 and perm & 2
-        ):  # a read-only or write-only broker shows its perm on every topic (B-23)
+        # a read-only or write-only broker shows its perm on every topic (B-23)
+        if not (perm & 4 and perm & 2):
             table = {name: dict(config, perm=perm) for name, config in table.items()}
         return {
             "dataVersion": {"counter": version, "timestamp": version},
@@ -803,9 +798,8 @@ class BrokerProcessors:
 
     async def update_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         sent = fastjson.loads(req.body)  # shape checked at the edge
-        typed = fastjson.loads(
-            SubscriptionGroupConfig.from_json(sent).encode()
-        )  # Java's fields and types
+        # Java's fields and types
+        typed = fastjson.loads(SubscriptionGroupConfig.from_json(sent).encode())
         config = {key: value for key, value in typed.items() if key in sent}
         await self.broker.update_group(config, requester=self.requester(channel))
         return response_to(req, ResponseCode.SUCCESS)
@@ -913,11 +907,12 @@ class BrokerProcessors:
     async def broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         import dataclasses
 
+        # the broker's own secret key never leaves it
         text = "\n".join(
             f"{f.name}={getattr(self.config, f.name)}"
             for f in dataclasses.fields(self.config)
             if not f.metadata.get("secret")
-        )  # the broker's own secret key never leaves it
+        )
         return response_to(
             req,
             ResponseCode.SUCCESS,

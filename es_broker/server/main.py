@@ -67,13 +67,11 @@ class BrokerServer:
         self.config = config
         self.audit = audit  # records the ACL loads and summaries of refusals (B-190..B-194)
         self.access = access  # the plain ACL when aclEnable (B-160); None: every request is served
-        self.credentials = peer_credentials(
-            config
-        )  # what this broker signs its own requests with (B-175)
+        # what this broker signs its own requests with (B-175)
+        self.credentials = peer_credentials(config)
         self.tls = tls  # the listener's TLS mode (None: plain only)
-        self.client_tls = broker_client_tls(
-            with_tls_config_file(config)
-        )  # registration, slave to master
+        # registration, slave to master
+        self.client_tls = broker_client_tls(with_tls_config_file(config))
         self.readmodel_url = readmodel_url  # the SQL read model's database; None: no follower
         self.follower: FollowerSupervisor | None = None  # the read-model follower's child process
         self.namesrv_addrs = namesrv_addrs
@@ -156,9 +154,8 @@ class BrokerServer:
     def _channel_closed(self, channel: Channel) -> None:
         self.clients.channel_closed(channel)
         if self._nursery is not None:
-            self._nursery.start_soon(
-                self.processors.channel_closed, channel
-            )  # its queue locks (B-145)
+            # its queue locks (B-145)
+            self._nursery.start_soon(self.processors.channel_closed, channel)
         if self.replication is not None:
             self.replication.channel_closed(channel)
 
@@ -221,9 +218,8 @@ class BrokerServer:
                     listenPort=self.port
                 )
                 self.processors.config = self.config
-                if (
-                    self.config.brokerRole == "SLAVE"
-                ):  # before registering: the answer may name the master
+                # before registering: the answer may name the master
+                if self.config.brokerRole == "SLAVE":
                     self.replicator = SlaveReplicator(
                         self.broker,
                         RemotingClient(nursery, credentials=self.credentials, tls=self.client_tls),
@@ -248,14 +244,12 @@ class BrokerServer:
                     await nursery.start(self._follower().run)
                 if self.config.brokerRole != "SLAVE":
                     nursery.start_soon(self._retention_loop)
-                    nursery.start_soon(
-                        self.delays.run
-                    )  # the delay schedule runs on a master only (B-98)
+                    # the delay schedule runs on a master only (B-98)
+                    nursery.start_soon(self.delays.run)
                 task_status.started(self)
         finally:
-            if (
-                self.audit is not None
-            ):  # the writer has stopped: what is left goes in one transaction
+            # the writer has stopped: what is left goes in one transaction
+            if self.audit is not None:
                 self.audit.close(self.broker.store.log)
             self.broker.close()
 

@@ -37,12 +37,10 @@ class LiveBroker:
 @dataclass(slots=True)
 class RouteInfo:
     clusters: dict[str, set[str]] = field(default_factory=dict)
-    brokers: dict[str, dict[str, Any]] = field(
-        default_factory=dict
-    )  # name -> {cluster, brokerName, brokerAddrs}
-    topic_queues: dict[str, dict[str, dict[str, Any]]] = field(
-        default_factory=dict
-    )  # topic -> name -> QueueData
+    # name -> {cluster, brokerName, brokerAddrs}
+    brokers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # topic -> name -> QueueData
+    topic_queues: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     live: dict[str, LiveBroker] = field(default_factory=dict)
     kv: dict[str, dict[str, str]] = field(default_factory=dict)
 

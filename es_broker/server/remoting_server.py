@@ -220,9 +220,8 @@ class RemotingServer:
         # `answer` replaced on this listener (a wrapper that records or filters) sees every request,
         # so then no request takes the started path, which does not pass through it
         starts = self.starts if "answer" not in vars(self) else {}
-        arrivals = (
-            ArrivalOrder()
-        )  # requests that append messages are stored in the order read (B-140)
+        # requests that append messages are stored in the order read (B-140)
+        arrivals = ArrivalOrder()
         while True:
             try:
                 command = await channel.receive(

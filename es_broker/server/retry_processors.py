@@ -91,9 +91,8 @@ class RetryProcessors:
             if self._group_topics(group) != before:
                 self.on_topics_changed()
         if result.stored is not None and result.stored.real_topic is None:
-            self.holds.notify(
-                result.stored.topic, result.stored.queue_id
-            )  # a dead letter, stored at once
+            # a dead letter, stored at once
+            self.holds.notify(result.stored.topic, result.stored.queue_id)
         return response_to(req, ResponseCode.SUCCESS)
 
     async def all_delay_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:

@@ -37,11 +37,12 @@ log = logging.getLogger(__name__)
 HANDSHAKE_RECORD = 0x16  # the content type of a TLS handshake record: a ClientHello starts with it
 PEEK_SIZE = 4096  # the first read of a connection, replayed to whoever reads it next
 DEFAULT_CONFIG_FILE = "/etc/rocketmq/tls.properties"  # 4.9.8's default (BrokerConfig.tlsConfigFile): read if it exists
+# TlsHelper does not read these from the file
 _NOT_IN_FILE = {
     "tls.server.mode",
     "tls.enable",
     "tls.config.file",
-}  # TlsHelper does not read these from the file
+}
 
 
 class TlsMode(enum.Enum):
@@ -67,9 +68,8 @@ _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require":
 
 def read_properties(path: str | Path) -> dict[str, str]:
     """A Java .properties file: key=value, key:value or key value; # and ! comments; \\ continues a line."""
-    text = Path(path).read_text(
-        encoding="latin-1"
-    )  # java.util.Properties.load(InputStream) reads ISO 8859-1
+    # java.util.Properties.load(InputStream) reads ISO 8859-1
+    text = Path(path).read_text(encoding="latin-1")
     out: dict[str, str] = {}
     logical = ""
     for raw in text.splitlines():
