@@ -58,8 +58,6 @@ from es_broker.log import Record, records
 from es_broker.projections.keys import MAX_KEY, U64
 from es_broker.remoting import message as wire
 
-KEYS = b"KEYS\x01"  # property names as they precede a value
-UNIQ_KEY = b"UNIQ_KEY\x01"
 KEY_SEPARATOR = b" "  # MessageConst.KEY_SEPARATOR
 _BIAS = 1 << 63
 _TAIL = 16  # store time + physical offset
@@ -68,12 +66,6 @@ _ENTRY = struct.Struct(">H")  # length of an index key in a key_expiry value
 _BUILT = b"built"
 _MAX_PREFIX = MAX_KEY - _TAIL
 
-# the stored-message layout (remoting/message.py): SYSFLAG at 36, BODYLENGTH at 84 with IPv4 hosts
-_I32 = struct.Struct(">i").unpack_from
-_U16 = struct.Struct(">H").unpack_from
-_SYSFLAG_AT = 36
-_BODY_LEN_AT = 84
-_V6_HOSTS = 0x30  # bornhost and storehost IPv6 flags: 12 more bytes each
 _TRANSACTION_MASK = 0xC  # MessageSysFlag: the transaction type bits; 0xC is a rollback
 _ROLLBACK = 0xC
 
@@ -92,26 +84,6 @@ def _time(ts: int) -> bytes:
     return U64.pack(min(max(ts + _BIAS, 0), (1 << 64) - 1))
 
 
-def _span(raw: bytes) -> tuple[int, int, int, int]:
-    """(sysFlag, start of the topic, start and end of the properties) of stored message bytes.
-
-    Raises IndexError, struct.error or ValueError on bytes too short for what they declare.
-    """
-    sys_flag = _I32(raw, _SYSFLAG_AT)[0]
-    at = _BODY_LEN_AT
-    if sys_flag & _V6_HOSTS:
-        at += (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0)
-    body_len = _I32(raw, at)[0]
-    if body_len < 0:
-        raise ValueError("negative body length")
-    topic_at = at + 5 + body_len
-    props_at = topic_at + raw[topic_at - 1]
-    props_end = props_at + 2 + _U16(raw, props_at)[0]
-    if props_end > len(raw):
-        raise ValueError("properties past the end")
-    return sys_flag, topic_at, props_at + 2, props_end
-
-
 # the write path's one parse (compiled unless ES_BROKER_PURE_PYTHON)
 message_keys = wire.message_keys
 
@@ -128,16 +100,16 @@ def key_tokens(keys: bytes | None) -> list[bytes]:
 def matches(raw: bytes, topic: bytes, key: bytes, *, uniq_only: bool = False) -> bool:
     """Whether stored message bytes are of topic and hold key as UNIQ_KEY (or in KEYS)."""
     try:
-        _, topic_at, start, end = _span(raw)
+        _, topic_at, start, end = wire.property_span(raw)
     except (IndexError, ValueError, struct.error):
         return False
     if raw[topic_at : start - 2] != topic:
         return False
-    if wire.last_property(raw, start, end, UNIQ_KEY) == key:
+    if wire.last_property(raw, start, end, wire.UNIQ_KEY_NAME) == key:
         return True
     if uniq_only:
         return False
-    keys = wire.last_property(raw, start, end, KEYS)
+    keys = wire.last_property(raw, start, end, wire.KEYS_NAME)
     return bool(keys) and key in keys.split(KEY_SEPARATOR)
 
 

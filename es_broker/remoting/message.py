@@ -260,8 +260,8 @@ def place_batch(
     return payloads, units, ids, phy
 
 
-_KEYS_NAME = b"KEYS\x01"  # property names as they precede a value
-_UNIQ_KEY_NAME = b"UNIQ_KEY\x01"
+KEYS_NAME = b"KEYS\x01"  # property names as they precede a value
+UNIQ_KEY_NAME = b"UNIQ_KEY\x01"
 _I32_AT = struct.Struct(">i").unpack_from
 _U16_AT = struct.Struct(">H").unpack_from
 
@@ -278,30 +278,41 @@ def last_property(raw: bytes, start: int, end: int, needle: bytes) -> bytes | No
     return None
 
 
+def property_span(raw: bytes) -> tuple[int, int, int, int]:
+    """(sysFlag, start of the topic, start and end of the properties) of stored message bytes.
+
+    Raises IndexError, struct.error or ValueError on bytes too short for what they declare.
+    """
+    sys_flag = _I32_AT(raw, 36)[0]
+    at = 84  # BODYLENGTH with IPv4 hosts; an IPv6 host is 12 bytes longer
+    if sys_flag & FLAG_BORNHOST_V6:
+        at += 12
+    if sys_flag & FLAG_STOREHOST_V6:
+        at += 12
+    body_len = _I32_AT(raw, at)[0]
+    if body_len < 0:
+        raise ValueError("negative body length")
+    topic_at = at + 5 + body_len
+    props_at = topic_at + raw[topic_at - 1]
+    props_end = props_at + 2 + _U16_AT(raw, props_at)[0]
+    if props_end > len(raw):
+        raise ValueError("properties past the end")
+    return sys_flag, topic_at, props_at + 2, props_end
+
+
 def message_keys(raw: bytes) -> tuple[bytes | None, bytes | None, int]:
     """(KEYS, UNIQ_KEY, sysFlag) of stored message bytes, for the key index.
 
-    Reads the properties section only, where the fixed layout and the body and
-    topic lengths put it; the last property of a name counts, as in
-    decode_properties. Malformed bytes give (None, None, 0).
+    Reads the properties section only (`property_span`); the last property of
+    a name counts, as in decode_properties. Malformed bytes give (None, None, 0).
     """
     try:
-        sys_flag = _I32_AT(raw, 36)[0]
-        at = 84  # BODYLENGTH with IPv4 hosts; an IPv6 host is 12 bytes longer
-        if sys_flag & (FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6):
-            at += (12 if sys_flag & FLAG_BORNHOST_V6 else 0) + (
-                12 if sys_flag & FLAG_STOREHOST_V6 else 0
-            )
-        topic_len_at = at + 4 + _I32_AT(raw, at)[0]
-        start = topic_len_at + 3 + raw[topic_len_at]
-        end = start + _U16_AT(raw, start - 2)[0]
-    except (IndexError, struct.error):
-        return None, None, 0
-    if topic_len_at < at + 4 or end > len(raw):
+        sys_flag, _, start, end = property_span(raw)
+    except (IndexError, ValueError, struct.error):
         return None, None, 0
     return (
-        last_property(raw, start, end, _KEYS_NAME),
-        last_property(raw, start, end, _UNIQ_KEY_NAME),
+        last_property(raw, start, end, KEYS_NAME),
+        last_property(raw, start, end, UNIQ_KEY_NAME),
         sys_flag,
     )
 
