@@ -8,11 +8,14 @@ retryTimesWhenSendFailed more times within sendMsgTimeout (remoting spec 7.2.1).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
 
 import trio
 
@@ -89,6 +92,53 @@ def worth_another_try(exc: Exception) -> bool:
 def send_failed(attempts: int, topic: str, last_error: Exception | None) -> ClientError:
     """The error of a send whose every attempt failed (raise it `from last_error`)."""
     return ClientError(f"Send [{attempts}] times, still failed, topic {topic}: {last_error}")
+
+
+class SendTries:
+    """One send's attempts, for the trio Producer and the blocking SyncProducer alike.
+
+    How many (1 + retryTimesWhenSendFailed, one for a oneway send), which queue
+    each goes to (round robin, another broker after a failure), which failures
+    are worth another try, and the error once none is left.
+    """
+
+    def __init__(
+        self,
+        producer: Producer,
+        topic: str,
+        queues: Sequence[MessageQueue],
+        oneway: bool,
+        select_lock: AbstractContextManager[Any] | None = None,
+    ) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.queues = queues
+        self.attempts = 1 if oneway else 1 + producer.config.retry_times_when_send_failed
+        self.made = 0
+        self.mq: MessageQueue | None = None
+        self.last_error: Exception | None = None
+        self._select_lock = select_lock or contextlib.nullcontext()
+
+    def next_queue(self, expired: bool) -> MessageQueue | None:
+        """The queue of the next attempt; None once the attempts or the time are used up."""
+        if expired or self.made >= self.attempts:
+            return None
+        self.made += 1
+        last_broker = self.mq.broker_name if self.mq else None
+        with self._select_lock:
+            self.mq = self.producer.select_queue(self.topic, self.queues, last_broker)
+        return self.mq
+
+    def keep_going(self, exc: Exception) -> bool:
+        """An attempt failed with exc: True if another is worth it (exc is kept for the end)."""
+        if not worth_another_try(exc):
+            return False
+        self.last_error = exc
+        return True
+
+    def exhausted(self) -> ClientError:
+        """The error of a send whose every attempt failed (raise it `from last_error`)."""
+        return send_failed(self.attempts, self.topic, self.last_error)
 
 
 # A batch carries only WAIT itself; its messages carry their own properties.
@@ -331,26 +381,19 @@ class Producer(Service):
         if queue_selector is not None:
             mq = queue_selector(queues)
             return await self._send_kernel(mq, body, props, flag, batch, oneway, deadline, msg_id)
-        attempts = 1 if oneway else 1 + self.config.retry_times_when_send_failed
-        last_error: Exception | None = None
-        mq: MessageQueue | None = None
-        for _ in range(attempts):
-            if trio.current_time() >= deadline:
-                break
-            mq = self.select_queue(topic, queues, mq.broker_name if mq else None)
+        tries = SendTries(self, topic, queues, oneway)
+        while (mq := tries.next_queue(trio.current_time() >= deadline)) is not None:
             try:
                 result = await self._send_kernel(
                     mq, body, props, flag, batch, oneway, deadline, msg_id
                 )
             except (RemotingError, ClientError) as exc:
-                if not worth_another_try(exc):
+                if not tries.keep_going(exc):
                     raise
-                last_error = exc
                 continue
-            if self.retry_on_result(result):
-                continue
-            return result
-        raise send_failed(attempts, topic, last_error) from last_error
+            if not self.retry_on_result(result):
+                return result
+        raise tries.exhausted() from tries.last_error
 
     def retry_on_result(self, result: SendResult | None) -> bool:
         """Stored but not SEND_OK: another try only with retryAnotherBrokerWhenNotStoreOK."""

@@ -26,8 +26,7 @@ from es_broker.client.producer import (
     ClientError,
     Producer,
     QueueSelector,
-    send_failed,
-    worth_another_try,
+    SendTries,
 )
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.tls import client_tls
@@ -200,25 +199,17 @@ class SyncProducer:
             return self._send_kernel(
                 queue_selector(queues), body, props, flag, batch, oneway, deadline, msg_id
             )
-        attempts = 1 if oneway else 1 + producer.config.retry_times_when_send_failed
-        last_error: Exception | None = None
-        mq: MessageQueue | None = None
-        for _ in range(attempts):
-            if time.monotonic() >= deadline:
-                break
-            with self._select_lock:
-                mq = producer.select_queue(topic, queues, mq.broker_name if mq else None)
+        tries = SendTries(producer, topic, queues, oneway, self._select_lock)
+        while (mq := tries.next_queue(time.monotonic() >= deadline)) is not None:
             try:
                 result = self._send_kernel(mq, body, props, flag, batch, oneway, deadline, msg_id)
             except (RemotingError, ClientError) as exc:
-                if not worth_another_try(exc):
+                if not tries.keep_going(exc):
                     raise
-                last_error = exc
                 continue
-            if producer.retry_on_result(result):
-                continue
-            return result
-        raise send_failed(attempts, topic, last_error) from last_error
+            if not producer.retry_on_result(result):
+                return result
+        raise tries.exhausted() from tries.last_error
 
     def _publish_queues(self, topic: str) -> tuple[MessageQueue, ...]:
         queues = self.producer.cached_publish_queues(topic)
