@@ -110,7 +110,8 @@ def timeline_svg(
             f'<g class="event" data-cause="{escape(e["cause"])}" data-requester="{escape(who)}">'
             f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="{colour}" '
             'stroke-width="2"/>'
-            f'<text x="{xx + 4:.1f}" y="{TOP + 14 + 14 * (n % 4)}" fill="{colour}" class="marker">'
+            f'<text x="{xx + 4 if xx < WIDTH / 2 else xx - 4:.1f}" y="{TOP + 14 + 14 * (n % 4)}" '
+            f'text-anchor="{"start" if xx < WIDTH / 2 else "end"}" fill="{colour}" class="marker">'
             f"{escape(label)} by {escape(who)}</text>"
             f"<title>#{e['seq']} {escape(label)} by {escape(who)} at {escape(format_time(e['time']))}"
             "</title></g>"
