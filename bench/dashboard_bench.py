@@ -115,7 +115,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         records, seconds = build(data, args.changes)
-        print(f"log: {records} records ({args.changes} offset changes, {QUEUES} queues) in {seconds:.1f} s")
+        print(
+            f"log: {records} records ({args.changes} offset changes, {QUEUES} queues) in {seconds:.1f} s"
+        )
         with serve(data) as served:
             subprocess.run(
                 [sys.executable, "-m", "es_broker.cli", "admin", "-n", served.namesrv,
@@ -130,7 +132,12 @@ def main() -> None:
             try:
                 line = dash.stdout.readline()  # type: ignore[union-attr]
                 base = line.split("listening on ")[1].split()[0]
-                pages = ["/groups/G", "/api/groups/G", "/groups/G/timeline", "/api/groups/G/timeline"]
+                pages = [
+                    "/groups/G",
+                    "/api/groups/G",
+                    "/groups/G/timeline",
+                    "/api/groups/G/timeline",
+                ]
                 if args.explain:
                     pages.append("/groups/G/explain?topic=T")
                 for page in pages:

@@ -233,7 +233,7 @@ class Views:
             connection: dict[str, Any] | None = await self.admin.consumer_connection(group)
         except AdminError:
             connection = None  # no consumer online (CONSUMER_NOT_ONLINE)
-        topics = sorted({q["topic"] for q in queues})
+        topics = sorted({q.topic for q in progress})
         return {
             "group": group,
             "topics": topics,

@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Any
 
 import lmdb
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from es_broker.log import records
 from es_broker.projections.keys import U64
@@ -141,7 +141,7 @@ def _changes_backwards(
     cur = txn.cursor(db=travel.history_db)
     found = cur.prev() if cur.set_range(prefix + U64.pack(hi + 1)) else cur.last()
     while found and len(out) < limit:
-        key = cur.key()
+        key = bytes(cur.key())
         if len(key) != len(prefix) + 8 or not key.startswith(prefix):
             break
         seq = U64.unpack(key[-8:])[0]
@@ -184,7 +184,7 @@ def _events_backwards(
     cur = txn.cursor(db=travel.index.events_db)
     found = cur.prev() if cur.set_range(prefix + U64.pack(hi + 1)) else cur.last()
     while found and len(out) < limit:
-        key = cur.key()
+        key = bytes(cur.key())
         if len(key) != len(prefix) + 8 or not key.startswith(prefix):
             break
         seq = U64.unpack(key[-8:])[0]
