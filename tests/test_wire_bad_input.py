@@ -173,6 +173,23 @@ async def test_body_over_max_message_size_is_message_illegal(running):
     assert running.server.broker.max_offset("BIG", 0) == 0
 
 
+async def test_a_send_to_any_queue_of_a_topic_without_write_queues_is_refused(running):
+    response = await running.call(
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        {"topic": "RO", "readQueueNums": 4, "writeQueueNums": 0, "perm": 6},
+    )
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    response = await running.call(
+        RequestCode.SEND_MESSAGE_V2,
+        {"a": "PG", "b": "RO", "c": "TBW102", "d": 4, "e": -1, "f": 0, "g": 0, "h": 0, "i": ""},
+        b"x",
+    )
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark.startswith("topic[RO] has no write queue (writeQueueNums 0)")
+    assert running.server.broker.max_offset("RO", 0) == 0
+    await assert_still_serving(running)
+
+
 async def test_a_client_that_connects_and_sends_nothing_does_not_block_others(running):
     silent = await raw(running)
     await assert_still_serving(running)

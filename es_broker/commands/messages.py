@@ -189,6 +189,11 @@ def put_job(store: Store, prepared: _Prepared, requester: str):
         write_nums, read_nums = config["writeQueueNums"], config["readQueueNums"]
         queue_id = prepared.queue_id
         if queue_id < 0:
+            if write_nums <= 0:
+                raise IllegalRequest(
+                    f"topic[{topic}] has no write queue (writeQueueNums {write_nums}), "
+                    "so a send with queueId -1 has no queue to go to"
+                )
             queue_id = random.randrange(write_nums)  # decided here, recorded below
         elif queue_id >= max(write_nums, read_nums):
             raise IllegalRequest(f"request queueId[{queue_id}] is illegal, topic:{topic} ...")
