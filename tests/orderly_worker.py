@@ -3,12 +3,14 @@
 `python -m tests.orderly_worker NAMESRV GROUP TOPIC NAME` consumes TOPIC with
 our OrderlyPushConsumer and prints one JSON line per handler call:
 {"ev": "consume", "name", "q", "offset", "key", "seq", "t0", "t1"} (t0/t1: wall
-clock around the call), after {"ev": "started", "client_id"}. It runs until killed.
+clock around the call), after {"ev": "started", "client_id"}. SIGTERM shuts it down
+(then {"ev": "stopped"}); SIGKILL is a crash.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 
@@ -75,9 +77,12 @@ async def main(namesrv: str, group: str, topic: str, name: str) -> None:
         instance_name=name,
         client_config=ClientConfig(heartbeat_broker_interval=1.0),
     )
-    async with consumer:
-        emit({"ev": "started", "name": name, "client_id": consumer.client_id})
-        await trio.sleep_forever()
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async with consumer:
+            emit({"ev": "started", "name": name, "client_id": consumer.client_id})
+            async for _ in signals:
+                break  # SIGTERM: shut down as an application would (unlock, persist)
+    emit({"ev": "stopped", "name": name})
 
 
 if __name__ == "__main__":
