@@ -17,13 +17,13 @@ import time
 import trio
 
 from es_broker.client.config import ClientConfig, PushConsumerConfig
+from es_broker.client.messages import ReceivedMessage
 from es_broker.client.orderly import (
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
     OrderlyConfig,
     OrderlyPushConsumer,
 )
-from es_broker.client.messages import ReceivedMessage
 
 # fast timers; the client trusts a lock (2 s) less than the broker keeps it (its lockMaxLiveTime)
 CONFIG = PushConsumerConfig(
