@@ -170,3 +170,20 @@ async def test_b242_subscribe_rebalances_the_queues_over_two_instances(process_r
         )
         await b.shutdown()  # b leaves the group: a takes all four
         await poll_until(lambda: a.assignment() == everything, TIMEOUT, "a holds all")
+
+
+async def test_b244_an_operators_reset_seeks_the_assigned_queues(process_running):
+    from es_broker.client.admin import Admin
+
+    await topic_ready(process_running, "LiteReset", 1)
+    q0 = MessageQueue("LiteReset", "broker-a", 0)
+    await send_to(process_running, "LiteReset", 0, [b"r0", b"r1", b"r2"])
+    async with lite(process_running, "LiteResetG") as consumer:
+        consumer.assign([q0])
+        await consumer.seek(q0, 0)
+        assert [m.body for m in await poll_n(consumer, 3)] == [b"r0", b"r1", b"r2"]
+        await consumer.commit_sync()
+        async with Admin.open(process_running.namesrv_addr) as admin:
+            answer = await admin.reset_offset_by_time("LiteResetG", "LiteReset", 0, force=True)
+        assert answer["path"] == "broker"
+        assert [m.body for m in await poll_n(consumer, 3)] == [b"r0", b"r1", b"r2"]
