@@ -30,11 +30,11 @@ from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, R
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.connection import CLOSED, NEED_DATA, Connection
 from es_broker.remoting.frames import encode_frame
+from es_broker.remoting.pull_flags import PullSysFlag
 
 TOPIC = "CHAOS"
 QUEUES = 4
 CALL_TIMEOUT = 30.0  # a live broker answers far sooner; this only keeps a hung test finite
-PULL_SUBSCRIPTION, PULL_COMMIT = 0x4, 0x1
 ANY = None  # an offset the ledger cannot predict (a reset by time in flight at the kill)
 # pull answers that are given after the piggybacked commit was stored (Broker.pull records it first)
 PULL_ANSWERED = {
@@ -247,7 +247,7 @@ class Consumer:
             "queueId": q,
             "queueOffset": offset,
             "maxMsgNums": 16,
-            "sysFlag": PULL_SUBSCRIPTION | (PULL_COMMIT if piggyback else 0),
+            "sysFlag": PullSysFlag.build(subscription=True, commit_offset=piggyback),
             "commitOffset": offset if piggyback else 0,
             "suspendTimeoutMillis": 0,
             "subscription": "*",

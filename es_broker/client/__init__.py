@@ -1,17 +1,28 @@
 """A RocketMQ 4.x client in trio, over the wire protocol only.
 
 `Producer` and `PushConsumer` are the Java client's DefaultMQProducer and
-DefaultMQPushConsumer; `SyncProducer` blocks for scripts; `admin.Admin` is
-what mqadmin does. `Credentials(access_key, secret_key)` given to any of them
+DefaultMQPushConsumer; `OrderlyPushConsumer` is the push consumer with a
+MessageListenerOrderly; `LitePullConsumer` is DefaultLitePullConsumer;
+`selectors.by_hash` is SelectMessageQueueByHash; `SyncProducer` blocks for
+scripts; `admin.Admin` is what mqadmin does. `Credentials(access_key, secret_key)` given to any of them
 signs every request they send (RocketMQ's ACL).
 """
 
 from es_broker.acl.signing import Credentials
+from es_broker.client.async_send import SendHandle
 from es_broker.client.config import ClientConfig, ProducerConfig, PushConsumerConfig
 from es_broker.client.consumer import ConsumeFromWhere, ConsumeResult, MessageModel, PushConsumer
 from es_broker.client.instance import ClientInstance
+from es_broker.client.lite_pull import LitePullConsumer, LitePullConsumerConfig
 from es_broker.client.messages import Message, ReceivedMessage, SendResult, SendStatus
+from es_broker.client.orderly import (
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+    OrderlyConfig,
+    OrderlyPushConsumer,
+)
 from es_broker.client.producer import BrokerRefused, ClientError, Producer
+from es_broker.client.selectors import by_hash, by_queue_id
 from es_broker.client.sync import SyncProducer
 from es_broker.remoting.bodies import MessageQueue
 
@@ -21,17 +32,26 @@ __all__ = [
     "ClientError",
     "ClientInstance",
     "ConsumeFromWhere",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
     "ConsumeResult",
     "Credentials",
+    "LitePullConsumer",
+    "LitePullConsumerConfig",
     "Message",
     "MessageModel",
     "MessageQueue",
+    "OrderlyConfig",
+    "OrderlyPushConsumer",
     "ProducerConfig",
     "Producer",
     "PushConsumer",
     "PushConsumerConfig",
     "ReceivedMessage",
+    "SendHandle",
     "SendResult",
     "SendStatus",
     "SyncProducer",
+    "by_hash",
+    "by_queue_id",
 ]

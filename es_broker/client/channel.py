@@ -174,18 +174,23 @@ class Channel:
 
     async def invoke(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for its response (matched by opaque)."""
+        pending = await self.start_request(command)
+        return await pending.response(timeout)
+
+    async def start_request(self, command: RemotingCommand) -> PendingResponse:
+        """Send a request and return at once what waits for its response.
+
+        Requests started one after the other are written in that order, so a
+        caller pipelines without a task per request.
+        """
         opaque = next_opaque()
-        command = _with_opaque(command, opaque)
         waiter = self._pending[opaque] = _ResponseWaiter()
         try:
-            await self.send(command)
-            with trio.fail_after(timeout):
-                response = await waiter.wait()
-        finally:
+            await self.send(_with_opaque(command, opaque))
+        except BaseException:
             self._pending.pop(opaque, None)
-        if response is None:
-            raise ChannelClosed(self.remote_addr)
-        return response
+            raise
+        return PendingResponse(self, opaque, waiter)
 
     async def invoke_oneway(self, command: RemotingCommand) -> None:
         await self.send(_with_opaque(command, next_opaque()))
@@ -212,6 +217,28 @@ class Channel:
         with trio.CancelScope(shield=True):
             await self.stream.aclose()
         return dropped
+
+
+class PendingResponse:
+    """The response of a request already written; `response` waits for it (once)."""
+
+    __slots__ = ("_channel", "_opaque", "_waiter")
+
+    def __init__(self, channel: Channel, opaque: int, waiter: _ResponseWaiter) -> None:
+        self._channel = channel
+        self._opaque = opaque
+        self._waiter = waiter
+
+    async def response(self, timeout: float) -> RemotingCommand:
+        """The response; trio.TooSlowError after `timeout` s, ChannelClosed if the peer left."""
+        try:
+            with trio.fail_after(timeout):
+                response = await self._waiter.wait()
+        finally:
+            self._channel._pending.pop(self._opaque, None)
+        if response is None:
+            raise ChannelClosed(self._channel.remote_addr)
+        return response
 
 
 class _ResponseWaiter:

@@ -62,10 +62,9 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.message import tag_hash
+from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 
 log = logging.getLogger(__name__)
-
-PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4  # PullSysFlag
 
 
 class MessageModel(Enum):
@@ -211,6 +210,9 @@ class PushConsumer(Service):
             math.inf
         )
         self._started = False
+
+    # the pull loop's consumeConcurrentlyMaxSpan check (an orderly consumer skips it, as Java)
+    _checks_span = True
 
     # ------------------------------------------------------------------ public view
     @property
@@ -424,6 +426,8 @@ class PushConsumer(Service):
             if mq in self._process_queues:
                 continue
             self.offset_store.remove_offset(mq)  # a dirty offset from an earlier tenure (B-44)
+            if not await self._claim(mq):
+                continue  # the orderly consumer takes only queues it could lock
             try:
                 offset = await self._compute_pull_from_where(mq)
             except (RemotingError, ClientError) as exc:
@@ -432,11 +436,18 @@ class PushConsumer(Service):
             if offset < 0:
                 log.info("start offset of %s unknown, skipped this round", mq)
                 continue
-            pq = ProcessQueue()
+            pq = self._new_process_queue(mq)
             self._process_queues[mq] = pq
             new_pulls.append((mq, pq, offset))
             changed = True
         return changed, new_pulls
+
+    async def _claim(self, mq: MessageQueue) -> bool:
+        """Whether a newly allocated queue is taken now (always, for a concurrent listener)."""
+        return True
+
+    def _new_process_queue(self, mq: MessageQueue) -> ProcessQueue:
+        return ProcessQueue()
 
     async def _remove_unnecessary_queue(self, mq: MessageQueue, oneway: bool = True) -> None:
         """Persist the queue's offset, then forget it (B-44)."""
@@ -497,11 +508,15 @@ class PushConsumer(Service):
                 if (
                     pq.msg_count > cfg.pull_threshold_for_queue
                     or pq.msg_size > cfg.pull_threshold_size_for_queue
-                    or pq.max_span() > cfg.consume_concurrently_max_span
+                    or (self._checks_span and pq.max_span() > cfg.consume_concurrently_max_span)
                 ):
                     # local flow control (B-42)
                     await trio.sleep(cfg.pull_time_delay_when_flow_control)
                     continue
+                gated = await self._pull_gate(mq, pq, next_offset)
+                if gated is None:
+                    continue
+                next_offset = gated
                 sub = self._subscriptions.get(mq.topic)
                 if sub is None:
                     await trio.sleep(cfg.pull_time_delay_when_exception)
@@ -533,6 +548,10 @@ class PushConsumer(Service):
                     pq.drop()
                     self._tasks.start_soon(self._correct_offset_later, mq, pq, next_offset)
                     return
+
+    async def _pull_gate(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> int | None:
+        """The offset to pull from now, or None to look again (it waited). The orderly consumer pulls only locked queues."""
+        return next_offset
 
     async def _pull(self, mq: MessageQueue, sub: SubscriptionData, offset: int) -> PullResult:
         """One PULL_MESSAGE as the Java push consumer sends it (remoting spec 7.4.6)."""

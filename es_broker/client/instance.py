@@ -28,7 +28,7 @@ from es_broker.client.config import (
     ClientConfig,
     client_config_with,
 )
-from es_broker.client.remoting_client import RemotingClient, RemotingError
+from es_broker.client.remoting_client import PendingRequest, RemotingClient, RemotingError
 from es_broker.client.route import from_default_route
 from es_broker.client.tasks import TaskGroup
 from es_broker.client.tls import client_tls
@@ -250,6 +250,10 @@ class ClientInstance:
 
     async def invoke_oneway(self, addr: str, command: RemotingCommand) -> None:
         await self.remoting.invoke_oneway(addr, command)
+
+    async def start_request(self, addr: str, command: RemotingCommand) -> PendingRequest:
+        """Write a request now and return what waits for its answer (pipelined sends)."""
+        return await self.remoting.start_request(addr, command)
 
     # ------------------------------------------------------------------ routes
     async def _fetch_route(self, topic: str) -> TopicRouteData | None:

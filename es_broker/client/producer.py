@@ -15,7 +15,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -41,6 +41,9 @@ from es_broker.remoting.bodies import MessageQueue, TopicRouteData
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.message import FLAG_COMPRESSED, FLAG_TRANSACTION_PREPARED, encode_properties
+
+if TYPE_CHECKING:
+    from es_broker.client.async_send import AsyncSends, SendHandle
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +184,7 @@ class Producer(Service):
         self._have_route: set[str] = set()
         self._which_queue: dict[str, int] = {}
         self._ids = UniqIdGenerator(self.instance.client_ip)
+        self._async: AsyncSends | None = None
         self._started = False
 
     # ------------------------------------------------------------------ life cycle
@@ -192,13 +196,24 @@ class Producer(Service):
         except BaseException:
             await self.instance.unregister_producer(self.group)
             raise
+        from es_broker.client.async_send import AsyncSends  # it builds on this module
+
+        self._async = AsyncSends(self)
+        try:
+            await self._async.start(nursery)
+        except BaseException:
+            await self.instance.unregister_producer(self.group)
+            await self.instance.release()
+            raise
         self._started = True
         self.instance.heartbeat_now()
 
     async def shutdown(self) -> None:
-        """Unregister the group from the brokers and leave the client instance."""
+        """Let async sends finish, unregister the group from the brokers, leave the client instance."""
         if not self._started:
             return
+        if self._async is not None:
+            await self._async.stop()
         self._started = False
         await self.instance.unregister_producer(self.group)
         await self.instance.release()
@@ -285,6 +300,57 @@ class Producer(Service):
         )
         assert result is not None
         return result
+
+    def send_async(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        *,
+        delay_level: int = 0,
+        flag: int = 0,
+        queue_selector: QueueSelector | None = None,
+    ) -> SendHandle:
+        """Start a send and return at once: `result = await handle.result()` (Java's async send).
+
+        Sends started one after the other are written in that order (B-235); the
+        producer's own tasks wait for the answers, so the caller pipelines
+        without a task of its own. Not a coroutine: call it without await.
+        """
+        message = Message(body, tags, keys, dict(properties or {}), flag, delay_level)
+        return self.send_message_async(topic, message, queue_selector=queue_selector)
+
+    def send_message_async(
+        self, topic: str, message: Message, *, queue_selector: QueueSelector | None = None
+    ) -> SendHandle:
+        """`send_async` for a prepared `Message`."""
+        if not self._started or self._async is None:
+            raise ClientError("the producer is not started")
+        props = self.prepare(message)
+        return self._async.submit(
+            topic,
+            message.body,
+            props,
+            message.flag,
+            batch=False,
+            msg_id=props[UNIQ_KEY],
+            selector=queue_selector,
+        )
+
+    async def send_to_queue(
+        self, topic: str, queue_id: int, message: Message, *, broker_name: str | None = None
+    ) -> SendResult:
+        """Send to the topic's queue `queue_id` (Java's `send(msg, mq)`); no retry on another queue."""
+        from es_broker.client.selectors import by_queue_id
+
+        try:
+            return await self.send_message(
+                topic, message, queue_selector=by_queue_id(queue_id, broker_name)
+            )
+        except ValueError as exc:
+            raise ClientError(f"{topic}: {exc}") from None
 
     async def send_oneway(
         self,

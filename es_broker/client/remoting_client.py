@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.channel import Channel, ChannelClosed
+from es_broker.client.channel import Channel, ChannelClosed, PendingResponse
 from es_broker.client.tls import TlsClientSettings, open_tls
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.errors import ProtocolError
@@ -37,6 +37,28 @@ def split_addr(addr: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise ValueError(f"address {addr!r} is not HOST:PORT")
     return host, int(port)
+
+
+class PendingRequest:
+    """A request written to a peer whose answer is still to come."""
+
+    __slots__ = ("addr", "code", "_pending")
+
+    def __init__(self, addr: str, code: int, pending: PendingResponse) -> None:
+        self.addr = addr
+        self.code = code
+        self._pending = pending
+
+    async def response(self, timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+        """The answer; RemotingError if none comes within `timeout` s or the connection closes."""
+        try:
+            return await self._pending.response(timeout)
+        except trio.TooSlowError:
+            raise RemotingError(
+                f"no answer from {self.addr} within {timeout} s (code {self.code})"
+            ) from None
+        except ChannelClosed:
+            raise RemotingError(f"connection to {self.addr} closed") from None
 
 
 class RemotingClient:
@@ -121,6 +143,15 @@ class RemotingClient:
             ) from None
         except ChannelClosed:
             raise RemotingError(f"connection to {addr} closed") from None
+
+    async def start_request(self, addr: str, command: RemotingCommand) -> PendingRequest:
+        """Write a request to addr now; await `.response(timeout)` of the answer later."""
+        channel = await self.channel(addr)
+        try:
+            pending = await channel.start_request(self.signed(command))
+        except ChannelClosed:
+            raise RemotingError(f"connection to {addr} closed") from None
+        return PendingRequest(addr, command.code, pending)
 
     async def invoke_oneway(self, addr: str, command: RemotingCommand) -> None:
         channel = await self.channel(addr)

@@ -37,13 +37,13 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, request, response_to
+from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.remoting_server import Handler, Start
 
 log = logging.getLogger(__name__)
 
-PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 # broker settings UPDATE_BROKER_CONFIG may change at run time
 RUNTIME_KEYS = frozenset(
     {

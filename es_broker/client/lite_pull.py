@@ -1,0 +1,667 @@
+"""The lite pull consumer (Java DefaultLitePullConsumer, 4.9.8's DefaultLitePullConsumerImpl).
+
+The application asks for messages: `await consumer.poll(timeout)`. Behind it,
+one pull task per assigned queue long-polls the broker and puts what it found
+in a shared cache, as far as the flow-control thresholds allow. Queues are
+either assigned by the application (`assign`, no rebalance) or allocated by
+rebalancing the subscribed topics over the group (`subscribe`, B-50..B-56);
+the two are exclusive, as in Java. `seek`, `seek_to_begin`, `seek_to_end` and
+`seek_to_time` move a queue's next pull; `pause`/`resume` stop and restart
+pulling of queues. With auto-commit (the default) every poll first commits the
+polled offsets once the commit interval has passed; `commit_sync` commits now
+and waits for the broker. B-242..B-244.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import time
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+import trio
+
+from es_broker.acl.signing import Credentials
+from es_broker.client.allocate import allocate_averagely
+from es_broker.client.config import ClientConfig, default_consume_timestamp
+from es_broker.client.consumer import (
+    ConsumeFromWhere,
+    MessageModel,
+    PullStatus,
+    build_subscription,
+    parse_consume_timestamp,
+)
+from es_broker.client.instance import ClientInstance
+from es_broker.client.messages import RETRY_PREFIX, ReceivedMessage, decode_pull_body
+from es_broker.client.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+)
+from es_broker.client.process_queue import ProcessQueue
+from es_broker.client.producer import BrokerRefused, ClientError
+from es_broker.client.remoting_client import RemotingError
+from es_broker.client.route import subscribe_queues
+from es_broker.client.tasks import Service, TaskGroup
+from es_broker.remoting.bodies import (
+    ConsumerData,
+    ConsumerRunningInfo,
+    MessageQueue,
+    ProcessQueueInfo,
+    SubscriptionData,
+    TopicRouteData,
+)
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.pull_flags import PullSysFlag
+
+log = logging.getLogger(__name__)
+
+_PULL_STATUS: dict[int, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LitePullConsumerConfig:
+    """DefaultLitePullConsumer settings, Java's defaults; seconds where Java has milliseconds."""
+
+    pull_batch_size: int = 10  # pullBatchSize
+    pull_threshold_for_all: int = 10_000  # pullThresholdForAll (cached requests x batch size)
+    pull_threshold_for_queue: int = 1000  # pullThresholdForQueue (messages)
+    pull_threshold_size_for_queue: int = 100  # pullThresholdSizeForQueue (MiB)
+    consume_max_span: int = 2000  # consumeMaxSpan
+    poll_timeout: float = 5.0  # pollTimeoutMillis: poll() without a timeout
+    auto_commit: bool = True  # autoCommit
+    auto_commit_interval: float = 5.0  # autoCommitIntervalMillis
+    broker_suspend_max_time_millis: int = 20_000  # brokerSuspendMaxTimeMillis
+    consumer_timeout_when_suspend: float = 30.0  # consumerTimeoutMillisWhenSuspend
+    pull_time_delay_when_exception: float = 1.0  # pullTimeDelayMillsWhenException
+    pull_time_delay_when_pause: float = 1.0  # PULL_TIME_DELAY_MILLS_WHEN_PAUSE
+    pull_time_delay_when_flow_control: float = 0.05  # ..._WHEN_CACHE_FLOW_CONTROL
+    pull_time_delay_when_broker_flow_control: float = 0.02  # ..._WHEN_BROKER_FLOW_CONTROL
+    rebalance_interval: float = 20.0  # rocketmq.client.rebalance.waitInterval
+    persist_consumer_offset_interval: float = 5.0  # persistConsumerOffsetInterval
+    offset_rpc_timeout: float = 5.0
+    offset_store_dir: str | None = None  # BROADCASTING: rocketmq.client.localOffsetStoreDir
+
+    def replace(self, **changes: object) -> LitePullConsumerConfig:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+class SubscriptionType(Enum):
+    NONE = "NONE"
+    SUBSCRIBE = "SUBSCRIBE"
+    ASSIGN = "ASSIGN"
+
+
+@dataclass(slots=True)
+class _Assigned:
+    """One queue's state (Java AssignedMessageQueue's MessageQueueState)."""
+
+    pq: ProcessQueue = field(default_factory=ProcessQueue)
+    paused: bool = False
+    seek_offset: int = -1
+    pull_offset: int = -1
+    consume_offset: int = -1
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    pulling: trio.CancelScope | None = None  # the scope of the running pull task
+
+
+_Request = tuple[list[ReceivedMessage], MessageQueue, ProcessQueue]
+
+
+class LitePullConsumer(Service):
+    """Pull consumption driven by `poll`: `assign` or `subscribe`, then `await consumer.poll(timeout)`."""
+
+    def __init__(
+        self,
+        namesrv_addr: str,
+        group: str,
+        *,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: str | None = None,
+        config: LitePullConsumerConfig | None = None,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
+        client_config: ClientConfig | None = None,
+        instance: ClientInstance | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
+        self.group = group
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp = consume_timestamp or default_consume_timestamp()
+        parse_consume_timestamp(self.consume_timestamp)
+        self.config = config or LitePullConsumerConfig()
+        if instance is not None:
+            instance.check_credentials(credentials)
+        self.instance = instance or ClientInstance(
+            namesrv_addr,
+            instance_name=instance_name,
+            client_ip=client_ip,
+            config=client_config,
+            credentials=credentials,
+        )
+        self.subscription_type = SubscriptionType.NONE
+        self._subscriptions: dict[str, SubscriptionData] = {}
+        self._assign_expressions: dict[str, str] = {}  # setSubExpressionForAssign
+        self._subscribe_info: dict[str, frozenset[MessageQueue]] = {}
+        self._assigned: dict[MessageQueue, _Assigned] = {}
+        self._cache: collections.deque[_Request] = collections.deque()
+        self._arrived = trio.Event()
+        self._offset_store: OffsetStore | None = None
+        self._tasks = TaskGroup()
+        self._rebalance_wakeup = trio.Event()
+        self._rebalance_lock = trio.Lock()
+        self._next_auto_commit = 0.0
+        self._allocation_event = trio.Event()
+        self._started = False
+
+    # ------------------------------------------------------------------ public view
+    @property
+    def client_id(self) -> str:
+        return self.instance.client_id
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        if self._offset_store is None:
+            raise ClientError("The consumer not running, please start it first.")
+        return self._offset_store
+
+    def assignment(self) -> frozenset[MessageQueue]:
+        """The queues pulled now (assigned, or allocated by the last rebalance)."""
+        return frozenset(self._assigned)
+
+    @property
+    def allocation_event(self) -> trio.Event:
+        """Set at the next change of the assignment (take it, check, then wait)."""
+        return self._allocation_event
+
+    # ------------------------------------------------------------------ subscribe / assign
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume `topic` with queues allocated by rebalancing over the group (CLUSTERING)."""
+        if self.subscription_type == SubscriptionType.ASSIGN:
+            raise ClientError("Subscribe and assign are mutually exclusive.")
+        self.subscription_type = SubscriptionType.SUBSCRIBE
+        self._subscriptions[topic] = build_subscription(topic, expression)
+        if self._started:
+            self.instance.heartbeat_now()
+            self.rebalance_now()
+
+    def unsubscribe(self, topic: str) -> None:
+        self._subscriptions.pop(topic, None)
+        if self._started:
+            self._update_assigned(topic, set())
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly these queues (no rebalance); replaces an earlier assignment."""
+        if self.subscription_type == SubscriptionType.SUBSCRIBE:
+            raise ClientError("Subscribe and assign are mutually exclusive.")
+        self.subscription_type = SubscriptionType.ASSIGN
+        wanted = set(queues)
+        for mq in [mq for mq in self._assigned if mq not in wanted]:
+            self._drop(mq)
+        for mq in sorted(wanted):
+            if mq not in self._assigned:
+                self._assigned[mq] = _Assigned()
+                if self._started:
+                    self._start_pull(mq)
+        self._allocation_changed()
+
+    def set_sub_expression_for_assign(self, topic: str, expression: str) -> None:
+        """The TAG expression pulls of assigned queues of `topic` carry (default `*`)."""
+        self._assign_expressions[topic] = expression
+
+    async def fetch_message_queues(self, topic: str) -> frozenset[MessageQueue]:
+        """The topic's readable queues, from the name server."""
+        route = await self.instance.update_route(topic)
+        if route is None:
+            raise ClientError(f"Can not find Message Queue for this topic, {topic}")
+        return subscribe_queues(topic, route)
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self, nursery: trio.Nursery) -> None:
+        self.instance.register_consumer(self)
+        try:
+            await self.instance.acquire(nursery)
+        except BaseException:
+            await self.instance.unregister_consumer(self.group)
+            raise
+        try:
+            if self.message_model == MessageModel.CLUSTERING:
+                self._offset_store = RemoteBrokerOffsetStore(
+                    self.instance, self.group, self.config.offset_rpc_timeout
+                )
+            else:
+                self._offset_store = LocalFileOffsetStore(
+                    self.config.offset_store_dir, self.client_id, self.group
+                )
+            await self._offset_store.load()
+            await self._tasks.start(nursery)
+            self._started = True
+            self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval
+            for topic in list(self._subscriptions):
+                await self.instance.update_route(topic)
+            await self.instance.send_heartbeat_to_all_brokers()
+            if self.subscription_type == SubscriptionType.SUBSCRIBE:
+                await self.do_rebalance()
+        except BaseException:
+            await self._stop()
+            raise
+        for mq in list(self._assigned):
+            self._start_pull(mq)
+        self._tasks.start_soon(self._rebalance_loop)
+        self._tasks.start_soon(self._persist_loop)
+
+    async def shutdown(self) -> None:
+        """Commit (with auto-commit), persist the offsets and unregister."""
+        if not self._started:
+            return
+        if self.config.auto_commit:
+            self._commit_all()
+        await self._stop()
+
+    async def _stop(self) -> None:
+        self._started = False
+        await self._tasks.stop()
+        if self._offset_store is not None:
+            await self._offset_store.persist_all(set(self._assigned))
+        await self.instance.unregister_consumer(self.group)
+        for state in self._assigned.values():
+            state.pq.drop()
+        await self.instance.release()
+
+    # ------------------------------------------------------------------ instance member
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group,
+            consume_type="CONSUME_ACTIVELY",
+            message_model=self.message_model.value,
+            consume_from_where=self.consume_from_where.value,
+            subscription_data_set=tuple(self._subscriptions.values()),
+        )
+
+    def subscribed_topics(self) -> Iterable[str]:
+        return sorted(set(self._subscriptions) | {mq.topic for mq in self._assigned})
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self._subscriptions:
+            self._subscribe_info[topic] = subscribe_queues(topic, route)
+
+    def rebalance_now(self) -> None:
+        self._rebalance_wakeup.set()
+
+    async def reset_offset(self, topic: str, table: Mapping[MessageQueue, int]) -> None:
+        """An operator's reset: the assigned queues of `topic` in `table` are sought there (B-244)."""
+        for mq, offset in table.items():
+            state = self._assigned.get(mq)
+            if mq.topic != topic or state is None:
+                continue
+            self.offset_store.update_offset(mq, offset, increase_only=False)
+            self._seek_now(mq, offset)
+
+    def running_info(self) -> ConsumerRunningInfo:
+        offsets = self._offset_store.offsets() if self._offset_store else {}
+        return ConsumerRunningInfo(
+            properties={
+                "consumeType": "CONSUME_ACTIVELY",
+                "messageModel": self.message_model.value,
+                "consumeFromWhere": self.consume_from_where.value,
+                "clientId": self.client_id,
+            },
+            subscription_set=tuple(self._subscriptions.values()),
+            mq_table={
+                mq: ProcessQueueInfo(
+                    commit_offset=offsets.get(mq, -1),
+                    cached_msg_count=s.pq.msg_count,
+                    cached_msg_size_in_mi_b=s.pq.msg_size // (1024 * 1024),
+                    droped=s.pq.dropped,
+                )
+                for mq, s in self._assigned.items()
+            },
+        )
+
+    # ------------------------------------------------------------------ polling
+    async def poll(self, timeout: float | None = None) -> list[ReceivedMessage]:
+        """Messages of one pulled batch (one queue), or [] if none came within `timeout` s."""
+        if not self._started:
+            raise ClientError("The consumer not running, please start it first.")
+        timeout = self.config.poll_timeout if timeout is None else timeout
+        if timeout < 0:
+            raise ValueError("Timeout must not be negative")
+        if self.config.auto_commit and time.monotonic() >= self._next_auto_commit:
+            self._commit_all()
+            self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval
+        with trio.move_on_after(timeout):
+            while True:
+                while self._cache:
+                    msgs, mq, pq = self._cache.popleft()
+                    if pq.dropped:
+                        continue
+                    offset = pq.remove_messages(msgs)
+                    state = self._assigned.get(mq)
+                    if state is not None and state.pq is pq:
+                        state.consume_offset = offset
+                    return msgs
+                await self._arrived.wait()
+        return []
+
+    def pause(self, queues: Iterable[MessageQueue]) -> None:
+        """Stop pulling these queues (what is cached is still polled)."""
+        for mq in queues:
+            if (state := self._assigned.get(mq)) is not None:
+                state.paused = True
+
+    def resume(self, queues: Iterable[MessageQueue]) -> None:
+        for mq in queues:
+            if (state := self._assigned.get(mq)) is not None:
+                state.paused = False
+
+    def is_paused(self, mq: MessageQueue) -> bool:
+        state = self._assigned.get(mq)
+        return state is not None and state.paused
+
+    # ------------------------------------------------------------------ seeking
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Pull `mq` next from `offset` (between its min and max offset): its cached messages go."""
+        if mq not in self._assigned:
+            if self.subscription_type == SubscriptionType.SUBSCRIBE:
+                raise ClientError(
+                    f"The message queue is not in assigned list, may be rebalancing, message queue: {mq}"
+                )
+            raise ClientError(f"The message queue is not in assigned list, message queue: {mq}")
+        low, high = await self.min_offset(mq), await self.max_offset(mq)
+        if not low <= offset <= high:
+            raise ClientError(
+                f"Seek offset illegal, seek offset = {offset}, min offset = {low}, max offset = {high}"
+            )
+        self._seek_now(mq, offset)
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        await self.seek(mq, await self.min_offset(mq))
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        await self.seek(mq, await self.max_offset(mq))
+
+    async def seek_to_time(self, mq: MessageQueue, timestamp_ms: int) -> None:
+        """seek(mq, offsetForTimestamp(mq, timestamp_ms)): the first message stored at or after it."""
+        await self.seek(mq, await self.offset_for_timestamp(mq, timestamp_ms))
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP at the queue's master."""
+        return await self._position(
+            mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": timestamp_ms}
+        )
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self._position(mq, RequestCode.GET_MIN_OFFSET, {})
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        return await self._position(mq, RequestCode.GET_MAX_OFFSET, {})
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The committed offset: memory first, then the broker (-1: none)."""
+        offset = await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
+        if offset == -2:
+            raise ClientError("Fetch consume offset from broker exception")
+        return offset
+
+    def _seek_now(self, mq: MessageQueue, offset: int) -> None:
+        state = self._assigned[mq]
+        state.pq.clear()
+        self._cache = collections.deque(r for r in self._cache if r[1] != mq)
+        state.scope.cancel()  # the old pull task ends; a new one pulls from the seek offset
+        state.scope = trio.CancelScope()
+        state.seek_offset = offset
+        if self._started:
+            self._start_pull(mq)
+
+    # ------------------------------------------------------------------ committing
+    def _commit_all(self) -> dict[MessageQueue, int]:
+        committed = {}
+        for mq, state in self._assigned.items():
+            if state.consume_offset != -1 and not state.pq.dropped:
+                self.offset_store.update_offset(mq, state.consume_offset, increase_only=False)
+                committed[mq] = state.consume_offset
+        return committed
+
+    async def commit_sync(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
+        """Commit what was polled (or `offsets`) and wait until the broker stored it.
+
+        Java's commitSync only updates the in-memory table that the 5 s persist
+        sends; here the commit is also sent at once and awaited (B-243).
+        """
+        if offsets is None:
+            committed: Collection[MessageQueue] = self._commit_all()
+        else:
+            for mq, offset in offsets.items():
+                state = self._assigned.get(mq)
+                if state is not None and not state.pq.dropped and offset != -1:
+                    self.offset_store.update_offset(mq, offset, increase_only=False)
+            committed = list(offsets)
+        for mq in committed:
+            await self.offset_store.persist(mq, oneway=False)
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await trio.sleep(self.config.persist_consumer_offset_interval)
+            await self.offset_store.persist_all(set(self._assigned))
+
+    # ------------------------------------------------------------------ rebalance
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with trio.move_on_after(self.config.rebalance_interval):
+                await self._rebalance_wakeup.wait()
+            self._rebalance_wakeup = trio.Event()
+            if self.subscription_type == SubscriptionType.SUBSCRIBE:
+                await self.do_rebalance()
+
+    async def do_rebalance(self) -> None:
+        """RebalanceLitePullImpl: allocate each subscribed topic's queues, start and stop pull tasks."""
+        async with self._rebalance_lock:
+            for topic in list(self._subscriptions):
+                mq_set = self._subscribe_info.get(topic)
+                if not mq_set:
+                    await self.instance.update_route(topic)
+                    mq_set = self._subscribe_info.get(topic)
+                if mq_set is None:
+                    continue
+                if self.message_model == MessageModel.BROADCASTING:
+                    allocated = set(mq_set)
+                else:
+                    cid_all = await self.instance.find_consumer_id_list(topic, self.group)
+                    if cid_all is None:
+                        continue
+                    try:
+                        allocated = set(
+                            allocate_averagely(self.client_id, sorted(mq_set), sorted(cid_all))
+                        )
+                    except ValueError as exc:
+                        log.info("rebalance of %s skipped: %s", topic, exc)
+                        continue
+                await self._rebalanced(topic, allocated)
+
+    async def _rebalanced(self, topic: str, allocated: set[MessageQueue]) -> None:
+        removed = [mq for mq in self._assigned if mq.topic == topic and mq not in allocated]
+        added = [mq for mq in sorted(allocated) if mq not in self._assigned]
+        for mq in removed:
+            self._drop(mq)
+            await self.offset_store.persist(mq, oneway=False)  # removeUnnecessaryMessageQueue
+            self.offset_store.remove_offset(mq)
+        for mq in added:
+            self.offset_store.remove_offset(mq)  # a dirty offset from an earlier tenure
+            self._assigned[mq] = _Assigned()
+            self._start_pull(mq)
+        if removed or added:
+            self._allocation_changed()
+
+    def _update_assigned(self, topic: str, allocated: set[MessageQueue]) -> None:
+        for mq in [mq for mq in self._assigned if mq.topic == topic and mq not in allocated]:
+            self._drop(mq)
+        self._allocation_changed()
+
+    def _drop(self, mq: MessageQueue) -> None:
+        state = self._assigned.pop(mq)
+        state.pq.drop()
+        state.scope.cancel()
+        if self.config.auto_commit and state.consume_offset != -1 and self._offset_store:
+            self._offset_store.update_offset(mq, state.consume_offset, increase_only=False)
+
+    def _allocation_changed(self) -> None:
+        self._allocation_event.set()
+        self._allocation_event = trio.Event()
+
+    # ------------------------------------------------------------------ pulling
+    def _start_pull(self, mq: MessageQueue) -> None:
+        """Start the queue's pull task unless one runs in its current scope (one per queue)."""
+        state = self._assigned[mq]
+        if state.pulling is state.scope:
+            return
+        state.pulling = state.scope
+        self._tasks.start_soon(self._pull_task, mq, state, state.scope)
+
+    async def _pull_task(self, mq: MessageQueue, state: _Assigned, scope: trio.CancelScope) -> None:
+        cfg = self.config
+        pq = state.pq
+        with scope:
+            while not pq.dropped:
+                if state.paused:
+                    await trio.sleep(cfg.pull_time_delay_when_pause)
+                    continue
+                if (
+                    len(self._cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all
+                    or pq.msg_count > cfg.pull_threshold_for_queue
+                    or pq.msg_size // (1024 * 1024) > cfg.pull_threshold_size_for_queue
+                    or pq.max_span() > cfg.consume_max_span
+                ):
+                    await trio.sleep(cfg.pull_time_delay_when_flow_control)
+                    continue
+                try:
+                    offset = await self._next_pull_offset(mq, state)
+                    if offset < 0:
+                        raise ClientError(f"no start offset of {mq} yet")
+                    status, next_begin, msgs = await self._pull(mq, offset)
+                except BrokerRefused as exc:
+                    log.info("pull %s: %s", mq, exc)
+                    await trio.sleep(
+                        cfg.pull_time_delay_when_broker_flow_control
+                        if exc.code == ResponseCode.FLOW_CONTROL
+                        else cfg.pull_time_delay_when_exception
+                    )
+                    continue
+                except (RemotingError, ClientError) as exc:
+                    log.info("pull %s: %s", mq, exc)
+                    await trio.sleep(cfg.pull_time_delay_when_exception)
+                    continue
+                if pq.dropped or state.seek_offset != -1:
+                    continue  # a seek came meanwhile: this answer is of the old position
+                if status == PullStatus.FOUND and msgs:
+                    pq.put_messages(msgs)
+                    self._cache.append((msgs, mq, pq))
+                    self._arrived.set()
+                    self._arrived = trio.Event()
+                elif status == PullStatus.OFFSET_ILLEGAL:
+                    log.warning("pull offset of %s illegal, next begin %d", mq, next_begin)
+                state.pull_offset = next_begin
+
+    async def _next_pull_offset(self, mq: MessageQueue, state: _Assigned) -> int:
+        if state.seek_offset != -1:
+            offset = state.seek_offset
+            state.consume_offset = offset
+            state.seek_offset = -1
+            return offset
+        if state.pull_offset != -1:
+            return state.pull_offset
+        return await self._compute_pull_from_where(mq)
+
+    async def _compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """The B-45 table, as RebalanceLitePullImpl#computePullFromWhereWithException."""
+        last = await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
+        if last >= 0:
+            return last
+        if last != -1:
+            return -1
+        is_retry = mq.topic.startswith(RETRY_PREFIX)
+        where = self.consume_from_where
+        if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+            return 0
+        if where == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and not is_retry:
+            return await self.offset_for_timestamp(
+                mq, parse_consume_timestamp(self.consume_timestamp)
+            )
+        return 0 if is_retry else await self.max_offset(mq)
+
+    async def _position(self, mq: MessageQueue, code: int, extra: dict[str, object]) -> int:
+        addr = self.instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            await self.instance.update_route(mq.topic)
+            addr = self.instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"The broker[{mq.broker_name}] not exist")
+        response = await self.instance.invoke(
+            addr,
+            self.instance.request(code, {"topic": mq.topic, "queueId": mq.queue_id, **extra}),
+            self.config.offset_rpc_timeout,
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise BrokerRefused(response.code, response.remark, addr)
+        return response.require_long("offset")
+
+    def _subscription(self, topic: str) -> SubscriptionData:
+        if self.subscription_type == SubscriptionType.SUBSCRIBE and topic in self._subscriptions:
+            return self._subscriptions[topic]
+        return build_subscription(topic, self._assign_expressions.get(topic, "*"))
+
+    async def _pull(
+        self, mq: MessageQueue, offset: int
+    ) -> tuple[PullStatus, int, list[ReceivedMessage]]:
+        """One PULL_MESSAGE as pullSyncImpl sends it: long-polled, subscription and lite flags set."""
+        cfg = self.config
+        sub = self._subscription(mq.topic)
+        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, 0, False)
+        if found is None:
+            await self.instance.update_route(mq.topic)
+            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, 0, False)
+        if found is None:
+            raise ClientError(f"The broker[{mq.broker_name}] not exist")
+        fields = {
+            "consumerGroup": self.group,
+            "topic": mq.topic,
+            "queueId": mq.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": cfg.pull_batch_size,
+            "sysFlag": PullSysFlag.build(suspend=True, subscription=True, lite_pull=True),
+            "commitOffset": 0,
+            "suspendTimeoutMillis": cfg.broker_suspend_max_time_millis,
+            "subscription": sub.sub_string,
+            "subVersion": sub.sub_version,
+            "expressionType": sub.expression_type,
+        }
+        response = await self.instance.invoke(
+            found.addr,
+            self.instance.request(RequestCode.PULL_MESSAGE, fields),
+            cfg.consumer_timeout_when_suspend,
+        )
+        status = _PULL_STATUS.get(response.code)
+        if status is None:
+            raise BrokerRefused(response.code, response.remark, found.addr)
+        msgs: list[ReceivedMessage] = []
+        if status == PullStatus.FOUND:
+            msgs = list(
+                decode_pull_body(
+                    response.body,
+                    mq,
+                    frozenset(sub.tags_set),
+                    response.require_long("minOffset"),
+                    response.require_long("maxOffset"),
+                )
+            )
+        return status, response.require_long("nextBeginOffset"), msgs
