@@ -535,20 +535,39 @@ async def send_message(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
 @opt("-t", "--topic", required=True)
 @opt("-b", "--brokerName")
 @opt("-i", "--queueId", type=int)
-@opt("-o", "--offset", type=int, default=0)
-@opt("-c", "--messageNumber", type=int, default=128)
+@opt("-o", "--offset", type=int)
+@opt("-g", "--consumerGroup", help="accepted as mqadmin's; es-broker reads without a group")
+@opt("-s", "--beginTimestamp", help="currentTimeMillis | yyyy-MM-dd#HH:mm:ss:SSS")
+@opt("-e", "--endTimestamp", help="currentTimeMillis | yyyy-MM-dd#HH:mm:ss:SSS")
+@opt("-c", "--MessageNumber", "--messageNumber", dest="messageNumber", type=int, default=128)
 async def consume_message(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """Up to -c messages from -o (else the queue's minimum, or -s's offset) to -e's offset."""
+    if a.messageNumber <= 0:
+        raise ValueError("Please input a positive messageNumber!")
+    begin = parse_time(a.beginTimestamp) if a.beginTimestamp else None
+    end = parse_time(a.endTimestamp) if a.endTimestamp else None
+    if begin is not None and end is not None and begin > end:
+        raise ValueError(
+            "Please make sure that the beginTimestamp is less than or equal to the endTimestamp"
+        )
     out: list[dict[str, Any]] = []
     names = await admin.broker_names()
     route = await admin.route(a.topic)
     for qd in route["queueDatas"]:
         if a.brokerName and qd["brokerName"] != a.brokerName or qd["brokerName"] not in names:
             continue
+        addrs = names[qd["brokerName"]]
+        addr = addrs.get(0) or next(iter(addrs.values()))
         for qid in range(qd["readQueueNums"]):
             if a.queueId is not None and qid != a.queueId:
                 continue
-            offset = a.offset
-            while len(out) < a.messageNumber:
+            offset = a.offset if a.offset is not None else 0
+            if a.offset is None and begin is not None:
+                offset = await admin.queue_offsets(addr, a.topic, qid, at=begin)
+            stop = (
+                await admin.queue_offsets(addr, a.topic, qid, at=end) if end is not None else None
+            )
+            while len(out) < a.messageNumber and (stop is None or offset <= stop):
                 try:
                     m = await admin.message_by_offset(a.topic, qd["brokerName"], qid, offset)
                 except ValueError:
@@ -894,6 +913,8 @@ async def get_access_config(admin: Admin, a: argparse.Namespace) -> list[dict[st
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from es_broker.cli import admin_ops  # noqa: F401 (registers its verbs)
+
     p = sub.add_parser("admin", help="mqadmin's verbs against a running broker")
     p.add_argument("-n", "--namesrvAddr", default="127.0.0.1:9876", help="name server HOST:PORT")
     add_credential_options(p, None)

@@ -37,6 +37,7 @@ from es_broker.server.longpoll import PullHoldService
 from es_broker.server.namesrv import NameServer
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.retry_processors import RetryProcessors
+from es_broker.server.store_processors import StoreProcessors
 from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
 
 log = logging.getLogger("es_broker")
@@ -117,6 +118,7 @@ class BrokerServer:
             **self.retry.handlers(),
             **ha_handlers,
             **acl_handlers,
+            **StoreProcessors(self.broker, lambda: self.config).handlers(),
         }
         # a send's first part runs as its frame is decoded, where send_message is the code's handler
         starts = {
