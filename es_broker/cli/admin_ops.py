@@ -22,7 +22,7 @@ from es_broker.remoting.message import StoredMessage, encode
 from es_broker.timetravel.timeparse import format_time, parse_time
 
 BODY_DIR = Path("/tmp/rocketmq/msgbodys")  # where mqadmin's queryMsgByUniqueKey writes bodies
-# consumerStatus's running-info files; mqadmin writes them under the working directory (B-265)
+# consumerStatus's running-info files; mqadmin writes them under the working directory (B-266)
 STATUS_DIR = Path("/tmp/rocketmq/consumerStatus")
 
 
@@ -95,7 +95,7 @@ async def update_broker_config(admin: Admin, a: argparse.Namespace) -> dict[str,
 @opt("-b", "--brokerAddr")
 @opt("-c", "--cluster")
 async def delete_expired_commit_log(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
-    """A clean pass now on a broker, or every master of a cluster: expired files only (B-260)."""
+    """A clean pass now on a broker, or every master of a cluster: expired files only (B-264)."""
     addrs = [a.brokerAddr] if a.brokerAddr else await admin.master_addrs(a.cluster)
     return {addr: await admin.delete_expired_commitlog(addr) for addr in addrs}
 
@@ -115,7 +115,7 @@ async def delete_expired_commit_log(admin: Admin, a: argparse.Namespace) -> dict
 @opt("-t", "--topic", required=True)
 @opt("-o", "--offline", default="false")
 async def clone_group_offset(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
-    """dest's offsets of the topic become src's, on each broker of the topic (B-35, B-261)."""
+    """dest's offsets of the topic become src's, on each broker of the topic (B-35, B-262)."""
     src, dest, topic = a.srcGroup.strip(), a.destGroup.strip(), a.topic.strip()
     brokers = await admin.topic_brokers(topic)
     for _, addr in brokers:

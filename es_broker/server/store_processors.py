@@ -31,7 +31,7 @@ class StoreProcessors:
     async def delete_expired_commitlog(
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
-        """One manual clean pass now (B-260); a slave's files follow its master's log."""
+        """One manual clean pass now (B-264); a slave's files follow its master's log."""
         if self.config().brokerRole == "SLAVE":
             return response_to(
                 req,
