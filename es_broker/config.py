@@ -28,6 +28,11 @@ def default_store_root() -> str:
     return str(Path.home() / "store")  # storePathRootDir default ($HOME/store, B-07)
 
 
+def default_data_dir() -> str:
+    """Where `es-broker serve` keeps its data without --data-dir or a broker.conf's storePathRootDir."""
+    return str(Path.home() / ".es-broker" / "data")
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     """Every setting the broker reads, with RocketMQ's default values (B-01, B-02)."""

@@ -18,7 +18,7 @@ import trio
 
 from es_broker import cli
 from es_broker.acl.signing import ACCESS_KEY, SIGNATURE, verify
-from es_broker.admin_cli import CredentialsError, admin_credentials, read_tools_yml
+from es_broker.cli.credentials import CredentialsError, admin_credentials, read_tools_yml
 from es_broker.client import (
     ClientConfig,
     ClientInstance,
@@ -372,7 +372,7 @@ async def test_admin_with_half_an_account_sends_nothing_and_says_what_is_missing
 def args_of(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    from es_broker.admin_cli import add_admin_parser
+    from es_broker.cli.admin import add_parser as add_admin_parser
 
     add_admin_parser(sub)
     return parser.parse_args(["admin", *argv])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from es_broker.admin_cli import fmt_time, render_trace
+from es_broker.cli.admin import render_trace
 from es_broker.commands import trace
 from es_broker.commands.errors import TopicNotExist
 from es_broker.commands.messages import MessageIn
@@ -17,6 +17,7 @@ from es_broker.commands.slave_offsets import SlaveDelivery, merge_job
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.remoting.message import decode_one
+from es_broker.timetravel.timeparse import format_time
 from tests.conftest import make_topic
 
 
@@ -186,8 +187,8 @@ async def test_trace_shows_a_delivery_a_slave_served_at_the_slaves_time_with_the
     assert second["servedBy"] == {"brokerId": 1, "addr": "10.0.0.2:10921", "localSeq": 7}
     text = render_trace({**journey, "broker": "broker-a"})
     (line,) = [x for x in text.splitlines() if "consumer@2" in x]
-    assert fmt_time(served_at) in line and "DELIVERED" in line
-    assert f"served by slave 1 at 10.0.0.2:10921 (recorded {fmt_time(clock.now_ms())})" in line
+    assert format_time(served_at) in line and "DELIVERED" in line
+    assert f"served by slave 1 at 10.0.0.2:10921 (recorded {format_time(clock.now_ms())})" in line
     (line,) = [x for x in text.splitlines() if "consumer@1" in x]
     assert "served by" not in line
 

@@ -130,7 +130,7 @@ def test_b081_offline_group_falls_back_to_the_old_path_and_writes_offsets(served
 
 
 def test_b072_timestamp_formats():
-    from es_broker.admin_cli import parse_reset_time
+    from es_broker.cli.admin import parse_reset_time
 
     assert parse_reset_time("now") == -1
     assert parse_reset_time("1700000000000") == 1_700_000_000_000

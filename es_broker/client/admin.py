@@ -48,6 +48,20 @@ def _mq_fields(key: Any) -> tuple[str, str, int]:
     return d["topic"], d["brokerName"], int(d["queueId"])
 
 
+def _plain(value: Any) -> Any:
+    """fastjson's object keys (a MessageQueue in mqTable) as their JSON text: plain JSON."""
+    if isinstance(value, dict):
+        return {
+            k
+            if isinstance(k, str)
+            else fastjson.dumps(k.as_dict() if isinstance(k, fastjson.ObjectKey) else k): _plain(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
 class Admin:
     """mqadmin's requests through `client`; a client with credentials signs every one of them.
 
@@ -538,6 +552,130 @@ class Admin:
     async def broker_runtime(self, addr: str) -> dict[str, str]:
         r = await self._ok(addr, "broker status", request(RequestCode.GET_BROKER_RUNTIME_INFO))
         return fastjson.loads(r.body).get("table", {})
+
+    # ------------------------------------------------------------------ broker operations
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: the broker's settings as it runs (its secret key left out)."""
+        r = await self._ok(addr, "broker config", request(RequestCode.GET_BROKER_CONFIG))
+        out: dict[str, str] = {}
+        for line in (r.body or b"").decode("utf-8").splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                out[key] = value
+        return out
+
+    async def update_broker_config(self, addr: str, settings: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG: key=value lines, as java.util.Properties writes them."""
+        body = "".join(f"{k}={v}\n" for k, v in settings.items()).encode()
+        await self._ok(
+            addr, "update broker config", request(RequestCode.UPDATE_BROKER_CONFIG, {}, body)
+        )
+
+    async def delete_expired_commitlog(self, addr: str) -> dict[str, Any]:
+        """DELETE_EXPIRED_COMMITLOG: one manual clean pass now (expired files only)."""
+        r = await self._ok(
+            addr, "delete expired commit log", request(RequestCode.DELETE_EXPIRED_COMMITLOG)
+        )
+        return fastjson.loads(r.body) if r.body else {}
+
+    async def clone_group_offset(
+        self, addr: str, src: str, dest: str, topic: str, offline: bool
+    ) -> None:
+        """CLONE_GROUP_OFFSET (B-35) on one broker: dest's offsets of topic become src's."""
+        await self._ok(
+            addr,
+            f"clone offsets of {src} to {dest}",
+            request(
+                RequestCode.CLONE_GROUP_OFFSET,
+                {"srcGroup": src, "destGroup": dest, "topic": topic, "offline": offline},
+            ),
+        )
+
+    async def producer_connection(self, group: str, topic: str) -> dict[str, Any]:
+        """GET_PRODUCER_CONNECTION_LIST on the topic's brokers; the first that knows the group."""
+        r: RemotingCommand | None = None
+        for _, addr in await self.topic_brokers(topic):
+            r = await self.client.invoke(
+                addr, request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+            )
+            if r.code == ResponseCode.SUCCESS:
+                return fastjson.loads(r.body)
+        if r is None:
+            raise ValueError(f"topic {topic} has no broker")
+        raise AdminError(f"producer connection of {group}", r)
+
+    async def group_config(self, addr: str, group: str) -> dict[str, Any] | None:
+        """One subscription group's config from GET_ALL_SUBSCRIPTIONGROUP_CONFIG; None if absent."""
+        r = await self._ok(
+            addr, "subscription groups", request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        )
+        table = fastjson.loads(r.body).get("subscriptionGroupTable", {})
+        config = table.get(group)
+        return dict(config) if config is not None else None
+
+    async def consumer_running_info(
+        self, group: str, client_id: str, jstack: bool = False
+    ) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO relayed by a broker the consumer is connected to."""
+        fields = {"consumerGroup": group, "clientId": client_id, "jstackEnable": jstack}
+        r: RemotingCommand | None = None
+        for addr in await self.master_addrs():
+            r = await self.client.invoke(
+                addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields), timeout=15.0
+            )
+            if r.code == ResponseCode.SUCCESS:
+                return _plain(fastjson.loads(r.body))
+        if r is None:
+            raise ValueError("no broker is registered with the name server")
+        raise AdminError(f"running info of {client_id} in {group}", r)
+
+    async def messages_by_uniq_key(
+        self, topic: str, uniq_key: str, max_num: int = 32
+    ) -> list[StoredMessage]:
+        """QUERY_MESSAGE with the unique-key flag on each broker of the topic (B-202)."""
+        found: list[StoredMessage] = []
+        for _, addr in await self.topic_brokers(topic):
+            r = await self._ok(
+                addr,
+                f"messages with unique key {uniq_key}",
+                request(
+                    RequestCode.QUERY_MESSAGE,
+                    {
+                        "topic": topic,
+                        "key": uniq_key,
+                        "maxNum": max_num,
+                        "beginTimestamp": 0,
+                        "endTimestamp": 2**62,
+                        "_UNIQUE_KEY_QUERY": "true",
+                    },
+                ),
+                allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+            )
+            if r.code == ResponseCode.SUCCESS:
+                found.extend(
+                    m for m in decode_all(r.body) if m.properties.get("UNIQ_KEY") == uniq_key
+                )
+        return found
+
+    async def queue_offsets(
+        self, addr: str, topic: str, queue_id: int, *, at: int | None = None
+    ) -> int:
+        """GET_MAX_OFFSET, or SEARCH_OFFSET_BY_TIMESTAMP with `at` (ms)."""
+        fields: dict[str, Any] = {"topic": topic, "queueId": queue_id}
+        code = RequestCode.GET_MAX_OFFSET
+        if at is not None:
+            fields["timestamp"] = at
+            code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
+        r = await self._ok(addr, f"offset of {topic}/{queue_id}", request(code, fields))
+        return int(r.ext_fields["offset"])
+
+    async def min_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        r = await self._ok(
+            addr,
+            f"min offset of {topic}/{queue_id}",
+            request(RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": queue_id}),
+        )
+        return int(r.ext_fields["offset"])
 
     # ------------------------------------------------------------------ ACL (mqadmin's acl verbs)
     async def update_acl_config(

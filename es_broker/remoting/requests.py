@@ -520,6 +520,7 @@ SHAPES: dict[int, RequestShape] = {
         RequestShape(C.GET_ALL_CONSUMER_OFFSET, "GET_ALL_CONSUMER_OFFSET"),
         RequestShape(C.GET_BROKER_RUNTIME_INFO, "GET_BROKER_RUNTIME_INFO"),
         RequestShape(C.GET_BROKER_CONFIG, "GET_BROKER_CONFIG"),
+        RequestShape(C.DELETE_EXPIRED_COMMITLOG, "DELETE_EXPIRED_COMMITLOG"),
         RequestShape(C.UPDATE_BROKER_CONFIG, "UPDATE_BROKER_CONFIG", body=properties_text),
         RequestShape(
             C.INVOKE_BROKER_TO_RESET_OFFSET,

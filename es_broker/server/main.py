@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import logging
 import signal
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -38,6 +38,7 @@ from es_broker.server.namesrv import NameServer
 from es_broker.server.query_processors import QueryProcessors
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.retry_processors import RetryProcessors
+from es_broker.server.store_processors import StoreProcessors
 from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
 
 log = logging.getLogger("es_broker")
@@ -47,8 +48,22 @@ SCAN_PERIOD = 10.0  # channel expiry scans, broker and name server
 REGISTER_WAIT = 6.0  # longest an admin answer waits for the registration carrying its change
 
 
-def default_data_dir() -> str:
-    return str(Path.home() / ".es-broker" / "data")
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """What `es-broker serve` was asked for, over the broker.conf (es_broker/cli/serve.py reads them)."""
+
+    data_dir: str  # storePathRootDir unless a broker.conf names one and --data-dir was not given
+    data_dir_given: bool = False
+    config: str | None = None  # a broker.conf
+    listen: str | None = None  # broker HOST:PORT
+    namesrv_listen: str = "127.0.0.1:9876"
+    namesrv: str | None = None  # external name server(s); no embedded one
+    role: str = "all"  # all | broker | slave | namesrv
+    master: str | None = None
+    broker_id: int | None = None
+    broker_name: str | None = None
+    cluster: str | None = None
+    readmodel_url: str | None = None
 
 
 class BrokerServer:
@@ -105,6 +120,7 @@ class BrokerServer:
             **QueryProcessors(self.broker).handlers(),
             **ha_handlers,
             **acl_handlers,
+            **StoreProcessors(self.broker, lambda: self.config).handlers(),
         }
         # a send's first part runs as its frame is decoded, where send_message is the code's handler
         starts = {
@@ -381,7 +397,7 @@ def _listen(value: str, default_port: int) -> tuple[str, int]:
     return value or "127.0.0.1", default_port
 
 
-async def serve(args: argparse.Namespace) -> None:
+async def serve(args: ServeOptions) -> None:
     config = BrokerConfig(storePathRootDir=args.data_dir)
     if args.config:
         config = load_broker_conf(args.config, config)
@@ -477,7 +493,7 @@ def peer_credentials(config: BrokerConfig) -> Credentials | None:
     return Credentials(config.peer_access_key, config.peer_secret_key)
 
 
-def _with_role(config: BrokerConfig, args: argparse.Namespace) -> BrokerConfig:
+def _with_role(config: BrokerConfig, args: ServeOptions) -> BrokerConfig:
     """--role slave / --broker-id over broker.conf's brokerRole and brokerId, checked as BrokerStartup does."""
     if args.role == "slave":
         config = config.replace(brokerRole="SLAVE", brokerId=config.brokerId or 1)
@@ -505,59 +521,9 @@ async def _stop_on_signal(scope: trio.CancelScope) -> None:
             return
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    args.data_dir_given = args.data_dir is not None
-    args.data_dir = args.data_dir or default_data_dir()
-    trio.run(serve, args)
-    return 0
-
-
 def readmodel_url_for(url: str | None, data_dir: str) -> str | None:
     from es_broker.readmodel.db import default_url
 
     if url and url.lower() == "none":
         return None
     return url or default_url(data_dir)
-
-
-def add_serve_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "serve", help="run the broker (and the name server role) on a data directory"
-    )
-    p.add_argument("--data-dir", help=f"broker data directory (default {default_data_dir()})")
-    p.add_argument("--config", help="a RocketMQ-style broker.conf (key=value)")
-    p.add_argument("--listen", help="broker HOST:PORT (default 127.0.0.1:10911)")
-    p.add_argument("--namesrv-listen", default="127.0.0.1:9876", help="name server HOST:PORT")
-    p.add_argument(
-        "--namesrv", help="external name server(s) HOST:PORT[;HOST:PORT]; no embedded one"
-    )
-    p.add_argument(
-        "--role",
-        choices=["all", "broker", "slave", "namesrv"],
-        default="all",
-        help="all: broker and name server; slave: a slave broker (brokerRole=SLAVE), with a name "
-        "server unless --namesrv; broker: the broker only; namesrv: the name server only",
-    )
-    p.add_argument(
-        "--master",
-        help="HOST:PORT of the master a slave replicates from (default: the master the "
-        "name server lists for this brokerName)",
-    )
-    p.add_argument(
-        "--broker-id",
-        type=int,
-        help="brokerId: 0 for a master, > 0 for a slave (default 1 with --role slave)",
-    )
-    p.add_argument("--broker-name")
-    p.add_argument("--cluster")
-    p.add_argument("-v", "--verbose", action="store_true")
-    p.add_argument(
-        "--readmodel-url",
-        help="SQL read model database, any SQLAlchemy URL (default: sqlite "
-        "readmodel.sqlite in the data directory; 'none' runs no follower)",
-    )
-    p.set_defaults(func=_cmd_serve)

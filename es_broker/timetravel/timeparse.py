@@ -1,8 +1,13 @@
-"""TIME arguments: `now`, epoch millis, mqadmin's `yyyy-MM-dd#HH:mm:ss:SSS`, or ISO 8601.
+"""The one reading and the one printing of times, for every `es-broker` command.
 
-mqadmin parses its date pattern in the admin host's local time zone (B-72),
-so a date without a zone is local time here too; ISO 8601 with a zone (or
-`Z`) is exact. Printed times are local, with milliseconds.
+TIME arguments: `now`, epoch millis, mqadmin's `yyyy-MM-dd#HH:mm:ss:SSS`, or
+ISO 8601. mqadmin parses its date pattern in the admin host's local time zone
+(B-72), so a date without a zone is local time here too; ISO 8601 with a zone
+(or `Z`) is exact. What `now` stands for is the caller's: the wall clock for
+the time-travel commands, -1 ("the latest") for resetOffsetByTime's `-s now`.
+
+Printed times are local, with milliseconds, as mqadmin prints them
+(UtilAll.timeMillisToHumanString2): 2024-05-01 10:42:00,123.
 """
 
 from __future__ import annotations
@@ -43,9 +48,11 @@ def parse_time(text: str, now: Callable[[], int] = wall_clock_ms) -> int:
 
 
 def format_time(ms: int) -> str:
-    """Local time with milliseconds: 2024-05-01 10:42:00.123."""
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC).astimezone()
-    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
+    """Local time with milliseconds, 2024-05-01 10:42:00,123; `-` for no time (0 or less)."""
+    if ms <= 0:
+        return "-"
+    moment = datetime.fromtimestamp(ms // 1000, tz=UTC).astimezone()
+    return moment.strftime("%Y-%m-%d %H:%M:%S,") + f"{ms % 1000:03d}"
 
 
 def utc_day(ms: int) -> str:

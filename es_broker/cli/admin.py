@@ -14,17 +14,16 @@ import argparse
 import json
 import os
 import sys
-import time
-from collections.abc import Awaitable, Callable, Mapping
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
-from es_broker.acl.signing import Credentials
+from es_broker.cli.credentials import CredentialsError, add_credential_options, admin_credentials
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting.message import StoredMessage
+from es_broker.timetravel.timeparse import format_time, parse_time
 
 Verb = Callable[[Admin, argparse.Namespace], Awaitable[Any]]
 VERBS: dict[str, tuple[Verb, Callable[[Any], str], Callable[[argparse.ArgumentParser], None]]] = {}
@@ -48,12 +47,6 @@ def opt(*args, **kwargs):
         return fn
 
     return add
-
-
-def fmt_time(ms: int) -> str:
-    if ms <= 0:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f",{ms % 1000:03d}"
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -99,8 +92,8 @@ def render_message(m: dict[str, Any]) -> str:
         ("Queue Offset", m["queueOffset"]),
         ("CommitLog Offset", m["commitLogOffset"]),
         ("Reconsume Times", m["reconsumeTimes"]),
-        ("Born Timestamp", fmt_time(m["bornTimestamp"])),
-        ("Store Timestamp", fmt_time(m["storeTimestamp"])),
+        ("Born Timestamp", format_time(m["bornTimestamp"])),
+        ("Store Timestamp", format_time(m["storeTimestamp"])),
         ("Born Host", m["bornHost"]),
         ("Store Host", m["storeHost"]),
         ("System Flag", m["sysFlag"]),
@@ -203,7 +196,7 @@ async def topic_route(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
                 r["queueId"],
                 r["minOffset"],
                 r["maxOffset"],
-                fmt_time(r["lastUpdateTimestamp"]),
+                format_time(r["lastUpdateTimestamp"]),
             ]
             for r in rows
         ],
@@ -279,7 +272,7 @@ def _render_progress(r: dict[str, Any]) -> str:
             q["brokerOffset"],
             q["consumerOffset"],
             q["diff"],
-            fmt_time(q["lastTimestamp"]),
+            format_time(q["lastTimestamp"]),
         ]
         for q in r["queues"]
     ]
@@ -339,21 +332,8 @@ async def consumer_connection(admin: Admin, a: argparse.Namespace) -> dict[str, 
 
 
 def parse_reset_time(text: str) -> int:
-    """-s of resetOffsetByTime (B-72): now -> -1, digits -> ms, else yyyy-MM-dd#HH:mm:ss:SSS local time."""
-    import datetime
-    import re
-
-    if text == "now":
-        return -1
-    if re.fullmatch(r"-?[0-9]+", text):
-        return int(text)
-    try:
-        moment = datetime.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
-    except ValueError:
-        raise ValueError(
-            f"timestamp {text!r} is not now, milliseconds, or yyyy-MM-dd#HH:mm:ss:SSS"
-        ) from None
-    return int(moment.timestamp() * 1000)
+    """-s of resetOffsetByTime (B-72): `now` is -1 (the broker's latest), else a TIME."""
+    return parse_time(text, now=lambda: -1)
 
 
 def _render_reset(r: dict[str, Any]) -> str:
@@ -555,20 +535,39 @@ async def send_message(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
 @opt("-t", "--topic", required=True)
 @opt("-b", "--brokerName")
 @opt("-i", "--queueId", type=int)
-@opt("-o", "--offset", type=int, default=0)
-@opt("-c", "--messageNumber", type=int, default=128)
+@opt("-o", "--offset", type=int)
+@opt("-g", "--consumerGroup", help="accepted as mqadmin's; es-broker reads without a group")
+@opt("-s", "--beginTimestamp", help="currentTimeMillis | yyyy-MM-dd#HH:mm:ss:SSS")
+@opt("-e", "--endTimestamp", help="currentTimeMillis | yyyy-MM-dd#HH:mm:ss:SSS")
+@opt("-c", "--MessageNumber", "--messageNumber", dest="messageNumber", type=int, default=128)
 async def consume_message(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """Up to -c messages from -o (else the queue's minimum, or -s's offset) to -e's offset."""
+    if a.messageNumber <= 0:
+        raise ValueError("Please input a positive messageNumber!")
+    begin = parse_time(a.beginTimestamp) if a.beginTimestamp else None
+    end = parse_time(a.endTimestamp) if a.endTimestamp else None
+    if begin is not None and end is not None and begin > end:
+        raise ValueError(
+            "Please make sure that the beginTimestamp is less than or equal to the endTimestamp"
+        )
     out: list[dict[str, Any]] = []
     names = await admin.broker_names()
     route = await admin.route(a.topic)
     for qd in route["queueDatas"]:
         if a.brokerName and qd["brokerName"] != a.brokerName or qd["brokerName"] not in names:
             continue
+        addrs = names[qd["brokerName"]]
+        addr = addrs.get(0) or next(iter(addrs.values()))
         for qid in range(qd["readQueueNums"]):
             if a.queueId is not None and qid != a.queueId:
                 continue
-            offset = a.offset
-            while len(out) < a.messageNumber:
+            offset = a.offset if a.offset is not None else 0
+            if a.offset is None and begin is not None:
+                offset = await admin.queue_offsets(addr, a.topic, qid, at=begin)
+            stop = (
+                await admin.queue_offsets(addr, a.topic, qid, at=end) if end is not None else None
+            )
+            while len(out) < a.messageNumber and (stop is None or offset <= stop):
                 try:
                     m = await admin.message_by_offset(a.topic, qd["brokerName"], qid, offset)
                 except ValueError:
@@ -651,7 +650,7 @@ def _trace_line(e: dict[str, Any]) -> str:
     if kind == "sent":
         text = (
             f"{where}, producer group {e['producerGroup'] or '-'}, client {e['requester'] or '-'}, "
-            f"born {fmt_time(e['bornTimestamp'] or 0)} at {e['bornHost'] or '-'}"
+            f"born {format_time(e['bornTimestamp'] or 0)} at {e['bornHost'] or '-'}"
         )
         if e.get("divertedFrom"):
             text += f" (sent to {e['divertedFrom']} past its retry limit: dead-lettered, B-95)"
@@ -659,7 +658,7 @@ def _trace_line(e: dict[str, Any]) -> str:
             d = e["delay"]
             text += (
                 f"; delayed level {d['level']} for {d['real_topic']} queue {d['real_queue_id']}, "
-                f"due {fmt_time(d['deliver_at'])}"
+                f"due {format_time(d['deliver_at'])}"
             )
         return text
     if kind == "delivered":
@@ -668,7 +667,7 @@ def _trace_line(e: dict[str, Any]) -> str:
         if served_by:
             text += (
                 f", served by slave {served_by['brokerId']} at {served_by['addr'] or '-'} "
-                f"(recorded {fmt_time(e['recordedTs'])})"
+                f"(recorded {format_time(e['recordedTs'])})"
             )
         return text
     if kind in ("offset_committed", "offset_moved_back"):
@@ -680,7 +679,7 @@ def _trace_line(e: dict[str, Any]) -> str:
         return (
             f"by group {e['group']} (client {e['requester'] or '-'}): retry {e['reconsumeTimes']} of "
             f"{e['maxReconsumeTimes']}, level {e['delayLevel']} ({fmt_ms(e['delayMs'])}), due "
-            f"{fmt_time(e['deliverAt'])}, for {e['targetTopic']} queue {e['targetQueueId']} as {e['newMsgId']}"
+            f"{format_time(e['deliverAt'])}, for {e['targetTopic']} queue {e['targetQueueId']} as {e['newMsgId']}"
         )
     if kind == "dead_lettered":
         return (
@@ -691,7 +690,7 @@ def _trace_line(e: dict[str, Any]) -> str:
     if kind == "dropped":
         return f"by group {e['group']} (client {e['requester'] or '-'}): {e['reason']} (retryQueueNums 0, B-94)"
     if kind == "delay_delivered":
-        return f"level {e['level']} due {fmt_time(e['due'])}: to {where} as {e['newMsgId']}"
+        return f"level {e['level']} due {format_time(e['due'])}: to {where} as {e['newMsgId']}"
     if kind == "redriven":
         return f"by {e['requester'] or '-'}: to {e['targetTopic']} queue {e['targetQueueId']} as {e['newMsgId']}"
     return json.dumps({k: v for k, v in e.items() if k not in ("seq", "ts", "event")})
@@ -703,7 +702,9 @@ def render_trace(j: dict[str, Any]) -> str:
         f"Message {j['msgId']} (UNIQ_KEY {first.get('uniqKey') or '-'}), topic {first.get('topic')}, "
         f"{len(j['hops'])} stored cop{'y' if len(j['hops']) == 1 else 'ies'}, from broker {j['broker']}"
     )
-    rows = [[fmt_time(e["ts"]), e["seq"], e["event"].upper(), _trace_line(e)] for e in j["events"]]
+    rows = [
+        [format_time(e["ts"]), e["seq"], e["event"].upper(), _trace_line(e)] for e in j["events"]
+    ]
     return head + "\n" + table(["#Time", "#Seq", "#Event", "#Details"], rows)
 
 
@@ -866,7 +867,7 @@ def _render_acl_versions(rows: list[dict[str, Any]]) -> str:
                 r["brokerAddr"],
                 path,
                 v.get("counter", 0),
-                fmt_time(v.get("timestamp", 0)),
+                format_time(v.get("timestamp", 0)),
             ]
             for r in rows
             for path, v in sorted(r["allAclFileVersion"].items())
@@ -908,123 +909,12 @@ async def get_access_config(admin: Admin, a: argparse.Namespace) -> list[dict[st
     ]
 
 
-# ---------------------------------------------------------------------- credentials
-
-ACCESS_KEY_ENV = "ES_BROKER_ACCESS_KEY"
-SECRET_KEY_ENV = "ES_BROKER_SECRET_KEY"
-ROCKETMQ_HOME_ENV = "ROCKETMQ_HOME"
-TOOLS_YML = Path("conf", "tools.yml")  # MixAll.ACL_CONF_TOOLS_FILE, under ROCKETMQ_HOME
-
-
-class CredentialsError(ValueError):
-    """The account to sign with is given incompletely or unreadably (never says the secret)."""
-
-
-def _pair(access_key: str | None, secret_key: str | None, names: tuple[str, str]) -> Credentials:
-    if not access_key and not secret_key:
-        raise CredentialsError(f"{names[0]} and {names[1]} are empty")
-    if not access_key:
-        raise CredentialsError(f"{names[1]} given without {names[0]}")
-    if not secret_key:
-        raise CredentialsError(f"{names[0]} given without {names[1]}")
-    return Credentials(access_key, secret_key)
-
-
-def _yml_key(data: Mapping[Any, Any], key: str, path: Path) -> str | None:
-    value = data.get(key)
-    # SnakeYAML reads `secretKey: 12345678` (tools.yml's own example) as a number; it is the text
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None  # blank, as AclUtils.getAclRPCHook treats it
-    if not isinstance(value, str):
-        raise CredentialsError(f"{path}: {key} must be a string")
-    return value
-
-
-def read_tools_yml(path: Path) -> Credentials | None:
-    """accessKey/secretKey of an mqadmin tools.yml; None if it names neither.
-
-    A parse error names the file, line and column but never quotes the line,
-    which may be the secret's.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CredentialsError(f"tools.yml {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CredentialsError(f"tools.yml {path} cannot be read: {type(exc).__name__}") from None
-    import yaml  # here, not at the top: every `es-broker` command builds this parser
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise CredentialsError(f"tools.yml {path} cannot be parsed: {problem}{where}") from None
-    if data is None:
-        return None  # an empty file: no account, as mqadmin
-    if not isinstance(data, dict):
-        raise CredentialsError(
-            f"tools.yml {path} cannot be parsed: not a mapping of accessKey and secretKey"
-        )
-    access_key, secret_key = _yml_key(data, "accessKey", path), _yml_key(data, "secretKey", path)
-    if access_key is None and secret_key is None:
-        return None
-    return _pair(access_key, secret_key, (f"accessKey in {path}", f"secretKey in {path}"))
-
-
-def admin_credentials(args: argparse.Namespace, environ: Mapping[str, str]) -> Credentials | None:
-    """The account `es-broker admin` signs with: flags, else environment, else tools.yml; None: unsigned.
-
-    One source gives both keys: a key from one and the secret from another
-    would sign with a pair nobody wrote down.
-    """
-    access_key, secret_key = getattr(args, "access_key", None), getattr(args, "secret_key", None)
-    if access_key is not None or secret_key is not None:
-        return _pair(access_key, secret_key, ("--access-key", "--secret-key"))
-    access_key, secret_key = (
-        environ.get(ACCESS_KEY_ENV) or None,
-        environ.get(SECRET_KEY_ENV) or None,
-    )
-    if access_key is not None or secret_key is not None:
-        return _pair(access_key, secret_key, (ACCESS_KEY_ENV, SECRET_KEY_ENV))
-    tools_yml = getattr(args, "tools_yml", None)
-    if tools_yml is not None:
-        return read_tools_yml(Path(tools_yml))
-    home = environ.get(ROCKETMQ_HOME_ENV)
-    if home:
-        default = Path(home) / TOOLS_YML
-        if default.exists():  # mqadmin signs nothing when its tools.yml is absent
-            return read_tools_yml(default)
-    return None
-
-
-def add_credential_options(p: argparse.ArgumentParser, default: Any) -> None:
-    """--access-key, --secret-key, --tools-yml; before the verb and after it."""
-    p.add_argument(
-        "--access-key",
-        default=default,
-        help=f"sign requests with this account (else ${ACCESS_KEY_ENV})",
-    )
-    p.add_argument(
-        "--secret-key",
-        default=default,
-        help=f"the account's secret (else ${SECRET_KEY_ENV}; the environment keeps it out of ps)",
-    )
-    p.add_argument(
-        "--tools-yml",
-        default=default,
-        metavar="PATH",
-        help="an mqadmin tools.yml with accessKey/secretKey (else $ROCKETMQ_HOME/conf/tools.yml)",
-    )
-
-
 # ---------------------------------------------------------------------- entry
 
 
-def add_admin_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from es_broker.cli import admin_ops  # noqa: F401 (registers its verbs)
+
     p = sub.add_parser("admin", help="mqadmin's verbs against a running broker")
     p.add_argument("-n", "--namesrvAddr", default="127.0.0.1:9876", help="name server HOST:PORT")
     add_credential_options(p, None)

@@ -1,13 +1,12 @@
-"""The `es-broker` command: serve, replay, verify, and the admin verbs."""
+"""`es-broker replay | verify | explain`: the log and its projections, offline."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from es_broker.config import BrokerConfig
-from es_broker.server.main import default_data_dir
+from es_broker.config import BrokerConfig, default_data_dir
+from es_broker.timetravel.timeparse import format_time
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -37,12 +36,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 1 if differences else 0
 
 
-def _fmt_ts(ms: int) -> str:
-    import time
-
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
-
-
 def _cmd_explain(args: argparse.Namespace) -> int:
     from es_broker.commands.explain import explain
     from es_broker.commands.store import Store
@@ -69,7 +62,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                 start["head_in_memory"]
             ]
             print(
-                f"  started {_fmt_ts(start['ts'])}: {start['requester']} asked QUERY_CONSUMER_OFFSET with no "
+                f"  started {format_time(start['ts'])}: {start['requester']} asked QUERY_CONSUMER_OFFSET with no "
                 f"offset stored; min {start['min_offset']}, head {verdict} (phyMax {start['phy_max']}): "
                 f"{start['why']}"
             )
@@ -80,16 +73,13 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         latest = q["latest_change"]
         if latest:
             print(
-                f"  latest change {_fmt_ts(latest['ts'])}: {latest['old']} -> {latest['new']} by "
+                f"  latest change {format_time(latest['ts'])}: {latest['old']} -> {latest['new']} by "
                 f"{latest['requester'] or '(unknown)'} ({latest['cause']}); {q['changes']} changes in all"
             )
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="es-broker", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="rebuild every projection from the log into a new directory")
     p.add_argument("--data-dir", required=True)
     p.add_argument("--into", required=True)
@@ -111,30 +101,3 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", "-t", required=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_explain)
-
-    from es_broker.admin_cli import add_admin_parser
-
-    add_admin_parser(sub)
-    from es_broker.server.main import add_serve_parser
-
-    add_serve_parser(sub)
-    from es_broker.timetravel_cli import add_parsers as add_timetravel_parsers
-
-    add_timetravel_parsers(sub)  # offsets, history, export, readmodel
-    from es_broker.dashboard import add_parser as add_dashboard_parser
-
-    add_dashboard_parser(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (FileNotFoundError, FileExistsError, ValueError) as exc:
-        print(f"es-broker: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

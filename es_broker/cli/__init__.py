@@ -1,0 +1,36 @@
+"""The `es-broker` command: serve, replay, verify, explain, time travel, the read model, admin.
+
+One module per family of subcommands; each adds its parsers to the one parser
+here. A subcommand imports what it runs when it runs, so `es-broker serve`
+loads the broker and not the libraries of the other commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from es_broker.cli import admin, readmodel, replay, serve, timetravel
+
+    parser = argparse.ArgumentParser(prog="es-broker", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    replay.add_parsers(sub)  # replay, verify, explain
+    admin.add_parser(sub)
+    serve.add_parser(sub)
+    timetravel.add_parsers(sub)  # offsets, history, acl, export
+    readmodel.add_parser(sub)
+    from es_broker.dashboard import add_parser as add_dashboard_parser
+
+    add_dashboard_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, FileExistsError, ValueError) as exc:
+        print(f"es-broker: {exc}", file=sys.stderr)
+        return 2

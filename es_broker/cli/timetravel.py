@@ -1,0 +1,355 @@
+"""`es-broker offsets | history | acl | export`: time travel and audit over a data directory.
+
+    es-broker offsets --group G [--topic T] --at TIME [--durable] [--json]
+    es-broker history --group G [--topic T] [--since TIME] [--until TIME] [--json]
+    es-broker acl --topic T [--group G] --at TIME [--window SECONDS] [--json]
+    es-broker export --data-dir D --out DIR
+
+TIME: now | epoch millis | yyyy-MM-dd#HH:mm:ss:SSS | ISO 8601 (a time without
+a zone is local time, as mqadmin reads it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from es_broker.cli.datadir import add_data_dir, open_log_readonly, open_store, source
+from es_broker.timetravel.timeparse import format_time, parse_time
+
+TIME_HELP = "now | epoch millis | yyyy-MM-dd#HH:mm:ss:SSS | ISO 8601"
+
+
+# ---------------------------------------------------------------------- offsets
+
+
+def print_offsets(
+    rows: list,
+    *,
+    at: int,
+    position: int | None,
+    group: str,
+    topic: str | None,
+    durable: bool,
+    tick: int | None,
+    as_json: bool,
+    origin: str,
+) -> None:
+    if as_json:
+        doc: dict[str, Any] = {
+            "at": at,
+            "group": group,
+            "topic": topic,
+            "source": origin,
+            "queues": [r.as_dict() for r in rows],
+        }
+        if position is not None:
+            doc["position"] = position
+        if durable:
+            doc["persist_tick"] = tick
+        print(json.dumps(doc))
+        return
+    where = f"topic {topic}" if topic else "every topic"
+    pos = f", log position {position}" if position is not None else ""
+    print(f"offsets of group {group} on {where} at {format_time(at)} ({at}){pos}, from {origin}")
+    if durable:
+        kept = (
+            f"{format_time(tick)} ({tick})"
+            if tick is not None
+            else "none yet (within 10 s of start)"
+        )
+        print(f"durable = the value at the last compat persist tick <= that moment (B-133): {kept}")
+    if not rows:
+        print("  (no offsets at that moment)")
+        return
+    head = ["topic", "queue", "offset", "max", "lag"]
+    if durable:
+        head += ["durable", "durable lag"]
+    head += ["changed at", "cause", "by", "seq"]
+    table = [head]
+    for r in rows:
+        line = [r.topic, str(r.queue_id), str(r.offset), str(r.max_offset), _dash(r.lag)]
+        if durable:
+            line += [str(r.durable), _dash(r.durable_lag)]
+        line += [format_time(r.time), r.cause, r.requester or "-", str(r.seq)]
+        table.append(line)
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _cmd_offsets(args: argparse.Namespace) -> int:
+    from es_broker.timetravel.query import TimeTravel
+
+    at = parse_time(args.at)
+    with open_store(args) as store:
+        travel = TimeTravel(store)
+        with store.read() as txn:
+            rows = travel.offsets_at(
+                txn, at, group=args.group, topic=args.topic, durable=args.durable
+            )
+            position = travel.position_at(txn, at)
+            tick = travel.persist_tick(txn, at) if args.durable else None
+    print_offsets(
+        rows,
+        at=at,
+        position=position,
+        group=args.group,
+        topic=args.topic,
+        durable=args.durable,
+        tick=tick,
+        as_json=args.json,
+        origin="the broker's time index",
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------- history
+
+
+def describe(entry) -> str:
+    """One history line's text after the time: what changed, why, who."""
+    d = entry.detail
+    if entry.kind == "offset_change":
+        return (
+            f"{entry.topic} q{entry.queue_id}  {entry.old} -> {entry.new}  ({entry.cause}) "
+            f"by {entry.requester or '(unknown)'}"
+        )
+    if entry.kind == "reset_requested":
+        kind, value = d.get("kind", "time"), d.get("value", d.get("timestamp"))
+        to = (
+            f"time {format_time(value)}"
+            if kind == "time" and value not in (None, -1)
+            else "latest (max)"
+            if kind == "time"
+            else f"{kind} {value if value is not None else ''}".strip()
+        )
+        queues = "; ".join(f"q{q[0]} {q[1]} -> {q[3]} {q[4]}" for q in d.get("queues") or ())
+        notified = d.get("notified") or []
+        return (
+            f"{entry.topic} reset requested by {entry.requester or '(unknown)'}: to {to}, "
+            f"{'force' if d.get('force') else 'no force'}, mode {d.get('mode', 'compat')}; {queues}; "
+            + (f"notified {', '.join(map(str, notified))}" if notified else "no consumer online")
+        )
+    if entry.kind == "pull_offset_moved":
+        return (
+            f"{entry.topic} q{entry.queue_id}  pull at {d.get('offset')} answered {d.get('status')}: "
+            f"moved to {d.get('next_offset')} (min {d.get('min_offset')}, max {d.get('max_offset')}) "
+            f"for {entry.requester or '(unknown)'}"
+        )
+    if entry.kind == "offset_commit_ignored":
+        return (
+            f"{entry.topic} q{entry.queue_id}  commit of {d.get('offset')} by {entry.requester} ignored "
+            f"({d.get('reason')}): it would undo the reset to {d.get('target')}"
+        )
+    if entry.kind == "commitlog_expired":
+        lost = [x for x in d.get("lost") or () if x[0] == entry.group]
+        what = "; ".join(f"{t} q{q}: {n} messages from offset {o}" for _, t, q, o, n in lost)
+        return f"retention ({d.get('reason')}) removed messages never consumed: {what or 'none'}"
+    rest = {k: v for k, v in d.items() if k not in ("requester", "client")}
+    return f"{entry.kind} {entry.topic} by {entry.requester or '(unknown)'} {json.dumps(rest, default=str)}"
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from es_broker.timetravel.query import TimeTravel
+
+    since = parse_time(args.since) if args.since else None
+    until = parse_time(args.until) if args.until else None
+    with open_store(args) as store, store.read() as txn:
+        entries = TimeTravel(store).history(
+            txn, args.group, topic=args.topic, since=since, until=until
+        )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "group": args.group,
+                    "topic": args.topic,
+                    "since": since,
+                    "until": until,
+                    "entries": [e.as_dict() for e in entries],
+                },
+                default=str,
+            )
+        )
+        return 0
+    scope = f"topic {args.topic}" if args.topic else "every topic"
+    print(f"history of group {args.group} on {scope}: {len(entries)} entries")
+    for e in entries:
+        print(f"  {format_time(e.time)}  #{e.seq:<7} {describe(e)}")
+    return 0
+
+
+# ---------------------------------------------------------------------- acl
+
+
+def _cmd_acl(args: argparse.Namespace) -> int:
+    """Who could write/read a topic at a time (the ACL load in force), and who was refused around it."""
+    from es_broker.commands.acl_audit import access_at
+
+    at = parse_time(args.at)
+    record_log = open_log_readonly(args.data_dir)
+    try:
+        reader = record_log.read()
+        try:
+            answer = access_at(
+                reader, at, args.topic, args.group, window_ms=int(args.window * 1000)
+            )
+        finally:
+            reader.close()
+    finally:
+        record_log.close()
+    if args.json:
+        print(json.dumps(answer))
+        return 0
+    load = answer["load"]
+    print(
+        f"topic {args.topic} at {format_time(at)}" + (f", group {args.group}" if args.group else "")
+    )
+    if load is None:
+        print(
+            "  no ACL load recorded at or before that time (ACL off, or before the first start with aclEnable)"
+        )
+    else:
+        who = f" by {load['requester']}" if load["requester"] else ""
+        print(
+            f"  rules version {load['version']} loaded {format_time(load['time'])} ({load['cause']}{who}), "
+            f"record #{load['seq']}, files {', '.join(p for p, _ in load['files'])}"
+        )
+        white = ", ".join(answer["global_white"]) or "(none)"
+        print(f"  global white list (anyone from these addresses, unsigned): {white}")
+        print(
+            f"  {'accessKey':<24} {'write':<5} {'read':<5} {'group SUB':<9} {'topic perm':<18} "
+            f"{'group perm':<18} white address (passes unchecked)"
+        )
+        for a in answer["accounts"]:
+            group = "-" if a["group_sub"] is None else ("yes" if a["group_sub"] else "no")
+            print(
+                f"  {a['access_key']:<24} {'yes' if a['write'] else 'no':<5} {'yes' if a['read'] else 'no':<5} "
+                f"{group:<9} {a['topic_perm']:<18} {a['group_perm'] or '-':<18} "
+                f"{a['white_remote_address'] or '-'}"
+            )
+    print(
+        f"  refused within {args.window:g} s of that time: {sum(d['count'] for d in answer['denials'])} requests"
+    )
+    for d in answer["denials"]:
+        print(
+            f"    {format_time(d['window_from'])} .. {format_time(d['window_to'])}  {d['who']:<24} "
+            f"{d['host']:<16} code {d['code']:<5} x{d['count']}  (#{d['seq']})"
+        )
+    return 0
+
+
+# ---------------------------------------------------------------------- export
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from es_broker.readmodel.export import export
+
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        print(
+            "es-broker export writes Parquet with pyarrow, which is not installed: "
+            "pip install 'es-broker[export]'",
+            file=sys.stderr,
+        )
+        return 2
+    with open_store(args) as store:
+        result = export(store.log, args.out, source(store.config))
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "first_seq": result.first_seq,
+                    "last_seq": result.last_seq,
+                    "records": result.records,
+                    "rows": result.rows,
+                    "files": result.files,
+                    "seconds": round(result.seconds, 3),
+                    "records_per_s": round(result.rate),
+                    "quarantined": list(result.quarantined),
+                }
+            )
+        )
+        return 0
+    elif result.first_seq is None:
+        print(f"nothing new: {args.out} already holds records 1..{result.last_seq}")
+    else:
+        rows = ", ".join(f"{k} {v}" for k, v in sorted(result.rows.items()))
+        print(
+            f"exported records {result.first_seq}..{result.last_seq} ({result.records}) into {args.out}: "
+            f"{result.files} files; rows: {rows}; {result.rate:,.0f} records/s"
+        )
+    if result.quarantined:
+        from es_broker.readmodel.export import QUARANTINE
+
+        print(
+            f"quarantined {len(result.quarantined)} records that could not be exported "
+            f"(kept in {Path(args.out) / QUARANTINE}):"
+        )
+        for f in result.quarantined:
+            print(f"  seq {f['seq']}  {f['type']}: {f['error']}")
+    return 0
+
+
+# ---------------------------------------------------------------------- parsers
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "offsets", help="the offset table at a moment, with lag (from the time index)"
+    )
+    add_data_dir(p)
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", help="one topic (default: every topic of the group)")
+    p.add_argument("--at", required=True, help=TIME_HELP)
+    p.add_argument(
+        "--durable",
+        action="store_true",
+        help="also show the compat crash-model value (last 5 s persist tick, B-133)",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_offsets)
+
+    p = sub.add_parser("history", help="every offset change of a group, with cause and requester")
+    add_data_dir(p)
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic")
+    p.add_argument("--since", help=TIME_HELP)
+    p.add_argument("--until", help=TIME_HELP)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_history)
+
+    p = sub.add_parser(
+        "acl", help="who could write/read a topic at a time under the ACL, and who was refused"
+    )
+    add_data_dir(p)
+    p.add_argument("--topic", "-t", required=True)
+    p.add_argument("--group", "-g", help="also tell who may SUB as this consumer group")
+    p.add_argument("--at", required=True, help=TIME_HELP)
+    p.add_argument(
+        "--window",
+        type=float,
+        default=300.0,
+        help="seconds either side of --at whose refusal summaries are listed (default 300)",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_acl)
+
+    p = sub.add_parser(
+        "export", help="write the records as Parquet, one dataset per family, by day"
+    )
+    add_data_dir(p, required=True)
+    p.add_argument(
+        "--out", required=True, help="export directory (incremental: keeps its checkpoint there)"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_export)

@@ -1,0 +1,48 @@
+"""The store's maintenance requests mqadmin sends: DELETE_EXPIRED_COMMITLOG.
+
+RocketMQ answers DELETE_EXPIRED_COMMITLOG by arming its clean service to
+delete expired commit-log files on its next passes whatever the hour
+(`DefaultMessageStore#executeDeleteFilesManually`). es-broker runs one such
+pass at once (a `retention_pass` record, reason manual: files past
+fileReservedTime only, B-14..B-18) and answers with what it removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from es_broker.client.channel import Channel
+from es_broker.commands.broker import Broker
+from es_broker.config import BrokerConfig
+from es_broker.remoting import fastjson
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.server.remoting_server import Handler
+
+
+class StoreProcessors:
+    def __init__(self, broker: Broker, config: Callable[[], BrokerConfig]) -> None:
+        self.broker = broker
+        self.config = config
+
+    def handlers(self) -> dict[int, Handler]:
+        return {RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commitlog}
+
+    async def delete_expired_commitlog(
+        self, channel: Channel, req: RemotingCommand
+    ) -> RemotingCommand:
+        """One manual clean pass now (B-264); a slave's files follow its master's log."""
+        if self.config().brokerRole == "SLAVE":
+            return response_to(
+                req,
+                ResponseCode.SYSTEM_ERROR,
+                "a slave keeps its master's log: delete expired commit-log files on the master",
+            )
+        done = await self.broker.retention_pass(manual=True)
+        body = {
+            "reason": done.reason,
+            "deletedFiles": list(done.deleted_files),
+            "phyMin": done.phy_min,
+            "seq": done.seq,
+        }
+        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps(body).encode())
