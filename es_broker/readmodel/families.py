@@ -61,6 +61,7 @@ class Source:
 
     broker: str = "broker-a"
     role: str = "ASYNC_MASTER"
+    node: int = 0  # brokerId: 0 the master, 1.. its slaves (a cluster export's `node` partition)
 
 
 DEFAULT_SOURCE = Source()  # RocketMQ's default brokerName, as an ASYNC_MASTER
