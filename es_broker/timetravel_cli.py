@@ -33,7 +33,7 @@ def _config(args: argparse.Namespace) -> BrokerConfig:
 def _source(config: BrokerConfig):
     from es_broker.readmodel.families import Source
 
-    return Source(config.brokerName, config.brokerRole)
+    return Source(config.brokerName, config.brokerRole, config.brokerId)
 
 
 @contextmanager
@@ -291,6 +291,7 @@ def _cmd_acl(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from es_broker.readmodel.export import export
+    from es_broker.readmodel.families import Source
 
     try:
         import pyarrow  # noqa: F401
@@ -302,7 +303,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
         )
         return 2
     with _store(args) as store:
-        result = export(store.log, args.out, _source(store.config))
+        source = _source(store.config)
+        source = Source(
+            args.broker_name or source.broker,
+            args.broker_role or source.role,
+            source.node if args.broker_id is None else args.broker_id,
+        )
+        result = export(store.log, args.out, source, cluster=args.cluster)
     if args.json:
         print(
             json.dumps(
@@ -623,6 +630,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", required=True, help="export directory (incremental: keeps its checkpoint there)"
     )
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        help="write as one node of a cluster's export root (partitioned by broker name and brokerId), "
+        "so every master and slave of a cluster can export into the same --out",
+    )
+    p.add_argument("--broker-name", help="the broker name rows carry (default: broker.conf's)")
+    p.add_argument(
+        "--broker-id", type=int, help="the node's brokerId (default: broker.conf's; 0 a master)"
+    )
+    p.add_argument("--broker-role", help="the role rows carry (default: broker.conf's)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_export)
 

@@ -230,6 +230,13 @@ def markdown(report: dict) -> str:
                 )
             lines.append("")
         for group, g in data["groups"].items():
+            if cluster and g["by_broker"]:
+                shares = ", ".join(
+                    f"`{broker}` {n.get('commits', 0)} offset changes, "
+                    f"{n.get('send_backs', 0)} send-backs, {n.get('dead_letters', 0)} dead letters"
+                    for broker, n in sorted(g["by_broker"].items())
+                )
+                lines.append(f"- group `{group}` by broker: {shares}")
             for reset in g["resets"]:
                 lines.append(
                     f"- **reset** of group `{group}` on topic `{reset['topic']}`{on(reset)} at {_hms(reset['time'])} "
