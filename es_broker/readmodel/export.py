@@ -35,6 +35,7 @@ import json
 import os
 import time as _time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +129,7 @@ def export(
     *,
     chunk: int = CHUNK,
     cluster: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ExportResult:
     """Write every record after the last export to Parquet under `out` (as `source`'s node of a cluster root if `cluster`)."""
     import pyarrow.parquet as pq
@@ -143,6 +145,7 @@ def export(
     files = records = 0
     quarantined: list[dict] = []
     expected = first
+    total = log.last_seq
     reader = log.read(first)
     try:
         while batch := list(itertools.islice(reader, chunk)):
@@ -182,6 +185,8 @@ def export(
                 files += 1
             state.update(last_seq=batch[-1][0], max_ts=clock.value)
             _write_checkpoint(layout, state)
+            if progress is not None:
+                progress(batch[-1][0], total)
     finally:
         reader.close()
     return ExportResult(
