@@ -6,7 +6,9 @@ send-backs, dead letters, messages lost to retention.
     spark-submit spark/audit_report.py --input hdfs:///es-broker/export --json
 
 Days are UTC days of the records' effective time. Markdown by default
-(readable as text), or JSON with --json.
+(readable as text), or JSON with --json. On a cluster's export, a group's
+counts are the cluster's, with each broker's share under `by_broker`, and
+every reset and perm change names its broker.
 """
 
 from __future__ import annotations
@@ -75,19 +77,23 @@ def collect(
                     "dead_letters": 0,
                     "lost_to_retention": 0,
                     "offset_moved": 0,
+                    "by_broker": defaultdict(lambda: defaultdict(int)),
                 }
             ),
             "perm_changes": [],
         }
     )
 
-    for r in fam("offsets").groupBy("day", "group", "cause").count().collect():
+    for r in fam("offsets").groupBy("day", "group", "cause", "broker").count().collect():
         g = days[r["day"]]["groups"][r["group"]]
         g["commits"] += r["count"]
-        g["commit_causes"][r["cause"] or "-"] = r["count"]
-    for r in fam("resets").orderBy("seq").collect():
+        cause = r["cause"] or "-"
+        g["commit_causes"][cause] = g["commit_causes"].get(cause, 0) + r["count"]
+        g["by_broker"][r["broker"]]["commits"] += r["count"]
+    for r in fam("resets").orderBy("time", "broker", "seq").collect():
         days[r["day"]]["groups"][r["group"]]["resets"].append(
             {
+                "broker": r["broker"],
                 "time": r["time"],
                 "topic": r["topic"],
                 "requester": r["requester"],
@@ -111,15 +117,23 @@ def collect(
         )
     for r in (
         fam("send_backs")
-        .groupBy("day", "group")
+        .groupBy("day", "group", "broker")
         .agg(F.count("*").alias("n"), F.sum(F.col("dead_letter").cast("int")).alias("dlq"))
         .collect()
     ):
         g = days[r["day"]]["groups"][r["group"] or "-"]
         g["send_backs"] += r["n"]
         g["retried"] += r["n"] - (r["dlq"] or 0)
-    for r in fam("dead_letters").groupBy("day", "group").agg(F.sum("count").alias("n")).collect():
-        days[r["day"]]["groups"][r["group"] or "-"]["dead_letters"] += r["n"] or 0
+        g["by_broker"][r["broker"]]["send_backs"] += r["n"]
+    for r in (
+        fam("dead_letters")
+        .groupBy("day", "group", "broker")
+        .agg(F.sum("count").alias("n"))
+        .collect()
+    ):
+        g = days[r["day"]]["groups"][r["group"] or "-"]
+        g["dead_letters"] += r["n"] or 0
+        g["by_broker"][r["broker"]]["dead_letters"] += r["n"] or 0
     corrections = fam("corrections").where(F.col("group").isNotNull())
     for r in (
         corrections.groupBy("day", "group")
@@ -135,9 +149,10 @@ def collect(
     perms = _window(source.family("topics"), since, until).where(
         F.col("type") == "topic_perm_changed"
     )
-    for r in perms.orderBy("seq").collect():
+    for r in perms.orderBy("time", "broker", "seq").collect():
         days[r["day"]]["perm_changes"].append(
             {
+                "broker": r["broker"],
                 "time": r["time"],
                 "topic": r["topic"],
                 "old_perm": r["old_perm"],
@@ -147,11 +162,25 @@ def collect(
         )
     return {
         day: {
-            "groups": {g: dict(v) for g, v in sorted(d["groups"].items())},
+            "groups": {g: _plain(v) for g, v in sorted(d["groups"].items())},
             "perm_changes": d["perm_changes"],
         }
         for day, d in sorted(days.items())
     }
+
+
+def _plain(group: dict) -> dict:
+    by_broker = {b: dict(sorted(n.items())) for b, n in sorted(group["by_broker"].items())}
+    return {**group, "by_broker": by_broker}
+
+
+def _brokers(report: dict) -> set[str]:
+    return {
+        b
+        for data in report.values()
+        for g in data["groups"].values()
+        for b in [*g["by_broker"], *(r["broker"] for r in g["resets"])]
+    } | {c["broker"] for data in report.values() for c in data["perm_changes"]}
 
 
 def _perm(p: int | None) -> str:
@@ -177,6 +206,11 @@ def _outcome(reset: dict) -> str:
 
 def markdown(report: dict) -> str:
     lines = ["# es-broker audit report", ""]
+    cluster = len(_brokers(report)) > 1
+
+    def on(item: dict) -> str:
+        return f" on `{item['broker']}`" if cluster else ""
+
     if not report:
         lines.append("No records in the chosen window.")
     for day, data in report.items():
@@ -196,9 +230,16 @@ def markdown(report: dict) -> str:
                 )
             lines.append("")
         for group, g in data["groups"].items():
+            if cluster and g["by_broker"]:
+                shares = ", ".join(
+                    f"`{broker}` {n.get('commits', 0)} offset changes, "
+                    f"{n.get('send_backs', 0)} send-backs, {n.get('dead_letters', 0)} dead letters"
+                    for broker, n in sorted(g["by_broker"].items())
+                )
+                lines.append(f"- group `{group}` by broker: {shares}")
             for reset in g["resets"]:
                 lines.append(
-                    f"- **reset** of group `{group}` on topic `{reset['topic']}` at {_hms(reset['time'])} "
+                    f"- **reset** of group `{group}` on topic `{reset['topic']}`{on(reset)} at {_hms(reset['time'])} "
                     f"by `{reset['requester'] or '(unknown)'}`: to {describe_target(reset)}, "
                     f"{'force' if reset['force'] else 'no force'}, mode {reset['mode'] or 'compat'}; "
                     + _outcome(reset)
@@ -211,7 +252,7 @@ def markdown(report: dict) -> str:
                     )
         for change in data["perm_changes"]:
             lines.append(
-                f"- **perm** of topic `{change['topic']}` at {_hms(change['time'])}: "
+                f"- **perm** of topic `{change['topic']}`{on(change)} at {_hms(change['time'])}: "
                 f"{_perm(change['old_perm'])} -> {_perm(change['perm'])} "
                 f"by `{change['requester'] or '(unknown)'}`"
             )

@@ -83,7 +83,19 @@ class Input:
         path = f"{self.export_dir.rstrip('/')}/{name}"
         if _local_missing(path):
             return self.spark.createDataFrame([], spark_ddl(family))
-        return self.spark.read.schema(spark_ddl(family)).option("basePath", path).parquet(path)
+        if not self._cluster(path):
+            return self.spark.read.schema(spark_ddl(family)).option("basePath", path).parquet(path)
+        # a cluster root: broker=<name>/node=<brokerId>/day=... under each family
+        ddl = spark_ddl(family, with_day=False) + ", `node` string, `day` string"
+        rows = self.spark.read.schema(ddl).option("basePath", path).parquet(path)
+        return one_node_per_record(rows).drop("node")
+
+    def _cluster(self, path: str) -> bool:
+        """True if the family's folder holds `broker=` partitions (an export of a whole cluster)."""
+        jvm = self.spark.sparkContext._jvm
+        folder = jvm.org.apache.hadoop.fs.Path(path)
+        fs = folder.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
+        return any(s.getPath().getName().startswith("broker=") for s in fs.listStatus(folder))
 
     def start_time(self) -> int | None:
         """Effective time of the log's first record: the start of the compat persist schedule (B-133)."""
@@ -102,6 +114,43 @@ class Input:
             frame = frame.unionByName(other)
         row = frame.agg(F.min("time")).first()
         return row[0] if row else None
+
+    def start_times(self) -> dict[str, int]:
+        """Each broker's first effective time (a cluster's brokers each start their own log)."""
+        if self.data_dir is not None:  # the data source reads just record 1
+            return _first_times(
+                self.spark.read.format("es_broker").option("to_seq", "1").load(self.data_dir)
+            )
+        frames = [self.family(name).where(F.col("seq") == 1) for name in FAMILIES]
+        frame = frames[0].select("broker", "time")
+        for other in frames[1:]:
+            frame = frame.unionByName(other.select("broker", "time"))
+        return _first_times(frame)
+
+
+def one_node_per_record(rows: DataFrame) -> DataFrame:
+    """Each (broker, seq)'s rows from one node only: a slave's log is its master's, record for record.
+
+    The node with the lowest brokerId that exported the record wins (the
+    master, when its export has it), so a master and its slaves exported
+    under one root are counted once, and a record only a slave's export
+    holds (the master's export lagging behind) is still counted.
+    """
+    numbered = rows.withColumn("_node", F.col("node").cast("int"))
+    first = numbered.groupBy("broker", "seq").agg(F.min("_node").alias("_first"))
+    return (
+        numbered.join(first, ["broker", "seq"])
+        .where(F.col("_node") == F.col("_first"))
+        .select(*rows.columns)
+    )
+
+
+def _first_times(frame: DataFrame) -> dict[str, int]:
+    return {
+        r["broker"]: r["start"]
+        for r in frame.groupBy("broker").agg(F.min("time").alias("start")).collect()
+        if r["start"] is not None
+    }
 
 
 def _local_missing(path: str) -> bool:
@@ -144,26 +193,30 @@ def _latest(frame: DataFrame, keys: list[str], value: Column, name: str) -> Data
 
 
 def queue_max_at(source: Input, at: int) -> DataFrame:
-    """(topic, queue_id, max_offset) of every queue that had messages at `at`."""
+    """(broker, topic, queue_id, max_offset) of every queue that had messages at `at`."""
     messages = source.family("messages").where(F.col("time") <= at)
     return _latest(
-        messages, ["topic", "queue_id"], F.col("queue_offset") + F.col("count"), "max_offset"
+        messages,
+        ["broker", "topic", "queue_id"],
+        F.col("queue_offset") + F.col("count"),
+        "max_offset",
     )
 
 
 def table_at(source: Input, at: int, group: str | None = None) -> DataFrame:
-    """(group, topic, queue_id, offset, seq, time, cause, requester) at `at`."""
+    """(broker, group, topic, queue_id, offset, seq, time, cause, requester) at `at`."""
     offsets = source.family("offsets").where(F.col("time") <= at)
     if group is not None:
         offsets = offsets.where(F.col("group") == group)
     last = _latest(
         offsets,
-        ["group", "topic", "queue_id"],
+        ["broker", "group", "topic", "queue_id"],
         F.struct("new", "seq", "time", "cause", "requester", "removed"),
         "last",
     )
     # a queue whose latest change removed it is not in the table (B-34)
     return last.where(~F.coalesce(F.col("last.removed"), F.lit(False))).select(
+        "broker",
         "group",
         "topic",
         "queue_id",
@@ -191,29 +244,38 @@ def offsets_at(
     table = table_at(source, at, group)
     tops = queue_max_at(source, at)
     out = (
-        table.join(tops, ["topic", "queue_id"], "left")
+        table.join(tops, ["broker", "topic", "queue_id"], "left")
         .withColumn("max_offset", F.coalesce(F.col("max_offset"), F.lit(0)))
         .withColumn("lag", F.when(F.col("offset") >= 0, F.col("max_offset") - F.col("offset")))
     )
     if durable:
-        start = start if start is not None else source.start_time()
-        tick = persist_tick(start, at, persist_interval)
-        if tick is None:
-            kept = table.limit(0).select(
-                "group", "topic", "queue_id", F.col("offset").alias("durable")
-            )
-        else:
-            kept = table_at(source, tick, group).select(
-                "group", "topic", "queue_id", F.col("offset").alias("durable")
+        # each broker's persist schedule starts with its own log (B-133)
+        starts = source.start_times() if start is None else None
+        kept = table.limit(0).select(
+            "broker", "group", "topic", "queue_id", F.col("offset").alias("durable")
+        )
+        for broker in sorted(starts) if starts is not None else [None]:
+            first = start if starts is None else starts[broker]
+            tick = persist_tick(first, at, persist_interval)
+            if tick is None:
+                continue
+            ticked = table_at(source, tick, group)
+            if broker is not None:
+                ticked = ticked.where(F.col("broker") == broker)
+            kept = kept.unionByName(
+                ticked.select(
+                    "broker", "group", "topic", "queue_id", F.col("offset").alias("durable")
+                )
             )
         out = (
-            out.join(kept, ["group", "topic", "queue_id"], "left")
+            out.join(kept, ["broker", "group", "topic", "queue_id"], "left")
             .withColumn("durable", F.coalesce(F.col("durable"), F.lit(-1)))
             .withColumn(
                 "durable_lag", F.when(F.col("durable") >= 0, F.col("max_offset") - F.col("durable"))
             )
         )
     columns = [
+        "broker",
         "group",
         "topic",
         "queue_id",
@@ -227,7 +289,7 @@ def offsets_at(
     ]
     if durable:
         columns += ["durable", "durable_lag"]
-    return out.select(*columns).orderBy("group", "topic", "queue_id")
+    return out.select(*columns).orderBy("broker", "group", "topic", "queue_id")
 
 
 # ---------------------------------------------------------------------- lag over time
@@ -242,7 +304,7 @@ def lag_series(
     until: int | None = None,
     points: int = 1500,
 ) -> DataFrame:
-    """(queue_id, time, offset, max_offset, lag, peak) per queue over time, at most `points` buckets each.
+    """(broker, queue_id, time, offset, max_offset, lag, peak) per queue over time, at most `points` buckets each.
 
     Every offset change and every append is an event; per queue the offset
     and the max are carried forward in log order, so lag is known after each
@@ -253,6 +315,7 @@ def lag_series(
         source.family("offsets")
         .where((F.col("group") == group) & (F.col("topic") == topic))
         .select(
+            "broker",
             "queue_id",
             "seq",
             "time",
@@ -264,6 +327,7 @@ def lag_series(
         source.family("messages")
         .where(F.col("topic") == topic)
         .select(
+            "broker",
             "queue_id",
             "seq",
             "time",
@@ -272,7 +336,11 @@ def lag_series(
         )
     )
     events = offsets.unionByName(appends)
-    w = Window.partitionBy("queue_id").orderBy("seq").rowsBetween(Window.unboundedPreceding, 0)
+    w = (
+        Window.partitionBy("broker", "queue_id")
+        .orderBy("seq")
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
     state = (
         events.withColumn("offset", F.last("offset", ignorenulls=True).over(w))
         .withColumn("max_offset", F.last("max_offset", ignorenulls=True).over(w))
@@ -287,20 +355,28 @@ def lag_series(
     bounds = state.agg(F.min("time"), F.max("time")).first()
     if bounds is None or bounds[0] is None:
         return state.select(
-            "queue_id", "time", "offset", "max_offset", "lag", F.col("lag").alias("peak")
+            "broker", "queue_id", "time", "offset", "max_offset", "lag", F.col("lag").alias("peak")
         )
     width = max((bounds[1] - bounds[0]) // points, 1)
     bucketed = state.withColumn(
         "bucket", F.floor((F.col("time") - F.lit(bounds[0])) / F.lit(width))
     )
     return (
-        bucketed.groupBy("queue_id", "bucket")
+        bucketed.groupBy("broker", "queue_id", "bucket")
         .agg(
             F.max_by(F.struct("time", "offset", "max_offset", "lag"), F.col("seq")).alias("last"),
             F.max("lag").alias("peak"),
         )
-        .select("queue_id", "last.time", "last.offset", "last.max_offset", "last.lag", "peak")
-        .orderBy("queue_id", "time")
+        .select(
+            "broker",
+            "queue_id",
+            "last.time",
+            "last.offset",
+            "last.max_offset",
+            "last.lag",
+            "peak",
+        )
+        .orderBy("broker", "queue_id", "time")
     )
 
 

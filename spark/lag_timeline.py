@@ -3,7 +3,7 @@
     python spark/lag_timeline.py --input EXPORT_DIR --group G --topic T --out lag.png [--since T1] [--until T2]
     python spark/lag_timeline.py --data-dir BROKER_DATA_DIR --group G --topic T --out lag.png
 
-One line per queue: messages behind the queue's max after every offset change
+One line per queue (per broker and queue on a cluster's export): messages behind the queue's max after every offset change
 and every append (downsampled by time, keeping each bucket's peak as a light
 band). Resets of the group on the topic are drawn as dashed lines with who
 asked and where to, so the jump they cause reads at a glance. Times are UTC.
@@ -31,13 +31,13 @@ def reset_marks(source: esb_spark.Input, group: str, topic: str) -> list[dict]:
     resets = (
         source.family("resets")
         .where((F.col("group") == group) & (F.col("topic") == topic))
-        .select("time", "requester", "kind", "value", "mode", "queues")
+        .select("broker", "time", "requester", "kind", "value", "mode", "queues")
         .orderBy("seq")
     )
     return [r.asDict(recursive=True) for r in resets.collect()]
 
 
-def describe_reset(mark: dict) -> str:
+def describe_reset(mark: dict, with_broker: bool = False) -> str:
     kind, value = mark["kind"] or "time", mark["value"]
     if kind == "time" and value not in (None, -1):
         target = "to " + _dt(value).strftime("%H:%M:%S")
@@ -46,7 +46,8 @@ def describe_reset(mark: dict) -> str:
     else:
         target = f"{kind} {value}"
     moved = sum(1 for q in mark["queues"] or () if q["final"] != q["current"])
-    return f"reset {target}\nby {mark['requester'] or '?'} ({moved} queues)"
+    where = f" on {mark['broker']}" if with_broker else ""
+    return f"reset{where} {target}\nby {mark['requester'] or '?'} ({moved} queues)"
 
 
 def plot(series: list[dict], marks: list[dict], group: str, topic: str, out: str) -> None:
@@ -56,18 +57,27 @@ def plot(series: list[dict], marks: list[dict], group: str, topic: str, out: str
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
-    by_queue: dict[int, list[dict]] = defaultdict(list)
+    by_queue: dict[tuple[str, int], list[dict]] = defaultdict(list)
     for point in series:
-        by_queue[point["queue_id"]].append(point)
+        by_queue[(point["broker"], point["queue_id"])].append(point)
+    brokers = {broker for broker, _ in by_queue} | {m["broker"] for m in marks}
+    many = len(brokers) > 1
     fig, ax = plt.subplots(figsize=(12, 5.5), dpi=110)
     colors = plt.get_cmap("tab10")
-    for i, (queue, points) in enumerate(sorted(by_queue.items())):
+    for i, ((broker, queue), points) in enumerate(sorted(by_queue.items())):
         times = [_dt(p["time"]) for p in points]
         lags = [p["lag"] if p["lag"] is not None else float("nan") for p in points]
         peaks = [p["peak"] if p["peak"] is not None else float("nan") for p in points]
         color = colors(i % 10)
         ax.fill_between(times, lags, peaks, step="post", color=color, alpha=0.15, linewidth=0)
-        ax.step(times, lags, where="post", color=color, linewidth=1.6, label=f"queue {queue}")
+        ax.step(
+            times,
+            lags,
+            where="post",
+            color=color,
+            linewidth=1.6,
+            label=f"{broker} q{queue}" if many else f"queue {queue}",
+        )
     top = max((p["peak"] or 0 for p in series), default=0)
     first = min((p["time"] for p in series), default=0)
     last = max((p["time"] for p in series), default=0)
@@ -77,7 +87,7 @@ def plot(series: list[dict], marks: list[dict], group: str, topic: str, out: str
         # the label goes on the side with room: left of the line in the last third of the picture
         right_side = last == first or (mark["time"] - first) / (last - first) < 0.66
         ax.annotate(
-            describe_reset(mark),
+            describe_reset(mark, many),
             xy=(when, top * 0.97 if top else 1),
             xytext=(6 if right_side else -6, 0),
             ha="left" if right_side else "right",
@@ -87,7 +97,8 @@ def plot(series: list[dict], marks: list[dict], group: str, topic: str, out: str
             color="crimson",
             bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "crimson", "alpha": 0.9},
         )
-    ax.set_title(f"Consumer lag of group {group} on topic {topic}", fontsize=13, loc="left")
+    on = f" across {len(brokers)} brokers" if many else ""
+    ax.set_title(f"Consumer lag of group {group} on topic {topic}{on}", fontsize=13, loc="left")
     ax.set_ylabel("lag (messages behind the queue's max)")
     ax.set_xlabel("broker time (UTC)")
     ax.set_ylim(bottom=0)
@@ -140,7 +151,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     ]
     plot(series, marks, args.group, args.topic, args.out)
     print(
-        f"wrote {args.out}: {len({p['queue_id'] for p in series})} queues, {len(series)} points, "
+        f"wrote {args.out}: {len({(p['broker'], p['queue_id']) for p in series})} queues, {len(series)} points, "
         f"{len(marks)} resets"
     )
     if owned:

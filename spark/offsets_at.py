@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         print(f"offset table at {at} ({len(rows)} queues)")
         columns = ["group", "topic", "queue_id", "offset", "max_offset", "lag"]
         columns += ["durable", "durable_lag"] if args.durable else []
-        esb_spark.print_table(rows, columns + ["cause", "requester", "seq"])
+        esb_spark.print_table(rows, columns + ["cause", "requester", "seq", "broker"])
     if owned:
         spark.stop()
     return 0

@@ -234,6 +234,7 @@ def test_audit_report_tells_who_reset_when_from_what_to_what(spark, scenario):
     assert group["commit_causes"]["reset"] == 4 and group["dead_letters"] == 2
     assert day["perm_changes"] == [
         {
+            "broker": "broker-a",
             "time": START + 71_000,
             "topic": "T",
             "old_perm": 6,

@@ -28,7 +28,7 @@ def source(config: BrokerConfig) -> Source:
     """The read-model source a broker's records are stamped with: its name and role."""
     from es_broker.readmodel.families import Source
 
-    return Source(config.brokerName, config.brokerRole)
+    return Source(config.brokerName, config.brokerRole, config.brokerId)
 
 
 @contextmanager

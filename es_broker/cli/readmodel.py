@@ -26,12 +26,13 @@ def _url(args: argparse.Namespace) -> str:
 
 
 def _cmd_readmodel_sync(args: argparse.Namespace) -> int:
+    from es_broker.cli.progress import progress
     from es_broker.readmodel.follower import open_follower
 
-    with open_store(args) as store:
+    with open_store(args) as store, progress("readmodel sync") as tell:
         follower = open_follower(_url(args), store.log, source(store.config), batch=args.batch)
         try:
-            applied = follower.catch_up()
+            applied = follower.catch_up(tell)
         finally:
             follower.engine.dispose()
     print(f"read model: applied {applied} records, checkpoint at {follower.position}")
@@ -46,6 +47,7 @@ def _readmodel_source(args: argparse.Namespace):
     return Source(
         getattr(args, "broker_name", None) or configured.broker,
         getattr(args, "broker_role", None) or configured.role,
+        configured.node,
     )
 
 

@@ -10,17 +10,24 @@ from es_broker.timetravel.timeparse import format_time
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    from es_broker.cli.progress import progress
     from es_broker.commands.replay import replay
 
-    last = replay(args.data_dir, args.into)
+    with progress("replay") as tell:
+        last = replay(args.data_dir, args.into, tell)
     print(f"replayed {last} records from {args.data_dir} into {args.into}")
     return 0
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from es_broker.cli.progress import progress
     from es_broker.commands.replay import compare, verify
 
-    differences = compare(args.data_dir, args.against) if args.against else verify(args.data_dir)
+    if args.against:
+        differences = compare(args.data_dir, args.against)
+    else:
+        with progress("verify: replay") as tell:
+            differences = verify(args.data_dir, tell)
     if args.json:
         print(
             json.dumps(

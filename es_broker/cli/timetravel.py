@@ -251,7 +251,9 @@ def _cmd_acl(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from es_broker.cli.progress import progress
     from es_broker.readmodel.export import export
+    from es_broker.readmodel.families import Source
 
     try:
         import pyarrow  # noqa: F401
@@ -262,8 +264,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    with open_store(args) as store:
-        result = export(store.log, args.out, source(store.config))
+    with open_store(args) as store, progress("export") as tell:
+        node = source(store.config)
+        node = Source(
+            args.broker_name or node.broker,
+            args.broker_role or node.role,
+            node.node if args.broker_id is None else args.broker_id,
+        )
+        result = export(store.log, args.out, node, cluster=args.cluster, progress=tell)
     if args.json:
         print(
             json.dumps(
@@ -351,5 +359,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", required=True, help="export directory (incremental: keeps its checkpoint there)"
     )
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        help="write as one node of a cluster's export root (partitioned by broker name and brokerId), "
+        "so every master and slave of a cluster can export into the same --out",
+    )
+    p.add_argument("--broker-name", help="the broker name rows carry (default: broker.conf's)")
+    p.add_argument(
+        "--broker-id", type=int, help="the node's brokerId (default: broker.conf's; 0 a master)"
+    )
+    p.add_argument("--broker-role", help="the role rows carry (default: broker.conf's)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_export)

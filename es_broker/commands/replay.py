@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +20,11 @@ from es_broker.log.store import AppendContext
 
 BATCH = 5000
 
+Progress = Callable[[int, int], None]
+"""Told (records done, records in all) as long work goes on: replay, verify, export, readmodel sync."""
 
-def replay(src_dir: str | Path, dst_dir: str | Path) -> int:
+
+def replay(src_dir: str | Path, dst_dir: str | Path, progress: Progress | None = None) -> int:
     """Rebuild a broker data directory from src's log into dst; returns the last sequence."""
     src = Store.open(src_dir, BrokerConfig(storePathRootDir=str(src_dir)), readonly=True)
     dst_path = Path(dst_dir)
@@ -33,8 +36,11 @@ def replay(src_dir: str | Path, dst_dir: str | Path) -> int:
     try:
         for chunk in _chunks(src.log.payloads()):
             dst.log.write_batch([_payload_job(chunk)])
+        total = src.log.last_seq
         for chunk in _chunks(src.log.read_raw()):
             dst.log.write_batch([_records_job(chunk)])
+            if progress is not None:
+                progress(chunk[-1][0], total)
         dst.log.flush()
         return dst.log.last_seq
     finally:
@@ -142,8 +148,8 @@ def _first_difference(name: str, ta, da, tb, db) -> Difference:
     return Difference(name, None, None, None)
 
 
-def verify(data_dir: str | Path) -> list[Difference]:
+def verify(data_dir: str | Path, progress: Progress | None = None) -> list[Difference]:
     """Replay data_dir's log into a temporary directory and compare every database."""
     with tempfile.TemporaryDirectory(prefix="es-broker-verify-") as tmp:
-        replay(data_dir, tmp)
+        replay(data_dir, tmp, progress)
         return compare(data_dir, tmp)

@@ -6,6 +6,17 @@ Layout of DIR (schemas: spark/SCHEMA.md, generated from `families.py`):
     DIR/<family>/day=YYYY-MM-DD/part-<first seq, 12 digits>.parquet
     DIR/_quarantine.jsonl                   records that could not be exported, one JSON line each
 
+A cluster export (`cluster=True`) puts the exports of every broker of a
+cluster, masters and slaves, under one root, each partitioned by broker name
+and node (brokerId) above the day, with its own checkpoint and quarantine:
+
+    ROOT/<family>/broker=<name>/node=<id>/day=YYYY-MM-DD/part-<first seq>.parquet
+    ROOT/_export_checkpoint.<name>.<id>.json
+    ROOT/_quarantine.<name>.<id>.jsonl
+
+A slave's log is its master's, record for record, so the readers keep one
+node's rows of each (broker, seq): see spark/esb_spark.py.
+
 `day` is the UTC day of a row's effective time. Each run exports the records
 after the checkpoint in chunks; a chunk's files are named after the chunk's
 first seq and written before the checkpoint moves past it (atomically, by
@@ -24,6 +35,7 @@ import json
 import os
 import time as _time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,35 +77,75 @@ class ExportResult:
         return self.records / self.seconds if self.seconds else 0.0
 
 
-def read_checkpoint(out: Path) -> dict:
-    path = out / CHECKPOINT
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where one exporter's files go under `out`: alone, or as one node of a cluster export."""
+
+    out: Path
+    source: Source | None = None  # the node of a cluster export; None: a broker's export alone
+
+    @classmethod
+    def of(cls, out: Path, source: Source, cluster: bool) -> Layout:
+        return cls(out, source if cluster else None)
+
+    def _named(self, name: str) -> Path:
+        if self.source is None:
+            return self.out / name
+        stem, ext = name.rsplit(".", 1)
+        return self.out / f"{stem}.{self.source.broker}.{self.source.node}.{ext}"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self._named(CHECKPOINT)
+
+    @property
+    def quarantine(self) -> Path:
+        return self._named(QUARANTINE)
+
+    def folder(self, family: str, day: str) -> Path:
+        if self.source is None:
+            return self.out / family / f"day={day}"
+        node = f"broker={self.source.broker}/node={self.source.node}"
+        return self.out / family / node / f"day={day}"
+
+
+def read_checkpoint(out: Path, layout: Layout | None = None) -> dict:
+    path = (layout or Layout(out)).checkpoint
     if path.exists():
         return json.loads(path.read_text())
     return {"version": 1, "last_seq": 0, "max_ts": 0, "start_time": None}
 
 
-def _write_checkpoint(out: Path, state: dict) -> None:
-    tmp = out / (CHECKPOINT + ".tmp")
+def _write_checkpoint(layout: Layout, state: dict) -> None:
+    tmp = layout.checkpoint.with_name(layout.checkpoint.name + ".tmp")
     tmp.write_text(json.dumps(state, sort_keys=True))
-    os.replace(tmp, out / CHECKPOINT)
+    os.replace(tmp, layout.checkpoint)
 
 
 def export(
-    log: RecordLog, out: str | Path, source: Source = DEFAULT_SOURCE, *, chunk: int = CHUNK
+    log: RecordLog,
+    out: str | Path,
+    source: Source = DEFAULT_SOURCE,
+    *,
+    chunk: int = CHUNK,
+    cluster: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ExportResult:
-    """Write every record after the last export to Parquet under `out`."""
+    """Write every record after the last export to Parquet under `out` (as `source`'s node of a cluster root if `cluster`)."""
     import pyarrow.parquet as pq
 
     began = _time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    state = read_checkpoint(out)
+    layout = Layout.of(out, source, cluster)
+    state = read_checkpoint(out, layout)
     first = state["last_seq"] + 1
     clock = RunningTime(state["max_ts"])
     totals: dict[str, int] = defaultdict(int)
     files = records = 0
     quarantined: list[dict] = []
     expected = first
+    total = log.last_seq
     reader = log.read(first)
     try:
         while batch := list(itertools.islice(reader, chunk)):
@@ -121,9 +173,9 @@ def export(
                 by_record.append((seq, str(record.get("type")), rows))
             tables = _tables(by_record, bad)
             if bad:
-                quarantined.extend(_quarantine(out, [bad[s] for s in sorted(bad)]))
+                quarantined.extend(_quarantine(layout.quarantine, [bad[s] for s in sorted(bad)]))
             for (family, day), table in tables.items():
-                folder = out / family / f"day={day}"
+                folder = layout.folder(family, day)
                 folder.mkdir(parents=True, exist_ok=True)
                 target = folder / f"part-{chunk_first:012d}.parquet"
                 tmp = folder / f".{target.name}.tmp"
@@ -132,7 +184,9 @@ def export(
                 totals[family] += table.num_rows
                 files += 1
             state.update(last_seq=batch[-1][0], max_ts=clock.value)
-            _write_checkpoint(out, state)
+            _write_checkpoint(layout, state)
+            if progress is not None:
+                progress(batch[-1][0], total)
     finally:
         reader.close()
     return ExportResult(
@@ -191,9 +245,8 @@ def _failure(seq: int, record: dict, exc: BaseException) -> dict:
     }
 
 
-def _quarantine(out: Path, failures: list[dict]) -> list[dict]:
+def _quarantine(path: Path, failures: list[dict]) -> list[dict]:
     """Append the failures not in the quarantine file yet (a redone chunk finds its own there)."""
-    path = out / QUARANTINE
     known = (
         {json.loads(line)["seq"] for line in path.read_text().splitlines() if line}
         if path.exists()

@@ -61,6 +61,7 @@ class Source:
 
     broker: str = "broker-a"
     role: str = "ASYNC_MASTER"
+    node: int = 0  # brokerId: 0 the master, 1.. its slaves (a cluster export's `node` partition)
 
 
 DEFAULT_SOURCE = Source()  # RocketMQ's default brokerName, as an ASYNC_MASTER
@@ -1005,6 +1006,11 @@ def schema_markdown() -> str:
         '`day` is the UTC day of `time`. The Spark data source (`spark.read.format("es_broker")`) gives',
         'the same columns for `.option("family", <dataset>)`, plus `day`; its default family `records` has',
         "every record (`v`, `body` as JSON).",
+        "",
+        "A cluster's export root (`es-broker export --cluster`, every master and slave into one `--out`)",
+        "adds two partitions above the day: `DIR/<dataset>/broker=<name>/node=<brokerId>/day=.../`; the",
+        "Spark jobs read either layout and keep one node's rows of each (broker, seq), since a slave's log",
+        "is its master's record for record (B-207).",
         "",
         "Every dataset starts with these columns and ends with `extra`:",
         "",

@@ -161,11 +161,13 @@ class Follower:
             applied += done
         return applied
 
-    def catch_up(self) -> int:
-        """Apply every record the log holds now; the number applied."""
+    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Apply every record the log holds now; the number applied (`progress` told the position)."""
         total = 0
         while applied := self.step():
             total += applied
+            if progress is not None:
+                progress(self.position, max(self.position, self.log.last_seq))
         return total
 
     def _read(self, first: int, count: int) -> list[tuple[int, Record]]:

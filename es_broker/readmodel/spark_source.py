@@ -23,6 +23,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from es_broker.readmodel.families import (
+    DEFAULT_SOURCE,
     FAMILIES,
     RECORDS,
     Family,
@@ -88,7 +89,11 @@ class EsBrokerReader(DataSourceReader):
             raise ValueError("load(DATA_DIR): the broker data directory is required")
         self.family = _family(options.get("family", "records"))
         self.count = max(int(options.get("partitions", 4)), 1)
-        self.source = Source(options.get("broker", Source.broker), options.get("role", Source.role))
+        self.source = Source(
+            options.get("broker", DEFAULT_SOURCE.broker),
+            options.get("role", DEFAULT_SOURCE.role),
+            int(options.get("node", DEFAULT_SOURCE.node)),
+        )
         self.from_seq = max(int(options.get("from_seq", 1)), 1)
         self.to_seq = int(options["to_seq"]) if options.get("to_seq") else None
 
