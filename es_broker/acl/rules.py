@@ -189,6 +189,7 @@ BROKER_RULES: dict[int, Rule] = {
     E.RESET_OFFSET: ADMIN_ES,
     E.REDRIVE_DLQ: ADMIN_ES,
     E.MESSAGE_TRACE: ADMIN_ES,
+    E.OPEN_TRANSACTIONS: ADMIN_ES,
     E.HA_FETCH_RECORDS: ADMIN_ES,
     E.HA_MERGE_SLAVE_OFFSETS: ADMIN_ES,
     # -- ACL administration (B-171): 4.9.8 asks only for a signature, so any account could grant itself anything

@@ -239,6 +239,7 @@ class EsRequestCode(IntEnum):
     RESET_OFFSET = 9101  # reset by time/offset/shift/earliest/latest, dry run, server-side (S-2)
     REDRIVE_DLQ = 9201  # re-send dead letters of a group, each re-drive a record (S-9)
     MESSAGE_TRACE = 9202  # a message's whole journey from the records, as JSON
+    OPEN_TRANSACTIONS = 9230  # the open transactions (half messages) per producer group, as JSON
     # master/slave replication (es_broker/ha): a slave's fetch of records from seq N, long-polled on the
     # master's tail, which also acknowledges N - 1; and the merge of offsets a slave took alone (S-5)
     HA_FETCH_RECORDS = 9280
