@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import lmdb
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from es_broker.log import Record
 from es_broker.projections.keys import I64
@@ -37,7 +37,7 @@ def _pack(value: dict[str, Any]) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
 
-def _unpack(raw: bytes) -> dict[str, Any]:
+def _unpack(raw: bytes | memoryview) -> dict[str, Any]:
     return msgpack.unpackb(raw, raw=False)
 
 
