@@ -226,3 +226,43 @@ async def test_nothing_visible_before_the_end_B220(tmp_path, nursery):
 
 async def _is(count, wanted: int) -> bool:
     return await count == wanted
+
+
+async def test_with_acl_a_signed_producer_answers_the_check_and_commits_B233(tmp_path, nursery):
+    from es_broker.client.admin import Admin as SignedAdmin
+    from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf
+
+    conf, _ = acl_conf(
+        tmp_path, transactionTimeOut=200, transactionCheckInterval=200, transactionCheckMax=3
+    )
+    checks = Checks({b"later": COMMIT})
+    with serve(
+        tmp_path / "data", "--config", str(conf), log_file=tmp_path / "broker.log"
+    ) as served:
+        await ProcessRunning(served, RemotingClient(nursery, credentials=ADMIN)).create_topic(
+            "TopicA", 4
+        )
+        producer = TransactionProducer(
+            served.namesrv,
+            "PGA",
+            check_listener=checks,
+            client_ip="127.0.0.1",
+            credentials=PRODUCER,
+        )
+        await producer.start(nursery)
+        result = await producer.send_in_transaction(
+            "TopicA", Message(b"later"), lambda message, sent, arg: UNKNOW
+        )
+        await checks.signal.wait_for(lambda: checks.count(b"later") >= 1, 30)
+
+        async def committed() -> bool:
+            async with SignedAdmin.open(served.namesrv, credentials=ADMIN) as admin:
+                rows = await admin.topic_status("TopicA")
+                return sum(q["maxOffset"] for q in rows) == 1
+
+        await poll_until(committed, what="the check's commit stored")
+        async with SignedAdmin.open(served.namesrv, credentials=ADMIN) as admin:
+            trace = await admin.message_trace(result.msg_id)
+        (commit,) = [e for e in trace["events"] if e["event"] == "committed"]
+        assert commit["fromTransactionCheck"] is True  # the signed answer to the check went through
+        await producer.shutdown()
