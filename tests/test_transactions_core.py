@@ -107,7 +107,7 @@ async def test_reject_transaction_message_refuses_half_messages_B221(tmp_path, c
     nursery.cancel_scope.cancel()
 
 
-async def test_check_waits_for_the_timeout_then_checks_each_interval_then_discards_B226_B228(
+async def test_check_waits_for_the_timeout_then_checks_each_interval_then_discards_B226_B228_B229(
     broker, clock
 ):
     cfg = broker.config
@@ -133,7 +133,7 @@ async def test_check_waits_for_the_timeout_then_checks_each_interval_then_discar
     assert broker.max_offset("T", 3) == 0
 
 
-async def test_check_immunity_property_delays_the_first_check_B227(broker, clock):
+async def test_check_immunity_property_delays_the_first_check_B227_B229(broker, clock):
     await make_topic(broker, "T", 4)
     await broker.put_message("T", 0, half_message(CHECK_IMMUNITY_TIME_IN_SECONDS="60"))
     clock.advance(broker.config.transactionTimeOut)

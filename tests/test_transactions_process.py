@@ -95,7 +95,7 @@ def story(served, msg_id: str) -> list[str]:
     return [e["event"] for e in trace["events"] if e["event"] in STORY]
 
 
-async def test_commit_rollback_and_the_check_settle_every_transaction_B222_B226(tmp_path, nursery):
+async def test_commit_rollback_and_the_check_settle_every_transaction_B222_B226_B231_B234(tmp_path, nursery):
     data = tmp_path / "data"
     decisions = {
         b"commit": COMMIT,
@@ -187,7 +187,7 @@ def _verify_and_replay(tmp_path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-async def test_nothing_visible_before_the_end_B220(tmp_path, nursery):
+async def test_nothing_visible_before_the_end_B220_B232(tmp_path, nursery):
     gate = trio.Event()
     seen = trio.Event()
 
