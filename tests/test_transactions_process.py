@@ -95,7 +95,9 @@ def story(served, msg_id: str) -> list[str]:
     return [e["event"] for e in trace["events"] if e["event"] in STORY]
 
 
-async def test_commit_rollback_and_the_check_settle_every_transaction_B222_B226_B231_B234(tmp_path, nursery):
+async def test_commit_rollback_and_the_check_settle_every_transaction_B222_B226_B231_B234(
+    tmp_path, nursery
+):
     data = tmp_path / "data"
     decisions = {
         b"commit": COMMIT,
