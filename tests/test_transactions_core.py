@@ -8,6 +8,8 @@ from es_broker.commands import transaction as tx
 from es_broker.commands.errors import BrokerError, NoPermission
 from es_broker.commands.messages import MessageIn
 from es_broker.remoting import message as wire
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import request
 from tests.conftest import START, make_topic
 
 GROUP = "PG"
@@ -165,3 +167,25 @@ async def test_trace_tells_the_whole_story_B230(broker, clock):
     journey = broker.message_journey("Uorder-1")
     events = [e["event"] for e in journey["events"]]
     assert events == ["prepared", "checked", "committed", "delivered"]
+
+
+async def test_an_unknown_end_gets_no_answer_and_changes_nothing_B225(running):
+    broker = running.server.broker
+    await make_topic(broker, "T", 4)
+    result = await broker.put_message("T", 0, half_message())
+    fields = {
+        "producerGroup": GROUP,
+        "tranStateTableOffset": result.queue_offset,
+        "commitLogOffset": result.physical_offsets[0],
+        "commitOrRollback": tx.TRANSACTION_NOT_TYPE,
+        "fromTransactionCheck": True,
+        "msgId": "Uorder-1",
+    }
+    req = request(RequestCode.END_TRANSACTION, fields)
+    processors = running.server.processors
+    assert (
+        await processors.end_transaction(None, req) is None
+    )  # EndTransactionProcessor returns null
+    assert len(broker.open_transactions(GROUP)) == 1
+    r = await running.call(RequestCode.END_TRANSACTION, dict(fields, commitOrRollback=12))
+    assert r.code == ResponseCode.SUCCESS and broker.open_transactions(GROUP) == []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -287,7 +288,7 @@ def _store_committed(
             half.physical_offset,
             None,
         )
-    except (ValueError, OverflowError) as exc:
+    except (ValueError, OverflowError, struct.error) as exc:
         raise BrokerError(f"the message cannot be stored: {exc}", Code.MESSAGE_ILLEGAL) from None
     tags = props.get("TAGS")
     return messages.place(
