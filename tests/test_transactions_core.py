@@ -9,7 +9,6 @@ from es_broker.commands.errors import BrokerError, NoPermission
 from es_broker.commands.messages import MessageIn
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
-from es_broker.remoting.command import request
 from tests.conftest import START, make_topic
 
 GROUP = "PG"
@@ -169,7 +168,7 @@ async def test_trace_tells_the_whole_story_B230(broker, clock):
     assert events == ["prepared", "checked", "committed", "delivered"]
 
 
-async def test_an_unknown_end_gets_no_answer_and_changes_nothing_B225(running):
+async def test_an_unknown_end_changes_nothing_B225(running):
     broker = running.server.broker
     await make_topic(broker, "T", 4)
     result = await broker.put_message("T", 0, half_message())
@@ -181,11 +180,11 @@ async def test_an_unknown_end_gets_no_answer_and_changes_nothing_B225(running):
         "fromTransactionCheck": True,
         "msgId": "Uorder-1",
     }
-    req = request(RequestCode.END_TRANSACTION, fields)
-    processors = running.server.processors
-    assert (
-        await processors.end_transaction(None, req) is None
-    )  # EndTransactionProcessor returns null
+    r = await running.call(RequestCode.END_TRANSACTION, fields)
+    assert r.code == ResponseCode.SUCCESS and "stays open" in r.remark
+    assert len(broker.open_transactions(GROUP)) == 1
+    r = await running.call(RequestCode.END_TRANSACTION, dict(fields, commitOrRollback=16))
+    assert r.code == ResponseCode.SYSTEM_ERROR and "none of 0" in r.remark
     assert len(broker.open_transactions(GROUP)) == 1
     r = await running.call(RequestCode.END_TRANSACTION, dict(fields, commitOrRollback=12))
     assert r.code == ResponseCode.SUCCESS and broker.open_transactions(GROUP) == []

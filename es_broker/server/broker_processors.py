@@ -674,14 +674,14 @@ class BrokerProcessors:
             await self.registered()  # the route shows the broker's perm (B-23)
         return response_to(req, ResponseCode.SUCCESS)
 
-    async def end_transaction(
-        self, channel: Channel, req: RemotingCommand
-    ) -> RemotingCommand | None:
+    async def end_transaction(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """END_TRANSACTION (4.9.8 EndTransactionProcessor, B-222..B-225).
 
-        A slave answers SLAVE_NOT_AVAILABLE; UNKNOW (TRANSACTION_NOT_TYPE) or an
-        unknown type gets no answer and changes nothing; commit and rollback
-        answer SUCCESS, or SYSTEM_ERROR naming what did not match.
+        A slave answers SLAVE_NOT_AVAILABLE; UNKNOW (TRANSACTION_NOT_TYPE) changes
+        nothing and answers SUCCESS with a remark saying so (4.9.8 gives no answer;
+        the client sends it one way, where no answer goes out either); another
+        type is SYSTEM_ERROR; commit and rollback answer SUCCESS, or SYSTEM_ERROR
+        naming what did not match.
         """
         if self.is_slave:
             return response_to(req, ResponseCode.SLAVE_NOT_AVAILABLE)
@@ -694,11 +694,18 @@ class BrokerProcessors:
             msg_id=req.require_str("msgId"),
             transaction_id=req.get_str("transactionId"),
         )
+        if end.commit_or_rollback == transaction.TRANSACTION_NOT_TYPE:
+            return response_to(
+                req, ResponseCode.SUCCESS, "the state is unknown: the transaction stays open"
+            )
         if end.commit_or_rollback not in (
             transaction.TRANSACTION_COMMIT_TYPE,
             transaction.TRANSACTION_ROLLBACK_TYPE,
         ):
-            return None
+            raise IllegalRequest(
+                f"commitOrRollback {end.commit_or_rollback} is none of 0 (unknown), "
+                "8 (commit), 12 (rollback)"
+            )
         result = await self.broker.end_transaction(end, requester=self.requester(channel))
         if result.stored is not None:
             self.holds.notify(result.stored.topic, result.stored.queue_id)
