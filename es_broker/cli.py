@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     from es_broker.timetravel_cli import add_parsers as add_timetravel_parsers
 
     add_timetravel_parsers(sub)  # offsets, history, export, readmodel
+    from es_broker.dashboard import add_parser as add_dashboard_parser
+
+    add_dashboard_parser(sub)
     return parser
 
 

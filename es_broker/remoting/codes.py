@@ -239,6 +239,12 @@ class EsRequestCode(IntEnum):
     RESET_OFFSET = 9101  # reset by time/offset/shift/earliest/latest, dry run, server-side (S-2)
     REDRIVE_DLQ = 9201  # re-send dead letters of a group, each re-drive a record (S-9)
     MESSAGE_TRACE = 9202  # a message's whole journey from the records, as JSON
+    # time travel over the wire (es_broker/server/query_processors.py), answered from the broker's
+    # own projections, so a dashboard or an admin on another host needs no data directory
+    OFFSETS_AT = 9203  # a group's offset table at a moment (`es-broker offsets --at`)
+    OFFSET_HISTORY = 9204  # a group's newest offset changes and the records that explain them
+    OFFSET_TIMELINE = 9205  # a group's offsets and lag sampled over a time window, and its events
+    EXPLAIN_GROUP = 9206  # why a group started where it did (`es-broker explain`)
     OPEN_TRANSACTIONS = 9230  # the open transactions (half messages) per producer group, as JSON
     # master/slave replication (es_broker/ha): a slave's fetch of records from seq N, long-polled on the
     # master's tail, which also acknowledges N - 1; and the merge of offsets a slave took alone (S-5)

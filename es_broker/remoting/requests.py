@@ -574,6 +574,35 @@ SHAPES: dict[int, RequestShape] = {
             ),
         ),
         RequestShape(E.MESSAGE_TRACE, "MESSAGE_TRACE", (s("msgId", True),)),
+        RequestShape(
+            E.OFFSETS_AT,
+            "OFFSETS_AT",
+            (s("group", True), s("topic"), i64("at", True), flag("durable")),
+        ),
+        RequestShape(
+            E.OFFSET_HISTORY,
+            "OFFSET_HISTORY",
+            (
+                s("group", True),
+                s("topic"),
+                i64("since"),
+                i64("until"),
+                i32("maxEntries", min=1, max=10_000),
+            ),
+        ),
+        RequestShape(
+            E.OFFSET_TIMELINE,
+            "OFFSET_TIMELINE",
+            (
+                s("group", True),
+                s("topic"),
+                i64("since"),
+                i64("until"),
+                i32("points", min=2, max=1_000),
+                i32("maxEvents", min=1, max=10_000),
+            ),
+        ),
+        RequestShape(E.EXPLAIN_GROUP, "EXPLAIN_GROUP", (s("group", True), s("topic", True))),
         RequestShape(E.OPEN_TRANSACTIONS, "OPEN_TRANSACTIONS", (s("producerGroup"),)),
         # -- ACL administration (es_broker/server/acl_processors.py)
         RequestShape(

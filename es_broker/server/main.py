@@ -35,6 +35,7 @@ from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.namesrv import NameServer
+from es_broker.server.query_processors import QueryProcessors
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.retry_processors import RetryProcessors
 from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
@@ -103,6 +104,7 @@ class BrokerServer:
         handlers = {
             **self.processors.handlers(),
             **self.retry.handlers(),
+            **QueryProcessors(self.broker).handlers(),
             **ha_handlers,
             **acl_handlers,
         }

@@ -1,0 +1,132 @@
+"""Charts as SVG, drawn on the server: nothing to download, nothing to build."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from es_broker.timetravel.timeparse import format_time
+
+WIDTH, HEIGHT = 960, 320
+LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 40
+
+#: how a history entry's cause is drawn: (colour, label)
+CAUSE_STYLE = {
+    "reset_requested": ("#d9480f", "reset"),
+    "reset": ("#d9480f", "reset"),
+    "slave_offsets_merged": ("#7048e8", "merge after fail-over"),
+    "pull_offset_moved": ("#1098ad", "retention correction"),
+    "commitlog_expired": ("#868e96", "retention"),
+    "offset_commit_ignored": ("#e67700", "commit ignored"),
+    "clone": ("#5c940d", "clone"),
+    "admin": ("#c2255c", "admin"),
+    "redrive": ("#5f3dc4", "re-drive"),
+}
+
+
+def cause_label(cause: str) -> str:
+    return CAUSE_STYLE.get(cause, ("#495057", cause))[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    name: str
+    colour: str
+    points: list[tuple[int, int]]  # (time ms, value)
+
+
+def _scale(lo: float, hi: float, out_lo: float, out_hi: float):
+    span = hi - lo or 1
+    return lambda v: out_lo + (v - lo) * (out_hi - out_lo) / span
+
+
+def timeline_svg(
+    series: list[Series],
+    events: list[dict[str, Any]],
+    *,
+    chosen: int | None,
+    link: str,
+) -> str:
+    """Offsets and lag over time; a vertical mark per event (cause, author); `chosen` dashed.
+
+    Each sample is a link (`link` + its time) that shows the offset table at that moment.
+    """
+    times = [t for s in series for t, _ in s.points] + [e["time"] for e in events]
+    if chosen is not None:
+        times.append(chosen)
+    if not times:
+        return '<p class="empty">no offsets recorded for this group yet</p>'
+    t0, t1 = min(times), max(times)
+    values = [v for s in series for _, v in s.points] or [0]
+    v1 = max(max(values), 1)
+    x = _scale(t0, t1, LEFT, WIDTH - RIGHT)
+    y = _scale(0, v1, HEIGHT - BOTTOM, TOP)
+    out = [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+        'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="offsets and lag over time">',
+        f'<rect x="{LEFT}" y="{TOP}" width="{WIDTH - LEFT - RIGHT}" height="{HEIGHT - TOP - BOTTOM}" '
+        'fill="#fbfcfd" stroke="#ced4da"/>',
+    ]
+    for i in range(5):  # value grid
+        v = v1 * i / 4
+        yy = y(v)
+        out.append(
+            f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#e9ecef"/>'
+            f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" class="axis">{int(v)}</text>'
+        )
+    for i in range(5):  # time axis
+        t = t0 + (t1 - t0) * i // 4
+        xx = x(t)
+        out.append(
+            f'<text x="{xx:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" class="axis">'
+            f"{escape(format_time(t)[11:19])}</text>"
+        )
+    out.append(
+        f'<text x="{LEFT}" y="{HEIGHT - 6}" class="axis">{escape(format_time(t0))} .. '
+        f"{escape(format_time(t1))}</text>"
+    )
+    for s in series:
+        if not s.points:
+            continue
+        path = " ".join(
+            f"{'M' if i == 0 else 'L'}{x(t):.1f},{y(v):.1f}" for i, (t, v) in enumerate(s.points)
+        )
+        out.append(
+            f'<path d="{path}" fill="none" stroke="{s.colour}" stroke-width="2" '
+            f'class="series" data-series="{escape(s.name)}"/>'
+        )
+        for t, v in s.points:
+            out.append(
+                f'<a href="{escape(link)}{t}"><circle cx="{x(t):.1f}" cy="{y(v):.1f}" r="3" '
+                f'fill="{s.colour}"><title>{escape(s.name)} {v} at {escape(format_time(t))}'
+                "</title></circle></a>"
+            )
+    for n, e in enumerate(events):
+        colour, label = CAUSE_STYLE.get(e["cause"], ("#495057", e["cause"]))
+        xx = x(e["time"])
+        who = e.get("requester") or "(unknown)"
+        out.append(
+            f'<g class="event" data-cause="{escape(e["cause"])}" data-requester="{escape(who)}">'
+            f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="{colour}" '
+            'stroke-width="2"/>'
+            f'<text x="{xx + 4 if xx < WIDTH / 2 else xx - 4:.1f}" y="{TOP + 14 + 14 * (n % 4)}" '
+            f'text-anchor="{"start" if xx < WIDTH / 2 else "end"}" fill="{colour}" class="marker">'
+            f"{escape(label)} by {escape(who)}</text>"
+            f"<title>#{e['seq']} {escape(label)} by {escape(who)} at {escape(format_time(e['time']))}"
+            "</title></g>"
+        )
+    if chosen is not None:
+        xx = x(chosen)
+        out.append(
+            f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="#212529" '
+            'stroke-dasharray="5,4" class="chosen"/>'
+        )
+    legend_x = WIDTH - RIGHT - 330
+    for i, s in enumerate(series):
+        out.append(
+            f'<rect x="{legend_x + i * 110}" y="{TOP + 6}" width="12" height="4" fill="{s.colour}"/>'
+            f'<text x="{legend_x + i * 110 + 16}" y="{TOP + 12}" class="axis">{escape(s.name)}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)

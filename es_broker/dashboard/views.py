@@ -1,0 +1,347 @@
+"""What each page shows, as JSON-able data, gathered over the wire with the admin client.
+
+Every function here is the body of one JSON endpoint; the HTML page of the
+same path renders exactly that data. Nothing reads a data directory: the
+broker answers time-travel questions itself (es_broker/server/query_processors.py).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from es_broker.client.admin import Admin, AdminError
+from es_broker.remoting import fastjson
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import request
+from es_broker.remoting.message import StoredMessage
+
+PERMS = {2: "W", 4: "R", 6: "RW", 0: "-"}
+SYSTEM_GROUPS = frozenset(
+    {
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_ONSAPI_PULL",
+        "CID_RMQ_SYS_TRANS",
+    }
+)
+#: the producer group the dashboard announces on its connections, so the records name it
+DASHBOARD_PRODUCER_GROUP = "ES_BROKER_DASHBOARD"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def requester_id(listen: str) -> str:
+    """The client id the dashboard announces: who did a write, in every record it causes."""
+    return f"dashboard@{socket.gethostname()}@{listen}"
+
+
+@dataclass
+class Rates:
+    """Per-broker counters of the previous look, to show puts and pulls per second since then."""
+
+    seen: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # addr -> (ms, seq, pulls)
+
+    def update(self, addr: str, seq: int, pulls: int) -> tuple[float | None, float | None]:
+        now = now_ms()
+        before = self.seen.get(addr)
+        self.seen[addr] = (now, seq, pulls)
+        if before is None or now <= before[0]:
+            return None, None
+        seconds = (now - before[0]) / 1000
+        return (seq - before[1]) / seconds, (pulls - before[2]) / seconds
+
+
+class Views:
+    """The data of every page, from one Admin (its connections live as long as the app)."""
+
+    def __init__(self, admin: Admin, client_id: str) -> None:
+        self.admin = admin
+        self.client_id = client_id
+        self.rates = Rates()
+
+    # ------------------------------------------------------------------ identity of writes
+    async def announce(self, addr: str) -> None:
+        """A producer heartbeat on the dashboard's connection to `addr`: the broker records it by name."""
+        body = {
+            "clientID": self.client_id,
+            "producerDataSet": [{"groupName": DASHBOARD_PRODUCER_GROUP}],
+            "consumerDataSet": [],
+        }
+        # best effort: refused (e.g. an ACL account without the right), the broker records the address
+        await self.admin.client.invoke(
+            addr, request(RequestCode.HEART_BEAT, {}, fastjson.dumps(body).encode()), 5.0
+        )
+
+    async def announce_everywhere(self) -> None:
+        for addrs in (await self.admin.broker_names()).values():
+            for addr in addrs.values():
+                await self.announce(addr)
+
+    # ------------------------------------------------------------------ cluster
+    async def cluster(self) -> dict[str, Any]:
+        info = await self.admin.cluster_info()
+        cluster_of = {
+            name: cluster
+            for cluster, names in info.get("clusterAddrTable", {}).items()
+            for name in names
+        }
+        brokers = []
+        for name, data in sorted(info.get("brokerAddrTable", {}).items()):
+            for broker_id, addr in sorted(data["brokerAddrs"].items()):
+                row: dict[str, Any] = {
+                    "cluster": cluster_of.get(name, ""),
+                    "brokerName": name,
+                    "brokerId": int(broker_id),
+                    "role": "master" if int(broker_id) == 0 else "slave",
+                    "address": addr,
+                }
+                try:
+                    runtime = await self.admin.broker_runtime(addr)
+                except Exception as exc:  # a broker that does not answer is shown as such
+                    row["error"] = str(exc)
+                    brokers.append(row)
+                    continue
+                seq = int(runtime.get("recordLogLastSeq", 0) or 0)
+                pulls = int(runtime.get("pullMessagesServed", 0) or 0)
+                put_rate, get_rate = self.rates.update(addr, seq, pulls)
+                row.update(
+                    version=runtime.get("brokerVersionDesc", ""),
+                    recordLogLastSeq=seq,
+                    commitLogMaxOffset=int(runtime.get("commitLogMaxOffset", 0) or 0),
+                    recordsPerSecond=None if put_rate is None else round(put_rate, 1),
+                    pullsPerSecond=None if get_rate is None else round(get_rate, 1),
+                    diskRatio=runtime.get("commitLogDiskRatio", ""),
+                    diskFull=runtime.get("diskFull", "False") == "True",
+                    runtime=runtime,
+                )
+                brokers.append(row)
+        return {"brokers": brokers, "at": now_ms()}
+
+    # ------------------------------------------------------------------ topics
+    async def topics(self) -> dict[str, Any]:
+        configs: dict[str, dict[str, Any]] = {}
+        for name, addrs in sorted((await self.admin.broker_names()).items()):
+            addr = addrs.get(0) or next(iter(addrs.values()))
+            for topic, config in (await self.admin.topic_configs(addr)).items():
+                entry = configs.setdefault(
+                    topic,
+                    {
+                        "topic": topic,
+                        "brokers": [],
+                        "readQueueNums": config["readQueueNums"],
+                        "writeQueueNums": config["writeQueueNums"],
+                        "perm": config["perm"],
+                        "permText": PERMS.get(config["perm"], str(config["perm"])),
+                        "system": topic.startswith(("%RETRY%", "%DLQ%", "RMQ_SYS", "SCHEDULE_"))
+                        or topic in ("TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT")
+                        or topic == name,
+                    },
+                )
+                entry["brokers"].append(name)
+        return {"topics": sorted(configs.values(), key=lambda t: (t["system"], t["topic"]))}
+
+    async def topic(self, topic: str) -> dict[str, Any]:
+        route = await self.admin.route(topic)
+        queues = await self.admin.topic_status(topic)
+        return {
+            "topic": topic,
+            "route": {
+                "queueDatas": [
+                    dict(q, permText=PERMS.get(q["perm"], str(q["perm"])))
+                    for q in route.get("queueDatas", [])
+                ],
+                "brokerDatas": [
+                    {
+                        "brokerName": d["brokerName"],
+                        "cluster": d.get("cluster", ""),
+                        "brokerAddrs": {str(k): v for k, v in d["brokerAddrs"].items()},
+                    }
+                    for d in route.get("brokerDatas", [])
+                ],
+            },
+            "queues": queues,
+        }
+
+    async def create_topic(self, topic: str, queues: int, perm: int) -> dict[str, Any]:
+        """mqadmin updateTopic on every master (-c of each cluster), as `es-broker admin updateTopic`."""
+        addrs = await self.admin.master_addrs()
+        for addr in addrs:
+            await self.announce(addr)
+            await self.admin.update_topic(addr, topic, queues, queues, perm)
+        return {"topic": topic, "brokers": addrs, "queues": queues, "perm": perm}
+
+    async def update_topic_perm(self, topic: str, perm: int) -> dict[str, Any]:
+        """mqadmin updateTopicPerm on every broker of the topic's route."""
+        changed = []
+        for _name, addr in await self.admin.topic_brokers(topic):
+            await self.announce(addr)
+            changed.append(await self.admin.update_topic_perm(addr, topic, perm))
+        return {"topic": topic, "changes": changed}
+
+    # ------------------------------------------------------------------ groups
+    async def groups(self) -> dict[str, Any]:
+        found: dict[str, dict[str, Any]] = {}
+        for name, addrs in sorted((await self.admin.broker_names()).items()):
+            addr = addrs.get(0) or next(iter(addrs.values()))
+            r = await self.admin.client.invoke(
+                addr, request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), 10.0
+            )
+            if r.code != ResponseCode.SUCCESS:
+                raise AdminError("subscription groups", r)
+            table = fastjson.loads(r.body).get("subscriptionGroupTable", {})
+            for group, config in table.items():
+                entry = found.setdefault(
+                    group,
+                    {
+                        "group": group,
+                        "brokers": [],
+                        "retryMaxTimes": config.get("retryMaxTimes"),
+                        "consumeBroadcastEnable": config.get("consumeBroadcastEnable"),
+                        "system": group in SYSTEM_GROUPS,
+                    },
+                )
+                entry["brokers"].append(name)
+        return {"groups": sorted(found.values(), key=lambda g: (g["system"], g["group"]))}
+
+    async def group(self, group: str) -> dict[str, Any]:
+        """consumerProgress's numbers, the connections, and consumeFromWhere."""
+        progress = await self.admin.consumer_progress(group)
+        queues = [
+            {
+                "topic": q.topic,
+                "brokerName": q.broker_name,
+                "queueId": q.queue_id,
+                "brokerOffset": q.broker_offset,
+                "consumerOffset": q.consumer_offset,
+                "diff": q.diff,
+                "lastTimestamp": q.last_timestamp,
+            }
+            for q in progress
+        ]
+        try:
+            connection: dict[str, Any] | None = await self.admin.consumer_connection(group)
+        except AdminError:
+            connection = None  # no consumer online (CONSUMER_NOT_ONLINE)
+        topics = sorted({q.topic for q in progress})
+        return {
+            "group": group,
+            "topics": topics,
+            "queues": queues,
+            "diffTotal": sum(q["diff"] for q in queues),
+            "online": connection is not None,
+            "connections": (connection or {}).get("connectionSet", []),
+            "consumeType": (connection or {}).get("consumeType"),
+            "messageModel": (connection or {}).get("messageModel"),
+            "consumeFromWhere": (connection or {}).get("consumeFromWhere"),
+        }
+
+    async def explain(self, group: str, topic: str) -> dict[str, Any]:
+        answers = await self.admin.explain_group(group, topic)
+        return {"group": group, "topic": topic, "brokers": answers}
+
+    async def timeline(
+        self, group: str, since: int | None, until: int | None, points: int = 120
+    ) -> dict[str, Any]:
+        answers = await self.admin.offset_timeline(group, since=since, until=until, points=points)
+        history = await self.admin.offset_history(group, since=since, until=until, max_entries=200)
+        return {"group": group, "brokers": answers, "history": history}
+
+    async def offsets_at(self, group: str, at: int) -> dict[str, Any]:
+        answers = await self.admin.offsets_at(group, at)
+        queues = [dict(q, brokerName=a["brokerName"]) for a in answers for q in a["queues"]]
+        queues.sort(key=lambda q: (q["topic"], q["brokerName"], q["queue_id"]))
+        return {"group": group, "at": at, "queues": queues, "brokers": answers}
+
+    # ------------------------------------------------------------------ messages
+    async def find_messages(
+        self,
+        msg_id: str | None = None,
+        topic: str | None = None,
+        key: str | None = None,
+        broker: str | None = None,
+        queue_id: int | None = None,
+        offset: int | None = None,
+    ) -> dict[str, Any]:
+        found: list[StoredMessage] = []
+        if msg_id:
+            try:
+                found = [await self.admin.view_message(msg_id)]
+            except ValueError:  # not an offset msg id: a UNIQ_KEY is found by its journey
+                trace = await self.admin.message_trace(msg_id)
+                return {"messages": [], "traceOf": trace["msgId"]}
+        elif topic and key:
+            found = await self.admin.messages_by_key(topic, key)
+        elif topic and broker and queue_id is not None and offset is not None:
+            found = [await self.admin.message_by_offset(topic, broker, queue_id, offset)]
+        return {"messages": [message_row(m) for m in found]}
+
+    async def trace(self, msg_id: str) -> dict[str, Any]:
+        return await self.admin.message_trace(msg_id)
+
+    # ------------------------------------------------------------------ dead letters and resets
+    async def dead_letters(self, group: str) -> dict[str, Any]:
+        """The dead letters of a group not yet re-driven: a dry run of REDRIVE_DLQ (it changes nothing)."""
+        items = await self.admin.redrive_dlq(group, dry_run=True)
+        return {"group": group, "items": items}
+
+    async def redrive(self, group: str, target: str, dry_run: bool) -> dict[str, Any]:
+        if not dry_run:
+            await self.announce_everywhere()
+        items = await self.admin.redrive_dlq(group, target=target, dry_run=dry_run)
+        return {"group": group, "target": target, "dryRun": dry_run, "items": items}
+
+    async def reset(
+        self,
+        group: str,
+        topic: str,
+        kind: str,
+        value: int,
+        *,
+        force: bool,
+        mode: str | None,
+        dry_run: bool,
+    ) -> dict[str, Any]:
+        if not dry_run:
+            await self.announce_everywhere()
+        brokers = await self.admin.reset_offset(
+            group, topic, kind, value, force=force, dry_run=dry_run, mode=mode
+        )
+        return {
+            "group": group,
+            "topic": topic,
+            "kind": kind,
+            "value": value,
+            "force": force,
+            "mode": mode,
+            "dryRun": dry_run,
+            "brokers": brokers,
+        }
+
+
+def message_row(m: StoredMessage) -> dict[str, Any]:
+    return {
+        "msgId": m.msg_id,
+        "uniqKey": m.properties.get("UNIQ_KEY"),
+        "topic": m.topic,
+        "tags": m.tags,
+        "keys": " ".join(m.keys),
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "reconsumeTimes": m.reconsume_times,
+        "storeTimestamp": m.store_timestamp,
+        "bornTimestamp": m.born_timestamp,
+        "bodySize": len(m.body),
+        "body": m.body[:512].decode("utf-8", "replace"),
+        "properties": dict(m.properties),
+    }

@@ -1,0 +1,215 @@
+"""A group's offsets over a window of time, and its newest changes: cheap answers for a chart.
+
+`timeline` samples the offset table at evenly spaced moments (each sample the
+same answer as `TimeTravel.offsets_at`), so its cost grows with the number of
+samples and queues, never with the number of changes. `recent_changes` walks
+each queue's history backwards from the end of the window and stops after
+`limit` entries, so the newest changes of a group with a million of them are
+a few hundred seeks away.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+import lmdb
+import msgpack  # type: ignore[import-untyped]
+
+from es_broker.log import records
+from es_broker.projections.keys import U64
+from es_broker.timetravel.query import HistoryEntry, TimeTravel, _latest, _topics_for
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """The offset table of a group at one moment, summed over its queues."""
+
+    at: int
+    position: int
+    offset: int  # sum of the queues' offsets (queues without an offset count 0)
+    max_offset: int  # sum of the queues' max
+    lag: int  # sum of the queues' lag (queues without an offset: none)
+    queues: int  # queues that had an offset then
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+def window(
+    travel: TimeTravel, txn: lmdb.Transaction, group: str, topic: str | None
+) -> tuple[int, int] | None:
+    """From the group's first offset change to the log's last record (None: no offset ever)."""
+    first_seq = None
+    cur = txn.cursor(db=travel.history_db)
+    for prefix, _t, _g, _q in travel._queue_prefixes(txn, group, topic):
+        if cur.set_range(prefix):
+            seq = U64.unpack(cur.key()[-8:])[0]
+            first_seq = seq if first_seq is None else min(first_seq, seq)
+    if first_seq is None:
+        return None
+    last = travel.store.log.last_seq
+    return travel.time_of(txn, first_seq), travel.time_of(txn, last)
+
+
+def timeline(
+    travel: TimeTravel,
+    txn: lmdb.Transaction,
+    group: str,
+    *,
+    topic: str | None = None,
+    since: int,
+    until: int,
+    points: int,
+) -> list[Sample]:
+    """`points` samples from `since` to `until` (both included), each equal to `offsets_at` summed."""
+    points = max(points, 2)
+    span = max(until - since, 0)
+    moments = [since + span * i // (points - 1) for i in range(points)]
+    positions = [travel.position_at(txn, at) for at in moments]
+    offset = [0] * points
+    top = [0] * points
+    lag = [0] * points
+    held = [0] * points
+    cur = txn.cursor(db=travel.history_db)
+    for prefix, t, _g, q in travel._queue_prefixes(txn, group, topic):
+        for i, position in enumerate(positions):
+            found = _latest(cur, prefix, position)
+            if found is None or travel._removed(txn, found[0]):
+                continue
+            new = msgpack.unpackb(found[1])[2]
+            queue_max = travel.queue_max_at(txn, t, q, position)
+            held[i] += 1
+            top[i] += queue_max
+            if new >= 0:
+                offset[i] += new
+                lag[i] += queue_max - new
+    return [
+        Sample(moments[i], positions[i], offset[i], top[i], lag[i], held[i]) for i in range(points)
+    ]
+
+
+def recent_changes(
+    travel: TimeTravel,
+    txn: lmdb.Transaction,
+    group: str,
+    *,
+    topic: str | None = None,
+    since: int | None = None,
+    until: int | None = None,
+    limit: int = 200,
+    events_only: bool = False,
+) -> tuple[list[HistoryEntry], bool]:
+    """The newest `limit` history entries of the window, oldest first, and whether older ones exist.
+
+    The entries are those of `TimeTravel.history` (offset changes and the
+    records that explain them); `events_only` leaves the offset changes out.
+    """
+    lo = travel.position_at(txn, since - 1) + 1 if since is not None else 1
+    hi = travel.position_at(txn, until) if until is not None else travel.store.log.last_seq
+    if hi < lo:
+        return [], False
+    streams = [_events_backwards(travel, txn, group, topic, lo, hi, limit + 1)]
+    if not events_only:
+        streams += [
+            _changes_backwards(travel, txn, prefix, t, g, q, lo, hi, limit + 1)
+            for prefix, t, g, q in travel._queue_prefixes(txn, group, topic)
+        ]
+    newest = list(islice(heapq.merge(*streams, key=lambda e: -e[0]), limit + 1))
+    more = len(newest) > limit
+    chosen = sorted(newest[:limit], key=lambda e: e[0])
+    times = travel._times_of(txn, [seq for seq, _ in chosen])
+    return [
+        HistoryEntry(time=time, **fields) for (_, fields), time in zip(chosen, times, strict=True)
+    ], more
+
+
+def _changes_backwards(
+    travel: TimeTravel,
+    txn: lmdb.Transaction,
+    prefix: bytes,
+    topic: str,
+    group: str,
+    queue_id: int,
+    lo: int,
+    hi: int,
+    limit: int,
+) -> list[tuple[int, dict[str, Any]]]:
+    out: list[tuple[int, dict[str, Any]]] = []
+    cur = txn.cursor(db=travel.history_db)
+    found = cur.prev() if cur.set_range(prefix + U64.pack(hi + 1)) else cur.last()
+    while found and len(out) < limit:
+        key = bytes(cur.key())
+        if len(key) != len(prefix) + 8 or not key.startswith(prefix):
+            break
+        seq = U64.unpack(key[-8:])[0]
+        if seq < lo:
+            break
+        ts, old, new, cause, requester = msgpack.unpackb(cur.value())
+        removed = travel._removed(txn, key)
+        out.append(
+            (
+                seq,
+                {
+                    "seq": seq,
+                    "ts": ts,
+                    "group": group,
+                    "topic": topic,
+                    "kind": "offset_removed" if removed else "offset_change",
+                    "queue_id": queue_id,
+                    "old": old,
+                    "new": new,
+                    "cause": cause,
+                    "requester": requester,
+                },
+            )
+        )
+        found = cur.prev()
+    return out
+
+
+def _events_backwards(
+    travel: TimeTravel,
+    txn: lmdb.Transaction,
+    group: str,
+    topic: str | None,
+    lo: int,
+    hi: int,
+    limit: int,
+) -> list[tuple[int, dict[str, Any]]]:
+    prefix = group.encode() + b"\x00"
+    out: list[tuple[int, dict[str, Any]]] = []
+    cur = txn.cursor(db=travel.index.events_db)
+    found = cur.prev() if cur.set_range(prefix + U64.pack(hi + 1)) else cur.last()
+    while found and len(out) < limit:
+        key = bytes(cur.key())
+        if len(key) != len(prefix) + 8 or not key.startswith(prefix):
+            break
+        seq = U64.unpack(key[-8:])[0]
+        if seq < lo:
+            break
+        record = records.unpack(cur.value())
+        if topic is None or topic in _topics_for(record, group):
+            detail = {
+                k: v for k, v in record.items() if k not in ("type", "v", "ts", "group", "topic")
+            }
+            out.append(
+                (
+                    seq,
+                    {
+                        "seq": seq,
+                        "ts": record["ts"],
+                        "group": group,
+                        "topic": record.get("topic", ""),
+                        "kind": record["type"],
+                        "queue_id": record.get("queue_id"),
+                        "cause": record["type"],
+                        "requester": str(record.get("requester") or record.get("client") or ""),
+                        "detail": detail,
+                    },
+                )
+            )
+        found = cur.prev()
+    return out
