@@ -85,6 +85,11 @@ class BrokerConfig:
     shortPollingTimeMills: int = 1000
     flushConsumerOffsetInterval: int = 5000
     notifyConsumerIdsChangedEnable: bool = True
+    # --- transactional messages (BrokerConfig; TransactionalMessageCheckService, B-220..B-234)
+    rejectTransactionMessage: bool = False  # refuse half messages with NO_PERMISSION
+    transactionTimeOut: int = 6_000  # ms after its born time before a half message is first checked
+    transactionCheckMax: int = 15  # checks of one half message before it is discarded
+    transactionCheckInterval: int = 60_000  # ms between check passes
     # --- es-broker switches (spec section 19; defaults are RocketMQ-compatible)
     total_physical_memory_bytes: int = field(default_factory=_host_ram)
     overflow_badly_next: str = "max"  # max | legacy (B-60)

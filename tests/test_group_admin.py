@@ -70,8 +70,16 @@ async def test_update_broker_config_refuses_keys_that_cannot_change_at_run_time(
     assert r.code == ResponseCode.SYSTEM_ERROR and "listenPort cannot be changed" in r.remark
 
 
-async def test_end_transaction_is_refused_with_a_clear_remark(running):
+async def test_end_transaction_of_no_half_message_is_refused_B225(running):
     r = await running.call(
-        RequestCode.END_TRANSACTION, {"producerGroup": "P", "commitOrRollback": 8}
+        RequestCode.END_TRANSACTION,
+        {
+            "producerGroup": "P",
+            "tranStateTableOffset": 0,
+            "commitLogOffset": 0,
+            "commitOrRollback": 8,
+            "msgId": "m",
+        },
     )
-    assert r.code == ResponseCode.SYSTEM_ERROR and "not supported" in r.remark
+    assert r.code == ResponseCode.SYSTEM_ERROR
+    assert r.remark == "Find prepared transaction message failed"

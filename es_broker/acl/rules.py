@@ -194,6 +194,7 @@ BROKER_RULES: dict[int, Rule] = {
     E.OFFSET_HISTORY: ADMIN_ES,
     E.OFFSET_TIMELINE: ADMIN_ES,
     E.EXPLAIN_GROUP: ADMIN_ES,
+    E.OPEN_TRANSACTIONS: ADMIN_ES,
     E.HA_FETCH_RECORDS: ADMIN_ES,
     E.HA_MERGE_SLAVE_OFFSETS: ADMIN_ES,
     # -- ACL administration (B-171): 4.9.8 asks only for a signature, so any account could grant itself anything

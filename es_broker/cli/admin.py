@@ -721,6 +721,30 @@ async def message_trace(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     return await admin.message_trace(a.msgId)
 
 
+@verb(
+    "openTransactions",
+    lambda rows: table(
+        ["#Broker", "#Producer Group", "#Topic", "#QID", "#Transaction Id", "#Born", "#Checks"],
+        [
+            [
+                r["broker"],
+                r["producerGroup"],
+                r["topic"],
+                r["queueId"],
+                r["transactionId"],
+                fmt_time(r["bornTimestamp"]),
+                r["checks"],
+            ]
+            for r in rows
+        ],
+    ),
+)
+@opt("-g", "--producerGroup", help="only this producer group's transactions")
+async def open_transactions(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """Half messages not yet committed, rolled back or discarded, per producer group (es-broker)."""
+    return await admin.open_transactions(a.producerGroup)
+
+
 # ---------------------------------------------------------------------- cluster
 
 

@@ -785,6 +785,19 @@ class Admin:
                     break
         return rows
 
+    async def open_transactions(self, producer_group: str | None = None) -> list[dict[str, Any]]:
+        """OPEN_TRANSACTIONS on every master: the half messages not yet committed or rolled back."""
+        fields = {"producerGroup": producer_group} if producer_group else {}
+        rows: list[dict[str, Any]] = []
+        for addr in await self.master_addrs():
+            r = await self.client.invoke(
+                addr, request(EsRequestCode.OPEN_TRANSACTIONS, fields), 30.0
+            )
+            if r.code != ResponseCode.SUCCESS:
+                raise AdminError(f"open transactions at {addr}", r)
+            rows += [dict(item, broker=addr) for item in json.loads(r.body)["transactions"]]
+        return rows
+
     async def message_trace(self, msg_id: str) -> dict[str, Any]:
         """MESSAGE_TRACE: the journey from the broker that stored the message (its offset id names it),
         else from the first master that knows the id."""

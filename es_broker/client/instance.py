@@ -3,7 +3,7 @@
 It owns the remoting connections, the name-server route cache and the broker
 address table, sends the heartbeat of every producer and consumer registered
 with it, and answers what brokers ask clients (NOTIFY_CONSUMER_IDS_CHANGED,
-RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO).
+RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO, CHECK_TRANSACTION_STATE).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from es_broker.remoting.bodies import (
 from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.errors import BodyDecodeError
+from es_broker.remoting.message import MessageDecodeError, decode_one
 
 log = logging.getLogger(__name__)
 
@@ -459,6 +460,9 @@ class ClientInstance:
         if code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             self._reset_requested(command)
             return None
+        if code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._check_transaction_state(channel, command)
+            return None
         if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
             consumer = self._consumers.get(command.get_str("consumerGroup") or "")
             if consumer is None:
@@ -475,6 +479,20 @@ class ClientInstance:
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
             f"The request code {code} is not supported by this client",
         )
+
+    def _check_transaction_state(self, channel: Channel, command: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE: hand the half message to its group's transactional producer."""
+        try:
+            stored = decode_one(command.body)[0]
+        except (MessageDecodeError, IndexError) as exc:
+            log.warning("check transaction state: the message is unreadable: %s", exc)
+            return
+        producer = self._producers.get(stored.properties.get("PGROUP", ""))
+        check = getattr(producer, "check_transaction_state", None)
+        if check is None:
+            log.debug("check transaction state: no transactional producer of that group here")
+            return
+        self._tasks.start_soon(check, channel.remote_addr, stored, command)
 
     def _reset_requested(self, command: RemotingCommand) -> None:
         topic, group = command.get_str("topic"), command.get_str("group")

@@ -27,6 +27,7 @@ from es_broker.commands import (
     sendback,
     topics,
     trace,
+    transaction,
 )
 from es_broker.commands.errors import (
     GroupNotExist,
@@ -666,6 +667,33 @@ class Broker:
                 requester=requester,
             )
         )
+
+    # ------------------------------------------------------------------ transactions
+    async def end_transaction(
+        self, end: transaction.EndRequest, *, requester: str = ""
+    ) -> transaction.EndResult:
+        """END_TRANSACTION commit or rollback of a half message (B-222..B-225); never on a slave."""
+        if self.config.brokerRole == "SLAVE":
+            raise ServiceNotAvailable("service not available now. the broker is a slave")
+        return await self.submit(transaction.end_job(self.store, end, requester))
+
+    async def check_transactions(self, live: dict[str, list[str]]) -> transaction.CheckPass:
+        """One pass of the transaction check (B-226..B-229): every check and discard recorded.
+
+        live maps a producer group to the client ids connected now; while the
+        disk is full nothing is checked (the pass runs again later).
+        """
+        now = self.store.clock.now_ms()
+        if self.config.brokerRole == "SLAVE":
+            return transaction.CheckPass((), 0, False, now)
+        recorded, done = await self._record_unless_full(
+            transaction.check_pass_job(self.store, live)
+        )
+        return done if recorded and done is not None else transaction.CheckPass((), 0, False, now)
+
+    def open_transactions(self, group: str | None = None) -> list[dict[str, Any]]:
+        """The open transactions, optionally of one producer group (B-232)."""
+        return transaction.open_transactions(self.store, group)
 
     def message_journey(self, msg_id: str) -> dict[str, Any]:
         """Every step of a message's life from the records: send, deliveries, retries, DLQ, re-drive, commits."""

@@ -14,7 +14,7 @@ from enum import Enum
 
 import lmdb
 
-from es_broker.commands import delay, names, retry
+from es_broker.commands import delay, names, retry, transaction
 from es_broker.commands.errors import (
     IllegalRequest,
     MessageIllegal,
@@ -81,6 +81,7 @@ class _Prepared:
     messages: tuple[MessageIn, ...] = ()
     delay_level: int = 0
     max_reconsume_times: int | None = None
+    half: bool = False  # a transactional half message (TRAN_MSG=true), B-220
 
 
 def encode_message(
@@ -145,6 +146,10 @@ def prepare_put(
     if len(messages) > 1 and any(level > 0 for level in levels):
         # as CommitLog#asyncPutMessages
         raise MessageIllegal("a batch message cannot be delayed (DELAY > 0)")
+    # a single message with TRAN_MSG=true is a half message; 4.9.8's batch path knows no transactions
+    half = len(messages) == 1 and transaction.is_half(messages[0].properties)
+    if half:
+        transaction.check_accepted(store)
     encoded, codes = [], []
     for msg in messages:
         if len(msg.body) > store.config.maxMessageSize:
@@ -169,6 +174,7 @@ def prepare_put(
         tuple(messages),
         max(levels),
         max_reconsume_times,
+        half,
     )
 
 
@@ -199,6 +205,20 @@ def put_job(store: Store, prepared: _Prepared, requester: str):
             raise IllegalRequest(f"request queueId[{queue_id}] is illegal, topic:{topic} ...")
         ts = store.clock.now_ms()
         host = (store.config.brokerIP1, store.config.listenPort)
+        if prepared.half:  # invisible until END_TRANSACTION commits it (B-220); DELAY is ignored
+            (msg,) = prepared.messages
+            return transaction.store_half(
+                store,
+                ctx,
+                topic,
+                queue_id,
+                msg,
+                _stored_properties(store, msg),
+                ts=ts,
+                host=host,
+                producer_group=prepared.producer_group,
+                requester=requester,
+            )
         if topic.startswith(names.RETRY_PREFIX):
             dlq = _dead_letter_target(store, ctx, prepared, requester)
             if dlq is not None:

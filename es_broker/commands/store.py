@@ -22,6 +22,7 @@ from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.time_index import TimeIndexProjection
+from es_broker.projections.transactions import TransactionProjection
 
 LMDB_DIR = "lmdb"
 
@@ -38,6 +39,7 @@ class Store:
     trace: MessageTraceProjection
     timeindex: TimeIndexProjection
     keyindex: KeyIndexProjection
+    txns: TransactionProjection
     config: BrokerConfig
     clock: Clock
 

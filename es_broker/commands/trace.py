@@ -3,7 +3,9 @@
 A journey is a chain of *hops*: stored messages that are copies of each
 other. The send stores the first hop; a send-back stores the next one (in
 SCHEDULE_TOPIC_XXXX for a delayed retry, or in `%DLQ%G`), the delay schedule
-delivers a parked hop to `%RETRY%G`, a re-drive sends a dead letter on. The
+delivers a parked hop to `%RETRY%G`, a re-drive sends a dead letter on, and a
+transactional half message (event `prepared`) is checked, then committed to
+its real queue, rolled back, or discarded to TRANS_CHECK_MAX_TIME_TOPIC. The
 trace index (projections/message_trace.py) links the hops; for each hop the
 journey lists its deliveries (to which group and client), the offset commits
 that moved past it, and the send-back, delivery or re-drive that led on.
@@ -67,8 +69,10 @@ def resolve(store: Store, txn: lmdb.Transaction, msg_id: str) -> int | None:
 def _link_other_end(rec: Record, role: bytes) -> int | None:
     """The physical offset at the other end of a linking record."""
     kind = rec["type"]
-    if kind == "messages_stored":  # a delayed delivery: from the parked message to its copy
-        return rec["delivery"]["schedule_phy"] if role == TO else rec["units"][0][0]
+    if kind == "messages_stored":  # a delayed delivery, a commit or a discard: to the copy
+        tx = rec.get("transaction")
+        source = tx["prepared_phy"] if tx is not None else rec["delivery"]["schedule_phy"]
+        return source if role == TO else rec["units"][0][0]
     if kind in ("message_sent_back", "dead_letter_redriven"):
         return rec["offset"] if role == TO else rec.get("stored_phy")
     return None
@@ -149,12 +153,17 @@ def _hop(
             storeHost=f"{message.store_host[0]}:{message.store_host[1]}",
             properties=message.properties,
         )
-    if "delivery" not in rec and rec.get("cause") not in ("send_back", "redrive"):
-        # the producer's send (or a send to %RETRY%G diverted to the DLQ, B-95)
+    tx_state = (rec.get("transaction") or {}).get("state")
+    if (
+        "delivery" not in rec
+        and rec.get("cause") not in ("send_back", "redrive")
+        and tx_state in (None, "prepared")
+    ):
+        # the producer's send (or a send to %RETRY%G diverted to the DLQ, B-95), or a half message's
         event = {
             "seq": seq,
             "ts": rec["ts"],
-            "event": "sent",
+            "event": "prepared" if tx_state else "sent",
             "msgId": hop["msgId"],
             "topic": topic,
             "queueId": queue_id,
@@ -168,6 +177,17 @@ def _hop(
             event["divertedFrom"] = rec["diverted_from"]
         if rec.get("delay"):
             event["delay"] = rec["delay"]
+        if tx_state:
+            tx = rec["transaction"]
+            event.update(
+                topic=tx["real_topic"],
+                queueId=tx["real_queue_id"],
+                halfTopic=topic,
+                halfQueueOffset=queue_offset,
+                transactionId=tx["transaction_id"],
+                producerGroup=tx["producer_group"],
+            )
+            del event["queueOffset"]
         events.append(event)
     for delivered_seq in store.trace.deliveries_of(txn, topic, queue_id, queue_offset):
         events.append(
@@ -280,6 +300,39 @@ def _onward(
                     maxReconsumeTimes=rec["max_reconsume_times"],
                     newMsgId=rec["stored_msg_id"],
                 )
+        elif kind == "messages_stored" and "transaction" in rec:
+            tx = rec["transaction"]
+            event.update(
+                event=tx["state"],  # committed, or discarded into TRANS_CHECK_MAX_TIME_TOPIC
+                producerGroup=tx["producer_group"],
+                checks=tx["checks"],
+                topic=rec["topic"],
+                queueId=rec["queue_id"],
+                queueOffset=rec["queue_offset"],
+                newMsgId=wire.offset_msg_id(_host_of(hop), rec["units"][0][0]),
+                requester=rec.get("requester", ""),
+            )
+            if "from_check" in tx:
+                event["fromTransactionCheck"] = tx["from_check"]
+            if "reason" in tx:
+                event["reason"] = tx["reason"]
+        elif kind == "transaction_checked":
+            event.update(
+                event="checked",
+                attempt=rec["attempt"],
+                producerGroup=rec["producer_group"],
+                client=rec["client"],
+            )
+        elif kind == "transaction_ended":
+            event.update(
+                event=rec["state"],  # rolled_back, or discarded when the message was gone
+                producerGroup=rec["producer_group"],
+                checks=rec["checks"],
+                fromTransactionCheck=rec["from_check"],
+                requester=rec.get("requester", ""),
+            )
+            if "reason" in rec:
+                event["reason"] = rec["reason"]
         elif kind == "messages_stored":
             delivery = rec["delivery"]
             event.update(

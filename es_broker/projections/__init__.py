@@ -9,6 +9,7 @@ from es_broker.projections.offsets import OffsetTableProjection
 from es_broker.projections.subscription_groups import SubscriptionGroupProjection
 from es_broker.projections.time_index import TimeIndexProjection
 from es_broker.projections.topics import TopicConfigProjection
+from es_broker.projections.transactions import TransactionProjection
 
 
 def all_projections() -> list:
@@ -23,6 +24,7 @@ def all_projections() -> list:
         MessageTraceProjection(),
         TimeIndexProjection(),
         KeyIndexProjection(),
+        TransactionProjection(),
     ]
 
 
@@ -36,5 +38,6 @@ __all__ = [
     "SubscriptionGroupProjection",
     "TimeIndexProjection",
     "TopicConfigProjection",
+    "TransactionProjection",
     "all_projections",
 ]

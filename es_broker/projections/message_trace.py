@@ -9,7 +9,10 @@ remove those), so a replay rebuilds it byte for byte:
 - `trace_links`: (physical offset, seq) -> b"from" | b"to" for the records that
   turn one stored message into another: a send-back (`message_sent_back`), a
   delayed delivery (a store record with `delivery`), a re-drive
-  (`dead_letter_redriven`) and a skipped delayed message.
+  (`dead_letter_redriven`), a skipped delayed message, and a half message's
+  commit or discard (a store record with `transaction`); a half message's
+  checks and its rollback (`transaction_checked`, `transaction_ended`) link
+  from it only.
 - `trace_deliveries`: (topic, queue, queue offset, seq) for every message a
   `messages_delivered` record handed to a consumer.
 """
@@ -46,6 +49,10 @@ class MessageTraceProjection:
             if delivery is not None:
                 self._link(txn, delivery["schedule_phy"], seq, FROM)
                 self._link(txn, first, seq, TO)
+            tx = record.get("transaction")
+            if tx is not None and "prepared_phy" in tx:  # a commit or a discard of a half message
+                self._link(txn, tx["prepared_phy"], seq, FROM)
+                self._link(txn, first, seq, TO)
         elif kind == "messages_delivered":
             prefix, suffix, pack_offset = (
                 queue_key(record["topic"], record["queue_id"]),
@@ -61,6 +68,8 @@ class MessageTraceProjection:
                 self._link(txn, record["stored_phy"], seq, TO)
         elif kind == "delayed_message_skipped":
             self._link(txn, record["schedule_phy"], seq, FROM)
+        elif kind in ("transaction_checked", "transaction_ended"):
+            self._link(txn, record["prepared_phy"], seq, FROM)
 
     def _link(self, txn: lmdb.Transaction, phy: int, seq: int, role: bytes) -> None:
         txn.put(I64.pack(phy) + U64.pack(seq), role, db=self.links)

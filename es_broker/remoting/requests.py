@@ -464,7 +464,20 @@ SHAPES: dict[int, RequestShape] = {
             "UNLOCK_BATCH_MQ",
             body=json_body(UnlockBatchRequestBody, optional=True),
         ),
-        RequestShape(C.END_TRANSACTION, "END_TRANSACTION"),
+        RequestShape(
+            C.END_TRANSACTION,
+            "END_TRANSACTION",
+            (
+                s("producerGroup", True),
+                i64("tranStateTableOffset", True),
+                physical_offset("commitLogOffset"),
+                i32("commitOrRollback", True),
+                flag("fromTransactionCheck"),
+                s("msgId", True),
+                s("transactionId"),
+                s("bname"),
+            ),
+        ),
         RequestShape(
             C.GET_CONSUMER_RUNNING_INFO,
             "GET_CONSUMER_RUNNING_INFO",
@@ -591,6 +604,7 @@ SHAPES: dict[int, RequestShape] = {
             ),
         ),
         RequestShape(E.EXPLAIN_GROUP, "EXPLAIN_GROUP", (s("group", True), s("topic", True))),
+        RequestShape(E.OPEN_TRANSACTIONS, "OPEN_TRANSACTIONS", (s("producerGroup"),)),
         # -- ACL administration (es_broker/server/acl_processors.py)
         RequestShape(
             C.UPDATE_AND_CREATE_ACL_CONFIG,

@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 from es_broker.client.channel import Channel, ChannelClosed
-from es_broker.commands import names, resets
+from es_broker.commands import names, resets, transaction
 from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
 from es_broker.commands.messages import MessageIn, PutResult
@@ -201,6 +201,7 @@ class BrokerProcessors:
             C.CLONE_GROUP_OFFSET: self.clone_group_offset,
             C.UPDATE_BROKER_CONFIG: self.update_broker_config,
             C.END_TRANSACTION: self.end_transaction,
+            EsRequestCode.OPEN_TRANSACTIONS: self.open_transactions,
             C.GET_CONSUMER_RUNNING_INFO: self.forward_to_consumer,
             C.CONSUME_MESSAGE_DIRECTLY: self.forward_to_consumer,
         }
@@ -674,11 +675,46 @@ class BrokerProcessors:
         return response_to(req, ResponseCode.SUCCESS)
 
     async def end_transaction(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        return response_to(
-            req,
-            ResponseCode.SYSTEM_ERROR,
-            "transactional messages are not supported by this broker",
+        """END_TRANSACTION (4.9.8 EndTransactionProcessor, B-222..B-225).
+
+        A slave answers SLAVE_NOT_AVAILABLE; UNKNOW (TRANSACTION_NOT_TYPE) changes
+        nothing and answers SUCCESS with a remark saying so (4.9.8 gives no answer;
+        the client sends it one way, where no answer goes out either); another
+        type is SYSTEM_ERROR; commit and rollback answer SUCCESS, or SYSTEM_ERROR
+        naming what did not match.
+        """
+        if self.is_slave:
+            return response_to(req, ResponseCode.SLAVE_NOT_AVAILABLE)
+        end = transaction.EndRequest(
+            producer_group=req.require_str("producerGroup"),
+            tran_state_table_offset=req.require_long("tranStateTableOffset"),
+            commit_log_offset=req.require_long("commitLogOffset"),
+            commit_or_rollback=req.require_int("commitOrRollback"),
+            from_check=bool(req.get_bool("fromTransactionCheck", False)),
+            msg_id=req.require_str("msgId"),
+            transaction_id=req.get_str("transactionId"),
         )
+        if end.commit_or_rollback == transaction.TRANSACTION_NOT_TYPE:
+            return response_to(
+                req, ResponseCode.SUCCESS, "the state is unknown: the transaction stays open"
+            )
+        if end.commit_or_rollback not in (
+            transaction.TRANSACTION_COMMIT_TYPE,
+            transaction.TRANSACTION_ROLLBACK_TYPE,
+        ):
+            raise IllegalRequest(
+                f"commitOrRollback {end.commit_or_rollback} is none of 0 (unknown), "
+                "8 (commit), 12 (rollback)"
+            )
+        result = await self.broker.end_transaction(end, requester=self.requester(channel))
+        if result.stored is not None:
+            self.holds.notify(result.stored.topic, result.stored.queue_id)
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def open_transactions(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """OPEN_TRANSACTIONS (es-broker): the half messages still open, per producer group (B-232)."""
+        rows = self.broker.open_transactions(req.get_str("producerGroup") or None)
+        return response_to(req, ResponseCode.SUCCESS, body=json_body({"transactions": rows}))
 
     async def reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """es-broker's reset (S-2, S-13): any target, a dry run, or server-side; answers the per-queue table."""

@@ -40,6 +40,7 @@ from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.retry_processors import RetryProcessors
 from es_broker.server.store_processors import StoreProcessors
 from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
+from es_broker.server.transaction_check import TransactionCheckService
 
 log = logging.getLogger("es_broker")
 
@@ -101,6 +102,7 @@ class BrokerServer:
             self.broker, self.holds, self.processors.requester, self._topics_changed
         )
         self.delays = DelayDeliveryService(self.broker, self.holds)
+        self.transaction_check = TransactionCheckService(self.broker, self.clients)
         # master/slave (es_broker/ha): a master serves its log to slaves, a slave follows its master's
         self.master_addr = master_addr  # --master; else learned from the name server (B-121)
         self.replication = ReplicationMaster(self.broker) if config.brokerRole != "SLAVE" else None
@@ -264,6 +266,8 @@ class BrokerServer:
                     nursery.start_soon(self._retention_loop)
                     # the delay schedule runs on a master only (B-98)
                     nursery.start_soon(self.delays.run)
+                    # so is the transaction check (4.9.8 starts it only on a master)
+                    nursery.start_soon(self.transaction_check.run)
                 task_status.started(self)
         finally:
             # the writer has stopped: what is left goes in one transaction

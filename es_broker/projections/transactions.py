@@ -1,0 +1,106 @@
+"""Transactions: the half messages still open, and how every ended one ended (B-220..B-234).
+
+A half message is a unit of RMQ_SYS_TRANS_HALF_TOPIC queue 0 (commit log and
+consume queue projections); this projection holds what RocketMQ 4.9.8 keeps
+in the op queue RMQ_SYS_TRANS_OP_HALF_TOPIC and the TRANSACTION_CHECK_TIMES
+property of its re-put copies: per prepared message (keyed by its commit-log
+offset) whether it is still open, how often it was checked, and, once ended,
+whether it was committed, rolled back or discarded.
+
+- `txn_open`: prepared physical offset -> msgpack map (producer group, real
+  topic and queue, half queue offset, transaction id, born and store time,
+  the message's CHECK_IMMUNITY_TIME_IN_SECONDS, checks so far, last check).
+- `txn_ended`: prepared physical offset -> the ending state, as bytes.
+
+Only record fields are read, never message bytes, so replay rebuilds it byte
+for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import lmdb
+import msgpack  # type: ignore[import-untyped]
+
+from es_broker.log import Record
+from es_broker.projections.keys import I64
+
+PREPARED = "prepared"
+COMMITTED = "committed"
+ROLLED_BACK = "rolled_back"
+DISCARDED = "discarded"
+
+
+def _pack(value: dict[str, Any]) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def _unpack(raw: bytes | memoryview) -> dict[str, Any]:
+    return msgpack.unpackb(raw, raw=False)
+
+
+class TransactionProjection:
+    name = "transactions"
+    databases = ("txn_open", "txn_ended")
+
+    def bind(self, log: Any) -> None:
+        self.open_db = log.db("txn_open")
+        self.ended_db = log.db("txn_ended")
+
+    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+        kind = record["type"]
+        if kind == "messages_stored":
+            tx = record.get("transaction")
+            if tx is None:
+                return
+            if tx["state"] == PREPARED:
+                phy, _, _ = record["units"][0]
+                entry = {
+                    "producer_group": tx["producer_group"],
+                    "topic": tx["real_topic"],
+                    "queue_id": tx["real_queue_id"],
+                    "half_queue_offset": record["queue_offset"],
+                    "transaction_id": tx["transaction_id"],
+                    "born_ts": tx["born_ts"],
+                    "store_ts": record["ts"],
+                    "immunity_s": tx.get("immunity_s"),
+                    "checks": 0,
+                    "last_check_ts": None,
+                    "seq": seq,
+                }
+                txn.put(I64.pack(phy), _pack(entry), db=self.open_db)
+            else:  # committed, or discarded into TRANS_CHECK_MAX_TIME_TOPIC
+                self._end(txn, tx["prepared_phy"], tx["state"])
+        elif kind == "transaction_checked":
+            key = I64.pack(record["prepared_phy"])
+            raw = txn.get(key, db=self.open_db)
+            if raw is not None:
+                entry = _unpack(raw)
+                entry["checks"] = record["attempt"]
+                entry["last_check_ts"] = record["ts"]
+                txn.put(key, _pack(entry), db=self.open_db)
+        elif kind == "transaction_ended":
+            self._end(txn, record["prepared_phy"], record["state"])
+
+    def _end(self, txn: lmdb.Transaction, phy: int, state: str) -> None:
+        key = I64.pack(phy)
+        txn.delete(key, db=self.open_db)
+        txn.put(key, state.encode(), db=self.ended_db)
+
+    # ------------------------------------------------------------------ reads
+    def get_open(self, txn: lmdb.Transaction, phy: int) -> dict[str, Any] | None:
+        """The open transaction of the half message at phy, or None."""
+        raw = txn.get(I64.pack(phy), db=self.open_db)
+        return _unpack(raw) if raw is not None else None
+
+    def ended_state(self, txn: lmdb.Transaction, phy: int) -> str | None:
+        """How the transaction of the half message at phy ended, or None if it has not."""
+        raw = txn.get(I64.pack(phy), db=self.ended_db)
+        return bytes(raw).decode() if raw is not None else None
+
+    def open_transactions(self, txn: lmdb.Transaction) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(prepared physical offset, entry) of every open transaction, oldest first."""
+        for key, raw in txn.cursor(db=self.open_db):
+            yield I64.unpack(key)[0], _unpack(raw)
