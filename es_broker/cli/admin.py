@@ -732,7 +732,7 @@ async def message_trace(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
                 r["topic"],
                 r["queueId"],
                 r["transactionId"],
-                fmt_time(r["bornTimestamp"]),
+                format_time(r["bornTimestamp"]),
                 r["checks"],
             ]
             for r in rows
