@@ -5,7 +5,9 @@ broker-b (a master), a topic on both masters, a consumer group's commits and
 an offline reset by time on each. Each node exports into the same root
 (`es-broker export --cluster`); the Spark jobs on that root must give the
 union of what `es-broker offsets --at` says of each broker, with the slave's
-copy of broker-a's records counted once.
+copy of broker-a's records counted once; and `offsets`, `history` and
+`explain` with `--namesrv` ask every broker over the wire and give that union
+too (B-209).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -59,7 +62,7 @@ def spark():
     session.stop()
 
 
-async def test_b207_a_cluster_export_gives_the_union_of_the_brokers_and_counts_the_slave_once(
+async def test_b207_b209_a_cluster_export_and_the_wire_give_the_union_of_the_brokers_and_count_the_slave_once(
     tmp_path, nursery, spark, capsys
 ):
     cluster = await start_cluster(
@@ -104,6 +107,13 @@ async def test_b207_a_cluster_export_gives_the_union_of_the_brokers_and_counts_t
         assert {q["brokerName"] for q in reset["queues"]} == {"broker-a", "broker-b"}
         await w.commit(b.addr, GROUP, TOPIC, 1, 2)  # and one commit after it on broker-b
         await wait_until("the slave caught up", lambda: caught_up(w, m, s))
+        at = int(time.time() * 1000)
+        # asked over the wire of every broker the name server knows, while they serve
+        ns = cluster.namesrv.addr
+        asked = "offsets", "--namesrv", ns, "--group", GROUP, "--at", str(at), "--json"
+        over_wire = json.loads(cli(*asked))["queues"]
+        history_over_wire = json.loads(cli("history", "--namesrv", ns, "--group", GROUP, "--json"))
+        explained = json.loads(cli("explain", "-n", ns, "-g", GROUP, "-t", TOPIC, "--json"))
     finally:
         cluster.stop_all()
 
@@ -112,18 +122,29 @@ async def test_b207_a_cluster_export_gives_the_union_of_the_brokers_and_counts_t
         ("broker-a", 1): tmp_path / "slave",
         ("broker-b", 0): tmp_path / "master-b",
     }
-    at = max(
-        json.loads(cli("offsets", "--data-dir", str(d), "--group", GROUP, "--at", "now", "--json"))[
-            "at"
-        ]
-        for d in dirs.values()
-    )
     union = set()
     for broker, data in (("broker-a", dirs[("broker-a", 0)]), ("broker-b", dirs[("broker-b", 0)])):
         answer = json.loads(
             cli("offsets", "--data-dir", str(data), "--group", GROUP, "--at", str(at), "--json")
         )
         union |= {(broker, GROUP, r["topic"], r["queue_id"], r["offset"]) for r in answer["queues"]}
+    # the cluster's answer is the union of the brokers' own, row for row
+    assert {
+        (r["broker"], GROUP, r["topic"], r["queue_id"], r["offset"]) for r in over_wire
+    } == union
+    local_history = set()
+    for broker in ("broker-a", "broker-b"):
+        answer = json.loads(
+            cli("history", "--data-dir", str(dirs[(broker, 0)]), "--group", GROUP, "--json")
+        )
+        local_history |= {(broker, e["seq"], e["kind"]) for e in answer["entries"]}
+    entries = history_over_wire["entries"]
+    assert {(e["broker"], e["seq"], e["kind"]) for e in entries} == local_history
+    assert [e["time"] for e in entries] == sorted(e["time"] for e in entries)
+    assert [(r["brokerName"], len(r["queues"])) for r in explained["brokers"]] == [
+        ("broker-a", QUEUES),
+        ("broker-b", QUEUES),
+    ]
     assert {(b_, q, o) for b_, _, _, q, o in union} == {
         ("broker-a", q, 0) for q in range(QUEUES)
     } | {("broker-b", q, 2 if q == 1 else 0) for q in range(QUEUES)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from es_broker.cli.cluster import add_cluster_options
 from es_broker.config import BrokerConfig, default_data_dir
 from es_broker.timetravel.timeparse import format_time
 
@@ -44,6 +45,17 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
+    if args.namesrv:
+        from es_broker.cli.cluster import ask
+
+        answers = ask(args, "explain_group", args.group, args.topic)
+        if args.json:
+            print(json.dumps({"brokers": answers}))
+            return 0
+        for report in answers:
+            print(f"broker {report['brokerName']} ({report['broker']}):")
+            _print_explain(report)
+        return 0
     from es_broker.commands.explain import explain
     from es_broker.commands.store import Store
 
@@ -55,6 +67,11 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
+    _print_explain(report)
+    return 0
+
+
+def _print_explain(report: dict) -> None:
     print(
         f"group {report['group']}, topic {report['topic']}: consumers {report['clients'] or '(none seen)'}, "
         f"consumeFromWhere {report['consume_from_where'] or '(not seen)'}"
@@ -83,7 +100,6 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                 f"  latest change {format_time(latest['ts'])}: {latest['old']} -> {latest['new']} by "
                 f"{latest['requester'] or '(unknown)'} ({latest['cause']}); {q['changes']} changes in all"
             )
-    return 0
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -107,4 +123,5 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group", "-g", required=True)
     p.add_argument("--topic", "-t", required=True)
     p.add_argument("--json", action="store_true")
+    add_cluster_options(p)
     p.set_defaults(func=_cmd_explain)

@@ -1,12 +1,13 @@
 """`es-broker offsets | history | acl | export`: time travel and audit over a data directory.
 
-    es-broker offsets --group G [--topic T] --at TIME [--durable] [--json]
-    es-broker history --group G [--topic T] [--since TIME] [--until TIME] [--json]
+    es-broker offsets --group G [--topic T] --at TIME [--durable] [--json] [--namesrv H:P]
+    es-broker history --group G [--topic T] [--since TIME] [--until TIME] [--json] [--namesrv H:P]
     es-broker acl --topic T [--group G] --at TIME [--window SECONDS] [--json]
     es-broker export --data-dir D --out DIR
 
 TIME: now | epoch millis | yyyy-MM-dd#HH:mm:ss:SSS | ISO 8601 (a time without
-a zone is local time, as mqadmin reads it).
+a zone is local time, as mqadmin reads it). With --namesrv, every broker of
+the cluster is asked over the wire and the answer has a broker column.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from es_broker.cli.cluster import add_cluster_options, ask
 from es_broker.cli.datadir import add_data_dir, open_log_readonly, open_store, source
 from es_broker.timetravel.timeparse import format_time, parse_time
 
@@ -37,14 +39,19 @@ def print_offsets(
     tick: int | None,
     as_json: bool,
     origin: str,
+    brokers: list[str] | None = None,
 ) -> None:
+    """The offset table; with `brokers` (the broker of each row) a cluster's, with a broker column."""
     if as_json:
         doc: dict[str, Any] = {
             "at": at,
             "group": group,
             "topic": topic,
             "source": origin,
-            "queues": [r.as_dict() for r in rows],
+            "queues": [
+                r.as_dict() if brokers is None else {"broker": b, **r.as_dict()}
+                for r, b in zip(rows, brokers or [None] * len(rows), strict=True)
+            ],
         }
         if position is not None:
             doc["position"] = position
@@ -65,13 +72,15 @@ def print_offsets(
     if not rows:
         print("  (no offsets at that moment)")
         return
-    head = ["topic", "queue", "offset", "max", "lag"]
+    head = ["broker"] if brokers is not None else []
+    head += ["topic", "queue", "offset", "max", "lag"]
     if durable:
         head += ["durable", "durable lag"]
     head += ["changed at", "cause", "by", "seq"]
     table = [head]
-    for r in rows:
-        line = [r.topic, str(r.queue_id), str(r.offset), str(r.max_offset), _dash(r.lag)]
+    for r, broker in zip(rows, brokers or [None] * len(rows), strict=True):
+        line = [broker] if broker is not None else []
+        line += [r.topic, str(r.queue_id), str(r.offset), str(r.max_offset), _dash(r.lag)]
         if durable:
             line += [str(r.durable), _dash(r.durable_lag)]
         line += [format_time(r.time), r.cause, r.requester or "-", str(r.seq)]
@@ -86,9 +95,26 @@ def _dash(value: int | None) -> str:
 
 
 def _cmd_offsets(args: argparse.Namespace) -> int:
-    from es_broker.timetravel.query import TimeTravel
+    from es_broker.timetravel.query import QueueOffsetAt, TimeTravel
 
     at = parse_time(args.at)
+    if args.namesrv:
+        answers = ask(args, "offsets_at", args.group, at, args.topic, args.durable)
+        pairs = [(a["brokerName"], QueueOffsetAt(**q)) for a in answers for q in a["queues"]]
+        print_offsets(
+            [row for _, row in pairs],
+            at=at,
+            position=None,
+            group=args.group,
+            topic=args.topic,
+            durable=args.durable,
+            tick=None,
+            as_json=args.json,
+            origin=f"the time index of each broker of name server {args.namesrv} "
+            f"({', '.join(a['brokerName'] for a in answers) or 'none'})",
+            brokers=[broker for broker, _ in pairs],
+        )
+        return 0
     with open_store(args) as store:
         travel = TimeTravel(store)
         with store.read() as txn:
@@ -158,14 +184,33 @@ def describe(entry) -> str:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from es_broker.timetravel.query import TimeTravel
+    from es_broker.timetravel.query import HistoryEntry, TimeTravel
 
     since = parse_time(args.since) if args.since else None
     until = parse_time(args.until) if args.until else None
-    with open_store(args) as store, store.read() as txn:
-        entries = TimeTravel(store).history(
-            txn, args.group, topic=args.topic, since=since, until=until
+    brokers: list[str] | None = None
+    if args.namesrv:
+        answers = ask(
+            args, "offset_history", args.group, args.topic, since, until, args.max_entries
         )
+        told = sorted(
+            ((e["time"], a["brokerName"], e["seq"]), a["brokerName"], HistoryEntry(**e))
+            for a in answers
+            for e in a["entries"]
+        )
+        entries, brokers = [e for _, _, e in told], [b for _, b, _ in told]
+        for a in answers:
+            if a.get("more"):
+                print(
+                    f"{a['brokerName']}: older entries left out, only the newest {args.max_entries} "
+                    "of each broker are shown (--max-entries)",
+                    file=sys.stderr,
+                )
+    else:
+        with open_store(args) as store, store.read() as txn:
+            entries = TimeTravel(store).history(
+                txn, args.group, topic=args.topic, since=since, until=until
+            )
     if args.json:
         print(
             json.dumps(
@@ -174,7 +219,10 @@ def _cmd_history(args: argparse.Namespace) -> int:
                     "topic": args.topic,
                     "since": since,
                     "until": until,
-                    "entries": [e.as_dict() for e in entries],
+                    "entries": [
+                        e.as_dict() if brokers is None else {"broker": b, **e.as_dict()}
+                        for e, b in zip(entries, brokers or [None] * len(entries), strict=True)
+                    ],
                 },
                 default=str,
             )
@@ -182,8 +230,9 @@ def _cmd_history(args: argparse.Namespace) -> int:
         return 0
     scope = f"topic {args.topic}" if args.topic else "every topic"
     print(f"history of group {args.group} on {scope}: {len(entries)} entries")
-    for e in entries:
-        print(f"  {format_time(e.time)}  #{e.seq:<7} {describe(e)}")
+    for e, b in zip(entries, brokers or [None] * len(entries), strict=True):
+        where = f"{b}  " if b is not None else ""
+        print(f"  {format_time(e.time)}  {where}#{e.seq:<7} {describe(e)}")
     return 0
 
 
@@ -325,6 +374,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="also show the compat crash-model value (last 5 s persist tick, B-133)",
     )
     p.add_argument("--json", action="store_true")
+    add_cluster_options(p)
     p.set_defaults(func=_cmd_offsets)
 
     p = sub.add_parser("history", help="every offset change of a group, with cause and requester")
@@ -334,6 +384,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--since", help=TIME_HELP)
     p.add_argument("--until", help=TIME_HELP)
     p.add_argument("--json", action="store_true")
+    add_cluster_options(p)
+    p.add_argument(
+        "--max-entries",
+        type=int,
+        default=10_000,
+        help="with --namesrv: the newest entries each broker sends at most (default 10000)",
+    )
     p.set_defaults(func=_cmd_history)
 
     p = sub.add_parser(

@@ -36,6 +36,7 @@ from es_broker.timetravel import timeline
 from es_broker.timetravel.query import IndexMissing, TimeTravel
 
 DEFAULT_HISTORY_ENTRIES = 200
+MAX_HISTORY_ENTRIES = 100_000  # an answer stays far below the 16 MiB frame bound
 DEFAULT_POINTS = 120
 DEFAULT_EVENTS = 500
 
@@ -88,6 +89,12 @@ class QueryProcessors:
         group, topic = req.require_str("group"), req.get_str("topic") or None
         since, until = req.get_long("since"), req.get_long("until")
         limit = req.get_int("maxEntries") or DEFAULT_HISTORY_ENTRIES
+        if not 0 < limit <= MAX_HISTORY_ENTRIES:
+            return response_to(
+                req,
+                ResponseCode.SYSTEM_ERROR,
+                f"maxEntries {limit} is out of range: 1..{MAX_HISTORY_ENTRIES}",
+            )
         travel = self._travel(req)
         if isinstance(travel, RemotingCommand):
             return travel

@@ -1,0 +1,46 @@
+"""Time travel over the wire: `offsets`, `history` and `explain` asked of every broker of a cluster.
+
+With `--namesrv H:P` instead of a data directory, the command asks each broker
+the name server knows (its master, else a slave) with es-broker's own request
+codes (OFFSETS_AT, OFFSET_HISTORY, EXPLAIN_GROUP), answered from the broker's
+own projections, and prints one answer with a broker column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from es_broker.cli.credentials import add_credential_options
+
+
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--namesrv",
+        "-n",
+        help="ask every broker of the cluster this name server knows, over the wire, "
+        "instead of reading a data directory",
+    )
+    add_credential_options(p, None)
+
+
+def ask(args: argparse.Namespace, method: str, *call: Any, **kw: Any) -> list[dict[str, Any]]:
+    """`Admin.<method>(*call, **kw)` against the cluster of `args.namesrv`: one answer per broker."""
+    import trio
+
+    from es_broker.cli.credentials import admin_credentials
+    from es_broker.client.admin import Admin, AdminError
+    from es_broker.client.remoting_client import RemotingError
+
+    credentials = admin_credentials(args, os.environ)
+
+    async def main() -> list[dict[str, Any]]:
+        async with Admin.open(args.namesrv, credentials=credentials) as admin:
+            answers: list[dict[str, Any]] = await getattr(admin, method)(*call, **kw)
+            return answers
+
+    try:
+        return trio.run(main)
+    except (AdminError, RemotingError) as exc:
+        raise ValueError(f"the cluster of name server {args.namesrv}: {exc}") from None
