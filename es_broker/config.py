@@ -80,6 +80,8 @@ class BrokerConfig:
     shortPollingTimeMills: int = 1000
     flushConsumerOffsetInterval: int = 5000
     notifyConsumerIdsChangedEnable: bool = True
+    enablePropertyFilter: bool = False  # SQL92 subscriptions are served (B-214)
+    filterSupportRetry: bool = False  # a group's SQL92 filters apply to its retry topic too (B-217)
     # --- es-broker switches (spec section 19; defaults are RocketMQ-compatible)
     total_physical_memory_bytes: int = field(default_factory=_host_ram)
     overflow_badly_next: str = "max"  # max | legacy (B-60)
