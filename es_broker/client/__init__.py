@@ -12,6 +12,7 @@ from es_broker.client.consumer import ConsumeFromWhere, ConsumeResult, MessageMo
 from es_broker.client.instance import ClientInstance
 from es_broker.client.messages import Message, ReceivedMessage, SendResult, SendStatus
 from es_broker.client.producer import BrokerRefused, ClientError, Producer
+from es_broker.client.selector import MessageSelector
 from es_broker.client.sync import SyncProducer
 from es_broker.remoting.bodies import MessageQueue
 
@@ -25,6 +26,7 @@ __all__ = [
     "Credentials",
     "Message",
     "MessageModel",
+    "MessageSelector",
     "MessageQueue",
     "ProducerConfig",
     "Producer",
