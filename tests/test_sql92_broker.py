@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 import trio
@@ -10,6 +11,8 @@ import trio
 from es_broker.client import ConsumeFromWhere, MessageSelector, Producer, PushConsumer
 from es_broker.client.producer import BrokerRefused
 from es_broker.client.remoting_client import RemotingClient
+from es_broker.commands.replay import verify
+from es_broker.log.store import RecordLog
 from es_broker.remoting import message as wire
 from es_broker.remoting.bodies import (
     CheckClientRequestBody,
@@ -20,6 +23,7 @@ from es_broker.remoting.bodies import (
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from tests.process_fixtures import ProcessRunning, serve
 from tests.test_client_consumer import FAST, Collector, topic_ready
+from tests.waiting import poll_until
 
 PROPERTY_FILTER_ON = ["enablePropertyFilter=true"]
 
@@ -63,6 +67,7 @@ async def _store_messages(running: ProcessRunning, nursery: trio.Nursery) -> Non
     await producer.shutdown()
 
 
+@asynccontextmanager
 async def _broker(tmp_path, nursery, conf: list[str]) -> AsyncIterator[ProcessRunning]:
     with serve(tmp_path / "data", conf=conf) as served:
         running = ProcessRunning(served, RemotingClient(nursery))
@@ -74,14 +79,14 @@ async def _broker(tmp_path, nursery, conf: list[str]) -> AsyncIterator[ProcessRu
 @pytest.fixture
 async def filtering(tmp_path, nursery) -> AsyncIterator[ProcessRunning]:
     """A broker process with enablePropertyFilter=true, MESSAGES stored on T's one queue."""
-    async for running in _broker(tmp_path, nursery, PROPERTY_FILTER_ON):
+    async with _broker(tmp_path, nursery, PROPERTY_FILTER_ON) as running:
         yield running
 
 
 @pytest.fixture
 async def not_filtering(tmp_path, nursery) -> AsyncIterator[ProcessRunning]:
     """A broker process with the default enablePropertyFilter=false, MESSAGES stored."""
-    async for running in _broker(tmp_path, nursery, []):
+    async with _broker(tmp_path, nursery, []) as running:
         yield running
 
 
@@ -222,3 +227,77 @@ async def test_b219_a_push_consumer_with_a_bad_expression_fails_to_start(filteri
     with pytest.raises(BrokerRefused) as refused:
         await consumer.start(nursery)
     assert refused.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+
+async def _retry_deliveries(tmp_path, nursery, conf: list[str]) -> tuple[set[bytes], str]:
+    """m0 (region eu) and m1 (region us) sent back by group G, which subscribes T by SQL92
+    `region = 'eu'`; what a pull of %RETRY%G with TAG `*` then delivers, and its nextBeginOffset."""
+    async with _broker(tmp_path, nursery, [*PROPERTY_FILTER_ON, *conf]) as running:
+        await _heartbeat(running, "G", "region = 'eu'")
+        stored = wire.decode_all((await _pull(running, "G", "TRUE")).body)
+        for message in stored[:2]:
+            answer = await running.call(
+                RequestCode.CONSUMER_SEND_MSG_BACK,
+                {
+                    "offset": message.physical_offset,
+                    "group": "G",
+                    "delayLevel": 0,
+                    "originMsgId": message.msg_id,
+                    "originTopic": "T",
+                    "unitMode": False,
+                    "maxReconsumeTimes": 16,
+                },
+            )
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+
+        async def both_retried() -> bool:
+            answer = await running.call(
+                RequestCode.GET_MAX_OFFSET, {"topic": "%RETRY%G", "queueId": 0}
+            )
+            return answer.code == ResponseCode.SUCCESS and answer.ext_fields["offset"] == "2"
+
+        await poll_until(
+            both_retried, 30, "the two retry messages"
+        )  # no event tells of a delay's end
+        answer = await _pull(
+            running,
+            "G",
+            None,
+            topic="%RETRY%G",
+            sysFlag=0x4,
+            subscription="*",
+            expressionType="TAG",
+        )
+        return _bodies(answer), answer.ext_fields["nextBeginOffset"]
+
+
+async def test_b217_retry_messages_are_not_filtered_by_default(tmp_path, nursery):
+    bodies, next_offset = await _retry_deliveries(tmp_path, nursery, ["messageDelayLevel=1s 1s 1s"])
+    assert (bodies, next_offset) == ({b"m0", b"m1"}, "2")
+
+
+async def test_b217_filter_support_retry_applies_the_groups_sql92_filter(tmp_path, nursery):
+    bodies, next_offset = await _retry_deliveries(
+        tmp_path, nursery, ["messageDelayLevel=1s 1s 1s", "filterSupportRetry=true"]
+    )
+    assert (bodies, next_offset) == ({b"m0"}, "2")
+
+
+def _records(data_dir) -> list[dict]:
+    log = RecordLog(data_dir / "lmdb", readonly=True)
+    try:
+        return [record for _, record in log.read()]
+    finally:
+        log.close()
+
+
+async def test_b218_a_filtered_pull_records_what_it_delivered_and_replays_identically(
+    tmp_path, nursery
+):
+    async with _broker(tmp_path, nursery, PROPERTY_FILTER_ON) as running:
+        answer = await _pull(running, "G", "region = 'eu'", sysFlag=0x4 | 0x1, commitOffset=0)
+        assert _bodies(answer) == {b"m0", b"m2", b"m4"}
+        data_dir = running.served.data_dir
+    delivered = [r for r in _records(data_dir) if r["type"] == "messages_delivered"]
+    assert [(r["offsets"], r["next_offset"]) for r in delivered] == [([0, 2, 4], 6)]
+    assert verify(data_dir) == []
