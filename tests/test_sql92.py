@@ -257,3 +257,9 @@ def test_b213_a_property_with_an_empty_value_is_absent():
     props = message_properties(_stored({"a": "", "b": "1"}))
     assert props == {"b": "1"}
     assert compile_selector("a IS NULL").matches(props)
+
+
+def test_b213_an_empty_value_does_not_hide_an_earlier_value_of_its_name():
+    # the same name again with an empty value, as no client writes but the format allows
+    forged = _stored({"a": "1", "b": "2"}).replace(b"b\x012", b"a\x01\x02")
+    assert message_properties(forged) == {"a": "1"}

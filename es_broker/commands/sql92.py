@@ -575,12 +575,16 @@ def message_properties(raw: bytes) -> dict[str, str]:
     A pair with an empty name or an empty value is left out, as
     string2messageProperties does; the last pair of a name wins.
     """
-    from es_broker.remoting.message import property_span
+    from es_broker.remoting.message import decode_properties, property_span
 
     _, _, start, end = property_span(raw)
-    props: dict[str, str] = {}
-    for pair in raw[start:end].decode("utf-8", errors="replace").split("\x02"):
+    section = raw[start:end]
+    props = decode_properties(section)  # compiled; it keeps empty values
+    if all(props.values()):
+        return props
+    exact: dict[str, str] = {}  # an empty value never hides an earlier one of its name
+    for pair in section.decode("utf-8", errors="replace").split("\x02"):
         name, sep, value = pair.partition("\x01")
         if name and sep and value:
-            props[name] = value
-    return props
+            exact[name] = value
+    return exact
