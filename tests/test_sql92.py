@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from es_broker.commands.sql92 import SelectorError, compile_selector, message_properties
+from es_broker.commands.sql92 import (
+    SelectorError,
+    cached_selector,
+    compile_selector,
+    message_properties,
+)
 from es_broker.remoting import message as wire
 
 # ---------------------------------------------------------------------- B-210: the grammar
@@ -70,6 +75,7 @@ REFUSED = [
     ("(a = 1", "end of the expression"),
     ("a = '" + "x", "unexpected"),
     ("(" * 150 + "a" + ")" * 150, "nested deeper"),
+    ("a = '" + "x" * 70_000 + "'", "longer than 65536"),
 ]
 
 
@@ -231,6 +237,12 @@ def test_b212_evaluation_as_rocketmq(text, props, expected):
 
 def test_b212_compilation_is_cached_by_text():
     assert compile_selector("a = 1 AND b = 2") is compile_selector("a = 1 AND b = 2")
+    assert cached_selector("a = 1 AND b = 2") is compile_selector("a = 1 AND b = 2")
+    assert cached_selector("a = 3 AND never_compiled = 1") is None
+    with pytest.raises(SelectorError):
+        compile_selector("a = = 1")
+    with pytest.raises(SelectorError):  # a failure is remembered too
+        cached_selector("a = = 1")
 
 
 def test_b212_a_long_or_chain_evaluates_without_recursion():

@@ -20,12 +20,15 @@ from __future__ import annotations
 import functools
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 SQL92 = "SQL92"  # ExpressionType.SQL92
 MAX_NESTING = 100  # es-broker's bound on nested parentheses / unary operators
+MAX_LENGTH = 64 * 1024  # es-broker's bound on an expression's length (characters)
+CACHE_SIZE = 1024  # compiled expressions kept (4.9.8's SelectorParser keeps 100)
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _DOUBLE_MIN_VALUE = 5e-324  # Double.MIN_VALUE: the smallest positive double
@@ -64,7 +67,7 @@ class Selector:
         """Whether a message with these properties is delivered (B-212)."""
         try:
             return self._eval(props) is True
-        except (_EvalError, RecursionError):
+        except Exception:  # 4.9.8 answers false to anything the evaluation throws
             return False
 
 
@@ -449,12 +452,16 @@ def _parse_tree(text: str) -> Any:
             if last is None:
                 raise SelectorError("Encountered the end of the expression too early") from None
             raise SelectorError(
-                f"Encountered {last.value!r} at line {last.line}, column {last.column}"
+                f"Encountered {_clip(last.value)!r} at line {last.line}, column {last.column}"
             ) from None
     except lark.exceptions.UnexpectedCharacters as exc:
         raise SelectorError(
             f"Lexical error at line {exc.line}, column {exc.column}: unexpected {exc.char!r}"
         ) from None
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _string_literal(token: str) -> str:
@@ -548,8 +555,7 @@ class _Failed:
     reason: str
 
 
-@functools.lru_cache(maxsize=1024)
-def _compile_cached(text: str) -> Selector | _Failed:
+def _compile(text: str) -> Selector | _Failed:
     try:
         tree = _parse_tree(text)
         return Selector(text, _as_boolean(_build(tree)).eval)
@@ -559,11 +565,35 @@ def _compile_cached(text: str) -> Selector | _Failed:
         return _Failed(f"expression nested deeper than {MAX_NESTING} levels")
 
 
+_CACHE: dict[str, Selector | _Failed] = {}  # by text, oldest first; failures too, as 4.9.8 caches
+_CACHE_LOCK = threading.Lock()  # compiles may run in worker threads
+
+
+def cached_selector(text: str | None) -> Selector | None:
+    """The compiled selector of `text` if it is cached (None if not); a cached failure raises."""
+    result = _CACHE.get(text) if text else None
+    if isinstance(result, _Failed):
+        raise SelectorError(result.reason)
+    return result
+
+
 def compile_selector(text: str | None) -> Selector:
-    """Compile a SQL92 selector (cached by its text); a bad one raises SelectorError."""
+    """Compile a SQL92 selector (cached by its text); a bad one raises SelectorError.
+
+    Compiling costs about 10 us per byte of text: callers on an event loop run it
+    in a worker thread unless `cached_selector` has it.
+    """
     if not text:
         raise SelectorError("Expression can't be null! SQL92")
-    result = _compile_cached(text)
+    if len(text) > MAX_LENGTH:
+        raise SelectorError(f"expression longer than {MAX_LENGTH} characters")
+    result = _CACHE.get(text)
+    if result is None:
+        result = _compile(text)
+        with _CACHE_LOCK:
+            while len(_CACHE) >= CACHE_SIZE:
+                del _CACHE[next(iter(_CACHE))]
+            _CACHE[text] = result
     if isinstance(result, _Failed):
         raise SelectorError(result.reason)
     return result

@@ -144,6 +144,14 @@ def sql92_filter(selector: sql92.Selector) -> Callable[[bytes], bool]:
     return matches
 
 
+async def compile_selector(text: str | None) -> sql92.Selector:
+    """A SQL92 selector from the cache, else compiled in a worker thread (it is CPU work)."""
+    found = sql92.cached_selector(text)
+    if found is None:
+        found = await trio.to_thread.run_sync(sql92.compile_selector, text)
+    return found
+
+
 def _shortened(text: str, limit: int = 256) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -353,7 +361,7 @@ class BrokerProcessors:
         sys_flag = req.require_int("sysFlag")
         commit = req.require_long("commitOffset") if sys_flag & PULL_COMMIT_OFFSET else None
         suspend_ms = req.get_long("suspendTimeoutMillis", 15000) or 0
-        pull_filter = self._subscription(group, topic, req, sys_flag)
+        pull_filter = await self._subscription(group, topic, req, sys_flag)
         tags, message_filter = pull_filter.tags_codes, pull_filter.message_filter
         client = self.requester(channel)
         # register for arrivals before reading, so a message stored meanwhile is not missed
@@ -392,7 +400,7 @@ class BrokerProcessors:
             code = response_code(result.status, offset)
         return self._pull_answer(req, group, result, code, offset)
 
-    def _subscription(
+    async def _subscription(
         self, group: str, topic: str, req: RemotingCommand, sys_flag: int
     ) -> PullFilter:
         """The pull's filter: from the request (subscription flag) or the group's heartbeat (B-57, B-215)."""
@@ -400,14 +408,14 @@ class BrokerProcessors:
             expression, expression_type = req.get_str("subscription"), req.get_str("expressionType")
             if expression_type == sql92.SQL92:
                 try:
-                    selector = sql92.compile_selector(expression)
+                    selector = await compile_selector(expression)
                 except sql92.SelectorError as exc:
                     raise BrokerError(
                         f"parse the consumer's subscription failed: {exc}",
                         Code.SUBSCRIPTION_PARSE_FAILED,
                     ) from None
                 return self._sql92_pull_filter(group, topic, selector, expression_type)
-            return self._tag_pull_filter(group, topic, expression, expression_type)
+            return await self._tag_pull_filter(group, topic, expression, expression_type)
         info = self.clients.consumer_group(group)
         if info is None:
             raise BrokerError(
@@ -425,7 +433,7 @@ class BrokerProcessors:
             )
         if sub.get("expressionType") == sql92.SQL92:
             try:
-                selector = sql92.compile_selector(sub.get("subString"))
+                selector = await compile_selector(sub.get("subString"))
             except sql92.SelectorError:
                 # 4.9.8 keeps no filter data for an expression it cannot compile
                 raise BrokerError(
@@ -433,7 +441,9 @@ class BrokerProcessors:
                     Code.FILTER_DATA_NOT_EXIST,
                 ) from None
             return self._sql92_pull_filter(group, topic, selector, sql92.SQL92)
-        return self._tag_pull_filter(group, topic, sub.get("subString"), sub.get("expressionType"))
+        return await self._tag_pull_filter(
+            group, topic, sub.get("subString"), sub.get("expressionType")
+        )
 
     def _sql92_pull_filter(
         self, group: str, topic: str, selector: sql92.Selector, expression_type: str
@@ -442,15 +452,15 @@ class BrokerProcessors:
             raise property_filter_refusal(expression_type)
         return PullFilter(None, sql92_filter(selector))
 
-    def _tag_pull_filter(
+    async def _tag_pull_filter(
         self, group: str, topic: str, expression: str | None, expression_type: str | None
     ) -> PullFilter:
         tags = parse_subscription(expression, expression_type)
         if self.config.filterSupportRetry and topic.startswith(names.RETRY_PREFIX):
-            return PullFilter(tags, self._retry_filter(group))
+            return PullFilter(tags, await self._retry_filter(group))
         return PullFilter(tags)
 
-    def _retry_filter(self, group: str) -> Callable[[bytes], bool] | None:
+    async def _retry_filter(self, group: str) -> Callable[[bytes], bool] | None:
         """filterSupportRetry: a retry message passes the group's SQL92 filter of its first topic (B-217)."""
         info = self.clients.consumer_group(group)
         if info is None:
@@ -459,7 +469,7 @@ class BrokerProcessors:
         for sub_topic, sub in info.subscriptions.items():
             if sub.get("expressionType") == sql92.SQL92:
                 with contextlib.suppress(sql92.SelectorError):
-                    selectors[sub_topic] = sql92.compile_selector(sub.get("subString"))
+                    selectors[sub_topic] = await compile_selector(sub.get("subString"))
         if not selectors:
             return None
 
@@ -643,7 +653,7 @@ class BrokerProcessors:
         if sub.expression_type != sql92.SQL92:
             parse_subscription(sub.sub_string, sub.expression_type)  # refuses the type
         try:
-            sql92.compile_selector(sub.sub_string)
+            await compile_selector(sub.sub_string)
         except sql92.SelectorError as exc:
             return response_to(
                 req,
