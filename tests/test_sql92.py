@@ -54,6 +54,7 @@ REFUSED = [
     ("a and between 2 and 10", "'between'"),
     (" a between 10 and 0", "must less than or equal"),
     ("a > 100000000000000000000000", "beyond a long"),
+    ("a > " + "9" * 5000, "beyond a long"),
     ("a > 1" + "1" * 400 + "." + "1" * 400, "greater than"),
     ("a != 1", "unexpected '!'"),
     ("a > 'x'", "cannot be compared"),
@@ -188,6 +189,7 @@ EVAL = [
     ("a > 5", {"a": "5.5"}, False),  # Integer.valueOf("5.5") throws: no match
     ("a > 5", {"a": " 6"}, False),  # Integer.valueOf does not trim
     ("a > 5", {"a": "3000000000"}, False),  # beyond an int: throws
+    ("a > 5", {"a": "9" * 5000}, False),
     ("a > 2147483648", {"a": "3000000000"}, True),  # a Long literal reads a long
     ("a > 5.0E0", {"a": "6"}, True),
     ("a > 5.5", {"a": " 6 "}, True),  # Double.valueOf trims

@@ -83,26 +83,29 @@ _JAVA_HEX_DOUBLE = re.compile(
 )
 
 
+_JAVA_BLANKS = "".join(chr(c) for c in range(33))  # what String.trim takes off
+
+
 def _java_integer(text: str, lo: int, hi: int) -> int:
     """Integer.valueOf / Long.valueOf: a sign and decimal digits, in range, else an error."""
-    if not _JAVA_INT.fullmatch(text):
-        raise _EvalError(f"For input string: {text!r}")
+    if len(text) > 40 or not _JAVA_INT.fullmatch(text):  # 40: past any long, inside int()'s limit
+        raise _EvalError(f"For input string: {_clip(text)!r}")
     value = int(text)
     if not lo <= value <= hi:
-        raise _EvalError(f"For input string: {text!r}")
+        raise _EvalError(f"For input string: {_clip(text)!r}")
     return value
 
 
 def _java_double(text: str) -> float:
     """Double.valueOf: Java's floating-point literal forms, blanks (<= U+0020) trimmed."""
-    trimmed = text.strip("".join(chr(c) for c in range(33)))
+    trimmed = text.strip(_JAVA_BLANKS)
     if _JAVA_DOUBLE.fullmatch(trimmed):
         core = trimmed.rstrip("fFdD") if not trimmed.endswith(("NaN", "Infinity")) else trimmed
         return float(core.replace("Infinity", "inf"))
     hexed = _JAVA_HEX_DOUBLE.fullmatch(trimmed)
     if hexed:
         return float.fromhex(hexed.group(1))
-    raise _EvalError(f"For input string: {text!r}")
+    raise _EvalError(f"For input string: {_clip(text)!r}")
 
 
 def _double_compare(a: float, b: float) -> int:
@@ -470,18 +473,18 @@ def _string_literal(token: str) -> str:
 
 def _decimal(token: str) -> _Node:
     digits = token[:-1] if token[-1] in "lL" else token
+    if len(digits) > 19 or int(digits) > _LONG_MAX:
+        raise SelectorError(f"For input string: {_clip(digits)!r} (beyond a long)")
     value = int(digits)
-    if value > _LONG_MAX:
-        raise SelectorError(f"For input string: {digits!r} (beyond a long)")
     return _constant(value if value <= _INT_MAX else Long(value))
 
 
 def _float(token: str) -> _Node:
     value = float(token)
     if value > 1.7976931348623157e308:
-        raise SelectorError(f"{token} is greater than {1.7976931348623157e308!r}")
+        raise SelectorError(f"{_clip(token)} is greater than {1.7976931348623157e308!r}")
     if value < _DOUBLE_MIN_VALUE:  # 4.9.8 refuses 0.0 itself here
-        raise SelectorError(f"{token} is less than {_DOUBLE_MIN_VALUE!r}")
+        raise SelectorError(f"{_clip(token)} is less than {_DOUBLE_MIN_VALUE!r}")
     return _constant(value)
 
 
