@@ -20,7 +20,6 @@ from es_broker.commands.broker import Broker
 from es_broker.commands.messages import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.remoting.message import tag_hash
-from es_broker.server.broker_processors import sql92_filter
 
 BODY = b"x" * 1024
 SELECTORS = [
@@ -64,7 +63,7 @@ async def run(n: int) -> None:
             rows = [("no filter", *scan(broker))]
             rows.append(("tag A", *scan(broker, tags_codes=frozenset({tag_hash("A")}))))
             for text in SELECTORS:
-                selector = sql92_filter(sql92.compile_selector(text))
+                selector = sql92.compile_selector(text).matches_message
                 rows.append((f"SQL92 {text}", *scan(broker, message_filter=selector)))
             nursery.cancel_scope.cancel()
         broker.close()

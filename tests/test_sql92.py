@@ -277,3 +277,8 @@ def test_b213_an_empty_value_does_not_hide_an_earlier_value_of_its_name():
     # the same name again with an empty value, as no client writes but the format allows
     forged = _stored({"a": "1", "b": "2"}).replace(b"b\x012", b"a\x01\x02")
     assert message_properties(forged) == {"a": "1"}
+
+
+def test_b213_bytes_that_hold_no_message_never_match():
+    assert not compile_selector("a IS NULL").matches_message(b"\x00" * 10)
+    assert compile_selector("a IS NULL").matches_message(_stored({"b": "1"}))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import struct
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -69,6 +70,14 @@ class Selector:
             return self._eval(props) is True
         except Exception:  # 4.9.8 answers false to anything the evaluation throws
             return False
+
+    def matches_message(self, raw: bytes) -> bool:
+        """Whether a stored message (its commit-log bytes) is delivered (B-213, B-216)."""
+        try:
+            props = message_properties(raw)
+        except (IndexError, ValueError, struct.error):
+            return False  # 4.9.8's decoding throws, and its filter answers false
+        return self.matches(props)
 
 
 # ---------------------------------------------------------------------- Java value semantics
@@ -606,7 +615,8 @@ def message_properties(raw: bytes) -> dict[str, str]:
     """A stored message's properties as 4.9.8's MessageDecoder.decodeProperties reads them.
 
     A pair with an empty name or an empty value is left out, as
-    string2messageProperties does; the last pair of a name wins.
+    string2messageProperties does; the last pair of a name wins. Raises
+    IndexError, ValueError or struct.error on bytes that hold no message.
     """
     from es_broker.remoting.message import decode_properties, property_span
 

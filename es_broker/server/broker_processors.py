@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -129,19 +130,6 @@ class PullFilter:
 
     tags_codes: frozenset[int] | None = None
     message_filter: Callable[[bytes], bool] | None = None
-
-
-def sql92_filter(selector: sql92.Selector) -> Callable[[bytes], bool]:
-    """A stored message -> whether the selector takes it, on the properties 4.9.8 decodes (B-213)."""
-
-    def matches(raw: bytes) -> bool:
-        try:
-            props = sql92.message_properties(raw)
-        except (IndexError, ValueError):
-            return False
-        return selector.matches(props)
-
-    return matches
 
 
 async def compile_selector(text: str | None) -> sql92.Selector:
@@ -414,7 +402,7 @@ class BrokerProcessors:
                         f"parse the consumer's subscription failed: {exc}",
                         Code.SUBSCRIPTION_PARSE_FAILED,
                     ) from None
-                return self._sql92_pull_filter(group, topic, selector, expression_type)
+                return self._sql92_pull_filter(selector, expression_type)
             return await self._tag_pull_filter(group, topic, expression, expression_type)
         info = self.clients.consumer_group(group)
         if info is None:
@@ -440,17 +428,15 @@ class BrokerProcessors:
                     "The broker's consumer filter data is not exist!Your expression may be wrong!",
                     Code.FILTER_DATA_NOT_EXIST,
                 ) from None
-            return self._sql92_pull_filter(group, topic, selector, sql92.SQL92)
+            return self._sql92_pull_filter(selector, sql92.SQL92)
         return await self._tag_pull_filter(
             group, topic, sub.get("subString"), sub.get("expressionType")
         )
 
-    def _sql92_pull_filter(
-        self, group: str, topic: str, selector: sql92.Selector, expression_type: str
-    ) -> PullFilter:
+    def _sql92_pull_filter(self, selector: sql92.Selector, expression_type: str) -> PullFilter:
         if not self.config.enablePropertyFilter:
             raise property_filter_refusal(expression_type)
-        return PullFilter(None, sql92_filter(selector))
+        return PullFilter(None, selector.matches_message)
 
     async def _tag_pull_filter(
         self, group: str, topic: str, expression: str | None, expression_type: str | None
@@ -476,7 +462,7 @@ class BrokerProcessors:
         def matches(raw: bytes) -> bool:
             try:
                 props = sql92.message_properties(raw)
-            except (IndexError, ValueError):
+            except (IndexError, ValueError, struct.error):
                 return False
             selector = selectors.get(props.get(retry.PROPERTY_RETRY_TOPIC, ""))
             return selector is None or selector.matches(props)
