@@ -105,7 +105,7 @@ async def _pull(running: ProcessRunning, group: str, expression: str | None, **f
         **fields,
     }
     if expression is not None:
-        header |= {"subscription": expression, "expressionType": "SQL92"}
+        header = {"subscription": expression, "expressionType": "SQL92"} | header
     return await running.call(RequestCode.PULL_MESSAGE, header)
 
 
@@ -196,6 +196,16 @@ async def test_b214_with_property_filter_off_sql92_is_refused_as_rocketmq_does(n
     # an unparsable expression is still a parse failure; other types keep their refusal
     assert (await _pull(not_filtering, "G", "a >")).code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
     assert (await _check(not_filtering, "x", "TAG")).code == ResponseCode.SUCCESS
+    assert (await _check(not_filtering, "x", "FOO")).code == ResponseCode.SYSTEM_ERROR
+    other = await _pull(not_filtering, "G", "x", expressionType="FOO")
+    assert other.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    assert other.remark == "The broker does not support consumer to filter message by FOO"
+
+
+async def test_b214_with_property_filter_on_other_types_are_still_refused(filtering):
+    assert (await _check(filtering, "x", "FOO")).code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    other = await _pull(filtering, "G", "x", expressionType="FOO")
+    assert other.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
 
 
 async def test_b219_a_push_consumer_subscribes_by_sql(filtering, nursery):
