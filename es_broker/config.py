@@ -90,6 +90,9 @@ class BrokerConfig:
     transactionTimeOut: int = 6_000  # ms after its born time before a half message is first checked
     transactionCheckMax: int = 15  # checks of one half message before it is discarded
     transactionCheckInterval: int = 60_000  # ms between check passes
+    # --- SQL92 property filters (BrokerConfig; ExpressionMessageFilter, B-210..B-219)
+    enablePropertyFilter: bool = False  # SQL92 subscriptions are served (B-214)
+    filterSupportRetry: bool = False  # a group's SQL92 filters apply to its retry topic too (B-217)
     # --- es-broker switches (spec section 19; defaults are RocketMQ-compatible)
     total_physical_memory_bytes: int = field(default_factory=_host_ram)
     overflow_badly_next: str = "max"  # max | legacy (B-60)

@@ -88,3 +88,8 @@ def test_a_serving_broker_does_not_import_export_or_spark(serving_modules, modul
 def test_a_serving_broker_without_acl_does_not_import_yaml(serving_modules):
     assert "es_broker.acl.plain" in serving_modules  # the ACL code is there, its file format is not
     assert not _imported("yaml", serving_modules)
+
+
+def test_a_serving_broker_loads_the_sql92_parser_only_for_a_sql92_subscription(serving_modules):
+    assert "es_broker.commands.sql92" in serving_modules  # the filter code is there (B-214)
+    assert not _imported("lark", serving_modules)

@@ -14,6 +14,7 @@ from es_broker.client.config import ClientConfig, ProducerConfig, PushConsumerCo
 from es_broker.client.consumer import ConsumeFromWhere, ConsumeResult, MessageModel, PushConsumer
 from es_broker.client.instance import ClientInstance
 from es_broker.client.lite_pull import LitePullConsumer, LitePullConsumerConfig
+from es_broker.client.message_selector import MessageSelector
 from es_broker.client.messages import Message, ReceivedMessage, SendResult, SendStatus
 from es_broker.client.orderly import (
     ConsumeOrderlyContext,
@@ -40,6 +41,7 @@ __all__ = [
     "LitePullConsumerConfig",
     "Message",
     "MessageModel",
+    "MessageSelector",
     "MessageQueue",
     "OrderlyConfig",
     "OrderlyPushConsumer",

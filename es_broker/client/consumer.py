@@ -29,6 +29,7 @@ from es_broker.client.config import (
     default_consume_timestamp,
 )
 from es_broker.client.instance import ClientInstance
+from es_broker.client.message_selector import TAG, MessageSelector
 from es_broker.client.messages import (
     MAX_RECONSUME_TIMES,
     ORIGIN_MESSAGE_ID,
@@ -53,6 +54,7 @@ from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import subscribe_queues
 from es_broker.client.tasks import Service, TaskGroup
 from es_broker.remoting.bodies import (
+    CheckClientRequestBody,
     ConsumerData,
     ConsumerRunningInfo,
     MessageQueue,
@@ -124,10 +126,19 @@ class PullResult:
     messages: tuple[ReceivedMessage, ...] = ()
 
 
-def build_subscription(topic: str, expression: str | None) -> SubscriptionData:
-    """A TAG subscription as Java's FilterAPI builds it: `*`, or tags split on `||`."""
-    text = (expression or "").strip()
+def build_subscription(topic: str, expression: str | MessageSelector | None) -> SubscriptionData:
+    """A subscription as Java's FilterAPI builds it: TAG `*` or tags split on `||`, or SQL92 as given."""
     now_ms = int(time.time() * 1000)
+    if isinstance(expression, MessageSelector):
+        if expression.expression_type != TAG:
+            return SubscriptionData(
+                topic=topic,
+                sub_string=expression.expression,
+                sub_version=now_ms,
+                expression_type=expression.expression_type,
+            )
+        expression = expression.expression
+    text = (expression or "").strip()
     if text in ("", "*"):
         return SubscriptionData(topic=topic, sub_string="*", sub_version=now_ms)
     tags = tuple(dict.fromkeys(t.strip() for t in text.split("||") if t.strip()))
@@ -161,7 +172,7 @@ class PushConsumer(Service):
         group: str,
         handler: Handler,
         *,
-        subscriptions: Mapping[str, str] | None = None,
+        subscriptions: Mapping[str, str | MessageSelector] | None = None,
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp: str | None = None,
@@ -225,8 +236,11 @@ class PushConsumer(Service):
             raise RuntimeError("the consumer is not started")
         return self._offset_store
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Add or change a subscription; a started consumer announces it and rebalances."""
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Add or change a subscription (tags, or `MessageSelector.by_sql(...)`).
+
+        A started consumer announces it and rebalances.
+        """
         self._subscriptions[topic] = build_subscription(topic, expression)
         if self._started:
             self.instance.heartbeat_now()
@@ -285,6 +299,7 @@ class PushConsumer(Service):
             self._started = True
             for topic in list(self._subscriptions):
                 await self.instance.update_route(topic)
+            await self._check_client_in_broker()
             await self.instance.send_heartbeat_to_all_brokers()
             await self.do_rebalance()
         except BaseException:
@@ -312,6 +327,23 @@ class PushConsumer(Service):
         if self._inner_producer is not None and self._owns_inner_producer:
             await self._inner_producer.shutdown()
         await self.instance.release()
+
+    async def _check_client_in_broker(self) -> None:
+        """CHECK_CLIENT_CONFIG per non-TAG subscription, as Java's start does: a refusal fails start."""
+        for sub in self._subscriptions.values():
+            if sub.expression_type == TAG:
+                continue
+            addr = self.instance.find_broker_addr_by_topic(sub.topic)
+            if addr is None:
+                continue
+            body = CheckClientRequestBody(
+                client_id=self.client_id, group=self.group, subscription_data=sub
+            ).encode()
+            response = await self.instance.invoke(
+                addr, self.instance.request(RequestCode.CHECK_CLIENT_CONFIG, None, body)
+            )
+            if response.code != ResponseCode.SUCCESS:
+                raise BrokerRefused(response.code, response.remark, addr)
 
     # ------------------------------------------------------------------ instance member
     def consumer_data(self) -> ConsumerData:

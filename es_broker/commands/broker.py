@@ -245,12 +245,13 @@ class Broker:
         offset: int,
         max_msg_nums: int = 32,
         tags_codes: frozenset[int] | None = None,
+        message_filter: Callable[[bytes], bool] | None = None,
     ) -> GetResult:
         """Read messages with the topic checks but without recording a delivery."""
         with self.store.read() as txn:
             messages.check_readable(self.store, txn, topic, queue_id)
             return messages.get_message(
-                self.store, txn, topic, queue_id, offset, max_msg_nums, tags_codes
+                self.store, txn, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
             )
 
     async def pull(
@@ -262,6 +263,7 @@ class Broker:
         max_msg_nums: int = 32,
         *,
         tags_codes: frozenset[int] | None = None,
+        message_filter: Callable[[bytes], bool] | None = None,
         client: str = "",
         commit_offset: int | None = None,
     ) -> GetResult:
@@ -274,7 +276,7 @@ class Broker:
             group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
-        result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes)
+        result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes, message_filter)
         self.messages_served += len(result.offsets)
         store = self.store
         commit = commit_offset is not None and self.config.brokerRole != "SLAVE"

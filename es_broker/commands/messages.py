@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -484,8 +485,13 @@ def get_message(
     offset: int,
     max_msg_nums: int,
     tags_codes: frozenset[int] | None = None,
+    message_filter: Callable[[bytes], bool] | None = None,
 ) -> GetResult:
-    """Read up to max_msg_nums messages from offset, with RocketMQ's statuses (B-58..B-62)."""
+    """Read up to max_msg_nums messages from offset, with RocketMQ's statuses (B-58..B-62).
+
+    `message_filter` (a SQL92 subscription, B-216) is asked about each message
+    read; one it refuses is skipped like a tag miss, and nextBeginOffset moves past it.
+    """
     check_pull_args(offset, max_msg_nums)
     config = store.config
     lo, hi = store.cq.bounds(txn, topic, queue_id)
@@ -545,6 +551,10 @@ def get_message(
         if raw is None:
             if not messages:
                 status = GetStatus.MESSAGE_WAS_REMOVING
+            continue
+        if message_filter is not None and not message_filter(raw):
+            if not messages:
+                status = GetStatus.NO_MATCHED_MESSAGE
             continue
         messages.append(raw)
         offsets.append(unit_offset)

@@ -205,6 +205,7 @@ class SlaveBroker(Broker):
         max_msg_nums: int = 32,
         *,
         tags_codes: frozenset[int] | None = None,
+        message_filter: Callable[[bytes], bool] | None = None,
         client: str = "",
         commit_offset: int | None = None,
     ) -> GetResult:
@@ -217,7 +218,7 @@ class SlaveBroker(Broker):
         group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
-        result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes)
+        result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes, message_filter)
         self.messages_served += len(result.offsets)
         if result.offsets:
             self.journal.record_delivery(

@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
 from es_broker.client.channel import Channel, ChannelClosed
-from es_broker.commands import names, resets, transaction
+from es_broker.commands import names, resets, retry, sql92, transaction
 from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
 from es_broker.commands.messages import MessageIn, PutResult
@@ -108,6 +109,39 @@ def parse_subscription(
             Code.SUBSCRIPTION_PARSE_FAILED,
         )
     return frozenset(wire.tag_hash(t) for t in tags)
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """A TAG subscription: no type, or TAG (es-broker takes it in any case)."""
+    return not expression_type or expression_type.upper() == "TAG"
+
+
+def property_filter_refusal(expression_type: str | None) -> BrokerError:
+    """A SQL92 subscription on a broker with enablePropertyFilter=false (B-214)."""
+    return BrokerError(
+        f"The broker does not support consumer to filter message by {expression_type}",
+        Code.SYSTEM_ERROR,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PullFilter:
+    """What a pull delivers: tag hash codes (None: all) and, for SQL92, a test of each message."""
+
+    tags_codes: frozenset[int] | None = None
+    message_filter: Callable[[bytes], bool] | None = None
+
+
+async def compile_selector(text: str | None) -> sql92.Selector:
+    """A SQL92 selector from the cache, else compiled in a worker thread (it is CPU work)."""
+    found = sql92.cached_selector(text)
+    if found is None:
+        found = await trio.to_thread.run_sync(sql92.compile_selector, text)
+    return found
+
+
+def _shortened(text: str, limit: int = 256) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _consumer_dict(consumer: ConsumerData) -> dict[str, Any]:
@@ -316,7 +350,8 @@ class BrokerProcessors:
         sys_flag = req.require_int("sysFlag")
         commit = req.require_long("commitOffset") if sys_flag & PULL_COMMIT_OFFSET else None
         suspend_ms = req.get_long("suspendTimeoutMillis", 15000) or 0
-        tags = self._subscription(group, topic, req, sys_flag)
+        pull_filter = await self._subscription(group, topic, req, sys_flag)
+        tags, message_filter = pull_filter.tags_codes, pull_filter.message_filter
         client = self.requester(channel)
         # register for arrivals before reading, so a message stored meanwhile is not missed
         arrival = self.holds.arrival(topic, queue_id)
@@ -327,6 +362,7 @@ class BrokerProcessors:
             offset,
             max_nums,
             tags_codes=tags,
+            message_filter=message_filter,
             client=client,
             commit_offset=commit,
         )
@@ -341,16 +377,34 @@ class BrokerProcessors:
                 await arrival.wait()
             # the re-run neither suspends nor stores the commit again (B-63)
             result = await self.broker.pull(
-                group, topic, queue_id, offset, max_nums, tags_codes=tags, client=client
+                group,
+                topic,
+                queue_id,
+                offset,
+                max_nums,
+                tags_codes=tags,
+                message_filter=message_filter,
+                client=client,
             )
             code = response_code(result.status, offset)
         return self._pull_answer(req, group, result, code, offset)
 
-    def _subscription(
+    async def _subscription(
         self, group: str, topic: str, req: RemotingCommand, sys_flag: int
-    ) -> frozenset[int] | None:
+    ) -> PullFilter:
+        """The pull's filter: from the request (subscription flag) or the group's heartbeat (B-57, B-215)."""
         if sys_flag & PULL_SUBSCRIPTION:
-            return parse_subscription(req.get_str("subscription"), req.get_str("expressionType"))
+            expression, expression_type = req.get_str("subscription"), req.get_str("expressionType")
+            if expression_type == sql92.SQL92:
+                try:
+                    selector = await compile_selector(expression)
+                except sql92.SelectorError as exc:
+                    raise BrokerError(
+                        f"parse the consumer's subscription failed: {exc}",
+                        Code.SUBSCRIPTION_PARSE_FAILED,
+                    ) from None
+                return self._sql92_pull_filter(selector, expression_type)
+            return await self._tag_pull_filter(group, topic, expression, expression_type)
         info = self.clients.consumer_group(group)
         if info is None:
             raise BrokerError(
@@ -366,7 +420,55 @@ class BrokerProcessors:
             raise BrokerError(
                 "the consumer's subscription not latest", Code.SUBSCRIPTION_NOT_LATEST
             )
-        return parse_subscription(sub.get("subString"), sub.get("expressionType"))
+        if sub.get("expressionType") == sql92.SQL92:
+            try:
+                selector = await compile_selector(sub.get("subString"))
+            except sql92.SelectorError:
+                # 4.9.8 keeps no filter data for an expression it cannot compile
+                raise BrokerError(
+                    "The broker's consumer filter data is not exist!Your expression may be wrong!",
+                    Code.FILTER_DATA_NOT_EXIST,
+                ) from None
+            return self._sql92_pull_filter(selector, sql92.SQL92)
+        return await self._tag_pull_filter(
+            group, topic, sub.get("subString"), sub.get("expressionType")
+        )
+
+    def _sql92_pull_filter(self, selector: sql92.Selector, expression_type: str) -> PullFilter:
+        if not self.config.enablePropertyFilter:
+            raise property_filter_refusal(expression_type)
+        return PullFilter(None, selector.matches_message)
+
+    async def _tag_pull_filter(
+        self, group: str, topic: str, expression: str | None, expression_type: str | None
+    ) -> PullFilter:
+        tags = parse_subscription(expression, expression_type)
+        if self.config.filterSupportRetry and topic.startswith(names.RETRY_PREFIX):
+            return PullFilter(tags, await self._retry_filter(group))
+        return PullFilter(tags)
+
+    async def _retry_filter(self, group: str) -> Callable[[bytes], bool] | None:
+        """filterSupportRetry: a retry message passes the group's SQL92 filter of its first topic (B-217)."""
+        info = self.clients.consumer_group(group)
+        if info is None:
+            return None
+        selectors: dict[str, sql92.Selector] = {}
+        for sub_topic, sub in info.subscriptions.items():
+            if sub.get("expressionType") == sql92.SQL92:
+                with contextlib.suppress(sql92.SelectorError):
+                    selectors[sub_topic] = await compile_selector(sub.get("subString"))
+        if not selectors:
+            return None
+
+        def matches(raw: bytes) -> bool:
+            try:
+                props = sql92.message_properties(raw)
+            except (IndexError, ValueError, struct.error):
+                return False
+            selector = selectors.get(props.get(retry.PROPERTY_RETRY_TOPIC, ""))
+            return selector is None or selector.matches(props)
+
+        return matches
 
     def _pull_answer(self, req, group, result, code, offset) -> RemotingCommand:
         group_config = self.broker.group_config(group) or {}
@@ -528,10 +630,23 @@ class BrokerProcessors:
         )
 
     async def check_client_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG: a Java consumer's SQL92 subscription is compiled at start (B-214, B-215)."""
         data = CheckClientRequestBody.decode(req.body) if req.body else CheckClientRequestBody()
         sub = data.subscription_data
-        if sub is not None:
-            parse_subscription(sub.sub_string, sub.expression_type)
+        if sub is None or is_tag_type(sub.expression_type):
+            return response_to(req, ResponseCode.SUCCESS)
+        if not self.config.enablePropertyFilter:
+            raise property_filter_refusal(sub.expression_type)
+        if sub.expression_type != sql92.SQL92:
+            parse_subscription(sub.sub_string, sub.expression_type)  # refuses the type
+        try:
+            await compile_selector(sub.sub_string)
+        except sql92.SelectorError as exc:
+            return response_to(
+                req,
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"Invalid MessageSelector [{_shortened(sub.sub_string)}]: {exc}",
+            )
         return response_to(req, ResponseCode.SUCCESS)
 
     async def lock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:

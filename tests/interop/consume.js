@@ -3,7 +3,8 @@
 // Consume with an ali-ons cluster-mode push Consumer and print one JSON line per delivery.
 //
 //   node consume.js --namesrv HOST:PORT --topic TOPIC --group GROUP --expect N
-//                   [--expression '*'|'TagA||TagB'] [--timeout SECONDS] [--pull-log FILE]
+//                   [--expression '*'|'TagA||TagB'] [--sql SQL92_EXPRESSION]
+//                   [--timeout SECONDS] [--pull-log FILE]
 //
 // Output line per delivered message, in delivery order:
 //   {"topic", "tags", "keys", "body", "queueId", "queueOffset", "msgId", "reconsumeTimes"}
@@ -11,6 +12,7 @@
 // persists its in-memory offsets to the broker (UPDATE_CONSUMER_OFFSET per assigned queue)
 // and unregisters it — and the script exits 0. With fewer than N messages after --timeout
 // seconds it exits 3 without closing (offsets may then be partly committed).
+// --sql subscribes with ali-ons' SQL92 form {expressionType: 'SQL92', subString} instead.
 // --pull-log FILE appends one JSON line {topic, tags, queueId, queueOffset, msgId} per message
 // the broker returned in PULL_MESSAGE responses, before ali-ons' own client-side tag filter,
 // so a test can tell whether the broker filtered by tag.
@@ -26,7 +28,7 @@ const args = parseArgs(process.argv.slice(2), {
   script: 'consume.js',
   options: {
     namesrv: 'HOST:PORT', topic: 'TOPIC', group: 'CONSUMER_GROUP', expect: 'N',
-    expression: 'TAG_EXPRESSION', timeout: 'SECONDS', 'pull-log': 'FILE',
+    expression: 'TAG_EXPRESSION', sql: 'SQL92_EXPRESSION', timeout: 'SECONDS', 'pull-log': 'FILE',
     'access-key': 'ACCESS_KEY', 'secret-key': 'SECRET_KEY',
   },
   required: ['namesrv', 'topic', 'group', 'expect'],
@@ -86,7 +88,8 @@ async function main() {
     logPulls(consumer, args['pull-log']);
   }
 
-  consumer.subscribe(args.topic, args.expression, async msg => {
+  const selector = args.sql ? { expressionType: 'SQL92', subString: args.sql } : args.expression;
+  consumer.subscribe(args.topic, selector, async msg => {
     emit({
       topic: msg.topic,
       tags: msg.tags === undefined ? null : msg.tags,

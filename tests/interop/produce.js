@@ -5,7 +5,8 @@
 //   node produce.js --namesrv HOST:PORT --topic TOPIC (--messages JSON | --count N)
 //                   [--tags TagA,TagB] [--group GROUP] [--timeout SECONDS]
 //
-// --messages is a JSON array of {"tags": "TagA", "keys": ["k1"], "body": "text"};
+// --messages is a JSON array of {"tags": "TagA", "keys": ["k1"], "body": "text"} (optionally
+// "properties": {"name": "value"}, user properties);
 // --count N sends N messages instead: tags cycle through --tags, keys ["key-<i>"],
 // bodies "body-<i>". Output line per message, in send order:
 //   {"index", "topic", "tags", "keys", "body", "msgId", "queueId", "queueOffset", "sendStatus"}
@@ -62,6 +63,8 @@ async function main() {
     if (m.keys && m.keys.length) {
       msg.keys = m.keys;
     }
+    // user properties, for SQL92 selectors (consume.js --sql)
+    Object.assign(msg.properties, m.properties || {});
     const result = await producer.send(msg);
     emit({
       index: i,
