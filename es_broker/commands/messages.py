@@ -30,7 +30,6 @@ from es_broker.projections.topics import PERM_INHERIT, PERM_READ, PERM_WRITE
 from es_broker.remoting import message as wire
 
 _PHY_KEY = struct.Struct(">Q").pack  # commit-log payload key
-MAX_PROPERTIES = 32767
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,11 +468,6 @@ def check_pull_args(offset: object, max_msg_nums: object) -> None:
         raise IllegalRequest(f"queueOffset {offset!r} is negative or not an integer")
     if not isinstance(max_msg_nums, int) or max_msg_nums <= 0:
         raise IllegalRequest(f"maxMsgNums {max_msg_nums!r} must be a positive integer")
-
-
-def check_writable(config: dict, topic: str) -> None:
-    if not config["perm"] & PERM_WRITE:
-        raise NoPermission(f"the topic[{topic}] sending message is forbidden")
 
 
 def get_message(

@@ -65,7 +65,6 @@ KEPT_MASTER = (
 )
 DISCARDED = "discarded"  # compat_overwrite: the slave's commit is lost, as in RocketMQ
 
-_META_LOG_SEEN = b"log_seen"  # the replicated sequence up to which merge records were looked for
 _META_LAST_LOCAL = (
     b"last_local_seq"  # journal positions never repeat, even after every entry was merged
 )
@@ -283,10 +282,9 @@ class SlaveOffsetJournal:
     Database `journal`: 8-byte local sequence -> msgpack row of a SlaveCommit.
     Database `deliveries`: 8-byte local sequence -> msgpack row of a
     SlaveDelivery; the positions come from the same counter as the commits'.
-    Database `meta`: `log_seen` -> the replicated sequence up to which merge
-    records have been looked for (so a crash between applying a merge record
-    and forgetting its entries is repaired at the next start), and the last
-    journal position handed out.
+    Database `meta`: the last journal position handed out. (A crash between
+    applying a merge record and forgetting its entries is repaired at the next
+    start from the oldest entry's replicated sequence: SlaveBroker.open.)
     """
 
     def __init__(self, path: str | Path, *, sync: bool = False) -> None:
@@ -468,15 +466,6 @@ class SlaveOffsetJournal:
         self._write(drop)
         self._reload()
         return dropped
-
-    @property
-    def log_seen(self) -> int:
-        with self.env.begin() as txn:
-            raw = txn.get(_META_LOG_SEEN, db=self.meta_db)
-        return U64.unpack(raw)[0] if raw else 0
-
-    def note_log_seen(self, seq: int) -> None:
-        self._write(lambda txn: txn.put(_META_LOG_SEEN, U64.pack(seq), db=self.meta_db))
 
     def close(self) -> None:
         self.env.close()

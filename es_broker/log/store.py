@@ -22,8 +22,6 @@ import lmdb
 from es_broker.log import records
 from es_broker.log.records import Record
 
-LOG_DB = b"log"
-COMMITLOG_DB = b"commitlog"
 MAX_DBS = 64
 
 

@@ -17,15 +17,6 @@ PERM_WRITE = 2
 PERM_INHERIT = 1
 
 
-def perm_to_string(perm: int) -> str:
-    """RocketMQ's display form: 6 -> 'RW-' (B-20)."""
-    return (
-        ("R" if perm & PERM_READ else "-")
-        + ("W" if perm & PERM_WRITE else "-")
-        + ("X" if perm & PERM_INHERIT else "-")
-    )
-
-
 class TopicConfigProjection:
     name = "topics"
     databases = ("topics",)

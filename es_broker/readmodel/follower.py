@@ -438,8 +438,3 @@ def _safe(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
         return "(unparsable url)"
-
-
-def source_of(config: Any) -> Source:
-    """The source a broker's rows are stamped with: its brokerName and brokerRole."""
-    return Source(config.brokerName, config.brokerRole)
