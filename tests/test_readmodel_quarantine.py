@@ -382,3 +382,22 @@ def test_a_follower_on_a_thread_is_stopped_by_its_stop_condition(bad_log, tmp_pa
         engine.dispose()
         store.close()
     assert not thread.is_alive()
+
+
+def test_the_export_quarantines_only_the_record_whose_row_arrow_cannot_convert():
+    """Rows that pass the families' mapping but not Arrow's schema: the one record goes, its chunk stays."""
+    from es_broker.readmodel.export import _tables
+    from es_broker.readmodel.families import DEFAULT_SOURCE, rows_of
+    from es_broker.timetravel.timeparse import utc_day
+
+    by_record = []
+    for seq in (1, 2, 3):
+        record = make("offset_queried", START + seq, group="G", topic="T", queue_id=0, offset=5)
+        rows = rows_of(seq, record, record["ts"], DEFAULT_SOURCE)
+        by_record.append((seq, "offset_queried", [(f, utc_day(record["ts"]), r) for f, r in rows]))
+    by_record[1][2][0][2]["offset"] = "not a number"  # what no BIGINT column takes
+    bad: dict[int, dict] = {}
+    tables = _tables(by_record, bad)
+    assert list(bad) == [2]
+    assert bad[2]["type"] == "offset_queried"
+    assert [t["seq"].to_pylist() for t in tables.values()] == [[1, 3]]
