@@ -20,7 +20,7 @@ from es_broker.client.remoting_client import RemotingClient, RemotingError, spli
 from es_broker.commands.acl_audit import AclAudit
 from es_broker.commands.broker import WriterClosed
 from es_broker.commands.errors import BrokerError
-from es_broker.commands.slave_broker import open_broker
+from es_broker.commands.slave_broker import SlaveBroker, open_broker
 from es_broker.commands.slave_offsets import merge_own_journal
 from es_broker.config import BrokerConfig, load_broker_conf
 from es_broker.ha.master import ReplicationMaster
@@ -210,15 +210,24 @@ class BrokerServer:
             )
         )
 
-    async def _record_group_change(self, *args: object) -> None:
+    async def _record_group_change(
+        self,
+        group: str,
+        clients: list[str],
+        consume_from_where: str,
+        message_model: str,
+        subscriptions: dict[str, str],
+    ) -> None:
         # shutting down: the channels closing now are not a membership change
         with contextlib.suppress(WriterClosed):
             try:
-                await self.broker.record_consumer_group(*args)
+                await self.broker.record_consumer_group(
+                    group, clients, consume_from_where, message_model, subscriptions
+                )
             except (
                 BrokerError
             ) as exc:  # a refused record (a full disk, ...) must not end the broker's nursery
-                log.warning("membership change of group %s not recorded: %s", args[0], exc.remark)
+                log.warning("membership change of group %s not recorded: %s", group, exc.remark)
 
     async def run(
         self, host: str, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED
@@ -239,7 +248,7 @@ class BrokerServer:
                 )
                 self.processors.config = self.config
                 # before registering: the answer may name the master
-                if self.config.brokerRole == "SLAVE":
+                if isinstance(self.broker, SlaveBroker):  # brokerRole=SLAVE
                     self.replicator = SlaveReplicator(
                         self.broker,
                         RemotingClient(nursery, credentials=self.credentials, tls=self.client_tls),

@@ -311,7 +311,7 @@ def _entry(**fields: Any):
     return lambda time: HistoryEntry(time=time, **fields)
 
 
-def _latest(cur: lmdb.Cursor, prefix: bytes, position: int) -> tuple[bytes, bytes] | None:
+def _latest(cur: lmdb.Cursor[bytes], prefix: bytes, position: int) -> tuple[bytes, bytes] | None:
     """The entry of `prefix` with the largest seq <= position, or None."""
     if position <= 0:
         return None
