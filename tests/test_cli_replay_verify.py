@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import trio
 
 from es_broker.commands.broker import Broker
 from es_broker.config import BrokerConfig
 from es_broker.projections.keys import I64, offset_key
-from tests.process_fixtures import ROOT, _env
-from tests.test_replay_property import run_history
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=ROOT,
-        timeout=120,
-    )
+from tests.helpers import cli
+from tests.replay_histories import run_history
 
 
 def history(path) -> None:

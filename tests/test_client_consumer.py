@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-import trio
 
 from es_broker.client import (
     ConsumeFromWhere,
@@ -15,8 +13,6 @@ from es_broker.client import (
     MessageModel,
     Producer,
     PushConsumer,
-    PushConsumerConfig,
-    ReceivedMessage,
 )
 from es_broker.client.offset_store import LocalFileOffsetStore
 from es_broker.client.remoting_client import RemotingClient
@@ -26,20 +22,19 @@ from es_broker.remoting.bodies import ConsumerRunningInfo, MessageQueue, TopicRo
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.server.main import BrokerServer, NameServerRole
+from tests.helpers import (
+    FAST,
+    TIMEOUT,
+    Collector,
+    consumer,
+    max_offsets,
+    produce,
+    stored,
+    topic_ready,
+    wait_until,
+)
 from tests.server_fixtures import Running
 from tests.waiting import poll_until
-
-# RocketMQ's timers, shortened so a test takes a moment instead of minutes.
-FAST = PushConsumerConfig(
-    rebalance_interval=0.5,
-    persist_consumer_offset_interval=0.1,
-    persist_consumer_offset_delay=0.1,
-    pull_time_delay_when_exception=0.05,
-    offset_illegal_delay=0.2,
-    reset_offset_wait=0.2,
-    consume_later_delay=0.1,
-)
-TIMEOUT = 15.0
 
 
 @pytest.fixture
@@ -86,64 +81,6 @@ async def read_only_a_and_writable_b(tmp_path, nursery) -> TwoBrokers:
     nursery.cancel_scope.cancel()
 
 
-class Signal:
-    """Wakes waiters whenever something they watch may have changed."""
-
-    def __init__(self) -> None:
-        self._event = trio.Event()
-
-    def fire(self) -> None:
-        self._event.set()
-        self._event = trio.Event()
-
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-        with trio.fail_after(timeout):
-            while True:
-                event = self._event  # taken before the check, so no change is missed
-                if predicate():
-                    return
-                await event.wait()
-
-
-class Collector:
-    """A handler recording every delivery; `decide` answers per message (any failure fails the batch)."""
-
-    def __init__(
-        self,
-        decide: Callable[[ReceivedMessage], ConsumeResult] | None = None,
-        signal: Signal | None = None,
-    ) -> None:
-        self.received: list[ReceivedMessage] = []
-        self.decide = decide or (lambda msg: ConsumeResult.SUCCESS)
-        self.signal = signal or Signal()
-
-    async def __call__(self, msgs: list[ReceivedMessage]) -> ConsumeResult:
-        self.received.extend(msgs)
-        self.signal.fire()
-        results = {self.decide(m) for m in msgs}
-        return (
-            ConsumeResult.RECONSUME_LATER
-            if ConsumeResult.RECONSUME_LATER in results
-            else ConsumeResult.SUCCESS
-        )
-
-    def bodies(self) -> Counter[bytes]:
-        return Counter(m.body for m in self.received)
-
-    async def wait_for(
-        self, predicate: Callable[[list[ReceivedMessage]], bool], timeout: float = TIMEOUT
-    ) -> None:
-        await self.signal.wait_for(lambda: predicate(self.received), timeout)
-
-    async def wait_count(self, n: int, timeout: float = TIMEOUT) -> None:
-        await self.wait_for(lambda received: len(received) >= n, timeout)
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-    """Bounded wait on broker state (which offers no event to wait on)."""
-    await poll_until(predicate, timeout, "broker state")
-
-
 async def route_of(running, topic: str) -> TopicRouteData | None:
     response = await running.client.invoke(
         running.namesrv_addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
@@ -151,75 +88,42 @@ async def route_of(running, topic: str) -> TopicRouteData | None:
     return TopicRouteData.decode(response.body) if response.code == ResponseCode.SUCCESS else None
 
 
-async def topic_ready(running, topic: str, queues: int = 4, perm: int = 6) -> str:
-    """Create the topic and wait until the name server routes it as created."""
-    await running.create_topic(topic, queues, perm)
-
-    async def routed() -> bool:
-        route = await route_of(running, topic)
-        return bool(route) and [(q.write_queue_nums, q.perm) for q in route.queue_datas] == [
-            (queues, perm)
-        ]
-
-    await poll_until(routed, TIMEOUT, f"route of {topic}")
-    return topic
-
-
-def consumer(running, group: str, handler, subscriptions: dict[str, str], **kw) -> PushConsumer:
-    kw.setdefault("config", FAST)
-    kw.setdefault("client_ip", "127.0.0.1")
-    return PushConsumer(running.namesrv_addr, group, handler, subscriptions=subscriptions, **kw)
-
-
-async def produce(running, nursery, topic: str, bodies: list[bytes], **kw) -> list:
-    producer = Producer(running.namesrv_addr, "PG", client_ip="127.0.0.1")
-    await producer.start(nursery)
-    try:
-        return [await producer.send(topic, body, **kw) for body in bodies]
-    finally:
-        await producer.shutdown()
-
-
-def stored(running, group: str, topic: str, queues: int) -> list[int]:
-    return [running.server.broker.stored_offset(group, topic, q) for q in range(queues)]
-
-
-def max_offsets(running, topic: str, queues: int) -> list[int]:
-    return [running.server.broker.max_offset(topic, q) for q in range(queues)]
-
-
 # ---------------------------------------------------------------------- consume and commit
 
 
 async def test_b042_every_message_is_consumed_once_and_offsets_reach_the_broker(running, nursery):
-    await topic_ready(running, "T", 4)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
     bodies = [f"m{i}".encode() for i in range(40)]
-    await produce(running, nursery, "T", bodies)
+    await produce(running.namesrv_addr, nursery, "T", bodies)
     collector = Collector()
-    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1")
+    c = consumer(running.namesrv_addr, "G", collector, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     await collector.wait_count(40)
     assert collector.bodies() == Counter(bodies)
     # the sliding window ends one past the last message of each queue (B-42), persisted every interval (B-41)
-    await wait_until(lambda: stored(running, "G", "T", 4) == max_offsets(running, "T", 4))
+    await wait_until(
+        "broker state", lambda: stored(running, "G", "T", 4) == max_offsets(running, "T", 4)
+    )
     await c.shutdown()
     assert sum(max_offsets(running, "T", 4)) == 40
 
 
 async def test_b046_a_group_with_committed_offsets_resumes_from_them(running, nursery):
-    await topic_ready(running, "T", 2)
-    await produce(running, nursery, "T", [b"old1", b"old2", b"old3"])
+    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
+    await produce(running.namesrv_addr, nursery, "T", [b"old1", b"old2", b"old3"])
     first = Collector()
-    c = consumer(running, "G", first, {"T": "*"}, instance_name="c1")
+    c = consumer(running.namesrv_addr, "G", first, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     await first.wait_count(3)
-    await wait_until(lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2))
+    await wait_until(
+        "broker state", lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2)
+    )
     await c.shutdown()
 
-    await produce(running, nursery, "T", [b"new1", b"new2"])
+    await produce(running.namesrv_addr, nursery, "T", [b"new1", b"new2"])
     second = Collector()
     c = consumer(
-        running,
+        running.namesrv_addr,
         "G",
         second,
         {"T": "*"},
@@ -228,7 +132,9 @@ async def test_b046_a_group_with_committed_offsets_resumes_from_them(running, nu
     )
     await c.start(nursery)
     await second.wait_count(2)
-    await wait_until(lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2))
+    await wait_until(
+        "broker state", lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2)
+    )
     await c.shutdown()
     assert sorted(second.bodies()) == [b"new1", b"new2"]
 
@@ -236,7 +142,7 @@ async def test_b046_a_group_with_committed_offsets_resumes_from_them(running, nu
 async def test_b066_tag_filter_delivers_only_subscribed_tags_and_commits_past_the_others(
     running, nursery
 ):
-    await topic_ready(running, "T", 2)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
     producer = Producer(running.namesrv_addr, "PG", client_ip="127.0.0.1")
     await producer.start(nursery)
     for i in range(6):
@@ -249,7 +155,7 @@ async def test_b066_tag_filter_delivers_only_subscribed_tags_and_commits_past_th
     # offsets move past trailing filtered messages when a long poll comes back empty
     # (correctTagsOffset, B-66): hold pulls briefly
     c = consumer(
-        running,
+        running.namesrv_addr,
         "G",
         collector,
         {"T": "TagA || TagC"},
@@ -258,7 +164,9 @@ async def test_b066_tag_filter_delivers_only_subscribed_tags_and_commits_past_th
     )
     await c.start(nursery)
     await collector.wait_count(6)
-    await wait_until(lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2))
+    await wait_until(
+        "broker state", lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2)
+    )
     await c.shutdown()
     assert sorted(collector.bodies()) == [f"a{i}".encode() for i in range(6)]
     assert {m.tags for m in collector.received} == {"TagA"}
@@ -278,13 +186,13 @@ async def test_b066_tag_filter_delivers_only_subscribed_tags_and_commits_past_th
 async def test_b040_a_new_group_on_a_young_topic_starts_at_0_whatever_it_asks(
     running, nursery, where
 ):
-    await topic_ready(running, "T", 2)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
     bodies = [f"h{i}".encode() for i in range(6)]
-    await produce(running, nursery, "T", bodies)
+    await produce(running.namesrv_addr, nursery, "T", bodies)
     collector = Collector()
     # TIMESTAMP in the future would mean "nothing yet", were the broker not answering 0 (B-37 row 2)
     c = consumer(
-        running,
+        running.namesrv_addr,
         "G",
         collector,
         {"T": "*"},
@@ -299,11 +207,11 @@ async def test_b040_a_new_group_on_a_young_topic_starts_at_0_whatever_it_asks(
 
 
 async def test_b045_broadcasting_with_last_offset_starts_at_max(running, nursery, tmp_path):
-    await topic_ready(running, "T", 2)
-    await produce(running, nursery, "T", [b"before1", b"before2"])
+    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
+    await produce(running.namesrv_addr, nursery, "T", [b"before1", b"before2"])
     collector = Collector()
     c = consumer(
-        running,
+        running.namesrv_addr,
         "G",
         collector,
         {"T": "*"},
@@ -313,7 +221,7 @@ async def test_b045_broadcasting_with_last_offset_starts_at_max(running, nursery
     )
     await c.start(nursery)
     assert len(c.assigned_queues("T")) == 2  # broadcasting takes every queue (B-55)
-    await produce(running, nursery, "T", [b"after"])
+    await produce(running.namesrv_addr, nursery, "T", [b"after"])
     await collector.wait_count(1)
     await c.shutdown()
     assert list(collector.bodies()) == [b"after"]
@@ -322,12 +230,12 @@ async def test_b045_broadcasting_with_last_offset_starts_at_max(running, nursery
 async def test_b043_broadcasting_keeps_offsets_in_the_local_file_not_on_the_broker(
     running, nursery, tmp_path
 ):
-    await topic_ready(running, "T", 2)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
     bodies = [f"b{i}".encode() for i in range(8)]
-    await produce(running, nursery, "T", bodies)
+    await produce(running.namesrv_addr, nursery, "T", bodies)
     collector = Collector()
     c = consumer(
-        running,
+        running.namesrv_addr,
         "G",
         collector,
         {"T": "*"},
@@ -343,16 +251,16 @@ async def test_b043_broadcasting_keeps_offsets_in_the_local_file_not_on_the_brok
         MessageQueue("T", "broker-a", q): off for q, off in enumerate(max_offsets(running, "T", 2))
     }
     store = LocalFileOffsetStore(tmp_path, "127.0.0.1@c1", "G")
-    await wait_until(lambda: path.exists() and store._read_file() == wanted)
+    await wait_until("broker state", lambda: path.exists() and store._read_file() == wanted)
     await c.shutdown()
     assert stored(running, "G", "T", 2) == [-1, -1]  # no commit flag, no UPDATE (B-43)
     assert "offsetTable" in path.read_text()
 
     # a restart of the same client reads the file and consumes only what is new
-    await produce(running, nursery, "T", [b"later"])
+    await produce(running.namesrv_addr, nursery, "T", [b"later"])
     again = Collector()
     c = consumer(
-        running,
+        running.namesrv_addr,
         "G",
         again,
         {"T": "*"},
@@ -374,12 +282,12 @@ async def test_b099_a_failed_message_comes_back_with_its_topic_and_one_more_reco
     quick_delays, nursery
 ):
     running = quick_delays
-    await topic_ready(running, "T", 2)
-    [sent] = await produce(running, nursery, "T", [b"flaky"])
+    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
+    [sent] = await produce(running.namesrv_addr, nursery, "T", [b"flaky"])
     collector = Collector(
         lambda m: ConsumeResult.RECONSUME_LATER if m.reconsume_times == 0 else ConsumeResult.SUCCESS
     )
-    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1")
+    c = consumer(running.namesrv_addr, "G", collector, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     await collector.wait_count(2)
     await c.shutdown()
@@ -391,36 +299,36 @@ async def test_b099_a_failed_message_comes_back_with_its_topic_and_one_more_reco
     assert second.properties["ORIGIN_MESSAGE_ID"] in (sent.msg_id, sent.offset_msg_id)
     # the original queue's offset moved past the failed message: it was handed over (B-87)
     q = sent.queue.queue_id
-    await wait_until(lambda: running.server.broker.stored_offset("G", "T", q) == 1)
+    await wait_until("broker state", lambda: running.server.broker.stored_offset("G", "T", q) == 1)
 
 
 async def test_b089_when_send_back_and_resend_both_fail_the_message_is_consumed_again_locally(
     running, nursery
 ):
-    await topic_ready(running, "T", 1)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
     # %RETRY%G read-only: the broker refuses the send-back (B-90 step 4) and the
     # producer finds no writable queue for the re-send (B-23)
-    await topic_ready(running, "%RETRY%G", 1, perm=4)
-    await produce(running, nursery, "T", [b"stuck"])
+    await topic_ready(running.namesrv_addr, running.addr, "%RETRY%G", 1, perm=4)
+    await produce(running.namesrv_addr, nursery, "T", [b"stuck"])
     collector = Collector(
         lambda m: ConsumeResult.RECONSUME_LATER if m.reconsume_times < 2 else ConsumeResult.SUCCESS
     )
-    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1")
+    c = consumer(running.namesrv_addr, "G", collector, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     await collector.wait_count(3)
     assert [
         (m.topic, m.queue.topic, m.queue_offset, m.reconsume_times) for m in collector.received[:3]
     ] == [("T", "T", 0, 0), ("T", "T", 0, 1), ("T", "T", 0, 2)]
-    await wait_until(lambda: stored(running, "G", "T", 1) == [1])
+    await wait_until("broker state", lambda: stored(running, "G", "T", 1) == [1])
     await c.shutdown()
 
 
 async def test_b087_broadcasting_drops_failed_messages(running, nursery, tmp_path):
-    await topic_ready(running, "T", 1)
-    await produce(running, nursery, "T", [b"once", b"twice"])
+    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await produce(running.namesrv_addr, nursery, "T", [b"once", b"twice"])
     collector = Collector(lambda m: ConsumeResult.RECONSUME_LATER)
     c = consumer(
-        running,
+        running.namesrv_addr,
         "G",
         collector,
         {"T": "*"},
@@ -431,7 +339,9 @@ async def test_b087_broadcasting_drops_failed_messages(running, nursery, tmp_pat
     )
     await c.start(nursery)
     await collector.wait_count(2)
-    await wait_until(lambda: c.offset_store.offsets().get(MessageQueue("T", "broker-a", 0)) == 2)
+    await wait_until(
+        "broker state", lambda: c.offset_store.offsets().get(MessageQueue("T", "broker-a", 0)) == 2
+    )
     await c.shutdown()
     assert collector.bodies() == Counter({b"once": 1, b"twice": 1})
 
@@ -522,9 +432,13 @@ async def test_b045_once_the_head_is_on_disk_last_offset_starts_at_max(
     small_ram, nursery, where, expected
 ):
     running = small_ram
-    await topic_ready(running, "T", 1)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
     await produce(
-        running, nursery, "T", [b"old0", b"old1", b"old2", b"old3"], properties={"pad": "x" * 400}
+        running.namesrv_addr,
+        nursery,
+        "T",
+        [b"old0", b"old1", b"old2", b"old3"],
+        properties={"pad": "x" * 400},
     )
     # no stored offset and the head on disk: QUERY_CONSUMER_OFFSET says QUERY_NOT_FOUND (B-37 row 3)
     response = await running.call(
@@ -532,10 +446,17 @@ async def test_b045_once_the_head_is_on_disk_last_offset_starts_at_max(
     )
     assert response.code == ResponseCode.QUERY_NOT_FOUND
     collector = Collector()
-    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1", consume_from_where=where)
+    c = consumer(
+        running.namesrv_addr,
+        "G",
+        collector,
+        {"T": "*"},
+        instance_name="c1",
+        consume_from_where=where,
+    )
     await c.start(nursery)
     assert c.assigned_queues("T")
-    await produce(running, nursery, "T", [b"new"])
+    await produce(running.namesrv_addr, nursery, "T", [b"new"])
     await collector.wait_for(lambda received: b"new" in {m.body for m in received})
     await c.shutdown()
     assert [m.body for m in sorted(collector.received, key=lambda m: m.queue_offset)] == expected
@@ -544,8 +465,8 @@ async def test_b045_once_the_head_is_on_disk_last_offset_starts_at_max(
 async def test_b067_an_offset_beyond_max_is_corrected_to_max_and_consumption_goes_on(
     running, nursery
 ):
-    await topic_ready(running, "T", 1)
-    await produce(running, nursery, "T", [b"skipped0", b"skipped1"])
+    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await produce(running.namesrv_addr, nursery, "T", [b"skipped0", b"skipped1"])
     # a stored offset past the queue's end (a wiped queue, a bad manual commit)
     response = await running.call(
         RequestCode.UPDATE_CONSUMER_OFFSET,
@@ -553,19 +474,19 @@ async def test_b067_an_offset_beyond_max_is_corrected_to_max_and_consumption_goe
     )
     assert response.code == ResponseCode.SUCCESS
     collector = Collector()
-    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1")
+    c = consumer(running.namesrv_addr, "G", collector, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     # pull(50) -> OFFSET_ILLEGAL, next 2 -> after the delay the client commits 2 (B-67, B-60)
-    await wait_until(lambda: stored(running, "G", "T", 1) == [2])
-    await produce(running, nursery, "T", [b"after"])
+    await wait_until("broker state", lambda: stored(running, "G", "T", 1) == [2])
+    await produce(running.namesrv_addr, nursery, "T", [b"after"])
     await collector.wait_count(1)
     await c.shutdown()
     assert list(collector.bodies()) == [b"after"]
 
 
 async def test_the_client_answers_get_consumer_running_info_relayed_by_the_broker(running, nursery):
-    await topic_ready(running, "T", 2)
-    c = consumer(running, "G", Collector(), {"T": "TagA"}, instance_name="c1")
+    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
+    c = consumer(running.namesrv_addr, "G", Collector(), {"T": "TagA"}, instance_name="c1")
     await c.start(nursery)
     response = await running.call(
         RequestCode.GET_CONSUMER_RUNNING_INFO,

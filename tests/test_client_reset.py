@@ -9,7 +9,7 @@ import trio
 from es_broker.client.admin import Admin
 from es_broker.remoting.bodies import MessageQueue, ResetOffsetBody
 from es_broker.remoting.codes import RequestCode, ResponseCode
-from tests.test_client_consumer import (
+from tests.helpers import (
     FAST,
     Collector,
     consumer,
@@ -27,14 +27,19 @@ RESET_CONFIG = FAST.replace(reset_persist_oneway=False)
 async def consumed_all_and_committed(
     running, nursery, n: int, queues: int
 ) -> tuple[Collector, object]:
-    await topic_ready(running, "T", queues)
-    await produce(running, nursery, "T", [f"m{i}".encode() for i in range(n)])
+    await topic_ready(running.namesrv_addr, running.addr, "T", queues)
+    await produce(running.namesrv_addr, nursery, "T", [f"m{i}".encode() for i in range(n)])
     collector = Collector()
-    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1", config=RESET_CONFIG)
+    c = consumer(
+        running.namesrv_addr, "G", collector, {"T": "*"}, instance_name="c1", config=RESET_CONFIG
+    )
     await c.start(nursery)
     await collector.wait_count(n)
     # the broker path needs an offset for every write queue (B-74)
-    await wait_until(lambda: stored(running, "G", "T", queues) == max_offsets(running, "T", queues))
+    await wait_until(
+        "broker state",
+        lambda: stored(running, "G", "T", queues) == max_offsets(running, "T", queues),
+    )
     return collector, c
 
 
@@ -49,7 +54,9 @@ async def test_b078_reset_by_time_makes_the_consumer_consume_again_from_the_rese
     assert [q["offset"] for q in result["queues"]] == [0, 0]
     await collector.wait_count(40)
     assert set(collector.bodies().values()) == {2}  # everything once more, from offset 0
-    await wait_until(lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2))
+    await wait_until(
+        "broker state", lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2)
+    )
     await c.shutdown()
 
 
@@ -78,11 +85,11 @@ async def test_b078_invoke_broker_to_reset_offset_moves_only_the_queues_in_the_t
 async def test_b078_consumption_pauses_for_the_reset_wait_before_the_new_offsets_apply(
     running, nursery
 ):
-    await topic_ready(running, "T", 1)
-    await produce(running, nursery, "T", [b"m0", b"m1"])
+    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await produce(running.namesrv_addr, nursery, "T", [b"m0", b"m1"])
     collector = Collector()
     c = consumer(
-        running,
+        running.namesrv_addr,
         "G",
         collector,
         {"T": "*"},
@@ -91,7 +98,7 @@ async def test_b078_consumption_pauses_for_the_reset_wait_before_the_new_offsets
     )
     await c.start(nursery)
     await collector.wait_count(2)
-    await wait_until(lambda: stored(running, "G", "T", 1) == [2])
+    await wait_until("broker state", lambda: stored(running, "G", "T", 1) == [2])
     await Admin(running.client, running.namesrv_addr).reset_offset_by_time("G", "T", 0, True)
     asked = trio.current_time()
     await collector.wait_count(3)

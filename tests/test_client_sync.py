@@ -30,11 +30,10 @@ from es_broker.client.blocking import BlockingRemoting
 from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
+from tests.credential_fixtures import CREDS, assert_all_signed_by, recorded_topic
+from tests.helpers import topic_ready
 from tests.process_fixtures import serve
-from tests.test_client_consumer import topic_ready
-from tests.test_client_credentials import CREDS, assert_all_signed_by, recorded  # noqa: F401 (fixture)
-from tests.test_client_credentials import topic_ready as recorded_topic_ready
-from tests.test_tls import certs, tls_conf  # noqa: F401 (fixture)
+from tests.tls_fixtures import tls_conf
 
 
 def sync_producer(env, **kw) -> SyncProducer:
@@ -48,7 +47,7 @@ async def in_thread(script):
 
 
 async def test_blocking_sends_are_stored_round_robin_under_their_uniq_keys(running):
-    await topic_ready(running, "T", 4)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
 
     def script():
         with sync_producer(running) as p:
@@ -68,7 +67,7 @@ async def test_blocking_sends_are_stored_round_robin_under_their_uniq_keys(runni
 
 
 async def test_a_blocking_batch_and_a_oneway_send_are_stored(running):
-    await topic_ready(running, "T", 1)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
 
     def script():
         with sync_producer(running) as p:
@@ -84,7 +83,7 @@ async def test_a_blocking_batch_and_a_oneway_send_are_stored(running):
 
 
 async def test_a_refused_blocking_send_is_retried_on_the_next_queue(running):
-    await topic_ready(running, "T", 8)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 8)
 
     def script():
         with sync_producer(running) as p:
@@ -102,7 +101,7 @@ async def test_a_refused_blocking_send_is_retried_on_the_next_queue(running):
 
 
 async def test_a_refusal_java_does_not_retry_is_raised_by_the_blocking_send(running):
-    await topic_ready(running, "T", 1)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
     big = os.urandom(5 * 1024 * 1024)  # incompressible, above the broker's maxMessageSize
 
     def script():
@@ -116,7 +115,7 @@ async def test_a_refusal_java_does_not_retry_is_raised_by_the_blocking_send(runn
 
 
 async def test_sends_from_several_threads_at_once_are_all_stored(running):
-    await topic_ready(running, "T", 4)
+    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
 
     def script():
         results = []
@@ -137,8 +136,8 @@ async def test_sends_from_several_threads_at_once_are_all_stored(running):
     assert sum(running.server.broker.max_offset("T", q) for q in range(4)) == 100
 
 
-async def test_blocking_sends_with_credentials_are_signed(recorded):  # noqa: F811
-    topic = await recorded_topic_ready(recorded, "SignedSyncSend")
+async def test_blocking_sends_with_credentials_are_signed(recorded):
+    topic = await recorded_topic(recorded, "SignedSyncSend")
 
     def script():
         with sync_producer(recorded, credentials=CREDS) as p:
@@ -181,7 +180,7 @@ def test_a_blocking_send_to_a_stopped_broker_fails_after_its_retries(tmp_path):
             assert p.send("T", b"again").status == SendStatus.SEND_OK
 
 
-def test_blocking_sends_over_tls(tmp_path, certs):  # noqa: F811
+def test_blocking_sends_over_tls(tmp_path, certs):
     client_config = ClientConfig(use_tls=True, tls_ca_file=str(certs.ca))
     with serve(
         tmp_path / "data", "--readmodel-url", "none", conf=tls_conf(certs, "enforcing")

@@ -259,7 +259,7 @@ HISTORY = [
 def _write(path, pure: bool) -> None:
     env = dict(_env(), **{compiled.ENV: "1" if pure else "0"})
     script = (
-        "import sys, trio; from tests.test_replay_property import run_history; "
+        "import sys, trio; from tests.replay_histories import run_history; "
         f"trio.run(run_history, sys.argv[1], {HISTORY!r})"
     )
     subprocess.run(

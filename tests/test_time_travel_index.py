@@ -22,9 +22,8 @@ from es_broker.config import BrokerConfig
 from es_broker.timetravel.query import IndexMissing, TimeTravel, persist_tick
 from es_broker.timetravel.timeparse import parse_time
 from tests.conftest import START, make_topic
+from tests.process_fixtures import ROOT
 from tests.timetravel_histories import build, histories, moments, reference_table, reset_by_time
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def answer(data_dir: Path, at: int, **kw) -> dict:

@@ -1,6 +1,6 @@
 """Histories for the time-travel and read-model tests, built with the broker core in process.
 
-`ops` mirrors tests/test_replay_property.py and adds what time travel must
+`ops` mirrors tests/replay_histories.py and adds what time travel must
 get right: resets (planned by the broker, applied by commits with cause
 `reset`, or server-side), group offsets removed and cloned, and a broker
 clock that sometimes steps back.
