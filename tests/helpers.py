@@ -54,13 +54,15 @@ def local_ms(day: int, hour: int, minute: int = 0) -> int:
 # ---------------------------------------------------------------------- the command line
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`es-broker ARGS` as an operator runs it (`python -m es_broker.cli`), finished."""
     return subprocess.run(
         [sys.executable, "-m", "es_broker.cli", *args],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=env if env is not None else _env(),
         cwd=ROOT,
         timeout=timeout,
     )

@@ -6,7 +6,7 @@ import contextlib
 import functools
 import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,30 +200,25 @@ class BrokerServer:
             {t: str(s.get("subString", "*")) for t, s in info.subscriptions.items()} if info else {}
         )
         self._nursery.start_soon(
+            self._record_group_change,
+            group,
             functools.partial(
-                self._record_group_change,
+                self.broker.record_consumer_group,
                 group,
                 info.client_ids() if info else [],
                 info.consume_from_where if info else "",
                 info.message_model if info else "",
                 subs,
-            )
+            ),
         )
 
     async def _record_group_change(
-        self,
-        group: str,
-        clients: list[str],
-        consume_from_where: str,
-        message_model: str,
-        subscriptions: dict[str, str],
+        self, group: str, record: Callable[[], Awaitable[object]]
     ) -> None:
         # shutting down: the channels closing now are not a membership change
         with contextlib.suppress(WriterClosed):
             try:
-                await self.broker.record_consumer_group(
-                    group, clients, consume_from_where, message_model, subscriptions
-                )
+                await record()
             except (
                 BrokerError
             ) as exc:  # a refused record (a full disk, ...) must not end the broker's nursery
