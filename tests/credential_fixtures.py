@@ -10,12 +10,11 @@ import trio
 from es_broker.acl.signing import ACCESS_KEY, SIGNATURE, verify
 from es_broker.client import Credentials
 from es_broker.client.remoting_client import RemotingClient
-from es_broker.config import BrokerConfig
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand
 from es_broker.server.main import BrokerServer, NameServerRole
 from es_broker.server.remoting_server import RemotingServer
-from tests.server_fixtures import Running
+from tests.server_fixtures import QUICK_DELAYS, Running, in_process_config
 
 CREDS = Credentials("client-ak", "client-secret")
 TIMEOUT = 30.0
@@ -68,13 +67,9 @@ async def recorded(tmp_path, nursery) -> Recorded:
     recorder.tap(namesrv_role.remoting)
     namesrv_port = await nursery.start(namesrv_role.run, "127.0.0.1", 0)
     namesrv = f"127.0.0.1:{namesrv_port}"
-    config = BrokerConfig(
-        storePathRootDir=str(tmp_path / "broker"),
-        listenPort=0,
-        total_physical_memory_bytes=1024**3,
-        messageDelayLevel=" ".join(["1s"] * 18),
+    server = BrokerServer(
+        in_process_config(tmp_path / "broker", messageDelayLevel=QUICK_DELAYS), [namesrv]
     )
-    server = BrokerServer(config, [namesrv])
     recorder.tap(server.remoting)
     await nursery.start(server.run, "127.0.0.1")
     yield Recorded(server, namesrv, RemotingClient(nursery), recorder)

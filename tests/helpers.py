@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -39,6 +39,16 @@ FAST = PushConsumerConfig(
     consume_later_delay=0.1,
 )
 TIMEOUT = 15.0  # an upper bound for what must happen, never a measured duration
+
+
+class Served(Protocol):
+    """A running broker and its name server: in process (Running) or a real process (ServedBroker)."""
+
+    @property
+    def namesrv_addr(self) -> str: ...
+
+    @property
+    def addr(self) -> str: ...
 
 
 async def wait_until(what: str, check: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
@@ -80,21 +90,19 @@ async def cli_ok(*args: str) -> subprocess.CompletedProcess[str]:
     return await trio.to_thread.run_sync(functools.partial(cli_checked, *args))
 
 
-async def admin_json(namesrv: str, *args: str) -> Any:
+async def admin_json(served: Served, *args: str) -> Any:
     """`es-broker admin -n NAMESRV ARGS --json`, parsed."""
-    done = await cli_ok("admin", "-n", namesrv, *args, "--json")
+    done = await cli_ok("admin", "-n", served.namesrv_addr, *args, "--json")
     return json.loads(done.stdout)
 
 
 # ---------------------------------------------------------------------- topics and messages
 
 
-async def topic_ready(
-    namesrv: str, broker_addr: str, topic: str, queues: int = 4, perm: int = 6
-) -> str:
+async def topic_ready(served: Served, topic: str, queues: int = 4, perm: int = 6) -> str:
     """Create the topic on the broker (our admin client) and wait until the name server routes it as created."""
-    async with Admin.open(namesrv) as admin:
-        await admin.update_topic(broker_addr, topic, queues, queues, perm)
+    async with Admin.open(served.namesrv_addr) as admin:
+        await admin.update_topic(served.addr, topic, queues, queues, perm)
 
         async def routed() -> bool:
             try:
@@ -114,10 +122,10 @@ def numbered(prefix: str, n: int) -> list[bytes]:
 
 
 async def produce(
-    namesrv: str, nursery: trio.Nursery, topic: str, bodies: list[bytes], **kw: Any
+    served: Served, nursery: trio.Nursery, topic: str, bodies: list[bytes], **kw: Any
 ) -> list[SendResult]:
     """Send each body with a producer of its own (group PG), in order."""
-    producer = Producer(namesrv, "PG", client_ip="127.0.0.1")
+    producer = Producer(served.namesrv_addr, "PG", client_ip="127.0.0.1")
     await producer.start(nursery)
     try:
         return [await producer.send(topic, body, **kw) for body in bodies]
@@ -192,9 +200,9 @@ class Collector:
 
 
 def consumer(
-    namesrv: str, group: str, handler: Any, subscriptions: dict[str, str], **kw: Any
+    served: Served, group: str, handler: Any, subscriptions: dict[str, str], **kw: Any
 ) -> PushConsumer:
     """A push consumer on loopback with the shortened timers (FAST) unless told otherwise."""
     kw.setdefault("config", FAST)
     kw.setdefault("client_ip", "127.0.0.1")
-    return PushConsumer(namesrv, group, handler, subscriptions=subscriptions, **kw)
+    return PushConsumer(served.namesrv_addr, group, handler, subscriptions=subscriptions, **kw)

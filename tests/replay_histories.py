@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 from hypothesis import strategies as st
@@ -36,11 +38,28 @@ ops = st.one_of(
 async def run_history(data_dir: str, history: list[tuple]) -> None:
     clock = ManualClock()
     config = BrokerConfig(storePathRootDir=data_dir, total_physical_memory_bytes=4000)
-    broker = Broker.open(data_dir, config, clock)
+    await play(Broker.open(data_dir, config, clock), clock, history, apply)
+
+
+Apply = Callable[[Broker, ManualClock, tuple[Any, ...]], Awaitable[None]]
+
+
+async def play(
+    broker: Broker,
+    clock: ManualClock,
+    history: list[tuple[Any, ...]],
+    apply: Apply,
+    setup: Callable[[Broker], Awaitable[object]] | None = None,
+) -> None:
+    """Run the broker, `setup`, then every operation of the history; stop and close the broker.
+
+    Refusals are part of a history: they must leave no trace.
+    """
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
+        if setup is not None:
+            await setup(broker)
         for op in history:
-            # refusals are part of the history: they must leave no trace
             with contextlib.suppress(BrokerError):
                 await apply(broker, clock, op)
         nursery.cancel_scope.cancel()

@@ -7,13 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from es_broker.client import (
-    ConsumeFromWhere,
-    ConsumeResult,
-    MessageModel,
-    Producer,
-    PushConsumer,
-)
+from es_broker.client import ConsumeFromWhere, ConsumeResult, MessageModel, Producer, PushConsumer
 from es_broker.client.offset_store import LocalFileOffsetStore
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.commands.messages import MessageIn
@@ -33,7 +27,7 @@ from tests.helpers import (
     topic_ready,
     wait_until,
 )
-from tests.server_fixtures import Running
+from tests.server_fixtures import QUICK_DELAYS, Running, in_process_config
 from tests.waiting import poll_until
 
 
@@ -42,12 +36,7 @@ async def quick_delays(tmp_path, nursery) -> Running:
     """`running` with every delay level 1 s, so a retry (level 3 + rt, B-92) comes back soon."""
     namesrv_port = await nursery.start(NameServerRole().run, "127.0.0.1", 0)
     namesrv = f"127.0.0.1:{namesrv_port}"
-    config = BrokerConfig(
-        storePathRootDir=str(tmp_path / "broker"),
-        listenPort=0,
-        total_physical_memory_bytes=1024**3,
-        messageDelayLevel=" ".join(["1s"] * 18),
-    )
+    config = in_process_config(tmp_path / "broker", messageDelayLevel=QUICK_DELAYS)
     server = await nursery.start(BrokerServer(config, [namesrv]).run, "127.0.0.1")
     yield Running(server, namesrv, RemotingClient(nursery))
     nursery.cancel_scope.cancel()
@@ -68,13 +57,8 @@ async def read_only_a_and_writable_b(tmp_path, nursery) -> TwoBrokers:
     namesrv = f"127.0.0.1:{namesrv_port}"
     servers = []
     for name, perm in (("broker-a", 4), ("broker-b", 6)):
-        config = BrokerConfig(
-            storePathRootDir=str(tmp_path / name),
-            listenPort=0,
-            brokerName=name,
-            brokerPermission=perm,
-            total_physical_memory_bytes=1024**3,
-            messageDelayLevel=" ".join(["1s"] * 18),
+        config = in_process_config(
+            tmp_path / name, brokerName=name, brokerPermission=perm, messageDelayLevel=QUICK_DELAYS
         )
         servers.append(await nursery.start(BrokerServer(config, [namesrv]).run, "127.0.0.1"))
     yield TwoBrokers(namesrv, servers[0], servers[1], RemotingClient(nursery))
@@ -92,11 +76,11 @@ async def route_of(running, topic: str) -> TopicRouteData | None:
 
 
 async def test_b042_every_message_is_consumed_once_and_offsets_reach_the_broker(running, nursery):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
+    await topic_ready(running, "T", 4)
     bodies = [f"m{i}".encode() for i in range(40)]
-    await produce(running.namesrv_addr, nursery, "T", bodies)
+    await produce(running, nursery, "T", bodies)
     collector = Collector()
-    c = consumer(running.namesrv_addr, "G", collector, {"T": "*"}, instance_name="c1")
+    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     await collector.wait_count(40)
     assert collector.bodies() == Counter(bodies)
@@ -109,10 +93,10 @@ async def test_b042_every_message_is_consumed_once_and_offsets_reach_the_broker(
 
 
 async def test_b046_a_group_with_committed_offsets_resumes_from_them(running, nursery):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
-    await produce(running.namesrv_addr, nursery, "T", [b"old1", b"old2", b"old3"])
+    await topic_ready(running, "T", 2)
+    await produce(running, nursery, "T", [b"old1", b"old2", b"old3"])
     first = Collector()
-    c = consumer(running.namesrv_addr, "G", first, {"T": "*"}, instance_name="c1")
+    c = consumer(running, "G", first, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     await first.wait_count(3)
     await wait_until(
@@ -120,10 +104,10 @@ async def test_b046_a_group_with_committed_offsets_resumes_from_them(running, nu
     )
     await c.shutdown()
 
-    await produce(running.namesrv_addr, nursery, "T", [b"new1", b"new2"])
+    await produce(running, nursery, "T", [b"new1", b"new2"])
     second = Collector()
     c = consumer(
-        running.namesrv_addr,
+        running,
         "G",
         second,
         {"T": "*"},
@@ -142,7 +126,7 @@ async def test_b046_a_group_with_committed_offsets_resumes_from_them(running, nu
 async def test_b066_tag_filter_delivers_only_subscribed_tags_and_commits_past_the_others(
     running, nursery
 ):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
+    await topic_ready(running, "T", 2)
     producer = Producer(running.namesrv_addr, "PG", client_ip="127.0.0.1")
     await producer.start(nursery)
     for i in range(6):
@@ -155,7 +139,7 @@ async def test_b066_tag_filter_delivers_only_subscribed_tags_and_commits_past_th
     # offsets move past trailing filtered messages when a long poll comes back empty
     # (correctTagsOffset, B-66): hold pulls briefly
     c = consumer(
-        running.namesrv_addr,
+        running,
         "G",
         collector,
         {"T": "TagA || TagC"},
@@ -186,13 +170,13 @@ async def test_b066_tag_filter_delivers_only_subscribed_tags_and_commits_past_th
 async def test_b040_a_new_group_on_a_young_topic_starts_at_0_whatever_it_asks(
     running, nursery, where
 ):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
+    await topic_ready(running, "T", 2)
     bodies = [f"h{i}".encode() for i in range(6)]
-    await produce(running.namesrv_addr, nursery, "T", bodies)
+    await produce(running, nursery, "T", bodies)
     collector = Collector()
     # TIMESTAMP in the future would mean "nothing yet", were the broker not answering 0 (B-37 row 2)
     c = consumer(
-        running.namesrv_addr,
+        running,
         "G",
         collector,
         {"T": "*"},
@@ -207,11 +191,11 @@ async def test_b040_a_new_group_on_a_young_topic_starts_at_0_whatever_it_asks(
 
 
 async def test_b045_broadcasting_with_last_offset_starts_at_max(running, nursery, tmp_path):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
-    await produce(running.namesrv_addr, nursery, "T", [b"before1", b"before2"])
+    await topic_ready(running, "T", 2)
+    await produce(running, nursery, "T", [b"before1", b"before2"])
     collector = Collector()
     c = consumer(
-        running.namesrv_addr,
+        running,
         "G",
         collector,
         {"T": "*"},
@@ -221,7 +205,7 @@ async def test_b045_broadcasting_with_last_offset_starts_at_max(running, nursery
     )
     await c.start(nursery)
     assert len(c.assigned_queues("T")) == 2  # broadcasting takes every queue (B-55)
-    await produce(running.namesrv_addr, nursery, "T", [b"after"])
+    await produce(running, nursery, "T", [b"after"])
     await collector.wait_count(1)
     await c.shutdown()
     assert list(collector.bodies()) == [b"after"]
@@ -230,12 +214,12 @@ async def test_b045_broadcasting_with_last_offset_starts_at_max(running, nursery
 async def test_b043_broadcasting_keeps_offsets_in_the_local_file_not_on_the_broker(
     running, nursery, tmp_path
 ):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
+    await topic_ready(running, "T", 2)
     bodies = [f"b{i}".encode() for i in range(8)]
-    await produce(running.namesrv_addr, nursery, "T", bodies)
+    await produce(running, nursery, "T", bodies)
     collector = Collector()
     c = consumer(
-        running.namesrv_addr,
+        running,
         "G",
         collector,
         {"T": "*"},
@@ -257,10 +241,10 @@ async def test_b043_broadcasting_keeps_offsets_in_the_local_file_not_on_the_brok
     assert "offsetTable" in path.read_text()
 
     # a restart of the same client reads the file and consumes only what is new
-    await produce(running.namesrv_addr, nursery, "T", [b"later"])
+    await produce(running, nursery, "T", [b"later"])
     again = Collector()
     c = consumer(
-        running.namesrv_addr,
+        running,
         "G",
         again,
         {"T": "*"},
@@ -282,12 +266,12 @@ async def test_b099_a_failed_message_comes_back_with_its_topic_and_one_more_reco
     quick_delays, nursery
 ):
     running = quick_delays
-    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
-    [sent] = await produce(running.namesrv_addr, nursery, "T", [b"flaky"])
+    await topic_ready(running, "T", 2)
+    [sent] = await produce(running, nursery, "T", [b"flaky"])
     collector = Collector(
         lambda m: ConsumeResult.RECONSUME_LATER if m.reconsume_times == 0 else ConsumeResult.SUCCESS
     )
-    c = consumer(running.namesrv_addr, "G", collector, {"T": "*"}, instance_name="c1")
+    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     await collector.wait_count(2)
     await c.shutdown()
@@ -305,15 +289,15 @@ async def test_b099_a_failed_message_comes_back_with_its_topic_and_one_more_reco
 async def test_b089_when_send_back_and_resend_both_fail_the_message_is_consumed_again_locally(
     running, nursery
 ):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await topic_ready(running, "T", 1)
     # %RETRY%G read-only: the broker refuses the send-back (B-90 step 4) and the
     # producer finds no writable queue for the re-send (B-23)
-    await topic_ready(running.namesrv_addr, running.addr, "%RETRY%G", 1, perm=4)
-    await produce(running.namesrv_addr, nursery, "T", [b"stuck"])
+    await topic_ready(running, "%RETRY%G", 1, perm=4)
+    await produce(running, nursery, "T", [b"stuck"])
     collector = Collector(
         lambda m: ConsumeResult.RECONSUME_LATER if m.reconsume_times < 2 else ConsumeResult.SUCCESS
     )
-    c = consumer(running.namesrv_addr, "G", collector, {"T": "*"}, instance_name="c1")
+    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     await collector.wait_count(3)
     assert [
@@ -324,11 +308,11 @@ async def test_b089_when_send_back_and_resend_both_fail_the_message_is_consumed_
 
 
 async def test_b087_broadcasting_drops_failed_messages(running, nursery, tmp_path):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
-    await produce(running.namesrv_addr, nursery, "T", [b"once", b"twice"])
+    await topic_ready(running, "T", 1)
+    await produce(running, nursery, "T", [b"once", b"twice"])
     collector = Collector(lambda m: ConsumeResult.RECONSUME_LATER)
     c = consumer(
-        running.namesrv_addr,
+        running,
         "G",
         collector,
         {"T": "*"},
@@ -432,13 +416,9 @@ async def test_b045_once_the_head_is_on_disk_last_offset_starts_at_max(
     small_ram, nursery, where, expected
 ):
     running = small_ram
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await topic_ready(running, "T", 1)
     await produce(
-        running.namesrv_addr,
-        nursery,
-        "T",
-        [b"old0", b"old1", b"old2", b"old3"],
-        properties={"pad": "x" * 400},
+        running, nursery, "T", [b"old0", b"old1", b"old2", b"old3"], properties={"pad": "x" * 400}
     )
     # no stored offset and the head on disk: QUERY_CONSUMER_OFFSET says QUERY_NOT_FOUND (B-37 row 3)
     response = await running.call(
@@ -446,17 +426,10 @@ async def test_b045_once_the_head_is_on_disk_last_offset_starts_at_max(
     )
     assert response.code == ResponseCode.QUERY_NOT_FOUND
     collector = Collector()
-    c = consumer(
-        running.namesrv_addr,
-        "G",
-        collector,
-        {"T": "*"},
-        instance_name="c1",
-        consume_from_where=where,
-    )
+    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1", consume_from_where=where)
     await c.start(nursery)
     assert c.assigned_queues("T")
-    await produce(running.namesrv_addr, nursery, "T", [b"new"])
+    await produce(running, nursery, "T", [b"new"])
     await collector.wait_for(lambda received: b"new" in {m.body for m in received})
     await c.shutdown()
     assert [m.body for m in sorted(collector.received, key=lambda m: m.queue_offset)] == expected
@@ -465,8 +438,8 @@ async def test_b045_once_the_head_is_on_disk_last_offset_starts_at_max(
 async def test_b067_an_offset_beyond_max_is_corrected_to_max_and_consumption_goes_on(
     running, nursery
 ):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
-    await produce(running.namesrv_addr, nursery, "T", [b"skipped0", b"skipped1"])
+    await topic_ready(running, "T", 1)
+    await produce(running, nursery, "T", [b"skipped0", b"skipped1"])
     # a stored offset past the queue's end (a wiped queue, a bad manual commit)
     response = await running.call(
         RequestCode.UPDATE_CONSUMER_OFFSET,
@@ -474,19 +447,19 @@ async def test_b067_an_offset_beyond_max_is_corrected_to_max_and_consumption_goe
     )
     assert response.code == ResponseCode.SUCCESS
     collector = Collector()
-    c = consumer(running.namesrv_addr, "G", collector, {"T": "*"}, instance_name="c1")
+    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     # pull(50) -> OFFSET_ILLEGAL, next 2 -> after the delay the client commits 2 (B-67, B-60)
     await wait_until("broker state", lambda: stored(running, "G", "T", 1) == [2])
-    await produce(running.namesrv_addr, nursery, "T", [b"after"])
+    await produce(running, nursery, "T", [b"after"])
     await collector.wait_count(1)
     await c.shutdown()
     assert list(collector.bodies()) == [b"after"]
 
 
 async def test_the_client_answers_get_consumer_running_info_relayed_by_the_broker(running, nursery):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
-    c = consumer(running.namesrv_addr, "G", Collector(), {"T": "TagA"}, instance_name="c1")
+    await topic_ready(running, "T", 2)
+    c = consumer(running, "G", Collector(), {"T": "TagA"}, instance_name="c1")
     await c.start(nursery)
     response = await running.call(
         RequestCode.GET_CONSUMER_RUNNING_INFO,

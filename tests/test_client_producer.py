@@ -29,7 +29,7 @@ def producer(running, **kw) -> Producer:
 
 
 async def test_send_result_names_the_stored_message_by_uniq_key_and_offset_id(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
+    await topic_ready(running, "T", 4)
     async with producer(running) as p:
         result = await p.send(
             "T", b"hello", tags="TagA", keys=["k1", "k2"], properties={"color": "red"}
@@ -50,14 +50,14 @@ async def test_send_result_names_the_stored_message_by_uniq_key_and_offset_id(ru
 
 
 async def test_uniq_keys_differ_per_message(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
+    await topic_ready(running, "T", 4)
     async with producer(running) as p:
         ids = [(await p.send("T", b"x")).msg_id for _ in range(50)]
     assert len(set(ids)) == 50
 
 
 async def test_sends_go_round_robin_over_the_writable_queues(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
+    await topic_ready(running, "T", 4)
     async with producer(running) as p:
         queues = [(await p.send("T", b"x")).queue.queue_id for _ in range(8)]
     assert Counter(queues) == Counter({0: 2, 1: 2, 2: 2, 3: 2})
@@ -65,14 +65,14 @@ async def test_sends_go_round_robin_over_the_writable_queues(running):
 
 
 async def test_a_queue_selector_picks_the_queue(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
+    await topic_ready(running, "T", 4)
     async with producer(running) as p:
         result = await p.send("T", b"x", queue_selector=lambda queues: queues[-1])
     assert result.queue.queue_id == 3
 
 
 async def test_a_refused_send_is_retried_on_the_next_queue(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 8)
+    await topic_ready(running, "T", 8)
     async with producer(running) as p:
         # now it holds the 8-queue route
         await p.send("T", b"warm up", queue_selector=lambda queues: queues[0])
@@ -86,7 +86,7 @@ async def test_a_refused_send_is_retried_on_the_next_queue(running):
 
 
 async def test_a_refusal_java_does_not_retry_is_raised(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await topic_ready(running, "T", 1)
     big = os.urandom(5 * 1024 * 1024)  # incompressible, above the broker's maxMessageSize
     async with producer(running, config=ProducerConfig(max_message_size=8 * 1024 * 1024)) as p:
         with pytest.raises(BrokerRefused) as refused:
@@ -108,7 +108,7 @@ async def test_a_topic_unknown_to_the_name_server_is_created_through_tbw102(runn
 
 
 async def test_send_batch_stores_every_message_in_one_queue_with_its_own_uniq_key(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
+    await topic_ready(running, "T", 4)
     batch = [
         Message(b"b0", tags="A"),
         Message(b"b1", keys="k"),
@@ -129,7 +129,7 @@ async def test_send_batch_stores_every_message_in_one_queue_with_its_own_uniq_ke
 
 
 async def test_delay_level_is_sent_as_property_delay(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await topic_ready(running, "T", 1)
     async with producer(running) as p:
         result = await p.send("T", b"later", delay_level=2)
     stored = await Admin(running.client, running.namesrv_addr).view_message(result.offset_msg_id)
@@ -139,7 +139,7 @@ async def test_delay_level_is_sent_as_property_delay(running):
 
 
 async def test_a_large_body_is_compressed_and_flagged(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await topic_ready(running, "T", 1)
     body = b"abc" * 5000
     async with producer(running) as p:
         result = await p.send("T", body)
@@ -149,7 +149,7 @@ async def test_a_large_body_is_compressed_and_flagged(running):
 
 
 async def test_send_oneway_stores_without_an_answer(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 2)
+    await topic_ready(running, "T", 2)
     async with producer(running) as p:
         await p.send_oneway("T", b"fire and forget")
         await wait_until(
@@ -161,7 +161,7 @@ async def test_send_oneway_stores_without_an_answer(running):
 async def test_the_producer_group_is_announced_by_heartbeat_and_unregistered_at_shutdown(
     running, nursery
 ):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await topic_ready(running, "T", 1)
     p = producer(running, instance_name="p1")
     await p.start(nursery)
     await p.send("T", b"x")  # the route names the broker: the heartbeat follows at once

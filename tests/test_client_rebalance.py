@@ -45,9 +45,9 @@ async def send_round(producer: Producer, prefix: str, n: int) -> list[tuple[byte
 
 
 async def test_b051_three_consumers_split_eight_queues_averagely(process_running, nursery):
-    await topic_ready(process_running.namesrv_addr, process_running.addr, "T", 8)
+    await topic_ready(process_running, "T", 8)
     consumers = [
-        consumer(process_running.namesrv_addr, "G", Collector(), {"T": "*"}, instance_name=f"c{i}")
+        consumer(process_running, "G", Collector(), {"T": "*"}, instance_name=f"c{i}")
         for i in (1, 2, 3)
     ]
     for c in consumers:
@@ -63,11 +63,11 @@ async def test_b051_three_consumers_split_eight_queues_averagely(process_running
 async def test_b053_when_a_consumer_stops_its_queues_move_and_every_message_is_consumed(
     process_running, nursery
 ):
-    await topic_ready(process_running.namesrv_addr, process_running.addr, "T", 8)
+    await topic_ready(process_running, "T", 8)
     signal = Signal()  # any delivery to any of the three wakes the waiter
     collectors = [Collector(signal=signal) for _ in range(3)]
     consumers = [
-        consumer(process_running.namesrv_addr, "G", h, {"T": "*"}, instance_name=f"c{i}")
+        consumer(process_running, "G", h, {"T": "*"}, instance_name=f"c{i}")
         for i, h in enumerate(collectors, 1)
     ]
     for c in consumers:
@@ -105,26 +105,16 @@ async def test_b053_when_a_consumer_stops_its_queues_move_and_every_message_is_c
 
 
 async def test_b053_a_new_member_makes_the_others_rebalance_at_once(process_running, nursery):
-    await topic_ready(process_running.namesrv_addr, process_running.addr, "T", 4)
+    await topic_ready(process_running, "T", 4)
     # RocketMQ's 20 s rebalance period: only NOTIFY_CONSUMER_IDS_CHANGED can make it this quick
     default_period = PushConsumerConfig()
     first = consumer(
-        process_running.namesrv_addr,
-        "G",
-        Collector(),
-        {"T": "*"},
-        instance_name="c1",
-        config=default_period,
+        process_running, "G", Collector(), {"T": "*"}, instance_name="c1", config=default_period
     )
     await first.start(nursery)
     assert held(first) == {0, 1, 2, 3}  # start rebalances at once
     second = consumer(
-        process_running.namesrv_addr,
-        "G",
-        Collector(),
-        {"T": "*"},
-        instance_name="c2",
-        config=default_period,
+        process_running, "G", Collector(), {"T": "*"}, instance_name="c2", config=default_period
     )
     with trio.fail_after(5):  # far below the 20 s rebalance period
         await second.start(nursery)

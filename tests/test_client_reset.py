@@ -27,12 +27,10 @@ RESET_CONFIG = FAST.replace(reset_persist_oneway=False)
 async def consumed_all_and_committed(
     running, nursery, n: int, queues: int
 ) -> tuple[Collector, object]:
-    await topic_ready(running.namesrv_addr, running.addr, "T", queues)
-    await produce(running.namesrv_addr, nursery, "T", [f"m{i}".encode() for i in range(n)])
+    await topic_ready(running, "T", queues)
+    await produce(running, nursery, "T", [f"m{i}".encode() for i in range(n)])
     collector = Collector()
-    c = consumer(
-        running.namesrv_addr, "G", collector, {"T": "*"}, instance_name="c1", config=RESET_CONFIG
-    )
+    c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1", config=RESET_CONFIG)
     await c.start(nursery)
     await collector.wait_count(n)
     # the broker path needs an offset for every write queue (B-74)
@@ -85,11 +83,11 @@ async def test_b078_invoke_broker_to_reset_offset_moves_only_the_queues_in_the_t
 async def test_b078_consumption_pauses_for_the_reset_wait_before_the_new_offsets_apply(
     running, nursery
 ):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
-    await produce(running.namesrv_addr, nursery, "T", [b"m0", b"m1"])
+    await topic_ready(running, "T", 1)
+    await produce(running, nursery, "T", [b"m0", b"m1"])
     collector = Collector()
     c = consumer(
-        running.namesrv_addr,
+        running,
         "G",
         collector,
         {"T": "*"},

@@ -47,7 +47,7 @@ async def in_thread(script):
 
 
 async def test_blocking_sends_are_stored_round_robin_under_their_uniq_keys(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
+    await topic_ready(running, "T", 4)
 
     def script():
         with sync_producer(running) as p:
@@ -67,7 +67,7 @@ async def test_blocking_sends_are_stored_round_robin_under_their_uniq_keys(runni
 
 
 async def test_a_blocking_batch_and_a_oneway_send_are_stored(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await topic_ready(running, "T", 1)
 
     def script():
         with sync_producer(running) as p:
@@ -83,7 +83,7 @@ async def test_a_blocking_batch_and_a_oneway_send_are_stored(running):
 
 
 async def test_a_refused_blocking_send_is_retried_on_the_next_queue(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 8)
+    await topic_ready(running, "T", 8)
 
     def script():
         with sync_producer(running) as p:
@@ -101,7 +101,7 @@ async def test_a_refused_blocking_send_is_retried_on_the_next_queue(running):
 
 
 async def test_a_refusal_java_does_not_retry_is_raised_by_the_blocking_send(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 1)
+    await topic_ready(running, "T", 1)
     big = os.urandom(5 * 1024 * 1024)  # incompressible, above the broker's maxMessageSize
 
     def script():
@@ -115,7 +115,7 @@ async def test_a_refusal_java_does_not_retry_is_raised_by_the_blocking_send(runn
 
 
 async def test_sends_from_several_threads_at_once_are_all_stored(running):
-    await topic_ready(running.namesrv_addr, running.addr, "T", 4)
+    await topic_ready(running, "T", 4)
 
     def script():
         results = []

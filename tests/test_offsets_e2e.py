@@ -32,33 +32,26 @@ ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 
 
 async def lag_zero(broker, group: str) -> bool:
-    progress = await admin_json(broker.namesrv, "consumerProgress", "-g", group)
+    progress = await admin_json(broker, "consumerProgress", "-g", group)
     return bool(progress["queues"]) and progress["diffTotal"] == 0
 
 
 async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tmp_path, nursery):
     with serve(tmp_path / "data") as broker:
-        await topic_ready(broker.namesrv, broker.broker, "T", 2)
-        await produce(broker.namesrv, nursery, "T", numbered("a", 20))
-        middle = await produce(broker.namesrv, nursery, "T", numbered("mid", 1))
-        await produce(broker.namesrv, nursery, "T", numbered("b", 9))
+        await topic_ready(broker, "T", 2)
+        await produce(broker, nursery, "T", numbered("a", 20))
+        middle = await produce(broker, nursery, "T", numbered("mid", 1))
+        await produce(broker, nursery, "T", numbered("b", 9))
         collector = Collector()
-        c1 = consumer(broker.namesrv, "G", collector, {"T": "*"}, instance_name="c1")
+        c1 = consumer(broker, "G", collector, {"T": "*"}, instance_name="c1")
         await c1.start(nursery)
         await collector.wait_count(30)
         await wait_until("broker state", lambda: lag_zero(broker, "G"), TIMEOUT)
 
         # online: the broker computes the table and tells the consumer, which re-consumes from there
-        shown = await admin_json(broker.namesrv, "queryMsgById", "-i", middle[0].offset_msg_id)
+        shown = await admin_json(broker, "queryMsgById", "-i", middle[0].offset_msg_id)
         reset = await admin_json(
-            broker.namesrv,
-            "resetOffsetByTime",
-            "-g",
-            "G",
-            "-t",
-            "T",
-            "-s",
-            str(shown["storeTimestamp"]),
+            broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", str(shown["storeTimestamp"])
         )
         assert reset["path"] == "broker"
         targets = {q["queueId"]: q["offset"] for q in reset["queues"]}
@@ -76,28 +69,19 @@ async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tm
         await wait_until("broker state", lambda: _offline(broker, "G"), TIMEOUT)
         heads = [
             await admin_json(
-                broker.namesrv,
-                "queryMsgByOffset",
-                "-t",
-                "T",
-                "-b",
-                "broker-a",
-                "-i",
-                str(q),
-                "-o",
-                "0",
+                broker, "queryMsgByOffset", "-t", "T", "-b", "broker-a", "-i", str(q), "-o", "0"
             )
             for q in (0, 1)
         ]
         # at or before every queue's first message
         earliest = min(h["storeTimestamp"] for h in heads)
         fallback = await admin_json(
-            broker.namesrv, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", str(earliest)
+            broker, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", str(earliest)
         )
         assert fallback["path"] == "old"
         assert {q["rollbackOffset"] for q in fallback["queues"]} == {0}
         resumed = Collector()
-        consumer2 = consumer(broker.namesrv, "G", resumed, {"T": "*"}, instance_name="c2")
+        consumer2 = consumer(broker, "G", resumed, {"T": "*"}, instance_name="c2")
         await consumer2.start(nursery)
         await resumed.wait_count(30)
         assert sorted(m.body for m in resumed.received) == sorted(
@@ -107,7 +91,7 @@ async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tm
 
         # non-force forward: nothing moves, and every queue says why
         (plan,) = await admin_json(
-            broker.namesrv, "resetOffset", "-g", "G", "-t", "T", "--to-offset", "100", "-f", "false"
+            broker, "resetOffset", "-g", "G", "-t", "T", "--to-offset", "100", "-f", "false"
         )
         assert {q["outcome"] for q in plan["queues"]} == {"unchanged_not_force"}
         assert all(q["final"] == q["current"] for q in plan["queues"])
@@ -152,10 +136,10 @@ async def test_b040_last_offset_starts_at_0_when_young_and_at_max_after_retentio
         "cleanResourceInterval=100\n"
     )
     with serve(tmp_path / "data", "--config", str(conf)) as broker:
-        await topic_ready(broker.namesrv, broker.broker, "T", 1)
-        await produce(broker.namesrv, nursery, "T", numbered("young", 5))
+        await topic_ready(broker, "T", 1)
+        await produce(broker, nursery, "T", numbered("young", 5))
         young = Collector()
-        c1 = consumer(broker.namesrv, "NEW1", young, {"T": "*"}, instance_name="c1")
+        c1 = consumer(broker, "NEW1", young, {"T": "*"}, instance_name="c1")
         await c1.start(nursery)
         await young.wait_count(5)  # the whole history: the broker answered 0 (B-40)
         await c1.shutdown()
@@ -166,22 +150,22 @@ async def test_b040_last_offset_starts_at_0_when_young_and_at_max_after_retentio
         )
 
         # rolls the commit log: the head's files expire at once
-        await produce(broker.namesrv, nursery, "T", numbered("old", 40))
+        await produce(broker, nursery, "T", numbered("old", 40))
 
         async def head_removed() -> bool:
-            status = await admin_json(broker.namesrv, "topicStatus", "-t", "T")
+            status = await admin_json(broker, "topicStatus", "-t", "T")
             return status[0]["minOffset"] > 0
 
         await wait_until("broker state", head_removed, TIMEOUT)
         later = Collector()
-        c2 = consumer(broker.namesrv, "NEW2", later, {"T": "*"}, instance_name="c2")
+        c2 = consumer(broker, "NEW2", later, {"T": "*"}, instance_name="c2")
         await c2.start(nursery)
 
         async def started() -> bool:
             return bool((await explain(broker, "NEW2"))["queues"])
 
         await wait_until("broker state", started, TIMEOUT)
-        await produce(broker.namesrv, nursery, "T", numbered("fresh", 1))
+        await produce(broker, nursery, "T", numbered("fresh", 1))
         await later.wait_count(1)
         assert [m.body for m in later.received] == [b"fresh0"]  # started at max (B-37 row 3, B-45)
         (q,) = (await explain(broker, "NEW2"))["queues"]
@@ -196,17 +180,17 @@ async def test_s006_strict_new_group_start_begins_at_max_on_a_young_topic(tmp_pa
     conf = tmp_path / "broker.conf"
     conf.write_text("new_group_start=strict\n")
     with serve(tmp_path / "data", "--config", str(conf)) as broker:
-        await topic_ready(broker.namesrv, broker.broker, "T", 1)
-        await produce(broker.namesrv, nursery, "T", numbered("young", 5))
+        await topic_ready(broker, "T", 1)
+        await produce(broker, nursery, "T", numbered("young", 5))
         collector = Collector()
-        c = consumer(broker.namesrv, "NEW", collector, {"T": "*"}, instance_name="c1")
+        c = consumer(broker, "NEW", collector, {"T": "*"}, instance_name="c1")
         await c.start(nursery)
 
         async def started() -> bool:
             return bool((await explain(broker, "NEW"))["queues"])
 
         await wait_until("broker state", started, TIMEOUT)
-        await produce(broker.namesrv, nursery, "T", numbered("fresh", 1))
+        await produce(broker, nursery, "T", numbered("fresh", 1))
         await collector.wait_count(1)
         assert [m.body for m in collector.received] == [b"fresh0"]
         await c.shutdown()
@@ -218,8 +202,8 @@ async def test_b043_broadcasting_keeps_offsets_in_the_local_file(tmp_path, nurse
     from es_broker.remoting.bodies import MessageQueue
 
     with serve(tmp_path / "data") as broker:
-        await topic_ready(broker.namesrv, broker.broker, "T", 2)
-        await produce(broker.namesrv, nursery, "T", numbered("b", 8))
+        await topic_ready(broker, "T", 2)
+        await produce(broker, nursery, "T", numbered("b", 8))
         collector = Collector()
         c = PushConsumer(
             broker.namesrv,
@@ -234,7 +218,7 @@ async def test_b043_broadcasting_keeps_offsets_in_the_local_file(tmp_path, nurse
         )
         await c.start(nursery)
         await collector.wait_count(8)
-        status = await admin_json(broker.namesrv, "topicStatus", "-t", "T")
+        status = await admin_json(broker, "topicStatus", "-t", "T")
         wanted = {MessageQueue("T", "broker-a", r["queueId"]): r["maxOffset"] for r in status}
         store = LocalFileOffsetStore(tmp_path / "offsets", "127.0.0.1@c1", "G")
 
@@ -243,6 +227,6 @@ async def test_b043_broadcasting_keeps_offsets_in_the_local_file(tmp_path, nurse
 
         await wait_until("broker state", persisted, TIMEOUT)
         await c.shutdown()
-        assert (await admin_json(broker.namesrv, "consumerProgress", "-g", "G"))[
+        assert (await admin_json(broker, "consumerProgress", "-g", "G"))[
             "queues"
         ] == []  # never on the broker

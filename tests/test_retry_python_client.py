@@ -9,15 +9,7 @@ from __future__ import annotations
 import trio
 
 from es_broker.client import ConsumeResult, PushConsumer
-from tests.helpers import (
-    FAST,
-    Collector,
-    admin_json,
-    cli_ok,
-    numbered,
-    produce,
-    topic_ready,
-)
+from tests.helpers import FAST, Collector, admin_json, cli_ok, numbered, produce, topic_ready
 from tests.process_fixtures import serve
 from tests.waiting import poll_until
 
@@ -36,8 +28,8 @@ async def test_b092_fail_twice_then_succeed_delivers_three_times_with_growing_le
     conf = tmp_path / "broker.conf"
     conf.write_text(SHORT_LEVELS)
     with serve(tmp_path / "data", "--config", str(conf)) as broker:
-        await topic_ready(broker.namesrv, broker.broker, "T", 1)
-        (sent,) = await produce(broker.namesrv, nursery, "T", numbered("order", 1))
+        await topic_ready(broker, "T", 1)
+        (sent,) = await produce(broker, nursery, "T", numbered("order", 1))
         collector = Collector(fails_first(2))
         c = PushConsumer(
             broker.namesrv,
@@ -54,13 +46,10 @@ async def test_b092_fail_twice_then_succeed_delivers_three_times_with_growing_le
         assert [m.reconsume_times for m in collector.received] == [0, 1, 2]
         # retries show the original topic (B-99)
         assert {m.topic for m in collector.received} == {"T"}
-        journey = await admin_json(broker.namesrv, "messageTrace", "--msg-id", sent.offset_msg_id)
+        journey = await admin_json(broker, "messageTrace", "--msg-id", sent.offset_msg_id)
         backs = [e for e in journey["events"] if e["event"] == "sent_back"]
         # 3 + rt (B-92)
-        assert [(e["delayLevel"], e["reconsumeTimes"]) for e in backs] == [
-            (3, 1),
-            (4, 2),
-        ]
+        assert [(e["delayLevel"], e["reconsumeTimes"]) for e in backs] == [(3, 1), (4, 2)]
 
 
 async def test_b091_always_failing_message_goes_to_a_write_only_dlq_then_readable(
@@ -69,8 +58,8 @@ async def test_b091_always_failing_message_goes_to_a_write_only_dlq_then_readabl
     conf = tmp_path / "broker.conf"
     conf.write_text(SHORT_LEVELS)
     with serve(tmp_path / "data", "--config", str(conf)) as broker:
-        await topic_ready(broker.namesrv, broker.broker, "T", 1)
-        (sent,) = await produce(broker.namesrv, nursery, "T", numbered("poison", 1))
+        await topic_ready(broker, "T", 1)
+        (sent,) = await produce(broker, nursery, "T", numbered("poison", 1))
         collector = Collector(lambda m: ConsumeResult.RECONSUME_LATER)
         c = PushConsumer(
             broker.namesrv,
@@ -85,15 +74,13 @@ async def test_b091_always_failing_message_goes_to_a_write_only_dlq_then_readabl
         await collector.wait_count(3)  # maxReconsumeTimes + 1 deliveries, then the DLQ (B-91)
 
         async def dead_lettered() -> bool:
-            journey = await admin_json(
-                broker.namesrv, "messageTrace", "--msg-id", sent.offset_msg_id
-            )
+            journey = await admin_json(broker, "messageTrace", "--msg-id", sent.offset_msg_id)
             return any(e["event"] == "dead_lettered" for e in journey["events"])
 
         await poll_until(dead_lettered, 30, "dead-lettering")  # the broker announces it to nobody
         await c.shutdown()
         assert len(collector.received) == 3
-        (status,) = await admin_json(broker.namesrv, "topicStatus", "-t", "%DLQ%G")
+        (status,) = await admin_json(broker, "topicStatus", "-t", "%DLQ%G")
         assert status["maxOffset"] == 1
         refused = await trio.run_process(
             [
