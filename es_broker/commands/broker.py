@@ -703,10 +703,10 @@ class Broker:
         now = self.store.clock.now_ms()
         if self.config.brokerRole == "SLAVE":
             return transaction.CheckPass((), 0, False, now)
-        recorded, done = await self._record_unless_full(
-            transaction.check_pass_job(self.store, live)
-        )
-        return done if recorded and done is not None else transaction.CheckPass((), 0, False, now)
+        done = await self._record_unless_full(transaction.check_pass_job(self.store, live))
+        if done is Unrecorded.DISK_FULL:
+            return transaction.CheckPass((), 0, False, now)
+        return done
 
     def open_transactions(self, group: str | None = None) -> list[dict[str, Any]]:
         """The open transactions, optionally of one producer group (B-232)."""
