@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -98,3 +99,18 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
         await broker.update_group({"groupName": args[0], "retryQueueNums": args[1]})
     elif kind == "tick":
         clock.advance(args[0])
+
+
+def small_history(path: str | os.PathLike[str]) -> None:
+    """A data directory holding a few records of each common kind: topic, sends, commit, pull."""
+    trio.run(
+        run_history,
+        str(path),
+        [
+            ("topic", "T1", 2, 6),
+            ("send", "T1", 0, b"x", "A"),
+            ("batch", "T1", 1, 3),
+            ("commit", "G1", "T1", 0, 1),
+            ("pull", "G1", "T1", 1, 0, True),
+        ],
+    )

@@ -11,9 +11,7 @@ copy of broker-a's records counted once.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import pytest
 
 from es_broker.client.remoting_client import RemotingClient
 from tests.ha_fixtures import _BROKER, Wire, caught_up, start, start_cluster, wait_until, write_conf
+from tests.helpers import cli_checked
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -36,19 +35,6 @@ import offsets_at  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 TOPIC, GROUP, QUEUES = "ClusterTopic", "ClusterGroup", 4
-
-
-def cli(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -113,15 +99,19 @@ async def test_b207_a_cluster_export_gives_the_union_of_the_brokers_and_counts_t
         ("broker-b", 0): tmp_path / "master-b",
     }
     at = max(
-        json.loads(cli("offsets", "--data-dir", str(d), "--group", GROUP, "--at", "now", "--json"))[
-            "at"
-        ]
+        json.loads(
+            cli_checked(
+                "offsets", "--data-dir", str(d), "--group", GROUP, "--at", "now", "--json"
+            ).stdout
+        )["at"]
         for d in dirs.values()
     )
     union = set()
     for broker, data in (("broker-a", dirs[("broker-a", 0)]), ("broker-b", dirs[("broker-b", 0)])):
         answer = json.loads(
-            cli("offsets", "--data-dir", str(data), "--group", GROUP, "--at", str(at), "--json")
+            cli_checked(
+                "offsets", "--data-dir", str(data), "--group", GROUP, "--at", str(at), "--json"
+            ).stdout
         )
         union |= {(broker, GROUP, r["topic"], r["queue_id"], r["offset"]) for r in answer["queues"]}
     assert {(b_, q, o) for b_, _, _, q, o in union} == {
@@ -130,7 +120,7 @@ async def test_b207_a_cluster_export_gives_the_union_of_the_brokers_and_counts_t
 
     root = tmp_path / "export"
     for (broker, node), data in dirs.items():
-        cli(
+        cli_checked(
             "export",
             "--data-dir",
             str(data),
@@ -160,7 +150,7 @@ async def test_b207_a_cluster_export_gives_the_union_of_the_brokers_and_counts_t
 
     # broker-a's records come from its master and its slave, and are counted once
     alone = tmp_path / "export-a"
-    cli("export", "--data-dir", str(dirs[("broker-a", 0)]), "--out", str(alone))
+    cli_checked("export", "--data-dir", str(dirs[("broker-a", 0)]), "--out", str(alone))
     single = esb_spark.Input(spark, export_dir=str(alone))
     for family in ("offsets", "messages", "resets"):
         combined = source.family(family).where(F.col("broker") == "broker-a")
