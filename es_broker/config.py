@@ -10,6 +10,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 SYNC_FLUSH = "SYNC_FLUSH"
 ASYNC_FLUSH = "ASYNC_FLUSH"
@@ -184,7 +185,7 @@ class BrokerConfig:
             out.append(int(item[:-1]) * units[unit])
         return out
 
-    def replace(self, **changes: object) -> BrokerConfig:
+    def replace(self, **changes: Any) -> BrokerConfig:
         return dataclasses.replace(self, **changes)
 
 

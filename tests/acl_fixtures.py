@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from es_broker.acl.signing import Credentials
+from es_broker.client.remoting_client import RemotingClient
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand
+from tests.ha_fixtures import Wire
+from tests.process_fixtures import ServedBroker
 
+ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
 ADMIN = Credentials("AdminKey01", "AdminSecret01")
 PRODUCER = Credentials("ProducerKey", "ProducerSecret")  # PUB on TopicA, SUB on GroupA
 WRONG_SECRET = Credentials("ProducerKey", "NotTheSecret")
@@ -52,3 +58,28 @@ def acl_conf(
     conf = tmp / "broker.conf"
     conf.write_text("\n".join(lines) + "\n")
     return conf, acl_file
+
+
+def wire(nursery, credentials: Credentials | None) -> Wire:
+    """Our remoting client, signing with `credentials` (None: unsigned)."""
+    return Wire(RemotingClient(nursery, credentials=credentials))
+
+
+async def topics(nursery, broker: ServedBroker, *names: str) -> None:
+    """Create the topics (4 queues each) as the admin account."""
+    admin = wire(nursery, ADMIN)
+    for name in names:
+        await admin.create_topic(broker.broker, name, 4)
+
+
+async def max_offset(nursery, broker: ServedBroker, topic: str, queue_id: int = 0) -> int:
+    r = await wire(nursery, ADMIN).ok(
+        broker.broker, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id}
+    )
+    return r.require_long("offset")
+
+
+def refused(r: RemotingCommand, message: str) -> None:
+    """The ACL refusal RocketMQ gives: SYSTEM_ERROR with the AclException's message."""
+    assert r.code == ResponseCode.SYSTEM_ERROR, (r.code, r.remark)
+    assert r.remark is not None and r.remark.startswith(ACL_EXCEPTION + message), r.remark

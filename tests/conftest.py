@@ -47,5 +47,7 @@ def anyio_backend():
 
 __all__ = ["START", "make_topic", "trio"]
 
+from tests.credential_fixtures import recorded  # noqa: E402,F401  (a broker recording its requests)
 from tests.process_fixtures import process_running, served  # noqa: E402,F401  (a broker in a real process)
 from tests.server_fixtures import running  # noqa: E402,F401  (a whole broker over TCP, in process)
+from tests.tls_fixtures import certs  # noqa: E402,F401  (a throwaway CA and server certificate)

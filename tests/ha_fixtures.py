@@ -9,12 +9,10 @@ or broker state, never a fixed sleep.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,16 +22,13 @@ from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
+from tests.helpers import cli_checked, wait_until
+from tests.process_fixtures import _env
 from tests.waiting import poll_until
 
-ROOT = Path(__file__).resolve().parents[1]
 _NAMESRV = re.compile(r"name server listening on (\S+)")
 _BROKER = re.compile(r"listening on (\S+), data in")
 START_TIMEOUT = 20.0
-
-
-def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(ROOT))
 
 
 @dataclass
@@ -366,11 +361,6 @@ class Wire:
         return {int(k): v for k, v in data["brokerAddrs"].items()}
 
 
-async def wait_until(what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Re-ask an async check until it returns something truthy; fail after timeout."""
-    return await poll_until(check, timeout, what)
-
-
 async def caught_up(w: Wire, master: str, slave: str) -> bool:
     """The slave holds every record the master has, and the master has nothing newer in flight."""
     m, s = await w.runtime(master), await w.runtime(slave)
@@ -384,3 +374,27 @@ async def caught_up(w: Wire, master: str, slave: str) -> bool:
 
 def bodies(response: RemotingCommand) -> list[wire.StoredMessage]:
     return wire.decode_all(response.body) if response.code == ResponseCode.SUCCESS else []
+
+
+SLOW_MACHINE_MS = (
+    10_000  # slaveTimeout where a test needs every send acknowledged, even on a loaded machine
+)
+
+
+async def verify_identical(cluster: Cluster, w: Wire) -> None:
+    """Stop both brokers once the slave holds the master's last record; `verify --against` must agree."""
+    await wait_until(
+        "the slave holding the master's last record",
+        lambda: caught_up(w, cluster.master.addr, cluster.slave.addr),
+    )
+    cluster.master.stop()
+    cluster.slave.stop()
+    done = cli_checked(
+        "verify",
+        "--data-dir",
+        str(cluster.master_dir),
+        "--against",
+        str(cluster.slave_dir),
+        timeout=60,
+    )
+    assert done.stdout.startswith("OK: every projection of")

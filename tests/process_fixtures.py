@@ -28,6 +28,14 @@ class ServedBroker:
     broker: str
     data_dir: Path
 
+    @property
+    def namesrv_addr(self) -> str:
+        return self.namesrv
+
+    @property
+    def addr(self) -> str:
+        return self.broker
+
     def admin(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """Run `es-broker admin -n NAMESRV ...` and return the finished process."""
         done = subprocess.run(

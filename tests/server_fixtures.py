@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,13 +47,25 @@ class Running:
         assert response.code == 0, response.remark
 
 
+QUICK_DELAYS = " ".join(["1s"] * 18)  # every delay level 1 s: a retry comes back soon
+
+
+def in_process_config(data_dir: Path, **settings: Any) -> BrokerConfig:
+    """A broker's config for a test: free port, fixed RAM (so the in-memory verdicts of B-38 are
+    the same on every machine)."""
+    return BrokerConfig(
+        storePathRootDir=str(data_dir),
+        listenPort=0,
+        total_physical_memory_bytes=1024**3,
+        **settings,
+    )
+
+
 @pytest.fixture
 async def running(tmp_path, nursery) -> Running:
     namesrv_port = await nursery.start(NameServerRole().run, "127.0.0.1", 0)
     namesrv = f"127.0.0.1:{namesrv_port}"
-    config = BrokerConfig(
-        storePathRootDir=str(tmp_path / "broker"), listenPort=0, total_physical_memory_bytes=1024**3
-    )
+    config = in_process_config(tmp_path / "broker")
     server = await nursery.start(BrokerServer(config, [namesrv]).run, "127.0.0.1")
     yield Running(server, namesrv, RemotingClient(nursery))
     nursery.cancel_scope.cancel()

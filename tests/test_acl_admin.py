@@ -29,17 +29,25 @@ from es_broker.client import (
 )
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.producer import ClientError
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.requests import shape_of
 from es_broker.server.acl_processors import MASK, NOT_ENABLED, AclProcessors
-from tests.acl_fixtures import ACL_YAML, ADMIN, PRODUCER, WRONG_SECRET, acl_conf
+from tests.acl_fixtures import (
+    ACL_EXCEPTION,
+    ACL_YAML,
+    ADMIN,
+    PRODUCER,
+    WRONG_SECRET,
+    acl_conf,
+    max_offset,
+    topics,
+    wire,
+)
 from tests.ha_fixtures import Wire
 from tests.process_fixtures import ServedBroker, serve
 from tests.waiting import poll_until
 
-ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
 NEW = Credentials("NewAccount1", "NewSecret001")
 ADMIN_FLAGS = ("--access-key", ADMIN.access_key, "--secret-key", ADMIN.secret_key)
 FAST = PushConsumerConfig(
@@ -66,29 +74,12 @@ def acl_admin_broker(tmp_path_factory) -> Iterator[ServedBroker]:
         yield broker
 
 
-def wire(nursery, credentials: Credentials | None) -> Wire:
-    return Wire(RemotingClient(nursery, credentials=credentials))
-
-
 def refused(remark: str | None, message: str) -> None:
     assert remark is not None and ACL_EXCEPTION + message in remark, remark
 
 
-async def max_offset(nursery, broker: ServedBroker, topic: str, queue_id: int) -> int:
-    r = await wire(nursery, ADMIN).ok(
-        broker.broker, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id}
-    )
-    return r.require_long("offset")
-
-
 async def total(nursery, broker: ServedBroker, topic: str) -> int:
     return sum([await max_offset(nursery, broker, topic, q) for q in range(4)])
-
-
-async def topics(nursery, broker: ServedBroker, *names: str) -> None:
-    admin = wire(nursery, ADMIN)
-    for name in names:
-        await admin.create_topic(broker.broker, name, 4)
 
 
 async def producer(nursery, broker: ServedBroker, credentials: Credentials | None) -> Producer:

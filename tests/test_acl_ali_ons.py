@@ -20,8 +20,11 @@ from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
 from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf
+from tests.interop_fixtures import INTEROP_DIR, NEEDS_ALI_ONS, NODE
 from tests.process_fixtures import ServedBroker, serve
-from tests.test_interop_ali_ons import INTEROP_DIR, NODE, pytestmark  # noqa: F401 (the same skips)
+
+pytestmark = NEEDS_ALI_ONS
+
 
 TIMEOUT = 40
 

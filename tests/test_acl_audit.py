@@ -6,8 +6,6 @@ answered by `es-broker acl`.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,9 +23,19 @@ from es_broker.commands.acl_audit import DENIED, LOADED, ROWS_MAX, AclAudit, acc
 from es_broker.commands.errors import ServiceNotAvailable
 from es_broker.log import RecordLog
 from es_broker.remoting.codes import RequestCode
-from tests.acl_fixtures import ACL_YAML, ACL_YAML_TOPIC_C, ADMIN, PRODUCER, WRONG_SECRET, acl_conf
-from tests.process_fixtures import ROOT, _env, serve
-from tests.test_acl_process import refused, topics, wire
+from tests.acl_fixtures import (
+    ACL_YAML,
+    ACL_YAML_TOPIC_C,
+    ADMIN,
+    PRODUCER,
+    WRONG_SECRET,
+    acl_conf,
+    refused,
+    topics,
+    wire,
+)
+from tests.helpers import cli_checked
+from tests.process_fixtures import serve
 from tests.waiting import poll_until
 
 SECRETS = (PRODUCER.secret_key.encode(), ADMIN.secret_key.encode())
@@ -53,22 +61,9 @@ def _refused_by_who(data_dir: Path) -> Counter:
     return out
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
-
-
 def _acl_verb(data_dir: Path, at: int, topic: str, group: str | None = None) -> dict:
     extra = ("--group", group) if group else ()
-    out = _cli(
+    out = cli_checked(
         "acl",
         "--data-dir",
         str(data_dir),
@@ -152,7 +147,7 @@ async def test_b190_b194_loads_and_refusals_of_a_running_broker_are_records(tmp_
             content = path.read_bytes()
             assert not any(s in content for s in SECRETS), path
 
-    _cli("verify", "--data-dir", str(data))  # replay rebuilds every projection byte for byte
+    cli_checked("verify", "--data-dir", str(data))  # replay rebuilds every projection byte for byte
 
     before = _acl_verb(data, before_change, "TopicC", "GroupA")
     after = _acl_verb(data, after_change, "TopicC", "GroupA")
@@ -176,13 +171,13 @@ async def test_b190_b194_loads_and_refusals_of_a_running_broker_are_records(tmp_
     for d in before["denials"]:
         listed[d["who"]] += d["count"]
     assert listed == wanted
-    table = _cli(
+    table = cli_checked(
         "acl", "--data-dir", str(data), "--topic", "TopicC", "--at", str(after_change)
     ).stdout
     assert "ProducerKey" in table and "file change" in table and "10.255.255.*" in table
 
     out = tmp_path / "export"
-    _cli("export", "--data-dir", str(data), "--out", str(out))
+    cli_checked("export", "--data-dir", str(data), "--out", str(out))
     changes = (
         ds.dataset(out / "acl_changes", format="parquet", partitioning="hive")
         .to_table()

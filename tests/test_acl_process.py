@@ -13,16 +13,22 @@ from pathlib import Path
 import pytest
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
-from es_broker.remoting.command import RemotingCommand
-from tests.acl_fixtures import ACL_YAML, ACL_YAML_TOPIC_C, ADMIN, PRODUCER, WRONG_SECRET, acl_conf
-from tests.ha_fixtures import Wire
+from tests.acl_fixtures import (
+    ACL_YAML,
+    ACL_YAML_TOPIC_C,
+    ADMIN,
+    PRODUCER,
+    WRONG_SECRET,
+    acl_conf,
+    max_offset,
+    refused,
+    topics,
+    wire,
+)
 from tests.process_fixtures import ROOT, ServedBroker, _env, serve
 from tests.waiting import poll_until
-
-ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
 
 
 @pytest.fixture(scope="module")
@@ -31,28 +37,6 @@ def acl_broker(tmp_path_factory) -> Iterator[ServedBroker]:
     conf, _ = acl_conf(tmp)
     with serve(tmp / "data", "--config", str(conf), "--readmodel-url", "none") as broker:
         yield broker
-
-
-def wire(nursery, credentials: Credentials | None) -> Wire:
-    return Wire(RemotingClient(nursery, credentials=credentials))
-
-
-async def topics(nursery, broker: ServedBroker, *names: str) -> None:
-    admin = wire(nursery, ADMIN)
-    for name in names:
-        await admin.create_topic(broker.broker, name, 4)
-
-
-async def max_offset(nursery, broker: ServedBroker, topic: str, queue_id: int = 0) -> int:
-    r = await wire(nursery, ADMIN).ok(
-        broker.broker, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id}
-    )
-    return r.require_long("offset")
-
-
-def refused(r: RemotingCommand, message: str) -> None:
-    assert r.code == ResponseCode.SYSTEM_ERROR, (r.code, r.remark)
-    assert r.remark is not None and r.remark.startswith(ACL_EXCEPTION + message), r.remark
 
 
 # ------------------------------------------------------------------ produce and consume

@@ -12,7 +12,8 @@ import pytest
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting.codes import ResponseCode
 from tests.acl_fixtures import ACL_YAML, ADMIN, PRODUCER
-from tests.ha_fixtures import Wire, caught_up, start_cluster, wait_until
+from tests.ha_fixtures import Wire, caught_up, start_cluster
+from tests.helpers import wait_until
 from tests.waiting import poll_until
 
 

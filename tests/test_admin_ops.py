@@ -16,9 +16,8 @@ import pytest
 
 from es_broker.cli import build_parser
 from es_broker.client import Producer, PushConsumer
+from tests.helpers import FAST, Collector, admin_json, cli_ok, topic_ready
 from tests.process_fixtures import serve
-from tests.test_client_consumer import FAST, Collector
-from tests.test_offsets_e2e import admin_json, cli, topic
 
 # (short, long) of each verb's options in mqadmin 4.9.8, tools/src/main/java/org/apache/rocketmq/
 # tools/command/.../*.java, buildCommandlineOptions. printMsg's and consumeMessage's long names
@@ -203,23 +202,23 @@ def test_b265_print_msg_and_consume_message_read_a_topics_queues(served):
 
 async def test_b266_query_by_unique_key_producer_connection_and_consumer_status(tmp_path, nursery):
     with serve(tmp_path / "data") as broker:
-        await topic(broker, 1)
+        await topic_ready(broker, "T", 1)
         producer = Producer(broker.namesrv, "PG", client_ip="127.0.0.1", instance_name="p1")
         await producer.start(nursery)
         try:
             sent = await producer.send("T", b"hello", tags="TagA", keys="k1")
-            connections = await cli(
+            connections = await cli_ok(
                 "admin", "-n", broker.namesrv, "producerConnection", "-g", "PG", "-t", "T"
             )
-            (line,) = connections.stdout.decode().splitlines()
+            (line,) = connections.stdout.splitlines()
             assert line.startswith("0001  127.0.0.1@p1") and line.endswith("V4_9_8")
         finally:
             await producer.shutdown()
 
-        done = await cli(
+        done = await cli_ok(
             "admin", "-n", broker.namesrv, "queryMsgByUniqueKey", "-i", sent.msg_id, "-t", "T"
         )
-        out = done.stdout.decode()
+        out = done.stdout
         assert f"{'Topic:':<20} T\n" in out and f"{'Tags:':<20} [TagA]\n" in out
         assert f"{'Keys:':<20} [k1]\n" in out
         body_path = out.split("Message Body Path:")[1].strip()
@@ -245,8 +244,8 @@ async def test_b266_query_by_unique_key_producer_connection_and_consumer_status(
             assert client["clientId"] == "127.0.0.1@c1"
             assert json.loads(Path(client["file"]).read_text())["subscriptionSet"]
             table = (
-                await cli("admin", "-n", broker.namesrv, "consumerStatus", "-g", "G")
-            ).stdout.decode()
+                await cli_ok("admin", "-n", broker.namesrv, "consumerStatus", "-g", "G")
+            ).stdout
             assert table.splitlines()[0].split() == [
                 "#Index",
                 "#ClientId",

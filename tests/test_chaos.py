@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -38,7 +37,8 @@ from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from tests.chaos_load import ANY, QUEUES, TOPIC, Consumer, Ledger, Producer, WireSession, run_worker
-from tests.ha_fixtures import _BROKER, ROOT, _env, start
+from tests.ha_fixtures import _BROKER, start
+from tests.helpers import cli_ok
 from tests.waiting import poll_until
 
 ROUNDS = int(os.environ.get("ES_BROKER_CHAOS_ROUNDS", "6"))
@@ -62,21 +62,6 @@ def write_conf(path: Path, flush: str) -> Path:
         "reset_scope=read_queues\n"
     )
     return path
-
-
-async def cli(*args: str) -> str:
-    done = await trio.run_process(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_stdout=True,
-        capture_stderr=True,
-        env=_env(),
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 0, (
-        f"es-broker {' '.join(args)} exited {done.returncode}: {done.stderr.decode()}"
-    )
-    return done.stdout.decode()
 
 
 def serve_args(data_dir: Path, conf: Path) -> list[str]:
@@ -273,9 +258,18 @@ async def check_offsets(
     history: Counter = Counter()
     for group in GROUPS:
         doc = json.loads(
-            await cli(
-                "history", "--group", group, "--topic", TOPIC, "--json", "--data-dir", str(data_dir)
-            )
+            (
+                await cli_ok(
+                    "history",
+                    "--group",
+                    group,
+                    "--topic",
+                    TOPIC,
+                    "--json",
+                    "--data-dir",
+                    str(data_dir),
+                )
+            ).stdout
         )
         last: dict[int, int] = {}
         for e in doc["entries"]:
@@ -349,7 +343,7 @@ async def test_sigkill_under_mixed_load_loses_nothing_acknowledged_in_either_flu
         finally:
             proc.stop()
         assert proc.process.returncode == 0, proc.text()[-2000:]
-        await cli("verify", "--data-dir", str(data_dir))  # exits 1 on the first differing key
+        await cli_ok("verify", "--data-dir", str(data_dir))  # exits 1 on the first differing key
         offsets_lost, positions = await check_offsets(data_dir, ledger, live)
         lost += round_lost + offsets_lost
         print(

@@ -13,7 +13,7 @@ import termios
 import pytest
 
 from tests.process_fixtures import ROOT, _env
-from tests.test_cli_replay_verify import history
+from tests.replay_histories import small_history
 
 
 def run_on_terminal(*args: str) -> tuple[int, str, str]:
@@ -56,7 +56,7 @@ def test_b208_long_work_draws_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_p
     if verb == "export":
         pytest.importorskip("pyarrow")
     data = tmp_path / "d"
-    history(data)
+    small_history(data)
     code, _, terminal = run_on_terminal(*command(verb, data, tmp_path / "on-terminal"))
     assert code == 0, terminal
     last = terminal.replace("\r", "\n").strip().splitlines()[-1]

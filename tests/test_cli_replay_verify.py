@@ -2,52 +2,22 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-import trio
-
 from es_broker.commands.broker import Broker
 from es_broker.config import BrokerConfig
 from es_broker.projections.keys import I64, offset_key
-from tests.process_fixtures import ROOT, _env
-from tests.test_replay_property import run_history
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=ROOT,
-        timeout=120,
-    )
-
-
-def history(path) -> None:
-    trio.run(
-        run_history,
-        str(path),
-        [
-            ("topic", "T1", 2, 6),
-            ("send", "T1", 0, b"x", "A"),
-            ("batch", "T1", 1, 3),
-            ("commit", "G1", "T1", 0, 1),
-            ("pull", "G1", "T1", 1, 0, True),
-        ],
-    )
+from tests.helpers import cli
+from tests.replay_histories import small_history
 
 
 def test_verify_passes_on_a_live_directory(tmp_path):
-    history(tmp_path / "d")
+    small_history(tmp_path / "d")
     done = cli("verify", "--data-dir", str(tmp_path / "d"))
     assert done.returncode == 0, done.stderr
     assert "OK: every projection" in done.stdout
 
 
 def test_replay_into_a_new_directory_then_verify_against_it(tmp_path):
-    history(tmp_path / "d")
+    small_history(tmp_path / "d")
     done = cli("replay", "--data-dir", str(tmp_path / "d"), "--into", str(tmp_path / "r"))
     assert done.returncode == 0 and "replayed" in done.stdout
     assert (
@@ -59,7 +29,7 @@ def test_replay_into_a_new_directory_then_verify_against_it(tmp_path):
 
 
 def test_verify_prints_the_first_differing_key_and_exits_1(tmp_path):
-    history(tmp_path / "d")
+    small_history(tmp_path / "d")
     broker = Broker.open(tmp_path / "d", BrokerConfig(storePathRootDir=str(tmp_path / "d")))
     with broker.store.log.env.begin(write=True) as txn:  # damage a projection behind the log's back
         txn.put(offset_key("T1", "G1", 0), I64.pack(42), db=broker.store.offsets.db)
@@ -70,7 +40,7 @@ def test_verify_prints_the_first_differing_key_and_exits_1(tmp_path):
 
 
 def test_replay_refuses_a_directory_that_holds_a_log(tmp_path):
-    history(tmp_path / "d")
-    history(tmp_path / "e")
+    small_history(tmp_path / "d")
+    small_history(tmp_path / "e")
     done = cli("replay", "--data-dir", str(tmp_path / "d"), "--into", str(tmp_path / "e"))
     assert done.returncode == 2 and "already holds a broker log" in done.stderr

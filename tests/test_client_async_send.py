@@ -10,7 +10,7 @@ from es_broker.client import Message, Producer, SendStatus
 from es_broker.client.producer import ClientError
 from es_broker.client.selectors import by_hash, hash_index, java_hash_code, java_string_hash
 from es_broker.remoting.bodies import MessageQueue
-from tests.test_client_consumer import topic_ready
+from tests.helpers import topic_ready
 
 # String#hashCode computed by the definition s[0]*31^(n-1) + ... + s[n-1] in 32-bit two's
 # complement (java.lang.String javadoc); e.g. "hello" = 99162322, "polygenelubricants" = MIN_VALUE.

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-import trio
 
-from es_broker.client import (
-    ConsumeFromWhere,
-    ConsumeResult,
-    MessageModel,
-    Producer,
-    PushConsumer,
-    PushConsumerConfig,
-    ReceivedMessage,
-)
+from es_broker.client import ConsumeFromWhere, ConsumeResult, MessageModel, Producer, PushConsumer
 from es_broker.client.offset_store import LocalFileOffsetStore
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.commands.messages import MessageIn
@@ -26,20 +16,19 @@ from es_broker.remoting.bodies import ConsumerRunningInfo, MessageQueue, TopicRo
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.server.main import BrokerServer, NameServerRole
-from tests.server_fixtures import Running
-from tests.waiting import poll_until
-
-# RocketMQ's timers, shortened so a test takes a moment instead of minutes.
-FAST = PushConsumerConfig(
-    rebalance_interval=0.5,
-    persist_consumer_offset_interval=0.1,
-    persist_consumer_offset_delay=0.1,
-    pull_time_delay_when_exception=0.05,
-    offset_illegal_delay=0.2,
-    reset_offset_wait=0.2,
-    consume_later_delay=0.1,
+from tests.helpers import (
+    FAST,
+    TIMEOUT,
+    Collector,
+    consumer,
+    max_offsets,
+    produce,
+    stored,
+    topic_ready,
+    wait_until,
 )
-TIMEOUT = 15.0
+from tests.server_fixtures import QUICK_DELAYS, Running, in_process_config
+from tests.waiting import poll_until
 
 
 @pytest.fixture
@@ -47,12 +36,7 @@ async def quick_delays(tmp_path, nursery) -> Running:
     """`running` with every delay level 1 s, so a retry (level 3 + rt, B-92) comes back soon."""
     namesrv_port = await nursery.start(NameServerRole().run, "127.0.0.1", 0)
     namesrv = f"127.0.0.1:{namesrv_port}"
-    config = BrokerConfig(
-        storePathRootDir=str(tmp_path / "broker"),
-        listenPort=0,
-        total_physical_memory_bytes=1024**3,
-        messageDelayLevel=" ".join(["1s"] * 18),
-    )
+    config = in_process_config(tmp_path / "broker", messageDelayLevel=QUICK_DELAYS)
     server = await nursery.start(BrokerServer(config, [namesrv]).run, "127.0.0.1")
     yield Running(server, namesrv, RemotingClient(nursery))
     nursery.cancel_scope.cancel()
@@ -73,75 +57,12 @@ async def read_only_a_and_writable_b(tmp_path, nursery) -> TwoBrokers:
     namesrv = f"127.0.0.1:{namesrv_port}"
     servers = []
     for name, perm in (("broker-a", 4), ("broker-b", 6)):
-        config = BrokerConfig(
-            storePathRootDir=str(tmp_path / name),
-            listenPort=0,
-            brokerName=name,
-            brokerPermission=perm,
-            total_physical_memory_bytes=1024**3,
-            messageDelayLevel=" ".join(["1s"] * 18),
+        config = in_process_config(
+            tmp_path / name, brokerName=name, brokerPermission=perm, messageDelayLevel=QUICK_DELAYS
         )
         servers.append(await nursery.start(BrokerServer(config, [namesrv]).run, "127.0.0.1"))
     yield TwoBrokers(namesrv, servers[0], servers[1], RemotingClient(nursery))
     nursery.cancel_scope.cancel()
-
-
-class Signal:
-    """Wakes waiters whenever something they watch may have changed."""
-
-    def __init__(self) -> None:
-        self._event = trio.Event()
-
-    def fire(self) -> None:
-        self._event.set()
-        self._event = trio.Event()
-
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-        with trio.fail_after(timeout):
-            while True:
-                event = self._event  # taken before the check, so no change is missed
-                if predicate():
-                    return
-                await event.wait()
-
-
-class Collector:
-    """A handler recording every delivery; `decide` answers per message (any failure fails the batch)."""
-
-    def __init__(
-        self,
-        decide: Callable[[ReceivedMessage], ConsumeResult] | None = None,
-        signal: Signal | None = None,
-    ) -> None:
-        self.received: list[ReceivedMessage] = []
-        self.decide = decide or (lambda msg: ConsumeResult.SUCCESS)
-        self.signal = signal or Signal()
-
-    async def __call__(self, msgs: list[ReceivedMessage]) -> ConsumeResult:
-        self.received.extend(msgs)
-        self.signal.fire()
-        results = {self.decide(m) for m in msgs}
-        return (
-            ConsumeResult.RECONSUME_LATER
-            if ConsumeResult.RECONSUME_LATER in results
-            else ConsumeResult.SUCCESS
-        )
-
-    def bodies(self) -> Counter[bytes]:
-        return Counter(m.body for m in self.received)
-
-    async def wait_for(
-        self, predicate: Callable[[list[ReceivedMessage]], bool], timeout: float = TIMEOUT
-    ) -> None:
-        await self.signal.wait_for(lambda: predicate(self.received), timeout)
-
-    async def wait_count(self, n: int, timeout: float = TIMEOUT) -> None:
-        await self.wait_for(lambda received: len(received) >= n, timeout)
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-    """Bounded wait on broker state (which offers no event to wait on)."""
-    await poll_until(predicate, timeout, "broker state")
 
 
 async def route_of(running, topic: str) -> TopicRouteData | None:
@@ -149,43 +70,6 @@ async def route_of(running, topic: str) -> TopicRouteData | None:
         running.namesrv_addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     )
     return TopicRouteData.decode(response.body) if response.code == ResponseCode.SUCCESS else None
-
-
-async def topic_ready(running, topic: str, queues: int = 4, perm: int = 6) -> str:
-    """Create the topic and wait until the name server routes it as created."""
-    await running.create_topic(topic, queues, perm)
-
-    async def routed() -> bool:
-        route = await route_of(running, topic)
-        return bool(route) and [(q.write_queue_nums, q.perm) for q in route.queue_datas] == [
-            (queues, perm)
-        ]
-
-    await poll_until(routed, TIMEOUT, f"route of {topic}")
-    return topic
-
-
-def consumer(running, group: str, handler, subscriptions: dict[str, str], **kw) -> PushConsumer:
-    kw.setdefault("config", FAST)
-    kw.setdefault("client_ip", "127.0.0.1")
-    return PushConsumer(running.namesrv_addr, group, handler, subscriptions=subscriptions, **kw)
-
-
-async def produce(running, nursery, topic: str, bodies: list[bytes], **kw) -> list:
-    producer = Producer(running.namesrv_addr, "PG", client_ip="127.0.0.1")
-    await producer.start(nursery)
-    try:
-        return [await producer.send(topic, body, **kw) for body in bodies]
-    finally:
-        await producer.shutdown()
-
-
-def stored(running, group: str, topic: str, queues: int) -> list[int]:
-    return [running.server.broker.stored_offset(group, topic, q) for q in range(queues)]
-
-
-def max_offsets(running, topic: str, queues: int) -> list[int]:
-    return [running.server.broker.max_offset(topic, q) for q in range(queues)]
 
 
 # ---------------------------------------------------------------------- consume and commit
@@ -201,7 +85,9 @@ async def test_b042_every_message_is_consumed_once_and_offsets_reach_the_broker(
     await collector.wait_count(40)
     assert collector.bodies() == Counter(bodies)
     # the sliding window ends one past the last message of each queue (B-42), persisted every interval (B-41)
-    await wait_until(lambda: stored(running, "G", "T", 4) == max_offsets(running, "T", 4))
+    await wait_until(
+        "broker state", lambda: stored(running, "G", "T", 4) == max_offsets(running, "T", 4)
+    )
     await c.shutdown()
     assert sum(max_offsets(running, "T", 4)) == 40
 
@@ -213,7 +99,9 @@ async def test_b046_a_group_with_committed_offsets_resumes_from_them(running, nu
     c = consumer(running, "G", first, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     await first.wait_count(3)
-    await wait_until(lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2))
+    await wait_until(
+        "broker state", lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2)
+    )
     await c.shutdown()
 
     await produce(running, nursery, "T", [b"new1", b"new2"])
@@ -228,7 +116,9 @@ async def test_b046_a_group_with_committed_offsets_resumes_from_them(running, nu
     )
     await c.start(nursery)
     await second.wait_count(2)
-    await wait_until(lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2))
+    await wait_until(
+        "broker state", lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2)
+    )
     await c.shutdown()
     assert sorted(second.bodies()) == [b"new1", b"new2"]
 
@@ -258,7 +148,9 @@ async def test_b066_tag_filter_delivers_only_subscribed_tags_and_commits_past_th
     )
     await c.start(nursery)
     await collector.wait_count(6)
-    await wait_until(lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2))
+    await wait_until(
+        "broker state", lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2)
+    )
     await c.shutdown()
     assert sorted(collector.bodies()) == [f"a{i}".encode() for i in range(6)]
     assert {m.tags for m in collector.received} == {"TagA"}
@@ -343,7 +235,7 @@ async def test_b043_broadcasting_keeps_offsets_in_the_local_file_not_on_the_brok
         MessageQueue("T", "broker-a", q): off for q, off in enumerate(max_offsets(running, "T", 2))
     }
     store = LocalFileOffsetStore(tmp_path, "127.0.0.1@c1", "G")
-    await wait_until(lambda: path.exists() and store._read_file() == wanted)
+    await wait_until("broker state", lambda: path.exists() and store._read_file() == wanted)
     await c.shutdown()
     assert stored(running, "G", "T", 2) == [-1, -1]  # no commit flag, no UPDATE (B-43)
     assert "offsetTable" in path.read_text()
@@ -391,7 +283,7 @@ async def test_b099_a_failed_message_comes_back_with_its_topic_and_one_more_reco
     assert second.properties["ORIGIN_MESSAGE_ID"] in (sent.msg_id, sent.offset_msg_id)
     # the original queue's offset moved past the failed message: it was handed over (B-87)
     q = sent.queue.queue_id
-    await wait_until(lambda: running.server.broker.stored_offset("G", "T", q) == 1)
+    await wait_until("broker state", lambda: running.server.broker.stored_offset("G", "T", q) == 1)
 
 
 async def test_b089_when_send_back_and_resend_both_fail_the_message_is_consumed_again_locally(
@@ -411,7 +303,7 @@ async def test_b089_when_send_back_and_resend_both_fail_the_message_is_consumed_
     assert [
         (m.topic, m.queue.topic, m.queue_offset, m.reconsume_times) for m in collector.received[:3]
     ] == [("T", "T", 0, 0), ("T", "T", 0, 1), ("T", "T", 0, 2)]
-    await wait_until(lambda: stored(running, "G", "T", 1) == [1])
+    await wait_until("broker state", lambda: stored(running, "G", "T", 1) == [1])
     await c.shutdown()
 
 
@@ -431,7 +323,9 @@ async def test_b087_broadcasting_drops_failed_messages(running, nursery, tmp_pat
     )
     await c.start(nursery)
     await collector.wait_count(2)
-    await wait_until(lambda: c.offset_store.offsets().get(MessageQueue("T", "broker-a", 0)) == 2)
+    await wait_until(
+        "broker state", lambda: c.offset_store.offsets().get(MessageQueue("T", "broker-a", 0)) == 2
+    )
     await c.shutdown()
     assert collector.bodies() == Counter({b"once": 1, b"twice": 1})
 
@@ -556,7 +450,7 @@ async def test_b067_an_offset_beyond_max_is_corrected_to_max_and_consumption_goe
     c = consumer(running, "G", collector, {"T": "*"}, instance_name="c1")
     await c.start(nursery)
     # pull(50) -> OFFSET_ILLEGAL, next 2 -> after the delay the client commits 2 (B-67, B-60)
-    await wait_until(lambda: stored(running, "G", "T", 1) == [2])
+    await wait_until("broker state", lambda: stored(running, "G", "T", 1) == [2])
     await produce(running, nursery, "T", [b"after"])
     await collector.wait_count(1)
     await c.shutdown()

@@ -10,14 +10,13 @@ import argparse
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import trio
 
 from es_broker import cli
-from es_broker.acl.signing import ACCESS_KEY, SIGNATURE, verify
+from es_broker.acl.signing import ACCESS_KEY, verify
 from es_broker.cli.credentials import CredentialsError, admin_credentials, read_tools_yml
 from es_broker.client import (
     ClientConfig,
@@ -26,123 +25,32 @@ from es_broker.client import (
     Credentials,
     Producer,
     PushConsumer,
-    PushConsumerConfig,
     ReceivedMessage,
 )
 from es_broker.client.admin import Admin
-from es_broker.client.remoting_client import RemotingClient
-from es_broker.config import BrokerConfig
 from es_broker.remoting.codes import RequestCode
-from es_broker.remoting.command import RemotingCommand
-from es_broker.server.main import BrokerServer, NameServerRole
-from es_broker.server.remoting_server import RemotingServer
-from tests.server_fixtures import Running
-
-ROOT = Path(__file__).resolve().parents[1]
-CREDS = Credentials("client-ak", "client-secret")
-TIMEOUT = 30.0
-FAST = PushConsumerConfig(
-    rebalance_interval=0.5,
-    persist_consumer_offset_interval=0.1,
-    persist_consumer_offset_delay=0.1,
-    pull_time_delay_when_exception=0.05,
+from tests.credential_fixtures import (
+    CREDS,
+    TIMEOUT,
+    Recorded,
+    assert_all_signed_by,
+    assert_none_signed,
+    recorded_topic,
 )
-# What the broker itself sends the name server: not a client's request.
-BROKER_TO_NAMESRV = {RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER}
+from tests.helpers import FAST
+from tests.process_fixtures import ROOT
+
 CREDENTIAL_ENV = ("ES_BROKER_ACCESS_KEY", "ES_BROKER_SECRET_KEY", "ROCKETMQ_HOME")
-
-
-@dataclass
-class Recorder:
-    """Every request the listeners received (the test's own setup requests cleared away)."""
-
-    seen: list[RemotingCommand] = field(default_factory=list)
-    _changed: trio.Event = field(default_factory=trio.Event)
-
-    def tap(self, server: RemotingServer) -> None:
-        answer = server.answer
-
-        async def recording(channel, command: RemotingCommand):
-            if command.code not in BROKER_TO_NAMESRV:
-                self.seen.append(command)
-                self._changed.set()
-                self._changed = trio.Event()
-            return await answer(channel, command)
-
-        server.answer = recording
-
-    def codes(self) -> set[int]:
-        return {command.code for command in self.seen}
-
-    async def wait_for(self, *codes: int, timeout: float = TIMEOUT) -> None:
-        """Until every code has been received at least once."""
-        with trio.fail_after(timeout):
-            while True:
-                changed = self._changed  # taken before the check, so no request is missed
-                if set(codes) <= self.codes():
-                    return
-                await changed.wait()
-
-
-@dataclass
-class Recorded(Running):
-    recorder: Recorder = field(default_factory=Recorder)
-
-
-@pytest.fixture
-async def recorded(tmp_path, nursery) -> Recorded:
-    """A name server and a broker in process (retry delays of 1 s), both recording their requests."""
-    recorder = Recorder()
-    namesrv_role = NameServerRole()
-    recorder.tap(namesrv_role.remoting)
-    namesrv_port = await nursery.start(namesrv_role.run, "127.0.0.1", 0)
-    namesrv = f"127.0.0.1:{namesrv_port}"
-    config = BrokerConfig(
-        storePathRootDir=str(tmp_path / "broker"),
-        listenPort=0,
-        total_physical_memory_bytes=1024**3,
-        messageDelayLevel=" ".join(["1s"] * 18),
-    )
-    server = BrokerServer(config, [namesrv])
-    recorder.tap(server.remoting)
-    await nursery.start(server.run, "127.0.0.1")
-    yield Recorded(server, namesrv, RemotingClient(nursery), recorder)
-    nursery.cancel_scope.cancel()
-
-
-async def topic_ready(env: Recorded, topic: str) -> str:
-    """Create the topic (the broker answers once the name server has it), then forget the setup requests."""
-    await env.create_topic(topic)
-    env.recorder.seen.clear()
-    return topic
-
-
-def assert_all_signed_by(seen: list[RemotingCommand], credentials: Credentials) -> None:
-    assert seen, "no request was received"
-    for command in seen:
-        assert command.ext_fields.get(ACCESS_KEY) == credentials.access_key, (
-            f"code {command.code} unsigned"
-        )
-        assert verify(command.ext_fields, command.body, credentials.secret_key), (
-            f"code {command.code}: the signature does not verify"
-        )
-
-
-def assert_none_signed(seen: list[RemotingCommand]) -> None:
-    assert seen, "no request was received"
-    for command in seen:
-        assert ACCESS_KEY not in command.ext_fields and SIGNATURE not in command.ext_fields, (
-            command.code
-        )
 
 
 # ---------------------------------------------------------------------- the Python client
 
 
 async def test_a_producer_with_credentials_signs_route_heartbeat_send_and_unregister(
-    recorded, nursery
+    recorded,
+    nursery,
 ):
-    topic = await topic_ready(recorded, "SignedSend")
+    topic = await recorded_topic(recorded, "SignedSend")
     producer = Producer(recorded.namesrv_addr, "PG", client_ip="127.0.0.1", credentials=CREDS)
     await producer.start(nursery)
     await producer.send(topic, b"hello")
@@ -158,7 +66,7 @@ async def test_a_producer_with_credentials_signs_route_heartbeat_send_and_unregi
 
 
 async def test_a_producer_without_credentials_signs_nothing(recorded, nursery):
-    topic = await topic_ready(recorded, "PlainSend")
+    topic = await recorded_topic(recorded, "PlainSend")
     producer = Producer(recorded.namesrv_addr, "PG", client_ip="127.0.0.1")
     await producer.start(nursery)
     await producer.send(topic, b"hello")
@@ -169,7 +77,7 @@ async def test_a_producer_without_credentials_signs_nothing(recorded, nursery):
 
 async def test_a_push_consumers_whole_life_is_signed(recorded, nursery):
     """Heartbeat, route, consumer list, offset query, pull, send-back, commit, unregister."""
-    topic = await topic_ready(recorded, "SignedConsume")
+    topic = await recorded_topic(recorded, "SignedConsume")
     producer = Producer(recorded.namesrv_addr, "PG", client_ip="127.0.0.1", credentials=CREDS)
     await producer.start(nursery)
     await producer.send(topic, b"first")
@@ -213,7 +121,7 @@ async def test_a_push_consumers_whole_life_is_signed(recorded, nursery):
 
 
 async def test_the_admin_api_opened_with_credentials_signs_its_requests(recorded):
-    await topic_ready(recorded, "AdminTopic")
+    await recorded_topic(recorded, "AdminTopic")
     async with Admin.open(recorded.namesrv_addr, credentials=CREDS) as admin:
         assert "AdminTopic" in await admin.topic_list()
         await admin.topic_status("AdminTopic")
@@ -287,7 +195,7 @@ def tools_yml(path: Path, text: str) -> Path:
 
 
 async def test_admin_verbs_with_key_flags_sign_every_request(recorded):
-    topic = await topic_ready(recorded, "CliTopic")
+    topic = await recorded_topic(recorded, "CliTopic")
     ns, broker = recorded.namesrv_addr, recorded.addr
     flags = ("--access-key", CREDS.access_key, "--secret-key", CREDS.secret_key)
     runs = [

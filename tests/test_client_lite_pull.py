@@ -12,7 +12,7 @@ from es_broker.client.lite_pull import LitePullConsumer, LitePullConsumerConfig
 from es_broker.client.producer import ClientError
 from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.codes import RequestCode
-from tests.test_client_consumer import topic_ready
+from tests.helpers import topic_ready
 from tests.waiting import poll_until
 
 FAST = LitePullConsumerConfig(

@@ -23,9 +23,9 @@ from es_broker.client.remoting_client import RemotingClient
 from es_broker.client.selectors import by_hash
 from es_broker.commands.store import Store
 from es_broker.remoting.codes import RequestCode
+from tests.helpers import topic_ready
 from tests.orderly_worker import CONFIG, ORDERLY
 from tests.process_fixtures import ROOT, ProcessRunning, _env, serve
-from tests.test_client_consumer import topic_ready
 
 TOPIC, GROUP = "OrderT", "OrderlyG"
 KEYS = [f"key-{i}" for i in range(16)]

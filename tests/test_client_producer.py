@@ -19,7 +19,7 @@ from es_broker.client import (
 from es_broker.client.admin import Admin
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.message import FLAG_COMPRESSED
-from tests.test_client_consumer import topic_ready, wait_until
+from tests.helpers import topic_ready, wait_until
 from tests.waiting import poll_until
 
 
@@ -153,7 +153,8 @@ async def test_send_oneway_stores_without_an_answer(running):
     async with producer(running) as p:
         await p.send_oneway("T", b"fire and forget")
         await wait_until(
-            lambda: sum(running.server.broker.max_offset("T", q) for q in range(2)) == 1
+            "broker state",
+            lambda: sum(running.server.broker.max_offset("T", q) for q in range(2)) == 1,
         )
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 import trio
 
 from es_broker.client import Producer, PushConsumer, PushConsumerConfig
-from tests.test_client_consumer import TIMEOUT, Collector, Signal, consumer, topic_ready
+from tests.helpers import TIMEOUT, Collector, Signal, consumer, topic_ready
 
 
 def held(c: PushConsumer, topic: str = "T") -> set[int]:

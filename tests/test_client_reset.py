@@ -9,7 +9,7 @@ import trio
 from es_broker.client.admin import Admin
 from es_broker.remoting.bodies import MessageQueue, ResetOffsetBody
 from es_broker.remoting.codes import RequestCode, ResponseCode
-from tests.test_client_consumer import (
+from tests.helpers import (
     FAST,
     Collector,
     consumer,
@@ -34,7 +34,10 @@ async def consumed_all_and_committed(
     await c.start(nursery)
     await collector.wait_count(n)
     # the broker path needs an offset for every write queue (B-74)
-    await wait_until(lambda: stored(running, "G", "T", queues) == max_offsets(running, "T", queues))
+    await wait_until(
+        "broker state",
+        lambda: stored(running, "G", "T", queues) == max_offsets(running, "T", queues),
+    )
     return collector, c
 
 
@@ -49,7 +52,9 @@ async def test_b078_reset_by_time_makes_the_consumer_consume_again_from_the_rese
     assert [q["offset"] for q in result["queues"]] == [0, 0]
     await collector.wait_count(40)
     assert set(collector.bodies().values()) == {2}  # everything once more, from offset 0
-    await wait_until(lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2))
+    await wait_until(
+        "broker state", lambda: stored(running, "G", "T", 2) == max_offsets(running, "T", 2)
+    )
     await c.shutdown()
 
 
@@ -91,7 +96,7 @@ async def test_b078_consumption_pauses_for_the_reset_wait_before_the_new_offsets
     )
     await c.start(nursery)
     await collector.wait_count(2)
-    await wait_until(lambda: stored(running, "G", "T", 1) == [2])
+    await wait_until("broker state", lambda: stored(running, "G", "T", 1) == [2])
     await Admin(running.client, running.namesrv_addr).reset_offset_by_time("G", "T", 0, True)
     asked = trio.current_time()
     await collector.wait_count(3)

@@ -30,11 +30,10 @@ from es_broker.client.blocking import BlockingRemoting
 from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
+from tests.credential_fixtures import CREDS, assert_all_signed_by, recorded_topic
+from tests.helpers import topic_ready
 from tests.process_fixtures import serve
-from tests.test_client_consumer import topic_ready
-from tests.test_client_credentials import CREDS, assert_all_signed_by, recorded  # noqa: F401 (fixture)
-from tests.test_client_credentials import topic_ready as recorded_topic_ready
-from tests.test_tls import certs, tls_conf  # noqa: F401 (fixture)
+from tests.tls_fixtures import tls_conf
 
 
 def sync_producer(env, **kw) -> SyncProducer:
@@ -137,8 +136,8 @@ async def test_sends_from_several_threads_at_once_are_all_stored(running):
     assert sum(running.server.broker.max_offset("T", q) for q in range(4)) == 100
 
 
-async def test_blocking_sends_with_credentials_are_signed(recorded):  # noqa: F811
-    topic = await recorded_topic_ready(recorded, "SignedSyncSend")
+async def test_blocking_sends_with_credentials_are_signed(recorded):
+    topic = await recorded_topic(recorded, "SignedSyncSend")
 
     def script():
         with sync_producer(recorded, credentials=CREDS) as p:
@@ -181,7 +180,7 @@ def test_a_blocking_send_to_a_stopped_broker_fails_after_its_retries(tmp_path):
             assert p.send("T", b"again").status == SendStatus.SEND_OK
 
 
-def test_blocking_sends_over_tls(tmp_path, certs):  # noqa: F811
+def test_blocking_sends_over_tls(tmp_path, certs):
     client_config = ClientConfig(use_tls=True, tls_ca_file=str(certs.ca))
     with serve(
         tmp_path / "data", "--readmodel-url", "none", conf=tls_conf(certs, "enforcing")

@@ -13,9 +13,7 @@ too (B-209).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ import pytest
 
 from es_broker.client.remoting_client import RemotingClient
 from tests.ha_fixtures import _BROKER, Wire, caught_up, start, start_cluster, wait_until, write_conf
+from tests.helpers import cli_checked
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -39,19 +38,6 @@ import offsets_at  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 TOPIC, GROUP, QUEUES = "ClusterTopic", "ClusterGroup", 4
-
-
-def cli(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -111,9 +97,13 @@ async def test_b207_b209_a_cluster_export_and_the_wire_give_the_union_of_the_bro
         # asked over the wire of every broker the name server knows, while they serve
         ns = cluster.namesrv.addr
         asked = "offsets", "--namesrv", ns, "--group", GROUP, "--at", str(at), "--json"
-        over_wire = json.loads(cli(*asked))["queues"]
-        history_over_wire = json.loads(cli("history", "--namesrv", ns, "--group", GROUP, "--json"))
-        explained = json.loads(cli("explain", "-n", ns, "-g", GROUP, "-t", TOPIC, "--json"))
+        over_wire = json.loads(cli_checked(*asked)).stdout["queues"]
+        history_over_wire = json.loads(
+            cli_checked("history", "--namesrv", ns, "--group", GROUP, "--json")
+        ).stdout
+        explained = json.loads(
+            cli_checked("explain", "-n", ns, "-g", GROUP, "-t", TOPIC, "--json")
+        ).stdout
     finally:
         cluster.stop_all()
 
@@ -125,7 +115,9 @@ async def test_b207_b209_a_cluster_export_and_the_wire_give_the_union_of_the_bro
     union = set()
     for broker, data in (("broker-a", dirs[("broker-a", 0)]), ("broker-b", dirs[("broker-b", 0)])):
         answer = json.loads(
-            cli("offsets", "--data-dir", str(data), "--group", GROUP, "--at", str(at), "--json")
+            cli_checked(
+                "offsets", "--data-dir", str(data), "--group", GROUP, "--at", str(at), "--json"
+            ).stdout
         )
         union |= {(broker, GROUP, r["topic"], r["queue_id"], r["offset"]) for r in answer["queues"]}
     # the cluster's answer is the union of the brokers' own, row for row
@@ -135,7 +127,9 @@ async def test_b207_b209_a_cluster_export_and_the_wire_give_the_union_of_the_bro
     local_history = set()
     for broker in ("broker-a", "broker-b"):
         answer = json.loads(
-            cli("history", "--data-dir", str(dirs[(broker, 0)]), "--group", GROUP, "--json")
+            cli_checked(
+                "history", "--data-dir", str(dirs[(broker, 0)]), "--group", GROUP, "--json"
+            ).stdout
         )
         local_history |= {(broker, e["seq"], e["kind"]) for e in answer["entries"]}
     entries = history_over_wire["entries"]
@@ -151,7 +145,7 @@ async def test_b207_b209_a_cluster_export_and_the_wire_give_the_union_of_the_bro
 
     root = tmp_path / "export"
     for (broker, node), data in dirs.items():
-        cli(
+        cli_checked(
             "export",
             "--data-dir",
             str(data),
@@ -181,7 +175,7 @@ async def test_b207_b209_a_cluster_export_and_the_wire_give_the_union_of_the_bro
 
     # broker-a's records come from its master and its slave, and are counted once
     alone = tmp_path / "export-a"
-    cli("export", "--data-dir", str(dirs[("broker-a", 0)]), "--out", str(alone))
+    cli_checked("export", "--data-dir", str(dirs[("broker-a", 0)]), "--out", str(alone))
     single = esb_spark.Input(spark, export_dir=str(alone))
     for family in ("offsets", "messages", "resets"):
         combined = source.family(family).where(F.col("broker") == "broker-a")

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from es_broker import compiled
 from es_broker.remoting import message
+from tests.helpers import cli
 from tests.process_fixtures import ROOT, _env
 
 fast = importlib.import_module("es_broker.remoting._speedups")
@@ -259,7 +260,7 @@ HISTORY = [
 def _write(path, pure: bool) -> None:
     env = dict(_env(), **{compiled.ENV: "1" if pure else "0"})
     script = (
-        "import sys, trio; from tests.test_replay_property import run_history; "
+        "import sys, trio; from tests.replay_histories import run_history; "
         f"trio.run(run_history, sys.argv[1], {HISTORY!r})"
     )
     subprocess.run(
@@ -268,15 +269,7 @@ def _write(path, pure: bool) -> None:
 
 
 def _verify(*args: str, pure: bool) -> subprocess.CompletedProcess:
-    env = dict(_env(), **{compiled.ENV: "1" if pure else "0"})
-    return subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", "verify", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
+    return cli("verify", *args, env=dict(_env(), **{compiled.ENV: "1" if pure else "0"}))
 
 
 @pytest.mark.parametrize("written_pure", [True, False], ids=["written-pure", "written-compiled"])

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.process_fixtures import ROOT, ServedBroker, _env, serve
-from tests.test_retry_process import Session, conf, on_wire
+from tests.wire_session import Session, conf, on_wire
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = "/usr/bin/chromium"

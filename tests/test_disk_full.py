@@ -9,9 +9,6 @@ meanwhile recorded first as `deliveries_unrecorded`.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import trio
 
@@ -24,7 +21,8 @@ from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.message import decode_all, encode_properties
 from tests.conftest import START, make_topic
 from tests.disk_fixtures import fill, small_tmpfs
-from tests.process_fixtures import ROOT, _env, serve
+from tests.helpers import cli
+from tests.process_fixtures import serve
 from tests.waiting import poll_until
 
 BODY = b"m" * 60_000  # large enough that every send needs fresh pages
@@ -230,18 +228,6 @@ async def pulled_bodies(client, addr: str) -> dict[int, bytes]:
         offset = int(answer.ext_fields["nextBeginOffset"])
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
-
-
 async def test_a_broker_process_on_a_full_disk_refuses_sends_serves_pulls_and_resumes_by_itself(
     tmp_path, nursery
 ):
@@ -298,7 +284,7 @@ async def test_a_broker_process_on_a_full_disk_refuses_sends_serves_pulls_and_re
             # no acknowledged message lost
             assert await pulled_bodies(client, broker.broker) == acked
 
-        verified = run_cli("verify", "--data-dir", str(data))
+        verified = cli("verify", "--data-dir", str(data))
         assert verified.returncode == 0, verified.stdout + verified.stderr
         from es_broker.commands.store import Store
 

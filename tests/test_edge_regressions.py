@@ -8,7 +8,6 @@ traceback, and leave a data directory that a restart serves (B-135..B-138).
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ import trio
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
+from tests.helpers import cli_ok
 from tests.process_fixtures import ServedBroker, serve
 
 TOPIC = "EdgeTopic"
@@ -149,13 +149,7 @@ async def test_reset_by_a_shift_of_long_max_saturates_and_the_log_stays_replayab
         assert answer.code == ResponseCode.SUCCESS, answer.remark
         queues = {q["queueId"]: q for q in json.loads(answer.body)["queues"]}
         assert queues[0]["target"] == (1 << 63) - 1
-    done = await trio.run_process(
-        [sys.executable, "-m", "es_broker.cli", "verify", "--data-dir", str(tmp_path / "data")],
-        check=False,
-        capture_stdout=True,
-        capture_stderr=True,
-    )
-    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    await cli_ok("verify", "--data-dir", str(tmp_path / "data"))
 
 
 async def test_negative_queue_id_is_refused_at_the_edge(tmp_path):

@@ -20,9 +20,15 @@ from es_broker.client.config import ClientConfig
 from es_broker.client.messages import ReceivedMessage
 from es_broker.client.producer import ClientError
 from es_broker.client.remoting_client import RemotingClient, RemotingError
-from tests.ha_fixtures import Cluster, Wire, caught_up, start_cluster, wait_until
-from tests.test_client_consumer import FAST, Collector, Signal
-from tests.test_ha_failover import SLOW_MACHINE_MS, verify_identical
+from tests.ha_fixtures import (
+    SLOW_MACHINE_MS,
+    Cluster,
+    Wire,
+    caught_up,
+    start_cluster,
+    verify_identical,
+)
+from tests.helpers import FAST, Collector, Signal, wait_until
 
 TOPIC = "HaTopic"
 GROUP = "HaGroup"

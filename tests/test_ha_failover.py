@@ -11,21 +11,25 @@ and spoil the final verify.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 
 import trio
 
 from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.remoting.codes import ResponseCode
-from tests.ha_fixtures import Cluster, Wire, _env, bodies, caught_up, start_cluster, wait_until
+from tests.ha_fixtures import (
+    SLOW_MACHINE_MS,
+    Cluster,
+    Wire,
+    bodies,
+    caught_up,
+    start_cluster,
+    verify_identical,
+)
+from tests.helpers import wait_until
 
 TOPIC = "HaTopic"
 GROUP = "HaGroup"
-SLOW_MACHINE_MS = (
-    10_000  # slaveTimeout where a test needs every send acknowledged, even on a loaded machine
-)
 
 
 class RawConsumer:
@@ -64,34 +68,6 @@ def progress(cluster: Cluster) -> dict[int, int]:
     """`es-broker admin consumerProgress`: the master's table, or a slave's while the master is away (B-113)."""
     rows = cluster.admin_json("consumerProgress", "-g", GROUP)["queues"]
     return {r["queueId"]: r["consumerOffset"] for r in rows if r["topic"] == TOPIC}
-
-
-async def verify_identical(cluster: Cluster, w: Wire) -> None:
-    """Stop both brokers once the slave holds the master's last record; `verify --against` must agree."""
-    await wait_until(
-        "the slave holding the master's last record",
-        lambda: caught_up(w, cluster.master.addr, cluster.slave.addr),
-    )
-    cluster.master.stop()
-    cluster.slave.stop()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "es_broker.cli",
-            "verify",
-            "--data-dir",
-            str(cluster.master_dir),
-            "--against",
-            str(cluster.slave_dir),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(),
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.startswith("OK: every projection of")
 
 
 async def test_b111_sync_master_killed_mid_produce_every_send_ok_is_readable_from_the_slave(

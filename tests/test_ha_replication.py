@@ -23,7 +23,8 @@ from es_broker.log import records
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.server.main import BrokerServer, NameServerRole
-from tests.ha_fixtures import Wire, bodies, wait_until
+from tests.ha_fixtures import Wire, bodies
+from tests.helpers import wait_until
 
 TOPIC = "T"
 RAM = 1024**3

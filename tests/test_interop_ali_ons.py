@@ -11,56 +11,36 @@ which .ci/run does); without them they are skipped.
 from __future__ import annotations
 
 import json
-import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
-from es_broker.remoting.command import RemotingCommand, request
-from tests.waiting import poll_until_sync
+from tests.interop_fixtures import (
+    NEEDS_ALI_ONS,
+    BrokerProcess,
+    poll,
+    remoting_call,
+    run_node,
+)
 
-INTEROP_DIR = Path(__file__).parent / "interop"
-NODE = shutil.which("node")
-ALI_ONS = INTEROP_DIR / "node_modules" / "ali-ons"
-
-pytestmark = [
-    pytest.mark.skipif(
-        NODE is None, reason="node is not installed (ali-ons interop tests need Node.js)"
-    ),
-    pytest.mark.skipif(
-        not ALI_ONS.is_dir(), reason="ali-ons is not installed: run `npm ci --prefix tests/interop`"
-    ),
-]
+pytestmark = NEEDS_ALI_ONS
 
 TOPIC = "InteropTopic"
 QUEUES = 4
 MESSAGES = 20
 STARTUP_TIMEOUT = 30.0  # for `es-broker serve` to print its listening lines
-SCRIPT_TIMEOUT = 60  # hard timeout handed to the node scripts (seconds)
-OFFSET_TIMEOUT = 60.0  # for committed offsets to show up at the broker
 
 
 # ---------------------------------------------------------------------------- the broker process
-@dataclass
-class BrokerProcess:
-    process: subprocess.Popen[str]
-    namesrv_addr: str
-    broker_addr: str
-
-
 def _pump(stream, lines: queue.Queue[str | None]) -> None:
     for line in stream:
         lines.put(line.rstrip("\n"))
@@ -149,40 +129,6 @@ def broker_process(tmp_path_factory) -> Iterator[BrokerProcess]:
     )
 
 
-# ---------------------------------------------------------------------------- remoting helpers
-def remoting_call(addr: str, code: int, fields: dict[str, Any] | None = None) -> RemotingCommand:
-    """One request/response round trip with our own remoting client."""
-
-    async def call() -> RemotingCommand:
-        async with trio.open_nursery() as nursery:
-            client = RemotingClient(nursery)
-            try:
-                return await client.invoke(addr, request(code, fields or {}), timeout=10.0)
-            finally:
-                await client.aclose()
-                nursery.cancel_scope.cancel()
-
-    return trio.run(call)
-
-
-def poll(
-    what: str,
-    probe: Callable[[], Any],
-    done: Callable[[Any], bool],
-    timeout: float = OFFSET_TIMEOUT,
-) -> Any:
-    """Call probe until done(result) or timeout; bounded polling of broker state."""
-    hit: list[Any] = []
-
-    def check() -> bool:
-        result = probe()
-        hit[:] = [result]
-        return done(result)
-
-    poll_until_sync(check, timeout, what)
-    return hit[0]
-
-
 def admin(broker: BrokerProcess, *args: str) -> Any:
     """`es-broker admin -n NAMESRV <args> --json`, parsed."""
     proc = subprocess.run(
@@ -241,28 +187,6 @@ def consumer_progress(broker: BrokerProcess, group: str, topic: str) -> dict[int
         for q in progress["queues"]
         if q["topic"] == topic
     }
-
-
-# ---------------------------------------------------------------------------- node scripts
-def run_node(script: str, *args: str, timeout: int = SCRIPT_TIMEOUT) -> list[dict[str, Any]]:
-    """Run a script of tests/interop; its stdout JSON lines, asserting exit status 0."""
-    env = dict(os.environ)
-    env.pop("NODE_OPTIONS", None)
-    started = time.monotonic()
-    proc = subprocess.run(
-        [NODE, script, *args, "--timeout", str(timeout)],
-        cwd=INTEROP_DIR,
-        capture_output=True,
-        text=True,
-        timeout=timeout + 30,
-        env=env,
-    )
-    took = time.monotonic() - started
-    assert proc.returncode == 0, (
-        f"{script} exited with {proc.returncode} after {took:.1f} s\n"
-        f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    )
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
 def planned_messages() -> list[dict[str, Any]]:

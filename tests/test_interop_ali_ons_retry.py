@@ -14,10 +14,10 @@ from pathlib import Path
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.remoting.codes import RequestCode
+from tests.interop_fixtures import NEEDS_ALI_ONS, BrokerProcess, poll, remoting_call, run_node
 from tests.process_fixtures import serve
-from tests.test_interop_ali_ons import BrokerProcess, poll, pytestmark, remoting_call, run_node
 
-__all__ = ["pytestmark"]  # the node / ali-ons skips of the interop module
+pytestmark = NEEDS_ALI_ONS  # the node / ali-ons skips of the interop tests
 
 TOPIC, GROUP = "InteropRetry", "interop_retry"
 

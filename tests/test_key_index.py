@@ -20,8 +20,7 @@ from es_broker.config import BrokerConfig
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.message import decode_all, decode_one
 from tests.conftest import make_topic
-from tests.test_cli_replay_verify import cli
-from tests.test_retention import local_ms
+from tests.helpers import cli, local_ms
 
 FOREVER = (0, 2**62)
 

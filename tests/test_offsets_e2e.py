@@ -9,41 +9,26 @@ S-6), with `es-broker explain` saying why.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import trio
 
-from es_broker.client import Producer, PushConsumer
+from es_broker.client import PushConsumer
+from tests.helpers import (
+    FAST,
+    Collector,
+    admin_json,
+    cli_ok,
+    consumer,
+    numbered,
+    produce,
+    topic_ready,
+    wait_until,
+)
 from tests.process_fixtures import ROOT, _env, serve
-from tests.test_client_consumer import FAST, Collector
-from tests.waiting import poll_until
 
 TIMEOUT = 30.0
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
-
-
-async def cli(*args: str) -> subprocess.CompletedProcess:
-    done = await trio.run_process(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_stdout=True,
-        capture_stderr=True,
-        env=_env(),
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    return done
-
-
-async def admin_json(broker, *args: str):
-    done = await cli("admin", "-n", broker.namesrv, *args, "--json")
-    return json.loads(done.stdout)
-
-
-async def until(check, timeout: float = TIMEOUT) -> None:
-    """Bounded wait on state another process owns and announces to nobody: re-ask until it holds."""
-    await poll_until(check, timeout, "broker state")
 
 
 async def lag_zero(broker, group: str) -> bool:
@@ -51,79 +36,17 @@ async def lag_zero(broker, group: str) -> bool:
     return bool(progress["queues"]) and progress["diffTotal"] == 0
 
 
-def push_consumer(broker, group: str, collector, instance: str) -> PushConsumer:
-    return PushConsumer(
-        broker.namesrv,
-        group,
-        collector,
-        subscriptions={"T": "*"},
-        instance_name=instance,
-        client_ip="127.0.0.1",
-        config=FAST,
-    )
-
-
-async def produce(broker, nursery, n: int, prefix: str = "m") -> list:
-    producer = Producer(broker.namesrv, "PG", client_ip="127.0.0.1")
-    await producer.start(nursery)
-    try:
-        return [await producer.send("T", f"{prefix}{i}".encode()) for i in range(n)]
-    finally:
-        await producer.shutdown()
-
-
-async def topic(broker, queues: int) -> None:
-    await cli(
-        "admin",
-        "-n",
-        broker.namesrv,
-        "updateTopic",
-        "-b",
-        broker.broker,
-        "-t",
-        "T",
-        "-r",
-        str(queues),
-        "-w",
-        str(queues),
-    )
-
-    async def routed() -> bool:
-        done = await trio.run_process(
-            [
-                sys.executable,
-                "-m",
-                "es_broker.cli",
-                "admin",
-                "-n",
-                broker.namesrv,
-                "topicRoute",
-                "-t",
-                "T",
-                "--json",
-            ],
-            capture_stdout=True,
-            capture_stderr=True,
-            env=_env(),
-            cwd=ROOT,
-            check=False,
-        )
-        return done.returncode == 0
-
-    await until(routed)
-
-
 async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tmp_path, nursery):
     with serve(tmp_path / "data") as broker:
-        await topic(broker, 2)
-        await produce(broker, nursery, 20, "a")
-        middle = await produce(broker, nursery, 1, "mid")
-        await produce(broker, nursery, 9, "b")
+        await topic_ready(broker, "T", 2)
+        await produce(broker, nursery, "T", numbered("a", 20))
+        middle = await produce(broker, nursery, "T", numbered("mid", 1))
+        await produce(broker, nursery, "T", numbered("b", 9))
         collector = Collector()
-        consumer = push_consumer(broker, "G", collector, "c1")
-        await consumer.start(nursery)
+        c1 = consumer(broker, "G", collector, {"T": "*"}, instance_name="c1")
+        await c1.start(nursery)
         await collector.wait_count(30)
-        await until(lambda: lag_zero(broker, "G"))
+        await wait_until("broker state", lambda: lag_zero(broker, "G"), TIMEOUT)
 
         # online: the broker computes the table and tells the consumer, which re-consumes from there
         shown = await admin_json(broker, "queryMsgById", "-i", middle[0].offset_msg_id)
@@ -139,11 +62,11 @@ async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tm
         again = collector.received[30:]
         assert b"mid0" in {m.body for m in again}
         assert all(m.queue_offset >= targets[m.queue.queue_id] for m in again)
-        await until(lambda: lag_zero(broker, "G"))
+        await wait_until("broker state", lambda: lag_zero(broker, "G"), TIMEOUT)
 
         # offline: CONSUMER_NOT_ONLINE, the admin falls back to writing offsets; the next start resumes there
-        await consumer.shutdown()
-        await until(lambda: _offline(broker, "G"))
+        await c1.shutdown()
+        await wait_until("broker state", lambda: _offline(broker, "G"), TIMEOUT)
         heads = [
             await admin_json(
                 broker, "queryMsgByOffset", "-t", "T", "-b", "broker-a", "-i", str(q), "-o", "0"
@@ -158,13 +81,13 @@ async def test_b078_reset_by_time_online_then_offline_fallback_then_non_force(tm
         assert fallback["path"] == "old"
         assert {q["rollbackOffset"] for q in fallback["queues"]} == {0}
         resumed = Collector()
-        consumer2 = push_consumer(broker, "G", resumed, "c2")
+        consumer2 = consumer(broker, "G", resumed, {"T": "*"}, instance_name="c2")
         await consumer2.start(nursery)
         await resumed.wait_count(30)
         assert sorted(m.body for m in resumed.received) == sorted(
             m.body for m in collector.received[:30]
         )
-        await until(lambda: lag_zero(broker, "G"))
+        await wait_until("broker state", lambda: lag_zero(broker, "G"), TIMEOUT)
 
         # non-force forward: nothing moves, and every queue says why
         (plan,) = await admin_json(
@@ -198,7 +121,7 @@ async def _offline(broker, group: str) -> bool:
 
 
 async def explain(broker, group: str) -> dict:
-    done = await cli(
+    done = await cli_ok(
         "explain", "--data-dir", str(broker.data_dir), "--group", group, "--topic", "T", "--json"
     )
     return json.loads(done.stdout)
@@ -213,10 +136,10 @@ async def test_b040_last_offset_starts_at_0_when_young_and_at_max_after_retentio
         "cleanResourceInterval=100\n"
     )
     with serve(tmp_path / "data", "--config", str(conf)) as broker:
-        await topic(broker, 1)
-        await produce(broker, nursery, 5, "young")
+        await topic_ready(broker, "T", 1)
+        await produce(broker, nursery, "T", numbered("young", 5))
         young = Collector()
-        c1 = push_consumer(broker, "NEW1", young, "c1")
+        c1 = consumer(broker, "NEW1", young, {"T": "*"}, instance_name="c1")
         await c1.start(nursery)
         await young.wait_count(5)  # the whole history: the broker answered 0 (B-40)
         await c1.shutdown()
@@ -227,22 +150,22 @@ async def test_b040_last_offset_starts_at_0_when_young_and_at_max_after_retentio
         )
 
         # rolls the commit log: the head's files expire at once
-        await produce(broker, nursery, 40, "old")
+        await produce(broker, nursery, "T", numbered("old", 40))
 
         async def head_removed() -> bool:
             status = await admin_json(broker, "topicStatus", "-t", "T")
             return status[0]["minOffset"] > 0
 
-        await until(head_removed)
+        await wait_until("broker state", head_removed, TIMEOUT)
         later = Collector()
-        c2 = push_consumer(broker, "NEW2", later, "c2")
+        c2 = consumer(broker, "NEW2", later, {"T": "*"}, instance_name="c2")
         await c2.start(nursery)
 
         async def started() -> bool:
             return bool((await explain(broker, "NEW2"))["queues"])
 
-        await until(started)
-        await produce(broker, nursery, 1, "fresh")
+        await wait_until("broker state", started, TIMEOUT)
+        await produce(broker, nursery, "T", numbered("fresh", 1))
         await later.wait_count(1)
         assert [m.body for m in later.received] == [b"fresh0"]  # started at max (B-37 row 3, B-45)
         (q,) = (await explain(broker, "NEW2"))["queues"]
@@ -257,17 +180,17 @@ async def test_s006_strict_new_group_start_begins_at_max_on_a_young_topic(tmp_pa
     conf = tmp_path / "broker.conf"
     conf.write_text("new_group_start=strict\n")
     with serve(tmp_path / "data", "--config", str(conf)) as broker:
-        await topic(broker, 1)
-        await produce(broker, nursery, 5, "young")
+        await topic_ready(broker, "T", 1)
+        await produce(broker, nursery, "T", numbered("young", 5))
         collector = Collector()
-        c = push_consumer(broker, "NEW", collector, "c1")
+        c = consumer(broker, "NEW", collector, {"T": "*"}, instance_name="c1")
         await c.start(nursery)
 
         async def started() -> bool:
             return bool((await explain(broker, "NEW"))["queues"])
 
-        await until(started)
-        await produce(broker, nursery, 1, "fresh")
+        await wait_until("broker state", started, TIMEOUT)
+        await produce(broker, nursery, "T", numbered("fresh", 1))
         await collector.wait_count(1)
         assert [m.body for m in collector.received] == [b"fresh0"]
         await c.shutdown()
@@ -279,8 +202,8 @@ async def test_b043_broadcasting_keeps_offsets_in_the_local_file(tmp_path, nurse
     from es_broker.remoting.bodies import MessageQueue
 
     with serve(tmp_path / "data") as broker:
-        await topic(broker, 2)
-        await produce(broker, nursery, 8, "b")
+        await topic_ready(broker, "T", 2)
+        await produce(broker, nursery, "T", numbered("b", 8))
         collector = Collector()
         c = PushConsumer(
             broker.namesrv,
@@ -302,7 +225,7 @@ async def test_b043_broadcasting_keeps_offsets_in_the_local_file(tmp_path, nurse
         async def persisted() -> bool:
             return store._read_file() == wanted
 
-        await until(persisted)
+        await wait_until("broker state", persisted, TIMEOUT)
         await c.shutdown()
         assert (await admin_json(broker, "consumerProgress", "-g", "G"))[
             "queues"

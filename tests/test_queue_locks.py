@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import trio
 
 from es_broker.commands.queue_locks import QueueLocks
@@ -13,7 +10,8 @@ from es_broker.readmodel.families import RunningTime, lock_holder_at, rows_of
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
-from tests.process_fixtures import _env, serve
+from tests.helpers import cli_checked
+from tests.process_fixtures import serve
 
 G = "OrderlyGroup"
 QUEUES = [("T", "broker-a", q) for q in range(8)]
@@ -190,14 +188,7 @@ async def test_b142_to_b146_two_clients_over_eight_queues_against_a_broker_proce
             c = RemotingClient(nursery)
             assert await lock(c, "C") == set(range(8))  # nothing left of A's after it unregistered
             nursery.cancel_scope.cancel()
-    verify = subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", "verify", "--data-dir", str(data)],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-    )
-    assert verify.returncode == 0, verify.stdout + verify.stderr
+    cli_checked("verify", "--data-dir", str(data))
     store = Store.open(data, readonly=True)
     try:
         records = [r for _, r in store.log.read() if r["type"] == "queue_locks_changed"]

@@ -17,9 +17,9 @@ from es_broker.readmodel.export import CHECKPOINT, export
 from es_broker.readmodel.families import FAMILIES, RunningTime, rows_of, schema_markdown
 from es_broker.timetravel.timeparse import utc_day
 from tests.conftest import START
+from tests.process_fixtures import ROOT
 from tests.timetravel_histories import reset_by_time
 
-ROOT = Path(__file__).resolve().parents[1]
 DAY = 86_400_000
 
 

@@ -6,8 +6,6 @@ Runs on SQLite, and on PostgreSQL too when ES_BROKER_TEST_PG_URL is set.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -30,6 +28,7 @@ from es_broker.readmodel.follower import Follower, FollowerConflict, open_follow
 from es_broker.readmodel.models import Base, Checkpoint, OffsetChangeRow, RecordRow, ResetQueueRow
 from es_broker.timetravel.query import TimeTravel
 from tests.conftest import START
+from tests.helpers import cli_checked
 from tests.timetravel_histories import (
     build,
     fresh_pg,  # noqa: F401  (fixture)
@@ -41,8 +40,6 @@ from tests.timetravel_histories import (
     start_follower,
 )
 from tests.waiting import poll_until_sync
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -246,48 +243,27 @@ def test_s001_generated_histories_give_the_same_table_from_the_broker_and_from_s
 
 def test_readmodel_sync_command_catches_up_and_answers(busy_log, tmp_path):
     url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
-    run = [sys.executable, "-m", "es_broker.cli"]
-    done = subprocess.run(
-        [*run, "readmodel", "sync", "--data-dir", str(busy_log), "--readmodel-url", url],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=True,
-    )
+    done = cli_checked("readmodel", "sync", "--data-dir", str(busy_log), "--readmodel-url", url)
     assert done.stdout.startswith("read model: applied ")
     at = str(START + 30_000)
     sql = json.loads(
-        subprocess.run(
-            [
-                *run,
-                "readmodel",
-                "offsets",
-                "--data-dir",
-                str(busy_log),
-                "--readmodel-url",
-                url,
-                "--group",
-                "G",
-                "--at",
-                at,
-                "--json",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-            check=True,
+        cli_checked(
+            "readmodel",
+            "offsets",
+            "--data-dir",
+            str(busy_log),
+            "--readmodel-url",
+            url,
+            "--group",
+            "G",
+            "--at",
+            at,
+            "--json",
         ).stdout
     )
     local = json.loads(
-        subprocess.run(
-            [*run, "offsets", "--data-dir", str(busy_log), "--group", "G", "--at", at, "--json"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-            check=True,
+        cli_checked(
+            "offsets", "--data-dir", str(busy_log), "--group", "G", "--at", at, "--json"
         ).stdout
     )
     assert sql["queues"] == local["queues"] and len(local["queues"]) == 4
@@ -318,6 +294,15 @@ def test_serve_runs_the_follower_into_sqlite_in_the_data_directory(tmp_path):
 
 
 def test_pg_is_tested_when_configured():
-    """A marker in the test output: PostgreSQL runs only with ES_BROKER_TEST_PG_URL (set by .ci/run)."""
-    if pg_url() is None:
+    """A marker in the test output: PostgreSQL runs only with ES_BROKER_TEST_PG_URL (set by .ci/run);
+    when set, it is a PostgreSQL server that answers, so the PostgreSQL runs above ran on one."""
+    url = pg_url()
+    if url is None:
         pytest.skip("ES_BROKER_TEST_PG_URL is not set: the read model ran on SQLite only")
+    engine = db.open_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert conn.dialect.name == "postgresql"
+            assert conn.execute(select(1)).scalar() == 1
+    finally:
+        engine.dispose()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import trio
@@ -23,9 +22,8 @@ from es_broker.readmodel.families import FAMILIES, Source
 from es_broker.readmodel.follower import open_follower
 from es_broker.readmodel.models import FAMILY_TABLES, Base
 from tests.conftest import START
+from tests.process_fixtures import ROOT
 from tests.timetravel_histories import fresh_pg, reset_by_time  # noqa: F401  (fixture)
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -27,9 +27,10 @@ from es_broker.readmodel.families import Source
 from es_broker.readmodel.follower import Follower, follow_log, open_follower
 from es_broker.readmodel.models import Checkpoint, FailureRow, OffsetQueryRow, RecordRow
 from tests.conftest import START
+from tests.helpers import cli_checked
+from tests.process_fixtures import ROOT
 from tests.timetravel_histories import fresh_pg  # noqa: F401  (fixture)
 
-ROOT = Path(__file__).resolve().parents[1]
 BEYOND_INT64 = 2**63 + 5
 BAD_SEQ = 3
 RECORDS = 7
@@ -91,17 +92,6 @@ def stored_seqs(follower: Follower) -> list[int]:
         return list(conn.execute(select(RecordRow.seq).order_by(RecordRow.seq)).scalars())
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=True,
-    )
-
-
 def test_a_record_with_an_int_beyond_int64_is_quarantined_and_the_follower_goes_on(
     bad_log, readmodel_url
 ):
@@ -161,10 +151,12 @@ def test_a_locked_database_is_retried_not_quarantined(bad_log, tmp_path):
 
 def test_status_shows_checkpoint_lag_and_the_quarantined_record(bad_log, tmp_path):
     url = f"sqlite:///{tmp_path / 'status.sqlite'}"
-    cli("readmodel", "sync", "--data-dir", str(bad_log), "--readmodel-url", url, "--batch", "2")
+    cli_checked(
+        "readmodel", "sync", "--data-dir", str(bad_log), "--readmodel-url", url, "--batch", "2"
+    )
     append(bad_log, [queried(RECORDS + 1, 8), queried(RECORDS + 2, 9)])
     status = json.loads(
-        cli(
+        cli_checked(
             "readmodel", "status", "--data-dir", str(bad_log), "--readmodel-url", url, "--json"
         ).stdout
     )
@@ -176,22 +168,24 @@ def test_status_shows_checkpoint_lag_and_the_quarantined_record(bad_log, tmp_pat
     (failure,) = status["quarantined"]
     assert (failure["seq"], failure["type"], failure["attempts"]) == (BAD_SEQ, "offset_queried", 1)
     assert "int" in failure["error"]
-    shown = cli("readmodel", "status", "--data-dir", str(bad_log), "--readmodel-url", url).stdout
+    shown = cli_checked(
+        "readmodel", "status", "--data-dir", str(bad_log), "--readmodel-url", url
+    ).stdout
     assert f"checkpoint {RECORDS}, log at {RECORDS + 2}, lag 2 records" in shown
     assert f"seq {BAD_SEQ}  offset_queried  attempts 1" in shown
 
 
 def test_the_retry_verb_tries_the_quarantined_records_again(bad_log, tmp_path):
     url = f"sqlite:///{tmp_path / 'retry.sqlite'}"
-    cli("readmodel", "sync", "--data-dir", str(bad_log), "--readmodel-url", url)
+    cli_checked("readmodel", "sync", "--data-dir", str(bad_log), "--readmodel-url", url)
     done = json.loads(
-        cli(
+        cli_checked(
             "readmodel", "retry", "--data-dir", str(bad_log), "--readmodel-url", url, "--json"
         ).stdout
     )
     assert done == {"stored": [], "failed": [BAD_SEQ]}
     status = json.loads(
-        cli(
+        cli_checked(
             "readmodel", "status", "--data-dir", str(bad_log), "--readmodel-url", url, "--json"
         ).stdout
     )
@@ -327,7 +321,7 @@ def test_the_export_quarantines_a_record_it_cannot_write_and_goes_on(bad_log, tm
 
 def test_the_export_command_shows_what_it_quarantined(bad_log, tmp_path):
     out = tmp_path / "export"
-    shown = cli("export", "--data-dir", str(bad_log), "--out", str(out)).stdout
+    shown = cli_checked("export", "--data-dir", str(bad_log), "--out", str(out)).stdout
     assert f"quarantined 1 records that could not be exported (kept in {out / QUARANTINE})" in shown
     assert f"seq {BAD_SEQ}  offset_queried: " in shown
 
@@ -382,3 +376,22 @@ def test_a_follower_on_a_thread_is_stopped_by_its_stop_condition(bad_log, tmp_pa
         engine.dispose()
         store.close()
     assert not thread.is_alive()
+
+
+def test_the_export_quarantines_only_the_record_whose_row_arrow_cannot_convert():
+    """Rows that pass the families' mapping but not Arrow's schema: the one record goes, its chunk stays."""
+    from es_broker.readmodel.export import _tables
+    from es_broker.readmodel.families import DEFAULT_SOURCE, rows_of
+    from es_broker.timetravel.timeparse import utc_day
+
+    by_record = []
+    for seq in (1, 2, 3):
+        record = make("offset_queried", START + seq, group="G", topic="T", queue_id=0, offset=5)
+        rows = rows_of(seq, record, record["ts"], DEFAULT_SOURCE)
+        by_record.append((seq, "offset_queried", [(f, utc_day(record["ts"]), r) for f, r in rows]))
+    by_record[1][2][0][2]["offset"] = "not a number"  # what no BIGINT column takes
+    bad: dict[int, dict] = {}
+    tables = _tables(by_record, bad)
+    assert list(bad) == [2]
+    assert bad[2]["type"] == "offset_queried"
+    assert [t["seq"].to_pylist() for t in tables.values()] == [[1, 3]]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -30,7 +28,7 @@ from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log.records import INT64_MAX, INT64_MIN, MAX_TEXT, RecordOutOfRange, make
 from tests.conftest import START
-from tests.process_fixtures import ROOT, _env
+from tests.helpers import cli_checked
 from tests.timetravel_histories import fresh_pg  # noqa: F401  (fixture)
 
 LONG_TEXT = "r" * MAX_TEXT  # the longest text a record may hold
@@ -185,19 +183,6 @@ def _edge_acl(data_dir: Path):
     )
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
-
-
 def _log_types(data_dir: Path) -> dict[int, str]:
     store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
     try:
@@ -230,13 +215,15 @@ def test_every_record_type_at_its_edges_goes_through_every_consumer(tmp_path, re
     # the flushed summary, and the one written at close
     assert list(types.values()).count("access_denied") == 2
 
-    _cli("verify", "--data-dir", str(data_dir))  # projections: a replay rebuilds them byte for byte
+    cli_checked(
+        "verify", "--data-dir", str(data_dir)
+    )  # projections: a replay rebuilds them byte for byte
 
     urls = [f"sqlite:///{tmp_path / 'readmodel.sqlite'}"]
     if os.environ.get("ES_BROKER_TEST_PG_URL"):
         urls.append(request.getfixturevalue("fresh_pg"))  # every read-model table dropped first
     for url in urls:
-        _cli("readmodel", "sync", "--data-dir", str(data_dir), "--readmodel-url", url)
+        cli_checked("readmodel", "sync", "--data-dir", str(data_dir), "--readmodel-url", url)
         engine = create_engine(url)
         try:
             with engine.connect() as conn:
@@ -246,7 +233,7 @@ def test_every_record_type_at_its_edges_goes_through_every_consumer(tmp_path, re
         assert stored == types, f"records missing from the read model on {url.split(':')[0]}"
 
     out = tmp_path / "export"
-    _cli("export", "--data-dir", str(data_dir), "--out", str(out))
+    cli_checked("export", "--data-dir", str(data_dir), "--out", str(out))
     exported: set[int] = set()
     for family in out.iterdir():
         if family.is_dir():

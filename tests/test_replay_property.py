@@ -2,86 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from es_broker.clock import ManualClock
 from es_broker.commands.broker import Broker
-from es_broker.commands.errors import BrokerError
-from es_broker.commands.messages import MessageIn
 from es_broker.commands.replay import checksums, replay, verify
 from es_broker.config import BrokerConfig
-
-TOPICS = st.sampled_from(["T1", "T2", "%RETRY%G1"])
-GROUPS = st.sampled_from(["G1", "G2"])
-QIDS = st.integers(min_value=-1, max_value=4)
-
-ops = st.one_of(
-    st.tuples(st.just("topic"), TOPICS, st.integers(1, 4), st.sampled_from([2, 4, 6])),
-    st.tuples(st.just("perm"), TOPICS, st.sampled_from([2, 4, 6])),
-    st.tuples(
-        st.just("send"), TOPICS, QIDS, st.binary(max_size=64), st.sampled_from(["", "A", "B"])
-    ),
-    st.tuples(st.just("batch"), TOPICS, QIDS, st.integers(1, 5)),
-    st.tuples(st.just("pull"), GROUPS, TOPICS, QIDS, st.integers(0, 6), st.booleans()),
-    st.tuples(st.just("commit"), GROUPS, TOPICS, QIDS, st.integers(-2, 10)),
-    st.tuples(st.just("query"), GROUPS, TOPICS, QIDS),
-    st.tuples(st.just("delete"), TOPICS),
-    st.tuples(st.just("group"), GROUPS, st.integers(0, 3)),
-    st.tuples(st.just("tick"), st.integers(0, 5000)),
-)
-
-
-async def run_history(data_dir: str, history: list[tuple]) -> None:
-    clock = ManualClock()
-    config = BrokerConfig(storePathRootDir=data_dir, total_physical_memory_bytes=4000)
-    broker = Broker.open(data_dir, config, clock)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(broker.run)
-        for op in history:
-            # refusals are part of the history: they must leave no trace
-            with contextlib.suppress(BrokerError):
-                await apply(broker, clock, op)
-        nursery.cancel_scope.cancel()
-    broker.close()
-
-
-async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
-    kind, *args = op
-    if kind == "topic":
-        topic, n, perm = args
-        await broker.update_topic(
-            {"topicName": topic, "readQueueNums": n, "writeQueueNums": n, "perm": perm}
-        )
-    elif kind == "perm":
-        await broker.update_topic_perm(args[0], args[1], requester="ops")
-    elif kind == "send":
-        topic, qid, body, tag = args
-        await broker.put_message(topic, qid, MessageIn(body, {"TAGS": tag} if tag else {}))
-    elif kind == "batch":
-        topic, qid, n = args
-        await broker.put_messages(topic, qid, [MessageIn(b"b%d" % i) for i in range(n)])
-    elif kind == "pull":
-        group, topic, qid, offset, commit = args
-        await broker.pull(
-            group, topic, qid, offset, client="c", commit_offset=offset if commit else None
-        )
-    elif kind == "commit":
-        group, topic, qid, offset = args
-        await broker.commit_offset(group, topic, max(qid, 0), offset, requester="c")
-    elif kind == "query":
-        group, topic, qid = args
-        await broker.query_consumer_offset(group, topic, max(qid, 0))
-    elif kind == "delete":
-        await broker.delete_topic(args[0])
-    elif kind == "group":
-        await broker.update_group({"groupName": args[0], "retryQueueNums": args[1]})
-    elif kind == "tick":
-        clock.advance(args[0])
+from tests.replay_histories import ops, run_history
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

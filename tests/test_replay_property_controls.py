@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 
 import trio
@@ -11,10 +10,10 @@ from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
 from es_broker.commands.broker import Broker
-from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.replay import verify
 from es_broker.config import BrokerConfig
+from tests.replay_histories import play
 
 GROUPS = st.sampled_from(["G1", "G2"])
 QIDS = st.integers(min_value=0, max_value=2)
@@ -50,15 +49,15 @@ async def run(data_dir: str, history: list[tuple]) -> None:
         fileReservedTime=1,
         reset_fence=True,
     )
-    broker = Broker.open(data_dir, config, clock)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(broker.run)
-        await broker.update_topic({"topicName": "T", "readQueueNums": 3, "writeQueueNums": 2})
-        for op in history:
-            with contextlib.suppress(BrokerError):
-                await apply(broker, clock, op)
-        nursery.cancel_scope.cancel()
-    broker.close()
+    await play(
+        Broker.open(data_dir, config, clock),
+        clock,
+        history,
+        apply,
+        setup=lambda broker: broker.update_topic(
+            {"topicName": "T", "readQueueNums": 3, "writeQueueNums": 2}
+        ),
+    )
 
 
 async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:

@@ -1,6 +1,6 @@
 """Replay rebuilds identical projections for histories with retries, delays and dead letters (B-134).
 
-The base operations of test_replay_property, plus delayed sends, send-backs
+The base operations of tests/replay_histories.py, plus delayed sends, send-backs
 (random retry queues, DLQ decisions), delivery passes at moving times,
 sends to `%RETRY%G` past the limit and re-drives: the records carry every
 decision, so a replay decides nothing and `verify` finds no difference.
@@ -21,9 +21,9 @@ from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.replay import verify
 from es_broker.config import BrokerConfig
-from tests.test_replay_property import GROUPS, QIDS, TOPICS
-from tests.test_replay_property import apply as apply_base
-from tests.test_replay_property import ops as base_ops
+from tests.replay_histories import GROUPS, QIDS, TOPICS
+from tests.replay_histories import apply as apply_base
+from tests.replay_histories import ops as base_ops
 
 retry_ops = st.one_of(
     st.tuples(st.just("delayed"), TOPICS, QIDS, st.integers(-1, 20)),

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import datetime
-
 import pytest
 
 from es_broker.commands.broker import Broker
 from es_broker.commands.errors import Code
 from es_broker.commands.messages import GetStatus, MessageIn
 from tests.conftest import make_topic
+from tests.helpers import local_ms
 
 HOUR = 3_600_000
-
-
-def local_ms(day: int, hour: int, minute: int = 0) -> int:
-    return int(datetime.datetime(2024, 1, day, hour, minute).timestamp() * 1000)
 
 
 @pytest.fixture
@@ -121,7 +116,7 @@ async def test_retention_keeps_the_log_replayable(small, clock, config):
     await small.retention_pass()
     await fill(small, 3)
     # verify from another process, as an operator would, while this broker keeps it open
-    from tests.test_cli_replay_verify import cli
+    from tests.helpers import cli
 
     done = cli("verify", "--data-dir", config.storePathRootDir)
     assert done.returncode == 0, done.stdout

@@ -9,9 +9,8 @@ from __future__ import annotations
 import trio
 
 from es_broker.client import ConsumeResult, PushConsumer
+from tests.helpers import FAST, Collector, admin_json, cli_ok, numbered, produce, topic_ready
 from tests.process_fixtures import serve
-from tests.test_client_consumer import FAST, Collector
-from tests.test_offsets_e2e import admin_json, cli, produce, topic
 from tests.waiting import poll_until
 
 SHORT_LEVELS = "messageDelayLevel=" + " ".join(["1s"] * 18) + "\n"
@@ -29,8 +28,8 @@ async def test_b092_fail_twice_then_succeed_delivers_three_times_with_growing_le
     conf = tmp_path / "broker.conf"
     conf.write_text(SHORT_LEVELS)
     with serve(tmp_path / "data", "--config", str(conf)) as broker:
-        await topic(broker, 1)
-        (sent,) = await produce(broker, nursery, 1, "order")
+        await topic_ready(broker, "T", 1)
+        (sent,) = await produce(broker, nursery, "T", numbered("order", 1))
         collector = Collector(fails_first(2))
         c = PushConsumer(
             broker.namesrv,
@@ -50,10 +49,7 @@ async def test_b092_fail_twice_then_succeed_delivers_three_times_with_growing_le
         journey = await admin_json(broker, "messageTrace", "--msg-id", sent.offset_msg_id)
         backs = [e for e in journey["events"] if e["event"] == "sent_back"]
         # 3 + rt (B-92)
-        assert [(e["delayLevel"], e["reconsumeTimes"]) for e in backs] == [
-            (3, 1),
-            (4, 2),
-        ]
+        assert [(e["delayLevel"], e["reconsumeTimes"]) for e in backs] == [(3, 1), (4, 2)]
 
 
 async def test_b091_always_failing_message_goes_to_a_write_only_dlq_then_readable(
@@ -62,8 +58,8 @@ async def test_b091_always_failing_message_goes_to_a_write_only_dlq_then_readabl
     conf = tmp_path / "broker.conf"
     conf.write_text(SHORT_LEVELS)
     with serve(tmp_path / "data", "--config", str(conf)) as broker:
-        await topic(broker, 1)
-        (sent,) = await produce(broker, nursery, 1, "poison")
+        await topic_ready(broker, "T", 1)
+        (sent,) = await produce(broker, nursery, "T", numbered("poison", 1))
         collector = Collector(lambda m: ConsumeResult.RECONSUME_LATER)
         c = PushConsumer(
             broker.namesrv,
@@ -105,7 +101,7 @@ async def test_b091_always_failing_message_goes_to_a_write_only_dlq_then_readabl
         )
         # perm 2: NO_PERMISSION (B-104)
         assert refused.returncode == 1 and b"CODE: 16" in refused.stderr
-        await cli(
+        await cli_ok(
             "admin",
             "-n",
             broker.namesrv,

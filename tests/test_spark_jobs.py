@@ -248,3 +248,12 @@ def test_audit_report_tells_who_reset_when_from_what_to_what(spark, scenario):
         in text
     )
     assert "- **perm** of topic `T` at 22:14:31.000: RW- (6) -> R-- (4) by `ops@10.0.0.1`" in text
+
+
+def test_the_data_source_stamps_the_default_source_when_no_broker_is_named(tmp_path):
+    from es_broker.readmodel.families import DEFAULT_SOURCE
+    from es_broker.readmodel.spark_source import EsBrokerReader
+
+    assert EsBrokerReader({"path": str(tmp_path)}).source == DEFAULT_SOURCE
+    named = EsBrokerReader({"path": str(tmp_path), "broker": "b", "role": "SLAVE"})
+    assert named.source == Source("b", "SLAVE")

@@ -22,9 +22,9 @@ from es_broker.config import BrokerConfig
 from es_broker.timetravel.query import IndexMissing, TimeTravel, persist_tick
 from es_broker.timetravel.timeparse import parse_time
 from tests.conftest import START, make_topic
+from tests.helpers import cli_checked
+from tests.process_fixtures import ROOT
 from tests.timetravel_histories import build, histories, moments, reference_table, reset_by_time
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def answer(data_dir: Path, at: int, **kw) -> dict:
@@ -35,17 +35,6 @@ def answer(data_dir: Path, at: int, **kw) -> dict:
         return {(r.group, r.topic, r.queue_id): r for r in rows}
     finally:
         store.close()
-
-
-def es_broker(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=True,
-    )
 
 
 # ---------------------------------------------------------------------- property
@@ -213,7 +202,7 @@ def reset_dir(tmp_path_factory) -> Path:
 
 def test_cli_offsets_json_gives_offset_max_and_lag_at_the_moment(reset_dir):
     out = json.loads(
-        es_broker(
+        cli_checked(
             "offsets",
             "--data-dir",
             str(reset_dir),
@@ -231,7 +220,7 @@ def test_cli_offsets_json_gives_offset_max_and_lag_at_the_moment(reset_dir):
         (1, 12, 12, 0),
     ]
     now = json.loads(
-        es_broker(
+        cli_checked(
             "offsets",
             "--data-dir",
             str(reset_dir),
@@ -249,7 +238,7 @@ def test_cli_offsets_json_gives_offset_max_and_lag_at_the_moment(reset_dir):
 
 
 def test_cli_history_tells_who_reset_when_from_what_to_what(reset_dir):
-    text = es_broker(
+    text = cli_checked(
         "history",
         "--data-dir",
         str(reset_dir),

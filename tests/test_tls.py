@@ -10,14 +10,12 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 import trustme
-from cryptography.hazmat.primitives import serialization
 
 from es_broker.client import ClientConfig, ConsumeFromWhere, ConsumeResult, Producer, PushConsumer
 from es_broker.client.remoting_client import RemotingClient, RemotingError
@@ -27,56 +25,12 @@ from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.connection import Connection
 from es_broker.server.tls import ReplayStream, TlsMode, read_properties, with_tls_config_file
+from tests.helpers import FAST
 from tests.process_fixtures import ROOT, ServedBroker, _env, serve
-from tests.test_client_consumer import FAST
+from tests.tls_fixtures import KEY_PASSWORD, Certs, tls_conf
 from tests.waiting import poll_until
 
 BOUND = 30.0  # an upper bound for what must happen, never a measured duration
-
-
-@dataclass(frozen=True)
-class Certs:
-    ca: Path
-    cert: Path
-    key: Path
-    encrypted_key: Path  # the same key under KEY_PASSWORD
-
-
-KEY_PASSWORD = "changeit"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory) -> Certs:
-    root = tmp_path_factory.mktemp("certs")
-    ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    paths = Certs(
-        root / "ca.pem", root / "server.pem", root / "server.key", root / "server-enc.key"
-    )
-    ca.cert_pem.write_to_path(str(paths.ca))
-    server.cert_chain_pems[0].write_to_path(str(paths.cert))
-    for extra in server.cert_chain_pems[1:]:
-        extra.write_to_path(str(paths.cert), append=True)
-    server.private_key_pem.write_to_path(str(paths.key))
-    key = serialization.load_pem_private_key(server.private_key_pem.bytes(), password=None)
-    paths.encrypted_key.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.BestAvailableEncryption(KEY_PASSWORD.encode()),
-        )
-    )
-    return paths
-
-
-def tls_conf(certs: Certs, mode: str, *more: str) -> list[str]:
-    return [
-        f"tls.server.mode={mode}",
-        "tls.test.mode.enable=false",
-        f"tls.server.certPath={certs.cert}",
-        f"tls.server.keyPath={certs.key}",
-        *more,
-    ]
 
 
 def trusting(certs: Certs) -> TlsClientSettings:

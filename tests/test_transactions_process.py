@@ -8,8 +8,6 @@ broker process holds, a poll with a deadline.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 
 import trio
@@ -18,8 +16,8 @@ from es_broker.client import ConsumeResult, Message, PushConsumer, ReceivedMessa
 from es_broker.client.admin import Admin
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.client.transaction import LocalTransactionState, TransactionProducer
-from tests.process_fixtures import ROOT, ProcessRunning, _env, serve
-from tests.test_client_consumer import FAST, Signal
+from tests.helpers import FAST, Signal, cli
+from tests.process_fixtures import ProcessRunning, serve
 from tests.waiting import poll_until
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
@@ -32,17 +30,6 @@ CONF = [
     f"transactionCheckMax={CHECK_MAX}",
 ]
 STORY = {"prepared", "checked", "committed", "rolled_back", "discarded", "delivered"}
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=ROOT,
-        timeout=120,
-    )
 
 
 class Checks:

@@ -1,6 +1,6 @@
 """Histories for the time-travel and read-model tests, built with the broker core in process.
 
-`ops` mirrors tests/test_replay_property.py and adds what time travel must
+`ops` mirrors tests/replay_histories.py and adds what time travel must
 get right: resets (planned by the broker, applied by commits with cause
 `reset`, or server-side), group offsets removed and cloned, and a broker
 clock that sometimes steps back.
@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
 from es_broker.commands.broker import Broker
-from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.readmodel.families import RunningTime, offset_changes
+from tests.replay_histories import play
 
 START = 1_700_000_000_000
 TOPICS = st.sampled_from(["T1", "T2"])
@@ -68,14 +68,7 @@ async def run_history(
 ) -> None:
     clock = clock or ManualClock(START)
     config = BrokerConfig(storePathRootDir=data_dir, total_physical_memory_bytes=1024**3)
-    broker = Broker.open(data_dir, config, clock)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(broker.run)
-        for op in history:
-            with contextlib.suppress(BrokerError):  # refusals leave no trace
-                await apply(broker, clock, op)
-        nursery.cancel_scope.cancel()
-    broker.close()
+    await play(Broker.open(data_dir, config, clock), clock, history, apply)
 
 
 async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:

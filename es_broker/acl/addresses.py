@@ -60,6 +60,7 @@ class AddressPattern:
             return address in self.addresses
         if address.version != self.version:
             return False
+        parts: bytes | list[int]
         if self.version == 4:
             parts = address.packed
         else:

@@ -144,7 +144,7 @@ class Channel:
                 return event
             buffered = self.conn.buffered
             deadline = trio.current_time() + read_timeout if buffered else idle_deadline
-            data: bytes | None = None
+            data: bytes | bytearray | None = None
             if self._head:
                 data, self._head = self._head, b""
             else:
@@ -281,10 +281,11 @@ def _with_opaque(command: RemotingCommand, opaque: int) -> RemotingCommand:
 
 
 def _address(stream: trio.abc.Stream, which: str) -> tuple[str, int]:
-    while not hasattr(stream, "socket") and hasattr(stream, "transport_stream"):
-        stream = stream.transport_stream  # TLS (and the server's replay wrapper) over the socket
+    inner: Any = stream
+    while not hasattr(inner, "socket") and hasattr(inner, "transport_stream"):
+        inner = inner.transport_stream  # TLS (and the server's replay wrapper) over the socket
     try:
-        addr = getattr(stream.socket, which)()
+        addr = getattr(inner.socket, which)()
         return (addr[0], addr[1])
     except (OSError, AttributeError):
         return ("0.0.0.0", 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from es_broker.acl.signing import Credentials
 
@@ -100,6 +101,6 @@ class PushConsumerConfig:
     offset_rpc_timeout: float = 5.0  # offset and position lookups (B-05)
     offset_store_dir: str | None = None  # rocketmq.client.localOffsetStoreDir (~/.rocketmq_offsets)
 
-    def replace(self, **changes: object) -> PushConsumerConfig:
+    def replace(self, **changes: Any) -> PushConsumerConfig:
         """A copy with some settings changed."""
         return dataclasses.replace(self, **changes)

@@ -108,7 +108,7 @@ class PullStatus(Enum):
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
-_PULL_STATUS = {
+_PULL_STATUS: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,

@@ -454,8 +454,8 @@ class ClientInstance:
         """Requests a broker sends us (remoting spec 7.7)."""
         code = command.code
         if code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            for consumer in list(self._consumers.values()):
-                consumer.rebalance_now()
+            for member in list(self._consumers.values()):
+                member.rebalance_now()
             return None
         if code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             self._reset_requested(command)

@@ -60,7 +60,7 @@ RETRY_RESPONSE_CODES = frozenset(
         ResponseCode.NOT_IN_CURRENT_UNIT,
     }
 )
-_STORED = {
+_STORED: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
@@ -445,8 +445,10 @@ class Producer(Service):
         if not queues:
             raise ClientError(f"No route info of this topic: {topic}")
         if queue_selector is not None:
-            mq = queue_selector(queues)
-            return await self._send_kernel(mq, body, props, flag, batch, oneway, deadline, msg_id)
+            selected = queue_selector(queues)
+            return await self._send_kernel(
+                selected, body, props, flag, batch, oneway, deadline, msg_id
+            )
         tries = SendTries(self, topic, queues, oneway)
         while (mq := tries.next_queue(trio.current_time() >= deadline)) is not None:
             try:

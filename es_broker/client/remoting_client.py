@@ -106,11 +106,12 @@ class RemotingClient:
         try:
             host, port = split_addr(addr)
             try:
-                stream = await trio.open_tcp_stream(host, port)
+                tcp = await trio.open_tcp_stream(host, port)
             except OSError as exc:
                 raise RemotingError(f"connect to {addr} failed: {exc}") from None
+            stream: trio.abc.Stream = tcp
             if self._tls_context is not None:
-                stream = await self._handshake(addr, host, stream)
+                stream = await self._handshake(addr, host, tcp)
             channel = Channel(stream)
             self._channels[addr] = channel
             self._nursery.start_soon(self._read_loop, addr, channel)
@@ -184,6 +185,8 @@ class RemotingClient:
             await channel.aclose()
 
     async def _serve_request(self, channel: Channel, command: RemotingCommand) -> None:
+        if self.on_request is None:  # started only when there is one
+            return
         response = await self.on_request(channel, command)
         if response is not None and not command.is_oneway:
             with contextlib.suppress(ChannelClosed):

@@ -14,7 +14,7 @@ PERM_WRITE = 2
 def publish_queues(topic: str, route: TopicRouteData) -> tuple[MessageQueue, ...]:
     """Writable queues of brokers with a master, brokers in name order (topicRouteData2TopicPublishInfo)."""
     masters = {bd.broker_name for bd in route.broker_datas if MASTER_ID in bd.broker_addrs}
-    out = []
+    out: list[MessageQueue] = []
     for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
         if qd.perm & PERM_WRITE and qd.broker_name in masters:
             out.extend(MessageQueue(topic, qd.broker_name, q) for q in range(qd.write_queue_nums))

@@ -10,8 +10,9 @@ read would have recorded is kept aside (deliveries) or left unrecorded.
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import trio
 
@@ -40,7 +41,14 @@ from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, S
 from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
-from es_broker.log import AppendContext, GroupCommitWriter, Queued, StoreFullError, make
+from es_broker.log import (
+    AppendContext,
+    GroupCommitWriter,
+    Queued,
+    Record,
+    StoreFullError,
+    make,
+)
 from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
 from es_broker.log.arrival import ArrivalOrder as ArrivalOrder  # re-exported for the server
 from es_broker.log.arrival import Ticket as Ticket
@@ -49,19 +57,28 @@ from es_broker.projections.subscription_groups import default_group_config
 
 T = TypeVar("T")
 
+
+class Unrecorded(Enum):
+    """A read that records, when its record could not be written."""
+
+    DISK_FULL = "disk_full"
+
+
 SYSTEM = "system"
 MOVED_STATUSES = frozenset(
     {GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.NO_MESSAGE_IN_QUEUE}
 )
 
 
-class _ReadOnly:
-    """Runs a job against a read transaction: for dry runs, which must not append."""
+class _ReadOnly(AppendContext):
+    """A job's context on a read transaction: for dry runs, which must not append."""
 
-    def __init__(self, txn) -> None:
-        self.txn = txn
+    __slots__ = ()
 
-    def append(self, record) -> int:
+    def append(self, record: Record) -> int:
+        raise RuntimeError("a dry run must not append records")
+
+    def append_raw(self, raw: bytes) -> int:
         raise RuntimeError("a dry run must not append records")
 
 
@@ -135,12 +152,14 @@ class Broker:
             self.store.log.path, self.writer.disk_full_since, self.writer.disk_full_error
         )
 
-    async def _record_unless_full(self, job: Callable[[AppendContext], T]) -> tuple[bool, T | None]:
-        """For reads that record: (True, result), or (False, None) when the disk is full (nothing recorded)."""
+    async def _record_unless_full(
+        self, job: Callable[[AppendContext], T]
+    ) -> T | Literal[Unrecorded.DISK_FULL]:
+        """For reads that record: the job's result, or DISK_FULL when the disk is full (nothing recorded)."""
         try:
-            return True, await self.writer.submit(job)
+            return await self.writer.submit(job)
         except StoreFullError:
-            return False, None
+            return Unrecorded.DISK_FULL
 
     async def _ensure_system_topics(self) -> None:
         """Topics RocketMQ's TopicConfigManager creates at a master's first start."""
@@ -317,7 +336,7 @@ class Broker:
                             client=client,
                         )
                     )
-                if commit:
+                if commit and commit_offset is not None:
                     offsets.commit_job(
                         store,
                         group,
@@ -328,8 +347,8 @@ class Broker:
                         requester=client,
                     )(ctx)
 
-            recorded, _ = await self._record_unless_full(job)
-            if not recorded and result.status == GetStatus.FOUND:
+            recorded = await self._record_unless_full(job)
+            if recorded is Unrecorded.DISK_FULL and result.status == GetStatus.FOUND:
                 # answered all the same (B-151); summed up and recorded once space returns (B-152)
                 self.unrecorded.add(
                     group,
@@ -395,10 +414,10 @@ class Broker:
             answer = offsets.decide_query(self.store, txn, group, topic, queue_id)
         if answer.row == 1:
             return answer  # a stored offset: nothing new to record
-        recorded, answer_recorded = await self._record_unless_full(
+        answer_recorded = await self._record_unless_full(
             offsets.query_job(self.store, group, topic, queue_id, requester)
         )
-        if recorded:
+        if answer_recorded is not Unrecorded.DISK_FULL:
             return answer_recorded
         with self.store.read() as txn:  # the disk is full: the same answer, unrecorded (B-153)
             return offsets.decide_query(self.store, txn, group, topic, queue_id)
@@ -486,10 +505,10 @@ class Broker:
         config = self.group_config(group)
         if config is not None:
             return config
-        recorded, created = await self._record_unless_full(
+        created = await self._record_unless_full(
             lambda ctx: topics.find_or_create_group(self.store, ctx, group, requester)
         )
-        if recorded:
+        if created is not Unrecorded.DISK_FULL:
             return created
         if not (self.config.autoCreateSubscriptionGroup or group.startswith("CID_RMQ_SYS_")):
             raise GroupNotExist(f"subscription group [{group}] does not exist, apply first please!")
@@ -551,7 +570,7 @@ class Broker:
         )
         if dry_run:
             with self.store.log.env.begin(write=False) as txn:
-                return job(_ReadOnly(txn))
+                return job(_ReadOnly(txn, self.store.log, self.store.log.last_seq + 1))
         return await self.submit(job)
 
     async def record_consumer_group(
@@ -578,18 +597,16 @@ class Broker:
             )
 
         # a heartbeat is never refused for a full disk (B-153)
-        _, seq = await self._record_unless_full(job)
-        return seq or 0
+        seq = await self._record_unless_full(job)
+        return 0 if seq is Unrecorded.DISK_FULL else seq or 0
 
     async def retention_pass(self, *, manual: bool = False) -> retention.RetentionPass:
         """One clean pass: expired commit-log files go, queue minimums are corrected (B-14..B-18).
 
         While the disk is full a pass is a probe of its own; refused, it did nothing.
         """
-        recorded, done = await self._record_unless_full(
-            retention.retention_job(self.store, manual=manual)
-        )
-        if recorded:
+        done = await self._record_unless_full(retention.retention_job(self.store, manual=manual))
+        if done is not Unrecorded.DISK_FULL:
             return done
         with self.store.read() as txn:
             return retention.RetentionPass(None, (), self.store.commitlog.phy_min(txn), None)
@@ -629,9 +646,9 @@ class Broker:
         """One pass of the delay schedule: due messages go to their real topic (B-97); never on a slave (B-98)."""
         if self.config.brokerRole == "SLAVE":
             return schedule.DeliveryPass((), 0, None, self.store.clock.now_ms())
-        recorded, done = await self._record_unless_full(schedule.deliver_due_job(self.store))
-        if recorded:
-            return done
+        passed = await self._record_unless_full(schedule.deliver_due_job(self.store))
+        if passed is not Unrecorded.DISK_FULL:
+            return passed
         # the disk is full: nothing delivered; the pass runs again when writes resume
         return schedule.DeliveryPass((), 0, None, self.store.clock.now_ms())
 
@@ -688,10 +705,10 @@ class Broker:
         now = self.store.clock.now_ms()
         if self.config.brokerRole == "SLAVE":
             return transaction.CheckPass((), 0, False, now)
-        recorded, done = await self._record_unless_full(
-            transaction.check_pass_job(self.store, live)
-        )
-        return done if recorded and done is not None else transaction.CheckPass((), 0, False, now)
+        done = await self._record_unless_full(transaction.check_pass_job(self.store, live))
+        if done is Unrecorded.DISK_FULL:
+            return transaction.CheckPass((), 0, False, now)
+        return done
 
     def open_transactions(self, group: str | None = None) -> list[dict[str, Any]]:
         """The open transactions, optionally of one producer group (B-232)."""

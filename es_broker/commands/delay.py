@@ -8,7 +8,6 @@ their records.
 from __future__ import annotations
 
 from es_broker.commands.errors import MessageIllegal
-from es_broker.commands.names import SCHEDULE_TOPIC
 
 PROPERTY_DELAY = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
@@ -35,10 +34,6 @@ def clamp_level(level: int, levels_ms: list[int]) -> int:
 def schedule_queue(level: int) -> int:
     """Level L is parked in SCHEDULE_TOPIC_XXXX queue L - 1 (B-96)."""
     return level - 1
-
-
-def level_of_queue(queue_id: int) -> int:
-    return queue_id + 1
 
 
 def parked_properties(
@@ -70,7 +65,3 @@ def deliver_at(store_time: int, level: int, levels_ms: list[int]) -> int:
 def corrected_due(tags_code: int, now: int, level: int, levels_ms: list[int]) -> int:
     """correctDeliverTimestamp (B-97): a due time further ahead than delay(L) means now."""
     return now if tags_code > now + levels_ms[level - 1] else tags_code
-
-
-def is_schedule_topic(topic: str) -> bool:
-    return topic == SCHEDULE_TOPIC

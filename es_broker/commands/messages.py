@@ -12,6 +12,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 import lmdb
 
@@ -31,7 +32,6 @@ from es_broker.projections.topics import PERM_INHERIT, PERM_READ, PERM_WRITE
 from es_broker.remoting import message as wire
 
 _PHY_KEY = struct.Struct(">Q").pack  # commit-log payload key
-MAX_PROPERTIES = 32767
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +186,9 @@ def _stored_properties(store: Store, msg: MessageIn) -> dict[str, str]:
     return props
 
 
-def put_job(store: Store, prepared: _Prepared, requester: str):
+def put_job(
+    store: Store, prepared: _Prepared, requester: str
+) -> Callable[[AppendContext], PutResult]:
     """The group-commit job that places prepared messages and records them."""
 
     def job(ctx: AppendContext) -> PutResult:
@@ -334,14 +336,14 @@ def place(
     ctx: AppendContext,
     topic: str,
     queue_id: int,
-    encoded,
-    tags_codes,
+    encoded: tuple[bytes, ...] | list[bytes],
+    tags_codes: tuple[int, ...] | list[int],
     *,
     ts: int,
     host: tuple[str, int],
     producer_group: str = "",
     requester: str = "",
-    **fields: object,
+    **fields: Any,
 ) -> PutResult:
     """Append encoded messages to (topic, queue) at the commit-log end and record them: `messages_stored`.
 
@@ -390,7 +392,9 @@ def place(
     )
 
 
-def _auto_create(store: Store, ctx: AppendContext, prepared: _Prepared, requester: str) -> dict:
+def _auto_create(
+    store: Store, ctx: AppendContext, prepared: _Prepared, requester: str
+) -> dict[str, Any]:
     """Create a topic on first send when RocketMQ would (remoting spec 7.2.1 step 3, B-25)."""
     topic = prepared.topic
     if topic.startswith(names.RETRY_PREFIX):
@@ -448,7 +452,9 @@ class GetResult:
         return b"".join(self.messages)
 
 
-def check_readable(store: Store, txn: lmdb.Transaction, topic: str, queue_id: int) -> dict:
+def check_readable(
+    store: Store, txn: lmdb.Transaction[bytes], topic: str, queue_id: int
+) -> dict[str, Any]:
     """The pull pre-checks on the topic (B-21, B-13); returns the topic config."""
     if not store.config.brokerPermission & PERM_READ:
         raise NoPermission(f"the broker[{store.config.brokerIP1}] pulling message is forbidden")
@@ -472,14 +478,9 @@ def check_pull_args(offset: object, max_msg_nums: object) -> None:
         raise IllegalRequest(f"maxMsgNums {max_msg_nums!r} must be a positive integer")
 
 
-def check_writable(config: dict, topic: str) -> None:
-    if not config["perm"] & PERM_WRITE:
-        raise NoPermission(f"the topic[{topic}] sending message is forbidden")
-
-
 def get_message(
     store: Store,
-    txn: lmdb.Transaction,
+    txn: lmdb.Transaction[bytes],
     topic: str,
     queue_id: int,
     offset: int,

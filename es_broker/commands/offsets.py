@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import lmdb
@@ -30,7 +31,7 @@ def _check_queue_id(queue_id: object) -> int:
 
 def commit_job(
     store: Store, group: str, topic: str, queue_id: int, offset: int, *, cause: str, requester: str
-):
+) -> Callable[[AppendContext], int]:
     """Store an offset: an overwrite, lower values included (B-28)."""
     names.check_group_name(group)
     names.check_topic_name(topic)
@@ -99,7 +100,7 @@ class OffsetAnswer:
 
 
 def decide_query(
-    store: Store, txn: lmdb.Transaction, group: str, topic: str, queue_id: int
+    store: Store, txn: lmdb.Transaction[bytes], group: str, topic: str, queue_id: int
 ) -> OffsetAnswer:
     """B-37: stored offset; else 0 while the queue head is unread-able from disk; else not found."""
     stored = store.offsets.query(txn, topic, group, queue_id)
@@ -116,7 +117,9 @@ def decide_query(
     return OffsetAnswer(Code.QUERY_NOT_FOUND, -1, 3, stored, lo, in_memory, phy_max)
 
 
-def query_job(store: Store, group: str, topic: str, queue_id: int, requester: str):
+def query_job(
+    store: Store, group: str, topic: str, queue_id: int, requester: str
+) -> Callable[[AppendContext], OffsetAnswer]:
     """Answer a query; a 'no offset stored' answer is recorded with its verdict (B-134)."""
     _check_queue_id(queue_id)
 
@@ -154,7 +157,7 @@ def _div20(x: int) -> int:
 
 def search_offset(
     store: Store,
-    txn: lmdb.Transaction,
+    txn: lmdb.Transaction[bytes],
     topic: str,
     queue_id: int,
     timestamp: int,
@@ -171,7 +174,7 @@ def search_offset(
         raise IllegalRequest(f"time_lookup {mode!r} is not one of compat, lower_bound, upper_bound")
 
     def store_time(offset: int) -> tuple[int, int]:
-        unit = store.cq.unit(txn, topic, queue_id, offset)
+        unit = store.cq.unit_at(txn, topic, queue_id, offset)
         return unit.physical_offset, unit.store_time
 
     # 1. the first file (oldest first) whose last-modified time >= ts, else the newest
@@ -216,13 +219,20 @@ def search_offset(
 
 
 def _bound(
-    store: Store, txn, topic: str, queue_id: int, lo: int, hi: int, ts: int, strict: bool
+    store: Store,
+    txn: lmdb.Transaction[bytes],
+    topic: str,
+    queue_id: int,
+    lo: int,
+    hi: int,
+    ts: int,
+    strict: bool,
 ) -> int:
     """First offset whose store time is >= ts (> ts when strict); max when none."""
     a, b = lo, hi
     while a < b:
         mid = (a + b) // 2
-        s = store.cq.unit(txn, topic, queue_id, mid).store_time
+        s = store.cq.unit_at(txn, topic, queue_id, mid).store_time
         if s > ts or (s == ts and not strict):
             b = mid
         else:
@@ -232,7 +242,7 @@ def _bound(
 
 def remove_group_offsets_job(
     store: Store, group: str, *, requester: str, cause: str = "group_deleted"
-):
+) -> Callable[[AppendContext], int | None]:
     """Remove every `*@group` entry (DELETE_SUBSCRIPTIONGROUP with removeOffset, B-34)."""
     names.check_group_name(group)
 
@@ -262,7 +272,7 @@ def clone_job(
     *,
     online_topics: set[str] | None,
     requester: str,
-):
+) -> Callable[[AppendContext], list[str]]:
     """CLONE_GROUP_OFFSET (B-35): dest's queue map of each topic becomes a copy of src's."""
     names.check_group_name(src)
     names.check_group_name(dest)

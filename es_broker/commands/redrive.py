@@ -15,7 +15,9 @@ records nothing.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import lmdb
 
@@ -73,7 +75,7 @@ def check_args(group: str, target: str, max_count: int | None) -> None:
         raise IllegalRequest(f"max {max_count!r} must be a positive integer")
 
 
-def already_redriven(store: Store, txn: lmdb.Transaction, phy: int) -> bool:
+def already_redriven(store: Store, txn: lmdb.Transaction[bytes], phy: int) -> bool:
     return any(
         role == FROM and record_at(store, txn, seq)["type"] == "dead_letter_redriven"
         for seq, role in store.trace.links_of(txn, phy)
@@ -82,7 +84,7 @@ def already_redriven(store: Store, txn: lmdb.Transaction, phy: int) -> bool:
 
 def plan(
     store: Store,
-    txn: lmdb.Transaction,
+    txn: lmdb.Transaction[bytes],
     group: str,
     *,
     topic: str | None = None,
@@ -137,7 +139,7 @@ def redrive_job(
     target: str = TO_RETRY,
     max_count: int | None = None,
     requester: str = "",
-):
+) -> Callable[[AppendContext], RedriveResult]:
     """Re-send the planned dead letters and record each re-drive."""
     check_args(group, target, max_count)
     if store.config.brokerRole == "SLAVE":
@@ -217,7 +219,7 @@ def redrive_job(
     return job
 
 
-def _fields(item: Redrive) -> dict:
+def _fields(item: Redrive) -> dict[str, Any]:
     return {f: getattr(item, f) for f in Redrive.__dataclass_fields__}
 
 
@@ -229,8 +231,9 @@ def _destination(
     target: str,
     requester: str,
     created: list[str],
-) -> tuple[dict | None, str | None]:
+) -> tuple[dict[str, Any] | None, str | None]:
     """The destination's config, creating `%RETRY%G` as a send-back would (B-25); None and why if unusable."""
+    config: dict[str, Any] | None
     if target == TO_RETRY:
         queues = max(find_or_create_group(store, ctx, group, requester)["retryQueueNums"], 1)
         config, made = retry.ensure_topic(store, ctx, topic, queues, retry.RETRY_PERM, requester)

@@ -13,6 +13,9 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
 
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
@@ -48,12 +51,15 @@ def replay(src_dir: str | Path, dst_dir: str | Path, progress: Progress | None =
         dst.close()
 
 
-def _chunks(items: Iterator) -> Iterator[list]:
+T = TypeVar("T")
+
+
+def _chunks(items: Iterator[T]) -> Iterator[list[T]]:
     while chunk := list(itertools.islice(items, BATCH)):
         yield chunk
 
 
-def _payload_job(chunk: list[tuple[int, bytes]]):
+def _payload_job(chunk: list[tuple[int, bytes]]) -> Callable[[AppendContext], None]:
     def job(ctx: AppendContext) -> None:
         for phy, data in chunk:
             ctx.put_payload(phy, data)
@@ -61,7 +67,7 @@ def _payload_job(chunk: list[tuple[int, bytes]]):
     return job
 
 
-def _records_job(chunk: list[tuple[int, bytes]]):
+def _records_job(chunk: list[tuple[int, bytes]]) -> Callable[[AppendContext], None]:
     def job(ctx: AppendContext) -> None:
         for seq, raw in chunk:
             if seq != ctx.next_seq:
@@ -135,7 +141,9 @@ def compare(left_dir: str | Path, right_dir: str | Path) -> list[Difference]:
         b.close()
 
 
-def _first_difference(name: str, ta, da, tb, db) -> Difference:
+def _first_difference(
+    name: str, ta: lmdb.Transaction[bytes], da: Any, tb: lmdb.Transaction[bytes], db: Any
+) -> Difference:
     left = iter(ta.cursor(db=da)) if da is not None else iter(())
     right = iter(tb.cursor(db=db)) if db is not None else iter(())
     for x, y in itertools.zip_longest(left, right):

@@ -12,7 +12,10 @@ are one record; a dry run records nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import lmdb
 
 from es_broker.commands import names, offsets
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
@@ -77,7 +80,15 @@ class ResetPlan:
         ]
 
 
-def _target(store: Store, txn, topic: str, qid: int, kind: str, value: int, current: int) -> int:
+def _target(
+    store: Store,
+    txn: lmdb.Transaction[bytes],
+    topic: str,
+    qid: int,
+    kind: str,
+    value: int,
+    current: int,
+) -> int:
     lo, hi = store.cq.bounds(txn, topic, qid)
     if kind == "time":
         return hi if value == -1 else offsets.search_offset(store, txn, topic, qid, value)
@@ -104,7 +115,7 @@ def reset_job(
     mode: str | None = None,
     scope: str | None = None,
     dry_run: bool = False,
-):
+) -> Callable[[AppendContext], ResetPlan]:
     """Compute the reset table (B-74, B-75, S-13) and, unless a dry run, record it."""
     names.check_group_name(group)
     names.check_topic_name(topic)

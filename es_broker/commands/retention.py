@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import lmdb
 
@@ -40,7 +42,9 @@ def is_time_to_delete(delete_when: str, now_ms: int) -> bool:
     return any(h.strip().isdigit() and int(h) == hour for h in delete_when.split(";"))
 
 
-def _last_store_time(store: Store, txn: lmdb.Transaction, start: int, end: int) -> int | None:
+def _last_store_time(
+    store: Store, txn: lmdb.Transaction[bytes], start: int, end: int
+) -> int | None:
     """Store time of the last message in [start, end) of the commit log, None if the file is empty."""
     cur = txn.cursor(db=store.log.commitlog_db)
     found = cur.set_range(seq_key(end))
@@ -54,29 +58,35 @@ def _last_store_time(store: Store, txn: lmdb.Transaction, start: int, end: int) 
 
 
 def _first_unit_at_or_after(
-    store: Store, txn, topic: str, qid: int, lo: int, hi: int, phy_min: int
+    store: Store,
+    txn: lmdb.Transaction[bytes],
+    topic: str,
+    qid: int,
+    lo: int,
+    hi: int,
+    phy_min: int,
 ) -> int | None:
     a, b = lo, hi
     while a < b:  # physical offsets grow with queue offsets
         mid = (a + b) // 2
-        if store.cq.unit(txn, topic, qid, mid).physical_offset >= phy_min:
+        if store.cq.unit_at(txn, topic, qid, mid).physical_offset >= phy_min:
             b = mid
         else:
             a = mid + 1
     return a if a < hi else None
 
 
-def corrected_minimums(store: Store, txn, phy_min: int) -> list[list]:
+def corrected_minimums(store: Store, txn: lmdb.Transaction[bytes], phy_min: int) -> list[list[Any]]:
     """[topic, queue, old min, new min] for every queue whose head now points at deleted data (B-17, B-18)."""
-    out = []
+    out: list[list[Any]] = []
     for topic, qid, lo, hi in store.cq.queues(txn):
-        if hi == 0 or store.cq.unit(txn, topic, qid, lo).physical_offset >= phy_min:
+        if hi == 0 or store.cq.unit_at(txn, topic, qid, lo).physical_offset >= phy_min:
             continue
         newest = (hi - 1) // UNITS_PER_FILE
         first = lo // UNITS_PER_FILE
         while first < newest:  # leading CQ files whose last unit is below phyMin go (B-17)
             last = min((first + 1) * UNITS_PER_FILE, hi) - 1
-            if store.cq.unit(txn, topic, qid, last).physical_offset >= phy_min:
+            if store.cq.unit_at(txn, topic, qid, last).physical_offset >= phy_min:
                 break
             first += 1
         start = max(lo, first * UNITS_PER_FILE)
@@ -87,7 +97,9 @@ def corrected_minimums(store: Store, txn, phy_min: int) -> list[list]:
     return out
 
 
-def retention_job(store: Store, *, manual: bool = False):
+def retention_job(
+    store: Store, *, manual: bool = False
+) -> Callable[[AppendContext], RetentionPass]:
     """One clean pass (CleanCommitLogService): decide, record, apply."""
     config = store.config
 

@@ -13,6 +13,7 @@ nothing. A unit whose message is gone (retention) is skipped with a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from es_broker.commands import delay, messages
@@ -45,7 +46,9 @@ class DeliveryPass:
     now: int
 
 
-def deliver_due_job(store: Store, max_deliveries: int = MAX_PER_PASS):
+def deliver_due_job(
+    store: Store, max_deliveries: int = MAX_PER_PASS
+) -> Callable[[AppendContext], DeliveryPass]:
     """The job of one delivery pass over every level (ScheduleMessageService's timer tasks)."""
 
     def job(ctx: AppendContext) -> DeliveryPass:
@@ -65,7 +68,7 @@ def deliver_due_job(store: Store, max_deliveries: int = MAX_PER_PASS):
                 if len(delivered) + skipped >= max_deliveries:
                     # more is due: come back at once
                     return DeliveryPass(tuple(delivered), skipped, now, now)
-                unit = store.cq.unit(txn, SCHEDULE_TOPIC, queue, cursor)
+                unit = store.cq.unit_at(txn, SCHEDULE_TOPIC, queue, cursor)
                 due = delay.corrected_due(unit.tags_code, now, level, levels)
                 if due > now:
                     next_due = due if next_due is None else min(next_due, due)
@@ -77,7 +80,7 @@ def deliver_due_job(store: Store, max_deliveries: int = MAX_PER_PASS):
                 )
                 parked = wire.decode_one(raw)[0] if raw is not None else None
                 real = _real_destination(parked) if parked is not None else None
-                if real is None:
+                if parked is None or real is None:
                     ctx.append(
                         make(
                             "delayed_message_skipped",

@@ -16,6 +16,7 @@ those refusals are returned as values and raised after the commit.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from es_broker.commands import delay, messages, names, retry
@@ -62,7 +63,7 @@ def send_back_job(
     origin_msg_id: str | None = None,
     origin_topic: str | None = None,
     requester: str = "",
-):
+) -> Callable[[AppendContext], SendBackResult]:
     """The job of one send-back, in SendMessageProcessor#asyncConsumerSendMsgBack's order (B-90)."""
     names.check_group_name(group)
     if store.config.brokerRole == "SLAVE":  # a slave stores nothing, send-backs included (B-120)

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import lmdb
+
 from es_broker.clock import Clock
 from es_broker.commands import messages, offsets, resets
 from es_broker.commands.broker import Broker
@@ -138,7 +140,9 @@ class SlaveBroker(Broker):
         return merged
 
     # ------------------------------------------------------------------ offsets through the journal
-    def _effective(self, txn, topic: str, group: str, queue_id: int) -> int:
+    def _effective(
+        self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
+    ) -> int:
         return effective_offset(
             self.store, txn, self.journal.latest(topic, group, queue_id), topic, group, queue_id
         )

@@ -39,10 +39,11 @@ everything that reads commits (`pending`, `latest`) sees commits only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import lmdb
 import msgpack
@@ -52,6 +53,9 @@ from es_broker.commands.errors import IllegalRequest
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext, make
 from es_broker.projections.keys import U64, offset_key
+
+if TYPE_CHECKING:
+    from es_broker.commands.broker import Broker
 
 JOURNAL_DIR = "slave_offsets"
 LATEST_WINS = "latest_wins"
@@ -65,7 +69,6 @@ KEPT_MASTER = (
 )
 DISCARDED = "discarded"  # compat_overwrite: the slave's commit is lost, as in RocketMQ
 
-_META_LOG_SEEN = b"log_seen"  # the replicated sequence up to which merge records were looked for
 _META_LAST_LOCAL = (
     b"last_local_seq"  # journal positions never repeat, even after every entry was merged
 )
@@ -86,7 +89,7 @@ class SlaveCommit:
     requester: str
     replicated_seq: int  # the last master record the slave had applied: what it knew then
 
-    def row(self) -> list:
+    def row(self) -> list[Any]:
         return [
             self.local_seq,
             self.ts,
@@ -101,7 +104,7 @@ class SlaveCommit:
         ]
 
     @classmethod
-    def from_row(cls, row: list) -> SlaveCommit:
+    def from_row(cls, row: list[Any]) -> SlaveCommit:
         return cls(*row)
 
     @property
@@ -124,7 +127,7 @@ class SlaveDelivery:
     client: str
     replicated_seq: int  # the last master record the slave had applied
 
-    def row(self) -> list:
+    def row(self) -> list[Any]:
         return [
             self.local_seq,
             self.ts,
@@ -139,7 +142,7 @@ class SlaveDelivery:
         ]
 
     @classmethod
-    def from_row(cls, row: list) -> SlaveDelivery:
+    def from_row(cls, row: list[Any]) -> SlaveDelivery:
         (
             local_seq,
             ts,
@@ -199,7 +202,7 @@ def latest_per_queue(commits: Iterable[SlaveCommit]) -> dict[tuple[str, str, int
 
 
 def last_change(
-    store: Store, txn: lmdb.Transaction, topic: str, group: str, queue_id: int
+    store: Store, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
 ) -> OffsetChangeAt | None:
     """The newest entry of the offset history of (T, G, Q), or None when it never changed."""
     prefix = offset_key(topic, group, queue_id)
@@ -217,7 +220,7 @@ def last_change(
 
 def effective_offset(
     store: Store,
-    txn: lmdb.Transaction,
+    txn: lmdb.Transaction[bytes],
     mine: SlaveCommit | None,
     topic: str,
     group: str,
@@ -241,7 +244,7 @@ def effective_offset(
     )
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -283,10 +286,9 @@ class SlaveOffsetJournal:
     Database `journal`: 8-byte local sequence -> msgpack row of a SlaveCommit.
     Database `deliveries`: 8-byte local sequence -> msgpack row of a
     SlaveDelivery; the positions come from the same counter as the commits'.
-    Database `meta`: `log_seen` -> the replicated sequence up to which merge
-    records have been looked for (so a crash between applying a merge record
-    and forgetting its entries is repaired at the next start), and the last
-    journal position handed out.
+    Database `meta`: the last journal position handed out. (A crash between
+    applying a merge record and forgetting its entries is repaired at the next
+    start from the oldest entry's replicated sequence: SlaveBroker.open.)
     """
 
     def __init__(self, path: str | Path, *, sync: bool = False) -> None:
@@ -308,7 +310,7 @@ class SlaveOffsetJournal:
             raw = txn.get(_META_LAST_LOCAL, db=self.meta_db)
         self.last_local_seq = U64.unpack(raw)[0] if raw else 0
 
-    def _write(self, fn) -> None:
+    def _write(self, fn: Callable[[lmdb.Transaction[bytes]], object]) -> None:
         while True:
             try:
                 with self.env.begin(write=True) as txn:
@@ -376,10 +378,10 @@ class SlaveOffsetJournal:
         self._append(self.deliveries_db, delivery.local_seq, delivery.row())
         return delivery
 
-    def _append(self, db, local_seq: int, row: list) -> None:
+    def _append(self, db: Any, local_seq: int, row: list[Any]) -> None:
         """Write one entry at its position and advance the position counter (both kinds share it)."""
 
-        def put(txn: lmdb.Transaction) -> None:
+        def put(txn: lmdb.Transaction[bytes]) -> None:
             txn.put(U64.pack(local_seq), msgpack.packb(row), db=db)
             txn.put(_META_LAST_LOCAL, U64.pack(local_seq), db=self.meta_db)
 
@@ -393,7 +395,9 @@ class SlaveOffsetJournal:
         return dict(self._latest)
 
     @staticmethod
-    def _rows(txn: lmdb.Transaction, db, after: int, limit: int | None = None) -> list:
+    def _rows(
+        txn: lmdb.Transaction[bytes], db: Any, after: int, limit: int | None = None
+    ) -> list[list[Any]]:
         cur = txn.cursor(db=db)
         if not cur.set_range(U64.pack(after + 1)):
             return []
@@ -457,7 +461,7 @@ class SlaveOffsetJournal:
         """Drop the entries (commits and deliveries) a merge record on the master covers; returns how many went."""
         dropped = 0
 
-        def drop(txn: lmdb.Transaction) -> None:
+        def drop(txn: lmdb.Transaction[bytes]) -> None:
             nonlocal dropped
             for db in (self.journal_db, self.deliveries_db):
                 cur = txn.cursor(db=db)
@@ -468,15 +472,6 @@ class SlaveOffsetJournal:
         self._write(drop)
         self._reload()
         return dropped
-
-    @property
-    def log_seen(self) -> int:
-        with self.env.begin() as txn:
-            raw = txn.get(_META_LOG_SEEN, db=self.meta_db)
-        return U64.unpack(raw)[0] if raw else 0
-
-    def note_log_seen(self, seq: int) -> None:
-        self._write(lambda txn: txn.put(_META_LOG_SEEN, U64.pack(seq), db=self.meta_db))
 
     def close(self) -> None:
         self.env.close()
@@ -489,7 +484,7 @@ class SlaveOffsetJournal:
 class MergeOutcome:
     seq: int
     policy: str
-    queues: tuple[tuple, ...]  # (topic, group, queue id, old, new, outcome, requester)
+    queues: tuple[tuple[Any, ...], ...]  # (topic, group, queue id, old, new, outcome, requester)
     deliveries: int = 0  # `messages_delivered` records appended before the merge record
 
 
@@ -503,7 +498,7 @@ def merge_job(
     deliveries: Iterable[SlaveDelivery] = (),
     requester: str = "",
     promotion: bool = False,
-):
+) -> Callable[[AppendContext], MergeOutcome]:
     """Record the slave's deliveries, then `slave_offsets_merged` with its commits and the outcome (S-5).
 
     Each delivery becomes a `messages_delivered` record with `served_by`; the
@@ -579,7 +574,7 @@ def merge_job(
     return job
 
 
-async def merge_own_journal(broker, data_dir: str | Path) -> MergeOutcome | None:
+async def merge_own_journal(broker: Broker, data_dir: str | Path) -> MergeOutcome | None:
     """A data directory that was a slave's, started as a master: record its journal first (promotion).
 
     The commits and deliveries the slave took while it followed a master that
@@ -595,7 +590,7 @@ async def merge_own_journal(broker, data_dir: str | Path) -> MergeOutcome | None
         if not commits and not deliveries:
             return None
         upto = max([c.local_seq for c in commits] + [d.local_seq for d in deliveries])
-        outcome = await broker.submit(
+        outcome: MergeOutcome = await broker.submit(
             merge_job(
                 broker.store,
                 broker_id=broker.config.brokerId,

@@ -68,7 +68,7 @@ class Store:
             store.keyindex.ensure_built(log)  # ... or before the key index existed
         return store
 
-    def read(self) -> lmdb.Transaction:
+    def read(self) -> lmdb.Transaction[bytes]:
         """A read transaction: a consistent snapshot of every projection."""
         return self.log.read_txn()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from es_broker.commands import names
@@ -50,7 +51,9 @@ def _check_int(name: str, value: object, lo: int, hi: int) -> int:
     return value
 
 
-def update_topic_job(store: Store, config: dict[str, Any], requester: str, *, system: bool = False):
+def update_topic_job(
+    store: Store, config: dict[str, Any], requester: str, *, system: bool = False
+) -> Callable[[AppendContext], int]:
     """UPDATE_AND_CREATE_TOPIC: replace the whole config of a topic (B-26)."""
     topic = names.check_topic_name(config.get("topicName"))
     if not system and names.is_system_topic(topic):
@@ -77,7 +80,9 @@ def update_topic_job(store: Store, config: dict[str, Any], requester: str, *, sy
     return job
 
 
-def update_topic_perm_job(store: Store, topic: str, perm: int, requester: str):
+def update_topic_perm_job(
+    store: Store, topic: str, perm: int, requester: str
+) -> Callable[[AppendContext], int]:
     """Change only a topic's perm, as `mqadmin updateTopicPerm` does."""
     names.check_topic_name(topic)
     _check_int("perm", perm, 0, 15)
@@ -101,7 +106,9 @@ def update_topic_perm_job(store: Store, topic: str, perm: int, requester: str):
     return job
 
 
-def delete_topic_job(store: Store, topic: str, requester: str):
+def delete_topic_job(
+    store: Store, topic: str, requester: str
+) -> Callable[[AppendContext], int | None]:
     names.check_topic_name(topic)
     if names.is_system_topic(topic):
         raise IllegalRequest(f"The topic[{topic}] is conflict with system topic.")
@@ -117,7 +124,9 @@ def delete_topic_job(store: Store, topic: str, requester: str):
     return job
 
 
-def update_group_job(store: Store, config: dict[str, Any], requester: str):
+def update_group_job(
+    store: Store, config: dict[str, Any], requester: str
+) -> Callable[[AppendContext], int]:
     """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: replace a group's config."""
     group = names.check_group_name(config.get("groupName"))
     _check_master(store)
@@ -149,7 +158,9 @@ def update_group_job(store: Store, config: dict[str, Any], requester: str):
     return job
 
 
-def delete_group_job(store: Store, group: str, requester: str):
+def delete_group_job(
+    store: Store, group: str, requester: str
+) -> Callable[[AppendContext], int | None]:
     names.check_group_name(group)
     _check_master(store)
 

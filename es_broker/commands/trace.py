@@ -27,19 +27,24 @@ from typing import Any
 import lmdb
 
 from es_broker.commands.store import Store
-from es_broker.log import Record, records
+from es_broker.log import LogCorruptError, Record, records
 from es_broker.projections.message_trace import FROM, TO
 from es_broker.remoting import message as wire
 
 MAX_HOPS = 1000  # a journey is a chain; this only guards against a corrupt index
 
 
-def record_at(store: Store, txn: lmdb.Transaction, seq: int) -> Record:
+def record_at(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> Record:
     """The record with sequence number seq."""
-    return records.unpack(txn.get(records.seq_key(seq), db=store.log.log_db))
+    raw = txn.get(records.seq_key(seq), db=store.log.log_db)
+    if raw is None:
+        raise LogCorruptError(f"the log has no record {seq}")
+    return records.unpack(raw)
 
 
-def _stored_unit(store: Store, txn: lmdb.Transaction, phy: int) -> tuple[int, Record, int] | None:
+def _stored_unit(
+    store: Store, txn: lmdb.Transaction[bytes], phy: int
+) -> tuple[int, Record, int] | None:
     """(seq, store record, index of the unit) of the message stored at physical offset phy."""
     seq = store.trace.store_seq(txn, phy)
     if seq is None:
@@ -51,7 +56,7 @@ def _stored_unit(store: Store, txn: lmdb.Transaction, phy: int) -> tuple[int, Re
     return None
 
 
-def resolve(store: Store, txn: lmdb.Transaction, msg_id: str) -> int | None:
+def resolve(store: Store, txn: lmdb.Transaction[bytes], msg_id: str) -> int | None:
     """The physical offset of a message named by its offset msg id, or else by its UNIQ_KEY."""
     try:
         _, phy = wire.parse_offset_msg_id(msg_id)
@@ -69,16 +74,17 @@ def resolve(store: Store, txn: lmdb.Transaction, msg_id: str) -> int | None:
 def _link_other_end(rec: Record, role: bytes) -> int | None:
     """The physical offset at the other end of a linking record."""
     kind = rec["type"]
+    phy: int | None = None
     if kind == "messages_stored":  # a delayed delivery, a commit or a discard: to the copy
         tx = rec.get("transaction")
         source = tx["prepared_phy"] if tx is not None else rec["delivery"]["schedule_phy"]
-        return source if role == TO else rec["units"][0][0]
-    if kind in ("message_sent_back", "dead_letter_redriven"):
-        return rec["offset"] if role == TO else rec.get("stored_phy")
-    return None
+        phy = source if role == TO else rec["units"][0][0]
+    elif kind in ("message_sent_back", "dead_letter_redriven"):
+        phy = rec["offset"] if role == TO else rec.get("stored_phy")
+    return phy
 
 
-def root_of(store: Store, txn: lmdb.Transaction, phy: int) -> int:
+def root_of(store: Store, txn: lmdb.Transaction[bytes], phy: int) -> int:
     """Follow the links back to the message the producer sent."""
     seen = {phy}
     while True:
@@ -121,7 +127,7 @@ def journey(store: Store, msg_id: str) -> dict[str, Any]:
 
 
 def _hop(
-    store: Store, txn: lmdb.Transaction, phy: int, events: list[dict[str, Any]]
+    store: Store, txn: lmdb.Transaction[bytes], phy: int, events: list[dict[str, Any]]
 ) -> dict[str, Any] | None:
     """One stored message: its store event, deliveries and the commits that passed it."""
     found = _stored_unit(store, txn, phy)
@@ -237,7 +243,7 @@ def _delivered(
 
 def _commits_past(
     store: Store,
-    txn: lmdb.Transaction,
+    txn: lmdb.Transaction[bytes],
     topic: str,
     queue_id: int,
     queue_offset: int,
@@ -273,7 +279,7 @@ def _commits_past(
 
 
 def _onward(
-    store: Store, txn: lmdb.Transaction, hop: dict[str, Any], events: list[dict[str, Any]]
+    store: Store, txn: lmdb.Transaction[bytes], hop: dict[str, Any], events: list[dict[str, Any]]
 ) -> list[int]:
     """The records that led from this hop to others; their events, and the next hops."""
     nxt = []

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,7 +175,7 @@ class EndResult:
 FIND_FAILED = "Find prepared transaction message failed"
 
 
-def end_job(store: Store, end: EndRequest, requester: str):
+def end_job(store: Store, end: EndRequest, requester: str) -> Callable[[AppendContext], EndResult]:
     """Commit or roll back the half message at end.commit_log_offset (B-222..B-225)."""
     commit = end.commit_or_rollback == TRANSACTION_COMMIT_TYPE
     wanted = states.COMMITTED if commit else states.ROLLED_BACK
@@ -341,7 +341,8 @@ def check_due(entry: dict[str, Any], now: int, timeout_ms: int, interval_ms: int
     age = now - entry["born_ts"]
     immunity = entry["immunity_s"]
     threshold = timeout_ms if immunity is None else immunity * 1000
-    return age < 0 or age >= threshold
+    due: bool = age < 0 or age >= threshold
+    return due
 
 
 def _checked_within(entry: dict[str, Any], now: int, interval_ms: int) -> bool:
@@ -355,7 +356,7 @@ def check_pass_job(
     *,
     max_actions: int = MAX_PER_PASS,
     rng: random.Random | None = None,
-):
+) -> Callable[[AppendContext], CheckPass]:
     """One check pass over the open transactions; live: producer group -> client ids connected now."""
     pick = rng or random.Random()
 

@@ -63,7 +63,7 @@ def _int(value: str | None, what: str) -> int | None:
     if value in (None, ""):
         return None
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)
     except ValueError:
         raise PageError(400, f"{what} must be an integer, not {value!r}") from None
 
@@ -72,7 +72,7 @@ def _time(value: str | None, what: str) -> int | None:
     if value in (None, ""):
         return None
     try:
-        return parse_time(value)  # type: ignore[arg-type]
+        return parse_time(value)
     except ValueError as exc:
         raise PageError(400, f"{what}: {exc}") from None
 

@@ -294,7 +294,7 @@ class ReplicationMaster:
 
 
 def _add_payloads(
-    store: Store, txn: lmdb.Transaction, record: dict, out: list[tuple[int, bytes]]
+    store: Store, txn: lmdb.Transaction[bytes], record: dict, out: list[tuple[int, bytes]]
 ) -> int:
     """Append the commit-log entries a `messages_stored` record places; returns their size.
 

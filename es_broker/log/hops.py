@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from contextvars import ContextVar
+from typing import Any
 
 HOPS = (
     "received",  # the read that brought the frame's last bytes returned
@@ -102,9 +103,9 @@ def _percentile(values: list[int], p: float) -> int:
     return values[min(len(values) - 1, int(len(values) * p))]
 
 
-def table() -> dict[str, dict]:
+def table() -> dict[str, dict[str, Any]]:
     """Per request code: count, and per hop the p50/p99/mean µs since the previous stamped hop."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for code, samples in sorted(_samples.items()):
         rows = {}
         for hop in range(1, len(HOPS)):
@@ -136,7 +137,7 @@ def table() -> dict[str, dict]:
     return out
 
 
-def format_table(hops: dict[str, dict]) -> str:
+def format_table(hops: dict[str, dict[str, Any]]) -> str:
     """One code's table as text: hop, p50, p99, mean (µs)."""
     lines = [f"{'hop (since the previous one)':30s}{'p50 µs':>10s}{'p99 µs':>10s}{'mean µs':>10s}"]
     for name, row in hops.items():

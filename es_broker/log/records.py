@@ -28,7 +28,8 @@ def seq_key(seq: int) -> bytes:
 
 
 def key_seq(key: bytes) -> int:
-    return _SEQ.unpack(key)[0]
+    seq: int = _SEQ.unpack(key)[0]
+    return seq
 
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -99,7 +100,8 @@ def _fits(value: Any) -> bool:
 def _scalar_fits(value: Any) -> bool:
     kind = type(value)
     if kind is int or (isinstance(value, int) and kind is not bool):  # IntEnum members too
-        return INT64_MIN <= value <= INT64_MAX
+        fits: bool = INT64_MIN <= value <= INT64_MAX
+        return fits
     if kind is str:
         return len(value) <= MAX_TEXT
     if kind is float:
@@ -129,11 +131,12 @@ def _first_misfit(value: Any, path: str) -> str:
 
 
 def pack(record: Record) -> bytes:
-    return msgpack.packb(record, use_bin_type=True)
+    raw: bytes = msgpack.packb(record, use_bin_type=True)
+    return raw
 
 
 def unpack(raw: bytes | memoryview) -> Record:
-    record = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    record: Record = msgpack.unpackb(raw, raw=False, strict_map_key=False)
     upcast = _upcasters.get((record["type"], record["v"]))
     while upcast is not None:
         record = upcast(record)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,8 +22,6 @@ import lmdb
 from es_broker.log import records
 from es_broker.log.records import Record
 
-LOG_DB = b"log"
-COMMITLOG_DB = b"commitlog"
 MAX_DBS = 64
 
 
@@ -31,11 +29,15 @@ class Projection(Protocol):
     """State derived from records, kept in the projection's own databases."""
 
     name: str
-    databases: tuple[str, ...]
+
+    @property
+    def databases(self) -> tuple[str, ...]:
+        """The names of the LMDB databases it keeps."""
+        ...
 
     def bind(self, log: RecordLog) -> None: ...
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None: ...
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None: ...
 
 
 class StoreFullError(Exception):
@@ -58,7 +60,7 @@ class LogCorruptError(Exception):
 class AppendContext:
     """What a job sees while it runs inside the group-commit transaction."""
 
-    txn: lmdb.Transaction
+    txn: lmdb.Transaction[bytes]
     log: RecordLog
     next_seq: int
     appended: int = 0
@@ -102,7 +104,7 @@ class RecordLog:
     def __init__(
         self,
         path: str | os.PathLike[str],
-        projections: list[Projection] | None = None,
+        projections: Sequence[Projection] | None = None,
         *,
         sync: bool = False,
         map_size: int = 64 * 1024 * 1024,
@@ -158,7 +160,7 @@ class RecordLog:
             cur = txn.cursor(db=self.log_db)
             return records.key_seq(cur.key()) if cur.last() else 0
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         for projection in self.projections:
             projection.apply(txn, seq, record)
 
@@ -237,10 +239,12 @@ class RecordLog:
             ) from exc
 
     # ------------------------------------------------------------------ reading
-    def read_txn(self) -> lmdb.Transaction:
+    def read_txn(self) -> lmdb.Transaction[bytes]:
         return self.env.begin(buffers=False)
 
-    def read(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple[int, Record]]:
+    def read(
+        self, from_seq: int = 1, to_seq: int | None = None
+    ) -> Generator[tuple[int, Record], None, None]:
         """Yield (seq, record) from from_seq on, in order, up to to_seq inclusive."""
         with self.env.begin() as txn:
             cur = txn.cursor(db=self.log_db)
@@ -267,7 +271,7 @@ class RecordLog:
             for key, value in txn.cursor(db=self.commitlog_db):
                 yield records.key_seq(key), value
 
-    def payload(self, txn: lmdb.Transaction, physical_offset: int) -> bytes | None:
+    def payload(self, txn: lmdb.Transaction[bytes], physical_offset: int) -> bytes | None:
         return txn.get(records.seq_key(physical_offset), db=self.commitlog_db)
 
 

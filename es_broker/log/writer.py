@@ -66,14 +66,14 @@ class Queued(Generic[T]):
         self.trace: hops.Trace | None = None  # hops.ON only
 
 
-def _stamp(batch: list[Queued], hop: int) -> None:
+def _stamp(batch: list[Queued[Any]], hop: int) -> None:
     at = hops.now()
     for pending in batch:
         if pending.trace is not None:
             pending.trace.at[hop] = at
 
 
-def _requests(batch: list[Queued]) -> int:
+def _requests(batch: list[Queued[Any]]) -> int:
     return sum(p.job is not _nothing for p in batch)
 
 
@@ -106,7 +106,7 @@ class GroupCommitWriter:
         self.max_batch = max_batch
         self.inline = not log.sync_on_commit
         self.flush_interval = flush_interval_ms / 1000
-        self._send, self._recv = trio.open_memory_channel[Queued](math.inf)
+        self._send, self._recv = trio.open_memory_channel[Queued[Any]](math.inf)
         self._committed = trio.Event()
         self.batches = 0
         self.jobs = 0
@@ -167,7 +167,8 @@ class GroupCommitWriter:
         if hops.ON:
             hops.mark(hops.WOKEN)
         if queued.ok:
-            return queued.value
+            value: T = queued.value
+            return value
         raise queued.value
 
     async def wait_past(self, seq: int) -> int:
@@ -192,7 +193,7 @@ class GroupCommitWriter:
                         break
                 await self._commit(batch)
 
-    async def _commit(self, batch: list[Queued]) -> None:
+    async def _commit(self, batch: list[Queued[Any]]) -> None:
         if hops.ON:
             _stamp(batch, hops.PICKED)
         if self.disk_full_error is not None and time.monotonic() < self._next_probe:
@@ -214,7 +215,7 @@ class GroupCommitWriter:
         # (trio's MemoryReceiveChannel.receive checkpoints even when a job is waiting), so the
         # woken callers and the readers run between batches without a second scheduler pass
 
-    async def _write(self, batch: list[Queued]) -> list[tuple[bool, Any]]:
+    async def _write(self, batch: list[Queued[Any]]) -> list[tuple[bool, Any]]:
         probing = self.disk_full_error is not None
         jobs = [p.job for p in batch]
         kept_aside = self.resume.take() if probing and self.resume is not None else None

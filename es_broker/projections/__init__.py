@@ -12,9 +12,20 @@ from es_broker.projections.topics import TopicConfigProjection
 from es_broker.projections.transactions import TransactionProjection
 
 
-def all_projections() -> list:
+def all_projections() -> tuple[
+    CommitLogProjection,
+    ConsumeQueueProjection,
+    OffsetTableProjection,
+    TopicConfigProjection,
+    SubscriptionGroupProjection,
+    DeliveryScheduleProjection,
+    MessageTraceProjection,
+    TimeIndexProjection,
+    KeyIndexProjection,
+    TransactionProjection,
+]:
     """Every LMDB projection, in the order they are applied and in the order of Store's fields."""
-    return [
+    return (
         CommitLogProjection(),
         ConsumeQueueProjection(),
         OffsetTableProjection(),
@@ -25,7 +36,7 @@ def all_projections() -> list:
         TimeIndexProjection(),
         KeyIndexProjection(),
         TransactionProjection(),
-    ]
+    )
 
 
 __all__ = [

@@ -7,11 +7,9 @@ keeps the bounds that the "in memory" verdict (B-38) and retention need.
 
 from __future__ import annotations
 
-from typing import Any
-
 import lmdb
 
-from es_broker.log import Record
+from es_broker.log import Record, RecordLog
 from es_broker.projections.keys import I64
 
 _PHY_MAX = b"phy_max"
@@ -22,11 +20,11 @@ class CommitLogProjection:
     name = "commitlog"
     databases = ("commitlog_meta",)
 
-    def bind(self, log: Any) -> None:
+    def bind(self, log: RecordLog) -> None:
         self.db = log.db("commitlog_meta")
         self.payloads = log.commitlog_db
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == "messages_stored":
             phy, size, _ = record["units"][-1]
@@ -38,10 +36,10 @@ class CommitLogProjection:
                 cur.delete()
             txn.put(_PHY_MIN, I64.pack(record["phy_min"]), db=self.db)
 
-    def phy_max(self, txn: lmdb.Transaction) -> int:
+    def phy_max(self, txn: lmdb.Transaction[bytes]) -> int:
         raw = txn.get(_PHY_MAX, db=self.db)
         return I64.unpack(raw)[0] if raw else 0
 
-    def phy_min(self, txn: lmdb.Transaction) -> int:
+    def phy_min(self, txn: lmdb.Transaction[bytes]) -> int:
         raw = txn.get(_PHY_MIN, db=self.db)
         return I64.unpack(raw)[0] if raw else 0

@@ -10,11 +10,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import lmdb
 
-from es_broker.log import Record
+from es_broker.log import LogCorruptError, Record, RecordLog
 from es_broker.projections.keys import U64, queue_key, unit_key
 
 UNIT = struct.Struct(">qiqq")
@@ -35,11 +34,11 @@ class ConsumeQueueProjection:
     name = "consume_queue"
     databases = ("cq", "cq_meta")
 
-    def bind(self, log: Any) -> None:
+    def bind(self, log: RecordLog) -> None:
         self.db = log.db("cq")
         self.meta = log.db("cq_meta")
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         if record["type"] == "commitlog_expired":
             for topic, qid, _, new_min in record["queues"]:  # min-offset correction (B-18)
                 _, hi = self.bounds(txn, topic, qid)
@@ -66,17 +65,28 @@ class ConsumeQueueProjection:
         )
 
     # ------------------------------------------------------------------ reads
-    def bounds(self, txn: lmdb.Transaction, topic: str, queue_id: int) -> tuple[int, int]:
+    def bounds(self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int) -> tuple[int, int]:
         """(min, max) of a queue; (0, 0) for a queue that never received a message."""
         raw = txn.get(queue_key(topic, queue_id), db=self.meta)
         return _BOUNDS.unpack(raw) if raw else (0, 0)
 
-    def unit(self, txn: lmdb.Transaction, topic: str, queue_id: int, offset: int) -> Unit | None:
+    def unit(
+        self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offset: int
+    ) -> Unit | None:
         raw = txn.get(unit_key(topic, queue_id, offset), db=self.db)
         return Unit(offset, *UNIT.unpack(raw)) if raw else None
 
+    def unit_at(self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offset: int) -> Unit:
+        """The unit at an offset within the queue's bounds, where every offset has one."""
+        unit = self.unit(txn, topic, queue_id, offset)
+        if unit is None:
+            raise LogCorruptError(
+                f"consume queue {topic}:{queue_id} has no unit at {offset}, within its bounds"
+            )
+        return unit
+
     def units(
-        self, txn: lmdb.Transaction, topic: str, queue_id: int, start: int, end: int
+        self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, start: int, end: int
     ) -> Iterator[Unit]:
         """Units with start <= offset < end, in offset order."""
         prefix = queue_key(topic, queue_id)
@@ -93,7 +103,7 @@ class ConsumeQueueProjection:
             yield Unit(offset, *UNIT.unpack(raw))
 
     def unit_tuples(
-        self, txn: lmdb.Transaction, topic: str, queue_id: int, start: int, end: int
+        self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, start: int, end: int
     ) -> Iterator[tuple[int, int, int, int]]:
         """(offset, physical offset, size, tags code) for start <= offset < end: the pull's hot loop."""
         prefix = queue_key(topic, queue_id)
@@ -111,7 +121,7 @@ class ConsumeQueueProjection:
             phy, size, tags_code, _ = unpack_unit(raw)
             yield offset, phy, size, tags_code
 
-    def queues(self, txn: lmdb.Transaction) -> Iterator[tuple[str, int, int, int]]:
+    def queues(self, txn: lmdb.Transaction[bytes]) -> Iterator[tuple[str, int, int, int]]:
         """Every queue with data: (topic, queue id, min, max)."""
         for key, raw in txn.cursor(db=self.meta):
             topic, _, qid = key.partition(b"\x00")

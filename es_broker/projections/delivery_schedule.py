@@ -12,11 +12,10 @@ is delivered exactly once, across restarts and replays.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import lmdb
 
-from es_broker.log import Record
+from es_broker.log import Record, RecordLog
 from es_broker.projections.keys import I64, U32
 
 
@@ -24,10 +23,10 @@ class DeliveryScheduleProjection:
     name = "delivery_schedule"
     databases = ("delay_cursors",)
 
-    def bind(self, log: Any) -> None:
+    def bind(self, log: RecordLog) -> None:
         self.db = log.db("delay_cursors")
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == "messages_stored":
             delivery = record.get("delivery")
@@ -37,12 +36,12 @@ class DeliveryScheduleProjection:
             txn.put(U32.pack(record["level"]), I64.pack(record["next_cursor"]), db=self.db)
 
     # ------------------------------------------------------------------ reads
-    def cursor(self, txn: lmdb.Transaction, level: int) -> int | None:
+    def cursor(self, txn: lmdb.Transaction[bytes], level: int) -> int | None:
         """The next schedule-queue offset to deliver for a level; None before its first delivery."""
         raw = txn.get(U32.pack(level), db=self.db)
         return I64.unpack(raw)[0] if raw else None
 
-    def cursors(self, txn: lmdb.Transaction) -> Iterator[tuple[int, int]]:
+    def cursors(self, txn: lmdb.Transaction[bytes]) -> Iterator[tuple[int, int]]:
         """(level, cursor) of every level that has delivered: delayOffset.json's offsetTable."""
         for key, raw in txn.cursor(db=self.db):
             yield U32.unpack(key)[0], I64.unpack(raw)[0]

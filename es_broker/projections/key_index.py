@@ -50,11 +50,10 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Iterator
-from typing import Any
 
 import lmdb
 
-from es_broker.log import Record, records
+from es_broker.log import Record, RecordLog, records
 from es_broker.projections.keys import MAX_KEY, U64
 from es_broker.remoting import message as wire
 
@@ -110,27 +109,29 @@ def matches(raw: bytes, topic: bytes, key: bytes, *, uniq_only: bool = False) ->
     if uniq_only:
         return False
     keys = wire.last_property(raw, start, end, wire.KEYS_NAME)
-    return bool(keys) and key in keys.split(KEY_SEPARATOR)
+    if not keys:
+        return False
+    return key in keys.split(KEY_SEPARATOR)
 
 
 class KeyIndexProjection:
     name = "key_index"
     databases = ("key_index", "key_expiry", "key_meta")
 
-    def bind(self, log: Any) -> None:
+    def bind(self, log: RecordLog) -> None:
         self.index_db = log.db("key_index")
         self.expiry_db = log.db("key_expiry")
         self.meta_db = log.db("key_meta")
         self.payloads = log.commitlog_db
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == "messages_stored":
             self._index(txn, record)
         elif kind == "commitlog_expired":
             self._expire(txn, record["phy_min"])
 
-    def _index(self, txn: lmdb.Transaction, record: Record) -> None:
+    def _index(self, txn: lmdb.Transaction[bytes], record: Record) -> None:
         topic = record["topic"].encode() + b"\x00"
         ts = _time(record["ts"])
         get, put, pack = txn.get, txn.put, U64.pack
@@ -161,7 +162,7 @@ class KeyIndexProjection:
             txn.cursor(db=index_db).putmulti([(key, b"") for key in written])
             put(pack(first), _pack_entries(written), db=self.expiry_db)
 
-    def _expire(self, txn: lmdb.Transaction, phy_min: int) -> None:
+    def _expire(self, txn: lmdb.Transaction[bytes], phy_min: int) -> None:
         cur = txn.cursor(db=self.expiry_db)
         while cur.first() and U64.unpack(cur.key())[0] < phy_min:
             kept: list[bytes] = []
@@ -176,10 +177,10 @@ class KeyIndexProjection:
                 txn.put(U64.pack(first), _pack_entries(kept), db=self.expiry_db)
 
     # ------------------------------------------------------------------ building
-    def is_built(self, txn: lmdb.Transaction) -> bool:
+    def is_built(self, txn: lmdb.Transaction[bytes]) -> bool:
         return self.meta_db is not None and txn.get(_BUILT, db=self.meta_db) is not None
 
-    def ensure_built(self, log: Any) -> bool:
+    def ensure_built(self, log: RecordLog) -> bool:
         """Index a log written before this projection existed, once; True if it had to.
 
         A marker says the index covers the log, so a start reads one key. The
@@ -205,7 +206,7 @@ class KeyIndexProjection:
 
     # ------------------------------------------------------------------ reads
     def newest(
-        self, txn: lmdb.Transaction, topic: str, key: str, begin: int, end: int, limit: int
+        self, txn: lmdb.Transaction[bytes], topic: str, key: str, begin: int, end: int, limit: int
     ) -> list[int]:
         """Physical offsets of the newest `limit` messages of topic with key, stored in [begin, end].
 
@@ -238,7 +239,9 @@ class KeyIndexProjection:
                     break
         return found
 
-    def oldest_with_uniq_key(self, txn: lmdb.Transaction, topic: str, uniq: str) -> int | None:
+    def oldest_with_uniq_key(
+        self, txn: lmdb.Transaction[bytes], topic: str, uniq: str
+    ) -> int | None:
         """Physical offset of the oldest message of topic whose UNIQ_KEY is uniq."""
         if self.index_db is None:
             return None
@@ -255,10 +258,11 @@ class KeyIndexProjection:
                 continue
             raw = txn.get(entry[-8:], db=self.payloads)
             if raw is not None and matches(raw, topic_b, uniq_b, uniq_only=True):
-                return U64.unpack(entry[-8:])[0]
+                physical_offset: int = U64.unpack(entry[-8:])[0]
+                return physical_offset
         return None
 
-    def entries(self, txn: lmdb.Transaction) -> Iterator[bytes]:
+    def entries(self, txn: lmdb.Transaction[bytes]) -> Iterator[bytes]:
         """Every key_index key, in order (tests and diagnostics)."""
         yield from txn.cursor(db=self.index_db).iternext(keys=True, values=False)
 

@@ -20,11 +20,10 @@ remove those), so a replay rebuilds it byte for byte:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import lmdb
 
-from es_broker.log import Record
+from es_broker.log import Record, RecordLog
 from es_broker.projections.keys import I64, U64, queue_key, unit_key
 
 FROM = b"from"
@@ -35,12 +34,12 @@ class MessageTraceProjection:
     name = "message_trace"
     databases = ("trace_stored", "trace_links", "trace_deliveries")
 
-    def bind(self, log: Any) -> None:
+    def bind(self, log: RecordLog) -> None:
         self.stored = log.db("trace_stored")
         self.links = log.db("trace_links")
         self.deliveries = log.db("trace_deliveries")
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == "messages_stored":
             first = record["units"][0][0]
@@ -71,17 +70,19 @@ class MessageTraceProjection:
         elif kind in ("transaction_checked", "transaction_ended"):
             self._link(txn, record["prepared_phy"], seq, FROM)
 
-    def _link(self, txn: lmdb.Transaction, phy: int, seq: int, role: bytes) -> None:
+    def _link(self, txn: lmdb.Transaction[bytes], phy: int, seq: int, role: bytes) -> None:
         txn.put(I64.pack(phy) + U64.pack(seq), role, db=self.links)
 
     # ------------------------------------------------------------------ reads
-    def store_seq(self, txn: lmdb.Transaction, physical_offset: int) -> int | None:
+    def store_seq(self, txn: lmdb.Transaction[bytes], physical_offset: int) -> int | None:
         """Seq of the store record whose messages begin at or before physical_offset."""
         cur = txn.cursor(db=self.stored)
         found = cur.prev() if cur.set_range(I64.pack(physical_offset + 1)) else cur.last()
         return U64.unpack(cur.value())[0] if found else None
 
-    def links_of(self, txn: lmdb.Transaction, physical_offset: int) -> Iterator[tuple[int, bytes]]:
+    def links_of(
+        self, txn: lmdb.Transaction[bytes], physical_offset: int
+    ) -> Iterator[tuple[int, bytes]]:
         """(seq, role) of every linking record that names physical_offset, oldest first."""
         prefix = I64.pack(physical_offset)
         cur = txn.cursor(db=self.links)
@@ -93,7 +94,7 @@ class MessageTraceProjection:
             yield U64.unpack(key[8:])[0], bytes(role)
 
     def deliveries_of(
-        self, txn: lmdb.Transaction, topic: str, queue_id: int, offset: int
+        self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offset: int
     ) -> Iterator[int]:
         """Seqs of the `messages_delivered` records that handed out (topic, queue, offset)."""
         prefix = unit_key(topic, queue_id, offset)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import lmdb
 import msgpack
 
-from es_broker.log import Record
+from es_broker.log import Record, RecordLog
 from es_broker.projections.keys import I64, U64, offset_key, split_offset_key
 
 
@@ -35,12 +34,12 @@ class OffsetTableProjection:
     name = "offsets"
     databases = ("offsets", "offset_history", "reset_pending")
 
-    def bind(self, log: Any) -> None:
+    def bind(self, log: RecordLog) -> None:
         self.db = log.db("offsets")
         self.history = log.db("offset_history")
         self.pending = log.db("reset_pending")
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == "offset_committed":
             key = offset_key(record["topic"], record["group"], record["queue_id"])
@@ -89,7 +88,15 @@ class OffsetTableProjection:
                     txn.put(key, msgpack.packb([final, seq, record["ts"]]), db=self.pending)
 
     def _set(
-        self, txn, seq: int, key: bytes, ts: int, old: int, new: int, cause: str, requester: str
+        self,
+        txn: lmdb.Transaction[bytes],
+        seq: int,
+        key: bytes,
+        ts: int,
+        old: int,
+        new: int,
+        cause: str,
+        requester: str,
     ) -> None:
         txn.put(key, I64.pack(new), db=self.db)
         txn.put(
@@ -97,25 +104,25 @@ class OffsetTableProjection:
         )
 
     def pending_reset(
-        self, txn: lmdb.Transaction, topic: str, group: str, queue_id: int
+        self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
     ) -> tuple[int, int, int] | None:
         """(target, reset seq, reset time) of a compat reset not yet applied by a client commit."""
         raw = txn.get(offset_key(topic, group, queue_id), db=self.pending)
         return tuple(msgpack.unpackb(raw)) if raw else None
 
     # ------------------------------------------------------------------ reads
-    def query(self, txn: lmdb.Transaction, topic: str, group: str, queue_id: int) -> int:
+    def query(self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int) -> int:
         """The stored offset, or -1 when there is none (B-29)."""
         raw = txn.get(offset_key(topic, group, queue_id), db=self.db)
         return I64.unpack(raw)[0] if raw else -1
 
-    def table(self, txn: lmdb.Transaction) -> Iterator[tuple[str, str, int, int]]:
+    def table(self, txn: lmdb.Transaction[bytes]) -> Iterator[tuple[str, str, int, int]]:
         """The whole table: (topic, group, queue id, offset)."""
         for key, raw in txn.cursor(db=self.db):
             yield (*split_offset_key(key), I64.unpack(raw)[0])
 
     def changes(
-        self, txn: lmdb.Transaction, topic: str, group: str, queue_id: int
+        self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
     ) -> Iterator[OffsetChange]:
         """Every change of one queue's offset, oldest first."""
         prefix = offset_key(topic, group, queue_id)

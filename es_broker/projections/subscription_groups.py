@@ -8,7 +8,7 @@ from typing import Any
 import lmdb
 import msgpack
 
-from es_broker.log import Record
+from es_broker.log import Record, RecordLog
 from es_broker.projections.keys import MAX_KEY
 
 
@@ -31,10 +31,10 @@ class SubscriptionGroupProjection:
     name = "subscription_groups"
     databases = ("subgroups",)
 
-    def bind(self, log: Any) -> None:
+    def bind(self, log: RecordLog) -> None:
         self.db = log.db("subgroups")
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == "subgroup_updated":
             config = dict(record["config"], dataVersion=seq)
@@ -42,13 +42,13 @@ class SubscriptionGroupProjection:
         elif kind == "subgroup_deleted":
             txn.delete(record["group"].encode(), db=self.db)
 
-    def get(self, txn: lmdb.Transaction, group: str) -> dict[str, Any] | None:
+    def get(self, txn: lmdb.Transaction[bytes], group: str) -> dict[str, Any] | None:
         key = group.encode()
         if not 0 < len(key) <= MAX_KEY:  # no such name can exist; LMDB refuses such keys
             return None
         raw = txn.get(key, db=self.db)
         return msgpack.unpackb(raw) if raw else None
 
-    def all(self, txn: lmdb.Transaction) -> Iterator[dict[str, Any]]:
+    def all(self, txn: lmdb.Transaction[bytes]) -> Iterator[dict[str, Any]]:
         for _, raw in txn.cursor(db=self.db):
             yield msgpack.unpackb(raw)

@@ -26,11 +26,9 @@ Databases (U64/I64 big-endian):
 
 from __future__ import annotations
 
-from typing import Any
-
 import lmdb
 
-from es_broker.log import Record, records
+from es_broker.log import Record, RecordLog, records
 from es_broker.projections.keys import I64, U64, offset_key, queue_key
 
 # records that name a group but do not explain an offset change: deliveries and the
@@ -67,20 +65,20 @@ class TimeIndexProjection:
     name = "timeindex"
     databases = ("tt_time", "tt_seq", "tt_qmax", "tt_events", "tt_removed")
 
-    def bind(self, log: Any) -> None:
+    def bind(self, log: RecordLog) -> None:
         self.time_db = log.db("tt_time")
         self.seq_db = log.db("tt_seq")
         self.qmax_db = log.db("tt_qmax")
         self.events_db = log.db("tt_events")
         self.removed_db = log.db("tt_removed")
 
-    def is_built(self, txn: lmdb.Transaction, last_seq: int) -> bool:
+    def is_built(self, txn: lmdb.Transaction[bytes], last_seq: int) -> bool:
         """False for a log written before this index existed (seq 1 always has a tt_seq entry)."""
         if last_seq == 0:
             return True
         return self.seq_db is not None and txn.get(U64.pack(1), db=self.seq_db) is not None
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         ts = max(int(record.get("ts") or 0), 0)
         cur = txn.cursor(db=self.time_db)
         if not cur.last() or U64.unpack(cur.key())[0] < ts:
@@ -105,7 +103,7 @@ class TimeIndexProjection:
             for group in groups_named(record):
                 txn.put(event_key(group, seq), records.pack(record), db=self.events_db)
 
-    def ensure_built(self, log: Any) -> bool:
+    def ensure_built(self, log: RecordLog) -> bool:
         """Index a log written before this projection existed; True if it had to.
 
         The whole rebuild is one write transaction, so a crash leaves either

@@ -8,7 +8,7 @@ from typing import Any
 import lmdb
 import msgpack
 
-from es_broker.log import Record
+from es_broker.log import Record, RecordLog
 from es_broker.projections.keys import MAX_KEY
 
 PERM_PRIORITY = 8
@@ -17,42 +17,33 @@ PERM_WRITE = 2
 PERM_INHERIT = 1
 
 
-def perm_to_string(perm: int) -> str:
-    """RocketMQ's display form: 6 -> 'RW-' (B-20)."""
-    return (
-        ("R" if perm & PERM_READ else "-")
-        + ("W" if perm & PERM_WRITE else "-")
-        + ("X" if perm & PERM_INHERIT else "-")
-    )
-
-
 class TopicConfigProjection:
     name = "topics"
     databases = ("topics",)
 
-    def bind(self, log: Any) -> None:
+    def bind(self, log: RecordLog) -> None:
         self.db = log.db("topics")
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == "topic_updated":
             config = dict(record["config"], dataVersion=seq)
             txn.put(record["topic"].encode(), msgpack.packb(config), db=self.db)
         elif kind == "topic_perm_changed":
-            config = self.get(txn, record["topic"])
-            if config is not None:
-                config.update(perm=record["perm"], dataVersion=seq)
-                txn.put(record["topic"].encode(), msgpack.packb(config), db=self.db)
+            current = self.get(txn, record["topic"])
+            if current is not None:
+                current.update(perm=record["perm"], dataVersion=seq)
+                txn.put(record["topic"].encode(), msgpack.packb(current), db=self.db)
         elif kind == "topic_deleted":
             txn.delete(record["topic"].encode(), db=self.db)
 
-    def get(self, txn: lmdb.Transaction, topic: str) -> dict[str, Any] | None:
+    def get(self, txn: lmdb.Transaction[bytes], topic: str) -> dict[str, Any] | None:
         key = topic.encode()
         if not 0 < len(key) <= MAX_KEY:  # no such name can exist; LMDB refuses such keys
             return None
         raw = txn.get(key, db=self.db)
         return msgpack.unpackb(raw) if raw else None
 
-    def all(self, txn: lmdb.Transaction) -> Iterator[dict[str, Any]]:
+    def all(self, txn: lmdb.Transaction[bytes]) -> Iterator[dict[str, Any]]:
         for _, raw in txn.cursor(db=self.db):
             yield msgpack.unpackb(raw)

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import lmdb
-import msgpack  # type: ignore[import-untyped]
+import msgpack
 
 from es_broker.log import Record
 from es_broker.projections.keys import I64
@@ -34,11 +34,13 @@ DISCARDED = "discarded"
 
 
 def _pack(value: dict[str, Any]) -> bytes:
-    return msgpack.packb(value, use_bin_type=True)
+    raw: bytes = msgpack.packb(value, use_bin_type=True)
+    return raw
 
 
 def _unpack(raw: bytes | memoryview) -> dict[str, Any]:
-    return msgpack.unpackb(raw, raw=False)
+    value: dict[str, Any] = msgpack.unpackb(raw, raw=False)
+    return value
 
 
 class TransactionProjection:
@@ -49,7 +51,7 @@ class TransactionProjection:
         self.open_db = log.db("txn_open")
         self.ended_db = log.db("txn_ended")
 
-    def apply(self, txn: lmdb.Transaction, seq: int, record: Record) -> None:
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == "messages_stored":
             tx = record.get("transaction")
@@ -84,23 +86,25 @@ class TransactionProjection:
         elif kind == "transaction_ended":
             self._end(txn, record["prepared_phy"], record["state"])
 
-    def _end(self, txn: lmdb.Transaction, phy: int, state: str) -> None:
+    def _end(self, txn: lmdb.Transaction[bytes], phy: int, state: str) -> None:
         key = I64.pack(phy)
         txn.delete(key, db=self.open_db)
         txn.put(key, state.encode(), db=self.ended_db)
 
     # ------------------------------------------------------------------ reads
-    def get_open(self, txn: lmdb.Transaction, phy: int) -> dict[str, Any] | None:
+    def get_open(self, txn: lmdb.Transaction[bytes], phy: int) -> dict[str, Any] | None:
         """The open transaction of the half message at phy, or None."""
         raw = txn.get(I64.pack(phy), db=self.open_db)
         return _unpack(raw) if raw is not None else None
 
-    def ended_state(self, txn: lmdb.Transaction, phy: int) -> str | None:
+    def ended_state(self, txn: lmdb.Transaction[bytes], phy: int) -> str | None:
         """How the transaction of the half message at phy ended, or None if it has not."""
         raw = txn.get(I64.pack(phy), db=self.ended_db)
         return bytes(raw).decode() if raw is not None else None
 
-    def open_transactions(self, txn: lmdb.Transaction) -> Iterator[tuple[int, dict[str, Any]]]:
+    def open_transactions(
+        self, txn: lmdb.Transaction[bytes]
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
         """(prepared physical offset, entry) of every open transaction, oldest first."""
         for key, raw in txn.cursor(db=self.open_db):
             yield I64.unpack(key)[0], _unpack(raw)

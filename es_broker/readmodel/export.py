@@ -213,14 +213,14 @@ def _tables(
                 for family, day, row in rows:
                     groups[(family, day)].append((seq, row))
         tables, refused = {}, False
-        for (family, day), rows in groups.items():
+        for (family, day), grouped in groups.items():
             schema = arrow_schema(FAMILIES[family])
             try:
-                tables[(family, day)] = pa.Table.from_pylist([r for _, r in rows], schema=schema)
+                tables[(family, day)] = pa.Table.from_pylist([r for _, r in grouped], schema=schema)
             except Exception:
                 # rare: find the records whose rows do not convert, one row at a time
                 found = len(bad)
-                for seq, row in rows:
+                for seq, row in grouped:
                     try:
                         pa.Table.from_pylist([row], schema=schema)
                     except Exception as exc:

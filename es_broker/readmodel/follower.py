@@ -59,7 +59,8 @@ RETRY_FIRST = 1.0  # seconds before a failed step (database down, disk full, ...
 RETRY_MAX = 60.0  # ...doubling up to this
 POLL = 0.25  # how often an idle follower looks at the log's last sequence number
 
-TABLES = {name: model.__table__ for name, model in _FAMILY_MODELS.items()}
+# the declared models' Table objects (`model.__table__` is typed as any FromClause)
+TABLES = {name: Base.metadata.tables[model.__tablename__] for name, model in _FAMILY_MODELS.items()}
 
 
 class FollowerConflict(Exception):
@@ -244,8 +245,8 @@ class Follower:
                 if isolated and is_data_error(exc):
                     raise _Refused(batch[0][0], batch[0][1], clock.value, exc) from exc
                 raise
-            for seq, record, time, exc in failed:
-                self._quarantine(conn, seq, record, time, exc)
+            for seq, record, time, error in failed:
+                self._quarantine(conn, seq, record, time, error)
                 if seq == 1:
                     start = time
             self._move_checkpoint(conn, row is not None, last, position, clock.value, start)
@@ -438,8 +439,3 @@ def _safe(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
         return "(unparsable url)"
-
-
-def source_of(config: Any) -> Source:
-    """The source a broker's rows are stamped with: its brokerName and brokerRole."""
-    return Source(config.brokerName, config.brokerRole)

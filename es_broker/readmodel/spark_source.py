@@ -84,9 +84,10 @@ class EsBrokerDataSource(DataSource):
 
 class EsBrokerReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
-        self.data_dir = options.get("path") or options.get("data_dir")
-        if not self.data_dir:
+        data_dir = options.get("path") or options.get("data_dir")
+        if not data_dir:
             raise ValueError("load(DATA_DIR): the broker data directory is required")
+        self.data_dir = data_dir
         self.family = _family(options.get("family", "records"))
         self.count = max(int(options.get("partitions", 4)), 1)
         self.source = Source(
@@ -110,7 +111,7 @@ class EsBrokerReader(DataSourceReader):
                 if dbs["tt_seq"] is None:  # no time index: one range, read from the start
                     return [LogRange(1, last, 0)]
                 size = -(-(last - self.from_seq + 1) // self.count)
-                ranges = []
+                ranges: list[InputPartition] = []
                 for first in range(self.from_seq, last + 1, size):
                     ranges.append(
                         LogRange(
@@ -123,9 +124,11 @@ class EsBrokerReader(DataSourceReader):
         finally:
             env.close()
 
-    def read(self, partition: LogRange) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
         from es_broker.log import records
 
+        if not isinstance(partition, LogRange):  # Spark hands back what partitions() gave
+            raise TypeError(f"not a partition of the es_broker source: {partition!r}")
         names = [name for name, _ in self.family.all_columns]
         queue_fields = ("queue_id", "current", "target", "final", "outcome")
         env, dbs = _open(self.data_dir)

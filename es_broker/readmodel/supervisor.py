@@ -79,7 +79,7 @@ class FollowerSupervisor:
     grace: float = STOP_GRACE
     pid: int | None = None
     starts: int = 0
-    exits: list[int] = field(default_factory=list)  # exit statuses, oldest first
+    exits: list[int | None] = field(default_factory=list)  # exit statuses, oldest first
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         delay = self.restart_first

@@ -461,7 +461,7 @@ class _Reader:
     def int32(self) -> int:
         if len(self._data) - self._pos < 4:
             raise BodyDecodeError(f"{self._what}: truncated")
-        (value,) = _COMPRESSED_INT.unpack_from(self._data, self._pos)
+        value: int = _COMPRESSED_INT.unpack_from(self._data, self._pos)[0]
         self._pos += 4
         return value
 

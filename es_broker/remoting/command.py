@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import overload
 
 from .codes import CURRENT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from .errors import BadField, MissingField
@@ -78,6 +79,12 @@ class RemotingCommand:
         """The extField `name` as a Java long (64-bit), or `default` if absent."""
         raw = self.ext_fields.get(name)
         return default if raw is None else _parse_integer(name, raw, _I64, "long")
+
+    @overload
+    def get_bool(self, name: str, default: bool) -> bool: ...
+
+    @overload
+    def get_bool(self, name: str, default: None = None) -> bool | None: ...
 
     def get_bool(self, name: str, default: bool | None = None) -> bool | None:
         """The extField `name` as a boolean, or `default` if absent.

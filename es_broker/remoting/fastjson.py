@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public at runtime, not in typeshed
 from json.scanner import make_scanner
 from typing import Any
 
@@ -52,7 +52,15 @@ class ObjectKey:
 
 _WS = re.compile(r"[ \t\n\r]*")
 _INT_KEY = re.compile(r"-?[0-9]+")
-_scan_scalar = make_scanner(json.JSONDecoder())  # C scanner; we never feed it { or [
+# the C scanner; we never feed it { or [ (typeshed wants a make_scanner as its context, where
+# any object with a decoder's attributes does)
+_scan_scalar = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    """The position after the white space at `pos`."""
+    match = _WS.match(text, pos)  # `*` matches the empty string too, so this never is None
+    return match.end() if match is not None else pos
 
 
 def loads(data: bytes | str) -> Any:
@@ -69,8 +77,8 @@ def loads(data: bytes | str) -> Any:
     except ValueError:
         pass
     try:
-        value, end = _parse_value(text, _WS.match(text, 0).end(), 0)
-        end = _WS.match(text, end).end()
+        value, end = _parse_value(text, _skip_ws(text, 0), 0)
+        end = _skip_ws(text, end)
     except (ValueError, IndexError, StopIteration) as exc:
         raise BodyDecodeError(f"body is not fastjson text: {_describe(exc)}") from None
     if end != len(text):
@@ -99,7 +107,7 @@ def _parse_object(text: str, pos: int, depth: int) -> tuple[dict[Any, Any], int]
     if depth > MAX_DEPTH:
         raise ValueError(f"nesting deeper than {MAX_DEPTH}")
     result: dict[Any, Any] = {}
-    pos = _WS.match(text, pos).end()
+    pos = _skip_ws(text, pos)
     if text[pos : pos + 1] == "}":
         return result, pos + 1
     while True:
@@ -114,37 +122,37 @@ def _parse_object(text: str, pos: int, depth: int) -> tuple[dict[Any, Any], int]
             key, pos = int(match.group()), match.end()
         else:
             raise ValueError(f"expected a map key at char {pos}")
-        pos = _WS.match(text, pos).end()
+        pos = _skip_ws(text, pos)
         if text[pos : pos + 1] != ":":
             raise ValueError(f"expected ':' at char {pos}")
-        pos = _WS.match(text, pos + 1).end()
+        pos = _skip_ws(text, pos + 1)
         result[key], pos = _parse_value(text, pos, depth)
-        pos = _WS.match(text, pos).end()
+        pos = _skip_ws(text, pos)
         char = text[pos : pos + 1]
         if char == "}":
             return result, pos + 1
         if char != ",":
             raise ValueError(f"expected ',' or '}}' at char {pos}")
-        pos = _WS.match(text, pos + 1).end()
+        pos = _skip_ws(text, pos + 1)
 
 
 def _parse_array(text: str, pos: int, depth: int) -> tuple[list[Any], int]:
     if depth > MAX_DEPTH:
         raise ValueError(f"nesting deeper than {MAX_DEPTH}")
     result: list[Any] = []
-    pos = _WS.match(text, pos).end()
+    pos = _skip_ws(text, pos)
     if text[pos : pos + 1] == "]":
         return result, pos + 1
     while True:
         value, pos = _parse_value(text, pos, depth)
         result.append(value)
-        pos = _WS.match(text, pos).end()
+        pos = _skip_ws(text, pos)
         char = text[pos : pos + 1]
         if char == "]":
             return result, pos + 1
         if char != ",":
             raise ValueError(f"expected ',' or ']' at char {pos}")
-        pos = _WS.match(text, pos + 1).end()
+        pos = _skip_ws(text, pos + 1)
 
 
 def freeze(value: Any) -> Any:

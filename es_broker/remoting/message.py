@@ -212,11 +212,6 @@ def encode_fields(
     )
 
 
-def encoded_size(topic: str, body_len: int, properties: dict[str, str]) -> int:
-    """TOTALSIZE of a message before encoding it."""
-    return FIXED_SIZE + body_len + len(topic.encode("utf-8")) + len(encode_properties(properties))
-
-
 def stamp(
     raw: bytes, queue_id: int, queue_offset: int, physical_offset: int, store_timestamp: int
 ) -> bytes:

@@ -772,7 +772,7 @@ class BrokerProcessors:
 
         from es_broker.config import _coerce
 
-        changes = {}
+        changes: dict[str, Any] = {}
         for line in req.body.decode("utf-8", errors="replace").splitlines():
             key, sep, value = line.strip().partition("=")
             if not sep or key.startswith("#"):

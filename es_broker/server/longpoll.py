@@ -21,7 +21,3 @@ class PullHoldService:
         event = self._events.pop((topic, queue_id), None)
         if event is not None:
             event.set()
-
-    @property
-    def held_queues(self) -> int:
-        return len(self._events)

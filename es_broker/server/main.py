@@ -6,7 +6,7 @@ import contextlib
 import functools
 import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from es_broker.client.remoting_client import RemotingClient, RemotingError, spli
 from es_broker.commands.acl_audit import AclAudit
 from es_broker.commands.broker import WriterClosed
 from es_broker.commands.errors import BrokerError
-from es_broker.commands.slave_broker import open_broker
+from es_broker.commands.slave_broker import SlaveBroker, open_broker
 from es_broker.commands.slave_offsets import merge_own_journal
 from es_broker.config import BrokerConfig, load_broker_conf
 from es_broker.ha.master import ReplicationMaster
@@ -200,25 +200,29 @@ class BrokerServer:
             {t: str(s.get("subString", "*")) for t, s in info.subscriptions.items()} if info else {}
         )
         self._nursery.start_soon(
+            self._record_group_change,
+            group,
             functools.partial(
-                self._record_group_change,
+                self.broker.record_consumer_group,
                 group,
                 info.client_ids() if info else [],
                 info.consume_from_where if info else "",
                 info.message_model if info else "",
                 subs,
-            )
+            ),
         )
 
-    async def _record_group_change(self, *args: object) -> None:
+    async def _record_group_change(
+        self, group: str, record: Callable[[], Awaitable[object]]
+    ) -> None:
         # shutting down: the channels closing now are not a membership change
         with contextlib.suppress(WriterClosed):
             try:
-                await self.broker.record_consumer_group(*args)
+                await record()
             except (
                 BrokerError
             ) as exc:  # a refused record (a full disk, ...) must not end the broker's nursery
-                log.warning("membership change of group %s not recorded: %s", args[0], exc.remark)
+                log.warning("membership change of group %s not recorded: %s", group, exc.remark)
 
     async def run(
         self, host: str, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED
@@ -239,7 +243,7 @@ class BrokerServer:
                 )
                 self.processors.config = self.config
                 # before registering: the answer may name the master
-                if self.config.brokerRole == "SLAVE":
+                if isinstance(self.broker, SlaveBroker):  # brokerRole=SLAVE
                     self.replicator = SlaveReplicator(
                         self.broker,
                         RemotingClient(nursery, credentials=self.credentials, tls=self.client_tls),

@@ -25,7 +25,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import trio
 
@@ -154,9 +154,9 @@ class RemotingServer:
         opened = await self._open(stream)
         if opened is None:
             return
-        stream = _StampedStream(opened[0]) if hops.ON else opened[0]
+        served: trio.abc.Stream = _StampedStream(opened[0]) if hops.ON else opened[0]
         channel = Channel(
-            stream, max_frame=self.limits.max_frame_length, budget=self.budget, head=opened[1]
+            served, max_frame=self.limits.max_frame_length, budget=self.budget, head=opened[1]
         )
         self.channels.add(channel)
         try:
@@ -243,7 +243,7 @@ class RemotingServer:
                 continue
             trace = None
             if hops.ON:
-                trace = hops.Trace(command.code, channel.stream.received_at)
+                trace = hops.Trace(command.code, cast(_StampedStream, channel.stream).received_at)
                 trace.mark(hops.DECODED)
             start = starts.get(command.code)
             if start is not None and arrivals.settled():
@@ -327,7 +327,9 @@ class RemotingServer:
             with contextlib.suppress(ChannelClosed):
                 await channel.send(response)
             if trace is not None:
-                trace.at[hops.ENCODED], trace.at[hops.SENT] = channel.stream.sent_at
+                trace.at[hops.ENCODED], trace.at[hops.SENT] = cast(
+                    _StampedStream, channel.stream
+                ).sent_at
         if trace is not None:
             hops.done(trace)
 
@@ -388,7 +390,7 @@ class _StampedStream(trio.abc.Stream):
         self.received_at = 0
         self.sent_at = (0, 0)
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         data = await self.transport_stream.receive_some(max_bytes)
         self.received_at = hops.now()
         return data

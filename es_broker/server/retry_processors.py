@@ -46,7 +46,7 @@ class RetryProcessors:
         broker: Broker,
         holds: PullHoldService,
         requester: Callable[[Channel], str],
-        on_topics_changed: Callable[[], None],
+        on_topics_changed: Callable[[], object],
     ) -> None:
         self.broker = broker
         self.holds = holds
@@ -110,7 +110,11 @@ class RetryProcessors:
             requester=self.requester(channel),
         )
         for item in result.items:
-            if item.new_msg_id is not None and item.target_topic is not None:
+            if (
+                item.new_msg_id is not None
+                and item.target_topic is not None
+                and item.target_queue_id is not None
+            ):
                 self.holds.notify(item.target_topic, item.target_queue_id)
         if result.created_topics:
             self.on_topics_changed()

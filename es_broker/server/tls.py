@@ -284,7 +284,7 @@ class ReplayStream(trio.abc.Stream):
         self.transport_stream = transport_stream
         self._head = head
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         if not self._head:
             return await self.transport_stream.receive_some(max_bytes)
         await trio.lowlevel.checkpoint()

@@ -87,7 +87,7 @@ class TimeTravel:
             )
 
     # ------------------------------------------------------------------ time <-> position
-    def position_at(self, txn: lmdb.Transaction, at: int) -> int:
+    def position_at(self, txn: lmdb.Transaction[bytes], at: int) -> int:
         """The last seq whose effective time is <= at (0: before the first record)."""
         cur = txn.cursor(db=self.index.time_db)
         if at < 0:
@@ -96,13 +96,13 @@ class TimeTravel:
             return U64.unpack(cur.value())[0] - 1
         return self.store.log.last_seq if cur.last() else 0
 
-    def time_of(self, txn: lmdb.Transaction, seq: int) -> int:
+    def time_of(self, txn: lmdb.Transaction[bytes], seq: int) -> int:
         """The effective time of a record."""
         cur = txn.cursor(db=self.index.seq_db)
         found = cur.prev() if cur.set_range(U64.pack(seq + 1)) else cur.last()
         return U64.unpack(cur.value())[0] if found else 0
 
-    def start(self, txn: lmdb.Transaction) -> int | None:
+    def start(self, txn: lmdb.Transaction[bytes]) -> int | None:
         """When the broker started, as far as the log tells: the time of its first record.
 
         The log has no start or shutdown records yet, so the compat persist
@@ -111,20 +111,22 @@ class TimeTravel:
         cur = txn.cursor(db=self.index.time_db)
         return U64.unpack(cur.key())[0] if cur.first() else None
 
-    def persist_tick(self, txn: lmdb.Transaction, at: int) -> int | None:
+    def persist_tick(self, txn: lmdb.Transaction[bytes], at: int) -> int | None:
         """The last compat persist tick <= at, or None before the first one (B-32, B-133)."""
         start = self.start(txn)
         return persist_tick(start, at, self.persist_interval)
 
     # ------------------------------------------------------------------ queues
-    def queue_max_at(self, txn: lmdb.Transaction, topic: str, queue_id: int, position: int) -> int:
+    def queue_max_at(
+        self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, position: int
+    ) -> int:
         """max(T, Q) after the record at `position` (0 for a queue without messages then)."""
         prefix = queue_key(topic, queue_id)
         found = _latest(txn.cursor(db=self.index.qmax_db), prefix, position)
         return I64.unpack(found[1])[0] if found else 0
 
     def _queue_prefixes(
-        self, txn: lmdb.Transaction, group: str | None, topic: str | None
+        self, txn: lmdb.Transaction[bytes], group: str | None, topic: str | None
     ) -> Iterator[tuple[bytes, str, str, int]]:
         """(history key prefix, topic, group, queue id) of every queue the offset table ever held."""
         cur = txn.cursor(db=self.history_db)
@@ -149,7 +151,7 @@ class TimeTravel:
     # ------------------------------------------------------------------ answers
     def offsets_at(
         self,
-        txn: lmdb.Transaction,
+        txn: lmdb.Transaction[bytes],
         at: int,
         *,
         group: str | None = None,
@@ -195,7 +197,7 @@ class TimeTravel:
 
     def history(
         self,
-        txn: lmdb.Transaction,
+        txn: lmdb.Transaction[bytes],
         group: str,
         *,
         topic: str | None = None,
@@ -309,7 +311,7 @@ def _entry(**fields: Any):
     return lambda time: HistoryEntry(time=time, **fields)
 
 
-def _latest(cur: lmdb.Cursor, prefix: bytes, position: int) -> tuple[bytes, bytes] | None:
+def _latest(cur: lmdb.Cursor[bytes], prefix: bytes, position: int) -> tuple[bytes, bytes] | None:
     """The entry of `prefix` with the largest seq <= position, or None."""
     if position <= 0:
         return None

@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Any
 
 import lmdb
-import msgpack  # type: ignore[import-untyped]
+import msgpack
 
 from es_broker.log import records
 from es_broker.projections.keys import U64
@@ -39,7 +39,7 @@ class Sample:
 
 
 def window(
-    travel: TimeTravel, txn: lmdb.Transaction, group: str, topic: str | None
+    travel: TimeTravel, txn: lmdb.Transaction[bytes], group: str, topic: str | None
 ) -> tuple[int, int] | None:
     """From the group's first offset change to the log's last record (None: no offset ever)."""
     first_seq = None
@@ -56,7 +56,7 @@ def window(
 
 def timeline(
     travel: TimeTravel,
-    txn: lmdb.Transaction,
+    txn: lmdb.Transaction[bytes],
     group: str,
     *,
     topic: str | None = None,
@@ -93,7 +93,7 @@ def timeline(
 
 def recent_changes(
     travel: TimeTravel,
-    txn: lmdb.Transaction,
+    txn: lmdb.Transaction[bytes],
     group: str,
     *,
     topic: str | None = None,
@@ -128,7 +128,7 @@ def recent_changes(
 
 def _changes_backwards(
     travel: TimeTravel,
-    txn: lmdb.Transaction,
+    txn: lmdb.Transaction[bytes],
     prefix: bytes,
     topic: str,
     group: str,
@@ -172,7 +172,7 @@ def _changes_backwards(
 
 def _events_backwards(
     travel: TimeTravel,
-    txn: lmdb.Transaction,
+    txn: lmdb.Transaction[bytes],
     group: str,
     topic: str | None,
     lo: int,
