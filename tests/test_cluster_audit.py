@@ -97,13 +97,13 @@ async def test_b207_b209_a_cluster_export_and_the_wire_give_the_union_of_the_bro
         # asked over the wire of every broker the name server knows, while they serve
         ns = cluster.namesrv.addr
         asked = "offsets", "--namesrv", ns, "--group", GROUP, "--at", str(at), "--json"
-        over_wire = json.loads(cli_checked(*asked)).stdout["queues"]
+        over_wire = json.loads(cli_checked(*asked).stdout)["queues"]
         history_over_wire = json.loads(
-            cli_checked("history", "--namesrv", ns, "--group", GROUP, "--json")
-        ).stdout
+            cli_checked("history", "--namesrv", ns, "--group", GROUP, "--json").stdout
+        )
         explained = json.loads(
-            cli_checked("explain", "-n", ns, "-g", GROUP, "-t", TOPIC, "--json")
-        ).stdout
+            cli_checked("explain", "-n", ns, "-g", GROUP, "-t", TOPIC, "--json").stdout
+        )
     finally:
         cluster.stop_all()
 

@@ -16,11 +16,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from es_broker.cli.cluster import add_cluster_options, ask
 from es_broker.cli.datadir import add_data_dir, open_log_readonly, open_store, source
 from es_broker.timetravel.timeparse import format_time, parse_time
+
+T = TypeVar("T")
 
 TIME_HELP = "now | epoch millis | yyyy-MM-dd#HH:mm:ss:SSS | ISO 8601"
 
@@ -50,7 +52,7 @@ def print_offsets(
             "source": origin,
             "queues": [
                 r.as_dict() if brokers is None else {"broker": b, **r.as_dict()}
-                for r, b in zip(rows, brokers or [None] * len(rows), strict=True)
+                for r, b in _paired(rows, brokers)
             ],
         }
         if position is not None:
@@ -78,7 +80,7 @@ def print_offsets(
         head += ["durable", "durable lag"]
     head += ["changed at", "cause", "by", "seq"]
     table = [head]
-    for r, broker in zip(rows, brokers or [None] * len(rows), strict=True):
+    for r, broker in _paired(rows, brokers):
         line = [broker] if broker is not None else []
         line += [r.topic, str(r.queue_id), str(r.offset), str(r.max_offset), _dash(r.lag)]
         if durable:
@@ -88,6 +90,13 @@ def print_offsets(
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
         print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _paired(items: list[T], brokers: list[str] | None) -> list[tuple[T, str | None]]:
+    """Each item with its broker (a cluster's answer), or with None (a data directory's)."""
+    if brokers is None:
+        return [(item, None) for item in items]
+    return list(zip(items, brokers, strict=True))
 
 
 def _dash(value: int | None) -> str:
@@ -221,7 +230,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
                     "until": until,
                     "entries": [
                         e.as_dict() if brokers is None else {"broker": b, **e.as_dict()}
-                        for e, b in zip(entries, brokers or [None] * len(entries), strict=True)
+                        for e, b in _paired(entries, brokers)
                     ],
                 },
                 default=str,
@@ -230,7 +239,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         return 0
     scope = f"topic {args.topic}" if args.topic else "every topic"
     print(f"history of group {args.group} on {scope}: {len(entries)} entries")
-    for e, b in zip(entries, brokers or [None] * len(entries), strict=True):
+    for e, b in _paired(entries, brokers):
         where = f"{b}  " if b is not None else ""
         print(f"  {format_time(e.time)}  {where}#{e.seq:<7} {describe(e)}")
     return 0

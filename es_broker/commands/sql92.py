@@ -62,7 +62,8 @@ class Selector:
 
     def evaluate(self, props: Props) -> bool | None:
         """The expression's value for `props`: True, False, or None (unknown); raises on error."""
-        return self._eval(props)
+        value: bool | None = self._eval(props)
+        return value
 
     def matches(self, props: Props) -> bool:
         """Whether a message with these properties is delivered (B-212)."""
@@ -136,7 +137,8 @@ def _same_type_compare(lv: Any, rv: Any) -> int:
         return 0 if lv == rv else (1 if lv else -1)
     if type(lv) is str:  # only its sign against 0 is ever read
         return 0 if lv == rv else (-1 if lv < rv else 1)
-    return (lv > rv) - (lv < rv)
+    order: int = (lv > rv) - (lv < rv)
+    return order
 
 
 def _compare(lv: Any, rv: Any) -> int:
