@@ -17,7 +17,12 @@ and prints the instructions (Ir) per message and per request of each phase,
 every thread of the broker counted (the LMDB commit runs in a worker thread).
 --pure runs the broker with ES_BROKER_PURE_PYTHON=1. --annotate N prints the
 N functions with the most inclusive instructions of each phase
-(callgrind_annotate); the dumps stay in --keep DIR when given.
+(self instructions, C level); the dumps stay in --keep DIR when given.
+
+--py-spy DIR: no valgrind; the broker runs natively and each phase is
+sampled by `py-spy record` (raw collapsed stacks in DIR/PHASE.txt, summed by
+`python bench/server_cg.py --summarize DIR/PHASE.txt`); use larger phases
+(--messages 64000 --sync 5000) for enough samples.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import trio
@@ -128,6 +134,42 @@ def _dump(pid: int, out_dir: Path, before: set[Path]) -> tuple[int, Path]:
     return int(match.group(1)), path
 
 
+def self_costs(path: Path) -> Counter[str]:
+    """Self instructions per function of an uncompressed callgrind dump."""
+    costs: Counter[str] = Counter()
+    function = ""
+    call_line = False
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("fn="):
+            function = line[3:]
+        elif line.startswith("calls="):
+            call_line = True  # the next cost line is the call's inclusive cost
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            if call_line:
+                call_line = False
+            elif len(parts := line.split()) >= 2:
+                costs[function] += int(parts[1])
+    return costs
+
+
+def summarize(path: Path, top: int = 40) -> None:
+    """Self and inclusive samples per Python function of a py-spy raw (collapsed) file."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [re.sub(r":\d+\)$", ")", frame) for frame in stack.split(";")]
+        total += int(count)
+        own[frames[-1]] += int(count)
+        for frame in set(frames):
+            inclusive[frame] += int(count)
+    for title, counter in (("self", own), ("inclusive", inclusive)):
+        print(f"== {title} ({total} samples)")
+        for frame, count in counter.most_common(top):
+            print(f"{count / total * 100:6.1f}% {frame[:120]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=3200, help="per produce/pull phase")
@@ -135,7 +177,14 @@ def main() -> None:
     parser.add_argument("--pure", action="store_true", help="ES_BROKER_PURE_PYTHON=1 in the broker")
     parser.add_argument("--annotate", type=int, default=0)
     parser.add_argument("--keep", help="directory for the callgrind dumps")
+    parser.add_argument(
+        "--py-spy", dest="py_spy", help="sample each phase with py-spy into this directory"
+    )
+    parser.add_argument("--summarize", help="print self and inclusive time of a py-spy raw file")
     args = parser.parse_args()
+    if args.summarize:
+        summarize(Path(args.summarize))
+        return
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("ES_BROKER_TRACE_HOPS", None)
     if args.pure:
@@ -147,7 +196,11 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("cg.out*"):
         old.unlink()
-    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_dir / 'cg.out'}"]
+    command = ["valgrind", "--tool=callgrind", "--compress-strings=no", "--compress-pos=no"]
+    command += [f"--callgrind-out-file={out_dir / 'cg.out'}"]
+    if args.py_spy:
+        command = []
+        Path(args.py_spy).mkdir(parents=True, exist_ok=True)
     command += [sys.executable, "-m", "es_broker.cli", "serve", "--data-dir", str(work / "data")]
     command += ["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"]
     command += ["--readmodel-url", "none"]
@@ -172,33 +225,64 @@ def main() -> None:
         trio.run(sync_sends, addr, 16)
         rows = []
         for name, run in (
-            ("produce", lambda: (trio.run(produce, addr, args.messages // 32) * 32, args.messages // 32)),
+            (
+                "produce",
+                lambda: (trio.run(produce, addr, args.messages // 32) * 32, args.messages // 32),
+            ),
             ("pull", lambda: trio.run(pull, addr, offsets)),
             ("sync", lambda: (trio.run(sync_sends, addr, args.sync),) * 2),
         ):
-            subprocess.run(["callgrind_control", "-z", str(process.pid)], check=True, capture_output=True)
+            if args.py_spy:
+                spy = subprocess.Popen(
+                    [
+                        "py-spy",
+                        "record",
+                        "-p",
+                        str(process.pid),
+                        "-r",
+                        "500",
+                        "-f",
+                        "raw",
+                        "--nonblocking",
+                    ]
+                    + ["-o", str(Path(args.py_spy) / f"{name}.txt")],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                time.sleep(1)  # py-spy attaching; it has no ready signal
+                began = time.perf_counter()
+                messages, requests = run()
+                elapsed = time.perf_counter() - began
+                spy.send_signal(signal.SIGINT)
+                spy.wait()
+                print(
+                    f"{name}: {messages} messages, {requests} requests, {messages / elapsed:,.0f} msg/s"
+                )
+                continue
+            subprocess.run(
+                ["callgrind_control", "-z", str(process.pid)], check=True, capture_output=True
+            )
             before = set(out_dir.glob("cg.out*"))
             messages, requests = run()
             instructions, dump = _dump(process.pid, out_dir, before)
             rows.append((name, messages, requests, instructions, dump))
+        if args.py_spy:
+            return
         mode = "pure Python" if args.pure else "compiled"
         print(f"broker instructions by phase ({mode}; callgrind, every thread of the broker):")
-        print(f"{'phase':10s}{'messages':>10s}{'requests':>10s}{'Ir (M)':>12s}{'Ir/msg (k)':>12s}{'Ir/req (k)':>12s}")
+        print(
+            f"{'phase':10s}{'messages':>10s}{'requests':>10s}{'Ir (M)':>12s}{'Ir/msg (k)':>12s}{'Ir/req (k)':>12s}"
+        )
         for name, messages, requests, instructions, _ in rows:
             print(
                 f"{name:10s}{messages:10d}{requests:10d}{instructions / 1e6:12.1f}"
                 f"{instructions / messages / 1e3:12.1f}{instructions / requests / 1e3:12.1f}"
             )
         if args.annotate:
-            for name, _, _, _, dump in rows:
-                print(f"\n== {name}: top {args.annotate} functions by inclusive Ir")
-                annotated = subprocess.run(
-                    ["callgrind_annotate", "--inclusive=yes", str(dump)],
-                    capture_output=True,
-                    text=True,
-                ).stdout
-                lines = [line for line in annotated.splitlines() if re.match(r"^\s*[\d,]+ \(", line)]
-                print("\n".join(lines[: args.annotate]))
+            for name, _, _, instructions, dump in rows:
+                print(f"\n== {name}: top {args.annotate} C functions by self Ir")
+                for function, cost in self_costs(dump).most_common(args.annotate):
+                    print(f"{cost / instructions * 100:6.2f}% {cost:>14,} {function[:100]}")
     finally:
         process.send_signal(signal.SIGTERM)
         try:

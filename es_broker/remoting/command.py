@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from es_broker import compiled
+
 from .codes import CURRENT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from .errors import BadField, MissingField
 
@@ -202,3 +204,20 @@ def response_to(
         body=bytes(body),
         serialize_type=request.serialize_type,
     )
+
+
+# ---------------------------------------------------------------------- the compiled hot path
+# The functions above, and the JSON header and frame codec of header.py and frames.py, are the
+# reference. Their compiled twins (_codec.pyx, built by `pip install .`) replace them unless
+# ES_BROKER_PURE_PYTHON is set (es_broker.compiled); they give equal commands and byte-identical
+# frames, and hand anything unusual back to REFERENCE.
+REFERENCE = {
+    "ext_value_to_str": ext_value_to_str,
+    "normalize_ext_fields": normalize_ext_fields,
+    "response_to": response_to,
+}
+
+codec = compiled.load("es_broker.remoting._codec")
+if codec is not None:
+    normalize_ext_fields = codec.normalize_ext_fields  # noqa: F811
+    response_to = codec.response_to  # noqa: F811
