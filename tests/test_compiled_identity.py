@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from es_broker import compiled
-from es_broker.remoting import command, frames, header, message
-from es_broker.remoting.codes import LanguageCode, ResponseCode, SerializeType
+from es_broker.remoting import command, frames, header, message, requests
+from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from es_broker.remoting.errors import EncodeError
 from tests.process_fixtures import ROOT, _env
 
@@ -489,3 +489,36 @@ def test_a_frame_decodes_through_the_connection_as_the_reference_decodes_it(cmd)
         for part in (data,) if split is None else (data[:split], data[split:]):
             connection.receive_data(part)
         assert connection.next_event() == expected
+
+
+@given(commands, st.dictionaries(ext_texts, ext_texts, max_size=4))
+def test_with_ext_fields(cmd, fields):
+    same_codec("with_ext_fields", cmd, fields)
+    assert codec.with_ext_fields(cmd, fields) == dataclasses.replace(cmd, ext_fields=fields)
+
+
+# ---------------------------------------------------------------------- the declared-shape check
+
+
+def _check_by_renaming(cmd: command.RemotingCommand) -> requests.Refusal | None:
+    """The check as it reads a V2 header without the wire-name shortcut: rename every key first."""
+    shape = requests.SHAPES[cmd.code]
+    renamed = {shape.renames.get(k, k): v for k, v in cmd.ext_fields.items()}
+    return requests.check(dataclasses.replace(cmd, ext_fields=renamed), shape=_plain_shape(shape))
+
+
+def _plain_shape(shape: requests.RequestShape) -> requests.RequestShape:
+    return requests.RequestShape(shape.code, shape.name, shape.fields, shape.body)
+
+
+header_values = st.sampled_from(["", "0", "7", "-3", "+4", "Bench", "99999999999", "1x", "TBW102"])
+v2_keys = st.sampled_from([*requests.SEND_V2_FIELDS, *requests.SEND_V2_FIELDS.values(), "bname"])
+
+
+@given(
+    st.sampled_from([RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE]),
+    st.dictionaries(v2_keys, header_values, max_size=16),
+)
+def test_a_v2_header_is_checked_as_its_renamed_v1_header(code, fields):
+    cmd = command.request(code, fields, b"")
+    assert requests.check(cmd) == _check_by_renaming(cmd)

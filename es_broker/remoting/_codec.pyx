@@ -52,6 +52,7 @@ cdef object _LANGUAGE_BY_NAME = None
 cdef object _CURRENT_VERSION = None
 cdef int _FLAG_RESPONSE = 1
 cdef dict _REF = None
+cdef dict _LANGUAGE_JSON = None  # LanguageCode member -> its name as a JSON string
 
 # the slots of RemotingCommand, set without its frozen __setattr__ (as the dataclass __init__ does)
 cdef str _CODE = "code"
@@ -67,7 +68,7 @@ cdef str _SERIALIZE_TYPE = "serialize_type"
 
 cdef int _bind() except -1:
     global _Command, _JAVA, _OTHER, _LanguageCode, _JSON, _LANGUAGE_BY_NAME, _CURRENT_VERSION
-    global _FLAG_RESPONSE, _REF
+    global _FLAG_RESPONSE, _REF, _LANGUAGE_JSON
     from es_broker.remoting import codes, command, frames, header
 
     fields = tuple(f.name for f in command.RemotingCommand.__dataclass_fields__.values())
@@ -82,6 +83,7 @@ cdef int _bind() except -1:
     _LANGUAGE_BY_NAME = codes.LanguageCode.__members__
     _CURRENT_VERSION = codes.CURRENT_VERSION
     _FLAG_RESPONSE = codes.FLAG_RESPONSE
+    _LANGUAGE_JSON = {member: _encode_string(member.name) for member in codes.LanguageCode}
     _REF = dict(command.REFERENCE)
     _REF.update(header.REFERENCE)
     _REF.update(frames.REFERENCE)
@@ -141,6 +143,15 @@ def response_to(request, code, remark=None, ext_fields=None, body=b""):
                 normalize_ext_fields(ext_fields), bytes(body), request.serialize_type)
 
 
+def with_ext_fields(cmd, ext_fields):
+    if _REF is None:
+        _bind()
+    if type(cmd) is not _Command:
+        return _REF["with_ext_fields"](cmd, ext_fields)
+    return _new(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, ext_fields,
+                cmd.body, cmd.serialize_type)
+
+
 # ------------------------------------------------------------------ JSON header: encode
 
 cdef inline bint _i32(object value):
@@ -182,7 +193,7 @@ def encode_json_header(cmd):
     parts.append(',"flag":')
     parts.append(str(flag))
     parts.append(',"language":')
-    parts.append(_encode_string(language.name))
+    parts.append(_LANGUAGE_JSON[language])
     parts.append(',"opaque":')
     parts.append(str(opaque))
     if remark is not None:
