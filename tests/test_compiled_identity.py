@@ -80,6 +80,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert header.decode_json_header is header.REFERENCE["decode_json_header"]
         assert frames.encode_frame is frames.REFERENCE["encode_frame"]
         assert command.response_to is command.REFERENCE["response_to"]
+        assert requests.check is requests.REFERENCE["check"]
         assert compiled.active() == {
             "es_broker.remoting._codec": False,
             "es_broker.remoting._speedups": False,
@@ -91,6 +92,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert header.encode_json_header is codec.encode_json_header
         assert frames.encode_frame is codec.encode_frame
         assert command.response_to is codec.response_to
+        assert requests.check is codec.check
         assert compiled.active() == {
             "es_broker.remoting._codec": True,
             "es_broker.remoting._speedups": True,
@@ -418,7 +420,9 @@ def _json_texts(obj: dict) -> st.SearchStrategy[bytes]:
 
 
 def same_codec(name: str, *args) -> None:
-    reference = {**command.REFERENCE, **header.REFERENCE, **frames.REFERENCE}[name]
+    reference = {**command.REFERENCE, **header.REFERENCE, **frames.REFERENCE, **requests.REFERENCE}[
+        name
+    ]
     assert outcome(getattr(codec, name), *args) == outcome(reference, *args)
 
 
@@ -522,3 +526,30 @@ v2_keys = st.sampled_from([*requests.SEND_V2_FIELDS, *requests.SEND_V2_FIELDS.va
 def test_a_v2_header_is_checked_as_its_renamed_v1_header(code, fields):
     cmd = command.request(code, fields, b"")
     assert requests.check(cmd) == _check_by_renaming(cmd)
+
+
+shape_codes = st.sampled_from(sorted(requests.SHAPES))
+field_values = st.one_of(
+    header_values,
+    st.sampled_from(
+        ["true", "FALSE", "-0", "2147483648", "-9223372036854775809", "00012", "\u0661"]
+    ),
+    st.sampled_from(["9223372036854775807", "CONSUME_FROM_LAST_OFFSET", "TAG", "SQL92"]),
+    st.text(max_size=5),
+    st.text(min_size=250, max_size=300),
+    st.from_regex(r"[0-9A-F]{32}", fullmatch=True),
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(shape_codes, st.data())
+def test_check(code, data):
+    shape = requests.SHAPES[code]
+    names = [f.name for f in shape.fields] + list(shape.renames or ()) + ["unknown"]
+    fields = data.draw(st.dictionaries(st.sampled_from(names), field_values, max_size=len(names)))
+    if data.draw(st.booleans()):  # every declared field given a value of its kind
+        for spec in shape.fields:
+            fields.setdefault(spec.name, "1" if spec.kind is not requests.Kind.STR else "Bench")
+    body = data.draw(st.sampled_from([b"", b"{}", b'{"a":1}', b"\xff", b"[1]"]))
+    cmd = command.request(code, fields, body)
+    same_codec("check", cmd)

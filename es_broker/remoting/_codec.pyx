@@ -53,6 +53,10 @@ cdef object _CURRENT_VERSION = None
 cdef int _FLAG_RESPONSE = 1
 cdef dict _REF = None
 cdef dict _LANGUAGE_JSON = None  # LanguageCode member -> its name as a JSON string
+cdef dict _SHAPES = None  # requests.SHAPES
+cdef dict _PLANS = {}  # id(shape) -> (shape, plain plan, wire-name plan)
+cdef object _STR = None, _INT = None, _LONG = None, _BOOL = None
+cdef int _SEND_MESSAGE = 10
 
 # the slots of RemotingCommand, set without its frozen __setattr__ (as the dataclass __init__ does)
 cdef str _CODE = "code"
@@ -68,8 +72,8 @@ cdef str _SERIALIZE_TYPE = "serialize_type"
 
 cdef int _bind() except -1:
     global _Command, _JAVA, _OTHER, _LanguageCode, _JSON, _LANGUAGE_BY_NAME, _CURRENT_VERSION
-    global _FLAG_RESPONSE, _REF, _LANGUAGE_JSON
-    from es_broker.remoting import codes, command, frames, header
+    global _FLAG_RESPONSE, _REF, _LANGUAGE_JSON, _SHAPES, _STR, _INT, _LONG, _BOOL, _SEND_MESSAGE
+    from es_broker.remoting import codes, command, frames, header, requests
 
     fields = tuple(f.name for f in command.RemotingCommand.__dataclass_fields__.values())
     if fields != (_CODE, _LANGUAGE, _VERSION, _OPAQUE, _FLAG, _REMARK, _EXT_FIELDS, _BODY,
@@ -87,6 +91,10 @@ cdef int _bind() except -1:
     _REF = dict(command.REFERENCE)
     _REF.update(header.REFERENCE)
     _REF.update(frames.REFERENCE)
+    _REF.update(requests.REFERENCE)
+    _SHAPES = requests.SHAPES
+    _STR, _INT, _LONG, _BOOL = requests.Kind.STR, requests.Kind.INT, requests.Kind.LONG, requests.Kind.BOOL
+    _SEND_MESSAGE = codes.RequestCode.SEND_MESSAGE
     return 0
 
 
@@ -415,3 +423,95 @@ def encode_frame(cmd):
     memcpy(p + 8, PyBytes_AS_STRING(header), header_len)
     memcpy(p + 8 + header_len, PyBytes_AS_STRING(body), body_len)
     return out
+
+
+# ------------------------------------------------------------------ requests.check
+
+# a field's plan: (name, kind, required, low, high, max_len, choices, pattern); kind 0 text, 1 integer,
+# 2 boolean; low/high the integer's bounds (the Java type's, narrowed by the field's min/max)
+cdef tuple _plans(object shape):
+    cdef list plain = [], wire = []
+    for spec, wire_name in zip(shape.fields, shape.wire_names):
+        if spec.kind is _STR:
+            kind = 0
+        elif spec.kind is _INT or spec.kind is _LONG:
+            kind = 1
+        elif spec.kind is _BOOL:
+            kind = 2
+        else:
+            return None
+        java = (I32_MIN, I32_MAX) if spec.kind is _INT else (-(1 << 63), (1 << 63) - 1)
+        low = java[0] if spec.min is None else max(java[0], spec.min)
+        high = java[1] if spec.max is None else min(java[1], spec.max)
+        rest = (kind, spec.required, low, high, spec.max_len, spec.choices, spec.pattern)
+        plain.append((spec.name,) + rest)
+        wire.append((wire_name,) + rest)
+    return (shape, tuple(plain), tuple(wire))
+
+
+cdef bint _integer_in(str raw, object low, object high):
+    # what the reference accepts: [+-]?[0-9]+ in ASCII, within the bounds; 18 digits at most here
+    # (longer ones, in range or not, are the reference's to judge)
+    cdef Py_ssize_t n = len(raw), i = 0
+    cdef int64_t value = 0
+    cdef bint negative = False
+    cdef Py_UCS4 c
+    if n and (raw[0] == "+" or raw[0] == "-"):
+        negative = raw[0] == "-"
+        i = 1
+    if i == n or n - i > 18:
+        return False
+    while i < n:
+        c = raw[i]
+        if c < "0" or c > "9":
+            return False
+        value = value * 10 + <int64_t>(<uint32_t>c - 48)
+        i += 1
+    if negative:
+        value = -value
+    return low <= value <= high
+
+
+def check(cmd, shape=None):
+    if _REF is None:
+        _bind()
+    if shape is None:
+        shape = _SHAPES.get(cmd.code)
+        if shape is None:
+            return None
+    if type(cmd) is not _Command or type(cmd.ext_fields) is not dict:
+        return _REF["check"](cmd, shape)
+    entry = _PLANS.get(id(shape))
+    if entry is None or (<tuple>entry)[0] is not shape:
+        entry = _plans(shape)
+        if entry is None:
+            return _REF["check"](cmd, shape)
+        if len(_PLANS) < 4096:
+            _PLANS[id(shape)] = entry
+    cdef dict fields = cmd.ext_fields
+    cdef tuple plan = (<tuple>entry)[1]
+    if shape.renames is not None and cmd.code != _SEND_MESSAGE:
+        if not shape.renamed.isdisjoint(fields):
+            return _REF["check"](cmd, shape)
+        plan = (<tuple>entry)[2]
+    cdef int kind
+    for item in plan:
+        name, kind, required, low, high, max_len, choices, pattern = <tuple>item
+        raw = fields.get(name)
+        if raw is None:
+            if required:
+                return _REF["check"](cmd, shape)  # refused there, with its remark
+            continue
+        if type(raw) is not str:
+            return _REF["check"](cmd, shape)
+        if kind == 0:
+            if ((not raw and required) or len(<str>raw) > max_len
+                    or (pattern is not None and pattern.fullmatch(raw) is None)
+                    or (choices is not None and raw not in choices)):
+                return _REF["check"](cmd, shape)
+        elif kind == 1:
+            if not _integer_in(<str>raw, low, high):
+                return _REF["check"](cmd, shape)
+    if shape.body is not None and shape.body(cmd) is not None:
+        return _REF["check"](cmd, shape)
+    return None

@@ -36,7 +36,7 @@ from .bodies import (
     UnlockBatchRequestBody,
 )
 from .codes import EsRequestCode, RequestCode, ResponseCode
-from .command import RemotingCommand
+from .command import RemotingCommand, codec
 from .errors import BodyDecodeError
 from .fastjson import loads
 
@@ -732,3 +732,10 @@ def _field_error(spec: HeaderField, raw: str) -> str | None:
 
 def _refuse(shape: RequestShape, remark: str) -> Refusal:
     return Refusal(int(ResponseCode.SYSTEM_ERROR), f"{shape.name}: {remark}")
+
+
+# -- the compiled hot path (see command.py) ---------------------------------------
+REFERENCE = {"check": check}
+
+if codec is not None:
+    check = codec.check  # noqa: F811
