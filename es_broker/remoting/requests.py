@@ -20,7 +20,7 @@ Sans-IO: pure functions over `RemotingCommand`, no sockets, no broker state.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -680,7 +680,7 @@ def check(cmd: RemotingCommand, shape: RequestShape | None = None) -> Refusal | 
     if shape is None:
         return None
     fields = cmd.ext_fields
-    names = (spec.name for spec in shape.fields)
+    names: Iterator[str] = (spec.name for spec in shape.fields)
     if shape.renames is not None and cmd.code != RequestCode.SEND_MESSAGE:
         if shape.renamed.isdisjoint(fields):
             names = iter(shape.wire_names)  # only wire names: read them where they are
