@@ -1,4 +1,4 @@
-"""Builds the compiled hot path (es_broker/remoting/_speedups.pyx) at install time.
+"""Builds the compiled hot path (es_broker/remoting/_speedups.pyx and _codec.pyx) at install time.
 
 Everything else about the package is in pyproject.toml.
 """
@@ -8,7 +8,10 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=cythonize(
-        [Extension("es_broker.remoting._speedups", ["es_broker/remoting/_speedups.pyx"])],
+        [
+            Extension("es_broker.remoting._speedups", ["es_broker/remoting/_speedups.pyx"]),
+            Extension("es_broker.remoting._codec", ["es_broker/remoting/_codec.pyx"]),
+        ],
         compiler_directives={"language_level": "3"},
     ),
 )

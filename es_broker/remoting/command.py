@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import overload
+
+from es_broker import compiled
 
 from .codes import CURRENT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from .errors import BadField, MissingField
@@ -116,7 +119,8 @@ class RemotingCommand:
 
 
 def _parse_integer(name: str, raw: str, bounds: tuple[int, int], kind: str) -> int:
-    if _JAVA_INTEGER.fullmatch(raw):
+    # ASCII digits only is what nearly every header holds: no regular expression for those
+    if (raw.isascii() and raw.isdigit()) or _JAVA_INTEGER.fullmatch(raw):
         value = int(raw)
         if bounds[0] <= value <= bounds[1]:
             return value
@@ -158,6 +162,11 @@ def normalize_ext_fields(fields: Mapping[str, object] | None) -> dict[str, str]:
         if text is not None:
             out[str(key)] = text
     return out
+
+
+def with_ext_fields(cmd: RemotingCommand, ext_fields: dict[str, str]) -> RemotingCommand:
+    """`cmd` with other extFields (taken as they are: strings already), every other field the same."""
+    return dataclasses.replace(cmd, ext_fields=ext_fields)
 
 
 def request(
@@ -209,3 +218,22 @@ def response_to(
         body=bytes(body),
         serialize_type=request.serialize_type,
     )
+
+
+# ---------------------------------------------------------------------- the compiled hot path
+# The functions above, and the JSON header and frame codec of header.py and frames.py, are the
+# reference. Their compiled twins (_codec.pyx, built by `pip install .`) replace them unless
+# ES_BROKER_PURE_PYTHON is set (es_broker.compiled); they give equal commands and byte-identical
+# frames, and hand anything unusual back to REFERENCE.
+REFERENCE = {
+    "ext_value_to_str": ext_value_to_str,
+    "normalize_ext_fields": normalize_ext_fields,
+    "response_to": response_to,
+    "with_ext_fields": with_ext_fields,
+}
+
+codec = compiled.load("es_broker.remoting._codec")
+if codec is not None:
+    normalize_ext_fields = codec.normalize_ext_fields  # noqa: F811
+    response_to = codec.response_to  # noqa: F811
+    with_ext_fields = codec.with_ext_fields  # noqa: F811

@@ -32,6 +32,7 @@ from .errors import HeaderLengthInvalid, ProtocolError, TruncatedFrame
 from .frames import (
     DEFAULT_MAX_FRAME_LENGTH,
     LENGTH_PREFIX_SIZE,
+    MAX_HEADER_LENGTH,
     check_frame_length,
     decode_command,
     encode_frame,
@@ -117,6 +118,32 @@ class Connection:
         """
         if self._error is not None:
             raise self._error
+        chunks = self._chunks
+        if chunks:
+            # the common case, in one pass: a valid frame whole in the first chunk
+            head = chunks[0]
+            start = self._offset
+            left = len(head) - start
+            if left >= 8:
+                length, word = _PREFIX.unpack_from(head, start)
+                total = length + LENGTH_PREFIX_SIZE
+                header_len = word & MAX_HEADER_LENGTH
+                if length >= 4 and total <= self.max_frame_length and total <= left:
+                    if 8 + header_len > total:
+                        self._skip(total)
+                        raise HeaderLengthInvalid(header_len, length)
+                    body_start = start + 8 + header_len
+                    end = start + total
+                    with memoryview(head) as view:
+                        header = bytes(view[start + 8 : body_start])
+                        body = bytes(view[body_start:end])
+                    self._buffered -= total
+                    if end == len(head):
+                        chunks.popleft()
+                        self._offset = 0
+                    else:
+                        self._offset = end
+                    return decode_command(word >> 24, header, body)
         available = self._buffered
         if available < LENGTH_PREFIX_SIZE:
             if not self._eof:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 
 from .codes import SerializeType
-from .command import RemotingCommand
+from .command import RemotingCommand, codec
 from .errors import (
     EncodeError,
     FrameLengthInvalid,
@@ -110,3 +110,10 @@ def _decode_span(data: bytes | bytearray | memoryview, start: int, end: int) -> 
     header = bytes(data[start + 4 : body_start])
     body = bytes(data[body_start:end])
     return decode_command(serialize_type, header, body)
+
+
+# -- the compiled hot path (see command.py) ---------------------------------------
+REFERENCE = {"encode_frame": encode_frame}
+
+if codec is not None:
+    encode_frame = codec.encode_frame  # noqa: F811

@@ -11,7 +11,7 @@ import json
 import struct
 
 from .codes import LanguageCode, SerializeType
-from .command import RemotingCommand, ext_value_to_str
+from .command import RemotingCommand, codec, ext_value_to_str
 from .errors import EncodeError, HeaderDecodeError
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -306,3 +306,14 @@ def _check_i32(cmd: RemotingCommand) -> None:
         value = getattr(cmd, name)
         if not _I32_MIN <= value <= _I32_MAX:
             raise EncodeError(f"header field {name}={value} does not fit in a Java int")
+
+
+# -- the compiled hot path (see command.py) ---------------------------------------
+REFERENCE = {
+    "encode_json_header": encode_json_header,
+    "decode_json_header": decode_json_header,
+}
+
+if codec is not None:
+    encode_json_header = codec.encode_json_header  # noqa: F811
+    decode_json_header = codec.decode_json_header  # noqa: F811

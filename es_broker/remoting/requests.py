@@ -20,7 +20,7 @@ Sans-IO: pure functions over `RemotingCommand`, no sockets, no broker state.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -36,7 +36,7 @@ from .bodies import (
     UnlockBatchRequestBody,
 )
 from .codes import EsRequestCode, RequestCode, ResponseCode
-from .command import RemotingCommand
+from .command import RemotingCommand, codec
 from .errors import BodyDecodeError
 from .fastjson import loads
 
@@ -112,9 +112,15 @@ class RequestShape:
     body: BodyCheck | None = None
     renames: Mapping[str, str] | None = None  # wire name -> declared name (SEND_MESSAGE_V2)
     by_name: dict[str, HeaderField] = field(init=False, repr=False, compare=False)
+    # with renames: each field's wire name, and the declared names that have another wire name
+    wire_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    renamed: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by_name", {f.name: f for f in self.fields})
+        wire = {declared: name for name, declared in (self.renames or {}).items()}
+        object.__setattr__(self, "wire_names", tuple(wire.get(f.name, f.name) for f in self.fields))
+        object.__setattr__(self, "renamed", frozenset(wire))
 
 
 # -- field constructors: the vocabulary of the table below ------------------------------------
@@ -718,10 +724,14 @@ def check(cmd: RemotingCommand, shape: RequestShape | None = None) -> Refusal | 
     if shape is None:
         return None
     fields = cmd.ext_fields
+    names: Iterator[str] = (spec.name for spec in shape.fields)
     if shape.renames is not None and cmd.code != RequestCode.SEND_MESSAGE:
-        fields = {shape.renames.get(k, k): v for k, v in fields.items()}
-    for spec in shape.fields:
-        raw = fields.get(spec.name)
+        if shape.renamed.isdisjoint(fields):
+            names = iter(shape.wire_names)  # only wire names: read them where they are
+        else:
+            fields = {shape.renames.get(k, k): v for k, v in fields.items()}
+    for spec, name in zip(shape.fields, names, strict=True):
+        raw = fields.get(name)
         if raw is None:
             if spec.required:
                 return _refuse(shape, f"missing required header field {spec.name!r}")
@@ -752,7 +762,7 @@ def _field_error(spec: HeaderField, raw: str) -> str | None:
         return (
             None  # Boolean.parseBoolean reads any text: "true" in any case, everything else false
         )
-    if not _JAVA_INTEGER.fullmatch(raw):
+    if not (raw.isascii() and raw.isdigit()) and not _JAVA_INTEGER.fullmatch(raw):
         return f"header field {spec.name!r} is not a valid {spec.kind.value}: {raw[:40]!r}"
     value = int(raw)
     lo, hi = INT32 if spec.kind is Kind.INT else INT64
@@ -766,3 +776,10 @@ def _field_error(spec: HeaderField, raw: str) -> str | None:
 
 def _refuse(shape: RequestShape, remark: str) -> Refusal:
     return Refusal(int(ResponseCode.SYSTEM_ERROR), f"{shape.name}: {remark}")
+
+
+# -- the compiled hot path (see command.py) ---------------------------------------
+REFERENCE = {"check": check}
+
+if codec is not None:
+    check = codec.check  # noqa: F811

@@ -37,7 +37,7 @@ from es_broker.remoting.bodies import (
     UnlockBatchRequestBody,
 )
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode, Version
-from es_broker.remoting.command import RemotingCommand, request, response_to
+from es_broker.remoting.command import RemotingCommand, request, response_to, with_ext_fields
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.longpoll import PullHoldService
@@ -72,7 +72,7 @@ def _v1(req: RemotingCommand) -> RemotingCommand:
     """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header with V1 names, so one processor reads both."""
     if req.code == RequestCode.SEND_MESSAGE:
         return req
-    return dataclasses.replace(req, ext_fields=requests.v1_fields(req))
+    return with_ext_fields(req, requests.v1_fields(req))
 
 
 def _ipv4(addr: tuple[str, int]) -> tuple[str, int]:

@@ -1,0 +1,517 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The compiled twin of the remoting frame and JSON header codec (command.py, header.py, frames.py).
+
+Each function here has the name, signature and results of its pure-Python
+reference, which stays in those modules (their REFERENCE dicts). The fast path
+takes what Java and our own peers send: a JSON header object whose int fields
+are plain JSON integers in Java int range, whose strings are strings and whose
+extFields map holds strings only. Anything else (another serialize type, a
+float or null or numeric string where an int goes, a missing or unknown shape,
+invalid JSON, a value out of range) is handed to the reference, so the answer
+and every error text are the reference's own.
+
+Strings are decoded as the reference does: the whole header through UTF-8 with
+"replace", then JSON strings without escapes are slices of that text and those
+with escapes go through the json module's own C `scanstring`. Encoding writes
+strings with the json module's own C `encode_basestring`, so the bytes are the
+reference's by construction.
+
+Imported at the end of command.py; what it uses of the remoting modules is
+bound at the first call.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.object cimport PyObject_GenericSetAttr
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.string cimport memcpy
+
+from json.decoder import scanstring as _scanstring
+from json.encoder import encode_basestring as _encode_string
+
+
+cdef extern from "Python.h":
+    int PyUnicode_KIND(object)
+    void* PyUnicode_DATA(object)
+    uint32_t PyUnicode_READ(int kind, void* data, Py_ssize_t index)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+    object PyUnicode_Substring(object, Py_ssize_t start, Py_ssize_t end)
+
+
+cdef int64_t I32_MIN = -(1 << 31)
+cdef int64_t I32_MAX = (1 << 31) - 1
+cdef Py_ssize_t MAX_HEADER = 0xFFFFFF
+
+# bound at the first call (command.py imports this module before the rest exists)
+cdef object _Command = None
+cdef object _JAVA = None
+cdef object _OTHER = None
+cdef object _LanguageCode = None
+cdef object _JSON = None
+cdef object _LANGUAGE_BY_NAME = None
+cdef object _CURRENT_VERSION = None
+cdef int _FLAG_RESPONSE = 1
+cdef dict _REF = None
+cdef dict _LANGUAGE_JSON = None  # LanguageCode member -> its name as a JSON string
+cdef dict _SHAPES = None  # requests.SHAPES
+cdef dict _PLANS = {}  # id(shape) -> (shape, plain plan, wire-name plan)
+cdef object _STR = None, _INT = None, _LONG = None, _BOOL = None
+cdef int _SEND_MESSAGE = 10
+
+# the slots of RemotingCommand, set without its frozen __setattr__ (as the dataclass __init__ does)
+cdef str _CODE = "code"
+cdef str _LANGUAGE = "language"
+cdef str _VERSION = "version"
+cdef str _OPAQUE = "opaque"
+cdef str _FLAG = "flag"
+cdef str _REMARK = "remark"
+cdef str _EXT_FIELDS = "ext_fields"
+cdef str _BODY = "body"
+cdef str _SERIALIZE_TYPE = "serialize_type"
+
+
+cdef int _bind() except -1:
+    global _Command, _JAVA, _OTHER, _LanguageCode, _JSON, _LANGUAGE_BY_NAME, _CURRENT_VERSION
+    global _FLAG_RESPONSE, _REF, _LANGUAGE_JSON, _SHAPES, _STR, _INT, _LONG, _BOOL, _SEND_MESSAGE
+    from es_broker.remoting import codes, command, frames, header, requests
+
+    fields = tuple(f.name for f in command.RemotingCommand.__dataclass_fields__.values())
+    if fields != (_CODE, _LANGUAGE, _VERSION, _OPAQUE, _FLAG, _REMARK, _EXT_FIELDS, _BODY,
+                  _SERIALIZE_TYPE):
+        raise ImportError("es_broker.remoting._codec was built for another RemotingCommand")
+    _Command = command.RemotingCommand
+    _LanguageCode = codes.LanguageCode
+    _JAVA = codes.LanguageCode.JAVA
+    _OTHER = codes.LanguageCode.OTHER
+    _JSON = codes.SerializeType.JSON
+    _LANGUAGE_BY_NAME = codes.LanguageCode.__members__
+    _CURRENT_VERSION = codes.CURRENT_VERSION
+    _FLAG_RESPONSE = codes.FLAG_RESPONSE
+    _LANGUAGE_JSON = {member: _encode_string(member.name) for member in codes.LanguageCode}
+    _REF = dict(command.REFERENCE)
+    _REF.update(header.REFERENCE)
+    _REF.update(frames.REFERENCE)
+    _REF.update(requests.REFERENCE)
+    _SHAPES = requests.SHAPES
+    _STR, _INT, _LONG, _BOOL = requests.Kind.STR, requests.Kind.INT, requests.Kind.LONG, requests.Kind.BOOL
+    _SEND_MESSAGE = codes.RequestCode.SEND_MESSAGE
+    return 0
+
+
+cdef object _new(object code, object language, object version, object opaque, object flag,
+                 object remark, object ext_fields, object body, object serialize_type):
+    cdef object cmd = _Command.__new__(_Command)
+    PyObject_GenericSetAttr(cmd, _CODE, code)
+    PyObject_GenericSetAttr(cmd, _LANGUAGE, language)
+    PyObject_GenericSetAttr(cmd, _VERSION, version)
+    PyObject_GenericSetAttr(cmd, _OPAQUE, opaque)
+    PyObject_GenericSetAttr(cmd, _FLAG, flag)
+    PyObject_GenericSetAttr(cmd, _REMARK, remark)
+    PyObject_GenericSetAttr(cmd, _EXT_FIELDS, ext_fields)
+    PyObject_GenericSetAttr(cmd, _BODY, body)
+    PyObject_GenericSetAttr(cmd, _SERIALIZE_TYPE, serialize_type)
+    return cmd
+
+
+# ------------------------------------------------------------------ command.py
+
+def normalize_ext_fields(fields):
+    if _REF is None:
+        _bind()
+    if not fields:
+        return {}
+    if type(fields) is not dict:
+        return _REF["normalize_ext_fields"](fields)
+    cdef dict out = {}
+    for key, value in (<dict>fields).items():
+        if type(value) is str:
+            text = value
+        elif value is None:
+            continue
+        elif value is True:
+            text = "true"
+        elif value is False:
+            text = "false"
+        elif type(value) is int:
+            text = str(value)
+        else:
+            text = _REF["ext_value_to_str"](value)
+            if text is None:
+                continue
+        out[key if type(key) is str else str(key)] = text
+    return out
+
+
+def response_to(request, code, remark=None, ext_fields=None, body=b""):
+    if _REF is None:
+        _bind()
+    if type(request) is not _Command:
+        return _REF["response_to"](request, code, remark, ext_fields, body)
+    return _new(int(code), _JAVA, _CURRENT_VERSION, request.opaque, _FLAG_RESPONSE, remark,
+                normalize_ext_fields(ext_fields), bytes(body), request.serialize_type)
+
+
+def with_ext_fields(cmd, ext_fields):
+    if _REF is None:
+        _bind()
+    if type(cmd) is not _Command:
+        return _REF["with_ext_fields"](cmd, ext_fields)
+    return _new(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, ext_fields,
+                cmd.body, cmd.serialize_type)
+
+
+# ------------------------------------------------------------------ JSON header: encode
+
+cdef inline bint _i32(object value):
+    return type(value) is int and I32_MIN <= value <= I32_MAX
+
+
+def encode_json_header(cmd):
+    if _REF is None:
+        _bind()
+    if type(cmd) is not _Command:
+        return _REF["encode_json_header"](cmd)
+    code, version, opaque, flag = cmd.code, cmd.version, cmd.opaque, cmd.flag
+    ext = cmd.ext_fields
+    language = cmd.language
+    remark = cmd.remark
+    if not (_i32(code) and _i32(version) and _i32(opaque) and _i32(flag) and type(ext) is dict
+            and type(language) is _LanguageCode and (remark is None or type(remark) is str)):
+        return _REF["encode_json_header"](cmd)
+    cdef list parts = ['{"code":', str(code)]
+    cdef bint first = True
+    if ext:
+        parts.append(',"extFields":{')
+        for key in (<dict>ext):
+            if type(key) is not str:
+                return _REF["encode_json_header"](cmd)
+        for key in sorted(ext):
+            value = (<dict>ext)[key]
+            if type(value) is not str:
+                if value is not None:
+                    return _REF["encode_json_header"](cmd)
+                continue
+            if not first:
+                parts.append(",")
+            first = False
+            parts.append(_encode_string(key))
+            parts.append(":")
+            parts.append(_encode_string(value))
+        parts.append("}")
+    parts.append(',"flag":')
+    parts.append(str(flag))
+    parts.append(',"language":')
+    parts.append(_LANGUAGE_JSON[language])
+    parts.append(',"opaque":')
+    parts.append(str(opaque))
+    if remark is not None:
+        parts.append(',"remark":')
+        parts.append(_encode_string(remark))
+    parts.append(',"serializeTypeCurrentRPC":"JSON","version":')
+    parts.append(str(version))
+    parts.append("}")
+    # "replace": a lone surrogate becomes "?", as in the reference
+    return "".join(parts).encode("utf-8", "replace")
+
+
+# ------------------------------------------------------------------ JSON header: decode
+
+class _Unusual(Exception):
+    """Not the shape the fast path takes: the reference decodes it (or names the error)."""
+
+
+cdef inline Py_ssize_t _ws(int kind, void* data, Py_ssize_t pos, Py_ssize_t end):
+    cdef uint32_t c
+    while pos < end:
+        c = PyUnicode_READ(kind, data, pos)
+        if c != 32 and c != 9 and c != 10 and c != 13:
+            break
+        pos += 1
+    return pos
+
+
+cdef Py_ssize_t _string(str text, int kind, void* data, Py_ssize_t pos, Py_ssize_t end,
+                        list out) except -1:
+    # pos is just past the opening quote; appends the string, returns the index past the closing one
+    cdef Py_ssize_t at = pos
+    cdef uint32_t c
+    while at < end:
+        c = PyUnicode_READ(kind, data, at)
+        if c == 34:  # "
+            out.append(PyUnicode_Substring(text, pos, at))
+            return at + 1
+        if c == 92 or c < 32:  # an escape, or a control character the strict scanner refuses
+            value, after = _scanstring(text, pos, True)
+            out.append(value)
+            return after
+        at += 1
+    raise _Unusual()
+
+
+cdef Py_ssize_t _integer(int kind, void* data, Py_ssize_t pos, Py_ssize_t end, int64_t* out) except -1:
+    cdef bint negative = False
+    cdef int64_t value = 0
+    cdef int digits = 0
+    cdef uint32_t c
+    if pos < end and PyUnicode_READ(kind, data, pos) == 45:  # -
+        negative = True
+        pos += 1
+    while pos < end:
+        c = PyUnicode_READ(kind, data, pos)
+        if c < 48 or c > 57:
+            break
+        if digits and value == 0:  # a leading zero: not JSON
+            raise _Unusual()
+        value = value * 10 + (c - 48)
+        digits += 1
+        if digits > 10:
+            raise _Unusual()
+        pos += 1
+    if not digits:
+        raise _Unusual()
+    if pos < end:
+        c = PyUnicode_READ(kind, data, pos)
+        if c == 46 or c == 101 or c == 69:  # . e E: a float, which the reference keeps as text
+            raise _Unusual()
+    if negative:
+        value = -value
+    if value < I32_MIN or value > I32_MAX:
+        raise _Unusual()
+    out[0] = value
+    return pos
+
+
+cdef object _decode(str text, object body):
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t end = PyUnicode_GET_LENGTH(text)
+    cdef Py_ssize_t pos
+    cdef int64_t code = 0, version = 0, opaque = 0, flag = 0, number = 0
+    cdef list scratch = []
+    cdef dict ext = {}
+    cdef uint32_t c
+    language = _JAVA
+    remark = None
+    pos = _ws(kind, data, 0, end)
+    if pos >= end or PyUnicode_READ(kind, data, pos) != 123:  # {
+        raise _Unusual()
+    pos = _ws(kind, data, pos + 1, end)
+    if pos < end and PyUnicode_READ(kind, data, pos) == 125:  # }
+        pos += 1
+    else:
+        while True:
+            if pos >= end or PyUnicode_READ(kind, data, pos) != 34:
+                raise _Unusual()
+            pos = _string(text, kind, data, pos + 1, end, scratch)
+            key = scratch.pop()
+            pos = _ws(kind, data, pos, end)
+            if pos >= end or PyUnicode_READ(kind, data, pos) != 58:  # :
+                raise _Unusual()
+            pos = _ws(kind, data, pos + 1, end)
+            if pos >= end:
+                raise _Unusual()
+            c = PyUnicode_READ(kind, data, pos)
+            if key == "code":
+                pos = _integer(kind, data, pos, end, &code)
+            elif key == "opaque":
+                pos = _integer(kind, data, pos, end, &opaque)
+            elif key == "flag":
+                pos = _integer(kind, data, pos, end, &flag)
+            elif key == "version":
+                pos = _integer(kind, data, pos, end, &version)
+            elif key == "extFields":
+                if c != 123:
+                    raise _Unusual()
+                ext = {}
+                pos = _ext_fields(text, kind, data, pos + 1, end, ext, scratch)
+            elif c == 34:  # a string: language, remark, or a key nobody reads
+                pos = _string(text, kind, data, pos + 1, end, scratch)
+                value = scratch.pop()
+                if key == "language":
+                    language = _LANGUAGE_BY_NAME.get(value, _OTHER)
+                elif key == "remark":
+                    remark = value
+            elif key != "language" and key != "remark" and (c == 45 or 48 <= c <= 57):
+                pos = _integer(kind, data, pos, end, &number)  # an unknown int key
+            else:
+                raise _Unusual()
+            pos = _ws(kind, data, pos, end)
+            if pos >= end:
+                raise _Unusual()
+            c = PyUnicode_READ(kind, data, pos)
+            if c == 44:  # ,
+                pos = _ws(kind, data, pos + 1, end)
+                continue
+            if c == 125:
+                pos += 1
+                break
+            raise _Unusual()
+    if _ws(kind, data, pos, end) != end:
+        raise _Unusual()
+    return _new(code, language, version, opaque, flag, remark, ext, body, _JSON)
+
+
+cdef Py_ssize_t _ext_fields(str text, int kind, void* data, Py_ssize_t pos, Py_ssize_t end,
+                            dict ext, list scratch) except -1:
+    # pos is just past the {; string keys and string values only
+    pos = _ws(kind, data, pos, end)
+    if pos < end and PyUnicode_READ(kind, data, pos) == 125:
+        return pos + 1
+    while True:
+        if pos >= end or PyUnicode_READ(kind, data, pos) != 34:
+            raise _Unusual()
+        pos = _string(text, kind, data, pos + 1, end, scratch)
+        pos = _ws(kind, data, pos, end)
+        if pos >= end or PyUnicode_READ(kind, data, pos) != 58:
+            raise _Unusual()
+        pos = _ws(kind, data, pos + 1, end)
+        if pos >= end or PyUnicode_READ(kind, data, pos) != 34:
+            raise _Unusual()  # a number, boolean or null value: the reference converts it
+        pos = _string(text, kind, data, pos + 1, end, scratch)
+        value = scratch.pop()
+        ext[scratch.pop()] = value
+        pos = _ws(kind, data, pos, end)
+        if pos >= end:
+            raise _Unusual()
+        c = PyUnicode_READ(kind, data, pos)
+        if c == 44:
+            pos = _ws(kind, data, pos + 1, end)
+            continue
+        if c == 125:
+            return pos + 1
+        raise _Unusual()
+
+
+def decode_json_header(header, body=b""):
+    if _REF is None:
+        _bind()
+    cdef str text
+    if type(header) is bytes:
+        text = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(header), PyBytes_GET_SIZE(header), "replace")
+    else:
+        text = bytes(header).decode("utf-8", "replace")
+    try:
+        return _decode(text, body)
+    except (_Unusual, ValueError, RecursionError):
+        return _REF["decode_json_header"](header, body)
+
+
+# ------------------------------------------------------------------ frames
+
+cdef inline void _put32(char* p, uint32_t value) noexcept:
+    p[0] = <char>(value >> 24)
+    p[1] = <char>(value >> 16)
+    p[2] = <char>(value >> 8)
+    p[3] = <char>value
+
+
+def encode_frame(cmd):
+    if _REF is None:
+        _bind()
+    if type(cmd) is not _Command or cmd.serialize_type is not _JSON or type(cmd.body) is not bytes:
+        return _REF["encode_frame"](cmd)
+    cdef bytes header = encode_json_header(cmd)
+    cdef bytes body = cmd.body
+    cdef Py_ssize_t header_len = PyBytes_GET_SIZE(header)
+    cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
+    if header_len > MAX_HEADER or 4 + header_len + body_len > 0x7FFFFFFF:
+        return _REF["encode_frame"](cmd)  # refused there, with its text
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 8 + header_len + body_len)
+    cdef char* p = PyBytes_AS_STRING(out)
+    _put32(p, <uint32_t>(4 + header_len + body_len))
+    _put32(p + 4, <uint32_t>header_len)  # serialize type JSON (0) in the top byte
+    memcpy(p + 8, PyBytes_AS_STRING(header), header_len)
+    memcpy(p + 8 + header_len, PyBytes_AS_STRING(body), body_len)
+    return out
+
+
+# ------------------------------------------------------------------ requests.check
+
+# a field's plan: (name, kind, required, low, high, max_len, choices, pattern); kind 0 text, 1 integer,
+# 2 boolean; low/high the integer's bounds (the Java type's, narrowed by the field's min/max)
+cdef tuple _plans(object shape):
+    cdef list plain = [], wire = []
+    for spec, wire_name in zip(shape.fields, shape.wire_names):
+        if spec.kind is _STR:
+            kind = 0
+        elif spec.kind is _INT or spec.kind is _LONG:
+            kind = 1
+        elif spec.kind is _BOOL:
+            kind = 2
+        else:
+            return None
+        java = (I32_MIN, I32_MAX) if spec.kind is _INT else (-(1 << 63), (1 << 63) - 1)
+        low = java[0] if spec.min is None else max(java[0], spec.min)
+        high = java[1] if spec.max is None else min(java[1], spec.max)
+        rest = (kind, spec.required, low, high, spec.max_len, spec.choices, spec.pattern)
+        plain.append((spec.name,) + rest)
+        wire.append((wire_name,) + rest)
+    return (shape, tuple(plain), tuple(wire))
+
+
+cdef bint _integer_in(str raw, object low, object high):
+    # what the reference accepts: [+-]?[0-9]+ in ASCII, within the bounds; 18 digits at most here
+    # (longer ones, in range or not, are the reference's to judge)
+    cdef Py_ssize_t n = len(raw), i = 0
+    cdef int64_t value = 0
+    cdef bint negative = False
+    cdef Py_UCS4 c
+    if n and (raw[0] == "+" or raw[0] == "-"):
+        negative = raw[0] == "-"
+        i = 1
+    if i == n or n - i > 18:
+        return False
+    while i < n:
+        c = raw[i]
+        if c < "0" or c > "9":
+            return False
+        value = value * 10 + <int64_t>(<uint32_t>c - 48)
+        i += 1
+    if negative:
+        value = -value
+    return low <= value <= high
+
+
+def check(cmd, shape=None):
+    if _REF is None:
+        _bind()
+    if shape is None:
+        shape = _SHAPES.get(cmd.code)
+        if shape is None:
+            return None
+    if type(cmd) is not _Command or type(cmd.ext_fields) is not dict:
+        return _REF["check"](cmd, shape)
+    entry = _PLANS.get(id(shape))
+    if entry is None or (<tuple>entry)[0] is not shape:
+        entry = _plans(shape)
+        if entry is None:
+            return _REF["check"](cmd, shape)
+        if len(_PLANS) < 4096:
+            _PLANS[id(shape)] = entry
+    cdef dict fields = cmd.ext_fields
+    cdef tuple plan = (<tuple>entry)[1]
+    if shape.renames is not None and cmd.code != _SEND_MESSAGE:
+        if not shape.renamed.isdisjoint(fields):
+            return _REF["check"](cmd, shape)
+        plan = (<tuple>entry)[2]
+    cdef int kind
+    for item in plan:
+        name, kind, required, low, high, max_len, choices, pattern = <tuple>item
+        raw = fields.get(name)
+        if raw is None:
+            if required:
+                return _REF["check"](cmd, shape)  # refused there, with its remark
+            continue
+        if type(raw) is not str:
+            return _REF["check"](cmd, shape)
+        if kind == 0:
+            if ((not raw and required) or len(<str>raw) > max_len
+                    or (pattern is not None and pattern.fullmatch(raw) is None)
+                    or (choices is not None and raw not in choices)):
+                return _REF["check"](cmd, shape)
+        elif kind == 1:
+            if not _integer_in(<str>raw, low, high):
+                return _REF["check"](cmd, shape)
+    if shape.body is not None and shape.body(cmd) is not None:
+        return _REF["check"](cmd, shape)
+    return None
