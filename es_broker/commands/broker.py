@@ -120,10 +120,13 @@ class Broker:
         """Change run-time settings (UPDATE_BROKER_CONFIG): checked, recorded, then applied (B-270).
 
         A refused key or value (IllegalRequest, SYSTEM_ERROR) changes and records nothing.
-        Returns the sequence of the `broker_config_updated` record (None: a slave, which records nothing).
+        Returns the sequence of the `broker_config_updated` record (None: nothing to change, or a
+        slave, which records nothing).
         """
         async with self._config_lock:
             values = broker_config.check_changes(self.store.settings, changes)
+            if not values:  # an empty body: RocketMQ answers SUCCESS and changes nothing
+                return None
             seq = await self.submit(broker_config.update_job(self.store, values, requester))
             self.store.settings.apply(values)
             return seq
