@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -215,7 +216,25 @@ CONFIG_ALIASES = {
 }
 
 
-def _coerce(name: str, raw: str, kind: type) -> object:
+# settings UPDATE_BROKER_CONFIG may change while the broker runs; the rest need a restart
+RUNTIME_KEYS = frozenset(
+    {
+        "brokerPermission",
+        "slaveReadEnable",
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "notifyConsumerIdsChangedEnable",
+        "autoCreateTopicEnable",
+        "autoCreateSubscriptionGroup",
+        "fileReservedTime",
+        "deleteWhen",
+        "offsetCheckInSlave",
+    }
+)
+
+
+def coerce(name: str, raw: str, kind: type) -> object:
+    """A broker.conf value (text) as the type of the field it sets; ValueError names the field."""
     text = raw.strip()
     if kind is bool:
         if text.lower() not in ("true", "false"):
@@ -246,7 +265,39 @@ def load_broker_conf(path: str | Path, base: BrokerConfig | None = None) -> Brok
             raise ValueError(f"{path}:{lineno}: expected key=value, got {line!r}")
         key = CONFIG_ALIASES.get(key.strip(), key.strip())
         if key in types:
-            changes[key] = _coerce(key, value, types[key])
+            changes[key] = coerce(key, value, types[key])
     config = base.replace(**changes)
     config.delay_levels_ms()  # fail early on a bad messageDelayLevel
     return config
+
+
+class ConfigOwner:
+    """The one holder of a broker's current settings: every part reads `current`.
+
+    Nothing keeps a copy: a change replaces `current`, and the next read sees it.
+    `runtime_values` is the single check of a run-time change (the key must be in
+    RUNTIME_KEYS, the value must parse as the field's type); the commands layer
+    records the change and then calls `apply`.
+    """
+
+    __slots__ = ("current",)
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.current = config
+
+    def runtime_values(self, changes: Mapping[str, str]) -> dict[str, object]:
+        """The typed values of a run-time change; ValueError on a key or value it cannot take."""
+        values: dict[str, object] = {}
+        for key, raw in changes.items():
+            if key not in RUNTIME_KEYS:
+                raise ValueError(
+                    f"{key} cannot be changed while the broker runs; "
+                    f"changeable: {', '.join(sorted(RUNTIME_KEYS))}"
+                )
+            values[key] = coerce(key, raw, type(getattr(self.current, key)))
+        return values
+
+    def apply(self, values: Mapping[str, object]) -> BrokerConfig:
+        """Replace the named settings (typed values, as `runtime_values` gives them)."""
+        self.current = self.current.replace(**values)
+        return self.current

@@ -18,6 +18,7 @@ import trio
 
 from es_broker.clock import Clock
 from es_broker.commands import (
+    broker_config,
     disk_full,
     messages,
     offsets,
@@ -87,7 +88,8 @@ class Broker:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.config: BrokerConfig = store.config
+        # one change of the settings at a time, so each record's old values are the ones it replaced
+        self._config_lock = trio.Lock()
         self.writer = GroupCommitWriter(
             store.log,
             flush_interval_ms=store.config.flushIntervalCommitLog,
@@ -105,6 +107,36 @@ class Broker:
         # reach the log only when its master merges them)
         self.messages_served = 0
 
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's settings as they are now (the store's ConfigOwner holds them)."""
+        return self.store.config
+
+    @config.setter
+    def config(self, config: BrokerConfig) -> None:
+        self.store.config = config
+
+    async def update_config(self, changes: dict[str, str], requester: str) -> int | None:
+        """Change run-time settings (UPDATE_BROKER_CONFIG): checked, recorded, then applied (B-270).
+
+        A refused key or value (IllegalRequest, SYSTEM_ERROR) changes and records nothing.
+        Returns the sequence of the `broker_config_updated` record (None: nothing to change, or a
+        slave, which records nothing).
+        """
+        async with self._config_lock:
+            values = broker_config.check_changes(self.store.settings, changes)
+            if not values:  # an empty body: RocketMQ answers SUCCESS and changes nothing
+                return None
+            seq = await self.submit(broker_config.update_job(self.store, values, requester))
+            self.store.settings.apply(values)
+            return seq
+
+    def _reapply_recorded_config(self) -> None:
+        """The run-time changes recorded for this broker, applied over broker.conf at start (B-272)."""
+        values = broker_config.recorded_changes(self.store.log.read_raw(), self.config)
+        if values:
+            self.store.settings.apply(values)
+
     @classmethod
     def open(
         cls, data_dir: str | Path, config: BrokerConfig | None = None, clock: Clock | None = None
@@ -113,6 +145,7 @@ class Broker:
 
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the writer until cancelled; the broker is usable once started."""
+        self._reapply_recorded_config()
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.writer.run)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from es_broker.clock import Clock
-from es_broker.commands import messages, offsets, resets
+from es_broker.commands import broker_config, messages, offsets, resets
 from es_broker.commands.broker import Broker
 from es_broker.commands.errors import (
     BrokerError,
@@ -117,6 +117,15 @@ class SlaveBroker(Broker):
     async def submit(self, job: Callable[[AppendContext], T]) -> T:
         """Nothing of the slave's own enters its log: its sequence numbers are the master's."""
         raise ServiceNotAvailable(SLAVE_LOG_REFUSAL)
+
+    async def update_config(self, changes: dict[str, str], requester: str) -> int | None:
+        """A slave's run-time settings change in memory only: its log is the master's (B-273).
+
+        Checked as a master checks them; nothing is recorded, so a restart goes back to broker.conf.
+        """
+        async with self._config_lock:
+            self.store.settings.apply(broker_config.check_changes(self.store.settings, changes))
+        return None
 
     async def apply_replicated(self, batch: ReplicatedBatch) -> int:
         """Append the master's records as they are, with their payloads, in one transaction."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import lmdb
 
 from es_broker.clock import Clock, SystemClock
-from es_broker.config import BrokerConfig
+from es_broker.config import BrokerConfig, ConfigOwner
 from es_broker.log import RecordLog
 from es_broker.projections import (
     CommitLogProjection,
@@ -40,8 +40,17 @@ class Store:
     timeindex: TimeIndexProjection
     keyindex: KeyIndexProjection
     txns: TransactionProjection
-    config: BrokerConfig
+    settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's settings as they are now (read through the owner, never copied)."""
+        return self.settings.current
+
+    @config.setter
+    def config(self, config: BrokerConfig) -> None:
+        self.settings.current = config
 
     @classmethod
     def open(
@@ -62,7 +71,7 @@ class Store:
             map_size=config.initial_map_size,
             readonly=readonly,
         )
-        store = cls(log, *projections, config=config, clock=clock or SystemClock())
+        store = cls(log, *projections, settings=ConfigOwner(config), clock=clock or SystemClock())
         if not readonly:
             store.timeindex.ensure_built(log)  # a log written before the time index existed
             store.keyindex.ensure_built(log)  # ... or before the key index existed

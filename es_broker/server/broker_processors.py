@@ -23,6 +23,7 @@ from es_broker.commands.errors import BrokerError, Code, IllegalRequest
 from es_broker.commands.messages import MessageIn, PutResult
 from es_broker.commands.pull_codes import response_code, slave_correction
 from es_broker.commands.queue_locks import QueueLocks
+from es_broker.config import BrokerConfig
 from es_broker.ha.master import wants_slave_ack
 from es_broker.log import Queued, hops
 from es_broker.projections.topics import PERM_WRITE
@@ -45,21 +46,6 @@ from es_broker.server.remoting_server import Handler, Start
 
 log = logging.getLogger(__name__)
 
-# broker settings UPDATE_BROKER_CONFIG may change at run time
-RUNTIME_KEYS = frozenset(
-    {
-        "brokerPermission",
-        "slaveReadEnable",
-        "longPollingEnable",
-        "shortPollingTimeMills",
-        "notifyConsumerIdsChangedEnable",
-        "autoCreateTopicEnable",
-        "autoCreateSubscriptionGroup",
-        "fileReservedTime",
-        "deleteWhen",
-        "offsetCheckInSlave",
-    }
-)
 LOCK_EXPIRY_PERIOD = 10.0  # s between passes releasing lapsed queue locks (at most lockMaxLiveTime)
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll: a QUERY_MESSAGE by UNIQ_KEY
 
@@ -180,7 +166,6 @@ class BrokerProcessors:
         on_topics_changed: Any = None,
     ) -> None:
         self.broker = broker
-        self.config = broker.config
         self.clients = clients
         self.holds = holds
         self.on_topics_changed = on_topics_changed or (lambda: None)
@@ -766,25 +751,20 @@ class BrokerProcessors:
         )
         return response_to(req, ResponseCode.SUCCESS)
 
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's settings as they are now (read through the store's ConfigOwner)."""
+        return self.broker.config
+
     async def update_broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        """UPDATE_BROKER_CONFIG: only keys that are safe to change while running."""
-        import dataclasses
-
-        from es_broker.config import _coerce
-
-        changes: dict[str, Any] = {}
+        """UPDATE_BROKER_CONFIG: only keys that are safe to change while running, recorded (B-270)."""
+        changes: dict[str, str] = {}
         for line in req.body.decode("utf-8", errors="replace").splitlines():
             key, sep, value = line.strip().partition("=")
             if not sep or key.startswith("#"):
                 continue
-            if key not in RUNTIME_KEYS:
-                raise IllegalRequest(
-                    f"{key} cannot be changed while the broker runs; "
-                    f"changeable: {', '.join(sorted(RUNTIME_KEYS))}"
-                )
-            changes[key] = _coerce(key, value, type(getattr(self.config, key)))
-        self.config = dataclasses.replace(self.config, **changes)
-        self.broker.config = self.broker.store.config = self.config
+            changes[key.strip()] = value
+        await self.broker.update_config(changes, self.requester(channel))
         if "brokerPermission" in changes:
             await self.registered()  # the route shows the broker's perm (B-23)
         return response_to(req, ResponseCode.SUCCESS)

@@ -81,7 +81,6 @@ class BrokerServer:
         tls: ServerTls | None = None,
         audit: AclAudit | None = None,
     ) -> None:
-        self.config = config
         self.audit = audit  # records the ACL loads and summaries of refusals (B-190..B-194)
         self.access = access  # the plain ACL when aclEnable (B-160); None: every request is served
         # what this broker signs its own requests with (B-175)
@@ -122,7 +121,7 @@ class BrokerServer:
             **QueryProcessors(self.broker).handlers(),
             **ha_handlers,
             **acl_handlers,
-            **StoreProcessors(self.broker, lambda: self.config).handlers(),
+            **StoreProcessors(self.broker).handlers(),
         }
         # a send's first part runs as its frame is decoded, where send_message is the code's handler
         starts = {
@@ -146,6 +145,11 @@ class BrokerServer:
         self.processors.registered = self.registered
         self._nursery: trio.Nursery | None = None
         self.port = config.listenPort
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's settings as they are now (the store's ConfigOwner holds them)."""
+        return self.broker.config
 
     @property
     def addr(self) -> str:
@@ -238,10 +242,8 @@ class BrokerServer:
                         self.remoting.serve, host, self.config.listenPort, tls=self.tls
                     )
                 )
-                self.config = self.broker.config = self.broker.store.config = self.config.replace(
-                    listenPort=self.port
-                )
-                self.processors.config = self.config
+                # the port bound (0 in broker.conf: any); a start-up fact, not a recorded change
+                self.broker.config = self.config.replace(listenPort=self.port)
                 # before registering: the answer may name the master
                 if isinstance(self.broker, SlaveBroker):  # brokerRole=SLAVE
                     self.replicator = SlaveReplicator(

@@ -9,11 +9,8 @@ fileReservedTime only, B-14..B-18) and answers with what it removed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from es_broker.client.channel import Channel
 from es_broker.commands.broker import Broker
-from es_broker.config import BrokerConfig
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
@@ -21,9 +18,8 @@ from es_broker.server.remoting_server import Handler
 
 
 class StoreProcessors:
-    def __init__(self, broker: Broker, config: Callable[[], BrokerConfig]) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.config = config
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commitlog}
@@ -32,7 +28,7 @@ class StoreProcessors:
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
         """One manual clean pass now (B-264); a slave's files follow its master's log."""
-        if self.config().brokerRole == "SLAVE":
+        if self.broker.config.brokerRole == "SLAVE":
             return response_to(
                 req,
                 ResponseCode.SYSTEM_ERROR,

@@ -30,7 +30,7 @@ from pathlib import Path
 import trio
 
 from es_broker.client.tls import TlsClientSettings, TlsSetupError, load_cert_chain
-from es_broker.config import TLS_PROPERTIES, BrokerConfig, _coerce
+from es_broker.config import TLS_PROPERTIES, BrokerConfig, coerce
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def with_tls_config_file(config: BrokerConfig) -> BrokerConfig:
         if name is None or key in _NOT_IN_FILE:
             continue
         try:
-            changes[name] = _coerce(key, value, type(getattr(config, name)))
+            changes[name] = coerce(key, value, type(getattr(config, name)))
         except ValueError as exc:
             raise TlsSetupError(f"tls.config.file {path}: {exc}") from None
     return config.replace(**changes)
