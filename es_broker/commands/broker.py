@@ -133,7 +133,7 @@ class Broker:
 
     def _reapply_recorded_config(self) -> None:
         """The run-time changes recorded for this broker, applied over broker.conf at start (B-272)."""
-        values = broker_config.recorded_changes(self.store.log.read_raw(), self.config)
+        values = broker_config.recorded_changes(self.store, self.config)
         if values:
             self.store.settings.apply(values)
 

@@ -2,27 +2,26 @@
 
 A change is a `broker_config_updated` record: the broker (name and id) it
 applies to, each changed key with its old and new value as broker.conf text,
-and who asked. No projection reads it; the log is where the history is, so
-`export` and the read model's `records` table answer who changed what, when.
+and who asked. The log is where the history is, so `export` and the read
+model's `records` table answer who changed what, when.
 
 RocketMQ 4.9.8 writes an updateBrokerConfig into the broker's config file, so
 the change outlives a restart. es-broker keeps broker.conf as the operator
-wrote it and instead re-applies, at start, the recorded changes addressed to
-this broker (`recorded_changes`), in log order, over what broker.conf says.
+wrote it and instead re-applies, at start, the changes in force for this
+broker (the `broker_settings` projection, `recorded_changes`) over what
+broker.conf says: a few reads, however long the log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from es_broker.commands.errors import IllegalRequest
 from es_broker.commands.store import Store
 from es_broker.config import RUNTIME_KEYS, BrokerConfig, ConfigOwner, coerce
-from es_broker.log import AppendContext, Record, make, unpack
-
-UPDATED = "broker_config_updated"
-_MARK = UPDATED.encode()
+from es_broker.log import AppendContext, make
+from es_broker.projections.broker_settings import UPDATED
 
 
 def as_text(value: object) -> str:
@@ -62,30 +61,17 @@ def update_job(
     return job
 
 
-def _ours(record: Record, config: BrokerConfig) -> bool:
-    return (
-        record.get("type") == UPDATED
-        and record.get("broker_name") == config.brokerName
-        and record.get("broker_id") == config.brokerId
-    )
+def recorded_changes(store: Store, config: BrokerConfig) -> dict[str, Any]:
+    """The settings the log's `broker_config_updated` records left in force for this broker.
 
-
-def recorded_changes(
-    raw_records: Iterable[tuple[int, bytes]], config: BrokerConfig
-) -> dict[str, Any]:
-    """The settings the log's `broker_config_updated` records addressed to this broker leave in force.
-
-    Later records win; keys no longer changeable at run time are skipped.
+    Keys no longer changeable at run time are skipped.
     """
-    values: dict[str, Any] = {}
-    for _seq, raw in raw_records:
-        if _MARK not in raw:  # most records: skip the decoding
-            continue
-        record = unpack(raw)
-        if not _ours(record, config):
-            continue
-        for change in record["changes"]:
-            key = change["key"]
-            if key in RUNTIME_KEYS:
-                values[key] = coerce(key, change["new"], type(getattr(config, key)))
-    return values
+    with store.read() as txn:
+        changes = list(
+            store.broker_settings.changes_in_force(txn, config.brokerName, config.brokerId)
+        )
+    return {
+        key: coerce(key, text, type(getattr(config, key)))
+        for key, text in changes
+        if key in RUNTIME_KEYS
+    }

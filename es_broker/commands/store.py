@@ -18,6 +18,7 @@ from es_broker.projections import (
     TopicConfigProjection,
     all_projections,
 )
+from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
@@ -40,6 +41,7 @@ class Store:
     timeindex: TimeIndexProjection
     keyindex: KeyIndexProjection
     txns: TransactionProjection
+    broker_settings: BrokerSettingsProjection
     settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock
 

@@ -1,5 +1,6 @@
 """State derived from the record log, applied in the log's own write transaction."""
 
+from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.commitlog import CommitLogProjection
 from es_broker.projections.consume_queue import ConsumeQueueProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
@@ -23,6 +24,7 @@ def all_projections() -> tuple[
     TimeIndexProjection,
     KeyIndexProjection,
     TransactionProjection,
+    BrokerSettingsProjection,
 ]:
     """Every LMDB projection, in the order they are applied and in the order of Store's fields."""
     return (
@@ -36,10 +38,12 @@ def all_projections() -> tuple[
         TimeIndexProjection(),
         KeyIndexProjection(),
         TransactionProjection(),
+        BrokerSettingsProjection(),
     )
 
 
 __all__ = [
+    "BrokerSettingsProjection",
     "CommitLogProjection",
     "ConsumeQueueProjection",
     "DeliveryScheduleProjection",
