@@ -19,6 +19,7 @@ from es_broker.commands.messages import MessageIn
 from es_broker.commands.replay import verify
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.timetravel import timeline
 from es_broker.timetravel.query import IndexMissing, TimeTravel, persist_tick
 from es_broker.timetravel.timeparse import parse_time
 from tests.conftest import START, make_topic
@@ -54,6 +55,36 @@ def test_b132_offsets_at_t_equal_a_replay_of_every_record_up_to_t(history, picks
             for r in got.values():
                 assert r.lag == (r.max_offset - r.offset if r.offset >= 0 else None)
         assert verify(data_dir) == []  # the time index replays byte for byte like every projection
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories, st.sampled_from(["G1", "G2"]), st.integers(1, 8))
+def test_recent_changes_are_the_newest_entries_of_the_history_walked_backwards(
+    history, group, limit
+):
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp)
+        build(data_dir, history)
+        store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
+        try:
+            with store.read() as txn:
+                travel = TimeTravel(store)
+                whole = travel.history(txn, group)
+                everything, more = timeline.recent_changes(travel, txn, group, limit=10_000)
+                assert not more
+                # entries of one record come in another order; as a whole they are the same
+                assert sorted(map(repr, everything)) == sorted(map(repr, whole))
+                newest, more = timeline.recent_changes(travel, txn, group, limit=limit)
+                assert [e.seq for e in newest] == [e.seq for e in whole][-limit:]
+                assert more == (len(whole) > limit)
+                events = [e for e in whole if e.kind not in ("offset_change", "offset_removed")]
+                newest, more = timeline.recent_changes(
+                    travel, txn, group, limit=limit, events_only=True
+                )
+                assert [e.seq for e in newest] == [e.seq for e in events][-limit:]
+                assert more == (len(events) > limit)
+        finally:
+            store.close()
 
 
 # ---------------------------------------------------------------------- examples

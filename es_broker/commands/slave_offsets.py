@@ -52,6 +52,7 @@ from es_broker.commands import names
 from es_broker.commands.errors import IllegalRequest
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext, make
+from es_broker.log.scan import prefixed
 from es_broker.projections.keys import U64, offset_key
 
 if TYPE_CHECKING:
@@ -206,15 +207,12 @@ def last_change(
 ) -> OffsetChangeAt | None:
     """The newest entry of the offset history of (T, G, Q), or None when it never changed."""
     prefix = offset_key(topic, group, queue_id)
-    cur = txn.cursor(db=store.offsets.history)
     # history keys are prefix + seq: the entry just before prefix + max seq is the newest one
-    found = cur.prev() if cur.set_range(prefix + b"\xff" * 8) else cur.last()
-    if not found:
+    newest = prefixed(txn, store.offsets.history, prefix, stop=prefix + b"\xff" * 8, reverse=True)
+    key, raw = next(newest, (b"", b""))
+    if len(key) != len(prefix) + 8:
         return None
-    key = cur.key()
-    if key[: len(prefix)] != prefix or len(key) != len(prefix) + 8:
-        return None
-    ts, _old, new, _cause, _requester = msgpack.unpackb(cur.value())
+    ts, _old, new, _cause, _requester = msgpack.unpackb(raw)
     return OffsetChangeAt(U64.unpack(key[-8:])[0], ts, new)
 
 

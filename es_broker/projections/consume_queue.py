@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import lmdb
 
 from es_broker.log import LogCorruptError, Record, RecordLog
+from es_broker.log.scan import prefixed
 from es_broker.projections.keys import U64, queue_key, unit_key
 
 UNIT = struct.Struct(">qiqq")
@@ -90,13 +91,8 @@ class ConsumeQueueProjection:
     ) -> Iterator[Unit]:
         """Units with start <= offset < end, in offset order."""
         prefix = queue_key(topic, queue_id)
-        cur = txn.cursor(db=self.db)
-        if not cur.set_range(prefix + U64.pack(start)):
-            return
         plen = len(prefix)
-        for key, raw in cur:
-            if key[:plen] != prefix:
-                return
+        for key, raw in prefixed(txn, self.db, prefix, start=prefix + U64.pack(start)):
             offset = U64.unpack(key[plen:])[0]
             if offset >= end:
                 return

@@ -54,6 +54,7 @@ from collections.abc import Iterator
 import lmdb
 
 from es_broker.log import Record, RecordLog, records
+from es_broker.log.scan import prefixed_keys
 from es_broker.projections.keys import MAX_KEY, U64
 from es_broker.remoting import message as wire
 
@@ -220,14 +221,10 @@ class KeyIndexProjection:
         prefix = key_prefix(topic_b, key_b)
         plen = len(prefix)
         size, low = plen + _TAIL, _time(begin)
-        cur = txn.cursor(db=self.index_db)
-        if not (cur.prev() if cur.set_range(prefix + _time(end) + b"\xff" * 8) else cur.last()):
-            return []
         found: list[int] = []
         get, payloads = txn.get, self.payloads
-        for entry in cur.iterprev(keys=True, values=False):
-            if entry[:plen] != prefix:
-                break
+        stop = prefix + _time(end) + b"\xff" * 8
+        for entry in prefixed_keys(txn, self.index_db, prefix, stop=stop, reverse=True):
             if len(entry) != size:
                 continue  # another key whose bytes continue this prefix
             if entry[plen : plen + 8] < low:
@@ -248,12 +245,7 @@ class KeyIndexProjection:
         topic_b, uniq_b = topic.encode(), uniq.encode()
         prefix = key_prefix(topic_b, uniq_b)
         size = len(prefix) + _TAIL
-        cur = txn.cursor(db=self.index_db)
-        if not cur.set_range(prefix):
-            return None
-        for entry in cur.iternext(keys=True, values=False):
-            if entry[: len(prefix)] != prefix:
-                return None
+        for entry in prefixed_keys(txn, self.index_db, prefix):
             if len(entry) != size:
                 continue
             raw = txn.get(entry[-8:], db=self.payloads)

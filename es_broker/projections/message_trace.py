@@ -24,6 +24,7 @@ from collections.abc import Iterator
 import lmdb
 
 from es_broker.log import Record, RecordLog
+from es_broker.log.scan import prefixed, prefixed_keys
 from es_broker.projections.keys import I64, U64, queue_key, unit_key
 
 FROM = b"from"
@@ -84,13 +85,7 @@ class MessageTraceProjection:
         self, txn: lmdb.Transaction[bytes], physical_offset: int
     ) -> Iterator[tuple[int, bytes]]:
         """(seq, role) of every linking record that names physical_offset, oldest first."""
-        prefix = I64.pack(physical_offset)
-        cur = txn.cursor(db=self.links)
-        if not cur.set_range(prefix):
-            return
-        for key, role in cur:
-            if key[:8] != prefix:
-                return
+        for key, role in prefixed(txn, self.links, I64.pack(physical_offset)):
             yield U64.unpack(key[8:])[0], bytes(role)
 
     def deliveries_of(
@@ -98,10 +93,7 @@ class MessageTraceProjection:
     ) -> Iterator[int]:
         """Seqs of the `messages_delivered` records that handed out (topic, queue, offset)."""
         prefix = unit_key(topic, queue_id, offset)
-        cur = txn.cursor(db=self.deliveries)
-        if not cur.set_range(prefix):
-            return
-        for key, _ in cur:
-            if key[: len(prefix)] != prefix or len(key) != len(prefix) + 8:
+        for key in prefixed_keys(txn, self.deliveries, prefix):
+            if len(key) != len(prefix) + 8:
                 return
             yield U64.unpack(key[-8:])[0]

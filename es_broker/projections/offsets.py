@@ -14,6 +14,7 @@ import lmdb
 import msgpack
 
 from es_broker.log import Record, RecordLog
+from es_broker.log.scan import prefixed
 from es_broker.projections.keys import I64, U64, offset_key, split_offset_key
 
 
@@ -126,11 +127,8 @@ class OffsetTableProjection:
     ) -> Iterator[OffsetChange]:
         """Every change of one queue's offset, oldest first."""
         prefix = offset_key(topic, group, queue_id)
-        cur = txn.cursor(db=self.history)
-        if not cur.set_range(prefix):
-            return
-        for key, raw in cur:
-            if key[: len(prefix)] != prefix or len(key) != len(prefix) + 8:
+        for key, raw in prefixed(txn, self.history, prefix):
+            if len(key) != len(prefix) + 8:
                 return
             ts, old, new, cause, requester = msgpack.unpackb(raw)
             yield OffsetChange(

@@ -16,6 +16,7 @@ import lmdb
 import msgpack
 
 from es_broker.log import records
+from es_broker.log.scan import prefixed
 from es_broker.projections.keys import I64, U64, queue_key, split_offset_key
 
 # B-32/B-133: ConsumerOffsetManager persists first 10 s after start, then every
@@ -219,11 +220,8 @@ class TimeTravel:
         return [make(time) for (_, make), time in zip(merged, times, strict=True)]
 
     def _changes(self, txn, prefix: bytes, topic: str, group: str, queue_id: int, lo: int, hi: int):
-        cur = txn.cursor(db=self.history_db)
-        if not cur.set_range(prefix + U64.pack(lo)):
-            return
-        for key, raw in cur:
-            if not key.startswith(prefix) or len(key) != len(prefix) + 8:
+        for key, raw in prefixed(txn, self.history_db, prefix, start=prefix + U64.pack(lo)):
+            if len(key) != len(prefix) + 8:
                 return
             seq = U64.unpack(key[-8:])[0]
             if seq > hi:
@@ -252,11 +250,8 @@ class TimeTravel:
 
     def _events(self, txn, group: str, topic: str | None, lo: int, hi: int):
         prefix = group.encode() + b"\x00"
-        cur = txn.cursor(db=self.index.events_db)
-        if not cur.set_range(prefix + U64.pack(lo)):
-            return
-        for key, raw in cur:
-            if not key.startswith(prefix) or len(key) != len(prefix) + 8:
+        for key, raw in prefixed(txn, self.index.events_db, prefix, start=prefix + U64.pack(lo)):
+            if len(key) != len(prefix) + 8:
                 return
             seq = U64.unpack(key[-8:])[0]
             if seq > hi:

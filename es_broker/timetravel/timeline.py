@@ -19,6 +19,7 @@ import lmdb
 import msgpack
 
 from es_broker.log import records
+from es_broker.log.scan import prefixed
 from es_broker.projections.keys import U64
 from es_broker.timetravel.query import HistoryEntry, TimeTravel, _latest, _topics_for
 
@@ -138,16 +139,14 @@ def _changes_backwards(
     limit: int,
 ) -> list[tuple[int, dict[str, Any]]]:
     out: list[tuple[int, dict[str, Any]]] = []
-    cur = txn.cursor(db=travel.history_db)
-    found = cur.prev() if cur.set_range(prefix + U64.pack(hi + 1)) else cur.last()
-    while found and len(out) < limit:
-        key = bytes(cur.key())
-        if len(key) != len(prefix) + 8 or not key.startswith(prefix):
+    stop = prefix + U64.pack(hi + 1)
+    for key, raw in prefixed(txn, travel.history_db, prefix, stop=stop, reverse=True):
+        if len(out) >= limit or len(key) != len(prefix) + 8:
             break
         seq = U64.unpack(key[-8:])[0]
         if seq < lo:
             break
-        ts, old, new, cause, requester = msgpack.unpackb(cur.value())
+        ts, old, new, cause, requester = msgpack.unpackb(raw)
         removed = travel._removed(txn, key)
         out.append(
             (
@@ -166,7 +165,6 @@ def _changes_backwards(
                 },
             )
         )
-        found = cur.prev()
     return out
 
 
@@ -181,16 +179,14 @@ def _events_backwards(
 ) -> list[tuple[int, dict[str, Any]]]:
     prefix = group.encode() + b"\x00"
     out: list[tuple[int, dict[str, Any]]] = []
-    cur = txn.cursor(db=travel.index.events_db)
-    found = cur.prev() if cur.set_range(prefix + U64.pack(hi + 1)) else cur.last()
-    while found and len(out) < limit:
-        key = bytes(cur.key())
-        if len(key) != len(prefix) + 8 or not key.startswith(prefix):
+    stop = prefix + U64.pack(hi + 1)
+    for key, raw in prefixed(txn, travel.index.events_db, prefix, stop=stop, reverse=True):
+        if len(out) >= limit or len(key) != len(prefix) + 8:
             break
         seq = U64.unpack(key[-8:])[0]
         if seq < lo:
             break
-        record = records.unpack(cur.value())
+        record = records.unpack(raw)
         if topic is None or topic in _topics_for(record, group):
             detail = {
                 k: v for k, v in record.items() if k not in ("type", "v", "ts", "group", "topic")
@@ -211,5 +207,4 @@ def _events_backwards(
                     },
                 )
             )
-        found = cur.prev()
     return out
