@@ -16,6 +16,7 @@ from typing import Any
 import lmdb
 
 from es_broker.log import Record
+from es_broker.log.scan import prefixed
 
 UPDATED = "broker_config_updated"
 
@@ -43,10 +44,5 @@ class BrokerSettingsProjection:
     ) -> Iterator[tuple[str, str]]:
         """(key, value as broker.conf text) of every setting the log changed for this broker."""
         prefix = _prefix(broker_name, broker_id)
-        cursor = txn.cursor(db=self.db)
-        if not cursor.set_range(prefix):
-            return
-        for key, value in cursor:
-            if not key.startswith(prefix):
-                return
+        for key, value in prefixed(txn, self.db, prefix):
             yield key[len(prefix) :].decode(), bytes(value).decode()
