@@ -15,7 +15,6 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import Enum
 
 import trio
@@ -39,7 +38,6 @@ from es_broker.client.messages import (
     TRAN_MSG,
     Message,
     ReceivedMessage,
-    decode_pull_body,
     retry_topic,
 )
 from es_broker.client.offset_store import (
@@ -50,6 +48,14 @@ from es_broker.client.offset_store import (
 )
 from es_broker.client.process_queue import ProcessQueue
 from es_broker.client.producer import BrokerRefused, ClientError, Producer
+from es_broker.client.pulling import (
+    PullRequest,
+    PullResult,
+    PullStatus,
+    pull_message,
+    pull_retry_delay,
+    query_offset,
+)
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import subscribe_queues
 from es_broker.client.tasks import Service, TaskGroup
@@ -97,33 +103,6 @@ class ConsumeResult(Enum):
 Handler = Callable[[list[ReceivedMessage]], Awaitable[ConsumeResult]]
 # Java's ConsumeRequest: messages of one queue for one handler call.
 ConsumeRequest = tuple[list[ReceivedMessage], ProcessQueue, MessageQueue]
-
-
-class PullStatus(Enum):
-    """The client's reading of a pull response code (B-65)."""
-
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
-
-
-_PULL_STATUS: dict[int, PullStatus] = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class PullResult:
-    status: PullStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    suggest_which_broker_id: int
-    messages: tuple[ReceivedMessage, ...] = ()
 
 
 def build_subscription(topic: str, expression: str | MessageSelector | None) -> SubscriptionData:
@@ -513,20 +492,7 @@ class PushConsumer(Service):
         return 0 if is_retry else await self._position(mq, RequestCode.GET_MAX_OFFSET, {})
 
     async def _position(self, mq: MessageQueue, code: int, extra: dict[str, object]) -> int:
-        """GET_MAX_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP, from the master only (B-49)."""
-        addr = self.instance.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            await self.instance.update_route(mq.topic)
-            addr = self.instance.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            raise ClientError(f"The broker[{mq.broker_name}] not exist")
-        fields = {"topic": mq.topic, "queueId": mq.queue_id, **extra}
-        response = await self.instance.invoke(
-            addr, self.instance.request(code, fields), self.config.offset_rpc_timeout
-        )
-        if response.code != ResponseCode.SUCCESS:
-            raise BrokerRefused(response.code, response.remark, addr)
-        return response.require_long("offset")
+        return await query_offset(self.instance, mq, code, extra, self.config.offset_rpc_timeout)
 
     # ------------------------------------------------------------------ pulling
     async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
@@ -555,17 +521,15 @@ class PushConsumer(Service):
                     continue
                 try:
                     result = await self._pull(mq, sub, next_offset)
-                except BrokerRefused as exc:
-                    log.info("pull %s at %d: %s", mq, next_offset, exc)
-                    await trio.sleep(
-                        cfg.pull_time_delay_when_broker_flow_control
-                        if exc.code == ResponseCode.FLOW_CONTROL
-                        else cfg.pull_time_delay_when_exception
-                    )
-                    continue
                 except (RemotingError, ClientError) as exc:
                     log.info("pull %s at %d: %s", mq, next_offset, exc)
-                    await trio.sleep(cfg.pull_time_delay_when_exception)
+                    await trio.sleep(
+                        pull_retry_delay(
+                            exc,
+                            cfg.pull_time_delay_when_exception,
+                            cfg.pull_time_delay_when_broker_flow_control,
+                        )
+                    )
                     continue
                 self._pull_from_which_node[mq] = result.suggest_which_broker_id  # B-117
                 next_offset = result.next_begin_offset
@@ -601,53 +565,19 @@ class PushConsumer(Service):
         )
         if expression is not None:
             sys_flag |= PULL_SUBSCRIPTION
-        broker_id = self._pull_from_which_node.get(mq, 0)
-        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
-        if found is None:
-            await self.instance.update_route(mq.topic)
-            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
-        if found is None:
-            raise ClientError(f"The broker[{mq.broker_name}] not exist")
-        if found.slave:
-            sys_flag &= ~PULL_COMMIT_OFFSET  # a slave never stores it (B-118)
-        fields = {
-            "consumerGroup": self.group,
-            "topic": mq.topic,
-            "queueId": mq.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": cfg.pull_batch_size,
-            "sysFlag": sys_flag,
-            "commitOffset": commit_offset,
-            "suspendTimeoutMillis": cfg.broker_suspend_max_time_millis,
-            "subscription": expression,
-            "subVersion": sub.sub_version,
-            "expressionType": sub.expression_type,
-        }
-        response = await self.instance.invoke(
-            found.addr,
-            self.instance.request(RequestCode.PULL_MESSAGE, fields),
-            cfg.consumer_timeout_when_suspend,
+        request = PullRequest(
+            group=self.group,
+            mq=mq,
+            sub=sub,
+            offset=offset,
+            max_msg_nums=cfg.pull_batch_size,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset,
+            suspend_timeout_millis=cfg.broker_suspend_max_time_millis,
+            expression=expression,
+            broker_id=self._pull_from_which_node.get(mq, 0),
         )
-        status = _PULL_STATUS.get(response.code)
-        if status is None:
-            raise BrokerRefused(response.code, response.remark, found.addr)
-        min_offset, max_offset = (
-            response.require_long("minOffset"),
-            response.require_long("maxOffset"),
-        )
-        messages: tuple[ReceivedMessage, ...] = ()
-        if status == PullStatus.FOUND:
-            messages = tuple(
-                decode_pull_body(response.body, mq, frozenset(sub.tags_set), min_offset, max_offset)
-            )
-        return PullResult(
-            status,
-            response.require_long("nextBeginOffset"),
-            min_offset,
-            max_offset,
-            response.get_long("suggestWhichBrokerId", 0) or 0,
-            messages,
-        )
+        return await pull_message(self.instance, request, cfg.consumer_timeout_when_suspend)
 
     async def _correct_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """B-67: after the delay, take the broker's corrected offset and let the next rebalance restart."""

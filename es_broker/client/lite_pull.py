@@ -30,12 +30,11 @@ from es_broker.client.config import ClientConfig, default_consume_timestamp
 from es_broker.client.consumer import (
     ConsumeFromWhere,
     MessageModel,
-    PullStatus,
     build_subscription,
     parse_consume_timestamp,
 )
 from es_broker.client.instance import ClientInstance
-from es_broker.client.messages import RETRY_PREFIX, ReceivedMessage, decode_pull_body
+from es_broker.client.messages import RETRY_PREFIX, ReceivedMessage
 from es_broker.client.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -43,7 +42,15 @@ from es_broker.client.offset_store import (
     RemoteBrokerOffsetStore,
 )
 from es_broker.client.process_queue import ProcessQueue
-from es_broker.client.producer import BrokerRefused, ClientError
+from es_broker.client.producer import ClientError
+from es_broker.client.pulling import (
+    PullRequest,
+    PullResult,
+    PullStatus,
+    pull_message,
+    pull_retry_delay,
+    query_offset,
+)
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import subscribe_queues
 from es_broker.client.tasks import Service, TaskGroup
@@ -55,17 +62,10 @@ from es_broker.remoting.bodies import (
     SubscriptionData,
     TopicRouteData,
 )
-from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.pull_flags import PullSysFlag
 
 log = logging.getLogger(__name__)
-
-_PULL_STATUS: dict[int, PullStatus] = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,27 +548,27 @@ class LitePullConsumer(Service):
                     offset = await self._next_pull_offset(mq, state)
                     if offset < 0:
                         raise ClientError(f"no start offset of {mq} yet")
-                    status, next_begin, msgs = await self._pull(mq, offset)
-                except BrokerRefused as exc:
-                    log.info("pull %s: %s", mq, exc)
-                    await trio.sleep(
-                        cfg.pull_time_delay_when_broker_flow_control
-                        if exc.code == ResponseCode.FLOW_CONTROL
-                        else cfg.pull_time_delay_when_exception
-                    )
-                    continue
+                    result = await self._pull(mq, offset)
                 except (RemotingError, ClientError) as exc:
                     log.info("pull %s: %s", mq, exc)
-                    await trio.sleep(cfg.pull_time_delay_when_exception)
+                    await trio.sleep(
+                        pull_retry_delay(
+                            exc,
+                            cfg.pull_time_delay_when_exception,
+                            cfg.pull_time_delay_when_broker_flow_control,
+                        )
+                    )
                     continue
                 if pq.dropped or state.seek_offset != -1:
                     continue  # a seek came meanwhile: this answer is of the old position
-                if status == PullStatus.FOUND and msgs:
+                next_begin = result.next_begin_offset
+                if result.status == PullStatus.FOUND and result.messages:
+                    msgs = list(result.messages)
                     pq.put_messages(msgs)
                     self._cache.append((msgs, mq, pq))
                     self._arrived.set()
                     self._arrived = trio.Event()
-                elif status == PullStatus.OFFSET_ILLEGAL:
+                elif result.status == PullStatus.OFFSET_ILLEGAL:
                     log.warning("pull offset of %s illegal, next begin %d", mq, next_begin)
                 state.pull_offset = next_begin
 
@@ -600,68 +600,26 @@ class LitePullConsumer(Service):
         return 0 if is_retry else await self.max_offset(mq)
 
     async def _position(self, mq: MessageQueue, code: int, extra: dict[str, object]) -> int:
-        addr = self.instance.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            await self.instance.update_route(mq.topic)
-            addr = self.instance.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            raise ClientError(f"The broker[{mq.broker_name}] not exist")
-        response = await self.instance.invoke(
-            addr,
-            self.instance.request(code, {"topic": mq.topic, "queueId": mq.queue_id, **extra}),
-            self.config.offset_rpc_timeout,
-        )
-        if response.code != ResponseCode.SUCCESS:
-            raise BrokerRefused(response.code, response.remark, addr)
-        return response.require_long("offset")
+        return await query_offset(self.instance, mq, code, extra, self.config.offset_rpc_timeout)
 
     def _subscription(self, topic: str) -> SubscriptionData:
         if self.subscription_type == SubscriptionType.SUBSCRIBE and topic in self._subscriptions:
             return self._subscriptions[topic]
         return build_subscription(topic, self._assign_expressions.get(topic, "*"))
 
-    async def _pull(
-        self, mq: MessageQueue, offset: int
-    ) -> tuple[PullStatus, int, list[ReceivedMessage]]:
+    async def _pull(self, mq: MessageQueue, offset: int) -> PullResult:
         """One PULL_MESSAGE as pullSyncImpl sends it: long-polled, subscription and lite flags set."""
         cfg = self.config
         sub = self._subscription(mq.topic)
-        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, 0, False)
-        if found is None:
-            await self.instance.update_route(mq.topic)
-            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, 0, False)
-        if found is None:
-            raise ClientError(f"The broker[{mq.broker_name}] not exist")
-        fields = {
-            "consumerGroup": self.group,
-            "topic": mq.topic,
-            "queueId": mq.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": cfg.pull_batch_size,
-            "sysFlag": PullSysFlag.build(suspend=True, subscription=True, lite_pull=True),
-            "commitOffset": 0,
-            "suspendTimeoutMillis": cfg.broker_suspend_max_time_millis,
-            "subscription": sub.sub_string,
-            "subVersion": sub.sub_version,
-            "expressionType": sub.expression_type,
-        }
-        response = await self.instance.invoke(
-            found.addr,
-            self.instance.request(RequestCode.PULL_MESSAGE, fields),
-            cfg.consumer_timeout_when_suspend,
+        request = PullRequest(
+            group=self.group,
+            mq=mq,
+            sub=sub,
+            offset=offset,
+            max_msg_nums=cfg.pull_batch_size,
+            sys_flag=PullSysFlag.build(suspend=True, subscription=True, lite_pull=True),
+            commit_offset=0,
+            suspend_timeout_millis=cfg.broker_suspend_max_time_millis,
+            expression=sub.sub_string,
         )
-        status = _PULL_STATUS.get(response.code)
-        if status is None:
-            raise BrokerRefused(response.code, response.remark, found.addr)
-        msgs: list[ReceivedMessage] = []
-        if status == PullStatus.FOUND:
-            msgs = list(
-                decode_pull_body(
-                    response.body,
-                    mq,
-                    frozenset(sub.tags_set),
-                    response.require_long("minOffset"),
-                    response.require_long("maxOffset"),
-                )
-            )
-        return status, response.require_long("nextBeginOffset"), msgs
+        return await pull_message(self.instance, request, cfg.consumer_timeout_when_suspend)
