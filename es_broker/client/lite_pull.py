@@ -25,21 +25,13 @@ from enum import Enum
 import trio
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.allocate import allocate_averagely
-from es_broker.client.config import ClientConfig, default_consume_timestamp
-from es_broker.client.consumer import (
-    ConsumeFromWhere,
-    MessageModel,
-    build_subscription,
-    parse_consume_timestamp,
-)
+from es_broker.client.config import ClientConfig
+from es_broker.client.consumer_base import GroupConsumer
 from es_broker.client.instance import ClientInstance
-from es_broker.client.messages import RETRY_PREFIX, ReceivedMessage
+from es_broker.client.messages import ReceivedMessage
 from es_broker.client.offset_store import (
-    LocalFileOffsetStore,
     OffsetStore,
     ReadOffsetType,
-    RemoteBrokerOffsetStore,
 )
 from es_broker.client.process_queue import ProcessQueue
 from es_broker.client.producer import ClientError
@@ -49,18 +41,14 @@ from es_broker.client.pulling import (
     PullStatus,
     pull_message,
     pull_retry_delay,
-    query_offset,
 )
+from es_broker.client.rebalance import compute_pull_from_where
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import subscribe_queues
-from es_broker.client.tasks import Service, TaskGroup
+from es_broker.client.subscription import ConsumeFromWhere, MessageModel, build_subscription
 from es_broker.remoting.bodies import (
-    ConsumerData,
-    ConsumerRunningInfo,
     MessageQueue,
-    ProcessQueueInfo,
     SubscriptionData,
-    TopicRouteData,
 )
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.pull_flags import PullSysFlag
@@ -117,8 +105,10 @@ class _Assigned:
 _Request = tuple[list[ReceivedMessage], MessageQueue, ProcessQueue]
 
 
-class LitePullConsumer(Service):
+class LitePullConsumer(GroupConsumer):
     """Pull consumption driven by `poll`: `assign` or `subscribe`, then `await consumer.poll(timeout)`."""
+
+    consume_type = "CONSUME_ACTIVELY"
 
     def __init__(
         self,
@@ -135,41 +125,28 @@ class LitePullConsumer(Service):
         instance: ClientInstance | None = None,
         credentials: Credentials | None = None,
     ) -> None:
-        self.group = group
-        self.message_model = message_model
-        self.consume_from_where = consume_from_where
-        self.consume_timestamp = consume_timestamp or default_consume_timestamp()
-        parse_consume_timestamp(self.consume_timestamp)
         self.config = config or LitePullConsumerConfig()
-        if instance is not None:
-            instance.check_credentials(credentials)
-        self.instance = instance or ClientInstance(
+        super().__init__(
             namesrv_addr,
+            group,
+            message_model=message_model,
+            consume_from_where=consume_from_where,
+            consume_timestamp=consume_timestamp,
+            offset_rpc_timeout=self.config.offset_rpc_timeout,
             instance_name=instance_name,
             client_ip=client_ip,
-            config=client_config,
+            client_config=client_config,
+            instance=instance,
             credentials=credentials,
         )
         self.subscription_type = SubscriptionType.NONE
-        self._subscriptions: dict[str, SubscriptionData] = {}
         self._assign_expressions: dict[str, str] = {}  # setSubExpressionForAssign
-        self._subscribe_info: dict[str, frozenset[MessageQueue]] = {}
         self._assigned: dict[MessageQueue, _Assigned] = {}
         self._cache: collections.deque[_Request] = collections.deque()
         self._arrived = trio.Event()
-        self._offset_store: OffsetStore | None = None
-        self._tasks = TaskGroup()
-        self._rebalance_wakeup = trio.Event()
-        self._rebalance_lock = trio.Lock()
         self._next_auto_commit = 0.0
-        self._allocation_event = trio.Event()
-        self._started = False
 
     # ------------------------------------------------------------------ public view
-    @property
-    def client_id(self) -> str:
-        return self.instance.client_id
-
     @property
     def offset_store(self) -> OffsetStore:
         if self._offset_store is None:
@@ -180,21 +157,13 @@ class LitePullConsumer(Service):
         """The queues pulled now (assigned, or allocated by the last rebalance)."""
         return frozenset(self._assigned)
 
-    @property
-    def allocation_event(self) -> trio.Event:
-        """Set at the next change of the assignment (take it, check, then wait)."""
-        return self._allocation_event
-
     # ------------------------------------------------------------------ subscribe / assign
     def subscribe(self, topic: str, expression: str = "*") -> None:
         """Consume `topic` with queues allocated by rebalancing over the group (CLUSTERING)."""
         if self.subscription_type == SubscriptionType.ASSIGN:
             raise ClientError("Subscribe and assign are mutually exclusive.")
         self.subscription_type = SubscriptionType.SUBSCRIBE
-        self._subscriptions[topic] = build_subscription(topic, expression)
-        if self._started:
-            self.instance.heartbeat_now()
-            self.rebalance_now()
+        self._subscribe(topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
         self._subscriptions.pop(topic, None)
@@ -229,22 +198,9 @@ class LitePullConsumer(Service):
 
     # ------------------------------------------------------------------ life cycle
     async def start(self, nursery: trio.Nursery) -> None:
-        self.instance.register_consumer(self)
+        await self._join_instance(nursery)
         try:
-            await self.instance.acquire(nursery)
-        except BaseException:
-            await self.instance.unregister_consumer(self.group)
-            raise
-        try:
-            if self.message_model == MessageModel.CLUSTERING:
-                self._offset_store = RemoteBrokerOffsetStore(
-                    self.instance, self.group, self.config.offset_rpc_timeout
-                )
-            else:
-                self._offset_store = LocalFileOffsetStore(
-                    self.config.offset_store_dir, self.client_id, self.group
-                )
-            await self._offset_store.load()
+            await self._open_offset_store(self.config.offset_store_dir).load()
             await self._tasks.start(nursery)
             self._started = True
             self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval
@@ -258,7 +214,7 @@ class LitePullConsumer(Service):
             raise
         for mq in list(self._assigned):
             self._start_pull(mq)
-        self._tasks.start_soon(self._rebalance_loop)
+        self._tasks.start_soon(self._rebalance_loop, self.config.rebalance_interval)
         self._tasks.start_soon(self._persist_loop)
 
     async def shutdown(self) -> None:
@@ -270,34 +226,15 @@ class LitePullConsumer(Service):
         await self._stop()
 
     async def _stop(self) -> None:
-        self._started = False
-        await self._tasks.stop()
-        if self._offset_store is not None:
-            await self._offset_store.persist_all(set(self._assigned))
-        await self.instance.unregister_consumer(self.group)
-        for state in self._assigned.values():
-            state.pq.drop()
+        await self._leave_instance()
         await self.instance.release()
 
-    # ------------------------------------------------------------------ instance member
-    def consumer_data(self) -> ConsumerData:
-        return ConsumerData(
-            group_name=self.group,
-            consume_type="CONSUME_ACTIVELY",
-            message_model=self.message_model.value,
-            consume_from_where=self.consume_from_where.value,
-            subscription_data_set=tuple(self._subscriptions.values()),
-        )
+    def _held(self) -> Mapping[MessageQueue, ProcessQueue]:
+        return {mq: state.pq for mq, state in self._assigned.items()}
 
+    # ------------------------------------------------------------------ instance member
     def subscribed_topics(self) -> Iterable[str]:
         return sorted(set(self._subscriptions) | {mq.topic for mq in self._assigned})
-
-    def on_route(self, topic: str, route: TopicRouteData) -> None:
-        if topic in self._subscriptions:
-            self._subscribe_info[topic] = subscribe_queues(topic, route)
-
-    def rebalance_now(self) -> None:
-        self._rebalance_wakeup.set()
 
     async def reset_offset(self, topic: str, table: Mapping[MessageQueue, int]) -> None:
         """An operator's reset: the assigned queues of `topic` in `table` are sought there (B-244)."""
@@ -307,27 +244,6 @@ class LitePullConsumer(Service):
                 continue
             self.offset_store.update_offset(mq, offset, increase_only=False)
             self._seek_now(mq, offset)
-
-    def running_info(self) -> ConsumerRunningInfo:
-        offsets = self._offset_store.offsets() if self._offset_store else {}
-        return ConsumerRunningInfo(
-            properties={
-                "consumeType": "CONSUME_ACTIVELY",
-                "messageModel": self.message_model.value,
-                "consumeFromWhere": self.consume_from_where.value,
-                "clientId": self.client_id,
-            },
-            subscription_set=tuple(self._subscriptions.values()),
-            mq_table={
-                mq: ProcessQueueInfo(
-                    commit_offset=offsets.get(mq, -1),
-                    cached_msg_count=s.pq.msg_count,
-                    cached_msg_size_in_mi_b=s.pq.msg_size // (1024 * 1024),
-                    droped=s.pq.dropped,
-                )
-                for mq, s in self._assigned.items()
-            },
-        )
 
     # ------------------------------------------------------------------ polling
     async def poll(self, timeout: float | None = None) -> list[ReceivedMessage]:
@@ -456,38 +372,15 @@ class LitePullConsumer(Service):
             await self.offset_store.persist_all(set(self._assigned))
 
     # ------------------------------------------------------------------ rebalance
-    async def _rebalance_loop(self) -> None:
-        while True:
-            with trio.move_on_after(self.config.rebalance_interval):
-                await self._rebalance_wakeup.wait()
-            self._rebalance_wakeup = trio.Event()
-            if self.subscription_type == SubscriptionType.SUBSCRIBE:
-                await self.do_rebalance()
-
     async def do_rebalance(self) -> None:
         """RebalanceLitePullImpl: allocate each subscribed topic's queues, start and stop pull tasks."""
+        if self.subscription_type != SubscriptionType.SUBSCRIBE:
+            return  # assigned queues are not rebalanced
         async with self._rebalance_lock:
             for topic in list(self._subscriptions):
-                mq_set = self._subscribe_info.get(topic)
-                if not mq_set:
-                    await self.instance.update_route(topic)
-                    mq_set = self._subscribe_info.get(topic)
-                if mq_set is None:
-                    continue
-                if self.message_model == MessageModel.BROADCASTING:
-                    allocated = set(mq_set)
-                else:
-                    cid_all = await self.instance.find_consumer_id_list(topic, self.group)
-                    if cid_all is None:
-                        continue
-                    try:
-                        allocated = set(
-                            allocate_averagely(self.client_id, sorted(mq_set), sorted(cid_all))
-                        )
-                    except ValueError as exc:
-                        log.info("rebalance of %s skipped: %s", topic, exc)
-                        continue
-                await self._rebalanced(topic, allocated)
+                allocated = await self._allocate(topic)
+                if allocated is not None:
+                    await self._rebalanced(topic, allocated)
 
     async def _rebalanced(self, topic: str, allocated: set[MessageQueue]) -> None:
         removed = [mq for mq in self._assigned if mq.topic == topic and mq not in allocated]
@@ -514,10 +407,6 @@ class LitePullConsumer(Service):
         state.scope.cancel()
         if self.config.auto_commit and state.consume_offset != -1 and self._offset_store:
             self._offset_store.update_offset(mq, state.consume_offset, increase_only=False)
-
-    def _allocation_changed(self) -> None:
-        self._allocation_event.set()
-        self._allocation_event = trio.Event()
 
     # ------------------------------------------------------------------ pulling
     def _start_pull(self, mq: MessageQueue) -> None:
@@ -584,23 +473,15 @@ class LitePullConsumer(Service):
 
     async def _compute_pull_from_where(self, mq: MessageQueue) -> int:
         """The B-45 table, as RebalanceLitePullImpl#computePullFromWhereWithException."""
-        last = await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
-        if last >= 0:
-            return last
-        if last != -1:
-            return -1
-        is_retry = mq.topic.startswith(RETRY_PREFIX)
-        where = self.consume_from_where
-        if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return 0
-        if where == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and not is_retry:
-            return await self.offset_for_timestamp(
-                mq, parse_consume_timestamp(self.consume_timestamp)
-            )
-        return 0 if is_retry else await self.max_offset(mq)
-
-    async def _position(self, mq: MessageQueue, code: int, extra: dict[str, object]) -> int:
-        return await query_offset(self.instance, mq, code, extra, self.config.offset_rpc_timeout)
+        return await compute_pull_from_where(
+            self.offset_store,
+            mq,
+            self.consume_from_where,
+            self.consume_timestamp,
+            self._position,
+            read_type=ReadOffsetType.MEMORY_FIRST_THEN_STORE,
+            retry_at_timestamp_from_max=False,
+        )
 
     def _subscription(self, topic: str) -> SubscriptionData:
         if self.subscription_type == SubscriptionType.SUBSCRIBE and topic in self._subscriptions:
