@@ -16,17 +16,15 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from enum import Enum
+from typing import Unpack
 
 import trio
 
-from es_broker.acl.signing import Credentials
 from es_broker.client.config import (
     CLIENT_INNER_PRODUCER_GROUP,
-    ClientConfig,
     PushConsumerConfig,
 )
-from es_broker.client.consumer_base import GroupConsumer
-from es_broker.client.instance import ClientInstance
+from es_broker.client.consumer_base import GroupConsumer, GroupConsumerOptions
 from es_broker.client.message_selector import TAG, MessageSelector
 from es_broker.client.messages import (
     MAX_RECONSUME_TIMES,
@@ -48,7 +46,6 @@ from es_broker.client.pulling import (
     pull_message,
     pull_retry_delay,
 )
-from es_broker.client.rebalance import compute_pull_from_where
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.subscription import (
     ConsumeFromWhere,
@@ -109,29 +106,15 @@ class PushConsumer(GroupConsumer):
         handler: Handler,
         *,
         subscriptions: Mapping[str, str | MessageSelector] | None = None,
-        message_model: MessageModel = MessageModel.CLUSTERING,
-        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp: str | None = None,
-        instance_name: str | None = None,
-        client_ip: str | None = None,
         config: PushConsumerConfig | None = None,
-        client_config: ClientConfig | None = None,
-        instance: ClientInstance | None = None,
-        credentials: Credentials | None = None,
+        **options: Unpack[GroupConsumerOptions],
     ) -> None:
         self.config = config or PushConsumerConfig()
         super().__init__(
             namesrv_addr,
             group,
-            message_model=message_model,
-            consume_from_where=consume_from_where,
-            consume_timestamp=consume_timestamp,
-            offset_rpc_timeout=self.config.offset_rpc_timeout,
-            instance_name=instance_name,
-            client_ip=client_ip,
-            client_config=client_config,
-            instance=instance,
-            credentials=credentials,
+            self.config.offset_rpc_timeout,
+            **options,
         )
         self.handler = handler
         for topic, expression in (subscriptions or {}).items():
@@ -324,17 +307,6 @@ class PushConsumer(GroupConsumer):
         self.offset_store.remove_offset(mq)
 
     # ------------------------------------------------------------------ where to start
-    async def _compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """The B-45 table; -1 means skip this queue for now."""
-        return await compute_pull_from_where(
-            self.offset_store,
-            mq,
-            self.consume_from_where,
-            self.consume_timestamp,
-            self._position,
-            read_type=ReadOffsetType.READ_FROM_STORE,
-        )
-
     # ------------------------------------------------------------------ pulling
     async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
         cfg = self.config

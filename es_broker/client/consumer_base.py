@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import ClassVar
+from typing import ClassVar, TypedDict, Unpack
 
 import trio
 
@@ -22,11 +22,12 @@ from es_broker.client.message_selector import MessageSelector
 from es_broker.client.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
+    ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
 from es_broker.client.process_queue import ProcessQueue
 from es_broker.client.pulling import query_offset
-from es_broker.client.rebalance import allocate_queues
+from es_broker.client.rebalance import allocate_queues, compute_pull_from_where
 from es_broker.client.route import subscribe_queues
 from es_broker.client.subscription import (
     ConsumeFromWhere,
@@ -47,40 +48,56 @@ from es_broker.remoting.bodies import (
 log = logging.getLogger(__name__)
 
 
+class GroupConsumerOptions(TypedDict, total=False):
+    """The keywords every consumer takes besides its own: its group's ways and its client instance."""
+
+    message_model: MessageModel  # CLUSTERING by default
+    consume_from_where: ConsumeFromWhere  # CONSUME_FROM_LAST_OFFSET by default
+    consume_timestamp: str | None  # yyyyMMddHHmmss; half an hour ago by default
+    instance_name: str | None
+    client_ip: str | None
+    client_config: ClientConfig | None
+    instance: ClientInstance | None  # share a client instance (its credentials must match)
+    credentials: Credentials | None  # sign every request of the client instance
+
+
 class GroupConsumer(Service):
     """A consumer registered at its client instance under its group; subclasses pull and consume."""
 
     consume_type: ClassVar[str]  # CONSUME_PASSIVELY (push) or CONSUME_ACTIVELY (pull)
+    # how the start offset is read from the offset store (B-45)
+    _start_offset_read_type: ClassVar[ReadOffsetType] = ReadOffsetType.READ_FROM_STORE
+    # a retry topic of a CONSUME_FROM_TIMESTAMP group starts at its max offset, else at 0
+    _retry_at_timestamp_from_max: ClassVar[bool] = True
 
     def __init__(
         self,
         namesrv_addr: str,
         group: str,
-        *,
-        message_model: MessageModel,
-        consume_from_where: ConsumeFromWhere,
-        consume_timestamp: str | None,
         offset_rpc_timeout: float,
-        instance_name: str | None,
-        client_ip: str | None,
-        client_config: ClientConfig | None,
-        instance: ClientInstance | None,
-        credentials: Credentials | None,
+        **options: Unpack[GroupConsumerOptions],
     ) -> None:
+        unknown = options.keys() - GroupConsumerOptions.__optional_keys__
+        if unknown:  # a misspelt keyword fails as it would in a plain signature
+            raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
         self.group = group
-        self.message_model = message_model
-        self.consume_from_where = consume_from_where
-        self.consume_timestamp = consume_timestamp or default_consume_timestamp()
+        self.message_model = options.get("message_model", MessageModel.CLUSTERING)
+        self.consume_from_where = options.get(
+            "consume_from_where", ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+        )
+        self.consume_timestamp = options.get("consume_timestamp") or default_consume_timestamp()
         # a bad one fails here, not at the first rebalance
         parse_consume_timestamp(self.consume_timestamp)
         self._offset_rpc_timeout = offset_rpc_timeout
+        instance = options.get("instance")
+        credentials = options.get("credentials")
         if instance is not None:
             instance.check_credentials(credentials)
         self.instance = instance or ClientInstance(
             namesrv_addr,
-            instance_name=instance_name,
-            client_ip=client_ip,
-            config=client_config,
+            instance_name=options.get("instance_name"),
+            client_ip=options.get("client_ip"),
+            config=options.get("client_config"),
             credentials=credentials,
         )
         self._subscriptions: dict[str, SubscriptionData] = {}
@@ -101,6 +118,10 @@ class GroupConsumer(Service):
     def allocation_event(self) -> trio.Event:
         """An event set at the next change of the held queues (take it, check, then wait)."""
         return self._allocation_event
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        raise NotImplementedError
 
     def _subscribe(self, topic: str, expression: str | MessageSelector) -> None:
         """Add or change a subscription; a started consumer announces it and rebalances."""
@@ -207,6 +228,18 @@ class GroupConsumer(Service):
         """The topic's queues this client takes now, or None to keep what it holds (B-50)."""
         return await allocate_queues(
             self.instance, self.group, self.message_model, topic, self._subscribe_info
+        )
+
+    async def _compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """The B-45 table; -1 means skip this queue for now."""
+        return await compute_pull_from_where(
+            self.offset_store,
+            mq,
+            self.consume_from_where,
+            self.consume_timestamp,
+            self._position,
+            read_type=self._start_offset_read_type,
+            retry_at_timestamp_from_max=self._retry_at_timestamp_from_max,
         )
 
     def _allocation_changed(self) -> None:

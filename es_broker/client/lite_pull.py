@@ -21,13 +21,11 @@ import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Unpack
 
 import trio
 
-from es_broker.acl.signing import Credentials
-from es_broker.client.config import ClientConfig
-from es_broker.client.consumer_base import GroupConsumer
-from es_broker.client.instance import ClientInstance
+from es_broker.client.consumer_base import GroupConsumer, GroupConsumerOptions
 from es_broker.client.messages import ReceivedMessage
 from es_broker.client.offset_store import (
     OffsetStore,
@@ -42,10 +40,9 @@ from es_broker.client.pulling import (
     pull_message,
     pull_retry_delay,
 )
-from es_broker.client.rebalance import compute_pull_from_where
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import subscribe_queues
-from es_broker.client.subscription import ConsumeFromWhere, MessageModel, build_subscription
+from es_broker.client.subscription import build_subscription
 from es_broker.remoting.bodies import (
     MessageQueue,
     SubscriptionData,
@@ -109,35 +106,24 @@ class LitePullConsumer(GroupConsumer):
     """Pull consumption driven by `poll`: `assign` or `subscribe`, then `await consumer.poll(timeout)`."""
 
     consume_type = "CONSUME_ACTIVELY"
+    _start_offset_read_type = ReadOffsetType.MEMORY_FIRST_THEN_STORE
+    # RebalanceLitePullImpl starts such a retry topic at its max offset; this client at 0
+    _retry_at_timestamp_from_max = False
 
     def __init__(
         self,
         namesrv_addr: str,
         group: str,
         *,
-        message_model: MessageModel = MessageModel.CLUSTERING,
-        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp: str | None = None,
         config: LitePullConsumerConfig | None = None,
-        instance_name: str | None = None,
-        client_ip: str | None = None,
-        client_config: ClientConfig | None = None,
-        instance: ClientInstance | None = None,
-        credentials: Credentials | None = None,
+        **options: Unpack[GroupConsumerOptions],
     ) -> None:
         self.config = config or LitePullConsumerConfig()
         super().__init__(
             namesrv_addr,
             group,
-            message_model=message_model,
-            consume_from_where=consume_from_where,
-            consume_timestamp=consume_timestamp,
-            offset_rpc_timeout=self.config.offset_rpc_timeout,
-            instance_name=instance_name,
-            client_ip=client_ip,
-            client_config=client_config,
-            instance=instance,
-            credentials=credentials,
+            self.config.offset_rpc_timeout,
+            **options,
         )
         self.subscription_type = SubscriptionType.NONE
         self._assign_expressions: dict[str, str] = {}  # setSubExpressionForAssign
@@ -470,18 +456,6 @@ class LitePullConsumer(GroupConsumer):
         if state.pull_offset != -1:
             return state.pull_offset
         return await self._compute_pull_from_where(mq)
-
-    async def _compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """The B-45 table, as RebalanceLitePullImpl#computePullFromWhereWithException."""
-        return await compute_pull_from_where(
-            self.offset_store,
-            mq,
-            self.consume_from_where,
-            self.consume_timestamp,
-            self._position,
-            read_type=ReadOffsetType.MEMORY_FIRST_THEN_STORE,
-            retry_at_timestamp_from_max=False,
-        )
 
     def _subscription(self, topic: str) -> SubscriptionData:
         if self.subscription_type == SubscriptionType.SUBSCRIBE and topic in self._subscriptions:
