@@ -336,13 +336,7 @@ class PushConsumer(GroupConsumer):
                     result = await self._pull(mq, sub, next_offset)
                 except (RemotingError, ClientError) as exc:
                     log.info("pull %s at %d: %s", mq, next_offset, exc)
-                    await trio.sleep(
-                        pull_retry_delay(
-                            exc,
-                            cfg.pull_time_delay_when_exception,
-                            cfg.pull_time_delay_when_broker_flow_control,
-                        )
-                    )
+                    await trio.sleep(pull_retry_delay(exc, cfg))
                     continue
                 self._pull_from_which_node[mq] = result.suggest_which_broker_id  # B-117
                 next_offset = result.next_begin_offset
@@ -383,14 +377,12 @@ class PushConsumer(GroupConsumer):
             mq=mq,
             sub=sub,
             offset=offset,
-            max_msg_nums=cfg.pull_batch_size,
             sys_flag=sys_flag,
             commit_offset=commit_offset,
-            suspend_timeout_millis=cfg.broker_suspend_max_time_millis,
             expression=expression,
             broker_id=self._pull_from_which_node.get(mq, 0),
         )
-        return await pull_message(self.instance, request, cfg.consumer_timeout_when_suspend)
+        return await pull_message(self.instance, request, cfg)
 
     async def _correct_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """B-67: after the delay, take the broker's corrected offset and let the next rebalance restart."""

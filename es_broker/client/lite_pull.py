@@ -426,13 +426,7 @@ class LitePullConsumer(GroupConsumer):
                     result = await self._pull(mq, offset)
                 except (RemotingError, ClientError) as exc:
                     log.info("pull %s: %s", mq, exc)
-                    await trio.sleep(
-                        pull_retry_delay(
-                            exc,
-                            cfg.pull_time_delay_when_exception,
-                            cfg.pull_time_delay_when_broker_flow_control,
-                        )
-                    )
+                    await trio.sleep(pull_retry_delay(exc, cfg))
                     continue
                 if pq.dropped or state.seek_offset != -1:
                     continue  # a seek came meanwhile: this answer is of the old position
@@ -471,10 +465,8 @@ class LitePullConsumer(GroupConsumer):
             mq=mq,
             sub=sub,
             offset=offset,
-            max_msg_nums=cfg.pull_batch_size,
             sys_flag=PullSysFlag.build(suspend=True, subscription=True, lite_pull=True),
             commit_offset=0,
-            suspend_timeout_millis=cfg.broker_suspend_max_time_millis,
             expression=sub.sub_string,
         )
-        return await pull_message(self.instance, request, cfg.consumer_timeout_when_suspend)
+        return await pull_message(self.instance, request, cfg)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 from es_broker.client.instance import ClientInstance
 from es_broker.client.messages import ReceivedMessage, decode_pull_body
@@ -45,6 +46,25 @@ class PullResult:
     messages: tuple[ReceivedMessage, ...] = ()
 
 
+class PullSettings(Protocol):
+    """The pull settings a consumer's config has (the push and lite pull configs both do)."""
+
+    @property
+    def pull_batch_size(self) -> int: ...  # pullBatchSize: maxMsgNums
+
+    @property
+    def broker_suspend_max_time_millis(self) -> int: ...  # how long the broker holds a pull
+
+    @property
+    def consumer_timeout_when_suspend(self) -> float: ...  # how long the client waits for it
+
+    @property
+    def pull_time_delay_when_exception(self) -> float: ...
+
+    @property
+    def pull_time_delay_when_broker_flow_control(self) -> float: ...
+
+
 @dataclass(frozen=True, slots=True)
 class PullRequest:
     """What one PULL_MESSAGE asks (PullMessageRequestHeader); the broker is found from the queue."""
@@ -53,16 +73,14 @@ class PullRequest:
     mq: MessageQueue
     sub: SubscriptionData
     offset: int
-    max_msg_nums: int
     sys_flag: int
-    commit_offset: int
-    suspend_timeout_millis: int
     expression: str | None
+    commit_offset: int = 0
     broker_id: int = 0
 
 
 async def pull_message(
-    instance: ClientInstance, request: PullRequest, timeout: float
+    instance: ClientInstance, request: PullRequest, settings: PullSettings
 ) -> PullResult:
     """Send one PULL_MESSAGE to the queue's broker (refreshing the route once) and read the answer.
 
@@ -83,16 +101,18 @@ async def pull_message(
         "topic": mq.topic,
         "queueId": mq.queue_id,
         "queueOffset": request.offset,
-        "maxMsgNums": request.max_msg_nums,
+        "maxMsgNums": settings.pull_batch_size,
         "sysFlag": sys_flag,
         "commitOffset": request.commit_offset,
-        "suspendTimeoutMillis": request.suspend_timeout_millis,
+        "suspendTimeoutMillis": settings.broker_suspend_max_time_millis,
         "subscription": request.expression,
         "subVersion": sub.sub_version,
         "expressionType": sub.expression_type,
     }
     response = await instance.invoke(
-        found.addr, instance.request(RequestCode.PULL_MESSAGE, fields), timeout
+        found.addr,
+        instance.request(RequestCode.PULL_MESSAGE, fields),
+        settings.consumer_timeout_when_suspend,
     )
     status = PULL_STATUS.get(response.code)
     if status is None:
@@ -116,13 +136,11 @@ async def pull_message(
     )
 
 
-def pull_retry_delay(
-    exc: Exception, when_exception: float, when_broker_flow_control: float
-) -> float:
+def pull_retry_delay(exc: Exception, settings: PullSettings) -> float:
     """How long a pull task waits after a failed pull: shorter for the broker's flow control."""
     if isinstance(exc, BrokerRefused) and exc.code == ResponseCode.FLOW_CONTROL:
-        return when_broker_flow_control
-    return when_exception
+        return settings.pull_time_delay_when_broker_flow_control
+    return settings.pull_time_delay_when_exception
 
 
 async def query_offset(
