@@ -497,13 +497,21 @@ class PushConsumer(GroupConsumer):
                 if response.code == ResponseCode.SUCCESS:
                     return True
                 log.info("send back %s refused: %s %s", msg.msg_id, response.code, response.remark)
+        return await self._send_to_retry_topic(
+            msg, msg.reconsume_times + 1, self.config.max_reconsume_times
+        )
+
+    async def _send_to_retry_topic(
+        self, msg: ReceivedMessage, reconsume_times: int, max_reconsume_times: int
+    ) -> bool:
+        """A plain send of `msg` to %RETRY%group by the inner producer, carrying its counts."""
         if self._inner_producer is None:
             return False
         props = {k: v for k, v in msg.properties.items() if k != TRAN_MSG}
         props[ORIGIN_MESSAGE_ID] = props.get(ORIGIN_MESSAGE_ID) or msg.msg_id
         props[RETRY_TOPIC] = msg.topic
-        props[RECONSUME_TIME] = str(msg.reconsume_times + 1)
-        props[MAX_RECONSUME_TIMES] = str(self.config.max_reconsume_times)
+        props[RECONSUME_TIME] = str(reconsume_times)
+        props[MAX_RECONSUME_TIMES] = str(max_reconsume_times)
         retry = Message(
             msg.body, properties=props, flag=msg.flag, delay_level=3 + msg.reconsume_times
         )
