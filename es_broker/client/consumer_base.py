@@ -9,7 +9,6 @@ table of held queues and says how it pulls and consumes them.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from typing import ClassVar, TypedDict, Unpack
 
@@ -44,8 +43,6 @@ from es_broker.remoting.bodies import (
     SubscriptionData,
     TopicRouteData,
 )
-
-log = logging.getLogger(__name__)
 
 
 class GroupConsumerOptions(TypedDict, total=False):
