@@ -428,8 +428,11 @@ class LitePullConsumer(GroupConsumer):
                     log.info("pull %s: %s", mq, exc)
                     await trio.sleep(pull_retry_delay(exc, cfg))
                     continue
-                if pq.dropped or state.seek_offset != -1:
-                    continue  # a seek came meanwhile: this answer is of the old position
+                if pq.dropped or scope.cancel_called or state.seek_offset != -1:
+                    # A seek came meanwhile: this answer is of the old position. The task of
+                    # the old position may resume with its answer after the seek cancelled it
+                    # and the new task took the seek offset, so its own scope is asked too.
+                    continue
                 next_begin = result.next_begin_offset
                 if result.status == PullStatus.FOUND and result.messages:
                     msgs = list(result.messages)
