@@ -407,7 +407,9 @@ class LitePullConsumer(GroupConsumer):
         cfg = self.config
         pq = state.pq
         with scope:
-            while not pq.dropped:
+            # A seek cancels the scope; the task may still run on to its next checkpoint and
+            # must neither take the new position's seek offset nor deliver its old answer.
+            while not (pq.dropped or scope.cancel_called):
                 if state.paused:
                     await trio.sleep(cfg.pull_time_delay_when_pause)
                     continue
@@ -429,10 +431,7 @@ class LitePullConsumer(GroupConsumer):
                     await trio.sleep(pull_retry_delay(exc, cfg))
                     continue
                 if pq.dropped or scope.cancel_called or state.seek_offset != -1:
-                    # A seek came meanwhile: this answer is of the old position. The task of
-                    # the old position may resume with its answer after the seek cancelled it
-                    # and the new task took the seek offset, so its own scope is asked too.
-                    continue
+                    continue  # a seek came meanwhile: this answer is of the old position
                 next_begin = result.next_begin_offset
                 if result.status == PullStatus.FOUND and result.messages:
                     msgs = list(result.messages)
