@@ -14,77 +14,67 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from enum import Enum
+from typing import Unpack
 
 import trio
 
-from es_broker.acl.signing import Credentials
-from es_broker.client.allocate import allocate_averagely
 from es_broker.client.config import (
     CLIENT_INNER_PRODUCER_GROUP,
-    ClientConfig,
     PushConsumerConfig,
-    default_consume_timestamp,
 )
-from es_broker.client.instance import ClientInstance
+from es_broker.client.consumer_base import GroupConsumer, GroupConsumerOptions
 from es_broker.client.message_selector import TAG, MessageSelector
 from es_broker.client.messages import (
     MAX_RECONSUME_TIMES,
     ORIGIN_MESSAGE_ID,
     RECONSUME_TIME,
-    RETRY_PREFIX,
     RETRY_TOPIC,
     TRAN_MSG,
     Message,
     ReceivedMessage,
-    decode_pull_body,
     retry_topic,
 )
-from es_broker.client.offset_store import (
-    LocalFileOffsetStore,
-    OffsetStore,
-    ReadOffsetType,
-    RemoteBrokerOffsetStore,
-)
+from es_broker.client.offset_store import OffsetStore, ReadOffsetType
 from es_broker.client.process_queue import ProcessQueue
 from es_broker.client.producer import BrokerRefused, ClientError, Producer
+from es_broker.client.pulling import (
+    PullRequest,
+    PullResult,
+    PullStatus,
+    pull_message,
+    pull_retry_delay,
+)
 from es_broker.client.remoting_client import RemotingError
-from es_broker.client.route import subscribe_queues
-from es_broker.client.tasks import Service, TaskGroup
+from es_broker.client.subscription import (
+    ConsumeFromWhere,
+    MessageModel,
+    build_subscription,
+    parse_consume_timestamp,
+)
 from es_broker.remoting.bodies import (
     CheckClientRequestBody,
-    ConsumerData,
-    ConsumerRunningInfo,
     MessageQueue,
-    ProcessQueueInfo,
     SubscriptionData,
-    TopicRouteData,
 )
 from es_broker.remoting.codes import RequestCode, ResponseCode
-from es_broker.remoting.message import tag_hash
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 
+__all__ = [
+    "ConsumeFromWhere",
+    "ConsumeRequest",
+    "ConsumeResult",
+    "Handler",
+    "MessageModel",
+    "PullResult",
+    "PullStatus",
+    "PushConsumer",
+    "build_subscription",
+    "parse_consume_timestamp",
+]
+
 log = logging.getLogger(__name__)
-
-
-class MessageModel(Enum):
-    CLUSTERING = "CLUSTERING"
-    BROADCASTING = "BROADCASTING"
-
-
-class ConsumeFromWhere(Enum):
-    """Where a group without a stored offset starts (B-45); the deprecated three act like LAST."""
-
-    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
-    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
-    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = (
-        "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST"
-    )
-    CONSUME_FROM_MIN_OFFSET = "CONSUME_FROM_MIN_OFFSET"
-    CONSUME_FROM_MAX_OFFSET = "CONSUME_FROM_MAX_OFFSET"
 
 
 class ConsumeResult(Enum):
@@ -99,64 +89,7 @@ Handler = Callable[[list[ReceivedMessage]], Awaitable[ConsumeResult]]
 ConsumeRequest = tuple[list[ReceivedMessage], ProcessQueue, MessageQueue]
 
 
-class PullStatus(Enum):
-    """The client's reading of a pull response code (B-65)."""
-
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
-
-
-_PULL_STATUS: dict[int, PullStatus] = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class PullResult:
-    status: PullStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    suggest_which_broker_id: int
-    messages: tuple[ReceivedMessage, ...] = ()
-
-
-def build_subscription(topic: str, expression: str | MessageSelector | None) -> SubscriptionData:
-    """A subscription as Java's FilterAPI builds it: TAG `*` or tags split on `||`, or SQL92 as given."""
-    now_ms = int(time.time() * 1000)
-    if isinstance(expression, MessageSelector):
-        if expression.expression_type != TAG:
-            return SubscriptionData(
-                topic=topic,
-                sub_string=expression.expression,
-                sub_version=now_ms,
-                expression_type=expression.expression_type,
-            )
-        expression = expression.expression
-    text = (expression or "").strip()
-    if text in ("", "*"):
-        return SubscriptionData(topic=topic, sub_string="*", sub_version=now_ms)
-    tags = tuple(dict.fromkeys(t.strip() for t in text.split("||") if t.strip()))
-    return SubscriptionData(
-        topic=topic,
-        sub_string=text,
-        tags_set=tags,
-        code_set=tuple(tag_hash(t) for t in tags),
-        sub_version=now_ms,
-    )
-
-
-def parse_consume_timestamp(text: str) -> int:
-    """yyyyMMddHHmmss in local time -> ms since the epoch (B-47)."""
-    return int(time.mktime(time.strptime(text, "%Y%m%d%H%M%S")) * 1000)
-
-
-class PushConsumer(Service):
+class PushConsumer(GroupConsumer):
     """Consumes the subscribed topics with `handler`, one batch of messages per call.
 
     `subscriptions` maps topic -> TAG expression (`*`, `TagA || TagB`). Use
@@ -173,63 +106,36 @@ class PushConsumer(Service):
         handler: Handler,
         *,
         subscriptions: Mapping[str, str | MessageSelector] | None = None,
-        message_model: MessageModel = MessageModel.CLUSTERING,
-        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp: str | None = None,
-        instance_name: str | None = None,
-        client_ip: str | None = None,
         config: PushConsumerConfig | None = None,
-        client_config: ClientConfig | None = None,
-        instance: ClientInstance | None = None,
-        credentials: Credentials | None = None,
+        **options: Unpack[GroupConsumerOptions],
     ) -> None:
-        self.group = group
-        self.handler = handler
-        self.message_model = message_model
-        self.consume_from_where = consume_from_where
-        self.consume_timestamp = consume_timestamp or default_consume_timestamp()
-        # a bad one fails here, not at the first rebalance
-        parse_consume_timestamp(self.consume_timestamp)
         self.config = config or PushConsumerConfig()
-        if instance is not None:
-            instance.check_credentials(credentials)
-        self.instance = instance or ClientInstance(
+        super().__init__(
             namesrv_addr,
-            instance_name=instance_name,
-            client_ip=client_ip,
-            config=client_config,
-            credentials=credentials,
+            group,
+            self.config.offset_rpc_timeout,
+            **options,
         )
-        self._subscriptions: dict[str, SubscriptionData] = {}
+        self.handler = handler
         for topic, expression in (subscriptions or {}).items():
             self._subscriptions[topic] = build_subscription(topic, expression)
-        self._subscribe_info: dict[str, frozenset[MessageQueue]] = {}
         self._process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pull_from_which_node: dict[MessageQueue, int] = {}  # B-117
-        self._offset_store: OffsetStore | None = None
         self._inner_producer: Producer | None = None
         self._owns_inner_producer = False
-        self._tasks = TaskGroup()
-        self._rebalance_wakeup = trio.Event()
-        self._rebalance_lock = trio.Lock()
         self._paused = False
         self._resumed = trio.Event()
         self._resumed.set()
-        self._allocation_event = trio.Event()
         # Java's consume thread pool: consumeThreadMax workers take the consume requests in order.
         self._consume_requests, self._consume_queue = trio.open_memory_channel[ConsumeRequest](
             math.inf
         )
-        self._started = False
 
+    consume_type = "CONSUME_PASSIVELY"
     # the pull loop's consumeConcurrentlyMaxSpan check (an orderly consumer skips it, as Java)
     _checks_span = True
 
     # ------------------------------------------------------------------ public view
-    @property
-    def client_id(self) -> str:
-        return self.instance.client_id
-
     @property
     def offset_store(self) -> OffsetStore:
         if self._offset_store is None:
@@ -241,10 +147,7 @@ class PushConsumer(Service):
 
         A started consumer announces it and rebalances.
         """
-        self._subscriptions[topic] = build_subscription(topic, expression)
-        if self._started:
-            self.instance.heartbeat_now()
-            self.rebalance_now()
+        self._subscribe(topic, expression)
 
     def assigned_queues(self, topic: str | None = None) -> frozenset[MessageQueue]:
         """The queues this client holds now (not dropped), optionally of one topic."""
@@ -254,11 +157,6 @@ class PushConsumer(Service):
             if not pq.dropped and (topic is None or mq.topic == topic)
         )
 
-    @property
-    def allocation_event(self) -> trio.Event:
-        """An event set at the next change of the held queues (take it, check, then wait)."""
-        return self._allocation_event
-
     # ------------------------------------------------------------------ life cycle
     async def start(self, nursery: trio.Nursery) -> None:
         """Connect, announce the group, rebalance once; pulling and timers then run in `nursery`."""
@@ -267,17 +165,10 @@ class PushConsumer(Service):
             self._subscriptions[retry_topic(self.group)] = build_subscription(
                 retry_topic(self.group), "*"
             )
-        self.instance.register_consumer(self)
+        await self._join_instance(nursery)
         try:
-            await self.instance.acquire(nursery)
-        except BaseException:
-            await self.instance.unregister_consumer(self.group)
-            raise
-        try:
+            store = self._open_offset_store(self.config.offset_store_dir)
             if self.message_model == MessageModel.CLUSTERING:
-                self._offset_store = RemoteBrokerOffsetStore(
-                    self.instance, self.group, self.config.offset_rpc_timeout
-                )
                 # One inner producer per client instance (Java's CLIENT_INNER_PRODUCER), for send-back re-sends.
                 shared = self.instance.producer(CLIENT_INNER_PRODUCER_GROUP)
                 if isinstance(shared, Producer):
@@ -290,11 +181,7 @@ class PushConsumer(Service):
                     )
                     await self._inner_producer.start(nursery)
                     self._owns_inner_producer = True
-            else:
-                self._offset_store = LocalFileOffsetStore(
-                    self.config.offset_store_dir, self.client_id, self.group
-                )
-            await self._offset_store.load()
+            await store.load()
             await self._tasks.start(nursery)
             self._started = True
             for topic in list(self._subscriptions):
@@ -305,7 +192,7 @@ class PushConsumer(Service):
         except BaseException:
             await self._stop()
             raise
-        self._tasks.start_soon(self._rebalance_loop)
+        self._tasks.start_soon(self._rebalance_loop, self.config.rebalance_interval)
         self._tasks.start_soon(self._persist_loop)
         for _ in range(max(1, self.config.consume_thread_max)):
             self._tasks.start_soon(self._consume_worker)
@@ -316,13 +203,7 @@ class PushConsumer(Service):
             await self._stop()
 
     async def _stop(self) -> None:
-        self._started = False
-        await self._tasks.stop()
-        if self._offset_store is not None:
-            await self._offset_store.persist_all(set(self._process_queues))
-        await self.instance.unregister_consumer(self.group)
-        for pq in self._process_queues.values():
-            pq.drop()
+        await self._leave_instance()
         self._process_queues.clear()
         if self._inner_producer is not None and self._owns_inner_producer:
             await self._inner_producer.shutdown()
@@ -345,57 +226,10 @@ class PushConsumer(Service):
             if response.code != ResponseCode.SUCCESS:
                 raise BrokerRefused(response.code, response.remark, addr)
 
-    # ------------------------------------------------------------------ instance member
-    def consumer_data(self) -> ConsumerData:
-        return ConsumerData(
-            group_name=self.group,
-            consume_type="CONSUME_PASSIVELY",
-            message_model=self.message_model.value,
-            consume_from_where=self.consume_from_where.value,
-            subscription_data_set=tuple(self._subscriptions.values()),
-        )
-
-    def subscribed_topics(self) -> Iterable[str]:
-        return list(self._subscriptions)
-
-    def on_route(self, topic: str, route: TopicRouteData) -> None:
-        if topic in self._subscriptions:
-            self._subscribe_info[topic] = subscribe_queues(topic, route)
-
-    def rebalance_now(self) -> None:
-        """Rebalance at once (NOTIFY_CONSUMER_IDS_CHANGED, resume, start: B-53)."""
-        self._rebalance_wakeup.set()
-
-    def running_info(self) -> ConsumerRunningInfo:
-        """The answer to GET_CONSUMER_RUNNING_INFO (remoting spec 9.10), without statistics."""
-        offsets = self._offset_store.offsets() if self._offset_store else {}
-        table = {}
-        for mq, pq in self._process_queues.items():
-            table[mq] = ProcessQueueInfo(
-                commit_offset=offsets.get(mq, -1),
-                cached_msg_count=pq.msg_count,
-                cached_msg_size_in_mi_b=pq.msg_size // (1024 * 1024),
-                droped=pq.dropped,
-            )
-        return ConsumerRunningInfo(
-            properties={
-                "consumeType": "CONSUME_PASSIVELY",
-                "messageModel": self.message_model.value,
-                "consumeFromWhere": self.consume_from_where.value,
-                "clientId": self.client_id,
-            },
-            subscription_set=tuple(self._subscriptions.values()),
-            mq_table=table,
-        )
+    def _held(self) -> Mapping[MessageQueue, ProcessQueue]:
+        return self._process_queues
 
     # ------------------------------------------------------------------ rebalance
-    async def _rebalance_loop(self) -> None:
-        while True:
-            with trio.move_on_after(self.config.rebalance_interval):
-                await self._rebalance_wakeup.wait()
-            self._rebalance_wakeup = trio.Event()
-            await self.do_rebalance()
-
     async def do_rebalance(self) -> None:
         """One round over every subscribed topic, then drop queues of topics no longer subscribed."""
         async with self._rebalance_lock:
@@ -408,23 +242,9 @@ class PushConsumer(Service):
                     self._allocation_changed()
 
     async def _rebalance_by_topic(self, topic: str) -> None:
-        mq_set = self._subscribe_info.get(topic)
-        if not mq_set:
-            await self.instance.update_route(topic)  # e.g. %RETRY%G, created by our first heartbeat
-            mq_set = self._subscribe_info.get(topic)
-        if mq_set is None:
+        allocated = await self._allocate(topic)
+        if allocated is None:
             return
-        if self.message_model == MessageModel.BROADCASTING:
-            allocated = set(mq_set)
-        else:
-            cid_all = await self.instance.find_consumer_id_list(topic, self.group)
-            if cid_all is None:
-                return  # keep the current allocation (B-50)
-            try:
-                allocated = set(allocate_averagely(self.client_id, sorted(mq_set), sorted(cid_all)))
-            except ValueError as exc:
-                log.info("rebalance of %s for %s skipped: %s", topic, self.group, exc)
-                return
         changed, new_pulls = await self._update_process_queue_table(topic, allocated)
         if changed:
             # Java bumps the subscription version and heartbeats (B-54). It does so after
@@ -486,48 +306,7 @@ class PushConsumer(Service):
         await self.offset_store.persist(mq, oneway)
         self.offset_store.remove_offset(mq)
 
-    def _allocation_changed(self) -> None:
-        self._allocation_event.set()
-        self._allocation_event = trio.Event()
-
     # ------------------------------------------------------------------ where to start
-    async def _compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """The B-45 table; -1 means skip this queue for now."""
-        last = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
-        if last >= 0:
-            return last
-        if last != -1:
-            return -1
-        is_retry = mq.topic.startswith(RETRY_PREFIX)
-        where = self.consume_from_where
-        if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return 0
-        if where == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            if is_retry:
-                return await self._position(mq, RequestCode.GET_MAX_OFFSET, {})
-            return await self._position(
-                mq,
-                RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                {"timestamp": parse_consume_timestamp(self.consume_timestamp)},
-            )
-        return 0 if is_retry else await self._position(mq, RequestCode.GET_MAX_OFFSET, {})
-
-    async def _position(self, mq: MessageQueue, code: int, extra: dict[str, object]) -> int:
-        """GET_MAX_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP, from the master only (B-49)."""
-        addr = self.instance.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            await self.instance.update_route(mq.topic)
-            addr = self.instance.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            raise ClientError(f"The broker[{mq.broker_name}] not exist")
-        fields = {"topic": mq.topic, "queueId": mq.queue_id, **extra}
-        response = await self.instance.invoke(
-            addr, self.instance.request(code, fields), self.config.offset_rpc_timeout
-        )
-        if response.code != ResponseCode.SUCCESS:
-            raise BrokerRefused(response.code, response.remark, addr)
-        return response.require_long("offset")
-
     # ------------------------------------------------------------------ pulling
     async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
         cfg = self.config
@@ -555,17 +334,9 @@ class PushConsumer(Service):
                     continue
                 try:
                     result = await self._pull(mq, sub, next_offset)
-                except BrokerRefused as exc:
-                    log.info("pull %s at %d: %s", mq, next_offset, exc)
-                    await trio.sleep(
-                        cfg.pull_time_delay_when_broker_flow_control
-                        if exc.code == ResponseCode.FLOW_CONTROL
-                        else cfg.pull_time_delay_when_exception
-                    )
-                    continue
                 except (RemotingError, ClientError) as exc:
                     log.info("pull %s at %d: %s", mq, next_offset, exc)
-                    await trio.sleep(cfg.pull_time_delay_when_exception)
+                    await trio.sleep(pull_retry_delay(exc, cfg))
                     continue
                 self._pull_from_which_node[mq] = result.suggest_which_broker_id  # B-117
                 next_offset = result.next_begin_offset
@@ -601,53 +372,17 @@ class PushConsumer(Service):
         )
         if expression is not None:
             sys_flag |= PULL_SUBSCRIPTION
-        broker_id = self._pull_from_which_node.get(mq, 0)
-        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
-        if found is None:
-            await self.instance.update_route(mq.topic)
-            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
-        if found is None:
-            raise ClientError(f"The broker[{mq.broker_name}] not exist")
-        if found.slave:
-            sys_flag &= ~PULL_COMMIT_OFFSET  # a slave never stores it (B-118)
-        fields = {
-            "consumerGroup": self.group,
-            "topic": mq.topic,
-            "queueId": mq.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": cfg.pull_batch_size,
-            "sysFlag": sys_flag,
-            "commitOffset": commit_offset,
-            "suspendTimeoutMillis": cfg.broker_suspend_max_time_millis,
-            "subscription": expression,
-            "subVersion": sub.sub_version,
-            "expressionType": sub.expression_type,
-        }
-        response = await self.instance.invoke(
-            found.addr,
-            self.instance.request(RequestCode.PULL_MESSAGE, fields),
-            cfg.consumer_timeout_when_suspend,
+        request = PullRequest(
+            group=self.group,
+            mq=mq,
+            sub=sub,
+            offset=offset,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset,
+            expression=expression,
+            broker_id=self._pull_from_which_node.get(mq, 0),
         )
-        status = _PULL_STATUS.get(response.code)
-        if status is None:
-            raise BrokerRefused(response.code, response.remark, found.addr)
-        min_offset, max_offset = (
-            response.require_long("minOffset"),
-            response.require_long("maxOffset"),
-        )
-        messages: tuple[ReceivedMessage, ...] = ()
-        if status == PullStatus.FOUND:
-            messages = tuple(
-                decode_pull_body(response.body, mq, frozenset(sub.tags_set), min_offset, max_offset)
-            )
-        return PullResult(
-            status,
-            response.require_long("nextBeginOffset"),
-            min_offset,
-            max_offset,
-            response.get_long("suggestWhichBrokerId", 0) or 0,
-            messages,
-        )
+        return await pull_message(self.instance, request, cfg)
 
     async def _correct_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """B-67: after the delay, take the broker's corrected offset and let the next rebalance restart."""
@@ -762,13 +497,21 @@ class PushConsumer(Service):
                 if response.code == ResponseCode.SUCCESS:
                     return True
                 log.info("send back %s refused: %s %s", msg.msg_id, response.code, response.remark)
+        return await self._send_to_retry_topic(
+            msg, msg.reconsume_times + 1, self.config.max_reconsume_times
+        )
+
+    async def _send_to_retry_topic(
+        self, msg: ReceivedMessage, reconsume_times: int, max_reconsume_times: int
+    ) -> bool:
+        """A plain send of `msg` to %RETRY%group by the inner producer, carrying its counts."""
         if self._inner_producer is None:
             return False
         props = {k: v for k, v in msg.properties.items() if k != TRAN_MSG}
         props[ORIGIN_MESSAGE_ID] = props.get(ORIGIN_MESSAGE_ID) or msg.msg_id
         props[RETRY_TOPIC] = msg.topic
-        props[RECONSUME_TIME] = str(msg.reconsume_times + 1)
-        props[MAX_RECONSUME_TIMES] = str(self.config.max_reconsume_times)
+        props[RECONSUME_TIME] = str(reconsume_times)
+        props[MAX_RECONSUME_TIMES] = str(max_reconsume_times)
         retry = Message(
             msg.body, properties=props, flag=msg.flag, delay_level=3 + msg.reconsume_times
         )

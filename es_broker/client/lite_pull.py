@@ -21,51 +21,36 @@ import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Unpack
 
 import trio
 
-from es_broker.acl.signing import Credentials
-from es_broker.client.allocate import allocate_averagely
-from es_broker.client.config import ClientConfig, default_consume_timestamp
-from es_broker.client.consumer import (
-    ConsumeFromWhere,
-    MessageModel,
-    PullStatus,
-    build_subscription,
-    parse_consume_timestamp,
-)
-from es_broker.client.instance import ClientInstance
-from es_broker.client.messages import RETRY_PREFIX, ReceivedMessage, decode_pull_body
+from es_broker.client.consumer_base import GroupConsumer, GroupConsumerOptions
+from es_broker.client.messages import ReceivedMessage
 from es_broker.client.offset_store import (
-    LocalFileOffsetStore,
     OffsetStore,
     ReadOffsetType,
-    RemoteBrokerOffsetStore,
 )
 from es_broker.client.process_queue import ProcessQueue
-from es_broker.client.producer import BrokerRefused, ClientError
+from es_broker.client.producer import ClientError
+from es_broker.client.pulling import (
+    PullRequest,
+    PullResult,
+    PullStatus,
+    pull_message,
+    pull_retry_delay,
+)
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import subscribe_queues
-from es_broker.client.tasks import Service, TaskGroup
+from es_broker.client.subscription import build_subscription
 from es_broker.remoting.bodies import (
-    ConsumerData,
-    ConsumerRunningInfo,
     MessageQueue,
-    ProcessQueueInfo,
     SubscriptionData,
-    TopicRouteData,
 )
-from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.pull_flags import PullSysFlag
 
 log = logging.getLogger(__name__)
-
-_PULL_STATUS: dict[int, PullStatus] = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,59 +102,37 @@ class _Assigned:
 _Request = tuple[list[ReceivedMessage], MessageQueue, ProcessQueue]
 
 
-class LitePullConsumer(Service):
+class LitePullConsumer(GroupConsumer):
     """Pull consumption driven by `poll`: `assign` or `subscribe`, then `await consumer.poll(timeout)`."""
+
+    consume_type = "CONSUME_ACTIVELY"
+    _start_offset_read_type = ReadOffsetType.MEMORY_FIRST_THEN_STORE
+    # RebalanceLitePullImpl starts such a retry topic at its max offset; this client at 0
+    _retry_at_timestamp_from_max = False
 
     def __init__(
         self,
         namesrv_addr: str,
         group: str,
         *,
-        message_model: MessageModel = MessageModel.CLUSTERING,
-        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp: str | None = None,
         config: LitePullConsumerConfig | None = None,
-        instance_name: str | None = None,
-        client_ip: str | None = None,
-        client_config: ClientConfig | None = None,
-        instance: ClientInstance | None = None,
-        credentials: Credentials | None = None,
+        **options: Unpack[GroupConsumerOptions],
     ) -> None:
-        self.group = group
-        self.message_model = message_model
-        self.consume_from_where = consume_from_where
-        self.consume_timestamp = consume_timestamp or default_consume_timestamp()
-        parse_consume_timestamp(self.consume_timestamp)
         self.config = config or LitePullConsumerConfig()
-        if instance is not None:
-            instance.check_credentials(credentials)
-        self.instance = instance or ClientInstance(
+        super().__init__(
             namesrv_addr,
-            instance_name=instance_name,
-            client_ip=client_ip,
-            config=client_config,
-            credentials=credentials,
+            group,
+            self.config.offset_rpc_timeout,
+            **options,
         )
         self.subscription_type = SubscriptionType.NONE
-        self._subscriptions: dict[str, SubscriptionData] = {}
         self._assign_expressions: dict[str, str] = {}  # setSubExpressionForAssign
-        self._subscribe_info: dict[str, frozenset[MessageQueue]] = {}
         self._assigned: dict[MessageQueue, _Assigned] = {}
         self._cache: collections.deque[_Request] = collections.deque()
         self._arrived = trio.Event()
-        self._offset_store: OffsetStore | None = None
-        self._tasks = TaskGroup()
-        self._rebalance_wakeup = trio.Event()
-        self._rebalance_lock = trio.Lock()
         self._next_auto_commit = 0.0
-        self._allocation_event = trio.Event()
-        self._started = False
 
     # ------------------------------------------------------------------ public view
-    @property
-    def client_id(self) -> str:
-        return self.instance.client_id
-
     @property
     def offset_store(self) -> OffsetStore:
         if self._offset_store is None:
@@ -180,21 +143,13 @@ class LitePullConsumer(Service):
         """The queues pulled now (assigned, or allocated by the last rebalance)."""
         return frozenset(self._assigned)
 
-    @property
-    def allocation_event(self) -> trio.Event:
-        """Set at the next change of the assignment (take it, check, then wait)."""
-        return self._allocation_event
-
     # ------------------------------------------------------------------ subscribe / assign
     def subscribe(self, topic: str, expression: str = "*") -> None:
         """Consume `topic` with queues allocated by rebalancing over the group (CLUSTERING)."""
         if self.subscription_type == SubscriptionType.ASSIGN:
             raise ClientError("Subscribe and assign are mutually exclusive.")
         self.subscription_type = SubscriptionType.SUBSCRIBE
-        self._subscriptions[topic] = build_subscription(topic, expression)
-        if self._started:
-            self.instance.heartbeat_now()
-            self.rebalance_now()
+        self._subscribe(topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
         self._subscriptions.pop(topic, None)
@@ -229,22 +184,9 @@ class LitePullConsumer(Service):
 
     # ------------------------------------------------------------------ life cycle
     async def start(self, nursery: trio.Nursery) -> None:
-        self.instance.register_consumer(self)
+        await self._join_instance(nursery)
         try:
-            await self.instance.acquire(nursery)
-        except BaseException:
-            await self.instance.unregister_consumer(self.group)
-            raise
-        try:
-            if self.message_model == MessageModel.CLUSTERING:
-                self._offset_store = RemoteBrokerOffsetStore(
-                    self.instance, self.group, self.config.offset_rpc_timeout
-                )
-            else:
-                self._offset_store = LocalFileOffsetStore(
-                    self.config.offset_store_dir, self.client_id, self.group
-                )
-            await self._offset_store.load()
+            await self._open_offset_store(self.config.offset_store_dir).load()
             await self._tasks.start(nursery)
             self._started = True
             self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval
@@ -258,7 +200,7 @@ class LitePullConsumer(Service):
             raise
         for mq in list(self._assigned):
             self._start_pull(mq)
-        self._tasks.start_soon(self._rebalance_loop)
+        self._tasks.start_soon(self._rebalance_loop, self.config.rebalance_interval)
         self._tasks.start_soon(self._persist_loop)
 
     async def shutdown(self) -> None:
@@ -270,34 +212,15 @@ class LitePullConsumer(Service):
         await self._stop()
 
     async def _stop(self) -> None:
-        self._started = False
-        await self._tasks.stop()
-        if self._offset_store is not None:
-            await self._offset_store.persist_all(set(self._assigned))
-        await self.instance.unregister_consumer(self.group)
-        for state in self._assigned.values():
-            state.pq.drop()
+        await self._leave_instance()
         await self.instance.release()
 
-    # ------------------------------------------------------------------ instance member
-    def consumer_data(self) -> ConsumerData:
-        return ConsumerData(
-            group_name=self.group,
-            consume_type="CONSUME_ACTIVELY",
-            message_model=self.message_model.value,
-            consume_from_where=self.consume_from_where.value,
-            subscription_data_set=tuple(self._subscriptions.values()),
-        )
+    def _held(self) -> Mapping[MessageQueue, ProcessQueue]:
+        return {mq: state.pq for mq, state in self._assigned.items()}
 
+    # ------------------------------------------------------------------ instance member
     def subscribed_topics(self) -> Iterable[str]:
         return sorted(set(self._subscriptions) | {mq.topic for mq in self._assigned})
-
-    def on_route(self, topic: str, route: TopicRouteData) -> None:
-        if topic in self._subscriptions:
-            self._subscribe_info[topic] = subscribe_queues(topic, route)
-
-    def rebalance_now(self) -> None:
-        self._rebalance_wakeup.set()
 
     async def reset_offset(self, topic: str, table: Mapping[MessageQueue, int]) -> None:
         """An operator's reset: the assigned queues of `topic` in `table` are sought there (B-244)."""
@@ -307,27 +230,6 @@ class LitePullConsumer(Service):
                 continue
             self.offset_store.update_offset(mq, offset, increase_only=False)
             self._seek_now(mq, offset)
-
-    def running_info(self) -> ConsumerRunningInfo:
-        offsets = self._offset_store.offsets() if self._offset_store else {}
-        return ConsumerRunningInfo(
-            properties={
-                "consumeType": "CONSUME_ACTIVELY",
-                "messageModel": self.message_model.value,
-                "consumeFromWhere": self.consume_from_where.value,
-                "clientId": self.client_id,
-            },
-            subscription_set=tuple(self._subscriptions.values()),
-            mq_table={
-                mq: ProcessQueueInfo(
-                    commit_offset=offsets.get(mq, -1),
-                    cached_msg_count=s.pq.msg_count,
-                    cached_msg_size_in_mi_b=s.pq.msg_size // (1024 * 1024),
-                    droped=s.pq.dropped,
-                )
-                for mq, s in self._assigned.items()
-            },
-        )
 
     # ------------------------------------------------------------------ polling
     async def poll(self, timeout: float | None = None) -> list[ReceivedMessage]:
@@ -456,38 +358,15 @@ class LitePullConsumer(Service):
             await self.offset_store.persist_all(set(self._assigned))
 
     # ------------------------------------------------------------------ rebalance
-    async def _rebalance_loop(self) -> None:
-        while True:
-            with trio.move_on_after(self.config.rebalance_interval):
-                await self._rebalance_wakeup.wait()
-            self._rebalance_wakeup = trio.Event()
-            if self.subscription_type == SubscriptionType.SUBSCRIBE:
-                await self.do_rebalance()
-
     async def do_rebalance(self) -> None:
         """RebalanceLitePullImpl: allocate each subscribed topic's queues, start and stop pull tasks."""
+        if self.subscription_type != SubscriptionType.SUBSCRIBE:
+            return  # assigned queues are not rebalanced
         async with self._rebalance_lock:
             for topic in list(self._subscriptions):
-                mq_set = self._subscribe_info.get(topic)
-                if not mq_set:
-                    await self.instance.update_route(topic)
-                    mq_set = self._subscribe_info.get(topic)
-                if mq_set is None:
-                    continue
-                if self.message_model == MessageModel.BROADCASTING:
-                    allocated = set(mq_set)
-                else:
-                    cid_all = await self.instance.find_consumer_id_list(topic, self.group)
-                    if cid_all is None:
-                        continue
-                    try:
-                        allocated = set(
-                            allocate_averagely(self.client_id, sorted(mq_set), sorted(cid_all))
-                        )
-                    except ValueError as exc:
-                        log.info("rebalance of %s skipped: %s", topic, exc)
-                        continue
-                await self._rebalanced(topic, allocated)
+                allocated = await self._allocate(topic)
+                if allocated is not None:
+                    await self._rebalanced(topic, allocated)
 
     async def _rebalanced(self, topic: str, allocated: set[MessageQueue]) -> None:
         removed = [mq for mq in self._assigned if mq.topic == topic and mq not in allocated]
@@ -515,10 +394,6 @@ class LitePullConsumer(Service):
         if self.config.auto_commit and state.consume_offset != -1 and self._offset_store:
             self._offset_store.update_offset(mq, state.consume_offset, increase_only=False)
 
-    def _allocation_changed(self) -> None:
-        self._allocation_event.set()
-        self._allocation_event = trio.Event()
-
     # ------------------------------------------------------------------ pulling
     def _start_pull(self, mq: MessageQueue) -> None:
         """Start the queue's pull task unless one runs in its current scope (one per queue)."""
@@ -532,7 +407,9 @@ class LitePullConsumer(Service):
         cfg = self.config
         pq = state.pq
         with scope:
-            while not pq.dropped:
+            # A seek cancels the scope; the task may still run on to its next checkpoint and
+            # must neither take the new position's seek offset nor deliver its old answer.
+            while not (pq.dropped or scope.cancel_called):
                 if state.paused:
                     await trio.sleep(cfg.pull_time_delay_when_pause)
                     continue
@@ -548,27 +425,21 @@ class LitePullConsumer(Service):
                     offset = await self._next_pull_offset(mq, state)
                     if offset < 0:
                         raise ClientError(f"no start offset of {mq} yet")
-                    status, next_begin, msgs = await self._pull(mq, offset)
-                except BrokerRefused as exc:
-                    log.info("pull %s: %s", mq, exc)
-                    await trio.sleep(
-                        cfg.pull_time_delay_when_broker_flow_control
-                        if exc.code == ResponseCode.FLOW_CONTROL
-                        else cfg.pull_time_delay_when_exception
-                    )
-                    continue
+                    result = await self._pull(mq, offset)
                 except (RemotingError, ClientError) as exc:
                     log.info("pull %s: %s", mq, exc)
-                    await trio.sleep(cfg.pull_time_delay_when_exception)
+                    await trio.sleep(pull_retry_delay(exc, cfg))
                     continue
-                if pq.dropped or state.seek_offset != -1:
+                if pq.dropped or scope.cancel_called or state.seek_offset != -1:
                     continue  # a seek came meanwhile: this answer is of the old position
-                if status == PullStatus.FOUND and msgs:
+                next_begin = result.next_begin_offset
+                if result.status == PullStatus.FOUND and result.messages:
+                    msgs = list(result.messages)
                     pq.put_messages(msgs)
                     self._cache.append((msgs, mq, pq))
                     self._arrived.set()
                     self._arrived = trio.Event()
-                elif status == PullStatus.OFFSET_ILLEGAL:
+                elif result.status == PullStatus.OFFSET_ILLEGAL:
                     log.warning("pull offset of %s illegal, next begin %d", mq, next_begin)
                 state.pull_offset = next_begin
 
@@ -582,86 +453,22 @@ class LitePullConsumer(Service):
             return state.pull_offset
         return await self._compute_pull_from_where(mq)
 
-    async def _compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """The B-45 table, as RebalanceLitePullImpl#computePullFromWhereWithException."""
-        last = await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
-        if last >= 0:
-            return last
-        if last != -1:
-            return -1
-        is_retry = mq.topic.startswith(RETRY_PREFIX)
-        where = self.consume_from_where
-        if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return 0
-        if where == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and not is_retry:
-            return await self.offset_for_timestamp(
-                mq, parse_consume_timestamp(self.consume_timestamp)
-            )
-        return 0 if is_retry else await self.max_offset(mq)
-
-    async def _position(self, mq: MessageQueue, code: int, extra: dict[str, object]) -> int:
-        addr = self.instance.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            await self.instance.update_route(mq.topic)
-            addr = self.instance.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            raise ClientError(f"The broker[{mq.broker_name}] not exist")
-        response = await self.instance.invoke(
-            addr,
-            self.instance.request(code, {"topic": mq.topic, "queueId": mq.queue_id, **extra}),
-            self.config.offset_rpc_timeout,
-        )
-        if response.code != ResponseCode.SUCCESS:
-            raise BrokerRefused(response.code, response.remark, addr)
-        return response.require_long("offset")
-
     def _subscription(self, topic: str) -> SubscriptionData:
         if self.subscription_type == SubscriptionType.SUBSCRIBE and topic in self._subscriptions:
             return self._subscriptions[topic]
         return build_subscription(topic, self._assign_expressions.get(topic, "*"))
 
-    async def _pull(
-        self, mq: MessageQueue, offset: int
-    ) -> tuple[PullStatus, int, list[ReceivedMessage]]:
+    async def _pull(self, mq: MessageQueue, offset: int) -> PullResult:
         """One PULL_MESSAGE as pullSyncImpl sends it: long-polled, subscription and lite flags set."""
         cfg = self.config
         sub = self._subscription(mq.topic)
-        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, 0, False)
-        if found is None:
-            await self.instance.update_route(mq.topic)
-            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, 0, False)
-        if found is None:
-            raise ClientError(f"The broker[{mq.broker_name}] not exist")
-        fields = {
-            "consumerGroup": self.group,
-            "topic": mq.topic,
-            "queueId": mq.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": cfg.pull_batch_size,
-            "sysFlag": PullSysFlag.build(suspend=True, subscription=True, lite_pull=True),
-            "commitOffset": 0,
-            "suspendTimeoutMillis": cfg.broker_suspend_max_time_millis,
-            "subscription": sub.sub_string,
-            "subVersion": sub.sub_version,
-            "expressionType": sub.expression_type,
-        }
-        response = await self.instance.invoke(
-            found.addr,
-            self.instance.request(RequestCode.PULL_MESSAGE, fields),
-            cfg.consumer_timeout_when_suspend,
+        request = PullRequest(
+            group=self.group,
+            mq=mq,
+            sub=sub,
+            offset=offset,
+            sys_flag=PullSysFlag.build(suspend=True, subscription=True, lite_pull=True),
+            commit_offset=0,
+            expression=sub.sub_string,
         )
-        status = _PULL_STATUS.get(response.code)
-        if status is None:
-            raise BrokerRefused(response.code, response.remark, found.addr)
-        msgs: list[ReceivedMessage] = []
-        if status == PullStatus.FOUND:
-            msgs = list(
-                decode_pull_body(
-                    response.body,
-                    mq,
-                    frozenset(sub.tags_set),
-                    response.require_long("minOffset"),
-                    response.require_long("maxOffset"),
-                )
-            )
-        return status, response.require_long("nextBeginOffset"), msgs
+        return await pull_message(self.instance, request, cfg)

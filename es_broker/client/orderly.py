@@ -29,17 +29,9 @@ import trio
 from es_broker.client.config import MASTER_ID
 from es_broker.client.consumer import ConsumeResult, MessageModel, PushConsumer
 from es_broker.client.messages import (
-    MAX_RECONSUME_TIMES,
-    ORIGIN_MESSAGE_ID,
-    RECONSUME_TIME,
-    RETRY_TOPIC,
-    TRAN_MSG,
-    Message,
     ReceivedMessage,
-    retry_topic,
 )
 from es_broker.client.process_queue import ProcessQueue
-from es_broker.client.producer import ClientError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting.bodies import (
     LockBatchRequestBody,
@@ -450,19 +442,6 @@ class OrderlyPushConsumer(PushConsumer):
 
     async def _send_back_orderly(self, msg: ReceivedMessage) -> bool:
         """ConsumeMessageOrderlyService#sendMessageBack: a plain send to %RETRY%group with the counts."""
-        if self._inner_producer is None:
-            return False
-        props = {k: v for k, v in msg.properties.items() if k != TRAN_MSG}
-        props[ORIGIN_MESSAGE_ID] = props.get(ORIGIN_MESSAGE_ID) or msg.msg_id
-        props[RETRY_TOPIC] = msg.topic
-        props[RECONSUME_TIME] = str(msg.reconsume_times)
-        props[MAX_RECONSUME_TIMES] = str(self._max_reconsume_times())
-        back = Message(
-            msg.body, properties=props, flag=msg.flag, delay_level=3 + msg.reconsume_times
+        return await self._send_to_retry_topic(
+            msg, msg.reconsume_times, self._max_reconsume_times()
         )
-        try:
-            await self._inner_producer.send_message(retry_topic(self.group), back)
-        except (RemotingError, ClientError) as exc:
-            log.warning("send back of %s failed: %s", msg.msg_id, exc)
-            return False
-        return True
