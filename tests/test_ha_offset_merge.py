@@ -9,14 +9,16 @@ from es_broker.commands.broker import Broker
 from es_broker.commands.errors import IllegalRequest
 from es_broker.commands.replay import verify
 from es_broker.commands.slave_broker import SlaveBroker
-from es_broker.commands.slave_offsets import (
-    APPLIED,
-    DISCARDED,
+from es_broker.commands.slave_journal import (
     JOURNAL_DIR,
-    KEPT_MASTER,
     SlaveCommit,
     SlaveDelivery,
     SlaveOffsetJournal,
+)
+from es_broker.commands.slave_offsets import (
+    APPLIED,
+    DISCARDED,
+    KEPT_MASTER,
     effective_offset,
     merge_job,
 )

@@ -32,12 +32,8 @@ from es_broker.commands.errors import (
 )
 from es_broker.commands.messages import GetResult
 from es_broker.commands.offsets import OffsetAnswer
-from es_broker.commands.slave_offsets import (
-    JOURNAL_DIR,
-    SlaveOffsetJournal,
-    check_commit,
-    effective_offset,
-)
+from es_broker.commands.slave_journal import JOURNAL_DIR, SlaveOffsetJournal, check_commit
+from es_broker.commands.slave_offsets import effective_offset
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import AppendContext, Record
