@@ -21,7 +21,6 @@ from es_broker.commands import names, resets, retry, sql92, transaction
 from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
 from es_broker.commands.messages import MessageIn, PutResult
-from es_broker.commands.pull_codes import response_code, slave_correction
 from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
 from es_broker.ha.master import wants_slave_ack
@@ -42,6 +41,7 @@ from es_broker.remoting.command import RemotingCommand, request, response_to, wi
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.longpoll import PullHoldService
+from es_broker.server.pull_codes import response_code, slave_correction
 from es_broker.server.remoting_server import Handler, Start
 
 log = logging.getLogger(__name__)
