@@ -82,9 +82,9 @@ def java_map(props: dict[str, str]) -> str:
     return "{" + ", ".join(f"{k}={v}" for k, v in props.items()) + "}"
 
 
-def render_message(m: dict[str, Any]) -> str:
-    rows = [
-        ("OffsetID", m["msgId"]),
+def message_fields(m: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The fields mqadmin prints of a stored message, from Topic to Properties, in its order."""
+    return [
         ("Topic", m["topic"]),
         ("Tags", f"[{m['tags']}]"),
         ("Keys", f"[{m['keys']}]"),
@@ -98,8 +98,11 @@ def render_message(m: dict[str, Any]) -> str:
         ("Store Host", m["storeHost"]),
         ("System Flag", m["sysFlag"]),
         ("Properties", java_map(m["properties"])),
-        ("Message Body", m["body"]),
     ]
+
+
+def render_message(m: dict[str, Any]) -> str:
+    rows = [("OffsetID", m["msgId"]), *message_fields(m), ("Message Body", m["body"])]
     return "\n".join(f"{k + ':':<20}{v}" for k, v in rows)
 
 

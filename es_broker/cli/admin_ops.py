@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from es_broker.cli.admin import java_map, opt, verb
+from es_broker.cli.admin import java_map, message_fields, opt, verb
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting.codes import version_name
 from es_broker.remoting.message import StoredMessage, encode
-from es_broker.timetravel.timeparse import format_time, parse_time
+from es_broker.timetravel.timeparse import parse_time
 
 BODY_DIR = Path("/tmp/rocketmq/msgbodys")  # where mqadmin's queryMsgByUniqueKey writes bodies
 # consumerStatus's running-info files; mqadmin writes them under the working directory (B-266)
@@ -273,23 +273,8 @@ def _unique_key_view(m: StoredMessage, body_path: str) -> dict[str, Any]:
 def _render_unique_key(rows: list[dict[str, Any]]) -> str:
     out = []
     for m in rows:
-        fields = [
-            ("Topic:", m["topic"]),
-            ("Tags:", f"[{m['tags']}]"),
-            ("Keys:", f"[{m['keys']}]"),
-            ("Queue ID:", m["queueId"]),
-            ("Queue Offset:", m["queueOffset"]),
-            ("CommitLog Offset:", m["commitLogOffset"]),
-            ("Reconsume Times:", m["reconsumeTimes"]),
-            ("Born Timestamp:", format_time(m["bornTimestamp"])),
-            ("Store Timestamp:", format_time(m["storeTimestamp"])),
-            ("Born Host:", m["bornHost"]),
-            ("Store Host:", m["storeHost"]),
-            ("System Flag:", m["sysFlag"]),
-            ("Properties:", java_map(m["properties"])),
-            ("Message Body Path:", m["bodyPath"]),
-        ]
-        out += [f"{k:<20} {v}" for k, v in fields]
+        fields = [*message_fields(m), ("Message Body Path", m["bodyPath"])]
+        out += [f"{k + ':':<20} {v}" for k, v in fields]
     return "\n".join(out)
 
 
