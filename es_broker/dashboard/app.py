@@ -27,7 +27,7 @@ from es_broker.acl.signing import Credentials
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.dashboard import charts
-from es_broker.dashboard.views import Views, now_ms
+from es_broker.dashboard.views import Forbidden, Views, acl_refusal, now_ms
 from es_broker.timetravel.timeparse import format_time, parse_time
 
 HERE = Path(__file__).parent
@@ -102,7 +102,22 @@ def create_app(settings: Settings) -> Starlette:
                 return await handler(request)
             except PageError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=exc.status)
-            except (AdminError, ValueError, RemotingError, OSError) as exc:
+            except Forbidden as exc:
+                return JSONResponse({"error": str(exc)}, status_code=403)
+            except AdminError as exc:
+                refused = acl_refusal(exc)
+                if (
+                    refused is not None
+                ):  # the broker's ACL said no: the account's rights, not a fault
+                    who = settings.credentials.access_key if settings.credentials else "(none)"
+                    return JSONResponse(
+                        {
+                            "error": f"the broker refused this for the dashboard's account {who}: {refused}"
+                        },
+                        status_code=403,
+                    )
+                return JSONResponse({"error": str(exc)}, status_code=502)
+            except (ValueError, RemotingError, OSError) as exc:
                 return JSONResponse({"error": str(exc)}, status_code=502)
 
         async def api(request: Request) -> Response:

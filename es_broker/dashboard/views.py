@@ -37,6 +37,85 @@ SYSTEM_GROUPS = frozenset(
 DASHBOARD_PRODUCER_GROUP = "ES_BROKER_DASHBOARD"
 
 
+class Forbidden(Exception):
+    """The dashboard's account may not see what a page asked for (the page answers 403)."""
+
+
+ACL_EXCEPTION = "AclException: "
+
+
+def acl_refusal(exc: AdminError) -> str | None:
+    """The broker's ACL refusal in words (the AclException's message, without the Java frame)."""
+    remark = exc.remark or ""
+    if ACL_EXCEPTION not in remark:
+        return None
+    message = remark.split(ACL_EXCEPTION, 1)[1]
+    return message.split(", org.apache.rocketmq.", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class AccountScope:
+    """What the dashboard's account may see, as the brokers' ACCOUNT_SCOPE answers say (B-290).
+
+    A name is visible when a broker that holds it says so; names no broker
+    holds are not visible to an account that is limited by its perms.
+    """
+
+    acl: bool
+    access_key: str | None
+    everything: bool
+    topics: dict[str, str]  # visible topic -> perm as the broker names it
+    groups: dict[str, str]
+    hidden_topics: dict[str, str]  # not visible -> perm (DENY, or the default that gives nothing)
+    hidden_groups: dict[str, str]
+
+    @classmethod
+    def of(cls, answers: list[dict[str, Any]]) -> AccountScope:
+        topics: dict[str, str] = {}
+        groups: dict[str, str] = {}
+        hidden_topics: dict[str, str] = {}
+        hidden_groups: dict[str, str] = {}
+        for answer in answers:
+            for name, entry in answer.get("topics", {}).items():
+                (topics if entry["visible"] else hidden_topics)[name] = entry["perm"]
+            for name, entry in answer.get("groups", {}).items():
+                (groups if entry["visible"] else hidden_groups)[name] = entry["perm"]
+        for name in topics:
+            hidden_topics.pop(name, None)
+        for name in groups:
+            hidden_groups.pop(name, None)
+        return cls(
+            acl=any(a.get("aclEnabled") for a in answers),
+            access_key=next((a["accessKey"] for a in answers if a.get("accessKey")), None),
+            everything=bool(answers) and all(a.get("everything") for a in answers),
+            topics=topics,
+            groups=groups,
+            hidden_topics=hidden_topics,
+            hidden_groups=hidden_groups,
+        )
+
+    def sees_topic(self, topic: str) -> bool:
+        return self.everything or topic in self.topics
+
+    def sees_group(self, group: str) -> bool:
+        return self.everything or group in self.groups
+
+    def require_topic(self, topic: str) -> None:
+        if not self.sees_topic(topic):
+            raise Forbidden(self._refusal("topic", topic, self.hidden_topics.get(topic)))
+
+    def require_group(self, group: str) -> None:
+        if not self.sees_group(group):
+            raise Forbidden(self._refusal("group", group, self.hidden_groups.get(group)))
+
+    def _refusal(self, kind: str, name: str, perm: str | None) -> str:
+        why = f"its perm there is {perm}" if perm else "no broker grants it"
+        return (
+            f"the dashboard's account {self.access_key or '(none)'} may not see {kind} {name}: "
+            f"{why}, as the brokers' ACL rules say (PUB or SUB is needed to see it)"
+        )
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -88,6 +167,21 @@ class Views:
             for addr in addrs.values():
                 await self.announce(addr)
 
+    # ------------------------------------------------------------------ what the account may see
+    async def scope(self, topic: str | None = None, group: str | None = None) -> AccountScope:
+        """The brokers' answer for the dashboard's account (ACCOUNT_SCOPE), with `topic`/`group` asked."""
+        return AccountScope.of(await self.admin.account_scope(topic=topic, group=group))
+
+    async def require_topic(self, topic: str) -> AccountScope:
+        scope = await self.scope(topic=topic)
+        scope.require_topic(topic)
+        return scope
+
+    async def require_group(self, group: str) -> AccountScope:
+        scope = await self.scope(group=group)
+        scope.require_group(group)
+        return scope
+
     # ------------------------------------------------------------------ cluster
     async def cluster(self) -> dict[str, Any]:
         info = await self.admin.cluster_info()
@@ -130,10 +224,13 @@ class Views:
 
     # ------------------------------------------------------------------ topics
     async def topics(self) -> dict[str, Any]:
+        scope = await self.scope()
         configs: dict[str, dict[str, Any]] = {}
         for name, addrs in sorted((await self.admin.broker_names()).items()):
             addr = addrs.get(0) or next(iter(addrs.values()))
             for topic, config in (await self.admin.topic_configs(addr)).items():
+                if not scope.sees_topic(topic):
+                    continue
                 entry = configs.setdefault(
                     topic,
                     {
@@ -149,9 +246,13 @@ class Views:
                     },
                 )
                 entry["brokers"].append(name)
-        return {"topics": sorted(configs.values(), key=lambda t: (t["system"], t["topic"]))}
+        return {
+            "topics": sorted(configs.values(), key=lambda t: (t["system"], t["topic"])),
+            "account": scope.access_key if scope.acl else None,
+        }
 
     async def topic(self, topic: str) -> dict[str, Any]:
+        await self.require_topic(topic)
         route = await self.admin.route(topic)
         queues = await self.admin.topic_status(topic)
         return {
@@ -183,6 +284,7 @@ class Views:
 
     async def update_topic_perm(self, topic: str, perm: int) -> dict[str, Any]:
         """mqadmin updateTopicPerm on every broker of the topic's route."""
+        await self.require_topic(topic)
         changed = []
         for _name, addr in await self.admin.topic_brokers(topic):
             await self.announce(addr)
@@ -191,6 +293,7 @@ class Views:
 
     # ------------------------------------------------------------------ groups
     async def groups(self) -> dict[str, Any]:
+        scope = await self.scope()
         found: dict[str, dict[str, Any]] = {}
         for name, addrs in sorted((await self.admin.broker_names()).items()):
             addr = addrs.get(0) or next(iter(addrs.values()))
@@ -201,6 +304,8 @@ class Views:
                 raise AdminError("subscription groups", r)
             table = fastjson.loads(r.body).get("subscriptionGroupTable", {})
             for group, config in table.items():
+                if not scope.sees_group(group):
+                    continue
                 entry = found.setdefault(
                     group,
                     {
@@ -212,11 +317,19 @@ class Views:
                     },
                 )
                 entry["brokers"].append(name)
-        return {"groups": sorted(found.values(), key=lambda g: (g["system"], g["group"]))}
+        return {
+            "groups": sorted(found.values(), key=lambda g: (g["system"], g["group"])),
+            "account": scope.access_key if scope.acl else None,
+        }
 
     async def group(self, group: str) -> dict[str, Any]:
-        """consumerProgress's numbers, the connections, and consumeFromWhere."""
-        progress = await self.admin.consumer_progress(group)
+        """consumerProgress's numbers, the connections, and consumeFromWhere.
+
+        Rows of topics the account may not see are left out (and counted).
+        """
+        scope = await self.require_group(group)
+        everything = await self.admin.consumer_progress(group)
+        progress = [q for q in everything if scope.sees_topic(q.topic)]
         queues = [
             {
                 "topic": q.topic,
@@ -239,6 +352,7 @@ class Views:
             "topics": topics,
             "queues": queues,
             "diffTotal": sum(q["diff"] for q in queues),
+            "hiddenQueues": len(everything) - len(progress),
             "online": connection is not None,
             "connections": (connection or {}).get("connectionSet", []),
             "consumeType": (connection or {}).get("consumeType"),
@@ -247,17 +361,20 @@ class Views:
         }
 
     async def explain(self, group: str, topic: str) -> dict[str, Any]:
+        (await self.require_group(group)).require_topic(topic)
         answers = await self.admin.explain_group(group, topic)
         return {"group": group, "topic": topic, "brokers": answers}
 
     async def timeline(
         self, group: str, since: int | None, until: int | None, points: int = 120
     ) -> dict[str, Any]:
+        await self.require_group(group)
         answers = await self.admin.offset_timeline(group, since=since, until=until, points=points)
         history = await self.admin.offset_history(group, since=since, until=until, max_entries=200)
         return {"group": group, "brokers": answers, "history": history}
 
     async def offsets_at(self, group: str, at: int) -> dict[str, Any]:
+        await self.require_group(group)
         answers = await self.admin.offsets_at(group, at)
         queues = [dict(q, brokerName=a["brokerName"]) for a in answers for q in a["queues"]]
         queues.sort(key=lambda q: (q["topic"], q["brokerName"], q["queue_id"]))
@@ -274,6 +391,8 @@ class Views:
         offset: int | None = None,
     ) -> dict[str, Any]:
         found: list[StoredMessage] = []
+        if topic:
+            await self.require_topic(topic)
         if msg_id:
             try:
                 found = [await self.admin.view_message(msg_id)]
@@ -284,6 +403,9 @@ class Views:
             found = await self.admin.messages_by_key(topic, key)
         elif topic and broker and queue_id is not None and offset is not None:
             found = [await self.admin.message_by_offset(topic, broker, queue_id, offset)]
+        if found and not topic:  # found by id: only what the account may see
+            scope = await self.scope()
+            found = [m for m in found if scope.sees_topic(m.topic)]
         return {"messages": [message_row(m) for m in found]}
 
     async def trace(self, msg_id: str) -> dict[str, Any]:
@@ -292,10 +414,12 @@ class Views:
     # ------------------------------------------------------------------ dead letters and resets
     async def dead_letters(self, group: str) -> dict[str, Any]:
         """The dead letters of a group not yet re-driven: a dry run of REDRIVE_DLQ (it changes nothing)."""
+        await self.require_group(group)
         items = await self.admin.redrive_dlq(group, dry_run=True)
         return {"group": group, "items": items}
 
     async def redrive(self, group: str, target: str, dry_run: bool) -> dict[str, Any]:
+        await self.require_group(group)
         if not dry_run:
             await self.announce_everywhere()
         items = await self.admin.redrive_dlq(group, target=target, dry_run=dry_run)
@@ -312,6 +436,7 @@ class Views:
         mode: str | None,
         dry_run: bool,
     ) -> dict[str, Any]:
+        (await self.require_group(group)).require_topic(topic)
         if not dry_run:
             await self.announce_everywhere()
         brokers = await self.admin.reset_offset(

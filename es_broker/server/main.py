@@ -118,7 +118,7 @@ class BrokerServer:
         handlers = {
             **self.processors.handlers(),
             **self.retry.handlers(),
-            **QueryProcessors(self.broker).handlers(),
+            **QueryProcessors(self.broker, access).handlers(),
             **ha_handlers,
             **acl_handlers,
             **StoreProcessors(self.broker).handlers(),
