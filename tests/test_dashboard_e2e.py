@@ -298,9 +298,22 @@ def test_b253_offline_reset_by_time_shows_on_the_timeline_with_its_requester_and
     resets = page.locator("#events tr.event[data-cause=reset_requested] .requester")
     assert resets.count() == 1
     assert resets.inner_text().startswith("dashboard@")
-    marker = page.locator("svg.chart g.event[data-cause=reset_requested]")
+    marker = page.locator("svg.chart g.event[data-cause=reset_requested]").first
     assert marker.get_attribute("data-requester").startswith("dashboard@")
     assert page.locator("#changes tr[data-cause=reset]").count() == 1
+    # B-292: one line per queue the group holds offsets on, in the offset chart and the lag chart
+    api = json.loads(urllib.request.urlopen(f"{world.read_only}/api/groups/G/timeline").read())
+    queues = sorted(f"{q['topic']} #{q['queue_id']}" for b in api["brokers"] for q in b["queues"])
+    assert "T #0" in queues and "P #0" in queues
+    for kind in ("offset", "lag"):
+        drawn = page.eval_on_selector_all(
+            f"svg.chart path.series[data-kind={kind}]", "ps => ps.map(p => p.dataset.series)"
+        )
+        assert sorted(drawn) == queues, kind
+    # the reset is marked on both charts and named, with its author, in the legend of causes
+    assert page.locator("svg.chart g.event[data-cause=reset_requested]").count() == 2
+    legend = page.inner_text("#cause-legend [data-cause=reset_requested]")
+    assert "reset" in legend and "dashboard@" in legend
     shot(world, page, "timeline")
 
     # the time control: the whole table at a moment before the reset, as `es-broker offsets --at`

@@ -14,8 +14,10 @@ body (standard JSON); a group with no offsets gets an empty answer, not an error
 - OFFSET_TIMELINE (9205): header `group`, optional `topic`, `since`, `until`
   (default: the group's first offset change to the log's last record),
   `points` (default 120), `maxEvents` (default 500). Body: `samples` (the
-  offset table at each moment, summed over queues) and `events` (the records
-  that explain offset changes in the window: resets, corrections, merges).
+  offset table at each moment, summed over queues), `queues` (each queue's
+  offsets, max offsets and lags at the same moments: one line per queue, B-292)
+  and `events` (every record in the window that explains offset changes:
+  resets, corrections, merges, newest `maxEvents`).
 - EXPLAIN_GROUP (9206): header `group`, `topic`. Body: `es-broker explain --json`.
 - ACCOUNT_SCOPE (9207): optional header `topic`, `group`. Body: `{aclEnabled, accessKey,
   admin, everything, reason, topics, groups}`; `topics` and `groups` map each name the
@@ -134,12 +136,13 @@ class QueryProcessors:
             whole = timeline.window(travel, txn, group, topic)
             if whole is None:
                 samples: list[timeline.Sample] = []
+                lines: list[timeline.QueueLine] = []
                 events: list[Any] = []
                 more = False
             else:
                 since = whole[0] if since is None else since
                 until = max(whole[1], since) if until is None else until
-                samples = timeline.timeline(
+                samples, lines = timeline.timeline_by_queue(
                     travel, txn, group, topic=topic, since=since, until=until, points=points
                 )
                 events, more = timeline.recent_changes(
@@ -160,6 +163,7 @@ class QueryProcessors:
                 "since": since,
                 "until": until,
                 "samples": [s.as_dict() for s in samples],
+                "queues": [line.as_dict() for line in lines],
                 "events": [e.as_dict() for e in events],
                 "moreEvents": more,
             },
