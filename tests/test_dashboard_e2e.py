@@ -209,7 +209,6 @@ def test_b250_the_group_page_shows_the_lag_consumer_progress_prints(world, page)
     assert shown and "T" in [r[0] for r in shown]
     shot(world, page, "group")
     page.goto(f"{world.read_only}/")
-    assert "broker-a" in page.inner_text("#brokers")
     shot(world, page, "cluster")
     page.goto(f"{world.read_only}/topics")
     assert "T" in [r[0] for r in cells(page, "#topics tr")]
@@ -454,3 +453,27 @@ def test_b291_a_write_the_account_has_no_right_to_shows_the_brokers_refusal(acl_
     # nothing changed: TopicA is still RW
     topic = json.loads(get(acl_world.admin + "/api/topics/TopicA")[1])
     assert [q["perm"] for q in topic["route"]["queueDatas"]] == [6]
+
+
+def test_b293_the_cluster_page_shows_each_brokers_role_version_rates_disk_lag_and_read_model(
+    world, page
+):
+    page.goto(f"{world.read_only}/")
+    (row,) = page.eval_on_selector_all(
+        "#brokers tr[data-broker]",
+        "rows => rows.map(r => Object.fromEntries(Array.from(r.cells).map("
+        "(c, i) => [c.className || String(i), c.innerText.trim()])))",
+    )
+    runtime = cli_json(
+        "admin", "-n", world.served.namesrv, "brokerStatus", "-b", world.served.broker
+    )
+    table = runtime.get("table", runtime)
+    assert row["1"] == "broker-a" and row["num"] == "0"
+    assert row["role"] == table["brokerRole"] == "ASYNC_MASTER"
+    assert row["version"] == table["brokerVersionDesc"]
+    rate = r"(–|\d+\.\d)"
+    assert re.fullmatch(rf"{rate} · {rate} · {rate}", row["num put-tps"]), row
+    assert re.fullmatch(rf"{rate} · {rate} · {rate}", row["num get-tps"]), row
+    assert re.match(r"\d+% used", row["disk"]) and "Total :" in row["disk"]
+    assert row["slave-lag"] == "no slave connected"
+    assert row["read-model"].startswith("running (pid "), row

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from es_broker.client.admin import Admin, AdminError
@@ -125,20 +125,61 @@ def requester_id(listen: str) -> str:
     return f"dashboard@{socket.gethostname()}@{listen}"
 
 
-@dataclass
-class Rates:
-    """Per-broker counters of the previous look, to show puts and pulls per second since then."""
+def tps(value: str | None) -> list[float | None]:
+    """RocketMQ's "10s 1min 10min" rates (putTps, getTransferedTps): None where it has none yet."""
+    parts = (value or "").split(" ")
+    out: list[float | None] = []
+    for part in (parts + ["", "", ""])[:3]:
+        try:
+            out.append(float(part))
+        except ValueError:
+            out.append(None)
+    return out
 
-    seen: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # addr -> (ms, seq, pulls)
 
-    def update(self, addr: str, seq: int, pulls: int) -> tuple[float | None, float | None]:
-        now = now_ms()
-        before = self.seen.get(addr)
-        self.seen[addr] = (now, seq, pulls)
-        if before is None or now <= before[0]:
-            return None, None
-        seconds = (now - before[0]) / 1000
-        return (seq - before[1]) / seconds, (pulls - before[2]) / seconds
+def slave_lag(row: dict[str, Any], master: dict[str, Any] | None) -> str:
+    """How far a slave is behind its master, in words (from the ha* keys both report)."""
+    rt = row["runtime"]
+    if row["brokerId"] == 0:
+        count = int(rt.get("haSlaveCount", 0) or 0)
+        if not count:
+            return "no slave connected"
+        acked = int(rt.get("haSlaveAckedSeq", 0) or 0)
+        behind = max(row["recordLogLastSeq"] - acked, 0)
+        plural = "s" if count > 1 else ""
+        return f"{count} slave{plural}; acknowledged up to record {acked} ({behind} behind)"
+    if rt.get("haConnected") != "True":
+        where = rt.get("haMasterAddr") or "unknown"
+        return f"not connected to its master ({where}); at record {rt.get('haAppliedSeq', '?')}"
+    applied = int(rt.get("haAppliedSeq", 0) or 0)
+    master_seq = int(rt.get("haMasterLastSeq", 0) or 0)
+    behind = max(master_seq - applied, 0)
+    words = f"{behind} records behind the master"
+    if master is not None and "commitLogMaxOffset" in master:
+        gap = max(master["commitLogMaxOffset"] - row["commitLogMaxOffset"], 0)
+        words += f", {gap} commit-log bytes"
+    return words + (" (caught up)" if behind == 0 else "")
+
+
+def readmodel_words(rt: dict[str, str]) -> str:
+    """The SQL read-model follower as the broker reports it, in words."""
+    state = rt.get("readModelFollower")
+    if state is None:
+        return "not reported"
+    if state == "off":
+        return "off (no --readmodel-url)"
+    behind = int(rt.get("readModelBehind", -1) or -1)
+    position = int(rt.get("readModelPosition", -1) or -1)
+    where = (
+        "no checkpoint reported yet"
+        if position < 0
+        else f"at record {position}, "
+        + ("caught up" if behind == 0 else f"{behind} behind the log")
+    )
+    if state == "running":
+        return f"running (pid {rt.get('readModelFollowerPid')}), {where}"
+    last = rt.get("readModelFollowerLastExit") or "?"
+    return f"NOT running (last exit {last}; restarted by the broker), {where}"
 
 
 class Views:
@@ -147,7 +188,6 @@ class Views:
     def __init__(self, admin: Admin, client_id: str) -> None:
         self.admin = admin
         self.client_id = client_id
-        self.rates = Rates()
 
     # ------------------------------------------------------------------ identity of writes
     async def announce(self, addr: str) -> None:
@@ -206,20 +246,26 @@ class Views:
                     row["error"] = str(exc)
                     brokers.append(row)
                     continue
-                seq = int(runtime.get("recordLogLastSeq", 0) or 0)
-                pulls = int(runtime.get("pullMessagesServed", 0) or 0)
-                put_rate, get_rate = self.rates.update(addr, seq, pulls)
+                put_tps, get_tps = tps(runtime.get("putTps")), tps(runtime.get("getTransferedTps"))
                 row.update(
+                    role=runtime.get("brokerRole", row["role"]),
                     version=runtime.get("brokerVersionDesc", ""),
-                    recordLogLastSeq=seq,
+                    recordLogLastSeq=int(runtime.get("recordLogLastSeq", 0) or 0),
                     commitLogMaxOffset=int(runtime.get("commitLogMaxOffset", 0) or 0),
-                    recordsPerSecond=None if put_rate is None else round(put_rate, 1),
-                    pullsPerSecond=None if get_rate is None else round(get_rate, 1),
+                    putTps=put_tps,
+                    getTps=get_tps,
                     diskRatio=runtime.get("commitLogDiskRatio", ""),
+                    diskCapacity=runtime.get("commitLogDirCapacity", ""),
+                    storeSizeBytes=int(runtime.get("storeSizeBytes", 0) or 0),
                     diskFull=runtime.get("diskFull", "False") == "True",
+                    readModel=readmodel_words(runtime),
                     runtime=runtime,
                 )
                 brokers.append(row)
+        masters = {b["brokerName"]: b for b in brokers if b["brokerId"] == 0 and "runtime" in b}
+        for b in brokers:
+            if "runtime" in b:
+                b["slaveLag"] = slave_lag(b, masters.get(b["brokerName"]))
         return {"brokers": brokers, "at": now_ms()}
 
     # ------------------------------------------------------------------ topics
