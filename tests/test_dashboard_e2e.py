@@ -468,7 +468,7 @@ def test_b293_the_cluster_page_shows_each_brokers_role_version_rates_disk_lag_an
         "admin", "-n", world.served.namesrv, "brokerStatus", "-b", world.served.broker
     )
     table = runtime.get("table", runtime)
-    assert row["1"] == "broker-a" and row["num"] == "0"
+    assert row["1"] == "broker-a" and row["num broker-id"] == "0"
     assert row["role"] == table["brokerRole"] == "ASYNC_MASTER"
     assert row["version"] == table["brokerVersionDesc"]
     rate = r"(–|\d+\.\d)"
