@@ -111,13 +111,18 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--explain", action="store_true", help="also time explain (a log pass)")
+    parser.add_argument(
+        "--keep", type=Path, help="build the log in this directory once and reuse it on later runs"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "data"
-        records, seconds = build(data, args.changes)
-        print(
-            f"log: {records} records ({args.changes} offset changes, {QUEUES} queues) in {seconds:.1f} s"
-        )
+        data = args.keep if args.keep is not None else Path(tmp) / "data"
+        if not (data / "lmdb" / "data.mdb").exists():
+            records, seconds = build(data, args.changes)
+            print(
+                f"log: {records} records ({args.changes} offset changes, {QUEUES} queues) "
+                f"in {seconds:.1f} s"
+            )
         with serve(data) as served:
             subprocess.run(
                 [sys.executable, "-m", "es_broker.cli", "admin", "-n", served.namesrv,

@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import trio
 
+from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf
+from tests.acl_fixtures import wire as acl_wire
 from tests.process_fixtures import ROOT, ServedBroker, _env, serve
 from tests.wire_session import Session, conf, on_wire
 
@@ -206,7 +209,6 @@ def test_b250_the_group_page_shows_the_lag_consumer_progress_prints(world, page)
     assert shown and "T" in [r[0] for r in shown]
     shot(world, page, "group")
     page.goto(f"{world.read_only}/")
-    assert "broker-a" in page.inner_text("#brokers")
     shot(world, page, "cluster")
     page.goto(f"{world.read_only}/topics")
     assert "T" in [r[0] for r in cells(page, "#topics tr")]
@@ -295,9 +297,22 @@ def test_b253_offline_reset_by_time_shows_on_the_timeline_with_its_requester_and
     resets = page.locator("#events tr.event[data-cause=reset_requested] .requester")
     assert resets.count() == 1
     assert resets.inner_text().startswith("dashboard@")
-    marker = page.locator("svg.chart g.event[data-cause=reset_requested]")
+    marker = page.locator("svg.chart g.event[data-cause=reset_requested]").first
     assert marker.get_attribute("data-requester").startswith("dashboard@")
     assert page.locator("#changes tr[data-cause=reset]").count() == 1
+    # B-292: one line per queue the group holds offsets on, in the offset chart and the lag chart
+    api = json.loads(urllib.request.urlopen(f"{world.read_only}/api/groups/G/timeline").read())
+    queues = sorted(f"{q['topic']} #{q['queue_id']}" for b in api["brokers"] for q in b["queues"])
+    assert "T #0" in queues and "P #0" in queues
+    for kind in ("offset", "lag"):
+        drawn = page.eval_on_selector_all(
+            f"svg.chart path.series[data-kind={kind}]", "ps => ps.map(p => p.dataset.series)"
+        )
+        assert sorted(drawn) == queues, kind
+    # the reset is marked on both charts and named, with its author, in the legend of causes
+    assert page.locator("svg.chart g.event[data-cause=reset_requested]").count() == 2
+    legend = page.inner_text("#cause-legend [data-cause=reset_requested]")
+    assert "reset" in legend and "dashboard@" in legend
     shot(world, page, "timeline")
 
     # the time control: the whole table at a moment before the reset, as `es-broker offsets --at`
@@ -351,3 +366,114 @@ def test_b254_a_redrive_from_the_page_puts_the_dead_letter_back_and_the_page_sho
     events = page.eval_on_selector_all("#journey li", "items => items.map(i => i.dataset.event)")
     assert events[-1] == "redriven"
     assert new_msg_id in page.inner_text("#journey")
+
+
+# ------------------------------------------------------------------ ACL on (B-290, B-291)
+@dataclass
+class AclWorld:
+    served: ServedBroker
+    limited: str  # a dashboard signing as ProducerKey (TopicA, GroupA), writes allowed
+    admin: str  # a dashboard signing as the admin account
+
+
+async def _acl_traffic(served: ServedBroker) -> None:
+    """As the admin: topics TopicA and TopicB, groups GroupA and GroupB with an offset each."""
+    async with trio.open_nursery() as nursery:
+        admin = acl_wire(nursery, ADMIN)
+        for topic in ("TopicA", "TopicB"):
+            await admin.create_topic(served.broker, topic, 4)
+        await admin.send(served.broker, "TopicA", 0, b"a")
+        await admin.send(served.broker, "TopicB", 0, b"b")
+        await admin.pull(served.broker, "GroupA", "TopicA", 0, 0)
+        await admin.commit(served.broker, "GroupA", "TopicA", 0, 1)
+        await admin.pull(served.broker, "GroupB", "TopicB", 0, 0)
+        await admin.commit(served.broker, "GroupB", "TopicB", 0, 1)
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture(scope="module")
+def acl_world(tmp_path_factory) -> Iterator[AclWorld]:
+    tmp = tmp_path_factory.mktemp("dashboard-acl")
+    conf_file, _ = acl_conf(tmp)
+    with serve(tmp / "data", "--config", str(conf_file), "--readmodel-url", "none") as served:
+        trio.run(_acl_traffic, served)
+        keys = ("--access-key", PRODUCER.access_key, "--secret-key", PRODUCER.secret_key)
+        admin_keys = ("--access-key", ADMIN.access_key, "--secret-key", ADMIN.secret_key)
+        with (
+            dashboard(served.namesrv, "--allow-writes", *keys, log=tmp / "limited.log") as limited,
+            dashboard(served.namesrv, *admin_keys, log=tmp / "admin.log") as admin,
+        ):
+            yield AclWorld(served, limited, admin)
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_b290_an_account_sees_only_the_topics_and_groups_its_rules_grant(acl_world, world, page):
+    page.goto(f"{acl_world.limited}/topics")
+    listed = [r[0] for r in cells(page, "#topics tr")[1:]]
+    assert "TopicA" in listed and "TopicB" not in listed
+    assert page.inner_text("#account") == PRODUCER.access_key
+    shot(world, page, "topics-acl")
+    page.goto(f"{acl_world.limited}/groups")
+    groups = [r[0] for r in cells(page, "#groups tr")[1:]]
+    assert "GroupA" in groups and "GroupB" not in groups
+    # the admin account, on the same broker, sees both
+    page.goto(f"{acl_world.admin}/topics")
+    assert {"TopicA", "TopicB"} <= {r[0] for r in cells(page, "#topics tr")[1:]}
+
+
+def test_b290_the_page_of_a_topic_or_group_the_account_may_not_see_answers_403(acl_world, page):
+    for path, what in (
+        ("/topics/TopicB", "topic TopicB"),
+        ("/groups/GroupB", "group GroupB"),
+        ("/groups/GroupB/timeline", "group GroupB"),
+        ("/api/topics/TopicB", "topic TopicB"),
+    ):
+        status, body = get(acl_world.limited + path)
+        assert status == 403, (path, status, body)
+        assert f"ProducerKey may not see {what}" in body and "its perm there is DENY" in body
+    response = page.goto(f"{acl_world.limited}/topics/TopicB")
+    assert response.status == 403
+    assert "may not see topic TopicB" in page.inner_text("#error")
+    status, _ = get(acl_world.limited + "/topics/TopicA")
+    assert status == 200
+
+
+def test_b291_a_write_the_account_has_no_right_to_shows_the_brokers_refusal(acl_world):
+    status, body = post(acl_world.limited + "/api/topics/TopicA/perm?perm=4")
+    assert status == 403, body
+    assert "refused this for the dashboard's account ProducerKey" in body
+    assert "Need admin permission" in body
+    # nothing changed: TopicA is still RW
+    topic = json.loads(get(acl_world.admin + "/api/topics/TopicA")[1])
+    assert [q["perm"] for q in topic["route"]["queueDatas"]] == [6]
+
+
+def test_b293_the_cluster_page_shows_each_brokers_role_version_rates_disk_lag_and_read_model(
+    world, page
+):
+    page.goto(f"{world.read_only}/")
+    (row,) = page.eval_on_selector_all(
+        "#brokers tr[data-broker]",
+        "rows => rows.map(r => Object.fromEntries(Array.from(r.cells).map("
+        "(c, i) => [c.className || String(i), c.innerText.trim()])))",
+    )
+    runtime = cli_json(
+        "admin", "-n", world.served.namesrv, "brokerStatus", "-b", world.served.broker
+    )
+    table = runtime.get("table", runtime)
+    assert row["1"] == "broker-a" and row["num broker-id"] == "0"
+    assert row["role"] == table["brokerRole"] == "ASYNC_MASTER"
+    assert row["version"] == table["brokerVersionDesc"]
+    rate = r"(–|\d+\.\d)"
+    assert re.fullmatch(rf"{rate} · {rate} · {rate}", row["num put-tps"]), row
+    assert re.fullmatch(rf"{rate} · {rate} · {rate}", row["num get-tps"]), row
+    assert re.match(r"\d+% used", row["disk"]) and "Total :" in row["disk"]
+    assert row["slave-lag"] == "no slave connected"
+    assert row["read-model"].startswith("running (pid "), row

@@ -30,6 +30,7 @@ import trio
 
 from es_broker.acl.addresses import IPAddress, parse_host
 from es_broker.acl.plain import (
+    Account,
     AclConfigError,
     Perm,
     PlainAcl,
@@ -116,6 +117,33 @@ class AccessDenied(Exception):
     def refusal(self) -> Refusal:
         return Refusal(
             int(ResponseCode.SYSTEM_ERROR), f"{_EXCEPTION}: {self.message}, {self.frame}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What one caller may see under the rules in force: every resource, or those its perms name.
+
+    `everything` with `reason` when a white list let the caller through or the
+    account is an admin that lists no resource perms (it may do everything).
+    """
+
+    access_key: str | None
+    admin: bool
+    everything: bool
+    reason: str
+    account: Account | None = None
+
+    def perm(self, resource: str) -> int | None:
+        """The account's perm on a resource (topic, or group as its retry topic); None: everything."""
+        if self.everything or self.account is None:
+            return None
+        return self.account.perm_for(resource)
+
+    def may_see(self, resource: str) -> bool:
+        """True if the caller may publish to or subscribe to the resource (Permission ANY)."""
+        return self.everything or (
+            self.account is not None and self.account.may(resource, Perm.ANY)
         )
 
 
@@ -316,6 +344,29 @@ class AccessControl:
                 raise AccessDenied(
                     f"No default permission for {describe_resource(resource)}", frame, access_key
                 )
+
+    def scope(self, channel: Any, request: RemotingCommand) -> Scope:
+        """What the caller of `request` may see, decided as `validate` decides each resource.
+
+        Called by a handler, so the request already passed `check` (its
+        signature, white lists); the order of the exceptions is validate's.
+        """
+        address = channel.attributes.get(_ADDRESS, False)
+        if address is False:
+            address = channel.attributes[_ADDRESS] = parse_host(channel.remote[0])
+        acl = self.acl
+        access_key = request.ext_fields.get(ACCESS_KEY)
+        account = acl.accounts.get(access_key) if access_key is not None else None
+        admin = account is not None and account.admin
+        if any(pattern.match(address) for pattern in acl.global_white_remote_addresses):
+            return Scope(access_key, admin, True, "the global white list lets its address through")
+        if account is None:  # cannot pass check; answered as nothing visible all the same
+            return Scope(access_key, False, False, "no such account")
+        if account.white_remote_address.match(address):
+            return Scope(access_key, admin, True, "the account's whiteRemoteAddress matches")
+        if account.has_every_perm:
+            return Scope(access_key, True, True, "an admin account without resource perms")
+        return Scope(access_key, admin, False, "the account's perms", account)
 
     def _count(self, access_key: str | None, host: str, code: int) -> None:
         if access_key is None:

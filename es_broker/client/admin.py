@@ -871,6 +871,13 @@ class Admin:
             EsRequestCode.OFFSET_TIMELINE, f"timeline of {group}", fields
         )
 
+    async def account_scope(
+        self, topic: str | None = None, group: str | None = None
+    ) -> list[dict[str, Any]]:
+        """ACCOUNT_SCOPE of every broker: the topics and groups this client's account may see."""
+        fields = {"topic": topic, "group": group}
+        return await self._group_query(EsRequestCode.ACCOUNT_SCOPE, "account scope", fields)
+
     async def explain_group(self, group: str, topic: str) -> list[dict[str, Any]]:
         """EXPLAIN_GROUP: `es-broker explain` of every broker."""
         fields = {"group": group, "topic": topic}

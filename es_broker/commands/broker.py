@@ -40,6 +40,7 @@ from es_broker.commands.errors import (
 from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutResult
 from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
 from es_broker.commands.offsets import OffsetAnswer
+from es_broker.commands.runtime_stats import RecordRates, dir_capacity, store_size
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import (
@@ -106,6 +107,9 @@ class Broker:
         # messages handed out by PULL_MESSAGE since start; a statistic, not state (a slave's deliveries
         # reach the log only when its master merges them)
         self.messages_served = 0
+        # putTps, getFoundTps, getTransferedTps of GET_BROKER_RUNTIME_INFO, from the records applied
+        self.rates = RecordRates(store.clock.now_ms())
+        store.log.projections.append(self.rates)
 
     @property
     def config(self) -> BrokerConfig:
@@ -527,6 +531,9 @@ class Broker:
             "refusedWritesWhileFull": self.writer.refused_while_full,
             "unrecordedDeliveries": self.unrecorded.count,
             "commitLogDiskRatio": f"{disk_full.disk_usage(self.store.log.path):.2f}",
+            "commitLogDirCapacity": dir_capacity(self.store.log.path),
+            "storeSizeBytes": store_size(self.store.log.path),
+            **self.rates.rates(self.store.clock.now_ms()),
         }
 
     async def ensure_group(self, group: str, *, requester: str = "") -> dict[str, Any]:

@@ -27,7 +27,7 @@ from es_broker.acl.signing import Credentials
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.dashboard import charts
-from es_broker.dashboard.views import Views, now_ms
+from es_broker.dashboard.views import Forbidden, Views, acl_refusal, now_ms
 from es_broker.timetravel.timeparse import format_time, parse_time
 
 HERE = Path(__file__).parent
@@ -102,7 +102,22 @@ def create_app(settings: Settings) -> Starlette:
                 return await handler(request)
             except PageError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=exc.status)
-            except (AdminError, ValueError, RemotingError, OSError) as exc:
+            except Forbidden as exc:
+                return JSONResponse({"error": str(exc)}, status_code=403)
+            except AdminError as exc:
+                refused = acl_refusal(exc)
+                if (
+                    refused is not None
+                ):  # the broker's ACL said no: the account's rights, not a fault
+                    who = settings.credentials.access_key if settings.credentials else "(none)"
+                    return JSONResponse(
+                        {
+                            "error": f"the broker refused this for the dashboard's account {who}: {refused}"
+                        },
+                        status_code=403,
+                    )
+                return JSONResponse({"error": str(exc)}, status_code=502)
+            except (ValueError, RemotingError, OSError) as exc:
                 return JSONResponse({"error": str(exc)}, status_code=502)
 
         async def api(request: Request) -> Response:
@@ -202,14 +217,48 @@ def create_app(settings: Settings) -> Starlette:
             base += f"since={since}&"
         if until is not None:
             base += f"until={until}&"
-        series = [
-            charts.Series("lag", "#e03131", [(s["at"], s["lag"]) for s in samples]),
-            charts.Series("consumer offset", "#1c7ed6", [(s["at"], s["offset"]) for s in samples]),
-            charts.Series("max offset", "#adb5bd", [(s["at"], s["max_offset"]) for s in samples]),
-        ]
+        lines = []
+        several = len(data["brokers"]) > 1
+        for b in data["brokers"]:
+            moments = [s["at"] for s in b["samples"]]
+            for q in b.get("queues", []):
+                name = f"{q['topic']} #{q['queue_id']}" + (
+                    f" @{b['brokerName']}" if several else ""
+                )
+                lines.append((name, moments, q))
+        lines.sort(key=lambda line: line[0])
+        offset_series, lag_series = [], []
+        for i, (name, moments, q) in enumerate(lines):
+            colour = charts.queue_colour(i, len(lines))
+            offset_series.append(
+                charts.Series(name, colour, list(zip(moments, q["offsets"], strict=True)), "offset")
+            )
+            lag_series.append(
+                charts.Series(name, colour, list(zip(moments, q["lags"], strict=True)), "lag")
+            )
+        moments = sorted({s["at"] for s in samples})
         data["chart"] = Markup(
-            charts.timeline_svg(series, events, chosen=chosen, link=base + "at=")
+            charts.timeline_svg(
+                offset_series,
+                events,
+                chosen=chosen,
+                link=base + "at=",
+                moments=moments,
+                title="consumer offset per queue",
+            )
         )
+        data["lag_chart"] = Markup(
+            charts.timeline_svg(
+                lag_series,
+                events,
+                chosen=chosen,
+                link=base + "at=",
+                moments=moments,
+                title="lag per queue (max offset - consumer offset)",
+            )
+        )
+        data["queue_legend"] = [{"name": s.name, "colour": s.colour} for s in offset_series]
+        data["cause_legend"] = charts.cause_legend(events)
         data["base"] = base
         return "timeline.html", data
 

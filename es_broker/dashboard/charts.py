@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -33,12 +34,50 @@ def cause_label(cause: str) -> str:
 class Series:
     name: str
     colour: str
-    points: list[tuple[int, int]]  # (time ms, value)
+    points: list[tuple[int, int | None]]  # (time ms, value); None: no value then (a gap)
+    kind: str = ""
 
 
-def _scale(lo: float, hi: float, out_lo: float, out_hi: float):
+def queue_colour(i: int, n: int) -> str:
+    """Distinct colours for n lines: hues spread by the golden angle, two lightness bands."""
+    hue = (i * 137.508) % 360
+    light = 38 if i % 2 == 0 else 52
+    return f"hsl({hue:.0f},70%,{light}%)"
+
+
+def _scale(lo: float, hi: float, out_lo: float, out_hi: float) -> Callable[[float], float]:
     span = hi - lo or 1
     return lambda v: out_lo + (v - lo) * (out_hi - out_lo) / span
+
+
+def cause_legend(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each cause on the chart: its colour, label, how many marks and by whom."""
+    found: dict[str, dict[str, Any]] = {}
+    for e in events:
+        colour, label = CAUSE_STYLE.get(e["cause"], ("#495057", e["cause"]))
+        entry = found.setdefault(
+            e["cause"],
+            {"cause": e["cause"], "colour": colour, "label": label, "count": 0, "authors": []},
+        )
+        entry["count"] += 1
+        who = e.get("requester") or "(unknown)"
+        if who not in entry["authors"]:
+            entry["authors"].append(who)
+    return list(found.values())
+
+
+def _path(
+    points: list[tuple[int, int | None]], x: Callable[[float], float], y: Callable[[float], float]
+) -> str:
+    out: list[str] = []
+    pen_up = True
+    for t, v in points:
+        if v is None:
+            pen_up = True
+            continue
+        out.append(f"{'M' if pen_up else 'L'}{x(t):.1f},{y(v):.1f}")
+        pen_up = False
+    return " ".join(out)
 
 
 def timeline_svg(
@@ -47,10 +86,13 @@ def timeline_svg(
     *,
     chosen: int | None,
     link: str,
+    moments: list[int] | None = None,
+    title: str = "offsets and lag over time",
 ) -> str:
-    """Offsets and lag over time; a vertical mark per event (cause, author); `chosen` dashed.
+    """One line per series (a queue's offset or lag); a vertical mark per event (cause, author).
 
-    Each sample is a link (`link` + its time) that shows the offset table at that moment.
+    `chosen` is drawn dashed. Each sample moment is a link (`link` + its time)
+    that shows the whole offset table at that moment.
     """
     times = [t for s in series for t, _ in s.points] + [e["time"] for e in events]
     if chosen is not None:
@@ -58,15 +100,16 @@ def timeline_svg(
     if not times:
         return '<p class="empty">no offsets recorded for this group yet</p>'
     t0, t1 = min(times), max(times)
-    values = [v for s in series for _, v in s.points] or [0]
+    values = [v for s in series for _, v in s.points if v is not None] or [0]
     v1 = max(max(values), 1)
     x = _scale(t0, t1, LEFT, WIDTH - RIGHT)
     y = _scale(0, v1, HEIGHT - BOTTOM, TOP)
     out = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
-        'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="offsets and lag over time">',
+        f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(title)}">',
         f'<rect x="{LEFT}" y="{TOP}" width="{WIDTH - LEFT - RIGHT}" height="{HEIGHT - TOP - BOTTOM}" '
         'fill="#fbfcfd" stroke="#ced4da"/>',
+        f'<text x="{LEFT + 6}" y="{TOP + 14}" class="axis title">{escape(title)}</text>',
     ]
     for i in range(5):  # value grid
         v = v1 * i / 4
@@ -86,22 +129,23 @@ def timeline_svg(
         f'<text x="{LEFT}" y="{HEIGHT - 6}" class="axis">{escape(format_time(t0))} .. '
         f"{escape(format_time(t1))}</text>"
     )
-    for s in series:
-        if not s.points:
-            continue
-        path = " ".join(
-            f"{'M' if i == 0 else 'L'}{x(t):.1f},{y(v):.1f}" for i, (t, v) in enumerate(s.points)
-        )
+    step = (WIDTH - LEFT - RIGHT) / max(len(moments or ()), 1)
+    for t in moments or ():  # the time control: a click on a column shows the table then
         out.append(
-            f'<path d="{path}" fill="none" stroke="{s.colour}" stroke-width="2" '
-            f'class="series" data-series="{escape(s.name)}"/>'
+            f'<a href="{escape(link)}{t}" class="moment"><rect x="{x(t) - step / 2:.1f}" y="{TOP}" '
+            f'width="{step:.1f}" height="{HEIGHT - TOP - BOTTOM}" fill="transparent">'
+            f"<title>offset table at {escape(format_time(t))}</title></rect></a>"
         )
-        for t, v in s.points:
-            out.append(
-                f'<a href="{escape(link)}{t}"><circle cx="{x(t):.1f}" cy="{y(v):.1f}" r="3" '
-                f'fill="{s.colour}"><title>{escape(s.name)} {v} at {escape(format_time(t))}'
-                "</title></circle></a>"
-            )
+    for s in series:
+        path = _path(s.points, x, y)
+        if not path:
+            continue
+        last = next((v for _, v in reversed(s.points) if v is not None), None)
+        out.append(
+            f'<path d="{path}" fill="none" stroke="{s.colour}" stroke-width="1.6" '
+            f'class="series" data-series="{escape(s.name)}" data-kind="{escape(s.kind)}">'
+            f"<title>{escape(s.name)} {escape(s.kind)}: {last} at the end</title></path>"
+        )
     for n, e in enumerate(events):
         colour, label = CAUSE_STYLE.get(e["cause"], ("#495057", e["cause"]))
         xx = x(e["time"])
@@ -110,7 +154,8 @@ def timeline_svg(
             f'<g class="event" data-cause="{escape(e["cause"])}" data-requester="{escape(who)}">'
             f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="{colour}" '
             'stroke-width="2"/>'
-            f'<text x="{xx + 4 if xx < WIDTH / 2 else xx - 4:.1f}" y="{TOP + 14 + 14 * (n % 4)}" '
+            f'<polygon points="{xx - 5:.1f},{TOP} {xx + 5:.1f},{TOP} {xx:.1f},{TOP + 8}" fill="{colour}"/>'
+            f'<text x="{xx + 4 if xx < WIDTH / 2 else xx - 4:.1f}" y="{TOP + 30 + 14 * (n % 4)}" '
             f'text-anchor="{"start" if xx < WIDTH / 2 else "end"}" fill="{colour}" class="marker">'
             f"{escape(label)} by {escape(who)}</text>"
             f"<title>#{e['seq']} {escape(label)} by {escape(who)} at {escape(format_time(e['time']))}"
@@ -121,12 +166,6 @@ def timeline_svg(
         out.append(
             f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="#212529" '
             'stroke-dasharray="5,4" class="chosen"/>'
-        )
-    legend_x = WIDTH - RIGHT - 330
-    for i, s in enumerate(series):
-        out.append(
-            f'<rect x="{legend_x + i * 110}" y="{TOP + 6}" width="12" height="4" fill="{s.colour}"/>'
-            f'<text x="{legend_x + i * 110 + 16}" y="{TOP + 12}" class="axis">{escape(s.name)}</text>'
         )
     out.append("</svg>")
     return "".join(out)

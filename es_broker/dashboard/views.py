@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from es_broker.client.admin import Admin, AdminError
@@ -37,6 +37,85 @@ SYSTEM_GROUPS = frozenset(
 DASHBOARD_PRODUCER_GROUP = "ES_BROKER_DASHBOARD"
 
 
+class Forbidden(Exception):
+    """The dashboard's account may not see what a page asked for (the page answers 403)."""
+
+
+ACL_EXCEPTION = "AclException: "
+
+
+def acl_refusal(exc: AdminError) -> str | None:
+    """The broker's ACL refusal in words (the AclException's message, without the Java frame)."""
+    remark = exc.remark or ""
+    if ACL_EXCEPTION not in remark:
+        return None
+    message = remark.split(ACL_EXCEPTION, 1)[1]
+    return message.split(", org.apache.rocketmq.", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class AccountScope:
+    """What the dashboard's account may see, as the brokers' ACCOUNT_SCOPE answers say (B-290).
+
+    A name is visible when a broker that holds it says so; names no broker
+    holds are not visible to an account that is limited by its perms.
+    """
+
+    acl: bool
+    access_key: str | None
+    everything: bool
+    topics: dict[str, str]  # visible topic -> perm as the broker names it
+    groups: dict[str, str]
+    hidden_topics: dict[str, str]  # not visible -> perm (DENY, or the default that gives nothing)
+    hidden_groups: dict[str, str]
+
+    @classmethod
+    def of(cls, answers: list[dict[str, Any]]) -> AccountScope:
+        topics: dict[str, str] = {}
+        groups: dict[str, str] = {}
+        hidden_topics: dict[str, str] = {}
+        hidden_groups: dict[str, str] = {}
+        for answer in answers:
+            for name, entry in answer.get("topics", {}).items():
+                (topics if entry["visible"] else hidden_topics)[name] = entry["perm"]
+            for name, entry in answer.get("groups", {}).items():
+                (groups if entry["visible"] else hidden_groups)[name] = entry["perm"]
+        for name in topics:
+            hidden_topics.pop(name, None)
+        for name in groups:
+            hidden_groups.pop(name, None)
+        return cls(
+            acl=any(a.get("aclEnabled") for a in answers),
+            access_key=next((a["accessKey"] for a in answers if a.get("accessKey")), None),
+            everything=bool(answers) and all(a.get("everything") for a in answers),
+            topics=topics,
+            groups=groups,
+            hidden_topics=hidden_topics,
+            hidden_groups=hidden_groups,
+        )
+
+    def sees_topic(self, topic: str) -> bool:
+        return self.everything or topic in self.topics
+
+    def sees_group(self, group: str) -> bool:
+        return self.everything or group in self.groups
+
+    def require_topic(self, topic: str) -> None:
+        if not self.sees_topic(topic):
+            raise Forbidden(self._refusal("topic", topic, self.hidden_topics.get(topic)))
+
+    def require_group(self, group: str) -> None:
+        if not self.sees_group(group):
+            raise Forbidden(self._refusal("group", group, self.hidden_groups.get(group)))
+
+    def _refusal(self, kind: str, name: str, perm: str | None) -> str:
+        why = f"its perm there is {perm}" if perm else "no broker grants it"
+        return (
+            f"the dashboard's account {self.access_key or '(none)'} may not see {kind} {name}: "
+            f"{why}, as the brokers' ACL rules say (PUB or SUB is needed to see it)"
+        )
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -46,20 +125,61 @@ def requester_id(listen: str) -> str:
     return f"dashboard@{socket.gethostname()}@{listen}"
 
 
-@dataclass
-class Rates:
-    """Per-broker counters of the previous look, to show puts and pulls per second since then."""
+def tps(value: str | None) -> list[float | None]:
+    """RocketMQ's "10s 1min 10min" rates (putTps, getTransferedTps): None where it has none yet."""
+    parts = (value or "").split(" ")
+    out: list[float | None] = []
+    for part in (parts + ["", "", ""])[:3]:
+        try:
+            out.append(float(part))
+        except ValueError:
+            out.append(None)
+    return out
 
-    seen: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # addr -> (ms, seq, pulls)
 
-    def update(self, addr: str, seq: int, pulls: int) -> tuple[float | None, float | None]:
-        now = now_ms()
-        before = self.seen.get(addr)
-        self.seen[addr] = (now, seq, pulls)
-        if before is None or now <= before[0]:
-            return None, None
-        seconds = (now - before[0]) / 1000
-        return (seq - before[1]) / seconds, (pulls - before[2]) / seconds
+def slave_lag(row: dict[str, Any], master: dict[str, Any] | None) -> str:
+    """How far a slave is behind its master, in words (from the ha* keys both report)."""
+    rt = row["runtime"]
+    if row["brokerId"] == 0:
+        count = int(rt.get("haSlaveCount", 0) or 0)
+        if not count:
+            return "no slave connected"
+        acked = int(rt.get("haSlaveAckedSeq", 0) or 0)
+        behind = max(row["recordLogLastSeq"] - acked, 0)
+        plural = "s" if count > 1 else ""
+        return f"{count} slave{plural}; acknowledged up to record {acked} ({behind} behind)"
+    if rt.get("haConnected") != "True":
+        where = rt.get("haMasterAddr") or "unknown"
+        return f"not connected to its master ({where}); at record {rt.get('haAppliedSeq', '?')}"
+    applied = int(rt.get("haAppliedSeq", 0) or 0)
+    master_seq = int(rt.get("haMasterLastSeq", 0) or 0)
+    behind = max(master_seq - applied, 0)
+    words = f"{behind} records behind the master"
+    if master is not None and "commitLogMaxOffset" in master:
+        gap = max(master["commitLogMaxOffset"] - row["commitLogMaxOffset"], 0)
+        words += f", {gap} commit-log bytes"
+    return words + (" (caught up)" if behind == 0 else "")
+
+
+def readmodel_words(rt: dict[str, str]) -> str:
+    """The SQL read-model follower as the broker reports it, in words."""
+    state = rt.get("readModelFollower")
+    if state is None:
+        return "not reported"
+    if state == "off":
+        return "off (no --readmodel-url)"
+    behind = int(rt.get("readModelBehind", -1) or -1)
+    position = int(rt.get("readModelPosition", -1) or -1)
+    where = (
+        "no checkpoint reported yet"
+        if position < 0
+        else f"at record {position}, "
+        + ("caught up" if behind == 0 else f"{behind} behind the log")
+    )
+    if state == "running":
+        return f"running (pid {rt.get('readModelFollowerPid')}), {where}"
+    last = rt.get("readModelFollowerLastExit") or "?"
+    return f"NOT running (last exit {last}; restarted by the broker), {where}"
 
 
 class Views:
@@ -68,7 +188,6 @@ class Views:
     def __init__(self, admin: Admin, client_id: str) -> None:
         self.admin = admin
         self.client_id = client_id
-        self.rates = Rates()
 
     # ------------------------------------------------------------------ identity of writes
     async def announce(self, addr: str) -> None:
@@ -87,6 +206,21 @@ class Views:
         for addrs in (await self.admin.broker_names()).values():
             for addr in addrs.values():
                 await self.announce(addr)
+
+    # ------------------------------------------------------------------ what the account may see
+    async def scope(self, topic: str | None = None, group: str | None = None) -> AccountScope:
+        """The brokers' answer for the dashboard's account (ACCOUNT_SCOPE), with `topic`/`group` asked."""
+        return AccountScope.of(await self.admin.account_scope(topic=topic, group=group))
+
+    async def require_topic(self, topic: str) -> AccountScope:
+        scope = await self.scope(topic=topic)
+        scope.require_topic(topic)
+        return scope
+
+    async def require_group(self, group: str) -> AccountScope:
+        scope = await self.scope(group=group)
+        scope.require_group(group)
+        return scope
 
     # ------------------------------------------------------------------ cluster
     async def cluster(self) -> dict[str, Any]:
@@ -112,28 +246,37 @@ class Views:
                     row["error"] = str(exc)
                     brokers.append(row)
                     continue
-                seq = int(runtime.get("recordLogLastSeq", 0) or 0)
-                pulls = int(runtime.get("pullMessagesServed", 0) or 0)
-                put_rate, get_rate = self.rates.update(addr, seq, pulls)
+                put_tps, get_tps = tps(runtime.get("putTps")), tps(runtime.get("getTransferedTps"))
                 row.update(
+                    role=runtime.get("brokerRole", row["role"]),
                     version=runtime.get("brokerVersionDesc", ""),
-                    recordLogLastSeq=seq,
+                    recordLogLastSeq=int(runtime.get("recordLogLastSeq", 0) or 0),
                     commitLogMaxOffset=int(runtime.get("commitLogMaxOffset", 0) or 0),
-                    recordsPerSecond=None if put_rate is None else round(put_rate, 1),
-                    pullsPerSecond=None if get_rate is None else round(get_rate, 1),
+                    putTps=put_tps,
+                    getTps=get_tps,
                     diskRatio=runtime.get("commitLogDiskRatio", ""),
+                    diskCapacity=runtime.get("commitLogDirCapacity", ""),
+                    storeSizeBytes=int(runtime.get("storeSizeBytes", 0) or 0),
                     diskFull=runtime.get("diskFull", "False") == "True",
+                    readModel=readmodel_words(runtime),
                     runtime=runtime,
                 )
                 brokers.append(row)
+        masters = {b["brokerName"]: b for b in brokers if b["brokerId"] == 0 and "runtime" in b}
+        for b in brokers:
+            if "runtime" in b:
+                b["slaveLag"] = slave_lag(b, masters.get(b["brokerName"]))
         return {"brokers": brokers, "at": now_ms()}
 
     # ------------------------------------------------------------------ topics
     async def topics(self) -> dict[str, Any]:
+        scope = await self.scope()
         configs: dict[str, dict[str, Any]] = {}
         for name, addrs in sorted((await self.admin.broker_names()).items()):
             addr = addrs.get(0) or next(iter(addrs.values()))
             for topic, config in (await self.admin.topic_configs(addr)).items():
+                if not scope.sees_topic(topic):
+                    continue
                 entry = configs.setdefault(
                     topic,
                     {
@@ -149,9 +292,13 @@ class Views:
                     },
                 )
                 entry["brokers"].append(name)
-        return {"topics": sorted(configs.values(), key=lambda t: (t["system"], t["topic"]))}
+        return {
+            "topics": sorted(configs.values(), key=lambda t: (t["system"], t["topic"])),
+            "account": scope.access_key if scope.acl else None,
+        }
 
     async def topic(self, topic: str) -> dict[str, Any]:
+        await self.require_topic(topic)
         route = await self.admin.route(topic)
         queues = await self.admin.topic_status(topic)
         return {
@@ -183,6 +330,7 @@ class Views:
 
     async def update_topic_perm(self, topic: str, perm: int) -> dict[str, Any]:
         """mqadmin updateTopicPerm on every broker of the topic's route."""
+        await self.require_topic(topic)
         changed = []
         for _name, addr in await self.admin.topic_brokers(topic):
             await self.announce(addr)
@@ -191,6 +339,7 @@ class Views:
 
     # ------------------------------------------------------------------ groups
     async def groups(self) -> dict[str, Any]:
+        scope = await self.scope()
         found: dict[str, dict[str, Any]] = {}
         for name, addrs in sorted((await self.admin.broker_names()).items()):
             addr = addrs.get(0) or next(iter(addrs.values()))
@@ -201,6 +350,8 @@ class Views:
                 raise AdminError("subscription groups", r)
             table = fastjson.loads(r.body).get("subscriptionGroupTable", {})
             for group, config in table.items():
+                if not scope.sees_group(group):
+                    continue
                 entry = found.setdefault(
                     group,
                     {
@@ -212,11 +363,19 @@ class Views:
                     },
                 )
                 entry["brokers"].append(name)
-        return {"groups": sorted(found.values(), key=lambda g: (g["system"], g["group"]))}
+        return {
+            "groups": sorted(found.values(), key=lambda g: (g["system"], g["group"])),
+            "account": scope.access_key if scope.acl else None,
+        }
 
     async def group(self, group: str) -> dict[str, Any]:
-        """consumerProgress's numbers, the connections, and consumeFromWhere."""
-        progress = await self.admin.consumer_progress(group)
+        """consumerProgress's numbers, the connections, and consumeFromWhere.
+
+        Rows of topics the account may not see are left out (and counted).
+        """
+        scope = await self.require_group(group)
+        everything = await self.admin.consumer_progress(group)
+        progress = [q for q in everything if scope.sees_topic(q.topic)]
         queues = [
             {
                 "topic": q.topic,
@@ -239,6 +398,7 @@ class Views:
             "topics": topics,
             "queues": queues,
             "diffTotal": sum(q["diff"] for q in queues),
+            "hiddenQueues": len(everything) - len(progress),
             "online": connection is not None,
             "connections": (connection or {}).get("connectionSet", []),
             "consumeType": (connection or {}).get("consumeType"),
@@ -247,17 +407,20 @@ class Views:
         }
 
     async def explain(self, group: str, topic: str) -> dict[str, Any]:
+        (await self.require_group(group)).require_topic(topic)
         answers = await self.admin.explain_group(group, topic)
         return {"group": group, "topic": topic, "brokers": answers}
 
     async def timeline(
         self, group: str, since: int | None, until: int | None, points: int = 120
     ) -> dict[str, Any]:
+        await self.require_group(group)
         answers = await self.admin.offset_timeline(group, since=since, until=until, points=points)
         history = await self.admin.offset_history(group, since=since, until=until, max_entries=200)
         return {"group": group, "brokers": answers, "history": history}
 
     async def offsets_at(self, group: str, at: int) -> dict[str, Any]:
+        await self.require_group(group)
         answers = await self.admin.offsets_at(group, at)
         queues = [dict(q, brokerName=a["brokerName"]) for a in answers for q in a["queues"]]
         queues.sort(key=lambda q: (q["topic"], q["brokerName"], q["queue_id"]))
@@ -274,6 +437,8 @@ class Views:
         offset: int | None = None,
     ) -> dict[str, Any]:
         found: list[StoredMessage] = []
+        if topic:
+            await self.require_topic(topic)
         if msg_id:
             try:
                 found = [await self.admin.view_message(msg_id)]
@@ -284,6 +449,9 @@ class Views:
             found = await self.admin.messages_by_key(topic, key)
         elif topic and broker and queue_id is not None and offset is not None:
             found = [await self.admin.message_by_offset(topic, broker, queue_id, offset)]
+        if found and not topic:  # found by id: only what the account may see
+            scope = await self.scope()
+            found = [m for m in found if scope.sees_topic(m.topic)]
         return {"messages": [message_row(m) for m in found]}
 
     async def trace(self, msg_id: str) -> dict[str, Any]:
@@ -292,10 +460,12 @@ class Views:
     # ------------------------------------------------------------------ dead letters and resets
     async def dead_letters(self, group: str) -> dict[str, Any]:
         """The dead letters of a group not yet re-driven: a dry run of REDRIVE_DLQ (it changes nothing)."""
+        await self.require_group(group)
         items = await self.admin.redrive_dlq(group, dry_run=True)
         return {"group": group, "items": items}
 
     async def redrive(self, group: str, target: str, dry_run: bool) -> dict[str, Any]:
+        await self.require_group(group)
         if not dry_run:
             await self.announce_everywhere()
         items = await self.admin.redrive_dlq(group, target=target, dry_run=dry_run)
@@ -312,6 +482,7 @@ class Views:
         mode: str | None,
         dry_run: bool,
     ) -> dict[str, Any]:
+        (await self.require_group(group)).require_topic(topic)
         if not dry_run:
             await self.announce_everywhere()
         brokers = await self.admin.reset_offset(

@@ -382,8 +382,12 @@ def follow_log(
     stop: Callable[[], bool],
     poll: float = POLL,
     batch: int = BATCH,
+    on_position: Callable[[int, bool], None] | None = None,
 ) -> None:
     """Catch up, then apply new records as they land, until `stop()` is true.
+
+    `on_position` is told the checkpoint after each step that applied records
+    and when it caught up (True), so the broker can report how far the read model is.
 
     Quarantined records are retried first when a different es-broker
     version failed on them. A failing database (down, locked, full,
@@ -406,6 +410,8 @@ def follow_log(
                             len(retried.failed),
                         )
                 applied = follower.step()
+                if on_position is not None:
+                    on_position(follower.position, applied == 0)
             except Exception as exc:  # the database's trouble: wait, then try again
                 logger.warning(
                     "read model (%s) step failed, retrying in %.0f s: %s",

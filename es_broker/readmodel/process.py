@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from es_broker.log import RecordLog
@@ -25,6 +26,47 @@ logger = logging.getLogger("es_broker.readmodel")
 
 PR_SET_PDEATHSIG = 1
 LMDB_DIR = "lmdb"  # es_broker.commands.store.LMDB_DIR
+
+
+POSITION_FILE = "readmodel.position"  # the follower's checkpoint, for the broker's runtime info
+POSITION_EVERY = 0.5  # seconds between rewrites of the position file while it moves
+
+
+class PositionFile:
+    """The follower's checkpoint, written where the broker reads it (`read_position`).
+
+    Rewritten atomically (a temp file renamed), at most every POSITION_EVERY
+    seconds while records flow, so a fast follower does not write a file per batch.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._last = -1.0
+        self._written: int | None = None
+
+    def write(self, position: int, settled: bool) -> None:
+        """Record `position`; while records flow (not `settled`) at most every POSITION_EVERY s."""
+        if position == self._written:
+            return
+        now = time.monotonic()
+        if not settled and self._last >= 0 and now - self._last < POSITION_EVERY:
+            return
+        self._last = now
+        self._written = position
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        try:
+            tmp.write_text(f"{position}\n")
+            os.replace(tmp, self.path)
+        except OSError as exc:  # a report only: the follower goes on
+            logger.warning("read-model position not written to %s: %s", self.path, exc)
+
+
+def read_position(data_dir: str | Path) -> int | None:
+    """The last checkpoint the follower reported, or None when it never did."""
+    try:
+        return int((Path(data_dir) / POSITION_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 class Stop:
@@ -92,7 +134,14 @@ def run(
     if log is None:
         return 0
     try:
-        follow_log(url, log, source, stop=stop, batch=batch or BATCH)
+        follow_log(
+            url,
+            log,
+            source,
+            stop=stop,
+            batch=batch or BATCH,
+            on_position=PositionFile(Path(data_dir) / POSITION_FILE).write,
+        )
     finally:
         log.close()
     return 0

@@ -610,6 +610,7 @@ SHAPES: dict[int, RequestShape] = {
             ),
         ),
         RequestShape(E.EXPLAIN_GROUP, "EXPLAIN_GROUP", (s("group", True), s("topic", True))),
+        RequestShape(E.ACCOUNT_SCOPE, "ACCOUNT_SCOPE", (s("topic"), s("group"))),
         RequestShape(E.OPEN_TRANSACTIONS, "OPEN_TRANSACTIONS", (s("producerGroup"),)),
         # -- ACL administration (es_broker/server/acl_processors.py)
         RequestShape(

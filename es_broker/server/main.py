@@ -25,6 +25,7 @@ from es_broker.commands.slave_offsets import merge_own_journal
 from es_broker.config import BrokerConfig, load_broker_conf
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
+from es_broker.readmodel.process import read_position
 from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode
@@ -118,7 +119,7 @@ class BrokerServer:
         handlers = {
             **self.processors.handlers(),
             **self.retry.handlers(),
-            **QueryProcessors(self.broker).handlers(),
+            **QueryProcessors(self.broker, access).handlers(),
             **ha_handlers,
             **acl_handlers,
             **StoreProcessors(self.broker).handlers(),
@@ -193,7 +194,25 @@ class BrokerServer:
             status.update(self.replication.status())
         if self.replicator is not None:
             status.update(self.replicator.status())
+        status.update(self.readmodel_status())
         return status
+
+    def readmodel_status(self) -> dict[str, object]:
+        """The SQL read-model follower: running or not, and its checkpoint against the log's head."""
+        if not self.readmodel_url:
+            return {"readModelFollower": "off"}
+        follower = self.follower
+        position = read_position(self.config.storePathRootDir)
+        head = self.broker.store.log.last_seq
+        exits = follower.exits if follower is not None else []
+        return {
+            "readModelFollower": "running" if follower and follower.pid else "not running",
+            "readModelFollowerPid": (follower.pid if follower else None) or -1,
+            "readModelFollowerStarts": follower.starts if follower else 0,
+            "readModelFollowerLastExit": "" if not exits else str(exits[-1]),
+            "readModelPosition": -1 if position is None else position,
+            "readModelBehind": -1 if position is None else max(head - position, 0),
+        }
 
     def _consumer_ids_changed(self, group: str, channels: list[Channel]) -> None:
         if self._nursery is None:

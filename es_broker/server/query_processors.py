@@ -14,9 +14,15 @@ body (standard JSON); a group with no offsets gets an empty answer, not an error
 - OFFSET_TIMELINE (9205): header `group`, optional `topic`, `since`, `until`
   (default: the group's first offset change to the log's last record),
   `points` (default 120), `maxEvents` (default 500). Body: `samples` (the
-  offset table at each moment, summed over queues) and `events` (the records
-  that explain offset changes in the window: resets, corrections, merges).
+  offset table at each moment, summed over queues), `queues` (each queue's
+  offsets, max offsets and lags at the same moments: one line per queue, B-292)
+  and `events` (every record in the window that explains offset changes:
+  resets, corrections, merges, newest `maxEvents`).
 - EXPLAIN_GROUP (9206): header `group`, `topic`. Body: `es-broker explain --json`.
+- ACCOUNT_SCOPE (9207): optional header `topic`, `group`. Body: `{aclEnabled, accessKey,
+  admin, everything, reason, topics, groups}`; `topics` and `groups` map each name the
+  broker holds (and the ones asked) to `{perm, visible}`, decided by the broker's own
+  access check for the calling account (docs/semantics.md B-290). A read: nothing is recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from typing import Any
 
 import trio
 
+from es_broker.acl.access import AccessControl
+from es_broker.acl.plain import Perm, group_resource
 from es_broker.client.channel import Channel
 from es_broker.commands.broker import Broker
 from es_broker.commands.explain import explain
@@ -42,8 +50,9 @@ DEFAULT_EVENTS = 500
 
 
 class QueryProcessors:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, access: AccessControl | None = None) -> None:
         self.broker = broker
+        self.access = access  # the plain ACL when aclEnable; None: every caller sees everything
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -51,6 +60,7 @@ class QueryProcessors:
             EsRequestCode.OFFSET_HISTORY: self.offset_history,
             EsRequestCode.OFFSET_TIMELINE: self.offset_timeline,
             EsRequestCode.EXPLAIN_GROUP: self.explain_group,
+            EsRequestCode.ACCOUNT_SCOPE: self.account_scope,
         }
 
     def _travel(self, req: RemotingCommand) -> TimeTravel | RemotingCommand:
@@ -126,12 +136,13 @@ class QueryProcessors:
             whole = timeline.window(travel, txn, group, topic)
             if whole is None:
                 samples: list[timeline.Sample] = []
+                lines: list[timeline.QueueLine] = []
                 events: list[Any] = []
                 more = False
             else:
                 since = whole[0] if since is None else since
                 until = max(whole[1], since) if until is None else until
-                samples = timeline.timeline(
+                samples, lines = timeline.timeline_by_queue(
                     travel, txn, group, topic=topic, since=since, until=until, points=points
                 )
                 events, more = timeline.recent_changes(
@@ -152,6 +163,7 @@ class QueryProcessors:
                 "since": since,
                 "until": until,
                 "samples": [s.as_dict() for s in samples],
+                "queues": [line.as_dict() for line in lines],
                 "events": [e.as_dict() for e in events],
                 "moreEvents": more,
             },
@@ -162,3 +174,46 @@ class QueryProcessors:
         # a pass over the log: off the trio thread, so requests of other clients go on meanwhile
         report = await trio.to_thread.run_sync(explain, self.broker.store, group, topic)
         return self._answer(req, report)
+
+    async def account_scope(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        topics = set(self.broker.topic_table()[0])
+        groups = set(self.broker.group_table()[0])
+        if asked := req.get_str("topic"):
+            topics.add(asked)
+        if asked := req.get_str("group"):
+            groups.add(asked)
+        if self.access is None:
+            everyone = {"perm": "ALL", "visible": True}
+            return self._answer(
+                req,
+                {
+                    "aclEnabled": False,
+                    "accessKey": None,
+                    "admin": True,
+                    "everything": True,
+                    "reason": "ACL is not enabled on this broker",
+                    "topics": {t: everyone for t in sorted(topics)},
+                    "groups": {g: everyone for g in sorted(groups)},
+                },
+            )
+        scope = self.access.scope(channel, req)
+
+        def entry(resource: str) -> dict[str, Any]:
+            perm = scope.perm(resource)
+            return {
+                "perm": "ALL" if perm is None else Perm.name(perm),
+                "visible": scope.may_see(resource),
+            }
+
+        return self._answer(
+            req,
+            {
+                "aclEnabled": True,
+                "accessKey": scope.access_key,
+                "admin": scope.admin,
+                "everything": scope.everything,
+                "reason": scope.reason,
+                "topics": {t: entry(t) for t in sorted(topics)},
+                "groups": {g: entry(group_resource(g)) for g in sorted(groups)},
+            },
+        )

@@ -20,7 +20,7 @@ import msgpack
 
 from es_broker.log import records
 from es_broker.log.scan import prefixed
-from es_broker.projections.keys import U64
+from es_broker.projections.keys import I64, U64, queue_key
 from es_broker.timetravel.query import HistoryEntry, TimeTravel, _latest, _topics_for
 
 
@@ -34,6 +34,20 @@ class Sample:
     max_offset: int  # sum of the queues' max
     lag: int  # sum of the queues' lag (queues without an offset: none)
     queues: int  # queues that had an offset then
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLine:
+    """One queue's offset, max and lag at each sample moment (None: no offset then)."""
+
+    topic: str
+    queue_id: int
+    offsets: list[int | None]
+    max_offsets: list[int]
+    lags: list[int | None]
 
     def as_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__slots__}
@@ -66,6 +80,26 @@ def timeline(
     points: int,
 ) -> list[Sample]:
     """`points` samples from `since` to `until` (both included), each equal to `offsets_at` summed."""
+    return timeline_by_queue(
+        travel, txn, group, topic=topic, since=since, until=until, points=points
+    )[0]
+
+
+def timeline_by_queue(
+    travel: TimeTravel,
+    txn: lmdb.Transaction[bytes],
+    group: str,
+    *,
+    topic: str | None = None,
+    since: int,
+    until: int,
+    points: int,
+) -> tuple[list[Sample], list[QueueLine]]:
+    """The samples summed over queues, and each queue's own line, at the same `points` moments.
+
+    Each value is `offsets_at` of that queue at that moment: the cost is a few
+    seeks per queue and moment, whatever the number of changes in the window.
+    """
     points = max(points, 2)
     span = max(until - since, 0)
     moments = [since + span * i // (points - 1) for i in range(points)]
@@ -74,22 +108,46 @@ def timeline(
     top = [0] * points
     lag = [0] * points
     held = [0] * points
+    lines: list[QueueLine] = []
     cur = txn.cursor(db=travel.history_db)
+    qmax = txn.cursor(db=travel.index.qmax_db)
     for prefix, t, _g, q in travel._queue_prefixes(txn, group, topic):
+        offsets: list[int | None] = [None] * points
+        maxes = [0] * points
+        lags: list[int | None] = [None] * points
+        qprefix = queue_key(t, q)
+        last_change = last_max = -1
+        new = queue_max = 0
+        removed = False
         for i, position in enumerate(positions):
             found = _latest(cur, prefix, position)
-            if found is None or travel._removed(txn, found[0]):
+            if found is None:
                 continue
-            new = msgpack.unpackb(found[1])[2]
-            queue_max = travel.queue_max_at(txn, t, q, position)
+            change_seq = U64.unpack(found[0][-8:])[0]
+            if change_seq != last_change:  # the same change as the previous moment: no new reads
+                last_change = change_seq
+                removed = travel._removed(txn, found[0])
+                new = msgpack.unpackb(found[1])[2]
+            found_max = _latest(qmax, qprefix, position)
+            max_seq = U64.unpack(found_max[0][-8:])[0] if found_max else 0
+            if max_seq != last_max:
+                last_max = max_seq
+                queue_max = I64.unpack(found_max[1])[0] if found_max else 0
+            maxes[i] = queue_max
+            if removed:
+                continue
             held[i] += 1
             top[i] += queue_max
             if new >= 0:
+                offsets[i] = new
+                lags[i] = queue_max - new
                 offset[i] += new
                 lag[i] += queue_max - new
-    return [
+        lines.append(QueueLine(t, q, offsets, maxes, lags))
+    samples = [
         Sample(moments[i], positions[i], offset[i], top[i], lag[i], held[i]) for i in range(points)
     ]
+    return samples, lines
 
 
 def recent_changes(
