@@ -245,7 +245,9 @@ class EsRequestCode(IntEnum):
     OFFSET_HISTORY = 9204  # a group's newest offset changes and the records that explain them
     OFFSET_TIMELINE = 9205  # a group's offsets and lag sampled over a time window, and its events
     EXPLAIN_GROUP = 9206  # why a group started where it did (`es-broker explain`)
-    ACCOUNT_SCOPE = 9207  # the topics and groups the calling ACL account may see (a dashboard's filter)
+    ACCOUNT_SCOPE = (
+        9207  # the topics and groups the calling ACL account may see (a dashboard's filter)
+    )
     OPEN_TRANSACTIONS = 9230  # the open transactions (half messages) per producer group, as JSON
     # master/slave replication (es_broker/ha): a slave's fetch of records from seq N, long-polled on the
     # master's tail, which also acknowledges N - 1; and the merge of offsets a slave took alone (S-5)
