@@ -41,6 +41,7 @@ from es_broker.commands.slave_offsets import (
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import AppendContext, Record
+from es_broker.log.types import Cause
 from es_broker.projections.subscription_groups import default_group_config
 
 T = TypeVar("T")
@@ -163,7 +164,7 @@ class SlaveBroker(Broker):
         queue_id: int,
         offset: int,
         *,
-        cause: str = offsets.CAUSE_CLIENT_COMMIT,
+        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
         requester: str = "",
     ) -> int:
         """UPDATE_CONSUMER_OFFSET on a slave (B-30): into the journal; returns its journal position."""

@@ -51,8 +51,9 @@ import msgpack
 from es_broker.commands import names
 from es_broker.commands.errors import IllegalRequest
 from es_broker.commands.store import Store
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
 from es_broker.log.scan import prefixed
+from es_broker.log.types import MessagesDelivered, SlaveOffsetsMerged
 from es_broker.projections.keys import U64, offset_key
 
 if TYPE_CHECKING:
@@ -523,9 +524,7 @@ def merge_job(
         ts = store.clock.now_ms()
         for d in deliveries:  # in the slave's order; the master's time, the slave's in served_by
             ctx.append(
-                make(
-                    "messages_delivered",
-                    ts,
+                MessagesDelivered(
                     group=d.group,
                     topic=d.topic,
                     queue_id=d.queue_id,
@@ -539,7 +538,7 @@ def merge_job(
                         "ts": d.ts,
                         "local_seq": d.local_seq,
                     },
-                )
+                ).to_record(ts)
             )
         queues = []
         for (topic, group, qid), c in sorted(latest_per_queue(commits).items()):
@@ -553,9 +552,7 @@ def merge_job(
             new = c.offset if outcome == APPLIED else current
             queues.append((topic, group, qid, current, new, outcome, c.requester))
         seq = ctx.append(
-            make(
-                "slave_offsets_merged",
-                ts,
+            SlaveOffsetsMerged(
                 broker_id=broker_id,
                 slave_addr=slave_addr,
                 policy=policy,
@@ -564,8 +561,8 @@ def merge_job(
                 queues=[list(q) for q in queues],
                 deliveries=len(deliveries),
                 requester=requester,
-                **({"promotion": True} if promotion else {}),
-            )
+                **{"promotion": True} if promotion else {},
+            ).to_record(ts)
         )
         return MergeOutcome(seq, policy, tuple(queues), len(deliveries))
 

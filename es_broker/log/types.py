@@ -203,14 +203,11 @@ def _reorder(record: Record, orders: tuple[tuple[str, ...], ...]) -> Record:
     return record
 
 
-_record = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-
-
 # ---------------------------------------------------------------------- messages
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class MessagesStored(TypedRecord):
     """Messages placed at the commit-log end and in one consume queue (SEND_MESSAGE and all that stores)."""
 
@@ -229,7 +226,7 @@ class MessagesStored(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class MessagesDelivered(TypedRecord):
     TYPE = RecordType.MESSAGES_DELIVERED
     group: str
@@ -243,7 +240,7 @@ class MessagesDelivered(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class PullOffsetMoved(TypedRecord):
     TYPE = RecordType.PULL_OFFSET_MOVED
     group: str
@@ -258,7 +255,7 @@ class PullOffsetMoved(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class DeliveriesUnrecorded(TypedRecord):
     TYPE = RecordType.DELIVERIES_UNRECORDED
     group: str
@@ -273,11 +270,11 @@ class DeliveriesUnrecorded(TypedRecord):
     first_ts: int
     last_ts: int
     reason: str
-    disk_full_since: int
+    disk_full_since: int | None
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class CommitlogExpired(TypedRecord):
     TYPE = RecordType.COMMITLOG_EXPIRED
     reason: str
@@ -292,7 +289,7 @@ class CommitlogExpired(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetCommitted(TypedRecord):
     TYPE = RecordType.OFFSET_COMMITTED
     group: str
@@ -305,7 +302,7 @@ class OffsetCommitted(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetCommitIgnored(TypedRecord):
     TYPE = RecordType.OFFSET_COMMIT_IGNORED
     group: str
@@ -320,7 +317,7 @@ class OffsetCommitIgnored(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetQueried(TypedRecord):
     TYPE = RecordType.OFFSET_QUERIED
     group: str
@@ -330,13 +327,13 @@ class OffsetQueried(TypedRecord):
     offset: int
     code: int
     min_offset: int
-    head_in_memory: bool
+    head_in_memory: bool | None
     phy_max: int
     requester: str
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetsRemoved(TypedRecord):
     TYPE = RecordType.OFFSETS_REMOVED
     group: str
@@ -346,7 +343,7 @@ class OffsetsRemoved(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ResetRequested(TypedRecord):
     TYPE = RecordType.RESET_REQUESTED
     group: str
@@ -364,7 +361,7 @@ class ResetRequested(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SlaveOffsetsMerged(TypedRecord):
     TYPE = RecordType.SLAVE_OFFSETS_MERGED
     broker_id: int
@@ -379,7 +376,7 @@ class SlaveOffsetsMerged(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SlaveCaughtUp(TypedRecord):
     TYPE = RecordType.SLAVE_CAUGHT_UP
     broker_id: int
@@ -390,7 +387,7 @@ class SlaveCaughtUp(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupChanged(TypedRecord):
     TYPE = RecordType.CONSUMER_GROUP_CHANGED
     group: str
@@ -401,7 +398,7 @@ class ConsumerGroupChanged(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class QueueLocksChanged(TypedRecord):
     TYPE = RecordType.QUEUE_LOCKS_CHANGED
     group: str
@@ -427,7 +424,7 @@ _SENT_BACK_DROPPED = (
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class MessageSentBack(TypedRecord):
     """CONSUMER_SEND_MSG_BACK; a dropped send-back (retryQueueNums 0) holds only the request's fields."""
 
@@ -460,7 +457,7 @@ class MessageSentBack(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class DelayedMessageSkipped(TypedRecord):
     TYPE = RecordType.DELAYED_MESSAGE_SKIPPED
     level: int
@@ -471,7 +468,7 @@ class DelayedMessageSkipped(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class DeadLetterRedriven(TypedRecord):
     TYPE = RecordType.DEAD_LETTER_REDRIVEN
     group: str
@@ -479,7 +476,7 @@ class DeadLetterRedriven(TypedRecord):
     msg_id: str
     dlq_queue_offset: int
     reconsume_times: int
-    original_topic: str
+    original_topic: str | None
     target: str
     target_topic: str
     target_queue_id: int
@@ -508,7 +505,7 @@ _ENDED_DISCARDED = (
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TransactionEnded(TypedRecord):
     """A rollback, or a discard whose half message was already removed (with its `reason`)."""
 
@@ -528,7 +525,7 @@ class TransactionEnded(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TransactionChecked(TypedRecord):
     TYPE = RecordType.TRANSACTION_CHECKED
     prepared_phy: int
@@ -544,7 +541,7 @@ class TransactionChecked(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TopicUpdated(TypedRecord):
     TYPE = RecordType.TOPIC_UPDATED
     topic: str
@@ -554,7 +551,7 @@ class TopicUpdated(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TopicPermChanged(TypedRecord):
     TYPE = RecordType.TOPIC_PERM_CHANGED
     topic: str
@@ -564,7 +561,7 @@ class TopicPermChanged(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TopicDeleted(TypedRecord):
     TYPE = RecordType.TOPIC_DELETED
     topic: str
@@ -572,7 +569,7 @@ class TopicDeleted(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SubgroupUpdated(TypedRecord):
     TYPE = RecordType.SUBGROUP_UPDATED
     group: str
@@ -582,7 +579,7 @@ class SubgroupUpdated(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SubgroupDeleted(TypedRecord):
     TYPE = RecordType.SUBGROUP_DELETED
     group: str
@@ -590,7 +587,7 @@ class SubgroupDeleted(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerConfigUpdated(TypedRecord):
     TYPE = RecordType.BROKER_CONFIG_UPDATED
     broker_name: str
@@ -603,7 +600,7 @@ class BrokerConfigUpdated(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class AclLoaded(TypedRecord):
     """The ACL rules in force after a load (no secret among them)."""
 
@@ -621,7 +618,7 @@ class AclLoaded(TypedRecord):
 
 
 @typed
-@_record
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class AccessDenied(TypedRecord):
     TYPE = RecordType.ACCESS_DENIED
     listener: str
