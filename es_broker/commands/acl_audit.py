@@ -48,12 +48,12 @@ from es_broker.clock import Clock
 from es_broker.commands.errors import BrokerError
 from es_broker.log import AppendContext, RecordLog, StoreFullError, WriterClosed
 from es_broker.log.records import Record, RecordOutOfRange
-from es_broker.log.types import AccessDenied, AclLoaded
+from es_broker.log.types import AccessDenied, AclLoaded, RecordType
 
 log = logging.getLogger(__name__)
 
-LOADED = "acl_loaded"
-DENIED = "access_denied"
+LOADED = RecordType.ACL_LOADED
+DENIED = RecordType.ACCESS_DENIED
 SALT_FILE = "acl_audit.salt"
 FINGERPRINT = "hmac-sha256/16"  # how `secret_fp` is computed (module docstring)
 ROWS_MAX = 4096  # distinct (who, host, code) in one summary: AccessControl's DENIAL_KEYS_MAX

@@ -27,7 +27,7 @@ from es_broker.commands.store import Store
 from es_broker.commands.topics import find_or_create_group
 from es_broker.commands.trace import record_at
 from es_broker.log import AppendContext
-from es_broker.log.types import Cause, DeadLetterRedriven
+from es_broker.log.types import Cause, DeadLetterRedriven, RecordType
 from es_broker.projections.message_trace import FROM
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import message as wire
@@ -78,7 +78,7 @@ def check_args(group: str, target: str, max_count: int | None) -> None:
 
 def already_redriven(store: Store, txn: lmdb.Transaction[bytes], phy: int) -> bool:
     return any(
-        role == FROM and record_at(store, txn, seq)["type"] == "dead_letter_redriven"
+        role == FROM and record_at(store, txn, seq)["type"] == RecordType.DEAD_LETTER_REDRIVEN
         for seq, role in store.trace.links_of(txn, phy)
     )
 

@@ -41,7 +41,7 @@ from es_broker.commands.slave_offsets import (
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import AppendContext, Record
-from es_broker.log.types import Cause
+from es_broker.log.types import Cause, RecordType
 from es_broker.projections.subscription_groups import default_group_config
 
 T = TypeVar("T")
@@ -142,7 +142,7 @@ class SlaveBroker(Broker):
         merged = []
         for seq, record in applied:
             if (
-                record["type"] == "slave_offsets_merged"
+                record["type"] == RecordType.SLAVE_OFFSETS_MERGED
                 and record["broker_id"] == self.config.brokerId
             ):
                 self.journal.forget_through(record["journal_upto"])
