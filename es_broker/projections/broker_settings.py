@@ -19,7 +19,6 @@ from es_broker.log import Record
 from es_broker.log.scan import prefixed
 from es_broker.log.types import RecordType
 
-
 UPDATED = RecordType.BROKER_CONFIG_UPDATED
 
 
