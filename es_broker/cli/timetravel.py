@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from es_broker.cli.cluster import add_cluster_options, ask
 from es_broker.cli.datadir import add_data_dir, open_log_readonly, open_store, source
+from es_broker.log.types import RecordType
 from es_broker.timetravel.timeparse import format_time, parse_time
 
 T = TypeVar("T")
@@ -157,7 +158,7 @@ def describe(entry) -> str:
             f"{entry.topic} q{entry.queue_id}  {entry.old} -> {entry.new}  ({entry.cause}) "
             f"by {entry.requester or '(unknown)'}"
         )
-    if entry.kind == "reset_requested":
+    if entry.kind == RecordType.RESET_REQUESTED:
         kind, value = d.get("kind", "time"), d.get("value", d.get("timestamp"))
         to = (
             f"time {format_time(value)}"
@@ -173,18 +174,18 @@ def describe(entry) -> str:
             f"{'force' if d.get('force') else 'no force'}, mode {d.get('mode', 'compat')}; {queues}; "
             + (f"notified {', '.join(map(str, notified))}" if notified else "no consumer online")
         )
-    if entry.kind == "pull_offset_moved":
+    if entry.kind == RecordType.PULL_OFFSET_MOVED:
         return (
             f"{entry.topic} q{entry.queue_id}  pull at {d.get('offset')} answered {d.get('status')}: "
             f"moved to {d.get('next_offset')} (min {d.get('min_offset')}, max {d.get('max_offset')}) "
             f"for {entry.requester or '(unknown)'}"
         )
-    if entry.kind == "offset_commit_ignored":
+    if entry.kind == RecordType.OFFSET_COMMIT_IGNORED:
         return (
             f"{entry.topic} q{entry.queue_id}  commit of {d.get('offset')} by {entry.requester} ignored "
             f"({d.get('reason')}): it would undo the reset to {d.get('target')}"
         )
-    if entry.kind == "commitlog_expired":
+    if entry.kind == RecordType.COMMITLOG_EXPIRED:
         lost = [x for x in d.get("lost") or () if x[0] == entry.group]
         what = "; ".join(f"{t} q{q}: {n} messages from offset {o}" for _, t, q, o, n in lost)
         return f"retention ({d.get('reason')}) removed messages never consumed: {what or 'none'}"

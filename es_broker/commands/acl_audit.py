@@ -46,13 +46,14 @@ from es_broker.acl.addresses import parse_pattern
 from es_broker.acl.plain import Account, Perm, PlainAcl, group_resource
 from es_broker.clock import Clock
 from es_broker.commands.errors import BrokerError
-from es_broker.log import AppendContext, RecordLog, StoreFullError, WriterClosed, make
+from es_broker.log import AppendContext, RecordLog, StoreFullError, WriterClosed
 from es_broker.log.records import Record, RecordOutOfRange
+from es_broker.log.types import AccessDenied, AclLoaded, RecordType
 
 log = logging.getLogger(__name__)
 
-LOADED = "acl_loaded"
-DENIED = "access_denied"
+LOADED = RecordType.ACL_LOADED
+DENIED = RecordType.ACCESS_DENIED
 SALT_FILE = "acl_audit.salt"
 FINGERPRINT = "hmac-sha256/16"  # how `secret_fp` is computed (module docstring)
 ROWS_MAX = 4096  # distinct (who, host, code) in one summary: AccessControl's DENIAL_KEYS_MAX
@@ -149,17 +150,15 @@ def denial_record(
     listener: str = "broker",
 ) -> Record:
     rows = [[who, host, int(code), int(n)] for (who, host, code), n in sorted(counts.items())]
-    return make(
-        DENIED,
-        now,
+    return AccessDenied(
         listener=listener,
         window_from=window_from,
         window_to=now,
         interval_s=interval_s,
         acl_version=acl_version,
-        requests=sum(r[3] for r in rows),
+        requests=sum(int(n) for n in counts.values()),
         rows=rows,
-    )
+    ).to_record(now)
 
 
 class AclAudit:
@@ -245,7 +244,7 @@ class AclAudit:
             return item
         ts, fields = item
         assert self._clock is not None
-        return make(LOADED, ts if ts is not None else self._clock.now_ms(), **fields)
+        return AclLoaded(**fields).to_record(ts if ts is not None else self._clock.now_ms())
 
     async def _append_load(self, item: Record | tuple[int | None, dict[str, Any]]) -> bool:
         assert self._submit is not None

@@ -49,12 +49,18 @@ from es_broker.log import (
     Queued,
     Record,
     StoreFullError,
-    make,
 )
 from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
 from es_broker.log.arrival import ArrivalOrder as ArrivalOrder  # re-exported for the server
 from es_broker.log.arrival import Ticket as Ticket
 from es_broker.log.records import RecordOutOfRange
+from es_broker.log.types import (
+    Cause,
+    ConsumerGroupChanged,
+    MessagesDelivered,
+    PullOffsetMoved,
+    TopicUpdated,
+)
 from es_broker.projections.subscription_groups import default_group_config
 
 T = TypeVar("T")
@@ -345,9 +351,7 @@ class Broker:
                 ts = store.clock.now_ms()
                 if result.status == GetStatus.FOUND:
                     ctx.append(
-                        make(
-                            "messages_delivered",
-                            ts,
+                        MessagesDelivered(
                             group=group,
                             topic=topic,
                             queue_id=queue_id,
@@ -355,13 +359,11 @@ class Broker:
                             offsets=list(result.offsets),
                             next_offset=result.next_begin_offset,
                             client=client,
-                        )
+                        ).to_record(ts)
                     )
                 elif record_moved:
                     ctx.append(
-                        make(
-                            "pull_offset_moved",
-                            ts,
+                        PullOffsetMoved(
                             group=group,
                             topic=topic,
                             queue_id=queue_id,
@@ -371,7 +373,7 @@ class Broker:
                             min_offset=result.min_offset,
                             max_offset=result.max_offset,
                             client=client,
-                        )
+                        ).to_record(ts)
                     )
                 if commit and commit_offset is not None:
                     offsets.commit_job(
@@ -428,7 +430,7 @@ class Broker:
         queue_id: int,
         offset: int,
         *,
-        cause: str = offsets.CAUSE_CLIENT_COMMIT,
+        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
         requester: str = "",
     ) -> int:
         """UPDATE_CONSUMER_OFFSET: record the commit; returns its sequence number."""
@@ -567,14 +569,9 @@ class Broker:
             if self.store.topics.get(ctx.txn, topic) is not None:
                 return False
             ctx.append(
-                make(
-                    "topic_updated",
-                    self.store.clock.now_ms(),
-                    topic=topic,
-                    config=config,
-                    requester=requester,
-                    cause="auto_create",
-                )
+                TopicUpdated(
+                    topic=topic, config=config, requester=requester, cause=Cause.AUTO_CREATE
+                ).to_record(self.store.clock.now_ms())
             )
             return True
 
@@ -625,15 +622,13 @@ class Broker:
 
         def job(ctx: AppendContext) -> int:
             return ctx.append(
-                make(
-                    "consumer_group_changed",
-                    self.store.clock.now_ms(),
+                ConsumerGroupChanged(
                     group=group,
                     clients=sorted(clients),
                     consume_from_where=consume_from_where,
                     message_model=message_model,
                     subscriptions=subscriptions,
-                )
+                ).to_record(self.store.clock.now_ms())
             )
 
         # a heartbeat is never refused for a full disk (B-153)

@@ -20,8 +20,8 @@ from typing import Any
 from es_broker.commands.errors import IllegalRequest
 from es_broker.commands.store import Store
 from es_broker.config import RUNTIME_KEYS, BrokerConfig, ConfigOwner, coerce
-from es_broker.log import AppendContext, make
-from es_broker.projections.broker_settings import UPDATED
+from es_broker.log import AppendContext
+from es_broker.log.types import BrokerConfigUpdated
 
 
 def as_text(value: object) -> str:
@@ -45,9 +45,7 @@ def update_job(
     def job(ctx: AppendContext) -> int:
         now = store.config
         return ctx.append(
-            make(
-                UPDATED,
-                store.clock.now_ms(),
+            BrokerConfigUpdated(
                 broker_name=now.brokerName,
                 broker_id=now.brokerId,
                 changes=[
@@ -55,7 +53,7 @@ def update_job(
                     for key, value in sorted(values.items())
                 ],
                 requester=requester,
-            )
+            ).to_record(store.clock.now_ms())
         )
 
     return job

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from es_broker.commands.errors import ServiceNotAvailable
-from es_broker.log import AppendContext, StoreFullError, make
+from es_broker.log import AppendContext, StoreFullError
+from es_broker.log.types import DeliveriesUnrecorded
 
 REASON = "disk_full"
 
@@ -131,9 +132,7 @@ class UnrecordedDeliveries:
             ts = now_ms()
             for (group, topic, queue_id), s in sorted(taken.items()):
                 ctx.append(
-                    make(
-                        "deliveries_unrecorded",
-                        ts,
+                    DeliveriesUnrecorded(
                         group=group,
                         topic=topic,
                         queue_id=queue_id,
@@ -147,7 +146,7 @@ class UnrecordedDeliveries:
                         last_ts=s.last_ts,
                         reason=REASON,
                         disk_full_since=since,
-                    )
+                    ).to_record(ts)
                 )
             return len(taken)
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from es_broker.commands.store import Store
+from es_broker.log.types import RecordType
 
 START_RULES = {
     # (B-37 row, consumeFromWhere family) -> what the client does next (B-45)
@@ -73,9 +74,9 @@ def explain(store: Store, group: str, topic: str) -> dict[str, Any]:
 
     for seq, r in store.log.read():
         kind = r["type"]
-        if kind == "consumer_group_changed" and r["group"] == group:
+        if kind == RecordType.CONSUMER_GROUP_CHANGED and r["group"] == group:
             consume_from_where, members = r["consume_from_where"], r["clients"]
-        elif kind == "offset_queried" and r["group"] == group and r["topic"] == topic:
+        elif kind == RecordType.OFFSET_QUERIED and r["group"] == group and r["topic"] == topic:
             q = queue(r["queue_id"])
             if q.start is None:
                 family = _family(consume_from_where)
@@ -91,7 +92,7 @@ def explain(store: Store, group: str, topic: str) -> dict[str, Any]:
                     "consume_from_where": consume_from_where,
                     "why": START_RULES[(r["row"], family)],
                 }
-        elif kind == "offset_committed" and r["group"] == group and r["topic"] == topic:
+        elif kind == RecordType.OFFSET_COMMITTED and r["group"] == group and r["topic"] == topic:
             q = queue(r["queue_id"])
             change = {
                 "seq": seq,

@@ -26,7 +26,8 @@ from es_broker.commands.errors import (
 )
 from es_broker.commands.store import Store
 from es_broker.commands.topics import find_or_create_group, topic_config_record
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
+from es_broker.log.types import Cause, MessagesStored, TopicUpdated
 from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.projections.topics import PERM_INHERIT, PERM_READ, PERM_WRITE
 from es_broker.remoting import message as wire
@@ -304,7 +305,7 @@ def park(
     host: tuple[str, int],
     producer_group: str = "",
     requester: str = "",
-    **fields: object,
+    cause: Cause | None = None,
 ) -> PutResult:
     """Store a delayed message in SCHEDULE_TOPIC_XXXX queue L-1, due at store time + delay(L) (B-96)."""
     levels = store.config.delay_levels_ms()
@@ -324,7 +325,7 @@ def park(
         producer_group=producer_group,
         requester=requester,
         delay={"level": level, "deliver_at": due, "real_topic": topic, "real_queue_id": queue_id},
-        **fields,
+        cause=cause,
     )
     return dataclasses.replace(
         result, real_topic=topic, real_queue_id=queue_id, delay_level=level, deliver_at=due
@@ -343,12 +344,16 @@ def place(
     host: tuple[str, int],
     producer_group: str = "",
     requester: str = "",
-    **fields: Any,
+    diverted_from: str | None = None,
+    delay: dict[str, Any] | None = None,
+    cause: Cause | None = None,
+    delivery: dict[str, Any] | None = None,
+    transaction: dict[str, Any] | None = None,
 ) -> PutResult:
     """Append encoded messages to (topic, queue) at the commit-log end and record them: `messages_stored`.
 
     Decides the physical and queue offsets and writes them, with the store
-    time, into the bytes and the record; extra fields go into the record.
+    time, into the bytes and the record; the optional fields go into the record when given.
     """
     txn = ctx.txn
     phy = store.commitlog.phy_max(txn)
@@ -367,19 +372,20 @@ def place(
     )
     ctx.put_payloads(payloads)
     seq = ctx.append(
-        make(
-            "messages_stored",
-            ts,
+        MessagesStored(
             topic=topic,
             queue_id=queue_id,
             queue_offset=queue_offset,
             units=units,
             producer_group=producer_group,
             requester=requester,
-            **fields,
-        )
+            diverted_from=diverted_from,
+            delay=delay,
+            cause=cause,
+            delivery=delivery,
+            transaction=transaction,
+        ).to_record(ts)
     )
-    diverted = fields.get("diverted_from")
     return PutResult(
         topic,
         queue_id,
@@ -388,7 +394,7 @@ def place(
         tuple(ids),
         ts,
         seq,
-        diverted_from=diverted if isinstance(diverted, str) else None,
+        diverted_from=diverted_from,
     )
 
 
@@ -408,14 +414,9 @@ def _auto_create(
         nums = max(1, min(prepared.default_topic_queue_nums, template["writeQueueNums"]))
         config = topic_config_record(topic, nums, nums, template["perm"] & ~PERM_INHERIT)
     ctx.append(
-        make(
-            "topic_updated",
-            store.clock.now_ms(),
-            topic=topic,
-            config=config,
-            requester=requester,
-            cause="auto_create",
-        )
+        TopicUpdated(
+            topic=topic, config=config, requester=requester, cause=Cause.AUTO_CREATE
+        ).to_record(store.clock.now_ms())
     )
     return config
 

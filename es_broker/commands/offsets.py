@@ -10,16 +10,23 @@ import lmdb
 from es_broker.commands import names
 from es_broker.commands.errors import Code, IllegalRequest
 from es_broker.commands.store import Store
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
+from es_broker.log.types import (
+    Cause,
+    OffsetCommitIgnored,
+    OffsetCommitted,
+    OffsetQueried,
+    OffsetsRemoved,
+)
 from es_broker.projections.consume_queue import UNITS_PER_FILE
 
 QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
 # causes of offset changes (B-131)
-CAUSE_CLIENT_COMMIT = "client_commit"
-CAUSE_PULL_COMMIT = "pull_commit"
-CAUSE_ADMIN = "admin"
-CAUSE_RESET = "reset"
+CAUSE_CLIENT_COMMIT = Cause.CLIENT_COMMIT
+CAUSE_PULL_COMMIT = Cause.PULL_COMMIT
+CAUSE_ADMIN = Cause.ADMIN
+CAUSE_RESET = Cause.RESET
 FENCE_MS = 60_000  # a reset fence holds at most this long (S-3)
 
 
@@ -30,7 +37,14 @@ def _check_queue_id(queue_id: object) -> int:
 
 
 def commit_job(
-    store: Store, group: str, topic: str, queue_id: int, offset: int, *, cause: str, requester: str
+    store: Store,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    cause: Cause,
+    requester: str,
 ) -> Callable[[AppendContext], int]:
     """Store an offset: an overwrite, lower values included (B-28)."""
     names.check_group_name(group)
@@ -51,9 +65,7 @@ def commit_job(
             elif store.config.reset_fence and now - reset_ts < FENCE_MS:
                 # a late commit would undo the reset (S-3): recorded, not applied
                 return ctx.append(
-                    make(
-                        "offset_commit_ignored",
-                        now,
+                    OffsetCommitIgnored(
                         group=group,
                         topic=topic,
                         queue_id=queue_id,
@@ -63,12 +75,10 @@ def commit_job(
                         reset_seq=reset_seq,
                         target=target,
                         requester=requester,
-                    )
+                    ).to_record(now)
                 )
         return ctx.append(
-            make(
-                "offset_committed",
-                now,
+            OffsetCommitted(
                 group=group,
                 topic=topic,
                 queue_id=queue_id,
@@ -76,7 +86,7 @@ def commit_job(
                 old=old,
                 cause=why,
                 requester=requester,
-            )
+            ).to_record(now)
         )
 
     return job
@@ -127,9 +137,7 @@ def query_job(
         answer = decide_query(store, ctx.txn, group, topic, queue_id)
         if answer.row != 1:
             ctx.append(
-                make(
-                    "offset_queried",
-                    store.clock.now_ms(),
+                OffsetQueried(
                     group=group,
                     topic=topic,
                     queue_id=queue_id,
@@ -140,7 +148,7 @@ def query_job(
                     head_in_memory=answer.head_in_memory,
                     phy_max=answer.phy_max,
                     requester=requester,
-                )
+                ).to_record(store.clock.now_ms())
             )
         return answer
 
@@ -241,7 +249,7 @@ def _bound(
 
 
 def remove_group_offsets_job(
-    store: Store, group: str, *, requester: str, cause: str = "group_deleted"
+    store: Store, group: str, *, requester: str, cause: Cause = Cause.GROUP_DELETED
 ) -> Callable[[AppendContext], int | None]:
     """Remove every `*@group` entry (DELETE_SUBSCRIPTIONGROUP with removeOffset, B-34)."""
     names.check_group_name(group)
@@ -251,14 +259,9 @@ def remove_group_offsets_job(
         if not entries:
             return None
         return ctx.append(
-            make(
-                "offsets_removed",
-                store.clock.now_ms(),
-                group=group,
-                entries=entries,
-                cause=cause,
-                requester=requester,
-            )
+            OffsetsRemoved(
+                group=group, entries=entries, cause=cause, requester=requester
+            ).to_record(store.clock.now_ms())
         )
 
     return job
@@ -293,28 +296,21 @@ def clone_job(
             gone = [[t, q, o] for q, o in dest_map.items() if q not in src_map]
             if gone:  # the whole map is replaced: queues src has no offset for disappear
                 ctx.append(
-                    make(
-                        "offsets_removed",
-                        now,
-                        group=dest,
-                        entries=gone,
-                        cause="clone",
-                        requester=requester,
-                    )
+                    OffsetsRemoved(
+                        group=dest, entries=gone, cause=Cause.CLONE, requester=requester
+                    ).to_record(now)
                 )
             for q, o in sorted(src_map.items()):
                 ctx.append(
-                    make(
-                        "offset_committed",
-                        now,
+                    OffsetCommitted(
                         group=dest,
                         topic=t,
                         queue_id=q,
                         offset=o,
                         old=dest_map.get(q, -1),
-                        cause="clone",
+                        cause=Cause.CLONE,
                         requester=requester,
-                    )
+                    ).to_record(now)
                 )
             cloned.append(t)
         return cloned

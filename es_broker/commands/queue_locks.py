@@ -27,17 +27,20 @@ import trio
 
 from es_broker.clock import Clock
 from es_broker.commands.errors import BrokerError
-from es_broker.log import AppendContext, WriterClosed, make
+from es_broker.log import AppendContext, WriterClosed
 from es_broker.log.records import RecordOutOfRange
+from es_broker.log.types import Cause, QueueLocksChanged, RecordType
 
 log = logging.getLogger(__name__)
 
-RECORD = "queue_locks_changed"
-CAUSE_LOCK = "lock"  # taken by LOCK_BATCH_MQ: the queue was free, or its lock had expired
-CAUSE_UNLOCK = "unlock"  # UNLOCK_BATCH_MQ
-CAUSE_CHANNEL_CLOSED = "channel_closed"
-CAUSE_UNREGISTERED = "unregistered"  # UNREGISTER_CLIENT of the group
-CAUSE_EXPIRED = "expired"  # not renewed for more than lockMaxLiveTime; released by the expiry pass
+RECORD = RecordType.QUEUE_LOCKS_CHANGED
+CAUSE_LOCK = Cause.LOCK  # taken by LOCK_BATCH_MQ: the queue was free, or its lock had expired
+CAUSE_UNLOCK = Cause.UNLOCK  # UNLOCK_BATCH_MQ
+CAUSE_CHANNEL_CLOSED = Cause.CHANNEL_CLOSED
+CAUSE_UNREGISTERED = Cause.UNREGISTERED  # UNREGISTER_CLIENT of the group
+CAUSE_EXPIRED = (
+    Cause.EXPIRED
+)  # not renewed for more than lockMaxLiveTime; released by the expiry pass
 
 Queue = tuple[str, str, int]  # topic, broker name, queue id (RocketMQ's MessageQueue)
 
@@ -160,7 +163,7 @@ class QueueLocks:
         return released
 
     async def _release(
-        self, group: str, client_id: str, cause: str, queues: list[Queue], now: int | None = None
+        self, group: str, client_id: str, cause: Cause, queues: list[Queue], now: int | None = None
     ) -> bool:
         if not queues:
             return True
@@ -178,18 +181,16 @@ class QueueLocks:
         return True
 
     async def _record(
-        self, group: str, client_id: str, cause: str, changes: list[list[Any]], now: int
+        self, group: str, client_id: str, cause: Cause, changes: list[list[Any]], now: int
     ) -> bool:
         try:
-            record = make(
-                RECORD,
-                now,
+            record = QueueLocksChanged(
                 group=group,
                 client=client_id,
                 cause=cause,
                 max_live_ms=self.max_live_ms,
                 changes=changes,
-            )
+            ).to_record(now)
             await self.submit(lambda ctx: ctx.append(record))
         except (
             BrokerError,

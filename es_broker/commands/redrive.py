@@ -26,7 +26,8 @@ from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable, Topic
 from es_broker.commands.store import Store
 from es_broker.commands.topics import find_or_create_group
 from es_broker.commands.trace import record_at
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
+from es_broker.log.types import Cause, DeadLetterRedriven, RecordType
 from es_broker.projections.message_trace import FROM
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import message as wire
@@ -77,7 +78,7 @@ def check_args(group: str, target: str, max_count: int | None) -> None:
 
 def already_redriven(store: Store, txn: lmdb.Transaction[bytes], phy: int) -> bool:
     return any(
-        role == FROM and record_at(store, txn, seq)["type"] == "dead_letter_redriven"
+        role == FROM and record_at(store, txn, seq)["type"] == RecordType.DEAD_LETTER_REDRIVEN
         for seq, role in store.trace.links_of(txn, phy)
     )
 
@@ -184,12 +185,10 @@ def redrive_job(
                 ts=ts,
                 host=host,
                 requester=requester,
-                cause="redrive",
+                cause=Cause.REDRIVE,
             )
             ctx.append(
-                make(
-                    "dead_letter_redriven",
-                    ts,
+                DeadLetterRedriven(
                     group=group,
                     offset=item.physical_offset,
                     msg_id=item.dlq_msg_id,
@@ -203,7 +202,7 @@ def redrive_job(
                     stored_msg_id=stored.msg_ids[0],
                     stored_seq=stored.seq,
                     requester=requester,
-                )
+                ).to_record(ts)
             )
             done.append(
                 Redrive(

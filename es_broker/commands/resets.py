@@ -20,8 +20,9 @@ import lmdb
 from es_broker.commands import names, offsets
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
 from es_broker.commands.store import Store
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
 from es_broker.log.records import INT64_MAX
+from es_broker.log.types import ResetRequested
 
 MOVED = "moved"
 UNCHANGED_NOT_FORCE = "unchanged_not_force"  # a forward target without force (B-75)
@@ -148,9 +149,7 @@ def reset_job(
             return ResetPlan(group, topic, kind, value, force, mode, tuple(plan), None)
         outcome = "notified" if notified else "consumer_not_online"
         seq = ctx.append(
-            make(
-                "reset_requested",
-                store.clock.now_ms(),
+            ResetRequested(
                 group=group,
                 topic=topic,
                 kind=kind,
@@ -163,7 +162,7 @@ def reset_job(
                 notified=list(notified),
                 outcome=outcome,
                 queues=[[q.queue_id, q.current, q.target, q.final, q.outcome] for q in plan],
-            )
+            ).to_record(store.clock.now_ms())
         )
         return ResetPlan(group, topic, kind, value, force, mode, tuple(plan), seq)
 

@@ -20,8 +20,9 @@ from typing import Any
 import lmdb
 
 from es_broker.commands.store import Store
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
 from es_broker.log.records import seq_key
+from es_broker.log.types import CommitlogExpired
 from es_broker.projections.consume_queue import UNITS_PER_FILE
 
 FILES_PER_PASS = 10  # MappedFileQueue.DELETE_FILES_BATCH_MAX
@@ -145,16 +146,14 @@ def retention_job(
                     ]
                 )
         seq = ctx.append(
-            make(
-                "commitlog_expired",
-                now,
+            CommitlogExpired(
                 reason=reason,
                 files=deleted,
                 phy_min=new_phy_min,
                 file_reserved_hours=config.fileReservedTime,
                 queues=queues,
                 lost=lost,
-            )
+            ).to_record(now)
         )
         return RetentionPass(reason, tuple(deleted), new_phy_min, seq)
 

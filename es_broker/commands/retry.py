@@ -11,7 +11,8 @@ from typing import Any
 
 from es_broker.commands import names, topics
 from es_broker.commands.store import Store
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
+from es_broker.log.types import Cause, TopicUpdated
 from es_broker.projections.topics import PERM_READ, PERM_WRITE
 
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
@@ -36,14 +37,9 @@ def ensure_topic(
         return config, False
     config = topics.topic_config_record(topic, queue_nums, queue_nums, perm)
     ctx.append(
-        make(
-            "topic_updated",
-            store.clock.now_ms(),
-            topic=topic,
-            config=config,
-            requester=requester,
-            cause="auto_create",
-        )
+        TopicUpdated(
+            topic=topic, config=config, requester=requester, cause=Cause.AUTO_CREATE
+        ).to_record(store.clock.now_ms())
     )
     return config, True
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from es_broker.commands import delay, messages
 from es_broker.commands.names import SCHEDULE_TOPIC
 from es_broker.commands.store import Store
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
+from es_broker.log.types import DelayedMessageSkipped
 from es_broker.remoting import message as wire
 
 MAX_PER_PASS = 64  # deliveries per write transaction, so one pass never holds the writer long
@@ -82,15 +83,13 @@ def deliver_due_job(
                 real = _real_destination(parked) if parked is not None else None
                 if parked is None or real is None:
                     ctx.append(
-                        make(
-                            "delayed_message_skipped",
-                            now,
+                        DelayedMessageSkipped(
                             level=level,
                             schedule_offset=cursor,
                             schedule_phy=unit.physical_offset,
                             next_cursor=cursor + 1,
                             reason="message_removed" if parked is None else "no_real_topic",
-                        )
+                        ).to_record(now)
                     )
                     skipped += 1
                 else:

@@ -24,7 +24,8 @@ from es_broker.commands.errors import BrokerError, IllegalRequest, NoPermission,
 from es_broker.commands.messages import PutResult
 from es_broker.commands.store import Store
 from es_broker.commands.topics import find_or_create_group
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
+from es_broker.log.types import Cause, MessageSentBack
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import message as wire
 
@@ -95,9 +96,7 @@ def send_back_job(
         # 3. no retry queues: the failed message is dropped (B-94), or dead-lettered (S-10)
         if retry_queues <= 0 and not strict:
             seq = ctx.append(
-                make(
-                    "message_sent_back",
-                    store.clock.now_ms(),
+                MessageSentBack(
                     group=group,
                     offset=offset,
                     decision=DROPPED,
@@ -106,7 +105,7 @@ def send_back_job(
                     client_origin_msg_id=origin_msg_id,
                     client_origin_topic=origin_topic,
                     requester=requester,
-                )
+                ).to_record(store.clock.now_ms())
             )
             return SendBackResult(DROPPED, "retry_queue_nums_0", None, None, 0, 0, None, (), seq)
         # 4. %RETRY%G with the group's queue count and perm 6 (B-25)
@@ -169,7 +168,7 @@ def send_back_job(
                 ts=ts,
                 host=host,
                 requester=requester,
-                cause="send_back",
+                cause=Cause.SEND_BACK,
             )
             level = stored.delay_level  # clamped to the highest level (B-06)
         else:
@@ -194,13 +193,11 @@ def send_back_job(
                 ts=ts,
                 host=host,
                 requester=requester,
-                cause="send_back",
+                cause=Cause.SEND_BACK,
             )
         levels = config.delay_levels_ms()
         seq = ctx.append(
-            make(
-                "message_sent_back",
-                ts,
+            MessageSentBack(
                 group=group,
                 offset=offset,
                 msg_id=original.msg_id,
@@ -225,7 +222,7 @@ def send_back_job(
                 client_origin_msg_id=origin_msg_id,
                 client_origin_topic=origin_topic,
                 requester=requester,
-            )
+            ).to_record(ts)
         )
         return SendBackResult(
             decision,

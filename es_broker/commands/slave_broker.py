@@ -37,6 +37,7 @@ from es_broker.commands.slave_offsets import effective_offset
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import AppendContext, Record
+from es_broker.log.types import Cause, RecordType
 from es_broker.projections.subscription_groups import default_group_config
 
 T = TypeVar("T")
@@ -137,7 +138,7 @@ class SlaveBroker(Broker):
         merged = []
         for seq, record in applied:
             if (
-                record["type"] == "slave_offsets_merged"
+                record["type"] == RecordType.SLAVE_OFFSETS_MERGED
                 and record["broker_id"] == self.config.brokerId
             ):
                 self.journal.forget_through(record["journal_upto"])
@@ -159,7 +160,7 @@ class SlaveBroker(Broker):
         queue_id: int,
         offset: int,
         *,
-        cause: str = offsets.CAUSE_CLIENT_COMMIT,
+        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
         requester: str = "",
     ) -> int:
         """UPDATE_CONSUMER_OFFSET on a slave (B-30): into the journal; returns its journal position."""

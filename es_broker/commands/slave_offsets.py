@@ -59,8 +59,9 @@ from es_broker.commands.slave_journal import (
     latest_per_queue,
 )
 from es_broker.commands.store import Store
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
 from es_broker.log.scan import prefixed
+from es_broker.log.types import MessagesDelivered, SlaveOffsetsMerged
 from es_broker.projections.keys import U64, offset_key
 
 if TYPE_CHECKING:
@@ -188,9 +189,7 @@ def merge_job(
         ts = store.clock.now_ms()
         for d in deliveries:  # in the slave's order; the master's time, the slave's in served_by
             ctx.append(
-                make(
-                    "messages_delivered",
-                    ts,
+                MessagesDelivered(
                     group=d.group,
                     topic=d.topic,
                     queue_id=d.queue_id,
@@ -204,7 +203,7 @@ def merge_job(
                         "ts": d.ts,
                         "local_seq": d.local_seq,
                     },
-                )
+                ).to_record(ts)
             )
         queues = []
         for (topic, group, qid), c in sorted(latest_per_queue(commits).items()):
@@ -218,9 +217,7 @@ def merge_job(
             new = c.offset if outcome == APPLIED else current
             queues.append((topic, group, qid, current, new, outcome, c.requester))
         seq = ctx.append(
-            make(
-                "slave_offsets_merged",
-                ts,
+            SlaveOffsetsMerged(
                 broker_id=broker_id,
                 slave_addr=slave_addr,
                 policy=policy,
@@ -229,8 +226,8 @@ def merge_job(
                 queues=[list(q) for q in queues],
                 deliveries=len(deliveries),
                 requester=requester,
-                **({"promotion": True} if promotion else {}),
-            )
+                **{"promotion": True} if promotion else {},
+            ).to_record(ts)
         )
         return MergeOutcome(seq, policy, tuple(queues), len(deliveries))
 

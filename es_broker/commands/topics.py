@@ -8,7 +8,15 @@ from typing import Any
 from es_broker.commands import names
 from es_broker.commands.errors import GroupNotExist, IllegalRequest, TopicNotExist
 from es_broker.commands.store import Store
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
+from es_broker.log.types import (
+    Cause,
+    SubgroupDeleted,
+    SubgroupUpdated,
+    TopicDeleted,
+    TopicPermChanged,
+    TopicUpdated,
+)
 from es_broker.projections.subscription_groups import default_group_config
 
 SLAVE_REFUSAL = (
@@ -67,14 +75,9 @@ def update_topic_job(
 
     def job(ctx: AppendContext) -> int:
         return ctx.append(
-            make(
-                "topic_updated",
-                store.clock.now_ms(),
-                topic=topic,
-                config=full,
-                requester=requester,
-                cause="update",
-            )
+            TopicUpdated(
+                topic=topic, config=full, requester=requester, cause=Cause.UPDATE
+            ).to_record(store.clock.now_ms())
         )
 
     return job
@@ -93,14 +96,9 @@ def update_topic_perm_job(
         if config is None:
             raise TopicNotExist(f"topic[{topic}] not exist, apply first please!")
         return ctx.append(
-            make(
-                "topic_perm_changed",
-                store.clock.now_ms(),
-                topic=topic,
-                old_perm=config["perm"],
-                perm=perm,
-                requester=requester,
-            )
+            TopicPermChanged(
+                topic=topic, old_perm=config["perm"], perm=perm, requester=requester
+            ).to_record(store.clock.now_ms())
         )
 
     return job
@@ -118,7 +116,7 @@ def delete_topic_job(
         if store.topics.get(ctx.txn, topic) is None:
             return None
         return ctx.append(
-            make("topic_deleted", store.clock.now_ms(), topic=topic, requester=requester)
+            TopicDeleted(topic=topic, requester=requester).to_record(store.clock.now_ms())
         )
 
     return job
@@ -145,14 +143,9 @@ def update_group_job(
 
     def job(ctx: AppendContext) -> int:
         return ctx.append(
-            make(
-                "subgroup_updated",
-                store.clock.now_ms(),
-                group=group,
-                config=full,
-                requester=requester,
-                cause="update",
-            )
+            SubgroupUpdated(
+                group=group, config=full, requester=requester, cause=Cause.UPDATE
+            ).to_record(store.clock.now_ms())
         )
 
     return job
@@ -168,7 +161,7 @@ def delete_group_job(
         if store.groups.get(ctx.txn, group) is None:
             return None
         return ctx.append(
-            make("subgroup_deleted", store.clock.now_ms(), group=group, requester=requester)
+            SubgroupDeleted(group=group, requester=requester).to_record(store.clock.now_ms())
         )
 
     return job
@@ -185,13 +178,8 @@ def find_or_create_group(
         raise GroupNotExist(f"subscription group [{group}] does not exist, apply first please!")
     config = default_group_config(group)
     ctx.append(
-        make(
-            "subgroup_updated",
-            store.clock.now_ms(),
-            group=group,
-            config=config,
-            requester=requester,
-            cause="auto_create",
-        )
+        SubgroupUpdated(
+            group=group, config=config, requester=requester, cause=Cause.AUTO_CREATE
+        ).to_record(store.clock.now_ms())
     )
     return config

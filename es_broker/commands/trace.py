@@ -28,6 +28,7 @@ import lmdb
 
 from es_broker.commands.store import Store
 from es_broker.log import LogCorruptError, Record, records
+from es_broker.log.types import RecordType
 from es_broker.projections.message_trace import FROM, TO
 from es_broker.remoting import message as wire
 
@@ -75,11 +76,11 @@ def _link_other_end(rec: Record, role: bytes) -> int | None:
     """The physical offset at the other end of a linking record."""
     kind = rec["type"]
     phy: int | None = None
-    if kind == "messages_stored":  # a delayed delivery, a commit or a discard: to the copy
+    if kind == RecordType.MESSAGES_STORED:  # a delayed delivery, a commit or a discard: to the copy
         tx = rec.get("transaction")
         source = tx["prepared_phy"] if tx is not None else rec["delivery"]["schedule_phy"]
         phy = source if role == TO else rec["units"][0][0]
-    elif kind in ("message_sent_back", "dead_letter_redriven"):
+    elif kind in (RecordType.MESSAGE_SENT_BACK, RecordType.DEAD_LETTER_REDRIVEN):
         phy = rec["offset"] if role == TO else rec.get("stored_phy")
     return phy
 
@@ -289,7 +290,7 @@ def _onward(
         rec = record_at(store, txn, seq)
         kind = rec["type"]
         event: dict[str, Any] = {"seq": seq, "ts": rec["ts"], "msgId": hop["msgId"]}
-        if kind == "message_sent_back":
+        if kind == RecordType.MESSAGE_SENT_BACK:
             decision = rec["decision"]
             event["event"] = {"retry": "sent_back", "dlq": "dead_lettered"}.get(decision, "dropped")
             event.update(
@@ -306,7 +307,7 @@ def _onward(
                     maxReconsumeTimes=rec["max_reconsume_times"],
                     newMsgId=rec["stored_msg_id"],
                 )
-        elif kind == "messages_stored" and "transaction" in rec:
+        elif kind == RecordType.MESSAGES_STORED and "transaction" in rec:
             tx = rec["transaction"]
             event.update(
                 event=tx["state"],  # committed, or discarded into TRANS_CHECK_MAX_TIME_TOPIC
@@ -322,14 +323,14 @@ def _onward(
                 event["fromTransactionCheck"] = tx["from_check"]
             if "reason" in tx:
                 event["reason"] = tx["reason"]
-        elif kind == "transaction_checked":
+        elif kind == RecordType.TRANSACTION_CHECKED:
             event.update(
                 event="checked",
                 attempt=rec["attempt"],
                 producerGroup=rec["producer_group"],
                 client=rec["client"],
             )
-        elif kind == "transaction_ended":
+        elif kind == RecordType.TRANSACTION_ENDED:
             event.update(
                 event=rec["state"],  # rolled_back, or discarded when the message was gone
                 producerGroup=rec["producer_group"],
@@ -339,7 +340,7 @@ def _onward(
             )
             if "reason" in rec:
                 event["reason"] = rec["reason"]
-        elif kind == "messages_stored":
+        elif kind == RecordType.MESSAGES_STORED:
             delivery = rec["delivery"]
             event.update(
                 event="delay_delivered",
@@ -350,7 +351,7 @@ def _onward(
                 queueOffset=rec["queue_offset"],
                 newMsgId=wire.offset_msg_id(_host_of(hop), rec["units"][0][0]),
             )
-        elif kind == "dead_letter_redriven":
+        elif kind == RecordType.DEAD_LETTER_REDRIVEN:
             event.update(
                 event="redriven",
                 group=rec["group"],
@@ -359,7 +360,7 @@ def _onward(
                 targetQueueId=rec["target_queue_id"],
                 newMsgId=rec["stored_msg_id"],
             )
-        elif kind == "delayed_message_skipped":
+        elif kind == RecordType.DELAYED_MESSAGE_SKIPPED:
             event.update(event="delay_skipped", level=rec["level"], reason=rec["reason"])
         else:
             continue

@@ -32,7 +32,8 @@ from es_broker.commands import delay, messages
 from es_broker.commands.errors import BrokerError, Code, NoPermission
 from es_broker.commands.store import Store
 from es_broker.commands.topics import topic_config_record
-from es_broker.log import AppendContext, make
+from es_broker.log import AppendContext
+from es_broker.log.types import Cause, TopicUpdated, TransactionChecked, TransactionEnded
 from es_broker.projections import transactions as states
 from es_broker.remoting import message as wire
 
@@ -89,14 +90,12 @@ def _ensure_topic(store: Store, ctx: AppendContext, topic: str, requester: str) 
     """The system topic with 1 queue, perm RW, created on first use as 4.9.8 creates it."""
     if store.topics.get(ctx.txn, topic) is None:
         ctx.append(
-            make(
-                "topic_updated",
-                store.clock.now_ms(),
+            TopicUpdated(
                 topic=topic,
                 config=topic_config_record(topic, 1, 1, 6),
                 requester=requester,
-                cause="auto_create",
-            )
+                cause=Cause.AUTO_CREATE,
+            ).to_record(store.clock.now_ms())
         )
 
 
@@ -213,15 +212,13 @@ def end_job(store: Store, end: EndRequest, requester: str) -> Callable[[AppendCo
         }
         if not commit:
             ctx.append(
-                make(
-                    "transaction_ended",
-                    now,
+                TransactionEnded(
                     state=states.ROLLED_BACK,
                     real_topic=entry["topic"],
                     real_queue_id=entry["queue_id"],
                     requester=requester,
                     **common,
-                )
+                ).to_record(now)
             )
             return EndResult(states.ROLLED_BACK, True)
         raw = store.log.payload(txn, phy) if phy >= store.commitlog.phy_min(txn) else None
@@ -404,9 +401,7 @@ def _check(
     client = pick.choice(clients) if clients else ""  # decided here, recorded below
     attempt = entry["checks"] + 1
     ctx.append(
-        make(
-            "transaction_checked",
-            now,
+        TransactionChecked(
             prepared_phy=phy,
             attempt=attempt,
             producer_group=group,
@@ -414,7 +409,7 @@ def _check(
             real_topic=entry["topic"],
             real_queue_id=entry["queue_id"],
             transaction_id=entry["transaction_id"],
-        )
+        ).to_record(now)
     )
     half = wire.decode_one(raw)[0]
     props = dict(half.properties)
@@ -470,16 +465,14 @@ def _discard(
     }
     if raw is None:
         ctx.append(
-            make(
-                "transaction_ended",
-                now,
+            TransactionEnded(
                 state=states.DISCARDED,
                 real_topic=entry["topic"],
                 real_queue_id=entry["queue_id"],
                 from_check=False,
                 requester="transaction_check",
                 **common,
-            )
+            ).to_record(now)
         )
         return
     _ensure_topic(store, ctx, CHECK_MAX_TIME_TOPIC, "transaction_check")

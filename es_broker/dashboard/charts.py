@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from es_broker.log.types import RecordType
 from es_broker.timetravel.timeparse import format_time
 
 WIDTH, HEIGHT = 960, 320
@@ -14,12 +15,12 @@ LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 40
 
 #: how a history entry's cause is drawn: (colour, label)
 CAUSE_STYLE = {
-    "reset_requested": ("#d9480f", "reset"),
+    RecordType.RESET_REQUESTED: ("#d9480f", "reset"),
     "reset": ("#d9480f", "reset"),
-    "slave_offsets_merged": ("#7048e8", "merge after fail-over"),
-    "pull_offset_moved": ("#1098ad", "retention correction"),
-    "commitlog_expired": ("#868e96", "retention"),
-    "offset_commit_ignored": ("#e67700", "commit ignored"),
+    RecordType.SLAVE_OFFSETS_MERGED: ("#7048e8", "merge after fail-over"),
+    RecordType.PULL_OFFSET_MOVED: ("#1098ad", "retention correction"),
+    RecordType.COMMITLOG_EXPIRED: ("#868e96", "retention"),
+    RecordType.OFFSET_COMMIT_IGNORED: ("#e67700", "commit ignored"),
     "clone": ("#5c940d", "clone"),
     "admin": ("#c2255c", "admin"),
     "redrive": ("#5f3dc4", "re-drive"),

@@ -34,9 +34,13 @@ from es_broker.commands.slave_offsets import merge_job
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
-from es_broker.log import AppendContext, make, records
+from es_broker.log import AppendContext, records
+from es_broker.log.types import RecordType, SlaveCaughtUp
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+
+MESSAGES_STORED = RecordType.MESSAGES_STORED
+
 
 log = logging.getLogger(__name__)
 
@@ -205,15 +209,13 @@ class ReplicationMaster:
     async def _record_caught_up(self, session: SlaveSession, held: int) -> None:
         def job(ctx: AppendContext) -> int:
             return ctx.append(
-                make(
-                    "slave_caught_up",
-                    self.broker.store.clock.now_ms(),
+                SlaveCaughtUp(
                     broker_id=session.broker_id,
                     slave_addr=session.addr,
                     seq=held,
                     connected_at=session.connected_at_ms,
                     records_shipped=session.records_shipped,
-                )
+                ).to_record(self.broker.store.clock.now_ms())
             )
 
         try:
@@ -301,7 +303,7 @@ def _add_payloads(
     Bytes that retention already removed are not shipped: the record that
     removed them follows and removes nothing more on the slave.
     """
-    if record["type"] != "messages_stored":
+    if record["type"] != MESSAGES_STORED:
         return 0
     size = 0
     for phy, _, _ in record["units"]:

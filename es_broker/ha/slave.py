@@ -33,7 +33,11 @@ from es_broker.commands.slave_broker import LogDiverged, SlaveBroker
 from es_broker.commands.slave_journal import SlaveCommit, SlaveDelivery
 from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
 from es_broker.log import records
+from es_broker.log.types import RecordType
 from es_broker.remoting.codes import ResponseCode
+
+MESSAGES_STORED = RecordType.MESSAGES_STORED
+
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +204,7 @@ class SlaveReplicator:
         applied = [
             (batch.first_seq + i, records.unpack(raw)) for i, raw in enumerate(batch.records)
         ]
-        stored = {(r["topic"], r["queue_id"]) for _, r in applied if r["type"] == "messages_stored"}
+        stored = {(r["topic"], r["queue_id"]) for _, r in applied if r["type"] == MESSAGES_STORED}
         for topic, queue_id in stored:  # long-polled pulls on this slave wake up (B-63)
             self.on_stored(topic, queue_id)
         self.merge_seqs.extend(self.broker.forget_merged(applied))

@@ -63,13 +63,19 @@ def make(type_: str, ts: int, v: int = 1, **fields: Any) -> Record:
     Spark LongType), every float be finite, every text at most MAX_TEXT
     characters; `RecordOutOfRange` names the first field that does not.
     """
-    record = {"type": type_, "v": v, "ts": ts, **fields}
+    return check({"type": type_, "v": v, "ts": ts, **fields})
+
+
+def check(record: Record) -> Record:
+    """`record` itself if every value fits (see `make`); else `RecordOutOfRange` names the first misfit."""
     if not _fits(record):
-        raise RecordOutOfRange(f"record {type_}: {_first_misfit(record, '')}")
+        raise RecordOutOfRange(f"record {record['type']}: {_first_misfit(record, '')}")
     for name, (lo, hi) in FIELD_RANGES.items():
-        value = fields.get(name)
+        value = record.get(name)
         if type(value) is int and not lo <= value <= hi:
-            raise RecordOutOfRange(f"record {type_}: {name} = {value} is not in [{lo}, {hi}]")
+            raise RecordOutOfRange(
+                f"record {record['type']}: {name} = {value} is not in [{lo}, {hi}]"
+            )
     return record
 
 

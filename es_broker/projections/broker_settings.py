@@ -17,8 +17,9 @@ import lmdb
 
 from es_broker.log import Record
 from es_broker.log.scan import prefixed
+from es_broker.log.types import RecordType
 
-UPDATED = "broker_config_updated"
+UPDATED = RecordType.BROKER_CONFIG_UPDATED
 
 
 def _prefix(broker_name: str, broker_id: int) -> bytes:

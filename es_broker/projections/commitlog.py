@@ -10,7 +10,12 @@ from __future__ import annotations
 import lmdb
 
 from es_broker.log import Record, RecordLog
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import I64
+
+COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
+MESSAGES_STORED = RecordType.MESSAGES_STORED
+
 
 _PHY_MAX = b"phy_max"
 _PHY_MIN = b"phy_min"
@@ -26,10 +31,10 @@ class CommitLogProjection:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
-        if kind == "messages_stored":
+        if kind == MESSAGES_STORED:
             phy, size, _ = record["units"][-1]
             txn.put(_PHY_MAX, I64.pack(phy + size), db=self.db)
-        elif kind == "commitlog_expired":
+        elif kind == COMMITLOG_EXPIRED:
             # retention removes the bodies below the new phyMin; the records about them stay
             cur = txn.cursor(db=self.payloads)
             while cur.first() and int.from_bytes(cur.key(), "big") < record["phy_min"]:

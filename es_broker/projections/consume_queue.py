@@ -15,7 +15,12 @@ import lmdb
 
 from es_broker.log import LogCorruptError, Record, RecordLog
 from es_broker.log.scan import prefixed
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import U64, queue_key, unit_key
+
+COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
+MESSAGES_STORED = RecordType.MESSAGES_STORED
+
 
 UNIT = struct.Struct(">qiqq")
 _BOUNDS = struct.Struct(">qq")
@@ -40,12 +45,12 @@ class ConsumeQueueProjection:
         self.meta = log.db("cq_meta")
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        if record["type"] == "commitlog_expired":
+        if record["type"] == COMMITLOG_EXPIRED:
             for topic, qid, _, new_min in record["queues"]:  # min-offset correction (B-18)
                 _, hi = self.bounds(txn, topic, qid)
                 txn.put(queue_key(topic, qid), _BOUNDS.pack(new_min, hi), db=self.meta)
             return
-        if record["type"] != "messages_stored":
+        if record["type"] != MESSAGES_STORED:
             return
         topic, qid, offset, ts = (
             record["topic"],

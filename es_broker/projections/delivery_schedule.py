@@ -16,7 +16,11 @@ from collections.abc import Iterator
 import lmdb
 
 from es_broker.log import Record, RecordLog
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import I64, U32
+
+DELAYED_MESSAGE_SKIPPED = RecordType.DELAYED_MESSAGE_SKIPPED
+MESSAGES_STORED = RecordType.MESSAGES_STORED
 
 
 class DeliveryScheduleProjection:
@@ -28,11 +32,11 @@ class DeliveryScheduleProjection:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
-        if kind == "messages_stored":
+        if kind == MESSAGES_STORED:
             delivery = record.get("delivery")
             if delivery is not None:
                 txn.put(U32.pack(delivery["level"]), I64.pack(delivery["next_cursor"]), db=self.db)
-        elif kind == "delayed_message_skipped":
+        elif kind == DELAYED_MESSAGE_SKIPPED:
             txn.put(U32.pack(record["level"]), I64.pack(record["next_cursor"]), db=self.db)
 
     # ------------------------------------------------------------------ reads

@@ -55,8 +55,13 @@ import lmdb
 
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.scan import prefixed_keys
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import MAX_KEY, U64
 from es_broker.remoting import message as wire
+
+COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
+MESSAGES_STORED = RecordType.MESSAGES_STORED
+
 
 KEY_SEPARATOR = b" "  # MessageConst.KEY_SEPARATOR
 _BIAS = 1 << 63
@@ -127,9 +132,9 @@ class KeyIndexProjection:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
-        if kind == "messages_stored":
+        if kind == MESSAGES_STORED:
             self._index(txn, record)
-        elif kind == "commitlog_expired":
+        elif kind == COMMITLOG_EXPIRED:
             self._expire(txn, record["phy_min"])
 
     def _index(self, txn: lmdb.Transaction[bytes], record: Record) -> None:
@@ -198,7 +203,7 @@ class KeyIndexProjection:
                         txn.drop(db, delete=False)
                     for key, raw in txn.cursor(db=log.log_db):
                         record = records.unpack(raw)
-                        if record["type"] in ("messages_stored", "commitlog_expired"):
+                        if record["type"] in (MESSAGES_STORED, COMMITLOG_EXPIRED):
                             self.apply(txn, records.key_seq(key), record)
                     txn.put(_BUILT, b"1", db=self.meta_db)
                 return log.last_seq > 0

@@ -25,7 +25,17 @@ import lmdb
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.scan import prefixed, prefixed_keys
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import I64, U64, queue_key, unit_key
+
+DEAD_LETTER_REDRIVEN = RecordType.DEAD_LETTER_REDRIVEN
+DELAYED_MESSAGE_SKIPPED = RecordType.DELAYED_MESSAGE_SKIPPED
+MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED
+MESSAGES_STORED = RecordType.MESSAGES_STORED
+MESSAGE_SENT_BACK = RecordType.MESSAGE_SENT_BACK
+TRANSACTION_CHECKED = RecordType.TRANSACTION_CHECKED
+TRANSACTION_ENDED = RecordType.TRANSACTION_ENDED
+
 
 FROM = b"from"
 TO = b"to"
@@ -42,7 +52,7 @@ class MessageTraceProjection:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
-        if kind == "messages_stored":
+        if kind == MESSAGES_STORED:
             first = record["units"][0][0]
             txn.put(I64.pack(first), U64.pack(seq), db=self.stored)
             delivery = record.get("delivery")
@@ -53,7 +63,7 @@ class MessageTraceProjection:
             if tx is not None and "prepared_phy" in tx:  # a commit or a discard of a half message
                 self._link(txn, tx["prepared_phy"], seq, FROM)
                 self._link(txn, first, seq, TO)
-        elif kind == "messages_delivered":
+        elif kind == MESSAGES_DELIVERED:
             prefix, suffix, pack_offset = (
                 queue_key(record["topic"], record["queue_id"]),
                 U64.pack(seq),
@@ -62,13 +72,13 @@ class MessageTraceProjection:
             txn.cursor(db=self.deliveries).putmulti(
                 [(prefix + pack_offset(offset) + suffix, b"") for offset in record["offsets"]]
             )
-        elif kind in ("message_sent_back", "dead_letter_redriven"):
+        elif kind in (MESSAGE_SENT_BACK, DEAD_LETTER_REDRIVEN):
             self._link(txn, record["offset"], seq, FROM)
             if record.get("stored_phy") is not None:
                 self._link(txn, record["stored_phy"], seq, TO)
-        elif kind == "delayed_message_skipped":
+        elif kind == DELAYED_MESSAGE_SKIPPED:
             self._link(txn, record["schedule_phy"], seq, FROM)
-        elif kind in ("transaction_checked", "transaction_ended"):
+        elif kind in (TRANSACTION_CHECKED, TRANSACTION_ENDED):
             self._link(txn, record["prepared_phy"], seq, FROM)
 
     def _link(self, txn: lmdb.Transaction[bytes], phy: int, seq: int, role: bytes) -> None:

@@ -15,7 +15,13 @@ import msgpack
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.scan import prefixed
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import I64, U64, offset_key, split_offset_key
+
+OFFSETS_REMOVED = RecordType.OFFSETS_REMOVED
+OFFSET_COMMITTED = RecordType.OFFSET_COMMITTED
+RESET_REQUESTED = RecordType.RESET_REQUESTED
+SLAVE_OFFSETS_MERGED = RecordType.SLAVE_OFFSETS_MERGED
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +48,7 @@ class OffsetTableProjection:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
-        if kind == "offset_committed":
+        if kind == OFFSET_COMMITTED:
             key = offset_key(record["topic"], record["group"], record["queue_id"])
             self._set(
                 txn,
@@ -56,14 +62,14 @@ class OffsetTableProjection:
             )
             if record["cause"] == "reset":
                 txn.delete(key, db=self.pending)
-        elif kind == "offsets_removed":
+        elif kind == OFFSETS_REMOVED:
             for topic, qid, old in record["entries"]:
                 key = offset_key(topic, record["group"], qid)
                 txn.delete(key, db=self.db)
                 txn.delete(key, db=self.pending)
                 entry = [record["ts"], old, -1, record["cause"], record["requester"]]
                 txn.put(key + U64.pack(seq), msgpack.packb(entry), db=self.history)
-        elif kind == "slave_offsets_merged":
+        elif kind == SLAVE_OFFSETS_MERGED:
             # commits a slave took while the master was away; only the queues where they won move (S-5)
             for topic, group, qid, old, new, outcome, requester in record["queues"]:
                 if outcome == "applied":
@@ -77,7 +83,7 @@ class OffsetTableProjection:
                         "slave_merge",
                         requester,
                     )
-        elif kind == "reset_requested":
+        elif kind == RESET_REQUESTED:
             for qid, current, _, final, _ in record["queues"]:
                 key = offset_key(record["topic"], record["group"], qid)
                 # the reset record moves the offset itself (S-2)

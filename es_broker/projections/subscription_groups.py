@@ -9,7 +9,11 @@ import lmdb
 import msgpack
 
 from es_broker.log import Record, RecordLog
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import MAX_KEY
+
+SUBGROUP_DELETED = RecordType.SUBGROUP_DELETED
+SUBGROUP_UPDATED = RecordType.SUBGROUP_UPDATED
 
 
 def default_group_config(group: str) -> dict[str, Any]:
@@ -36,10 +40,10 @@ class SubscriptionGroupProjection:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
-        if kind == "subgroup_updated":
+        if kind == SUBGROUP_UPDATED:
             config = dict(record["config"], dataVersion=seq)
             txn.put(record["group"].encode(), msgpack.packb(config), db=self.db)
-        elif kind == "subgroup_deleted":
+        elif kind == SUBGROUP_DELETED:
             txn.delete(record["group"].encode(), db=self.db)
 
     def get(self, txn: lmdb.Transaction[bytes], group: str) -> dict[str, Any] | None:

@@ -29,21 +29,34 @@ from __future__ import annotations
 import lmdb
 
 from es_broker.log import Record, RecordLog, records
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import I64, U64, offset_key, queue_key
+
+CONSUMER_GROUP_CHANGED = RecordType.CONSUMER_GROUP_CHANGED
+DELIVERIES_UNRECORDED = RecordType.DELIVERIES_UNRECORDED
+MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED
+MESSAGES_STORED = RecordType.MESSAGES_STORED
+OFFSETS_REMOVED = RecordType.OFFSETS_REMOVED
+OFFSET_COMMITTED = RecordType.OFFSET_COMMITTED
+OFFSET_QUERIED = RecordType.OFFSET_QUERIED
+QUEUE_LOCKS_CHANGED = RecordType.QUEUE_LOCKS_CHANGED
+SUBGROUP_DELETED = RecordType.SUBGROUP_DELETED
+SUBGROUP_UPDATED = RecordType.SUBGROUP_UPDATED
+
 
 # records that name a group but do not explain an offset change: deliveries and the
 # group's own config are audited elsewhere, and offset_committed is the change itself
 QUIET_GROUP_RECORDS = frozenset(
     {
-        "offset_committed",
-        "messages_delivered",
-        "offset_queried",
-        "subgroup_updated",
-        "subgroup_deleted",
-        "consumer_group_changed",
-        "offsets_removed",
-        "deliveries_unrecorded",
-        "queue_locks_changed",
+        OFFSET_COMMITTED,
+        MESSAGES_DELIVERED,
+        OFFSET_QUERIED,
+        SUBGROUP_UPDATED,
+        SUBGROUP_DELETED,
+        CONSUMER_GROUP_CHANGED,
+        OFFSETS_REMOVED,
+        DELIVERIES_UNRECORDED,
+        QUEUE_LOCKS_CHANGED,
     }
 )
 
@@ -86,14 +99,14 @@ class TimeIndexProjection:
             txn.put(U64.pack(ts), U64.pack(seq), db=self.time_db, append=True)
             txn.put(U64.pack(seq), U64.pack(ts), db=self.seq_db, append=True)
         kind = record["type"]
-        if kind == "messages_stored":
+        if kind == MESSAGES_STORED:
             top = record["queue_offset"] + len(record["units"])
             txn.put(
                 queue_key(record["topic"], record["queue_id"]) + U64.pack(seq),
                 I64.pack(top),
                 db=self.qmax_db,
             )
-        elif kind == "offsets_removed":
+        elif kind == OFFSETS_REMOVED:
             # the offset projection writes a history entry with new = -1; only this tells it from a commit of -1
             for topic, qid, _ in record["entries"]:
                 txn.put(

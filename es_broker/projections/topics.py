@@ -9,7 +9,13 @@ import lmdb
 import msgpack
 
 from es_broker.log import Record, RecordLog
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import MAX_KEY
+
+TOPIC_DELETED = RecordType.TOPIC_DELETED
+TOPIC_PERM_CHANGED = RecordType.TOPIC_PERM_CHANGED
+TOPIC_UPDATED = RecordType.TOPIC_UPDATED
+
 
 PERM_PRIORITY = 8
 PERM_READ = 4
@@ -26,15 +32,15 @@ class TopicConfigProjection:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
-        if kind == "topic_updated":
+        if kind == TOPIC_UPDATED:
             config = dict(record["config"], dataVersion=seq)
             txn.put(record["topic"].encode(), msgpack.packb(config), db=self.db)
-        elif kind == "topic_perm_changed":
+        elif kind == TOPIC_PERM_CHANGED:
             current = self.get(txn, record["topic"])
             if current is not None:
                 current.update(perm=record["perm"], dataVersion=seq)
                 txn.put(record["topic"].encode(), msgpack.packb(current), db=self.db)
-        elif kind == "topic_deleted":
+        elif kind == TOPIC_DELETED:
             txn.delete(record["topic"].encode(), db=self.db)
 
     def get(self, txn: lmdb.Transaction[bytes], topic: str) -> dict[str, Any] | None:

@@ -25,7 +25,13 @@ import lmdb
 import msgpack
 
 from es_broker.log import Record
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import I64
+
+MESSAGES_STORED = RecordType.MESSAGES_STORED
+TRANSACTION_CHECKED = RecordType.TRANSACTION_CHECKED
+TRANSACTION_ENDED = RecordType.TRANSACTION_ENDED
+
 
 PREPARED = "prepared"
 COMMITTED = "committed"
@@ -53,7 +59,7 @@ class TransactionProjection:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
-        if kind == "messages_stored":
+        if kind == MESSAGES_STORED:
             tx = record.get("transaction")
             if tx is None:
                 return
@@ -75,7 +81,7 @@ class TransactionProjection:
                 txn.put(I64.pack(phy), _pack(entry), db=self.open_db)
             else:  # committed, or discarded into TRANS_CHECK_MAX_TIME_TOPIC
                 self._end(txn, tx["prepared_phy"], tx["state"])
-        elif kind == "transaction_checked":
+        elif kind == TRANSACTION_CHECKED:
             key = I64.pack(record["prepared_phy"])
             raw = txn.get(key, db=self.open_db)
             if raw is not None:
@@ -83,7 +89,7 @@ class TransactionProjection:
                 entry["checks"] = record["attempt"]
                 entry["last_check_ts"] = record["ts"]
                 txn.put(key, _pack(entry), db=self.open_db)
-        elif kind == "transaction_ended":
+        elif kind == TRANSACTION_ENDED:
             self._end(txn, record["prepared_phy"], record["state"])
 
     def _end(self, txn: lmdb.Transaction[bytes], phy: int, state: str) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from es_broker.log import Record
+from es_broker.log.types import RecordType
 
 COMMON = (
     ("seq", "long"),
@@ -347,7 +348,7 @@ class OffsetChange:
 def offset_changes(record: Record) -> list[OffsetChange]:
     """The offset-table changes a record makes, as OffsetTableProjection applies them."""
     kind = record["type"]
-    if kind == "offset_committed":
+    if kind == RecordType.OFFSET_COMMITTED:
         return [
             OffsetChange(
                 record["group"],
@@ -359,7 +360,7 @@ def offset_changes(record: Record) -> list[OffsetChange]:
                 record.get("requester", ""),
             )
         ]
-    if kind == "reset_requested" and record.get("mode") == "server_side":
+    if kind == RecordType.RESET_REQUESTED and record.get("mode") == "server_side":
         return [
             OffsetChange(
                 record["group"],
@@ -373,7 +374,7 @@ def offset_changes(record: Record) -> list[OffsetChange]:
             for q in record["queues"]
         ]
     # group deleted, or a clone replacing a whole queue map (B-34, B-35)
-    if kind == "offsets_removed":
+    if kind == RecordType.OFFSETS_REMOVED:
         return [
             OffsetChange(
                 record["group"],
@@ -387,7 +388,9 @@ def offset_changes(record: Record) -> list[OffsetChange]:
             )
             for topic, qid, old in record["entries"]
         ]
-    if kind == "slave_offsets_merged":  # commits a slave took while the master was away (S-5)
+    if (
+        kind == RecordType.SLAVE_OFFSETS_MERGED
+    ):  # commits a slave took while the master was away (S-5)
         return [
             OffsetChange(group, topic, qid, old, new, "slave_merge", requester or "")
             for topic, group, qid, old, new, outcome, requester in record["queues"]
@@ -413,7 +416,7 @@ def _first(record: Record, *names: str, default: Any = None) -> Any:
 
 def _offsets(record: Record) -> list[dict]:
     used = {"group", "topic", "queue_id", "offset", "old", "cause", "requester"}
-    extra = _extra(record, used) if record["type"] == "offset_committed" else None
+    extra = _extra(record, used) if record["type"] == RecordType.OFFSET_COMMITTED else None
     return [
         {
             "group": c.group,
@@ -564,7 +567,7 @@ def _correction(**fields: Any) -> dict:
 
 def _corrections(record: Record) -> list[dict]:
     kind = record["type"]
-    if kind == "pull_offset_moved":
+    if kind == RecordType.PULL_OFFSET_MOVED:
         status, offset, nxt = record.get("status"), record.get("offset"), record.get("next_offset")
         # OFFSET_TOO_SMALL: the consumer is moved past messages retention removed (B-58, S-11)
         lost = (
@@ -601,7 +604,7 @@ def _corrections(record: Record) -> list[dict]:
                 ),
             )
         ]
-    if kind == "offset_commit_ignored":
+    if kind == RecordType.OFFSET_COMMIT_IGNORED:
         return [
             _correction(
                 kind=kind,
@@ -845,29 +848,31 @@ def _is_send_back(kind: str) -> bool:
 
 def _is_dead_letter(kind: str, record: Record) -> bool:
     """Every arrival in a %DLQ% topic is a dead letter, whatever path stored it (B-91, B-95)."""
-    return kind == "messages_stored" and str(record.get("topic", "")).startswith(DLQ_PREFIX)
+    return kind == RecordType.MESSAGES_STORED and str(record.get("topic", "")).startswith(
+        DLQ_PREFIX
+    )
 
 
 _BY_TYPE: dict[str, list[tuple[str, Callable[[Record], list[dict]]]]] = {
-    "offset_committed": [("offsets", _offsets)],
-    "reset_requested": [("resets", _resets), ("offsets", _offsets)],
-    "topic_updated": [("topics", _topics)],
-    "topic_perm_changed": [("topics", _topics)],
-    "topic_deleted": [("topics", _topics)],
-    "subgroup_updated": [("groups", _groups)],
-    "subgroup_deleted": [("groups", _groups)],
-    "consumer_group_changed": [("groups", _groups)],
-    "messages_stored": [("messages", _messages)],
-    "messages_delivered": [("deliveries", _deliveries)],
-    "offset_queried": [("queries", _queries)],
-    "pull_offset_moved": [("corrections", _corrections)],
-    "offset_commit_ignored": [("corrections", _corrections)],
-    "offsets_removed": [("offsets", _offsets)],
-    "slave_offsets_merged": [("offsets", _offsets)],
-    "commitlog_expired": [("corrections", _corrections)],
-    "queue_locks_changed": [("queue_locks", _queue_locks)],
-    "acl_loaded": [("acl_changes", _acl_changes)],
-    "access_denied": [("access_denials", _access_denials)],
+    RecordType.OFFSET_COMMITTED: [("offsets", _offsets)],
+    RecordType.RESET_REQUESTED: [("resets", _resets), ("offsets", _offsets)],
+    RecordType.TOPIC_UPDATED: [("topics", _topics)],
+    RecordType.TOPIC_PERM_CHANGED: [("topics", _topics)],
+    RecordType.TOPIC_DELETED: [("topics", _topics)],
+    RecordType.SUBGROUP_UPDATED: [("groups", _groups)],
+    RecordType.SUBGROUP_DELETED: [("groups", _groups)],
+    RecordType.CONSUMER_GROUP_CHANGED: [("groups", _groups)],
+    RecordType.MESSAGES_STORED: [("messages", _messages)],
+    RecordType.MESSAGES_DELIVERED: [("deliveries", _deliveries)],
+    RecordType.OFFSET_QUERIED: [("queries", _queries)],
+    RecordType.PULL_OFFSET_MOVED: [("corrections", _corrections)],
+    RecordType.OFFSET_COMMIT_IGNORED: [("corrections", _corrections)],
+    RecordType.OFFSETS_REMOVED: [("offsets", _offsets)],
+    RecordType.SLAVE_OFFSETS_MERGED: [("offsets", _offsets)],
+    RecordType.COMMITLOG_EXPIRED: [("corrections", _corrections)],
+    RecordType.QUEUE_LOCKS_CHANGED: [("queue_locks", _queue_locks)],
+    RecordType.ACL_LOADED: [("acl_changes", _acl_changes)],
+    RecordType.ACCESS_DENIED: [("access_denials", _access_denials)],
 }
 
 
