@@ -63,7 +63,7 @@ def test_every_record_of_the_old_log_parses_into_its_class_and_encodes_to_the_sa
     seen = set()
     for raw, record in raw_records(fixture):
         typed = types.parse(record)
-        assert type(typed).TYPE == record["type"]
+        assert record["type"] == type(typed).TYPE
         assert records.pack(typed.to_record(record["ts"])) == raw
         seen.add(typed.TYPE)
     # the fixture's history reaches nearly every writer; the rest are pinned by their own tests

@@ -20,6 +20,11 @@ from typing import Any
 
 import lmdb
 
+from es_broker.log.types import RecordType
+
+MESSAGES_STORED = RecordType.MESSAGES_STORED.value
+MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED.value
+
 WINDOWS_S = (10, 60, 600)  # StoreStatsService#getPutTps(10), (60), (600)
 KEEP_S = WINDOWS_S[-1] + 2
 
@@ -40,9 +45,9 @@ class RecordRates:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: dict[str, Any]) -> None:
         kind = record["type"]
-        if kind == "messages_stored":
+        if kind == MESSAGES_STORED:
             self._add(record["ts"], 0, len(record.get("units") or ()))
-        elif kind == "messages_delivered":
+        elif kind == MESSAGES_DELIVERED:
             self._add(record["ts"], 1, 1)
             self._add(record["ts"], 2, len(record.get("offsets") or ()))
 

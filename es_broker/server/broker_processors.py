@@ -25,6 +25,7 @@ from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
 from es_broker.ha.master import wants_slave_ack
 from es_broker.log import Queued, hops
+from es_broker.log.types import Cause
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson, requests
 from es_broker.remoting import message as wire
@@ -497,7 +498,7 @@ class BrokerProcessors:
         group = req.require_str("consumerGroup")
         info = self.clients.consumer_group(group)
         # a commit from a connection that is no consumer of the group is an operator's (B-131)
-        cause = "client_commit" if info and channel in info.channels else "admin"
+        cause = Cause.CLIENT_COMMIT if info and channel in info.channels else Cause.ADMIN
         await self.broker.commit_offset(
             group,
             req.require_str("topic"),
