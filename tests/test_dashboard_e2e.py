@@ -23,13 +23,17 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
 import trio
 
+from es_broker.client.remoting_client import RemotingClient
 from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf
 from tests.acl_fixtures import wire as acl_wire
+from tests.ha_fixtures import Cluster, Wire, caught_up, start_cluster
+from tests.helpers import wait_until
 from tests.process_fixtures import ROOT, ServedBroker, _env, serve
 from tests.wire_session import Session, conf, on_wire
 
@@ -300,6 +304,10 @@ def test_b253_offline_reset_by_time_shows_on_the_timeline_with_its_requester_and
     marker = page.locator("svg.chart g.event[data-cause=reset_requested]").first
     assert marker.get_attribute("data-requester").startswith("dashboard@")
     assert page.locator("#changes tr[data-cause=reset]").count() == 1
+    # B-294: each offset change once (the reset record beside its change is in #events only)
+    changes = [(r[1], r[2], r[3]) for r in cells(page, "#changes tr[data-cause]")]
+    assert changes and len(set(changes)) == len(changes), changes
+    assert all(queue != "" for _, _, queue in changes), changes
     # B-292: one line per queue the group holds offsets on, in the offset chart and the lag chart
     api = json.loads(urllib.request.urlopen(f"{world.read_only}/api/groups/G/timeline").read())
     queues = sorted(f"{q['topic']} #{q['queue_id']}" for b in api["brokers"] for q in b["queues"])
@@ -477,3 +485,93 @@ def test_b293_the_cluster_page_shows_each_brokers_role_version_rates_disk_lag_an
     assert re.match(r"\d+% used", row["disk"]) and "Total :" in row["disk"]
     assert row["slave-lag"] == "no slave connected"
     assert row["read-model"].startswith("running (pid "), row
+
+
+# ---------------------------------------------------------------------- a master and its slave
+
+
+@dataclass
+class HaWorld:
+    cluster: Cluster
+    dashboard: str
+
+
+async def _ha_runtime(cluster: Cluster, *addrs: str) -> list[dict[str, str]]:
+    async with trio.open_nursery() as nursery:
+        w = Wire(RemotingClient(nursery))
+        tables = [await w.runtime(addr) for addr in addrs]
+        nursery.cancel_scope.cancel()
+    return tables
+
+
+async def _ha_traffic(cluster: Cluster) -> None:
+    """A topic and a few messages on the master; wait (bounded) until the slave holds them all."""
+    async with trio.open_nursery() as nursery:
+        w = Wire(RemotingClient(nursery))
+        await w.create_topic(cluster.master.addr, "HaTopic", 2)
+        for n in range(5):
+            r = await w.send(cluster.master.addr, "HaTopic", n % 2, f"ha-{n}".encode())
+            assert r.code == 0, r.remark
+        await wait_until(
+            "the slave caught up",
+            lambda: caught_up(w, cluster.master.addr, cluster.slave.addr),
+            30,
+        )
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture(scope="module")
+def ha_world(tmp_path_factory) -> Iterator[HaWorld]:
+    tmp = tmp_path_factory.mktemp("dashboard-ha")
+    cluster = trio.run(partial(start_cluster, tmp, master={"brokerRole": "ASYNC_MASTER"}, slave={}))
+    try:
+        trio.run(_ha_traffic, cluster)
+        with dashboard(cluster.namesrv.addr, log=tmp / "ha.log") as url:
+            yield HaWorld(cluster, url)
+    finally:
+        cluster.stop_all()
+
+
+def _broker_rows(page) -> dict[str, dict[str, str]]:
+    rows = page.eval_on_selector_all(
+        "#brokers tr[data-broker]",
+        "rows => rows.map(r => Object.fromEntries(Array.from(r.cells).map("
+        "(c, i) => [c.className || String(i), c.innerText.trim()])))",
+    )
+    return {row["num broker-id"]: row for row in rows}
+
+
+def test_b295_the_cluster_page_shows_the_slave_with_its_role_and_its_lag_as_the_broker_reports_it(
+    ha_world, world, page
+):
+    cluster = ha_world.cluster
+    addrs = (cluster.master.addr, cluster.slave.addr)
+    before = trio.run(_ha_runtime, cluster, *addrs)
+    page.goto(f"{ha_world.dashboard}/")
+    rows = _broker_rows(page)
+    master, slave = trio.run(_ha_runtime, cluster, *addrs)
+    # nothing replicated while the page was drawn: the page and these answers tell one state
+    keys = ("recordLogLastSeq", "commitLogMaxOffset", "haSlaveAckedSeq", "haSlaveCount")
+    keys += ("haAppliedSeq", "haMasterLastSeq", "haConnected")
+    assert [[t.get(k) for k in keys] for t in (master, slave)] == [
+        [t.get(k) for k in keys] for t in before
+    ]
+    assert set(rows) == {"0", "1"}
+    assert rows["1"]["role"] == slave["brokerRole"] == "SLAVE"
+    assert rows["0"]["role"] == master["brokerRole"] == "ASYNC_MASTER"
+    assert rows["1"]["1"] == rows["0"]["1"] == "broker-a"
+    # the slave's lag in words: records and commit-log bytes behind, from GET_BROKER_RUNTIME_INFO
+    behind = int(slave["haMasterLastSeq"]) - int(slave["haAppliedSeq"])
+    gap = int(master["commitLogMaxOffset"]) - int(slave["commitLogMaxOffset"])
+    assert slave["haConnected"] == "True" and behind == 0 and gap == 0
+    assert rows["1"]["slave-lag"] == (
+        f"{behind} records behind the master, {gap} commit-log bytes (caught up)"
+    )
+    acked = int(master["haSlaveAckedSeq"])
+    assert master["haSlaveCount"] == "1"
+    assert rows["0"]["slave-lag"] == (
+        f"1 slave; acknowledged up to record {acked} "
+        f"({int(master['recordLogLastSeq']) - acked} behind)"
+    )
+    assert rows["1"]["num"] == slave["recordLogLastSeq"] == master["recordLogLastSeq"]
+    shot(world, page, "cluster-ha")

@@ -322,3 +322,68 @@ def test_b072_time_argument_forms():
     assert parse_time("2024-05-01T12:42:00+02:00") == 1_714_560_120_000
     with pytest.raises(ValueError, match="is not 'now', epoch millis"):
         parse_time("yesterday")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories, st.sampled_from(["G1", "G2"]), st.integers(2, 40))
+def test_b292_b296_each_queue_line_equals_offsets_at_at_every_sample_moment(history, group, points):
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp)
+        build(data_dir, history)
+        store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
+        try:
+            with store.read() as txn:
+                travel = TimeTravel(store)
+                whole = timeline.window(travel, txn, group, None)
+                if whole is None:
+                    return
+                # from before the first change to after the last record: quiet stretches included
+                since, until = whole[0] - 5, whole[1] + 5
+                samples, lines = timeline.timeline_by_queue(
+                    travel, txn, group, since=since, until=until, points=points
+                )
+                for i, sample in enumerate(samples):
+                    rows = {
+                        (r.topic, r.queue_id): r
+                        for r in travel.offsets_at(txn, sample.at, group=group)
+                    }
+                    for line in lines:
+                        row = rows.get((line.topic, line.queue_id))
+                        assert line.offsets[i] == (row.offset if row and row.offset >= 0 else None)
+                        assert line.lags[i] == (row.lag if row else None)
+                        if row is not None:
+                            assert line.max_offsets[i] == row.max_offset
+                    assert sample.queues == len(rows)
+                    assert sample.offset == sum(max(r.offset, 0) for r in rows.values())
+                    assert sample.max_offset == sum(r.max_offset for r in rows.values())
+        finally:
+            store.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories, st.sampled_from(["G1", "G2"]), st.integers(1, 8))
+def test_b294_changes_only_lists_each_offset_change_once_without_the_records_beside_them(
+    history, group, limit
+):
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp)
+        build(data_dir, history)
+        store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
+        try:
+            with store.read() as txn:
+                travel = TimeTravel(store)
+                changes = [
+                    e
+                    for e in travel.history(txn, group)
+                    if e.kind in ("offset_change", "offset_removed")
+                ]
+                newest, more = timeline.recent_changes(
+                    travel, txn, group, limit=limit, changes_only=True
+                )
+                assert [e.seq for e in newest] == [e.seq for e in changes][-limit:]
+                keys = [(e.seq, e.topic, e.queue_id) for e in newest]
+                assert len(set(keys)) == len(keys)
+                assert all(e.queue_id is not None for e in newest)
+                assert more == (len(changes) > limit)
+        finally:
+            store.close()

@@ -846,14 +846,19 @@ class Admin:
         since: int | None = None,
         until: int | None = None,
         max_entries: int | None = None,
+        changes_only: bool = False,
     ) -> list[dict[str, Any]]:
-        """OFFSET_HISTORY: the newest offset changes of a group (and their explaining records) per broker."""
+        """OFFSET_HISTORY: the newest offset changes of a group (and their explaining records) per broker.
+
+        `changes_only`: the offset changes alone, each once (not the reset or merge record beside them).
+        """
         fields = {
             "group": group,
             "topic": topic,
             "since": since,
             "until": until,
             "maxEntries": max_entries,
+            "changesOnly": changes_only or None,
         }
         return await self._group_query(EsRequestCode.OFFSET_HISTORY, f"history of {group}", fields)
 

@@ -10,8 +10,8 @@ from typing import Any
 from es_broker.log.types import RecordType
 from es_broker.timetravel.timeparse import format_time
 
-WIDTH, HEIGHT = 960, 320
-LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 40
+WIDTH, HEIGHT = 960, 334
+LEFT, RIGHT, TOP, BOTTOM = 70, 20, 34, 40  # the title sits in the band above the plot
 
 #: how a history entry's cause is drawn: (colour, label)
 CAUSE_STYLE = {
@@ -110,7 +110,7 @@ def timeline_svg(
         f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(title)}">',
         f'<rect x="{LEFT}" y="{TOP}" width="{WIDTH - LEFT - RIGHT}" height="{HEIGHT - TOP - BOTTOM}" '
         'fill="#fbfcfd" stroke="#ced4da"/>',
-        f'<text x="{LEFT + 6}" y="{TOP + 14}" class="axis title">{escape(title)}</text>',
+        f'<text x="{LEFT}" y="{TOP - 12}" class="axis title">{escape(title)}</text>',
     ]
     for i in range(5):  # value grid
         v = v1 * i / 4
@@ -119,11 +119,12 @@ def timeline_svg(
             f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#e9ecef"/>'
             f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" class="axis">{int(v)}</text>'
         )
-    for i in range(5):  # time axis
+    for i in range(5):  # time axis: the end labels align inwards, so none runs off the chart
         t = t0 + (t1 - t0) * i // 4
         xx = x(t)
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
         out.append(
-            f'<text x="{xx:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" class="axis">'
+            f'<text x="{xx:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="{anchor}" class="axis">'
             f"{escape(format_time(t)[11:19])}</text>"
         )
     out.append(
@@ -156,7 +157,7 @@ def timeline_svg(
             f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="{colour}" '
             'stroke-width="2"/>'
             f'<polygon points="{xx - 5:.1f},{TOP} {xx + 5:.1f},{TOP} {xx:.1f},{TOP + 8}" fill="{colour}"/>'
-            f'<text x="{xx + 4 if xx < WIDTH / 2 else xx - 4:.1f}" y="{TOP + 30 + 14 * (n % 4)}" '
+            f'<text x="{xx + 4 if xx < WIDTH / 2 else xx - 4:.1f}" y="{TOP + 14 + 14 * (n % 4)}" '
             f'text-anchor="{"start" if xx < WIDTH / 2 else "end"}" fill="{colour}" class="marker">'
             f"{escape(label)} by {escape(who)}</text>"
             f"<title>#{e['seq']} {escape(label)} by {escape(who)} at {escape(format_time(e['time']))}"

@@ -416,7 +416,9 @@ class Views:
     ) -> dict[str, Any]:
         await self.require_group(group)
         answers = await self.admin.offset_timeline(group, since=since, until=until, points=points)
-        history = await self.admin.offset_history(group, since=since, until=until, max_entries=200)
+        history = await self.admin.offset_history(
+            group, since=since, until=until, max_entries=200, changes_only=True
+        )
         return {"group": group, "brokers": answers, "history": history}
 
     async def offsets_at(self, group: str, at: int) -> dict[str, Any]:

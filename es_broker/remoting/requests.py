@@ -595,6 +595,7 @@ SHAPES: dict[int, RequestShape] = {
                 i64("since"),
                 i64("until"),
                 i32("maxEntries", min=1, max=10_000),
+                flag("changesOnly"),
             ),
         ),
         RequestShape(

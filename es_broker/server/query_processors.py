@@ -9,8 +9,9 @@ body (standard JSON); a group with no offsets gets an empty answer, not an error
   `durable`. Body: `{at, position, group, topic, source, queues}`, the queues
   exactly as `es-broker offsets --at --json` prints them.
 - OFFSET_HISTORY (9204): header `group`, optional `topic`, `since`, `until`,
-  `maxEntries` (default 200). Body: the newest entries of the window, oldest
-  first, as `es-broker history --json`, and `more` when older ones exist.
+  `maxEntries` (default 200), `changesOnly` (leave out the records that explain
+  the changes: each change once, B-294). Body: the newest entries of the window,
+  oldest first, as `es-broker history --json`, and `more` when older ones exist.
 - OFFSET_TIMELINE (9205): header `group`, optional `topic`, `since`, `until`
   (default: the group's first offset change to the log's last record),
   `points` (default 120), `maxEvents` (default 500). Body: `samples` (the
@@ -99,6 +100,7 @@ class QueryProcessors:
         group, topic = req.require_str("group"), req.get_str("topic") or None
         since, until = req.get_long("since"), req.get_long("until")
         limit = req.get_int("maxEntries") or DEFAULT_HISTORY_ENTRIES
+        changes_only = bool(req.get_bool("changesOnly", False))
         if not 0 < limit <= MAX_HISTORY_ENTRIES:
             return response_to(
                 req,
@@ -110,7 +112,14 @@ class QueryProcessors:
             return travel
         with self.broker.store.read() as txn:
             entries, more = timeline.recent_changes(
-                travel, txn, group, topic=topic, since=since, until=until, limit=limit
+                travel,
+                txn,
+                group,
+                topic=topic,
+                since=since,
+                until=until,
+                limit=limit,
+                changes_only=changes_only,
             )
         return self._answer(
             req,

@@ -11,6 +11,7 @@ a few hundred seeks away.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -21,7 +22,9 @@ import msgpack
 from es_broker.log import records
 from es_broker.log.scan import prefixed
 from es_broker.projections.keys import I64, U64, queue_key
-from es_broker.timetravel.query import HistoryEntry, TimeTravel, _latest, _topics_for
+from es_broker.timetravel.query import HistoryEntry, TimeTravel, _topics_for
+
+_NEVER = 2**64  # beyond every seq: no later entry changes the answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,22 +119,21 @@ def timeline_by_queue(
         maxes = [0] * points
         lags: list[int | None] = [None] * points
         qprefix = queue_key(t, q)
-        last_change = last_max = -1
+        # each answer holds until the queue's next entry: moments before it need no seek
+        change_until = max_until = -1
         new = queue_max = 0
-        removed = False
+        known = removed = False
         for i, position in enumerate(positions):
-            found = _latest(cur, prefix, position)
-            if found is None:
+            if position > change_until:
+                found, change_until = _latest_until(cur, prefix, position)
+                known = found is not None
+                if found is not None:
+                    removed = travel._removed(txn, found[0])
+                    new = msgpack.unpackb(found[1])[2]
+            if not known:
                 continue
-            change_seq = U64.unpack(found[0][-8:])[0]
-            if change_seq != last_change:  # the same change as the previous moment: no new reads
-                last_change = change_seq
-                removed = travel._removed(txn, found[0])
-                new = msgpack.unpackb(found[1])[2]
-            found_max = _latest(qmax, qprefix, position)
-            max_seq = U64.unpack(found_max[0][-8:])[0] if found_max else 0
-            if max_seq != last_max:
-                last_max = max_seq
+            if position > max_until:
+                found_max, max_until = _latest_until(qmax, qprefix, position)
                 queue_max = I64.unpack(found_max[1])[0] if found_max else 0
             maxes[i] = queue_max
             if removed:
@@ -150,6 +152,36 @@ def timeline_by_queue(
     return samples, lines
 
 
+def _latest_until(
+    cur: lmdb.Cursor[bytes], prefix: bytes, position: int
+) -> tuple[tuple[bytes, bytes] | None, int]:
+    """`_latest(cur, prefix, position)`, and the last position with the same answer.
+
+    The seek lands on the prefix's first entry after `position`, so the next
+    entry's seq comes free: every position before it has the same latest entry.
+    """
+    if position <= 0:
+        return None, 0
+    after = prefix + U64.pack(position + 1)
+    if cur.set_range(after):
+        key = cur.key()
+        until = (
+            U64.unpack(key[-8:])[0] - 1
+            if len(key) == len(after) and key.startswith(prefix)
+            else _NEVER
+        )
+        found = cur.prev()
+    else:
+        until = _NEVER
+        found = cur.last()
+    if not found:
+        return None, until
+    key = cur.key()
+    if len(key) != len(after) or not key.startswith(prefix):
+        return None, until
+    return (key, cur.value()), until
+
+
 def recent_changes(
     travel: TimeTravel,
     txn: lmdb.Transaction[bytes],
@@ -160,17 +192,23 @@ def recent_changes(
     until: int | None = None,
     limit: int = 200,
     events_only: bool = False,
+    changes_only: bool = False,
 ) -> tuple[list[HistoryEntry], bool]:
     """The newest `limit` history entries of the window, oldest first, and whether older ones exist.
 
     The entries are those of `TimeTravel.history` (offset changes and the
-    records that explain them); `events_only` leaves the offset changes out.
+    records that explain them); `events_only` leaves the offset changes out,
+    `changes_only` the records that explain them (a reset record and the
+    changes it made share their seq: a list of changes shows each once).
     """
     lo = travel.position_at(txn, since - 1) + 1 if since is not None else 1
     hi = travel.position_at(txn, until) if until is not None else travel.store.log.last_seq
     if hi < lo:
         return [], False
-    streams = [_events_backwards(travel, txn, group, topic, lo, hi, limit + 1)]
+    # lazy streams: the merge reads each queue only as far back as the newest `limit` need
+    streams: list[Iterable[tuple[int, dict[str, Any]]]] = []
+    if not changes_only:
+        streams.append(_events_backwards(travel, txn, group, topic, lo, hi, limit + 1))
     if not events_only:
         streams += [
             _changes_backwards(travel, txn, prefix, t, g, q, lo, hi, limit + 1)
@@ -195,35 +233,33 @@ def _changes_backwards(
     lo: int,
     hi: int,
     limit: int,
-) -> list[tuple[int, dict[str, Any]]]:
-    out: list[tuple[int, dict[str, Any]]] = []
+) -> Iterator[tuple[int, dict[str, Any]]]:
     stop = prefix + U64.pack(hi + 1)
-    for key, raw in prefixed(txn, travel.history_db, prefix, stop=stop, reverse=True):
-        if len(out) >= limit or len(key) != len(prefix) + 8:
-            break
+    for n, (key, raw) in enumerate(
+        prefixed(txn, travel.history_db, prefix, stop=stop, reverse=True)
+    ):
+        if n >= limit or len(key) != len(prefix) + 8:
+            return
         seq = U64.unpack(key[-8:])[0]
         if seq < lo:
-            break
+            return
         ts, old, new, cause, requester = msgpack.unpackb(raw)
         removed = travel._removed(txn, key)
-        out.append(
-            (
-                seq,
-                {
-                    "seq": seq,
-                    "ts": ts,
-                    "group": group,
-                    "topic": topic,
-                    "kind": "offset_removed" if removed else "offset_change",
-                    "queue_id": queue_id,
-                    "old": old,
-                    "new": new,
-                    "cause": cause,
-                    "requester": requester,
-                },
-            )
+        yield (
+            seq,
+            {
+                "seq": seq,
+                "ts": ts,
+                "group": group,
+                "topic": topic,
+                "kind": "offset_removed" if removed else "offset_change",
+                "queue_id": queue_id,
+                "old": old,
+                "new": new,
+                "cause": cause,
+                "requester": requester,
+            },
         )
-    return out
 
 
 def _events_backwards(
