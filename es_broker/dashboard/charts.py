@@ -81,6 +81,16 @@ def _path(
     return " ".join(out)
 
 
+def _value_step(top: float) -> int:
+    """A grid step of 1, 2 or 5 times a power of ten, giving at most four steps up to `top`."""
+    step = 1
+    while True:
+        for m in (1, 2, 5):
+            if top <= 4 * step * m:
+                return step * m
+        step *= 10
+
+
 def timeline_svg(
     series: list[Series],
     events: list[dict[str, Any]],
@@ -102,7 +112,8 @@ def timeline_svg(
         return '<p class="empty">no offsets recorded for this group yet</p>'
     t0, t1 = min(times), max(times)
     values = [v for s in series for _, v in s.points if v is not None] or [0]
-    v1 = max(max(values), 1)
+    step_v = _value_step(max(max(values), 1))
+    v1 = step_v * -(-max(max(values), 1) // step_v)  # the top grid line: a whole number of steps
     x = _scale(t0, t1, LEFT, WIDTH - RIGHT)
     y = _scale(0, v1, HEIGHT - BOTTOM, TOP)
     out = [
@@ -112,12 +123,11 @@ def timeline_svg(
         'fill="#fbfcfd" stroke="#ced4da"/>',
         f'<text x="{LEFT}" y="{TOP - 12}" class="axis title">{escape(title)}</text>',
     ]
-    for i in range(5):  # value grid
-        v = v1 * i / 4
+    for v in range(0, int(v1) + 1, int(step_v)):  # value grid, on whole offsets
         yy = y(v)
         out.append(
             f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#e9ecef"/>'
-            f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" class="axis">{int(v)}</text>'
+            f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" class="axis">{v}</text>'
         )
     for i in range(5):  # time axis: the end labels align inwards, so none runs off the chart
         t = t0 + (t1 - t0) * i // 4
