@@ -4,7 +4,7 @@ The broker writes each of these classes and `es_broker.client.admin` reads
 them back. Most are fastjson text as a Java body would be (fields sorted,
 nulls omitted); the re-drive answer has always been Python's own JSON
 (fields in declared order, nulls kept, ", " and ": " separators), and
-`PlainJsonBean` keeps those bytes as they were.
+`RedriveBody.encode` keeps those bytes as they were.
 """
 
 from __future__ import annotations
@@ -16,14 +16,9 @@ from typing import Any
 from .bodies import Bean
 
 
-class PlainJsonBean(Bean):
-    """A body written by Python's json module: declared field order, nulls as null."""
-
-    __slots__ = ()
-
-    def encode(self, *, standard_json: bool = False) -> bytes:
-        """The body bytes; `standard_json` is accepted for symmetry (this text is standard)."""
-        return json.dumps(self, default=_fields_in_order).encode("utf-8")
+def _python_json(bean: Bean) -> bytes:
+    """`bean` as Python's json module writes it: declared field order, nulls as null."""
+    return json.dumps(bean, default=_fields_in_order).encode("utf-8")
 
 
 def _fields_in_order(value: Any) -> Any:
@@ -106,7 +101,7 @@ class CleanPassResult(Bean):
 
 
 @dataclass(frozen=True, slots=True)
-class RedriveItem(PlainJsonBean):
+class RedriveItem(Bean):
     """One dead letter, and where it went (or would go, or why it stays)."""
 
     dlq_queue_offset: int = 0
@@ -120,7 +115,7 @@ class RedriveItem(PlainJsonBean):
 
 
 @dataclass(frozen=True, slots=True)
-class RedriveBody(PlainJsonBean):
+class RedriveBody(Bean):
     """REDRIVE_DLQ answer; `more` tells that dead letters are left for another request."""
 
     group: str = ""
@@ -128,3 +123,7 @@ class RedriveBody(PlainJsonBean):
     dry_run: bool = False
     more: bool = False
     items: tuple[RedriveItem, ...] = ()
+
+    def encode(self, *, standard_json: bool = False) -> bytes:
+        """Python's JSON, as this answer always was (`standard_json` changes nothing)."""
+        return _python_json(self)

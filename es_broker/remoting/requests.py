@@ -30,6 +30,7 @@ import msgpack
 from .bodies import (
     Bean,
     CheckClientRequestBody,
+    DataVersion,
     HeartbeatData,
     LockBatchRequestBody,
     SubscriptionGroupConfig,
@@ -690,7 +691,7 @@ SHAPES: dict[int, RequestShape] = {
             C.QUERY_DATA_VERSION,
             "QUERY_DATA_VERSION",
             (s("brokerName"), s("brokerAddr", True), s("clusterName"), i64("brokerId", min=0)),
-            body=json_any,
+            body=json_body(DataVersion, optional=True),
         ),
         RequestShape(C.DELETE_TOPIC_IN_NAMESRV, "DELETE_TOPIC_IN_NAMESRV", (s("topic", True),)),
         RequestShape(C.PUT_KV_CONFIG, "PUT_KV_CONFIG", (*_KV, s("value", True, max_len=TEXT_MAX))),

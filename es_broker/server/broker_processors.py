@@ -29,18 +29,42 @@ from es_broker.log import Queued, hops
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson, requests
 from es_broker.remoting import message as wire
+from es_broker.remoting.admin_bodies import (
+    OpenTransaction,
+    OpenTransactionsBody,
+    QueueResetRow,
+    ResetOffsetResult,
+)
 from es_broker.remoting.bodies import (
     CheckClientRequestBody,
+    ClientConnection,
+    ConsumerConnection,
     ConsumerData,
+    ConsumerOffsetSerializeWrapper,
+    ConsumeStats,
+    DataVersion,
+    GetConsumerListByGroupResponseBody,
     HeartbeatData,
+    KVTable,
     LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    OffsetWrapper,
+    ProducerConnection,
+    ResetOffsetBody,
+    SubscriptionData,
     SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicOffset,
+    TopicStatsTable,
     UnlockBatchRequestBody,
 )
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, request, response_to, with_ext_fields
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
-from es_broker.server.clients import ClientRegistry
+from es_broker.server.clients import ClientInfo, ClientRegistry
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.remoting_server import Handler, Start
 
@@ -48,10 +72,6 @@ log = logging.getLogger(__name__)
 
 LOCK_EXPIRY_PERIOD = 10.0  # s between passes releasing lapsed queue locks (at most lockMaxLiveTime)
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll: a QUERY_MESSAGE by UNIQ_KEY
-
-
-def json_body(value: Any) -> bytes:
-    return fastjson.dumps(value).encode()
 
 
 def _v1(req: RemotingCommand) -> RemotingCommand:
@@ -610,9 +630,8 @@ class BrokerProcessors:
             return response_to(
                 req, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}"
             )
-        return response_to(
-            req, ResponseCode.SUCCESS, body=json_body({"consumerIdList": info.client_ids()})
-        )
+        body = GetConsumerListByGroupResponseBody(tuple(info.client_ids()))
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def check_client_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """CHECK_CLIENT_CONFIG: a Java consumer's SQL92 subscription is compiled at start (B-214, B-215)."""
@@ -639,14 +658,13 @@ class BrokerProcessors:
         data = LockBatchRequestBody.decode(req.body)  # shape checked at the edge
         # a slave records nothing of its own; orderly consumers lock at the master
         if self.is_slave:
-            return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": []}))
+            return response_to(req, ResponseCode.SUCCESS, body=LockBatchResponseBody().encode())
         group = names.check_group_name(data.consumer_group)
         client_id = data.client_id or self.requester(channel)  # RocketMQ takes the body's clientId
         wanted = {(mq.topic, mq.broker_name, mq.queue_id): mq for mq in data.mq_set}
         held = await self.locks.lock_batch(group, client_id, list(wanted), holder=channel)
-        return response_to(
-            req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": [wanted[q] for q in held]})
-        )
+        body = LockBatchResponseBody(tuple(wanted[q] for q in held))
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def unlock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """UNLOCK_BATCH_MQ (B-144): releases the client's own queues; others' are left as they are."""
@@ -686,23 +704,8 @@ class BrokerProcessors:
 
     def reset_body(self, plan, list_form: bool) -> bytes:
         """ResetOffsetBody (remoting spec 9.6): MessageQueue-keyed map, or the list C++ clients take."""
-        if list_form:
-            return json_body(
-                {
-                    "offsetTable": [
-                        {
-                            "brokerName": self.config.brokerName,
-                            "offset": off,
-                            "queueId": q,
-                            "topic": plan.topic,
-                        }
-                        for q, off in plan.table().items()
-                    ]
-                }
-            )
-        return json_body(
-            {"offsetTable": {self._mq(plan.topic, q): off for q, off in plan.table().items()}}
-        )
+        table = {self._mq(plan.topic, q): off for q, off in plan.table().items()}
+        return ResetOffsetBody(table).encode(for_cpp=list_form)
 
     async def invoke_reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET: compute, record, notify online clients oneway (B-74..B-77)."""
@@ -809,7 +812,8 @@ class BrokerProcessors:
     async def open_transactions(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """OPEN_TRANSACTIONS (es-broker): the half messages still open, per producer group (B-232)."""
         rows = self.broker.open_transactions(req.get_str("producerGroup") or None)
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"transactions": rows}))
+        body = OpenTransactionsBody(tuple(OpenTransaction.from_json(row) for row in rows))
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """es-broker's reset (S-2, S-13): any target, a dry run, or server-side; answers the per-queue table."""
@@ -850,19 +854,22 @@ class BrokerProcessors:
                 if dry_run
                 else f"{plan.mode}: notified {len(members)} client(s)"
             )
-        body = {
-            "group": group,
-            "topic": topic,
-            "brokerName": self.config.brokerName,
-            "kind": kind,
-            "value": value,
-            "mode": plan.mode,
-            "dryRun": dry_run,
-            "seq": plan.seq,
-            "outcome": outcome,
-            "queues": plan.as_rows(),
-        }
-        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+        body = ResetOffsetResult(
+            group=group,
+            topic=topic,
+            broker_name=self.config.brokerName,
+            kind=kind,
+            value=value,
+            mode=plan.mode,
+            dry_run=bool(dry_run),
+            seq=plan.seq,
+            outcome=outcome,
+            queues=tuple(
+                QueueResetRow(q.queue_id, q.current, q.target, q.final, q.outcome)
+                for q in plan.queues
+            ),
+        )
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def forward_to_consumer(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY: relay to the client's channel, answer verbatim."""
@@ -913,19 +920,18 @@ class BrokerProcessors:
         await self.registered()
         return response_to(req, ResponseCode.SUCCESS)
 
-    def topic_config_wrapper(self) -> dict[str, Any]:
+    def topic_config_wrapper(self) -> TopicConfigSerializeWrapper:
         table, version = self.broker.topic_table()
         perm = self.config.brokerPermission
+        configs = {name: TopicConfig.from_json(config) for name, config in table.items()}
         # a read-only or write-only broker shows its perm on every topic (B-23)
         if not (perm & 4 and perm & 2):
-            table = {name: dict(config, perm=perm) for name, config in table.items()}
-        return {
-            "dataVersion": {"counter": version, "timestamp": version},
-            "topicConfigTable": table,
-        }
+            configs = {name: dataclasses.replace(c, perm=perm) for name, c in configs.items()}
+        return TopicConfigSerializeWrapper(configs, DataVersion(timestamp=version, counter=version))
 
     async def all_topic_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        return response_to(req, ResponseCode.SUCCESS, body=json_body(self.topic_config_wrapper()))
+        body = self.topic_config_wrapper().encode()
+        return response_to(req, ResponseCode.SUCCESS, body=body)
 
     async def update_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         sent = fastjson.loads(req.body)  # shape checked at the edge
@@ -937,11 +943,11 @@ class BrokerProcessors:
 
     async def all_group_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table, version = self.broker.group_table()
-        body = {
-            "dataVersion": {"counter": version, "timestamp": version},
-            "subscriptionGroupTable": table,
-        }
-        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+        body = SubscriptionGroupWrapper(
+            {name: SubscriptionGroupConfig.from_json(config) for name, config in table.items()},
+            DataVersion(timestamp=version, counter=version),
+        )
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def delete_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         await self.broker.delete_group(
@@ -951,10 +957,8 @@ class BrokerProcessors:
         )
         return response_to(req, ResponseCode.SUCCESS)
 
-    def _mq(self, topic: str, queue_id: int) -> fastjson.ObjectKey:
-        return fastjson.ObjectKey(
-            (("brokerName", self.config.brokerName), ("queueId", queue_id), ("topic", topic))
-        )
+    def _mq(self, topic: str, queue_id: int) -> MessageQueue:
+        return MessageQueue(topic, self.config.brokerName, queue_id)
 
     async def topic_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         topic = req.require_str("topic")
@@ -965,12 +969,8 @@ class BrokerProcessors:
         for q in range(config["writeQueueNums"]):
             lo, hi = self.broker.min_offset(topic, q), self.broker.max_offset(topic, q)
             last = self.broker.store_time_at(topic, q, hi - 1) if hi > 0 else 0
-            table[self._mq(topic, q)] = {
-                "lastUpdateTimestamp": last,
-                "maxOffset": hi,
-                "minOffset": lo,
-            }
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
+            table[self._mq(topic, q)] = TopicOffset(lo, hi, last)
+        return response_to(req, ResponseCode.SUCCESS, body=TopicStatsTable(table).encode())
 
     async def consume_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group = req.require_str("consumerGroup")
@@ -981,23 +981,15 @@ class BrokerProcessors:
                 continue
             consumer = max(offset, 0)
             last = self.broker.store_time_at(topic, queue_id, consumer - 1) if consumer > 0 else 0
-            table[self._mq(topic, queue_id)] = {
-                "brokerOffset": self.broker.max_offset(topic, queue_id),
-                "consumerOffset": consumer,
-                "lastTimestamp": last,
-            }
-        return response_to(
-            req, ResponseCode.SUCCESS, body=json_body({"consumeTps": 0.0, "offsetTable": table})
-        )
+            table[self._mq(topic, queue_id)] = OffsetWrapper(
+                self.broker.max_offset(topic, queue_id), consumer, last
+            )
+        return response_to(req, ResponseCode.SUCCESS, body=ConsumeStats(table, 0.0).encode())
 
-    def _connection(self, info) -> dict[str, Any]:
+    @staticmethod
+    def _connection(info: tuple[Channel, ClientInfo]) -> ClientConnection:
         ch, client = info
-        return {
-            "clientAddr": ch.remote_addr,
-            "clientId": client.client_id,
-            "language": client.language,
-            "version": client.version,
-        }
+        return ClientConnection(client.client_id, ch.remote_addr, client.language, client.version)
 
     async def consumer_connections(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group = req.require_str("consumerGroup")
@@ -1006,14 +998,16 @@ class BrokerProcessors:
             return response_to(
                 req, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
             )
-        body = {
-            "connectionSet": [self._connection(i) for i in info.channels.items()],
-            "consumeFromWhere": info.consume_from_where,
-            "consumeType": info.consume_type,
-            "messageModel": info.message_model,
-            "subscriptionTable": info.subscriptions,
-        }
-        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+        body = ConsumerConnection(
+            connection_set=tuple(self._connection(i) for i in info.channels.items()),
+            subscription_table={
+                topic: SubscriptionData.from_json(sub) for topic, sub in info.subscriptions.items()
+            },
+            consume_type=info.consume_type,
+            message_model=info.message_model,
+            consume_from_where=info.consume_from_where,
+        )
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def producer_connections(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group = req.require_str("producerGroup")
@@ -1022,18 +1016,19 @@ class BrokerProcessors:
             return response_to(
                 req, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist"
             )
-        body = {"connectionSet": [self._connection(i) for i in channels.items()]}
-        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+        body = ProducerConnection(tuple(self._connection(i) for i in channels.items()))
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def all_consumer_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table: dict[str, dict[int, int]] = {}
         for topic, group, queue_id, offset in self.broker.offset_table():
             table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
+        body = ConsumerOffsetSerializeWrapper(table)
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def runtime_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table = {k: str(v) for k, v in {**self.broker.runtime_info(), **self.ha_status()}.items()}
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"table": table}))
+        return response_to(req, ResponseCode.SUCCESS, body=KVTable(table).encode())
 
     async def broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         import dataclasses
@@ -1048,6 +1043,6 @@ class BrokerProcessors:
             req,
             ResponseCode.SUCCESS,
             None,
-            {"version": fastjson.dumps({"counter": 0, "timestamp": 0})},
+            {"version": DataVersion().encode().decode()},
             text.encode(),
         )

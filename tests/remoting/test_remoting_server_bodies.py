@@ -87,7 +87,9 @@ CASES: list[tuple[str, Bean, bytes]] = [
         "OPEN_TRANSACTIONS",
         OpenTransactionsBody(
             (
-                OpenTransaction("PG", "T", 0, "TX1", "7F00000100002A9F0000000000000000", 0, 3, 11, 12, 1, -1),
+                OpenTransaction(
+                    "PG", "T", 0, "TX1", "7F00000100002A9F0000000000000000", 0, 3, 11, 12, 1, -1
+                ),
                 OpenTransaction("PG", "T", 1, None, "X", 9, 4, 13, 14, 0, 99),
             )
         ),
@@ -99,14 +101,18 @@ CASES: list[tuple[str, Bean, bytes]] = [
     ),
     (
         "RESET_OFFSET",
-        ResetOffsetResult("G", "T", "b", "offset", 4, "notify", False, 17, "notify: notified 1 client(s)", ROWS),
+        ResetOffsetResult(
+            "G", "T", "b", "offset", 4, "notify", False, 17, "notify: notified 1 client(s)", ROWS
+        ),
         b'{"brokerName":"b","dryRun":false,"group":"G","kind":"offset","mode":"notify",'
         b'"outcome":"notify: notified 1 client(s)","queues":[{"current":1,"final":4,"outcome":"moved",'
         b'"queueId":0,"target":4}],"seq":17,"topic":"T","value":4}',
     ),
     (
         "RESET_OFFSET dry run",
-        ResetOffsetResult("G", "T", "b", "offset", 4, "notify", True, None, "dry run: nothing changed", ROWS),
+        ResetOffsetResult(
+            "G", "T", "b", "offset", 4, "notify", True, None, "dry run: nothing changed", ROWS
+        ),
         b'{"brokerName":"b","dryRun":true,"group":"G","kind":"offset","mode":"notify",'
         b'"outcome":"dry run: nothing changed","queues":[{"current":1,"final":4,"outcome":"moved",'
         b'"queueId":0,"target":4}],"topic":"T","value":4}',
@@ -184,11 +190,25 @@ CASES: list[tuple[str, Bean, bytes]] = [
         CleanPassResult("manual", (0, 1024), 2048, 9),
         b'{"deletedFiles":[0,1024],"phyMin":2048,"reason":"manual","seq":9}',
     ),
-    ("DELETE_EXPIRED_COMMITLOG no trigger", CleanPassResult(None, (), 0, None), b'{"deletedFiles":[],"phyMin":0}'),
-    ("GET_ALL_DELAY_OFFSET", DelayOffsetSerializeWrapper({1: 4, 3: 0}), b'{"offsetTable":{1:4,3:0}}'),
+    (
+        "DELETE_EXPIRED_COMMITLOG no trigger",
+        CleanPassResult(None, (), 0, None),
+        b'{"deletedFiles":[],"phyMin":0}',
+    ),
+    (
+        "GET_ALL_DELAY_OFFSET",
+        DelayOffsetSerializeWrapper({1: 4, 3: 0}),
+        b'{"offsetTable":{1:4,3:0}}',
+    ),
     (
         "REDRIVE_DLQ",
-        RedriveBody("G", "retry", False, True, (RedriveItem(0, "ID0", 100, "T", "%RETRY%G", 0, "ID1", None),)),
+        RedriveBody(
+            "G",
+            "retry",
+            False,
+            True,
+            (RedriveItem(0, "ID0", 100, "T", "%RETRY%G", 0, "ID1", None),),
+        ),
         b'{"group": "G", "target": "retry", "dryRun": false, "more": true, "items": [{"dlqQueueOffset": 0, '
         b'"dlqMsgId": "ID0", "physicalOffset": 100, "originalTopic": "T", "targetTopic": "%RETRY%G", '
         b'"targetQueueId": 0, "newMsgId": "ID1", "skipped": null}]}',
@@ -207,15 +227,25 @@ CASES: list[tuple[str, Bean, bytes]] = [
         b'"cluster":"C"}},"clusterAddrTable":{"C":["b"]}}',
     ),
     ("GET_ALL_TOPIC_LIST_FROM_NAMESERVER", TopicList(("A", "T")), b'{"topicList":["A","T"]}'),
-    ("QUERY_DATA_VERSION", DataVersion(1700000000000, 3), b'{"counter":3,"timestamp":1700000000000}'),
-    ("GET_KVLIST_BY_NAMESPACE", KVTable({"k1": "v1", "k2": "v2"}), b'{"table":{"k1":"v1","k2":"v2"}}'),
+    (
+        "QUERY_DATA_VERSION",
+        DataVersion(1700000000000, 3),
+        b'{"counter":3,"timestamp":1700000000000}',
+    ),
+    (
+        "GET_KVLIST_BY_NAMESPACE",
+        KVTable({"k1": "v1", "k2": "v2"}),
+        b'{"table":{"k1":"v1","k2":"v2"}}',
+    ),
     (
         "GET_BROKER_CLUSTER_ACL_CONFIG",
         AclConfig(
             ("10.10.103.*",),
             (
                 ACCOUNT,
-                PlainAccessConfig("admin", "****", "192.168.1.*", True, "DENY", "SUB", ("T=PUB",), ()),
+                PlainAccessConfig(
+                    "admin", "****", "192.168.1.*", True, "DENY", "SUB", ("T=PUB",), ()
+                ),
             ),
         ),
         b'{"globalWhiteAddrs":["10.10.103.*"],"plainAccessConfigs":[{"accessKey":"rocketmq2","admin":false,'
