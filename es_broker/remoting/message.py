@@ -12,6 +12,7 @@ import ipaddress
 import socket
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from es_broker import compiled
@@ -394,6 +395,19 @@ def decode_all(data: bytes | memoryview) -> list[StoredMessage]:
 
 class BatchDecodeError(ValueError):
     """A SEND_BATCH_MESSAGE body that is not a sequence of well-formed entries."""
+
+
+def encode_batch(messages: Sequence[tuple[int, bytes, dict[str, str]]]) -> bytes:
+    """A SEND_BATCH_MESSAGE body: per (flag, body, properties) one entry (remoting spec 7.2.2)."""
+    parts = []
+    for flag, body, props in messages:
+        raw_props = encode_properties(props)
+        total = _BATCH_ENTRY.size + len(body) + 2 + len(raw_props)
+        parts.append(_BATCH_ENTRY.pack(total, 0, 0, flag, len(body)))
+        parts.append(body)
+        parts.append(_I16.pack(len(raw_props)))
+        parts.append(raw_props)
+    return b"".join(parts)
 
 
 def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:

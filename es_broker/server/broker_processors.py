@@ -62,8 +62,10 @@ from es_broker.remoting.bodies import (
     UnlockBatchRequestBody,
 )
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode, Version
-from es_broker.remoting.command import RemotingCommand, request, response_to, with_ext_fields
+from es_broker.remoting.command import RemotingCommand, request, response_to
+from es_broker.remoting.errors import MissingField
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
+from es_broker.remoting.request_headers import SendMessageRequestHeader
 from es_broker.server.clients import ClientInfo, ClientRegistry
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.remoting_server import Handler, Start
@@ -72,13 +74,6 @@ log = logging.getLogger(__name__)
 
 LOCK_EXPIRY_PERIOD = 10.0  # s between passes releasing lapsed queue locks (at most lockMaxLiveTime)
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll: a QUERY_MESSAGE by UNIQ_KEY
-
-
-def _v1(req: RemotingCommand) -> RemotingCommand:
-    """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header with V1 names, so one processor reads both."""
-    if req.code == RequestCode.SEND_MESSAGE:
-        return req
-    return with_ext_fields(req, requests.v1_fields(req))
 
 
 def _ipv4(addr: tuple[str, int]) -> tuple[str, int]:
@@ -279,33 +274,28 @@ class BrokerProcessors:
         return await self._send_answer(req, send, await self.broker.put_result(queued))
 
     def _send_request(self, channel: Channel, req: RemotingCommand) -> _Send:
-        h = _v1(req)
-        topic = h.require_str("topic")
-        queue_id = h.require_int("queueId")
-        sys_flag = h.require_int("sysFlag")
-        born = h.require_long("bornTimestamp")
+        h = SendMessageRequestHeader.read(req)
+        topic, queue_id, sys_flag, born = h.topic, h.queue_id, h.sys_flag, h.born_timestamp
         born_host = _ipv4(channel.remote)
-        reconsume = h.get_int("reconsumeTimes", 0) or 0
+        reconsume = h.reconsume_times or 0
         config = self.broker.topic_config(topic)
         if config and config.get("order") and not self.config.brokerPermission & PERM_WRITE:
             raise BrokerError(
                 f"the broker[{self.config.brokerIP1}] sending message is forbidden",
                 Code.NO_PERMISSION,
             )
-        if req.code == RequestCode.SEND_BATCH_MESSAGE or h.get_bool("batch", False):
+        if req.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
             batch = [
                 MessageIn(body, props, flag, sys_flag, born, born_host, reconsume)
                 for flag, body, props in decode_batch(req.body)
             ]
         else:
-            props = wire.decode_properties(h.get_str("properties", "") or "")
-            batch = [
-                MessageIn(
-                    req.body, props, h.require_int("flag"), sys_flag, born, born_host, reconsume
-                )
-            ]
+            if h.flag is None:
+                raise MissingField("flag")
+            props = wire.decode_properties(h.properties or "")
+            batch = [MessageIn(req.body, props, h.flag, sys_flag, born, born_host, reconsume)]
         # a %RETRY% send's limit comes from the header for clients >= V3_4_9 (spec 7.2.1 step 5, B-95)
-        max_reconsume = h.get_int("maxReconsumeTimes") if req.version >= Version.V3_4_9 else None
+        max_reconsume = h.max_reconsume_times if req.version >= Version.V3_4_9 else None
         if hops.ON:
             hops.mark(hops.PARSED)
         return _Send(
@@ -315,9 +305,9 @@ class BrokerProcessors:
             config is not None,
             {
                 "requester": self.requester(channel),
-                "producer_group": h.get_str("producerGroup", "") or "",
-                "default_topic": h.get_str("defaultTopic"),
-                "default_topic_queue_nums": h.get_int("defaultTopicQueueNums", 4) or 4,
+                "producer_group": h.producer_group or "",
+                "default_topic": h.default_topic,
+                "default_topic_queue_nums": h.default_topic_queue_nums or 4,
                 "max_reconsume_times": max_reconsume,
             },
         )
