@@ -556,7 +556,7 @@ async def consume_message(admin: Admin, a: argparse.Namespace) -> list[dict[str,
             continue
         addrs = names[qd.broker_name]
         addr = addrs.get(0) or next(iter(addrs.values()))
-        for qid in range(qd["readQueueNums"]):
+        for qid in range(qd.read_queue_nums):
             if a.queueId is not None and qid != a.queueId:
                 continue
             offset = a.offset if a.offset is not None else 0
@@ -567,7 +567,7 @@ async def consume_message(admin: Admin, a: argparse.Namespace) -> list[dict[str,
             )
             while len(out) < a.messageNumber and (stop is None or offset <= stop):
                 try:
-                    m = await admin.message_by_offset(a.topic, qd["brokerName"], qid, offset)
+                    m = await admin.message_by_offset(a.topic, qd.broker_name, qid, offset)
                 except ValueError:
                     break
                 out.append(message_view(m))
