@@ -88,25 +88,31 @@ class SendMessageRequestHeader:
         Raises `MissingField` / `BadField` naming the V1 field, as the typed accessors do.
         """
         fields = cmd.ext_fields
+        names = _V1_NAMES
         if cmd.code != RequestCode.SEND_MESSAGE:
-            fields = {SEND_V2_FIELDS.get(k, k): v for k, v in fields.items()}
+            if fields.keys() <= _V2_SET:
+                names = _V2_NAMES  # the usual V2 header: read the letters where they are
+            else:
+                fields = {SEND_V2_FIELDS.get(k, k): v for k, v in fields.items()}
         get = fields.get
+        (group, topic, default_topic, queue_nums, queue_id, sys_flag, born, flag, properties,
+         reconsume, unit_mode, batch, max_reconsume) = names  # fmt: skip
         return cls(
-            producer_group=get("producerGroup"),
-            topic=_required(get, "topic"),
-            default_topic=get("defaultTopic"),
-            default_topic_queue_nums=_int(get, "defaultTopicQueueNums", _I32),
-            queue_id=parse_integer("queueId", _required(get, "queueId"), _I32, "int"),
-            sys_flag=parse_integer("sysFlag", _required(get, "sysFlag"), _I32, "int"),
+            producer_group=get(group),
+            topic=_required(get, topic, "topic"),
+            default_topic=get(default_topic),
+            default_topic_queue_nums=_int(get, queue_nums, "defaultTopicQueueNums", _I32),
+            queue_id=parse_integer("queueId", _required(get, queue_id, "queueId"), _I32, "int"),
+            sys_flag=parse_integer("sysFlag", _required(get, sys_flag, "sysFlag"), _I32, "int"),
             born_timestamp=parse_integer(
-                "bornTimestamp", _required(get, "bornTimestamp"), _I64, "long"
+                "bornTimestamp", _required(get, born, "bornTimestamp"), _I64, "long"
             ),
-            flag=_int(get, "flag", _I32),
-            properties=get("properties"),
-            reconsume_times=_int(get, "reconsumeTimes", _I32),
-            unit_mode=_bool(get, "unitMode"),
-            batch=_bool(get, "batch"),
-            max_reconsume_times=_int(get, "maxReconsumeTimes", _I32),
+            flag=_int(get, flag, "flag", _I32),
+            properties=get(properties),
+            reconsume_times=_int(get, reconsume, "reconsumeTimes", _I32),
+            unit_mode=_bool(get, unit_mode),
+            batch=_bool(get, batch),
+            max_reconsume_times=_int(get, max_reconsume, "maxReconsumeTimes", _I32),
         )
 
 
@@ -115,17 +121,18 @@ _V1_NAMES = tuple(
     name.split("_")[0] + "".join(p.title() for p in name.split("_")[1:]) for name in _ATTRS
 )
 _V2_NAMES = tuple(SEND_V1_FIELDS[name] for name in _V1_NAMES)
+_V2_SET = frozenset(_V2_NAMES)
 
 
-def _required(get: _Get, name: str) -> str:
-    raw = get(name)
+def _required(get: _Get, wire_name: str, name: str) -> str:
+    raw = get(wire_name)
     if raw is None:
         raise MissingField(name)
     return raw
 
 
-def _int(get: _Get, name: str, bounds: tuple[int, int]) -> int | None:
-    raw = get(name)
+def _int(get: _Get, wire_name: str, name: str, bounds: tuple[int, int]) -> int | None:
+    raw = get(wire_name)
     if raw is None:
         return None
     return parse_integer(name, raw, bounds, "int" if bounds is _I32 else "long")
