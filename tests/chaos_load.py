@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 
 import trio
 
-from es_broker.client.messages import encode_batch
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.connection import CLOSED, NEED_DATA, Connection
 from es_broker.remoting.frames import encode_frame
+from es_broker.remoting.message import encode_batch
 from es_broker.remoting.pull_flags import PullSysFlag
 
 TOPIC = "CHAOS"

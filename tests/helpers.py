@@ -109,7 +109,7 @@ async def topic_ready(served: Served, topic: str, queues: int = 4, perm: int = 6
                 route = await admin.route(topic)
             except AdminError:  # not registered yet
                 return False
-            created = [(q["writeQueueNums"], q["perm"]) for q in route.get("queueDatas", [])]
+            created = [(q.write_queue_nums, q.perm) for q in route.queue_datas]
             return created == [(queues, perm)]
 
         await wait_until(f"route of {topic}", routed)

@@ -9,7 +9,7 @@ import pytest
 from es_broker.client.allocate import allocate_averagely
 from es_broker.client.consumer import build_subscription, parse_consume_timestamp
 from es_broker.client.instance import ClientInstance, FoundBroker
-from es_broker.client.messages import ReceivedMessage, UniqIdGenerator, encode_batch
+from es_broker.client.messages import ReceivedMessage, UniqIdGenerator
 from es_broker.client.offset_store import (
     LocalFileOffsetStore,
     ReadOffsetType,
@@ -18,6 +18,7 @@ from es_broker.client.offset_store import (
 from es_broker.client.process_queue import ProcessQueue
 from es_broker.client.route import from_default_route, publish_queues, subscribe_queues
 from es_broker.remoting.bodies import BrokerData, MessageQueue, QueueData, TopicRouteData
+from es_broker.remoting.message import encode_batch
 from es_broker.server.broker_processors import decode_batch
 
 # ---------------------------------------------------------------------- B-51, B-52

@@ -75,6 +75,11 @@ def same(name: str, *args) -> None:
     assert outcome(getattr(fast, name), *args) == outcome(getattr(ref, name), *args)
 
 
+def test_compiled_stored_message_layout_is_the_one_message_py_declares():
+    """One stored-message layout: the byte positions the compiled codec uses are message.py's."""
+    assert fast.LAYOUT == message.LAYOUT
+
+
 def test_the_suite_runs_the_implementation_it_was_asked_for():
     if compiled.pure_python_forced():
         assert message.decode_one is message.REFERENCE["decode_one"]

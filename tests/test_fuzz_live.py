@@ -30,7 +30,8 @@ from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.connection import CLOSED, NEED_DATA, Connection
 from es_broker.remoting.errors import CommandError
 from es_broker.remoting.frames import encode_frame
-from es_broker.remoting.requests import SEND_V1_FIELDS, SHAPES, HeaderField, Kind, RequestShape
+from es_broker.remoting.request_headers import SEND_V1_FIELDS
+from es_broker.remoting.requests import SHAPES, HeaderField, Kind, RequestShape
 from tests.process_fixtures import serve
 
 FRAMES = int(os.environ.get("ES_BROKER_FUZZ_FRAMES", "50000"))

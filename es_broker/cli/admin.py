@@ -184,9 +184,7 @@ async def topic_list(admin: Admin, a: argparse.Namespace) -> list[str]:
 @opt("-t", "--topic", required=True)
 async def topic_route(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     route = await admin.route(a.topic)
-    for data in route["brokerDatas"]:
-        data["brokerAddrs"] = {str(k): v for k, v in data["brokerAddrs"].items()}
-    return route
+    return json.loads(route.encode(standard_json=True))  # broker ids as JSON's string keys
 
 
 @verb(
@@ -556,12 +554,12 @@ async def consume_message(admin: Admin, a: argparse.Namespace) -> list[dict[str,
     out: list[dict[str, Any]] = []
     names = await admin.broker_names()
     route = await admin.route(a.topic)
-    for qd in route["queueDatas"]:
-        if a.brokerName and qd["brokerName"] != a.brokerName or qd["brokerName"] not in names:
+    for qd in route.queue_datas:
+        if a.brokerName and qd.broker_name != a.brokerName or qd.broker_name not in names:
             continue
-        addrs = names[qd["brokerName"]]
+        addrs = names[qd.broker_name]
         addr = addrs.get(0) or next(iter(addrs.values()))
-        for qid in range(qd["readQueueNums"]):
+        for qid in range(qd.read_queue_nums):
             if a.queueId is not None and qid != a.queueId:
                 continue
             offset = a.offset if a.offset is not None else 0
@@ -572,7 +570,7 @@ async def consume_message(admin: Admin, a: argparse.Namespace) -> list[dict[str,
             )
             while len(out) < a.messageNumber and (stop is None or offset <= stop):
                 try:
-                    m = await admin.message_by_offset(a.topic, qd["brokerName"], qid, offset)
+                    m = await admin.message_by_offset(a.topic, qd.broker_name, qid, offset)
                 except ValueError:
                     break
                 out.append(message_view(m))
@@ -761,9 +759,9 @@ async def open_transactions(admin: Admin, a: argparse.Namespace) -> list[dict[st
 async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
     info = await admin.cluster_info()
     rows = []
-    for cluster, names in sorted(info.get("clusterAddrTable", {}).items()):
+    for cluster, names in sorted(info.cluster_addr_table.items()):
         for name in names:
-            for bid, addr in sorted(info["brokerAddrTable"][name]["brokerAddrs"].items()):
+            for bid, addr in sorted(info.broker_addr_table[name].broker_addrs.items()):
                 try:
                     version = (await admin.broker_runtime(addr)).get("brokerVersionDesc", "")
                 except (AdminError, RemotingError):

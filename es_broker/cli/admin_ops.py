@@ -32,12 +32,12 @@ STATUS_DIR = Path("/tmp/rocketmq/consumerStatus")
 async def _masters_and_slaves(admin: Admin, cluster: str) -> list[tuple[str, list[str]]]:
     """(master address, its slaves' addresses) per broker of a cluster (CommandUtil)."""
     info = await admin.cluster_info()
-    names = info.get("clusterAddrTable", {}).get(cluster)
+    names = info.cluster_addr_table.get(cluster)
     if names is None:
         raise ValueError(f"cluster {cluster!r} is not known to the name server")
     out = []
     for name in sorted(names):
-        addrs = {int(k): v for k, v in info["brokerAddrTable"][name]["brokerAddrs"].items()}
+        addrs = info.broker_addr_table[name].broker_addrs
         if 0 in addrs:
             out.append((addrs[0], [a for bid, a in sorted(addrs.items()) if bid != 0]))
     return out
@@ -217,10 +217,10 @@ def _render_group_config(rows: list[dict[str, Any]]) -> str:
 async def get_consumer_config(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
     """The subscription group's config on every broker that has it."""
     info = await admin.cluster_info()
-    cluster_of = {n: c for c, names in info.get("clusterAddrTable", {}).items() for n in names}
+    cluster_of = {n: c for c, names in info.cluster_addr_table.items() for n in names}
     rows = []
-    for name, data in sorted(info.get("brokerAddrTable", {}).items()):
-        addrs = {int(k): v for k, v in data["brokerAddrs"].items()}
+    for name, data in sorted(info.broker_addr_table.items()):
+        addrs = data.broker_addrs
         addr = addrs.get(0) or next(iter(addrs.values()))
         config = await admin.group_config(addr, a.groupName.strip())
         if config is not None:
@@ -238,9 +238,9 @@ async def topic_cluster_list(admin: Admin, a: argparse.Namespace) -> list[str]:
     route = await admin.route(a.topic.strip())
     info = await admin.cluster_info()
     out: list[str] = []
-    for data in route["brokerDatas"]:
-        for cluster, names in sorted(info.get("clusterAddrTable", {}).items()):
-            if data["brokerName"] in names and cluster not in out:
+    for data in route.broker_datas:
+        for cluster, names in sorted(info.cluster_addr_table.items()):
+            if data.broker_name in names and cluster not in out:
                 out.append(cluster)
     return out
 
@@ -353,12 +353,12 @@ async def print_msg(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     begin = parse_time(a.beginTimestamp) if a.beginTimestamp else None
     end = parse_time(a.endTimestamp) if a.endTimestamp else None
     route = await admin.route(topic)
-    addrs = {d["brokerName"]: d["brokerAddrs"] for d in route["brokerDatas"]}
+    addrs = {d.broker_name: d.broker_addrs for d in route.broker_datas}
     queues = []
-    for qd in sorted(route["queueDatas"], key=lambda q: q["brokerName"]):
-        name = qd["brokerName"]
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        name = qd.broker_name
         addr = addrs[name].get(0) or next(iter(addrs[name].values()))
-        for qid in range(qd["readQueueNums"]):
+        for qid in range(qd.read_queue_nums):
             lo = await admin.min_offset(addr, topic, qid)
             hi = await admin.queue_offsets(addr, topic, qid)
             if begin is not None:

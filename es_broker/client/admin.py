@@ -15,9 +15,23 @@ import trio
 from es_broker.acl.signing import Credentials
 from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.remoting import fastjson
+from es_broker.remoting.admin_bodies import RedriveBody
+from es_broker.remoting.bodies import (
+    ClusterInfo,
+    ConsumeStats,
+    KVTable,
+    ResetOffsetBody,
+    SubscriptionGroupWrapper,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicList,
+    TopicRouteData,
+    TopicStatsTable,
+)
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
+from es_broker.remoting.request_headers import SendMessageRequestHeader
 
 
 class AdminError(Exception):
@@ -41,11 +55,6 @@ class QueueProgress:
     @property
     def diff(self) -> int:
         return self.broker_offset - self.consumer_offset
-
-
-def _mq_fields(key: Any) -> tuple[str, str, int]:
-    d = key.as_dict() if isinstance(key, fastjson.ObjectKey) else dict(key)
-    return d["topic"], d["brokerName"], int(d["queueId"])
 
 
 def _plain(value: Any) -> Any:
@@ -111,41 +120,35 @@ class Admin:
         )
 
     # ------------------------------------------------------------------ name server
-    async def route(self, topic: str) -> dict[str, Any]:
+    async def route(self, topic: str) -> TopicRouteData:
         r = await self._namesrv(
             RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, f"topic route of {topic}"
         )
-        route = fastjson.loads(r.body)
-        for data in route.get("brokerDatas", []):  # standard JSON quotes the broker ids
-            data["brokerAddrs"] = {int(k): v for k, v in data["brokerAddrs"].items()}
-        return route
+        return TopicRouteData.decode(r.body)  # standard JSON's quoted broker ids read as ints
 
-    async def cluster_info(self) -> dict[str, Any]:
-        return fastjson.loads((await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)).body)
+    async def cluster_info(self) -> ClusterInfo:
+        return ClusterInfo.decode((await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)).body)
 
     async def topic_list(self) -> list[str]:
         r = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-        return list(fastjson.loads(r.body).get("topicList", []))
+        return list(TopicList.decode(r.body).topic_list)
 
     async def master_addrs(self, cluster: str | None = None) -> list[str]:
         info = await self.cluster_info()
-        names = info.get("clusterAddrTable", {}).get(cluster) if cluster else None
+        names = info.cluster_addr_table.get(cluster) if cluster else None
         if cluster and names is None:
             raise ValueError(f"cluster {cluster!r} is not known to the name server")
         out = []
-        for name, data in sorted(info.get("brokerAddrTable", {}).items()):
+        for name, data in sorted(info.broker_addr_table.items()):
             if names is None or name in names:
-                addr = data["brokerAddrs"].get(0)
+                addr = data.broker_addrs.get(0)
                 if addr:
                     out.append(addr)
         return out
 
     async def broker_names(self) -> dict[str, dict[int, str]]:
         info = await self.cluster_info()
-        return {
-            name: dict(data["brokerAddrs"])
-            for name, data in info.get("brokerAddrTable", {}).items()
-        }
+        return {name: dict(data.broker_addrs) for name, data in info.broker_addr_table.items()}
 
     async def targets(self, broker: str | None, cluster: str | None) -> list[str]:
         """-b addr, or every master of -c cluster (mqadmin's convention)."""
@@ -159,10 +162,10 @@ class Admin:
         """(brokerName, address) per broker of the topic: the master, else a random slave (B-113)."""
         route = await self.route(topic)
         out = []
-        for data in route["brokerDatas"]:
-            addrs = data["brokerAddrs"]
+        for data in route.broker_datas:
+            addrs = data.broker_addrs
             addr = addrs.get(0) or random.choice(list(addrs.values()))
-            out.append((data["brokerName"], addr))
+            out.append((data.broker_name, addr))
         return out
 
     # ------------------------------------------------------------------ topics and groups
@@ -193,23 +196,18 @@ class Admin:
             ),
         )
 
-    async def topic_configs(self, addr: str) -> dict[str, dict[str, Any]]:
+    async def topic_configs(self, addr: str) -> dict[str, TopicConfig]:
         r = await self._ok(addr, "topic configs", request(RequestCode.GET_ALL_TOPIC_CONFIG))
-        return fastjson.loads(r.body).get("topicConfigTable", {})
+        return TopicConfigSerializeWrapper.decode(r.body).topic_config_table
 
     async def update_topic_perm(self, addr: str, topic: str, perm: int) -> dict[str, Any]:
         config = (await self.topic_configs(addr)).get(topic)
         if config is None:
             raise ValueError(f"topic {topic} does not exist on {addr}")
         await self.update_topic(
-            addr,
-            topic,
-            config["readQueueNums"],
-            config["writeQueueNums"],
-            perm,
-            config.get("order", False),
+            addr, topic, config.read_queue_nums, config.write_queue_nums, perm, config.order
         )
-        return {"broker": addr, "topic": topic, "oldPerm": config["perm"], "perm": perm}
+        return {"broker": addr, "topic": topic, "oldPerm": config.perm, "perm": perm}
 
     async def delete_topic(self, addrs: list[str], topic: str) -> None:
         for addr in addrs:
@@ -233,15 +231,14 @@ class Admin:
                 f"topic status of {topic}",
                 request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}),
             )
-            for key, stats in fastjson.loads(r.body).get("offsetTable", {}).items():
-                _, broker_name, qid = _mq_fields(key)
+            for mq, stats in TopicStatsTable.decode(r.body).offset_table.items():
                 rows.append(
                     {
-                        "brokerName": broker_name,
-                        "queueId": qid,
-                        "minOffset": stats["minOffset"],
-                        "maxOffset": stats["maxOffset"],
-                        "lastUpdateTimestamp": stats["lastUpdateTimestamp"],
+                        "brokerName": mq.broker_name,
+                        "queueId": mq.queue_id,
+                        "minOffset": stats.min_offset,
+                        "maxOffset": stats.max_offset,
+                        "lastUpdateTimestamp": stats.last_update_timestamp,
                     }
                 )
         return sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))
@@ -277,16 +274,15 @@ class Admin:
                 f"consume stats of {group}",
                 request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group}),
             )
-            for key, stats in fastjson.loads(r.body).get("offsetTable", {}).items():
-                topic, broker_name, qid = _mq_fields(key)
+            for mq, stats in ConsumeStats.decode(r.body).offset_table.items():
                 rows.append(
                     QueueProgress(
-                        topic,
-                        broker_name,
-                        qid,
-                        stats["brokerOffset"],
-                        stats["consumerOffset"],
-                        stats.get("lastTimestamp", 0),
+                        mq.topic,
+                        mq.broker_name,
+                        mq.queue_id,
+                        stats.broker_offset,
+                        stats.consumer_offset,
+                        stats.last_timestamp,
                     )
                 )
         return sorted(rows, key=lambda q: (q.topic, q.broker_name, q.queue_id))
@@ -323,15 +319,10 @@ class Admin:
                 }
             if r.code != ResponseCode.SUCCESS:
                 raise AdminError(f"reset offset of {group} on {topic}", r)
-            table = fastjson.loads(r.body)["offsetTable"]
-            items = (
-                [(e, e["offset"]) for e in table]
-                if isinstance(table, list)
-                else [(k.as_dict(), v) for k, v in table.items()]
-            )
+            table = ResetOffsetBody.decode(r.body).offset_table  # either form (C++ or Java)
             rows += [
-                {"brokerName": mq["brokerName"], "queueId": mq["queueId"], "offset": off}
-                for mq, off in items
+                {"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
+                for mq, off in table.items()
             ]
         return {
             "path": "broker",
@@ -385,10 +376,9 @@ class Admin:
                 request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}),
             )
             queues = {}
-            for key, stats in fastjson.loads(r.body).get("offsetTable", {}).items():
-                t, _, qid = _mq_fields(key)
-                if t == topic:
-                    queues[qid] = (stats["brokerOffset"], stats["consumerOffset"])
+            for mq, stats in ConsumeStats.decode(r.body).offset_table.items():
+                if mq.topic == topic:
+                    queues[mq.queue_id] = (stats.broker_offset, stats.consumer_offset)
             if not queues:  # never consumed here: start from each queue's min (B-81)
                 for row in await self.topic_status(topic):
                     if row["brokerName"] == name:
@@ -507,42 +497,42 @@ class Admin:
         route = await self.route(topic)
         writable = [
             q
-            for q in route["queueDatas"]
-            if q["perm"] & 2 and (not broker_name or q["brokerName"] == broker_name)
+            for q in route.queue_datas
+            if q.perm & 2 and (not broker_name or q.broker_name == broker_name)
         ]
         if not writable:
             raise ValueError(
                 f"topic {topic} has no writable queue{' on ' + broker_name if broker_name else ''}"
             )
         qd = writable[0]
-        addrs = {d["brokerName"]: d["brokerAddrs"] for d in route["brokerDatas"]}
-        addr = addrs[qd["brokerName"]][0]
+        addrs = {d.broker_name: d.broker_addrs for d in route.broker_datas}
+        addr = addrs[qd.broker_name][0]
         props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys)) if v}
-        qid = queue_id if queue_id is not None else random.randrange(qd["writeQueueNums"])
+        qid = queue_id if queue_id is not None else random.randrange(qd.write_queue_nums)
         r = await self._ok(
             addr,
             f"send to {topic}",
             request(
                 RequestCode.SEND_MESSAGE_V2,
-                {
-                    "a": "TOOLS_PRODUCER",
-                    "b": topic,
-                    "c": "TBW102",
-                    "d": 4,
-                    "e": qid,
-                    "f": 0,
-                    "g": time.time_ns() // 1_000_000,
-                    "h": 0,
-                    "i": encode_properties(props).decode(),
-                    "j": 0,
-                    "k": False,
-                    "m": False,
-                },
+                SendMessageRequestHeader(
+                    producer_group="TOOLS_PRODUCER",
+                    topic=topic,
+                    default_topic="TBW102",
+                    default_topic_queue_nums=4,
+                    queue_id=qid,
+                    sys_flag=0,
+                    born_timestamp=time.time_ns() // 1_000_000,
+                    flag=0,
+                    properties=encode_properties(props).decode(),
+                    reconsume_times=0,
+                    unit_mode=False,
+                    batch=False,
+                ).v2_fields(),
                 body,
             ),
         )
         return {
-            "brokerName": qd["brokerName"],
+            "brokerName": qd.broker_name,
             "queueId": int(r.ext_fields["queueId"]),
             "queueOffset": int(r.ext_fields["queueOffset"]),
             "msgId": r.ext_fields["msgId"],
@@ -551,7 +541,7 @@ class Admin:
 
     async def broker_runtime(self, addr: str) -> dict[str, str]:
         r = await self._ok(addr, "broker status", request(RequestCode.GET_BROKER_RUNTIME_INFO))
-        return fastjson.loads(r.body).get("table", {})
+        return KVTable.decode(r.body).table
 
     # ------------------------------------------------------------------ broker operations
     async def broker_config(self, addr: str) -> dict[str, str]:
@@ -609,9 +599,9 @@ class Admin:
         r = await self._ok(
             addr, "subscription groups", request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         )
-        table = fastjson.loads(r.body).get("subscriptionGroupTable", {})
+        table = SubscriptionGroupWrapper.decode(r.body).subscription_group_table
         config = table.get(group)
-        return dict(config) if config is not None else None
+        return fastjson.loads(config.encode()) if config is not None else None
 
     async def consumer_running_info(
         self, group: str, client_id: str, jstack: bool = False
@@ -775,13 +765,13 @@ class Admin:
                 )
                 if r.code == ResponseCode.TOPIC_NOT_EXIST:
                     break  # no dead letters of this group on this broker
-                answer = json.loads(r.body)
-                rows += [dict(item, broker=addr) for item in answer["items"]]
-                sent = sum(1 for item in answer["items"] if item["newMsgId"])
+                answer = RedriveBody.decode(r.body)
+                rows += [dict(item.__fastjson__(), broker=addr) for item in answer.items]
+                sent = sum(1 for item in answer.items if item.new_msg_id)
                 if remaining is not None:
-                    remaining -= len(answer["items"])
+                    remaining -= len(answer.items)
                 # a dry run changes nothing, so asking again would list the same ones
-                if dry_run or not answer["more"] or sent == 0:
+                if dry_run or not answer.more or sent == 0:
                     break
         return rows
 

@@ -1,7 +1,7 @@
 """What a client sends and receives: outgoing messages, send results, received messages.
 
 Pure values and encoders, no I/O: the UNIQ_KEY generator (remoting spec 8.6),
-the SEND_BATCH_MESSAGE body (7.2.2) and the decoding of a pull body into
+and the decoding of a pull body into
 `ReceivedMessage`s (client-side tag filter and MIN/MAX_OFFSET, B-66, B-106).
 """
 
@@ -25,7 +25,6 @@ from es_broker.remoting.message import (
     StoredMessage,
     decode_all,
     decode_one,
-    encode_properties,
     offset_msg_id,
 )
 
@@ -45,7 +44,6 @@ CONSUME_START_TIME = "CONSUME_START_TIME"
 TRAN_MSG = "TRAN_MSG"
 
 RETRY_PREFIX = "%RETRY%"
-_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 
 
 def retry_topic(group: str) -> str:
@@ -205,19 +203,6 @@ def _decode_until_bad(body: bytes) -> list[StoredMessage]:
             break
         out.append(stored)
     return out
-
-
-def encode_batch(messages: Sequence[tuple[int, bytes, dict[str, str]]]) -> bytes:
-    """SEND_BATCH_MESSAGE body: per (flag, body, properties) one entry of remoting spec 7.2.2."""
-    parts = []
-    for flag, body, props in messages:
-        raw_props = encode_properties(props)
-        total = _BATCH_HEAD.size + len(body) + 2 + len(raw_props)
-        parts.append(_BATCH_HEAD.pack(total, 0, 0, flag, len(body)))
-        parts.append(body)
-        parts.append(struct.pack(">h", len(raw_props)))
-        parts.append(raw_props)
-    return b"".join(parts)
 
 
 class UniqIdGenerator:

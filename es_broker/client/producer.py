@@ -32,7 +32,6 @@ from es_broker.client.messages import (
     SendResult,
     SendStatus,
     UniqIdGenerator,
-    encode_batch,
 )
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import publish_queues
@@ -40,7 +39,13 @@ from es_broker.client.tasks import Service
 from es_broker.remoting.bodies import MessageQueue, TopicRouteData
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand
-from es_broker.remoting.message import FLAG_COMPRESSED, FLAG_TRANSACTION_PREPARED, encode_properties
+from es_broker.remoting.message import (
+    FLAG_COMPRESSED,
+    FLAG_TRANSACTION_PREPARED,
+    encode_batch,
+    encode_properties,
+)
+from es_broker.remoting.request_headers import SendMessageRequestHeader
 
 if TYPE_CHECKING:
     from es_broker.client.async_send import AsyncSends, SendHandle
@@ -513,28 +518,30 @@ class Producer(Service):
             sys_flag |= FLAG_COMPRESSED
         if props.get(TRAN_MSG, "").lower() == "true":
             sys_flag |= FLAG_TRANSACTION_PREPARED
-        header: dict[str, object] = {
-            "a": self.group,
-            "b": mq.topic,
-            "c": "TBW102",
-            "d": self.config.default_topic_queue_nums,
-            "e": mq.queue_id,
-            "f": sys_flag,
-            "g": int(time.time() * 1000),
-            "h": flag,
-            "i": encode_properties(props).decode("utf-8"),
-            "j": 0,
-            "k": False,
-            "m": batch,
-        }
+        reconsume, max_reconsume = 0, None
         if mq.topic.startswith(RETRY_PREFIX):
             # A consumer's re-send carries its counters in the header (B-89, B-95).
             if RECONSUME_TIME in props:
-                header["j"] = int(props[RECONSUME_TIME])
+                reconsume = int(props[RECONSUME_TIME])
             if MAX_RECONSUME_TIMES in props:
-                header["l"] = int(props[MAX_RECONSUME_TIMES])
+                max_reconsume = int(props[MAX_RECONSUME_TIMES])
+        header = SendMessageRequestHeader(
+            producer_group=self.group,
+            topic=mq.topic,
+            default_topic="TBW102",
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
+            queue_id=mq.queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=int(time.time() * 1000),
+            flag=flag,
+            properties=encode_properties(props).decode("utf-8"),
+            reconsume_times=reconsume,
+            unit_mode=False,
+            batch=batch,
+            max_reconsume_times=max_reconsume,
+        )
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        return self.instance.request(code, header, body, oneway=oneway)
+        return self.instance.request(code, header.v2_fields(), body, oneway=oneway)
 
     @staticmethod
     def send_result(

@@ -6,29 +6,11 @@ reads the same to an in-process caller and to a RocketMQ client.
 
 from __future__ import annotations
 
-from enum import IntEnum
+from es_broker.remoting.codes import ResponseCode
 
-
-class Code(IntEnum):
-    """The RocketMQ response codes the core can answer with (remoting spec 6.2)."""
-
-    SUCCESS = 0
-    SYSTEM_ERROR = 1
-    SYSTEM_BUSY = 2
-    MESSAGE_ILLEGAL = 13
-    SERVICE_NOT_AVAILABLE = 14
-    NO_PERMISSION = 16
-    TOPIC_NOT_EXIST = 17
-    PULL_NOT_FOUND = 19
-    PULL_RETRY_IMMEDIATELY = 20
-    PULL_OFFSET_MOVED = 21
-    QUERY_NOT_FOUND = 22
-    SUBSCRIPTION_PARSE_FAILED = 23
-    SUBSCRIPTION_NOT_EXIST = 24
-    SUBSCRIPTION_NOT_LATEST = 25
-    SUBSCRIPTION_GROUP_NOT_EXIST = 26
-    FILTER_DATA_NOT_EXIST = 27
-    CONSUMER_NOT_ONLINE = 206
+#: The response codes are RocketMQ's, owned by the wire protocol (es_broker.remoting.codes);
+#: `Code` is the name the broker core has always used for them.
+Code = ResponseCode
 
 
 class BrokerError(Exception):

@@ -158,7 +158,7 @@ def prepare_put(
             raise MessageIllegal(
                 f"the message body size {len(msg.body)} exceeds maxMessageSize {store.config.maxMessageSize}"
             )
-        if len(msg.body) + 91 + len(topic) > store.config.mappedFileSizeCommitLog:
+        if len(msg.body) + wire.FIXED_SIZE + len(topic) > store.config.mappedFileSizeCommitLog:
             raise MessageIllegal(
                 "the message is larger than a commit-log file (mappedFileSizeCommitLog)"
             )

@@ -24,9 +24,9 @@ from es_broker.log import AppendContext
 from es_broker.log.records import seq_key
 from es_broker.log.types import CommitlogExpired
 from es_broker.projections.consume_queue import UNITS_PER_FILE
+from es_broker.remoting import message as wire
 
 FILES_PER_PASS = 10  # MappedFileQueue.DELETE_FILES_BATCH_MAX
-_STORE_TS_AT = 56  # byte offset of STORETIMESTAMP in a stored message (IPv4 born host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,8 @@ def _last_store_time(
     phy = int.from_bytes(cur.key(), "big")
     if phy < start:
         return None
-    return int.from_bytes(cur.value()[_STORE_TS_AT : _STORE_TS_AT + 8], "big", signed=True)
+    at = wire.STORE_TIMESTAMP_AT
+    return int.from_bytes(cur.value()[at : at + 8], "big", signed=True)
 
 
 def _first_unit_at_or_after(

@@ -226,13 +226,11 @@ class Views:
     async def cluster(self) -> dict[str, Any]:
         info = await self.admin.cluster_info()
         cluster_of = {
-            name: cluster
-            for cluster, names in info.get("clusterAddrTable", {}).items()
-            for name in names
+            name: cluster for cluster, names in info.cluster_addr_table.items() for name in names
         }
         brokers = []
-        for name, data in sorted(info.get("brokerAddrTable", {}).items()):
-            for broker_id, addr in sorted(data["brokerAddrs"].items()):
+        for name, data in sorted(info.broker_addr_table.items()):
+            for broker_id, addr in sorted(data.broker_addrs.items()):
                 row: dict[str, Any] = {
                     "cluster": cluster_of.get(name, ""),
                     "brokerName": name,
@@ -282,10 +280,10 @@ class Views:
                     {
                         "topic": topic,
                         "brokers": [],
-                        "readQueueNums": config["readQueueNums"],
-                        "writeQueueNums": config["writeQueueNums"],
-                        "perm": config["perm"],
-                        "permText": PERMS.get(config["perm"], str(config["perm"])),
+                        "readQueueNums": config.read_queue_nums,
+                        "writeQueueNums": config.write_queue_nums,
+                        "perm": config.perm,
+                        "permText": PERMS.get(config.perm, str(config.perm)),
                         "system": topic.startswith(("%RETRY%", "%DLQ%", "RMQ_SYS", "SCHEDULE_"))
                         or topic in ("TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT")
                         or topic == name,
@@ -305,16 +303,16 @@ class Views:
             "topic": topic,
             "route": {
                 "queueDatas": [
-                    dict(q, permText=PERMS.get(q["perm"], str(q["perm"])))
-                    for q in route.get("queueDatas", [])
+                    dict(fastjson.loads(q.encode()), permText=PERMS.get(q.perm, str(q.perm)))
+                    for q in route.queue_datas
                 ],
                 "brokerDatas": [
                     {
-                        "brokerName": d["brokerName"],
-                        "cluster": d.get("cluster", ""),
-                        "brokerAddrs": {str(k): v for k, v in d["brokerAddrs"].items()},
+                        "brokerName": d.broker_name,
+                        "cluster": d.cluster,
+                        "brokerAddrs": {str(k): v for k, v in d.broker_addrs.items()},
                     }
-                    for d in route.get("brokerDatas", [])
+                    for d in route.broker_datas
                 ],
             },
             "queues": queues,

@@ -6,6 +6,7 @@ Stored-message records (section 8) are in `message`, imported separately.
 """
 
 from .bodies import (
+    AclConfig,
     Bean,
     BrokerData,
     ClientConnection,
@@ -25,6 +26,7 @@ from .bodies import (
     LockBatchResponseBody,
     MessageQueue,
     OffsetWrapper,
+    PlainAccessConfig,
     ProcessQueueInfo,
     ProducerConnection,
     ProducerData,
@@ -95,8 +97,12 @@ from .header import (
     encode_json_header,
     encode_rocketmq_header,
 )
+from .request_headers import SendMessageRequestHeader
 
 __all__ = [
+    "AclConfig",
+    "PlainAccessConfig",
+    "SendMessageRequestHeader",
     "CLOSED",
     "CURRENT_VERSION",
     "DEFAULT_MAX_FRAME_LENGTH",

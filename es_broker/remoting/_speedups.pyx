@@ -26,6 +26,19 @@ cdef Py_ssize_t FIXED_SIZE = 91  # every field but body, topic and properties, I
 cdef int32_t V6_FLAGS = 0x10 | 0x20  # FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6
 cdef Py_ssize_t BATCH_ENTRY = 20  # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLENGTH
 
+# byte positions in a stored message, IPv4 hosts: message.py declares them, LAYOUT must equal its
+cdef enum:
+    QUEUE_ID_AT = 12
+    QUEUE_OFFSET_AT = 20  # PHYSICALOFFSET follows
+    SYS_FLAG_AT = 36
+    STORE_TIMESTAMP_AT = 56
+    BODY_LENGTH_AT = 84
+
+LAYOUT = (
+    FIXED_SIZE, QUEUE_ID_AT, QUEUE_OFFSET_AT, SYS_FLAG_AT, STORE_TIMESTAMP_AT, BODY_LENGTH_AT,
+    BATCH_ENTRY,
+)
+
 # bound from message.py at the first call, not at import: message.py imports this module
 cdef dict _REF = None
 cdef object _StoredMessage = None
@@ -198,18 +211,18 @@ def encode_fields(topic, queue_id, body, properties, flag, sys_flag, queue_offse
     _put32(p, <int32_t>total)
     _put32(p + 4, MAGIC_CODE)
     _put32(p + 8, c_crc)
-    _put32(p + 12, c_queue_id)
+    _put32(p + QUEUE_ID_AT, c_queue_id)
     _put32(p + 16, c_flag)
-    _put64(p + 20, c_queue_offset)
+    _put64(p + QUEUE_OFFSET_AT, c_queue_offset)
     _put64(p + 28, c_physical)
-    _put32(p + 36, c_sys_flag)
+    _put32(p + SYS_FLAG_AT, c_sys_flag)
     _put64(p + 40, c_born_ts)
     memcpy(p + 48, PyBytes_AS_STRING(born), 8)
-    _put64(p + 56, c_store_ts)
+    _put64(p + STORE_TIMESTAMP_AT, c_store_ts)
     memcpy(p + 64, PyBytes_AS_STRING(store), 8)
     _put32(p + 72, c_reconsume)
     _put64(p + 76, c_prepared)
-    _put32(p + 84, <int32_t>body_len)
+    _put32(p + BODY_LENGTH_AT, <int32_t>body_len)
     memcpy(p + 88, PyBytes_AS_STRING(body), body_len)
     p += 88 + body_len
     p[0] = <char>topic_len
@@ -239,10 +252,10 @@ def stamp(raw, queue_id, queue_offset, physical_offset, store_timestamp):
         return _REF["stamp"](raw, queue_id, queue_offset, physical_offset, store_timestamp)
     out = PyBytes_FromStringAndSize(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
     p = PyBytes_AS_STRING(out)
-    _put32(p + 12, c_queue_id)
-    _put64(p + 20, c_queue_offset)
+    _put32(p + QUEUE_ID_AT, c_queue_id)
+    _put64(p + QUEUE_OFFSET_AT, c_queue_offset)
     _put64(p + 28, c_physical)
-    _put64(p + 56, c_store_ts)
+    _put64(p + STORE_TIMESTAMP_AT, c_store_ts)
     return out
 
 
@@ -300,8 +313,8 @@ def message_keys(raw):
         return _REF["message_keys"](raw)
     buf = <const uint8_t*>PyBytes_AS_STRING(raw)
     size = PyBytes_GET_SIZE(raw)
-    sys_flag = _get32(buf + 36)
-    at = 84 + (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0)
+    sys_flag = _get32(buf + SYS_FLAG_AT)
+    at = BODY_LENGTH_AT + (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0)
     if at + 4 > size:
         return _REF["message_keys"](raw)
     body_len = _get32(buf + at)
@@ -343,12 +356,12 @@ def decode_one(data, Py_ssize_t pos=0):
     if pos + 88 > size:
         return _REF["decode_one"](data, pos)
     total = _get32(buf + pos)
-    sys_flag = _get32(buf + pos + 36)
+    sys_flag = _get32(buf + pos + SYS_FLAG_AT)
     if (_get32(buf + pos + 4) != MAGIC_CODE or total < FIXED_SIZE or pos + total > size
             or sys_flag & V6_FLAGS):
         return _REF["decode_one"](data, pos)
     end = pos + total
-    body_len = _get32(buf + pos + 84)
+    body_len = _get32(buf + pos + BODY_LENGTH_AT)
     p = pos + 88 + body_len
     if body_len < 0 or p + 1 > end:
         return _REF["decode_one"](data, pos)
@@ -364,16 +377,16 @@ def decode_one(data, Py_ssize_t pos=0):
         return _REF["decode_one"](data, pos)
     message = _StoredMessage(
         topic,
-        _get32(buf + pos + 12),
+        _get32(buf + pos + QUEUE_ID_AT),
         PyBytes_FromStringAndSize(<const char*>buf + pos + 88, body_len),
         _decode_properties(<const char*>buf + p + 3 + topic_len, props_len),
         _get32(buf + pos + 16),
         sys_flag,
-        _get64(buf + pos + 20),
+        _get64(buf + pos + QUEUE_OFFSET_AT),
         _get64(buf + pos + 28),
         _get64(buf + pos + 40),
         (_ipv4(buf + pos + 48), _get32(buf + pos + 52)),
-        _get64(buf + pos + 56),
+        _get64(buf + pos + STORE_TIMESTAMP_AT),
         (_ipv4(buf + pos + 64), _get32(buf + pos + 68)),
         _get32(buf + pos + 72),
         _get64(buf + pos + 76),

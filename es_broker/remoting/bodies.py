@@ -709,3 +709,28 @@ class ProducerConnection(Bean):
     """GET_PRODUCER_CONNECTION_LIST body."""
 
     connection_set: tuple[ClientConnection, ...] = ()
+
+
+# -- ACL (GET_BROKER_CLUSTER_ACL_CONFIG) ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlainAccessConfig(Bean):
+    """One account of plain ACL, its secret key masked when a broker answers with it."""
+
+    access_key: str = ""
+    secret_key: str = ""
+    white_remote_address: str | None = None
+    admin: bool = False
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: tuple[str, ...] = ()
+    group_perms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AclConfig(Bean):
+    """GET_BROKER_CLUSTER_ACL_CONFIG body: the global white list and the accounts."""
+
+    global_white_addrs: tuple[str, ...] = ()
+    plain_access_configs: tuple[PlainAccessConfig, ...] = ()

@@ -76,12 +76,12 @@ class RemotingCommand:
         Raises `BadField` if present but not a decimal int in range.
         """
         raw = self.ext_fields.get(name)
-        return default if raw is None else _parse_integer(name, raw, _I32, "int")
+        return default if raw is None else parse_integer(name, raw, _I32, "int")
 
     def get_long(self, name: str, default: int | None = None) -> int | None:
         """The extField `name` as a Java long (64-bit), or `default` if absent."""
         raw = self.ext_fields.get(name)
-        return default if raw is None else _parse_integer(name, raw, _I64, "long")
+        return default if raw is None else parse_integer(name, raw, _I64, "long")
 
     @overload
     def get_bool(self, name: str, default: bool) -> bool: ...
@@ -107,18 +107,19 @@ class RemotingCommand:
 
     def require_int(self, name: str) -> int:
         """The extField `name` as a Java int; raises `MissingField` or `BadField`."""
-        return _parse_integer(name, self.require_str(name), _I32, "int")
+        return parse_integer(name, self.require_str(name), _I32, "int")
 
     def require_long(self, name: str) -> int:
         """The extField `name` as a Java long; raises `MissingField` or `BadField`."""
-        return _parse_integer(name, self.require_str(name), _I64, "long")
+        return parse_integer(name, self.require_str(name), _I64, "long")
 
     def require_bool(self, name: str) -> bool:
         """The extField `name` as a boolean (see `get_bool`); raises `MissingField`."""
         return self.require_str(name).lower() == "true"
 
 
-def _parse_integer(name: str, raw: str, bounds: tuple[int, int], kind: str) -> int:
+def parse_integer(name: str, raw: str, bounds: tuple[int, int], kind: str) -> int:
+    """`raw` as a Java int or long within `bounds`; raises `BadField` naming `name` and `kind`."""
     # ASCII digits only is what nearly every header holds: no regular expression for those
     if (raw.isascii() and raw.isdigit()) or _JAVA_INTEGER.fullmatch(raw):
         value = int(raw)

@@ -12,6 +12,7 @@ import ipaddress
 import socket
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from es_broker import compiled
@@ -35,11 +36,29 @@ _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP, 48 bytes
 _HOST4 = struct.Struct(">4si")
 _I16 = struct.Struct(">h")
 _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
-_OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at byte 20
-_QUEUE_ID = struct.Struct(">i")  # QUEUEID at byte 12
+_OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET
+_QUEUE_ID = struct.Struct(">i")
 _STORE_TS = struct.Struct(">q")  # STORETIMESTAMP at byte 56 (IPv4 born host)
 _BATCH_ENTRY = struct.Struct(">iiiii")  # a batch entry: TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLENGTH
-_STORE_TS_AT = 56
+_BATCH_ENTRY_SIZE = _BATCH_ENTRY.size
+
+# Byte positions of the fields the store patches or peeks at (section 8.1, IPv4 hosts; an IPv6
+# host is 12 bytes longer). _speedups.pyx compiles the same numbers: LAYOUT is what the two must
+# agree on, and tests/test_compiled_identity.py holds them to it.
+QUEUE_ID_AT = 12
+QUEUE_OFFSET_AT = 20  # PHYSICALOFFSET follows
+SYS_FLAG_AT = 36
+STORE_TIMESTAMP_AT = 56
+BODY_LENGTH_AT = 84
+LAYOUT = (
+    FIXED_SIZE,
+    QUEUE_ID_AT,
+    QUEUE_OFFSET_AT,
+    SYS_FLAG_AT,
+    STORE_TIMESTAMP_AT,
+    BODY_LENGTH_AT,
+    _BATCH_ENTRY_SIZE,
+)
 
 
 def tag_hash(tag: str) -> int:
@@ -218,9 +237,9 @@ def stamp(
     """Return raw with the fields decided at append written in: QUEUEID, QUEUEOFFSET,
     PHYSICALOFFSET and STORETIMESTAMP (IPv4 born host)."""
     buf = bytearray(raw)
-    _QUEUE_ID.pack_into(buf, 12, queue_id)
-    _OFFSETS.pack_into(buf, 20, queue_offset, physical_offset)
-    _STORE_TS.pack_into(buf, _STORE_TS_AT, store_timestamp)
+    _QUEUE_ID.pack_into(buf, QUEUE_ID_AT, queue_id)
+    _OFFSETS.pack_into(buf, QUEUE_OFFSET_AT, queue_offset, physical_offset)
+    _STORE_TS.pack_into(buf, STORE_TIMESTAMP_AT, store_timestamp)
     return bytes(buf)
 
 
@@ -278,8 +297,8 @@ def property_span(raw: bytes) -> tuple[int, int, int, int]:
 
     Raises IndexError, struct.error or ValueError on bytes too short for what they declare.
     """
-    sys_flag = _I32_AT(raw, 36)[0]
-    at = 84  # BODYLENGTH with IPv4 hosts; an IPv6 host is 12 bytes longer
+    sys_flag = _I32_AT(raw, SYS_FLAG_AT)[0]
+    at = BODY_LENGTH_AT
     if sys_flag & FLAG_BORNHOST_V6:
         at += 12
     if sys_flag & FLAG_STOREHOST_V6:
@@ -394,6 +413,19 @@ def decode_all(data: bytes | memoryview) -> list[StoredMessage]:
 
 class BatchDecodeError(ValueError):
     """A SEND_BATCH_MESSAGE body that is not a sequence of well-formed entries."""
+
+
+def encode_batch(messages: Sequence[tuple[int, bytes, dict[str, str]]]) -> bytes:
+    """A SEND_BATCH_MESSAGE body: per (flag, body, properties) one entry (remoting spec 7.2.2)."""
+    parts = []
+    for flag, body, props in messages:
+        raw_props = encode_properties(props)
+        total = _BATCH_ENTRY.size + len(body) + 2 + len(raw_props)
+        parts.append(_BATCH_ENTRY.pack(total, 0, 0, flag, len(body)))
+        parts.append(body)
+        parts.append(_I16.pack(len(raw_props)))
+        parts.append(raw_props)
+    return b"".join(parts)
 
 
 def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:

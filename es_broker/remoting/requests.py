@@ -30,6 +30,7 @@ import msgpack
 from .bodies import (
     Bean,
     CheckClientRequestBody,
+    DataVersion,
     HeartbeatData,
     LockBatchRequestBody,
     SubscriptionGroupConfig,
@@ -39,6 +40,7 @@ from .codes import EsRequestCode, RequestCode, ResponseCode
 from .command import RemotingCommand, codec
 from .errors import BodyDecodeError
 from .fastjson import loads
+from .request_headers import SEND_V2_FIELDS
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -48,23 +50,6 @@ _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
 NAME_MAX = 255
 TEXT_MAX = 1 << 20
 
-#: SEND_MESSAGE_V2 renames every header field to one letter (remoting spec 7.2.1).
-SEND_V2_FIELDS: Mapping[str, str] = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-}
-SEND_V1_FIELDS: Mapping[str, str] = {v1: v2 for v2, v1 in SEND_V2_FIELDS.items()}
 
 
 class Kind(Enum):
@@ -692,7 +677,7 @@ SHAPES: dict[int, RequestShape] = {
             C.QUERY_DATA_VERSION,
             "QUERY_DATA_VERSION",
             (s("brokerName"), s("brokerAddr", True), s("clusterName"), i64("brokerId", min=0)),
-            body=json_any,
+            body=json_body(DataVersion, optional=True),
         ),
         RequestShape(C.DELETE_TOPIC_IN_NAMESRV, "DELETE_TOPIC_IN_NAMESRV", (s("topic", True),)),
         RequestShape(C.PUT_KV_CONFIG, "PUT_KV_CONFIG", (*_KV, s("value", True, max_len=TEXT_MAX))),

@@ -58,7 +58,7 @@ from es_broker.acl.plain import (
 )
 from es_broker.acl.signing import ACCESS_KEY
 from es_broker.client.channel import Channel
-from es_broker.remoting import fastjson
+from es_broker.remoting.bodies import AclConfig, PlainAccessConfig
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.server.remoting_server import Handler
@@ -208,27 +208,21 @@ class AclProcessors:
         if self.access is None:
             return response_to(req, ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
         acl = self.access.acl
-        configs = []
-        for account in acl.accounts.values():
-            topics = [f"{name}={Perm.name(p)}" for name, p in account.topic_perms()]
-            groups = [f"{name}={Perm.name(p)}" for name, p in account.group_perms()]
-            configs.append(
-                {
-                    "accessKey": account.access_key,
-                    "secretKey": MASK,
-                    "whiteRemoteAddress": account.white_remote_address.text or None,
-                    "admin": account.admin,
-                    "defaultTopicPerm": Perm.name(account.default_topic_perm),
-                    "defaultGroupPerm": Perm.name(account.default_group_perm),
-                    "topicPerms": topics,
-                    "groupPerms": groups,
-                }
+        configs = tuple(
+            PlainAccessConfig(
+                access_key=account.access_key,
+                secret_key=MASK,
+                white_remote_address=account.white_remote_address.text or None,
+                admin=account.admin,
+                default_topic_perm=Perm.name(account.default_topic_perm),
+                default_group_perm=Perm.name(account.default_group_perm),
+                topic_perms=tuple(f"{name}={Perm.name(p)}" for name, p in account.topic_perms()),
+                group_perms=tuple(f"{name}={Perm.name(p)}" for name, p in account.group_perms()),
             )
-        body = {
-            "globalWhiteAddrs": [p.text for p in acl.global_white_remote_addresses],
-            "plainAccessConfigs": configs,
-        }
-        return response_to(req, ResponseCode.SUCCESS, None, body=fastjson.dumps(body).encode())
+            for account in acl.accounts.values()
+        )
+        body = AclConfig(tuple(p.text for p in acl.global_white_remote_addresses), configs)
+        return response_to(req, ResponseCode.SUCCESS, None, body=body.encode())
 
     # -- writing ---------------------------------------------------------------------------------
     def _file_of(self, access_key: str) -> Path:

@@ -29,18 +29,44 @@ from es_broker.log.types import Cause
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson, requests
 from es_broker.remoting import message as wire
+from es_broker.remoting.admin_bodies import (
+    OpenTransaction,
+    OpenTransactionsBody,
+    QueueResetRow,
+    ResetOffsetResult,
+)
 from es_broker.remoting.bodies import (
     CheckClientRequestBody,
+    ClientConnection,
+    ConsumerConnection,
     ConsumerData,
+    ConsumerOffsetSerializeWrapper,
+    ConsumeStats,
+    DataVersion,
+    GetConsumerListByGroupResponseBody,
     HeartbeatData,
+    KVTable,
     LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    OffsetWrapper,
+    ProducerConnection,
+    ResetOffsetBody,
+    SubscriptionData,
     SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicOffset,
+    TopicStatsTable,
     UnlockBatchRequestBody,
 )
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode, Version
-from es_broker.remoting.command import RemotingCommand, request, response_to, with_ext_fields
+from es_broker.remoting.command import RemotingCommand, request, response_to
+from es_broker.remoting.errors import MissingField
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
-from es_broker.server.clients import ClientRegistry
+from es_broker.remoting.request_headers import SendMessageRequestHeader
+from es_broker.server.clients import ClientInfo, ClientRegistry
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.pull_codes import response_code, slave_correction
 from es_broker.server.remoting_server import Handler, Start
@@ -49,17 +75,6 @@ log = logging.getLogger(__name__)
 
 LOCK_EXPIRY_PERIOD = 10.0  # s between passes releasing lapsed queue locks (at most lockMaxLiveTime)
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll: a QUERY_MESSAGE by UNIQ_KEY
-
-
-def json_body(value: Any) -> bytes:
-    return fastjson.dumps(value).encode()
-
-
-def _v1(req: RemotingCommand) -> RemotingCommand:
-    """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header with V1 names, so one processor reads both."""
-    if req.code == RequestCode.SEND_MESSAGE:
-        return req
-    return with_ext_fields(req, requests.v1_fields(req))
 
 
 def _ipv4(addr: tuple[str, int]) -> tuple[str, int]:
@@ -260,33 +275,28 @@ class BrokerProcessors:
         return await self._send_answer(req, send, await self.broker.put_result(queued))
 
     def _send_request(self, channel: Channel, req: RemotingCommand) -> _Send:
-        h = _v1(req)
-        topic = h.require_str("topic")
-        queue_id = h.require_int("queueId")
-        sys_flag = h.require_int("sysFlag")
-        born = h.require_long("bornTimestamp")
+        h = SendMessageRequestHeader.read(req)
+        topic, queue_id, sys_flag, born = h.topic, h.queue_id, h.sys_flag, h.born_timestamp
         born_host = _ipv4(channel.remote)
-        reconsume = h.get_int("reconsumeTimes", 0) or 0
+        reconsume = h.reconsume_times or 0
         config = self.broker.topic_config(topic)
         if config and config.get("order") and not self.config.brokerPermission & PERM_WRITE:
             raise BrokerError(
                 f"the broker[{self.config.brokerIP1}] sending message is forbidden",
                 Code.NO_PERMISSION,
             )
-        if req.code == RequestCode.SEND_BATCH_MESSAGE or h.get_bool("batch", False):
+        if req.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
             batch = [
                 MessageIn(body, props, flag, sys_flag, born, born_host, reconsume)
                 for flag, body, props in decode_batch(req.body)
             ]
         else:
-            props = wire.decode_properties(h.get_str("properties", "") or "")
-            batch = [
-                MessageIn(
-                    req.body, props, h.require_int("flag"), sys_flag, born, born_host, reconsume
-                )
-            ]
+            if h.flag is None:
+                raise MissingField("flag")
+            props = wire.decode_properties(h.properties or "")
+            batch = [MessageIn(req.body, props, h.flag, sys_flag, born, born_host, reconsume)]
         # a %RETRY% send's limit comes from the header for clients >= V3_4_9 (spec 7.2.1 step 5, B-95)
-        max_reconsume = h.get_int("maxReconsumeTimes") if req.version >= Version.V3_4_9 else None
+        max_reconsume = h.max_reconsume_times if req.version >= Version.V3_4_9 else None
         if hops.ON:
             hops.mark(hops.PARSED)
         return _Send(
@@ -296,9 +306,9 @@ class BrokerProcessors:
             config is not None,
             {
                 "requester": self.requester(channel),
-                "producer_group": h.get_str("producerGroup", "") or "",
-                "default_topic": h.get_str("defaultTopic"),
-                "default_topic_queue_nums": h.get_int("defaultTopicQueueNums", 4) or 4,
+                "producer_group": h.producer_group or "",
+                "default_topic": h.default_topic,
+                "default_topic_queue_nums": h.default_topic_queue_nums or 4,
                 "max_reconsume_times": max_reconsume,
             },
         )
@@ -611,9 +621,8 @@ class BrokerProcessors:
             return response_to(
                 req, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}"
             )
-        return response_to(
-            req, ResponseCode.SUCCESS, body=json_body({"consumerIdList": info.client_ids()})
-        )
+        body = GetConsumerListByGroupResponseBody(tuple(info.client_ids()))
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def check_client_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """CHECK_CLIENT_CONFIG: a Java consumer's SQL92 subscription is compiled at start (B-214, B-215)."""
@@ -640,14 +649,13 @@ class BrokerProcessors:
         data = LockBatchRequestBody.decode(req.body)  # shape checked at the edge
         # a slave records nothing of its own; orderly consumers lock at the master
         if self.is_slave:
-            return response_to(req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": []}))
+            return response_to(req, ResponseCode.SUCCESS, body=LockBatchResponseBody().encode())
         group = names.check_group_name(data.consumer_group)
         client_id = data.client_id or self.requester(channel)  # RocketMQ takes the body's clientId
         wanted = {(mq.topic, mq.broker_name, mq.queue_id): mq for mq in data.mq_set}
         held = await self.locks.lock_batch(group, client_id, list(wanted), holder=channel)
-        return response_to(
-            req, ResponseCode.SUCCESS, body=json_body({"lockOKMQSet": [wanted[q] for q in held]})
-        )
+        body = LockBatchResponseBody(tuple(wanted[q] for q in held))
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def unlock_batch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """UNLOCK_BATCH_MQ (B-144): releases the client's own queues; others' are left as they are."""
@@ -687,23 +695,8 @@ class BrokerProcessors:
 
     def reset_body(self, plan, list_form: bool) -> bytes:
         """ResetOffsetBody (remoting spec 9.6): MessageQueue-keyed map, or the list C++ clients take."""
-        if list_form:
-            return json_body(
-                {
-                    "offsetTable": [
-                        {
-                            "brokerName": self.config.brokerName,
-                            "offset": off,
-                            "queueId": q,
-                            "topic": plan.topic,
-                        }
-                        for q, off in plan.table().items()
-                    ]
-                }
-            )
-        return json_body(
-            {"offsetTable": {self._mq(plan.topic, q): off for q, off in plan.table().items()}}
-        )
+        table = {self._mq(plan.topic, q): off for q, off in plan.table().items()}
+        return ResetOffsetBody(table).encode(for_cpp=list_form)
 
     async def invoke_reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET: compute, record, notify online clients oneway (B-74..B-77)."""
@@ -810,7 +803,8 @@ class BrokerProcessors:
     async def open_transactions(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """OPEN_TRANSACTIONS (es-broker): the half messages still open, per producer group (B-232)."""
         rows = self.broker.open_transactions(req.get_str("producerGroup") or None)
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"transactions": rows}))
+        body = OpenTransactionsBody(tuple(OpenTransaction.from_json(row) for row in rows))
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """es-broker's reset (S-2, S-13): any target, a dry run, or server-side; answers the per-queue table."""
@@ -851,19 +845,22 @@ class BrokerProcessors:
                 if dry_run
                 else f"{plan.mode}: notified {len(members)} client(s)"
             )
-        body = {
-            "group": group,
-            "topic": topic,
-            "brokerName": self.config.brokerName,
-            "kind": kind,
-            "value": value,
-            "mode": plan.mode,
-            "dryRun": dry_run,
-            "seq": plan.seq,
-            "outcome": outcome,
-            "queues": plan.as_rows(),
-        }
-        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+        body = ResetOffsetResult(
+            group=group,
+            topic=topic,
+            broker_name=self.config.brokerName,
+            kind=kind,
+            value=value,
+            mode=plan.mode,
+            dry_run=bool(dry_run),
+            seq=plan.seq,
+            outcome=outcome,
+            queues=tuple(
+                QueueResetRow(q.queue_id, q.current, q.target, q.final, q.outcome)
+                for q in plan.queues
+            ),
+        )
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def forward_to_consumer(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY: relay to the client's channel, answer verbatim."""
@@ -914,19 +911,18 @@ class BrokerProcessors:
         await self.registered()
         return response_to(req, ResponseCode.SUCCESS)
 
-    def topic_config_wrapper(self) -> dict[str, Any]:
+    def topic_config_wrapper(self) -> TopicConfigSerializeWrapper:
         table, version = self.broker.topic_table()
         perm = self.config.brokerPermission
+        configs = {name: TopicConfig.from_json(config) for name, config in table.items()}
         # a read-only or write-only broker shows its perm on every topic (B-23)
         if not (perm & 4 and perm & 2):
-            table = {name: dict(config, perm=perm) for name, config in table.items()}
-        return {
-            "dataVersion": {"counter": version, "timestamp": version},
-            "topicConfigTable": table,
-        }
+            configs = {name: dataclasses.replace(c, perm=perm) for name, c in configs.items()}
+        return TopicConfigSerializeWrapper(configs, DataVersion(timestamp=version, counter=version))
 
     async def all_topic_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        return response_to(req, ResponseCode.SUCCESS, body=json_body(self.topic_config_wrapper()))
+        body = self.topic_config_wrapper().encode()
+        return response_to(req, ResponseCode.SUCCESS, body=body)
 
     async def update_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         sent = fastjson.loads(req.body)  # shape checked at the edge
@@ -938,11 +934,11 @@ class BrokerProcessors:
 
     async def all_group_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table, version = self.broker.group_table()
-        body = {
-            "dataVersion": {"counter": version, "timestamp": version},
-            "subscriptionGroupTable": table,
-        }
-        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+        body = SubscriptionGroupWrapper(
+            {name: SubscriptionGroupConfig.from_json(config) for name, config in table.items()},
+            DataVersion(timestamp=version, counter=version),
+        )
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def delete_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         await self.broker.delete_group(
@@ -952,10 +948,8 @@ class BrokerProcessors:
         )
         return response_to(req, ResponseCode.SUCCESS)
 
-    def _mq(self, topic: str, queue_id: int) -> fastjson.ObjectKey:
-        return fastjson.ObjectKey(
-            (("brokerName", self.config.brokerName), ("queueId", queue_id), ("topic", topic))
-        )
+    def _mq(self, topic: str, queue_id: int) -> MessageQueue:
+        return MessageQueue(topic, self.config.brokerName, queue_id)
 
     async def topic_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         topic = req.require_str("topic")
@@ -966,12 +960,8 @@ class BrokerProcessors:
         for q in range(config["writeQueueNums"]):
             lo, hi = self.broker.min_offset(topic, q), self.broker.max_offset(topic, q)
             last = self.broker.store_time_at(topic, q, hi - 1) if hi > 0 else 0
-            table[self._mq(topic, q)] = {
-                "lastUpdateTimestamp": last,
-                "maxOffset": hi,
-                "minOffset": lo,
-            }
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
+            table[self._mq(topic, q)] = TopicOffset(lo, hi, last)
+        return response_to(req, ResponseCode.SUCCESS, body=TopicStatsTable(table).encode())
 
     async def consume_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group = req.require_str("consumerGroup")
@@ -982,23 +972,15 @@ class BrokerProcessors:
                 continue
             consumer = max(offset, 0)
             last = self.broker.store_time_at(topic, queue_id, consumer - 1) if consumer > 0 else 0
-            table[self._mq(topic, queue_id)] = {
-                "brokerOffset": self.broker.max_offset(topic, queue_id),
-                "consumerOffset": consumer,
-                "lastTimestamp": last,
-            }
-        return response_to(
-            req, ResponseCode.SUCCESS, body=json_body({"consumeTps": 0.0, "offsetTable": table})
-        )
+            table[self._mq(topic, queue_id)] = OffsetWrapper(
+                self.broker.max_offset(topic, queue_id), consumer, last
+            )
+        return response_to(req, ResponseCode.SUCCESS, body=ConsumeStats(table, 0.0).encode())
 
-    def _connection(self, info) -> dict[str, Any]:
+    @staticmethod
+    def _connection(info: tuple[Channel, ClientInfo]) -> ClientConnection:
         ch, client = info
-        return {
-            "clientAddr": ch.remote_addr,
-            "clientId": client.client_id,
-            "language": client.language,
-            "version": client.version,
-        }
+        return ClientConnection(client.client_id, ch.remote_addr, client.language, client.version)
 
     async def consumer_connections(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group = req.require_str("consumerGroup")
@@ -1007,14 +989,16 @@ class BrokerProcessors:
             return response_to(
                 req, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
             )
-        body = {
-            "connectionSet": [self._connection(i) for i in info.channels.items()],
-            "consumeFromWhere": info.consume_from_where,
-            "consumeType": info.consume_type,
-            "messageModel": info.message_model,
-            "subscriptionTable": info.subscriptions,
-        }
-        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+        body = ConsumerConnection(
+            connection_set=tuple(self._connection(i) for i in info.channels.items()),
+            subscription_table={
+                topic: SubscriptionData.from_json(sub) for topic, sub in info.subscriptions.items()
+            },
+            consume_type=info.consume_type,
+            message_model=info.message_model,
+            consume_from_where=info.consume_from_where,
+        )
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def producer_connections(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group = req.require_str("producerGroup")
@@ -1023,18 +1007,19 @@ class BrokerProcessors:
             return response_to(
                 req, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist"
             )
-        body = {"connectionSet": [self._connection(i) for i in channels.items()]}
-        return response_to(req, ResponseCode.SUCCESS, body=json_body(body))
+        body = ProducerConnection(tuple(self._connection(i) for i in channels.items()))
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def all_consumer_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table: dict[str, dict[int, int]] = {}
         for topic, group, queue_id, offset in self.broker.offset_table():
             table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
+        body = ConsumerOffsetSerializeWrapper(table)
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def runtime_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table = {k: str(v) for k, v in {**self.broker.runtime_info(), **self.ha_status()}.items()}
-        return response_to(req, ResponseCode.SUCCESS, body=json_body({"table": table}))
+        return response_to(req, ResponseCode.SUCCESS, body=KVTable(table).encode())
 
     async def broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         import dataclasses
@@ -1049,6 +1034,6 @@ class BrokerProcessors:
             req,
             ResponseCode.SUCCESS,
             None,
-            {"version": fastjson.dumps({"counter": 0, "timestamp": 0})},
+            {"version": DataVersion().encode().decode()},
             text.encode(),
         )

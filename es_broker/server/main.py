@@ -27,7 +27,7 @@ from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
 from es_broker.readmodel.process import read_position
 from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
-from es_broker.remoting import fastjson
+from es_broker.remoting.bodies import RegisterBrokerBody
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
 from es_broker.server.acl_processors import AclProcessors
@@ -337,12 +337,7 @@ class BrokerServer:
             self._registered = trio.Event()
 
     async def _register_all(self, client: RemotingClient) -> None:
-        body = fastjson.dumps(
-            {
-                "filterServerList": [],
-                "topicConfigSerializeWrapper": self.processors.topic_config_wrapper(),
-            }
-        ).encode()
+        body = RegisterBrokerBody(self.processors.topic_config_wrapper()).encode()
         cfg = self.config
         for addr in self.namesrv_addrs:
             cmd = request(

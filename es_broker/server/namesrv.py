@@ -10,10 +10,19 @@ import logging
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
 
 from es_broker.client.channel import Channel
-from es_broker.remoting import fastjson
+from es_broker.remoting.bodies import (
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    KVTable,
+    QueueData,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicList,
+    TopicRouteData,
+)
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.server.remoting_server import Handler
@@ -30,17 +39,17 @@ class LiveBroker:
     addr: str
     channel: Channel | None
     last_update_ms: int
-    data_version: dict[str, Any]
+    data_version: DataVersion
     ha_server_addr: str
 
 
 @dataclass(slots=True)
 class RouteInfo:
     clusters: dict[str, set[str]] = field(default_factory=dict)
-    # name -> {cluster, brokerName, brokerAddrs}
-    brokers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # name -> its cluster and addresses by broker id (the addresses change in place)
+    brokers: dict[str, BrokerData] = field(default_factory=dict)
     # topic -> name -> QueueData
-    topic_queues: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    topic_queues: dict[str, dict[str, QueueData]] = field(default_factory=dict)
     live: dict[str, LiveBroker] = field(default_factory=dict)
     kv: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -51,16 +60,14 @@ class RouteInfo:
         addr: str,
         broker_id: int,
         ha_addr: str,
-        topic_configs: dict[str, dict[str, Any]],
-        data_version: dict[str, Any],
+        topic_configs: dict[str, TopicConfig],
+        data_version: DataVersion,
         channel: Channel | None,
         now_ms: int,
     ) -> tuple[str | None, str | None]:
         self.clusters.setdefault(cluster, set()).add(name)
-        data = self.brokers.setdefault(
-            name, {"cluster": cluster, "brokerName": name, "brokerAddrs": {}}
-        )
-        addrs: dict[int, str] = data["brokerAddrs"]
+        data = self.brokers.setdefault(name, BrokerData(cluster, name, {}))
+        addrs = data.broker_addrs
         for other_id, other_addr in list(addrs.items()):  # one address per id, one id per address
             if other_addr == addr and other_id != broker_id:
                 del addrs[other_id]
@@ -71,13 +78,13 @@ class RouteInfo:
                 if topic not in topic_configs:
                     self._drop_queue_data(topic, name)
             for topic, config in topic_configs.items():
-                self.topic_queues.setdefault(topic, {})[name] = {
-                    "brokerName": name,
-                    "perm": config.get("perm", 6),
-                    "readQueueNums": config.get("readQueueNums", 16),
-                    "writeQueueNums": config.get("writeQueueNums", 16),
-                    "topicSysFlag": config.get("topicSysFlag", 0),
-                }
+                self.topic_queues.setdefault(topic, {})[name] = QueueData(
+                    broker_name=name,
+                    read_queue_nums=config.read_queue_nums,
+                    write_queue_nums=config.write_queue_nums,
+                    perm=config.perm,
+                    topic_sys_flag=config.topic_sys_flag,
+                )
             return None, None
         master = addrs.get(0)
         if master and master in self.live:
@@ -95,9 +102,9 @@ class RouteInfo:
         data = self.brokers.get(name)
         if data is None:
             return
-        if data["brokerAddrs"].get(broker_id) == addr:
-            del data["brokerAddrs"][broker_id]
-        if not data["brokerAddrs"]:
+        if data.broker_addrs.get(broker_id) == addr:
+            del data.broker_addrs[broker_id]
+        if not data.broker_addrs:
             del self.brokers[name]
             for members in self.clusters.values():
                 members.discard(name)
@@ -106,30 +113,28 @@ class RouteInfo:
 
     def drop_addr(self, addr: str) -> None:
         for name, data in list(self.brokers.items()):
-            for broker_id, a in list(data["brokerAddrs"].items()):
+            for broker_id, a in list(data.broker_addrs.items()):
                 if a == addr:
                     self.unregister(name, addr, broker_id)
         self.live.pop(addr, None)
 
-    def route(self, topic: str) -> dict[str, Any] | None:
+    def route(self, topic: str) -> TopicRouteData | None:
         queues = self.topic_queues.get(topic)
         if not queues:
             return None
         names = sorted(queues)
-        broker_datas = [self.brokers[n] for n in names if n in self.brokers]
+        broker_datas = tuple(self.brokers[n] for n in names if n in self.brokers)
         if not broker_datas:
             return None
-        return {
-            "brokerDatas": broker_datas,
-            "filterServerTable": {},
-            "queueDatas": [queues[n] for n in names],
-        }
+        return TopicRouteData(
+            queue_datas=tuple(queues[n] for n in names), broker_datas=broker_datas
+        )
 
-    def cluster_info(self) -> dict[str, Any]:
-        return {
-            "brokerAddrTable": dict(self.brokers),
-            "clusterAddrTable": {c: sorted(n) for c, n in self.clusters.items()},
-        }
+    def cluster_info(self) -> ClusterInfo:
+        return ClusterInfo(
+            broker_addr_table=dict(self.brokers),
+            cluster_addr_table={c: tuple(sorted(n)) for c, n in self.clusters.items()},
+        )
 
 
 class NameServer:
@@ -181,16 +186,17 @@ class NameServer:
                 ResponseCode.SYSTEM_ERROR,
                 "compressed registration is not supported; set compressedRegister=false",
             )
-        parsed = fastjson.loads(body) if body else {}
-        wrapper = parsed.get("topicConfigSerializeWrapper") or {}
+        wrapper = (
+            RegisterBrokerBody.decode(body) if body else RegisterBrokerBody()
+        ).topic_config_serialize_wrapper
         master, ha = self.routes.register(
             req.require_str("clusterName"),
             req.require_str("brokerName"),
             req.require_str("brokerAddr"),
             req.require_long("brokerId"),
             req.get_str("haServerAddr", "") or "",
-            wrapper.get("topicConfigTable") or {},
-            wrapper.get("dataVersion") or {},
+            wrapper.topic_config_table,
+            wrapper.data_version,
             channel,
             self.now_ms(),
         )
@@ -217,32 +223,28 @@ class NameServer:
         return response_to(
             req,
             ResponseCode.SUCCESS,
-            body=fastjson.dumps(route, browser_compatible=standard).encode(),
+            body=route.encode(standard_json=bool(standard)),
         )
 
     async def cluster_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        return response_to(
-            req, ResponseCode.SUCCESS, body=fastjson.dumps(self.routes.cluster_info()).encode()
-        )
+        return response_to(req, ResponseCode.SUCCESS, body=self.routes.cluster_info().encode())
 
     async def topic_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        body = {"topicList": sorted(self.routes.topic_queues)}
-        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps(body).encode())
+        body = TopicList(tuple(sorted(self.routes.topic_queues)))
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def topics_by_cluster(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         names = self.routes.clusters.get(req.require_str("cluster"), set())
         topics = sorted(t for t, q in self.routes.topic_queues.items() if names & set(q))
-        return response_to(
-            req, ResponseCode.SUCCESS, body=fastjson.dumps({"topicList": topics}).encode()
-        )
+        return response_to(req, ResponseCode.SUCCESS, body=TopicList(tuple(topics)).encode())
 
     async def query_data_version(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         live = self.routes.live.get(req.require_str("brokerAddr"))
-        theirs = fastjson.loads(req.body) if req.body else None
+        theirs = DataVersion.decode(req.body) if req.body else None
         changed = live is None or live.data_version != theirs
         if live is not None:
             live.last_update_ms = self.now_ms()
-        body = fastjson.dumps(live.data_version).encode() if live else b""
+        body = live.data_version.encode() if live else b""
         return response_to(req, ResponseCode.SUCCESS, None, {"changed": changed}, body)
 
     async def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -275,6 +277,4 @@ class NameServer:
             return response_to(
                 req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}"
             )
-        return response_to(
-            req, ResponseCode.SUCCESS, body=fastjson.dumps({"table": table}).encode()
-        )
+        return response_to(req, ResponseCode.SUCCESS, body=KVTable(dict(table)).encode())

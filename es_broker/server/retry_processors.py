@@ -15,29 +15,18 @@ bodies in standard JSON, answered REQUEST_CODE_NOT_SUPPORTED by RocketMQ):
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any
 
 from es_broker.client.channel import Channel
 from es_broker.commands import names
 from es_broker.commands.broker import Broker
-from es_broker.remoting import fastjson
+from es_broker.remoting.admin_bodies import RedriveBody, RedriveItem
+from es_broker.remoting.bodies import DelayOffsetSerializeWrapper
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.remoting_server import Handler
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-def as_json_dict(item: Any) -> dict[str, Any]:
-    """A frozen dataclass as a camelCase JSON object."""
-    return {_camel(f.name): getattr(item, f.name) for f in dataclasses.fields(item)}
 
 
 class RetryProcessors:
@@ -97,7 +86,7 @@ class RetryProcessors:
 
     async def all_delay_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """GET_ALL_DELAY_OFFSET: delayOffset.json's content, `{"offsetTable":{level:offset}}`."""
-        body = fastjson.dumps({"offsetTable": self.broker.delay_offsets()}).encode()
+        body = DelayOffsetSerializeWrapper(self.broker.delay_offsets()).encode()
         return response_to(req, ResponseCode.SUCCESS, body=body)
 
     async def redrive_dlq(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -118,14 +107,26 @@ class RetryProcessors:
                 self.holds.notify(item.target_topic, item.target_queue_id)
         if result.created_topics:
             self.on_topics_changed()
-        body = {
-            "group": result.group,
-            "target": result.target,
-            "dryRun": result.dry_run,
-            "more": result.more,
-            "items": [as_json_dict(i) for i in result.items],
-        }
-        return response_to(req, ResponseCode.SUCCESS, body=json.dumps(body).encode())
+        body = RedriveBody(
+            group=result.group,
+            target=result.target,
+            dry_run=result.dry_run,
+            more=result.more,
+            items=tuple(
+                RedriveItem(
+                    dlq_queue_offset=i.dlq_queue_offset,
+                    dlq_msg_id=i.dlq_msg_id,
+                    physical_offset=i.physical_offset,
+                    original_topic=i.original_topic,
+                    target_topic=i.target_topic,
+                    target_queue_id=i.target_queue_id,
+                    new_msg_id=i.new_msg_id,
+                    skipped=i.skipped,
+                )
+                for i in result.items
+            ),
+        )
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def message_trace(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         msg_id = req.require_str("msgId")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from es_broker.client.channel import Channel
 from es_broker.commands.broker import Broker
-from es_broker.remoting import fastjson
+from es_broker.remoting.admin_bodies import CleanPassResult
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.server.remoting_server import Handler
@@ -35,10 +35,5 @@ class StoreProcessors:
                 "a slave keeps its master's log: delete expired commit-log files on the master",
             )
         done = await self.broker.retention_pass(manual=True)
-        body = {
-            "reason": done.reason,
-            "deletedFiles": list(done.deleted_files),
-            "phyMin": done.phy_min,
-            "seq": done.seq,
-        }
-        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps(body).encode())
+        body = CleanPassResult(done.reason, tuple(done.deleted_files), done.phy_min, done.seq)
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
