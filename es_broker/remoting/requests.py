@@ -51,7 +51,6 @@ NAME_MAX = 255
 TEXT_MAX = 1 << 20
 
 
-
 class Kind(Enum):
     """The Java type of a header field."""
 
