@@ -15,9 +15,9 @@ import time
 import lmdb
 import trio
 
-from es_broker.commands.broker import Broker
 from es_broker.commands.messages import MessageIn
 from es_broker.config import ASYNC_FLUSH, SYNC_FLUSH, BrokerConfig
+from es_broker.core.broker import Broker
 
 BODY = b"x" * 1024
 

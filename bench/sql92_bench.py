@@ -16,9 +16,9 @@ import time
 import trio
 
 from es_broker.commands import sql92
-from es_broker.commands.broker import Broker
 from es_broker.commands.messages import MessageIn
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 from es_broker.remoting.message import tag_hash
 
 BODY = b"x" * 1024

@@ -6,8 +6,8 @@ import pytest
 import trio
 
 from es_broker.clock import ManualClock
-from es_broker.commands.broker import Broker
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 
 START = 1_700_000_000_000
 

@@ -11,9 +11,9 @@ import sys
 
 import trio
 
-from es_broker.commands.broker import Broker
 from es_broker.commands.messages import MessageIn
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 
 SENDERS = 16
 

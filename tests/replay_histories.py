@@ -11,10 +11,10 @@ import trio
 from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import MessageIn
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 
 TOPICS = st.sampled_from(["T1", "T2", "%RETRY%G1"])
 GROUPS = st.sampled_from(["G1", "G2"])

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from es_broker.client.remoting_client import RemotingClient
-from es_broker.commands.slave_broker import SlaveBroker
+from es_broker.core.slave_broker import SlaveBroker
 from es_broker.projections.broker_settings import UPDATED
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode

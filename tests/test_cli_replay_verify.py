@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from es_broker.commands.broker import Broker
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 from es_broker.projections.keys import I64, offset_key
 from tests.helpers import cli
 from tests.replay_histories import small_history

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from es_broker.commands.broker import Broker
-from es_broker.commands.replay import verify
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.core.replay import verify
 from es_broker.remoting.message import decode_one
 
 CHILD = Path(__file__).with_name("crash_writer.py")

@@ -11,11 +11,11 @@ import datetime
 import pytest
 import trio
 
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import MessageIllegal
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.names import SCHEDULE_TOPIC
-from es_broker.commands.replay import verify
+from es_broker.core.broker import Broker
+from es_broker.core.replay import verify
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.message import decode_all, decode_one, encode_properties

@@ -13,10 +13,10 @@ import pytest
 import trio
 
 from es_broker.clock import ManualClock
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import Code, ServiceNotAvailable
 from es_broker.commands.messages import GetStatus, MessageIn
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.message import decode_all, encode_properties
 from tests.conftest import START, make_topic

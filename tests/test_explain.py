@@ -31,7 +31,7 @@ async def test_b040_explain_says_a_new_group_on_a_young_topic_started_at_zero(br
 async def test_b037_explain_says_query_not_found_sends_last_offset_to_max(
     broker, tmp_path, clock, nursery
 ):
-    from es_broker.commands.broker import Broker
+    from es_broker.core.broker import Broker
 
     config = broker.config.replace(
         total_physical_memory_bytes=1000, storePathRootDir=str(tmp_path / "cold")

@@ -5,10 +5,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import IllegalRequest
-from es_broker.commands.replay import verify
-from es_broker.commands.slave_broker import SlaveBroker
 from es_broker.commands.slave_journal import (
     JOURNAL_DIR,
     SlaveCommit,
@@ -22,6 +19,9 @@ from es_broker.commands.slave_offsets import (
     effective_offset,
     merge_job,
 )
+from es_broker.core.broker import Broker
+from es_broker.core.replay import verify
+from es_broker.core.slave_broker import SlaveBroker
 from es_broker.ha.protocol import MergeRequest
 from tests.conftest import START, make_topic
 

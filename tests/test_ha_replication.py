@@ -14,9 +14,9 @@ import pytest
 import trio
 
 from es_broker.client.remoting_client import RemotingClient
-from es_broker.commands.replay import compare, replay
 from es_broker.commands.slave_journal import JOURNAL_DIR, SlaveOffsetJournal
 from es_broker.config import BrokerConfig
+from es_broker.core.replay import compare, replay
 from es_broker.ha import slave as slave_replication
 from es_broker.ha.protocol import FetchRequest, record_crc
 from es_broker.log import records

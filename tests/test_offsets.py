@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import Code
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.offsets import QUERY_NOT_FOUND_REMARK
+from es_broker.core.broker import Broker
 from tests.conftest import make_topic
 
 

@@ -114,7 +114,7 @@ async def test_b060_overflow_badly_next_is_max_by_default(broker):
 async def test_b060_legacy_overflow_badly_restarts_at_zero_when_min_is_zero(
     broker, tmp_path, clock, nursery
 ):
-    from es_broker.commands.broker import Broker
+    from es_broker.core.broker import Broker
 
     legacy = broker.config.replace(
         overflow_badly_next="legacy", storePathRootDir=str(tmp_path / "legacy")
@@ -157,7 +157,7 @@ async def test_b062_in_memory_batch_is_capped_at_256_kib_but_first_always_fits(b
 
 
 async def test_b062_on_disk_batch_is_capped_at_8_messages(broker, tmp_path, clock, nursery):
-    from es_broker.commands.broker import Broker
+    from es_broker.core.broker import Broker
 
     small_ram = broker.config.replace(
         total_physical_memory_bytes=1000, storePathRootDir=str(tmp_path / "small")

@@ -9,10 +9,10 @@ import pyarrow.dataset as ds
 import trio
 
 from es_broker.clock import ManualClock
-from es_broker.commands.broker import Broker
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 from es_broker.readmodel.export import CHECKPOINT, export
 from es_broker.readmodel.families import FAMILIES, RunningTime, rows_of, schema_markdown
 from es_broker.timetravel.timeparse import utc_day

@@ -13,10 +13,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect, select
 
 from es_broker.clock import ManualClock
-from es_broker.commands.broker import Broker
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 from es_broker.readmodel import db
 from es_broker.readmodel.families import FAMILIES, Source
 from es_broker.readmodel.follower import open_follower

@@ -8,9 +8,9 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from es_broker.commands.broker import Broker
-from es_broker.commands.replay import checksums, replay, verify
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.core.replay import checksums, replay, verify
 from tests.replay_histories import ops, run_history
 
 
@@ -38,7 +38,7 @@ def test_verify_names_the_first_differing_key(tmp_path):
     with broker.store.log.env.begin(write=True) as txn:
         txn.put(offset_key("T1", "G1", 0), I64.pack(99), db=broker.store.offsets.db)
     broker.close()
-    from es_broker.commands.replay import compare
+    from es_broker.core.replay import compare
 
     (difference,) = compare(live, copy)
     assert difference.database == "offsets"

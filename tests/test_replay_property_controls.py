@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
-from es_broker.commands.broker import Broker
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.replay import verify
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.core.replay import verify
 from tests.replay_histories import play
 
 GROUPS = st.sampled_from(["G1", "G2"])

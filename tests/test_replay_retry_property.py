@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.replay import verify
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.core.replay import verify
 from tests.replay_histories import GROUPS, QIDS, TOPICS
 from tests.replay_histories import apply as apply_base
 from tests.replay_histories import ops as base_ops

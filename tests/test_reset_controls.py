@@ -85,7 +85,7 @@ async def test_b078_client_commit_of_the_reset_value_is_recorded_with_cause_rese
 async def test_s003_fence_ignores_a_late_commit_that_would_undo_the_reset(
     broker, topic, tmp_path, clock, nursery
 ):
-    from es_broker.commands.broker import Broker
+    from es_broker.core.broker import Broker
 
     fenced = broker.config.replace(reset_fence=True, storePathRootDir=str(tmp_path / "fenced"))
     b = Broker.open(fenced.storePathRootDir, fenced, clock)

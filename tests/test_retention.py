@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import Code
 from es_broker.commands.messages import GetStatus, MessageIn
+from es_broker.core.broker import Broker
 from tests.conftest import make_topic
 from tests.helpers import local_ms
 

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from es_broker.commands.replay import verify
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.core.replay import verify
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.message import StoredMessage

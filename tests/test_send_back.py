@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, Code, GroupNotExist, NoPermission
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.names import SCHEDULE_TOPIC
-from es_broker.commands.replay import verify
+from es_broker.core.broker import Broker
+from es_broker.core.replay import verify
 from es_broker.remoting.message import decode_all, decode_one
 from tests.conftest import make_topic
 

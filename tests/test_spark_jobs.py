@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
-from es_broker.commands.broker import Broker
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 from es_broker.readmodel import queries
 from es_broker.readmodel.export import export
 from es_broker.readmodel.families import Source

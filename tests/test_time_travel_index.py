@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.replay import verify
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.core.replay import verify
 from es_broker.timetravel import timeline
 from es_broker.timetravel.query import IndexMissing, TimeTravel, persist_tick
 from es_broker.timetravel.timeparse import parse_time
@@ -208,7 +208,7 @@ def reset_dir(tmp_path_factory) -> Path:
     data_dir = tmp_path_factory.mktemp("reset")
 
     async def scenario() -> None:
-        from es_broker.commands.broker import Broker
+        from es_broker.core.broker import Broker
 
         clock = ManualClock(START)
         broker = Broker.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), clock)

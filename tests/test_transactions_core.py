@@ -96,8 +96,8 @@ async def test_an_end_that_does_not_match_the_half_message_is_refused_B225(broke
 
 
 async def test_reject_transaction_message_refuses_half_messages_B221(tmp_path, clock, nursery):
-    from es_broker.commands.broker import Broker
     from es_broker.config import BrokerConfig
+    from es_broker.core.broker import Broker
 
     config = BrokerConfig(storePathRootDir=str(tmp_path / "s"), rejectTransactionMessage=True)
     broker = Broker.open(config.storePathRootDir, config, clock)

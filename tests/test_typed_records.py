@@ -11,9 +11,9 @@ from typing import Any
 import msgpack
 import pytest
 
-from es_broker.commands.replay import checksums, replay
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.core.replay import checksums, replay
 from es_broker.log import records, types
 from es_broker.log.store import AppendContext
 from es_broker.log.types import Cause, RecordType

@@ -22,10 +22,10 @@ import trio
 from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
-from es_broker.commands.broker import Broker
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 from es_broker.readmodel.families import RunningTime, offset_changes
 from tests.replay_histories import play
 

@@ -12,7 +12,7 @@ from es_broker.timetravel.timeparse import format_time
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from es_broker.cli.progress import progress
-    from es_broker.commands.replay import replay
+    from es_broker.core.replay import replay
 
     with progress("replay") as tell:
         last = replay(args.data_dir, args.into, tell)
@@ -22,7 +22,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from es_broker.cli.progress import progress
-    from es_broker.commands.replay import compare, verify
+    from es_broker.core.replay import compare, verify
 
     if args.against:
         differences = compare(args.data_dir, args.against)

@@ -42,18 +42,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import lmdb
 import msgpack
 
 from es_broker.commands.errors import IllegalRequest
 from es_broker.commands.slave_journal import (
-    JOURNAL_DIR,
     SlaveCommit,
     SlaveDelivery,
-    SlaveOffsetJournal,
     check_commit,
     check_delivery,
     latest_per_queue,
@@ -63,9 +60,6 @@ from es_broker.log import AppendContext
 from es_broker.log.scan import prefixed
 from es_broker.log.types import MessagesDelivered, SlaveOffsetsMerged
 from es_broker.projections.keys import U64, offset_key
-
-if TYPE_CHECKING:
-    from es_broker.commands.broker import Broker
 
 LATEST_WINS = "latest_wins"
 COMPAT_OVERWRITE = "compat_overwrite"
@@ -232,37 +226,3 @@ def merge_job(
         return MergeOutcome(seq, policy, tuple(queues), len(deliveries))
 
     return job
-
-
-async def merge_own_journal(broker: Broker, data_dir: str | Path) -> MergeOutcome | None:
-    """A data directory that was a slave's, started as a master: record its journal first (promotion).
-
-    The commits and deliveries the slave took while it followed a master that
-    never came back would otherwise be lost with the role change. One merge
-    record covers the whole journal, which is then emptied.
-    """
-    path = Path(data_dir) / JOURNAL_DIR
-    if not path.is_dir():
-        return None
-    journal = SlaveOffsetJournal(path, sync=broker.store.config.sync_flush)
-    try:
-        commits, deliveries = journal.pending_all()
-        if not commits and not deliveries:
-            return None
-        upto = max([c.local_seq for c in commits] + [d.local_seq for d in deliveries])
-        outcome: MergeOutcome = await broker.submit(
-            merge_job(
-                broker.store,
-                broker_id=broker.config.brokerId,
-                slave_addr="",
-                journal_upto=upto,
-                commits=commits,
-                deliveries=deliveries,
-                requester="promotion",
-                promotion=True,
-            )
-        )
-        journal.forget_through(upto)
-        return outcome
-    finally:
-        journal.close()

@@ -27,12 +27,12 @@ import lmdb
 import trio
 
 from es_broker.client.channel import Channel
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable
-from es_broker.commands.slave_broker import LogDiverged, ReplicatedBatch
 from es_broker.commands.slave_offsets import merge_job
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.core.slave_broker import LogDiverged, ReplicatedBatch
 from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
 from es_broker.log import AppendContext, records
 from es_broker.log.types import RecordType, SlaveCaughtUp

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import msgpack
 
-from es_broker.commands.slave_broker import ReplicatedBatch
 from es_broker.commands.slave_journal import SlaveCommit, SlaveDelivery
+from es_broker.core.slave_broker import ReplicatedBatch
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request, response_to
 

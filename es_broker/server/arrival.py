@@ -8,7 +8,7 @@ behind them.
 
 from __future__ import annotations
 
-from es_broker.commands.broker import ArrivalOrder, Ticket
+from es_broker.core.broker import ArrivalOrder, Ticket
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 
 ORDERED_CODES = frozenset(

@@ -18,11 +18,11 @@ import trio
 
 from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands import names, resets, retry, sql92, transaction
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
 from es_broker.commands.messages import MessageIn, PutResult
 from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 from es_broker.ha.master import wants_slave_ack
 from es_broker.log import Queued, hops
 from es_broker.log.types import Cause

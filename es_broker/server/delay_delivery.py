@@ -13,7 +13,7 @@ import logging
 
 import trio
 
-from es_broker.commands.broker import Broker, WriterClosed
+from es_broker.core.broker import Broker, WriterClosed
 from es_broker.server.longpoll import PullHoldService
 
 log = logging.getLogger(__name__)

@@ -18,11 +18,10 @@ from es_broker.acl.signing import Credentials
 from es_broker.client.channel import Channel
 from es_broker.client.remoting_client import RemotingClient, RemotingError, split_addr
 from es_broker.commands.acl_audit import AclAudit
-from es_broker.commands.broker import WriterClosed
 from es_broker.commands.errors import BrokerError
-from es_broker.commands.slave_broker import SlaveBroker, open_broker
-from es_broker.commands.slave_offsets import merge_own_journal
 from es_broker.config import BrokerConfig, load_broker_conf
+from es_broker.core.broker import WriterClosed
+from es_broker.core.slave_broker import SlaveBroker, merge_own_journal, open_broker
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
 from es_broker.readmodel.process import read_position

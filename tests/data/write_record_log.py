@@ -5,7 +5,7 @@ Run from the repository root with the code whose log format is to be pinned:
     python -m tests.data.write_record_log tests/data/records-<short sha>.msgpack
 
 The file holds the raw records (exactly the bytes of the log), the commit-log payloads and a
-digest of every database the broker built from them (es_broker.commands.replay.checksums).
+digest of every database the broker built from them (es_broker.core.replay.checksums).
 tests/test_typed_records.py loads it into a fresh log and checks that replay still builds the
 same databases, byte for byte, and that every record parses into its typed class.
 """
@@ -25,12 +25,12 @@ from es_broker.acl.plain import combine, parse_file
 from es_broker.clock import ManualClock
 from es_broker.commands import acl_audit, offsets, slave_offsets
 from es_broker.commands import transaction as tx
-from es_broker.commands.broker import Broker
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.queue_locks import QueueLocks
-from es_broker.commands.replay import checksums, replay, verify
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.core.replay import checksums, replay, verify
 from es_broker.log import make
 from es_broker.remoting import message as wire
 

@@ -22,7 +22,6 @@ import lmdb
 
 from es_broker.clock import Clock
 from es_broker.commands import broker_config, messages, offsets, resets
-from es_broker.commands.broker import Broker
 from es_broker.commands.errors import (
     BrokerError,
     Code,
@@ -33,9 +32,10 @@ from es_broker.commands.errors import (
 from es_broker.commands.messages import GetResult
 from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.slave_journal import JOURNAL_DIR, SlaveOffsetJournal, check_commit
-from es_broker.commands.slave_offsets import effective_offset
+from es_broker.commands.slave_offsets import MergeOutcome, effective_offset, merge_job
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
 from es_broker.log import AppendContext, Record
 from es_broker.log.types import Cause, RecordType
 from es_broker.projections.subscription_groups import default_group_config
@@ -311,3 +311,37 @@ def open_broker(config: BrokerConfig, clock: Clock | None = None) -> Broker:
     """The core for a broker's role: a SlaveBroker for brokerRole=SLAVE, else a Broker."""
     cls = SlaveBroker if config.brokerRole == "SLAVE" else Broker
     return cls.open(config.storePathRootDir, config, clock)
+
+
+async def merge_own_journal(broker: Broker, data_dir: str | Path) -> MergeOutcome | None:
+    """A data directory that was a slave's, started as a master: record its journal first (promotion).
+
+    The commits and deliveries the slave took while it followed a master that
+    never came back would otherwise be lost with the role change. One merge
+    record covers the whole journal, which is then emptied.
+    """
+    path = Path(data_dir) / JOURNAL_DIR
+    if not path.is_dir():
+        return None
+    journal = SlaveOffsetJournal(path, sync=broker.store.config.sync_flush)
+    try:
+        commits, deliveries = journal.pending_all()
+        if not commits and not deliveries:
+            return None
+        upto = max([c.local_seq for c in commits] + [d.local_seq for d in deliveries])
+        outcome: MergeOutcome = await broker.submit(
+            merge_job(
+                broker.store,
+                broker_id=broker.config.brokerId,
+                slave_addr="",
+                journal_upto=upto,
+                commits=commits,
+                deliveries=deliveries,
+                requester="promotion",
+                promotion=True,
+            )
+        )
+        journal.forget_through(upto)
+        return outcome
+    finally:
+        journal.close()
