@@ -6,7 +6,7 @@ import bisect
 import time
 from collections.abc import Iterable
 
-import trio
+import anyio
 
 from es_broker.client.messages import ReceivedMessage
 
@@ -27,7 +27,7 @@ class ProcessQueue:
         self.last_pull_time = time.monotonic()
         self.last_consume_time = time.monotonic()
         # cancelled on drop: a held pull must not outlive its queue
-        self.pull_scope = trio.CancelScope()
+        self.pull_scope = anyio.CancelScope()
 
     @property
     def msg_count(self) -> int:
