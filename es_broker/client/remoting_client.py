@@ -108,6 +108,8 @@ class RemotingClient:
         done = self._connecting[addr] = anyio.Event()
         try:
             host, port = split_addr(addr)
+            if not 0 < port < 65536:  # the socket layer would raise OverflowError, not OSError
+                raise RemotingError(f"connect to {addr} failed: port {port} out of range")
             try:
                 tcp = await anyio.connect_tcp(host, port)
             except OSError as exc:
