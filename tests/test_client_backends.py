@@ -218,7 +218,10 @@ async def test_b281_concurrent_push_consumers_of_one_group_rebalance_and_share_t
         "client_ip": "127.0.0.1",
         "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
     }
-    held: Callable[[GroupConsumer], frozenset[Any]] = lambda c: c.assigned_queues("T")  # type: ignore[attr-defined]  # noqa: E731
+
+    def held(c: Any) -> frozenset[Any]:
+        return c.assigned_queues("T")
+
     async with PushConsumer(quick_served.namesrv, "G", first, instance_name="c1", **kw) as c1:
         await until_allocated([c1], held, 4)
         async with PushConsumer(quick_served.namesrv, "G", second, instance_name="c2", **kw) as c2:
@@ -257,9 +260,10 @@ async def test_b281_orderly_push_consumers_lock_their_share_and_keep_key_order(
         "client_ip": "127.0.0.1",
         "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
     }
-    held: Callable[[GroupConsumer], frozenset[Any]] = lambda c: frozenset(
-        q for q in c.held_locks() if q.topic == "T"
-    )  # type: ignore[attr-defined]  # noqa: E731
+
+    def held(c: Any) -> frozenset[Any]:
+        return frozenset(q for q in c.held_locks() if q.topic == "T")
+
     async with OrderlyPushConsumer(
         quick_served.namesrv, "OG", handle, instance_name="o1", **kw
     ) as o1:

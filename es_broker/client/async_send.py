@@ -69,7 +69,7 @@ class _Job:
     flag: int
     batch: bool
     selector: QueueSelector | None
-    deadline: float  # trio time: sendMsgTimeout counted from the send_async call
+    deadline: float  # event-loop time: sendMsgTimeout counted from the send_async call
 
 
 class AsyncSends:

@@ -98,7 +98,7 @@ def send_failed(attempts: int, topic: str, last_error: Exception | None) -> Clie
 
 
 class SendTries:
-    """One send's attempts, for the trio Producer and the blocking SyncProducer alike.
+    """One send's attempts, for the async Producer and the blocking SyncProducer alike.
 
     How many (1 + retryTimesWhenSendFailed, one for a oneway send), which queue
     each goes to (round robin, another broker after a failure), which failures
