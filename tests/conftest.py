@@ -45,6 +45,15 @@ def anyio_backend():
     return "trio"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """A test marked `anyio` runs under anyio's plugin (on each backend its module's
+    `anyio_backend` gives), not under pytest-trio, whose trio_mode marks every async test."""
+    for item in items:
+        if item.get_closest_marker("anyio") is not None:
+            item.own_markers[:] = [m for m in item.own_markers if m.name != "trio"]
+
+
 __all__ = ["START", "make_topic", "trio"]
 
 from tests.credential_fixtures import recorded  # noqa: E402,F401  (a broker recording its requests)

@@ -2,7 +2,9 @@
 
 Every ```python block of the `## Python client` section is one test: the block
 runs with top-level await (as the README shows it) against a broker process
-of its own, with the README's name server address replaced by the process's.
+of its own, with the README's name server address replaced by the process's;
+a block that starts its own event loop (`asyncio.run`, `trio.run`) runs in a
+thread.
 Blocks under a heading in SKIPPED need a broker set up otherwise (an ACL
 account) and are not run here; tests/test_acl_*.py cover what they show.
 """
@@ -14,6 +16,7 @@ import inspect
 import re
 
 import pytest
+import trio
 
 from tests.process_fixtures import ROOT, serve
 
@@ -56,6 +59,7 @@ EXAMPLES = python_client_examples()
 def test_the_section_has_the_examples_it_promises():
     headings = [heading for heading, _, _ in EXAMPLES]
     for wanted in (
+        "Under asyncio or trio",
         "Producer",
         "Batch send",
         "Push consumer (clustering)",
@@ -82,6 +86,9 @@ async def test_readme_example_runs(tmp_path, heading, line, code):
             source, f"README.md:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         )
         namespace: dict = {"__name__": "readme_example"}
-        result = eval(compiled, namespace)  # noqa: S307 (the README's own examples)
-        if inspect.iscoroutine(result):
-            await result
+        if compiled.co_flags & inspect.CO_COROUTINE:
+            await eval(compiled, namespace)  # noqa: S307 (the README's own examples)
+        else:
+            # a block that runs an event loop of its own (asyncio.run, trio.run) runs in a
+            # thread, away from the test's trio loop
+            await trio.to_thread.run_sync(eval, compiled, namespace)

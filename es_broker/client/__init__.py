@@ -1,4 +1,4 @@
-"""A RocketMQ 4.x client in trio, over the wire protocol only.
+"""A RocketMQ 4.x client on anyio (asyncio or trio), over the wire protocol only.
 
 `Producer` and `PushConsumer` are the Java client's DefaultMQProducer and
 DefaultMQPushConsumer; `OrderlyPushConsumer` is the push consumer with a

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import trio
+import anyio
 
 from es_broker.acl.signing import Credentials
 from es_broker.client.remoting_client import RemotingClient, RemotingError
@@ -88,12 +88,12 @@ class Admin:
         cls, namesrv: str, *, credentials: Credentials | None = None
     ) -> AsyncIterator[Admin]:
         """An Admin on connections of its own (signed with `credentials`), closed on exit."""
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             client = RemotingClient(nursery, credentials=credentials)
             try:
                 yield cls(client, namesrv)
             finally:
-                with trio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True):
                     await client.aclose()
                 nursery.cancel_scope.cancel()
 

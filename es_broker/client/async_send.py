@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import trio
+import anyio
 
 from es_broker.client.messages import SendResult
 from es_broker.client.producer import ClientError, Producer, QueueSelector, SendTries
 from es_broker.client.remoting_client import PendingRequest, RemotingError
-from es_broker.client.tasks import TaskGroup
+from es_broker.client.tasks import TaskGroup, TaskSpawner
 from es_broker.remoting.bodies import MessageQueue
 
 
@@ -36,7 +36,7 @@ class SendHandle:
     def __init__(self, topic: str, msg_id: str) -> None:
         self.topic = topic
         self.msg_id = msg_id
-        self._done = trio.Event()
+        self._done = anyio.Event()
         self._result: SendResult | None = None
         self._error: BaseException | None = None
 
@@ -69,7 +69,7 @@ class _Job:
     flag: int
     batch: bool
     selector: QueueSelector | None
-    deadline: float  # trio time: sendMsgTimeout counted from the send_async call
+    deadline: float  # event-loop time: sendMsgTimeout counted from the send_async call
 
 
 class AsyncSends:
@@ -78,12 +78,12 @@ class AsyncSends:
     def __init__(self, producer: Producer) -> None:
         self.producer = producer
         self._tasks = TaskGroup()
-        self._send_jobs, self._jobs = trio.open_memory_channel[_Job](math.inf)
+        self._send_jobs, self._jobs = anyio.create_memory_object_stream[_Job](math.inf)
         self._in_flight = 0
-        self._idle = trio.Event()
+        self._idle = anyio.Event()
         self._idle.set()
 
-    async def start(self, nursery: trio.Nursery) -> None:
+    async def start(self, nursery: TaskSpawner) -> None:
         await self._tasks.start(nursery)
         self._tasks.start_soon(self._dispatch)
 
@@ -108,9 +108,9 @@ class AsyncSends:
         if not self._tasks.running:
             raise ClientError("the producer is not started")
         handle = SendHandle(topic, msg_id)
-        deadline = trio.current_time() + self.producer.config.send_msg_timeout
+        deadline = anyio.current_time() + self.producer.config.send_msg_timeout
         self._in_flight += 1
-        self._idle = trio.Event() if self._idle.is_set() else self._idle
+        self._idle = anyio.Event() if self._idle.is_set() else self._idle
         self._send_jobs.send_nowait(_Job(handle, body, props, flag, batch, selector, deadline))
         return handle
 
@@ -139,7 +139,7 @@ class AsyncSends:
                     raise ClientError(str(exc)) from None
             else:
                 tries = SendTries(producer, topic, queues, oneway=False)
-                picked = tries.next_queue(trio.current_time() >= job.deadline)
+                picked = tries.next_queue(anyio.current_time() >= job.deadline)
                 if picked is None:
                     raise ClientError(f"send to {topic} timed out before its first attempt")
                 mq = picked
@@ -172,7 +172,7 @@ class AsyncSends:
         self, job: _Job, tries: SendTries | None, mq: MessageQueue, pending: PendingRequest
     ) -> None:
         try:
-            timeout = max(job.deadline - trio.current_time(), 0.001)
+            timeout = max(job.deadline - anyio.current_time(), 0.001)
             response = await pending.response(timeout)
             result = Producer.send_result(mq, response, pending.addr, job.handle.msg_id)
         except (RemotingError, ClientError) as exc:
@@ -192,10 +192,10 @@ class AsyncSends:
         """The attempts left, one after the other, as a synchronous send makes them."""
         producer = self.producer
         try:
-            while (mq := tries.next_queue(trio.current_time() >= job.deadline)) is not None:
+            while (mq := tries.next_queue(anyio.current_time() >= job.deadline)) is not None:
                 try:
                     pending = await self._write(mq, job)
-                    timeout = max(job.deadline - trio.current_time(), 0.001)
+                    timeout = max(job.deadline - anyio.current_time(), 0.001)
                     result = Producer.send_result(
                         mq, await pending.response(timeout), pending.addr, job.handle.msg_id
                     )

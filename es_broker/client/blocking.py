@@ -1,7 +1,7 @@
 """Blocking remoting connections for the blocking client: a plain (or TLS) socket per request in flight.
 
 The calling thread writes the request and reads until the answer with the
-same opaque arrives, with the same sans-IO `Connection` the trio channels
+same opaque arrives, with the same sans-IO `Connection` the async channels
 use, so a blocking send costs one write and one read, no hand-off to another
 thread. A connection serves one request at a time; threads sending at once
 each take an idle connection of the address or open another.

@@ -13,9 +13,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from typing import Any
+from typing import Any, Protocol
 
-import outcome
+import anyio
+import anyio.abc
 import trio
 
 from es_broker.remoting.command import RemotingCommand
@@ -76,10 +77,57 @@ class PartialFrameBudget:
         self.used -= size
 
 
+class ByteStream(Protocol):
+    """What a channel reads and writes: a trio stream (the broker's side) or an `AnyioStream`."""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None: ...
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray: ...
+
+    async def aclose(self) -> None: ...
+
+
+# what a stream raises once the peer is gone or the stream was closed here
+STREAM_GONE: tuple[type[Exception], ...] = (
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+)
+
+
+class AnyioStream:
+    """An anyio byte stream (TCP, or TLS over it) as the `ByteStream` a channel speaks.
+
+    The end of the stream reads as b"", as on a trio stream.
+    """
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: anyio.abc.ByteStream) -> None:
+        self.inner = inner
+
+    @property
+    def socket(self) -> Any:
+        return self.inner.extra(anyio.abc.SocketAttribute.raw_socket, None)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.inner.send(bytes(data) if not isinstance(data, bytes) else data)
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        try:
+            return await self.inner.receive(max_bytes or READ_SIZE)
+        except anyio.EndOfStream:
+            return b""
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 class Channel:
     def __init__(
         self,
-        stream: trio.abc.Stream,
+        stream: ByteStream,
         *,
         max_frame: int | None = None,
         budget: PartialFrameBudget | None = None,
@@ -91,7 +139,9 @@ class Channel:
         self.conn = Connection() if max_frame is None else Connection(max_frame_length=max_frame)
         self.budget = budget
         self._held = 0  # bytes of self.conn.buffered taken from the budget
-        self._send_lock = trio.Lock()
+        # uncontended, the lock is taken without a scheduler pass; the write itself checks for
+        # cancellation first and yields after it
+        self._send_lock = anyio.Lock(fast_acquire=True)
         self._pending: dict[int, _ResponseWaiter] = {}
         self.closed = False
         self.remote = _address(stream, "getpeername")
@@ -105,18 +155,13 @@ class Channel:
     async def send(self, command: RemotingCommand) -> None:
         data = self.conn.send(command)
         lock = self._send_lock
-        try:
-            # uncontended, the lock is taken without a scheduler pass (trio's acquire yields even
-            # then); the write itself checks for cancellation first and yields after it
-            lock.acquire_nowait()
-        except trio.WouldBlock:
-            await lock.acquire()
+        await lock.acquire()
         try:
             if self.closed:
                 raise ChannelClosed(self.remote_addr)
             try:
                 await self.stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            except STREAM_GONE as exc:
                 self.closed = True
                 raise ChannelClosed(self.remote_addr) from exc
         finally:
@@ -132,7 +177,7 @@ class Channel:
         (`ReceiveTimeout`). With a budget, a read that does not fit in it is
         not buffered (`PartialFramesOverCap`).
         """
-        idle_deadline = trio.current_time() + idle_timeout
+        idle_deadline = anyio.current_time() + idle_timeout
         while True:
             try:
                 event = self.conn.next_event()
@@ -143,15 +188,15 @@ class Channel:
             if event is not NEED_DATA:
                 return event
             buffered = self.conn.buffered
-            deadline = trio.current_time() + read_timeout if buffered else idle_deadline
+            deadline = anyio.current_time() + read_timeout if buffered else idle_deadline
             data: bytes | bytearray | None = None
             if self._head:
                 data, self._head = self._head, b""
             else:
-                with trio.move_on_at(deadline):
+                with anyio.CancelScope(deadline=deadline):
                     try:
                         data = await self.stream.receive_some(READ_SIZE)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    except STREAM_GONE:
                         data = b""
             if data is None:
                 raise ReceiveTimeout(
@@ -214,7 +259,7 @@ class Channel:
         self.closed = True
         dropped = self.conn.discard_buffered()
         self._settle()
-        with trio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
             await self.stream.aclose()
         return dropped
 
@@ -230,9 +275,9 @@ class PendingResponse:
         self._waiter = waiter
 
     async def response(self, timeout: float) -> RemotingCommand:
-        """The response; trio.TooSlowError after `timeout` s, ChannelClosed if the peer left."""
+        """The response; TimeoutError after `timeout` s, ChannelClosed if the peer left."""
         try:
-            with trio.fail_after(timeout):
+            with anyio.fail_after(timeout):
                 response = await self._waiter.wait()
         finally:
             self._channel._pending.pop(self._opaque, None)
@@ -242,45 +287,30 @@ class PendingResponse:
 
 
 class _ResponseWaiter:
-    """Where one request's response (None: the connection closed) meets the task waiting for it.
+    """Where one request's response (None: the connection closed) meets the task waiting for it."""
 
-    A bare task wake-up: a request costs no channel or event objects.
-    """
-
-    __slots__ = ("_task", "_done", "_response")
+    __slots__ = ("_event", "_response")
 
     def __init__(self) -> None:
-        self._task: trio.lowlevel.Task | None = None
-        self._done = False
+        self._event = anyio.Event()
         self._response: RemotingCommand | None = None
 
     def set(self, response: RemotingCommand | None) -> None:
-        if self._done:
+        if self._event.is_set():
             return
-        self._done = True
         self._response = response
-        if self._task is not None:
-            trio.lowlevel.reschedule(self._task, outcome.Value(response))
-            self._task = None
+        self._event.set()
 
     async def wait(self) -> RemotingCommand | None:
-        if self._done:  # answered while the request was still being written
-            await trio.lowlevel.checkpoint()
-            return self._response
-        self._task = trio.lowlevel.current_task()
-
-        def abort(_: object) -> trio.lowlevel.Abort:
-            self._task = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        return await trio.lowlevel.wait_task_rescheduled(abort)
+        await self._event.wait()  # a checkpoint even when answered while the request was written
+        return self._response
 
 
 def _with_opaque(command: RemotingCommand, opaque: int) -> RemotingCommand:
     return dataclasses.replace(command, opaque=opaque)
 
 
-def _address(stream: trio.abc.Stream, which: str) -> tuple[str, int]:
+def _address(stream: ByteStream, which: str) -> tuple[str, int]:
     inner: Any = stream
     while not hasattr(inner, "socket") and hasattr(inner, "transport_stream"):
         inner = inner.transport_stream  # TLS (and the server's replay wrapper) over the socket

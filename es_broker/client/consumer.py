@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from enum import Enum
 from typing import Unpack
 
-import trio
+import anyio
 
 from es_broker.client.config import (
     CLIENT_INNER_PRODUCER_GROUP,
@@ -53,6 +53,7 @@ from es_broker.client.subscription import (
     build_subscription,
     parse_consume_timestamp,
 )
+from es_broker.client.tasks import TaskSpawner
 from es_broker.remoting.bodies import (
     CheckClientRequestBody,
     MessageQueue,
@@ -124,12 +125,12 @@ class PushConsumer(GroupConsumer):
         self._inner_producer: Producer | None = None
         self._owns_inner_producer = False
         self._paused = False
-        self._resumed = trio.Event()
+        self._resumed = anyio.Event()
         self._resumed.set()
         # Java's consume thread pool: consumeThreadMax workers take the consume requests in order.
-        self._consume_requests, self._consume_queue = trio.open_memory_channel[ConsumeRequest](
-            math.inf
-        )
+        self._consume_requests, self._consume_queue = anyio.create_memory_object_stream[
+            ConsumeRequest
+        ](math.inf)
 
     consume_type = "CONSUME_PASSIVELY"
     # the pull loop's consumeConcurrentlyMaxSpan check (an orderly consumer skips it, as Java)
@@ -158,7 +159,7 @@ class PushConsumer(GroupConsumer):
         )
 
     # ------------------------------------------------------------------ life cycle
-    async def start(self, nursery: trio.Nursery) -> None:
+    async def start(self, nursery: TaskSpawner) -> None:
         """Connect, announce the group, rebalance once; pulling and timers then run in `nursery`."""
         if self.message_model == MessageModel.CLUSTERING:
             # B-55
@@ -322,7 +323,7 @@ class PushConsumer(GroupConsumer):
                     or (self._checks_span and pq.max_span() > cfg.consume_concurrently_max_span)
                 ):
                     # local flow control (B-42)
-                    await trio.sleep(cfg.pull_time_delay_when_flow_control)
+                    await anyio.sleep(cfg.pull_time_delay_when_flow_control)
                     continue
                 gated = await self._pull_gate(mq, pq, next_offset)
                 if gated is None:
@@ -330,13 +331,13 @@ class PushConsumer(GroupConsumer):
                 next_offset = gated
                 sub = self._subscriptions.get(mq.topic)
                 if sub is None:
-                    await trio.sleep(cfg.pull_time_delay_when_exception)
+                    await anyio.sleep(cfg.pull_time_delay_when_exception)
                     continue
                 try:
                     result = await self._pull(mq, sub, next_offset)
                 except (RemotingError, ClientError) as exc:
                     log.info("pull %s at %d: %s", mq, next_offset, exc)
-                    await trio.sleep(pull_retry_delay(exc, cfg))
+                    await anyio.sleep(pull_retry_delay(exc, cfg))
                     continue
                 self._pull_from_which_node[mq] = result.suggest_which_broker_id  # B-117
                 next_offset = result.next_begin_offset
@@ -386,7 +387,7 @@ class PushConsumer(GroupConsumer):
 
     async def _correct_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """B-67: after the delay, take the broker's corrected offset and let the next rebalance restart."""
-        await trio.sleep(self.config.offset_illegal_delay)
+        await anyio.sleep(self.config.offset_illegal_delay)
         self.offset_store.update_offset(mq, offset, increase_only=False)
         await self.offset_store.persist(mq)
         if self._process_queues.get(mq) is pq:
@@ -463,7 +464,7 @@ class PushConsumer(GroupConsumer):
     async def _consume_later(
         self, msgs: list[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue
     ) -> None:
-        await trio.sleep(self.config.consume_later_delay)
+        await anyio.sleep(self.config.consume_later_delay)
         self._submit_consume(msgs, pq, mq)
 
     async def _send_message_back(
@@ -524,10 +525,10 @@ class PushConsumer(GroupConsumer):
 
     # ------------------------------------------------------------------ offsets
     async def _persist_loop(self) -> None:
-        await trio.sleep(self.config.persist_consumer_offset_delay)
+        await anyio.sleep(self.config.persist_consumer_offset_delay)
         while True:
             await self.offset_store.persist_all(set(self._process_queues))
-            await trio.sleep(self.config.persist_consumer_offset_interval)
+            await anyio.sleep(self.config.persist_consumer_offset_interval)
 
     async def reset_offset(self, topic: str, table: Mapping[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET in the order of B-78 (steps 2 to 6)."""
@@ -538,7 +539,7 @@ class PushConsumer(GroupConsumer):
                     pq.drop()
                     pq.clear()
             # In-flight consumption finishes meanwhile; its results are discarded.
-            await trio.sleep(self.config.reset_offset_wait)
+            await anyio.sleep(self.config.reset_offset_wait)
             async with self._rebalance_lock:
                 for mq in list(self._process_queues):
                     if mq.topic == topic and mq in table:
@@ -554,7 +555,7 @@ class PushConsumer(GroupConsumer):
     def _pause(self) -> None:
         if not self._paused:
             self._paused = True
-            self._resumed = trio.Event()
+            self._resumed = anyio.Event()
 
     def _resume(self) -> None:
         self._paused = False

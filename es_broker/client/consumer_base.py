@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import ClassVar, TypedDict, Unpack
 
-import trio
+import anyio
 
 from es_broker.acl.signing import Credentials
 from es_broker.client.config import ClientConfig, default_consume_timestamp
@@ -34,7 +34,7 @@ from es_broker.client.subscription import (
     build_subscription,
     parse_consume_timestamp,
 )
-from es_broker.client.tasks import Service, TaskGroup
+from es_broker.client.tasks import Service, TaskGroup, TaskSpawner
 from es_broker.remoting.bodies import (
     ConsumerData,
     ConsumerRunningInfo,
@@ -101,9 +101,9 @@ class GroupConsumer(Service):
         self._subscribe_info: dict[str, frozenset[MessageQueue]] = {}
         self._offset_store: OffsetStore | None = None
         self._tasks = TaskGroup()
-        self._rebalance_wakeup = trio.Event()
-        self._rebalance_lock = trio.Lock()
-        self._allocation_event = trio.Event()
+        self._rebalance_wakeup = anyio.Event()
+        self._rebalance_lock = anyio.Lock()
+        self._allocation_event = anyio.Event()
         self._started = False
 
     # ------------------------------------------------------------------ public view
@@ -112,7 +112,7 @@ class GroupConsumer(Service):
         return self.instance.client_id
 
     @property
-    def allocation_event(self) -> trio.Event:
+    def allocation_event(self) -> anyio.Event:
         """An event set at the next change of the held queues (take it, check, then wait)."""
         return self._allocation_event
 
@@ -132,7 +132,7 @@ class GroupConsumer(Service):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ life cycle
-    async def _join_instance(self, nursery: trio.Nursery) -> None:
+    async def _join_instance(self, nursery: TaskSpawner) -> None:
         """Register the group at the client instance and take a share of it (started if first)."""
         self.instance.register_consumer(self)
         try:
@@ -213,9 +213,9 @@ class GroupConsumer(Service):
     async def _rebalance_loop(self, interval: float) -> None:
         """Rebalance every `interval` seconds, or at once when woken."""
         while True:
-            with trio.move_on_after(interval):
+            with anyio.move_on_after(interval):
                 await self._rebalance_wakeup.wait()
-            self._rebalance_wakeup = trio.Event()
+            self._rebalance_wakeup = anyio.Event()
             await self.do_rebalance()
 
     async def do_rebalance(self) -> None:
@@ -241,7 +241,7 @@ class GroupConsumer(Service):
 
     def _allocation_changed(self) -> None:
         self._allocation_event.set()
-        self._allocation_event = trio.Event()
+        self._allocation_event = anyio.Event()
 
     async def _position(self, mq: MessageQueue, code: int, extra: dict[str, object]) -> int:
         """GET_MIN/MAX_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP at the queue's master (B-49)."""

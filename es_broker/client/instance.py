@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-import trio
+import anyio
+import anyio.abc
 
 from es_broker.acl.signing import Credentials
 from es_broker.client.channel import Channel
@@ -30,7 +31,7 @@ from es_broker.client.config import (
 )
 from es_broker.client.remoting_client import PendingRequest, RemotingClient, RemotingError
 from es_broker.client.route import from_default_route
-from es_broker.client.tasks import TaskGroup
+from es_broker.client.tasks import TaskGroup, TaskSpawner
 from es_broker.client.tls import client_tls
 from es_broker.remoting.bodies import (
     ConsumerData,
@@ -128,10 +129,10 @@ class ClientInstance:
         self._producers: dict[str, ProducerMember] = {}
         self._consumers: dict[str, ConsumerMember] = {}
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
-        self._route_lock = trio.Lock()
-        self._heartbeat_lock = trio.Lock()
-        self._reset_lock = trio.Lock()  # Java's synchronized resetOffset
-        self._heartbeat_now = trio.Event()
+        self._route_lock = anyio.Lock()
+        self._heartbeat_lock = anyio.Lock()
+        self._reset_lock = anyio.Lock()  # Java's synchronized resetOffset
+        self._heartbeat_now = anyio.Event()
         self._tasks = TaskGroup()
         self._users = 0
         self._remoting: RemotingClient | None = None
@@ -150,7 +151,7 @@ class ClientInstance:
             )
 
     # ------------------------------------------------------------------ life cycle
-    async def acquire(self, nursery: trio.Nursery) -> None:
+    async def acquire(self, nursery: TaskSpawner) -> None:
         """Start the instance for one more user (the first one starts it)."""
         self._users += 1
         if self._users > 1:
@@ -168,11 +169,11 @@ class ClientInstance:
             self._remoting = None
 
     async def _open_remoting(
-        self, *, task_status: trio.TaskStatus[RemotingClient] = trio.TASK_STATUS_IGNORED
+        self, *, task_status: anyio.abc.TaskStatus[RemotingClient] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         # The connections' read loops live in a nursery of their own, so that
         # stopping the instance closes them after every other task is gone.
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             client = RemotingClient(
                 nursery,
                 on_request=self._on_request,
@@ -181,9 +182,9 @@ class ClientInstance:
             )
             task_status.started(client)
             try:
-                await trio.sleep_forever()
+                await anyio.sleep_forever()
             finally:
-                with trio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True):
                     await client.aclose()
 
     @property
@@ -323,7 +324,7 @@ class ClientInstance:
 
     async def _poll_routes(self) -> None:
         while True:
-            await trio.sleep(self.config.poll_name_server_interval)
+            await anyio.sleep(self.config.poll_name_server_interval)
             for topic in sorted(self._topics_in_use()):
                 await self.update_route(topic)
             self.clean_offline_brokers()
@@ -442,9 +443,9 @@ class ClientInstance:
 
     async def _heartbeat_loop(self) -> None:
         while True:
-            with trio.move_on_after(self.config.heartbeat_broker_interval):
+            with anyio.move_on_after(self.config.heartbeat_broker_interval):
                 await self._heartbeat_now.wait()
-            self._heartbeat_now = trio.Event()
+            self._heartbeat_now = anyio.Event()
             await self.send_heartbeat_to_all_brokers()
 
     # ------------------------------------------------------------------ broker -> client

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Unpack
 
-import trio
+import anyio
 
 from es_broker.client.consumer_base import GroupConsumer, GroupConsumerOptions
 from es_broker.client.messages import ReceivedMessage
@@ -43,6 +43,7 @@ from es_broker.client.pulling import (
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import subscribe_queues
 from es_broker.client.subscription import build_subscription
+from es_broker.client.tasks import TaskSpawner
 from es_broker.remoting.bodies import (
     MessageQueue,
     SubscriptionData,
@@ -95,8 +96,8 @@ class _Assigned:
     seek_offset: int = -1
     pull_offset: int = -1
     consume_offset: int = -1
-    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    pulling: trio.CancelScope | None = None  # the scope of the running pull task
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    pulling: anyio.CancelScope | None = None  # the scope of the running pull task
 
 
 _Request = tuple[list[ReceivedMessage], MessageQueue, ProcessQueue]
@@ -129,7 +130,7 @@ class LitePullConsumer(GroupConsumer):
         self._assign_expressions: dict[str, str] = {}  # setSubExpressionForAssign
         self._assigned: dict[MessageQueue, _Assigned] = {}
         self._cache: collections.deque[_Request] = collections.deque()
-        self._arrived = trio.Event()
+        self._arrived = anyio.Event()
         self._next_auto_commit = 0.0
 
     # ------------------------------------------------------------------ public view
@@ -183,7 +184,7 @@ class LitePullConsumer(GroupConsumer):
         return subscribe_queues(topic, route)
 
     # ------------------------------------------------------------------ life cycle
-    async def start(self, nursery: trio.Nursery) -> None:
+    async def start(self, nursery: TaskSpawner) -> None:
         await self._join_instance(nursery)
         try:
             await self._open_offset_store(self.config.offset_store_dir).load()
@@ -242,7 +243,7 @@ class LitePullConsumer(GroupConsumer):
         if self.config.auto_commit and time.monotonic() >= self._next_auto_commit:
             self._commit_all()
             self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval
-        with trio.move_on_after(timeout):
+        with anyio.move_on_after(timeout):
             while True:
                 while self._cache:
                     msgs, mq, pq = self._cache.popleft()
@@ -321,7 +322,7 @@ class LitePullConsumer(GroupConsumer):
         state.pq.clear()
         self._cache = collections.deque(r for r in self._cache if r[1] != mq)
         state.scope.cancel()  # the old pull task ends; a new one pulls from the seek offset
-        state.scope = trio.CancelScope()
+        state.scope = anyio.CancelScope()
         state.seek_offset = offset
         if self._started:
             self._start_pull(mq)
@@ -354,7 +355,7 @@ class LitePullConsumer(GroupConsumer):
 
     async def _persist_loop(self) -> None:
         while True:
-            await trio.sleep(self.config.persist_consumer_offset_interval)
+            await anyio.sleep(self.config.persist_consumer_offset_interval)
             await self.offset_store.persist_all(set(self._assigned))
 
     # ------------------------------------------------------------------ rebalance
@@ -403,7 +404,9 @@ class LitePullConsumer(GroupConsumer):
         state.pulling = state.scope
         self._tasks.start_soon(self._pull_task, mq, state, state.scope)
 
-    async def _pull_task(self, mq: MessageQueue, state: _Assigned, scope: trio.CancelScope) -> None:
+    async def _pull_task(
+        self, mq: MessageQueue, state: _Assigned, scope: anyio.CancelScope
+    ) -> None:
         cfg = self.config
         pq = state.pq
         with scope:
@@ -411,7 +414,7 @@ class LitePullConsumer(GroupConsumer):
             # must neither take the new position's seek offset nor deliver its old answer.
             while not (pq.dropped or scope.cancel_called):
                 if state.paused:
-                    await trio.sleep(cfg.pull_time_delay_when_pause)
+                    await anyio.sleep(cfg.pull_time_delay_when_pause)
                     continue
                 if (
                     len(self._cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all
@@ -419,7 +422,7 @@ class LitePullConsumer(GroupConsumer):
                     or pq.msg_size // (1024 * 1024) > cfg.pull_threshold_size_for_queue
                     or pq.max_span() > cfg.consume_max_span
                 ):
-                    await trio.sleep(cfg.pull_time_delay_when_flow_control)
+                    await anyio.sleep(cfg.pull_time_delay_when_flow_control)
                     continue
                 try:
                     offset = await self._next_pull_offset(mq, state)
@@ -428,7 +431,7 @@ class LitePullConsumer(GroupConsumer):
                     result = await self._pull(mq, offset)
                 except (RemotingError, ClientError) as exc:
                     log.info("pull %s: %s", mq, exc)
-                    await trio.sleep(pull_retry_delay(exc, cfg))
+                    await anyio.sleep(pull_retry_delay(exc, cfg))
                     continue
                 if pq.dropped or scope.cancel_called or state.seek_offset != -1:
                     continue  # a seek came meanwhile: this answer is of the old position
@@ -438,7 +441,7 @@ class LitePullConsumer(GroupConsumer):
                     pq.put_messages(msgs)
                     self._cache.append((msgs, mq, pq))
                     self._arrived.set()
-                    self._arrived = trio.Event()
+                    self._arrived = anyio.Event()
                 elif result.status == PullStatus.OFFSET_ILLEGAL:
                     log.warning("pull offset of %s illegal, next begin %d", mq, next_begin)
                 state.pull_offset = next_begin

@@ -14,7 +14,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-import trio
+import anyio
 
 from es_broker.client.config import MASTER_ID
 from es_broker.client.instance import ClientInstance, FoundBroker
@@ -179,7 +179,7 @@ class LocalFileOffsetStore(_MemoryTable):
         )
 
     async def load(self) -> None:
-        self.table.update(await trio.to_thread.run_sync(self._read_file))
+        self.table.update(await anyio.to_thread.run_sync(self._read_file))
 
     async def read_offset(self, mq: MessageQueue, how: ReadOffsetType) -> int:
         """Memory, or the file's value; -1 when it has none (never -2, B-43)."""
@@ -187,7 +187,7 @@ class LocalFileOffsetStore(_MemoryTable):
             offset = self.table.get(mq)
             if offset is not None or how == ReadOffsetType.READ_FROM_MEMORY:
                 return NO_OFFSET if offset is None else offset
-        offset = (await trio.to_thread.run_sync(self._read_file)).get(mq)
+        offset = (await anyio.to_thread.run_sync(self._read_file)).get(mq)
         if offset is None:
             return NO_OFFSET
         self.update_offset(mq, offset, increase_only=False)
@@ -199,7 +199,7 @@ class LocalFileOffsetStore(_MemoryTable):
         body = OffsetSerializeWrapper(
             {mq: off for mq, off in self.table.items() if mq in mqs}
         ).encode()
-        await trio.to_thread.run_sync(self._write_file, body)
+        await anyio.to_thread.run_sync(self._write_file, body)
 
     async def persist(self, mq: MessageQueue, oneway: bool = True) -> None:
         """Nothing: the file is written whole by `persist_all` (as Java)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-import trio
+import anyio
 
 from es_broker.client.config import MASTER_ID
 from es_broker.client.consumer import ConsumeResult, MessageModel, PushConsumer
@@ -33,6 +33,7 @@ from es_broker.client.messages import (
 )
 from es_broker.client.process_queue import ProcessQueue
 from es_broker.client.remoting_client import RemotingError
+from es_broker.client.tasks import TaskSpawner
 from es_broker.remoting.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -92,7 +93,7 @@ class OrderlyProcessQueue(ProcessQueue):
         self.last_lock_time = 0.0  # monotonic time of the last grant or renewal
         self.previously_locked = False  # the pull loop re-read the offset after the first lock
         self.consuming = False  # a consume task runs for this queue
-        self.consume_lock = trio.Lock()  # held during a handler call (Java's consumeLock)
+        self.consume_lock = anyio.Lock()  # held during a handler call (Java's consumeLock)
         self._taken: dict[int, ReceivedMessage] = {}  # consumingMsgOrderlyTreeMap
 
     @property
@@ -167,11 +168,11 @@ class OrderlyPushConsumer(PushConsumer):
         self.orderly_handler = handler
         self.orderly = orderly or OrderlyConfig()
         self._granted: dict[MessageQueue, float] = {}  # lock time of queues claimed, not yet held
-        self._queue_locks: dict[MessageQueue, trio.Lock] = {}  # Java's MessageQueueLock
+        self._queue_locks: dict[MessageQueue, anyio.Lock] = {}  # Java's MessageQueueLock
         self._clustering = self.message_model == MessageModel.CLUSTERING
 
     # ------------------------------------------------------------------ life cycle
-    async def start(self, nursery: trio.Nursery) -> None:
+    async def start(self, nursery: TaskSpawner) -> None:
         await super().start(nursery)
         if self._clustering:
             self._tasks.start_soon(self._lock_loop)
@@ -286,7 +287,7 @@ class OrderlyPushConsumer(PushConsumer):
 
     async def _lock_loop(self) -> None:
         while True:
-            await trio.sleep(self.orderly.lock_interval)
+            await anyio.sleep(self.orderly.lock_interval)
             await self.lock_all()
 
     async def _lock_one(self, mq: MessageQueue) -> bool:
@@ -320,12 +321,12 @@ class OrderlyPushConsumer(PushConsumer):
             return next_offset
         assert isinstance(pq, OrderlyProcessQueue)
         if not pq.locked:
-            await trio.sleep(self.orderly.pull_delay_when_not_locked)
+            await anyio.sleep(self.orderly.pull_delay_when_not_locked)
             return None
         if not pq.previously_locked:
             offset = await self._compute_pull_from_where(mq)
             if offset < 0:
-                await trio.sleep(self.config.pull_time_delay_when_exception)
+                await anyio.sleep(self.config.pull_time_delay_when_exception)
                 return None
             pq.previously_locked = True
             return offset
@@ -358,7 +359,7 @@ class OrderlyPushConsumer(PushConsumer):
 
     async def _consume_orderly(self, mq: MessageQueue, pq: OrderlyProcessQueue) -> None:
         """ConsumeRequest#run: batches of one queue in order while it is locked; one task per queue."""
-        lock = self._queue_locks.setdefault(mq, trio.Lock())
+        lock = self._queue_locks.setdefault(mq, anyio.Lock())
         try:
             async with lock:
                 await self._consume_while_locked(mq, pq)
@@ -368,16 +369,16 @@ class OrderlyPushConsumer(PushConsumer):
             self._submit_consume([], pq, mq)  # messages came while the task was ending
 
     async def _consume_while_locked(self, mq: MessageQueue, pq: OrderlyProcessQueue) -> None:
-        began = trio.current_time()
+        began = anyio.current_time()
         while not pq.dropped:
             if not self._may_consume(pq):
                 # tryLockLaterAndReconsume: lock this queue again, then go on or wait
                 if not await self._lock_one(mq):
-                    await trio.sleep(self.orderly.relock_delay)
+                    await anyio.sleep(self.orderly.relock_delay)
                 continue
-            if trio.current_time() - began > self.orderly.max_time_consume_continuously:
-                await trio.sleep(0)  # let other queues' tasks run, as Java re-submits
-                began = trio.current_time()
+            if anyio.current_time() - began > self.orderly.max_time_consume_continuously:
+                await anyio.sleep(0)  # let other queues' tasks run, as Java re-submits
+                began = anyio.current_time()
             msgs = pq.take_messages(max(1, self.config.consume_message_batch_max_size))
             if not msgs:
                 return
@@ -396,7 +397,7 @@ class OrderlyPushConsumer(PushConsumer):
             if pq.dropped:
                 return
             if not await self._process_consume_result_orderly(msgs, status, context, pq, mq):
-                await trio.sleep(context.suspend_current_queue_time)
+                await anyio.sleep(context.suspend_current_queue_time)
 
     def _max_reconsume_times(self) -> int:
         times = self.orderly.max_reconsume_times

@@ -5,10 +5,45 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Iterable
+from types import TracebackType
 
-import trio
+import anyio
 
 from es_broker.client.messages import ReceivedMessage
+
+
+class PullScope:
+    """A cancel scope that may be cancelled before it is entered.
+
+    The anyio scope itself is made on entry: anyio makes scopes inside a
+    running event loop only, and a queue is made by plain code too.
+    """
+
+    __slots__ = ("cancel_called", "_scope")
+
+    def __init__(self) -> None:
+        self.cancel_called = False
+        self._scope: anyio.CancelScope | None = None
+
+    def cancel(self) -> None:
+        self.cancel_called = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def __enter__(self) -> anyio.CancelScope:
+        self._scope = anyio.CancelScope()
+        if self.cancel_called:
+            self._scope.cancel()
+        return self._scope.__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        assert self._scope is not None
+        return bool(self._scope.__exit__(exc_type, exc, tb))
 
 
 class ProcessQueue:
@@ -27,7 +62,7 @@ class ProcessQueue:
         self.last_pull_time = time.monotonic()
         self.last_consume_time = time.monotonic()
         # cancelled on drop: a held pull must not outlive its queue
-        self.pull_scope = trio.CancelScope()
+        self.pull_scope = PullScope()
 
     @property
     def msg_count(self) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-import trio
+import anyio
 
 from es_broker.acl.signing import Credentials
 from es_broker.client.config import DEFAULT_PRODUCER_GROUP, ClientConfig, ProducerConfig
@@ -35,7 +35,7 @@ from es_broker.client.messages import (
 )
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import publish_queues
-from es_broker.client.tasks import Service
+from es_broker.client.tasks import Service, TaskSpawner
 from es_broker.remoting.bodies import MessageQueue, TopicRouteData
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand
@@ -103,7 +103,7 @@ def send_failed(attempts: int, topic: str, last_error: Exception | None) -> Clie
 
 
 class SendTries:
-    """One send's attempts, for the trio Producer and the blocking SyncProducer alike.
+    """One send's attempts, for the async Producer and the blocking SyncProducer alike.
 
     How many (1 + retryTimesWhenSendFailed, one for a oneway send), which queue
     each goes to (round robin, another broker after a failure), which failures
@@ -193,7 +193,7 @@ class Producer(Service):
         self._started = False
 
     # ------------------------------------------------------------------ life cycle
-    async def start(self, nursery: trio.Nursery) -> None:
+    async def start(self, nursery: TaskSpawner) -> None:
         """Join the client instance (starting it if needed) and announce the group."""
         self.instance.register_producer(self)
         try:
@@ -445,7 +445,7 @@ class Producer(Service):
     ) -> SendResult | None:
         if not self._started:
             raise ClientError("the producer is not started")
-        deadline = trio.current_time() + self.config.send_msg_timeout
+        deadline = anyio.current_time() + self.config.send_msg_timeout
         queues = await self.find_publish_queues(topic)
         if not queues:
             raise ClientError(f"No route info of this topic: {topic}")
@@ -455,7 +455,7 @@ class Producer(Service):
                 selected, body, props, flag, batch, oneway, deadline, msg_id
             )
         tries = SendTries(self, topic, queues, oneway)
-        while (mq := tries.next_queue(trio.current_time() >= deadline)) is not None:
+        while (mq := tries.next_queue(anyio.current_time() >= deadline)) is not None:
             try:
                 result = await self._send_kernel(
                     mq, body, props, flag, batch, oneway, deadline, msg_id
@@ -497,7 +497,7 @@ class Producer(Service):
         if oneway:
             await self.instance.invoke_oneway(addr, command)
             return None
-        timeout = max(deadline - trio.current_time(), 0.001)
+        timeout = max(deadline - anyio.current_time(), 0.001)
         return self.send_result(
             mq, await self.instance.invoke(addr, command, timeout), addr, msg_id
         )

@@ -14,10 +14,13 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable
 
-import trio
+import anyio
+import anyio.abc
+from anyio.streams.tls import TLSStream
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.channel import Channel, ChannelClosed, PendingResponse
+from es_broker.client.channel import AnyioStream, Channel, ChannelClosed, PendingResponse
+from es_broker.client.tasks import TaskSpawner
 from es_broker.client.tls import TlsClientSettings, open_tls
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.errors import ProtocolError
@@ -53,7 +56,7 @@ class PendingRequest:
         """The answer; RemotingError if none comes within `timeout` s or the connection closes."""
         try:
             return await self._pending.response(timeout)
-        except trio.TooSlowError:
+        except TimeoutError:
             raise RemotingError(
                 f"no answer from {self.addr} within {timeout} s (code {self.code})"
             ) from None
@@ -69,7 +72,7 @@ class RemotingClient:
 
     def __init__(
         self,
-        nursery: trio.Nursery,
+        nursery: TaskSpawner,
         on_request: RequestHandler | None = None,
         *,
         credentials: Credentials | None = None,
@@ -77,7 +80,7 @@ class RemotingClient:
     ) -> None:
         self._nursery = nursery
         self._channels: dict[str, Channel] = {}
-        self._connecting: dict[str, trio.Event] = {}
+        self._connecting: dict[str, anyio.Event] = {}
         self.on_request = on_request
         self.credentials = credentials
         self.tls = tls
@@ -102,17 +105,19 @@ class RemotingClient:
             if pending is None:
                 break
             await pending.wait()
-        done = self._connecting[addr] = trio.Event()
+        done = self._connecting[addr] = anyio.Event()
         try:
             host, port = split_addr(addr)
+            if not 0 < port < 65536:  # the socket layer would raise OverflowError, not OSError
+                raise RemotingError(f"connect to {addr} failed: port {port} out of range")
             try:
-                tcp = await trio.open_tcp_stream(host, port)
+                tcp = await anyio.connect_tcp(host, port)
             except OSError as exc:
                 raise RemotingError(f"connect to {addr} failed: {exc}") from None
-            stream: trio.abc.Stream = tcp
+            stream: anyio.abc.ByteStream = tcp
             if self._tls_context is not None:
                 stream = await self._handshake(addr, host, tcp)
-            channel = Channel(stream)
+            channel = Channel(AnyioStream(stream))
             self._channels[addr] = channel
             self._nursery.start_soon(self._read_loop, addr, channel)
             return channel
@@ -120,13 +125,13 @@ class RemotingClient:
             del self._connecting[addr]
             done.set()
 
-    async def _handshake(self, addr: str, host: str, stream: trio.SocketStream) -> trio.SSLStream:
+    async def _handshake(self, addr: str, host: str, stream: anyio.abc.SocketStream) -> TLSStream:
         assert self._tls_context is not None and self.tls is not None
         try:
             return await open_tls(stream, host, self._tls_context, self.tls.handshake_timeout)
         except ssl.SSLError as exc:
             raise RemotingError(f"TLS handshake with {addr} failed: {exc}") from None
-        except trio.TooSlowError:
+        except TimeoutError:
             raise RemotingError(
                 f"TLS handshake with {addr} failed: no answer within "
                 f"{self.tls.handshake_timeout:g} s"
@@ -138,7 +143,7 @@ class RemotingClient:
         channel = await self.channel(addr)
         try:
             return await channel.invoke(self.signed(command), timeout)
-        except trio.TooSlowError:
+        except TimeoutError:
             raise RemotingError(
                 f"no answer from {addr} within {timeout} s (code {command.code})"
             ) from None
@@ -163,7 +168,7 @@ class RemotingClient:
 
     async def _read_loop(self, addr: str, channel: Channel) -> None:
         try:
-            async with trio.open_nursery() as nursery:
+            async with anyio.create_task_group() as nursery:
                 while True:
                     try:
                         command = await channel.receive()

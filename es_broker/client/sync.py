@@ -2,9 +2,10 @@
 
 Sends go from the calling thread straight to the broker over a blocking
 socket (`blocking.BlockingRemoting`), with the trio producer's queue choice,
-retries, timeout, signing and TLS. A trio thread in the background does what
-runs on timers or rarely: heartbeats, route polling, the first route lookup
-of a topic, and unregistering at shutdown.
+retries, timeout, signing and TLS. An event loop in a background thread (anyio's
+blocking portal, on trio unless `backend="asyncio"` is given) does what runs on
+timers or rarely: heartbeats, route polling, the first route lookup of a topic,
+and unregistering at shutdown.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import trio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from es_broker.client.blocking import BlockingRemoting
 from es_broker.client.config import DEFAULT_PRODUCER_GROUP
@@ -41,28 +42,28 @@ class SyncProducer:
     """
 
     def __init__(
-        self, namesrv_addr: str, group: str = DEFAULT_PRODUCER_GROUP, **options: Any
+        self,
+        namesrv_addr: str,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        *,
+        backend: str = "trio",
+        **options: Any,
     ) -> None:
+        """`backend`: the event loop of the background thread, "trio" or "asyncio"."""
         self.producer = Producer(namesrv_addr, group, **options)
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._stop: trio.Event | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        self.backend = backend
+        self._portal: BlockingPortal | None = None
+        self._running: contextlib.ExitStack | None = None
         self._remoting: BlockingRemoting | None = None
         # the round-robin counter is shared by the calling threads
         self._select_lock = threading.Lock()
 
     def start(self) -> None:
-        """Start the trio thread and the producer in it; raises what the start raised."""
-        self._thread = threading.Thread(
-            target=self._run_thread, name="rocketmq-producer", daemon=True
-        )
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            self._thread.join()
-            raise self._error
+        """Start the background loop and the producer in it; raises what the start raised."""
+        with contextlib.ExitStack() as stack:
+            portal = stack.enter_context(start_blocking_portal(self.backend))
+            stack.enter_context(portal.wrap_async_context_manager(self.producer))
+            self._portal, self._running = portal, stack.pop_all()
         config = self.producer.instance.config
         self._remoting = BlockingRemoting(
             credentials=config.credentials,
@@ -70,29 +71,10 @@ class SyncProducer:
             connect_timeout=config.rpc_timeout,
         )
 
-    def _run_thread(self) -> None:
-        with contextlib.suppress(BaseException):  # kept in self._error and raised by start()
-            trio.run(self._main)
-
-    async def _main(self) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        self._stop = trio.Event()
-        try:
-            async with trio.open_nursery() as nursery:
-                await self.producer.start(nursery)
-                self._ready.set()
-                await self._stop.wait()
-                await self.producer.shutdown()
-        except BaseException as exc:
-            self._error = exc
-            raise
-        finally:
-            self._ready.set()  # start() must not wait forever when the start failed
-
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        if self._token is None:
+        if self._portal is None:
             raise RuntimeError("the producer is not started")
-        return trio.from_thread.run(functools.partial(fn, *args, **kwargs), trio_token=self._token)
+        return self._portal.call(functools.partial(fn, *args, **kwargs))
 
     # ------------------------------------------------------------------ sending
     def send(
@@ -215,7 +197,7 @@ class SyncProducer:
         queues = self.producer.cached_publish_queues(topic)
         if queues:
             return queues
-        # a lookup: the trio thread's job
+        # a lookup: the background loop's job
         return self._call(self.producer.find_publish_queues, topic)
 
     def _send_kernel(
@@ -252,11 +234,9 @@ class SyncProducer:
         if self._remoting is not None:
             self._remoting.close()
             self._remoting = None
-        if self._token is not None and self._stop is not None:
-            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-        if self._thread is not None:
-            self._thread.join()
-        self._token = None
+        running, self._running, self._portal = self._running, None, None
+        if running is not None:
+            running.close()  # the producer's shutdown, then the loop's end
 
     def __enter__(self) -> SyncProducer:
         self.start()

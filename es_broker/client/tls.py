@@ -12,7 +12,9 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-import trio
+import anyio
+import anyio.abc
+from anyio.streams.tls import TLSStream
 
 from es_broker.client.config import ClientConfig
 
@@ -98,22 +100,23 @@ def load_cert_chain(
 
 
 async def open_tls(
-    stream: trio.SocketStream,
+    stream: anyio.abc.SocketStream,
     host: str,
     context: ssl.SSLContext,
     timeout: float = HANDSHAKE_TIMEOUT,
-) -> trio.SSLStream:
+) -> TLSStream:
     """TLS over a connected socket, handshake done; ssl.SSLError (with the reason) if it fails.
 
-    https_compatible: closing never waits for the peer's close_notify, so a
+    Not standard-compatible: closing never waits for the peer's close_notify, so a
     shielded close cannot hang on a silent peer.
     """
-    tls = trio.SSLStream(stream, context, server_hostname=host, https_compatible=True)
     try:
-        with trio.fail_after(timeout):
-            await tls.do_handshake()
-    except trio.BrokenResourceError as exc:
-        await trio.aclose_forcefully(stream)
+        with anyio.fail_after(timeout):
+            return await TLSStream.wrap(
+                stream, hostname=host, ssl_context=context, standard_compatible=False
+            )
+    except (anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+        await anyio.aclose_forcefully(stream)
         cause = exc.__cause__
         if isinstance(cause, ssl.SSLError):
             raise cause from None
@@ -121,6 +124,5 @@ async def open_tls(
             f"the peer closed the connection during the TLS handshake ({cause or exc})"
         ) from None
     except BaseException:
-        await trio.aclose_forcefully(stream)
+        await anyio.aclose_forcefully(stream)
         raise
-    return tls

@@ -882,7 +882,7 @@ class BrokerProcessors:
         forwarded = request(req.code, req.ext_fields, body)
         try:
             answer = await target.invoke(forwarded, timeout=10.0)
-        except (trio.TooSlowError, ChannelClosed):
+        except (TimeoutError, ChannelClosed):  # Channel.invoke times out with TimeoutError
             return response_to(
                 req,
                 ResponseCode.CONSUME_MSG_TIMEOUT,
