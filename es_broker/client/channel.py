@@ -103,7 +103,10 @@ class Channel:
         return f"{self.remote[0]}:{self.remote[1]}"
 
     async def send(self, command: RemotingCommand) -> None:
-        data = self.conn.send(command)
+        await self.write(self.conn.send(command))
+
+    async def write(self, data: bytes) -> None:
+        """Write encoded frames whole (under the send lock, so writers never interleave)."""
         lock = self._send_lock
         try:
             # uncontended, the lock is taken without a scheduler pass (trio's acquire yields even
