@@ -3,6 +3,8 @@
 Whoever has an answer puts it here without waiting: the read loop for a
 request refused at the edge, the writer's completion for a send (no task
 runs per send), a request's own task for everything else. The connection's
+answer put while nothing else is being written goes to the socket at once
+(`Channel.write_now`: no task wakes for it); otherwise the connection's
 sender task writes every answer that is ready with one `send_all`, in the
 order they were put, so a burst of answers costs one write and one
 scheduler pass, not one each.
@@ -57,10 +59,25 @@ class Outbox:
             if fallback is None:
                 return
             frame = self.channel.conn.send(fallback)
+        sender = self._sender
+        if sender is not None and not self._frames:  # nothing queued and no write under way
+            began = hops.now() if trace is not None else 0
+            try:
+                taken = self.channel.write_now(frame)
+            except ChannelClosed:
+                self.closed = True
+                taken = True
+            if taken:
+                if trace is not None:
+                    trace.at[hops.ENCODED], trace.at[hops.SENT] = began, hops.now()
+                    hops.done(trace)
+                    trace = None
+                if not self.channel.unsent:
+                    return
+                frame = b""  # the sender writes the rest the socket did not take
         self._frames.append(frame)
         if trace is not None:
             self._traces.append(trace)
-        sender = self._sender
         if sender is not None:
             self._sender = None
             trio.lowlevel.reschedule(sender)
@@ -77,6 +94,8 @@ class Outbox:
             if not self._frames:
                 self._sender = trio.lowlevel.current_task()
                 await trio.lowlevel.wait_task_rescheduled(self._abort)
+            if self.closed:
+                return
             frames, self._frames = self._frames, []
             traces, self._traces = self._traces, []
             data = frames[0] if len(frames) == 1 else b"".join(frames)

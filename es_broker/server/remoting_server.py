@@ -160,7 +160,11 @@ class RemotingServer:
             return
         served: trio.abc.Stream = _StampedStream(opened[0]) if hops.ON else opened[0]
         channel = Channel(
-            served, max_frame=self.limits.max_frame_length, budget=self.budget, head=opened[1]
+            served,
+            max_frame=self.limits.max_frame_length,
+            budget=self.budget,
+            head=opened[1],
+            socket=opened[0].socket if isinstance(opened[0], trio.SocketStream) else None,
         )
         self.channels.add(channel)
         try:
