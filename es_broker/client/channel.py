@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 from typing import Any, Protocol
 
 import anyio
@@ -132,9 +133,14 @@ class Channel:
         max_frame: int | None = None,
         budget: PartialFrameBudget | None = None,
         head: bytes = b"",
+        socket: trio.socket.SocketType | None = None,
     ) -> None:
-        """`head`: bytes already read from `stream` (a listener's peek), received before the stream's own."""
+        """`head`: bytes already read from `stream` (a listener's peek), received before the stream's own;
+        `socket`: the plain TCP socket `stream` writes to (not TLS), which `write_now` may write to
+        directly."""
         self.stream = stream
+        self._socket = socket
+        self._unsent = b""  # the rest of a frame `write_now` began: the next write sends it first
         self._head = head
         self.conn = Connection() if max_frame is None else Connection(max_frame_length=max_frame)
         self.budget = budget
@@ -153,12 +159,40 @@ class Channel:
         return f"{self.remote[0]}:{self.remote[1]}"
 
     async def send(self, command: RemotingCommand) -> None:
-        data = self.conn.send(command)
+        await self.write(self.conn.send(command))
+
+    def write_now(self, data: bytes) -> bool:
+        """Write encoded frames without waiting, if no write is under way: True if the channel took them
+        (written, or the rest the socket did not take kept to go first in the next `write`); False if
+        nothing was done (a write is under way, or the stream is not a plain socket): `write` them."""
+        if self._socket is None or self._unsent or self.closed or self._send_lock.locked():
+            return False
+        try:
+            sent = os.write(self._socket.fileno(), data)
+        except BlockingIOError:
+            return False
+        except OSError as exc:  # the peer is gone (or the socket closed): as send_all would say
+            self.closed = True
+            raise ChannelClosed(self.remote_addr) from exc
+        if sent < len(data):
+            self._unsent = data[sent:]
+        return True
+
+    @property
+    def unsent(self) -> bool:
+        """Bytes `write_now` took are still to be written (by the next `write`)."""
+        return bool(self._unsent)
+
+    async def write(self, data: bytes) -> None:
+        """Write encoded frames whole (under the send lock, so writers never interleave); b"" writes
+        only what `write_now` left."""
         lock = self._send_lock
         await lock.acquire()
         try:
             if self.closed:
                 raise ChannelClosed(self.remote_addr)
+            if self._unsent:
+                data, self._unsent = self._unsent + data, b""
             try:
                 await self.stream.send_all(data)
             except STREAM_GONE as exc:

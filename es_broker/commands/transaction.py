@@ -117,9 +117,7 @@ def store_half(
     props = {k: v for k, v in properties.items() if k != delay.PROPERTY_DELAY}
     props[delay.PROPERTY_REAL_TOPIC] = topic
     props[delay.PROPERTY_REAL_QID] = str(queue_id)
-    half = dataclasses.replace(
-        msg, sys_flag=reset_transaction_value(msg.sys_flag, TRANSACTION_NOT_TYPE)
-    )
+    half = msg._replace(sys_flag=reset_transaction_value(msg.sys_flag, TRANSACTION_NOT_TYPE))
     raw, code = messages.encode_message(HALF_TOPIC, 0, half, props, host)
     group = props.get(PROPERTY_PRODUCER_GROUP) or producer_group
     result = messages.place(

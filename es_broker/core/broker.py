@@ -273,11 +273,14 @@ class Broker:
         default_topic: str | None = None,
         default_topic_queue_nums: int = 4,
         max_reconsume_times: int | None = None,
+        then: Callable[[Queued[PutResult]], None] | None = None,
     ) -> Queued[PutResult]:
         """`put_messages` up to the writer's queue, without waiting: the job is queued when this returns.
 
         For a caller that keeps arrival order itself (the listener queues a
-        connection's sends as their frames are decoded); `put_result` waits.
+        connection's sends as their frames are decoded); `put_result` waits,
+        or, given `then`, the writer calls it at the commit (`put_done` reads
+        the result there).
         """
         prepared = messages.prepare_put(
             self.store,
@@ -289,11 +292,21 @@ class Broker:
             default_topic_queue_nums=default_topic_queue_nums,
             max_reconsume_times=max_reconsume_times,
         )
-        return self.writer.enqueue(messages.put_job(self.store, prepared, requester))
+        return self.writer.enqueue(messages.put_job(self.store, prepared, requester), then)
 
     async def put_result(self, queued: Queued[PutResult]) -> PutResult:
         """What `put_messages` returns, for a put queued with `enqueue_put`."""
         return self._put_stored(await self.outcome(queued))
+
+    def put_done(self, queued: Queued[PutResult]) -> PutResult:
+        """`put_result` of a put whose commit is done (in its `then`), refused as `submit` refuses."""
+        try:
+            result = queued.result()
+        except StoreFullError:
+            raise self.disk_full_refusal() from None
+        except RecordOutOfRange as exc:
+            raise IllegalRequest(str(exc)) from None
+        return self._put_stored(result)
 
     def _put_stored(self, result: PutResult) -> PutResult:
         if result.real_topic is not None:

@@ -80,12 +80,18 @@ def check(record: Record) -> Record:
 
 
 def _fits(value: Any) -> bool:
-    """True if every value inside fits (the fast path: no paths built, ints checked inline)."""
+    """True if every value inside fits (the fast path: no paths built, no call per int or text).
+
+    Records are shallow: a map of fields, some holding lists of short tuples
+    (a batch's units) or of maps; those two levels are checked in this call's
+    own loops, and only deeper values recurse.
+    """
     kind = type(value)
     if kind is dict:
+        for key in value:
+            if type(key) is not str and not _fits(key):
+                return False
         items: Any = value.values()
-        if not all(type(k) is str or _fits(k) for k in value):
-            return False
     elif kind is list or kind is tuple:
         items = value
     else:
@@ -98,6 +104,17 @@ def _fits(value: Any) -> bool:
         elif kind is str:
             if len(item) > MAX_TEXT:
                 return False
+        elif kind is list or kind is tuple:
+            for inner in item:  # one level down in this loop: a batch's units are 32 tuples of ints
+                kind = type(inner)
+                if kind is int:
+                    if inner > INT64_MAX or inner < INT64_MIN:
+                        return False
+                elif kind is str:
+                    if len(inner) > MAX_TEXT:
+                        return False
+                elif not _fits(inner):
+                    return False
         elif not _fits(item):
             return False
     return True

@@ -54,16 +54,34 @@ def _nothing(ctx: AppendContext) -> None:
 
 
 class Queued(Generic[T]):
-    """A job in the writer's queue (`GroupCommitWriter.enqueue`); `GroupCommitWriter.outcome` gives its result."""
+    """A job in the writer's queue (`GroupCommitWriter.enqueue`).
 
-    __slots__ = ("job", "done", "ok", "value", "trace")
+    Its result is `value` when `ok`, else the error in `value`. Without a
+    `then` callback, `GroupCommitWriter.outcome` waits for it; with one, the
+    writer calls `then(self)` once the group commit is done, on the trio
+    thread, and nothing waits.
+    """
 
-    def __init__(self, job: Callable[[AppendContext], T]) -> None:
+    __slots__ = ("job", "done", "then", "ok", "value", "trace")
+
+    def __init__(
+        self,
+        job: Callable[[AppendContext], T],
+        then: Callable[[Queued[T]], None] | None = None,
+    ) -> None:
         self.job = job
-        self.done = trio.Event()
+        self.then = then
+        self.done = trio.Event() if then is None else None
         self.ok = False
         self.value: Any = None
         self.trace: hops.Trace | None = None  # hops.ON only
+
+    def result(self) -> T:
+        """The job's result, or its error raised (once its group commit is done)."""
+        if self.ok:
+            value: T = self.value
+            return value
+        raise self.value
 
 
 def _stamp(batch: list[Queued[Any]], hop: int) -> None:
@@ -144,14 +162,18 @@ class GroupCommitWriter:
             ticket.release()
         return await self.outcome(queued)
 
-    def enqueue(self, job: Callable[[AppendContext], T]) -> Queued[T]:
-        """Put job in the queue of the next group commit now; `outcome` waits for its result.
+    def enqueue(
+        self, job: Callable[[AppendContext], T], then: Callable[[Queued[T]], None] | None = None
+    ) -> Queued[T]:
+        """Put job in the queue of the next group commit now; `outcome` waits for its result, or,
+        given `then`, the writer calls `then(queued)` when the commit is done (it must not block,
+        and what it raises is logged, not propagated).
 
         No arrival ticket is consulted: jobs enter the queue in the order of
         these calls, so a caller that enqueues as frames are decoded keeps
         their arrival order by itself.
         """
-        pending: Queued[T] = Queued(job)
+        pending: Queued[T] = Queued(job, then)
         try:
             self._send.send_nowait(pending)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -163,13 +185,11 @@ class GroupCommitWriter:
 
     async def outcome(self, queued: Queued[T]) -> T:
         """The result of an enqueued job once its group commit is done (or its error, raised)."""
+        assert queued.done is not None, "a job with a `then` callback is not waited for"
         await queued.done.wait()
         if hops.ON:
             hops.mark(hops.WOKEN)
-        if queued.ok:
-            value: T = queued.value
-            return value
-        raise queued.value
+        return queued.result()
 
     async def wait_past(self, seq: int) -> int:
         """Wait until a record with a sequence number >= seq is committed (the tail)."""
@@ -206,7 +226,13 @@ class GroupCommitWriter:
             _stamp(batch, hops.COMMITTED)
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
             pending.ok, pending.value = ok, value
-            pending.done.set()
+            if pending.then is None:
+                pending.done.set()  # type: ignore[union-attr]
+            else:
+                try:
+                    pending.then(pending)
+                except Exception:  # one caller's bug must not stop the writer or its batch
+                    log.exception("the completion of a write job failed")
         self.batches += 1
         self.jobs += len(batch)
         self._committed.set()

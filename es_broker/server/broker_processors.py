@@ -68,6 +68,7 @@ from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION,
 from es_broker.remoting.request_headers import SendMessageRequestHeader
 from es_broker.server.clients import ClientInfo, ClientRegistry
 from es_broker.server.longpoll import PullHoldService
+from es_broker.server.outbox import Outbox
 from es_broker.server.pull_codes import response_code, slave_correction
 from es_broker.server.remoting_server import Handler, Start
 
@@ -259,15 +260,38 @@ class BrokerProcessors:
         result = await self.broker.put_messages(send.topic, send.queue_id, send.batch, **send.args)
         return await self._send_answer(req, send, result)
 
-    def start_send(self, channel: Channel, req: RemotingCommand) -> Awaitable[RemotingCommand]:
-        """`send_message` up to the writer's queue, run as the frame is decoded; returns the rest.
+    def start_send(
+        self, channel: Channel, req: RemotingCommand, outbox: Outbox
+    ) -> Awaitable[RemotingCommand] | None:
+        """`send_message` up to the writer's queue, run as the frame is decoded.
 
         The job is queued when this returns, so sends started in the order a
-        connection's frames are read enter the log in that order (B-140).
+        connection's frames are read enter the log in that order (B-140). The
+        writer's completion answers it into `outbox`; a send that waits for
+        the slave returns that wait, to run as a task.
         """
         send = self._send_request(channel, req)
-        queued = self.broker.enqueue_put(send.topic, send.queue_id, send.batch, **send.args)
-        return self._finish_send(req, send, queued)
+        if self.replication is not None and all(wants_slave_ack(m.properties) for m in send.batch):
+            queued = self.broker.enqueue_put(send.topic, send.queue_id, send.batch, **send.args)
+            return self._finish_send(req, send, queued)
+        trace = hops.current() if hops.ON else None
+
+        def answer(queued: Queued[PutResult]) -> None:
+            if trace is not None:
+                trace.mark(hops.WOKEN)
+            try:
+                result = self.broker.put_done(queued)
+                self._stored(send, result)
+            except Exception as exc:
+                outbox.fail(req, exc, trace)
+                return
+            response = self._send_response(req, result, ResponseCode.SUCCESS)
+            if trace is not None:
+                trace.mark(hops.ANSWERED)
+            outbox.answer(req, response, trace)
+
+        self.broker.enqueue_put(send.topic, send.queue_id, send.batch, **send.args, then=answer)
+        return None
 
     async def _finish_send(
         self, req: RemotingCommand, send: _Send, queued: Queued[PutResult]
@@ -316,13 +340,22 @@ class BrokerProcessors:
     async def _send_answer(
         self, req: RemotingCommand, send: _Send, result: PutResult
     ) -> RemotingCommand:
-        self.holds.notify(result.topic, result.queue_id)
-        if not send.created_before or result.diverted_from is not None:
-            self.on_topics_changed()  # a new topic, or maybe a new %DLQ%G, goes to the name server
+        self._stored(send, result)
         code = ResponseCode.SUCCESS
         if self.replication is not None and all(wants_slave_ack(m.properties) for m in send.batch):
             # stored either way (remoting 7.8)
             code = await self.replication.wait_replicated(result.seq)
+        return self._send_response(req, result, code)
+
+    def _stored(self, send: _Send, result: PutResult) -> None:
+        """Tell who waits on a stored send: held pulls of its queue, the name server of a new topic."""
+        self.holds.notify(result.topic, result.queue_id)
+        if not send.created_before or result.diverted_from is not None:
+            self.on_topics_changed()  # a new topic, or maybe a new %DLQ%G, goes to the name server
+
+    @staticmethod
+    def _send_response(req: RemotingCommand, result: PutResult, code: int) -> RemotingCommand:
+        """The answer to a stored send: its message ids and where it went."""
         return response_to(
             req,
             code,

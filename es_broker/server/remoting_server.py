@@ -1,8 +1,11 @@
-"""A remoting listener: one trio task per connection, one per request.
+"""A remoting listener: one trio task per connection reads, one writes (`Outbox`).
 
-Requests run concurrently (a long-polled pull must not hold up the heartbeat
-behind it); responses carry the request's opaque, so their order does not
-matter. Errors are answers: a refusal becomes its RocketMQ code and remark,
+A request refused at the edge is answered from the read loop; a send is
+queued for the writer from the read loop and answered from the writer's
+completion, so neither costs a task. Every other request runs as a task of
+its own, so they run concurrently (a long-polled pull must not hold up the
+heartbeat behind it); responses carry the request's opaque, so their order
+does not matter. Errors are answers: a refusal becomes its RocketMQ code and remark,
 an unknown code REQUEST_CODE_NOT_SUPPORTED; a frame that cannot be decoded
 closes that connection only, as the Java server does.
 
@@ -20,7 +23,6 @@ done within the read timeout.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -45,14 +47,16 @@ from es_broker.remoting.errors import CommandError, ProtocolError
 from es_broker.remoting.requests import Refusal, check
 from es_broker.server import malloc
 from es_broker.server.arrival import ORDERED_CODES, ArrivalOrder, Ticket
+from es_broker.server.outbox import Outbox
 from es_broker.server.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
-# the first part of a handler, run in the connection's read loop as the frame is decoded: it must not
-# block; it returns the rest of the handler, which runs as a task of its own
-Start = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
+# the first part of a handler, run in the connection's read loop as the checked frame is decoded: it
+# must not block. It returns None once it has arranged for its answer to reach the outbox (the
+# writer's completion puts it there), or the rest of the handler, which runs as a task of its own.
+Start = Callable[[Channel, RemotingCommand, Outbox], Awaitable[RemotingCommand | None] | None]
 
 
 class AccessGuard(Protocol):
@@ -156,7 +160,11 @@ class RemotingServer:
             return
         served: trio.abc.Stream = _StampedStream(opened[0]) if hops.ON else opened[0]
         channel = Channel(
-            served, max_frame=self.limits.max_frame_length, budget=self.budget, head=opened[1]
+            served,
+            max_frame=self.limits.max_frame_length,
+            budget=self.budget,
+            head=opened[1],
+            socket=opened[0].socket if isinstance(opened[0], trio.SocketStream) else None,
         )
         self.channels.add(channel)
         try:
@@ -218,120 +226,141 @@ class RemotingServer:
     async def _read_loop(self, channel: Channel, nursery: trio.Nursery) -> None:
         limits = self.limits
         # `answer` replaced on this listener (a wrapper that records or filters) sees every request,
-        # so then no request takes the started path, which does not pass through it
-        starts = self.starts if "answer" not in vars(self) else {}
+        # so then no request is refused or started in the read loop, which would not pass through it
+        wrapped = "answer" in vars(self)
+        starts = {} if wrapped else self.starts
+        outbox = Outbox(channel, self._failed)
+        nursery.start_soon(outbox.run)
         # requests that append messages are stored in the order read (B-140)
         arrivals = ArrivalOrder()
-        while True:
-            try:
-                command = await channel.receive(
-                    idle_timeout=limits.idle_timeout, read_timeout=limits.read_timeout
-                )
-            except (ProtocolError, PartialFramesOverCap) as exc:
-                log.warning("%s: closing %s: %s", self.name, channel.remote_addr, exc)
-                return
-            except ReceiveTimeout as exc:
-                if exc.mid_frame:
+        try:
+            while True:
+                try:
+                    command = await channel.receive(
+                        idle_timeout=limits.idle_timeout, read_timeout=limits.read_timeout
+                    )
+                except (ProtocolError, PartialFramesOverCap) as exc:
                     log.warning("%s: closing %s: %s", self.name, channel.remote_addr, exc)
+                    return
+                except ReceiveTimeout as exc:
+                    if exc.mid_frame:
+                        log.warning("%s: closing %s: %s", self.name, channel.remote_addr, exc)
+                    else:
+                        log.info("%s: closing idle connection %s", self.name, channel.remote_addr)
+                    return
+                if command is None:
+                    return
+                if command.is_response:
+                    channel.deliver_response(command)
+                    continue
+                trace = None
+                if hops.ON:
+                    trace = hops.Trace(
+                        command.code, cast(_StampedStream, channel.stream).received_at
+                    )
+                    trace.mark(hops.DECODED)
+                    hops.bind(
+                        trace
+                    )  # the read loop's, until the next request; its task inherits it
+                if wrapped:
+                    ticket = arrivals.ticket() if command.code in ORDERED_CODES else None
+                    nursery.start_soon(self._dispatch, channel, command, outbox, ticket, trace)
+                    continue
+                if trace is not None:
+                    trace.mark(hops.DISPATCHED)
+                # refused at the edge: answered here, no task (an unserved code, a malformed request)
+                refusal = self._refusal(channel, command)
+                if refusal is not None:
+                    outbox.answer(command, refusal, trace)
+                    continue
+                if trace is not None:
+                    trace.mark(hops.CHECKED)
+                start = starts.get(command.code)
+                if start is not None and arrivals.settled():
+                    # no earlier ordered request of this connection is still to be queued: queue this
+                    # one now; its answer comes from the writer's completion, or from a task it returns
+                    self._start(channel, command, start, outbox, nursery, trace)
                 else:
-                    log.info("%s: closing idle connection %s", self.name, channel.remote_addr)
-                return
-            if command is None:
-                return
-            if command.is_response:
-                channel.deliver_response(command)
-                continue
-            trace = None
-            if hops.ON:
-                trace = hops.Trace(command.code, cast(_StampedStream, channel.stream).received_at)
-                trace.mark(hops.DECODED)
-            start = starts.get(command.code)
-            if start is not None and arrivals.settled():
-                # no earlier ordered request of this connection is still to be queued: queue this one now
-                nursery.start_soon(
-                    self._finish,
-                    channel,
-                    command,
-                    self._start(channel, command, start, trace),
-                    trace,
-                )
-            else:
-                ticket = arrivals.ticket() if command.code in ORDERED_CODES else None
-                nursery.start_soon(self._dispatch, channel, command, ticket, trace)
+                    ticket = arrivals.ticket() if command.code in ORDERED_CODES else None
+                    nursery.start_soon(
+                        self._handle_and_answer, channel, command, outbox, ticket, trace
+                    )
+        finally:
+            outbox.closed = True  # answers completed after this are dropped, not kept
 
     def _start(
-        self, channel: Channel, request: RemotingCommand, start: Start, trace: hops.Trace | None
-    ) -> Awaitable[RemotingCommand | None] | RemotingCommand | None:
-        """The first part of a request with a `Start`: the edge checks, then `start`; the rest to await, or
-        the answer already (a refusal)."""
-        if trace is not None:
-            trace.mark(hops.DISPATCHED)
-            hops.bind(trace)  # the read loop's, until the next request; the rest's task inherits it
-        refusal = self._refusal(channel, request)
-        if refusal is not None:
-            return refusal
-        if trace is not None:
-            trace.mark(hops.CHECKED)
-        try:
-            return start(channel, request)
-        except Exception as exc:
-            return self._failed(request, exc)
-
-    async def _finish(
         self,
         channel: Channel,
         request: RemotingCommand,
-        rest: Awaitable[RemotingCommand | None] | RemotingCommand | None,
+        start: Start,
+        outbox: Outbox,
+        nursery: trio.Nursery,
         trace: hops.Trace | None,
     ) -> None:
-        if rest is None or isinstance(rest, RemotingCommand):
-            response = rest
+        """Run a checked request's `start` in the read loop; a rest it returns runs as a task."""
+        try:
+            rest = start(channel, request, outbox)
+        except Exception as exc:
+            outbox.fail(request, exc, trace)
+            return
+        if rest is not None:
+            nursery.start_soon(self._finish, request, rest, outbox, trace)
+
+    async def _finish(
+        self,
+        request: RemotingCommand,
+        rest: Awaitable[RemotingCommand | None],
+        outbox: Outbox,
+        trace: hops.Trace | None,
+    ) -> None:
+        try:
+            response = await rest
+        except Exception as exc:
+            outbox.fail(request, exc, trace)
+            return
+        if trace is not None:
+            trace.mark(hops.ANSWERED)
+        outbox.answer(request, response, trace)
+
+    async def _handle_and_answer(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        outbox: Outbox,
+        ticket: Ticket | None,
+        trace: hops.Trace | None,
+    ) -> None:
+        """A request already checked at the edge, run by its handler as a task of its own."""
+        if ticket is None:
+            response = await self._handle(channel, request)
         else:
+            ticket.bind()  # this task's writer job keeps its place in the connection's arrival order
             try:
-                response = await rest
-            except Exception as exc:
-                response = self._failed(request, exc)
-            else:
-                if trace is not None:
-                    trace.mark(hops.ANSWERED)
-        await self._reply(channel, request, response, trace)
+                response = await self._handle(channel, request)
+            finally:
+                ticket.release()  # refused before writing: the next request need not wait for this one
+        outbox.answer(request, response, trace)
 
     async def _dispatch(
         self,
         channel: Channel,
         request: RemotingCommand,
+        outbox: Outbox,
         ticket: Ticket | None = None,
         trace: hops.Trace | None = None,
     ) -> None:
+        """A request through `answer` (replaced on this listener): edge checks and handler in its task."""
         if trace is not None:
             trace.mark(hops.DISPATCHED)
-            hops.bind(trace)
         if ticket is None:
             response = await self.answer(channel, request)
         else:
-            ticket.bind()  # this task's writer job keeps its place in the connection's arrival order
+            ticket.bind()
             try:
                 response = await self.answer(channel, request)
             finally:
-                ticket.release()  # refused before writing: the next request need not wait for this one
-        await self._reply(channel, request, response, trace)
-
-    async def _reply(
-        self,
-        channel: Channel,
-        request: RemotingCommand,
-        response: RemotingCommand | None,
-        trace: hops.Trace | None,
-    ) -> None:
-        if response is not None and not request.is_oneway:
-            with contextlib.suppress(ChannelClosed):
-                await channel.send(response)
-            if trace is not None:
-                trace.at[hops.ENCODED], trace.at[hops.SENT] = cast(
-                    _StampedStream, channel.stream
-                ).sent_at
-        if trace is not None:
-            hops.done(trace)
+                ticket.release()
+        outbox.answer(request, response, trace)
 
     async def answer(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """The response to one request, with every refusal turned into its code and remark."""
@@ -340,6 +369,10 @@ class RemotingServer:
             return refusal
         if hops.ON:
             hops.mark(hops.CHECKED)
+        return await self._handle(channel, request)
+
+    async def _handle(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """The handler's response to a request that passed the edge checks (a refusal if it raised)."""
         try:
             response = await self.handlers[request.code](channel, request)
         except Exception as exc:

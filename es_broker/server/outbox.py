@@ -1,0 +1,122 @@
+"""The answers of one connection waiting to be written, and the one task that writes them.
+
+Whoever has an answer puts it here without waiting: the read loop for a
+request refused at the edge, the writer's completion for a send (no task
+runs per send), a request's own task for everything else. The connection's
+answer put while nothing else is being written goes to the socket at once
+(`Channel.write_now`: no task wakes for it); otherwise the connection's
+sender task writes every answer that is ready with one `send_all`, in the
+order they were put, so a burst of answers costs one write and one
+scheduler pass, not one each.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import cast
+
+import trio
+
+from es_broker.client.channel import Channel, ChannelClosed
+from es_broker.log import hops
+from es_broker.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+# The answer to a request whose handler raised (RemotingServer._failed): its code and remark, or None.
+Failed = Callable[[RemotingCommand, Exception], RemotingCommand | None]
+
+
+class Outbox:
+    """A connection's answers not yet written; `run` is its sender task."""
+
+    __slots__ = ("channel", "_failed", "_frames", "_traces", "_sender", "closed")
+
+    def __init__(self, channel: Channel, failed: Failed) -> None:
+        self.channel = channel
+        self._failed = failed
+        self._frames: list[bytes] = []
+        self._traces: list[hops.Trace] = []  # hops.ON only: the traces of the frames waiting
+        self._sender: trio.lowlevel.Task | None = None  # the sender, while it waits for frames
+        self.closed = False  # the peer is gone: answers are dropped
+
+    def answer(
+        self,
+        request: RemotingCommand,
+        response: RemotingCommand | None,
+        trace: hops.Trace | None = None,
+    ) -> None:
+        """Queue `response` to `request` for writing (nothing for None or a one-way request)."""
+        if response is None or request.is_oneway or self.closed:
+            if trace is not None:
+                hops.done(trace)
+            return
+        try:
+            frame = self.channel.conn.send(response)
+        except Exception as exc:  # a response that cannot be encoded is answered as a failure
+            fallback = self._failed(request, exc)
+            if fallback is None:
+                return
+            frame = self.channel.conn.send(fallback)
+        sender = self._sender
+        if sender is not None and not self._frames:  # nothing queued and no write under way
+            began = hops.now() if trace is not None else 0
+            try:
+                taken = self.channel.write_now(frame)
+            except ChannelClosed:
+                self.closed = True
+                taken = True
+            if taken:
+                if trace is not None:
+                    trace.at[hops.ENCODED], trace.at[hops.SENT] = began, hops.now()
+                    hops.done(trace)
+                    trace = None
+                if not self.channel.unsent:
+                    return
+                frame = b""  # the sender writes the rest the socket did not take
+        self._frames.append(frame)
+        if trace is not None:
+            self._traces.append(trace)
+        if sender is not None:
+            self._sender = None
+            trio.lowlevel.reschedule(sender)
+
+    def fail(
+        self, request: RemotingCommand, exc: Exception, trace: hops.Trace | None = None
+    ) -> None:
+        """Queue the answer to a request whose handler raised `exc`."""
+        self.answer(request, self._failed(request, exc), trace)
+
+    async def run(self) -> None:
+        """Write what is queued, all of it at once, until the peer goes away or this is cancelled."""
+        while True:
+            if not self._frames:
+                self._sender = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._abort)
+            if self.closed:
+                return
+            frames, self._frames = self._frames, []
+            traces, self._traces = self._traces, []
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            try:
+                await self.channel.write(data)
+            except ChannelClosed:
+                self.closed = True
+                self._frames.clear()
+                return
+            finally:
+                if traces:
+                    _stamp_written(self.channel, traces)
+
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._sender = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+
+def _stamp_written(channel: Channel, traces: list[hops.Trace]) -> None:
+    """Stamp the write's begin and end (the stamped stream's) on the traces of its frames."""
+    sent_at = cast(tuple[int, int], getattr(channel.stream, "sent_at", (0, 0)))
+    for trace in traces:
+        trace.at[hops.ENCODED], trace.at[hops.SENT] = sent_at
+        hops.done(trace)
