@@ -129,7 +129,7 @@ async def topic_ready(served: ServedBroker, topic: str, queues: int = 4) -> None
                 route = await admin.route(topic)
             except AdminError:  # not registered yet
                 return False
-            return [q["writeQueueNums"] for q in route.get("queueDatas", [])] == [queues]
+            return [q.write_queue_nums for q in route.queue_datas] == [queues]
 
         await poll_until(f"route of {topic}", routed)
 
