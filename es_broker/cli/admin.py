@@ -22,6 +22,7 @@ import trio
 from es_broker.cli.credentials import CredentialsError, add_credential_options, admin_credentials
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
+from es_broker.remoting import fastjson
 from es_broker.remoting.message import StoredMessage
 from es_broker.timetravel.timeparse import format_time, parse_time
 
@@ -929,7 +930,7 @@ def _render_acl_config(rows: list[dict[str, Any]]) -> str:
 async def get_access_config(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
     """4.9.0's listing of every account; es-broker masks the secret keys."""
     return [
-        {"brokerAddr": addr, **await admin.acl_config(addr)}
+        {"brokerAddr": addr, **fastjson.loads((await admin.acl_config(addr)).encode())}
         for addr in await admin.targets(a.brokerAddr, a.clusterName)
     ]
 

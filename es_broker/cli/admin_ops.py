@@ -17,6 +17,8 @@ from typing import Any
 from es_broker.cli.admin import java_map, message_fields, opt, verb
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
+from es_broker.remoting import fastjson
+from es_broker.remoting.bodies import Bean
 from es_broker.remoting.codes import version_name
 from es_broker.remoting.message import StoredMessage, encode
 from es_broker.timetravel.timeparse import parse_time
@@ -97,7 +99,7 @@ async def update_broker_config(admin: Admin, a: argparse.Namespace) -> dict[str,
 async def delete_expired_commit_log(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     """A clean pass now on a broker, or every master of a cluster: expired files only (B-264)."""
     addrs = [a.brokerAddr] if a.brokerAddr else await admin.master_addrs(a.cluster)
-    return {addr: await admin.delete_expired_commitlog(addr) for addr in addrs}
+    return {addr: _plain(await admin.delete_expired_commitlog(addr)) for addr in addrs}
 
 
 # ---------------------------------------------------------------------- groups and connections
@@ -142,7 +144,7 @@ def _version(v: Any) -> str:
 @opt("-g", "--producerGroup", required=True)
 @opt("-t", "--topic", required=True)
 async def producer_connection(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
-    return await admin.producer_connection(a.producerGroup.strip(), a.topic.strip())
+    return _plain(await admin.producer_connection(a.producerGroup.strip(), a.topic.strip()))
 
 
 def _render_consumer_status(r: dict[str, Any]) -> str:
@@ -389,3 +391,9 @@ async def print_msg(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
                 }
             )
     return {"topic": topic, "printBody": a.printBody.strip().lower() == "true", "queues": queues}
+
+
+def _plain(body: Bean) -> dict[str, Any]:
+    """A body as the JSON the verb prints (fastjson's view: nulls left out)."""
+    plain: dict[str, Any] = fastjson.loads(body.encode())
+    return plain

@@ -15,11 +15,13 @@ import anyio
 from es_broker.acl.signing import Credentials
 from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.remoting import fastjson
-from es_broker.remoting.admin_bodies import RedriveBody
+from es_broker.remoting.admin_bodies import CleanPassResult, RedriveBody
 from es_broker.remoting.bodies import (
+    AclConfig,
     ClusterInfo,
     ConsumeStats,
     KVTable,
+    ProducerConnection,
     ResetOffsetBody,
     SubscriptionGroupWrapper,
     TopicConfig,
@@ -561,12 +563,12 @@ class Admin:
             addr, "update broker config", request(RequestCode.UPDATE_BROKER_CONFIG, {}, body)
         )
 
-    async def delete_expired_commitlog(self, addr: str) -> dict[str, Any]:
+    async def delete_expired_commitlog(self, addr: str) -> CleanPassResult:
         """DELETE_EXPIRED_COMMITLOG: one manual clean pass now (expired files only)."""
         r = await self._ok(
             addr, "delete expired commit log", request(RequestCode.DELETE_EXPIRED_COMMITLOG)
         )
-        return fastjson.loads(r.body) if r.body else {}
+        return CleanPassResult.decode(r.body) if r.body else CleanPassResult()
 
     async def clone_group_offset(
         self, addr: str, src: str, dest: str, topic: str, offline: bool
@@ -581,7 +583,7 @@ class Admin:
             ),
         )
 
-    async def producer_connection(self, group: str, topic: str) -> dict[str, Any]:
+    async def producer_connection(self, group: str, topic: str) -> ProducerConnection:
         """GET_PRODUCER_CONNECTION_LIST on the topic's brokers; the first that knows the group."""
         r: RemotingCommand | None = None
         for _, addr in await self.topic_brokers(topic):
@@ -589,7 +591,7 @@ class Admin:
                 addr, request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
             )
             if r.code == ResponseCode.SUCCESS:
-                return fastjson.loads(r.body)
+                return ProducerConnection.decode(r.body)
         if r is None:
             raise ValueError(f"topic {topic} has no broker")
         raise AdminError(f"producer connection of {group}", r)
@@ -730,12 +732,12 @@ class Admin:
             "allAclFileVersion": json.loads(f.get("allAclFileVersion") or "{}"),
         }
 
-    async def acl_config(self, addr: str) -> dict[str, Any]:
+    async def acl_config(self, addr: str) -> AclConfig:
         """GET_BROKER_CLUSTER_ACL_CONFIG (4.9.0's): the global white list and the accounts, secrets masked."""
         r = await self._ok(
             addr, f"ACL config of {addr}", request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)
         )
-        return fastjson.loads(r.body)
+        return AclConfig.decode(r.body)
 
     # ------------------------------------------------------------------ dead letters and journeys (es-broker)
     async def redrive_dlq(

@@ -92,10 +92,11 @@ def _field_specs(cls: type) -> tuple[_FieldSpec, ...]:
     cached = Bean._specs.get(cls)
     if cached is None:
         hints = typing.get_type_hints(cls)
+        camel = getattr(cls, "__json_names__", "camel") == "camel"  # "python": field names as they are
         cached = tuple(
             _FieldSpec(
                 name=f.name,
-                json_name=f.metadata.get("json", _camel(f.name)),
+                json_name=f.metadata.get("json", _camel(f.name) if camel else f.name),
                 aliases=tuple(f.metadata.get("aliases", ())),
                 convert=_converter(hints[f.name]),
             )
@@ -131,6 +132,8 @@ def _converter(tp: Any) -> _Converter:
         return lambda raw, path: None if raw is None else inner(raw, path)
     if origin is tuple:
         return _tuple_converter(_converter(args[0]))
+    if origin is dict and args[1] is Any:
+        return _open_map_converter(_key_converter(args[0]))
     if origin is dict:
         return _dict_converter(_key_converter(args[0]), _converter(args[1]))
     if isinstance(tp, type) and issubclass(tp, Bean):
@@ -211,6 +214,17 @@ def _dict_converter(key: _Converter, item: _Converter) -> _Converter:
             if value is not None:
                 out[key(k, path)] = item(value, f"{path}[{k!r}]")
         return out
+
+    return convert
+
+
+def _open_map_converter(key: _Converter) -> _Converter:
+    """A map of any JSON values (es-broker's open records): taken as parsed, nulls kept."""
+
+    def convert(raw: Any, path: str) -> dict[Any, Any]:
+        if not isinstance(raw, Mapping):
+            raise BodyDecodeError(f"{path}: expected an object, got {_json_kind(raw)}")
+        return {key(k, path): value for k, value in raw.items()}
 
     return convert
 

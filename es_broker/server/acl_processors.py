@@ -33,7 +33,6 @@ for the writes; no answer at all for GET_BROKER_CLUSTER_ACL_INFO).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import tempfile
@@ -58,9 +57,11 @@ from es_broker.acl.plain import (
 )
 from es_broker.acl.signing import ACCESS_KEY
 from es_broker.client.channel import Channel
+from es_broker.remoting import bodies
 from es_broker.remoting.bodies import AclConfig, PlainAccessConfig
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.query_bodies import AclFileVersions, acl_version_text
 from es_broker.server.remoting_server import Handler
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,8 @@ def _split(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def version_json(version: DataVersion) -> dict[str, int]:
-    return {"counter": version.counter, "timestamp": version.timestamp}
+def wire_version(version: DataVersion) -> bodies.DataVersion:
+    return bodies.DataVersion(timestamp=version.timestamp, counter=version.counter)
 
 
 class AclProcessors:
@@ -186,16 +187,16 @@ class AclProcessors:
             return response_to(req, ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
         acl = self.access.acl
         default = str(self.access.sources.default_file)
-        versions = {f.path: version_json(f.data_version) for f in acl.files}
-        version = versions.get(default, version_json(DataVersion()))
+        versions = AclFileVersions({f.path: wire_version(f.data_version) for f in acl.files})
+        version = versions.versions.get(default, bodies.DataVersion())
         cluster, name, addr = self.identity()
         return response_to(
             req,
             ResponseCode.SUCCESS,
             None,
             {
-                "version": json.dumps(version, separators=(",", ":")),
-                "allAclFileVersion": json.dumps(versions, separators=(",", ":")),
+                "version": acl_version_text(version),
+                "allAclFileVersion": versions.encode(),
                 "brokerName": name,
                 "brokerAddr": addr,
                 "clusterName": cluster,

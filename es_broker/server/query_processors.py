@@ -28,9 +28,6 @@ body (standard JSON); a group with no offsets gets an empty answer, not an error
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import trio
 
 from es_broker.acl.access import AccessControl
@@ -40,9 +37,23 @@ from es_broker.commands.explain import explain
 from es_broker.core.broker import Broker
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.query_bodies import (
+    AccountScopeBody,
+    ExplainBody,
+    HistoryRow,
+    OffsetAtRow,
+    OffsetHistoryBody,
+    OffsetsAtBody,
+    OffsetTimelineBody,
+    PythonJsonBean,
+    QueueExplanationRow,
+    ResourceScope,
+    TimelineQueue,
+    TimelineSample,
+)
 from es_broker.server.remoting_server import Handler
 from es_broker.timetravel import timeline
-from es_broker.timetravel.query import IndexMissing, TimeTravel
+from es_broker.timetravel.query import HistoryEntry, IndexMissing, TimeTravel
 
 DEFAULT_HISTORY_ENTRIES = 200
 MAX_HISTORY_ENTRIES = 100_000  # an answer stays far below the 16 MiB frame bound
@@ -71,8 +82,8 @@ class QueryProcessors:
             return response_to(req, ResponseCode.SYSTEM_BUSY, str(exc))
 
     @staticmethod
-    def _answer(req: RemotingCommand, body: dict[str, Any]) -> RemotingCommand:
-        return response_to(req, ResponseCode.SUCCESS, body=json.dumps(body, default=str).encode())
+    def _answer(req: RemotingCommand, body: PythonJsonBean) -> RemotingCommand:
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def offsets_at(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group, topic = req.require_str("group"), req.get_str("topic") or None
@@ -84,16 +95,16 @@ class QueryProcessors:
             rows = travel.offsets_at(txn, at, group=group, topic=topic, durable=durable)
             position = travel.position_at(txn, at)
             tick = travel.persist_tick(txn, at) if durable else None
-        body: dict[str, Any] = {
-            "at": at,
-            "group": group,
-            "topic": topic,
-            "source": "the broker's time index",
-            "queues": [r.as_dict() for r in rows],
-            "position": position,
-        }
-        if durable:
-            body["persist_tick"] = tick
+        body = OffsetsAtBody(
+            at=at,
+            group=group,
+            topic=topic,
+            source="the broker's time index",
+            queues=tuple(OffsetAtRow(**r.as_dict()) for r in rows),
+            position=position,
+            durable=durable,
+            persist_tick=tick,
+        )
         return self._answer(req, body)
 
     async def offset_history(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -123,14 +134,14 @@ class QueryProcessors:
             )
         return self._answer(
             req,
-            {
-                "group": group,
-                "topic": topic,
-                "since": since,
-                "until": until,
-                "more": more,
-                "entries": [e.as_dict() for e in entries],
-            },
+            OffsetHistoryBody(
+                group=group,
+                topic=topic,
+                since=since,
+                until=until,
+                more=more,
+                entries=tuple(_history_row(e) for e in entries),
+            ),
         )
 
     async def offset_timeline(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -146,7 +157,7 @@ class QueryProcessors:
             if whole is None:
                 samples: list[timeline.Sample] = []
                 lines: list[timeline.QueueLine] = []
-                events: list[Any] = []
+                events: list[HistoryEntry] = []
                 more = False
             else:
                 since = whole[0] if since is None else since
@@ -166,23 +177,41 @@ class QueryProcessors:
                 )
         return self._answer(
             req,
-            {
-                "group": group,
-                "topic": topic,
-                "since": since,
-                "until": until,
-                "samples": [s.as_dict() for s in samples],
-                "queues": [line.as_dict() for line in lines],
-                "events": [e.as_dict() for e in events],
-                "moreEvents": more,
-            },
+            OffsetTimelineBody(
+                group=group,
+                topic=topic,
+                since=since,
+                until=until,
+                samples=tuple(TimelineSample(**s.as_dict()) for s in samples),
+                queues=tuple(
+                    TimelineQueue(
+                        topic=line.topic,
+                        queue_id=line.queue_id,
+                        offsets=tuple(line.offsets),
+                        max_offsets=tuple(line.max_offsets),
+                        lags=tuple(line.lags),
+                    )
+                    for line in lines
+                ),
+                events=tuple(_history_row(e) for e in events),
+                more_events=more,
+            ),
         )
 
     async def explain_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group, topic = req.require_str("group"), req.require_str("topic")
         # a pass over the log: off the trio thread, so requests of other clients go on meanwhile
         report = await trio.to_thread.run_sync(explain, self.broker.store, group, topic)
-        return self._answer(req, report)
+        return self._answer(
+            req,
+            ExplainBody(
+                group=report["group"],
+                topic=report["topic"],
+                consume_from_where=report["consume_from_where"],
+                clients=tuple(report["clients"]),
+                queues=tuple(QueueExplanationRow(**q) for q in report["queues"]),
+            ),
+        )
 
     async def account_scope(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         topics = set(self.broker.topic_table()[0])
@@ -192,37 +221,41 @@ class QueryProcessors:
         if asked := req.get_str("group"):
             groups.add(asked)
         if self.access is None:
-            everyone = {"perm": "ALL", "visible": True}
+            everyone = ResourceScope(perm="ALL", visible=True)
             return self._answer(
                 req,
-                {
-                    "aclEnabled": False,
-                    "accessKey": None,
-                    "admin": True,
-                    "everything": True,
-                    "reason": "ACL is not enabled on this broker",
-                    "topics": {t: everyone for t in sorted(topics)},
-                    "groups": {g: everyone for g in sorted(groups)},
-                },
+                AccountScopeBody(
+                    acl_enabled=False,
+                    access_key=None,
+                    admin=True,
+                    everything=True,
+                    reason="ACL is not enabled on this broker",
+                    topics={t: everyone for t in sorted(topics)},
+                    groups={g: everyone for g in sorted(groups)},
+                ),
             )
         scope = self.access.scope(channel, req)
 
-        def entry(resource: str) -> dict[str, Any]:
+        def entry(resource: str) -> ResourceScope:
             perm = scope.perm(resource)
-            return {
-                "perm": "ALL" if perm is None else Perm.name(perm),
-                "visible": scope.may_see(resource),
-            }
+            return ResourceScope(
+                perm="ALL" if perm is None else Perm.name(perm),
+                visible=scope.may_see(resource),
+            )
 
         return self._answer(
             req,
-            {
-                "aclEnabled": True,
-                "accessKey": scope.access_key,
-                "admin": scope.admin,
-                "everything": scope.everything,
-                "reason": scope.reason,
-                "topics": {t: entry(t) for t in sorted(topics)},
-                "groups": {g: entry(group_resource(g)) for g in sorted(groups)},
-            },
+            AccountScopeBody(
+                acl_enabled=True,
+                access_key=scope.access_key,
+                admin=scope.admin,
+                everything=scope.everything,
+                reason=scope.reason,
+                topics={t: entry(t) for t in sorted(topics)},
+                groups={g: entry(group_resource(g)) for g in sorted(groups)},
+            ),
         )
+
+
+def _history_row(entry: HistoryEntry) -> HistoryRow:
+    return HistoryRow(**entry.as_dict())

@@ -15,7 +15,6 @@ bodies in standard JSON, answered REQUEST_CODE_NOT_SUPPORTED by RocketMQ):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from es_broker.client.channel import Channel
@@ -25,6 +24,7 @@ from es_broker.remoting.admin_bodies import RedriveBody, RedriveItem
 from es_broker.remoting.bodies import DelayOffsetSerializeWrapper
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.query_bodies import MessageTraceBody
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.remoting_server import Handler
 
@@ -135,4 +135,6 @@ class RetryProcessors:
             return response_to(
                 req, ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id} on this broker"
             )
-        return response_to(req, ResponseCode.SUCCESS, body=json.dumps(journey).encode())
+        return response_to(
+            req, ResponseCode.SUCCESS, body=MessageTraceBody.from_journey(journey).encode()
+        )

@@ -51,6 +51,24 @@ from es_broker.remoting.bodies import (
     TopicRouteData,
     TopicStatsTable,
 )
+from es_broker.remoting.query_bodies import (
+    AccountScopeBody,
+    AclFileVersions,
+    ExplainBody,
+    HistoryRow,
+    MessageTraceBody,
+    OffsetAtRow,
+    OffsetHistoryBody,
+    OffsetsAtBody,
+    OffsetTimelineBody,
+    QueueExplanationRow,
+    ResourceScope,
+    TimelineQueue,
+    TimelineSample,
+    TraceHop,
+    acl_version_text,
+    read_acl_version,
+)
 
 MQ0, MQ1 = MessageQueue("T", "b", 0), MessageQueue("T", "b", 1)
 TOPIC = TopicConfig("T", 4, 4)
@@ -62,6 +80,42 @@ ROWS = (QueueResetRow(0, 1, 4, 4, "moved"),)
 ACCOUNT = PlainAccessConfig(
     "rocketmq2", "****", None, False, "DENY", "SUB", topic_perms=("T=PUB",), group_perms=()
 )
+
+# es-broker's own answers in Python's JSON (query_bodies)
+OFFSET_ROW = OffsetAtRow("G", "T", 0, 5, 9, 4, 12, 1700000000000, "commit", "10.0.0.1@a")
+ROW_DURABLE = OffsetAtRow("G", "T", 1, -1, 3, None, 13, 1700000000001, "reset", "", -1, None)
+SOURCE = "the broker's time index"
+CHANGE = HistoryRow(
+    12, 1700000000000, 1700000000000, "G", "T", "offset_change", 0, 4, 5, "commit", "10.0.0.1@a"
+)
+RESET = HistoryRow(
+    15,
+    1700000000002,
+    1700000000002,
+    "G",
+    "T",
+    "OFFSET_RESET",
+    None,
+    None,
+    None,
+    "",
+    "admin",
+    {"mode": "force", "offsets": {"0": 3}},
+)
+COMMIT = {"seq": 4, "ts": 2, "old": 0, "new": 5, "cause": "commit", "requester": "c"}
+START = {
+    "seq": 3,
+    "ts": 1,
+    "requester": "c",
+    "row": 2,
+    "answer": 0,
+    "min_offset": 0,
+    "head_in_memory": True,
+    "phy_max": 10,
+    "consume_from_where": "CONSUME_FROM_LAST_OFFSET",
+    "why": "w",
+}
+EVERYTHING = ResourceScope("ALL", True)
 
 # (name, the class as the server builds it, the bytes the broker sent before)
 CASES: list[tuple[str, Bean, bytes]] = [
@@ -254,6 +308,130 @@ CASES: list[tuple[str, Bean, bytes]] = [
         b'"defaultTopicPerm":"DENY","groupPerms":[],"secretKey":"****","topicPerms":["T=PUB"],'
         b'"whiteRemoteAddress":"192.168.1.*"}]}',
     ),
+    (
+        "OFFSETS_AT",
+        OffsetsAtBody(1700000000005, "G", None, SOURCE, (OFFSET_ROW,), 14),
+        b'{"at": 1700000000005, "group": "G", "topic": null, "source": "the broker\'s time index", "queues": [{"group": "G", "topic": "T", "queue_id": 0, "offset": 5, "max_offset": 9, "lag": 4, "seq": 12, "time": 1700000000000, "cause": "commit", "requester": "10.0.0.1@a", "durable": null, "durable_lag": null}], "position": 14}',
+    ),
+    (
+        "OFFSETS_AT durable",
+        OffsetsAtBody(1700000000005, "G", "T", SOURCE, (ROW_DURABLE,), 14, True, None),
+        b'{"at": 1700000000005, "group": "G", "topic": "T", "source": "the broker\'s time index", "queues": [{"group": "G", "topic": "T", "queue_id": 1, "offset": -1, "max_offset": 3, "lag": null, "seq": 13, "time": 1700000000001, "cause": "reset", "requester": "", "durable": -1, "durable_lag": null}], "position": 14, "persist_tick": null}',
+    ),
+    (
+        "OFFSET_HISTORY",
+        OffsetHistoryBody("G", None, None, 1700000000009, True, (CHANGE, RESET)),
+        b'{"group": "G", "topic": null, "since": null, "until": 1700000000009, "more": true, "entries": [{"seq": 12, "time": 1700000000000, "ts": 1700000000000, "group": "G", "topic": "T", "kind": "offset_change", "queue_id": 0, "old": 4, "new": 5, "cause": "commit", "requester": "10.0.0.1@a", "detail": {}}, {"seq": 15, "time": 1700000000002, "ts": 1700000000002, "group": "G", "topic": "T", "kind": "OFFSET_RESET", "queue_id": null, "old": null, "new": null, "cause": "", "requester": "admin", "detail": {"mode": "force", "offsets": {"0": 3}}}]}',
+    ),
+    (
+        "OFFSET_TIMELINE",
+        OffsetTimelineBody(
+            "G",
+            "T",
+            1700000000000,
+            1700000000009,
+            (TimelineSample(1700000000000, 12, 5, 9, 4, 1),),
+            (TimelineQueue("T", 0, (None, 5), (3, 9), (None, 4)),),
+            (RESET,),
+            False,
+        ),
+        b'{"group": "G", "topic": "T", "since": 1700000000000, "until": 1700000000009, "samples": [{"at": 1700000000000, "position": 12, "offset": 5, "max_offset": 9, "lag": 4, "queues": 1}], "queues": [{"topic": "T", "queue_id": 0, "offsets": [null, 5], "max_offsets": [3, 9], "lags": [null, 4]}], "events": [{"seq": 15, "time": 1700000000002, "ts": 1700000000002, "group": "G", "topic": "T", "kind": "OFFSET_RESET", "queue_id": null, "old": null, "new": null, "cause": "", "requester": "admin", "detail": {"mode": "force", "offsets": {"0": 3}}}], "moreEvents": false}',
+    ),
+    (
+        "EXPLAIN_GROUP",
+        ExplainBody(
+            "G",
+            "T",
+            "CONSUME_FROM_LAST_OFFSET",
+            ("10.0.0.1@a",),
+            (QueueExplanationRow(0, 5, START, COMMIT, COMMIT, 1),),
+        ),
+        b'{"group": "G", "topic": "T", "consume_from_where": "CONSUME_FROM_LAST_OFFSET", "clients": ["10.0.0.1@a"], "queues": [{"queue_id": 0, "current_offset": 5, "start": {"seq": 3, "ts": 1, "requester": "c", "row": 2, "answer": 0, "min_offset": 0, "head_in_memory": true, "phy_max": 10, "consume_from_where": "CONSUME_FROM_LAST_OFFSET", "why": "w"}, "first_change": {"seq": 4, "ts": 2, "old": 0, "new": 5, "cause": "commit", "requester": "c"}, "latest_change": {"seq": 4, "ts": 2, "old": 0, "new": 5, "cause": "commit", "requester": "c"}, "changes": 1}]}',
+    ),
+    (
+        "EXPLAIN_GROUP nothing",
+        ExplainBody("G", "T"),
+        b'{"group": "G", "topic": "T", "consume_from_where": null, "clients": [], "queues": []}',
+    ),
+    (
+        "ACCOUNT_SCOPE no ACL",
+        AccountScopeBody(
+            False,
+            None,
+            True,
+            True,
+            "ACL is not enabled on this broker",
+            {"A": EVERYTHING, "T": EVERYTHING},
+            {"G": EVERYTHING},
+        ),
+        b'{"aclEnabled": false, "accessKey": null, "admin": true, "everything": true, "reason": "ACL is not enabled on this broker", "topics": {"A": {"perm": "ALL", "visible": true}, "T": {"perm": "ALL", "visible": true}}, "groups": {"G": {"perm": "ALL", "visible": true}}}',
+    ),
+    (
+        "ACCOUNT_SCOPE",
+        AccountScopeBody(
+            True,
+            "rocketmq2",
+            False,
+            False,
+            "an account",
+            {"T": ResourceScope("PUB", True), "U": ResourceScope("DENY", False)},
+            {},
+        ),
+        b'{"aclEnabled": true, "accessKey": "rocketmq2", "admin": false, "everything": false, "reason": "an account", "topics": {"T": {"perm": "PUB", "visible": true}, "U": {"perm": "DENY", "visible": false}}, "groups": {}}',
+    ),
+    (
+        "MESSAGE_TRACE",
+        MessageTraceBody(
+            "ID0",
+            True,
+            (
+                TraceHop(None, 100, "T", 0, 3, 1700000000000, 7, False),
+                TraceHop(
+                    "ID1",
+                    200,
+                    "%RETRY%G",
+                    0,
+                    0,
+                    1700000000003,
+                    9,
+                    True,
+                    1,
+                    None,
+                    "A",
+                    "k1 k2",
+                    1699999999999,
+                    "10.0.0.1:5000",
+                    "127.0.0.1:10911",
+                    {"TAGS": "A"},
+                ),
+            ),
+            (
+                {
+                    "seq": 7,
+                    "ts": 1700000000000,
+                    "event": "sent",
+                    "msgId": None,
+                    "topic": "T",
+                    "queueId": 0,
+                    "queueOffset": 3,
+                    "producerGroup": "PG",
+                    "requester": "",
+                    "bornHost": None,
+                    "bornTimestamp": None,
+                },
+                {
+                    "seq": 8,
+                    "ts": 1700000000001,
+                    "msgId": None,
+                    "event": "sent_back",
+                    "group": "G",
+                    "requester": "c",
+                    "reason": None,
+                },
+            ),
+        ),
+        b'{"msgId": "ID0", "found": true, "hops": [{"msgId": null, "physicalOffset": 100, "topic": "T", "queueId": 0, "queueOffset": 3, "storeTimestamp": 1700000000000, "seq": 7, "bodyAvailable": false}, {"msgId": "ID1", "physicalOffset": 200, "topic": "%RETRY%G", "queueId": 0, "queueOffset": 0, "storeTimestamp": 1700000000003, "seq": 9, "bodyAvailable": true, "reconsumeTimes": 1, "uniqKey": null, "tags": "A", "keys": "k1 k2", "bornTimestamp": 1699999999999, "bornHost": "10.0.0.1:5000", "storeHost": "127.0.0.1:10911", "properties": {"TAGS": "A"}}], "events": [{"seq": 7, "ts": 1700000000000, "event": "sent", "msgId": null, "topic": "T", "queueId": 0, "queueOffset": 3, "producerGroup": "PG", "requester": "", "bornHost": null, "bornTimestamp": null}, {"seq": 8, "ts": 1700000000001, "msgId": null, "event": "sent_back", "group": "G", "requester": "c", "reason": null}]}',
+    ),
 ]
 
 
@@ -284,3 +462,20 @@ def test_reset_offset_for_a_cpp_client_is_the_list_form() -> None:
         b'{"offsetTable":[{"brokerName":"b","offset":5,"queueId":0,"topic":"T"},'
         b'{"brokerName":"b","offset":7,"queueId":1,"topic":"T"}]}'
     )
+
+
+def test_the_acl_version_headers_are_compact_json_in_the_brokers_file_order() -> None:
+    versions = AclFileVersions(
+        {"/conf/plain_acl.yml": DataVersion(1700000000000, 2), "/conf/acl/b.yml": DataVersion(5, 1)}
+    )
+    assert (
+        acl_version_text(DataVersion(1700000000000, 2)) == '{"counter":2,"timestamp":1700000000000}'
+    )
+    assert (
+        versions.encode()
+        == '{"/conf/plain_acl.yml":{"counter":2,"timestamp":1700000000000},"/conf/acl/b.yml":{"counter":1,"timestamp":5}}'
+    )
+    assert read_acl_version(acl_version_text(DataVersion(1700000000000, 2))) == DataVersion(
+        1700000000000, 2
+    )
+    assert AclFileVersions.decode(versions.encode()) == versions
