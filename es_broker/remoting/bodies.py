@@ -92,7 +92,9 @@ def _field_specs(cls: type) -> tuple[_FieldSpec, ...]:
     cached = Bean._specs.get(cls)
     if cached is None:
         hints = typing.get_type_hints(cls)
-        camel = getattr(cls, "__json_names__", "camel") == "camel"  # "python": field names as they are
+        camel = (
+            getattr(cls, "__json_names__", "camel") == "camel"
+        )  # "python": field names as they are
         cached = tuple(
             _FieldSpec(
                 name=f.name,
