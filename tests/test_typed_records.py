@@ -4,9 +4,11 @@ record of it parses into its class and encodes back to the very same bytes (B-13
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import msgpack
 import pytest
@@ -152,3 +154,74 @@ def test_every_record_type_has_one_frozen_slotted_class():
         params = cls.__dataclass_params__  # type: ignore[attr-defined]
         assert params.frozen and "__slots__" in cls.__dict__
         assert dataclasses.fields(cls)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- readers, checked by mypy
+
+READER = """
+from es_broker.log import Record
+from es_broker.log.types import MessagesStoredRecord, OffsetCommitted
+
+
+def committed_offset(record: Record) -> int:
+    return OffsetCommitted.from_record(record).{attribute}
+
+
+def last_unit(record: Record) -> list[int]:
+    stored: MessagesStoredRecord = record  # type: ignore[assignment]
+    return stored["{key}"][-1]
+"""
+
+
+def mypy_errors(tmp_path: Path, source: str) -> list[str]:
+    """mypy's error lines for one module that reads records, checked as strictly as the projections."""
+    module = tmp_path / "reader.py"
+    module.write_text(source)
+    root = Path(__file__).parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(module)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [line for line in done.stdout.splitlines() if ": error:" in line]
+
+
+def test_a_misspelt_field_read_is_a_type_error_before_it_runs_B134(tmp_path):
+    # a reader of the class (off the hot path) and a reader of the dict view (on it), spelt right
+    assert mypy_errors(tmp_path, READER.format(attribute="offset", key="units")) == []
+    errors = mypy_errors(tmp_path, READER.format(attribute="ofset", key="unit"))
+    # each misspelling is named at its line (mypy adds that the result is then Any)
+    assert any(
+        'reader.py:7: error: "OffsetCommitted" has no attribute "ofset"' in e for e in errors
+    ), errors
+    assert any(
+        'reader.py:12: error: TypedDict "MessagesStoredRecord" has no key "unit"' in e
+        for e in errors
+    ), errors
+
+
+def test_each_dict_view_holds_the_keys_of_its_class_B134(fixture):
+    for cls, view in types.DICT_VIEWS.items():
+        assert view.__required_keys__ <= {"type", "v", "ts"} | set(cls.__slots__)
+    seen = set()
+    for raw in fixture["records"]:
+        record = records.unpack(raw)
+        for cls, view in types.DICT_VIEWS.items():
+            if record["type"] == cls.TYPE:
+                seen.add(cls)
+                assert view.__required_keys__ <= record.keys()
+                assert record.keys() <= view.__required_keys__ | view.__optional_keys__
+    assert seen == set(types.DICT_VIEWS)
+
+
+def test_a_dict_view_that_drifts_from_its_class_fails_at_import_B134():
+    class Drifted(TypedDict):
+        type: str
+        v: int
+        ts: int
+        group: str
+
+    with pytest.raises(TypeError, match="does not hold the keys of OffsetCommitted"):
+        types._check_view(types.OffsetCommitted, Drifted)

@@ -20,7 +20,7 @@ from typing import Any
 
 import lmdb
 
-from es_broker.log.types import RecordType
+from es_broker.log.types import MessagesDeliveredRecord, MessagesStoredRecord, RecordType
 
 MESSAGES_STORED = RecordType.MESSAGES_STORED.value
 MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED.value
@@ -45,11 +45,14 @@ class RecordRates:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: dict[str, Any]) -> None:
         kind = record["type"]
+        # every record passes here: the dict views, not the classes (see log/types.py)
         if kind == MESSAGES_STORED:
-            self._add(record["ts"], 0, len(record.get("units") or ()))
+            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            self._add(stored["ts"], 0, len(stored["units"]))
         elif kind == MESSAGES_DELIVERED:
-            self._add(record["ts"], 1, 1)
-            self._add(record["ts"], 2, len(record.get("offsets") or ()))
+            delivered: MessagesDeliveredRecord = record  # type: ignore[assignment]
+            self._add(delivered["ts"], 1, 1)
+            self._add(delivered["ts"], 2, len(delivered["offsets"]))
 
     def _add(self, ts: int, which: int, n: int) -> None:
         second = ts // 1000

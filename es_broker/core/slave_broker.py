@@ -37,7 +37,7 @@ from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.log import AppendContext, Record
-from es_broker.log.types import Cause, RecordType
+from es_broker.log.types import Cause, RecordType, SlaveOffsetsMerged
 from es_broker.projections.subscription_groups import default_group_config
 
 T = TypeVar("T")
@@ -137,11 +137,11 @@ class SlaveBroker(Broker):
         """
         merged = []
         for seq, record in applied:
-            if (
-                record["type"] == RecordType.SLAVE_OFFSETS_MERGED
-                and record["broker_id"] == self.config.brokerId
-            ):
-                self.journal.forget_through(record["journal_upto"])
+            if record["type"] != RecordType.SLAVE_OFFSETS_MERGED:
+                continue
+            merge = SlaveOffsetsMerged.from_record(record)
+            if merge.broker_id == self.config.brokerId:
+                self.journal.forget_through(merge.journal_upto)
                 merged.append(seq)
         return merged
 

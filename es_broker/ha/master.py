@@ -35,7 +35,7 @@ from es_broker.core.broker import Broker
 from es_broker.core.slave_broker import LogDiverged, ReplicatedBatch
 from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
 from es_broker.log import AppendContext, records
-from es_broker.log.types import RecordType, SlaveCaughtUp
+from es_broker.log.types import MessagesStoredRecord, RecordType, SlaveCaughtUp
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 
@@ -305,8 +305,9 @@ def _add_payloads(
     """
     if record["type"] != MESSAGES_STORED:
         return 0
+    stored: MessagesStoredRecord = record  # type: ignore[assignment]
     size = 0
-    for phy, _, _ in record["units"]:
+    for phy, _, _ in stored["units"]:
         data = store.log.payload(txn, phy)
         if data is not None:
             out.append((phy, bytes(data)))

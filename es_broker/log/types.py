@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import typing
-from typing import Any, ClassVar, TypeVar, get_type_hints
+from typing import Any, ClassVar, TypedDict, TypeVar, get_type_hints
 
 from es_broker.log.records import Record, check
 
@@ -638,6 +638,90 @@ class AccessDenied(TypedRecord):
     acl_version: int
     requests: int
     rows: list[list[Any]]  # [who, host, code, count]
+
+
+# ---------------------------------------------------------------------- the hot path's dict views
+#
+# A projection applies every stored message and every delivery; building the class there
+# (`from_record`) costs more than the projection's own work. These TypedDicts are the same
+# records as the log's dicts, so mypy checks each key read on that path at no run-time cost:
+#     stored: MessagesStoredRecord = record  # type: ignore[assignment]
+# Required keys are the class' fields without a default (and type, v, ts); the keys of the
+# `total=False` half are the fields the record leaves out while None. `_check_view` holds
+# both to the class at import, so a field added to one and not the other fails at once.
+
+
+class _MessagesStoredKeys(TypedDict):
+    type: str
+    v: int
+    ts: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    units: list[list[int]]
+    producer_group: str
+    requester: str
+
+
+class MessagesStoredRecord(_MessagesStoredKeys, total=False):
+    """A `messages_stored` record as the log's dict (see `MessagesStored`)."""
+
+    diverted_from: str
+    delay: dict[str, Any]
+    cause: str
+    delivery: dict[str, Any]
+    transaction: dict[str, Any]
+
+
+class _MessagesDeliveredKeys(TypedDict):
+    type: str
+    v: int
+    ts: int
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    offsets: list[int]
+    next_offset: int
+    client: str
+
+
+class MessagesDeliveredRecord(_MessagesDeliveredKeys, total=False):
+    """A `messages_delivered` record as the log's dict (see `MessagesDelivered`)."""
+
+    served_by: dict[str, Any]
+
+
+class OffsetCommittedRecord(TypedDict):
+    """An `offset_committed` record as the log's dict (see `OffsetCommitted`)."""
+
+    type: str
+    v: int
+    ts: int
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    old: int
+    cause: str
+    requester: str
+
+
+def _check_view(cls: type[TypedRecord], view: Any) -> None:
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    optional = {f.name for f in fields if f.default is None}
+    required = {"type", "v", "ts"} | {f.name for f in fields} - optional
+    if view.__required_keys__ != required or view.__optional_keys__ != optional:
+        raise TypeError(f"{view.__name__} does not hold the keys of {cls.__name__}")
+
+
+DICT_VIEWS: dict[type[TypedRecord], Any] = {
+    MessagesStored: MessagesStoredRecord,
+    MessagesDelivered: MessagesDeliveredRecord,
+    OffsetCommitted: OffsetCommittedRecord,
+}
+for _cls, _view in DICT_VIEWS.items():
+    _check_view(_cls, _view)
 
 
 missing = set(RecordType) - set(_CLASSES)

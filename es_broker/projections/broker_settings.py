@@ -17,7 +17,7 @@ import lmdb
 
 from es_broker.log import Record
 from es_broker.log.scan import prefixed
-from es_broker.log.types import RecordType
+from es_broker.log.types import BrokerConfigUpdated, RecordType
 
 UPDATED = RecordType.BROKER_CONFIG_UPDATED
 
@@ -36,8 +36,9 @@ class BrokerSettingsProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         if record["type"] != UPDATED:
             return
-        prefix = _prefix(record["broker_name"], record["broker_id"])
-        for change in record["changes"]:
+        updated = BrokerConfigUpdated.from_record(record)
+        prefix = _prefix(updated.broker_name, updated.broker_id)
+        for change in updated.changes:
             txn.put(prefix + change["key"].encode(), change["new"].encode(), db=self.db)
 
     def changes_in_force(

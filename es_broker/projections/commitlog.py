@@ -10,7 +10,7 @@ from __future__ import annotations
 import lmdb
 
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import RecordType
+from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
 from es_broker.projections.keys import I64
 
 COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
@@ -32,14 +32,16 @@ class CommitLogProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == MESSAGES_STORED:
-            phy, size, _ = record["units"][-1]
+            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            phy, size, _ = stored["units"][-1]
             txn.put(_PHY_MAX, I64.pack(phy + size), db=self.db)
         elif kind == COMMITLOG_EXPIRED:
+            expired = CommitlogExpired.from_record(record)
             # retention removes the bodies below the new phyMin; the records about them stay
             cur = txn.cursor(db=self.payloads)
-            while cur.first() and int.from_bytes(cur.key(), "big") < record["phy_min"]:
+            while cur.first() and int.from_bytes(cur.key(), "big") < expired.phy_min:
                 cur.delete()
-            txn.put(_PHY_MIN, I64.pack(record["phy_min"]), db=self.db)
+            txn.put(_PHY_MIN, I64.pack(expired.phy_min), db=self.db)
 
     def phy_max(self, txn: lmdb.Transaction[bytes]) -> int:
         raw = txn.get(_PHY_MAX, db=self.db)

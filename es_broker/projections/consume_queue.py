@@ -15,7 +15,7 @@ import lmdb
 
 from es_broker.log import LogCorruptError, Record, RecordLog
 from es_broker.log.scan import prefixed
-from es_broker.log.types import RecordType
+from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
 from es_broker.projections.keys import U64, queue_key, unit_key
 
 COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
@@ -46,29 +46,30 @@ class ConsumeQueueProjection:
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         if record["type"] == COMMITLOG_EXPIRED:
-            for topic, qid, _, new_min in record["queues"]:  # min-offset correction (B-18)
+            expired = CommitlogExpired.from_record(record)
+            for topic, qid, _, new_min in expired.queues:  # min-offset correction (B-18)
                 _, hi = self.bounds(txn, topic, qid)
                 txn.put(queue_key(topic, qid), _BOUNDS.pack(new_min, hi), db=self.meta)
             return
         if record["type"] != MESSAGES_STORED:
             return
-        topic, qid, offset, ts = (
-            record["topic"],
-            record["queue_id"],
-            record["queue_offset"],
-            record["ts"],
+        stored: MessagesStoredRecord = record  # type: ignore[assignment]
+        topic, qid, offset, ts, units = (
+            stored["topic"],
+            stored["queue_id"],
+            stored["queue_offset"],
+            stored["ts"],
+            stored["units"],
         )
         prefix, pack_offset, pack_unit = queue_key(topic, qid), U64.pack, UNIT.pack
         txn.cursor(db=self.db).putmulti(
             [
                 (prefix + pack_offset(offset + i), pack_unit(phy, size, tags_code, ts))
-                for i, (phy, size, tags_code) in enumerate(record["units"])
+                for i, (phy, size, tags_code) in enumerate(units)
             ]
         )
         lo, _ = self.bounds(txn, topic, qid)
-        txn.put(
-            queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(record["units"])), db=self.meta
-        )
+        txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(units)), db=self.meta)
 
     # ------------------------------------------------------------------ reads
     def bounds(self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int) -> tuple[int, int]:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import lmdb
 
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import RecordType
+from es_broker.log.types import DelayedMessageSkipped, MessagesStoredRecord, RecordType
 from es_broker.projections.keys import I64, U32
 
 DELAYED_MESSAGE_SKIPPED = RecordType.DELAYED_MESSAGE_SKIPPED
@@ -33,11 +33,13 @@ class DeliveryScheduleProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == MESSAGES_STORED:
-            delivery = record.get("delivery")
+            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            delivery = stored.get("delivery")
             if delivery is not None:
                 txn.put(U32.pack(delivery["level"]), I64.pack(delivery["next_cursor"]), db=self.db)
         elif kind == DELAYED_MESSAGE_SKIPPED:
-            txn.put(U32.pack(record["level"]), I64.pack(record["next_cursor"]), db=self.db)
+            skipped = DelayedMessageSkipped.from_record(record)
+            txn.put(U32.pack(skipped.level), I64.pack(skipped.next_cursor), db=self.db)
 
     # ------------------------------------------------------------------ reads
     def cursor(self, txn: lmdb.Transaction[bytes], level: int) -> int | None:

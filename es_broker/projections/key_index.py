@@ -55,7 +55,7 @@ import lmdb
 
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.scan import prefixed_keys
-from es_broker.log.types import RecordType
+from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
 from es_broker.projections.keys import MAX_KEY, U64
 from es_broker.remoting import message as wire
 
@@ -133,11 +133,12 @@ class KeyIndexProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == MESSAGES_STORED:
-            self._index(txn, record)
+            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            self._index(txn, stored)
         elif kind == COMMITLOG_EXPIRED:
-            self._expire(txn, record["phy_min"])
+            self._expire(txn, CommitlogExpired.from_record(record).phy_min)
 
-    def _index(self, txn: lmdb.Transaction[bytes], record: Record) -> None:
+    def _index(self, txn: lmdb.Transaction[bytes], record: MessagesStoredRecord) -> None:
         topic = record["topic"].encode() + b"\x00"
         ts = _time(record["ts"])
         get, put, pack = txn.get, txn.put, U64.pack

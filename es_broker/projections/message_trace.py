@@ -25,7 +25,16 @@ import lmdb
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.scan import prefixed, prefixed_keys
-from es_broker.log.types import RecordType
+from es_broker.log.types import (
+    DeadLetterRedriven,
+    DelayedMessageSkipped,
+    MessagesDeliveredRecord,
+    MessageSentBack,
+    MessagesStoredRecord,
+    RecordType,
+    TransactionChecked,
+    TransactionEnded,
+)
 from es_broker.projections.keys import I64, U64, queue_key, unit_key
 
 DEAD_LETTER_REDRIVEN = RecordType.DEAD_LETTER_REDRIVEN
@@ -53,33 +62,42 @@ class MessageTraceProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == MESSAGES_STORED:
-            first = record["units"][0][0]
+            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            first = stored["units"][0][0]
             txn.put(I64.pack(first), U64.pack(seq), db=self.stored)
-            delivery = record.get("delivery")
+            delivery = stored.get("delivery")
             if delivery is not None:
                 self._link(txn, delivery["schedule_phy"], seq, FROM)
                 self._link(txn, first, seq, TO)
-            tx = record.get("transaction")
+            tx = stored.get("transaction")
             if tx is not None and "prepared_phy" in tx:  # a commit or a discard of a half message
                 self._link(txn, tx["prepared_phy"], seq, FROM)
                 self._link(txn, first, seq, TO)
         elif kind == MESSAGES_DELIVERED:
+            delivered: MessagesDeliveredRecord = record  # type: ignore[assignment]
             prefix, suffix, pack_offset = (
-                queue_key(record["topic"], record["queue_id"]),
+                queue_key(delivered["topic"], delivered["queue_id"]),
                 U64.pack(seq),
                 U64.pack,
             )
             txn.cursor(db=self.deliveries).putmulti(
-                [(prefix + pack_offset(offset) + suffix, b"") for offset in record["offsets"]]
+                [(prefix + pack_offset(offset) + suffix, b"") for offset in delivered["offsets"]]
             )
         elif kind in (MESSAGE_SENT_BACK, DEAD_LETTER_REDRIVEN):
-            self._link(txn, record["offset"], seq, FROM)
-            if record.get("stored_phy") is not None:
-                self._link(txn, record["stored_phy"], seq, TO)
+            back = (
+                MessageSentBack.from_record(record)
+                if kind == MESSAGE_SENT_BACK
+                else DeadLetterRedriven.from_record(record)
+            )
+            self._link(txn, back.offset, seq, FROM)
+            if back.stored_phy is not None:
+                self._link(txn, back.stored_phy, seq, TO)
         elif kind == DELAYED_MESSAGE_SKIPPED:
-            self._link(txn, record["schedule_phy"], seq, FROM)
-        elif kind in (TRANSACTION_CHECKED, TRANSACTION_ENDED):
-            self._link(txn, record["prepared_phy"], seq, FROM)
+            self._link(txn, DelayedMessageSkipped.from_record(record).schedule_phy, seq, FROM)
+        elif kind == TRANSACTION_CHECKED:
+            self._link(txn, TransactionChecked.from_record(record).prepared_phy, seq, FROM)
+        elif kind == TRANSACTION_ENDED:
+            self._link(txn, TransactionEnded.from_record(record).prepared_phy, seq, FROM)
 
     def _link(self, txn: lmdb.Transaction[bytes], phy: int, seq: int, role: bytes) -> None:
         txn.put(I64.pack(phy) + U64.pack(seq), role, db=self.links)

@@ -15,13 +15,21 @@ import msgpack
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.scan import prefixed
-from es_broker.log.types import RecordType
+from es_broker.log.types import (
+    Cause,
+    OffsetCommittedRecord,
+    OffsetsRemoved,
+    RecordType,
+    ResetRequested,
+    SlaveOffsetsMerged,
+)
 from es_broker.projections.keys import I64, U64, offset_key, split_offset_key
 
 OFFSETS_REMOVED = RecordType.OFFSETS_REMOVED
 OFFSET_COMMITTED = RecordType.OFFSET_COMMITTED
 RESET_REQUESTED = RecordType.RESET_REQUESTED
 SLAVE_OFFSETS_MERGED = RecordType.SLAVE_OFFSETS_MERGED
+RESET = Cause.RESET.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,29 +57,33 @@ class OffsetTableProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == OFFSET_COMMITTED:
-            key = offset_key(record["topic"], record["group"], record["queue_id"])
+            committed: OffsetCommittedRecord = record  # type: ignore[assignment]
+            key = offset_key(committed["topic"], committed["group"], committed["queue_id"])
             self._set(
                 txn,
                 seq,
                 key,
-                record["ts"],
-                record["old"],
-                record["offset"],
-                record["cause"],
-                record["requester"],
+                committed["ts"],
+                committed["old"],
+                committed["offset"],
+                committed["cause"],
+                committed["requester"],
             )
-            if record["cause"] == "reset":
+            if committed["cause"] == RESET:
                 txn.delete(key, db=self.pending)
         elif kind == OFFSETS_REMOVED:
-            for topic, qid, old in record["entries"]:
-                key = offset_key(topic, record["group"], qid)
+            removed = OffsetsRemoved.from_record(record)
+            ts = record["ts"]
+            for topic, qid, old in removed.entries:
+                key = offset_key(topic, removed.group, qid)
                 txn.delete(key, db=self.db)
                 txn.delete(key, db=self.pending)
-                entry = [record["ts"], old, -1, record["cause"], record["requester"]]
+                entry = [ts, old, -1, str(removed.cause), removed.requester]
                 txn.put(key + U64.pack(seq), msgpack.packb(entry), db=self.history)
         elif kind == SLAVE_OFFSETS_MERGED:
+            merged = SlaveOffsetsMerged.from_record(record)
             # commits a slave took while the master was away; only the queues where they won move (S-5)
-            for topic, group, qid, old, new, outcome, requester in record["queues"]:
+            for topic, group, qid, old, new, outcome, requester in merged.queues:
                 if outcome == "applied":
                     self._set(
                         txn,
@@ -84,15 +96,15 @@ class OffsetTableProjection:
                         requester,
                     )
         elif kind == RESET_REQUESTED:
-            for qid, current, _, final, _ in record["queues"]:
-                key = offset_key(record["topic"], record["group"], qid)
+            reset = ResetRequested.from_record(record)
+            ts = record["ts"]
+            for qid, current, _, final, _ in reset.queues:
+                key = offset_key(reset.topic, reset.group, qid)
                 # the reset record moves the offset itself (S-2)
-                if record["mode"] == "server_side":
-                    self._set(
-                        txn, seq, key, record["ts"], current, final, "reset", record["requester"]
-                    )
+                if reset.mode == "server_side":
+                    self._set(txn, seq, key, ts, current, final, RESET, reset.requester)
                 else:  # the clients' commits of these values will be recorded as caused by the reset
-                    txn.put(key, msgpack.packb([final, seq, record["ts"]]), db=self.pending)
+                    txn.put(key, msgpack.packb([final, seq, ts]), db=self.pending)
 
     def _set(
         self,

@@ -9,7 +9,7 @@ import lmdb
 import msgpack
 
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import RecordType
+from es_broker.log.types import RecordType, SubgroupDeleted, SubgroupUpdated
 from es_broker.projections.keys import MAX_KEY
 
 SUBGROUP_DELETED = RecordType.SUBGROUP_DELETED
@@ -41,10 +41,11 @@ class SubscriptionGroupProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == SUBGROUP_UPDATED:
-            config = dict(record["config"], dataVersion=seq)
-            txn.put(record["group"].encode(), msgpack.packb(config), db=self.db)
+            updated = SubgroupUpdated.from_record(record)
+            config = dict(updated.config, dataVersion=seq)
+            txn.put(updated.group.encode(), msgpack.packb(config), db=self.db)
         elif kind == SUBGROUP_DELETED:
-            txn.delete(record["group"].encode(), db=self.db)
+            txn.delete(SubgroupDeleted.from_record(record).group.encode(), db=self.db)
 
     def get(self, txn: lmdb.Transaction[bytes], group: str) -> dict[str, Any] | None:
         key = group.encode()

@@ -29,7 +29,7 @@ from __future__ import annotations
 import lmdb
 
 from es_broker.log import Record, RecordLog, records
-from es_broker.log.types import RecordType
+from es_broker.log.types import MessagesStoredRecord, OffsetsRemoved, RecordType
 from es_broker.projections.keys import I64, U64, offset_key, queue_key
 
 CONSUMER_GROUP_CHANGED = RecordType.CONSUMER_GROUP_CHANGED
@@ -100,17 +100,19 @@ class TimeIndexProjection:
             txn.put(U64.pack(seq), U64.pack(ts), db=self.seq_db, append=True)
         kind = record["type"]
         if kind == MESSAGES_STORED:
-            top = record["queue_offset"] + len(record["units"])
+            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            top = stored["queue_offset"] + len(stored["units"])
             txn.put(
-                queue_key(record["topic"], record["queue_id"]) + U64.pack(seq),
+                queue_key(stored["topic"], stored["queue_id"]) + U64.pack(seq),
                 I64.pack(top),
                 db=self.qmax_db,
             )
         elif kind == OFFSETS_REMOVED:
+            removed = OffsetsRemoved.from_record(record)
             # the offset projection writes a history entry with new = -1; only this tells it from a commit of -1
-            for topic, qid, _ in record["entries"]:
+            for topic, qid, _ in removed.entries:
                 txn.put(
-                    offset_key(topic, record["group"], qid) + U64.pack(seq), b"", db=self.removed_db
+                    offset_key(topic, removed.group, qid) + U64.pack(seq), b"", db=self.removed_db
                 )
         elif kind not in QUIET_GROUP_RECORDS:
             for group in groups_named(record):

@@ -9,7 +9,7 @@ import lmdb
 import msgpack
 
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import RecordType
+from es_broker.log.types import RecordType, TopicDeleted, TopicPermChanged, TopicUpdated
 from es_broker.projections.keys import MAX_KEY
 
 TOPIC_DELETED = RecordType.TOPIC_DELETED
@@ -33,15 +33,17 @@ class TopicConfigProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == TOPIC_UPDATED:
-            config = dict(record["config"], dataVersion=seq)
-            txn.put(record["topic"].encode(), msgpack.packb(config), db=self.db)
+            updated = TopicUpdated.from_record(record)
+            config = dict(updated.config, dataVersion=seq)
+            txn.put(updated.topic.encode(), msgpack.packb(config), db=self.db)
         elif kind == TOPIC_PERM_CHANGED:
-            current = self.get(txn, record["topic"])
+            changed = TopicPermChanged.from_record(record)
+            current = self.get(txn, changed.topic)
             if current is not None:
-                current.update(perm=record["perm"], dataVersion=seq)
-                txn.put(record["topic"].encode(), msgpack.packb(current), db=self.db)
+                current.update(perm=changed.perm, dataVersion=seq)
+                txn.put(changed.topic.encode(), msgpack.packb(current), db=self.db)
         elif kind == TOPIC_DELETED:
-            txn.delete(record["topic"].encode(), db=self.db)
+            txn.delete(TopicDeleted.from_record(record).topic.encode(), db=self.db)
 
     def get(self, txn: lmdb.Transaction[bytes], topic: str) -> dict[str, Any] | None:
         key = topic.encode()

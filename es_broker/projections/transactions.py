@@ -25,7 +25,12 @@ import lmdb
 import msgpack
 
 from es_broker.log import Record
-from es_broker.log.types import RecordType
+from es_broker.log.types import (
+    MessagesStoredRecord,
+    RecordType,
+    TransactionChecked,
+    TransactionEnded,
+)
 from es_broker.projections.keys import I64
 
 MESSAGES_STORED = RecordType.MESSAGES_STORED
@@ -60,19 +65,20 @@ class TransactionProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == MESSAGES_STORED:
-            tx = record.get("transaction")
+            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            tx = stored.get("transaction")
             if tx is None:
                 return
             if tx["state"] == PREPARED:
-                phy, _, _ = record["units"][0]
+                phy, _, _ = stored["units"][0]
                 entry = {
                     "producer_group": tx["producer_group"],
                     "topic": tx["real_topic"],
                     "queue_id": tx["real_queue_id"],
-                    "half_queue_offset": record["queue_offset"],
+                    "half_queue_offset": stored["queue_offset"],
                     "transaction_id": tx["transaction_id"],
                     "born_ts": tx["born_ts"],
-                    "store_ts": record["ts"],
+                    "store_ts": stored["ts"],
                     "immunity_s": tx.get("immunity_s"),
                     "checks": 0,
                     "last_check_ts": None,
@@ -82,15 +88,17 @@ class TransactionProjection:
             else:  # committed, or discarded into TRANS_CHECK_MAX_TIME_TOPIC
                 self._end(txn, tx["prepared_phy"], tx["state"])
         elif kind == TRANSACTION_CHECKED:
-            key = I64.pack(record["prepared_phy"])
+            checked = TransactionChecked.from_record(record)
+            key = I64.pack(checked.prepared_phy)
             raw = txn.get(key, db=self.open_db)
             if raw is not None:
                 entry = _unpack(raw)
-                entry["checks"] = record["attempt"]
+                entry["checks"] = checked.attempt
                 entry["last_check_ts"] = record["ts"]
                 txn.put(key, _pack(entry), db=self.open_db)
         elif kind == TRANSACTION_ENDED:
-            self._end(txn, record["prepared_phy"], record["state"])
+            ended = TransactionEnded.from_record(record)
+            self._end(txn, ended.prepared_phy, ended.state)
 
     def _end(self, txn: lmdb.Transaction[bytes], phy: int, state: str) -> None:
         key = I64.pack(phy)

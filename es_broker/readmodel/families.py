@@ -25,7 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from es_broker.log import Record
-from es_broker.log.types import RecordType
+from es_broker.log.types import (
+    MessagesDeliveredRecord,
+    MessagesStoredRecord,
+    OffsetCommittedRecord,
+    RecordType,
+)
 
 COMMON = (
     ("seq", "long"),
@@ -349,15 +354,16 @@ def offset_changes(record: Record) -> list[OffsetChange]:
     """The offset-table changes a record makes, as OffsetTableProjection applies them."""
     kind = record["type"]
     if kind == RecordType.OFFSET_COMMITTED:
+        committed: OffsetCommittedRecord = record  # type: ignore[assignment]
         return [
             OffsetChange(
-                record["group"],
-                record["topic"],
-                record["queue_id"],
-                record["old"],
-                record["offset"],
-                record["cause"],
-                record.get("requester", ""),
+                committed["group"],
+                committed["topic"],
+                committed["queue_id"],
+                committed["old"],
+                committed["offset"],
+                committed["cause"],
+                committed.get("requester", ""),
             )
         ]
     if kind == RecordType.RESET_REQUESTED and record.get("mode") == "server_side":
@@ -492,17 +498,18 @@ def _groups(record: Record) -> list[dict]:
 
 
 def _messages(record: Record) -> list[dict]:
-    units = record["units"]
+    stored: MessagesStoredRecord = record  # type: ignore[assignment]
+    units = stored["units"]
     return [
         {
-            "topic": record["topic"],
-            "queue_id": record["queue_id"],
-            "queue_offset": record["queue_offset"],
+            "topic": stored["topic"],
+            "queue_id": stored["queue_id"],
+            "queue_offset": stored["queue_offset"],
             "count": len(units),
             "size": sum(u[1] for u in units),
             "first_physical_offset": units[0][0] if units else None,
-            "producer_group": record.get("producer_group"),
-            "requester": record.get("requester"),
+            "producer_group": stored.get("producer_group"),
+            "requester": stored.get("requester"),
             "extra": _extra(
                 record,
                 {"topic", "queue_id", "queue_offset", "units", "producer_group", "requester"},
@@ -512,16 +519,17 @@ def _messages(record: Record) -> list[dict]:
 
 
 def _deliveries(record: Record) -> list[dict]:
-    delivered = list(record.get("offsets") or ())
+    view: MessagesDeliveredRecord = record  # type: ignore[assignment]
+    delivered = list(view.get("offsets") or ())
     return [
         {
-            "group": record.get("group"),
-            "topic": record.get("topic"),
-            "queue_id": record.get("queue_id"),
-            "offset": record.get("offset"),
-            "next_offset": record.get("next_offset"),
+            "group": view.get("group"),
+            "topic": view.get("topic"),
+            "queue_id": view.get("queue_id"),
+            "offset": view.get("offset"),
+            "next_offset": view.get("next_offset"),
             "count": len(delivered),
-            "client": record.get("client"),
+            "client": view.get("client"),
             "offsets": delivered,
             "extra": _extra(
                 record, {"group", "topic", "queue_id", "offset", "next_offset", "client", "offsets"}
