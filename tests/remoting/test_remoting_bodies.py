@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from es_broker.remoting import (
@@ -397,7 +399,11 @@ def test_consumer_and_producer_connection_bodies_round_trip() -> None:
 
 
 def _all_beans() -> list[type[Bean]]:
-    return sorted(Bean.__subclasses__(), key=lambda cls: cls.__name__)
+    """Every fastjson body class (the bases of other families, such as PythonJsonBean, are no body)."""
+    return sorted(
+        (cls for cls in Bean.__subclasses__() if dataclasses.is_dataclass(cls)),
+        key=lambda cls: cls.__name__,
+    )
 
 
 @pytest.mark.parametrize("cls", _all_beans(), ids=lambda cls: cls.__name__)

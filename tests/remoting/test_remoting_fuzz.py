@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from typing import Any
@@ -204,7 +205,15 @@ def test_fastjson_loads_only_returns_values_or_raises_body_decode_error(text: st
 
 
 @FUZZ
-@given(st.sampled_from(sorted(Bean.__subclasses__(), key=lambda c: c.__name__)), json_values)
+@given(
+    st.sampled_from(
+        sorted(
+            (c for c in Bean.__subclasses__() if dataclasses.is_dataclass(c)),
+            key=lambda c: c.__name__,
+        )
+    ),
+    json_values,
+)
 def test_bodies_decode_any_json_to_a_body_or_body_decode_error(cls: type[Bean], value: Any) -> None:
     try:
         decoded = cls.from_json(value)
