@@ -32,6 +32,7 @@ from es_broker.commands import (
     transaction,
 )
 from es_broker.commands.errors import (
+    BrokerError,
     GroupNotExist,
     IllegalRequest,
     NoPermission,
@@ -168,23 +169,25 @@ class Broker:
     def close(self) -> None:
         self.store.close()
 
+    def _refusal(self, exc: StoreFullError | RecordOutOfRange) -> BrokerError:
+        """A job the writer could not append, as the refusal a client gets."""
+        if isinstance(exc, StoreFullError):  # a full disk: SERVICE_NOT_AVAILABLE (B-150)
+            return self.disk_full_refusal()
+        return IllegalRequest(str(exc))  # nothing was appended: a refusal, not a failure (B-138)
+
     async def submit(self, job: Callable[[AppendContext], T]) -> T:
         """Run a job in the next group commit; a full disk refuses it with SERVICE_NOT_AVAILABLE (B-150)."""
         try:
             return await self.writer.submit(job)
-        except StoreFullError:
-            raise self.disk_full_refusal() from None
-        except RecordOutOfRange as exc:  # nothing was appended: a refusal, not a failure (B-138)
-            raise IllegalRequest(str(exc)) from None
+        except (StoreFullError, RecordOutOfRange) as exc:
+            raise self._refusal(exc) from None
 
     async def outcome(self, queued: Queued[T]) -> T:
         """The result of a job enqueued with the writer, refused as `submit` refuses."""
         try:
             return await self.writer.outcome(queued)
-        except StoreFullError:
-            raise self.disk_full_refusal() from None
-        except RecordOutOfRange as exc:
-            raise IllegalRequest(str(exc)) from None
+        except (StoreFullError, RecordOutOfRange) as exc:
+            raise self._refusal(exc) from None
 
     @property
     def disk_full(self) -> bool:
@@ -248,19 +251,17 @@ class Broker:
         A message with DELAY > 0 is parked in SCHEDULE_TOPIC_XXXX (B-96); a send to
         `%RETRY%G` past max_reconsume_times goes to `%DLQ%G` (B-95).
         """
-        prepared = messages.prepare_put(
-            self.store,
+        job = self._put_job(
             topic,
             queue_id,
             batch,
-            producer_group=producer_group,
-            default_topic=default_topic,
-            default_topic_queue_nums=default_topic_queue_nums,
-            max_reconsume_times=max_reconsume_times,
+            requester,
+            producer_group,
+            default_topic,
+            default_topic_queue_nums,
+            max_reconsume_times,
         )
-        return self._put_stored(
-            await self.submit(messages.put_job(self.store, prepared, requester))
-        )
+        return self._put_stored(await self.submit(job))
 
     def enqueue_put(
         self,
@@ -282,6 +283,30 @@ class Broker:
         or, given `then`, the writer calls it at the commit (`put_done` reads
         the result there).
         """
+        job = self._put_job(
+            topic,
+            queue_id,
+            batch,
+            requester,
+            producer_group,
+            default_topic,
+            default_topic_queue_nums,
+            max_reconsume_times,
+        )
+        return self.writer.enqueue(job, then)
+
+    def _put_job(
+        self,
+        topic: str,
+        queue_id: int,
+        batch: list[MessageIn],
+        requester: str,
+        producer_group: str,
+        default_topic: str | None,
+        default_topic_queue_nums: int,
+        max_reconsume_times: int | None,
+    ) -> Callable[[AppendContext], PutResult]:
+        """The checks of a put (raised here, before anything is queued) and its writer job."""
         prepared = messages.prepare_put(
             self.store,
             topic,
@@ -292,7 +317,7 @@ class Broker:
             default_topic_queue_nums=default_topic_queue_nums,
             max_reconsume_times=max_reconsume_times,
         )
-        return self.writer.enqueue(messages.put_job(self.store, prepared, requester), then)
+        return messages.put_job(self.store, prepared, requester)
 
     async def put_result(self, queued: Queued[PutResult]) -> PutResult:
         """What `put_messages` returns, for a put queued with `enqueue_put`."""
@@ -302,10 +327,8 @@ class Broker:
         """`put_result` of a put whose commit is done (in its `then`), refused as `submit` refuses."""
         try:
             result = queued.result()
-        except StoreFullError:
-            raise self.disk_full_refusal() from None
-        except RecordOutOfRange as exc:
-            raise IllegalRequest(str(exc)) from None
+        except (StoreFullError, RecordOutOfRange) as exc:
+            raise self._refusal(exc) from None
         return self._put_stored(result)
 
     def _put_stored(self, result: PutResult) -> PutResult:
