@@ -10,7 +10,7 @@ query of its state) the test polls under a deadline.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -36,6 +36,7 @@ from es_broker.client import (
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.consumer_base import GroupConsumer
 from tests.process_fixtures import ServedBroker, serve
+from tests.waiting import poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -111,14 +112,6 @@ class Collector:
         await self.signal.wait_for(lambda: len(self.received) >= n)
 
 
-async def poll_until(what: str, check: Callable[[], Awaitable[bool]]) -> None:
-    """Ask until `check` holds: the broker's state has no event to wait on."""
-    with anyio.fail_after(TIMEOUT):
-        while not await check():
-            await anyio.sleep(0.1)
-    assert what
-
-
 async def topic_ready(served: ServedBroker, topic: str, queues: int = 4) -> None:
     """Create the topic (admin API) and wait until the name server routes it as created."""
     async with Admin.open(served.namesrv) as admin:
@@ -131,7 +124,7 @@ async def topic_ready(served: ServedBroker, topic: str, queues: int = 4) -> None
                 return False
             return [q.write_queue_nums for q in route.queue_datas] == [queues]
 
-        await poll_until(f"route of {topic}", routed)
+        await poll_until(routed, TIMEOUT, f"route of {topic}")
 
 
 async def produce(served: ServedBroker, topic: str, bodies: list[bytes], **kw: Any) -> None:
@@ -309,7 +302,7 @@ async def test_b282_a_running_consumer_applies_a_reset_by_time_the_broker_pushes
                 return len(rows) == 4 and all(q.diff == 0 for q in rows)
 
             # the broker resets a group only once it has the group's offsets of every queue
-            await poll_until("offsets committed", committed)
+            await poll_until(committed, TIMEOUT, "offsets committed")
             result = await admin.reset_offset_by_time("RG", "T", 0, force=True)
         assert result["path"] == "broker"  # online: RESET_CONSUMER_CLIENT_OFFSET to the client
         await collector.wait_count(12)
@@ -378,7 +371,7 @@ async def test_b285_admin_api_creates_topics_and_reports_progress(
         async def listed() -> bool:
             return "AdminT" in await admin.topic_list()
 
-        await poll_until("topic listed", listed)
+        await poll_until(listed, TIMEOUT, "topic listed")
         assert await admin.topic_brokers("AdminT")
     await produce(quick_served, "AdminT", [b"x", b"y"], queue_selector=by_hash("one key"))
     collector = Collector()
@@ -398,7 +391,7 @@ async def test_b285_admin_api_creates_topics_and_reports_progress(
                 rows = [q for q in await admin.consumer_progress("AG") if q.topic == "AdminT"]
                 return len(rows) == 3 and sum(q.consumer_offset for q in rows) == 2
 
-            await poll_until("progress", caught_up)
+            await poll_until(caught_up, TIMEOUT, "progress")
             rows = [q for q in await admin.consumer_progress("AG") if q.topic == "AdminT"]
     assert sum(q.broker_offset for q in rows) == 2
     assert all(q.diff == 0 for q in rows)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import trio
+import anyio
 
 T = TypeVar("T")
 INTERVAL = 0.02
@@ -24,14 +24,14 @@ async def poll_until(
     check: Callable[[], Any | Awaitable[Any]], timeout: float = 30.0, what: str = "condition"
 ) -> Any:
     """Return the first truthy result of check() (sync or async), re-asked until timeout."""
-    with trio.move_on_after(timeout):
+    with anyio.move_on_after(timeout):  # under trio or asyncio
         while True:
             result = check()
             if inspect.isawaitable(result):
                 result = await result
             if result:
                 return result
-            await trio.sleep(INTERVAL)
+            await anyio.sleep(INTERVAL)
     raise AssertionError(f"{what}: not reached within {timeout} s")
 
 
