@@ -85,6 +85,22 @@ def test_serve_restarts_a_follower_child_that_dies(tmp_path):
     assert served.process.returncode == 0
 
 
+def test_the_follower_child_yields_the_cpu_to_the_broker(tmp_path):
+    """B-311: the read-model child runs at a lower priority than the broker that started it."""
+    with serve(tmp_path / "data") as served:
+        (child,) = poll_until_sync(lambda: children(served.process.pid), 30, "the follower child")
+        broker_nice = os.getpriority(os.PRIO_PROCESS, served.process.pid)
+        if broker_nice >= 19:
+            pytest.skip("the broker already runs at the lowest priority")
+        # the child lowers its own priority as its first step: wait until it has
+        poll_until_sync(
+            lambda: os.getpriority(os.PRIO_PROCESS, child) != broker_nice,
+            30,
+            "the follower child's priority lowered",
+        )
+        assert os.getpriority(os.PRIO_PROCESS, child) == min(19, broker_nice + 10)
+
+
 def test_stopping_serve_stops_its_follower_child(tmp_path):
     with serve(tmp_path / "data") as served:
         (child,) = poll_until_sync(lambda: children(served.process.pid), 30, "the follower child")

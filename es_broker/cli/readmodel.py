@@ -66,6 +66,7 @@ def _cmd_readmodel_follow(args: argparse.Namespace) -> int:
         _readmodel_source(args),
         parent=args.exit_with_parent,
         batch=args.batch,
+        nice=args.nice,
     )
 
 
@@ -249,6 +250,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--broker-role", help="the role rows are stamped with (default: broker.conf's)")
     r.add_argument("--batch", type=int, default=2000, help="records per SQL transaction")
     r.add_argument("--exit-with-parent", type=int, metavar="PID", help="end when process PID ends")
+    r.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        metavar="N",
+        help="lower the follower's scheduling priority by N first (serve passes 10), "
+        "so a busy broker's requests win the CPU",
+    )
     r.add_argument("-v", "--verbose", action="store_true")
     r.set_defaults(func=_cmd_readmodel_follow)
     r = rsub.add_parser(

@@ -121,11 +121,22 @@ def open_log(data_dir: str | Path, stop: Stop) -> RecordLog | None:
 
 
 def run(
-    data_dir: str, url: str, source: Source, *, parent: int | None = None, batch: int | None = None
+    data_dir: str,
+    url: str,
+    source: Source,
+    *,
+    parent: int | None = None,
+    batch: int | None = None,
+    nice: int = 0,
 ) -> int:
     """Follow the log of `data_dir` into `url` until stopped; the exit status."""
     from es_broker.readmodel.follower import BATCH, follow_log
 
+    if nice > 0:
+        try:
+            os.nice(nice)
+        except OSError as exc:  # a priority only: the follower works the same without it
+            logger.warning("read-model follower: priority not lowered by %d: %s", nice, exc)
     stop = Stop(parent)
     stop.install()
     if parent is not None:
