@@ -10,7 +10,10 @@ with up to `--window` batches in flight (what a fast client does: batch sends
 on es-broker, pipelined XADDs on Redis), then read back in reads of 32
 (PULL_MESSAGE maxMsgNums=32, each committing the offset read so far / XREADGROUP COUNT 32 with an
 XACK of the previous read in the same pipeline), then `--sync` synchronous single sends (one
-request, wait for the answer) for p50/p99 latency.
+request, wait for the answer) for p50/p99 latency: from the async client
+(`RemotingClient`), then the same count from a blocking socket
+(`es_broker.client.blocking`, what `SyncProducer` uses), which is how redis-py
+talks to Redis, so the "blocking" rows are the like-for-like ones.
 
 The broker runs as `es-broker serve` does by default, read model on (its
 follower is a child process). The CPU seconds the broker process and its
@@ -51,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from es_broker.acl.signing import Credentials  # noqa: E402
+from es_broker.client.blocking import BlockingRemoting  # noqa: E402
 from es_broker.client.remoting_client import RemotingClient  # noqa: E402
 from es_broker.client.tls import TlsClientSettings  # noqa: E402
 from es_broker.log.hops import format_table  # noqa: E402
@@ -217,6 +221,39 @@ async def es_sync_latency(addr: str, count: int) -> list[float]:
             out.append(time.perf_counter() - t)
             assert r.code == 0
         nursery.cancel_scope.cancel()
+    return out
+
+
+def es_sync_latency_blocking(addr: str, count: int) -> list[float]:
+    """The same sends from a blocking socket (`es_broker.client.blocking`), as redis-py sends to Redis."""
+    props = encode_properties({"TAGS": "A"}).decode()
+    client = BlockingRemoting(credentials=CREDENTIALS, tls=CLIENT_TLS)
+    out = []
+    try:
+        for i in range(count):
+            t = time.perf_counter()
+            r = client.invoke(
+                addr,
+                request(
+                    RequestCode.SEND_MESSAGE_V2,
+                    {
+                        "a": "BENCH",
+                        "b": "Sync",
+                        "c": "TBW102",
+                        "d": 4,
+                        "e": i % QUEUES,
+                        "f": 0,
+                        "g": 0,
+                        "h": 0,
+                        "i": props,
+                    },
+                    BODY,
+                ),
+            )
+            out.append(time.perf_counter() - t)
+            assert r.code == 0
+    finally:
+        client.close()
     return out
 
 
@@ -389,14 +426,17 @@ def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, fl
     produce = trio.run(es_produce, broker.broker, n, batch, window)
     consume = trio.run(es_consume, broker.broker, n // batch * batch)
     latencies = trio.run(es_sync_latency, broker.broker, sync)
+    blocking = es_sync_latency_blocking(broker.broker, sync)
     floor = trio.run(es_floor_latency, broker.broker, sync)
     cpu, child = cpu_seconds(pid) - cpu0, sum(cpu_seconds(c) for c in children) - child0
-    requests = n // batch + REQUESTS["pull"] + 2 * sync
+    requests = n // batch + REQUESTS["pull"] + 3 * sync
     return {
         "produce": produce,
         "consume": consume,
         "p50": percentile(latencies, 0.5),
         "p99": percentile(latencies, 0.99),
+        "blocking p50": percentile(blocking, 0.5),
+        "blocking p99": percentile(blocking, 0.99),
         "floor p50": percentile(floor, 0.5),
         "floor p99": percentile(floor, 0.99),
         "cpu": cpu,
@@ -573,6 +613,8 @@ def main() -> None:
         print(f"{'consume, reads of 32 (msg/s)':28s}{es['consume']:14,.0f}")
         for p in ("p50", "p99"):
             print(f"{'sync send ' + p + ' (ms)':28s}{es[p] * 1000:14.3f}")
+        for p in ("p50", "p99"):
+            print(f"{'sync ' + p + ', blocking (ms)':28s}{es['blocking ' + p] * 1000:14.3f}")
         return
     rd = run_redis(
         args.messages, args.batch, args.sync, "always" if args.sync_flush else "everysec"
@@ -588,6 +630,12 @@ def main() -> None:
     for p in ("p50", "p99"):
         print(
             f"{'sync send ' + p + ' (ms)':28s}{es[p] * 1000:14.3f}{rd[p] * 1000:16.3f}{es[p] / rd[p]:8.2f}"
+        )
+    # like for like: a blocking socket on both sides (redis-py is one)
+    for p in ("p50", "p99"):
+        b = es["blocking " + p]
+        print(
+            f"{'sync ' + p + ', blocking (ms)':28s}{b * 1000:14.3f}{rd[p] * 1000:16.3f}{b / rd[p]:8.2f}"
         )
 
 

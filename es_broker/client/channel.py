@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import math
 import os
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import anyio
@@ -202,14 +203,19 @@ class Channel:
             lock.release()
 
     async def receive(
-        self, *, idle_timeout: float = math.inf, read_timeout: float = math.inf
+        self,
+        *,
+        idle_timeout: float = math.inf,
+        read_timeout: float = math.inf,
+        before_wait: Callable[[], None] | None = None,
     ) -> RemotingCommand | None:
         """The next command from the peer; None at a clean end of stream.
 
         Waits at most `idle_timeout` seconds for a frame to begin and, once
         part of one is buffered, `read_timeout` seconds for each further read
         (`ReceiveTimeout`). With a budget, a read that does not fit in it is
-        not buffered (`PartialFramesOverCap`).
+        not buffered (`PartialFramesOverCap`). `before_wait` is called each
+        time every buffered frame is decoded and the stream is to be read.
         """
         idle_deadline = anyio.current_time() + idle_timeout
         while True:
@@ -227,6 +233,8 @@ class Channel:
             if self._head:
                 data, self._head = self._head, b""
             else:
+                if before_wait is not None:
+                    before_wait()
                 with anyio.CancelScope(deadline=deadline):
                     try:
                         data = await self.stream.receive_some(READ_SIZE)

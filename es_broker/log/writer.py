@@ -18,8 +18,8 @@ is appended first in that same transaction.
 from __future__ import annotations
 
 import logging
-import math
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -124,7 +124,9 @@ class GroupCommitWriter:
         self.max_batch = max_batch
         self.inline = not log.sync_on_commit
         self.flush_interval = flush_interval_ms / 1000
-        self._send, self._recv = trio.open_memory_channel[Queued[Any]](math.inf)
+        self._queue: deque[Queued[Any]] = deque()
+        self._wake = trio.lowlevel.ParkingLot()  # the writer task, parked while the queue is empty
+        self._closed = False
         self._committed = trio.Event()
         self.batches = 0
         self.jobs = 0
@@ -173,15 +175,40 @@ class GroupCommitWriter:
         these calls, so a caller that enqueues as frames are decoded keeps
         their arrival order by itself.
         """
+        if self._closed:
+            raise WriterClosed("the broker is shutting down")
         pending: Queued[T] = Queued(job, then)
-        try:
-            self._send.send_nowait(pending)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            raise WriterClosed("the broker is shutting down") from None
+        self._push(pending)
         if hops.ON:
             pending.trace = hops.current()
             hops.mark(hops.SUBMITTED)
         return pending
+
+    def _push(self, pending: Queued[Any]) -> None:
+        self._queue.append(pending)
+        if self._wake:
+            self._wake.unpark()
+
+    def _take(self) -> list[Queued[Any]]:
+        queue = self._queue
+        if len(queue) <= self.max_batch:
+            batch = list(queue)
+            queue.clear()
+            return batch
+        return [queue.popleft() for _ in range(self.max_batch)]
+
+    def commit_waiting(self) -> None:
+        """Commit the queued jobs now, in the caller, when the writer commits on the trio thread.
+
+        For a read loop about to wait for its socket: the jobs its frames
+        queued (and any other connection's queued before them) are committed
+        and answered without waiting for the writer task's turn, which saves
+        a scheduler pass per request. With SYNC_FLUSH (the commit runs in a
+        thread) it does nothing: the writer task commits. Jobs are committed
+        in the order queued either way, one batch of at most `max_batch`.
+        """
+        if self.inline and self._queue:
+            self._commit_now(self._take())
 
     async def outcome(self, queued: Queued[T]) -> T:
         """The result of an enqueued job once its group commit is done (or its error, raised)."""
@@ -204,24 +231,61 @@ class GroupCommitWriter:
                 nursery.start_soon(self._flush_ticks)
             nursery.start_soon(self._probe_ticks)
             task_status.started()
-            async for first in self._recv:
-                batch = [first]
-                while len(batch) < self.max_batch:
-                    try:
-                        batch.append(self._recv.receive_nowait())
-                    except trio.WouldBlock:
-                        break
-                await self._commit(batch)
+            while True:
+                if not self._queue:
+                    if self._closed:
+                        return
+                    await self._wake.park()
+                    continue
+                batch = self._take()
+                if self.inline:
+                    self._commit_now(batch)
+                else:
+                    await self._commit_in_thread(batch)
+                # the woken callers and the readers run between batches
+                await trio.lowlevel.checkpoint()
 
-    async def _commit(self, batch: list[Queued[Any]]) -> None:
+    def _refused_fast(self, batch: list[Queued[Any]]) -> list[tuple[bool, Any]] | None:
+        """While the disk is full and no probe is due: every job refused without a write."""
+        if self.disk_full_error is not None and time.monotonic() < self._next_probe:
+            self.refused_while_full += _requests(batch)
+            return [(False, self.disk_full_error)] * len(batch)
+        return None
+
+    def _commit_now(self, batch: list[Queued[Any]]) -> None:
         if hops.ON:
             _stamp(batch, hops.PICKED)
-        if self.disk_full_error is not None and time.monotonic() < self._next_probe:
-            # refused fast: no write is tried until the next probe
-            self.refused_while_full += _requests(batch)
-            outcomes: list[tuple[bool, Any]] = [(False, self.disk_full_error)] * len(batch)
-        else:
-            outcomes = await self._write(batch)
+        outcomes = self._refused_fast(batch)
+        if outcomes is None:
+            jobs, kept_aside = self._jobs(batch)
+            before = self.log.last_seq
+            try:
+                written = self.log.write_batch(jobs)
+            except Exception as exc:
+                outcomes = self._not_written(batch, kept_aside, exc)
+            else:
+                outcomes = self._written(written, kept_aside, before)
+        self._complete(batch, outcomes)
+
+    async def _commit_in_thread(self, batch: list[Queued[Any]]) -> None:
+        if hops.ON:
+            _stamp(batch, hops.PICKED)
+        outcomes = self._refused_fast(batch)
+        if outcomes is None:
+            jobs, kept_aside = self._jobs(batch)
+            before = self.log.last_seq
+            try:
+                # shielded: once handed to the thread the batch completes, so no caller is left hanging
+                with trio.CancelScope(shield=True):
+                    written = await trio.to_thread.run_sync(self.log.write_batch, jobs)
+            except Exception as exc:
+                outcomes = self._not_written(batch, kept_aside, exc)
+            else:
+                outcomes = self._written(written, kept_aside, before)
+        self._complete(batch, outcomes)
+
+    def _complete(self, batch: list[Queued[Any]], outcomes: list[tuple[bool, Any]]) -> None:
+        """Hand each job its outcome: wake its waiter, or call its `then`."""
         if hops.ON:
             _stamp(batch, hops.COMMITTED)
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
@@ -237,34 +301,35 @@ class GroupCommitWriter:
         self.jobs += len(batch)
         self._committed.set()
         self._committed = trio.Event()
-        # no checkpoint here: the loop's next receive yields before it hands out another batch
-        # (trio's MemoryReceiveChannel.receive checkpoints even when a job is waiting), so the
-        # woken callers and the readers run between batches without a second scheduler pass
 
-    async def _write(self, batch: list[Queued[Any]]) -> list[tuple[bool, Any]]:
-        probing = self.disk_full_error is not None
+    def _jobs(
+        self, batch: list[Queued[Any]]
+    ) -> tuple[list[Callable[[AppendContext], Any]], Callable[[AppendContext], Any] | None]:
+        """The batch's jobs, after the records kept aside while the disk was full when probing."""
         jobs = [p.job for p in batch]
+        probing = self.disk_full_error is not None
         kept_aside = self.resume.take() if probing and self.resume is not None else None
         if kept_aside is not None:
             jobs.insert(0, kept_aside)  # recorded before anything new
-        before = self.log.last_seq
-        try:
-            if self.inline:
-                outcomes = self.log.write_batch(jobs)
-            else:
-                # shielded: once handed to the thread the batch completes, so no caller is left hanging
-                with trio.CancelScope(shield=True):
-                    outcomes = await trio.to_thread.run_sync(self.log.write_batch, jobs)
-        except StoreFullError as exc:
-            if kept_aside is not None and self.resume is not None:
-                self.resume.refused()
+        return jobs, kept_aside
+
+    def _not_written(
+        self, batch: list[Queued[Any]], kept_aside: object, exc: Exception
+    ) -> list[tuple[bool, Any]]:
+        """The whole batch refused: a full disk (that state entered), or a corrupt log."""
+        if kept_aside is not None and self.resume is not None:
+            self.resume.refused()
+        if isinstance(exc, StoreFullError):
             self._enter_disk_full(exc)
             self.refused_while_full += _requests(batch)
             return [(False, self.disk_full_error)] * len(batch)
-        except Exception as exc:  # the whole batch was refused (corrupt log)
-            if kept_aside is not None and self.resume is not None:
-                self.resume.refused()
-            return [(False, exc)] * len(batch)
+        return [(False, exc)] * len(batch)
+
+    def _written(
+        self, outcomes: list[tuple[bool, Any]], kept_aside: object, before: int
+    ) -> list[tuple[bool, Any]]:
+        """The jobs' outcomes of a committed batch; a probe that appended ends the disk-full state."""
+        probing = self.disk_full_error is not None
         if kept_aside is not None and self.resume is not None:
             ok, value = outcomes.pop(0)
             if not ok:  # not the disk: a fault of its own, which a retry would only repeat
@@ -309,10 +374,9 @@ class GroupCommitWriter:
         while True:
             await trio.sleep(self.probe_interval)
             if self.disk_full and self.resume is not None and self.resume.pending():
-                try:
-                    self._send.send_nowait(Queued(_nothing))
-                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                if self._closed:
                     return
+                self._push(Queued(_nothing))
 
     async def _flush_ticks(self) -> None:
         while True:
@@ -323,4 +387,6 @@ class GroupCommitWriter:
                 self._enter_disk_full(exc)
 
     def close(self) -> None:
-        self._send.close()
+        """Refuse new jobs; the writer task ends once it has committed those already queued."""
+        self._closed = True
+        self._wake.unpark_all()

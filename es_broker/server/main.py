@@ -136,6 +136,7 @@ class BrokerServer:
             limits=EdgeLimits.of(config),
             guard=access,
             starts=starts,
+            before_wait=self.broker.writer.commit_waiting,
         )
         self._register_now = trio.Event()
         # registrations asked for and done, so an admin change can wait until the name server has it

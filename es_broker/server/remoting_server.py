@@ -112,8 +112,12 @@ class RemotingServer:
         limits: EdgeLimits | None = None,
         guard: AccessGuard | None = None,
         starts: dict[int, Start] | None = None,
+        before_wait: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
+        # called by a read loop that has handled every frame it read, before it reads again (the
+        # broker commits the writes those frames queued then, without waiting for its writer task)
+        self.before_wait = before_wait
         self.guard = guard  # ACL (es_broker/acl/access.py); None when aclEnable is off
         self.handlers = handlers
         # codes whose handler's first part runs in the read loop (sends: the job is queued in arrival
@@ -237,7 +241,9 @@ class RemotingServer:
             while True:
                 try:
                     command = await channel.receive(
-                        idle_timeout=limits.idle_timeout, read_timeout=limits.read_timeout
+                        idle_timeout=limits.idle_timeout,
+                        read_timeout=limits.read_timeout,
+                        before_wait=self.before_wait,
                     )
                 except (ProtocolError, PartialFramesOverCap) as exc:
                     log.warning("%s: closing %s: %s", self.name, channel.remote_addr, exc)
