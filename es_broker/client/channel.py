@@ -33,6 +33,12 @@ def next_opaque() -> int:
     return next(_opaques) & 0x7FFFFFFF
 
 
+class HasFileno(Protocol):
+    """A socket's descriptor: what `Channel.write_now` writes to."""
+
+    def fileno(self) -> int: ...
+
+
 class ChannelClosed(Exception):
     """The peer went away."""
 
@@ -134,7 +140,7 @@ class Channel:
         max_frame: int | None = None,
         budget: PartialFrameBudget | None = None,
         head: bytes = b"",
-        socket: trio.socket.SocketType | None = None,
+        socket: HasFileno | None = None,
     ) -> None:
         """`head`: bytes already read from `stream` (a listener's peek), received before the stream's own;
         `socket`: the plain TCP socket `stream` writes to (not TLS), which `write_now` may write to
@@ -160,7 +166,12 @@ class Channel:
         return f"{self.remote[0]}:{self.remote[1]}"
 
     async def send(self, command: RemotingCommand) -> None:
-        await self.write(self.conn.send(command))
+        data = self.conn.send(command)
+        # a plain socket nobody is writing to takes the frame at once, without the stream layers
+        if not self.write_now(data):
+            await self.write(data)
+        elif self._unsent:  # the socket took part of it: the rest now, before anything else
+            await self.write(b"")
 
     def write_now(self, data: bytes) -> bool:
         """Write encoded frames without waiting, if no write is under way: True if the channel took them
@@ -235,11 +246,17 @@ class Channel:
             else:
                 if before_wait is not None:
                     before_wait()
-                with anyio.CancelScope(deadline=deadline):
+                if deadline == math.inf:  # no timeout: no cancel scope to enter and leave per read
                     try:
                         data = await self.stream.receive_some(READ_SIZE)
                     except STREAM_GONE:
                         data = b""
+                else:
+                    with anyio.CancelScope(deadline=deadline):
+                        try:
+                            data = await self.stream.receive_some(READ_SIZE)
+                        except STREAM_GONE:
+                            data = b""
             if data is None:
                 raise ReceiveTimeout(
                     bool(buffered), buffered, read_timeout if buffered else idle_timeout

@@ -115,9 +115,12 @@ class RemotingClient:
             except OSError as exc:
                 raise RemotingError(f"connect to {addr} failed: {exc}") from None
             stream: anyio.abc.ByteStream = tcp
+            raw = None
             if self._tls_context is not None:
                 stream = await self._handshake(addr, host, tcp)
-            channel = Channel(AnyioStream(stream))
+            else:  # plain TCP: requests are written to the socket directly when nothing else is
+                raw = tcp.extra(anyio.abc.SocketAttribute.raw_socket)
+            channel = Channel(AnyioStream(stream), socket=raw)
             self._channels[addr] = channel
             self._nursery.start_soon(self._read_loop, addr, channel)
             return channel
