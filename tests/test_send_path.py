@@ -41,6 +41,40 @@ async def test_outcome_raises_the_jobs_own_error(tmp_path):
         nursery.cancel_scope.cancel()
 
 
+def test_a_read_loop_about_to_wait_commits_what_is_queued_in_order_without_the_writer_task(
+    tmp_path,
+):
+    log = RecordLog(tmp_path)
+    writer = GroupCommitWriter(log, max_batch=8)
+    answered = []
+    for i in range(10):
+        writer.enqueue(append_job(i), then=lambda q: answered.append(q.result()))
+    writer.commit_waiting()  # the read loop's hook: one batch of at most max_batch, answered at once
+    assert answered == list(range(1, 9))
+    assert writer.batches == 1
+    writer.commit_waiting()
+    assert answered == list(range(1, 11))
+    assert [r["value"] for _, r in log.read()] == list(range(10))
+    writer.commit_waiting()  # nothing queued: nothing written
+    assert writer.batches == 2
+
+
+def test_with_sync_flush_the_writer_task_commits_not_the_read_loop(tmp_path):
+    log = RecordLog(tmp_path, sync=True)
+    writer = GroupCommitWriter(log)
+    queued = writer.enqueue(append_job(0))
+    writer.commit_waiting()  # the fsync belongs in the writer's thread, never on the read loop
+    assert writer.batches == 0 and log.last_seq == 0
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(writer.run)
+            assert await writer.outcome(queued) == 1
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
 def test_enqueue_on_a_closed_writer_is_refused(tmp_path):
     writer = GroupCommitWriter(RecordLog(tmp_path))
     writer.close()
