@@ -59,7 +59,7 @@ from es_broker.client.remoting_client import RemotingClient  # noqa: E402
 from es_broker.client.tls import TlsClientSettings  # noqa: E402
 from es_broker.log.hops import format_table  # noqa: E402
 from es_broker.remoting.codes import RequestCode  # noqa: E402
-from es_broker.remoting.command import request  # noqa: E402
+from es_broker.remoting.command import RemotingCommand, request  # noqa: E402
 from es_broker.remoting.message import decode_all, encode_properties  # noqa: E402
 from tests.process_fixtures import serve  # noqa: E402
 
@@ -193,6 +193,13 @@ async def es_consume(addr: str, n: int) -> float:
     return got / elapsed
 
 
+def sync_send(i: int, props: str) -> RemotingCommand:
+    """The i-th single SEND_MESSAGE_V2 of the latency phases (V2's short header names)."""
+    header = {"a": "BENCH", "b": "Sync", "c": "TBW102", "d": 4, "e": i % QUEUES}
+    header.update(f=0, g=0, h=0, i=props)
+    return request(RequestCode.SEND_MESSAGE_V2, header, BODY)
+
+
 async def es_sync_latency(addr: str, count: int) -> list[float]:
     props = encode_properties({"TAGS": "A"}).decode()
     async with trio.open_nursery() as nursery:
@@ -200,24 +207,7 @@ async def es_sync_latency(addr: str, count: int) -> list[float]:
         out = []
         for i in range(count):
             t = time.perf_counter()
-            r = await client.invoke(
-                addr,
-                request(
-                    RequestCode.SEND_MESSAGE_V2,
-                    {
-                        "a": "BENCH",
-                        "b": "Sync",
-                        "c": "TBW102",
-                        "d": 4,
-                        "e": i % QUEUES,
-                        "f": 0,
-                        "g": 0,
-                        "h": 0,
-                        "i": props,
-                    },
-                    BODY,
-                ),
-            )
+            r = await client.invoke(addr, sync_send(i, props))
             out.append(time.perf_counter() - t)
             assert r.code == 0
         nursery.cancel_scope.cancel()
@@ -232,24 +222,7 @@ def es_sync_latency_blocking(addr: str, count: int) -> list[float]:
     try:
         for i in range(count):
             t = time.perf_counter()
-            r = client.invoke(
-                addr,
-                request(
-                    RequestCode.SEND_MESSAGE_V2,
-                    {
-                        "a": "BENCH",
-                        "b": "Sync",
-                        "c": "TBW102",
-                        "d": 4,
-                        "e": i % QUEUES,
-                        "f": 0,
-                        "g": 0,
-                        "h": 0,
-                        "i": props,
-                    },
-                    BODY,
-                ),
-            )
+            r = client.invoke(addr, sync_send(i, props))
             out.append(time.perf_counter() - t)
             assert r.code == 0
     finally:

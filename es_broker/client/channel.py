@@ -247,16 +247,10 @@ class Channel:
                 if before_wait is not None:
                     before_wait()
                 if deadline == math.inf:  # no timeout: no cancel scope to enter and leave per read
-                    try:
-                        data = await self.stream.receive_some(READ_SIZE)
-                    except STREAM_GONE:
-                        data = b""
+                    data = await self._read()
                 else:
                     with anyio.CancelScope(deadline=deadline):
-                        try:
-                            data = await self.stream.receive_some(READ_SIZE)
-                        except STREAM_GONE:
-                            data = b""
+                        data = await self._read()
             if data is None:
                 raise ReceiveTimeout(
                     bool(buffered), buffered, read_timeout if buffered else idle_timeout
@@ -269,6 +263,13 @@ class Channel:
                     raise PartialFramesOverCap(buffered, len(data), self.budget)
                 self._held += len(data)
             self.conn.receive_data(data)
+
+    async def _read(self) -> bytes | bytearray:
+        """What the stream has next; b"" once it is gone."""
+        try:
+            return await self.stream.receive_some(READ_SIZE)
+        except STREAM_GONE:
+            return b""
 
     def _settle(self) -> None:
         # give back what the connection no longer holds (decoded or dropped)

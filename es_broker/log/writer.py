@@ -95,6 +95,17 @@ def _requests(batch: list[Queued[Any]]) -> int:
     return sum(p.job is not _nothing for p in batch)
 
 
+def _attempt(
+    write: Callable[[list[Callable[[AppendContext], Any]]], list[tuple[bool, Any]]],
+    jobs: list[Callable[[AppendContext], Any]],
+) -> tuple[list[tuple[bool, Any]], Exception | None]:
+    """`write(jobs)`'s outcomes, or the error that refused the whole batch (a full disk, a corrupt log)."""
+    try:
+        return write(jobs), None
+    except Exception as exc:
+        return [], exc
+
+
 class WriterClosed(Exception):
     """The writer has stopped; the job was not run."""
 
@@ -253,36 +264,53 @@ class GroupCommitWriter:
         return None
 
     def _commit_now(self, batch: list[Queued[Any]]) -> None:
-        if hops.ON:
-            _stamp(batch, hops.PICKED)
-        outcomes = self._refused_fast(batch)
-        if outcomes is None:
-            jobs, kept_aside = self._jobs(batch)
-            before = self.log.last_seq
-            try:
-                written = self.log.write_batch(jobs)
-            except Exception as exc:
-                outcomes = self._not_written(batch, kept_aside, exc)
-            else:
-                outcomes = self._written(written, kept_aside, before)
-        self._complete(batch, outcomes)
+        started = self._start(batch)
+        if started is not None:
+            jobs, kept_aside, before = started
+            self._finish(batch, kept_aside, before, _attempt(self.log.write_batch, jobs))
 
     async def _commit_in_thread(self, batch: list[Queued[Any]]) -> None:
+        started = self._start(batch)
+        if started is not None:
+            jobs, kept_aside, before = started
+            # shielded: once handed to the thread the batch completes, so no caller is left hanging
+            with trio.CancelScope(shield=True):
+                attempt = await trio.to_thread.run_sync(_attempt, self.log.write_batch, jobs)
+            self._finish(batch, kept_aside, before, attempt)
+
+    def _start(
+        self, batch: list[Queued[Any]]
+    ) -> (
+        tuple[list[Callable[[AppendContext], Any]], Callable[[AppendContext], Any] | None, int]
+        | None
+    ):
+        """The jobs to write (after the records kept aside while the disk was full, when probing), what
+        was kept aside and the last sequence before; None when the batch was refused without a write."""
         if hops.ON:
             _stamp(batch, hops.PICKED)
-        outcomes = self._refused_fast(batch)
-        if outcomes is None:
-            jobs, kept_aside = self._jobs(batch)
-            before = self.log.last_seq
-            try:
-                # shielded: once handed to the thread the batch completes, so no caller is left hanging
-                with trio.CancelScope(shield=True):
-                    written = await trio.to_thread.run_sync(self.log.write_batch, jobs)
-            except Exception as exc:
-                outcomes = self._not_written(batch, kept_aside, exc)
-            else:
-                outcomes = self._written(written, kept_aside, before)
-        self._complete(batch, outcomes)
+        refused = self._refused_fast(batch)
+        if refused is not None:
+            self._complete(batch, refused)
+            return None
+        jobs = [p.job for p in batch]
+        probing = self.disk_full_error is not None
+        kept_aside = self.resume.take() if probing and self.resume is not None else None
+        if kept_aside is not None:
+            jobs.insert(0, kept_aside)  # recorded before anything new
+        return jobs, kept_aside, self.log.last_seq
+
+    def _finish(
+        self,
+        batch: list[Queued[Any]],
+        kept_aside: object,
+        before: int,
+        attempt: tuple[list[tuple[bool, Any]], Exception | None],
+    ) -> None:
+        written, exc = attempt
+        if exc is None:
+            self._complete(batch, self._written(written, kept_aside, before))
+        else:
+            self._complete(batch, self._not_written(batch, kept_aside, exc))
 
     def _complete(self, batch: list[Queued[Any]], outcomes: list[tuple[bool, Any]]) -> None:
         """Hand each job its outcome: wake its waiter, or call its `then`."""
@@ -301,17 +329,6 @@ class GroupCommitWriter:
         self.jobs += len(batch)
         self._committed.set()
         self._committed = trio.Event()
-
-    def _jobs(
-        self, batch: list[Queued[Any]]
-    ) -> tuple[list[Callable[[AppendContext], Any]], Callable[[AppendContext], Any] | None]:
-        """The batch's jobs, after the records kept aside while the disk was full when probing."""
-        jobs = [p.job for p in batch]
-        probing = self.disk_full_error is not None
-        kept_aside = self.resume.take() if probing and self.resume is not None else None
-        if kept_aside is not None:
-            jobs.insert(0, kept_aside)  # recorded before anything new
-        return jobs, kept_aside
 
     def _not_written(
         self, batch: list[Queued[Any]], kept_aside: object, exc: Exception
