@@ -459,6 +459,23 @@ class Broker:
         with self.store.read() as txn:
             return offsets.search_offset(self.store, txn, topic, queue_id, timestamp, mode)
 
+    def enqueue_commit_offset(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
+        requester: str = "",
+    ) -> Queued[int]:
+        """`commit_offset` up to the writer's queue, without waiting (`outcome` waits for it)."""
+        return self.writer.enqueue(
+            offsets.commit_job(
+                self.store, group, topic, queue_id, offset, cause=cause, requester=requester
+            )
+        )
+
     async def commit_offset(
         self,
         group: str,
@@ -484,7 +501,8 @@ class Broker:
     async def query_consumer_offset(
         self, group: str, topic: str, queue_id: int, *, requester: str = ""
     ) -> OffsetAnswer:
-        """QUERY_CONSUMER_OFFSET with the B-37 decision table."""
+        """QUERY_CONSUMER_OFFSET with the B-37 decision table, after the writes queued before it (B-312)."""
+        await self.writer.settled()
         with self.store.read() as txn:
             answer = offsets.decide_query(self.store, txn, group, topic, queue_id)
         if answer.row == 1:

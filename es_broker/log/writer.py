@@ -143,6 +143,7 @@ class GroupCommitWriter:
         # wraps each batch's completions: the server holds the answers they put and writes each
         # connection's with one write at its end (server/outbox.py HeldAnswers)
         self.completing: Callable[[], AbstractContextManager[None]] = nullcontext
+        self._pushed = 0  # jobs ever queued; `jobs` counts those completed
         self.batches = 0
         self.jobs = 0
         # the disk-full state: since when (broker time, ms), why, and what it refused
@@ -201,6 +202,7 @@ class GroupCommitWriter:
 
     def _push(self, pending: Queued[Any]) -> None:
         self._queue.append(pending)
+        self._pushed += 1
         if self._wake:
             self._wake.unpark()
 
@@ -232,6 +234,16 @@ class GroupCommitWriter:
         if hops.ON:
             hops.mark(hops.WOKEN)
         return queued.result()
+
+    async def settled(self) -> None:
+        """Return once every job queued before this call is complete (at once when none is waiting).
+
+        For a read that must see what the same peer asked to write just
+        before it (a consumer's offset query after its offset commit).
+        """
+        target = self._pushed
+        while self.jobs < target:
+            await self._committed.wait()
 
     async def wait_past(self, seq: int) -> int:
         """Wait until a record with a sequence number >= seq is committed (the tail)."""

@@ -241,13 +241,16 @@ class BrokerProcessors:
             C.CONSUME_MESSAGE_DIRECTLY: self.forward_to_consumer,
         }
 
-    def starts(self) -> dict[int, Start]:
-        """The requests whose first part the listener runs as their frame is decoded (`start_send`)."""
+    def starts(self) -> dict[int, tuple[Handler, Start]]:
+        """The requests whose first part the listener runs as their frame is decoded, each with the
+        handler it stands in for: sends (`start_send`), and offset commits (`start_commit_offset`),
+        so a consumer's next offset query finds its commit queued (B-312)."""
         C = RequestCode
         return {
-            C.SEND_MESSAGE: self.start_send,
-            C.SEND_MESSAGE_V2: self.start_send,
-            C.SEND_BATCH_MESSAGE: self.start_send,
+            C.SEND_MESSAGE: (self.send_message, self.start_send),
+            C.SEND_MESSAGE_V2: (self.send_message, self.start_send),
+            C.SEND_BATCH_MESSAGE: (self.send_message, self.start_send),
+            C.UPDATE_CONSUMER_OFFSET: (self.update_consumer_offset, self.start_commit_offset),
         }
 
     def requester(self, channel: Channel) -> str:
@@ -537,11 +540,17 @@ class BrokerProcessors:
     async def update_consumer_offset(
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
+        return await self.start_commit_offset(channel, req)
+
+    def start_commit_offset(
+        self, channel: Channel, req: RemotingCommand, outbox: Outbox | None = None
+    ) -> Awaitable[RemotingCommand]:
+        """UPDATE_CONSUMER_OFFSET up to the writer's queue, as the frame is decoded; the rest waits."""
         group = req.require_str("consumerGroup")
         info = self.clients.consumer_group(group)
         # a commit from a connection that is no consumer of the group is an operator's (B-131)
         cause = Cause.CLIENT_COMMIT if info and channel in info.channels else Cause.ADMIN
-        await self.broker.commit_offset(
+        queued = self.broker.enqueue_commit_offset(
             group,
             req.require_str("topic"),
             req.require_int("queueId"),
@@ -549,6 +558,10 @@ class BrokerProcessors:
             cause=cause,
             requester=self.requester(channel),
         )
+        return self._offset_committed(req, queued)
+
+    async def _offset_committed(self, req: RemotingCommand, queued: Queued[int]) -> RemotingCommand:
+        await self.broker.outcome(queued)
         return response_to(req, ResponseCode.SUCCESS)
 
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
