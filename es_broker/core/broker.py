@@ -9,7 +9,7 @@ read would have recorded is kept aside (deliveries) or left unrecorded.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -459,7 +459,7 @@ class Broker:
         with self.store.read() as txn:
             return offsets.search_offset(self.store, txn, topic, queue_id, timestamp, mode)
 
-    def enqueue_commit_offset(
+    def begin_commit_offset(
         self,
         group: str,
         topic: str,
@@ -468,13 +468,15 @@ class Broker:
         *,
         cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
         requester: str = "",
-    ) -> Queued[int]:
-        """`commit_offset` up to the writer's queue, without waiting (`outcome` waits for it)."""
-        return self.writer.enqueue(
+    ) -> Awaitable[int]:
+        """`commit_offset` with its record queued now, before this returns; await the result for its
+        sequence number (a refusal is raised here or there)."""
+        queued = self.writer.enqueue(
             offsets.commit_job(
                 self.store, group, topic, queue_id, offset, cause=cause, requester=requester
             )
         )
+        return self.outcome(queued)
 
     async def commit_offset(
         self,

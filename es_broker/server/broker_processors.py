@@ -550,7 +550,7 @@ class BrokerProcessors:
         info = self.clients.consumer_group(group)
         # a commit from a connection that is no consumer of the group is an operator's (B-131)
         cause = Cause.CLIENT_COMMIT if info and channel in info.channels else Cause.ADMIN
-        queued = self.broker.enqueue_commit_offset(
+        committed = self.broker.begin_commit_offset(
             group,
             req.require_str("topic"),
             req.require_int("queueId"),
@@ -558,10 +558,12 @@ class BrokerProcessors:
             cause=cause,
             requester=self.requester(channel),
         )
-        return self._offset_committed(req, queued)
+        return self._offset_committed(req, committed)
 
-    async def _offset_committed(self, req: RemotingCommand, queued: Queued[int]) -> RemotingCommand:
-        await self.broker.outcome(queued)
+    async def _offset_committed(
+        self, req: RemotingCommand, committed: Awaitable[int]
+    ) -> RemotingCommand:
+        await committed
         return response_to(req, ResponseCode.SUCCESS)
 
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
