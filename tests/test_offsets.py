@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import trio
-
 from es_broker.commands.errors import Code
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.offsets import QUERY_NOT_FOUND_REMARK
 from es_broker.core.broker import Broker
-from es_broker.log import GroupCommitWriter, RecordLog, make
-from es_broker.remoting.codes import RequestCode
-from es_broker.remoting.command import RemotingCommand, request
-from es_broker.remoting.connection import Connection
 from tests.conftest import make_topic
 
 
@@ -124,48 +118,3 @@ async def test_b031_commit_piggybacked_on_pull_is_stored_with_its_cause(broker):
     with broker.store.read() as txn:
         (change,) = broker.store.offsets.changes(txn, "T", "G", 0)
     assert (change.new, change.cause) == (1, "pull_commit")
-
-
-async def test_b312_a_query_right_after_a_oneway_commit_on_one_connection_answers_that_commit(
-    running,
-):
-    """A consumer persists its offset oneway and asks for it at once (a reset, then a rebalance):
-    the answer is the committed value, whatever order the two requests' tasks run in."""
-    await running.create_topic("T", queues=1)
-    host, port = running.addr.rsplit(":", 1)
-    stream = await trio.open_tcp_stream(host, int(port))
-    conn = Connection()
-    answers = Connection()
-    offsets = []
-    for round_ in range(40):
-        commit = request(
-            RequestCode.UPDATE_CONSUMER_OFFSET,
-            {"consumerGroup": "G", "topic": "T", "queueId": 0, "commitOffset": round_ * 7},
-            opaque=2 * round_ + 1,
-            oneway=True,
-        )
-        query = request(
-            RequestCode.QUERY_CONSUMER_OFFSET,
-            {"consumerGroup": "G", "topic": "T", "queueId": 0},
-            opaque=2 * round_ + 2,
-        )
-        await stream.send_all(conn.send(commit) + conn.send(query))  # both in one write
-        while not isinstance(answer := answers.next_event(), RemotingCommand):
-            answers.receive_data(await stream.receive_some(65536))
-        assert answer.opaque == query.opaque
-        offsets.append(int(answer.ext_fields["offset"]))
-    await stream.aclose()
-    assert offsets == [round_ * 7 for round_ in range(40)]
-
-
-async def test_b312_settled_waits_for_the_jobs_queued_before_it_and_no_longer(tmp_path):
-    log = RecordLog(tmp_path, sync=True)  # SYNC_FLUSH: commits run in the writer's thread
-    writer = GroupCommitWriter(log)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(writer.run)
-        await writer.settled()  # nothing queued: at once
-        for i in range(5):
-            writer.enqueue(lambda ctx, i=i: ctx.append(make("probe", 0, value=i)))
-        await writer.settled()
-        assert log.last_seq == 5
-        nursery.cancel_scope.cancel()

@@ -9,7 +9,7 @@ read would have recorded is kept aside (deliveries) or left unrecorded.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -459,25 +459,6 @@ class Broker:
         with self.store.read() as txn:
             return offsets.search_offset(self.store, txn, topic, queue_id, timestamp, mode)
 
-    def begin_commit_offset(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        *,
-        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
-        requester: str = "",
-    ) -> Awaitable[int]:
-        """`commit_offset` with its record queued now, before this returns; await the result for its
-        sequence number (a refusal is raised here or there)."""
-        queued = self.writer.enqueue(
-            offsets.commit_job(
-                self.store, group, topic, queue_id, offset, cause=cause, requester=requester
-            )
-        )
-        return self.outcome(queued)
-
     async def commit_offset(
         self,
         group: str,
@@ -503,8 +484,7 @@ class Broker:
     async def query_consumer_offset(
         self, group: str, topic: str, queue_id: int, *, requester: str = ""
     ) -> OffsetAnswer:
-        """QUERY_CONSUMER_OFFSET with the B-37 decision table, after the writes queued before it (B-312)."""
-        await self.writer.settled()
+        """QUERY_CONSUMER_OFFSET with the B-37 decision table."""
         with self.store.read() as txn:
             answer = offsets.decide_query(self.store, txn, group, topic, queue_id)
         if answer.row == 1:

@@ -14,7 +14,7 @@ merged back on the master (S-5), where a delivery becomes the
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -164,24 +164,6 @@ class SlaveBroker(Broker):
         requester: str = "",
     ) -> int:
         """UPDATE_CONSUMER_OFFSET on a slave (B-30): into the journal; returns its journal position."""
-        return self._journal_commit(group, topic, queue_id, offset, cause, requester)
-
-    def begin_commit_offset(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        *,
-        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
-        requester: str = "",
-    ) -> Awaitable[int]:
-        """The commit journaled now, before this returns (B-30, B-312)."""
-        return _ready(self._journal_commit(group, topic, queue_id, offset, cause, requester))
-
-    def _journal_commit(
-        self, group: str, topic: str, queue_id: int, offset: int, cause: Cause, requester: str
-    ) -> int:
         check_commit(group, topic, queue_id, offset)
         with self.store.read() as txn:
             old = self._effective(txn, topic, group, queue_id)
@@ -363,7 +345,3 @@ async def merge_own_journal(broker: Broker, data_dir: str | Path) -> MergeOutcom
         return outcome
     finally:
         journal.close()
-
-
-async def _ready(value: int) -> int:
-    return value

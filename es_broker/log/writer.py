@@ -21,7 +21,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic, Protocol, TypeVar
 
 import trio
@@ -140,10 +139,6 @@ class GroupCommitWriter:
         self._wake = trio.lowlevel.ParkingLot()  # the writer task, parked while the queue is empty
         self._closed = False
         self._committed = trio.Event()
-        # wraps each batch's completions: the server holds the answers they put and writes each
-        # connection's with one write at its end (server/outbox.py HeldAnswers)
-        self.completing: Callable[[], AbstractContextManager[None]] = nullcontext
-        self._pushed = 0  # jobs ever queued; `jobs` counts those completed
         self.batches = 0
         self.jobs = 0
         # the disk-full state: since when (broker time, ms), why, and what it refused
@@ -202,7 +197,6 @@ class GroupCommitWriter:
 
     def _push(self, pending: Queued[Any]) -> None:
         self._queue.append(pending)
-        self._pushed += 1
         if self._wake:
             self._wake.unpark()
 
@@ -234,16 +228,6 @@ class GroupCommitWriter:
         if hops.ON:
             hops.mark(hops.WOKEN)
         return queued.result()
-
-    async def settled(self) -> None:
-        """Return once every job queued before this call is complete (at once when none is waiting).
-
-        For a read that must see what the same peer asked to write just
-        before it (a consumer's offset query after its offset commit).
-        """
-        target = self._pushed
-        while self.jobs < target:
-            await self._committed.wait()
 
     async def wait_past(self, seq: int) -> int:
         """Wait until a record with a sequence number >= seq is committed (the tail)."""
@@ -329,19 +313,18 @@ class GroupCommitWriter:
             self._complete(batch, self._not_written(batch, kept_aside, exc))
 
     def _complete(self, batch: list[Queued[Any]], outcomes: list[tuple[bool, Any]]) -> None:
-        """Hand each job its outcome: wake its waiter, or call its `then` (all inside `completing()`)."""
+        """Hand each job its outcome: wake its waiter, or call its `then`."""
         if hops.ON:
             _stamp(batch, hops.COMMITTED)
-        with self.completing():
-            for pending, (ok, value) in zip(batch, outcomes, strict=True):
-                pending.ok, pending.value = ok, value
-                if pending.then is None:
-                    pending.done.set()  # type: ignore[union-attr]
-                else:
-                    try:
-                        pending.then(pending)
-                    except Exception:  # one caller's bug must not stop the writer or its batch
-                        log.exception("the completion of a write job failed")
+        for pending, (ok, value) in zip(batch, outcomes, strict=True):
+            pending.ok, pending.value = ok, value
+            if pending.then is None:
+                pending.done.set()  # type: ignore[union-attr]
+            else:
+                try:
+                    pending.then(pending)
+                except Exception:  # one caller's bug must not stop the writer or its batch
+                    log.exception("the completion of a write job failed")
         self.batches += 1
         self.jobs += len(batch)
         self._committed.set()

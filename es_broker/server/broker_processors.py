@@ -170,6 +170,7 @@ class _Send:
     topic: str
     queue_id: int
     batch: list[MessageIn]
+    created_before: bool  # the topic existed before this send (else the name server hears of it)
     args: dict[str, Any]
 
 
@@ -241,16 +242,13 @@ class BrokerProcessors:
             C.CONSUME_MESSAGE_DIRECTLY: self.forward_to_consumer,
         }
 
-    def starts(self) -> dict[int, tuple[Handler, Start]]:
-        """The requests whose first part the listener runs as their frame is decoded, each with the
-        handler it stands in for: sends (`start_send`), and offset commits (`start_commit_offset`),
-        so a consumer's next offset query finds its commit queued (B-312)."""
+    def starts(self) -> dict[int, Start]:
+        """The requests whose first part the listener runs as their frame is decoded (`start_send`)."""
         C = RequestCode
         return {
-            C.SEND_MESSAGE: (self.send_message, self.start_send),
-            C.SEND_MESSAGE_V2: (self.send_message, self.start_send),
-            C.SEND_BATCH_MESSAGE: (self.send_message, self.start_send),
-            C.UPDATE_CONSUMER_OFFSET: (self.update_consumer_offset, self.start_commit_offset),
+            C.SEND_MESSAGE: self.start_send,
+            C.SEND_MESSAGE_V2: self.start_send,
+            C.SEND_BATCH_MESSAGE: self.start_send,
         }
 
     def requester(self, channel: Channel) -> str:
@@ -283,7 +281,7 @@ class BrokerProcessors:
                 trace.mark(hops.WOKEN)
             try:
                 result = self.broker.put_done(queued)
-                self._stored(result)
+                self._stored(send, result)
             except Exception as exc:
                 outbox.fail(req, exc, trace)
                 return
@@ -305,13 +303,12 @@ class BrokerProcessors:
         topic, queue_id, sys_flag, born = h.topic, h.queue_id, h.sys_flag, h.born_timestamp
         born_host = _ipv4(channel.remote)
         reconsume = h.reconsume_times or 0
-        if not self.config.brokerPermission & PERM_WRITE:
-            config = self.broker.topic_config(topic)
-            if config and config.get("order"):
-                raise BrokerError(
-                    f"the broker[{self.config.brokerIP1}] sending message is forbidden",
-                    Code.NO_PERMISSION,
-                )
+        config = self.broker.topic_config(topic)
+        if config and config.get("order") and not self.config.brokerPermission & PERM_WRITE:
+            raise BrokerError(
+                f"the broker[{self.config.brokerIP1}] sending message is forbidden",
+                Code.NO_PERMISSION,
+            )
         if req.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
             batch = [
                 MessageIn(body, props, flag, sys_flag, born, born_host, reconsume)
@@ -330,6 +327,7 @@ class BrokerProcessors:
             topic,
             queue_id,
             batch,
+            config is not None,
             {
                 "requester": self.requester(channel),
                 "producer_group": h.producer_group or "",
@@ -342,17 +340,17 @@ class BrokerProcessors:
     async def _send_answer(
         self, req: RemotingCommand, send: _Send, result: PutResult
     ) -> RemotingCommand:
-        self._stored(result)
+        self._stored(send, result)
         code = ResponseCode.SUCCESS
         if self.replication is not None and all(wants_slave_ack(m.properties) for m in send.batch):
             # stored either way (remoting 7.8)
             code = await self.replication.wait_replicated(result.seq)
         return self._send_response(req, result, code)
 
-    def _stored(self, result: PutResult) -> None:
+    def _stored(self, send: _Send, result: PutResult) -> None:
         """Tell who waits on a stored send: held pulls of its queue, the name server of a new topic."""
         self.holds.notify(result.topic, result.queue_id)
-        if result.created_topic or result.diverted_from is not None:
+        if not send.created_before or result.diverted_from is not None:
             self.on_topics_changed()  # a new topic, or maybe a new %DLQ%G, goes to the name server
 
     @staticmethod
@@ -540,17 +538,11 @@ class BrokerProcessors:
     async def update_consumer_offset(
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
-        return await self.start_commit_offset(channel, req)
-
-    def start_commit_offset(
-        self, channel: Channel, req: RemotingCommand, outbox: Outbox | None = None
-    ) -> Awaitable[RemotingCommand]:
-        """UPDATE_CONSUMER_OFFSET up to the writer's queue, as the frame is decoded; the rest waits."""
         group = req.require_str("consumerGroup")
         info = self.clients.consumer_group(group)
         # a commit from a connection that is no consumer of the group is an operator's (B-131)
         cause = Cause.CLIENT_COMMIT if info and channel in info.channels else Cause.ADMIN
-        committed = self.broker.begin_commit_offset(
+        await self.broker.commit_offset(
             group,
             req.require_str("topic"),
             req.require_int("queueId"),
@@ -558,12 +550,6 @@ class BrokerProcessors:
             cause=cause,
             requester=self.requester(channel),
         )
-        return self._offset_committed(req, committed)
-
-    async def _offset_committed(
-        self, req: RemotingCommand, committed: Awaitable[int]
-    ) -> RemotingCommand:
-        await committed
         return response_to(req, ResponseCode.SUCCESS)
 
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:

@@ -35,7 +35,6 @@ from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.namesrv import NameServer
-from es_broker.server.outbox import HeldAnswers
 from es_broker.server.query_processors import QueryProcessors
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.retry_processors import RetryProcessors
@@ -124,15 +123,12 @@ class BrokerServer:
             **acl_handlers,
             **StoreProcessors(self.broker).handlers(),
         }
-        # the first part of a send or an offset commit runs as its frame is decoded, where the
-        # processor's own handler serves the code (not one a later table replaced)
+        # a send's first part runs as its frame is decoded, where send_message is the code's handler
         starts = {
             code: start
-            for code, (handler, start) in self.processors.starts().items()
-            if handlers.get(code) == handler
+            for code, start in self.processors.starts().items()
+            if handlers.get(code) == self.processors.send_message
         }
-        held = HeldAnswers()
-        self.broker.writer.completing = held.holding
         self.remoting = RemotingServer(
             "broker",
             handlers,
@@ -141,7 +137,6 @@ class BrokerServer:
             guard=access,
             starts=starts,
             before_wait=self.broker.writer.commit_waiting,
-            held=held,
         )
         self._register_now = trio.Event()
         # registrations asked for and done, so an admin change can wait until the name server has it
