@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import trio
+
 from es_broker.commands.errors import Code
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.offsets import QUERY_NOT_FOUND_REMARK
 from es_broker.core.broker import Broker
+from es_broker.log import GroupCommitWriter, RecordLog, make
+from es_broker.remoting.codes import RequestCode
+from es_broker.remoting.command import RemotingCommand, request
+from es_broker.remoting.connection import Connection
+from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from tests.conftest import make_topic
 
 
@@ -118,3 +125,116 @@ async def test_b031_commit_piggybacked_on_pull_is_stored_with_its_cause(broker):
     with broker.store.read() as txn:
         (change,) = broker.store.offsets.changes(txn, "T", "G", 0)
     assert (change.new, change.cause) == (1, "pull_commit")
+
+
+class Loopback:
+    """One raw connection to a running broker: frames written together, answers read by opaque."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.out = Connection()
+        self.answers = Connection()
+
+    @classmethod
+    async def open(cls, running) -> Loopback:
+        host, port = running.addr.rsplit(":", 1)
+        return cls(await trio.open_tcp_stream(host, int(port)))
+
+    async def send_together(self, *commands: RemotingCommand) -> None:
+        await self.stream.send_all(b"".join(self.out.send(c) for c in commands))
+
+    async def next_answer(self) -> RemotingCommand:
+        while not isinstance(answer := self.answers.next_event(), RemotingCommand):
+            self.answers.receive_data(await self.stream.receive_some(65536))
+        return answer
+
+
+def _commit(offset: int, opaque: int) -> RemotingCommand:
+    fields = {"consumerGroup": "G", "topic": "T", "queueId": 0, "commitOffset": offset}
+    return request(RequestCode.UPDATE_CONSUMER_OFFSET, fields, opaque=opaque, oneway=True)
+
+
+def _query(opaque: int) -> RemotingCommand:
+    fields = {"consumerGroup": "G", "topic": "T", "queueId": 0}
+    return request(RequestCode.QUERY_CONSUMER_OFFSET, fields, opaque=opaque)
+
+
+def _pull(commit: int, opaque: int, *, suspend: bool = False) -> RemotingCommand:
+    flags = PULL_COMMIT_OFFSET | PULL_SUBSCRIPTION | (PULL_SUSPEND if suspend else 0)
+    fields = {
+        "consumerGroup": "G",
+        "topic": "T",
+        "queueId": 0,
+        "queueOffset": 0,
+        "maxMsgNums": 32,
+        "sysFlag": flags,
+        "commitOffset": commit,
+        "suspendTimeoutMillis": 60_000,
+        "subscription": "*",
+        "subVersion": 0,
+        "expressionType": "TAG",
+    }
+    return request(RequestCode.PULL_MESSAGE, fields, opaque=opaque)
+
+
+async def test_b312_a_query_right_after_a_oneway_commit_on_one_connection_answers_that_commit(
+    running,
+):
+    """A consumer persists its offset oneway and asks for it at once (a reset, then a rebalance):
+    the answer is the committed value, whatever order the two requests' tasks run in."""
+    await running.create_topic("T", queues=1)
+    conn = await Loopback.open(running)
+    offsets = []
+    for round_ in range(40):
+        query = _query(2 * round_ + 2)
+        await conn.send_together(_commit(round_ * 7, 2 * round_ + 1), query)
+        answer = await conn.next_answer()
+        assert answer.opaque == query.opaque
+        offsets.append(int(answer.ext_fields["offset"]))
+    await conn.stream.aclose()
+    assert offsets == [round_ * 7 for round_ in range(40)]
+
+
+async def test_b312_a_commit_after_a_pull_that_carries_one_is_stored_last(running):
+    """A pull's piggybacked commit and the oneway commit sent after it on the same connection are
+    stored in that order: the later, lower commit is the one that stays."""
+    await running.create_topic("T", queues=1)
+    conn = await Loopback.open(running)
+    offsets = []
+    for round_ in range(40):
+        query = _query(3 * round_ + 3)
+        await conn.send_together(
+            _pull(1000 + round_, 3 * round_ + 1), _commit(round_, 3 * round_ + 2), query
+        )
+        while (answer := await conn.next_answer()).opaque != query.opaque:
+            pass  # the pull's answer
+        offsets.append(int(answer.ext_fields["offset"]))
+    await conn.stream.aclose()
+    assert offsets == list(range(40))
+    with running.server.broker.store.read() as txn:
+        changes = list(running.server.broker.store.offsets.changes(txn, "T", "G", 0))
+    assert [c.new for c in changes][-2:] == [1039, 39]
+
+
+async def test_b312_a_long_polling_pull_does_not_hold_back_the_commits_sent_after_it(running):
+    """A pull held for new messages has stored its commit: a commit and a query sent after it are
+    answered while it waits."""
+    await running.create_topic("T", queues=1)
+    conn = await Loopback.open(running)
+    await conn.send_together(_pull(5, 1, suspend=True), _commit(9, 2), _query(3))
+    answer = await conn.next_answer()
+    assert (answer.opaque, answer.ext_fields["offset"]) == (3, "9")
+    await conn.stream.aclose()
+
+
+async def test_b312_settled_waits_for_the_jobs_queued_before_it_and_no_longer(tmp_path):
+    log = RecordLog(tmp_path, sync=True)  # SYNC_FLUSH: commits run in the writer's thread
+    writer = GroupCommitWriter(log)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+        await writer.settled()  # nothing queued: at once
+        for i in range(5):
+            writer.enqueue(lambda ctx, i=i: ctx.append(make("probe", 0, value=i)))
+        await writer.settled()
+        assert log.last_seq == 5
+        nursery.cancel_scope.cancel()

@@ -9,7 +9,7 @@ read would have recorded is kept aside (deliveries) or left unrecorded.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -54,6 +54,7 @@ from es_broker.log import (
 from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
 from es_broker.log.arrival import ArrivalOrder as ArrivalOrder  # re-exported for the server
 from es_broker.log.arrival import Ticket as Ticket
+from es_broker.log.arrival import unordered
 from es_broker.log.records import RecordOutOfRange
 from es_broker.log.types import (
     Cause,
@@ -371,7 +372,8 @@ class Broker:
             messages.check_readable(self.store, txn, topic, queue_id)
             group_config = self.store.groups.get(txn, group)
         if group_config is None:
-            group_config = await self.ensure_group(group, requester=client)
+            with unordered():
+                group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
         result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes, message_filter)
@@ -459,6 +461,25 @@ class Broker:
         with self.store.read() as txn:
             return offsets.search_offset(self.store, txn, topic, queue_id, timestamp, mode)
 
+    def begin_commit_offset(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
+        requester: str = "",
+    ) -> Awaitable[int]:
+        """`commit_offset` with its record queued now, before this returns; await the result for its
+        sequence number (a refusal is raised here or there)."""
+        queued = self.writer.enqueue(
+            offsets.commit_job(
+                self.store, group, topic, queue_id, offset, cause=cause, requester=requester
+            )
+        )
+        return self.outcome(queued)
+
     async def commit_offset(
         self,
         group: str,
@@ -484,7 +505,8 @@ class Broker:
     async def query_consumer_offset(
         self, group: str, topic: str, queue_id: int, *, requester: str = ""
     ) -> OffsetAnswer:
-        """QUERY_CONSUMER_OFFSET with the B-37 decision table."""
+        """QUERY_CONSUMER_OFFSET with the B-37 decision table, after the writes queued before it (B-312)."""
+        await self.writer.settled()
         with self.store.read() as txn:
             answer = offsets.decide_query(self.store, txn, group, topic, queue_id)
         if answer.row == 1:

@@ -14,7 +14,7 @@ merged back on the master (S-5), where a delivery becomes the
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,6 +37,7 @@ from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.log import AppendContext, Record
+from es_broker.log.arrival import take_turn
 from es_broker.log.types import Cause, RecordType, SlaveOffsetsMerged
 from es_broker.projections.subscription_groups import default_group_config
 
@@ -164,6 +165,24 @@ class SlaveBroker(Broker):
         requester: str = "",
     ) -> int:
         """UPDATE_CONSUMER_OFFSET on a slave (B-30): into the journal; returns its journal position."""
+        return self._journal_commit(group, topic, queue_id, offset, cause, requester)
+
+    def begin_commit_offset(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
+        requester: str = "",
+    ) -> Awaitable[int]:
+        """The commit journaled now, before this returns (B-30, B-312)."""
+        return _ready(self._journal_commit(group, topic, queue_id, offset, cause, requester))
+
+    def _journal_commit(
+        self, group: str, topic: str, queue_id: int, offset: int, cause: Cause, requester: str
+    ) -> int:
         check_commit(group, topic, queue_id, offset)
         with self.store.read() as txn:
             old = self._effective(txn, topic, group, queue_id)
@@ -197,7 +216,9 @@ class SlaveBroker(Broker):
     async def query_consumer_offset(
         self, group: str, topic: str, queue_id: int, *, requester: str = ""
     ) -> OffsetAnswer:
-        """B-37 against the slave's own table; a 'nothing stored' answer is not recorded here."""
+        """B-37 against the slave's own table; a 'nothing stored' answer is not recorded here. The
+        commits its connection sent before it are journaled first (B-312)."""
+        await take_turn()
         with self.store.read() as txn:
             answer = offsets.decide_query(self.store, txn, group, topic, queue_id)
             if self.journal.latest(topic, group, queue_id) is None:
@@ -345,3 +366,7 @@ async def merge_own_journal(broker: Broker, data_dir: str | Path) -> MergeOutcom
         return outcome
     finally:
         journal.close()
+
+
+async def _ready(value: int) -> int:
+    return value

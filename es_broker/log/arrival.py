@@ -13,6 +13,8 @@ and nothing waits for a commit to let the next one in.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 import trio
@@ -90,3 +92,33 @@ def current_ticket() -> Ticket | None:
     """The unused ticket of the current task, or None (requests that need no order)."""
     ticket = _TICKET.get()
     return ticket if ticket is not None and not ticket.used else None
+
+
+def pass_turn() -> None:
+    """Release the current task's ticket if it still holds one: its request will queue nothing more
+    that must keep the connection's order (a pull about to wait for messages)."""
+    ticket = current_ticket()
+    if ticket is not None:
+        ticket.release()
+
+
+async def take_turn() -> None:
+    """Wait until every earlier ticket of the current task's connection is released, then release its
+    own (a read that must see the records of the requests sent before it); at once without one."""
+    ticket = current_ticket()
+    if ticket is not None:
+        try:
+            await ticket.wait_turn()
+        finally:
+            ticket.release()
+
+
+@contextmanager
+def unordered() -> Iterator[None]:
+    """Jobs submitted inside take no turn: the current task's ticket is kept for the job after them
+    (a pull's group created on the fly, then its delivery and commit in their place)."""
+    token = _TICKET.set(None)
+    try:
+        yield
+    finally:
+        _TICKET.reset(token)

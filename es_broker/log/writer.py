@@ -26,7 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import trio
 
 from es_broker.log import hops
-from es_broker.log.arrival import current_ticket
+from es_broker.log.arrival import current_ticket, take_turn
 from es_broker.log.store import AppendContext, RecordLog, StoreFullError
 
 T = TypeVar("T")
@@ -139,6 +139,7 @@ class GroupCommitWriter:
         self._wake = trio.lowlevel.ParkingLot()  # the writer task, parked while the queue is empty
         self._closed = False
         self._committed = trio.Event()
+        self._pushed = 0  # jobs ever queued; `jobs` counts those completed
         self.batches = 0
         self.jobs = 0
         # the disk-full state: since when (broker time, ms), why, and what it refused
@@ -197,6 +198,7 @@ class GroupCommitWriter:
 
     def _push(self, pending: Queued[Any]) -> None:
         self._queue.append(pending)
+        self._pushed += 1
         if self._wake:
             self._wake.unpark()
 
@@ -228,6 +230,19 @@ class GroupCommitWriter:
         if hops.ON:
             hops.mark(hops.WOKEN)
         return queued.result()
+
+    async def settled(self) -> None:
+        """Return once every job queued before this call is complete (at once when none is waiting).
+
+        For a read that must see what the same peer asked to write just
+        before it (a consumer's offset query after its offset commit). A
+        caller holding an arrival ticket first waits for its turn, so the
+        jobs of its connection's earlier ticketed requests are queued too.
+        """
+        await take_turn()
+        target = self._pushed
+        while self.jobs < target:
+            await self._committed.wait()
 
     async def wait_past(self, seq: int) -> int:
         """Wait until a record with a sequence number >= seq is committed (the tail)."""

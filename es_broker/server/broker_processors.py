@@ -25,6 +25,7 @@ from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.ha.master import wants_slave_ack
 from es_broker.log import Queued, hops
+from es_broker.log.arrival import pass_turn
 from es_broker.log.types import Cause
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson, requests
@@ -242,13 +243,16 @@ class BrokerProcessors:
             C.CONSUME_MESSAGE_DIRECTLY: self.forward_to_consumer,
         }
 
-    def starts(self) -> dict[int, Start]:
-        """The requests whose first part the listener runs as their frame is decoded (`start_send`)."""
+    def starts(self) -> dict[int, tuple[Handler, Start]]:
+        """The requests whose first part the listener runs as their frame is decoded, each with the
+        handler it stands in for: sends (`start_send`), and offset commits (`start_commit_offset`),
+        so a consumer's next offset query finds its commit queued (B-312)."""
         C = RequestCode
         return {
-            C.SEND_MESSAGE: self.start_send,
-            C.SEND_MESSAGE_V2: self.start_send,
-            C.SEND_BATCH_MESSAGE: self.start_send,
+            C.SEND_MESSAGE: (self.send_message, self.start_send),
+            C.SEND_MESSAGE_V2: (self.send_message, self.start_send),
+            C.SEND_BATCH_MESSAGE: (self.send_message, self.start_send),
+            C.UPDATE_CONSUMER_OFFSET: (self.update_consumer_offset, self.start_commit_offset),
         }
 
     def requester(self, channel: Channel) -> str:
@@ -395,6 +399,9 @@ class BrokerProcessors:
             client=client,
             commit_offset=commit,
         )
+        # its records are queued (or there are none): the connection's next ordered request may
+        # enter the writer's queue, not only once this pull's long-poll is over
+        pass_turn()
         code = response_code(result.status, offset)
         if code == Code.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
             hold = (
@@ -538,18 +545,37 @@ class BrokerProcessors:
     async def update_consumer_offset(
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
+        """UPDATE_CONSUMER_OFFSET as a task: its record enters the writer's queue in its connection's
+        arrival order (after an earlier pull's piggybacked commit, B-312)."""
+        await self.broker.commit_offset(**self._commit(channel, req))
+        return response_to(req, ResponseCode.SUCCESS)
+
+    def start_commit_offset(
+        self, channel: Channel, req: RemotingCommand, outbox: Outbox | None = None
+    ) -> Awaitable[RemotingCommand]:
+        """UPDATE_CONSUMER_OFFSET up to the writer's queue as the frame is decoded (the listener
+        starts it only when no earlier ordered request of the connection is still to be queued)."""
+        return self._offset_committed(
+            req, self.broker.begin_commit_offset(**self._commit(channel, req))
+        )
+
+    def _commit(self, channel: Channel, req: RemotingCommand) -> dict[str, Any]:
         group = req.require_str("consumerGroup")
         info = self.clients.consumer_group(group)
-        # a commit from a connection that is no consumer of the group is an operator's (B-131)
-        cause = Cause.CLIENT_COMMIT if info and channel in info.channels else Cause.ADMIN
-        await self.broker.commit_offset(
-            group,
-            req.require_str("topic"),
-            req.require_int("queueId"),
-            req.require_long("commitOffset"),
-            cause=cause,
-            requester=self.requester(channel),
-        )
+        return {
+            "group": group,
+            "topic": req.require_str("topic"),
+            "queue_id": req.require_int("queueId"),
+            "offset": req.require_long("commitOffset"),
+            # a commit from a connection that is no consumer of the group is an operator's (B-131)
+            "cause": Cause.CLIENT_COMMIT if info and channel in info.channels else Cause.ADMIN,
+            "requester": self.requester(channel),
+        }
+
+    async def _offset_committed(
+        self, req: RemotingCommand, committed: Awaitable[int]
+    ) -> RemotingCommand:
+        await committed
         return response_to(req, ResponseCode.SUCCESS)
 
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:

@@ -123,11 +123,12 @@ class BrokerServer:
             **acl_handlers,
             **StoreProcessors(self.broker).handlers(),
         }
-        # a send's first part runs as its frame is decoded, where send_message is the code's handler
+        # the first part of a send or an offset commit runs as its frame is decoded, where the
+        # processor's own handler serves the code (not one a later table replaced)
         starts = {
             code: start
-            for code, start in self.processors.starts().items()
-            if handlers.get(code) == self.processors.send_message
+            for code, (handler, start) in self.processors.starts().items()
+            if handlers.get(code) == handler
         }
         self.remoting = RemotingServer(
             "broker",
