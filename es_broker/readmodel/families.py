@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from es_broker.log import Record
 from es_broker.log.types import (
     MessagesDeliveredRecord,
@@ -323,8 +325,33 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _b64(value: Any) -> dict[str, str]:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$b64": base64.b64encode(bytes(value)).decode()}
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _str_keys_only(value: Any) -> bool:
+    """True when every map key in `value` is text (msgpack checks it in C)."""
+    try:
+        msgpack.unpackb(msgpack.packb(value, use_bin_type=True), strict_map_key=True)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
 def to_json(value: Any) -> str:
-    """Deterministic JSON (sorted keys); bytes become {"$b64": ...}."""
+    """Deterministic JSON (sorted keys); bytes become {"$b64": ...}.
+
+    A value whose map keys are all text (every record the broker writes) goes
+    straight to the C encoder; anything else is rebuilt by `_jsonable` first
+    (keys made text, then sorted as text). Both give the same text.
+    """
+    if _str_keys_only(value):
+        try:
+            return json.dumps(value, sort_keys=True, separators=(",", ":"), default=_b64)
+        except (TypeError, ValueError):
+            pass
     return json.dumps(_jsonable(value), sort_keys=True, separators=(",", ":"))
 
 
