@@ -21,6 +21,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic, Protocol, TypeVar
 
 import trio
@@ -139,6 +140,9 @@ class GroupCommitWriter:
         self._wake = trio.lowlevel.ParkingLot()  # the writer task, parked while the queue is empty
         self._closed = False
         self._committed = trio.Event()
+        # wraps each batch's completions: the server holds the answers they put and writes each
+        # connection's with one write at its end (server/outbox.py HeldAnswers)
+        self.completing: Callable[[], AbstractContextManager[None]] = nullcontext
         self._pushed = 0  # jobs ever queued; `jobs` counts those completed
         self.batches = 0
         self.jobs = 0
@@ -328,18 +332,19 @@ class GroupCommitWriter:
             self._complete(batch, self._not_written(batch, kept_aside, exc))
 
     def _complete(self, batch: list[Queued[Any]], outcomes: list[tuple[bool, Any]]) -> None:
-        """Hand each job its outcome: wake its waiter, or call its `then`."""
+        """Hand each job its outcome: wake its waiter, or call its `then` (all inside `completing()`)."""
         if hops.ON:
             _stamp(batch, hops.COMMITTED)
-        for pending, (ok, value) in zip(batch, outcomes, strict=True):
-            pending.ok, pending.value = ok, value
-            if pending.then is None:
-                pending.done.set()  # type: ignore[union-attr]
-            else:
-                try:
-                    pending.then(pending)
-                except Exception:  # one caller's bug must not stop the writer or its batch
-                    log.exception("the completion of a write job failed")
+        with self.completing():
+            for pending, (ok, value) in zip(batch, outcomes, strict=True):
+                pending.ok, pending.value = ok, value
+                if pending.then is None:
+                    pending.done.set()  # type: ignore[union-attr]
+                else:
+                    try:
+                        pending.then(pending)
+                    except Exception:  # one caller's bug must not stop the writer or its batch
+                        log.exception("the completion of a write job failed")
         self.batches += 1
         self.jobs += len(batch)
         self._committed.set()

@@ -35,6 +35,7 @@ from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.namesrv import NameServer
+from es_broker.server.outbox import HeldAnswers
 from es_broker.server.query_processors import QueryProcessors
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.retry_processors import RetryProcessors
@@ -130,6 +131,8 @@ class BrokerServer:
             for code, (handler, start) in self.processors.starts().items()
             if handlers.get(code) == handler
         }
+        held = HeldAnswers()
+        self.broker.writer.completing = held.holding
         self.remoting = RemotingServer(
             "broker",
             handlers,
@@ -138,6 +141,7 @@ class BrokerServer:
             guard=access,
             starts=starts,
             before_wait=self.broker.writer.commit_waiting,
+            held=held,
         )
         self._register_now = trio.Event()
         # registrations asked for and done, so an admin change can wait until the name server has it

@@ -47,7 +47,7 @@ from es_broker.remoting.errors import CommandError, ProtocolError
 from es_broker.remoting.requests import Refusal, check
 from es_broker.server import malloc
 from es_broker.server.arrival import ORDERED_CODES, ArrivalOrder, Ticket
-from es_broker.server.outbox import Outbox
+from es_broker.server.outbox import HeldAnswers, Outbox
 from es_broker.server.tls import ServerTls
 
 log = logging.getLogger(__name__)
@@ -113,8 +113,11 @@ class RemotingServer:
         guard: AccessGuard | None = None,
         starts: dict[int, Start] | None = None,
         before_wait: Callable[[], None] | None = None,
+        held: HeldAnswers | None = None,
     ) -> None:
         self.name = name
+        # answers held while the writer hands out a commit's outcomes, one write per connection after
+        self.held = held
         # called by a read loop that has handled every frame it read, before it reads again (the
         # broker commits the writes those frames queued then, without waiting for its writer task)
         self.before_wait = before_wait
@@ -233,7 +236,7 @@ class RemotingServer:
         # so then no request is refused or started in the read loop, which would not pass through it
         wrapped = "answer" in vars(self)
         starts = {} if wrapped else self.starts
-        outbox = Outbox(channel, self._failed)
+        outbox = Outbox(channel, self._failed, self.held)
         nursery.start_soon(outbox.run)
         # requests that append messages are stored in the order read (B-140)
         arrivals = ArrivalOrder()
