@@ -6,6 +6,7 @@ from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.message import decode_all, encode_properties
+from tests.helpers import wait_until
 
 
 async def send(running, topic, queue_id, body, props=None):
@@ -41,6 +42,26 @@ async def test_route_lists_the_broker_after_a_topic_is_created(running):
     route = fastjson.loads(response.body)
     assert route["brokerDatas"][0]["brokerAddrs"] == {0: running.addr}
     assert route["queueDatas"][0]["writeQueueNums"] == 4
+
+
+async def test_a_send_that_creates_its_topic_asks_for_one_registration_and_the_route_lists_it(
+    running,
+):
+    asked = running.server._register_wanted
+    sent = await send(running, "AUTO1", -1, b"first")
+    assert sent.code == ResponseCode.SUCCESS
+    assert running.server._register_wanted == asked + 1  # the send created AUTO1 from TBW102
+    assert (await send(running, "AUTO1", -1, b"second")).code == ResponseCode.SUCCESS
+    assert running.server._register_wanted == asked + 1  # it existed: nothing new to register
+
+    async def routed() -> bool:
+        response = await running.client.invoke(
+            running.namesrv_addr,
+            request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "AUTO1"}, version=121),
+        )
+        return response.code == ResponseCode.SUCCESS
+
+    await wait_until("AUTO1 in the name server's routes", routed)
 
 
 async def test_send_then_pull_returns_the_stored_message(running):

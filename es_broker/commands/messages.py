@@ -67,6 +67,9 @@ class PutResult:
     delay_level: int = 0
     deliver_at: int = 0
     diverted_from: str | None = None  # a SEND to %RETRY%G that went to %DLQ%G (B-95)
+    created_topic: bool = (
+        False  # the send auto-created its topic (the name server is to hear of it)
+    )
 
     @property
     def answer_queue_id(self) -> int:
@@ -197,9 +200,14 @@ def put_job(
     """The group-commit job that places prepared messages and records them."""
 
     def job(ctx: AppendContext) -> PutResult:
-        txn = ctx.txn
+        config = store.topics.get(ctx.txn, prepared.topic)
+        if config is not None:
+            return put(ctx, config)
+        created = put(ctx, _auto_create(store, ctx, prepared, requester))
+        return dataclasses.replace(created, created_topic=True)
+
+    def put(ctx: AppendContext, config: dict[str, Any]) -> PutResult:
         topic = prepared.topic
-        config = store.topics.get(txn, topic) or _auto_create(store, ctx, prepared, requester)
         write_nums, read_nums = config["writeQueueNums"], config["readQueueNums"]
         queue_id = prepared.queue_id
         if queue_id < 0:

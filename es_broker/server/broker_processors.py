@@ -171,7 +171,6 @@ class _Send:
     topic: str
     queue_id: int
     batch: list[MessageIn]
-    created_before: bool  # the topic existed before this send (else the name server hears of it)
     args: dict[str, Any]
 
 
@@ -285,7 +284,7 @@ class BrokerProcessors:
                 trace.mark(hops.WOKEN)
             try:
                 result = self.broker.put_done(queued)
-                self._stored(send, result)
+                self._stored(result)
             except Exception as exc:
                 outbox.fail(req, exc, trace)
                 return
@@ -307,12 +306,13 @@ class BrokerProcessors:
         topic, queue_id, sys_flag, born = h.topic, h.queue_id, h.sys_flag, h.born_timestamp
         born_host = _ipv4(channel.remote)
         reconsume = h.reconsume_times or 0
-        config = self.broker.topic_config(topic)
-        if config and config.get("order") and not self.config.brokerPermission & PERM_WRITE:
-            raise BrokerError(
-                f"the broker[{self.config.brokerIP1}] sending message is forbidden",
-                Code.NO_PERMISSION,
-            )
+        if not self.config.brokerPermission & PERM_WRITE:
+            config = self.broker.topic_config(topic)
+            if config and config.get("order"):
+                raise BrokerError(
+                    f"the broker[{self.config.brokerIP1}] sending message is forbidden",
+                    Code.NO_PERMISSION,
+                )
         if req.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
             batch = [
                 MessageIn(body, props, flag, sys_flag, born, born_host, reconsume)
@@ -331,7 +331,6 @@ class BrokerProcessors:
             topic,
             queue_id,
             batch,
-            config is not None,
             {
                 "requester": self.requester(channel),
                 "producer_group": h.producer_group or "",
@@ -344,17 +343,17 @@ class BrokerProcessors:
     async def _send_answer(
         self, req: RemotingCommand, send: _Send, result: PutResult
     ) -> RemotingCommand:
-        self._stored(send, result)
+        self._stored(result)
         code = ResponseCode.SUCCESS
         if self.replication is not None and all(wants_slave_ack(m.properties) for m in send.batch):
             # stored either way (remoting 7.8)
             code = await self.replication.wait_replicated(result.seq)
         return self._send_response(req, result, code)
 
-    def _stored(self, send: _Send, result: PutResult) -> None:
+    def _stored(self, result: PutResult) -> None:
         """Tell who waits on a stored send: held pulls of its queue, the name server of a new topic."""
         self.holds.notify(result.topic, result.queue_id)
-        if not send.created_before or result.diverted_from is not None:
+        if result.created_topic or result.diverted_from is not None:
             self.on_topics_changed()  # a new topic, or maybe a new %DLQ%G, goes to the name server
 
     @staticmethod
