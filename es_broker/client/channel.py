@@ -14,11 +14,12 @@ import dataclasses
 import itertools
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import trio
 
 from es_broker.remoting.command import RemotingCommand
@@ -141,12 +142,18 @@ class Channel:
         budget: PartialFrameBudget | None = None,
         head: bytes = b"",
         socket: HasFileno | None = None,
+        wait_readable: Callable[[HasFileno], Awaitable[None]] | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         """`head`: bytes already read from `stream` (a listener's peek), received before the stream's own;
         `socket`: the plain TCP socket `stream` writes to (not TLS), which `write_now` may write to
-        directly."""
+        directly; `wait_readable` (the event loop's, for `socket`): reads go to the socket directly
+        too, and `clock`, if given, stamps `received_at` when one returns."""
         self.stream = stream
         self._socket = socket
+        self._wait_readable = wait_readable if socket is not None else None
+        self._clock = clock
+        self.received_at = 0
         self._unsent = b""  # the rest of a frame `write_now` began: the next write sends it first
         self._head = head
         self.conn = Connection() if max_frame is None else Connection(max_frame_length=max_frame)
@@ -266,10 +273,37 @@ class Channel:
 
     async def _read(self) -> bytes | bytearray:
         """What the stream has next; b"" once it is gone."""
+        if self._wait_readable is not None:
+            return await self._read_socket()
         try:
             return await self.stream.receive_some(READ_SIZE)
         except STREAM_GONE:
             return b""
+
+    async def _read_socket(self) -> bytes:
+        """What the plain socket has next, read with one scheduler pass: the wait for it to be
+        readable, or, when bytes were there already, a checkpoint after the read (so a peer that
+        keeps the socket full cannot keep its read loop from yielding)."""
+        sock = self._socket
+        assert sock is not None and self._wait_readable is not None
+        waited = False
+        while True:
+            try:
+                data = os.read(sock.fileno(), READ_SIZE)
+            except BlockingIOError:
+                try:
+                    await self._wait_readable(sock)
+                except STREAM_GONE:  # closed by another task meanwhile
+                    return b""
+                waited = True
+                continue
+            except OSError:  # reset by the peer, or the socket closed under the read
+                return b""
+            if self._clock is not None:
+                self.received_at = self._clock()
+            if not waited:
+                await anyio.lowlevel.cancel_shielded_checkpoint()  # the bytes are read: never lost
+            return data
 
     def _settle(self) -> None:
         # give back what the connection no longer holds (decoded or dropped)

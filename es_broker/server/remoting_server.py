@@ -172,6 +172,8 @@ class RemotingServer:
             budget=self.budget,
             head=opened[1],
             socket=opened[0].socket if isinstance(opened[0], trio.SocketStream) else None,
+            wait_readable=trio.lowlevel.wait_readable,
+            clock=hops.now if hops.ON else None,
         )
         self.channels.add(channel)
         try:
@@ -265,7 +267,8 @@ class RemotingServer:
                 trace = None
                 if hops.ON:
                     trace = hops.Trace(
-                        command.code, cast(_StampedStream, channel.stream).received_at
+                        command.code,
+                        channel.received_at or cast(_StampedStream, channel.stream).received_at,
                     )
                     trace.mark(hops.DECODED)
                     hops.bind(
