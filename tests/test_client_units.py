@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from es_broker.client.allocate import allocate_averagely
 from es_broker.client.consumer import build_subscription, parse_consume_timestamp
@@ -18,7 +20,7 @@ from es_broker.client.offset_store import (
 from es_broker.client.process_queue import ProcessQueue
 from es_broker.client.route import from_default_route, publish_queues, subscribe_queues
 from es_broker.remoting.bodies import BrokerData, MessageQueue, QueueData, TopicRouteData
-from es_broker.remoting.message import encode_batch
+from es_broker.remoting.message import encode_batch, offset_msg_id, parse_offset_msg_id
 from es_broker.server.broker_processors import decode_batch
 
 # ---------------------------------------------------------------------- B-51, B-52
@@ -229,3 +231,16 @@ def test_b112_a_master_the_routes_no_longer_list_is_forgotten():
     instance.broker_addrs["gone"] = {0: "g:1"}
     instance.clean_offline_brokers()
     assert instance.broker_addrs == {"a": {1: "s:1"}}
+
+
+@given(
+    ip=st.ip_addresses(v=4),
+    port=st.integers(0, 65535),
+    offset=st.integers(-(2**63), 2**63 - 1),
+)
+def test_offset_msg_id_is_the_hex_of_host_port_and_offset_of_spec_8_5(ip, port, offset):
+    """The id's host part is cached per broker; the id stays the 16-byte layout, in upper-case hex."""
+    host = (str(ip), port)
+    expected = (ip.packed + struct.pack(">iq", port, offset)).hex().upper()
+    assert offset_msg_id(host, offset) == expected
+    assert parse_offset_msg_id(expected) == (host, offset)

@@ -77,6 +77,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# a worker takes at most this many queued consume requests before it lets the scheduler run others
+_TAKEN_WITHOUT_YIELDING = 32
+
 
 class ConsumeResult(Enum):
     """What a handler returns for its batch (B-87)."""
@@ -410,8 +413,19 @@ class PushConsumer(GroupConsumer):
                 submit((list(msgs[i : i + size]), pq, mq))
 
     async def _consume_worker(self) -> None:
-        async for msgs, pq, mq in self._consume_queue:
-            await self._consume(msgs, pq, mq)
+        """Consume requests as they come; those already queued are taken without a scheduler pass
+        each (up to a pull's worth), while the other workers go on taking from the same queue."""
+        queue = self._consume_queue
+        async for request in queue:
+            await self._consume(*request)
+            for _ in range(_TAKEN_WITHOUT_YIELDING):
+                try:
+                    request = queue.receive_nowait()
+                except anyio.WouldBlock:
+                    break
+                except anyio.EndOfStream:
+                    return
+                await self._consume(*request)
 
     async def _consume(
         self, msgs: list[ReceivedMessage], pq: ProcessQueue, mq: MessageQueue

@@ -105,7 +105,15 @@ def _host_bytes(host: tuple[str, int]) -> bytes:
 
 def offset_msg_id(store_host: tuple[str, int], physical_offset: int) -> str:
     """The broker's message id: hex of store IP, port and physical offset (section 8.5)."""
-    return (_host_bytes(store_host) + struct.pack(">q", physical_offset)).hex().upper()
+    if physical_offset < 0:  # as Java's putLong writes it: two's complement
+        return (_host_bytes(store_host) + struct.pack(">q", physical_offset)).hex().upper()
+    return _host_hex(store_host) + f"{physical_offset:016X}"
+
+
+@functools.lru_cache(maxsize=256)
+def _host_hex(store_host: tuple[str, int]) -> str:
+    """The id's first 16 hex digits; a consumer decodes many messages of the same few brokers."""
+    return _host_bytes(store_host).hex().upper()
 
 
 def parse_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
