@@ -3,8 +3,9 @@
 Every request code that appends messages to a queue: a producer's sends,
 a consumer's send-back, an operator's re-drive of dead letters. And the
 requests that write or read a consumer's offsets: a pull (which may carry a
-commit; it gives its turn up before it long-polls), an offset commit, and an
-offset query (which waits for the records of the requests before it).
+commit; it waits for no earlier request, and gives its turn up once its
+record is queued, before it long-polls), an offset commit, and an offset
+query (which waits for the records of the requests before it).
 Everything else (heartbeats, admin, route and lock requests) takes no ticket
 and never waits behind them.
 """

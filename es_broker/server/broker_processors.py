@@ -25,7 +25,7 @@ from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.ha.master import wants_slave_ack
 from es_broker.log import Queued, hops
-from es_broker.log.arrival import pass_turn
+from es_broker.log.arrival import pass_turn, unordered
 from es_broker.log.types import Cause
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import fastjson, requests
@@ -387,19 +387,21 @@ class BrokerProcessors:
         client = self.requester(channel)
         # register for arrivals before reading, so a message stored meanwhile is not missed
         arrival = self.holds.arrival(topic, queue_id)
-        result = await self.broker.pull(
-            group,
-            topic,
-            queue_id,
-            offset,
-            max_nums,
-            tags_codes=tags,
-            message_filter=message_filter,
-            client=client,
-            commit_offset=commit,
-        )
-        # its records are queued (or there are none): the connection's next ordered request may
-        # enter the writer's queue, not only once this pull's long-poll is over
+        # a pull waits for no earlier request (a consumer has one pull per queue in flight), but the
+        # commits and queries after it wait for its record (B-312): its turn is given up once that
+        # is queued (or there is none), before it long-polls
+        with unordered():
+            result = await self.broker.pull(
+                group,
+                topic,
+                queue_id,
+                offset,
+                max_nums,
+                tags_codes=tags,
+                message_filter=message_filter,
+                client=client,
+                commit_offset=commit,
+            )
         pass_turn()
         code = response_code(result.status, offset)
         if code == Code.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
