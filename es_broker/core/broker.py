@@ -54,7 +54,6 @@ from es_broker.log import (
 from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
 from es_broker.log.arrival import ArrivalOrder as ArrivalOrder  # re-exported for the server
 from es_broker.log.arrival import Ticket as Ticket
-from es_broker.log.arrival import unordered
 from es_broker.log.records import RecordOutOfRange
 from es_broker.log.types import (
     Cause,
@@ -372,8 +371,7 @@ class Broker:
             messages.check_readable(self.store, txn, topic, queue_id)
             group_config = self.store.groups.get(txn, group)
         if group_config is None:
-            with unordered():
-                group_config = await self.ensure_group(group, requester=client)
+            group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
         result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes, message_filter)

@@ -115,8 +115,8 @@ async def take_turn() -> None:
 
 @contextmanager
 def unordered() -> Iterator[None]:
-    """Jobs submitted inside take no turn: the current task's ticket is kept for the job after them
-    (a pull's group created on the fly, then its delivery and commit in their place)."""
+    """Jobs submitted inside take no turn; the current task's ticket is kept, for `pass_turn` after
+    them (a pull's records wait for no earlier request, yet hold back the requests after it)."""
     token = _TICKET.set(None)
     try:
         yield

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -387,21 +388,22 @@ class BrokerProcessors:
         client = self.requester(channel)
         # register for arrivals before reading, so a message stored meanwhile is not missed
         arrival = self.holds.arrival(topic, queue_id)
+        read = functools.partial(
+            self.broker.pull,
+            group,
+            topic,
+            queue_id,
+            offset,
+            max_nums,
+            tags_codes=tags,
+            message_filter=message_filter,
+            client=client,
+        )
         # a pull waits for no earlier request (a consumer has one pull per queue in flight), but the
         # commits and queries after it wait for its record (B-312): its turn is given up once that
         # is queued (or there is none), before it long-polls
         with unordered():
-            result = await self.broker.pull(
-                group,
-                topic,
-                queue_id,
-                offset,
-                max_nums,
-                tags_codes=tags,
-                message_filter=message_filter,
-                client=client,
-                commit_offset=commit,
-            )
+            result = await read(commit_offset=commit)
         pass_turn()
         code = response_code(result.status, offset)
         if code == Code.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
@@ -413,16 +415,7 @@ class BrokerProcessors:
             with trio.move_on_after(hold):
                 await arrival.wait()
             # the re-run neither suspends nor stores the commit again (B-63)
-            result = await self.broker.pull(
-                group,
-                topic,
-                queue_id,
-                offset,
-                max_nums,
-                tags_codes=tags,
-                message_filter=message_filter,
-                client=client,
-            )
+            result = await read()
             code = response_code(result.status, offset)
         return self._pull_answer(req, group, result, code, offset)
 
