@@ -7,7 +7,8 @@ For each mode (the compiled hot path, then ES_BROKER_PURE_PYTHON=1), in
 processes of their own so the mode holds everywhere, broker and bench alike:
 - wire: produce (batches of 32, 16 in flight), consume with commits (reads
   of 32), sync send p50/p99 (async client, and a blocking socket as redis-py
-  uses) against Redis Streams with AOF everysec, and the
+  uses; and as raw frames on both sides, the servers without a client
+  library) against Redis Streams with AOF everysec, and the
   broker's CPU per request and peak RSS (bench/wire_bench.py);
 - SYNC_FLUSH produce and sync p50 against Redis with appendfsync always;
 - core: puts through the broker core against raw LMDB appends (bench/core_bench.py);
@@ -173,11 +174,36 @@ def report(mode: str, results: dict) -> None:
             f"{es['blocking p99'] / rd['p99']:.2f}x",
             f"<= 1.0x Redis ({rd['p99'] * 1000:.3f})",
         )
+        # the servers alone: requests encoded before the clock, on plain sockets, no client library
+        row(
+            "sync send p50, raw frames (ms)",
+            f"{es['raw send p50'] * 1000:.3f}",
+            f"{es['raw send p50'] / rd['raw p50']:.2f}x",
+            f"Redis ({rd['raw p50'] * 1000:.3f}), no client library",
+        )
+        row(
+            "sync send p99, raw frames (ms)",
+            f"{es['raw send p99'] * 1000:.3f}",
+            f"{es['raw send p99'] / rd['raw p99']:.2f}x",
+            f"Redis ({rd['raw p99'] * 1000:.3f}), no client library",
+        )
         row(
             "unserved request round trip p50 (ms)",
             f"{es['floor p50'] * 1000:.3f}",
             "",
-            "the floor of a send",
+            "the floor of a send, RemotingClient",
+        )
+        row(
+            "unserved request round trip p50, raw (ms)",
+            f"{es['raw floor p50'] * 1000:.3f}",
+            "",
+            "the listener's floor, raw frames",
+        )
+        row(
+            "echo server round trip p50 (ms)",
+            f"{es['echo p50'] * 1000:.3f}",
+            "",
+            "this machine's floor, any server",
         )
         row("broker CPU per request (µs)", f"{es['cpu'] / es['requests'] * 1e6:.0f}")
         row("broker peak RSS (MiB)", f"{es['rss_mb']:.0f}")

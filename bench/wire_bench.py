@@ -13,7 +13,11 @@ XACK of the previous read in the same pipeline), then `--sync` synchronous singl
 request, wait for the answer) for p50/p99 latency: from the async client
 (`RemotingClient`), then the same count from a blocking socket
 (`es_broker.client.blocking`, what `SyncProducer` uses), which is how redis-py
-talks to Redis, so the "blocking" rows are the like-for-like ones.
+talks to Redis, so the "blocking" rows are the like-for-like ones. Last,
+the same sends as raw frames on both sides (each request encoded before its
+clock starts, written and read on a plain socket, no client library): the
+servers alone, so a client's share of a "blocking" row is that row minus
+this one.
 
 The broker runs as `es-broker serve` does by default, read model on (its
 follower is a child process); the bench waits for the follower's first
@@ -28,13 +32,14 @@ throwaway CA (trustme, a dev dependency), every client connection over TLS.
 synchronous sends (SEND_MESSAGE_V2, which only that phase uses) are printed.
 Also printed: the p50/p99 of a request the broker answers without a handler
 (an unsupported code), the floor of one round trip through this client and
-the listener.
+the listener, and the same as raw frames: the listener's floor alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -44,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -61,6 +66,7 @@ from es_broker.client.tls import TlsClientSettings  # noqa: E402
 from es_broker.log.hops import format_table  # noqa: E402
 from es_broker.remoting.codes import RequestCode  # noqa: E402
 from es_broker.remoting.command import RemotingCommand, request  # noqa: E402
+from es_broker.remoting.connection import Connection  # noqa: E402
 from es_broker.remoting.message import decode_all, encode_properties  # noqa: E402
 from tests.process_fixtures import serve  # noqa: E402
 
@@ -248,6 +254,89 @@ async def es_floor_latency(addr: str, count: int) -> list[float]:
 UNSERVED_CODE = 9999
 
 
+def _round_trips(
+    sock: socket.socket, frames: list[bytes], answered: Callable[[bytes], bool]
+) -> list[float]:
+    """Each frame written and its whole answer read, one at a time, on a plain blocking socket."""
+    out = []
+    for frame in frames:
+        t = time.perf_counter()
+        sock.sendall(frame)
+        answer = sock.recv(65536)
+        while not answered(answer):
+            answer += sock.recv(65536)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def _whole_frame(data: bytes) -> bool:
+    return len(data) >= 4 and len(data) >= 4 + int.from_bytes(data[:4], "big")
+
+
+def es_raw_latency(addr: str, count: int) -> dict[str, list[float]]:
+    """Round trips with no client library: frames encoded before the clock starts, written and read
+    on a plain socket; an unserved code (the listener's floor) and the sync sends above. What is
+    left is the kernel's loopback and the broker, so client and broker can be told apart."""
+    props = encode_properties({"TAGS": "A"}).decode()
+    conn = Connection()
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        unserved = [conn.send(request(UNSERVED_CODE, {})) for _ in range(count)]
+        sends = [conn.send(sync_send(i, props)) for i in range(count)]
+        return {
+            "unserved": _round_trips(sock, unserved, _whole_frame),
+            "send": _round_trips(sock, sends, _whole_frame),
+        }
+
+
+# a server that does nothing but echo, in a process of its own: the round trip of this machine's
+# loopback and scheduler, under any server
+ECHO_SERVER = """
+import socket, sys
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while data := conn.recv(65536):
+    conn.sendall(data)
+"""
+
+
+def echo_floor_latency(count: int) -> list[float]:
+    """Round trips of a frame the size of a sync send through ECHO_SERVER (the machine's floor)."""
+    props = encode_properties({"TAGS": "A"}).decode()
+    frame = Connection().send(sync_send(0, props))
+    with subprocess.Popen(
+        [sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            out = _round_trips(sock, [frame] * count, lambda d: len(d) >= len(frame))
+        proc.wait()
+    return out
+
+
+def redis_raw_latency(port: int, count: int) -> list[float]:
+    """The single XADDs of `run_redis`, as RESP encoded before the clock starts, on a plain socket."""
+
+    def resp(*parts: bytes) -> bytes:
+        return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in parts)
+
+    frames = [
+        resp(b"XADD", b"sync%d" % (i % QUEUES), b"*", b"tags", b"A", b"body", BODY)
+        for i in range(count)
+    ]
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # an XADD answers with one bulk string, the new entry's id: "$<n>\r\n<id>\r\n"
+        return _round_trips(
+            sock, frames, lambda d: d.endswith(b"\r\n") and (d[:1] != b"$" or d.count(b"\r\n") >= 2)
+        )
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process used so far (Linux /proc; 0 elsewhere)."""
     try:
@@ -420,8 +509,15 @@ def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, fl
     latencies = trio.run(es_sync_latency, broker.broker, sync)
     blocking = es_sync_latency_blocking(broker.broker, sync)
     floor = trio.run(es_floor_latency, broker.broker, sync)
+    # unsigned, plain TCP: only when the broker takes those
+    raw = (
+        es_raw_latency(broker.broker, sync) if CREDENTIALS is None and CLIENT_TLS is None else None
+    )
     cpu, child = cpu_seconds(pid) - cpu0, sum(cpu_seconds(c) for c in children) - child0
-    requests = n // batch + REQUESTS["pull"] + 3 * sync
+    echo = echo_floor_latency(sync)  # after the broker's CPU is taken: not the broker's work
+    requests = n // batch + REQUESTS["pull"] + (5 if raw else 3) * sync
+    if raw is None:
+        raw = {"unserved": [math.nan], "send": [math.nan]}
     return {
         "produce": produce,
         "consume": consume,
@@ -431,6 +527,10 @@ def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, fl
         "blocking p99": percentile(blocking, 0.99),
         "floor p50": percentile(floor, 0.5),
         "floor p99": percentile(floor, 0.99),
+        "raw floor p50": percentile(raw["unserved"], 0.5),
+        "echo p50": percentile(echo, 0.5),
+        "raw send p50": percentile(raw["send"], 0.5),
+        "raw send p99": percentile(raw["send"], 0.99),
         "cpu": cpu,
         "child_cpu": child,
         "requests": requests,
@@ -519,11 +619,14 @@ def run_redis(n: int, batch: int, sync: int, fsync: str = "everysec") -> dict[st
             t = time.perf_counter()
             r.xadd(f"sync{i % QUEUES}", {"tags": "A", "body": BODY})
             latencies.append(time.perf_counter() - t)
+        raw = redis_raw_latency(r.connection_pool.connection_kwargs["port"], sync)
     return {
         "produce": produce,
         "consume": consume,
         "p50": percentile(latencies, 0.5),
         "p99": percentile(latencies, 0.99),
+        "raw p50": percentile(raw, 0.5),
+        "raw p99": percentile(raw, 0.99),
     }
 
 
@@ -588,7 +691,9 @@ def main() -> None:
             print(format_table(sends["hops"]))
     print(
         f"round trip of an unserved request code (the floor): p50 {es['floor p50'] * 1000:.3f} ms, "
-        f"p99 {es['floor p99'] * 1000:.3f} ms"
+        f"p99 {es['floor p99'] * 1000:.3f} ms through RemotingClient, "
+        f"p50 {es['raw floor p50'] * 1000:.3f} ms as raw frames; a do-nothing echo server of the same "
+        f"frames (this machine's floor): p50 {es['echo p50'] * 1000:.3f} ms"
     )
     print(
         f"es-broker CPU over the workload: broker process {es['cpu']:.2f} s, "
@@ -607,6 +712,8 @@ def main() -> None:
             print(f"{'sync send ' + p + ' (ms)':28s}{es[p] * 1000:14.3f}")
         for p in ("p50", "p99"):
             print(f"{'sync ' + p + ', blocking (ms)':28s}{es['blocking ' + p] * 1000:14.3f}")
+        for p in ("p50", "p99"):
+            print(f"{'sync ' + p + ', raw frames (ms)':28s}{es['raw send ' + p] * 1000:14.3f}")
         return
     rd = run_redis(
         args.messages, args.batch, args.sync, "always" if args.sync_flush else "everysec"
@@ -628,6 +735,12 @@ def main() -> None:
         b = es["blocking " + p]
         print(
             f"{'sync ' + p + ', blocking (ms)':28s}{b * 1000:14.3f}{rd[p] * 1000:16.3f}{b / rd[p]:8.2f}"
+        )
+    # the servers alone: requests encoded before the clock, on plain sockets, no client library
+    for p in ("p50", "p99"):
+        b, r = es["raw send " + p], rd["raw " + p]
+        print(
+            f"{'sync ' + p + ', raw frames (ms)':28s}{b * 1000:14.3f}{r * 1000:16.3f}{b / r:8.2f}"
         )
 
 
