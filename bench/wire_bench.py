@@ -200,7 +200,10 @@ async def es_consume(addr: str, n: int) -> float:
     return got / elapsed
 
 
-def sync_send(i: int, props: str) -> RemotingCommand:
+SYNC_PROPS = encode_properties({"TAGS": "A"}).decode()  # the properties of every sync send
+
+
+def sync_send(i: int, props: str = SYNC_PROPS) -> RemotingCommand:
     """The i-th single SEND_MESSAGE_V2 of the latency phases (V2's short header names)."""
     header = {"a": "BENCH", "b": "Sync", "c": "TBW102", "d": 4, "e": i % QUEUES}
     header.update(f=0, g=0, h=0, i=props)
@@ -208,13 +211,12 @@ def sync_send(i: int, props: str) -> RemotingCommand:
 
 
 async def es_sync_latency(addr: str, count: int) -> list[float]:
-    props = encode_properties({"TAGS": "A"}).decode()
     async with trio.open_nursery() as nursery:
         client = RemotingClient(nursery, credentials=CREDENTIALS, tls=CLIENT_TLS)
         out = []
         for i in range(count):
             t = time.perf_counter()
-            r = await client.invoke(addr, sync_send(i, props))
+            r = await client.invoke(addr, sync_send(i))
             out.append(time.perf_counter() - t)
             assert r.code == 0
         nursery.cancel_scope.cancel()
@@ -223,13 +225,12 @@ async def es_sync_latency(addr: str, count: int) -> list[float]:
 
 def es_sync_latency_blocking(addr: str, count: int) -> list[float]:
     """The same sends from a blocking socket (`es_broker.client.blocking`), as redis-py sends to Redis."""
-    props = encode_properties({"TAGS": "A"}).decode()
     client = BlockingRemoting(credentials=CREDENTIALS, tls=CLIENT_TLS)
     out = []
     try:
         for i in range(count):
             t = time.perf_counter()
-            r = client.invoke(addr, sync_send(i, props))
+            r = client.invoke(addr, sync_send(i))
             out.append(time.perf_counter() - t)
             assert r.code == 0
     finally:
@@ -252,6 +253,13 @@ async def es_floor_latency(addr: str, count: int) -> list[float]:
 
 
 UNSERVED_CODE = 9999
+
+
+def _plain_socket(host: str, port: int) -> socket.socket:
+    """A blocking TCP connection with Nagle off, as the clients above use."""
+    sock = socket.create_connection((host, port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 def _round_trips(
@@ -277,13 +285,11 @@ def es_raw_latency(addr: str, count: int) -> dict[str, list[float]]:
     """Round trips with no client library: frames encoded before the clock starts, written and read
     on a plain socket; an unserved code (the listener's floor) and the sync sends above. What is
     left is the kernel's loopback and the broker, so client and broker can be told apart."""
-    props = encode_properties({"TAGS": "A"}).decode()
     conn = Connection()
     host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port))) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    with _plain_socket(host, int(port)) as sock:
         unserved = [conn.send(request(UNSERVED_CODE, {})) for _ in range(count)]
-        sends = [conn.send(sync_send(i, props)) for i in range(count)]
+        sends = [conn.send(sync_send(i)) for i in range(count)]
         return {
             "unserved": _round_trips(sock, unserved, _whole_frame),
             "send": _round_trips(sock, sends, _whole_frame),
@@ -293,7 +299,7 @@ def es_raw_latency(addr: str, count: int) -> dict[str, list[float]]:
 # a server that does nothing but echo, in a process of its own: the round trip of this machine's
 # loopback and scheduler, under any server
 ECHO_SERVER = """
-import socket, sys
+import socket
 listener = socket.create_server(("127.0.0.1", 0))
 print(listener.getsockname()[1], flush=True)
 conn, _ = listener.accept()
@@ -305,15 +311,13 @@ while data := conn.recv(65536):
 
 def echo_floor_latency(count: int) -> list[float]:
     """Round trips of a frame the size of a sync send through ECHO_SERVER (the machine's floor)."""
-    props = encode_properties({"TAGS": "A"}).decode()
-    frame = Connection().send(sync_send(0, props))
+    frame = Connection().send(sync_send(0))
     with subprocess.Popen(
         [sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE, text=True
     ) as proc:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
-        with socket.create_connection(("127.0.0.1", port)) as sock:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with _plain_socket("127.0.0.1", port) as sock:
             out = _round_trips(sock, [frame] * count, lambda d: len(d) >= len(frame))
         proc.wait()
     return out
@@ -329,8 +333,7 @@ def redis_raw_latency(port: int, count: int) -> list[float]:
         resp(b"XADD", b"sync%d" % (i % QUEUES), b"*", b"tags", b"A", b"body", BODY)
         for i in range(count)
     ]
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    with _plain_socket("127.0.0.1", port) as sock:
         # an XADD answers with one bulk string, the new entry's id: "$<n>\r\n<id>\r\n"
         return _round_trips(
             sock, frames, lambda d: d.endswith(b"\r\n") and (d[:1] != b"$" or d.count(b"\r\n") >= 2)
@@ -509,15 +512,15 @@ def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, fl
     latencies = trio.run(es_sync_latency, broker.broker, sync)
     blocking = es_sync_latency_blocking(broker.broker, sync)
     floor = trio.run(es_floor_latency, broker.broker, sync)
-    # unsigned, plain TCP: only when the broker takes those
+    plain = CREDENTIALS is None and CLIENT_TLS is None  # raw frames are unsigned, over plain TCP
     raw = (
-        es_raw_latency(broker.broker, sync) if CREDENTIALS is None and CLIENT_TLS is None else None
+        es_raw_latency(broker.broker, sync)
+        if plain
+        else {"unserved": [math.nan], "send": [math.nan]}
     )
     cpu, child = cpu_seconds(pid) - cpu0, sum(cpu_seconds(c) for c in children) - child0
     echo = echo_floor_latency(sync)  # after the broker's CPU is taken: not the broker's work
-    requests = n // batch + REQUESTS["pull"] + (5 if raw else 3) * sync
-    if raw is None:
-        raw = {"unserved": [math.nan], "send": [math.nan]}
+    requests = n // batch + REQUESTS["pull"] + (5 if plain else 3) * sync
     return {
         "produce": produce,
         "consume": consume,
