@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from es_broker import compiled
+from es_broker.projections import consume_queue, key_index
 from es_broker.remoting import command, frames, header, message, requests
 from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from es_broker.remoting.errors import EncodeError
@@ -30,6 +31,7 @@ from tests.process_fixtures import ROOT, _env
 
 fast = importlib.import_module("es_broker.remoting._speedups")
 codec = importlib.import_module("es_broker.remoting._codec")
+fast_projections = importlib.import_module("es_broker.projections._speedups")
 
 
 def _pure_copy() -> ModuleType:
@@ -87,7 +89,10 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert frames.encode_frame is frames.REFERENCE["encode_frame"]
         assert command.response_to is command.REFERENCE["response_to"]
         assert requests.check is requests.REFERENCE["check"]
+        assert consume_queue.queue_units is consume_queue.REFERENCE["queue_units"]
+        assert key_index.index_entries is key_index.REFERENCE["index_entries"]
         assert compiled.active() == {
+            "es_broker.projections._speedups": False,
             "es_broker.remoting._codec": False,
             "es_broker.remoting._speedups": False,
         }
@@ -99,7 +104,11 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert frames.encode_frame is codec.encode_frame
         assert command.response_to is codec.response_to
         assert requests.check is codec.check
+        assert consume_queue.queue_units is fast_projections.queue_units
+        assert key_index.index_entries is fast_projections.index_entries
+        assert key_index.pack_entries is fast_projections.pack_entries
         assert compiled.active() == {
+            "es_broker.projections._speedups": True,
             "es_broker.remoting._codec": True,
             "es_broker.remoting._speedups": True,
         }
@@ -551,3 +560,106 @@ def test_check(code, data):
     body = data.draw(st.sampled_from([b"", b"{}", b'{"a":1}', b"\xff", b"[1]"]))
     cmd = command.request(code, fields, body)
     same_codec("check", cmd)
+
+
+# ---------------------------------------------------------------------- the projections' loops
+
+
+def same_projection(name: str, reference, *args) -> None:
+    assert outcome(getattr(fast_projections, name), *args) == outcome(reference[name], *args)
+
+
+unit_fields = st.one_of(ints, st.just(1.5), st.none())
+units = st.lists(
+    st.one_of(
+        st.tuples(ints, ints, ints),
+        st.lists(st.integers(0, 1 << 40), min_size=3, max_size=3),
+        st.lists(unit_fields, max_size=4),
+    ),
+    max_size=6,
+)
+
+
+@given(
+    st.one_of(st.binary(max_size=12), st.just("T")),
+    st.one_of(ints, st.integers(0, 1 << 40)),
+    st.one_of(units, units.map(tuple)),
+    ints,
+)
+def test_queue_units(prefix, offset, units, ts):
+    same_projection("queue_units", consume_queue.REFERENCE, prefix, offset, units, ts)
+
+
+class _Payloads:
+    """A read transaction's `get` over message bytes by physical offset (8-byte big-endian keys)."""
+
+    def __init__(self, stored: dict[int, bytes]) -> None:
+        self.stored = {struct.pack(">Q", phy): raw for phy, raw in stored.items()}
+
+    def get(self, key, default=None, db=None):
+        assert db == "payloads"
+        return self.stored.get(key, default)
+
+
+def _keyed_message(topic: str, props: dict[str, str], sys_flag: int) -> bytes:
+    return ref.encode_fields(
+        topic,
+        0,
+        b"body",
+        props,
+        0,
+        sys_flag,
+        0,
+        0,
+        0,
+        ("127.0.0.1", 1),
+        0,
+        ("10.0.0.1", 2),
+        0,
+        0,
+        None,
+    )
+
+
+index_values = st.one_of(
+    st.sampled_from(["", "k1", " a  b ", "A" * 300, "x" * 600, "\u00e9 \u00e9"]), encodable
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.dictionaries(
+                st.sampled_from(["KEYS", "UNIQ_KEY", "TAGS"]), index_values, max_size=3
+            ),
+            st.sampled_from([0, 0x4, 0x8, 0xC, 0x10C]),
+            st.booleans(),  # the bytes are present (False: expired before the index was built)
+        ),
+        max_size=5,
+    ),
+    st.sampled_from([b"T\x00", b"Topic" * 40 + b"\x00"]),
+    st.data(),
+)
+def test_index_entries(messages, topic, data):
+    stored, unit_list = {}, []
+    for i, (props, sys_flag, present) in enumerate(messages):
+        phy = 1000 * i
+        if present:
+            stored[phy] = _keyed_message("T", props, sys_flag)
+        unit_list.append([phy, 100, 0])
+    if unit_list and data.draw(st.booleans()):
+        unit_list[-1] = data.draw(
+            st.one_of(st.tuples(ints, ints, ints), st.lists(ints, max_size=4))
+        )
+    txn = _Payloads(stored)
+    ts = data.draw(st.sampled_from([struct.pack(">Q", 1 << 63), b"", b"t"]))
+    same_projection("index_entries", key_index.REFERENCE, txn, "payloads", unit_list, topic, ts)
+    same_projection(
+        "index_entries", key_index.REFERENCE, txn, "payloads", tuple(unit_list), topic, ts
+    )
+
+
+@given(st.lists(st.one_of(st.binary(max_size=20), st.just(b"k" * 70000), st.just("k")), max_size=5))
+def test_pack_entries(keys):
+    same_projection("pack_entries", key_index.REFERENCE, keys)

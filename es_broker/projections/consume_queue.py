@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import lmdb
 
+from es_broker import compiled
 from es_broker.log import LogCorruptError, Record, RecordLog
 from es_broker.log.scan import prefixed
 from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
@@ -34,6 +35,22 @@ class Unit:
     size: int
     tags_code: int
     store_time: int
+
+
+def queue_units(
+    prefix: bytes, offset: int, units: list[list[int]], ts: int
+) -> list[tuple[bytes, bytes]]:
+    """The (key, unit) pairs of a `messages_stored` record's messages in the queue whose keys
+    start with `prefix`, the first at `offset`, all stored at `ts`."""
+    pack_offset, pack_unit = U64.pack, UNIT.pack
+    return [
+        (prefix + pack_offset(offset + i), pack_unit(phy, size, tags_code, ts))
+        for i, (phy, size, tags_code) in enumerate(units)
+    ]
+
+
+# the pure-Python function that has a compiled twin (es_broker/projections/_speedups.pyx)
+REFERENCE = {"queue_units": queue_units}
 
 
 class ConsumeQueueProjection:
@@ -61,13 +78,7 @@ class ConsumeQueueProjection:
             stored["ts"],
             stored["units"],
         )
-        prefix, pack_offset, pack_unit = queue_key(topic, qid), U64.pack, UNIT.pack
-        txn.cursor(db=self.db).putmulti(
-            [
-                (prefix + pack_offset(offset + i), pack_unit(phy, size, tags_code, ts))
-                for i, (phy, size, tags_code) in enumerate(units)
-            ]
-        )
+        txn.cursor(db=self.db).putmulti(queue_units(queue_key(topic, qid), offset, units, ts))
         lo, _ = self.bounds(txn, topic, qid)
         txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(units)), db=self.meta)
 
@@ -129,3 +140,8 @@ class ConsumeQueueProjection:
             topic, _, qid = key.partition(b"\x00")
             lo, hi = _BOUNDS.unpack(raw)
             yield topic.decode(), struct.unpack(">I", qid)[0], lo, hi
+
+
+_compiled = compiled.load("es_broker.projections._speedups")
+if _compiled is not None:
+    queue_units = _compiled.queue_units  # noqa: F811

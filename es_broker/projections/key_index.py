@@ -53,6 +53,7 @@ from collections.abc import Iterator
 
 import lmdb
 
+from es_broker import compiled
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.scan import prefixed_keys
 from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
@@ -120,6 +121,53 @@ def matches(raw: bytes, topic: bytes, key: bytes, *, uniq_only: bool = False) ->
     return key in keys.split(KEY_SEPARATOR)
 
 
+def index_entries(
+    txn: lmdb.Transaction[bytes],
+    payloads: lmdb._Database,
+    units: list[list[int]],
+    topic: bytes,
+    ts: bytes,
+) -> tuple[list[bytes], int]:
+    """The key_index keys of a `messages_stored` record's messages, in order, and the first
+    physical offset that has any (-1: none).
+
+    `topic` is the topic's bytes and a NUL, `ts` the record's store time as a key part
+    (`_time`); each message's bytes are read at its physical offset in `payloads`.
+    """
+    get, pack = txn.get, U64.pack
+    written: list[bytes] = []
+    first = -1
+    for phy, _, _ in units:
+        phy_key = pack(phy)
+        raw = get(phy_key, None, payloads)
+        if raw is None:
+            continue  # expired before the index was built (a replay copies the surviving bytes)
+        keys, uniq, sys_flag = message_keys(raw)
+        if sys_flag & _TRANSACTION_MASK == _ROLLBACK:
+            continue  # IndexService skips a rolled-back transaction message (B-201)
+        tail = ts + phy_key
+        if uniq:
+            prefix = topic + uniq + b"\x00"
+            written.append((prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail)
+        if keys:
+            for token in key_tokens(keys):
+                prefix = topic + token + b"\x00"
+                written.append((prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail)
+        if first < 0 and written:
+            first = phy
+    return written, first
+
+
+def pack_entries(keys: list[bytes]) -> bytes:
+    """A key_expiry value: each index key after its length (2 bytes)."""
+    pack = _ENTRY.pack
+    return b"".join([pack(len(key)) + key for key in keys])
+
+
+# the pure-Python functions that have a compiled twin (es_broker/projections/_speedups.pyx)
+REFERENCE = {"index_entries": index_entries, "pack_entries": pack_entries}
+
+
 class KeyIndexProjection:
     name = "key_index"
     databases = ("key_index", "key_expiry", "key_meta")
@@ -140,34 +188,12 @@ class KeyIndexProjection:
 
     def _index(self, txn: lmdb.Transaction[bytes], record: MessagesStoredRecord) -> None:
         topic = record["topic"].encode() + b"\x00"
-        ts = _time(record["ts"])
-        get, put, pack = txn.get, txn.put, U64.pack
-        payloads, index_db = self.payloads, self.index_db
-        written: list[bytes] = []
-        first = -1
-        for phy, _, _ in record["units"]:
-            phy_key = pack(phy)
-            raw = get(phy_key, db=payloads)
-            if raw is None:
-                continue  # expired before the index was built (a replay copies the surviving bytes)
-            keys, uniq, sys_flag = message_keys(raw)
-            if sys_flag & _TRANSACTION_MASK == _ROLLBACK:
-                continue  # IndexService skips a rolled-back transaction message (B-201)
-            tail = ts + phy_key
-            if uniq:
-                prefix = topic + uniq + b"\x00"
-                written.append((prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail)
-            if keys:
-                for token in key_tokens(keys):
-                    prefix = topic + token + b"\x00"
-                    written.append(
-                        (prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail
-                    )
-            if first < 0 and written:
-                first = phy
+        written, first = index_entries(
+            txn, self.payloads, record["units"], topic, _time(record["ts"])
+        )
         if first >= 0:
-            txn.cursor(db=index_db).putmulti([(key, b"") for key in written])
-            put(pack(first), _pack_entries(written), db=self.expiry_db)
+            txn.cursor(db=self.index_db).putmulti([(key, b"") for key in written])
+            txn.put(U64.pack(first), pack_entries(written), db=self.expiry_db)
 
     def _expire(self, txn: lmdb.Transaction[bytes], phy_min: int) -> None:
         cur = txn.cursor(db=self.expiry_db)
@@ -181,7 +207,7 @@ class KeyIndexProjection:
             cur.delete()
             if kept:  # a record cut by phyMin: its surviving keys stay, under their first offset
                 first = min(U64.unpack(key[-8:])[0] for key in kept)
-                txn.put(U64.pack(first), _pack_entries(kept), db=self.expiry_db)
+                txn.put(U64.pack(first), pack_entries(kept), db=self.expiry_db)
 
     # ------------------------------------------------------------------ building
     def is_built(self, txn: lmdb.Transaction[bytes]) -> bool:
@@ -265,11 +291,6 @@ class KeyIndexProjection:
         yield from txn.cursor(db=self.index_db).iternext(keys=True, values=False)
 
 
-def _pack_entries(keys: list[bytes]) -> bytes:
-    pack = _ENTRY.pack
-    return b"".join([pack(len(key)) + key for key in keys])
-
-
 def _parse_entries(value: bytes) -> Iterator[bytes]:
     p = 0
     while p < len(value):
@@ -277,3 +298,9 @@ def _parse_entries(value: bytes) -> Iterator[bytes]:
         p += _ENTRY.size
         yield bytes(value[p : p + size])
         p += size
+
+
+_compiled = compiled.load("es_broker.projections._speedups")
+if _compiled is not None:
+    index_entries = _compiled.index_entries  # noqa: F811
+    pack_entries = _compiled.pack_entries  # noqa: F811
