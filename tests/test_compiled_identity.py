@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from es_broker import compiled
+from es_broker.commands import messages as store_messages
 from es_broker.projections import consume_queue, key_index
 from es_broker.remoting import command, frames, header, message, requests
 from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -32,6 +33,7 @@ from tests.process_fixtures import ROOT, _env
 fast = importlib.import_module("es_broker.remoting._speedups")
 codec = importlib.import_module("es_broker.remoting._codec")
 fast_projections = importlib.import_module("es_broker.projections._speedups")
+fast_commands = importlib.import_module("es_broker.commands._speedups")
 
 
 def _pure_copy() -> ModuleType:
@@ -91,7 +93,9 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert requests.check is requests.REFERENCE["check"]
         assert consume_queue.queue_units is consume_queue.REFERENCE["queue_units"]
         assert key_index.index_entries is key_index.REFERENCE["index_entries"]
+        assert store_messages.encode_batch is store_messages.REFERENCE["encode_batch"]
         assert compiled.active() == {
+            "es_broker.commands._speedups": False,
             "es_broker.projections._speedups": False,
             "es_broker.remoting._codec": False,
             "es_broker.remoting._speedups": False,
@@ -107,7 +111,9 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert consume_queue.queue_units is fast_projections.queue_units
         assert key_index.index_entries is fast_projections.index_entries
         assert key_index.pack_entries is fast_projections.pack_entries
+        assert store_messages.encode_batch is fast_commands.encode_batch
         assert compiled.active() == {
+            "es_broker.commands._speedups": True,
             "es_broker.projections._speedups": True,
             "es_broker.remoting._codec": True,
             "es_broker.remoting._speedups": True,
@@ -663,3 +669,42 @@ def test_index_entries(messages, topic, data):
 @given(st.lists(st.one_of(st.binary(max_size=20), st.just(b"k" * 70000), st.just("k")), max_size=5))
 def test_pack_entries(keys):
     same_projection("pack_entries", key_index.REFERENCE, keys)
+
+
+# ---------------------------------------------------------------------- the send path's loop
+
+send_properties = st.dictionaries(
+    st.one_of(texts, st.sampled_from(["WAIT", "CLUSTER", "TAGS", "DELAY"])),
+    st.one_of(texts, st.just("\ud800")),
+    max_size=5,
+)
+messages_in = st.builds(
+    store_messages.MessageIn,
+    st.one_of(st.binary(max_size=60), st.just(bytearray(b"b"))),
+    send_properties,
+    ints,
+    ints,
+    ints,
+    hosts,
+    ints,
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(messages_in, messages_in.map(tuple)),
+        max_size=5,
+    ),
+    st.one_of(texts, st.just("T" * 128)),
+    st.one_of(ints, st.just(3)),
+    st.one_of(texts, st.just("DefaultCluster")),
+    st.one_of(hosts, st.just(("10.0.0.1", 10911))),
+    st.one_of(st.integers(0, 100), st.just(4 << 20), st.just(1.5)),
+    st.one_of(st.integers(0, 300), st.just(1 << 30)),
+)
+def test_encode_batch(batch, topic, queue_id, cluster, store_host, max_body, file_size):
+    args = (topic, queue_id, batch, cluster, store_host, max_body, file_size)
+    expected = outcome(store_messages.REFERENCE["encode_batch"], *args)
+    assert outcome(fast_commands.encode_batch, *args) == expected
+    assert outcome(fast_commands.encode_batch, *args[:2], tuple(batch), *args[3:]) == expected

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import lmdb
 
+from es_broker import compiled
 from es_broker.commands import delay, names, retry, transaction
 from es_broker.commands.errors import (
     IllegalRequest,
@@ -159,19 +160,15 @@ def prepare_put(
     half = len(messages) == 1 and transaction.is_half(messages[0].properties)
     if half:
         transaction.check_accepted(store)
-    encoded, codes = [], []
-    for msg in messages:
-        if len(msg.body) > store.config.maxMessageSize:
-            raise MessageIllegal(
-                f"the message body size {len(msg.body)} exceeds maxMessageSize {store.config.maxMessageSize}"
-            )
-        if len(msg.body) + wire.FIXED_SIZE + len(topic) > store.config.mappedFileSizeCommitLog:
-            raise MessageIllegal(
-                "the message is larger than a commit-log file (mappedFileSizeCommitLog)"
-            )
-        raw, code = encode_message(topic, queue_id, msg, _stored_properties(store, msg), store_host)
-        encoded.append(raw)
-        codes.append(code)
+    encoded, codes = encode_batch(
+        topic,
+        queue_id,
+        messages,
+        store.config.brokerClusterName,
+        store_host,
+        store.config.maxMessageSize,
+        store.config.mappedFileSizeCommitLog,
+    )
     return _Prepared(
         topic,
         queue_id,
@@ -187,11 +184,52 @@ def prepare_put(
     )
 
 
-def _stored_properties(store: Store, msg: MessageIn) -> dict[str, str]:
+def encode_batch(
+    topic: str,
+    queue_id: int,
+    messages: list[MessageIn],
+    cluster: str,
+    store_host: tuple[str, int],
+    max_body: int,
+    file_size: int,
+) -> tuple[list[bytes], list[int]]:
+    """The messages of a send in the stored encoding with placeholder offsets, and their tags codes.
+
+    Each keeps the producer's properties but WAIT, plus CLUSTER (`stored_properties`); a body
+    over `max_body` (maxMessageSize), or a message larger than a commit-log file of
+    `file_size` bytes, is refused.
+    """
+    encoded, codes = [], []
+    for msg in messages:
+        if len(msg.body) > max_body:
+            raise MessageIllegal(
+                f"the message body size {len(msg.body)} exceeds maxMessageSize {max_body}"
+            )
+        if len(msg.body) + wire.FIXED_SIZE + len(topic) > file_size:
+            raise MessageIllegal(
+                "the message is larger than a commit-log file (mappedFileSizeCommitLog)"
+            )
+        raw, code = encode_message(
+            topic, queue_id, msg, stored_properties(msg.properties, cluster), store_host
+        )
+        encoded.append(raw)
+        codes.append(code)
+    return encoded, codes
+
+
+def stored_properties(properties: dict[str, str], cluster: str) -> dict[str, str]:
     """What the send path stores: the producer's properties without WAIT, plus CLUSTER (spec 7.2.1 step 6)."""
-    props = {k: v for k, v in msg.properties.items() if k != delay.PROPERTY_WAIT}
-    props["CLUSTER"] = store.config.brokerClusterName
+    props = {k: v for k, v in properties.items() if k != delay.PROPERTY_WAIT}
+    props["CLUSTER"] = cluster
     return props
+
+
+def _stored_properties(store: Store, msg: MessageIn) -> dict[str, str]:
+    return stored_properties(msg.properties, store.config.brokerClusterName)
+
+
+# the pure-Python function that has a compiled twin (es_broker/commands/_speedups.pyx)
+REFERENCE = {"encode_batch": encode_batch}
 
 
 def put_job(
@@ -580,3 +618,8 @@ def get_message(
         return GetResult(GetStatus.OFFSET_FOUND_NULL, file_end, lo, hi)
     slow = last_phy >= 0 and phy_max - last_phy > threshold
     return GetResult(status, next_offset, lo, hi, tuple(messages), tuple(offsets), slow)
+
+
+_compiled = compiled.load("es_broker.commands._speedups")
+if _compiled is not None:
+    encode_batch = _compiled.encode_batch  # noqa: F811
