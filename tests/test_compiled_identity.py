@@ -15,6 +15,7 @@ import os
 import struct
 import subprocess
 import sys
+import zlib
 from types import ModuleType
 
 import pytest
@@ -22,6 +23,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from es_broker import compiled
+from es_broker.client import messages as client_messages
 from es_broker.commands import messages as store_messages
 from es_broker.projections import consume_queue, key_index
 from es_broker.remoting import command, frames, header, message, requests
@@ -94,6 +96,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert consume_queue.queue_units is consume_queue.REFERENCE["queue_units"]
         assert key_index.index_entries is key_index.REFERENCE["index_entries"]
         assert store_messages.encode_batch is store_messages.REFERENCE["encode_batch"]
+        assert client_messages.decode_pull_body is client_messages.REFERENCE["decode_pull_body"]
         assert compiled.active() == {
             "es_broker.commands._speedups": False,
             "es_broker.projections._speedups": False,
@@ -112,6 +115,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert key_index.index_entries is fast_projections.index_entries
         assert key_index.pack_entries is fast_projections.pack_entries
         assert store_messages.encode_batch is fast_commands.encode_batch
+        assert client_messages.decode_pull_body is fast.decode_pull_body
         assert compiled.active() == {
             "es_broker.commands._speedups": True,
             "es_broker.projections._speedups": True,
@@ -708,3 +712,37 @@ def test_encode_batch(batch, topic, queue_id, cluster, store_host, max_body, fil
     expected = outcome(store_messages.REFERENCE["encode_batch"], *args)
     assert outcome(fast_commands.encode_batch, *args) == expected
     assert outcome(fast_commands.encode_batch, *args[:2], tuple(batch), *args[3:]) == expected
+
+
+# ---------------------------------------------------------------------- a consumer's pull body
+
+tagged_messages = st.builds(
+    _valid_message,
+    st.one_of(encodable.filter(bool), st.just("Bench")),
+    st.one_of(st.binary(max_size=50), st.just(zlib.compress(b"packed"))),
+    st.dictionaries(
+        st.one_of(encodable, st.sampled_from(["TAGS", "MIN_OFFSET", "MAX_OFFSET"])),
+        st.one_of(encodable, st.sampled_from(["A", "B"])),
+        max_size=4,
+    ),
+    st.one_of(st.integers(0, 0xFFFF), st.sampled_from([0, 0x1, 0x301, 0x101])),
+    st.tuples(
+        st.sampled_from([("127.0.0.1", 1), ("10.0.0.9", 65535)]),
+        st.sampled_from([("192.168.1.1", 10911), ("1.2.3.4", -5)]),
+    ),
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(tagged_messages, max_size=4).map(b"".join),
+    st.sampled_from([frozenset(), frozenset({"A"}), frozenset({"A", "B"})]),
+    st.data(),
+)
+def test_decode_pull_body(pull_body, tags_set, data):
+    queue = client_messages.MessageQueue("Bench", "broker-a", 3)
+    reference = client_messages.REFERENCE["decode_pull_body"]
+    for body in (pull_body, data.draw(damaged(st.just(pull_body))), bytearray(pull_body)):
+        bounds = (data.draw(ints), data.draw(st.integers(0, 1 << 40)))
+        args = (body, queue, tags_set, *bounds)
+        assert outcome(fast.decode_pull_body, *args) == outcome(reference, *args)

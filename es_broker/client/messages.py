@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from es_broker import compiled
 from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.message import (
     MessageDecodeError,
@@ -203,6 +204,13 @@ def _decode_until_bad(body: bytes) -> list[StoredMessage]:
             break
         out.append(stored)
     return out
+
+
+# the pure-Python function that has a compiled twin (in es_broker/remoting/_speedups.pyx)
+REFERENCE = {"decode_pull_body": decode_pull_body}
+_compiled = compiled.load("es_broker.remoting._speedups")
+if _compiled is not None:
+    decode_pull_body = _compiled.decode_pull_body  # noqa: F811
 
 
 class UniqIdGenerator:

@@ -2,17 +2,18 @@
 """The compiled twin of the hot functions of `es_broker.remoting.message`.
 
 Each function here has the name, signature and results of its pure-Python
-reference in message.py, byte for byte (tests/test_compiled_identity.py). The
-fast path handles well-formed input only; anything else (a bound crossed, a
-value out of range, a lone surrogate, an IPv6 host, a type the reference
-coerces) is handed to the reference, so errors and their texts are the
-reference's own.
+reference in message.py (decode_pull_body's: es_broker/client/messages.py), byte
+for byte (tests/test_compiled_identity.py). The fast path handles well-formed
+input only; anything else (a bound crossed, a value out of range, a lone
+surrogate, an IPv6 host, a type the reference coerces) is handed to the
+reference, so errors and their texts are the reference's own.
 
 Imported by message.py at the end of its own import; what it uses of
 message.py is bound at the first call.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.object cimport PyObject_GenericSetAttr
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
@@ -435,4 +436,114 @@ def decode_batch(body):
                     PyBytes_FromStringAndSize(<const char*>buf + start, body_len),
                     _decode_properties(<const char*>buf + props_at, props_len)))
         pos += total
+    return out
+
+
+# ------------------------------------------------------------------ a consumer's pull body
+
+# the twin of es_broker.client.messages.decode_pull_body; bound at its first call, so a broker,
+# which never calls it, never imports the client
+cdef object _pull_reference = None
+cdef object _ReceivedMessage = None
+cdef object _new_object = object.__new__
+cdef str _MIN_OFFSET = "MIN_OFFSET", _MAX_OFFSET = "MAX_OFFSET", _TAGS = "TAGS"
+cdef tuple _RECEIVED_FIELDS = (
+    "topic", "body", "properties", "queue", "queue_offset", "commit_log_offset", "offset_msg_id",
+    "reconsume_times", "flag", "sys_flag", "born_timestamp", "store_timestamp", "born_host",
+    "store_host",
+)
+
+
+cdef int _bind_pull() except -1:
+    global _pull_reference, _ReceivedMessage
+    from es_broker.client import messages
+
+    if tuple(messages.ReceivedMessage.__dataclass_fields__) != _RECEIVED_FIELDS:
+        raise ImportError("es_broker.remoting._speedups was built for other ReceivedMessage fields")
+    _ReceivedMessage = messages.ReceivedMessage
+    _pull_reference = messages.REFERENCE["decode_pull_body"]
+    return 0
+
+
+cdef inline str _hex16(const uint8_t* p):
+    """16 upper-case hex digits of 8 bytes."""
+    cdef char out[16]
+    cdef int i
+    for i in range(8):
+        out[2 * i] = b"0123456789ABCDEF"[p[i] >> 4]
+        out[2 * i + 1] = b"0123456789ABCDEF"[p[i] & 0xF]
+    return PyUnicode_DecodeUTF8(out, 16, NULL)
+
+
+def decode_pull_body(body, queue, tags_set, min_offset, max_offset):
+    cdef const uint8_t* buf
+    cdef Py_ssize_t size, pos = 0, total, body_len, topic_len, props_len, p, end
+    cdef int32_t sys_flag
+    cdef list found = [], out = []
+    cdef dict props
+    cdef tuple values
+    cdef int i
+    if _pull_reference is None:
+        _bind_pull()
+    if type(body) is not bytes:
+        return _pull_reference(body, queue, tags_set, min_offset, max_offset)
+    buf = <const uint8_t*>PyBytes_AS_STRING(body)
+    size = PyBytes_GET_SIZE(body)
+    # every message is checked before any is built: one that the fast path does not take sends
+    # the whole body to the reference (a damaged tail, a compressed body, an IPv6 host)
+    while pos < size:
+        if pos + 88 > size:
+            return _pull_reference(body, queue, tags_set, min_offset, max_offset)
+        total = _get32(buf + pos)
+        sys_flag = _get32(buf + pos + SYS_FLAG_AT)
+        if (_get32(buf + pos + 4) != MAGIC_CODE or total < FIXED_SIZE or pos + total > size
+                or sys_flag & (V6_FLAGS | 0x1)):
+            return _pull_reference(body, queue, tags_set, min_offset, max_offset)
+        end = pos + total
+        body_len = _get32(buf + pos + BODY_LENGTH_AT)
+        p = pos + 88 + body_len
+        if body_len < 0 or p + 1 > end:
+            return _pull_reference(body, queue, tags_set, min_offset, max_offset)
+        topic_len = <int8_t>buf[p]
+        if topic_len < 0 or p + 1 + topic_len + 2 > end:
+            return _pull_reference(body, queue, tags_set, min_offset, max_offset)
+        props_len = _get16(buf + p + 1 + topic_len)
+        if props_len < 0 or p + 3 + topic_len + props_len != end:
+            return _pull_reference(body, queue, tags_set, min_offset, max_offset)
+        try:
+            topic = PyUnicode_DecodeUTF8(<const char*>buf + p + 1, topic_len, NULL)
+        except UnicodeDecodeError:
+            return _pull_reference(body, queue, tags_set, min_offset, max_offset)
+        found.append((pos, p, topic))
+        pos = end
+    bounds_min, bounds_max = str(min_offset), str(max_offset)
+    for pos, p, topic in found:
+        topic_len = <int8_t>buf[p]
+        props_len = _get16(buf + p + 1 + topic_len)
+        props = _decode_properties(<const char*>buf + p + 3 + topic_len, props_len)
+        if tags_set and props.get(_TAGS) not in tags_set:
+            continue
+        props[_MIN_OFFSET] = bounds_min
+        props[_MAX_OFFSET] = bounds_max
+        body_len = _get32(buf + pos + BODY_LENGTH_AT)
+        values = (
+            topic,
+            PyBytes_FromStringAndSize(<const char*>buf + pos + 88, body_len),
+            props,
+            queue,
+            _get64(buf + pos + QUEUE_OFFSET_AT),
+            _get64(buf + pos + 28),
+            _hex16(buf + pos + 64) + _hex16(buf + pos + 28),
+            _get32(buf + pos + 72),
+            _get32(buf + pos + 16),
+            _get32(buf + pos + SYS_FLAG_AT),
+            _get64(buf + pos + 40),
+            _get64(buf + pos + STORE_TIMESTAMP_AT),
+            (_ipv4(buf + pos + 48), _get32(buf + pos + 52)),
+            (_ipv4(buf + pos + 64), _get32(buf + pos + 68)),
+        )
+        message = _new_object(_ReceivedMessage)
+        for i in range(14):  # as the frozen dataclass's __init__ sets them: object.__setattr__
+            PyObject_GenericSetAttr(message, _RECEIVED_FIELDS[i], values[i])
+        out.append(message)
     return out
