@@ -13,8 +13,10 @@ them is bound at the first call.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
+
+from es_broker._bigendian cimport _put32, _put64
 
 cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
 cdef int UNIT_SIZE = 28  # consume_queue.UNIT: >qiqq
@@ -35,21 +37,6 @@ cdef int _bind() except -1:
     _MAX_PREFIX = key_index._MAX_PREFIX
     _REF = dict(consume_queue.REFERENCE, **key_index.REFERENCE)
     return 0
-
-
-cdef inline void _put32(char* p, int32_t value) noexcept:
-    cdef uint32_t u = <uint32_t>value
-    p[0] = <char>(u >> 24)
-    p[1] = <char>(u >> 16)
-    p[2] = <char>(u >> 8)
-    p[3] = <char>u
-
-
-cdef inline void _put64(char* p, int64_t value) noexcept:
-    cdef uint64_t u = <uint64_t>value
-    cdef int i
-    for i in range(8):
-        p[i] = <char>(u >> (56 - 8 * i))
 
 
 cdef inline bytes _u64(int64_t value):
@@ -156,18 +143,15 @@ def index_entries(txn, payloads, units, topic, ts):
         if (uniq and type(uniq) is not bytes) or (keys and type(keys) is not bytes):
             return _REF["index_entries"](txn, payloads, units, topic, ts)
         tail = ts + phy_key
+        tokens = (<bytes>keys).split(b" ") if keys else []
         if uniq:
-            entry = _index_key(topic, uniq, tail)
-            if entry is None:
-                return _REF["index_entries"](txn, payloads, units, topic, ts)
-            written.append(entry)
-        if keys:
-            for token in (<bytes>keys).split(b" "):
-                if token:
-                    entry = _index_key(topic, token, tail)
-                    if entry is None:
-                        return _REF["index_entries"](txn, payloads, units, topic, ts)
-                    written.append(entry)
+            tokens.insert(0, uniq)  # UNIQ_KEY first, then KEYS
+        for token in tokens:
+            if token:
+                entry = _index_key(topic, token, tail)
+                if entry is None:
+                    return _REF["index_entries"](txn, payloads, units, topic, ts)
+                written.append(entry)
         if first < 0 and written:
             first = phy
     return written, first

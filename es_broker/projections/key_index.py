@@ -146,13 +146,9 @@ def index_entries(
         if sys_flag & _TRANSACTION_MASK == _ROLLBACK:
             continue  # IndexService skips a rolled-back transaction message (B-201)
         tail = ts + phy_key
-        if uniq:
-            prefix = topic + uniq + b"\x00"
+        for token in ([uniq] if uniq else []) + key_tokens(keys):  # UNIQ_KEY first, then KEYS
+            prefix = topic + token + b"\x00"
             written.append((prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail)
-        if keys:
-            for token in key_tokens(keys):
-                prefix = topic + token + b"\x00"
-                written.append((prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail)
         if first < 0 and written:
             first = phy
     return written, first

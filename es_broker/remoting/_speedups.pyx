@@ -18,6 +18,8 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 
+from es_broker._bigendian cimport _get16, _get32, _get64, _put32, _put64
+
 import zlib
 
 cdef object _crc32 = zlib.crc32
@@ -57,35 +59,6 @@ cdef int _bind() except -1:
     _host_bytes = message._host_bytes
     _REF = message.REFERENCE
     return 0
-
-
-# ------------------------------------------------------------------ big-endian access
-
-cdef inline void _put32(char* p, int32_t value) noexcept:
-    cdef uint32_t u = <uint32_t>value
-    p[0] = <char>(u >> 24)
-    p[1] = <char>(u >> 16)
-    p[2] = <char>(u >> 8)
-    p[3] = <char>u
-
-
-cdef inline void _put64(char* p, int64_t value) noexcept:
-    cdef uint64_t u = <uint64_t>value
-    cdef int i
-    for i in range(8):
-        p[i] = <char>(u >> (56 - 8 * i))
-
-
-cdef inline int32_t _get32(const uint8_t* p) noexcept:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
-cdef inline int64_t _get64(const uint8_t* p) noexcept:
-    return <int64_t>((<uint64_t><uint32_t>_get32(p) << 32) | <uint64_t><uint32_t>_get32(p + 4))
-
-
-cdef inline int16_t _get16(const uint8_t* p) noexcept:
-    return <int16_t>((<uint32_t>p[0] << 8) | <uint32_t>p[1])
 
 
 # ------------------------------------------------------------------ tags and properties
@@ -345,33 +318,46 @@ cdef inline str _ipv4(const uint8_t* p):
     return f"{p[0]}.{p[1]}.{p[2]}.{p[3]}"
 
 
+cdef Py_ssize_t _topic_at(const uint8_t* buf, Py_ssize_t size, Py_ssize_t pos, int32_t refused) noexcept:
+    """Where the stored message at pos holds its topic's length byte, if its bytes are whole and
+    consistent (IPv4 hosts) and its sysFlag has none of `refused`; -1 if not (the reference decides)."""
+    cdef Py_ssize_t total, body_len, topic_len, props_len, p, end
+    if pos + 88 > size:
+        return -1
+    total = _get32(buf + pos)
+    if (_get32(buf + pos + 4) != MAGIC_CODE or total < FIXED_SIZE or pos + total > size
+            or _get32(buf + pos + SYS_FLAG_AT) & (V6_FLAGS | refused)):
+        return -1
+    end = pos + total
+    body_len = _get32(buf + pos + BODY_LENGTH_AT)
+    p = pos + 88 + body_len
+    if body_len < 0 or p + 1 > end:
+        return -1
+    topic_len = <int8_t>buf[p]
+    if topic_len < 0 or p + 1 + topic_len + 2 > end:
+        return -1
+    props_len = _get16(buf + p + 1 + topic_len)
+    if props_len < 0 or p + 3 + topic_len + props_len != end:
+        return -1
+    return p
+
+
 def decode_one(data, Py_ssize_t pos=0):
     if _REF is None:
         _bind()
     if type(data) is not bytes or pos < 0:
         return _REF["decode_one"](data, pos)
     cdef const uint8_t* buf = <const uint8_t*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t total, body_len, topic_len, props_len, p, end
+    cdef Py_ssize_t body_len, topic_len, props_len, p, end
     cdef int32_t sys_flag
-    if pos + 88 > size:
+    p = _topic_at(buf, PyBytes_GET_SIZE(data), pos, V6_FLAGS)
+    if p < 0:
         return _REF["decode_one"](data, pos)
-    total = _get32(buf + pos)
+    end = pos + _get32(buf + pos)
     sys_flag = _get32(buf + pos + SYS_FLAG_AT)
-    if (_get32(buf + pos + 4) != MAGIC_CODE or total < FIXED_SIZE or pos + total > size
-            or sys_flag & V6_FLAGS):
-        return _REF["decode_one"](data, pos)
-    end = pos + total
     body_len = _get32(buf + pos + BODY_LENGTH_AT)
-    p = pos + 88 + body_len
-    if body_len < 0 or p + 1 > end:
-        return _REF["decode_one"](data, pos)
-    topic_len = <int8_t>buf[p]
-    if topic_len < 0 or p + 1 + topic_len + 2 > end:
-        return _REF["decode_one"](data, pos)
-    props_len = _get16(buf + p + 1 + topic_len)
-    if props_len < 0 or p + 3 + topic_len + props_len != end:
-        return _REF["decode_one"](data, pos)
+    topic_len = buf[p]
+    props_len = end - (p + 3 + topic_len)
     try:
         topic = PyUnicode_DecodeUTF8(<const char*>buf + p + 1, topic_len, NULL)
     except UnicodeDecodeError:
@@ -477,8 +463,7 @@ cdef inline str _hex16(const uint8_t* p):
 
 def decode_pull_body(body, queue, tags_set, min_offset, max_offset):
     cdef const uint8_t* buf
-    cdef Py_ssize_t size, pos = 0, total, body_len, topic_len, props_len, p, end
-    cdef int32_t sys_flag
+    cdef Py_ssize_t size, pos = 0, body_len, topic_len, props_len, p
     cdef list found = [], out = []
     cdef dict props
     cdef tuple values
@@ -492,30 +477,15 @@ def decode_pull_body(body, queue, tags_set, min_offset, max_offset):
     # every message is checked before any is built: one that the fast path does not take sends
     # the whole body to the reference (a damaged tail, a compressed body, an IPv6 host)
     while pos < size:
-        if pos + 88 > size:
-            return _pull_reference(body, queue, tags_set, min_offset, max_offset)
-        total = _get32(buf + pos)
-        sys_flag = _get32(buf + pos + SYS_FLAG_AT)
-        if (_get32(buf + pos + 4) != MAGIC_CODE or total < FIXED_SIZE or pos + total > size
-                or sys_flag & (V6_FLAGS | 0x1)):
-            return _pull_reference(body, queue, tags_set, min_offset, max_offset)
-        end = pos + total
-        body_len = _get32(buf + pos + BODY_LENGTH_AT)
-        p = pos + 88 + body_len
-        if body_len < 0 or p + 1 > end:
-            return _pull_reference(body, queue, tags_set, min_offset, max_offset)
-        topic_len = <int8_t>buf[p]
-        if topic_len < 0 or p + 1 + topic_len + 2 > end:
-            return _pull_reference(body, queue, tags_set, min_offset, max_offset)
-        props_len = _get16(buf + p + 1 + topic_len)
-        if props_len < 0 or p + 3 + topic_len + props_len != end:
+        p = _topic_at(buf, size, pos, 0x1)  # a compressed body too
+        if p < 0:
             return _pull_reference(body, queue, tags_set, min_offset, max_offset)
         try:
-            topic = PyUnicode_DecodeUTF8(<const char*>buf + p + 1, topic_len, NULL)
+            topic = PyUnicode_DecodeUTF8(<const char*>buf + p + 1, buf[p], NULL)
         except UnicodeDecodeError:
             return _pull_reference(body, queue, tags_set, min_offset, max_offset)
         found.append((pos, p, topic))
-        pos = end
+        pos += _get32(buf + pos)
     bounds_min, bounds_max = str(min_offset), str(max_offset)
     for pos, p, topic in found:
         topic_len = <int8_t>buf[p]
