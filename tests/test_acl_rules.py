@@ -20,6 +20,7 @@ from es_broker.remoting.command import request
 from es_broker.server.acl_processors import AclProcessors
 from es_broker.server.broker_processors import BrokerProcessors
 from es_broker.server.namesrv import NameServer
+from es_broker.server.reply_processors import ReplyProcessors
 from es_broker.server.retry_processors import RetryProcessors
 from tests.acl_fixtures import ACL_YAML, ACL_YAML_TOPIC_C, ADMIN, PRODUCER
 
@@ -39,6 +40,7 @@ def test_b160_every_code_the_broker_serves_has_an_access_rule():
     served = (
         _served(BrokerProcessors)
         | _served(RetryProcessors)
+        | _served(ReplyProcessors)
         | _served(ReplicationMaster)
         | _served(AclProcessors)
     )

@@ -156,6 +156,8 @@ BROKER_RULES: dict[int, Rule] = {
     C.SEND_MESSAGE_V2: Rule(needs=_send_v2),
     C.SEND_BATCH_MESSAGE: Rule(needs=_send_v2, beyond_rocketmq="4.9.8 checks no topic for a batch"),
     C.END_TRANSACTION: SIGNED,
+    C.SEND_REPLY_MESSAGE: SIGNED,  # 4.9.8's PlainAccessValidator names neither reply code
+    C.SEND_REPLY_MESSAGE_V2: SIGNED,
     # -- consumer
     C.PULL_MESSAGE: Rule(needs=_group_and_topic),
     C.QUERY_CONSUMER_OFFSET: Rule(

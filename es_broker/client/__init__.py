@@ -3,7 +3,9 @@
 `Producer` and `PushConsumer` are the Java client's DefaultMQProducer and
 DefaultMQPushConsumer; `OrderlyPushConsumer` is the push consumer with a
 MessageListenerOrderly; `LitePullConsumer` is DefaultLitePullConsumer;
-`selectors.by_hash` is SelectMessageQueueByHash; `SyncProducer` blocks for
+`selectors.by_hash` is SelectMessageQueueByHash; `Producer.request` is
+DefaultMQProducer#request and `reply(request, body)` MessageUtil.createReplyMessage
+(send it with `Producer.send_reply`); `SyncProducer` blocks for
 scripts; `admin.Admin` is what mqadmin does. `Credentials(access_key, secret_key)` given to any of them
 signs every request they send (RocketMQ's ACL).
 """
@@ -23,6 +25,7 @@ from es_broker.client.orderly import (
     OrderlyPushConsumer,
 )
 from es_broker.client.producer import BrokerRefused, ClientError, Producer
+from es_broker.client.request_reply import Reply, RequestHandle, RequestTimeout, reply
 from es_broker.client.selectors import by_hash, by_queue_id
 from es_broker.client.sync import SyncProducer
 from es_broker.remoting.bodies import MessageQueue
@@ -50,10 +53,14 @@ __all__ = [
     "PushConsumer",
     "PushConsumerConfig",
     "ReceivedMessage",
+    "Reply",
+    "RequestHandle",
+    "RequestTimeout",
     "SendHandle",
     "SendResult",
     "SendStatus",
     "SyncProducer",
     "by_hash",
     "by_queue_id",
+    "reply",
 ]

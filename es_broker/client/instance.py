@@ -3,7 +3,8 @@
 It owns the remoting connections, the name-server route cache and the broker
 address table, sends the heartbeat of every producer and consumer registered
 with it, and answers what brokers ask clients (NOTIFY_CONSUMER_IDS_CHANGED,
-RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO, CHECK_TRANSACTION_STATE).
+RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO, CHECK_TRANSACTION_STATE,
+PUSH_REPLY_MESSAGE_TO_CLIENT).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from es_broker.client.config import (
     client_config_with,
 )
 from es_broker.client.remoting_client import PendingRequest, RemotingClient, RemotingError
+from es_broker.client.request_reply import ReplyTable
 from es_broker.client.route import from_default_route
 from es_broker.client.tasks import TaskGroup, TaskSpawner
 from es_broker.client.tls import client_tls
@@ -136,6 +138,7 @@ class ClientInstance:
         self._tasks = TaskGroup()
         self._users = 0
         self._remoting: RemotingClient | None = None
+        self.replies = ReplyTable()  # requests waiting for their replies (RequestFutureTable)
 
     @property
     def client_id(self) -> str:
@@ -461,6 +464,8 @@ class ClientInstance:
         if code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             self._reset_requested(command)
             return None
+        if code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
+            return self.replies.receive(command)
         if code == RequestCode.CHECK_TRANSACTION_STATE:
             self._check_transaction_state(channel, command)
             return None

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import random
 import time
+import uuid
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -29,6 +30,7 @@ from es_broker.client.messages import (
     TRAN_MSG,
     UNIQ_KEY,
     Message,
+    ReceivedMessage,
     SendResult,
     SendStatus,
     UniqIdGenerator,
@@ -45,10 +47,12 @@ from es_broker.remoting.message import (
     encode_batch,
     encode_properties,
 )
+from es_broker.remoting.reply_properties import MSG_TYPE, REPLY_FLAG
 from es_broker.remoting.request_headers import SendMessageRequestHeader
 
 if TYPE_CHECKING:
     from es_broker.client.async_send import AsyncSends, SendHandle
+    from es_broker.client.request_reply import Reply, RequestHandle
 
 log = logging.getLogger(__name__)
 
@@ -344,6 +348,75 @@ class Producer(Service):
             selector=queue_selector,
         )
 
+    # ------------------------------------------------------------------ request-reply
+    async def request(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        timeout: float = 3.0,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> ReceivedMessage:
+        """Send a request and wait for its reply (DefaultMQProducer#request(msg, timeout)).
+
+        RequestTimeout when no reply came within `timeout` seconds; the send's
+        own error when the request could not be sent.
+        """
+        if not self._started:
+            raise ClientError("the producer is not started")
+        if not self.cached_publish_queues(topic):
+            # prepareSendRequest: a topic without a route yet is looked up and every broker told
+            # of this producer, so the broker that gets the reply knows where to push it
+            await self.find_publish_queues(topic)
+            await self.instance.send_heartbeat_to_all_brokers()
+        return await self.request_async(
+            topic, body, timeout=timeout, tags=tags, keys=keys, properties=properties
+        ).result()
+
+    def request_async(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        timeout: float = 3.0,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> RequestHandle:
+        """Start a request and return at once: `reply = await handle.result()`.
+
+        The request is sent as `send_async` sends (not a coroutine: call it
+        without await); the handle waits for the reply the broker pushes.
+        """
+        from es_broker.remoting.reply_properties import CORRELATION_ID, REPLY_TO_CLIENT, TTL
+
+        correlation_id = str(uuid.uuid4())  # CorrelationIdUtil.createCorrelationId
+        props = dict(properties or {})
+        props[CORRELATION_ID] = correlation_id
+        props[REPLY_TO_CLIENT] = self.instance.client_id
+        props[TTL] = str(int(timeout * 1000))
+        handle = self.instance.replies.open(correlation_id, topic, timeout)
+        try:
+            handle._send = self.send_message_async(topic, Message(body, tags, keys, props))
+        except BaseException:
+            self.instance.replies.forget(correlation_id)
+            raise
+        return handle
+
+    async def send_reply(self, reply: Reply) -> SendResult:
+        """Send a reply built by `es_broker.client.reply` (SEND_REPLY_MESSAGE_V2), once.
+
+        The broker answers SUCCESS when it pushed the reply to the requester;
+        BrokerRefused (SYSTEM_ERROR) when it could not: the reply is stored and
+        recorded undeliverable, and sending it again would store it again.
+        """
+        topic = reply.topic
+        return await self.send_message(
+            topic, reply.message, queue_selector=lambda qs: self.select_queue(topic, qs, None)
+        )
+
     async def send_to_queue(
         self, topic: str, queue_id: int, message: Message, *, broker_name: str | None = None
     ) -> SendResult:
@@ -541,6 +614,8 @@ class Producer(Service):
             max_reconsume_times=max_reconsume,
         )
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        if not batch and props.get(MSG_TYPE) == REPLY_FLAG:
+            code = RequestCode.SEND_REPLY_MESSAGE_V2  # MQClientAPIImpl#sendMessage: isReply
         return self.instance.request(code, header.v2_fields(), body, oneway=oneway)
 
     @staticmethod

@@ -5,7 +5,9 @@ other. The send stores the first hop; a send-back stores the next one (in
 SCHEDULE_TOPIC_XXXX for a delayed retry, or in `%DLQ%G`), the delay schedule
 delivers a parked hop to `%RETRY%G`, a re-drive sends a dead letter on, and a
 transactional half message (event `prepared`) is checked, then committed to
-its real queue, rolled back, or discarded to TRANS_CHECK_MAX_TIME_TOPIC. The
+its real queue, rolled back, or discarded to TRANS_CHECK_MAX_TIME_TOPIC, and a
+request's reply (event `replied`, with its push outcome) leads to the reply
+stored in `<cluster>_REPLY_TOPIC`. The
 trace index (projections/message_trace.py) links the hops; for each hop the
 journey lists its deliveries (to which group and client), the offset commits
 that moved past it, and the send-back, delivery or re-drive that led on.
@@ -82,6 +84,8 @@ def _link_other_end(rec: Record, role: bytes) -> int | None:
         phy = source if role == TO else rec["units"][0][0]
     elif kind in (RecordType.MESSAGE_SENT_BACK, RecordType.DEAD_LETTER_REDRIVEN):
         phy = rec["offset"] if role == TO else rec.get("stored_phy")
+    elif kind == RecordType.REPLY_PUSHED:  # a request and its reply (B-333)
+        phy = rec.get("request_phy") if role == TO else rec["reply_phy"]
     return phy
 
 
@@ -362,6 +366,25 @@ def _onward(
             )
         elif kind == RecordType.DELAYED_MESSAGE_SKIPPED:
             event.update(event="delay_skipped", level=rec["level"], reason=rec["reason"])
+        elif kind == RecordType.REPLY_PUSHED:
+            event.update(
+                event="replied",
+                correlationId=rec["correlation_id"],
+                replyTo=rec["reply_to"],
+                outcome=rec["outcome"],
+                topic=rec["reply_topic"],
+                queueId=rec["reply_queue_id"],
+                newMsgId=rec["reply_msg_id"],
+                deadline=rec["deadline"],
+                requester=rec.get("requester", ""),
+            )
+            for key, name in (
+                ("reason", "reason"),
+                ("push_code", "pushCode"),
+                ("push_remark", "pushRemark"),
+            ):
+                if key in rec:
+                    event[name] = rec[key]
         else:
             continue
         events.append(event)

@@ -63,6 +63,7 @@ from es_broker.log.types import (
     TopicUpdated,
 )
 from es_broker.projections.subscription_groups import default_group_config
+from es_broker.remoting.reply_properties import reply_topic
 
 T = TypeVar("T")
 
@@ -218,6 +219,7 @@ class Broker:
             ),
             topics.topic_config_record(cfg.brokerClusterName, 16, 16, cfg.brokerPermission | 1),
             topics.topic_config_record(cfg.brokerName, 1, 1, cfg.brokerPermission | 1),
+            topics.topic_config_record(reply_topic(cfg.brokerClusterName), 1, 1),
         ]
         if cfg.autoCreateTopicEnable:
             n = cfg.defaultTopicQueueNums

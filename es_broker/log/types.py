@@ -44,6 +44,7 @@ class RecordType(enum.StrEnum):
     OFFSETS_REMOVED = "offsets_removed"
     PULL_OFFSET_MOVED = "pull_offset_moved"
     QUEUE_LOCKS_CHANGED = "queue_locks_changed"
+    REPLY_PUSHED = "reply_pushed"
     RESET_REQUESTED = "reset_requested"
     SLAVE_CAUGHT_UP = "slave_caught_up"
     SLAVE_OFFSETS_MERGED = "slave_offsets_merged"
@@ -545,6 +546,35 @@ class TransactionChecked(TypedRecord):
     real_topic: str
     real_queue_id: int
     transaction_id: str
+
+
+# ---------------------------------------------------------------------- request-reply
+
+
+@typed
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ReplyPushed(TypedRecord):
+    """A reply stored in the reply topic and what became of its push to the requester (B-325..B-334)."""
+
+    TYPE = RecordType.REPLY_PUSHED
+    correlation_id: str
+    reply_to: str  # the requesting client id (REPLY_TO_CLIENT); "" when the reply has none
+    reply_topic: str
+    reply_queue_id: int
+    reply_phy: int
+    reply_msg_id: str
+    reply_stored_at: int
+    ttl_ms: int | None  # MESSAGE_TTL as the reply carries it
+    request_phy: int | None = None  # the request, when this broker stored it
+    request_msg_id: str | None = None
+    deadline: int | None  # born time (the request's, else the reply's) + ttl
+    outcome: str  # "pushed" or "undeliverable"
+    reason: str | None = None  # no_reply_to, ttl, client_gone, push_failed
+    push_code: int | None = None  # the requester's answer to PUSH_REPLY_MESSAGE_TO_CLIENT
+    push_remark: str | None = None
+    pushed_at: int | None = None  # PUSH_REPLY_TIME: broker time of the push
+    producer_group: str
+    requester: str
 
 
 # ---------------------------------------------------------------------- topics, groups, settings

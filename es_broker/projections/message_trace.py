@@ -12,7 +12,8 @@ remove those), so a replay rebuilds it byte for byte:
   (`dead_letter_redriven`), a skipped delayed message, and a half message's
   commit or discard (a store record with `transaction`); a half message's
   checks and its rollback (`transaction_checked`, `transaction_ended`) link
-  from it only.
+  from it only; a reply (`reply_pushed`) links from its request, when the
+  broker stored the request, to the reply stored in the reply topic.
 - `trace_deliveries`: (topic, queue, queue offset, seq) for every message a
   `messages_delivered` record handed to a consumer.
 """
@@ -32,6 +33,7 @@ from es_broker.log.types import (
     MessageSentBack,
     MessagesStoredRecord,
     RecordType,
+    ReplyPushed,
     TransactionChecked,
     TransactionEnded,
 )
@@ -42,6 +44,7 @@ DELAYED_MESSAGE_SKIPPED = RecordType.DELAYED_MESSAGE_SKIPPED
 MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED
 MESSAGES_STORED = RecordType.MESSAGES_STORED
 MESSAGE_SENT_BACK = RecordType.MESSAGE_SENT_BACK
+REPLY_PUSHED = RecordType.REPLY_PUSHED
 TRANSACTION_CHECKED = RecordType.TRANSACTION_CHECKED
 TRANSACTION_ENDED = RecordType.TRANSACTION_ENDED
 
@@ -98,6 +101,11 @@ class MessageTraceProjection:
             self._link(txn, TransactionChecked.from_record(record).prepared_phy, seq, FROM)
         elif kind == TRANSACTION_ENDED:
             self._link(txn, TransactionEnded.from_record(record).prepared_phy, seq, FROM)
+        elif kind == REPLY_PUSHED:
+            reply = ReplyPushed.from_record(record)
+            if reply.request_phy is not None:
+                self._link(txn, reply.request_phy, seq, FROM)
+                self._link(txn, reply.reply_phy, seq, TO)
 
     def _link(self, txn: lmdb.Transaction[bytes], phy: int, seq: int, role: bytes) -> None:
         txn.put(I64.pack(phy) + U64.pack(seq), role, db=self.links)

@@ -192,6 +192,8 @@ class BrokerProcessors:
         self.is_slave = self.config.brokerRole == "SLAVE"
         # SYNC_MASTER: answers SEND_OK only once a slave holds the record (es_broker.ha.master)
         self.replication: Any = None
+        # told of every stored send: request-reply remembers requests (server/reply_processors.py)
+        self.on_sent: Callable[[list[MessageIn], PutResult], None] | None = None
         # master/slave state for GET_BROKER_RUNTIME_INFO (es_broker.ha)
         self.ha_status: Any = dict
         # orderly consumers' queue locks, in memory; owner changes are records (B-142..B-147)
@@ -286,6 +288,8 @@ class BrokerProcessors:
             try:
                 result = self.broker.put_done(queued)
                 self._stored(result)
+                if self.on_sent is not None:
+                    self.on_sent(send.batch, result)
             except Exception as exc:
                 outbox.fail(req, exc, trace)
                 return
@@ -345,6 +349,8 @@ class BrokerProcessors:
         self, req: RemotingCommand, send: _Send, result: PutResult
     ) -> RemotingCommand:
         self._stored(result)
+        if self.on_sent is not None:
+            self.on_sent(send.batch, result)
         code = ResponseCode.SUCCESS
         if self.replication is not None and all(wants_slave_ack(m.properties) for m in send.batch):
             # stored either way (remoting 7.8)

@@ -38,6 +38,7 @@ from es_broker.server.namesrv import NameServer
 from es_broker.server.outbox import HeldAnswers
 from es_broker.server.query_processors import QueryProcessors
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
+from es_broker.server.reply_processors import ReplyProcessors
 from es_broker.server.retry_processors import RetryProcessors
 from es_broker.server.store_processors import StoreProcessors
 from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
@@ -101,6 +102,10 @@ class BrokerServer:
         self.retry = RetryProcessors(
             self.broker, self.holds, self.processors.requester, self._topics_changed
         )
+        self.replies = ReplyProcessors(
+            self.broker, self.clients, self.processors.requester, self.processors._stored
+        )
+        self.processors.on_sent = self.replies.note_sent
         self.delays = DelayDeliveryService(self.broker, self.holds)
         self.transaction_check = TransactionCheckService(self.broker, self.clients)
         # master/slave (es_broker/ha): a master serves its log to slaves, a slave follows its master's
@@ -119,6 +124,7 @@ class BrokerServer:
         handlers = {
             **self.processors.handlers(),
             **self.retry.handlers(),
+            **self.replies.handlers(),
             **QueryProcessors(self.broker, access).handlers(),
             **ha_handlers,
             **acl_handlers,
