@@ -277,3 +277,27 @@ def test_b328_a_reply_is_judged_by_recorded_times_only():
     assert broker_reply.judge("", 1000, 5000, 5001) == (6000, "no_reply_to")
     assert broker_reply.judge("c", None, 5000, 10**13) == (None, None)
     assert broker_reply.parse_ttl("x") is None and broker_reply.parse_ttl("-1") is None
+
+
+def test_b327_reply_pushed_record_leaves_out_what_did_not_happen_and_parses_back():
+    """B-327: a `reply_pushed` record without a known request or a push holds no such keys."""
+    from es_broker.log import types
+
+    record = types.ReplyPushed(
+        correlation_id="c-1",
+        reply_to="127.0.0.1@q",
+        reply_topic=REPLY_TOPIC,
+        reply_queue_id=0,
+        reply_phy=100,
+        reply_msg_id="7F00000100002A9F0000000000000064",
+        reply_stored_at=6001,
+        ttl_ms=1000,
+        deadline=6000,
+        outcome="undeliverable",
+        reason="ttl",
+        producer_group="RP",
+        requester="127.0.0.1@r",
+    )
+    raw = record.to_record(6002)
+    assert not {"request_phy", "request_msg_id", "push_code", "push_remark", "pushed_at"} & set(raw)
+    assert types.parse(raw) == record
