@@ -68,6 +68,7 @@ def test_the_section_has_the_examples_it_promises():
         "Lite pull consumer",
         "When an operator resets offsets",
         "Transactional messages",
+        "Request-reply",
         "SQL92 filters",
     ):
         assert wanted in headings
