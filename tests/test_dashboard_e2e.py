@@ -784,3 +784,16 @@ def test_b343_an_account_without_admin_sees_no_write_controls_and_its_forged_pos
     page.goto(acl_world.limited + "/topics")
     assert page.inner_text("#mode") == "writes allowed"
     assert page.locator("#create-topic").count() == 1
+
+
+def test_b344_with_acl_on_writes_on_a_non_loopback_address_start_and_ask_for_sign_in(
+    acl_world, tmp_path
+):
+    """B-344: the brokers' ACL makes every operator sign in, so --allow-writes on a
+    non-loopback address starts (with a warning that secrets cross in clear without TLS)."""
+    log = tmp_path / "open.log"
+    with dashboard(acl_world.served.namesrv, "--allow-writes", listen="0.0.0.0:0", log=log) as url:
+        assert Operator(url).get("/api/topics").status == 401
+        assert "sign-in secrets cross the network in clear" in log.read_text()
+        producer = signed_in(url, PRODUCER)
+        assert "TopicA" in [t["topic"] for t in producer.get("/api/topics").json()["topics"]]

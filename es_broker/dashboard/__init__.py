@@ -173,17 +173,21 @@ async def _acl_on(namesrv: str, credentials: object) -> bool | str:
 
     from es_broker.acl.signing import Credentials
     from es_broker.client.admin import Admin, AdminError
+    from es_broker.client.remoting_client import RemotingError
     from es_broker.dashboard.views import acl_refusal
 
     assert credentials is None or isinstance(credentials, Credentials)
     try:
         with trio.fail_after(30):
             async with Admin.open(namesrv, credentials=credentials) as admin:
-                answers = await admin.account_scope()
-    except AdminError as exc:
-        return True if acl_refusal(exc) is not None else str(exc)
-    except (OSError, ValueError, trio.TooSlowError) as exc:
-        return str(exc) or type(exc).__name__
+                try:  # inside: Admin.open's task group would wrap it in an ExceptionGroup
+                    answers = await admin.account_scope()
+                except AdminError as exc:
+                    return True if acl_refusal(exc) is not None else str(exc)
+                except (OSError, ValueError, RemotingError) as exc:
+                    return str(exc) or type(exc).__name__
+    except trio.TooSlowError:
+        return "no answer within 30 s"
     if not answers:
         return "no broker is registered with the name server"
     return any(a.get("aclEnabled") for a in answers)
