@@ -97,6 +97,10 @@ def test_b344_operators_of_an_auth_file_sign_in_and_then_may_write(plain, tmp_pa
         assert 'name="password"' in page.body
         assert alice.get("/api/topics").status == 401
         assert alice.post("/api/topics", {"topic": "AuthFileTopic"}).status == 401
+        for elsewhere in ("//evil.example/", "/\\evil.example/", "https://evil.example/"):
+            mallory = Operator(url, follow=False)
+            away = mallory.sign_in(name="alice", password="correct horse battery", next=elsewhere)
+            assert away.status == 303 and away.headers["location"] == "/", elsewhere
         refused = alice.sign_in(name="alice", password="wrong")
         assert refused.status == 401 and "sign-in refused" in refused.body
         assert alice.sign_in(name="mallory", password="correct horse battery").status == 401

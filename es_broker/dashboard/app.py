@@ -324,7 +324,10 @@ def create_app(settings: Settings) -> Starlette:
 
     # ------------------------------------------------------------------ sign-in (B-340, B-344)
     def safe_next(target: str | None) -> str:
-        return target if target and target.startswith("/") and not target.startswith("//") else "/"
+        """A path of this dashboard only (`//host` and `/\\host` would lead elsewhere)."""
+        if not target or not target.startswith("/") or target.startswith("//"):
+            return "/"
+        return "/" if "\\" in target or any(ord(c) < 32 for c in target) else target
 
     async def login_page(request: Request) -> Response:
         mode = await login_mode()
