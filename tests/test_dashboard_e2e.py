@@ -11,12 +11,16 @@ ES_BROKER_DASHBOARD_SCREENSHOTS is set).
 
 from __future__ import annotations
 
+import html
+import http.cookiejar
+import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -29,9 +33,11 @@ from pathlib import Path
 import pytest
 import trio
 
+from es_broker.acl.signing import Credentials
 from es_broker.client.remoting_client import RemotingClient
 from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf
 from tests.acl_fixtures import wire as acl_wire
+from tests.dashboard_fixtures import Operator, dashboard
 from tests.ha_fixtures import Cluster, Wire, caught_up, start_cluster
 from tests.helpers import wait_until
 from tests.process_fixtures import ROOT, ServedBroker, _env, serve
@@ -53,46 +59,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-_LISTENING = re.compile(r"dashboard listening on (http://\S+)")
 SHOTS = ROOT / "docs" / "dashboard"
-
-
-@contextmanager
-def dashboard(namesrv: str, *extra: str, log: Path) -> Iterator[str]:
-    """`es-broker dashboard` on a free port; its base URL once it says it listens."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "es_broker.cli",
-            "dashboard",
-            "--namesrv",
-            namesrv,
-            "--listen",
-            "127.0.0.1:0",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=open(log, "w"),  # noqa: SIM115 (the process owns it; closed when it ends)
-        text=True,
-        env=_env(),
-    )
-    try:
-        url = None
-        for line in process.stdout:  # type: ignore[union-attr]
-            if m := _LISTENING.search(line):
-                url = m.group(1)
-                break
-        if url is None:
-            raise RuntimeError(f"dashboard did not start: {log.read_text()}")
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @dataclass
@@ -163,11 +130,27 @@ def browser(world) -> Iterator[object]:
 
 @pytest.fixture
 def page(browser):
+    """A fresh browser context's page; at the end, no page it showed broke the CSP (B-342)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    violations: list[str] = []
     try:
-        yield context.new_page()
+        page = context.new_page()
+        page.on(
+            "console",
+            lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None,
+        )
+        yield page
     finally:
         context.close()
+    assert violations == []
+
+
+def sign_in(page, base: str, credentials: Credentials) -> None:
+    """The sign-in form, filled as an operator does; ends on the page it was asked for."""
+    page.goto(f"{base}/login")
+    page.fill("#login input[name=access_key]", credentials.access_key)
+    page.fill("#login input[name=secret_key]", credentials.secret_key)
+    page.click("#login button")
 
 
 def shot(world: World, page, name: str) -> None:
@@ -380,8 +363,8 @@ def test_b254_a_redrive_from_the_page_puts_the_dead_letter_back_and_the_page_sho
 @dataclass
 class AclWorld:
     served: ServedBroker
-    limited: str  # a dashboard signing as ProducerKey (TopicA, GroupA), writes allowed
-    admin: str  # a dashboard signing as the admin account
+    limited: str  # a dashboard with writes allowed: operators sign in (ProducerKey: TopicA, GroupA)
+    admin: str  # a read-only dashboard, where the admin account signs in
 
 
 async def _acl_traffic(served: ServedBroker) -> None:
@@ -405,24 +388,22 @@ def acl_world(tmp_path_factory) -> Iterator[AclWorld]:
     conf_file, _ = acl_conf(tmp)
     with serve(tmp / "data", "--config", str(conf_file), "--readmodel-url", "none") as served:
         trio.run(_acl_traffic, served)
-        keys = ("--access-key", PRODUCER.access_key, "--secret-key", PRODUCER.secret_key)
-        admin_keys = ("--access-key", ADMIN.access_key, "--secret-key", ADMIN.secret_key)
         with (
-            dashboard(served.namesrv, "--allow-writes", *keys, log=tmp / "limited.log") as limited,
-            dashboard(served.namesrv, *admin_keys, log=tmp / "admin.log") as admin,
+            dashboard(served.namesrv, "--allow-writes", log=tmp / "limited.log") as limited,
+            dashboard(served.namesrv, log=tmp / "admin.log") as admin,
         ):
             yield AclWorld(served, limited, admin)
 
 
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=30) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+def signed_in(base: str, credentials: Credentials) -> Operator:
+    operator = Operator(base)
+    answer = operator.sign_in(access_key=credentials.access_key, secret_key=credentials.secret_key)
+    assert answer.status == 200 and operator.get("/api/session").json()["signedIn"], answer.body
+    return operator
 
 
 def test_b290_an_account_sees_only_the_topics_and_groups_its_rules_grant(acl_world, world, page):
+    sign_in(page, acl_world.limited, PRODUCER)
     page.goto(f"{acl_world.limited}/topics")
     listed = [r[0] for r in cells(page, "#topics tr")[1:]]
     assert "TopicA" in listed and "TopicB" not in listed
@@ -432,34 +413,38 @@ def test_b290_an_account_sees_only_the_topics_and_groups_its_rules_grant(acl_wor
     groups = [r[0] for r in cells(page, "#groups tr")[1:]]
     assert "GroupA" in groups and "GroupB" not in groups
     # the admin account, on the same broker, sees both
+    sign_in(page, acl_world.admin, ADMIN)
     page.goto(f"{acl_world.admin}/topics")
     assert {"TopicA", "TopicB"} <= {r[0] for r in cells(page, "#topics tr")[1:]}
 
 
 def test_b290_the_page_of_a_topic_or_group_the_account_may_not_see_answers_403(acl_world, page):
+    producer = signed_in(acl_world.limited, PRODUCER)
     for path, what in (
         ("/topics/TopicB", "topic TopicB"),
         ("/groups/GroupB", "group GroupB"),
         ("/groups/GroupB/timeline", "group GroupB"),
         ("/api/topics/TopicB", "topic TopicB"),
     ):
-        status, body = get(acl_world.limited + path)
+        answer = producer.get(path)
+        status, body = answer.status, answer.body
         assert status == 403, (path, status, body)
         assert f"ProducerKey may not see {what}" in body and "its perm there is DENY" in body
+    sign_in(page, acl_world.limited, PRODUCER)
     response = page.goto(f"{acl_world.limited}/topics/TopicB")
     assert response.status == 403
     assert "may not see topic TopicB" in page.inner_text("#error")
-    status, _ = get(acl_world.limited + "/topics/TopicA")
-    assert status == 200
+    assert producer.get("/topics/TopicA").status == 200
 
 
 def test_b291_a_write_the_account_has_no_right_to_shows_the_brokers_refusal(acl_world):
-    status, body = post(acl_world.limited + "/api/topics/TopicA/perm?perm=4")
-    assert status == 403, body
-    assert "refused this for the dashboard's account ProducerKey" in body
-    assert "Need admin permission" in body
+    producer = signed_in(acl_world.limited, PRODUCER)
+    answer = producer.post("/api/topics/TopicA/perm?perm=4")
+    assert answer.status == 403, answer.body
+    assert "refused this for the dashboard's account ProducerKey" in answer.body
+    assert "Need admin permission" in answer.body
     # nothing changed: TopicA is still RW
-    topic = json.loads(get(acl_world.admin + "/api/topics/TopicA")[1])
+    topic = signed_in(acl_world.admin, ADMIN).get("/api/topics/TopicA").json()
     assert [q["perm"] for q in topic["route"]["queueDatas"]] == [6]
 
 
@@ -575,3 +560,240 @@ def test_b295_the_cluster_page_shows_the_slave_with_its_role_and_its_lag_as_the_
     )
     assert rows["1"]["num"] == slave["recordLogLastSeq"] == master["recordLogLastSeq"]
     shot(world, page, "cluster-ha")
+
+
+# ---------------------------------------------------------------------- B-340..B-343: safe to leave running
+@contextmanager
+def other_site(html: str) -> Iterator[str]:
+    """Another origin: a page served on another port of this host (what an attacker's site does)."""
+    body = html.encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def auto_submit(action: str, fields: dict[str, str]) -> str:
+    inputs = "".join(
+        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
+        for k, v in fields.items()
+    )
+    return (
+        f'<!doctype html><form id="f" method="post" action="{html.escape(action)}">{inputs}'
+        "</form><script>document.getElementById('f').submit()</script>"
+    )
+
+
+def cookie_of(page, base: str) -> dict:
+    port = base.rsplit(":", 1)[1]
+    (cookie,) = [c for c in page.context.cookies(base) if c["name"] == f"es_dashboard_{port}"]
+    return cookie
+
+
+def test_b340_under_acl_every_page_asks_for_sign_in_and_then_acts_with_that_account(
+    acl_world, page
+):
+    """B-340: with ACL on, an operator signs in with access key and secret (checked by the
+    brokers' ACCOUNT_SCOPE); the cookie holds a token only (HttpOnly, SameSite=Strict), the
+    secret is in no page; sign-out ends the session."""
+    page.goto(f"{acl_world.limited}/topics")
+    assert "/login?next=" in page.url and page.locator("#login").count() == 1
+    anonymous = Operator(acl_world.limited).get("/api/topics")
+    assert anonymous.status == 401 and "sign in" in anonymous.body
+    # a wrong secret is refused by the brokers' ACL: still no session
+    page.fill("#login input[name=access_key]", PRODUCER.access_key)
+    page.fill("#login input[name=secret_key]", "NotTheSecret")
+    with page.expect_response(lambda r: r.url.endswith("/login")) as refused:
+        page.click("#login button")
+    assert refused.value.status == 401
+    assert "sign-in refused" in page.inner_text("#error")
+    page.fill("#login input[name=access_key]", PRODUCER.access_key)
+    page.fill("#login input[name=secret_key]", PRODUCER.secret_key)
+    page.click("#login button")
+    assert page.url == f"{acl_world.limited}/topics"  # the page asked for, as ProducerKey
+    assert page.inner_text("#operator") == PRODUCER.access_key
+    listed = [r[0] for r in cells(page, "#topics tr")[1:]]
+    assert "TopicA" in listed and "TopicB" not in listed
+    cookie = cookie_of(page, acl_world.limited)
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and not cookie["secure"]
+    assert PRODUCER.secret_key not in cookie["value"]
+    for path in ("/topics", "/topics/TopicA", "/groups", "/"):
+        page.goto(acl_world.limited + path)
+        assert PRODUCER.secret_key not in page.content(), path
+    # the session's token works from another client too (it is the session) ... until sign-out
+    stolen = Operator(acl_world.limited)
+    stolen.jar.set_cookie(_cookie(cookie))
+    assert stolen.get("/api/topics").status == 200
+    page.click("#logout button")
+    assert "/login" in page.url
+    page.goto(f"{acl_world.limited}/topics")
+    assert "/login?next=" in page.url
+    assert stolen.get("/api/topics").status == 401
+
+
+def _cookie(c: dict) -> http.cookiejar.Cookie:
+    return http.cookiejar.Cookie(
+        0, c["name"], c["value"], None, False, c["domain"], True, False, c["path"], True,
+        False, None, False, None, None, {},
+    )  # fmt: skip
+
+
+def test_b341_a_form_posted_from_another_origin_is_refused_and_changes_nothing(world, page):
+    """B-341: a form on another site that posts to the dashboard (the browser sends the
+    session cookie: another port of the same host is the same site) is answered 403 and
+    changes nothing: no CSRF token of the session, and an Origin that is not the dashboard's."""
+    page.goto(f"{world.writes}/topics")  # the operator has the dashboard open: a live session
+    assert page.locator("#create-topic").count() == 1
+    perm_before = cli_json("admin", "-n", world.served.namesrv, "topicRoute", "-t", "T")
+    progress = cli_json("admin", "-n", world.served.namesrv, "consumerProgress", "-g", "G")
+    for action, fields in (
+        ("/topics", {"topic": "CsrfTopic", "queues": "4", "perm": "6"}),
+        ("/api/topics", {"topic": "CsrfTopic", "csrf_token": "guessed"}),
+        ("/topics/T/perm", {"perm": "2"}),
+        (
+            "/groups/G/reset",
+            {"topic": "T", "kind": "latest", "confirm": "yes", "force": "true"},
+        ),
+    ):
+        with (
+            other_site(auto_submit(world.writes + action, fields)) as evil,
+            page.expect_response(
+                lambda r, a=action: r.url == world.writes + a and r.request.method == "POST"
+            ) as answer,
+        ):
+            page.goto(evil)
+        assert answer.value.status == 403, action
+        assert "did not come from the dashboard" in answer.value.text(), action
+    assert "CsrfTopic" not in cli_json("admin", "-n", world.served.namesrv, "topicList")
+    assert cli_json("admin", "-n", world.served.namesrv, "topicRoute", "-t", "T") == perm_before
+    assert cli_json("admin", "-n", world.served.namesrv, "consumerProgress", "-g", "G") == progress
+
+
+def test_b341_a_post_needs_the_sessions_csrf_token_and_the_dashboards_origin(world):
+    """B-341: same origin without the token, the token with another Origin or Referer, or no
+    Origin and no Referer at all: 403, nothing created; the token with its Origin (or, without
+    Origin, a Referer of the dashboard) is accepted. GETs change nothing."""
+    operator = Operator(world.writes)
+    token = operator.csrf()
+    other = Operator(world.writes)  # another browser: a session of its own
+    refused = [
+        operator.post("/api/topics", {"topic": "NoToken"}, token=None),
+        operator.post("/api/topics", {"topic": "NoToken"}, token="x" * 43),
+        operator.post("/api/topics", {"topic": "NoToken"}, token=other.csrf()),
+        operator.post("/api/topics", {"topic": "NoToken"}, origin="http://evil.example"),
+        operator.post("/api/topics", {"topic": "NoToken"}, origin="null"),
+        operator.post("/api/topics", {"topic": "NoToken"}, origin=None),
+        operator.post(
+            "/api/topics",
+            {"topic": "NoToken"},
+            origin=None,
+            referer="http://evil.example/page",
+        ),
+        Operator(world.writes).post("/api/topics", {"topic": "NoToken"}, token=token),
+    ]
+    assert [a.status for a in refused] == [403] * len(refused), [a.body for a in refused]
+    # a GET with a write's fields is a page, never a write
+    assert operator.get("/topics?topic=NoToken&queues=4&perm=6").status == 200
+    assert operator.request("GET", "/api/groups/G/dlq/redrive?confirm=yes").status == 405
+    assert "NoToken" not in cli_json("admin", "-n", world.served.namesrv, "topicList")
+    # the token in the X-CSRF-Token header, the dashboard's Referer instead of an Origin
+    done = operator.request(
+        "POST",
+        "/api/topics",
+        {"topic": "HeaderToken", "queues": "2"},
+        {"X-CSRF-Token": token, "Referer": world.writes + "/topics"},
+    )
+    assert done.status == 200, done.body
+    assert "HeaderToken" in cli_json("admin", "-n", world.served.namesrv, "topicList")
+
+
+def test_b342_every_answer_carries_the_security_headers(world, acl_world):
+    """B-342: CSP without inline script, no framing, no sniffing, a Referrer-Policy; no-store
+    on everything but the static files. (The page fixture checks no page breaks the CSP.)"""
+    operator = Operator(world.read_only)
+    answers = {
+        path: operator.get(path)
+        for path in ("/", "/topics", "/api/topics", "/groups/G/timeline", "/nothing-here")
+    }
+    answers["/login (ACL)"] = Operator(acl_world.limited).get("/login")
+    answers["/api/topics (ACL, not signed in)"] = Operator(acl_world.limited).get("/api/topics")
+    answers["/static/style.css"] = operator.get("/static/style.css")
+    for path, answer in answers.items():
+        csp = answer.headers.get("content-security-policy", "")
+        assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp, path
+        assert "frame-ancestors 'none'" in csp and "object-src 'none'" in csp, path
+        assert answer.headers.get("x-frame-options") == "DENY", path
+        assert answer.headers.get("x-content-type-options") == "nosniff", path
+        assert answer.headers.get("referrer-policy") == "same-origin", path
+        no_store = answer.headers.get("cache-control") == "no-store"
+        assert no_store == (path != "/static/style.css"), path
+    assert answers["/nothing-here"].status == 404
+    assert "<script>" not in answers["/groups/G/timeline"].body
+    assert "onchange=" not in answers["/groups/G/timeline"].body
+    # a Host that is not loopback on a loopback dashboard (DNS rebinding) is refused
+    rebound = operator.request("GET", "/topics", headers={"Host": "evil.example"})
+    assert rebound.status == 400
+
+
+def test_b343_an_account_without_admin_sees_no_write_controls_and_its_forged_post_is_refused(
+    acl_world, page
+):
+    """B-343: on a dashboard that allows writes, an ACL account without admin (whose writes
+    the brokers refuse) is shown read-only; a POST it forges with its own valid session and
+    token is answered 403 and changes nothing. The admin account sees the controls."""
+    sign_in(page, acl_world.limited, PRODUCER)
+    for path, control in (
+        ("/topics", "#create-topic"),
+        ("/topics/TopicA", "#change-perm"),
+        ("/groups/GroupA/reset", "#reset-dry"),
+    ):
+        page.goto(acl_world.limited + path)
+        assert page.inner_text("#mode") == "read-only", path
+        assert page.locator(control).count() == 0, path
+    forged = signed_in(acl_world.limited, PRODUCER)
+    assert forged.get("/api/session").json()["writes"] is False
+    for path, fields in (
+        ("/topics", {"topic": "ForgedTopic", "queues": "4", "perm": "6"}),
+        ("/api/topics/TopicA/perm", {"perm": "2"}),
+    ):
+        answer = forged.post(path, fields)
+        assert answer.status == 403, (path, answer.body)
+        assert "Need admin permission" in answer.body, path
+    admin = signed_in(acl_world.limited, ADMIN)
+    assert "ForgedTopic" not in [t["topic"] for t in admin.get("/api/topics").json()["topics"]]
+    route = admin.get("/api/topics/TopicA").json()["route"]
+    assert [q["perm"] for q in route["queueDatas"]] == [6]
+    sign_in(page, acl_world.limited, ADMIN)
+    page.goto(acl_world.limited + "/topics")
+    assert page.inner_text("#mode") == "writes allowed"
+    assert page.locator("#create-topic").count() == 1
+
+
+def test_b344_with_acl_on_writes_on_a_non_loopback_address_start_and_ask_for_sign_in(
+    acl_world, tmp_path
+):
+    """B-344: the brokers' ACL makes every operator sign in, so --allow-writes on a
+    non-loopback address starts (with a warning that secrets cross in clear without TLS)."""
+    log = tmp_path / "open.log"
+    with dashboard(acl_world.served.namesrv, "--allow-writes", listen="0.0.0.0:0", log=log) as url:
+        assert Operator(url).get("/api/topics").status == 401
+        assert "sign-in secrets cross the network in clear" in log.read_text()
+        producer = signed_in(url, PRODUCER)
+        assert "TopicA" in [t["topic"] for t in producer.get("/api/topics").json()["topics"]]

@@ -9,6 +9,7 @@ RESET_CONSUMER_CLIENT_OFFSET, NOTIFY_CONSUMER_IDS_CHANGED, ...) go to
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import logging
 import ssl
@@ -94,6 +95,16 @@ class RemotingClient:
         return dataclasses.replace(
             command, ext_fields=self.credentials.sign(command.ext_fields, command.body)
         )
+
+    def signing_as(self, credentials: Credentials | None) -> RemotingClient:
+        """A client on this one's connections whose requests are signed with `credentials`.
+
+        ACL checks each request's signature, not the connection, so accounts can share
+        connections (the dashboard's signed-in operators). Close the original, never the copy.
+        """
+        other = copy.copy(self)  # the same channel tables: one connection per address
+        other.credentials = credentials
+        return other
 
     async def channel(self, addr: str) -> Channel:
         """The open channel to addr, connecting once if needed."""

@@ -3,43 +3,80 @@
 `/groups/G` renders what `/api/groups/G` answers, and so on. Writes are POSTs
 (the page's forms and the API alike); without `--allow-writes` the pages have
 no write controls and every write answers 403.
+
+Who may use it (B-340..B-344): with an `--auth-file` its operators sign in; with ACL on
+the brokers each operator signs in with an access key and secret, and every page acts
+with that account; otherwise the dashboard is open (writes only on loopback). Every
+POST needs the session's CSRF token and a same-origin Origin (or Referer).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
+import anyio.to_thread
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from es_broker.acl.signing import Credentials
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.dashboard import charts
+from es_broker.dashboard.security import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    SECURITY_HEADERS,
+    Session,
+    SessionStore,
+    csrf_matches,
+    hash_password,
+    host_name,
+    is_loopback,
+    same_origin,
+    verify_password,
+)
 from es_broker.dashboard.views import Forbidden, Views, acl_refusal, now_ms
 from es_broker.timetravel.timeparse import format_time, parse_time
 
 HERE = Path(__file__).parent
 READ_ONLY = "read-only dashboard: start it with --allow-writes to change anything"
+#: checked against when the name is unknown, so an unknown name costs what a wrong password does
+UNKNOWN_OPERATOR = hash_password(secrets.token_urlsafe(16))
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     namesrv: str
     allow_writes: bool = False
-    credentials: Credentials | None = None
+    credentials: Credentials | None = None  # the dashboard's own account (None: unsigned)
     client_id: str = "dashboard"
+    #: operator name -> `scrypt$...`: sign-in with these (the brokers see `credentials`)
+    accounts: dict[str, str] | None = None
+    tls: bool = False
+    session_idle: float = 900.0
+    cookie_name: str = "es_dashboard"
+    #: it listens on a loopback address: a request naming another host is refused (DNS rebinding)
+    loopback: bool = True
 
 
 def _templates() -> Environment:
@@ -77,18 +114,109 @@ def _time(value: str | None, what: str) -> int | None:
         raise PageError(400, f"{what}: {exc}") from None
 
 
+class SecureHeaders:
+    """ASGI middleware: the headers of B-342 on every answer, and the Host check of B-341."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = str(scope.get("path", ""))
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [*message.get("headers", []), *SECURITY_HEADERS]
+                if not path.startswith("/static/"):
+                    headers.append((b"cache-control", b"no-store"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        host = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1")
+        if self.settings.loopback and not is_loopback(host_name(host)):
+            refusal = PlainTextResponse(
+                "this dashboard listens on a loopback address: "
+                "open it as http://127.0.0.1:PORT or http://localhost:PORT",
+                status_code=400,
+            )
+            await refusal(scope, receive, send_secured)
+            return
+        await self.app(scope, receive, send_secured)
+
+
 def create_app(settings: Settings) -> Starlette:
     env = _templates()
-    state: dict[str, Views] = {}
+    sessions = SessionStore(settings.session_idle)
+    state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with Admin.open(settings.namesrv, credentials=settings.credentials) as admin:
+            state["admin"] = admin
             state["views"] = Views(admin, settings.client_id)
             yield
 
-    def views() -> Views:
-        return state["views"]
+    def views(request: Request) -> Views:
+        return request.state.views
+
+    async def acl_on() -> bool:
+        """Whether the brokers have ACL on (ACCOUNT_SCOPE, asked once a broker answers)."""
+        if "acl" not in state:
+            admin: Admin = state["admin"]
+            try:
+                answers = await admin.account_scope()
+            except AdminError as exc:
+                if acl_refusal(exc) is None:
+                    raise
+                state["acl"] = True  # an unsigned (or unknown) dashboard account is refused
+            else:
+                if not answers:
+                    return False  # no broker yet: nothing to act on, ask again next time
+                state["acl"] = any(a.get("aclEnabled") for a in answers)
+        return bool(state["acl"])
+
+    async def login_mode() -> str | None:
+        """ "file": operators of --auth-file; "acl": the operator's own access key; None: open."""
+        if settings.accounts:
+            return "file"
+        return "acl" if await acl_on() else None
+
+    def session_of(request: Request) -> Session | None:
+        return sessions.get(request.cookies.get(settings.cookie_name))
+
+    def set_cookie(response: Response, token: str) -> None:
+        response.set_cookie(
+            settings.cookie_name,
+            token,
+            httponly=True,
+            samesite="strict",
+            secure=settings.tls,
+            path="/",
+        )
+
+    def may_write(session: Session | None) -> bool:
+        return settings.allow_writes and (session is None or session.admin)
+
+    def own_origin(request: Request) -> str:
+        return f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+    async def refusal_of_post(request: Request, session: Session | None) -> str | None:
+        """Why a POST is refused (B-341): another origin, no session, or no matching CSRF token."""
+        if not same_origin(
+            own_origin(request), request.headers.get("origin"), request.headers.get("referer")
+        ):
+            return "refused: this request did not come from the dashboard's own pages (Origin)"
+        if session is None:
+            return "refused: no session (open a page of the dashboard, or sign in, first)"
+        given = request.headers.get(CSRF_HEADER) or (await form(request, body_only=True)).get(
+            CSRF_FIELD
+        )
+        if not csrf_matches(session, given):
+            return "refused: the request carries no valid CSRF token of this session"
+        return None
 
     Handler = Callable[[Request], Awaitable[tuple[str, dict[str, Any]]]]
 
@@ -98,7 +226,33 @@ def create_app(settings: Settings) -> Starlette:
         async def run(request: Request) -> tuple[str, dict[str, Any]] | Response:
             if write and not settings.allow_writes:
                 return JSONResponse({"error": READ_ONLY}, status_code=403)
+            session = session_of(request)
             try:
+                mode = await login_mode()
+                if mode is not None and (session is None or not session.signed_in):
+                    if request.method == "GET" and not request.url.path.startswith("/api"):
+                        target = request.url.path + (
+                            f"?{request.url.query}" if request.url.query else ""
+                        )
+                        return RedirectResponse(
+                            f"/login?next={quote(target, safe='')}", status_code=303
+                        )
+                    return JSONResponse({"error": "sign in first (/login)"}, status_code=401)
+                if request.method == "POST":
+                    refused = await refusal_of_post(request, session)
+                    if refused is not None:
+                        return JSONResponse({"error": refused}, status_code=403)
+                request.state.session = session
+                request.state.views = (
+                    Views(
+                        Admin(
+                            state["admin"].client.signing_as(session.credentials), settings.namesrv
+                        ),
+                        settings.client_id,
+                    )
+                    if mode == "acl" and session is not None
+                    else state["views"]
+                )
                 return await handler(request)
             except PageError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=exc.status)
@@ -109,7 +263,13 @@ def create_app(settings: Settings) -> Starlette:
                 if (
                     refused is not None
                 ):  # the broker's ACL said no: the account's rights, not a fault
-                    who = settings.credentials.access_key if settings.credentials else "(none)"
+                    who = (
+                        session.operator
+                        if session is not None and session.credentials is not None
+                        else settings.credentials.access_key
+                        if settings.credentials
+                        else "(none)"
+                    )
                     return JSONResponse(
                         {
                             "error": f"the broker refused this for the dashboard's account {who}: {refused}"
@@ -128,28 +288,157 @@ def create_app(settings: Settings) -> Starlette:
 
         async def page(request: Request) -> Response:
             answer = await run(request)
+            if isinstance(answer, RedirectResponse):
+                return answer
+            session = getattr(request.state, "session", None) or session_of(request)
+            token = None
+            if session is None and settings.accounts is None and state.get("acl") is False:
+                token, session = sessions.new(signed_in=True)  # open dashboard: a session for CSRF
             if isinstance(answer, Response):
                 error = json.loads(bytes(answer.body))["error"]
-                html = env.get_template("error.html").render(
-                    error=error, allow_writes=settings.allow_writes, namesrv=settings.namesrv
+                response: Response = HTMLResponse(
+                    render("error.html", session, request, error=error),
+                    status_code=answer.status_code,
                 )
-                return HTMLResponse(html, status_code=answer.status_code)
-            template, data = answer
-            html = env.get_template(template).render(
-                **data,
-                data=data,
-                allow_writes=settings.allow_writes,
-                namesrv=settings.namesrv,
-                client_id=settings.client_id,
-                path=request.url.path,
-            )
-            return HTMLResponse(html)
+            else:
+                template, data = answer
+                response = HTMLResponse(render(template, session, request, **data, data=data))
+            if token is not None:
+                set_cookie(response, token)
+            return response
 
         return api, page  # type: ignore[return-value]
 
-    async def form(request: Request) -> dict[str, str]:
+    def render(template: str, session: Session | None, request: Request, **data: Any) -> str:
+        return env.get_template(template).render(
+            **data,
+            allow_writes=may_write(session),
+            namesrv=settings.namesrv,
+            client_id=settings.client_id,
+            path=request.url.path,
+            csrf=session.csrf if session is not None else "",
+            operator=session.operator if session is not None and session.signed_in else None,
+            signed_in=session is not None and session.signed_in,
+            login=bool(settings.accounts) or state.get("acl") is True,
+        )
+
+    # ------------------------------------------------------------------ sign-in (B-340, B-344)
+    def safe_next(target: str | None) -> str:
+        """A path of this dashboard only (`//host` and `/\\host` would lead elsewhere)."""
+        if not target or not target.startswith("/") or target.startswith("//"):
+            return "/"
+        return "/" if "\\" in target or any(ord(c) < 32 for c in target) else target
+
+    async def login_page(request: Request) -> Response:
+        mode = await login_mode()
+        if mode is None:
+            return RedirectResponse("/", status_code=303)
+        session = session_of(request)
+        token = None
+        if session is None:
+            token, session = sessions.new()
+        response = HTMLResponse(
+            render(
+                "login.html",
+                session,
+                request,
+                mode=mode,
+                next=safe_next(request.query_params.get("next")),
+                error=None,
+            )
+        )
+        if token is not None:
+            set_cookie(response, token)
+        return response
+
+    async def check_operator(mode: str, fields: dict[str, str]) -> dict[str, Any] | None:
+        """The new session's fields if the operator's name and secret hold, else None."""
+        if mode == "file":
+            name, password = fields.get("name", ""), fields.get("password", "")
+            stored = (settings.accounts or {}).get(name, UNKNOWN_OPERATOR)
+            ok = await anyio.to_thread.run_sync(verify_password, stored, password)
+            return {"operator": name} if ok and name in (settings.accounts or {}) else None
+        access_key, secret = fields.get("access_key", "").strip(), fields.get("secret_key", "")
+        if not access_key or not secret:
+            return None
+        credentials = Credentials(access_key, secret)
+        admin = Admin(state["admin"].client.signing_as(credentials), settings.namesrv)
+        try:
+            answers = await admin.account_scope()
+        except AdminError as exc:
+            if acl_refusal(exc) is None:
+                raise
+            return None  # wrong secret, unknown key, or an address the rules do not admit
+        return {
+            "operator": access_key,
+            "credentials": credentials,
+            "admin": bool(answers) and all(a.get("admin") for a in answers),
+        }
+
+    async def login(request: Request) -> Response:
+        mode = await login_mode()
+        if mode is None:
+            return JSONResponse({"error": "this dashboard has no sign-in"}, status_code=404)
+        session = session_of(request)
+        refused = await refusal_of_post(request, session)
+        if refused is not None:
+            return PlainTextResponse(refused, status_code=403)
+        assert session is not None
+        fields = await form(request, body_only=True)
+        try:
+            who = await check_operator(mode, fields)
+        except (AdminError, RemotingError, OSError, ValueError) as exc:
+            return PlainTextResponse(f"could not ask the brokers: {exc}", status_code=502)
+        if who is None:
+            page = render(
+                "login.html",
+                session,
+                request,
+                mode=mode,
+                next=safe_next(fields.get("next")),
+                error="sign-in refused: unknown name or wrong secret",
+            )
+            return HTMLResponse(page, status_code=401)
+        sessions.drop(session)  # a new token once signed in: none known before sign-in stays valid
+        token, _ = sessions.new(signed_in=True, **who)
+        response = RedirectResponse(safe_next(fields.get("next")), status_code=303)
+        set_cookie(response, token)
+        return response
+
+    async def logout(request: Request) -> Response:
+        session = session_of(request)
+        refused = await refusal_of_post(request, session)
+        if refused is not None:
+            return PlainTextResponse(refused, status_code=403)
+        assert session is not None
+        sessions.drop(session)
+        response = RedirectResponse("/login" if await login_mode() else "/", status_code=303)
+        response.delete_cookie(settings.cookie_name, path="/")
+        return response
+
+    async def session_api(request: Request) -> Response:
+        """This browser's session: who, whether it may write, and its CSRF token (made if none)."""
+        mode = await login_mode()
+        session = session_of(request)
+        token = None
+        if session is None:
+            token, session = sessions.new(signed_in=mode is None)
+        response = JSONResponse(
+            {
+                "login": mode,
+                "signedIn": session.signed_in,
+                "operator": session.operator,
+                "writes": session.signed_in and may_write(session),
+                "csrfToken": session.csrf,
+            }
+        )
+        if token is not None:
+            set_cookie(response, token)
+        return response
+
+    async def form(request: Request, *, body_only: bool = False) -> dict[str, str]:
         """The POSTed fields (urlencoded form or JSON object), and the query string's."""
-        fields = {k: v for k, v in request.query_params.items()}
+        fields = {} if body_only else {k: v for k, v in request.query_params.items()}
         raw = await request.body()
         if raw:
             if request.headers.get("content-type", "").startswith("application/json"):
@@ -160,13 +449,13 @@ def create_app(settings: Settings) -> Starlette:
 
     # ------------------------------------------------------------------ handlers
     async def cluster(request: Request) -> tuple[str, dict[str, Any]]:
-        return "cluster.html", await views().cluster()
+        return "cluster.html", await views(request).cluster()
 
     async def topics(request: Request) -> tuple[str, dict[str, Any]]:
-        return "topics.html", await views().topics()
+        return "topics.html", await views(request).topics()
 
     async def topic(request: Request) -> tuple[str, dict[str, Any]]:
-        return "topic.html", await views().topic(request.path_params["topic"])
+        return "topic.html", await views(request).topic(request.path_params["topic"])
 
     async def create_topic(request: Request) -> tuple[str, dict[str, Any]]:
         f = await form(request)
@@ -175,7 +464,7 @@ def create_app(settings: Settings) -> Starlette:
             raise PageError(400, "give the topic's name")
         queues = _int(f.get("queues"), "queues") or 8
         perm = _int(f.get("perm"), "perm") or 6
-        done = await views().create_topic(name, queues, perm)
+        done = await views(request).create_topic(name, queues, perm)
         return "done.html", {"title": f"topic {name} created", "result": done}
 
     async def topic_perm(request: Request) -> tuple[str, dict[str, Any]]:
@@ -184,20 +473,22 @@ def create_app(settings: Settings) -> Starlette:
         if perm is None:
             raise PageError(400, "give the new perm (2 W, 4 R, 6 RW)")
         topic_name = request.path_params["topic"]
-        done = await views().update_topic_perm(topic_name, perm)
+        done = await views(request).update_topic_perm(topic_name, perm)
         return "done.html", {"title": f"perm of {topic_name} changed", "result": done}
 
     async def groups(request: Request) -> tuple[str, dict[str, Any]]:
-        return "groups.html", await views().groups()
+        return "groups.html", await views(request).groups()
 
     async def group(request: Request) -> tuple[str, dict[str, Any]]:
-        return "group.html", await views().group(request.path_params["group"])
+        return "group.html", await views(request).group(request.path_params["group"])
 
     async def explain(request: Request) -> tuple[str, dict[str, Any]]:
         topic_name = request.query_params.get("topic")
         if not topic_name:
             raise PageError(400, "give ?topic=")
-        return "explain.html", await views().explain(request.path_params["group"], topic_name)
+        return "explain.html", await views(request).explain(
+            request.path_params["group"], topic_name
+        )
 
     async def timeline(request: Request) -> tuple[str, dict[str, Any]]:
         group_name = request.path_params["group"]
@@ -205,12 +496,12 @@ def create_app(settings: Settings) -> Starlette:
         since, until = _time(p.get("since"), "since"), _time(p.get("until"), "until")
         at = _time(p.get("at"), "at")
         points = min(max(_int(p.get("points"), "points") or 120, 2), 1000)
-        data = await views().timeline(group_name, since, until, points)
+        data = await views(request).timeline(group_name, since, until, points)
         samples = [s for b in data["brokers"] for s in b["samples"]]
         events = [e for b in data["brokers"] for e in b["events"]]
         window = (min(s["at"] for s in samples), max(s["at"] for s in samples)) if samples else None
         chosen = at if at is not None else (window[1] if window else now_ms())
-        table = await views().offsets_at(group_name, chosen)
+        table = await views(request).offsets_at(group_name, chosen)
         data.update(at=chosen, table=table, window=window)
         base = f"/groups/{quote(group_name, safe='')}/timeline?"
         if since is not None:
@@ -268,11 +559,11 @@ def create_app(settings: Settings) -> Starlette:
             raise PageError(
                 400, "give ?at= (now, epoch millis, yyyy-MM-dd#HH:mm:ss:SSS or ISO 8601)"
             )
-        return "offsets.html", await views().offsets_at(request.path_params["group"], at)
+        return "offsets.html", await views(request).offsets_at(request.path_params["group"], at)
 
     async def messages(request: Request) -> tuple[str, dict[str, Any]]:
         p = request.query_params
-        data = await views().find_messages(
+        data = await views(request).find_messages(
             msg_id=p.get("msgId") or None,
             topic=p.get("topic") or None,
             key=p.get("key") or None,
@@ -284,10 +575,10 @@ def create_app(settings: Settings) -> Starlette:
         return "messages.html", data
 
     async def trace(request: Request) -> tuple[str, dict[str, Any]]:
-        return "trace.html", await views().trace(request.path_params["msg_id"])
+        return "trace.html", await views(request).trace(request.path_params["msg_id"])
 
     async def dead_letters(request: Request) -> tuple[str, dict[str, Any]]:
-        return "dlq.html", await views().dead_letters(request.path_params["group"])
+        return "dlq.html", await views(request).dead_letters(request.path_params["group"])
 
     async def redrive(request: Request) -> tuple[str, dict[str, Any]]:
         f = await form(request)
@@ -295,7 +586,7 @@ def create_app(settings: Settings) -> Starlette:
         if target not in ("retry", "original"):
             raise PageError(400, "target is retry or original")
         dry_run = f.get("confirm") != "yes"
-        data = await views().redrive(request.path_params["group"], target, dry_run)
+        data = await views(request).redrive(request.path_params["group"], target, dry_run)
         return "redrive.html", data
 
     async def reset_form(request: Request) -> tuple[str, dict[str, Any]]:
@@ -320,7 +611,7 @@ def create_app(settings: Settings) -> Starlette:
         if mode not in (None, "compat", "server_side"):
             raise PageError(400, "mode is compat or server_side")
         dry_run = f.get("confirm") != "yes"
-        plan = await views().reset(
+        plan = await views(request).reset(
             group_name,
             topic_name,
             kind,
@@ -331,6 +622,7 @@ def create_app(settings: Settings) -> Starlette:
         )
         fields = {**f, "value": str(value)}
         fields.pop("confirm", None)
+        fields.pop(CSRF_FIELD, None)
         return "reset.html", {"group": group_name, "plan": plan, "fields": fields}
 
     pages: list[tuple[str, Handler, list[str], bool]] = [
@@ -356,5 +648,15 @@ def create_app(settings: Settings) -> Starlette:
         api, page = endpoint(handler, write=write)
         routes.append(Route("/api" + ("" if path == "/" else path) or "/api", api, methods=methods))
         routes.append(Route(path, page, methods=methods))
-    routes.append(Mount("/static", StaticFiles(directory=HERE / "static"), name="static"))
-    return Starlette(routes=routes, lifespan=lifespan)
+    routes += [
+        Route("/login", login_page, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/api/session", session_api, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(SecureHeaders, settings=settings)],
+    )
