@@ -117,8 +117,9 @@ class Operator:
         path: str,
         fields: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
+        body: bytes | None = None,
     ) -> Answer:
-        data = urlencode(fields).encode() if fields is not None else None
+        data = urlencode(fields).encode() if fields is not None else body
         if method == "POST" and data is None:
             data = b""
         req = urllib.request.Request(

@@ -101,6 +101,18 @@ def test_b344_operators_of_an_auth_file_sign_in_and_then_may_write(plain, tmp_pa
             mallory = Operator(url, follow=False)
             away = mallory.sign_in(name="alice", password="correct horse battery", next=elsewhere)
             assert away.status == 303 and away.headers["location"] == "/", elsewhere
+        for bad in (b'{"name": "alice"', b'["alice"]', b"\xff\xfe"):
+            garbled = alice.request(
+                "POST",
+                "/login",
+                headers={
+                    "Content-Type": "application/json",
+                    "Origin": alice.origin,
+                    "X-CSRF-Token": alice.csrf(),
+                },
+                body=bad,
+            )
+            assert garbled.status == 400, (bad, garbled.body)
         refused = alice.sign_in(name="alice", password="wrong")
         assert refused.status == 401 and "sign-in refused" in refused.body
         assert alice.sign_in(name="mallory", password="correct horse battery").status == 401

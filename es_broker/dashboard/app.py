@@ -384,7 +384,10 @@ def create_app(settings: Settings) -> Starlette:
         if refused is not None:
             return PlainTextResponse(refused, status_code=403)
         assert session is not None
-        fields = await form(request, body_only=True)
+        try:
+            fields = await form(request, body_only=True)
+        except PageError as exc:
+            return PlainTextResponse(str(exc), status_code=exc.status)
         try:
             who = await check_operator(mode, fields)
         except (AdminError, RemotingError, OSError, ValueError) as exc:
@@ -440,11 +443,18 @@ def create_app(settings: Settings) -> Starlette:
         """The POSTed fields (urlencoded form or JSON object), and the query string's."""
         fields = {} if body_only else {k: v for k, v in request.query_params.items()}
         raw = await request.body()
-        if raw:
+        if not raw:
+            return fields
+        try:
             if request.headers.get("content-type", "").startswith("application/json"):
-                fields.update({k: str(v) for k, v in json.loads(raw).items()})
+                body = json.loads(raw)
+                if not isinstance(body, dict):
+                    raise PageError(400, "a JSON body must be an object of fields")
+                fields.update({str(k): str(v) for k, v in body.items()})
             else:
                 fields.update({k: v[-1] for k, v in parse_qs(raw.decode()).items()})
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise PageError(400, f"the body is not a form or JSON object: {exc}") from None
         return fields
 
     # ------------------------------------------------------------------ handlers
