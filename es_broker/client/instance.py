@@ -36,6 +36,7 @@ from es_broker.client.route import from_default_route
 from es_broker.client.tasks import TaskGroup, TaskSpawner
 from es_broker.client.tls import client_tls
 from es_broker.remoting.bodies import (
+    ClusterInfo,
     ConsumerData,
     ConsumerRunningInfo,
     GetConsumerListByGroupResponseBody,
@@ -128,6 +129,8 @@ class ClientInstance:
         self.instance_name = instance_name or default_instance_name()
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
+        # every broker the name server knows, for the producers' heartbeat (B-320)
+        self.cluster_brokers: dict[str, dict[int, str]] = {}
         self._producers: dict[str, ProducerMember] = {}
         self._consumers: dict[str, ConsumerMember] = {}
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
@@ -261,28 +264,61 @@ class ClientInstance:
         return await self.remoting.start_request(addr, command)
 
     # ------------------------------------------------------------------ routes
-    async def _fetch_route(self, topic: str) -> TopicRouteData | None:
-        """GET_ROUTEINFO_BY_TOPIC from the current name server, moving on when one fails."""
+    async def _ask_name_server(
+        self, code: int, fields: Mapping[str, object] | None = None
+    ) -> tuple[str, RemotingCommand] | None:
+        """A request to the current name server, moving on when one fails; None if none answered."""
         for _ in range(len(self.namesrv_addrs)):
             addr = self.namesrv_addrs[self._namesrv_index]
             try:
-                response = await self.invoke(
-                    addr, self.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-                )
+                return addr, await self.invoke(addr, self.request(code, fields))
             except RemotingError as exc:
                 log.warning("name server %s: %s", addr, exc)
                 self._namesrv_index = (self._namesrv_index + 1) % len(self.namesrv_addrs)
-                continue
-            if response.code == ResponseCode.SUCCESS:
-                try:
-                    return TopicRouteData.decode(response.body)
-                except BodyDecodeError as exc:
-                    log.warning("route of %s from %s is unreadable: %s", topic, addr, exc)
-                    return None
-            if response.code != ResponseCode.TOPIC_NOT_EXIST:
-                log.warning("route of %s: code %s %s", topic, response.code, response.remark)
-            return None
         return None
+
+    async def _fetch_route(self, topic: str) -> TopicRouteData | None:
+        """GET_ROUTEINFO_BY_TOPIC from the current name server, moving on when one fails."""
+        answered = await self._ask_name_server(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        if answered is None:
+            return None
+        addr, response = answered
+        if response.code == ResponseCode.SUCCESS:
+            try:
+                return TopicRouteData.decode(response.body)
+            except BodyDecodeError as exc:
+                log.warning("route of %s from %s is unreadable: %s", topic, addr, exc)
+                return None
+        if response.code != ResponseCode.TOPIC_NOT_EXIST:
+            log.warning("route of %s: code %s %s", topic, response.code, response.remark)
+        return None
+
+    async def update_cluster_brokers(self) -> bool:
+        """Learn every broker of the name server (GET_BROKER_CLUSTER_INFO), for the heartbeat (B-320).
+
+        A producer heartbeats them at its start and whenever this finds a new
+        address, before it sends anything: a transactional producer that was
+        restarted is then a live producer of its group for the broker's checks.
+        False when no name server gave a readable answer (the brokers known stay).
+        """
+        answered = await self._ask_name_server(RequestCode.GET_BROKER_CLUSTER_INFO)
+        if answered is None:
+            return False
+        addr, response = answered
+        if response.code != ResponseCode.SUCCESS:
+            log.warning("cluster info from %s: code %s %s", addr, response.code, response.remark)
+            return False
+        try:
+            info = ClusterInfo.decode(response.body)
+        except BodyDecodeError as exc:
+            log.warning("cluster info from %s is unreadable: %s", addr, exc)
+            return False
+        self.cluster_brokers = {
+            name: dict(data.broker_addrs) for name, data in info.broker_addr_table.items()
+        }
+        for name, addrs in self.cluster_brokers.items():
+            self._learn_broker(name, addrs)
+        return True
 
     async def update_route(self, topic: str) -> TopicRouteData | None:
         """Refresh one topic's route (updateTopicRouteInfoFromNameServer); None if there is none."""
@@ -305,17 +341,21 @@ class ClientInstance:
     def _apply_route(self, topic: str, route: TopicRouteData, consumers: bool) -> None:
         self.routes[topic] = route
         for data in route.broker_datas:
-            known = self.broker_addrs.get(data.broker_name, {})
-            if set(data.broker_addrs.values()) - set(known.values()):
-                # A broker we never told about our groups: heartbeat now, not in 30 s,
-                # or its pulls would fail with SUBSCRIPTION_NOT_EXIST meanwhile.
-                self._heartbeat_now.set()
-            self.broker_addrs[data.broker_name] = dict(data.broker_addrs)
+            self._learn_broker(data.broker_name, data.broker_addrs)
         for producer in list(self._producers.values()):
             producer.on_route(topic, route)
         if consumers:
             for consumer in list(self._consumers.values()):
                 consumer.on_route(topic, route)
+
+    def _learn_broker(self, name: str, addrs: Mapping[int, str]) -> None:
+        known = self.broker_addrs.get(name, {})
+        if set(addrs.values()) - set(known.values()):
+            # A broker we never told about our groups: heartbeat now, not in 30 s,
+            # or its pulls would fail with SUBSCRIPTION_NOT_EXIST meanwhile, and
+            # its transaction checks would find no producer of the group (B-320).
+            self._heartbeat_now.set()
+        self.broker_addrs[name] = dict(addrs)
 
     def _topics_in_use(self) -> set[str]:
         topics: set[str] = set()
@@ -328,6 +368,8 @@ class ClientInstance:
     async def _poll_routes(self) -> None:
         while True:
             await anyio.sleep(self.config.poll_name_server_interval)
+            if self._producers:
+                await self.update_cluster_brokers()
             for topic in sorted(self._topics_in_use()):
                 await self.update_route(topic)
             self.clean_offline_brokers()
@@ -344,6 +386,7 @@ class ClientInstance:
             for data in route.broker_datas
             for addr in data.broker_addrs.values()
         }
+        listed.update(addr for addrs in self.cluster_brokers.values() for addr in addrs.values())
         for name, addrs in list(self.broker_addrs.items()):
             alive = {broker_id: addr for broker_id, addr in addrs.items() if addr in listed}
             if alive:
@@ -436,8 +479,9 @@ class ClientInstance:
                         log.warning("heartbeat to %s (%s) failed: %s", name, addr, exc)
                         continue
                     if response.code != ResponseCode.SUCCESS:
-                        log.warning(
-                            "heartbeat to %s (%s): %s %s",
+                        # the broker does not count us as a member of our groups (B-321)
+                        log.error(
+                            "heartbeat refused by broker %s (%s): code %s, remark %s",
                             name,
                             addr,
                             response.code,

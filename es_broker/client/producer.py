@@ -198,7 +198,7 @@ class Producer(Service):
 
     # ------------------------------------------------------------------ life cycle
     async def start(self, nursery: TaskSpawner) -> None:
-        """Join the client instance (starting it if needed) and announce the group."""
+        """Join the client instance (starting it if needed) and announce the group to every broker."""
         self.instance.register_producer(self)
         try:
             await self.instance.acquire(nursery)
@@ -215,7 +215,10 @@ class Producer(Service):
             await self.instance.release()
             raise
         self._started = True
-        self.instance.heartbeat_now()
+        # Java's start heartbeats every broker it knows; learning them first from the
+        # name server lets a restarted transactional producer be checked before it sends (B-320).
+        await self.instance.update_cluster_brokers()
+        await self.instance.send_heartbeat_to_all_brokers()
 
     async def shutdown(self) -> None:
         """Let async sends finish, unregister the group from the brokers, leave the client instance."""

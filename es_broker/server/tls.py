@@ -179,10 +179,10 @@ def server_context(config: BrokerConfig) -> ssl.SSLContext | None:
     """The server context of TlsHelper.buildSslContext(false); None when there is nothing to serve.
 
     With no tls.server.certPath, test mode serves a self-signed certificate
-    made at start (this needs the `cryptography` package; without it the
-    listener offers no TLS and closes TLS connections, as 4.9.8 does when
-    its context failed to build). Every failure with a configured file is a
-    TlsSetupError.
+    made at start with the `cryptography` package, a dependency of es-broker
+    (B-322; should it be missing all the same, the listener offers no TLS and
+    closes TLS connections, as 4.9.8 does when its context failed to build).
+    Every failure with a configured file is a TlsSetupError.
     """
     need = _CLIENT_AUTH.get(config.tlsServerNeedClientAuth.strip().lower())
     if need is None:
@@ -238,7 +238,9 @@ def _load_self_signed(context: ssl.SSLContext) -> bool:
     except ImportError:
         log.warning(
             "TLS test mode needs a self-signed certificate, and making one needs the 'cryptography' "
-            "package: TLS connections will be closed (set tls.server.certPath and tls.server.keyPath)"
+            "package, a dependency of es-broker that is missing from this installation: TLS "
+            "connections will be closed (reinstall es-broker, or set tls.server.certPath and "
+            "tls.server.keyPath)"
         )
         return False
     key = ec.generate_private_key(ec.SECP256R1())
