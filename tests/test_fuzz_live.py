@@ -40,6 +40,30 @@ BATCH = 100
 RSS_BOUND_KIB = 512 * 1024
 TOPIC, GROUP = "FuzzTopic", "fuzz_group"
 
+# names the edge must refuse (B-335, B-336): a lone surrogate (the JSON escape \ud800), a NUL,
+# names over the byte limits, and groups whose derived %RETRY%/%DLQ% names are over them
+LONE_SURROGATES = st.sampled_from(["\ud800", "\udfff", "\udc80", "\ud83d"]).map(
+    lambda lone: st.sampled_from([f"T{lone}", f"{GROUP}{lone}", lone, f"%RETRY%{lone}"])
+)
+OVER_LONG_NAMES = st.sampled_from(
+    [
+        "G" * 120,
+        "G" * 121,
+        "G" * 127,
+        "G" * 128,
+        "G" * 255,
+        "G" * 256,
+        "%RETRY%" + "G" * 120,
+        "%RETRY%" + "G" * 121,
+        "%DLQ%" + "G" * 122,
+        "%RETRY%" + "G" * 255,
+        "%DLQ%" + "G" * 255,
+        "\u00e9" * 64,
+        "\U0001f600" * 32,
+        "T\x00x",
+    ]
+)
+HOSTILE_NAMES = st.one_of(LONE_SURROGATES.flatmap(lambda names: names), OVER_LONG_NAMES)
 NAMES = st.sampled_from(
     [
         TOPIC,
@@ -54,7 +78,9 @@ NAMES = st.sampled_from(
         "127.0.0.1:10911",
     ]
 )
+MAYBE_HOSTILE_NAMES = st.one_of(NAMES, NAMES, NAMES, HOSTILE_NAMES)
 HOSTILE_TEXT = st.one_of(
+    HOSTILE_NAMES,
     st.text(max_size=40),
     st.sampled_from(
         [
@@ -83,7 +109,12 @@ HOSTILE_TEXT = st.one_of(
     st.integers().map(str),
 )
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20)
+    | HOSTILE_NAMES,
     lambda children: (
         st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
     ),
@@ -94,7 +125,7 @@ JSON_VALUES = st.recursive(
 def field_value(spec: HeaderField) -> st.SearchStrategy[str]:
     """A value that conforms to the field's declaration."""
     if spec.kind is Kind.STR:
-        return st.sampled_from(sorted(spec.choices)) if spec.choices else NAMES
+        return st.sampled_from(sorted(spec.choices)) if spec.choices else MAYBE_HOSTILE_NAMES
     if spec.kind is Kind.BOOL:
         return st.sampled_from(["true", "false"])
     lo, hi = spec.min if spec.min is not None else -5, spec.max if spec.max is not None else 1 << 40
@@ -105,7 +136,7 @@ def field_value(spec: HeaderField) -> st.SearchStrategy[str]:
 def subscription() -> st.SearchStrategy[dict]:
     return st.fixed_dictionaries(
         {
-            "topic": NAMES,
+            "topic": MAYBE_HOSTILE_NAMES,
             "subString": st.sampled_from(["*", "TagA", "TagA || TagB", ""]),
             "subVersion": st.integers(0, 1 << 40),
             "expressionType": st.sampled_from(["TAG", "SQL92", "tag"]),
@@ -119,7 +150,7 @@ def json_body(shape: RequestShape) -> st.SearchStrategy[object]:
     if code == RequestCode.HEART_BEAT:
         consumer = st.fixed_dictionaries(
             {
-                "groupName": NAMES,
+                "groupName": MAYBE_HOSTILE_NAMES,
                 "consumeType": st.sampled_from(["CONSUME_PASSIVELY", "CONSUME_ACTIVELY"]),
                 "messageModel": st.sampled_from(["CLUSTERING", "BROADCASTING"]),
                 "consumeFromWhere": st.sampled_from(
@@ -131,7 +162,7 @@ def json_body(shape: RequestShape) -> st.SearchStrategy[object]:
         )
         return st.fixed_dictionaries(
             {
-                "clientID": NAMES,
+                "clientID": MAYBE_HOSTILE_NAMES,
                 "consumerDataSet": st.lists(consumer, max_size=2),
                 "producerDataSet": st.lists(
                     st.fixed_dictionaries({"groupName": NAMES}), max_size=2
@@ -144,15 +175,19 @@ def json_body(shape: RequestShape) -> st.SearchStrategy[object]:
         )
     if code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
         mq = st.fixed_dictionaries(
-            {"topic": NAMES, "brokerName": NAMES, "queueId": st.integers(0, 8)}
+            {"topic": MAYBE_HOSTILE_NAMES, "brokerName": NAMES, "queueId": st.integers(0, 8)}
         )
         return st.fixed_dictionaries(
-            {"consumerGroup": NAMES, "clientId": NAMES, "mqSet": st.lists(mq, max_size=3)}
+            {
+                "consumerGroup": MAYBE_HOSTILE_NAMES,
+                "clientId": NAMES,
+                "mqSet": st.lists(mq, max_size=3),
+            }
         )
     if code == RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP:
         return st.fixed_dictionaries(
             {
-                "groupName": NAMES,
+                "groupName": MAYBE_HOSTILE_NAMES,
                 "retryQueueNums": st.integers(0, 4),
                 "retryMaxTimes": st.integers(-1, 20),
                 "brokerId": st.integers(0, 2),
@@ -229,7 +264,7 @@ def breaking_frame(draw: st.DrawFn) -> bytes:
         return struct.pack(
             ">i", draw(st.sampled_from([1 << 30, 0x7FFFFFFF, -1, 0, 3, 16 * 1024 * 1024 + 1]))
         )
-    frame = encode_frame(draw(shaped_request()))
+    frame = wire_frame(draw(shaped_request()))
     if kind == 2:  # truncated: the connection closes mid-frame
         return frame[: draw(st.integers(1, len(frame) - 1))]
     if kind == 3:  # a header length overrunning the frame
@@ -238,6 +273,54 @@ def breaking_frame(draw: st.DrawFn) -> bytes:
 
 
 ITEMS = st.one_of(shaped_request(), shaped_request(), shaped_request(), breaking_frame())
+
+
+def wire_frame(cmd: RemotingCommand) -> bytes:
+    """The frame of `cmd` with its text as a hostile peer writes it: a lone surrogate as the JSON
+    escape \\ud800 in a JSON header, as the bytes ED A0 80 (not UTF-8) in a ROCKETMQ one, where a
+    name may also carry a raw byte that is not UTF-8 (B-335). encode_frame would write "?"."""
+    if cmd.serialize_type is SerializeType.JSON:
+        obj: dict[str, object] = {
+            "code": cmd.code,
+            "language": cmd.language.name,
+            "version": cmd.version,
+            "opaque": cmd.opaque,
+            "flag": cmd.flag,
+            "extFields": cmd.ext_fields,
+        }
+        header = json.dumps(obj).encode()
+        kind = 0
+    else:
+
+        def text(value: str) -> bytes:
+            raw = value.encode("utf-8", "surrogatepass")
+            return raw.replace(b"\xc3\xa9", b"\xe9")  # é as Latin-1: a byte that is not UTF-8
+
+        ext = b"".join(
+            struct.pack(">h", len(k := text(key)))
+            + k
+            + struct.pack(">i", len(v := text(value)))
+            + v
+            for key, value in cmd.ext_fields.items()
+        )
+        header = (
+            struct.pack(
+                ">hbhiiii",
+                cmd.code,
+                cmd.language.value,
+                cmd.version,
+                cmd.opaque,
+                cmd.flag,
+                0,
+                len(ext),
+            )
+            + ext
+        )
+        kind = 1
+    body = cmd.body
+    return (
+        struct.pack(">iI", 4 + len(header) + len(body), (kind << 24) | len(header)) + header + body
+    )
 
 
 def _connect(addr: str) -> socket.socket:
@@ -267,7 +350,7 @@ def _send_framed(addr: str, commands: list[RemotingCommand]) -> None:
     numbered = [dataclasses.replace(c, opaque=n) for n, c in enumerate(commands, start=1)]
     waiting = {c.opaque for c in numbered if not c.is_oneway and not _held(c)}
     with _connect(addr) as sock:
-        sock.sendall(b"".join(encode_frame(c) for c in numbered))
+        sock.sendall(b"".join(wire_frame(c) for c in numbered))
         conn = Connection()
         while waiting:
             event = conn.next_event()
@@ -370,12 +453,12 @@ def test_fuzzed_frames_never_take_the_broker_down(tmp_path):
         batch()
         rss = _rss_kib(pid)
     total = sent["framed"] + sent["breaking"]
+    log_text = log_file.read_text()
     print(
         f"fuzz: {total} frames ({sent['framed']} well framed, {sent['breaking']} breaking the framing) "
-        f"in {sent['batches']} batches; broker RSS at the end {rss // 1024} MiB; answers by code "
-        f"{dict(sorted(ANSWERS.items()))}"
+        f"in {sent['batches']} batches; {log_text.count('Traceback')} tracebacks in the broker's log; "
+        f"broker RSS at the end {rss // 1024} MiB; answers by code {dict(sorted(ANSWERS.items()))}"
     )
-    log_text = log_file.read_text()
     first = log_text.find("Traceback")
     assert first == -1, (
         f"{log_text.count('Traceback')} tracebacks; the first:\n{log_text[first - 300 : first + 3000]}"

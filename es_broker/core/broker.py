@@ -207,6 +207,8 @@ class Broker:
             return await self.writer.submit(job)
         except StoreFullError:
             return Unrecorded.DISK_FULL
+        except RecordOutOfRange as exc:  # nothing was appended: a refusal (B-138, B-139)
+            raise self._refusal(exc) from None
 
     async def _ensure_system_topics(self) -> None:
         """Topics RocketMQ's TopicConfigManager creates at a master's first start."""

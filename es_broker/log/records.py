@@ -60,7 +60,7 @@ def make(type_: str, ts: int, v: int = 1, **fields: Any) -> Record:
     """Build a record; `ts` is the broker time (ms) at which it was decided.
 
     Every integer must fit a signed 64-bit column (SQL BIGINT, Parquet int64,
-    Spark LongType), every float be finite, every text at most MAX_TEXT
+    Spark LongType), every float be finite, every text UTF-8 of at most MAX_TEXT
     characters; `RecordOutOfRange` names the first field that does not.
     """
     return check({"type": type_, "v": v, "ts": ts, **fields})
@@ -102,7 +102,7 @@ def _fits(value: Any) -> bool:
             if item > INT64_MAX or item < INT64_MIN:
                 return False
         elif kind is str:
-            if len(item) > MAX_TEXT:
+            if len(item) > MAX_TEXT or not (item.isascii() or _utf8(item)):
                 return False
         elif kind is list or kind is tuple:
             for inner in item:  # one level down in this loop: a batch's units are 32 tuples of ints
@@ -111,7 +111,7 @@ def _fits(value: Any) -> bool:
                     if inner > INT64_MAX or inner < INT64_MIN:
                         return False
                 elif kind is str:
-                    if len(inner) > MAX_TEXT:
+                    if len(inner) > MAX_TEXT or not (inner.isascii() or _utf8(inner)):
                         return False
                 elif not _fits(inner):
                     return False
@@ -126,10 +126,19 @@ def _scalar_fits(value: Any) -> bool:
         fits: bool = INT64_MIN <= value <= INT64_MAX
         return fits
     if kind is str:
-        return len(value) <= MAX_TEXT
+        return len(value) <= MAX_TEXT and (value.isascii() or _utf8(value))
     if kind is float:
         return math.isfinite(value)
     return isinstance(value, _SCALARS)
+
+
+def _utf8(text: str) -> bool:
+    """True if `text` can be written as UTF-8 (msgpack's strings, LMDB keys): no lone surrogate."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _first_misfit(value: Any, path: str) -> str:
@@ -145,6 +154,8 @@ def _first_misfit(value: Any, path: str) -> str:
             if not _fits(item):
                 return _first_misfit(item, f"{path}[{n}]")
     elif isinstance(value, str):
+        if not _utf8(value):
+            return f"{path} holds text that is not UTF-8 (a lone surrogate)"
         return f"{path} holds {len(value)} characters, more than {MAX_TEXT}"
     elif isinstance(value, float):
         return f"{path} = {value} is not a finite number"

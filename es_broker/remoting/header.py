@@ -284,8 +284,10 @@ def _decode_ext_map(data: bytes, pos: int, end: int) -> dict[str, str]:
         if value_len < 0 or value_len > end - pos:
             raise HeaderDecodeError(f"ROCKETMQ extFields value length {value_len} overruns the map")
         if key_len and value_len:
-            out[key.decode("utf-8", "replace")] = data[pos : pos + value_len].decode(
-                "utf-8", "replace"
+            # bytes that are not UTF-8 are kept as lone surrogates (surrogateescape), so the edge
+            # refuses them naming the field rather than storing a name Java would have changed
+            out[key.decode("utf-8", "surrogateescape")] = data[pos : pos + value_len].decode(
+                "utf-8", "surrogateescape"
             )
         pos += value_len
     return out

@@ -162,7 +162,8 @@ def physical_offset(name: str = "offset") -> HeaderField:
 
 
 def json_body(bean: type[Bean], *, optional: bool = False) -> BodyCheck:
-    """The body must be JSON that maps onto `bean` (fastjson's tolerance, Java's types)."""
+    """The body must be JSON that maps onto `bean` (fastjson's tolerance, Java's types), its text
+    storable and its names within the key limits (B-335, B-336)."""
 
     def check(cmd: RemotingCommand) -> str | None:
         if not cmd.body:
@@ -172,7 +173,7 @@ def json_body(bean: type[Bean], *, optional: bool = False) -> BodyCheck:
         except BodyDecodeError as exc:
             return f"the request body is not a valid {bean.__name__}: {exc}"
         validate = _BEAN_RULES.get(bean)
-        return validate(decoded) if validate else None
+        return (validate(decoded) if validate else None) or _body_text_error(decoded, bean.__name__)
 
     return check
 
@@ -338,6 +339,142 @@ _BEAN_RULES: dict[type, Callable[[Any], str | None]] = {
     UnlockBatchRequestBody: _lock_rules,
     SubscriptionGroupConfig: _group_rules,
 }
+
+
+# -- the text rules (B-335..B-337) ------------------------------------------------------------
+#
+# What the broker stores must be UTF-8 (LMDB keys, msgpack records, the read model), and every
+# name is part of LMDB keys of at most 511 bytes (es_broker/projections/keys.py: MAX_KEY); the
+# longest key holding names is an offset's time-travel entry, `topic@group NUL queue seq`
+# (time_index.py: offset_key + seq), topic + group + 14 bytes. A stored message holds its topic's
+# length in one signed byte (RocketMQ's commit-log format; DefaultMessageStore#putMessage refuses
+# a longer topic), so no topic of over 127 bytes can hold a message: a topic field is at most 127
+# bytes (RocketMQ 4.9.8's TopicValidator.TOPIC_MAX_LENGTH), a group at most 255 (Validators.
+# CHARACTER_MAX_LENGTH; both ^[%|a-zA-Z0-9_-]+$ there, one byte a character): 127 + 255 + 14 = 396.
+# A request that stores messages in a group's derived topics (%RETRY%<group>, %DLQ%<group>: a
+# send-back, a redrive) needs the longer of them, %RETRY%, within 127 bytes: its group is at most
+# 120 bytes there.
+TOPIC_BYTES_MAX = 127
+GROUP_BYTES_MAX = 255
+DERIVED_GROUP_BYTES_MAX = TOPIC_BYTES_MAX - len("%RETRY%")
+#: the codes whose `group` names the derived topics they store messages in
+DERIVING = frozenset({int(RequestCode.CONSUMER_SEND_MSG_BACK), int(EsRequestCode.REDRIVE_DLQ)})
+#: the header fields that name a topic or a group, by their declared (V1) names
+TOPIC_FIELDS = frozenset({"topic", "defaultTopic", "originTopic"})
+GROUP_FIELDS = frozenset(
+    {"consumerGroup", "producerGroup", "group", "groupName", "srcGroup", "destGroup"}
+)
+#: the body fields (JSON names) that name a topic or a group
+_BODY_TOPICS = frozenset({"topic"})
+_BODY_GROUPS = frozenset({"groupName", "consumerGroup", "group"})
+
+
+def is_utf8(text: str) -> bool:
+    """True if `text` can be written as UTF-8: it holds no lone surrogate (a JSON `\\ud800` escape,
+    or a ROCKETMQ header's byte that is not UTF-8, which its decoder keeps as one)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def name_error(what: str, value: str, kind: str, *, deriving: bool = False) -> str | None:
+    """Why `value` cannot be a topic or group name ("topic" or "group"); None if it can be.
+    `deriving`: the group's retry and dead-letter topics will hold messages."""
+    if "\x00" in value:
+        return f"{what} holds a NUL character, which a {kind} name cannot hold"
+    limit = TOPIC_BYTES_MAX if kind == "topic" else GROUP_BYTES_MAX
+    if deriving and len(value) * 4 > DERIVED_GROUP_BYTES_MAX:
+        if len(value.encode("utf-8")) > DERIVED_GROUP_BYTES_MAX:
+            return (
+                f"{what} is longer than {DERIVED_GROUP_BYTES_MAX} bytes in UTF-8: its retry topic "
+                f"%RETRY%<group> would be longer than {TOPIC_BYTES_MAX}, the longest topic"
+            )
+    elif len(value) * 4 > limit and len(value.encode("utf-8")) > limit:
+        return f"{what} is longer than {limit} bytes in UTF-8, the longest {kind} name"
+    return None
+
+
+def check_text(cmd: RemotingCommand, shape: RequestShape | None = None) -> Refusal | None:
+    """Hold a request's text against what the broker can store (B-335, B-336); None when it can.
+
+    Every header field's name and value and the remark must be UTF-8 text; the declared topic and
+    group fields must hold names whose keys fit (no NUL, TOPIC_BYTES_MAX / GROUP_BYTES_MAX). Bodies
+    are held by their shape's body check. Run after `check`, before any processor.
+    """
+    shape = shape or SHAPES.get(cmd.code)
+    if shape is None:
+        return None
+    fields = cmd.ext_fields
+    for key, value in fields.items():
+        if not (key.isascii() or is_utf8(key)):
+            return _refuse(shape, f"a header field name is not UTF-8 text: {ascii(key)[:60]}")
+        if type(value) is str and not is_utf8(value):
+            return _refuse(shape, f"header field {_shown(key)!r} is not UTF-8 text")
+    if cmd.remark is not None and not is_utf8(cmd.remark):
+        return _refuse(shape, "the remark is not UTF-8 text")
+    renames = shape.renames if cmd.code != RequestCode.SEND_MESSAGE else None
+    for wire, declared in _name_fields(shape, renames):
+        raw = fields.get(wire)
+        if raw is None and wire != declared:
+            raw = fields.get(declared)
+        if raw is None:
+            continue
+        kind = "topic" if declared in TOPIC_FIELDS else "group"
+        deriving = declared == "group" and cmd.code in DERIVING
+        error = name_error(f"header field {declared!r}", raw, kind, deriving=deriving)
+        if error is not None:
+            return _refuse(shape, error)
+    return None
+
+
+def _name_fields(
+    shape: RequestShape, renames: Mapping[str, str] | None
+) -> tuple[tuple[str, str], ...]:
+    """(wire name, declared name) of the shape's topic and group fields."""
+    wire = {declared: name for name, declared in (renames or {}).items()}
+    return tuple(
+        (wire.get(spec.name, spec.name), spec.name)
+        for spec in shape.fields
+        if spec.name in TOPIC_FIELDS or spec.name in GROUP_FIELDS
+    )
+
+
+def _shown(key: str) -> str:
+    return key if len(key) <= 40 else key[:40] + "..."
+
+
+def _body_text_error(value: Any, path: str) -> str | None:
+    """The first text of a decoded body that is not UTF-8, or a name that cannot be one (B-335)."""
+    if isinstance(value, str):
+        return None if is_utf8(value) else f"{path} is not UTF-8 text"
+    if isinstance(value, Bean):
+        for name, item in value.__fastjson__().items():
+            where = f"{path}.{name}"
+            error = _body_text_error(item, where)
+            if error is None and isinstance(item, str) and item:
+                if name in _BODY_TOPICS:
+                    error = name_error(where, item, "topic")
+                elif name in _BODY_GROUPS:
+                    error = name_error(where, item, "group")
+            if error is not None:
+                return error
+    elif isinstance(value, tuple | list):
+        for n, item in enumerate(value):
+            error = _body_text_error(item, f"{path}[{n}]")
+            if error is not None:
+                return error
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            error = _body_text_error(key, f"{path} key") or _body_text_error(
+                item, f"{path}[{key!r}]" if is_utf8(str(key)) else f"{path}[...]"
+            )
+            if error is not None:
+                return error
+    return None
 
 
 # -- the table ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, cast
@@ -44,7 +45,7 @@ from es_broker.log import hops
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
-from es_broker.remoting.requests import Refusal, check
+from es_broker.remoting.requests import Refusal, check, check_text
 from es_broker.server import malloc
 from es_broker.server.arrival import ORDERED_CODES, ArrivalOrder, Ticket
 from es_broker.server.outbox import HeldAnswers, Outbox
@@ -402,7 +403,8 @@ class RemotingServer:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f" request type {request.code} not supported",
             )
-        refusal = check(request)  # the declared shape first: no processor sees a malformed request
+        # the declared shape first, then text it could not store (B-335): no processor sees either
+        refusal = check(request) or check_text(request)
         if refusal is not None:
             return response_to(request, refusal.code, refusal.remark)
         # then access (B-160): a refused request runs no handler and records nothing
@@ -418,9 +420,11 @@ class RemotingServer:
             return response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
         if isinstance(exc, ChannelClosed):
             return None
-        # a handler bug must not take the connection or broker down
-        log.error("%s: request %d failed", self.name, request.code, exc_info=exc)
-        return response_to(request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        # a handler bug must not take the connection or broker down; the peer learns an id that finds
+        # the log line and its traceback, never the exception's text (B-337)
+        error_id = secrets.token_hex(8)
+        log.error("%s: request %d failed, id %s", self.name, request.code, error_id, exc_info=exc)
+        return response_to(request, ResponseCode.SYSTEM_ERROR, f"internal error, id {error_id}")
 
 
 class _StampedStream(trio.abc.Stream):
