@@ -89,7 +89,7 @@ def test_b316_only_failing_peer_fields_are_problems():
 async def test_b314_b316_a_broker_without_an_admin_account_is_refused_by_an_acl_name_server(
     tmp_path, nursery
 ):
-    """B-314: the name server says what a broker needs; B-316: the refusal is logged once and shown."""
+    """B-314: the name server says what a broker needs; B-315, B-316: the refusal is logged once and shown."""
     conf, acl_file = acl_conf(tmp_path, peer=None)
     namesrv = await start(
         "namesrv",

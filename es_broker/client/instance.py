@@ -132,7 +132,7 @@ class ClientInstance:
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
         self._route_lock = anyio.Lock()
         self._heartbeat_lock = anyio.Lock()
-        # how brokers answered the heartbeats and unregistrations: refusals are logged (B-316)
+        # how brokers answered the heartbeats and unregistrations: refusals are logged (B-317)
         self.heartbeats = PeerRequests("heartbeat to broker", log)
         self.unregistrations = PeerRequests("unregistration from broker", log)
         self._reset_lock = anyio.Lock()  # Java's synchronized resetOffset

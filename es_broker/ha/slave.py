@@ -82,7 +82,7 @@ class SlaveReplicator:
         # a commit or delivery taken here is shipped as soon as a master listens
         broker.on_commit = self._wake_shipper
         self._failing_since: float | None = None
-        # how the master answered the fetches and the merges (B-316): logged, shown in brokerStatus
+        # how the master answered the fetches and the merges (B-318): logged, shown in brokerStatus
         self.fetches = PeerRequests("replication fetch from master", log)
         self.merges = PeerRequests("offset merge to master", log)
 

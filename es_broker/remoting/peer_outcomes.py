@@ -1,4 +1,4 @@
-"""What became of the requests a process sends on its own, peer by peer (B-316).
+"""What became of the requests a process sends on its own, peer by peer (B-315, B-316).
 
 A broker registers with name servers, a slave fetches from its master, a
 client sends heartbeats: nobody waits on the answers, so a refusal would go

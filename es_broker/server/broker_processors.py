@@ -195,7 +195,7 @@ class BrokerProcessors:
         self.replication: Any = None
         # master/slave state for GET_BROKER_RUNTIME_INFO (es_broker.ha)
         self.ha_status: Any = dict
-        # the one-way notices to clients (consumer ids changed, offset resets) not written (B-316)
+        # the one-way notices to clients (consumer ids changed, offset resets) not written (B-319)
         self.notices = PeerRequests("notice to client", log)
         # orderly consumers' queue locks, in memory; owner changes are records (B-142..B-147)
         self.locks = QueueLocks(
@@ -745,7 +745,7 @@ class BrokerProcessors:
             )
 
     async def _send_oneway(self, channel: Channel, command: RemotingCommand) -> None:
-        """A one-way notice to a client: no answer comes; one that cannot be written is logged (B-316)."""
+        """A one-way notice to a client: no answer comes; one that cannot be written is logged (B-319)."""
         try:
             await channel.invoke_oneway(command)
         except ChannelClosed as exc:

@@ -86,7 +86,7 @@ class BrokerServer:
     ) -> None:
         # the name server of this process: registered with directly, never over the wire (B-313)
         self.local_namesrv = local_namesrv
-        # what the name servers answered the registrations (B-316)
+        # what the name servers answered the registrations (B-315)
         self.registration = PeerRequests("registration with name server", log)
         self.audit = audit  # records the ACL loads and summaries of refusals (B-190..B-194)
         self.access = access  # the plain ACL when aclEnable (B-160); None: every request is served
@@ -189,7 +189,7 @@ class BrokerServer:
 
     def _channel_closed(self, channel: Channel) -> None:
         self.clients.channel_closed(channel)
-        # a client gone: the notices it missed no longer count against the broker's state (B-316)
+        # a client gone: the notices it missed no longer count against the broker's state (B-319)
         self.processors.notices.forget(channel.remote_addr)
         self.transaction_check.checks.forget(channel.remote_addr)
         if self._nursery is not None:

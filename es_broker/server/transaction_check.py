@@ -7,7 +7,7 @@ discarded; this service then sends each recorded check, CHECK_TRANSACTION_STATE
 logged and the next one runs on time: the service never ends the broker.
 A one-way request has no answer (4.9.8's Broker2Client sends it with
 invokeOneway; the producer answers with END_TRANSACTION); a check that could
-not be written is logged and shown in GET_BROKER_RUNTIME_INFO (B-316).
+not be written is logged and shown in GET_BROKER_RUNTIME_INFO (B-319).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class TransactionCheckService:
         self.clients = clients
         self.passes = 0
         self.checks_sent = 0
-        # the checks this broker could not write, by producer address (B-316)
+        # the checks this broker could not write, by producer address (B-319)
         self.checks = PeerRequests("transaction check to producer", log)
 
     def live_producers(self) -> tuple[dict[str, list[str]], dict[tuple[str, str], Channel]]:
