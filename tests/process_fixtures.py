@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,13 +59,18 @@ def _env() -> dict[str, str]:
 
 @contextmanager
 def serve(
-    data_dir: Path, *extra: str, log_file: Path | None = None, conf: Sequence[str] = ()
+    data_dir: Path,
+    *extra: str,
+    log_file: Path | None = None,
+    conf: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[ServedBroker]:
     """Start `es-broker serve` on free ports; waits for its ready lines, SIGTERMs it at the end.
 
     With `log_file` everything the process prints goes to that file (read it for
     tracebacks); otherwise to a pipe that is read up to the ready lines only.
     `conf`: broker.conf lines, written next to the data directory and passed as --config.
+    `env`: environment variables over the test's (ROCKETMQ_HOME, ...).
     """
     if conf:
         conf_file = data_dir.parent / f"{data_dir.name}.conf"
@@ -86,7 +91,11 @@ def serve(
     ]
     sink = open(log_file, "a") if log_file is not None else None  # noqa: SIM115 (closed in finally)
     process = subprocess.Popen(
-        args, stdout=sink or subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env()
+        args,
+        stdout=sink or subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**_env(), **(env or {})},
     )
     try:
         lines = _log_lines(process, log_file) if log_file is not None else process.stdout

@@ -11,7 +11,7 @@ import pytest
 
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting.codes import ResponseCode
-from tests.acl_fixtures import ACL_YAML, ADMIN, PRODUCER
+from tests.acl_fixtures import ACL_EXCEPTION, ACL_YAML, ADMIN, PRODUCER
 from tests.ha_fixtures import Wire, caught_up, start_cluster
 from tests.helpers import wait_until
 from tests.waiting import poll_until
@@ -25,6 +25,11 @@ async def _cluster(tmp_path, slave_keys: dict[str, str]):
         master={"aclEnable": True, "acl_plain_file": acl_file, "brokerRole": "ASYNC_MASTER"},
         slave=slave_keys,
     )
+
+
+async def _refused_runtime(nursery, slave: str) -> dict[str, str] | None:
+    runtime = await Wire(RemotingClient(nursery)).runtime(slave)
+    return runtime if runtime["slaveFetch"].startswith("refused by") else None
 
 
 async def _send_one(nursery, master: str) -> None:
@@ -50,15 +55,23 @@ async def _send_one(nursery, master: str) -> None:
 async def test_b174_a_slave_without_an_admin_account_gets_no_records(
     tmp_path, nursery, keys, remark
 ):
+    """B-174; B-318: the refusal is logged at ERROR once and shown as the slave's slaveFetch."""
     cluster = await _cluster(tmp_path, keys)
     try:
         await _send_one(nursery, cluster.master.addr)
-        await poll_until(
-            lambda: "refused the fetch" in cluster.slave.text(), 30, "the slave's refused fetch"
+        slave = await poll_until(
+            lambda: _refused_runtime(nursery, cluster.slave.addr), 30, "the slave's refused fetch"
         )
-        assert remark in cluster.slave.text()
-        slave = await Wire(RemotingClient(nursery)).runtime(cluster.slave.addr)
+        master = cluster.master.addr
+        assert slave["slaveFetch"].startswith(f"refused by {master}: 1 {ACL_EXCEPTION}{remark}")
         assert slave["haReplicatedRecords"] == "0" and slave["haAppliedSeq"] == "0"
+        errors = [line for line in cluster.slave.text().splitlines() if " ERROR " in line]
+        assert len(errors) == 1, errors
+        assert f"replication fetch from master refused by {master}: 1 " in errors[0]
+        assert remark in errors[0]
+        # clusterList names the refusal in the slave's row (the master's needs a signed request)
+        rows = {r["brokerId"]: r for r in cluster.admin_json("clusterList")}
+        assert rows[1]["peers"] == f"slaveFetch: {slave['slaveFetch']}"
     finally:
         cluster.stop_all()
 
@@ -75,6 +88,8 @@ async def test_b175_a_slave_with_an_admin_account_replicates(tmp_path, nursery):
             lambda: caught_up(admin, cluster.master.addr, cluster.slave.addr),
             30,
         )
-        assert int((await admin.runtime(cluster.slave.addr))["haReplicatedRecords"]) > 0
+        runtime = await admin.runtime(cluster.slave.addr)
+        assert int(runtime["haReplicatedRecords"]) > 0
+        assert runtime["slaveFetch"] == "ok" and runtime["nameServerRegistration"] == "ok"
     finally:
         cluster.stop_all()

@@ -62,8 +62,10 @@ def test_sub_group_and_cluster_list(served):
         "broker-a",
         served.broker,
     )
+    assert row["peers"] == "ok"  # B-316: no refusal of what the broker sends on its own
     status = served.admin_json("brokerStatus", "-b", served.broker)
     assert int(status["recordLogLastSeq"]) > 0
+    assert status["nameServerRegistration"] == "ok" and status["slaveFetch"] == "none"
     served.admin("deleteSubGroup", "-b", served.broker, "-g", "G1")
 
 

@@ -470,6 +470,8 @@ def test_b293_the_cluster_page_shows_each_brokers_role_version_rates_disk_lag_an
     assert re.match(r"\d+% used", row["disk"]) and "Total :" in row["disk"]
     assert row["slave-lag"] == "no slave connected"
     assert row["read-model"].startswith("running (pid "), row
+    # B-316: nothing the broker sent on its own was refused
+    assert row["peer-requests"] == "ok" and table["nameServerRegistration"] == "ok"
 
 
 # ---------------------------------------------------------------------- a master and its slave

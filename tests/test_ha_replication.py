@@ -211,7 +211,8 @@ async def test_a_slave_whose_log_is_not_the_masters_history_is_refused(brokers):
 
 
 async def _refused(s: Node) -> bool:
-    return s.server.replicator._failing_since is not None
+    # B-318: the master's refusal is the slave's slaveFetch state
+    return s.server.replicator.fetches.state().startswith("refused by")
 
 
 # ---------------------------------------------------------------------- master roles

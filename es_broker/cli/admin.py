@@ -24,6 +24,7 @@ from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting import fastjson
 from es_broker.remoting.message import StoredMessage
+from es_broker.remoting.peer_outcomes import peer_problems
 from es_broker.timetravel.timeparse import format_time, parse_time
 
 Verb = Callable[[Admin, argparse.Namespace], Awaitable[Any]]
@@ -753,8 +754,11 @@ async def open_transactions(admin: Admin, a: argparse.Namespace) -> list[dict[st
 @verb(
     "clusterList",
     lambda rows: table(
-        ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version"],
-        [[r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"]] for r in rows],
+        ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#Peer Requests"],
+        [
+            [r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"], r["peers"]]
+            for r in rows
+        ],
     ),
 )
 async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
@@ -764,9 +768,13 @@ async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, An
         for name in names:
             for bid, addr in sorted(info.broker_addr_table[name].broker_addrs.items()):
                 try:
-                    version = (await admin.broker_runtime(addr)).get("brokerVersionDesc", "")
+                    runtime = await admin.broker_runtime(addr)
                 except (AdminError, RemotingError):
-                    version = "(unreachable)"
+                    version, peers = "(unreachable)", ""
+                else:
+                    # what its name servers, master or clients refused it (B-316)
+                    version = runtime.get("brokerVersionDesc", "")
+                    peers = "; ".join(peer_problems(runtime)) or "ok"
                 rows.append(
                     {
                         "cluster": cluster,
@@ -774,6 +782,7 @@ async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, An
                         "brokerId": bid,
                         "addr": addr,
                         "version": version,
+                        "peers": peers,
                     }
                 )
     return rows

@@ -50,6 +50,7 @@ from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.errors import BodyDecodeError
 from es_broker.remoting.message import MessageDecodeError, decode_one
+from es_broker.remoting.peer_outcomes import PeerRequests
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,9 @@ class ClientInstance:
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
         self._route_lock = anyio.Lock()
         self._heartbeat_lock = anyio.Lock()
+        # how brokers answered the heartbeats and unregistrations: refusals are logged (B-317)
+        self.heartbeats = PeerRequests("heartbeat to broker", log)
+        self.unregistrations = PeerRequests("unregistration from broker", log)
         self._reset_lock = anyio.Lock()  # Java's synchronized resetOffset
         self._heartbeat_now = anyio.Event()
         self._tasks = TaskGroup()
@@ -232,9 +236,13 @@ class ClientInstance:
         for addrs in list(self.broker_addrs.values()):
             for addr in addrs.values():
                 try:
-                    await self.invoke(addr, self.request(RequestCode.UNREGISTER_CLIENT, fields))
+                    response = await self.invoke(
+                        addr, self.request(RequestCode.UNREGISTER_CLIENT, fields)
+                    )
                 except RemotingError as exc:
-                    log.warning("unregister %s from %s failed: %s", group_field, addr, exc)
+                    self.unregistrations.no_answer(addr, exc)
+                    continue
+                self.unregistrations.answered(addr, response)
 
     # ------------------------------------------------------------------ requests
     @staticmethod
@@ -467,7 +475,7 @@ class ClientInstance:
                 consumer_data_set=tuple(c.consumer_data() for c in self._consumers.values()),
             )
             body = data.encode()
-            for name, addrs in list(self.broker_addrs.items()):
+            for addrs in list(self.broker_addrs.values()):
                 for broker_id, addr in list(addrs.items()):
                     if not self._consumers and broker_id != MASTER_ID:
                         continue
@@ -476,17 +484,9 @@ class ClientInstance:
                             addr, self.request(RequestCode.HEART_BEAT, {}, body)
                         )
                     except RemotingError as exc:
-                        log.warning("heartbeat to %s (%s) failed: %s", name, addr, exc)
+                        self.heartbeats.no_answer(addr, exc)
                         continue
-                    if response.code != ResponseCode.SUCCESS:
-                        # the broker does not count us as a member of our groups (B-321)
-                        log.error(
-                            "heartbeat refused by broker %s (%s): code %s, remark %s",
-                            name,
-                            addr,
-                            response.code,
-                            response.remark,
-                        )
+                    self.heartbeats.answered(addr, response)
 
     async def _heartbeat_loop(self) -> None:
         while True:

@@ -17,6 +17,7 @@ from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.message import StoredMessage
+from es_broker.remoting.peer_outcomes import peer_problems
 
 PERMS = {2: "W", 4: "R", 6: "RW", 0: "-"}
 SYSTEM_GROUPS = frozenset(
@@ -257,6 +258,8 @@ class Views:
                     storeSizeBytes=int(runtime.get("storeSizeBytes", 0) or 0),
                     diskFull=runtime.get("diskFull", "False") == "True",
                     readModel=readmodel_words(runtime),
+                    # refusals and failures of what the broker sends on its own (B-316)
+                    peerProblems=peer_problems(runtime),
                     runtime=runtime,
                 )
                 brokers.append(row)

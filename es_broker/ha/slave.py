@@ -34,7 +34,7 @@ from es_broker.core.slave_broker import LogDiverged, SlaveBroker
 from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
 from es_broker.log import records
 from es_broker.log.types import RecordType
-from es_broker.remoting.codes import ResponseCode
+from es_broker.remoting.peer_outcomes import PeerRequests
 
 MESSAGES_STORED = RecordType.MESSAGES_STORED
 
@@ -82,6 +82,9 @@ class SlaveReplicator:
         # a commit or delivery taken here is shipped as soon as a master listens
         broker.on_commit = self._wake_shipper
         self._failing_since: float | None = None
+        # how the master answered the fetches and the merges (B-318): logged, shown in brokerStatus
+        self.fetches = PeerRequests("replication fetch from master", log)
+        self.merges = PeerRequests("offset merge to master", log)
 
     # ------------------------------------------------------------------ master address
     def set_master(self, addr: str | None) -> None:
@@ -105,7 +108,9 @@ class SlaveReplicator:
                 continue
             try:
                 await self._follow(addr)
-            except (RemotingError, ReplicationRefused, LogDiverged) as exc:
+            except (RemotingError, ReplicationRefused):
+                pass  # logged and shown by self.fetches / self.merges
+            except LogDiverged as exc:
                 self._note_failure(addr, exc)
             except (
                 Exception
@@ -147,10 +152,14 @@ class SlaveReplicator:
         hold_ms = self.broker.config.haSendHeartbeatInterval
         while True:
             request = self._fetch_request(hold_ms)
-            response = await self.client.invoke(
-                addr, request.to_command(), timeout=hold_ms / 1000 + ANSWER_GRACE
-            )
-            if response.code != ResponseCode.SUCCESS:
+            try:
+                response = await self.client.invoke(
+                    addr, request.to_command(), timeout=hold_ms / 1000 + ANSWER_GRACE
+                )
+            except RemotingError as exc:
+                self.fetches.no_answer(addr, exc)
+                raise
+            if not self.fetches.answered(addr, response):
                 raise ReplicationRefused(
                     f"master {addr} refused the fetch from {request.from_seq}: {response.remark}"
                 )
@@ -230,8 +239,12 @@ class SlaveReplicator:
         request = MergeRequest(
             self.broker.config.brokerId, self.own_addr(), upto, tuple(commits), tuple(deliveries)
         )
-        response = await self.client.invoke(addr, request.to_command(), timeout=ANSWER_GRACE)
-        if response.code != ResponseCode.SUCCESS:
+        try:
+            response = await self.client.invoke(addr, request.to_command(), timeout=ANSWER_GRACE)
+        except RemotingError as exc:
+            self.merges.no_answer(addr, exc)
+            raise
+        if not self.merges.answered(addr, response):
             raise ReplicationRefused(f"master {addr} refused the offset merge: {response.remark}")
         self._shipped_upto = upto
         log.info(
@@ -255,4 +268,6 @@ class SlaveReplicator:
             "haCaughtUp": self.caught_up,
             "haReplicatedRecords": self.applied_records,
             "haLastMergeSeq": self.merge_seqs[-1] if self.merge_seqs else 0,
+            "slaveFetch": self.fetches.state(),
+            "slaveOffsetMerge": self.merges.state(),
         }

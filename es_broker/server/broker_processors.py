@@ -66,6 +66,7 @@ from es_broker.remoting.bodies import (
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.errors import MissingField
+from es_broker.remoting.peer_outcomes import PeerRequests
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from es_broker.remoting.request_headers import SendMessageRequestHeader
 from es_broker.server.clients import ClientInfo, ClientRegistry
@@ -196,6 +197,8 @@ class BrokerProcessors:
         self.on_sent: Callable[[list[MessageIn], PutResult], None] | None = None
         # master/slave state for GET_BROKER_RUNTIME_INFO (es_broker.ha)
         self.ha_status: Any = dict
+        # the one-way notices to clients (consumer ids changed, offset resets) not written (B-319)
+        self.notices = PeerRequests("notice to client", log)
         # orderly consumers' queue locks, in memory; owner changes are records (B-142..B-147)
         self.locks = QueueLocks(
             broker.submit, broker.store.clock, self.config.rebalanceLockMaxLiveTime
@@ -747,10 +750,14 @@ class BrokerProcessors:
                 ),
             )
 
-    @staticmethod
-    async def _send_oneway(channel: Channel, command: RemotingCommand) -> None:
-        with contextlib.suppress(ChannelClosed):
+    async def _send_oneway(self, channel: Channel, command: RemotingCommand) -> None:
+        """A one-way notice to a client: no answer comes; one that cannot be written is logged (B-319)."""
+        try:
             await channel.invoke_oneway(command)
+        except ChannelClosed as exc:
+            self.notices.no_answer(channel.remote_addr, exc)
+            return
+        self.notices.ok(channel.remote_addr)
 
     def reset_body(self, plan, list_form: bool) -> bytes:
         """ResetOffsetBody (remoting spec 9.6): MessageQueue-keyed map, or the list C++ clients take."""
@@ -782,8 +789,7 @@ class BrokerProcessors:
             oneway=True,
         )
         for ch, _ in supported:
-            with contextlib.suppress(ChannelClosed):
-                await ch.invoke_oneway(notice)
+            await self._send_oneway(ch, notice)
         if len(supported) < len(members):
             return response_to(
                 req, ResponseCode.SYSTEM_ERROR, "the client does not support this feature"
@@ -892,8 +898,7 @@ class BrokerProcessors:
                 oneway=True,
             )
             for ch, _ in members:
-                with contextlib.suppress(ChannelClosed):
-                    await ch.invoke_oneway(notice)
+                await self._send_oneway(ch, notice)
         if not dry_run and not members and plan.mode != "server_side":
             outcome = (
                 "consumer_not_online: nothing changes until a consumer of the group applies it"

@@ -28,13 +28,14 @@ from es_broker.readmodel.process import read_position
 from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting.bodies import RegisterBrokerBody
 from es_broker.remoting.codes import RequestCode
-from es_broker.remoting.command import request
+from es_broker.remoting.command import RemotingCommand, request
+from es_broker.remoting.peer_outcomes import NONE, PeerRequests
 from es_broker.server.acl_processors import AclProcessors
 from es_broker.server.broker_processors import BrokerProcessors
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.namesrv import NameServer
+from es_broker.server.namesrv import InProcessNameServer, NameServer
 from es_broker.server.outbox import HeldAnswers
 from es_broker.server.query_processors import QueryProcessors
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
@@ -82,7 +83,12 @@ class BrokerServer:
         access: AccessControl | None = None,
         tls: ServerTls | None = None,
         audit: AclAudit | None = None,
+        local_namesrv: InProcessNameServer | None = None,
     ) -> None:
+        # the name server of this process: registered with directly, never over the wire (B-313)
+        self.local_namesrv = local_namesrv
+        # what the name servers answered the registrations (B-315)
+        self.registration = PeerRequests("registration with name server", log)
         self.audit = audit  # records the ACL loads and summaries of refusals (B-190..B-194)
         self.access = access  # the plain ACL when aclEnable (B-160); None: every request is served
         # what this broker signs its own requests with (B-175)
@@ -189,6 +195,9 @@ class BrokerServer:
 
     def _channel_closed(self, channel: Channel) -> None:
         self.clients.channel_closed(channel)
+        # a client gone: the notices it missed no longer count against the broker's state (B-319)
+        self.processors.notices.forget(channel.remote_addr)
+        self.transaction_check.checks.forget(channel.remote_addr)
         if self._nursery is not None:
             # its queue locks (B-145)
             self._nursery.start_soon(self.processors.channel_closed, channel)
@@ -200,6 +209,12 @@ class BrokerServer:
         status: dict[str, object] = {
             "brokerRole": self.config.brokerRole,
             "brokerId": self.config.brokerId,
+            # the requests this broker sends on its own, and how their peers answered (B-316)
+            "nameServerRegistration": self.registration.state() if self.namesrv_addrs else NONE,
+            "slaveFetch": NONE,
+            "slaveOffsetMerge": NONE,
+            "transactionCheck": self.transaction_check.checks.state(),
+            "clientNotice": self.processors.notices.state(),
         }
         if self.replication is not None:
             status.update(self.replication.status())
@@ -364,12 +379,23 @@ class BrokerServer:
                 body,
             )
             try:
-                answer = await client.invoke(addr, cmd, timeout=6.0)
+                answer = await self._register_with(client, addr, cmd)
             except RemotingError as exc:
-                log.warning("registration with name server %s failed: %s", addr, exc)
+                self.registration.no_answer(addr, exc)
                 continue
+            if not self.registration.answered(addr, answer):
+                continue  # a refusal names no master: a slave keeps the one it has
             if self.replicator is not None:  # a slave learns (or forgets) its master here (B-121)
                 self.replicator.set_master(answer.ext_fields.get("masterAddr"))
+
+    async def _register_with(
+        self, client: RemotingClient, addr: str, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """The name server's answer: this process's own name server is called directly (B-313)."""
+        local = self.local_namesrv
+        if local is not None and local.serves(addr, (self.config.brokerIP1,)):
+            return await local.namesrv.register_broker(None, cmd)
+        return await client.invoke(addr, cmd, timeout=6.0)
 
     async def _retention_loop(self) -> None:
         """CleanCommitLogService: a pass every cleanResourceInterval (B-14); passes that delete are records."""
@@ -466,14 +492,17 @@ async def serve(args: ServeOptions) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
         namesrv = args.namesrv or config.namesrvAddr
+        local_namesrv: InProcessNameServer | None = None
         if args.role in ("all", "slave", "namesrv") and not (
             args.role in ("all", "slave") and args.namesrv
         ):
             ns_host, ns_port = _listen(args.namesrv_listen, 9876)
-            bound = await nursery.start(
-                NameServerRole(EdgeLimits.of(config), namesrv_access, tls).run, ns_host, ns_port
-            )
+            ns_role = NameServerRole(EdgeLimits.of(config), namesrv_access, tls)
+            bound = await nursery.start(ns_role.run, ns_host, ns_port)
+            local_namesrv = InProcessNameServer(ns_role.namesrv, ns_host, bound)
             print(f"es-broker name server listening on {ns_host}:{bound}", flush=True)
+            if namesrv_access is not None:
+                _say_who_registers(namesrv_access, f"{ns_host}:{bound}", args.role == "namesrv")
             if not namesrv:
                 namesrv = f"{ns_host}:{bound}"
         if args.role == "namesrv":
@@ -487,6 +516,7 @@ async def serve(args: ServeOptions) -> None:
                 access=broker_access,
                 tls=tls,
                 audit=audit,
+                local_namesrv=local_namesrv,
             ).run,
             host,
         )
@@ -501,6 +531,20 @@ async def serve(args: ServeOptions) -> None:
             f"name server {namesrv}{role}{master}",
             flush=True,
         )
+
+
+def _say_who_registers(access: AccessControl, addr: str, alone: bool) -> None:
+    """B-314: what a broker needs to register with a name server that has aclEnable (RocketMQ's has no ACL)."""
+    admins = sorted(a.access_key for a in access.acl.accounts.values() if a.admin)
+    need = (
+        f"a broker registers with name server {addr} only when its broker.conf sets "
+        "peer_access_key / peer_secret_key to an admin account of "
+        f"{access.sources.default_file} (admin accounts: {', '.join(admins) or 'none'})"
+    )
+    if alone:  # `serve --role namesrv`: every broker is a wire peer
+        log.warning("aclEnable: %s", need)
+    else:
+        log.info("aclEnable: this process's broker registers in-process; any other: %s", need)
 
 
 def access_control(

@@ -137,6 +137,35 @@ class RouteInfo:
         )
 
 
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+ANY_HOST = frozenset({"", "0.0.0.0", "::"})
+
+
+@dataclass(frozen=True, slots=True)
+class InProcessNameServer:
+    """The name server of this process, which its own broker registers with without the wire (B-313).
+
+    No wire peer can take this path: it is a Python reference, not an
+    address, so a name server with ACL still refuses strangers' unsigned
+    REGISTER_BROKER (B-176) while its own broker is registered.
+    """
+
+    namesrv: NameServer
+    host: str  # what it listens on
+    port: int
+
+    def serves(self, addr: str, own_hosts: tuple[str, ...] = ()) -> bool:
+        """True when `addr` (HOST:PORT of a broker's name-server list) is this listener."""
+        host, sep, port = addr.rpartition(":")
+        if not sep or port != str(self.port):
+            return False
+        if host == self.host:
+            return True
+        if self.host in ANY_HOST:  # listening on every interface: any of this host's addresses
+            return host in LOOPBACK or host in own_hosts
+        return host in LOOPBACK and self.host in LOOPBACK
+
+
 class NameServer:
     """Request processors of the name server role."""
 
@@ -175,7 +204,9 @@ class NameServer:
             self.routes.drop_addr(addr)
         return dead
 
-    async def register_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+    async def register_broker(
+        self, channel: Channel | None, req: RemotingCommand
+    ) -> RemotingCommand:
         body = req.body
         crc = req.get_int("bodyCrc32", 0)
         if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:

@@ -5,11 +5,13 @@ decides and records which open transactions are checked and which are
 discarded; this service then sends each recorded check, CHECK_TRANSACTION_STATE
 (code 39), one way to the producer channel the record names. A failed pass is
 logged and the next one runs on time: the service never ends the broker.
+A one-way request has no answer (4.9.8's Broker2Client sends it with
+invokeOneway; the producer answers with END_TRANSACTION); a check that could
+not be written is logged and shown in GET_BROKER_RUNTIME_INFO (B-319).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 import trio
@@ -19,6 +21,7 @@ from es_broker.commands.transaction import CheckSent
 from es_broker.core.broker import Broker, WriterClosed
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
+from es_broker.remoting.peer_outcomes import PeerRequests
 from es_broker.server.clients import ClientRegistry
 
 log = logging.getLogger(__name__)
@@ -30,6 +33,8 @@ class TransactionCheckService:
         self.clients = clients
         self.passes = 0
         self.checks_sent = 0
+        # the checks this broker could not write, by producer address (B-319)
+        self.checks = PeerRequests("transaction check to producer", log)
 
     def live_producers(self) -> tuple[dict[str, list[str]], dict[tuple[str, str], Channel]]:
         """Producer group -> client ids connected now, and the channel of each (group, client id)."""
@@ -72,6 +77,10 @@ class TransactionCheckService:
         command = request(
             RequestCode.CHECK_TRANSACTION_STATE, check.header, check.body, oneway=True
         )
-        with contextlib.suppress(ChannelClosed, trio.BrokenResourceError, trio.ClosedResourceError):
+        try:
             await channel.invoke_oneway(command)
-            self.checks_sent += 1
+        except (ChannelClosed, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self.checks.no_answer(channel.remote_addr, exc)
+            return
+        self.checks.ok(channel.remote_addr)
+        self.checks_sent += 1
