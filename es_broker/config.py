@@ -128,6 +128,11 @@ class BrokerConfig:
     aclDenialSummaryInterval: int = (
         60  # s between `access_denied` summaries of refused requests (B-191)
     )
+    # es-broker's bound signature (B-345..B-349): how far a request's esTimestamp may be from the
+    # broker's clock, either way; its nonce is remembered that long after the timestamp
+    aclSignatureWindowMs: int = 60_000
+    # true: RocketMQ's signature (AclClientRPCHook) is refused for every code, not only admin ones
+    aclStrictSignatures: bool = False
     # the account this broker signs its own requests with (a slave's replication, name-server
     # registration); it must be an admin account when the peer has aclEnable. No RocketMQ counterpart.
     peer_access_key: str = ""

@@ -217,6 +217,9 @@ class _Denials:
         taken, self.counts = self.counts, Counter()
         return taken
 
+    def take_reasons(self) -> Counter:
+        return Counter()
+
 
 class _Submit:
     """A broker's submit: appends to a list, or refuses as a full disk does."""

@@ -92,7 +92,10 @@ class RemotingClient:
         if self.credentials is None:
             return command
         return dataclasses.replace(
-            command, ext_fields=self.credentials.sign(command.ext_fields, command.body)
+            command,
+            ext_fields=self.credentials.sign_request(
+                command.code, command.ext_fields, command.body
+            ),
         )
 
     async def channel(self, addr: str) -> Channel:

@@ -508,6 +508,8 @@ def access_control(
         rules,
         name=name,
         on_change=on_change,
+        window_ms=config.aclSignatureWindowMs,
+        strict=config.aclStrictSignatures,
     )
 
 
