@@ -141,6 +141,7 @@ class Reason(enum.Enum):
     REPLAYED = "replayed"  # the account's nonce was seen within the window
     NONCES_FULL = "nonces-full"  # the account's replay cache is full: refused rather than forgotten
     SCHEME = "scheme"  # RocketMQ's signature on an admin-only code (or on any, aclStrictSignatures)
+    READ = "read"  # a read of what the account may not SUB (B-350): refused by the handler
 
 
 class AccessDenied(Exception):
@@ -228,6 +229,17 @@ class Scope:
         return self.everything or (
             self.account is not None and self.account.may(resource, Perm.ANY)
         )
+
+    def may_read(self, resource: str) -> bool:
+        """True if the caller may subscribe to the resource: read its messages and offsets (B-350)."""
+        return self.everything or (
+            self.account is not None and self.account.may(resource, Perm.SUB)
+        )
+
+    @property
+    def sees_all(self) -> bool:
+        """True if lists and reads are not filtered for the caller: white-listed, or an admin (B-351)."""
+        return self.everything or self.admin
 
 
 class AccessControl:
@@ -546,6 +558,17 @@ class AccessControl:
         if account.has_every_perm:
             return Scope(access_key, True, True, "an admin account without resource perms")
         return Scope(access_key, admin, False, "the account's perms", account)
+
+    def refuse_read(
+        self, channel: Any, request: RemotingCommand, scope: Scope, what: str
+    ) -> Refusal:
+        """A handler's refusal of a read outside the caller's perms (B-350): counted, NO_PERMISSION."""
+        self._count(scope.access_key, channel.remote[0], request.code, Reason.READ)
+        key = (scope.access_key or ANONYMOUS)[:REMARK_KEY_MAX]
+        return Refusal(
+            int(ResponseCode.NO_PERMISSION),
+            f"{_EXCEPTION}: No permission to read {what}: accessKey={key} has no SUB on it",
+        )
 
     def _count(
         self, access_key: str | None, host: str, code: int, reason: Reason | None = None

@@ -110,6 +110,7 @@ class BrokerServer:
         if config.brokerRole == "SYNC_MASTER":
             self.processors.replication = self.replication
         self.processors.ha_status = self.ha_status
+        self.processors.access = access  # reads filtered to the caller's perms (B-350, B-351)
         ha_handlers = self.replication.handlers() if self.replication else {}
         acl_handlers = AclProcessors(
             access,
