@@ -131,6 +131,8 @@ class BrokerConfig:
     # es-broker's bound signature (B-345..B-349): how far a request's esTimestamp may be from the
     # broker's clock, either way; its nonce is remembered that long after the timestamp
     aclSignatureWindowMs: int = 60_000
+    # nonces remembered per account within the window; a request past them is refused (B-349)
+    aclNonceCacheSize: int = 200_000
     # true: RocketMQ's signature (AclClientRPCHook) is refused for every code, not only admin ones
     aclStrictSignatures: bool = False
     # the account this broker signs its own requests with (a slave's replication, name-server

@@ -117,3 +117,26 @@ def test_b345_credentials_can_sign_as_rocketmq_for_a_rocketmq_broker():
     fields = creds.sign_request(10, {"topic": "T"}, b"x")
     assert verify(fields, b"x", "sk") and "esSignature" not in fields
     assert "sk" not in repr(creds)
+
+
+def test_b345_the_documented_test_vector():
+    """B-345: the worked example of docs/semantics.md, for clients in other languages."""
+    fields = sign_v1(
+        10,
+        {"topic": "TopicA", "queueId": "0"},
+        b"hello",
+        "ak",
+        "secret",
+        now_ms=1700000000000,
+        nonce="0123456789abcdef0123456789abcdef",
+    )
+    canonical = (
+        b"ES-HMAC-SHA256-1\n10\n6\n9:AccessKey=2:ak\n"
+        b"7:esNonce=32:0123456789abcdef0123456789abcdef\n12:esSigVersion=1:1\n"
+        b"11:esTimestamp=13:1700000000000\n7:queueId=1:0\n5:topic=6:TopicA\n"
+        b"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n"
+    )
+    assert canonical_v1(10, fields, b"hello") == canonical
+    digest = hmac.new(b"secret", canonical, hashlib.sha256).digest()
+    assert fields["esSignature"] == base64.b64encode(digest).decode()
+    assert fields["esSignature"] == "HLkLvVZW2I/Cx1ydZXAXi+n60zeKR1aHk4kkkumwEWY="

@@ -259,6 +259,8 @@ class AccessControl:
     ) -> None:
         if window_ms <= 0:
             raise ValueError(f"aclSignatureWindowMs must be positive, got {window_ms}")
+        if nonces_max <= 0:
+            raise ValueError(f"aclNonceCacheSize must be positive, got {nonces_max}")
         self.sources = sources
         self.rules = rules
         self.name = name

@@ -547,6 +547,7 @@ def access_control(
         on_change=on_change,
         window_ms=config.aclSignatureWindowMs,
         strict=config.aclStrictSignatures,
+        nonces_max=config.aclNonceCacheSize,
     )
 
 
