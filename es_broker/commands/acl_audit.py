@@ -456,6 +456,9 @@ def access_at(
         elif kind == DENIED:
             lo, hi = int(record.get("window_from", time)), int(record.get("window_to", time))
             if lo <= at + window_ms and hi >= at - window_ms:
+                why: dict[tuple[str, str, int], dict[str, int]] = {}
+                for w, h, c, reason, n in record.get("reasons") or ():  # B-347
+                    why.setdefault((w, h, int(c)), {})[reason] = int(n)
                 denials += [
                     {
                         "seq": seq,
@@ -465,6 +468,7 @@ def access_at(
                         "host": host,
                         "code": code,
                         "count": n,
+                        "reasons": why.get((who, host, int(code)), {}),
                     }
                     for who, host, code, n in record.get("rows") or ()
                 ]
