@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from es_broker.acl.signing import SCHEME_ROCKETMQ, Credentials, sign
+from es_broker.acl.signing import SCHEME_ROCKETMQ, Credentials, sign, verify
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.frames import decode_frame, encode_frame
@@ -163,6 +163,18 @@ async def test_b347_a_rocketmq_signature_re_aimed_at_delete_topic_is_refused(acl
         await exchange(acl_broker.broker, encode_frame(re_aimed)),
         "Request code=215 is admin-only and takes es-broker's signature (esSignature) only",
     )
+    # renamed to another admin code's field, or padded with an empty field: RocketMQ's signature
+    # still verifies (it signs values only), the admin code refuses the scheme all the same
+    renamed = {("groupName" if k == "topic" else k): v for k, v in fields.items()}
+    for forged in (
+        request(RequestCode.DELETE_SUBSCRIPTIONGROUP, renamed, opaque=6),
+        request(RequestCode.DELETE_TOPIC_IN_BROKER, {**fields, "x": ""}, opaque=7),
+    ):
+        assert verify(forged.ext_fields, forged.body, ADMIN.secret_key)
+        no_permission(
+            await exchange(acl_broker.broker, encode_frame(forged)),
+            f"Request code={forged.code} is admin-only",
+        )
     assert await topic_exists(nursery, acl_broker, "Victim1")
 
 
