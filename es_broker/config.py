@@ -124,13 +124,22 @@ class BrokerConfig:
     aclEnable: bool = False  # BrokerConfig.aclEnable: check every request against plain_acl.yml
     # the default ACL file (RocketMQ's Java property rocketmq.acl.plain.file); "" is conf/plain_acl.yml
     # under ROCKETMQ_HOME, or under the data directory when ROCKETMQ_HOME is not set; relative paths too
-    acl_plain_file: str = ""
+    acl_plain_file: str = field(default="", metadata={"admin_only": True})  # B-352
     aclDenialSummaryInterval: int = (
         60  # s between `access_denied` summaries of refused requests (B-191)
     )
+    # es-broker's bound signature (B-345..B-349): how far a request's esTimestamp may be from the
+    # broker's clock, either way; its nonce is remembered that long after the timestamp
+    aclSignatureWindowMs: int = 60_000
+    # nonces remembered per account within the window; a request past them is refused (B-349)
+    aclNonceCacheSize: int = 200_000
+    # true: RocketMQ's signature (AclClientRPCHook) is refused for every code, not only admin ones
+    aclStrictSignatures: bool = False
     # the account this broker signs its own requests with (a slave's replication, name-server
     # registration); it must be an admin account when the peer has aclEnable. No RocketMQ counterpart.
-    peer_access_key: str = ""
+    peer_access_key: str = field(
+        default="", metadata={"account": True}
+    )  # never in GET_BROKER_CONFIG
     peer_secret_key: str = field(default="", repr=False, metadata={"secret": True})
     # --- TLS (4.9.8 TlsSystemConfig; broker.conf takes the dotted names, see TLS_PROPERTIES below).
     # A tls.properties named by tls.config.file overrides every one of them but tlsMode and tlsEnable.

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 import trio
 
-from es_broker.acl.signing import ACCESS_KEY, SIGNATURE, verify
+from es_broker.acl.signing import ACCESS_KEY, ES_SIGNATURE, SIGNATURE, verify_v1
 from es_broker.client import Credentials
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
@@ -89,7 +89,7 @@ def assert_all_signed_by(seen: list[RemotingCommand], credentials: Credentials) 
         assert command.ext_fields.get(ACCESS_KEY) == credentials.access_key, (
             f"code {command.code} unsigned"
         )
-        assert verify(command.ext_fields, command.body, credentials.secret_key), (
+        assert verify_v1(command.code, command.ext_fields, command.body, credentials.secret_key), (
             f"code {command.code}: the signature does not verify"
         )
 
@@ -97,6 +97,4 @@ def assert_all_signed_by(seen: list[RemotingCommand], credentials: Credentials) 
 def assert_none_signed(seen: list[RemotingCommand]) -> None:
     assert seen, "no request was received"
     for command in seen:
-        assert ACCESS_KEY not in command.ext_fields and SIGNATURE not in command.ext_fields, (
-            command.code
-        )
+        assert not {ACCESS_KEY, SIGNATURE, ES_SIGNATURE} & command.ext_fields.keys(), command.code

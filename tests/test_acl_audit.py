@@ -212,9 +212,14 @@ def _acl():
 class _Denials:
     def __init__(self) -> None:
         self.counts: Counter = Counter()
+        self.reasons: Counter = Counter()
 
     def take_denials(self) -> Counter:
         taken, self.counts = self.counts, Counter()
+        return taken
+
+    def take_reasons(self) -> Counter:
+        taken, self.reasons = self.reasons, Counter()
         return taken
 
 
@@ -264,6 +269,22 @@ async def test_b191_a_flood_is_one_summary_per_interval_and_a_full_disk_keeps_th
     assert sum(n for *_, n in summary["rows"]) == 30_001
 
 
+async def test_b347_the_summary_carries_the_reasons_of_es_brokers_signature_refusals():
+    """B-347: refusals counted with a reason (stale, replayed, ...) are in the summary's `reasons`."""
+    clock = ManualClock(1_000_000)
+    audit, denials, submit = AclAudit(b"s" * 32, interval_s=3600), _Denials(), _Submit()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(audit.run, submit, clock, denials)
+        denials.counts[("AdminKey01", "10.0.0.1", 215)] += 3
+        denials.reasons[("AdminKey01", "10.0.0.1", 215, "replayed")] += 2
+        clock.advance(1000)
+        assert await audit.flush() > 0
+        nursery.cancel_scope.cancel()
+    [summary] = [r for r in submit.records if r["type"] == DENIED]
+    assert summary["rows"] == [["AdminKey01", "10.0.0.1", 215, 3]]
+    assert summary["reasons"] == [["AdminKey01", "10.0.0.1", 215, "replayed", 2]]
+
+
 def test_b192_the_answer_follows_the_load_in_force_at_the_time():
     salt = b"s" * 32
     from es_broker.commands.acl_audit import load_fields
@@ -291,9 +312,11 @@ def test_b192_the_answer_follows_the_load_in_force_at_the_time():
         acl_version=1,
         requests=5,
         rows=[["ProducerKey", "10.0.0.1", 310, 5]],
+        reasons=[["ProducerKey", "10.0.0.1", 310, "replayed", 2]],
     )
     log = [(1, first), (2, denied), (3, second)]
     at_2000 = access_at(log, 2000, "TopicC", window_ms=100)
+    assert at_2000["denials"][0]["reasons"] == {"replayed": 2}  # B-347
     assert {a["access_key"]: a["write"] for a in at_2000["accounts"]} == {
         "AdminKey01": True,
         "ProducerKey": False,

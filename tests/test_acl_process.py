@@ -250,11 +250,15 @@ async def test_b165_b166_an_admin_account_creates_topics_resets_offsets_and_chan
     await admin.ok(acl_broker.broker, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "MadeByAdmin"})
 
 
-async def test_b175_the_broker_config_answer_never_shows_the_peer_secret(acl_broker, nursery):
+async def test_b175_the_broker_config_answer_never_shows_the_peer_secret_nor_its_account(
+    acl_broker, nursery
+):
+    """B-175, B-352: GET_BROKER_CONFIG shows neither the peer secret nor the peer account's name."""
     r = await wire(nursery, ADMIN).ok(acl_broker.broker, RequestCode.GET_BROKER_CONFIG)
     text = r.body.decode()
-    assert "peer_access_key=AdminKey01" in text
+    assert "peer_access_key" not in text and ADMIN.access_key not in text
     assert ADMIN.secret_key not in text
+    assert "acl_plain_file=" in text  # an admin sees where the rules are
 
 
 # ------------------------------------------------------------------ the name server

@@ -12,10 +12,11 @@ from es_broker.acl.access import AccessControl, AclSources, LoadCause, default_a
 from es_broker.acl.addresses import AddressPatternError, parse_host, parse_pattern
 from es_broker.acl.plain import AclConfigError, Perm, parse_file
 from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES
-from es_broker.acl.signing import Credentials, sign
+from es_broker.acl.signing import Credentials, canonical_v1, sign, signature_v1
+from es_broker.clock import ManualClock
 from es_broker.config import BrokerConfig
 from es_broker.ha.master import ReplicationMaster
-from es_broker.remoting.codes import RequestCode
+from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.server.acl_processors import AclProcessors
 from es_broker.server.broker_processors import BrokerProcessors
@@ -321,6 +322,91 @@ def test_b165_admin_codes_need_an_admin_account(tmp_path):
     for creds, allowed in ((ADMIN, True), (PRODUCER, False)):
         req = request(
             RequestCode.UPDATE_AND_CREATE_TOPIC,
-            sign(create, b"", creds.access_key, creds.secret_key),
+            creds.sign_request(RequestCode.UPDATE_AND_CREATE_TOPIC, create, b""),
         )
         assert (control.check(_Channel(), req) is None) is allowed
+
+
+# ------------------------------------------------------------------ es-broker's bound signature
+def _bound_control(tmp_path: Path, **options: Any) -> tuple[AccessControl, ManualClock]:
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL_YAML)
+    clock = ManualClock()
+    control = AccessControl(
+        AclSources(acl_file, tmp_path / "acl"), BROKER_RULES, now_ms=clock.now_ms, **options
+    )
+    return control, clock
+
+
+def _no_permission(refusal: Any, words: str) -> None:
+    assert refusal is not None and refusal.code == ResponseCode.NO_PERMISSION, refusal
+    assert words in refusal.remark, refusal.remark
+
+
+def test_b347_rocketmq_signature_on_an_admin_code_is_refused_by_default(tmp_path):
+    """B-347: an admin account's RocketMQ-signed admin code is refused (scheme), counted with its reason."""
+    control, _ = _bound_control(tmp_path)
+    fields = sign({"topic": "Victim1"}, b"", ADMIN.access_key, ADMIN.secret_key)
+    refusal = control.check(_Channel(), request(RequestCode.DELETE_TOPIC_IN_BROKER, fields))
+    _no_permission(refusal, "admin-only and takes es-broker's signature (esSignature) only")
+    assert control.take_reasons() == {("AdminKey01", "127.0.0.1", 215, "scheme"): 1}
+    # a RocketMQ-signed send still passes; aclStrictSignatures refuses it
+    assert control.check(_Channel(), _send(PRODUCER, "TopicA")) is None
+    strict, _ = _bound_control(tmp_path, strict=True)
+    _no_permission(strict.check(_Channel(), _send(PRODUCER, "TopicA")), "aclStrictSignatures=true")
+
+
+def test_b348_a_bound_request_outside_the_window_is_refused_as_stale(tmp_path):
+    """B-348: |broker clock - esTimestamp| > aclSignatureWindowMs is refused, either way."""
+    control, clock = _bound_control(tmp_path, window_ms=1000)
+    code = RequestCode.GET_ALL_TOPIC_CONFIG
+    for offset, ok in ((-1000, True), (1000, True), (-1001, False), (1001, False)):
+        fields = ADMIN.sign_request(code, {}, None, now_ms=clock.now_ms() + offset)
+        refusal = control.check(_Channel(), request(code, fields))
+        if ok:
+            assert refusal is None, refusal
+        else:
+            _no_permission(refusal, "Stale request from accessKey=AdminKey01")
+
+
+def test_b349_a_nonce_is_refused_the_second_time_and_forgotten_only_after_the_window(tmp_path):
+    """B-349: the same nonce is refused as replayed while its timestamp could be accepted."""
+    control, clock = _bound_control(tmp_path, window_ms=1000)
+    code = RequestCode.GET_ALL_TOPIC_CONFIG
+    fields = ADMIN.sign_request(code, {}, None, now_ms=clock.now_ms(), nonce="a" * 32)
+    assert control.check(_Channel(), request(code, fields)) is None
+    _no_permission(control.check(_Channel(), request(code, fields)), "Replayed request")
+    # another account's identical nonce is its own
+    other = PRODUCER.sign_request(code, {}, None, now_ms=clock.now_ms(), nonce="a" * 32)
+    assert control.check(_Channel(), request(code, other)) is None
+    clock.advance(1001)  # the timestamp left the window: stale now, not replayed
+    _no_permission(control.check(_Channel(), request(code, fields)), "Stale request")
+
+
+def test_b349_a_full_replay_cache_refuses_rather_than_forgets(tmp_path):
+    """B-349: at nonces_max live nonces the next request is refused; expired ones make room."""
+    control, clock = _bound_control(tmp_path, window_ms=1000, nonces_max=2)
+    code = RequestCode.GET_ALL_TOPIC_CONFIG
+
+    def ask() -> Any:
+        fields = ADMIN.sign_request(code, {}, None, now_ms=clock.now_ms())
+        return control.check(_Channel(), request(code, fields))
+
+    assert ask() is None and ask() is None
+    _no_permission(ask(), "2 nonces remembered")
+    clock.advance(1001)
+    assert ask() is None
+
+
+def test_b345_malformed_bound_fields_are_refused_with_the_reason(tmp_path):
+    """B-345: a signed request whose version, timestamp or nonce is not as specified is refused."""
+    control, clock = _bound_control(tmp_path)
+    code = RequestCode.GET_ALL_TOPIC_CONFIG
+    for extra, words in (
+        ({"esSigVersion": "2"}, "esSigVersion"),
+        ({"esTimestamp": "-5"}, "esTimestamp"),
+        ({"esNonce": "short"}, "esNonce"),
+    ):
+        fields = {**ADMIN.sign_request(code, {}, None, now_ms=clock.now_ms()), **extra}
+        fields["esSignature"] = signature_v1(canonical_v1(code, fields, None), ADMIN.secret_key)
+        _no_permission(control.check(_Channel(), request(code, fields)), words)

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from es_broker import cli
-from es_broker.acl.signing import ACCESS_KEY, verify
+from es_broker.acl.signing import ACCESS_KEY, verify_v1
 from es_broker.cli.credentials import CredentialsError, admin_credentials, read_tools_yml
 from es_broker.client import (
     ClientConfig,
@@ -248,7 +248,9 @@ async def test_admin_flags_beat_the_environment_which_beats_tools_yml(recorded, 
     secrets = {"flag-ak": "flag-sk", "env-ak": "env-sk", "yml-ak": "yml-sk"}
     # every request verified with the secret of the account it names (none of the others')
     for command in recorded.recorder.seen:
-        assert verify(command.ext_fields, command.body, secrets[command.ext_fields[ACCESS_KEY]])
+        assert verify_v1(
+            command.code, command.ext_fields, command.body, secrets[command.ext_fields[ACCESS_KEY]]
+        )
 
 
 async def test_admin_reads_mqadmins_tools_yml_under_rocketmq_home(recorded, tmp_path):

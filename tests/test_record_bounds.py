@@ -165,6 +165,9 @@ class _Denials:
         taken, self.counts = self.counts, type(self.counts)()
         return taken
 
+    def take_reasons(self):
+        return type(self.counts)()
+
 
 def _edge_acl(data_dir: Path):
     """Two files: an account with every perm field and a long key; an empty one."""

@@ -421,3 +421,21 @@ async def test_b184_a_garbage_client_hello_closes_that_connection_only(tmp_path,
         assert served.process.poll() is None
         assert "TLS handshake failed" in log_file.read_text()
         assert not tracebacks(log_file)
+
+
+# ---------------------------------------------------------------------- B-354 the admin CLI
+async def test_b354_the_admin_cli_speaks_tls_with_tls_and_tls_ca(tmp_path, certs):
+    """B-354: `es-broker admin --tls-ca CA` reaches an enforcing broker and name server; plain fails."""
+    async with tls_broker(tmp_path, tls_conf(certs, "enforcing")) as (served, _):
+        done = served.admin("--tls-ca", str(certs.ca), "brokerStatus", "-b", served.broker)
+        assert "brokerVersionDesc" in done.stdout, done.stderr
+        # after the verb too, and the name server's verbs as well
+        served.admin("clusterList", "--tls", "--tls-ca", str(certs.ca))
+        plain = served.admin("brokerStatus", "-b", served.broker, check=False)
+        assert plain.returncode == 1, plain.stderr
+        untrusted = served.admin("--tls", "brokerStatus", "-b", served.broker, check=False)
+        assert untrusted.returncode == 1 and "certificate verify failed" in untrusted.stderr
+        missing = served.admin(
+            "--tls-ca", str(tmp_path / "none.pem"), "brokerStatus", "-b", served.broker, check=False
+        )
+        assert missing.returncode == 2 and "does not exist" in missing.stderr

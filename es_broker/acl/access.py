@@ -12,19 +12,28 @@ The order is 4.9.8's: the global white list, then the accessKey (absent,
 unknown), the account's whiteRemoteAddress (a match lets the request through
 unsigned), the signature, the trace-topic exception, the admin-only codes,
 then each resource's perm.
+
+The signature is RocketMQ's or es-broker's bound one (es_broker/acl/signing.py,
+docs/semantics.md B-345..B-349): a request carrying `esSignature` is checked as
+the bound scheme (code, names, values, body, then its timestamp against the
+window and its nonce against the account's replay cache); admin-only codes
+take only the bound scheme, and with `strict` every code does. These checks
+are decisions at the edge: refusals are counted with their reason, never
+recorded, and replay re-decides nothing.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
+import heapq
 import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
@@ -40,7 +49,20 @@ from es_broker.acl.plain import (
     parse_file,
 )
 from es_broker.acl.rules import TRACE_TOPIC, Rule
-from es_broker.acl.signing import ACCESS_KEY, verify
+from es_broker.acl.signing import (
+    ACCESS_KEY,
+    ES_NONCE,
+    ES_SIG_VERSION,
+    ES_SIGNATURE,
+    ES_TIMESTAMP,
+    ES_VERSION_1,
+    NONCE_CHARS,
+    NONCE_MAX,
+    NONCE_MIN,
+    verify,
+    verify_v1,
+)
+from es_broker.clock import SystemClock
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.requests import Refusal
@@ -55,6 +77,12 @@ DENIAL_KEYS_MAX = (
 )
 OVERFLOW = ("<overflow>", "<overflow>")
 ANONYMOUS = "anonymous"
+SIGNATURE_WINDOW_MS = (
+    60_000  # aclSignatureWindowMs: how far esTimestamp may be from the broker's clock
+)
+NONCES_MAX = (
+    65_536  # nonces remembered per account; a request beyond them is refused, none forgotten
+)
 REMARK_KEY_MAX = 128  # characters of a peer's accessKey repeated in a remark
 
 _EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
@@ -105,19 +133,75 @@ class AclSources:
         return found
 
 
-class AccessDenied(Exception):
-    """One refusal: the AclException message and the frame 4.9.8 throws it from."""
+class Reason(enum.Enum):
+    """Why es-broker's signature checks refused a request (beyond 4.9.8's refusals, B-347)."""
 
-    def __init__(self, message: str, frame: str, access_key: str | None) -> None:
+    MALFORMED = "malformed"  # esSigVersion, esTimestamp or esNonce missing or not as B-345 says
+    STALE = "stale"  # esTimestamp outside the window
+    REPLAYED = "replayed"  # the account's nonce was seen within the window
+    NONCES_FULL = "nonces-full"  # the account's replay cache is full: refused rather than forgotten
+    SCHEME = "scheme"  # RocketMQ's signature on an admin-only code (or on any, aclStrictSignatures)
+    READ = "read"  # a read of what the account may not SUB (B-350): refused by the handler
+
+
+class AccessDenied(Exception):
+    """One refusal: the AclException message and the frame 4.9.8 throws it from.
+
+    es-broker's own refusals (a `reason`) have no 4.9.8 frame and answer NO_PERMISSION (16).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        frame: str,
+        access_key: str | None,
+        reason: Reason | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.frame = frame
         self.access_key = access_key
+        self.reason = reason
 
     def refusal(self) -> Refusal:
+        if self.reason is not None:
+            return Refusal(int(ResponseCode.NO_PERMISSION), f"{_EXCEPTION}: {self.message}")
         return Refusal(
             int(ResponseCode.SYSTEM_ERROR), f"{_EXCEPTION}: {self.message}, {self.frame}"
         )
+
+
+class NonceCache:
+    """The nonces one account used, each kept until its timestamp leaves the window.
+
+    Bounded: when `limit` nonces are still within the window, the next request is refused
+    (Reason.NONCES_FULL) rather than a remembered nonce forgotten (which would let it be replayed).
+    """
+
+    __slots__ = ("expiry", "limit", "seen")
+
+    def __init__(self, limit: int = NONCES_MAX) -> None:
+        self.seen: dict[str, int] = {}
+        self.expiry: list[
+            tuple[int, str]
+        ] = []  # heap of (last ms the timestamp is accepted, nonce)
+        self.limit = limit
+
+    def add(self, nonce: str, until_ms: int, now_ms: int) -> Reason | None:
+        """Remember `nonce` until `until_ms`; the reason to refuse if seen or full, else None."""
+        while self.expiry and self.expiry[0][0] < now_ms:
+            _, old = heapq.heappop(self.expiry)
+            self.seen.pop(old, None)
+        if nonce in self.seen:
+            return Reason.REPLAYED
+        if len(self.seen) >= self.limit:
+            return Reason.NONCES_FULL
+        self.seen[nonce] = until_ms
+        heapq.heappush(self.expiry, (until_ms, nonce))
+        return None
+
+    def __len__(self) -> int:
+        return len(self.seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +230,17 @@ class Scope:
             self.account is not None and self.account.may(resource, Perm.ANY)
         )
 
+    def may_read(self, resource: str) -> bool:
+        """True if the caller may subscribe to the resource: read its messages and offsets (B-350)."""
+        return self.everything or (
+            self.account is not None and self.account.may(resource, Perm.SUB)
+        )
+
+    @property
+    def sees_all(self) -> bool:
+        """True if lists and reads are not filtered for the caller: white-listed, or an admin (B-351)."""
+        return self.everything or self.admin
+
 
 class AccessControl:
     """A listener's plain ACL: the rules in force, their reloads, and the refusals counted."""
@@ -157,11 +252,28 @@ class AccessControl:
         *,
         name: str = "broker",
         on_change: OnChange | None = None,
+        window_ms: int = SIGNATURE_WINDOW_MS,
+        strict: bool = False,
+        now_ms: Callable[[], int] | None = None,
+        nonces_max: int = NONCES_MAX,
     ) -> None:
+        if window_ms <= 0:
+            raise ValueError(f"aclSignatureWindowMs must be positive, got {window_ms}")
+        if nonces_max <= 0:
+            raise ValueError(f"aclNonceCacheSize must be positive, got {nonces_max}")
         self.sources = sources
         self.rules = rules
         self.name = name
         self.on_change = on_change
+        self.window_ms = window_ms  # aclSignatureWindowMs
+        self.strict = strict  # aclStrictSignatures: RocketMQ's signature refused for every code
+        self.now_ms = (
+            now_ms or SystemClock().now_ms
+        )  # the edge's clock: never recorded, never replayed
+        self.nonces_max = nonces_max
+        self.nonces: dict[str, NonceCache] = {}  # per accessKey
+        # refusals with an es-broker reason, by (who, host, code, reason); also counted in `denials`
+        self.reasons: Counter[tuple[str, str, int, str]] = Counter()
         self.version = 0  # 1 after the startup load, +1 on every reload that changed the rules
         self.denials: Counter[tuple[str, str, int]] = Counter()
         self.reload_errors = 0  # reloads refused (the old rules stayed)
@@ -281,7 +393,7 @@ class AccessControl:
                 )
             self.validate(rule, request, address)
         except AccessDenied as denied:
-            self._count(denied.access_key, channel.remote[0], request.code)
+            self._count(denied.access_key, channel.remote[0], request.code, denied.reason)
             refusal = denied.refusal()
             # at INFO (`serve -v`) only: refusals are counted (take_denials), a flood must not fill the log
             log.info(
@@ -311,7 +423,24 @@ class AccessControl:
             )
         if account.white_remote_address.match(address):
             return
-        if not verify(fields, request.body, account.secret_key):
+        bound = ES_SIGNATURE in fields
+        if bound:
+            if not verify_v1(request.code, fields, request.body, account.secret_key):
+                raise AccessDenied(
+                    f"Check signature failed for accessKey={access_key}",
+                    _VALIDATE_SIGNATURE,
+                    access_key,
+                )
+            self._fresh(fields, access_key)  # after the signature: only the account fills its cache
+        elif self.strict:
+            raise AccessDenied(
+                f"RocketMQ's signature is refused by this broker (aclStrictSignatures=true): sign "
+                f"request code={request.code} with es-broker's (esSignature, accessKey={access_key})",
+                "",
+                access_key,
+                Reason.SCHEME,
+            )
+        elif not verify(fields, request.body, account.secret_key):
             raise AccessDenied(
                 f"Check signature failed for accessKey={access_key}",
                 _VALIDATE_SIGNATURE,
@@ -332,6 +461,14 @@ class AccessControl:
                 _CHECK_ADMIN,
                 access_key,
             )
+        if rule.admin and not bound:
+            raise AccessDenied(
+                f"Request code={request.code} is admin-only and takes es-broker's signature "
+                f"(esSignature) only, not RocketMQ's (accessKey={access_key})",
+                "",
+                access_key,
+                Reason.SCHEME,
+            )
         if not needs or account.has_every_perm:
             return
         for resource, needed in needs:
@@ -344,6 +481,62 @@ class AccessControl:
                 raise AccessDenied(
                     f"No default permission for {describe_resource(resource)}", frame, access_key
                 )
+
+    def _fresh(self, fields: Mapping[str, str], access_key: str) -> None:
+        """The bound signature's version, timestamp (within the window) and nonce (never seen)."""
+        version = fields.get(ES_SIG_VERSION)
+        stamp = fields.get(ES_TIMESTAMP, "")
+        nonce = fields.get(ES_NONCE, "")
+        if version != ES_VERSION_1:
+            self._malformed(
+                f"{ES_SIG_VERSION}={(version or '')[:16]!r} is not {ES_VERSION_1}", access_key
+            )
+        if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 15):
+            self._malformed(f"{ES_TIMESTAMP} is not milliseconds since the epoch", access_key)
+        if not (NONCE_MIN <= len(nonce) <= NONCE_MAX and set(nonce) <= NONCE_CHARS):
+            self._malformed(
+                f"{ES_NONCE} is not {NONCE_MIN} to {NONCE_MAX} characters of [0-9A-Za-z_-]",
+                access_key,
+            )
+        now = self.now_ms()
+        sent = int(stamp)
+        if abs(now - sent) > self.window_ms:
+            raise AccessDenied(
+                f"Stale request from accessKey={access_key}: esTimestamp is {now - sent} ms from "
+                f"the broker's clock, beyond aclSignatureWindowMs={self.window_ms}",
+                "",
+                access_key,
+                Reason.STALE,
+            )
+        cache = self.nonces.get(access_key)
+        if cache is None:
+            cache = self.nonces[access_key] = NonceCache(self.nonces_max)
+        reason = cache.add(nonce, sent + self.window_ms, now)
+        if reason is Reason.REPLAYED:
+            raise AccessDenied(
+                f"Replayed request from accessKey={access_key}: its esNonce was seen within "
+                f"aclSignatureWindowMs={self.window_ms}",
+                "",
+                access_key,
+                reason,
+            )
+        if reason is Reason.NONCES_FULL:
+            raise AccessDenied(
+                f"Too many requests from accessKey={access_key} within aclSignatureWindowMs="
+                f"{self.window_ms}: {len(cache)} nonces remembered, the most the broker keeps",
+                "",
+                access_key,
+                reason,
+            )
+
+    @staticmethod
+    def _malformed(what: str, access_key: str) -> NoReturn:
+        raise AccessDenied(
+            f"Malformed es-broker signature from accessKey={access_key}: {what}",
+            "",
+            access_key,
+            Reason.MALFORMED,
+        )
 
     def scope(self, channel: Any, request: RemotingCommand) -> Scope:
         """What the caller of `request` may see, decided as `validate` decides each resource.
@@ -368,7 +561,20 @@ class AccessControl:
             return Scope(access_key, True, True, "an admin account without resource perms")
         return Scope(access_key, admin, False, "the account's perms", account)
 
-    def _count(self, access_key: str | None, host: str, code: int) -> None:
+    def refuse_read(
+        self, channel: Any, request: RemotingCommand, scope: Scope, what: str
+    ) -> Refusal:
+        """A handler's refusal of a read outside the caller's perms (B-350): counted, NO_PERMISSION."""
+        self._count(scope.access_key, channel.remote[0], request.code, Reason.READ)
+        key = (scope.access_key or ANONYMOUS)[:REMARK_KEY_MAX]
+        return Refusal(
+            int(ResponseCode.NO_PERMISSION),
+            f"{_EXCEPTION}: No permission to read {what}: accessKey={key} has no SUB on it",
+        )
+
+    def _count(
+        self, access_key: str | None, host: str, code: int, reason: Reason | None = None
+    ) -> None:
         if access_key is None:
             who = ANONYMOUS
         elif access_key in self.acl.accounts:
@@ -379,10 +585,17 @@ class AccessControl:
         if key not in self.denials and len(self.denials) >= DENIAL_KEYS_MAX:
             key = (*OVERFLOW, code)
         self.denials[key] += 1
+        if reason is not None:
+            self.reasons[(*key, reason.value)] += 1
 
     def take_denials(self) -> Counter[tuple[str, str, int]]:
         """The refusals counted since the last call, by (accessKey or 'anonymous', host, code); resets them."""
         taken, self.denials = self.denials, Counter()
+        return taken
+
+    def take_reasons(self) -> Counter[tuple[str, str, int, str]]:
+        """Of those, the ones es-broker's signature checks refused, by (who, host, code, reason); resets them."""
+        taken, self.reasons = self.reasons, Counter()
         return taken
 
     def __repr__(self) -> str:

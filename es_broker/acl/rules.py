@@ -18,6 +18,10 @@ B-160..B-179):
   resets (INVOKE_BROKER_TO_RESET_OFFSET, es-broker's RESET_OFFSET, CLONE_GROUP_OFFSET),
   re-drives, CONSUME_MESSAGE_DIRECTLY, the message trace (its topic is
   unknown before it runs), and replication (HA_FETCH_RECORDS, HA_MERGE_SLAVE_OFFSETS);
+- reads of a topic's or a group's offsets and clients (GET_MAX/MIN_OFFSET,
+  SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME, GET_TOPIC_STATS_INFO,
+  GET_CONSUME_STATS, GET_CONSUMER_CONNECTION_LIST, GET_CONSUMER_RUNNING_INFO) need SUB
+  on it; the handlers filter lists to the caller's scope (B-350, B-351);
 - on the name server, REGISTER_BROKER, UNREGISTER_BROKER and the codes that
   change routes or KV config are admin-only; the reads stay open (RocketMQ's
   name server checks nothing).
@@ -135,6 +139,16 @@ def _lock(req: RemotingCommand) -> Needs:
     return out
 
 
+def _topic_sub(req: RemotingCommand) -> Needs:
+    """SUB on the header's topic (a retry topic as its group)."""
+    topic = req.ext_fields.get("topic")
+    return [] if topic is None else [(topic, Perm.SUB)]
+
+
+READ_BEYOND = "a read of offsets or clients; 4.9.8 asks only for a signature (B-350)"
+TOPIC_READ = Rule(needs=_topic_sub, beyond_rocketmq=READ_BEYOND)
+GROUP_READ = Rule(needs=_group("consumerGroup"), beyond_rocketmq=READ_BEYOND)
+
 C, E = RequestCode, EsRequestCode
 SIGNED = Rule()  # the signature (and white lists) only, as 4.9.8 for codes it does not name
 ADMIN = Rule(admin=True)  # Permission.ADMIN_CODE in 4.9.8
@@ -172,11 +186,11 @@ BROKER_RULES: dict[int, Rule] = {
     C.LOCK_BATCH_MQ: Rule(needs=_lock, beyond_rocketmq="4.9.8 checks only the signature"),
     C.UNLOCK_BATCH_MQ: Rule(needs=_lock, beyond_rocketmq="4.9.8 checks only the signature"),
     C.CHECK_CLIENT_CONFIG: SIGNED,
-    C.SEARCH_OFFSET_BY_TIMESTAMP: SIGNED,
-    C.GET_MAX_OFFSET: SIGNED,
-    C.GET_MIN_OFFSET: SIGNED,
-    C.GET_EARLIEST_MSG_STORETIME: SIGNED,
-    C.VIEW_MESSAGE_BY_ID: SIGNED,
+    C.SEARCH_OFFSET_BY_TIMESTAMP: TOPIC_READ,
+    C.GET_MAX_OFFSET: TOPIC_READ,
+    C.GET_MIN_OFFSET: TOPIC_READ,
+    C.GET_EARLIEST_MSG_STORETIME: TOPIC_READ,
+    C.VIEW_MESSAGE_BY_ID: SIGNED,  # SUB on the message's topic: checked by the handler (B-350)
     C.GET_ALL_DELAY_OFFSET: SIGNED,
     # -- admin: 4.9.8's ADMIN_CODE
     C.UPDATE_AND_CREATE_TOPIC: ADMIN,
@@ -196,7 +210,7 @@ BROKER_RULES: dict[int, Rule] = {
     E.OFFSET_HISTORY: ADMIN_ES,
     E.OFFSET_TIMELINE: ADMIN_ES,
     E.EXPLAIN_GROUP: ADMIN_ES,
-    E.ACCOUNT_SCOPE: SIGNED,  # an account asks about itself only
+    E.ACCOUNT_SCOPE: SIGNED,  # an account asks about itself only; lists filtered (B-351)
     E.OPEN_TRANSACTIONS: ADMIN_ES,
     E.HA_FETCH_RECORDS: ADMIN_ES,
     E.HA_MERGE_SLAVE_OFFSETS: ADMIN_ES,
@@ -209,14 +223,14 @@ BROKER_RULES: dict[int, Rule] = {
     # -- admin reads: a signature, as 4.9.8
     C.GET_ALL_TOPIC_CONFIG: SIGNED,
     C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: SIGNED,
-    C.GET_TOPIC_STATS_INFO: SIGNED,
-    C.GET_CONSUMER_CONNECTION_LIST: SIGNED,
+    C.GET_TOPIC_STATS_INFO: TOPIC_READ,
+    C.GET_CONSUMER_CONNECTION_LIST: GROUP_READ,
     C.GET_PRODUCER_CONNECTION_LIST: SIGNED,
-    C.GET_CONSUME_STATS: SIGNED,
+    C.GET_CONSUME_STATS: GROUP_READ,
     C.GET_ALL_CONSUMER_OFFSET: SIGNED,
     C.GET_BROKER_RUNTIME_INFO: SIGNED,
     C.GET_BROKER_CONFIG: SIGNED,
-    C.GET_CONSUMER_RUNNING_INFO: SIGNED,
+    C.GET_CONSUMER_RUNNING_INFO: GROUP_READ,
 }
 
 OPEN = Rule(open=True)

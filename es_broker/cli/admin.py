@@ -22,6 +22,7 @@ import trio
 from es_broker.cli.credentials import CredentialsError, add_credential_options, admin_credentials
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
+from es_broker.client.tls import TlsClientSettings, TlsSetupError
 from es_broker.remoting import fastjson
 from es_broker.remoting.message import StoredMessage
 from es_broker.remoting.peer_outcomes import peer_problems
@@ -953,6 +954,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("admin", help="mqadmin's verbs against a running broker")
     p.add_argument("-n", "--namesrvAddr", default="127.0.0.1:9876", help="name server HOST:PORT")
     add_credential_options(p, None)
+    add_tls_options(p, None)
     verbs = p.add_subparsers(dest="verb", required=True)
     for name, (_, _, options) in VERBS.items():
         vp = verbs.add_parser(name)
@@ -960,19 +962,48 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         vp.add_argument("--json", action="store_true", help="print JSON instead of a table")
         # SUPPRESS: a verb that is not given them keeps what came before the verb
         add_credential_options(vp, argparse.SUPPRESS)
+        add_tls_options(vp, argparse.SUPPRESS)
     p.set_defaults(func=run_admin)
+
+
+def add_tls_options(p: argparse.ArgumentParser, default: Any) -> None:
+    """--tls, --tls-ca; before the verb and after it (B-354)."""
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        default=default if default is not None else False,
+        help="speak TLS to the name server and the brokers, verifying their certificates",
+    )
+    p.add_argument(
+        "--tls-ca",
+        default=default,
+        metavar="FILE",
+        help="the PEM CA bundle the servers' certificates chain to (implies --tls; else the "
+        "system store)",
+    )
+
+
+def admin_tls(args: argparse.Namespace) -> TlsClientSettings | None:
+    """The TLS settings --tls / --tls-ca ask for (None: plain TCP); TlsSetupError on an unusable CA."""
+    ca = getattr(args, "tls_ca", None)
+    if not getattr(args, "tls", False) and not ca:
+        return None
+    settings = TlsClientSettings(ca_file=ca)
+    settings.context()  # an unusable CA file is an error now, not at the first connection
+    return settings
 
 
 def run_admin(args: argparse.Namespace) -> int:
     fn, render, _ = VERBS[args.verb]
     try:
         credentials = admin_credentials(args, os.environ)
-    except CredentialsError as exc:
+        tls = admin_tls(args)
+    except (CredentialsError, TlsSetupError) as exc:
         print(f"es-broker admin {args.verb}: {exc}", file=sys.stderr)
         return 2
 
     async def main() -> tuple[Any, Exception | None]:
-        async with Admin.open(args.namesrvAddr, credentials=credentials) as admin:
+        async with Admin.open(args.namesrvAddr, credentials=credentials, tls=tls) as admin:
             try:
                 return await fn(admin, args), None
             except (AdminError, RemotingError, ValueError, KeyError) as exc:

@@ -302,6 +302,7 @@ def _cmd_acl(args: argparse.Namespace) -> int:
         print(
             f"    {format_time(d['window_from'])} .. {format_time(d['window_to'])}  {d['who']:<24} "
             f"{d['host']:<16} code {d['code']:<5} x{d['count']}  (#{d['seq']})"
+            + "".join(f"  {reason} x{n}" for reason, n in sorted(d.get("reasons", {}).items()))
         )
     return 0
 

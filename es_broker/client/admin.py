@@ -14,6 +14,7 @@ import anyio
 
 from es_broker.acl.signing import Credentials
 from es_broker.client.remoting_client import RemotingClient, RemotingError
+from es_broker.client.tls import TlsClientSettings
 from es_broker.remoting import fastjson
 from es_broker.remoting.admin_bodies import CleanPassResult, RedriveBody
 from es_broker.remoting.bodies import (
@@ -87,11 +88,15 @@ class Admin:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, namesrv: str, *, credentials: Credentials | None = None
+        cls,
+        namesrv: str,
+        *,
+        credentials: Credentials | None = None,
+        tls: TlsClientSettings | None = None,
     ) -> AsyncIterator[Admin]:
-        """An Admin on connections of its own (signed with `credentials`), closed on exit."""
+        """An Admin on connections of its own (signed with `credentials`, TLS with `tls`), closed on exit."""
         async with anyio.create_task_group() as nursery:
-            client = RemotingClient(nursery, credentials=credentials)
+            client = RemotingClient(nursery, credentials=credentials, tls=tls)
             try:
                 yield cls(client, namesrv)
             finally:

@@ -93,7 +93,10 @@ class RemotingClient:
         if self.credentials is None:
             return command
         return dataclasses.replace(
-            command, ext_fields=self.credentials.sign(command.ext_fields, command.body)
+            command,
+            ext_fields=self.credentials.sign_request(
+                command.code, command.ext_fields, command.body
+            ),
         )
 
     def signing_as(self, credentials: Credentials | None) -> RemotingClient:

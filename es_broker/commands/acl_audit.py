@@ -64,6 +64,8 @@ LOAD_RETRY = 1.0  # seconds between tries of a load the disk refused
 class DenialSource(Protocol):
     def take_denials(self) -> Counter[tuple[str, str, int]]: ...
 
+    def take_reasons(self) -> Counter[tuple[str, str, int, str]]: ...
+
 
 def load_salt(data_dir: str | Path) -> bytes:
     """The data directory's fingerprint salt, made (32 random bytes, 0600) on first use."""
@@ -148,8 +150,10 @@ def denial_record(
     interval_s: int,
     acl_version: int,
     listener: str = "broker",
+    reasons: Mapping[tuple[str, str, int, str], int] | None = None,
 ) -> Record:
     rows = [[who, host, int(code), int(n)] for (who, host, code), n in sorted(counts.items())]
+    why = [[w, h, int(c), r, int(n)] for (w, h, c, r), n in sorted((reasons or {}).items())]
     return AccessDenied(
         listener=listener,
         window_from=window_from,
@@ -158,6 +162,7 @@ def denial_record(
         acl_version=acl_version,
         requests=sum(int(n) for n in counts.values()),
         rows=rows,
+        reasons=why or None,
     ).to_record(now)
 
 
@@ -182,6 +187,7 @@ class AclAudit:
             Record | tuple[int | None, dict[str, Any]]
         ] = []  # received, not yet appended
         self._kept: Counter[tuple[str, str, int]] = Counter()  # refusals taken and not yet recorded
+        self._kept_reasons: Counter[tuple[str, str, int, str]] = Counter()  # their reasons (B-347)
         self._window_from: int | None = None
         self._submit: Callable[[Callable[[AppendContext], Any]], Awaitable[Any]] | None = None
         self._clock: Clock | None = None
@@ -270,6 +276,7 @@ class AclAudit:
             return 0
         async with self._flushing:
             bounded_merge(self._kept, self._access.take_denials())
+            self._kept_reasons.update(self._access.take_reasons())  # keys are _kept's, so bounded
             now = self._clock.now_ms()
             if not self._kept:
                 self._window_from = now
@@ -282,6 +289,7 @@ class AclAudit:
                     self.interval_s,
                     self.version,
                     self.listener,
+                    self._kept_reasons,
                 )
                 seq = await self._submit(lambda ctx: ctx.append(record))
             except (
@@ -295,6 +303,7 @@ class AclAudit:
                 )
                 return 0
             self._kept = Counter()
+            self._kept_reasons = Counter()
             self._window_from = now
             self.recorded_summaries += 1
             return int(seq)
@@ -312,6 +321,7 @@ class AclAudit:
         records = [self._load_record(i) for i in items]
         if self._access is not None:
             bounded_merge(self._kept, self._access.take_denials())
+            self._kept_reasons.update(self._access.take_reasons())
         if self._kept:
             now = self._clock.now_ms()
             records.append(
@@ -322,6 +332,7 @@ class AclAudit:
                     self.interval_s,
                     self.version,
                     self.listener,
+                    self._kept_reasons,
                 )
             )
         if not records:
@@ -342,7 +353,7 @@ class AclAudit:
         if not ok:
             log.warning("at shutdown, %d ACL audit records not recorded: %s", len(records), value)
             return
-        self._loads, self._kept = [], Counter()
+        self._loads, self._kept, self._kept_reasons = [], Counter(), Counter()
 
 
 def record_version(item: Any) -> Any:
@@ -445,6 +456,9 @@ def access_at(
         elif kind == DENIED:
             lo, hi = int(record.get("window_from", time)), int(record.get("window_to", time))
             if lo <= at + window_ms and hi >= at - window_ms:
+                why: dict[tuple[str, str, int], dict[str, int]] = {}
+                for w, h, c, reason, n in record.get("reasons") or ():  # B-347
+                    why.setdefault((w, h, int(c)), {})[reason] = int(n)
                 denials += [
                     {
                         "seq": seq,
@@ -454,6 +468,7 @@ def access_at(
                         "host": host,
                         "code": code,
                         "count": n,
+                        "reasons": why.get((who, host, int(code)), {}),
                     }
                     for who, host, code, n in record.get("rows") or ()
                 ]

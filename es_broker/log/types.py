@@ -668,6 +668,8 @@ class AccessDenied(TypedRecord):
     acl_version: int
     requests: int
     rows: list[list[Any]]  # [who, host, code, count]
+    # of those, the ones es-broker's signature checks refused: [who, host, code, reason, count] (B-347)
+    reasons: list[list[Any]] | None = None
 
 
 # ---------------------------------------------------------------------- the hot path's dict views

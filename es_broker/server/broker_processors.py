@@ -17,6 +17,8 @@ from typing import Any
 
 import trio
 
+from es_broker.acl.access import AccessControl, Scope
+from es_broker.acl.plain import group_resource
 from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands import names, resets, retry, sql92, transaction
 from es_broker.commands.errors import BrokerError, Code, IllegalRequest
@@ -199,6 +201,8 @@ class BrokerProcessors:
         self.ha_status: Any = dict
         # the one-way notices to clients (consumer ids changed, offset resets) not written (B-319)
         self.notices = PeerRequests("notice to client", log)
+        # the plain ACL when aclEnable: reads are filtered to what the caller may SUB (B-350, B-351)
+        self.access: AccessControl | None = None
         # orderly consumers' queue locks, in memory; owner changes are records (B-142..B-147)
         self.locks = QueueLocks(
             broker.submit, broker.store.clock, self.config.rebalanceLockMaxLiveTime
@@ -601,6 +605,20 @@ class BrokerProcessors:
         )
         return response_to(req, ResponseCode.SUCCESS, None, {"timestamp": ts})
 
+    def _limited(self, channel: Channel, req: RemotingCommand) -> Scope | None:
+        """The caller's scope when ACL limits what it reads; None: it sees everything (B-351)."""
+        if self.access is None:
+            return None
+        scope = self.access.scope(channel, req)
+        return None if scope.sees_all else scope
+
+    def _refuse_read(
+        self, channel: Channel, req: RemotingCommand, scope: Scope, what: str
+    ) -> RemotingCommand:
+        assert self.access is not None
+        refusal = self.access.refuse_read(channel, req, scope, what)
+        return response_to(req, refusal.code, refusal.remark)
+
     async def view_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         offset = req.require_long("offset")
         raw = self.broker.message_at(offset)
@@ -608,6 +626,10 @@ class BrokerProcessors:
             return response_to(
                 req, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
             )
+        scope = self._limited(channel, req)
+        if scope is not None and not scope.may_read(wire.decode_one(raw)[0].topic):
+            # the same answer whatever the topic: the refusal names neither it nor the message
+            return self._refuse_read(channel, req, scope, f"the message at offset {offset}")
         return response_to(req, ResponseCode.SUCCESS, body=raw)
 
     async def query_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -985,8 +1007,18 @@ class BrokerProcessors:
         return TopicConfigSerializeWrapper(configs, DataVersion(timestamp=version, counter=version))
 
     async def all_topic_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        body = self.topic_config_wrapper().encode()
-        return response_to(req, ResponseCode.SUCCESS, body=body)
+        wrapper = self.topic_config_wrapper()
+        scope = self._limited(channel, req)
+        if scope is not None:  # the topics the account may PUB or SUB (B-351)
+            wrapper = dataclasses.replace(
+                wrapper,
+                topic_config_table={
+                    name: config
+                    for name, config in wrapper.topic_config_table.items()
+                    if scope.may_see(name)
+                },
+            )
+        return response_to(req, ResponseCode.SUCCESS, body=wrapper.encode())
 
     async def update_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         sent = fastjson.loads(req.body)  # shape checked at the edge
@@ -998,6 +1030,9 @@ class BrokerProcessors:
 
     async def all_group_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table, version = self.broker.group_table()
+        scope = self._limited(channel, req)
+        if scope is not None:  # the groups the account may use (B-351)
+            table = {name: c for name, c in table.items() if scope.may_see(group_resource(name))}
         body = SubscriptionGroupWrapper(
             {name: SubscriptionGroupConfig.from_json(config) for name, config in table.items()},
             DataVersion(timestamp=version, counter=version),
@@ -1030,9 +1065,12 @@ class BrokerProcessors:
     async def consume_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         group = req.require_str("consumerGroup")
         only = req.get_str("topic") or None
+        scope = self._limited(channel, req)  # SUB on the group: the access rule (B-350)
         table = {}
         for topic, queue_id, offset in self.broker.group_offsets(group):
             if only and topic != only:
+                continue
+            if scope is not None and not scope.may_read(topic):
                 continue
             consumer = max(offset, 0)
             last = self.broker.store_time_at(topic, queue_id, consumer - 1) if consumer > 0 else 0
@@ -1076,23 +1114,33 @@ class BrokerProcessors:
 
     async def all_consumer_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table: dict[str, dict[int, int]] = {}
+        scope = self._limited(channel, req)
         for topic, group, queue_id, offset in self.broker.offset_table():
+            if scope is not None and not (
+                scope.may_read(topic) and scope.may_read(group_resource(group))
+            ):
+                continue  # the offsets of a (topic, group) the account may not SUB (B-350)
             table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
         body = ConsumerOffsetSerializeWrapper(table)
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def runtime_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table = {k: str(v) for k, v in {**self.broker.runtime_info(), **self.ha_status()}.items()}
+        table["aclEnable"] = "true" if self.config.aclEnable else "false"  # B-353
         return response_to(req, ResponseCode.SUCCESS, body=KVTable(table).encode())
 
     async def broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         import dataclasses
 
-        # the broker's own secret key never leaves it
+        # the broker's own secret key never leaves it, nor its account's name; the ACL file's
+        # path only to admins (B-352)
+        scope = self._limited(channel, req)
         text = "\n".join(
             f"{f.name}={getattr(self.config, f.name)}"
             for f in dataclasses.fields(self.config)
             if not f.metadata.get("secret")
+            and not f.metadata.get("account")
+            and not (scope is not None and f.metadata.get("admin_only"))
         )
         return response_to(
             req,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import ipaddress
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Mapping
@@ -121,6 +122,7 @@ class BrokerServer:
         if config.brokerRole == "SYNC_MASTER":
             self.processors.replication = self.replication
         self.processors.ha_status = self.ha_status
+        self.processors.access = access  # reads filtered to the caller's perms (B-350, B-351)
         ha_handlers = self.replication.handlers() if self.replication else {}
         acl_handlers = AclProcessors(
             access,
@@ -452,6 +454,34 @@ class NameServerRole:
             self.namesrv.scan_not_active()
 
 
+def _loopback(host: str) -> bool:
+    """True if only this machine can reach a listener on `host` (a name is looked at as written)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name, "", 0.0.0.0's spellings: reachable from elsewhere
+
+
+def open_listener_warning(config: BrokerConfig, listeners: Mapping[str, str]) -> str | None:
+    """With ACL off, the warning for the listeners (role -> host) that others can reach (B-353)."""
+    if config.aclEnable:
+        return None
+    exposed = [
+        f"{role} on {host or '*'}" for role, host in listeners.items() if not _loopback(host)
+    ]
+    if not exposed:
+        return None
+    return (
+        f"aclEnable=false and listening beyond loopback ({', '.join(exposed)}): anyone who "
+        "can reach these ports can send and read every message, commit or reset any group's "
+        "offsets, create and delete topics and groups, change the broker's settings, fetch "
+        "the whole log as a slave, and register brokers or change routes on the name server. "
+        "Turn aclEnable on (plain_acl.yml), or listen on 127.0.0.1 only"
+    )
+
+
 def _listen(value: str, default_port: int) -> tuple[str, int]:
     if ":" in value:
         return split_addr(value)
@@ -489,13 +519,20 @@ async def serve(args: ServeOptions) -> None:
     peer_credentials(config)  # both keys or neither, checked before anything listens
     tls = ServerTls.of(config)  # both listeners; a bad TLS setting or file stops the start here
 
+    runs_namesrv = args.role in ("all", "slave", "namesrv") and not (
+        args.role in ("all", "slave") and args.namesrv
+    )
+    listeners = {} if args.role == "namesrv" else {"broker": host}
+    if runs_namesrv:
+        listeners["name server"] = _listen(args.namesrv_listen, 9876)[0]
+    if (warning := open_listener_warning(config, listeners)) is not None:
+        log.warning("%s", warning)  # once, as Redis's protected mode warns (B-353)
+
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
         namesrv = args.namesrv or config.namesrvAddr
         local_namesrv: InProcessNameServer | None = None
-        if args.role in ("all", "slave", "namesrv") and not (
-            args.role in ("all", "slave") and args.namesrv
-        ):
+        if runs_namesrv:
             ns_host, ns_port = _listen(args.namesrv_listen, 9876)
             ns_role = NameServerRole(EdgeLimits.of(config), namesrv_access, tls)
             bound = await nursery.start(ns_role.run, ns_host, ns_port)
@@ -558,6 +595,9 @@ def access_control(
         rules,
         name=name,
         on_change=on_change,
+        window_ms=config.aclSignatureWindowMs,
+        strict=config.aclStrictSignatures,
+        nonces_max=config.aclNonceCacheSize,
     )
 
 

@@ -235,6 +235,12 @@ class QueryProcessors:
                 ),
             )
         scope = self.access.scope(channel, req)
+        if not scope.sees_all:  # names the account may not use stay unnamed (B-351)
+            topics = {t for t in topics if scope.may_see(t)} | {req.get_str("topic") or ""}
+            groups = {g for g in groups if scope.may_see(group_resource(g))}
+            groups |= {req.get_str("group") or ""}
+            topics.discard("")
+            groups.discard("")
 
         def entry(resource: str) -> ResourceScope:
             perm = scope.perm(resource)
