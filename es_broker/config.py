@@ -135,6 +135,9 @@ class BrokerConfig:
     aclNonceCacheSize: int = 200_000
     # true: RocketMQ's signature (AclClientRPCHook) is refused for every code, not only admin ones
     aclStrictSignatures: bool = False
+    # true: admin-only codes take RocketMQ's signature too, as 4.9.8 does (Java's mqadmin signs only
+    # that way), at the price of captured admin requests being replayable; ignored when strict
+    aclAdminRocketmqSignatures: bool = False
     # the account this broker signs its own requests with (a slave's replication, name-server
     # registration); it must be an admin account when the peer has aclEnable. No RocketMQ counterpart.
     peer_access_key: str = field(

@@ -257,3 +257,28 @@ async def test_b347_the_name_server_takes_admin_codes_with_the_bound_scheme_only
         acl_broker.namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}
     )
     assert route.code == ResponseCode.SUCCESS, route.remark
+
+
+@pytest.fixture(scope="module")
+def mqadmin_broker(tmp_path_factory) -> Iterator[ServedBroker]:
+    tmp = tmp_path_factory.mktemp("mqadmin")
+    conf, _ = acl_conf(tmp, aclAdminRocketmqSignatures=True)
+    with serve(tmp / "data", "--config", str(conf), "--readmodel-url", "none") as broker:
+        yield broker
+
+
+async def test_b347_admin_rocketmq_signatures_let_java_mqadmin_run_admin_codes(
+    mqadmin_broker, nursery
+):
+    """B-347: aclAdminRocketmqSignatures=true admits RocketMQ's signature on admin-only codes, as
+    4.9.8 does (Java's mqadmin signs only that way); a non-admin account is still refused."""
+    mqadmin = wire(nursery, dataclasses.replace(ADMIN, scheme=SCHEME_ROCKETMQ))
+    await mqadmin.create_topic(mqadmin_broker.broker, "MqadminTopic", 4)  # answered SUCCESS
+    assert await topic_exists(nursery, mqadmin_broker, "MqadminTopic")
+    producer = wire(nursery, dataclasses.replace(PRODUCER, scheme=SCHEME_ROCKETMQ))
+    denied = await producer.call(
+        mqadmin_broker.broker, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "MqadminTopic"}
+    )
+    assert denied.code != ResponseCode.SUCCESS
+    assert denied.remark is not None and "Need admin permission" in denied.remark, denied.remark
+    assert await topic_exists(nursery, mqadmin_broker, "MqadminTopic")

@@ -254,6 +254,7 @@ class AccessControl:
         on_change: OnChange | None = None,
         window_ms: int = SIGNATURE_WINDOW_MS,
         strict: bool = False,
+        admin_rocketmq: bool = False,
         now_ms: Callable[[], int] | None = None,
         nonces_max: int = NONCES_MAX,
     ) -> None:
@@ -267,6 +268,8 @@ class AccessControl:
         self.on_change = on_change
         self.window_ms = window_ms  # aclSignatureWindowMs
         self.strict = strict  # aclStrictSignatures: RocketMQ's signature refused for every code
+        # aclAdminRocketmqSignatures: admin-only codes take RocketMQ's signature too (4.9.8's rule)
+        self.admin_rocketmq = admin_rocketmq and not strict
         self.now_ms = (
             now_ms or SystemClock().now_ms
         )  # the edge's clock: never recorded, never replayed
@@ -461,10 +464,11 @@ class AccessControl:
                 _CHECK_ADMIN,
                 access_key,
             )
-        if rule.admin and not bound:
+        if rule.admin and not bound and not self.admin_rocketmq:
             raise AccessDenied(
                 f"Request code={request.code} is admin-only and takes es-broker's signature "
-                f"(esSignature) only, not RocketMQ's (accessKey={access_key})",
+                f"(esSignature) only, not RocketMQ's (accessKey={access_key}; "
+                f"aclAdminRocketmqSignatures=true admits it)",
                 "",
                 access_key,
                 Reason.SCHEME,

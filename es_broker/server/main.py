@@ -597,6 +597,7 @@ def access_control(
         on_change=on_change,
         window_ms=config.aclSignatureWindowMs,
         strict=config.aclStrictSignatures,
+        admin_rocketmq=config.aclAdminRocketmqSignatures,
         nonces_max=config.aclNonceCacheSize,
     )
 
