@@ -8,6 +8,8 @@ and then trusts any server, `TlsClientSettings` verifies the server unless
 
 from __future__ import annotations
 
+import logging
+import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,8 @@ from es_broker.client.config import ClientConfig
 
 # netty's SslHandler gives a handshake 10 s (handshakeTimeoutMillis)
 HANDSHAKE_TIMEOUT = 10.0
+
+log = logging.getLogger(__name__)
 
 
 class TlsSetupError(ValueError):
@@ -97,6 +101,69 @@ def load_cert_chain(
         ) from None
     except OSError as exc:
         raise TlsSetupError(f"{side} certificate {cert} / key {key or cert}: {exc}") from None
+
+
+class ReloadingCertificate:
+    """A context's certificate chain kept in step with its files (B-400).
+
+    `check()` compares the files' identity (inode, size, modification time)
+    with what was last loaded; on a change it loads the new chain into a
+    throwaway context first, so a half-written or mismatched pair leaves the
+    old certificate serving (a WARNING says why), and only then into the live
+    context, where the next handshake picks it up. Connections already open
+    keep the certificate they were made with.
+    """
+
+    def __init__(
+        self,
+        context: ssl.SSLContext,
+        cert: str,
+        key: str | None,
+        password: str | None,
+        *,
+        side: str,
+        name: str,
+    ) -> None:
+        self.context = context
+        self.cert = cert
+        self.key = key or None
+        self.password = password or None
+        self.side = side
+        self.name = name
+        self._stamp = self._files()
+        self.reloads = 0
+
+    def _files(self) -> tuple[tuple[str, int, int, int] | tuple[str], ...]:
+        out: list[tuple[str, int, int, int] | tuple[str]] = []
+        for path in (self.cert, self.key):
+            if path is None:
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                out.append((path,))
+                continue
+            out.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def check(self) -> bool:
+        """Load the files into the live context if they changed and load; True if they did."""
+        stamp = self._files()
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        trial = ssl.SSLContext(self.context.protocol)
+        try:
+            load_cert_chain(trial, self.cert, self.key, self.password, self.side)
+        except TlsSetupError as exc:
+            log.warning(
+                "%s: the changed certificate cannot be used, the old one stays: %s", self.name, exc
+            )
+            return False
+        self.context.load_cert_chain(self.cert, self.key, self.password)
+        self.reloads += 1
+        log.info("%s: certificate reloaded from %s", self.name, self.cert)
+        return True
 
 
 async def open_tls(

@@ -18,8 +18,13 @@ import argparse
 import getpass
 import os
 import socket
+import ssl
 import sys
 from pathlib import Path
+
+CERTIFICATE_CHECK_SECONDS = (
+    2.0  # how often --tls-cert/--tls-key are looked at for a renewal (B-400)
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -88,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     from es_broker.acl.signing import Credentials
+    from es_broker.client.tls import ReloadingCertificate
     from es_broker.dashboard.app import Settings, create_app
     from es_broker.dashboard.security import is_loopback, load_auth_file
     from es_broker.dashboard.views import requester_id
@@ -143,7 +149,25 @@ def run(args: argparse.Namespace) -> int:
         cookie_name=f"es_dashboard_{bound_port}",
         loopback=loopback,
     )
-    config = Config()
+    reloads: list[ReloadingCertificate] = []
+
+    class _Config(Config):
+        def create_ssl_context(self) -> ssl.SSLContext | None:
+            context = super().create_ssl_context()
+            if context is not None and self.certfile is not None:
+                reloads.append(
+                    ReloadingCertificate(
+                        context,
+                        self.certfile,
+                        self.keyfile,
+                        None,
+                        side="dashboard",
+                        name="dashboard",
+                    )
+                )
+            return context
+
+    config = _Config()
     config.bind = [f"fd://{listener.fileno()}"]
     config.accesslog = None
     config.graceful_timeout = 1.0
@@ -158,8 +182,17 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     app = create_app(settings)
+
+    async def serve_and_watch() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve, app, config)
+            while True:  # a renewed certificate serves from the next handshake on (B-400)
+                for reload in reloads:
+                    reload.check()
+                await trio.sleep(CERTIFICATE_CHECK_SECONDS)
+
     try:
-        trio.run(serve, app, config)  # type: ignore[arg-type]
+        trio.run(serve_and_watch)
     except KeyboardInterrupt:
         pass
     finally:

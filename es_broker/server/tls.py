@@ -29,7 +29,12 @@ from pathlib import Path
 
 import trio
 
-from es_broker.client.tls import TlsClientSettings, TlsSetupError, load_cert_chain
+from es_broker.client.tls import (
+    ReloadingCertificate,
+    TlsClientSettings,
+    TlsSetupError,
+    load_cert_chain,
+)
 from es_broker.config import TLS_PROPERTIES, BrokerConfig, coerce
 
 log = logging.getLogger(__name__)
@@ -311,6 +316,8 @@ class ServerTls:
 
     mode: TlsMode
     context: ssl.SSLContext | None  # None: no TLS can be served (disabled, or no certificate)
+    # the configured certificate files, checked before every handshake (B-400); None in test mode
+    reload: ReloadingCertificate | None = None
 
     @classmethod
     def of(cls, config: BrokerConfig) -> ServerTls:
@@ -325,7 +332,17 @@ class ServerTls:
                 "tls.server.mode is enforcing but there is no certificate to serve: set "
                 "tls.server.certPath and tls.server.keyPath"
             )
-        return cls(mode, context)
+        reload = None
+        if context is not None and config.tlsServerCertPath:
+            reload = ReloadingCertificate(
+                context,
+                config.tlsServerCertPath,
+                config.tlsServerKeyPath,
+                config.tlsServerKeyPassword,
+                side="server",
+                name="TLS listener",
+            )
+        return cls(mode, context, reload)
 
     async def open(
         self,
@@ -375,6 +392,8 @@ class ServerTls:
                 peer,
             )
             return None
+        if self.reload is not None:
+            self.reload.check()  # a few stat calls per handshake: a renewed certificate serves at once
         tls = trio.SSLStream(
             ReplayStream(stream, head), self.context, server_side=True, https_compatible=True
         )
