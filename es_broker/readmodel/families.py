@@ -301,7 +301,10 @@ FAMILIES: dict[str, Family] = {
             ),
             "requests the ACL refused (access_denied, B-191), summed per (who, host, request code) over a window "
             "of broker time [window_from, window_to]: `who` is the accessKey, anonymous (no key) or "
-            "unknown:<key> (no such account); past 4096 keys counts go under <overflow>",
+            "unknown:<key> (no such account); past 4096 keys counts go under <overflow>. The "
+            "record's `reasons` ([who, host, code, reason, count] for the refusals of es-broker's "
+            "signature checks: stale, replayed, nonces-full, scheme, malformed; B-347) is kept in "
+            "each row's `extra` JSON",
         ),
         Family(
             "other", (("body", "json"),), "records no family claims (types added later), as JSON"
