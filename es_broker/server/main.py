@@ -13,6 +13,7 @@ from pathlib import Path
 
 import trio
 
+from es_broker import compiled
 from es_broker.acl.access import AccessControl, OnChange, default_acl_sources
 from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES, Rule
 from es_broker.acl.signing import Credentials
@@ -489,6 +490,7 @@ def _listen(value: str, default_port: int) -> tuple[str, int]:
 
 
 async def serve(args: ServeOptions) -> None:
+    log.log(*compiled.status())  # first: compiled or pure, and why (quiet when compiled)
     config = BrokerConfig(storePathRootDir=args.data_dir)
     if args.config:
         config = load_broker_conf(args.config, config)
