@@ -385,7 +385,7 @@ class BrokerServer:
             self._registered = trio.Event()
 
     async def _register_all(self, client: RemotingClient) -> None:
-        """registerBrokerAll: every topic, compressed on the wire when compressedRegister (B-392)."""
+        """registerBrokerAll: every topic (compressed on the wire when compressedRegister, B-392)."""
         wrapper = self.processors.topic_config_wrapper()
         self._data_version = wrapper.data_version
         await self._register(client, wrapper, {COMPLETE: True}, self.config.compressedRegister)
@@ -397,7 +397,8 @@ class BrokerServer:
         if version > self._data_version.counter:
             self._data_version = DataVersion(timestamp=version, counter=version)
         wrapper = TopicConfigSerializeWrapper(configs, self._data_version)
-        await self._register(client, wrapper, {DELETED: ";".join(gone)} if gone else {}, False)
+        extra: dict[str, object] = {DELETED: ";".join(gone)} if gone else {}
+        await self._register(client, wrapper, extra, self.config.compressedRegister)
 
     async def _register(
         self,
