@@ -9,7 +9,9 @@ read the same by the other.
 
 ES_BROKER_PURE_PYTHON=1 forces the reference everywhere, for the second CI
 pass and for comparing the two. Without it, a missing compiled module (a
-source tree that was never built) falls back to the reference with a warning.
+source tree that was never built, or an install on a machine without a C
+compiler: setup.py then installs without it) falls back to the reference;
+`es-broker serve` says so in its first log line (status()), a warning.
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ ENV = "ES_BROKER_PURE_PYTHON"
 
 log = logging.getLogger(__name__)
 
+# the compiled twins setup.py builds, each with the modules whose reference it replaces
+MODULES = (
+    "es_broker.commands._speedups",
+    "es_broker.projections._speedups",
+    "es_broker.remoting._codec",
+    "es_broker.remoting._speedups",
+)
+
 _loaded: dict[str, bool] = {}
+_why_not: dict[str, str] = {}
 
 
 def pure_python_forced() -> bool:
@@ -38,13 +49,11 @@ def load(name: str) -> ModuleType | None:
     try:
         module = importlib.import_module(name)
     except ImportError as exc:
-        log.warning(
-            "the compiled hot path %s is not built (%s): running the pure-Python reference; "
-            "`pip install .` builds it",
-            name,
-            exc,
-        )
+        # one line for all of them at the start of `serve` (status()); here for the curious
+        log.debug("the compiled hot path %s is not built (%s)", name, exc)
         _loaded.setdefault(name, False)
+        built = isinstance(exc, ModuleNotFoundError) and exc.name == name
+        _why_not.setdefault(name, "not built" if built else f"not loadable: {exc}")
         return None
     _loaded.setdefault(name, True)
     return module
@@ -53,3 +62,20 @@ def load(name: str) -> ModuleType | None:
 def active() -> dict[str, bool]:
     """Per compiled module, as first asked for: True if it runs, False if the reference does."""
     return dict(_loaded)
+
+
+def status() -> tuple[int, str]:
+    """The log level and the one line saying which hot path runs and why (DEBUG when compiled)."""
+    for name in MODULES:
+        load(name)
+    if pure_python_forced():
+        return logging.INFO, f"hot path: the pure-Python reference ({ENV}=1)"
+    missing = [name for name in MODULES if not _loaded.get(name)]
+    if not missing:
+        return logging.DEBUG, f"hot path: compiled ({', '.join(MODULES)})"
+    reasons = "; ".join(sorted({_why_not.get(name, "not built") for name in missing}))
+    return logging.WARNING, (
+        f"hot path: the pure-Python reference for {', '.join(missing)}: {reasons} "
+        "(same results, slower); reinstall where a C compiler and the Python headers are "
+        "(`pip install .`) to build it"
+    )

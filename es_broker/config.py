@@ -49,6 +49,8 @@ class BrokerConfig:
     brokerRole: str = "ASYNC_MASTER"  # ASYNC_MASTER | SYNC_MASTER | SLAVE
     brokerPermission: int = 6
     haListenPort: int = 10912
+    # the periodic full registration in RegisterBrokerBody's compressed form (B-392)
+    compressedRegister: bool = False
     # --- store (MessageStoreConfig)
     storePathRootDir: str = field(default_factory=default_store_root)
     flushDiskType: str = ASYNC_FLUSH

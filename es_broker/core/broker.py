@@ -546,12 +546,12 @@ class Broker:
 
     def topic_table(self) -> tuple[dict[str, dict[str, Any]], int]:
         """Every topic config, and the data version (the last sequence that changed one)."""
+        table: dict[str, dict[str, Any]] = {}
+        version = 0
         with self.store.read() as txn:
-            table = {
-                c["topicName"]: {k: v for k, v in c.items() if k != "dataVersion"}
-                for c in self.store.topics.all(txn)
-            }
-            version = max((c.get("dataVersion", 0) for c in self.store.topics.all(txn)), default=0)
+            for config in self.store.topics.all(txn):  # one pass over the table
+                version = max(version, config.pop("dataVersion", 0))
+                table[config["topicName"]] = config
         return table, version
 
     def group_table(self) -> tuple[dict[str, dict[str, Any]], int]:

@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import logging
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import trio
@@ -164,7 +164,7 @@ def _consumer_dict(consumer: ConsumerData) -> dict[str, Any]:
     return data
 
 
-async def _nothing() -> None:
+async def _nothing(*_: object) -> None:
     return None
 
 
@@ -189,9 +189,9 @@ class BrokerProcessors:
         self.broker = broker
         self.clients = clients
         self.holds = holds
-        self.on_topics_changed = on_topics_changed or (lambda: None)
+        self.on_topics_changed = on_topics_changed or (lambda *_: None)
         # admin changes wait for the name-server registration that carries them (BrokerServer.registered)
-        self.registered: Callable[[], Awaitable[None]] = _nothing
+        self.registered: Callable[..., Awaitable[None]] = _nothing
         self.is_slave = self.config.brokerRole == "SLAVE"
         # SYNC_MASTER: answers SEND_OK only once a slave holds the record (es_broker.ha.master)
         self.replication: Any = None
@@ -368,7 +368,8 @@ class BrokerProcessors:
         """Tell who waits on a stored send: held pulls of its queue, the name server of a new topic."""
         self.holds.notify(result.topic, result.queue_id)
         if result.created_topic or result.diverted_from is not None:
-            self.on_topics_changed()  # a new topic, or maybe a new %DLQ%G, goes to the name server
+            # a new topic, or maybe a new %DLQ%G, goes to the name server (that topic alone, B-391)
+            self.on_topics_changed([result.topic])
 
     @staticmethod
     def _send_response(req: RemotingCommand, result: PutResult, code: int) -> RemotingCommand:
@@ -666,7 +667,7 @@ class BrokerProcessors:
                 group, group_config["retryQueueNums"], requester=client_id
             )
             if created:
-                self.on_topics_changed()
+                self.on_topics_changed([names.retry_topic(group)])
             self.clients.register_consumer(
                 channel, client_id, language, req.version, _consumer_dict(consumer)
             )
@@ -989,13 +990,31 @@ class BrokerProcessors:
             "order": req.get_bool("order", False),
         }
         await self.broker.update_topic(config, requester=self.requester(channel))
-        await self.registered()
+        await self.registered([topic])  # this topic alone (registerIncrementBrokerData, B-391)
         return response_to(req, ResponseCode.SUCCESS)
 
     async def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        await self.broker.delete_topic(req.require_str("topic"), requester=self.requester(channel))
-        await self.registered()
+        topic = req.require_str("topic")
+        await self.broker.delete_topic(topic, requester=self.requester(channel))
+        await self.registered([topic])  # the name server drops this broker's queues of it (B-391)
         return response_to(req, ResponseCode.SUCCESS)
+
+    def topic_configs_of(self, topics: Iterable[str]) -> tuple[dict[str, TopicConfig], int]:
+        """The configs of those of `topics` that exist, as registered (B-23), and their newest change."""
+        perm = self.config.brokerPermission
+        configs: dict[str, TopicConfig] = {}
+        version = 0
+        for name in topics:
+            stored = self.broker.topic_config(name)
+            if stored is None:
+                continue
+            version = max(version, stored.get("dataVersion", 0))
+            config = TopicConfig.from_json({k: v for k, v in stored.items() if k != "dataVersion"})
+            # a read-only or write-only broker shows its perm on every topic (B-23)
+            configs[name] = (
+                config if perm & 4 and perm & 2 else dataclasses.replace(config, perm=perm)
+            )
+        return configs, version
 
     def topic_config_wrapper(self) -> TopicConfigSerializeWrapper:
         table, version = self.broker.topic_table()

@@ -7,12 +7,13 @@ import functools
 import ipaddress
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
+from es_broker import compiled
 from es_broker.acl.access import AccessControl, OnChange, default_acl_sources
 from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES, Rule
 from es_broker.acl.signing import Credentials
@@ -27,16 +28,16 @@ from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
 from es_broker.readmodel.process import read_position
 from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
-from es_broker.remoting.bodies import RegisterBrokerBody
+from es_broker.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from es_broker.remoting.codes import RequestCode
-from es_broker.remoting.command import RemotingCommand, request
+from es_broker.remoting.command import request
 from es_broker.remoting.peer_outcomes import NONE, PeerRequests
 from es_broker.server.acl_processors import AclProcessors
 from es_broker.server.broker_processors import BrokerProcessors
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.namesrv import InProcessNameServer, NameServer
+from es_broker.server.namesrv import COMPLETE, DELETED, InProcessNameServer, NameServer
 from es_broker.server.outbox import HeldAnswers
 from es_broker.server.query_processors import QueryProcessors
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
@@ -158,6 +159,10 @@ class BrokerServer:
             held=held,
         )
         self._register_now = trio.Event()
+        # what the next registration carries: the topics that changed, or everything (B-391)
+        self._register_topics: set[str] = set()
+        self._register_everything = False
+        self._data_version = DataVersion()  # of the last registration's topics
         # registrations asked for and done, so an admin change can wait until the name server has it
         self._register_wanted = 0
         self._register_done = 0
@@ -175,20 +180,28 @@ class BrokerServer:
     def addr(self) -> str:
         return f"{self.config.brokerIP1}:{self.port}"
 
-    def _topics_changed(self) -> int:
-        """Register with the name servers soon; returns the number of the registration that will carry it."""
+    def _topics_changed(self, topics: Iterable[str] | None = None) -> int:
+        """Register with the name servers soon; returns the number of the registration that will carry it.
+
+        `topics`: the topics that changed (created, updated or deleted), registered alone
+        (RocketMQ's registerIncrementBrokerData, B-391); None: every topic (a full registration).
+        """
+        if topics is None:
+            self._register_everything = True
+        else:
+            self._register_topics.update(topics)
         self._register_wanted += 1
         self._register_now.set()
         return self._register_wanted
 
-    async def registered(self) -> None:
+    async def registered(self, topics: Iterable[str] | None = None) -> None:
         """Register now and return once the name servers were told (or after REGISTER_WAIT).
 
         As in RocketMQ, an admin change of topics is answered after the
         registration that carries it, so a client that routes right after
-        the answer finds it.
+        the answer finds it. `topics` as for _topics_changed.
         """
-        wanted = self._topics_changed()
+        wanted = self._topics_changed(topics)
         if not self.namesrv_addrs:
             return
         with trio.move_on_after(REGISTER_WAIT):
@@ -355,33 +368,69 @@ class BrokerServer:
 
     async def _registration_loop(self, client: RemotingClient) -> None:
         while True:
+            periodic = True
             with trio.move_on_after(REGISTER_PERIOD):
                 await self._register_now.wait()
+                periodic = False
             self._register_now = trio.Event()
             wanted = self._register_wanted
-            await self._register_all(client)
+            topics, self._register_topics = self._register_topics, set()
+            everything, self._register_everything = self._register_everything, False
+            if periodic or everything:
+                await self._register_all(client)
+            else:
+                await self._register_changed(client, topics)
             self._register_done = wanted
             self._registered.set()
             self._registered = trio.Event()
 
     async def _register_all(self, client: RemotingClient) -> None:
-        body = RegisterBrokerBody(self.processors.topic_config_wrapper()).encode()
+        """registerBrokerAll: every topic (compressed on the wire when compressedRegister, B-392)."""
+        wrapper = self.processors.topic_config_wrapper()
+        self._data_version = wrapper.data_version
+        await self._register(client, wrapper, {COMPLETE: True}, self.config.compressedRegister)
+
+    async def _register_changed(self, client: RemotingClient, topics: set[str]) -> None:
+        """registerIncrementBrokerData: the changed topics only, with the current data version (B-391)."""
+        configs, version = self.processors.topic_configs_of(sorted(topics))
+        gone = sorted(topics - configs.keys())
+        if version > self._data_version.counter:
+            self._data_version = DataVersion(timestamp=version, counter=version)
+        wrapper = TopicConfigSerializeWrapper(configs, self._data_version)
+        extra: dict[str, object] = {DELETED: ";".join(gone)} if gone else {}
+        await self._register(client, wrapper, extra, self.config.compressedRegister)
+
+    async def _register(
+        self,
+        client: RemotingClient,
+        wrapper: TopicConfigSerializeWrapper,
+        extra: dict[str, object],
+        compressed: bool,
+    ) -> None:
         cfg = self.config
+        fields: dict[str, object] = {
+            "brokerName": cfg.brokerName,
+            "brokerAddr": self.addr,
+            "clusterName": cfg.brokerClusterName,
+            "haServerAddr": f"{cfg.brokerIP1}:{cfg.haListenPort}",
+            "brokerId": cfg.brokerId,
+            "compressed": compressed,
+            **extra,
+        }
+        body: bytes | None = None  # encoded once, and only for a name server over the wire
         for addr in self.namesrv_addrs:
-            cmd = request(
-                RequestCode.REGISTER_BROKER,
-                {
-                    "brokerName": cfg.brokerName,
-                    "brokerAddr": self.addr,
-                    "clusterName": cfg.brokerClusterName,
-                    "haServerAddr": f"{cfg.brokerIP1}:{cfg.haListenPort}",
-                    "brokerId": cfg.brokerId,
-                    "compressed": False,
-                },
-                body,
-            )
+            local = self.local_namesrv
             try:
-                answer = await self._register_with(client, addr, cmd)
+                if local is not None and local.serves(addr, (cfg.brokerIP1,)):
+                    # this process's own name server: called directly, the body not encoded (B-313)
+                    answer = local.namesrv.apply_registration(
+                        None, request(RequestCode.REGISTER_BROKER, fields), wrapper
+                    )
+                else:
+                    if body is None:
+                        body = RegisterBrokerBody(wrapper).encode(compressed=compressed)
+                    cmd = request(RequestCode.REGISTER_BROKER, fields, body)
+                    answer = await client.invoke(addr, cmd, timeout=6.0)
             except RemotingError as exc:
                 self.registration.no_answer(addr, exc)
                 continue
@@ -389,15 +438,6 @@ class BrokerServer:
                 continue  # a refusal names no master: a slave keeps the one it has
             if self.replicator is not None:  # a slave learns (or forgets) its master here (B-121)
                 self.replicator.set_master(answer.ext_fields.get("masterAddr"))
-
-    async def _register_with(
-        self, client: RemotingClient, addr: str, cmd: RemotingCommand
-    ) -> RemotingCommand:
-        """The name server's answer: this process's own name server is called directly (B-313)."""
-        local = self.local_namesrv
-        if local is not None and local.serves(addr, (self.config.brokerIP1,)):
-            return await local.namesrv.register_broker(None, cmd)
-        return await client.invoke(addr, cmd, timeout=6.0)
 
     async def _retention_loop(self) -> None:
         """CleanCommitLogService: a pass every cleanResourceInterval (B-14); passes that delete are records."""
@@ -489,6 +529,7 @@ def _listen(value: str, default_port: int) -> tuple[str, int]:
 
 
 async def serve(args: ServeOptions) -> None:
+    log.log(*compiled.status())  # first: compiled or pure, and why (quiet when compiled)
     config = BrokerConfig(storePathRootDir=args.data_dir)
     if args.config:
         config = load_broker_conf(args.config, config)

@@ -20,6 +20,7 @@ from es_broker.remoting.bodies import (
     QueueData,
     RegisterBrokerBody,
     TopicConfig,
+    TopicConfigSerializeWrapper,
     TopicList,
     TopicRouteData,
 )
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 BROKER_CHANNEL_EXPIRED_MS = 120_000
 NO_ROUTE = "No topic route info in name server for the topic: {topic}"
 STANDARD_JSON_VERSION = 401  # from this client version on, routes are standard JSON
+# es-broker's extensions of REGISTER_BROKER's header (B-391); a 4.9.8 name server ignores them:
+# the body lists every topic of the broker (the others of it go), and topics the broker deleted
+COMPLETE = "topicTableComplete"
+DELETED = "deletedTopics"
 
 
 @dataclass(slots=True)
@@ -64,7 +69,16 @@ class RouteInfo:
         data_version: DataVersion,
         channel: Channel | None,
         now_ms: int,
+        *,
+        complete: bool = True,
+        deleted: tuple[str, ...] = (),
     ) -> tuple[str | None, str | None]:
+        """RouteInfoManager.registerBroker: the body's topics are created or updated (B-391).
+
+        As 4.9.8, topics not in the body stay, so an incremental registration (one changed
+        topic) leaves the broker's others routed; `complete` (es-broker's full registration)
+        also drops the broker's topics the body does not list, and `deleted` the named ones.
+        """
         self.clusters.setdefault(cluster, set()).add(name)
         data = self.brokers.setdefault(name, BrokerData(cluster, name, {}))
         addrs = data.broker_addrs
@@ -74,7 +88,11 @@ class RouteInfo:
         addrs[broker_id] = addr
         self.live[addr] = LiveBroker(addr, channel, now_ms, data_version, ha_addr)
         if broker_id == 0:
-            for topic in [t for t, queues in self.topic_queues.items() if name in queues]:
+            if complete:
+                for topic in [t for t, queues in self.topic_queues.items() if name in queues]:
+                    if topic not in topic_configs:
+                        self._drop_queue_data(topic, name)
+            for topic in deleted:
                 if topic not in topic_configs:
                     self._drop_queue_data(topic, name)
             for topic, config in topic_configs.items():
@@ -211,15 +229,17 @@ class NameServer:
         crc = req.get_int("bodyCrc32", 0)
         if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        if req.get_bool("compressed", False):
-            return response_to(
-                req,
-                ResponseCode.SYSTEM_ERROR,
-                "compressed registration is not supported; set compressedRegister=false",
-            )
+        compressed = bool(req.get_bool("compressed", False))
         wrapper = (
-            RegisterBrokerBody.decode(body) if body else RegisterBrokerBody()
+            RegisterBrokerBody.decode(body, compressed=compressed) if body else RegisterBrokerBody()
         ).topic_config_serialize_wrapper
+        return self.apply_registration(channel, req, wrapper)
+
+    def apply_registration(
+        self, channel: Channel | None, req: RemotingCommand, wrapper: TopicConfigSerializeWrapper
+    ) -> RemotingCommand:
+        """REGISTER_BROKER with its body decoded (this process's broker skips the encoding, B-313)."""
+        deleted = req.get_str(DELETED, "") or ""
         master, ha = self.routes.register(
             req.require_str("clusterName"),
             req.require_str("brokerName"),
@@ -230,6 +250,8 @@ class NameServer:
             wrapper.data_version,
             channel,
             self.now_ms(),
+            complete=bool(req.get_bool(COMPLETE, False)),
+            deleted=tuple(t for t in deleted.split(";") if t),
         )
         return response_to(
             req, ResponseCode.SUCCESS, None, {"masterAddr": master, "haServerAddr": ha}

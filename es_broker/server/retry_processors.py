@@ -35,7 +35,7 @@ class RetryProcessors:
         broker: Broker,
         holds: PullHoldService,
         requester: Callable[[Channel], str],
-        on_topics_changed: Callable[[], object],
+        on_topics_changed: Callable[[list[str]], object],
     ) -> None:
         self.broker = broker
         self.holds = holds
@@ -78,7 +78,7 @@ class RetryProcessors:
         finally:
             # %RETRY%G / %DLQ%G created on the way stay, refused or not (B-25): tell the name server
             if self._group_topics(group) != before:
-                self.on_topics_changed()
+                self.on_topics_changed([names.retry_topic(group), names.dlq_topic(group)])
         if result.stored is not None and result.stored.real_topic is None:
             # a dead letter, stored at once
             self.holds.notify(result.stored.topic, result.stored.queue_id)
@@ -106,7 +106,7 @@ class RetryProcessors:
             ):
                 self.holds.notify(item.target_topic, item.target_queue_id)
         if result.created_topics:
-            self.on_topics_changed()
+            self.on_topics_changed(list(result.created_topics))
         body = RedriveBody(
             group=result.group,
             target=result.target,
