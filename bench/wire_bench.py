@@ -470,6 +470,44 @@ def check_cost_us(rounds: int = 20_000) -> dict[str, float]:
     return out
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Scraper:
+    """--metrics: a thread that GETs /metrics once a second, as a Prometheus would."""
+
+    def __init__(self, url: str) -> None:
+        import threading
+
+        self.url = url
+        self.scrapes = 0
+        self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        print(f"metrics: {self.scrapes} scrapes, {self.failed} failed", file=sys.stderr)
+
+    def _run(self) -> None:
+        import urllib.request
+
+        while not self._stop.wait(1.0):
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as response:
+                    response.read()
+                self.scrapes += 1
+            except OSError:
+                self.failed += 1
+
+
 def run_es_broker(
     n: int,
     batch: int,
@@ -479,9 +517,15 @@ def run_es_broker(
     tls: bool = False,
     sync_flush: bool = False,
     trace_hops: bool = False,
+    metrics: bool = False,
 ) -> dict:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
         conf = tls_conf(Path(d)) if tls else []
+        scraper = None
+        if metrics:  # /metrics on, scraped every second while the bench runs (B-362)
+            port = _free_port()
+            conf += ["metricsExporterType=PROM", f"metricsPromExporterPort={port}"]
+            scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
         if sync_flush:
             conf.append("flushDiskType=SYNC_FLUSH")
         if CREDENTIALS is not None:
@@ -495,7 +539,13 @@ def run_es_broker(
                 trio.run(create_topics, broker.broker)
                 if "none" not in extra:
                     await_follower(Path(d) / "data")
-                result = _measure(broker, n, batch, window, sync)
+                if scraper is not None:
+                    scraper.start()
+                try:
+                    result = _measure(broker, n, batch, window, sync)
+                finally:
+                    if scraper is not None:
+                        scraper.stop()
         finally:
             os.environ.pop("ES_BROKER_TRACE_HOPS", None)
         if trace_hops:  # written by the broker as it exits
@@ -685,6 +735,11 @@ def main() -> None:
         help="print where a synchronous send spends "
         "its time inside the broker (ES_BROKER_TRACE_HOPS)",
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="broker with metricsExporterType=PROM, /metrics scraped every second meanwhile",
+    )
     args = parser.parse_args()
     global CREDENTIALS
     if args.acl:
@@ -699,6 +754,7 @@ def main() -> None:
         tls=args.tls,
         sync_flush=args.sync_flush,
         trace_hops=args.trace_hops,
+        metrics=args.metrics,
     )
     flush = (
         "SYNC_FLUSH vs appendfsync always"

@@ -173,6 +173,10 @@ class BrokerConfig:
         False  # tls.client.authServer: verify the server (when not in test mode)
     )
     tlsClientTrustCertPath: str = ""  # tls.client.trustCertPath
+    # --- metrics (RocketMQ 5's BrokerConfig.metricsExporterType and its Prometheus exporter, B-355)
+    metricsExporterType: str = "DISABLE"  # DISABLE | PROM (OTLP_GRPC and LOG are refused at start)
+    metricsPromExporterHost: str = ""  # "" is brokerIP1, as RocketMQ 5 binds it
+    metricsPromExporterPort: int = 5557  # 0: any free port (logged at start)
     # --- queue locks of orderly consumers (RebalanceLockManager, B-142..B-147)
     # ms a lock lives without renewal; RocketMQ's system property rocketmq.broker.rebalance.lockMaxLiveTime,
     # which broker.conf may also name (CONFIG_ALIASES)

@@ -56,9 +56,11 @@ def raw_records(fixture: dict[str, Any]) -> Iterator[tuple[bytes, records.Record
 
 def test_a_log_written_before_typed_records_builds_the_same_databases_B134(fixture, tmp_path):
     load(fixture, tmp_path / "loaded")
-    assert checksums(tmp_path / "loaded") == fixture["checksums"]
+    loaded = checksums(tmp_path / "loaded")
+    # databases newer than the fixture (the message counts, B-356) are built at open: pinned by replay
+    assert {name: loaded[name] for name in fixture["checksums"]} == fixture["checksums"]
     replay(tmp_path / "loaded", tmp_path / "replayed")
-    assert checksums(tmp_path / "replayed") == fixture["checksums"]
+    assert checksums(tmp_path / "replayed") == loaded
 
 
 def test_every_record_of_the_old_log_parses_into_its_class_and_encodes_to_the_same_bytes(fixture):

@@ -22,6 +22,7 @@ from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
+from es_broker.projections.stats import StatsProjection
 from es_broker.projections.time_index import TimeIndexProjection
 from es_broker.projections.transactions import TransactionProjection
 
@@ -42,6 +43,7 @@ class Store:
     keyindex: KeyIndexProjection
     txns: TransactionProjection
     broker_settings: BrokerSettingsProjection
+    stats: StatsProjection
     settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock
 
@@ -77,6 +79,7 @@ class Store:
         if not readonly:
             store.timeindex.ensure_built(log)  # a log written before the time index existed
             store.keyindex.ensure_built(log)  # ... or before the key index existed
+            store.stats.ensure_built(log)  # ... or before the message counts existed (B-356)
         return store
 
     def read(self) -> lmdb.Transaction[bytes]:

@@ -7,6 +7,7 @@ from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.offsets import OffsetTableProjection
+from es_broker.projections.stats import StatsProjection
 from es_broker.projections.subscription_groups import SubscriptionGroupProjection
 from es_broker.projections.time_index import TimeIndexProjection
 from es_broker.projections.topics import TopicConfigProjection
@@ -25,6 +26,7 @@ def all_projections() -> tuple[
     KeyIndexProjection,
     TransactionProjection,
     BrokerSettingsProjection,
+    StatsProjection,
 ]:
     """Every LMDB projection, in the order they are applied and in the order of Store's fields."""
     return (
@@ -39,6 +41,7 @@ def all_projections() -> tuple[
         KeyIndexProjection(),
         TransactionProjection(),
         BrokerSettingsProjection(),
+        StatsProjection(),  # after the consume queue: it reads delivered messages' sizes
     )
 
 
@@ -50,6 +53,7 @@ __all__ = [
     "KeyIndexProjection",
     "MessageTraceProjection",
     "OffsetTableProjection",
+    "StatsProjection",
     "SubscriptionGroupProjection",
     "TimeIndexProjection",
     "TopicConfigProjection",

@@ -10,6 +10,7 @@ import signal
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -37,6 +38,7 @@ from es_broker.server.broker_processors import BrokerProcessors
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
 from es_broker.server.longpoll import PullHoldService
+from es_broker.server.metrics_config import check_exporter_type
 from es_broker.server.namesrv import COMPLETE, DELETED, InProcessNameServer, NameServer
 from es_broker.server.outbox import HeldAnswers
 from es_broker.server.query_processors import QueryProcessors
@@ -99,6 +101,7 @@ class BrokerServer:
         # registration, slave to master
         self.client_tls = broker_client_tls(with_tls_config_file(config))
         self.readmodel_url = readmodel_url  # the SQL read model's database; None: no follower
+        self.metrics: Any = None  # the /metrics exporter (es_broker/server/metrics.py) when PROM
         self.follower: FollowerSupervisor | None = None  # the read-model follower's child process
         self.namesrv_addrs = namesrv_addrs
         self.broker = open_broker(config)  # a SlaveBroker for brokerRole=SLAVE
@@ -304,6 +307,8 @@ class BrokerServer:
                 )
                 # the port bound (0 in broker.conf: any); a start-up fact, not a recorded change
                 self.broker.config = self.config.replace(listenPort=self.port)
+                if self.config.metricsExporterType == "PROM":
+                    self._start_metrics()
                 # before registering: the answer may name the master
                 if isinstance(self.broker, SlaveBroker):  # brokerRole=SLAVE
                     self.replicator = SlaveReplicator(
@@ -336,10 +341,33 @@ class BrokerServer:
                     nursery.start_soon(self.transaction_check.run)
                 task_status.started(self)
         finally:
+            if self.metrics is not None:
+                self.metrics.stop()
             # the writer has stopped: what is left goes in one transaction
             if self.audit is not None:
                 self.audit.close(self.broker.store.log)
             self.broker.close()
+
+    def _start_metrics(self) -> None:
+        """/metrics on its own thread (B-355); a port that cannot be bound is logged, the broker goes on."""
+        from es_broker.server.metrics import MetricsExporter
+
+        cfg = self.config
+        host = cfg.metricsPromExporterHost or cfg.brokerIP1
+        exporter = MetricsExporter(self)
+        try:
+            bound = exporter.start(host, cfg.metricsPromExporterPort)
+        except OSError as exc:
+            log.error(
+                "metrics: cannot listen on %s:%d: %s; the broker runs without /metrics",
+                host,
+                cfg.metricsPromExporterPort,
+                exc,
+            )
+            return
+        self.metrics = exporter
+        self.remoting.observe = exporter.latency.observe
+        print(f"es-broker metrics on http://{bound[0]}:{bound[1]}/metrics", flush=True)
 
     def _follower(self) -> FollowerSupervisor:
         cfg = self.config
@@ -544,6 +572,7 @@ async def serve(args: ServeOptions) -> None:
         args.listen or f"{config.brokerIP1}:{config.listenPort}", config.listenPort
     )
     config = config.replace(brokerIP1=host, listenPort=port)
+    check_exporter_type(config.metricsExporterType)  # before anything listens (B-355)
     Path(config.storePathRootDir).mkdir(parents=True, exist_ok=True)
     # ACL (B-160): an invalid or missing file stops the start here, with the file and entry named
     audit = (

@@ -62,10 +62,29 @@ class HeldAnswers:
 class Outbox:
     """A connection's answers not yet written; `run` is its sender task."""
 
-    __slots__ = ("channel", "_failed", "_held", "_frames", "_traces", "_sender", "closed")
+    __slots__ = (
+        "channel",
+        "_failed",
+        "_held",
+        "_frames",
+        "_traces",
+        "_sender",
+        "closed",
+        "observe",
+        "started",
+    )
 
-    def __init__(self, channel: Channel, failed: Failed, held: HeldAnswers | None = None) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        failed: Failed,
+        held: HeldAnswers | None = None,
+        observe: Callable[[int, int, float], None] | None = None,
+    ) -> None:
         self.channel = channel
+        # the metrics' latency observer, and when each request being handled was decoded (by opaque)
+        self.observe = observe
+        self.started: dict[int, float] = {}
         self._failed = failed
         self._held = held
         self._frames: list[bytes] = []
@@ -80,6 +99,10 @@ class Outbox:
         trace: hops.Trace | None = None,
     ) -> None:
         """Queue `response` to `request` for writing (nothing for None or a one-way request)."""
+        if self.observe is not None:
+            began = self.started.pop(request.opaque, None)
+            if began is not None and response is not None:
+                self.observe(request.code, response.code, began)
         if response is None or request.is_oneway or self.closed:
             if trace is not None:
                 hops.done(trace)

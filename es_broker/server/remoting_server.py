@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, cast
@@ -117,6 +118,9 @@ class RemotingServer:
         held: HeldAnswers | None = None,
     ) -> None:
         self.name = name
+        # told of each answered request (code, response code, perf_counter at decode): the metrics'
+        # latency histogram (es_broker/server/metrics.py); None: nothing is timed
+        self.observe: Callable[[int, int, float], None] | None = None
         # answers held while the writer hands out a commit's outcomes, one write per connection after
         self.held = held
         # called by a read loop that has handled every frame it read, before it reads again (the
@@ -239,7 +243,8 @@ class RemotingServer:
         # so then no request is refused or started in the read loop, which would not pass through it
         wrapped = "answer" in vars(self)
         starts = {} if wrapped else self.starts
-        outbox = Outbox(channel, self._failed, self.held)
+        outbox = Outbox(channel, self._failed, self.held, self.observe)
+        timed = self.observe is not None
         nursery.start_soon(outbox.run)
         # requests that append messages are stored in the order read (B-140)
         arrivals = ArrivalOrder()
@@ -265,6 +270,8 @@ class RemotingServer:
                 if command.is_response:
                     channel.deliver_response(command)
                     continue
+                if timed:
+                    outbox.started[command.opaque] = time.perf_counter()
                 trace = None
                 if hops.ON:
                     trace = hops.Trace(

@@ -1,0 +1,236 @@
+"""Message counts from the records: totals since the log began, and per minute of broker time.
+
+What RocketMQ counts in memory (4.9.8's BrokerStatsManager, 5.x's BrokerMetricsManager)
+es-broker counts from the records the writer applies, in the same write transaction, so a
+restart continues from the log's totals and the minute buckets answer for any past window
+(B-355..B-358).
+
+Which records count:
+
+- TOPIC_PUT (kind `P`): a `messages_stored` record a client sent: no `cause` (send-back,
+  redrive), no `delivery` (the delay schedule's re-put), no transaction end (commit or
+  discard re-puts the half message). A half message and a delayed message count on their
+  real topic, with message type `transaction` or `delay` (else `normal`).
+- GROUP_GET (kind `G`, name `topic@group`): a `messages_delivered` record: its offsets are the
+  messages, their sizes read from the consume queue applied before this projection.
+- SNDBCK_PUT (kind `S`, name `topic@group`): a `message_sent_back` record that stored a copy
+  (retry or dead letter), on the message's original topic.
+- BROKER_PUT / BROKER_GET (kinds `p`, `g`, name ``): the sums of the two above.
+
+Databases (U64 big-endian):
+
+| database     | key                                  | value                        |
+|--------------|--------------------------------------|------------------------------|
+| stats_total  | kind + name [+ NUL + message type]   | messages, bytes, records     |
+| stats_minute | kind + name + NUL + minute           | messages, bytes, records     |
+| stats_total  | H + topic NUL type NUL bucket         | messages, bytes, records     |
+| stats_total  | D + reason                           | refused requests, 0, records |
+| stats_total  | b"\\x00built"                         | empty: written at seq 1      |
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+
+from es_broker.log import Record, RecordLog, records
+from es_broker.log.scan import prefixed
+from es_broker.log.types import MessagesDeliveredRecord, MessagesStoredRecord, RecordType
+from es_broker.projections.consume_queue import UNIT
+from es_broker.projections.keys import U64, unit_key
+
+MESSAGES_STORED = RecordType.MESSAGES_STORED
+MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED
+MESSAGE_SENT_BACK = RecordType.MESSAGE_SENT_BACK
+ACCESS_DENIED = RecordType.ACCESS_DENIED
+
+VALUE = struct.Struct(">QQQ")
+BUILT = b"\x00built"
+MINUTE_MS = 60_000
+
+TOPIC_PUT = b"P"
+GROUP_GET = b"G"
+SNDBCK_PUT = b"S"
+BROKER_PUT = b"p"
+BROKER_GET = b"g"
+SIZE_BUCKETS = b"H"  # totals only: topic NUL message type NUL bucket index
+ACL_DENIED = b"D"  # totals only: the reason of refused requests (access_denied summaries)
+# RocketMQ 5's rocketmq_message_size buckets (BrokerMetricsManager), bytes
+MESSAGE_SIZE_BOUNDS = (1024, 4 * 1024, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
+
+# 4.9.8 BrokerStatsManager's stats names -> (kind, value index: 0 messages, 1 bytes)
+STATS_NAMES = {
+    "TOPIC_PUT_NUMS": (TOPIC_PUT, 0),
+    "TOPIC_PUT_SIZE": (TOPIC_PUT, 1),
+    "GROUP_GET_NUMS": (GROUP_GET, 0),
+    "GROUP_GET_SIZE": (GROUP_GET, 1),
+    "SNDBCK_PUT_NUMS": (SNDBCK_PUT, 0),
+    "BROKER_PUT_NUMS": (BROKER_PUT, 0),
+    "BROKER_GET_NUMS": (BROKER_GET, 0),
+}
+ENDED = frozenset({"committed", "discarded"})
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    messages: int = 0
+    size: int = 0
+    records: int = 0
+
+
+def put_of(record: MessagesStoredRecord) -> tuple[str, str] | None:
+    """(topic, message type) of a stored record a client sent; None for the broker's own re-puts."""
+    if "cause" in record or "delivery" in record:
+        return None
+    tx = record.get("transaction")
+    if tx is not None:
+        if tx.get("state") in ENDED:
+            return None
+        return str(tx.get("real_topic") or record["topic"]), "transaction"
+    delay = record.get("delay")
+    if delay is not None:
+        return str(delay.get("real_topic") or record["topic"]), "delay"
+    return record["topic"], "normal"
+
+
+class StatsProjection:
+    name = "stats"
+    databases = ("stats_total", "stats_minute")
+
+    def bind(self, log: RecordLog) -> None:
+        self.total_db = log.db("stats_total")
+        self.minute_db = log.db("stats_minute")
+        self.cq_db = log.db("cq")
+
+    def is_built(self, txn: lmdb.Transaction[bytes], last_seq: int) -> bool:
+        """False for a log written before these counts existed (seq 1 always writes BUILT)."""
+        return last_seq == 0 or txn.get(BUILT, db=self.total_db) is not None
+
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        if seq == 1:
+            txn.put(BUILT, b"", db=self.total_db)
+        kind = record["type"]
+        if kind == MESSAGES_STORED:
+            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            put = put_of(stored)
+            if put is None:
+                return
+            topic, message_type = put
+            n, size = len(stored["units"]), sum(u[1] for u in stored["units"])
+            minute = stored["ts"] // MINUTE_MS
+            self._add(txn, TOPIC_PUT + f"{topic}\x00{message_type}".encode(), minute, n, size)
+            self._add(txn, TOPIC_PUT + topic.encode(), minute, n, size, total=False)
+            self._add(txn, BROKER_PUT, minute, n, size)
+            buckets: dict[int, list[int]] = {}
+            for unit in stored["units"]:
+                which = bisect.bisect_left(MESSAGE_SIZE_BOUNDS, unit[1])
+                acc = buckets.setdefault(which, [0, 0])
+                acc[0] += 1
+                acc[1] += unit[1]
+            for which, (k, s) in sorted(buckets.items()):
+                key = SIZE_BUCKETS + f"{topic}\x00{message_type}\x00{which}".encode()
+                _bump(txn, key, self.total_db, k, s)
+        elif kind == MESSAGES_DELIVERED:
+            delivered: MessagesDeliveredRecord = record  # type: ignore[assignment]
+            topic, qid = delivered["topic"], delivered["queue_id"]
+            size = 0
+            for offset in delivered["offsets"]:
+                raw = txn.get(unit_key(topic, qid, offset), db=self.cq_db)
+                if raw is not None:
+                    size += UNIT.unpack(raw)[1]
+            n, minute = len(delivered["offsets"]), delivered["ts"] // MINUTE_MS
+            name = f"{topic}@{delivered['group']}".encode()
+            self._add(txn, GROUP_GET + name, minute, n, size)
+            self._add(txn, BROKER_GET, minute, n, size)
+        elif kind == MESSAGE_SENT_BACK:
+            if record.get("decision") not in ("retry", "dlq") or not record.get("topic"):
+                return
+            name = f"{record['topic']}@{record['group']}".encode()
+            self._add(txn, SNDBCK_PUT + name, int(record["ts"]) // MINUTE_MS, 1, 0)
+        elif kind == ACCESS_DENIED:
+            reasons = record.get("reasons") or ()
+            for entry in reasons:  # [who, host, code, reason, n] (B-347)
+                _bump(txn, ACL_DENIED + str(entry[3]).encode(), self.total_db, int(entry[4]), 0)
+            if not reasons and int(record.get("requests") or 0):
+                _bump(txn, ACL_DENIED + b"unknown", self.total_db, int(record["requests"]), 0)
+
+    def _add(
+        self,
+        txn: lmdb.Transaction[bytes],
+        key: bytes,
+        minute: int,
+        n: int,
+        size: int,
+        *,
+        total: bool = True,
+    ) -> None:
+        if total:
+            _bump(txn, key, self.total_db, n, size)
+        if b"\x00" in key:  # the per-type total's minute is kept under the topic alone
+            return
+        _bump(txn, key + b"\x00" + U64.pack(max(minute, 0)), self.minute_db, n, size)
+
+    # ------------------------------------------------------------------ reads
+    def totals(self, txn: lmdb.Transaction[bytes], kind: bytes) -> Iterator[tuple[str, Counts]]:
+        """(name, totals) of one kind: TOPIC_PUT names are `topic NUL message type`."""
+        if self.total_db is None:  # a read-only view of a log written before the counts
+            return
+        for key, raw in prefixed(txn, self.total_db, kind):
+            if key != BUILT:
+                yield key[len(kind) :].decode(), Counts(*VALUE.unpack(raw))
+
+    def window(
+        self, txn: lmdb.Transaction[bytes], kind: bytes, name: str, first: int, end: int
+    ) -> Counts:
+        """The counts of `name` in the minutes [first, end) (minute numbers of broker time)."""
+        messages = size = recs = 0
+        for _, (m, s, r) in self.minutes(txn, kind, name, first, end):
+            messages, size, recs = messages + m, size + s, recs + r
+        return Counts(messages, size, recs)
+
+    def minutes(
+        self, txn: lmdb.Transaction[bytes], kind: bytes, name: str, first: int, end: int
+    ) -> Iterator[tuple[int, tuple[int, int, int]]]:
+        """(minute, (messages, bytes, records)) of `name` for each minute in [first, end) with any."""
+        if self.minute_db is None:
+            return
+        prefix = kind + name.encode() + b"\x00"
+        start, stop = prefix + U64.pack(max(first, 0)), prefix + U64.pack(max(end, 0))
+        for key, raw in prefixed(txn, self.minute_db, prefix, start=start, stop=stop):
+            yield U64.unpack(key[len(prefix) :])[0], VALUE.unpack(raw)
+
+    def names(self, txn: lmdb.Transaction[bytes], kind: bytes) -> list[str]:
+        """The names with minute counts of one kind (topics, or `topic@group`)."""
+        out: set[str] = set()
+        if self.minute_db is None:
+            return []
+        for key, _ in prefixed(txn, self.minute_db, kind):
+            out.add(key[len(kind) : -9].decode())
+        return sorted(out)
+
+    def ensure_built(self, log: RecordLog) -> bool:
+        """Count a log written before this projection existed; True if it had to (one transaction)."""
+        with log.env.begin() as txn:
+            if self.is_built(txn, log.last_seq):
+                return False
+        while True:
+            try:
+                with log.env.begin(write=True) as txn:
+                    for db in (self.total_db, self.minute_db):
+                        txn.drop(db, delete=False)
+                    for key, raw in txn.cursor(db=log.log_db):
+                        self.apply(txn, records.key_seq(key), records.unpack(raw))
+                return True
+            except lmdb.MapFullError:
+                log.env.set_mapsize(log.env.info()["map_size"] * 2)
+
+
+def _bump(txn: lmdb.Transaction[bytes], key: bytes, db: Any, n: int, size: int) -> None:
+    raw = txn.get(key, db=db)
+    m, s, r = VALUE.unpack(raw) if raw is not None else (0, 0, 0)
+    txn.put(key, VALUE.pack(m + n, s + size, r + 1), db=db)
