@@ -49,6 +49,10 @@ class BrokerConfig:
     brokerRole: str = "ASYNC_MASTER"  # ASYNC_MASTER | SYNC_MASTER | SLAVE
     brokerPermission: int = 6
     haListenPort: int = 10912
+    # --- automatic fail-over (es_broker/ha/election.py, B-370..B-389): etcd://H:P[,H:P...]; "" is off
+    ha_coordinator: str = ""
+    ha_node_id: str = ""  # this node's name, unique in its broker group
+    ha_lease_ms: int = 10_000  # the leader key's lease; a dead leader is replaced after it
     # --- store (MessageStoreConfig)
     storePathRootDir: str = field(default_factory=default_store_root)
     flushDiskType: str = ASYNC_FLUSH
