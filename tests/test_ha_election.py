@@ -289,7 +289,9 @@ async def test_a_leader_cut_off_from_etcd_stops_writes_and_resumes_with_it(tmp_p
             f"\nwrites refused {time.monotonic() - stopped_at:.2f} s after etcd stopped: {r.remark}"
         )
         assert "lease" in (r.remark or "")
-        assert [m.body for m in bodies(await w.pull(lp.addr, GROUP, TOPIC, 0, 0))] == [b"before"]
+        # reads go on (the sends taken within the lease before the fence are there too)
+        assert [m.body for m in bodies(await w.pull(lp.addr, GROUP, TOPIC, 0, 0))][0] == b"before"
+        assert (await w.send(lp.addr, TOPIC, 0, b"still")).code == ResponseCode.SERVICE_NOT_AVAILABLE
         rt = await w.runtime(group.nodes[other].addr)
         assert rt["brokerRole"] == "SLAVE"
         await group.etcd.start()
