@@ -23,17 +23,19 @@ from es_broker.client.config import ClientConfig
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
-from es_broker.remoting.codes import EsRequestCode, ResponseCode
+from es_broker.remoting.codes import ResponseCode
 from tests.etcd_fixtures import Group, etcd_keys, following, leader, start_group
 from tests.ha_fixtures import SLOW_MACHINE_MS, Wire, bodies
-from tests.helpers import cli_checked, wait_until
+from tests.helpers import cli_checked, cli_ok, wait_until
 
 TOPIC = "FailoverTopic"
 GROUP = "FailoverGroup"
 QUEUES = 4
 LEASE_MS = 2000
 KILLS = int(os.environ.get("ES_HA_KILLS", "3"))
-QUICK_ROUTES = ClientConfig(poll_name_server_interval=0.2, heartbeat_broker_interval=0.5)
+# no route poll to speak of: the producer finds the new leader because a lost connection to a
+# broker refreshes the routes at once (B-388)
+NO_ROUTE_POLL = ClientConfig(poll_name_server_interval=3600, heartbeat_broker_interval=0.5)
 
 
 @dataclass
@@ -117,7 +119,7 @@ async def producer_for(group: Group, nursery: trio.Nursery) -> Producer:
         "FailoverProducer",
         instance_name="p",
         client_ip="127.0.0.1",
-        client_config=QUICK_ROUTES,
+        client_config=NO_ROUTE_POLL,
     )
     await producer.start(nursery)
     return producer
@@ -132,7 +134,8 @@ async def caught_up_all(w: Wire, group: Group, leader_addr: str, but: str) -> bo
 
 async def test_sync_master_killed_again_and_again_loses_nothing_acknowledged(tmp_path, nursery):
     """Three SYNC_MASTER nodes, the leader killed -9 ES_HA_KILLS times under load: a follower takes
-    over by itself, the other follows it, every acknowledged message is readable afterwards with
+    over by itself, the other follows it, the producer (route poll 1 h) finds the new leader because
+    a lost broker connection refreshes its routes, every acknowledged message is readable afterwards with
     its body and msgId at its queue position, committed offsets never go back, writes resume,
     and every node's log verifies."""
     group = await start_group(
@@ -291,7 +294,9 @@ async def test_a_leader_cut_off_from_etcd_stops_writes_and_resumes_with_it(tmp_p
         assert "lease" in (r.remark or "")
         # reads go on (the sends taken within the lease before the fence are there too)
         assert [m.body for m in bodies(await w.pull(lp.addr, GROUP, TOPIC, 0, 0))][0] == b"before"
-        assert (await w.send(lp.addr, TOPIC, 0, b"still")).code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert (
+            await w.send(lp.addr, TOPIC, 0, b"still")
+        ).code == ResponseCode.SERVICE_NOT_AVAILABLE
         rt = await w.runtime(group.nodes[other].addr)
         assert rt["brokerRole"] == "SLAVE"
         await group.etcd.start()
@@ -327,11 +332,24 @@ async def test_a_planned_switch_over_hands_the_lead_to_the_named_follower_withou
         for i in range(20):
             assert (await w.send(lp.addr, TOPIC, i % QUEUES, f"m{i}".encode())).code == 0
         target = others[-1]  # not the one a tie would pick
-        r = await w.call(lp.addr, EsRequestCode.HA_SWITCH, {"to": target}, timeout=30)
-        assert r.code == ResponseCode.SUCCESS, r.remark
+        done = await cli_ok(
+            "admin", "-n", group.namesrv.addr, "haSwitch", "-b", lp.addr, "-t", target
+        )
+        assert f"from {name} to {target}" in done.stdout
         new_name, new = await leader(w, group, not_node=name)
         assert new_name == target
         await wait_until("the old leader follows", lambda: following(w, group, name, new.addr), 60)
+        status = await cli_ok("admin", "haStatus", "-b", new.addr)
+        assert (
+            "haEpoch" in status.stdout
+            and f"haLeader                        : {target}" in status.stdout
+        )
+        rows = json.loads(
+            (await cli_ok("admin", "-n", group.namesrv.addr, "clusterList", "--json")).stdout
+        )
+        assert {(r["brokerId"] == 0, r["role"], r["epoch"]) for r in rows} >= {
+            (True, "SYNC_MASTER", "2")
+        }
         stored = await all_messages(w, new.addr)
         assert sorted(b for _, b in stored.values()) == sorted(f"m{i}".encode() for i in range(20))
         assert (await w.send(new.addr, TOPIC, 0, b"after")).code == ResponseCode.SUCCESS
