@@ -78,7 +78,8 @@ async def serve_ha(
         lease_ms=config.ha_lease_ms,
         sync=leader_role == "SYNC_MASTER",
     )
-    coordinator.position = lambda: last_seq_on_disk(config)
+    on_disk = last_seq_on_disk(config)
+    coordinator.position = lambda: on_disk  # nothing else opens the data directory meanwhile
     try:
         async with trio.open_nursery() as nursery:
             await coordinator.join(f"{config.brokerIP1}:{config.listenPort}")
@@ -120,11 +121,15 @@ async def _run_term(
         role_config = config.replace(brokerRole="SLAVE", brokerId=coordinator.broker_id)
         view = await coordinator.view()
         await trio.to_thread.run_sync(set_aside, role_config, coordinator.node, view.epochs)
+        # the data directory is closed again: its last record, read once (LMDB opens an
+        # environment once per process, so nothing reads it while a server has it open)
+        on_disk = last_seq_on_disk(config)
+        coordinator.position = lambda: on_disk
     term = HaTerm(coordinator, lead, leader_role)
     server = make_server(role_config, term)
+    coordinator.position = lambda: server.broker.store.log.last_seq
     async with trio.open_nursery() as run:
         await run.start(server.run, host)
-        coordinator.position = lambda: server.broker.store.log.last_seq
         announce(server, term)
         if not lead.mine and pending_report(config.storePathRootDir) is not None:
             run.start_soon(_report_set_aside, server, lead.addr)
@@ -148,9 +153,9 @@ async def _run_term(
                 term.lead = lead = new
                 continue
             break
-        coordinator.position = lambda: server.broker.store.log.last_seq
+        final = server.broker.store.log.last_seq
+        coordinator.position = lambda: final  # the server closes its store as it stops
         run.cancel_scope.cancel()
-    coordinator.position = lambda: last_seq_on_disk(config)
     return new
 
 
