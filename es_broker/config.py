@@ -51,6 +51,11 @@ class BrokerConfig:
     haListenPort: int = 10912
     # the periodic full registration in RegisterBrokerBody's compressed form (B-392)
     compressedRegister: bool = False
+
+    # --- automatic fail-over (es_broker/ha/election.py, B-370..B-389): etcd://H:P[,H:P...]; "" is off
+    ha_coordinator: str = ""
+    ha_node_id: str = ""  # this node's name, unique in its broker group
+    ha_lease_ms: int = 10_000  # the leader key's lease; a dead leader is replaced after it
     # --- store (MessageStoreConfig)
     storePathRootDir: str = field(default_factory=default_store_root)
     flushDiskType: str = ASYNC_FLUSH

@@ -755,9 +755,29 @@ async def open_transactions(admin: Admin, a: argparse.Namespace) -> list[dict[st
 @verb(
     "clusterList",
     lambda rows: table(
-        ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#Peer Requests"],
         [
-            [r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"], r["peers"]]
+            "#Cluster Name",
+            "#Broker Name",
+            "#BID",
+            "#Addr",
+            "#Version",
+            "#Peer Requests",
+            "#Role",
+            "#Epoch",
+            "#Lag",
+        ],
+        [
+            [
+                r["cluster"],
+                r["brokerName"],
+                r["brokerId"],
+                r["addr"],
+                r["version"],
+                r["peers"],
+                r.get("role", ""),
+                r.get("epoch", ""),
+                r.get("lag", ""),
+            ]
             for r in rows
         ],
     ),
@@ -768,6 +788,7 @@ async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, An
     for cluster, names in sorted(info.cluster_addr_table.items()):
         for name in names:
             for bid, addr in sorted(info.broker_addr_table[name].broker_addrs.items()):
+                runtime = {}
                 try:
                     runtime = await admin.broker_runtime(addr)
                 except (AdminError, RemotingError):
@@ -784,9 +805,43 @@ async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, An
                         "addr": addr,
                         "version": version,
                         "peers": peers,
+                        **ha_columns(runtime),
                     }
                 )
     return rows
+
+
+def ha_columns(runtime: dict[str, str]) -> dict[str, str]:
+    """A node's role, fail-over epoch and lag in records behind its master (B-387)."""
+    lag = ""
+    if runtime.get("brokerRole") == "SLAVE" and runtime.get("haMasterLastSeq"):
+        lag = str(max(int(runtime["haMasterLastSeq"]) - int(runtime.get("haAppliedSeq", 0)), 0))
+    elif runtime.get("brokerRole"):
+        lag = "0"
+    return {
+        "role": runtime.get("brokerRole", ""),
+        "epoch": runtime.get("haEpoch", ""),
+        "lag": lag,
+    }
+
+
+HA_STATUS_KEYS = ("brokerRole", "brokerId", "recordLogLastSeq")
+
+
+@verb("haStatus", lambda r: "\n".join(f"{k:<32}: {v}" for k, v in sorted(r.items())))
+@opt("-b", "--brokerAddr", required=True)
+async def ha_status(admin: Admin, a: argparse.Namespace) -> dict[str, str]:
+    """A node's fail-over state: node, epoch, leader, fence, replication (B-387)."""
+    runtime = await admin.broker_runtime(a.brokerAddr)
+    return {k: v for k, v in runtime.items() if k.startswith("ha") or k in HA_STATUS_KEYS}
+
+
+@verb("haSwitch", lambda r: f"switch-over from {r.get('from')} to {r.get('to')} done")
+@opt("-b", "--brokerAddr", required=True, help="the leader's address")
+@opt("-t", "--to", required=True, help="the follower's ha_node_id")
+async def ha_switch(admin: Admin, a: argparse.Namespace) -> dict[str, str]:
+    """Planned switch-over: the leader stops writes, waits for the follower to hold them all, hands over."""
+    return await admin.ha_switch(a.brokerAddr, a.to)
 
 
 @verb("brokerStatus", lambda r: "\n".join(f"{k:<32}: {v}" for k, v in sorted(r.items())))

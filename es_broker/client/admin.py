@@ -550,6 +550,13 @@ class Admin:
         r = await self._ok(addr, "broker status", request(RequestCode.GET_BROKER_RUNTIME_INFO))
         return KVTable.decode(r.body).table
 
+    async def ha_switch(self, addr: str, to: str) -> dict[str, str]:
+        """HA_SWITCH (B-386): the leader at addr hands its group's leader key to follower node `to`."""
+        r = await self._ok(
+            addr, "switch-over", request(EsRequestCode.HA_SWITCH, {"to": to}), timeout=60.0
+        )
+        return dict(r.ext_fields)
+
     # ------------------------------------------------------------------ broker operations
     async def broker_config(self, addr: str) -> dict[str, str]:
         """GET_BROKER_CONFIG: the broker's settings as it runs (its secret key left out)."""

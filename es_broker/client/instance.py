@@ -52,6 +52,8 @@ from es_broker.remoting.errors import BodyDecodeError
 from es_broker.remoting.message import MessageDecodeError, decode_one
 from es_broker.remoting.peer_outcomes import PeerRequests
 
+LOST_ROUTE_GAP = 0.05  # s between a lost broker connection and the route refresh it asks for
+
 log = logging.getLogger(__name__)
 
 LANGUAGE = LanguageCode.PYTHON
@@ -142,6 +144,7 @@ class ClientInstance:
         self.unregistrations = PeerRequests("unregistration from broker", log)
         self._reset_lock = anyio.Lock()  # Java's synchronized resetOffset
         self._heartbeat_now = anyio.Event()
+        self._routes_now = anyio.Event()  # a broker's connection was lost: refresh the routes now
         self._tasks = TaskGroup()
         self._users = 0
         self._remoting: RemotingClient | None = None
@@ -190,6 +193,7 @@ class ClientInstance:
                 credentials=self.config.credentials,
                 tls=client_tls(self.config),
             )
+            client.on_connection_lost = self._connection_lost
             task_status.started(client)
             try:
                 await anyio.sleep_forever()
@@ -373,9 +377,18 @@ class ClientInstance:
             topics.update(consumer.subscribed_topics())
         return topics
 
+    def _connection_lost(self, addr: str) -> None:
+        """A broker's connection failed or closed: its routes are asked for now, not at the next poll (B-388)."""
+        if any(addr in addrs.values() for addrs in self.broker_addrs.values()):
+            self._routes_now.set()
+
     async def _poll_routes(self) -> None:
         while True:
-            await anyio.sleep(self.config.poll_name_server_interval)
+            with anyio.move_on_after(self.config.poll_name_server_interval):
+                await self._routes_now.wait()
+                # pacing: many failing requests to one dead broker make one refresh, not one each
+                await anyio.sleep(LOST_ROUTE_GAP)
+            self._routes_now = anyio.Event()
             if self._producers:
                 await self.update_cluster_brokers()
             for topic in sorted(self._topics_in_use()):

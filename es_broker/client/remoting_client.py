@@ -83,10 +83,14 @@ class RemotingClient:
         self._channels: dict[str, Channel] = {}
         self._connecting: dict[str, anyio.Event] = {}
         self.on_request = on_request
+        # told the address of a connection that failed or closed (the client instance refreshes the
+        # routes at once, B-388); must not block
+        self.on_connection_lost: Callable[[str], None] = lambda addr: None
         self.credentials = credentials
         self.tls = tls
         # TlsSetupError at once, not per connect
         self._tls_context = tls.context() if tls is not None else None
+        self._closing = False
 
     def signed(self, command: RemotingCommand) -> RemotingCommand:
         """The command as it goes out: signed when the client has credentials."""
@@ -127,6 +131,7 @@ class RemotingClient:
             try:
                 tcp = await anyio.connect_tcp(host, port)
             except OSError as exc:
+                self.on_connection_lost(addr)
                 raise RemotingError(f"connect to {addr} failed: {exc}") from None
             stream: anyio.abc.ByteStream = tcp
             raw = None
@@ -204,6 +209,8 @@ class RemotingClient:
             channel.fail_pending()
             if self._channels.get(addr) is channel:
                 del self._channels[addr]
+            if not self._closing:
+                self.on_connection_lost(addr)
             await channel.aclose()
 
     async def _serve_request(self, channel: Channel, command: RemotingCommand) -> None:
@@ -215,6 +222,7 @@ class RemotingClient:
                 await channel.send(response)
 
     async def aclose(self) -> None:
+        self._closing = True
         for channel in list(self._channels.values()):
             await channel.aclose()
         self._channels.clear()

@@ -62,6 +62,7 @@ from es_broker.log.types import (
     PullOffsetMoved,
     TopicUpdated,
 )
+from es_broker.log.writer import WritesFenced
 from es_broker.projections.subscription_groups import default_group_config
 from es_broker.remoting.reply_properties import reply_topic
 
@@ -72,6 +73,7 @@ class Unrecorded(Enum):
     """A read that records, when its record could not be written."""
 
     DISK_FULL = "disk_full"
+    FENCED = "fenced"  # not the leader now (B-374): the read is answered, nothing recorded
 
 
 SYSTEM = "system"
@@ -170,8 +172,10 @@ class Broker:
     def close(self) -> None:
         self.store.close()
 
-    def _refusal(self, exc: StoreFullError | RecordOutOfRange) -> BrokerError:
+    def _refusal(self, exc: StoreFullError | RecordOutOfRange | WritesFenced) -> BrokerError:
         """A job the writer could not append, as the refusal a client gets."""
+        if isinstance(exc, WritesFenced):  # B-374: SERVICE_NOT_AVAILABLE with the reason
+            return ServiceNotAvailable(f"service not available now, writes are stopped: {exc}")
         if isinstance(exc, StoreFullError):  # a full disk: SERVICE_NOT_AVAILABLE (B-150)
             return self.disk_full_refusal()
         return IllegalRequest(str(exc))  # nothing was appended: a refusal, not a failure (B-138)
@@ -180,14 +184,14 @@ class Broker:
         """Run a job in the next group commit; a full disk refuses it with SERVICE_NOT_AVAILABLE (B-150)."""
         try:
             return await self.writer.submit(job)
-        except (StoreFullError, RecordOutOfRange) as exc:
+        except (StoreFullError, RecordOutOfRange, WritesFenced) as exc:
             raise self._refusal(exc) from None
 
     async def outcome(self, queued: Queued[T]) -> T:
         """The result of a job enqueued with the writer, refused as `submit` refuses."""
         try:
             return await self.writer.outcome(queued)
-        except (StoreFullError, RecordOutOfRange) as exc:
+        except (StoreFullError, RecordOutOfRange, WritesFenced) as exc:
             raise self._refusal(exc) from None
 
     @property
@@ -201,12 +205,14 @@ class Broker:
 
     async def _record_unless_full(
         self, job: Callable[[AppendContext], T]
-    ) -> T | Literal[Unrecorded.DISK_FULL]:
+    ) -> T | Literal[Unrecorded.DISK_FULL, Unrecorded.FENCED]:
         """For reads that record: the job's result, or DISK_FULL when the disk is full (nothing recorded)."""
         try:
             return await self.writer.submit(job)
         except StoreFullError:
             return Unrecorded.DISK_FULL
+        except WritesFenced:
+            return Unrecorded.FENCED
         except RecordOutOfRange as exc:  # nothing was appended: a refusal (B-138, B-139)
             raise self._refusal(exc) from None
 
@@ -331,7 +337,7 @@ class Broker:
         """`put_result` of a put whose commit is done (in its `then`), refused as `submit` refuses."""
         try:
             result = queued.result()
-        except (StoreFullError, RecordOutOfRange) as exc:
+        except (StoreFullError, RecordOutOfRange, WritesFenced) as exc:
             raise self._refusal(exc) from None
         return self._put_stored(result)
 
@@ -516,7 +522,7 @@ class Broker:
         answer_recorded = await self._record_unless_full(
             offsets.query_job(self.store, group, topic, queue_id, requester)
         )
-        if answer_recorded is not Unrecorded.DISK_FULL:
+        if not isinstance(answer_recorded, Unrecorded):
             return answer_recorded
         with self.store.read() as txn:  # the disk is full: the same answer, unrecorded (B-153)
             return offsets.decide_query(self.store, txn, group, topic, queue_id)
@@ -610,7 +616,7 @@ class Broker:
         created = await self._record_unless_full(
             lambda ctx: topics.find_or_create_group(self.store, ctx, group, requester)
         )
-        if created is not Unrecorded.DISK_FULL:
+        if not isinstance(created, Unrecorded):
             return created
         if not (self.config.autoCreateSubscriptionGroup or group.startswith("CID_RMQ_SYS_")):
             raise GroupNotExist(f"subscription group [{group}] does not exist, apply first please!")
@@ -693,7 +699,7 @@ class Broker:
 
         # a heartbeat is never refused for a full disk (B-153)
         seq = await self._record_unless_full(job)
-        return 0 if seq is Unrecorded.DISK_FULL else seq or 0
+        return 0 if isinstance(seq, Unrecorded) else seq or 0
 
     async def retention_pass(self, *, manual: bool = False) -> retention.RetentionPass:
         """One clean pass: expired commit-log files go, queue minimums are corrected (B-14..B-18).
@@ -701,7 +707,7 @@ class Broker:
         While the disk is full a pass is a probe of its own; refused, it did nothing.
         """
         done = await self._record_unless_full(retention.retention_job(self.store, manual=manual))
-        if done is not Unrecorded.DISK_FULL:
+        if not isinstance(done, Unrecorded):
             return done
         with self.store.read() as txn:
             return retention.RetentionPass(None, (), self.store.commitlog.phy_min(txn), None)
@@ -742,7 +748,7 @@ class Broker:
         if self.config.brokerRole == "SLAVE":
             return schedule.DeliveryPass((), 0, None, self.store.clock.now_ms())
         passed = await self._record_unless_full(schedule.deliver_due_job(self.store))
-        if passed is not Unrecorded.DISK_FULL:
+        if not isinstance(passed, Unrecorded):
             return passed
         # the disk is full: nothing delivered; the pass runs again when writes resume
         return schedule.DeliveryPass((), 0, None, self.store.clock.now_ms())
@@ -801,7 +807,7 @@ class Broker:
         if self.config.brokerRole == "SLAVE":
             return transaction.CheckPass((), 0, False, now)
         done = await self._record_unless_full(transaction.check_pass_job(self.store, live))
-        if done is Unrecorded.DISK_FULL:
+        if isinstance(done, Unrecorded):
             return transaction.CheckPass((), 0, False, now)
         return done
 

@@ -260,6 +260,10 @@ class Views:
                     readModel=readmodel_words(runtime),
                     # refusals and failures of what the broker sends on its own (B-316)
                     peerProblems=peer_problems(runtime),
+                    # automatic fail-over (B-387): the node, its epoch, whether it takes writes
+                    haNode=runtime.get("haNode", ""),
+                    haEpoch=runtime.get("haEpoch", ""),
+                    haFence=runtime.get("haFence", ""),
                     runtime=runtime,
                 )
                 brokers.append(row)

@@ -18,6 +18,7 @@ have completed a round.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -35,7 +36,12 @@ from es_broker.core.broker import Broker
 from es_broker.core.slave_broker import LogDiverged, ReplicatedBatch
 from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
 from es_broker.log import AppendContext, records
-from es_broker.log.types import MessagesStoredRecord, RecordType, SlaveCaughtUp
+from es_broker.log.types import (
+    HaRecordsSetAside,
+    MessagesStoredRecord,
+    RecordType,
+    SlaveCaughtUp,
+)
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 
@@ -43,6 +49,11 @@ MESSAGES_STORED = RecordType.MESSAGES_STORED
 
 
 log = logging.getLogger(__name__)
+
+
+class EpochMismatch(LogDiverged):
+    """A fetch of a slave that follows another fail-over epoch than this master's (B-375)."""
+
 
 Handler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand]]
 
@@ -86,6 +97,12 @@ class ReplicationMaster:
         )
         self.slave_phy_max = 0  # highest commit-log end any slave reported
         self._acked = trio.Event()
+        # automatic fail-over (B-370..B-389): the epoch this master leads (-1: no coordinator), what a
+        # SYNC_MASTER answer also waits for (the acknowledged sequence published in etcd), and who to
+        # tell when a follower of a newer epoch shows this master is not the leader any more
+        self.epoch = -1
+        self.publish_acked: Callable[[int, float], Awaitable[bool]] | None = None
+        self.on_superseded: Callable[[int], None] = lambda epoch: None
 
     @property
     def config(self) -> BrokerConfig:
@@ -95,6 +112,7 @@ class ReplicationMaster:
         return {
             EsRequestCode.HA_FETCH_RECORDS: self.fetch,
             EsRequestCode.HA_MERGE_SLAVE_OFFSETS: self.merge,
+            EsRequestCode.HA_REPORT_SET_ASIDE: self.record_set_aside,
         }
 
     def channel_closed(self, channel: Channel) -> None:
@@ -135,9 +153,13 @@ class ReplicationMaster:
             put_where = store.commitlog.phy_max(txn)
         if not self.slave_ok(put_where):
             return ResponseCode.SLAVE_NOT_AVAILABLE
-        with trio.move_on_after(self.config.slaveTimeout / 1000):
+        timeout = self.config.slaveTimeout / 1000
+        with trio.move_on_after(timeout):
             while self.acked_seq < seq:
                 await self._acked.wait()
+            if self.publish_acked is not None and not await self.publish_acked(seq, timeout):
+                # a slave holds it, but candidates could not know (etcd unreachable): not SEND_OK
+                return ResponseCode.FLUSH_SLAVE_TIMEOUT
             return ResponseCode.SUCCESS
         return ResponseCode.FLUSH_SLAVE_TIMEOUT
 
@@ -154,6 +176,7 @@ class ReplicationMaster:
     async def fetch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         fr = FetchRequest.from_command(req)
         store = self.broker.store
+        self._check_epoch(fr)
         self._check_history(fr)
         session = self.sessions.get(channel)
         if session is None or session.broker_id != fr.slave_id:
@@ -188,6 +211,16 @@ class ReplicationMaster:
         answer = self._read(fr.from_seq, fr.max_bytes)
         session.records_shipped += len(answer.batch.records)
         return answer.to_response(req)
+
+    def _check_epoch(self, fr: FetchRequest) -> None:
+        """Under a coordinator a slave follows this master's epoch only (B-375)."""
+        if self.epoch < 0 or fr.epoch == self.epoch:
+            return
+        if fr.epoch > self.epoch:
+            self.on_superseded(fr.epoch)
+        raise EpochMismatch(
+            f"the slave follows epoch {fr.epoch}, this master leads epoch {self.epoch}: refused"
+        )
 
     def _check_history(self, fr: FetchRequest) -> None:
         """The slave must stand on the master's history: no records beyond it, the same record below."""
@@ -251,6 +284,7 @@ class ReplicationMaster:
             ReplicatedBatch(from_seq, tuple(raws), tuple(payloads)),
             max(last, from_seq - 1),
             phy_max,
+            self.epoch,
         )
 
     # ------------------------------------------------------------------ merge
@@ -284,6 +318,37 @@ class ReplicationMaster:
             None,
             {"seq": outcome.seq, "policy": outcome.policy, "deliveries": outcome.deliveries},
         )
+
+    async def record_set_aside(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """A rejoining node's report of the records it set aside becomes `ha_records_set_aside` (B-381)."""
+        try:
+            report = json.loads(req.body or b"{}")
+            record = HaRecordsSetAside(
+                node=str(report["node"]),
+                epoch=int(report["epoch"]),
+                common_seq=int(report["common_seq"]),
+                first_seq=int(report["first_seq"]),
+                last_seq=int(report["last_seq"]),
+                messages=int(report["messages"]),
+                msg_ids=[str(m) for m in report["msg_ids"]],
+                export=str(report["export"]),
+                reason=str(report["reason"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IllegalRequest(f"set-aside report is malformed: {exc}") from None
+        seq = await self.broker.submit(
+            lambda ctx: ctx.append(record.to_record(self.broker.store.clock.now_ms()))
+        )
+        log.warning(
+            "node %s set aside records %d..%d (%d messages) of epoch %d: record %d",
+            record.node,
+            record.first_seq,
+            record.last_seq,
+            record.messages,
+            record.epoch,
+            seq,
+        )
+        return response_to(req, ResponseCode.SUCCESS, None, {"seq": seq})
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:

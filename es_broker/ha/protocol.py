@@ -49,6 +49,11 @@ def record_crc(raw: bytes | None) -> int:
     return zlib.crc32(raw) if raw else 0
 
 
+def _epoch(cmd: RemotingCommand) -> int:
+    epoch = cmd.get_int("epoch")
+    return -1 if epoch is None else epoch
+
+
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
     slave_id: int
@@ -58,20 +63,21 @@ class FetchRequest:
     slave_phy_max: int
     max_wait_ms: int
     max_bytes: int = DEFAULT_MAX_BYTES
+    epoch: int = -1  # the fail-over epoch the slave follows (B-375); -1: no coordinator
 
     def to_command(self) -> RemotingCommand:
-        return request(
-            EsRequestCode.HA_FETCH_RECORDS,
-            {
-                "slaveId": self.slave_id,
-                "slaveAddr": self.slave_addr,
-                "fromSeq": self.from_seq,
-                "lastRecordCrc": self.last_record_crc,
-                "slavePhyMax": self.slave_phy_max,
-                "maxWaitMillis": self.max_wait_ms,
-                "maxBytes": self.max_bytes,
-            },
-        )
+        fields: dict[str, object] = {
+            "slaveId": self.slave_id,
+            "slaveAddr": self.slave_addr,
+            "fromSeq": self.from_seq,
+            "lastRecordCrc": self.last_record_crc,
+            "slavePhyMax": self.slave_phy_max,
+            "maxWaitMillis": self.max_wait_ms,
+            "maxBytes": self.max_bytes,
+        }
+        if self.epoch >= 0:
+            fields["epoch"] = self.epoch
+        return request(EsRequestCode.HA_FETCH_RECORDS, fields)
 
     @classmethod
     def from_command(cls, cmd: RemotingCommand) -> FetchRequest:
@@ -83,6 +89,7 @@ class FetchRequest:
             cmd.require_long("slavePhyMax"),
             max(cmd.require_int("maxWaitMillis"), 0),
             max(cmd.get_int("maxBytes", DEFAULT_MAX_BYTES) or 1, 1),
+            _epoch(cmd),
         )
 
 
@@ -91,6 +98,7 @@ class FetchAnswer:
     batch: ReplicatedBatch
     master_last_seq: int
     master_phy_max: int
+    epoch: int = -1  # the master's fail-over epoch; -1: no coordinator
 
     def to_response(self, req: RemotingCommand) -> RemotingCommand:
         body = msgpack.packb(
@@ -105,6 +113,7 @@ class FetchAnswer:
                 "count": len(self.batch.records),
                 "masterLastSeq": self.master_last_seq,
                 "masterPhyMax": self.master_phy_max,
+                "epoch": self.epoch,
             },
             body,
         )
@@ -121,7 +130,12 @@ class FetchAnswer:
             tuple(records),
             tuple((int(phy), data) for phy, data in payloads),
         )
-        return cls(batch, resp.require_long("masterLastSeq"), resp.require_long("masterPhyMax"))
+        return cls(
+            batch,
+            resp.require_long("masterLastSeq"),
+            resp.require_long("masterPhyMax"),
+            _epoch(resp),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,7 @@ class SlaveReplicator:
         self.broker = broker
         self.client = client
         self.fixed_master = master_addr  # --master: never replaced by what the name server says
+        self.epoch = -1  # the fail-over epoch followed (B-375); -1: no coordinator
         self.master_addr = master_addr
         self.own_addr = own_addr
         self.on_stored = on_stored
@@ -96,6 +97,12 @@ class SlaveReplicator:
             self._master_known.set()
         else:
             self._master_known = trio.Event()
+
+    def follow(self, addr: str, epoch: int) -> None:
+        """The coordinator names the master and its epoch (B-370): the next round fetches from it."""
+        self.fixed_master = self.master_addr = addr
+        self.epoch = epoch
+        self._master_known.set()
 
     # ------------------------------------------------------------------ the loop
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -164,6 +171,11 @@ class SlaveReplicator:
                     f"master {addr} refused the fetch from {request.from_seq}: {response.remark}"
                 )
             answer = FetchAnswer.from_response(response)
+            if self.epoch >= 0 and answer.epoch != self.epoch:
+                raise ReplicationRefused(
+                    f"master {addr} answered for epoch {answer.epoch}, this slave follows epoch "
+                    f"{self.epoch}: its records are refused"
+                )
             if not self.connected:
                 log.info("replicating from master %s from seq %d", addr, request.from_seq)
                 self.connected, self._failing_since = True, None
@@ -204,6 +216,7 @@ class SlaveReplicator:
             record_crc(raw),
             phy_max,
             hold_ms,
+            epoch=self.epoch,
         )
 
     async def _apply(self, answer: FetchAnswer) -> None:

@@ -35,6 +35,8 @@ class RecordType(enum.StrEnum):
     DEAD_LETTER_REDRIVEN = "dead_letter_redriven"
     DELAYED_MESSAGE_SKIPPED = "delayed_message_skipped"
     DELIVERIES_UNRECORDED = "deliveries_unrecorded"
+    HA_PROMOTED = "ha_promoted"
+    HA_RECORDS_SET_ASIDE = "ha_records_set_aside"
     MESSAGE_SENT_BACK = "message_sent_back"
     MESSAGES_DELIVERED = "messages_delivered"
     MESSAGES_STORED = "messages_stored"
@@ -395,6 +397,39 @@ class SlaveCaughtUp(TypedRecord):
     seq: int
     connected_at: int
     records_shipped: int
+
+
+@typed
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class HaPromoted(TypedRecord):
+    """A node took its group's leader key in etcd (B-370..B-389): the first record of its epoch."""
+
+    TYPE = RecordType.HA_PROMOTED
+    epoch: int
+    node: str
+    addr: str
+    role: str  # SYNC_MASTER | ASYNC_MASTER
+    old_leader: str  # "" for the group's first leader
+    old_acked_seq: int  # the acknowledged sequence the old leader published (SYNC_MASTER), else 0
+    last_seq: int  # this node's last record when it took the key: the common point of both epochs
+    reason: str  # elected | switch_over
+
+
+@typed
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class HaRecordsSetAside(TypedRecord):
+    """A former leader (or follower) rejoined holding records the new history lacks (B-370..B-389)."""
+
+    TYPE = RecordType.HA_RECORDS_SET_ASIDE
+    node: str
+    epoch: int  # the epoch that node knew
+    common_seq: int  # it was truncated to this record
+    first_seq: int
+    last_seq: int
+    messages: int  # messages among the records set aside
+    msg_ids: list[str]
+    export: str  # where the node wrote them (its data directory), export format with the reason
+    reason: str
 
 
 @typed

@@ -50,6 +50,10 @@ class ResumeRecords(Protocol):
     def refused(self) -> None: ...
 
 
+class WritesFenced(Exception):
+    """The log takes no writes now: this broker no longer holds (or cannot renew) its leader lease."""
+
+
 def _nothing(ctx: AppendContext) -> None:
     return None
 
@@ -155,6 +159,8 @@ class GroupCommitWriter:
         self._next_probe = 0.0
         self.resume: ResumeRecords | None = None
         self.on_resumed: Callable[[], None] = lambda: None
+        # why this log takes no writes now (a leader that cannot renew its lease, B-374); None: it does
+        self.fence: Callable[[], str | None] = lambda: None
 
     @property
     def disk_full(self) -> bool:
@@ -307,6 +313,10 @@ class GroupCommitWriter:
         was kept aside and the last sequence before; None when the batch was refused without a write."""
         if hops.ON:
             _stamp(batch, hops.PICKED)
+        reason = self.fence()
+        if reason is not None:  # every job refused, nothing written (B-374)
+            self._complete(batch, [(False, WritesFenced(reason))] * len(batch))
+            return None
         refused = self._refused_fast(batch)
         if refused is not None:
             self._complete(batch, refused)

@@ -253,3 +253,7 @@ class EsRequestCode(IntEnum):
     # master's tail, which also acknowledges N - 1; and the merge of offsets a slave took alone (S-5)
     HA_FETCH_RECORDS = 9280
     HA_MERGE_SLAVE_OFFSETS = 9281
+    # automatic fail-over (B-380): a rejoining node reports the records it set aside to its new leader
+    HA_REPORT_SET_ASIDE = 9282
+    # a planned switch-over (es-broker admin haSwitch): the leader hands its key to a named follower
+    HA_SWITCH = 9283

@@ -27,10 +27,11 @@ from es_broker.core.broker import WriterClosed
 from es_broker.core.slave_broker import SlaveBroker, merge_own_journal, open_broker
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
+from es_broker.ha.term import HaTerm
 from es_broker.readmodel.process import read_position
 from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
-from es_broker.remoting.codes import RequestCode
+from es_broker.remoting.codes import EsRequestCode, RequestCode
 from es_broker.remoting.command import request
 from es_broker.remoting.peer_outcomes import NONE, PeerRequests
 from es_broker.server.acl_processors import AclProcessors
@@ -88,7 +89,10 @@ class BrokerServer:
         tls: ServerTls | None = None,
         audit: AclAudit | None = None,
         local_namesrv: InProcessNameServer | None = None,
+        ha: HaTerm | None = None,
     ) -> None:
+        # automatic fail-over (B-370..B-389): this run's term in its group's election, or None
+        self.ha = ha
         # the name server of this process: registered with directly, never over the wire (B-313)
         self.local_namesrv = local_namesrv
         # what the name servers answered the registrations (B-315)
@@ -125,9 +129,18 @@ class BrokerServer:
         self.replicator: SlaveReplicator | None = None
         if config.brokerRole == "SYNC_MASTER":
             self.processors.replication = self.replication
+        if ha is not None and ha.lead.mine and self.replication is not None:
+            coordinator = ha.coordinator
+            self.replication.epoch = ha.lead.epoch
+            if config.brokerRole == "SYNC_MASTER":
+                self.replication.publish_acked = coordinator.publish_acked
+            self.replication.on_superseded = coordinator.note_superseded
+            self.broker.writer.fence = coordinator.fence
         self.processors.ha_status = self.ha_status
         self.processors.access = access  # reads filtered to the caller's perms (B-350, B-351)
         ha_handlers = self.replication.handlers() if self.replication else {}
+        if ha is not None:
+            ha_handlers[EsRequestCode.HA_SWITCH] = ha.switch
         acl_handlers = AclProcessors(
             access,
             lambda: self.broker.store.clock.now_ms(),
@@ -238,6 +251,8 @@ class BrokerServer:
             status.update(self.replication.status())
         if self.replicator is not None:
             status.update(self.replicator.status())
+        if self.ha is not None:
+            status.update(self.ha.status())
         status.update(self.readmodel_status())
         return status
 
@@ -298,6 +313,10 @@ class BrokerServer:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.broker.run)
+                if self.ha is not None and self.ha.lead.mine:
+                    await self.ha.record_promotion(self.broker)
+                    if self.config.brokerRole == "SYNC_MASTER":
+                        nursery.start_soon(self.ha.coordinator.acked_publisher, self.ha.lead.epoch)
                 if self.config.brokerRole != "SLAVE":
                     await self._merge_journal_of_a_former_slave()
                 self.port = await nursery.start(
@@ -318,6 +337,8 @@ class BrokerServer:
                         own_addr=lambda: self.addr,
                         on_stored=self.holds.notify,
                     )
+                    if self.ha is not None:  # the coordinator names the master and its epoch
+                        self.replicator.follow(self.ha.lead.addr, self.ha.lead.epoch)
                     nursery.start_soon(self.replicator.run)
                 if self.access is not None:
                     if self.audit is not None:
@@ -614,19 +635,37 @@ async def serve(args: ServeOptions) -> None:
                 namesrv = f"{ns_host}:{bound}"
         if args.role == "namesrv":
             return
-        server: BrokerServer = await nursery.start(
-            BrokerServer(
-                config,
+
+        def make_server(cfg: BrokerConfig, ha: HaTerm | None = None) -> BrokerServer:
+            return BrokerServer(
+                cfg,
                 [a for a in namesrv.split(";") if a],
-                readmodel_url=readmodel_url_for(args.readmodel_url, config.storePathRootDir),
+                readmodel_url=readmodel_url_for(args.readmodel_url, cfg.storePathRootDir),
                 master_addr=args.master,
                 access=broker_access,
                 tls=tls,
                 audit=audit,
                 local_namesrv=local_namesrv,
-            ).run,
-            host,
-        )
+                ha=ha,
+            )
+
+        if config.ha_coordinator:  # the role comes from the group's election (B-370)
+            from es_broker.server.failover import serve_ha
+
+            def announce(server: BrokerServer, term: HaTerm) -> None:
+                lead = term.lead
+                role = "leader" if lead.mine else f"follower of {lead.node} ({lead.addr})"
+                print(
+                    f"es-broker {config.brokerName} listening on {server.addr}, data in "
+                    f"{config.storePathRootDir}, name server {namesrv}, ha node "
+                    f"{config.ha_node_id} {role} epoch {lead.epoch}, "
+                    f"{server.config.brokerRole} brokerId {server.config.brokerId}",
+                    flush=True,
+                )
+
+            await nursery.start(serve_ha, config, make_server, host, announce)
+            return
+        server: BrokerServer = await nursery.start(make_server(config).run, host)
         role = (
             ""
             if config.brokerRole == "ASYNC_MASTER"
@@ -693,6 +732,12 @@ def _with_role(config: BrokerConfig, args: ServeOptions) -> BrokerConfig:
         raise ValueError(
             f"brokerRole {config.brokerRole!r} is not ASYNC_MASTER, SYNC_MASTER or SLAVE"
         )
+    if config.ha_coordinator:  # brokerRole is the role a leader takes; ids come from etcd (B-370)
+        if args.master:
+            raise ValueError(
+                "--master and ha_coordinator exclude each other: etcd names the master"
+            )
+        return config.replace(brokerId=0)
     if config.brokerRole == "SLAVE":
         if config.brokerId <= 0:
             raise ValueError("a slave's brokerId must be > 0 (--broker-id N)")
