@@ -20,6 +20,7 @@ from es_broker.projections import (
 )
 from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
+from es_broker.projections.history import HistoryProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.time_index import TimeIndexProjection
@@ -42,6 +43,7 @@ class Store:
     keyindex: KeyIndexProjection
     txns: TransactionProjection
     broker_settings: BrokerSettingsProjection
+    history: HistoryProjection
     settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock
 
