@@ -233,14 +233,16 @@ def scan(
     topic: str | None = None,
     types: Iterable[str] | None = None,
     seqs: Iterable[int] | None = None,
-) -> Iterator[tuple[int, Record]]:
+    with_time: bool = False,
+) -> Iterator[Any]:
     """(seq, record) of the sealed segments' records that may match, oldest first.
 
     The conditions are pushed down to the Parquet reader (row groups whose
     statistics rule them out are not read): `group` and `topic` keep the
     records that name that group or topic, or none at all; `types` the records
     of those types; `seqs` those sequence numbers. A caller still applies its
-    own test to each record: the pushdown only leaves records out.
+    own test to each record: the pushdown only leaves records out. With
+    `with_time`, (seq, record, effective time) from the `time` column.
     """
     import pyarrow.dataset as ds
 
@@ -257,22 +259,24 @@ def scan(
     if types is not None:
         both(ds.field("type").isin(sorted(types)))
     wanted = sorted(set(seqs)) if seqs is not None else None
+    columns = ["seq", "raw", "time"] if with_time else ["seq", "raw"]
     for segment in segments:
+        where = condition
         if wanted is not None:
             inside = [s for s in wanted if segment["first_seq"] <= s <= segment["last_seq"]]
             if not inside:
                 continue
-            table = _records_table(
-                segment["location"],
-                ["seq", "raw"],
-                _and(condition, ds.field("seq").isin(inside)),
-            )
+            where = _and(condition, ds.field("seq").isin(inside))
+        table = _records_table(segment["location"], columns, where)
+        seq_col, raw_col = table.column("seq").to_pylist(), table.column("raw").to_pylist()
+        if with_time:
+            for seq, raw, time in zip(
+                seq_col, raw_col, table.column("time").to_pylist(), strict=True
+            ):
+                yield seq, records.unpack(raw), time
         else:
-            table = _records_table(segment["location"], ["seq", "raw"], condition)
-        for seq, raw in zip(
-            table.column("seq").to_pylist(), table.column("raw").to_pylist(), strict=True
-        ):
-            yield seq, records.unpack(raw)
+            for seq, raw in zip(seq_col, raw_col, strict=True):
+                yield seq, records.unpack(raw)
 
 
 def _and(a: Any, b: Any) -> Any:
