@@ -12,7 +12,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from es_broker.cli import admin, readmodel, replay, serve, timetravel
+    from es_broker.cli import admin, history, readmodel, replay, serve, timetravel
 
     parser = argparse.ArgumentParser(prog="es-broker", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(sub)
     timetravel.add_parsers(sub)  # offsets, history, acl, export
     readmodel.add_parser(sub)
+    history.add_parser(sub)  # archive
     from es_broker.dashboard import add_parser as add_dashboard_parser
 
     add_dashboard_parser(sub)

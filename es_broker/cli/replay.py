@@ -28,7 +28,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         differences = compare(args.data_dir, args.against)
     else:
         with progress("verify: replay") as tell:
-            differences = verify(args.data_dir, tell)
+            differences = verify(args.data_dir, tell, full=args.full)
     if args.json:
         print(
             json.dumps(
@@ -39,7 +39,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         for d in differences:
             print(d.describe())
     else:
-        what = f"{args.against}" if args.against else "a replay of its log"
+        what = (
+            f"{args.against}"
+            if args.against
+            else "a replay of its whole history, archive and hot log"
+            if args.full
+            else "a replay of its log"
+        )
         print(f"OK: every projection of {args.data_dir} equals {what}")
     return 1 if differences else 0
 
@@ -113,6 +119,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--data-dir", required=True)
     p.add_argument("--against", help="compare with another data directory instead (e.g. a slave)")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="replay from the first record, the archive's sealed segments first (B-407)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_verify)
 

@@ -249,22 +249,31 @@ def _cmd_history(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- acl
 
 
+def acl_answer(
+    data_dir: str, at: int, topic: str, group: str | None, window_ms: int
+) -> dict[str, Any]:
+    """`acl --at`'s answer: the ACL records of the archive (read by type) and of the hot log (B-408)."""
+    from es_broker.commands.acl_audit import DENIED, LOADED, access_at
+    from es_broker.commands.store import Store
+    from es_broker.config import BrokerConfig
+    from es_broker.history.reader import Reading
+
+    open_log_readonly(data_dir).close()  # FileNotFoundError without broker data
+    store = Store.open(data_dir, BrokerConfig(storePathRootDir=data_dir), readonly=True)
+    try:
+        reading = Reading(store, types=(LOADED, DENIED))
+        answer = access_at(reading.timed(), at, topic, group, window_ms=window_ms)
+    finally:
+        store.close()
+    answer["read_from"] = reading.sources
+    return answer
+
+
 def _cmd_acl(args: argparse.Namespace) -> int:
     """Who could write/read a topic at a time (the ACL load in force), and who was refused around it."""
-    from es_broker.commands.acl_audit import access_at
 
     at = parse_time(args.at)
-    record_log = open_log_readonly(args.data_dir)
-    try:
-        reader = record_log.read()
-        try:
-            answer = access_at(
-                reader, at, args.topic, args.group, window_ms=int(args.window * 1000)
-            )
-        finally:
-            reader.close()
-    finally:
-        record_log.close()
+    answer = acl_answer(args.data_dir, at, args.topic, args.group, int(args.window * 1000))
     if args.json:
         print(json.dumps(answer))
         return 0

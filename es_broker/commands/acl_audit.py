@@ -438,18 +438,24 @@ def verdicts(load: Mapping[str, Any], topic: str, group: str | None = None) -> l
 
 
 def access_at(
-    records: Iterable[tuple[int, Record]],
+    records: Iterable[tuple[int, Record]] | Iterable[tuple[int, Record, int]],
     at: int,
     topic: str,
     group: str | None = None,
     window_ms: int = 300_000,
 ) -> dict[str, Any]:
-    """Who could write/read `topic` at time `at` (effective time, B-132), and the refusals around it."""
+    """Who could write/read `topic` at time `at` (effective time, B-132), and the refusals around it.
+
+    `records` are (seq, record), or (seq, record, effective time) when the
+    reader knows it (the archive's rows, B-408), so they may be only the ACL's.
+    """
     running = 0  # effective time: the largest ts so far (families.RunningTime, the time index)
     load: tuple[int, int, Record] | None = None
     denials: list[dict[str, Any]] = []
-    for seq, record in records:
-        running = time = max(running, int(record.get("ts") or 0), 0)
+    for item in records:
+        seq, record = item[0], item[1]
+        known = item[2] if len(item) > 2 else 0
+        running = time = max(running, known, int(record.get("ts") or 0), 0)
         kind = record.get("type")
         if kind == LOADED and time <= at:
             load = (seq, time, record)

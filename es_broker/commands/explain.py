@@ -39,6 +39,13 @@ START_RULES = {
 }
 
 
+EXPLAINED = (
+    RecordType.CONSUMER_GROUP_CHANGED,
+    RecordType.OFFSET_QUERIED,
+    RecordType.OFFSET_COMMITTED,
+)
+
+
 def _family(consume_from_where: str | None) -> str:
     if not consume_from_where:
         return "LAST"
@@ -72,7 +79,10 @@ def explain(store: Store, group: str, topic: str) -> dict[str, Any]:
             queues[qid] = QueueExplanation(qid, current)
         return queues[qid]
 
-    for seq, r in store.log.read():
+    from es_broker.history.reader import Reading
+
+    reading = Reading(store, group=group, types=EXPLAINED)
+    for seq, r in reading:
         kind = r["type"]
         if kind == RecordType.CONSUMER_GROUP_CHANGED and r["group"] == group:
             consume_from_where, members = r["consume_from_where"], r["clients"]
@@ -111,4 +121,5 @@ def explain(store: Store, group: str, topic: str) -> dict[str, Any]:
         "consume_from_where": consume_from_where,
         "clients": members,
         "queues": [asdict(queues[q]) for q in sorted(queues)],
+        "read_from": reading.sources,  # B-408: "hot", or "archive" and "hot"
     }

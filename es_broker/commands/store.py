@@ -20,6 +20,7 @@ from es_broker.projections import (
 )
 from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
+from es_broker.projections.history import HistoryProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.stats import StatsProjection
@@ -44,6 +45,7 @@ class Store:
     txns: TransactionProjection
     broker_settings: BrokerSettingsProjection
     stats: StatsProjection
+    history: HistoryProjection
     settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock
 

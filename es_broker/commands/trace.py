@@ -29,7 +29,7 @@ from typing import Any
 import lmdb
 
 from es_broker.commands.store import Store
-from es_broker.log import LogCorruptError, Record, records
+from es_broker.log import Record
 from es_broker.log.types import RecordType
 from es_broker.projections.message_trace import FROM, TO
 from es_broker.remoting import message as wire
@@ -38,11 +38,10 @@ MAX_HOPS = 1000  # a journey is a chain; this only guards against a corrupt inde
 
 
 def record_at(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> Record:
-    """The record with sequence number seq."""
-    raw = txn.get(records.seq_key(seq), db=store.log.log_db)
-    if raw is None:
-        raise LogCorruptError(f"the log has no record {seq}")
-    return records.unpack(raw)
+    """The record with sequence number seq (from the archive once its segment was sealed, B-408)."""
+    from es_broker.history.reader import record_at as read_record
+
+    return read_record(store, txn, seq)
 
 
 def _stored_unit(
@@ -128,7 +127,15 @@ def journey(store: Store, msg_id: str) -> dict[str, Any]:
             hops.append(hop)
             pending.extend(_onward(store, txn, hop, events))
         events.sort(key=lambda e: e["seq"])
-        return {"msgId": msg_id, "found": True, "hops": hops, "events": events}
+    from es_broker.history.reader import sources_of
+
+    return {
+        "msgId": msg_id,
+        "found": True,
+        "hops": hops,
+        "events": events,
+        "readFrom": sources_of(store, [h["seq"] for h in hops] + [e["seq"] for e in events]),
+    }
 
 
 def _hop(

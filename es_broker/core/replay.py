@@ -19,16 +19,30 @@ import lmdb
 
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.log import records
 from es_broker.log.store import AppendContext
 
 BATCH = 5000
+# databases added after the checksums of existing directories were taken: left out while empty
+LATER_DATABASES = frozenset({"history_segments"})
 
 Progress = Callable[[int, int], None]
 """Told (records done, records in all) as long work goes on: replay, verify, export, readmodel sync."""
 
 
-def replay(src_dir: str | Path, dst_dir: str | Path, progress: Progress | None = None) -> int:
-    """Rebuild a broker data directory from src's log into dst; returns the last sequence."""
+def replay(
+    src_dir: str | Path,
+    dst_dir: str | Path,
+    progress: Progress | None = None,
+    *,
+    full: bool = False,
+) -> int:
+    """Rebuild a broker data directory from src's log into dst; returns the last sequence.
+
+    Once segments were sealed (B-401), the replay starts from the latest
+    snapshot and applies the hot records after it (B-407); `full` replays
+    every record from the first instead, the sealed ones read from the archive.
+    """
     src = Store.open(src_dir, BrokerConfig(storePathRootDir=str(src_dir)), readonly=True)
     dst_path = Path(dst_dir)
     if (dst_path / "lmdb" / "data.mdb").exists():
@@ -37,10 +51,25 @@ def replay(src_dir: str | Path, dst_dir: str | Path, progress: Progress | None =
         )
     dst = Store.open(dst_path, BrokerConfig(storePathRootDir=str(dst_path)))
     try:
+        with src.read() as txn:
+            latest = src.history.latest(txn)
+            segments = list(src.history.segments(txn))
         for chunk in _chunks(src.log.payloads()):
             dst.log.write_batch([_payload_job(chunk)])
         total = src.log.last_seq
-        for chunk in _chunks(src.log.read_raw()):
+        hot = src.log.read_raw()
+        if latest is not None and not full:
+            base = _restore_snapshot(src_dir, latest, dst)
+            hot = _copy_until(dst, hot, base)
+        elif latest is not None:
+            from es_broker.history.archive import raw_records
+
+            for segment in segments:
+                for chunk in _chunks(raw_records(segment["location"])):
+                    dst.log.write_batch([_records_job(chunk)])
+                    if progress is not None:
+                        progress(chunk[-1][0], total)
+        for chunk in _chunks(hot):
             dst.log.write_batch([_records_job(chunk)])
             if progress is not None:
                 progress(chunk[-1][0], total)
@@ -49,6 +78,55 @@ def replay(src_dir: str | Path, dst_dir: str | Path, progress: Progress | None =
     finally:
         src.close()
         dst.close()
+
+
+def _restore_snapshot(src_dir: str | Path, latest: dict[str, Any], dst: Store) -> int:
+    """Load the snapshot the latest `history_archived` record names into dst; its seq."""
+    from es_broker.history.seal import read_snapshot, snapshot_path
+
+    seq, names, entries = read_snapshot(
+        snapshot_path(src_dir, latest["snapshot_seq"]), latest["snapshot_sha256"]
+    )
+    for chunk in _chunks(iter(entries)):
+
+        def job(ctx: AppendContext, chunk: list[list[Any]] = chunk) -> None:
+            for n, key, value in chunk:
+                ctx.txn.put(key, value, db=dst.log.db(names[n]))
+
+        dst.log.write_batch([job])
+    return seq
+
+
+def _copy_until(
+    dst: Store, hot: Iterator[tuple[int, bytes]], base: int
+) -> Iterator[tuple[int, bytes]]:
+    """Copy the hot records up to `base` as they are (the snapshot holds their effect); yield the rest."""
+    pending: list[tuple[int, bytes]] = []
+    rest = None
+    for seq, raw in hot:
+        if seq > base:
+            rest = (seq, raw)
+            break
+        pending.append((seq, raw))
+        if len(pending) >= BATCH:
+            _put_raw(dst, pending)
+            pending = []
+    _put_raw(dst, pending)
+    dst.log.last_seq = base
+    if rest is not None:
+        yield rest
+        yield from hot
+
+
+def _put_raw(dst: Store, items: list[tuple[int, bytes]]) -> None:
+    if not items:
+        return
+
+    def job(ctx: AppendContext) -> None:
+        for seq, raw in items:
+            ctx.txn.put(records.seq_key(seq), raw, db=dst.log.log_db, append=True)
+
+    dst.log.write_batch([job])
 
 
 T = TypeVar("T")
@@ -107,6 +185,8 @@ def checksums(data_dir: str | Path) -> dict[str, str]:
         with store.read() as txn:
             for name in store.log.database_names():
                 db = store.log.db(name)
+                if name in LATER_DATABASES and (db is None or not txn.stat(db)["entries"]):
+                    continue  # a directory that never sealed has the checksums it always had
                 h = hashlib.sha256()
                 if db is not None:
                     for key, value in txn.cursor(db=db):
@@ -156,8 +236,14 @@ def _first_difference(
     return Difference(name, None, None, None)
 
 
-def verify(data_dir: str | Path, progress: Progress | None = None) -> list[Difference]:
-    """Replay data_dir's log into a temporary directory and compare every database."""
+def verify(
+    data_dir: str | Path, progress: Progress | None = None, *, full: bool = False
+) -> list[Difference]:
+    """Replay data_dir's log into a temporary directory and compare every database.
+
+    From the latest snapshot and the hot log, or with `full` from the first
+    record, the archive's segments first (B-407).
+    """
     with tempfile.TemporaryDirectory(prefix="es-broker-verify-") as tmp:
-        replay(data_dir, tmp, progress)
+        replay(data_dir, tmp, progress, full=full)
         return compare(data_dir, tmp)

@@ -37,6 +37,7 @@ class RecordType(enum.StrEnum):
     DELIVERIES_UNRECORDED = "deliveries_unrecorded"
     HA_PROMOTED = "ha_promoted"
     HA_RECORDS_SET_ASIDE = "ha_records_set_aside"
+    HISTORY_ARCHIVED = "history_archived"
     MESSAGE_SENT_BACK = "message_sent_back"
     MESSAGES_DELIVERED = "messages_delivered"
     MESSAGES_STORED = "messages_stored"
@@ -690,6 +691,29 @@ class AclLoaded(TypedRecord):
     fingerprint: str
     salt_id: str
     accounts: list[dict[str, Any]]
+
+
+@typed
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryArchived(TypedRecord):
+    """A sealed segment of the log moved to the archive, and the snapshot that replaces it (B-401).
+
+    Applying it removes the segment's records from the hot log; `snapshot_seq`
+    is the last record the snapshot holds the state after.
+    """
+
+    TYPE = RecordType.HISTORY_ARCHIVED
+    first_seq: int
+    last_seq: int
+    first_time: int
+    last_time: int
+    records: int
+    raw_sha256: str  # of the records' bytes as the log stored them, in order
+    manifest_sha256: str
+    location: str  # the segment's folder in the archive
+    snapshot_seq: int
+    snapshot_sha256: str
+    requester: str
 
 
 @typed

@@ -4,6 +4,7 @@ from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.commitlog import CommitLogProjection
 from es_broker.projections.consume_queue import ConsumeQueueProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
+from es_broker.projections.history import HistoryProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.offsets import OffsetTableProjection
@@ -27,6 +28,7 @@ def all_projections() -> tuple[
     TransactionProjection,
     BrokerSettingsProjection,
     StatsProjection,
+    HistoryProjection,
 ]:
     """Every LMDB projection, in the order they are applied and in the order of Store's fields."""
     return (
@@ -42,6 +44,7 @@ def all_projections() -> tuple[
         TransactionProjection(),
         BrokerSettingsProjection(),
         StatsProjection(),  # after the consume queue: it reads delivered messages' sizes
+        HistoryProjection(),
     )
 
 
@@ -50,6 +53,7 @@ __all__ = [
     "CommitLogProjection",
     "ConsumeQueueProjection",
     "DeliveryScheduleProjection",
+    "HistoryProjection",
     "KeyIndexProjection",
     "MessageTraceProjection",
     "OffsetTableProjection",

@@ -57,7 +57,7 @@ def _open(data_dir: str):
         present = {bytes(k) for k, _ in txn.cursor()}
     dbs = {
         name: env.open_db(name.encode(), create=False) if name.encode() in present else None
-        for name in ("log", "tt_seq")
+        for name in ("log", "tt_seq", "history_segments")
     }
     return env, dbs
 
@@ -135,13 +135,7 @@ class EsBrokerReader(DataSourceReader):
         try:
             clock = RunningTime(partition.running)
             with env.begin(buffers=False) as txn:
-                cur = txn.cursor(db=dbs["log"])
-                if not cur.set_range(partition.first.to_bytes(_U64, "big")):
-                    return
-                for key, raw in cur:
-                    seq = int.from_bytes(key, "big")
-                    if seq > partition.last:
-                        break
+                for seq, raw in _records(txn, dbs, partition.first, partition.last):
                     record = records.unpack(raw)
                     time = clock.advance(record.get("ts"))
                     if self.family.name == RECORDS.name:  # (a copy after pickling: compare names)
@@ -160,6 +154,32 @@ class EsBrokerReader(DataSourceReader):
                         yield (*(row.get(n) for n in names), utc_day(time))
         finally:
             env.close()
+
+
+def _records(txn, dbs, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+    """(seq, raw) of records first..last: from the archive's sealed segments (B-409), then the hot log."""
+    sealed_upto = 0
+    if dbs["history_segments"] is not None:
+        import msgpack
+
+        from es_broker.history.archive import raw_records
+
+        for _, value in txn.cursor(db=dbs["history_segments"]):
+            segment = msgpack.unpackb(value)
+            sealed_upto = max(sealed_upto, segment["last_seq"])
+            if segment["last_seq"] < first or segment["first_seq"] > last:
+                continue
+            for seq, raw in raw_records(segment["location"]):
+                if first <= seq <= last:
+                    yield seq, raw
+    cur = txn.cursor(db=dbs["log"])
+    if not cur.set_range(max(first, sealed_upto + 1).to_bytes(_U64, "big")):
+        return
+    for key, raw in cur:
+        seq = int.from_bytes(key, "big")
+        if seq > last:
+            return
+        yield seq, raw
 
 
 def _time_before(txn, seq_db, first: int) -> int:

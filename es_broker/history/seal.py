@@ -1,0 +1,293 @@
+"""Sealing: segments of the log leave the hot log for the archive, in one recorded step (B-401..B-406).
+
+A segment of `history_segment_records` records (cut by sequence, from the last
+sealed record on) is sealed when all of these hold:
+
+- it is whole: its last record is in the log;
+- its last record's effective time is before the cut-off (`--before`, or
+  `history_hot_days` before now);
+- every consumer of the log is past it: the SQL read model's follower
+  (`readmodel.position`), each Parquet export named (`_export_checkpoint.json`);
+  a slave's acknowledged sequence is known only to the running master, so a
+  stopped master's directory is sealed only up to what those files prove
+  (see B-405).
+
+The steps, each of which a kill can interrupt (`ES_BROKER_SEAL_CRASH_AT` names
+the step after which the process exits, for the tests):
+
+1. `written`: each segment's Parquet files and manifest, under a temporary name
+   renamed once whole;
+2. `verified`: read back, the records' SHA-256 compared with the manifest;
+3. `snapshot`: the projections' state after the log's last record, written to
+   `<data dir>/history/snapshot-<seq>.msgpack` (temporary file, fsync, rename);
+4. `recorded`: one LMDB write transaction appends a `history_archived` record per
+   segment (its apply removes the segment's records from the hot log), committed
+   and flushed;
+5. `cleaned`: older snapshots are removed.
+
+Killed before 4, the segments are still hot (what was written to the archive is
+rewritten next time); killed after 4 they are archived and recorded. Never half.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time as _time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import msgpack
+
+from es_broker.commands.store import Store
+from es_broker.log import AppendContext
+from es_broker.log.types import HistoryArchived
+from es_broker.projections.keys import U64
+
+CRASH_ENV = "ES_BROKER_SEAL_CRASH_AT"
+STEPS = ("written", "verified", "snapshot", "recorded", "cleaned")
+SNAPSHOT_DIR = "history"
+SNAPSHOT_FORMAT = 1
+NOT_SNAPSHOT = ("log", "commitlog")  # the log itself, and message bytes (copied by a replay)
+READMODEL_POSITION = "readmodel.position"
+EXPORT_CHECKPOINT = "_export_checkpoint.json"
+DAY_MS = 86_400_000
+
+
+def _step(name: str) -> None:
+    """A point where the tests kill the process (kill -9 has the same effect: nothing after runs)."""
+    if os.environ.get(CRASH_ENV) == name:
+        os._exit(137)
+
+
+def archive_location(data_dir: str | Path, configured: str = "") -> str:
+    """The archive: broker.conf's `history_archive`, else `<data dir>/archive`."""
+    return configured or str(Path(data_dir).resolve() / "archive")
+
+
+# ---------------------------------------------------------------------- what may be sealed
+
+
+def consumers_position(
+    data_dir: str | Path, export_dirs: list[str]
+) -> tuple[int | None, list[str]]:
+    """The lowest position every known consumer of the log reached (None: no limit), and who they are."""
+    found: list[tuple[int, str]] = []
+    position = Path(data_dir) / READMODEL_POSITION
+    if position.exists():
+        found.append((int(position.read_text().split()[0] or 0), "the SQL read model"))
+    for out in export_dirs:
+        import json
+
+        checkpoint = Path(out) / EXPORT_CHECKPOINT
+        seq = json.loads(checkpoint.read_text())["last_seq"] if checkpoint.exists() else 0
+        found.append((int(seq), f"the export to {out}"))
+    if not found:
+        return None, []
+    low = min(seq for seq, _ in found)
+    return low, [who for seq, who in found if seq == low]
+
+
+def time_of(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> int:
+    """The effective time of a record (0 before the first)."""
+    if seq <= 0:
+        return 0
+    cur = txn.cursor(db=store.timeindex.seq_db)
+    found = cur.prev() if cur.set_range(U64.pack(seq + 1)) else cur.last()
+    return U64.unpack(cur.value())[0] if found else 0
+
+
+def plan(
+    store: Store, before: int, segment_records: int, limit: int | None
+) -> list[tuple[int, int]]:
+    """The (first, last) seqs of every segment the rules let seal now, oldest first."""
+    if segment_records <= 0:
+        raise ValueError(f"history_segment_records must be positive, got {segment_records}")
+    out = []
+    with store.read() as txn:
+        first = store.history.sealed_upto(txn) + 1
+        while True:
+            last = first + segment_records - 1
+            if last > store.log.last_seq or (limit is not None and last > limit):
+                break
+            if time_of(store, txn, last) >= before:
+                break
+            out.append((first, last))
+            first = last + 1
+    return out
+
+
+# ---------------------------------------------------------------------- snapshots
+
+
+def snapshot_path(data_dir: str | Path, seq: int) -> Path:
+    return Path(data_dir) / SNAPSHOT_DIR / f"snapshot-{seq:012d}.msgpack"
+
+
+def write_snapshot(store: Store, data_dir: str | Path) -> tuple[int, str]:
+    """The projections' state after the log's last record, as a file; (seq, SHA-256 of the file).
+
+    Format: a msgpack stream, first a header map {format, seq, databases}, then
+    one [database, key, value] array per entry, databases in the order named and
+    keys in LMDB order. The snapshot holds no record and no message bytes.
+    """
+    seq = store.log.last_seq
+    path = snapshot_path(data_dir, seq)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    names = [n for n in store.log.database_names() if n not in NOT_SNAPSHOT]
+    h = hashlib.sha256()
+    pack = msgpack.Packer(use_bin_type=True)
+    with tmp.open("wb") as f, store.read() as txn:
+
+        def put(item: Any) -> None:
+            data = pack.pack(item)
+            h.update(data)
+            f.write(data)
+
+        put({"format": SNAPSHOT_FORMAT, "seq": seq, "databases": names})
+        for n, name in enumerate(names):
+            db = store.log.db(name)
+            if db is None:
+                continue
+            for key, value in txn.cursor(db=db):
+                put([n, bytes(key), bytes(value)])
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    return seq, h.hexdigest()
+
+
+def read_snapshot(path: Path, sha256: str) -> tuple[int, list[str], Iterator[list[Any]]]:
+    """(seq, database names, entries) of a snapshot file, after checking its SHA-256."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    if h.hexdigest() != sha256:
+        raise ValueError(f"{path}: the snapshot's SHA-256 is not the one recorded")
+    unpacker = msgpack.Unpacker(path.open("rb"), raw=False, use_list=True, max_buffer_size=0)
+    header = next(unpacker)
+    return int(header["seq"]), list(header["databases"]), unpacker
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------- sealing
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    first_seq: int
+    last_seq: int
+    records: int
+    first_time: int
+    last_time: int
+    location: str
+    manifest_sha256: str
+    seq: int  # the history_archived record's
+
+
+def seal(
+    store: Store,
+    data_dir: str | Path,
+    location: str,
+    segments: list[tuple[int, int]],
+    *,
+    requester: str = "es-broker archive",
+    now: Callable[[], int] | None = None,
+) -> list[Sealed]:
+    """Seal `segments` (from `plan`) into the archive at `location`, in the steps of the module docstring."""
+    from es_broker.history.archive import read_back, write_segment
+
+    if not segments:
+        return []
+    written = []
+    with store.read() as txn:
+        start = time_of(store, txn, segments[0][0] - 1)
+    for first, last in segments:
+        raws = list(_raw_range(store, first, last))
+        written.append(write_segment(location, raws, start))
+        start = written[-1].manifest["last_time"]
+    _step("written")
+    for w in written:
+        read_back(w)
+    _step("verified")
+    snapshot_seq, snapshot_sha = write_snapshot(store, data_dir)
+    _step("snapshot")
+    ts = (now or (lambda: int(_time.time() * 1000)))()
+
+    def job(ctx: AppendContext) -> list[int]:
+        if ctx.next_seq != snapshot_seq + 1:
+            raise RuntimeError("the log grew while it was being sealed: run on a stopped broker")
+        seqs = []
+        for w in written:
+            m = w.manifest
+            seqs.append(
+                ctx.append(
+                    HistoryArchived(
+                        first_seq=m["first_seq"],
+                        last_seq=m["last_seq"],
+                        first_time=m["first_time"],
+                        last_time=m["last_time"],
+                        records=m["records"],
+                        raw_sha256=m["raw_sha256"],
+                        manifest_sha256=w.manifest_sha256,
+                        location=w.location,
+                        snapshot_seq=snapshot_seq,
+                        snapshot_sha256=snapshot_sha,
+                        requester=requester,
+                    ).to_record(ts)
+                )
+            )
+        return seqs
+
+    [(ok, value)] = store.log.write_batch([job])
+    if not ok:
+        raise value
+    store.log.flush()
+    _step("recorded")
+    clean_snapshots(data_dir, keep=snapshot_seq)
+    _step("cleaned")
+    return [
+        Sealed(
+            w.manifest["first_seq"],
+            w.manifest["last_seq"],
+            w.manifest["records"],
+            w.manifest["first_time"],
+            w.manifest["last_time"],
+            w.location,
+            w.manifest_sha256,
+            seq,
+        )
+        for w, seq in zip(written, value, strict=True)
+    ]
+
+
+def clean_snapshots(data_dir: str | Path, keep: int) -> None:
+    """Remove every snapshot file but the one recorded last (and temporary files of killed runs)."""
+    folder = Path(data_dir) / SNAPSHOT_DIR
+    for path in folder.glob("*snapshot-*"):
+        if path != snapshot_path(data_dir, keep):
+            path.unlink(missing_ok=True)
+
+
+def _raw_range(store: Store, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+    for seq, raw in store.log.read_raw(first):
+        if seq > last:
+            return
+        yield seq, bytes(raw)
+
+
+def default_before(now_ms: int, hot_days: int) -> int:
+    return now_ms - hot_days * DAY_MS

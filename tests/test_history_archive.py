@@ -1,0 +1,278 @@
+"""Sealed segments and the archive (B-401..B-410): a history of days, sealed but for its last day,
+answers every verb as it did before, and `verify` and `verify --full` pass."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from es_broker.acl.plain import combine, parse_file
+from es_broker.cli.timetravel import acl_answer
+from es_broker.clock import ManualClock
+from es_broker.commands import transaction as tx
+from es_broker.commands.acl_audit import LOADED, denial_record, load_fields
+from es_broker.commands.explain import explain
+from es_broker.commands.messages import MessageIn
+from es_broker.commands.store import Store
+from es_broker.commands.trace import journey
+from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.core.replay import verify
+from es_broker.history import seal as sealing
+from es_broker.log import make
+from es_broker.timetravel.query import TimeTravel
+from tests.acl_fixtures import ACL_YAML
+from tests.helpers import cli, cli_checked
+from tests.replay_histories import play
+
+START = 1_700_000_000_000
+HOUR = 3_600_000
+DAYS = 5
+SEGMENT = 16
+PG = "PG"
+
+
+async def _day(broker: Broker, clock: ManualClock, day: int) -> None:
+    """One simulated day: sends, pulls, commits, a reset, a send-back, a perm change, a transaction, an ACL load."""
+    for n in range(3):
+        put = await broker.put_message(
+            "T1", n % 2, MessageIn(b"d%d-%d" % (day, n), {"UNIQ_KEY": f"U{day}-{n}"})
+        )
+        await broker.put_messages("T2", n % 3, [MessageIn(b"b%d" % i) for i in range(2)])
+        got = await broker.pull("G1", "T1", n % 2, 0, client="c1", commit_offset=n)
+        await broker.commit_offset("G2", "T2", n % 3, n + day, requester="c2")
+        clock.advance(HOUR)
+        if n == 1 and got.messages:
+            await broker.send_back("G1", put.physical_offsets[0], 1, requester="c1")
+    await broker.plan_reset(
+        "G2",
+        "T2",
+        clock.now_ms() - 2 * HOUR,
+        True,
+        requester="ops",
+        notified=[],
+        mode="server_side",
+    )
+    await broker.update_topic_perm("T2", 6 if day % 2 else 4, requester="ops")
+    half = MessageIn(
+        b"tx%d" % day,
+        {"TRAN_MSG": "true", "PGROUP": PG, "UNIQ_KEY": f"TX{day}"},
+        sys_flag=tx.TRANSACTION_PREPARED_TYPE,
+        born_timestamp=clock.now_ms(),
+    )
+    result = await broker.put_message("T1", 0, half)
+    kind = tx.TRANSACTION_COMMIT_TYPE if day % 2 == 0 else tx.TRANSACTION_ROLLBACK_TYPE
+    await broker.end_transaction(
+        tx.EndRequest(PG, result.queue_offset, result.physical_offsets[0], kind, False, "m")
+    )
+    acl = combine([parse_file("/etc/plain_acl.yml", ACL_YAML.encode())])
+    load = make(
+        LOADED, clock.now_ms(), **load_fields(acl, "admin request", "ops", day + 1, b"s" * 32)
+    )
+    await broker.submit(lambda ctx: ctx.append(load))
+    counts = {("ProducerKey", "10.0.0.7", 10): day + 1}
+    refusal = denial_record(counts, clock.now_ms() - HOUR, clock.now_ms(), 60, day + 1)
+    await broker.submit(lambda ctx: ctx.append(refusal))
+    clock.advance(24 * HOUR - 3 * HOUR)
+
+
+async def _history(data_dir: str) -> None:
+    clock = ManualClock(START)
+    config = BrokerConfig(storePathRootDir=data_dir, total_physical_memory_bytes=1024**3)
+    ops = [("topics",)] + [("day", d) for d in range(DAYS)]
+
+    async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
+        if op[0] == "topics":
+            for topic, n in (("T1", 2), ("T2", 3)):
+                await broker.update_topic(
+                    {"topicName": topic, "readQueueNums": n, "writeQueueNums": n, "perm": 6},
+                    requester="ops",
+                )
+        else:
+            await _day(broker, clock, op[1])
+
+    await play(Broker.open(data_dir, config, clock), clock, ops, apply)
+
+
+def answers(data_dir: Path) -> dict[str, Any]:
+    """Every verb's answer for moments across the history (where they read from left aside)."""
+    moments = [START - 10] + [START + k * 7 * HOUR + 1234 for k in range(DAYS * 24 // 7 + 2)]
+    store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
+    out: dict[str, Any] = {}
+    try:
+        travel = TimeTravel(store)
+        with store.read() as txn:
+            for at in moments:
+                out[f"offsets@{at}"] = [
+                    r.as_dict() for r in travel.offsets_at(txn, at, durable=True)
+                ]
+                for group in ("G1", "G2"):
+                    out[f"history {group}@{at}"] = [
+                        e.as_dict() for e in travel.history(txn, group, until=at)
+                    ]
+        for group, topic in (("G1", "T1"), ("G2", "T2"), ("%RETRY%G1", "%RETRY%G1")):
+            out[f"explain {group} {topic}"] = explain(store, group, topic)
+        for key in [f"U{d}-{n}" for d in range(DAYS) for n in range(3)] + [
+            f"TX{d}" for d in range(DAYS)
+        ]:
+            out[f"trace {key}"] = journey(store, key)
+    finally:
+        store.close()
+    for at in moments:
+        out[f"acl@{at}"] = acl_answer(str(data_dir), at, "T1", "G1", 600_000)
+    return out
+
+
+def _without_sources(answer: Any) -> Any:
+    if isinstance(answer, dict):
+        return {
+            k: _without_sources(v) for k, v in answer.items() if k not in ("read_from", "readFrom")
+        }
+    if isinstance(answer, list):
+        return [_without_sources(v) for v in answer]
+    return answer
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A broker data directory holding DAYS days of history, never sealed."""
+    data_dir = tmp_path_factory.mktemp("history") / "data"
+    trio.run(_history, str(data_dir))
+    return data_dir
+
+
+@pytest.fixture(scope="module")
+def before_sealing(built: Path) -> dict[str, Any]:
+    return answers(built)
+
+
+def _last_day() -> int:
+    return START + (DAYS - 1) * 24 * HOUR
+
+
+def _conf(tmp: Path) -> Path:
+    conf = tmp / "broker.conf"
+    conf.write_text(f"history_segment_records={SEGMENT}\n")
+    return conf
+
+
+def _hot_first(data_dir: Path) -> tuple[int, int, int]:
+    """(first hot seq, last seq, sealed up to) of a data directory."""
+    store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
+    try:
+        first = next(iter(store.log.read()))[0]
+        with store.read() as txn:
+            return first, store.log.last_seq, store.history.sealed_upto(txn)
+    finally:
+        store.close()
+
+
+def test_b401_sealing_all_but_the_last_day_keeps_every_answer(built, before_sealing, tmp_path):
+    """B-401, B-408: after `es-broker archive --before <last day>`, offsets --at, history, explain,
+    messageTrace and acl --at answer as before for every moment, and name the archive where they read it."""
+    data_dir = tmp_path / "data"
+    shutil.copytree(built, data_dir)
+    done = cli_checked(
+        "archive",
+        "--data-dir",
+        str(data_dir),
+        "--before",
+        str(_last_day()),
+        "--config",
+        str(_conf(tmp_path)),
+        "--json",
+    )
+    sealed = json.loads(done.stdout)["sealed"]
+    assert len(sealed) >= 3
+    assert [s["first_seq"] for s in sealed] == [1 + SEGMENT * i for i in range(len(sealed))]
+    assert all(s["records"] == SEGMENT and s["last_time"] < _last_day() for s in sealed)
+    first, last, upto = _hot_first(data_dir)
+    assert upto == sealed[-1]["last_seq"] and first == upto + 1  # the sealed records left LMDB
+    for s in sealed:
+        manifest = json.loads((Path(s["location"]) / "manifest.json").read_text())
+        assert manifest["records"] == SEGMENT and manifest["first_seq"] == s["first_seq"]
+    assert before_sealing["trace U0-0"]["found"] and before_sealing["trace TX0"]["found"]
+    assert before_sealing["explain G1 T1"]["queues"] and before_sealing["explain G2 T2"]["queues"]
+    assert any(before_sealing[f"history G2@{START + 14 * HOUR + 1234}"])
+    after = answers(data_dir)
+    assert _without_sources(after) == _without_sources(before_sealing)
+    assert after["explain G1 T1"]["read_from"] == ["archive", "hot"]
+    assert after["trace U0-0"]["readFrom"][0] == "archive"
+    assert after[f"acl@{START + 7 * HOUR + 1234}"]["read_from"] == ["archive", "hot"]
+    assert after[f"acl@{START + 7 * HOUR + 1234}"]["load"] is not None
+    assert verify(data_dir) == []
+    assert verify(data_dir, full=True) == []
+    # nothing more is old enough: a second run seals nothing and changes nothing
+    again = json.loads(
+        cli_checked(
+            "archive",
+            "--data-dir",
+            str(data_dir),
+            "--before",
+            str(_last_day()),
+            "--config",
+            str(_conf(tmp_path)),
+            "--json",
+        ).stdout
+    )
+    assert again["sealed"] == []
+
+
+def test_b404_nothing_an_export_has_not_exported_is_sealed(built, tmp_path):
+    """B-404: a consumer of the log behind the cut-off (an export's checkpoint) holds sealing back."""
+    data_dir = tmp_path / "data"
+    shutil.copytree(built, data_dir)
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "_export_checkpoint.json").write_text(json.dumps({"last_seq": SEGMENT + 5}))
+    sealed = json.loads(
+        cli_checked(
+            "archive",
+            "--data-dir",
+            str(data_dir),
+            "--before",
+            str(_last_day()),
+            "--config",
+            str(_conf(tmp_path)),
+            "--export-dir",
+            str(out),
+            "--json",
+        ).stdout
+    )
+    assert [s["last_seq"] for s in sealed["sealed"]] == [SEGMENT]
+    assert sealed["limited_by"] == [f"the export to {out}"]
+
+
+@pytest.mark.parametrize("step", sealing.STEPS)
+def test_b406_a_kill_at_any_step_of_sealing_leaves_the_segments_hot_or_archived(
+    built, before_sealing, tmp_path, step
+):
+    """B-406: killed after each step, the data directory holds the segments either hot (nothing
+    recorded) or archived and recorded; every answer is the same, verify passes, and a second run finishes."""
+    data_dir = tmp_path / "data"
+    shutil.copytree(built, data_dir)
+    args = ["archive", "--data-dir", str(data_dir), "--before", str(_last_day())]
+    args += ["--config", str(_conf(tmp_path)), "--json"]
+    from tests.helpers import _env
+
+    killed = cli(*args, env={**_env(), sealing.CRASH_ENV: step})
+    assert killed.returncode == 137, killed.stdout + killed.stderr
+    first, last, upto = _hot_first(data_dir)
+    recorded = sealing.STEPS.index(step) >= sealing.STEPS.index("recorded")
+    if recorded:
+        assert upto > 0 and first == upto + 1
+    else:
+        assert (first, upto) == (1, 0)  # every record still hot
+    assert _without_sources(answers(data_dir)) == _without_sources(before_sealing)
+    assert verify(data_dir) == []
+    cli_checked(*args)
+    first, _, upto = _hot_first(data_dir)
+    assert upto > 0 and first == upto + 1
+    assert len(list((data_dir / "history").glob("*snapshot-*"))) == 1
+    assert _without_sources(answers(data_dir)) == _without_sources(before_sealing)
+    assert verify(data_dir, full=True) == []
