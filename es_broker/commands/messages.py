@@ -496,6 +496,7 @@ class GetResult:
     messages: tuple[bytes, ...] = ()
     offsets: tuple[int, ...] = ()
     slow: bool = False  # the last unit read lies on disk (B-115)
+    commit_seq: int = 0  # the record of the pull's piggybacked commit, 0: none recorded
 
     @property
     def body(self) -> bytes:

@@ -9,6 +9,7 @@ read would have recorded is kept aside (deliveries) or left unrecorded.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from enum import Enum
 from pathlib import Path
@@ -393,7 +394,7 @@ class Broker:
         )
         if result.status == GetStatus.FOUND or record_moved or commit:
 
-            def job(ctx: AppendContext) -> None:
+            def job(ctx: AppendContext) -> int:
                 ts = store.clock.now_ms()
                 if result.status == GetStatus.FOUND:
                     ctx.append(
@@ -422,7 +423,7 @@ class Broker:
                         ).to_record(ts)
                     )
                 if commit and commit_offset is not None:
-                    offsets.commit_job(
+                    return offsets.commit_job(
                         store,
                         group,
                         topic,
@@ -431,8 +432,11 @@ class Broker:
                         cause=offsets.CAUSE_PULL_COMMIT,
                         requester=client,
                     )(ctx)
+                return 0
 
             recorded = await self._record_unless_full(job)
+            if isinstance(recorded, int) and recorded:
+                result = dataclasses.replace(result, commit_seq=recorded)
             if recorded is Unrecorded.DISK_FULL and result.status == GetStatus.FOUND:
                 # answered all the same (B-151); summed up and recorded once space returns (B-152)
                 self.unrecorded.add(

@@ -419,6 +419,9 @@ class BrokerProcessors:
         with unordered():
             result = await read(commit_offset=commit)
         pass_turn()
+        if result.commit_seq:
+            # answered either way: the messages are read, only the commit waits (B-383)
+            await self._commit_replicated(result.commit_seq)
         code = response_code(result.status, offset)
         if code == Code.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
             hold = (
@@ -555,8 +558,8 @@ class BrokerProcessors:
     ) -> RemotingCommand:
         """UPDATE_CONSUMER_OFFSET as a task: its record enters the writer's queue in its connection's
         arrival order (after an earlier pull's piggybacked commit, B-312)."""
-        await self.broker.commit_offset(**self._commit(channel, req))
-        return response_to(req, ResponseCode.SUCCESS)
+        seq = await self.broker.commit_offset(**self._commit(channel, req))
+        return self._commit_response(req, await self._commit_replicated(seq))
 
     def start_commit_offset(
         self, channel: Channel, req: RemotingCommand, outbox: Outbox | None = None
@@ -583,8 +586,26 @@ class BrokerProcessors:
     async def _offset_committed(
         self, req: RemotingCommand, committed: Awaitable[int]
     ) -> RemotingCommand:
-        await committed
-        return response_to(req, ResponseCode.SUCCESS)
+        seq = await committed
+        return self._commit_response(req, await self._commit_replicated(seq))
+
+    async def _commit_replicated(self, seq: int) -> ResponseCode:
+        """A leader in SYNC_MASTER under the fail-over coordinator answers an offset commit once a
+        follower holds its record and the published `acked` covers it, as a send (B-376, B-383);
+        RocketMQ, and a master/slave pair without a coordinator, answer at once."""
+        if self.replication is None or self.replication.publish_acked is None:
+            return ResponseCode.SUCCESS
+        code: ResponseCode = await self.replication.wait_replicated(seq)
+        return code
+
+    @staticmethod
+    def _commit_response(req: RemotingCommand, code: ResponseCode) -> RemotingCommand:
+        if code == ResponseCode.SUCCESS:
+            return response_to(req, code)
+        # recorded on the leader, not confirmed by a follower: the consumer commits again (B-383)
+        return response_to(
+            req, code, "the offset is recorded on the master, no follower confirmed it"
+        )
 
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         offset = self.broker.search_offset(
