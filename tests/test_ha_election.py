@@ -18,18 +18,19 @@ from pathlib import Path
 
 import trio
 
-from es_broker.client import Producer, SendStatus
+from es_broker.client import ConsumeFromWhere, MessageModel, Producer, PushConsumer, SendStatus
 from es_broker.client.config import ClientConfig
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
-from es_broker.remoting.codes import ResponseCode
+from es_broker.remoting.codes import RequestCode, ResponseCode
 from tests.etcd_fixtures import Group, etcd_keys, following, leader, start_group
 from tests.ha_fixtures import SLOW_MACHINE_MS, Wire, bodies
-from tests.helpers import cli_checked, cli_ok, wait_until
+from tests.helpers import FAST, Collector, cli_checked, cli_ok, wait_until
 
 TOPIC = "FailoverTopic"
 GROUP = "FailoverGroup"
+PUSH_GROUP = "FailoverPushGroup"
 QUEUES = 4
 LEASE_MS = 2000
 KILLS = int(os.environ.get("ES_HA_KILLS", "3"))
@@ -56,8 +57,15 @@ class Load:
     acked: list[Acked] = field(default_factory=list)
     refused: int = 0
     stopped: bool = False
+    done: trio.Event = field(default_factory=trio.Event)
 
     async def run(self) -> None:
+        try:
+            await self._send_until_stopped()
+        finally:
+            self.done.set()
+
+    async def _send_until_stopped(self) -> None:
         n = 0
         while not self.stopped:
             n += 1
@@ -125,6 +133,35 @@ async def producer_for(group: Group, nursery: trio.Nursery) -> Producer:
     return producer
 
 
+def offsets_on_disk(data_dir: Path, group: str) -> dict[int, int]:
+    """queue -> the group's stored offset of TOPIC in a stopped node's offset table."""
+    store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
+    try:
+        with store.read() as txn:
+            return {q: store.offsets.query(txn, TOPIC, group, q) for q in range(QUEUES)}
+    finally:
+        store.close()
+
+
+async def push_consumer_for(
+    group: Group, nursery: trio.Nursery, collector: Collector
+) -> PushConsumer:
+    consumer = PushConsumer(
+        group.namesrv.addr,
+        PUSH_GROUP,
+        collector,
+        subscriptions={TOPIC: "*"},
+        message_model=MessageModel.CLUSTERING,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        instance_name="c",
+        client_ip="127.0.0.1",
+        client_config=NO_ROUTE_POLL,
+        config=FAST,
+    )
+    await consumer.start(nursery)
+    return consumer
+
+
 async def caught_up_all(w: Wire, group: Group, leader_addr: str, but: str) -> bool:
     for n in group.alive():
         if n != but and not await following(w, group, n, leader_addr):
@@ -133,11 +170,12 @@ async def caught_up_all(w: Wire, group: Group, leader_addr: str, but: str) -> bo
 
 
 async def test_sync_master_killed_again_and_again_loses_nothing_acknowledged(tmp_path, nursery):
-    """Three SYNC_MASTER nodes, the leader killed -9 ES_HA_KILLS times under load: a follower takes
-    over by itself, the other follows it, the producer (route poll 1 h) finds the new leader because
-    a lost broker connection refreshes its routes, every acknowledged message is readable afterwards with
-    its body and msgId at its queue position, committed offsets never go back, writes resume,
-    and every node's log verifies."""
+    """Three SYNC_MASTER nodes, the leader killed -9 ES_HA_KILLS times under load, with no wait for
+    the followers before a kill: a follower takes over by itself, the other follows it, the producer
+    and a push consumer (route poll 1 h) find the new leader because a lost broker connection
+    refreshes their routes, every acknowledged message is readable afterwards with its body and msgId
+    at its queue position and was consumed at least once, an answered offset commit is never lost
+    (B-383) and no node's committed offsets go back, writes resume, and every node's log verifies."""
     group = await start_group(
         tmp_path,
         ["n1", "n2", "n3"],
@@ -150,6 +188,8 @@ async def test_sync_master_killed_again_and_again_loses_nothing_acknowledged(tmp
         name, lp = await leader(w, group)
         await wait_until("followers caught up", lambda: caught_up_all(w, group, lp.addr, name), 60)
         await w.create_topic(lp.addr, TOPIC, QUEUES)
+        collector = Collector()
+        consumer = await push_consumer_for(group, nursery, collector)
         load = Load(await producer_for(group, nursery))
         nursery.start_soon(load.run)
         takeover: list[float] = []
@@ -157,13 +197,16 @@ async def test_sync_master_killed_again_and_again_loses_nothing_acknowledged(tmp
         for _ in range(KILLS):
             before = len(load.acked)
             await wait_until("sends acknowledged", lambda b=before: len(load.acked) >= b + 20, 60)
-            for q in range(QUEUES):  # a consumer's progress, committed and replicated
+            for q in range(QUEUES):  # a consumer's progress: an answered commit is replicated
                 offset = max((a.queue_offset + 1 for a in load.acked if a.queue_id == q), default=0)
-                await w.commit(lp.addr, GROUP, TOPIC, q, offset)
-                committed[q] = max(committed.get(q, 0), offset)
-            await wait_until(
-                "followers caught up", lambda a=lp.addr, n=name: caught_up_all(w, group, a, n), 60
-            )
+                r = await w.call(
+                    lp.addr,
+                    RequestCode.UPDATE_CONSUMER_OFFSET,
+                    {"consumerGroup": GROUP, "topic": TOPIC, "queueId": q, "commitOffset": offset},
+                )
+                if r.code == ResponseCode.SUCCESS:
+                    committed[q] = max(committed.get(q, 0), offset)
+            # no wait for the followers: the commits answered are theirs already (B-383)
             killed_at = time.monotonic()
             killed = name
             group.nodes[killed].kill9()
@@ -183,14 +226,25 @@ async def test_sync_master_killed_again_and_again_loses_nothing_acknowledged(tmp
                 60,
             )
         load.stopped = True
+        await load.done.wait()
+        acked_bodies = {a.body for a in load.acked}
+        await wait_until(
+            "every acknowledged message consumed",
+            lambda: acked_bodies <= {m.body for m in collector.received},
+            120,
+        )
+        await consumer.shutdown()  # its offsets persisted
         await wait_until("followers caught up", lambda: caught_up_all(w, group, lp.addr, name), 60)
         stored = await all_messages(w, lp.addr)
         for a in load.acked:
             assert stored.get((a.queue_id, a.queue_offset)) == (a.msg_id, a.body), a
+        consumed = {m.body for m in collector.received}
         print(
             f"\n{KILLS} kills: kill -> first acknowledged send on the new leader "
             f"median {statistics.median(takeover):.2f} s, max {max(takeover):.2f} s; "
-            f"{len(load.acked)} sends acknowledged, {load.refused} refused or unanswered"
+            f"{len(load.acked)} sends acknowledged, {load.refused} refused or unanswered; "
+            f"{len(collector.received)} deliveries to the push consumer, "
+            f"{len(consumed & acked_bodies)} acknowledged messages consumed"
         )
         epochs = json.loads(etcd_keys(group.etcd)["/es-broker/DefaultCluster/broker-a/epoch"])
         assert epochs == KILLS + 1
@@ -200,6 +254,19 @@ async def test_sync_master_killed_again_and_again_loses_nothing_acknowledged(tmp
     verify_every_node(group)
     promoted = records_of(group.workdir / name, "ha_promoted")
     assert [r["epoch"] for r in promoted] == list(range(1, KILLS + 2))
+    final = offsets_on_disk(group.workdir / name, PUSH_GROUP)
+    for node in group.nodes:  # read back from every node: the same offsets, none ever lowered
+        data_dir = group.workdir / node
+        assert offsets_on_disk(data_dir, PUSH_GROUP) == final
+        assert all(offsets_on_disk(data_dir, GROUP)[q] >= offset for q, offset in committed.items())
+        for q in range(QUEUES):
+            commits = [
+                r["offset"]
+                for r in records_of(data_dir, "offset_committed")
+                if (r["group"], r["topic"], r["queue_id"]) == (PUSH_GROUP, TOPIC, q)
+            ]
+            assert commits == sorted(commits), (node, q, commits)
+            assert commits and final[q] == commits[-1]
 
 
 async def test_async_master_records_no_follower_got_are_set_aside_and_listed(tmp_path, nursery):
