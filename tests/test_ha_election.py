@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import trio
 
 from es_broker.client import ConsumeFromWhere, MessageModel, Producer, PushConsumer, SendStatus
@@ -313,17 +314,21 @@ async def test_async_master_records_no_follower_got_are_set_aside_and_listed(tmp
             ),
             60,
         )
-        exports = list((group.workdir / name / "ha_set_aside").glob("*.jsonl"))
-        assert len(exports) == 1
-        lines = [json.loads(line) for line in exports[0].read_text().splitlines()]
-        exported = [m["msgId"] for line in lines for m in line.get("messages", [])]
-        assert sorted(exported) == sorted(lacking)
-        assert all("reason" in line for line in lines)
+        (export,) = (group.workdir / name / "ha_set_aside").glob("*/export")
+        messages = pq.read_table(export / "message_bodies").to_pylist()
+        assert sorted(m["msg_id"] for m in messages) == sorted(lacking)
+        assert all(m["body"].startswith(b"alone-") and m["reason"] for m in messages)
+        # the records in the export's families, each row with the reason
+        stored = pq.read_table(export / "messages").to_pylist()
+        assert sum(r["count"] for r in stored) == len(lacking)
+        reasons = {r["reason"] for f in export.iterdir() for r in pq.read_table(f).to_pylist()}
+        assert len(reasons) == 1 and f"node {name}" in reasons.pop()
+        assert not list((group.workdir / name / "ha_set_aside").glob("*.jsonl"))
     finally:
         group.stop_all()
     (listed,) = records_of(group.workdir / new_name, "ha_records_set_aside")
     assert listed["node"] == name and sorted(listed["msg_ids"]) == sorted(lacking)
-    assert listed["messages"] == len(lacking)
+    assert listed["messages"] == len(lacking) and listed["export"] == str(export)
     verify_every_node(group)
     done = cli_checked(
         "verify",

@@ -8,11 +8,12 @@ the common point are not the group's any more. The common point is the
 lowest `start_seq` of the epochs after the last epoch the node's own log
 knows (its last `ha_promoted` record).
 
-The records after it are written, one JSON line each, to
-`<data dir>/ha_set_aside/<name>.jsonl` (the export quarantine's form: seq,
-type, the reason, the record, and each message with its msgId, topic, queue,
-queue offset and body in base64); the whole LMDB environment is kept under
-`<data dir>/ha_set_aside/<name>/lmdb`; the data directory is rebuilt from it
+The records after it are exported to `<data dir>/ha_set_aside/<name>/export/`
+as `es-broker export` writes them (Parquet, one dataset per record family,
+partitioned by day), every row with a `reason` column, and their messages'
+ids, topics, queues, queue offsets and bodies in `export/message_bodies/`;
+the whole LMDB environment is kept under `<data dir>/ha_set_aside/<name>/lmdb`;
+the data directory is rebuilt from it
 up to the common point (replay: byte-identical projections), and the node
 follows. A report of what was set aside waits in `pending.json` until the new
 leader recorded it (`ha_records_set_aside`).
@@ -20,7 +21,6 @@ leader recorded it (`ha_records_set_aside`).
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
@@ -33,12 +33,16 @@ from es_broker.config import BrokerConfig
 from es_broker.core.replay import _chunks, _payload_job, _records_job
 from es_broker.log import records
 from es_broker.log.types import RecordType
+from es_broker.readmodel.export import export_records
+from es_broker.readmodel.families import Source
 from es_broker.remoting import message as wire
 
 log = logging.getLogger(__name__)
 
 SET_ASIDE_DIR = "ha_set_aside"
 PENDING = "pending.json"
+EXPORT = "export"  # the set-aside records as `es-broker export` writes them, with `reason`
+MESSAGE_BODIES = "message_bodies"  # under EXPORT: each set-aside message's id, place and body
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +101,11 @@ def set_aside(
             f"node {node} of epoch {mine} held records {common + 1}..{last}; the group's history "
             f"went on from record {common} in epoch {mine + 1}"
         )
-        msg_ids, excluded = _export(store, common + 1, out / f"{name}.jsonl", reason)
+        kept = out / name
+        source = Source(config.brokerName, config.brokerRole, config.brokerId)
+        msg_ids, excluded = _export(store, common + 1, kept / EXPORT, reason, source)
     finally:
         store.close()
-    kept = out / name
-    kept.mkdir()
     os.replace(data_dir / LMDB_DIR, kept / LMDB_DIR)
     _rebuild(kept, data_dir, common, excluded)
     report = SetAside(
@@ -112,7 +116,7 @@ def set_aside(
         last,
         len(msg_ids),
         msg_ids,
-        str(out / f"{name}.jsonl"),
+        str(kept / EXPORT),
         reason,
     )
     (out / PENDING).write_text(json.dumps(asdict(report)))
@@ -139,51 +143,65 @@ def report_done(data_dir: str | Path) -> None:
     path.unlink(missing_ok=True)
 
 
-def _export(store: Store, first: int, path: Path, reason: str) -> tuple[list[str], set[int]]:
-    """The records from `first` on, one JSON line each; (their messages' ids, their physical offsets)."""
+def _export(
+    store: Store, first: int, out: Path, reason: str, source: Source
+) -> tuple[list[str], set[int]]:
+    """The records from `first` on, as `es-broker export` writes them, each row with the reason, and
+    their messages' bodies beside them; (their messages' ids, their physical offsets)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     msg_ids: list[str] = []
     phys: set[int] = set()
-    with path.open("w") as out, store.read() as txn:
-        for seq, record in store.log.read(first):
-            line: dict[str, Any] = {
-                "seq": seq,
-                "type": record["type"],
-                "reason": reason,
-                "record": _plain(record),
-            }
-            if record["type"] == RecordType.MESSAGES_STORED:
-                line["messages"] = []
-                for phy, _, _ in record["units"]:
-                    phys.add(phy)
-                    data = store.log.payload(txn, phy)
-                    if data is None:
-                        continue
-                    msg = wire.decode_all(bytes(data))[0]
-                    msg_id = msg.properties.get("UNIQ_KEY") or msg.msg_id
-                    msg_ids.append(msg_id)
-                    line["messages"].append(
-                        {
-                            "msgId": msg_id,
-                            "topic": msg.topic,
-                            "queueId": msg.queue_id,
-                            "queueOffset": msg.queue_offset,
-                            "body": base64.b64encode(msg.body).decode("ascii"),
-                        }
-                    )
-            out.write(json.dumps(line, sort_keys=True) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
+    bodies: list[dict[str, Any]] = []
+    with store.read() as txn:
+        batch = list(store.log.read(first))
+        for seq, record in batch:
+            if record["type"] != RecordType.MESSAGES_STORED:
+                continue
+            for phy, _, _ in record["units"]:
+                phys.add(phy)
+                data = store.log.payload(txn, phy)
+                if data is None:
+                    continue
+                msg = wire.decode_all(bytes(data))[0]
+                msg_id = msg.properties.get("UNIQ_KEY") or msg.msg_id
+                msg_ids.append(msg_id)
+                bodies.append(
+                    {
+                        "seq": seq,
+                        "msg_id": msg_id,
+                        "topic": msg.topic,
+                        "queue_id": msg.queue_id,
+                        "queue_offset": msg.queue_offset,
+                        "body": msg.body,
+                        "reason": reason,
+                    }
+                )
+    export_records(batch, out, source, columns={"reason": reason})
+    folder = out / MESSAGE_BODIES
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"part-{first:012d}.parquet"
+    tmp = folder / f".{target.name}.tmp"
+    pq.write_table(pa.Table.from_pylist(bodies, schema=_bodies_schema()), tmp)
+    os.replace(tmp, target)
     return msg_ids, phys
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+def _bodies_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("seq", pa.int64()),
+            ("msg_id", pa.string()),
+            ("topic", pa.string()),
+            ("queue_id", pa.int32()),
+            ("queue_offset", pa.int64()),
+            ("body", pa.binary()),
+            ("reason", pa.string()),
+        ]
+    )
 
 
 def _rebuild(src_dir: Path, dst_dir: Path, upto: int, excluded: set[int]) -> None:

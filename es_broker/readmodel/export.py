@@ -38,8 +38,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from es_broker.log import RecordLog
+from es_broker.log import Record, RecordLog
 from es_broker.readmodel.families import (
     DEFAULT_SOURCE,
     FAMILIES,
@@ -132,8 +133,6 @@ def export(
     progress: Callable[[int, int], None] | None = None,
 ) -> ExportResult:
     """Write every record after the last export to Parquet under `out` (as `source`'s node of a cluster root if `cluster`)."""
-    import pyarrow.parquet as pq
-
     began = _time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -174,15 +173,7 @@ def export(
             tables = _tables(by_record, bad)
             if bad:
                 quarantined.extend(_quarantine(layout.quarantine, [bad[s] for s in sorted(bad)]))
-            for (family, day), table in tables.items():
-                folder = layout.folder(family, day)
-                folder.mkdir(parents=True, exist_ok=True)
-                target = folder / f"part-{chunk_first:012d}.parquet"
-                tmp = folder / f".{target.name}.tmp"
-                pq.write_table(table, tmp)
-                os.replace(tmp, target)
-                totals[family] += table.num_rows
-                files += 1
+            files += _write_tables(tables, layout, chunk_first, totals)
             state.update(last_seq=batch[-1][0], max_ts=clock.value)
             _write_checkpoint(layout, state)
             if progress is not None:
@@ -198,6 +189,74 @@ def export(
         _time.perf_counter() - began,
         tuple(quarantined),
     )
+
+
+def export_records(
+    batch: list[tuple[int, Record]],
+    out: str | Path,
+    source: Source = DEFAULT_SOURCE,
+    *,
+    columns: dict[str, str] | None = None,
+) -> ExportResult:
+    """Write these records (a slice of a log) to Parquet under `out` as `export` lays them out, with
+    no checkpoint; each table gets `columns` as constant text columns (a rejoining node's set-aside
+    records with the reason, B-380). Records that do not convert go to `out`'s quarantine."""
+    began = _time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    layout = Layout(out)
+    clock = RunningTime()
+    by_record: list[tuple[int, str, list[tuple[str, str, dict]]]] = []
+    bad: dict[int, dict] = {}
+    for seq, record in batch:
+        try:
+            time = effective_time(clock, record)
+            day = utc_day(time)
+            rows = [(family, day, row) for family, row in rows_of(seq, record, time, source)]
+        except Exception as exc:
+            if not is_data_error(exc):
+                raise
+            bad[seq] = _failure(seq, record, exc)
+            continue
+        by_record.append((seq, str(record.get("type")), rows))
+    tables = _tables(by_record, bad)
+    quarantined = _quarantine(layout.quarantine, [bad[s] for s in sorted(bad)]) if bad else []
+    if columns:
+        tables = {key: _with_columns(table, columns) for key, table in tables.items()}
+    totals: dict[str, int] = defaultdict(int)
+    files = _write_tables(tables, layout, batch[0][0] if batch else 0, totals)
+    return ExportResult(
+        batch[0][0] if batch else None,
+        batch[-1][0] if batch else 0,
+        len(batch),
+        dict(totals),
+        files,
+        _time.perf_counter() - began,
+        tuple(quarantined),
+    )
+
+
+def _with_columns(table: Any, columns: dict[str, str]) -> Any:
+    import pyarrow as pa
+
+    for name, value in columns.items():
+        table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()))
+    return table
+
+
+def _write_tables(tables: dict, layout: Layout, chunk_first: int, totals: dict[str, int]) -> int:
+    """Write each (family, day) table as its chunk's part file, atomically; returns the files written."""
+    import pyarrow.parquet as pq
+
+    for (family, day), table in tables.items():
+        folder = layout.folder(family, day)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"part-{chunk_first:012d}.parquet"
+        tmp = folder / f".{target.name}.tmp"
+        pq.write_table(table, tmp)
+        os.replace(tmp, target)
+        totals[family] += table.num_rows
+    return len(tables)
 
 
 def _tables(
