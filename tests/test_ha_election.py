@@ -9,6 +9,7 @@ from a kill to the first acknowledged send on the new leader are printed
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import statistics
@@ -25,6 +26,7 @@ from es_broker.client.remoting_client import RemotingClient
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.peer_outcomes import LastingCondition
 from tests.etcd_fixtures import Group, etcd_keys, following, leader, start_group
 from tests.ha_fixtures import SLOW_MACHINE_MS, Wire, bodies
 from tests.helpers import FAST, Collector, cli_checked, cli_ok, wait_until
@@ -430,3 +432,22 @@ async def test_a_planned_switch_over_hands_the_lead_to_the_named_follower_withou
     (promoted,) = [r for r in records_of(group.workdir / target, "ha_promoted") if r["epoch"] == 2]
     assert promoted["reason"] == "switch_over" and promoted["old_leader"] == name
     verify_every_node(group)
+
+
+def test_a_node_below_acked_says_so_once_then_once_a_minute_and_when_it_may_lead(caplog):
+    """The best placed node below `acked` looks again every 50 ms: its ERROR is logged once, then at
+    most once a minute while it lasts, and an INFO line says when it ends (B-372, as B-315)."""
+    now = [1000.0]
+    below = LastingCondition(logging.getLogger("t"), clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="t"):
+        for _ in range(1200):  # a minute of looks, 50 ms apart
+            below.holds("ha: node n2 holds records up to 7, below the acknowledged 9")
+            now[0] += 0.05
+        now[0] = 1060.0  # a minute after the first ERROR
+        below.holds("ha: node n2 holds records up to 8, below the acknowledged 9")
+        below.ended("ha: node n2 may lead")
+        below.ended("ha: node n2 may lead")  # nothing more: it had ended
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in lines] == ["ERROR", "ERROR", "INFO"]
+    assert "still so: 1201 times in 60 s" in lines[1][1]
+    assert lines[2][1].startswith("ha: node n2 may lead (after 1201 time(s)")

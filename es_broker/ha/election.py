@@ -40,7 +40,7 @@ from typing import Any
 import trio
 
 from es_broker.ha.etcd import Compare, EtcdClient, EtcdUnavailable, KeyValue, Put, prefix_end
-from es_broker.remoting.peer_outcomes import PeerRequests
+from es_broker.remoting.peer_outcomes import LastingCondition, PeerRequests
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,9 @@ class Coordinator:
         self.switching = ""  # the follower a planned switch-over hands the key to
         self.leader_lease = -1  # the lease the leader key was written with
         self.requests = PeerRequests("request to etcd", log)
+        # a best placed node whose log is below `acked`, looking again every POLL (B-372): logged
+        # once, then at most once a minute, and when it ends
+        self.below_acked = LastingCondition(log)
         self._acked_target = 0
         self._acked_published = 0
         self._acked_changed = trio.Event()
@@ -343,6 +346,9 @@ class Coordinator:
                 await self._join_once()
                 continue
             if lead is not None:
+                self.below_acked.ended(
+                    f"ha: node {lead.node} leads epoch {lead.epoch}: node {self.node} waits no more"
+                )
                 if lead.node == self.node and not lead.mine:
                     # a former run of this node (killed) still holds the key: its lease is dead
                     log.info(
@@ -374,15 +380,16 @@ class Coordinator:
                 acked = int(v.acked.get("seq", 0))
                 if best == self.node:
                     if seq < acked:
-                        log.error(
-                            "ha: node %s holds records up to %d, below the acknowledged %d of epoch "
-                            "%s: it may not lead; waiting for a node that holds them",
-                            self.node,
-                            seq,
-                            acked,
-                            v.acked.get("epoch"),
+                        self.below_acked.holds(
+                            f"ha: node {self.node} holds records up to {seq}, below the "
+                            f"acknowledged {acked} of epoch {v.acked.get('epoch')}: it may not "
+                            "lead; waiting for a node that holds them"
                         )
                     else:
+                        self.below_acked.ended(
+                            f"ha: node {self.node} holds records up to {seq}, the acknowledged "
+                            f"{acked} included: it may lead"
+                        )
                         reason = "switch_over" if v.switch.get("to") == self.node else "elected"
                         won = await self._take(v, seq, acked, reason)
                         if won is not None:

@@ -146,6 +146,59 @@ class PeerRequests:
         return shown if more <= 0 else f"{shown}; and {more} more peer(s)"
 
 
+class LastingCondition:
+    """A condition of this process that can last (not a peer's answer), logged as `PeerRequests` logs
+    a failure: at ERROR the first time, then at most once a `repeat_period` while it lasts (with how
+    often and how long), and at INFO when it ends."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        repeat_period: float = REPEAT_PERIOD,
+    ) -> None:
+        self.log = logger
+        self.clock = clock
+        self.repeat_period = repeat_period
+        self._since: float | None = None
+        self._logged_at = 0.0
+        self._times = 0
+        self._last = ""
+
+    @property
+    def lasting(self) -> bool:
+        return self._since is not None
+
+    def holds(self, message: str) -> None:
+        """The condition holds now; `message` says what it is."""
+        now = self.clock()
+        self._last = message
+        if self._since is None:
+            self._since, self._logged_at, self._times = now, now, 1
+            self.log.error("%s", message)
+            return
+        self._times += 1
+        if now - self._logged_at >= self.repeat_period:
+            self._logged_at = now
+            self.log.error(
+                "%s (still so: %d times in %.0f s)", message, self._times, now - self._since
+            )
+
+    def ended(self, message: str) -> None:
+        """The condition is over (nothing logged when it did not hold)."""
+        if self._since is None:
+            return
+        self.log.info(
+            "%s (after %d time(s) in %.0f s, the last: %s)",
+            message,
+            self._times,
+            self.clock() - self._since,
+            self._last,
+        )
+        self._since = None
+
+
 def _short(remark: str) -> str:
     remark = " ".join(remark.split())  # one line
     return remark if len(remark) <= REMARK_MAX else remark[: REMARK_MAX - 1] + "…"
