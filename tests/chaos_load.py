@@ -323,7 +323,7 @@ class Consumer:
         """RocketMQ's INVOKE_BROKER_TO_RESET_OFFSET; reset_mode=server_side moves the offsets itself."""
         timestamp = self.rng.choice([0, -1])  # every queue's first message, or its max
         fields = {"topic": TOPIC, "group": self.group, "timestamp": timestamp, "isForce": True}
-        # a C++ client is answered the offset table as a list (remoting spec 9.6)
+        # a C++ client is answered the offset table as a list (docs/protocol.md §9.6)
         r = await self.change(
             session,
             self.unknown(),

@@ -361,7 +361,7 @@ class PushConsumer(GroupConsumer):
         return next_offset
 
     async def _pull(self, mq: MessageQueue, sub: SubscriptionData, offset: int) -> PullResult:
-        """One PULL_MESSAGE as the Java push consumer sends it (remoting spec 7.4.6)."""
+        """One PULL_MESSAGE as the Java push consumer sends it (docs/protocol.md §7.4.6)."""
         cfg = self.config
         sys_flag = PULL_SUSPEND
         commit_offset = 0

@@ -3,7 +3,7 @@
 A send picks the next writable queue of the topic's route (round robin); when
 the broker refuses with one of the codes Java retries on, or the connection
 fails, it tries again on a queue of another broker, at most
-retryTimesWhenSendFailed more times within sendMsgTimeout (remoting spec 7.2.1).
+retryTimesWhenSendFailed more times within sendMsgTimeout (docs/protocol.md §7.2.1).
 """
 
 from __future__ import annotations
@@ -590,7 +590,7 @@ class Producer(Service):
         """The SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request for one queue (body compressed if large)."""
         sys_flag = 0
         if not batch and len(body) >= self.config.compress_msg_body_over_howmuch:
-            body = zlib.compress(body, 5)  # Java's Deflater level 5 (remoting spec 8.3)
+            body = zlib.compress(body, 5)  # Java's Deflater level 5 (docs/protocol.md §8.3)
             sys_flag |= FLAG_COMPRESSED
         if props.get(TRAN_MSG, "").lower() == "true":
             sys_flag |= FLAG_TRANSACTION_PREPARED

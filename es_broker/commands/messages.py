@@ -218,7 +218,7 @@ def encode_batch(
 
 
 def stored_properties(properties: dict[str, str], cluster: str) -> dict[str, str]:
-    """What the send path stores: the producer's properties without WAIT, plus CLUSTER (spec 7.2.1 step 6)."""
+    """What the send path stores: the producer's properties without WAIT, plus CLUSTER (docs/protocol.md §7.2.1 step 6)."""
     props = {k: v for k, v in properties.items() if k != delay.PROPERTY_WAIT}
     props["CLUSTER"] = cluster
     return props
@@ -332,7 +332,7 @@ def put_job(
 def _dead_letter_target(
     store: Store, ctx: AppendContext, prepared: _Prepared, requester: str
 ) -> str | None:
-    """SEND to `%RETRY%G`: the DLQ topic when reconsumeTimes reached the limit, else None (spec 7.2.1 step 5)."""
+    """SEND to `%RETRY%G`: the DLQ topic when reconsumeTimes reached the limit, else None (docs/protocol.md §7.2.1 step 5)."""
     group = retry.group_of_retry_topic(prepared.topic)
     group_config = find_or_create_group(store, ctx, group, requester)
     limit = retry.max_reconsume_times(group_config, prepared.max_reconsume_times)
@@ -451,7 +451,7 @@ def place(
 def _auto_create(
     store: Store, ctx: AppendContext, prepared: _Prepared, requester: str
 ) -> dict[str, Any]:
-    """Create a topic on first send when RocketMQ would (remoting spec 7.2.1 step 3, B-25)."""
+    """Create a topic on first send when RocketMQ would (docs/protocol.md §7.2.1 step 3, B-25)."""
     topic = prepared.topic
     if topic.startswith(names.RETRY_PREFIX):
         config = topic_config_record(topic, 1, 1, PERM_READ | PERM_WRITE)
@@ -499,7 +499,7 @@ class GetResult:
 
     @property
     def body(self) -> bytes:
-        """The pull answer body: stored messages back to back (remoting spec 8.2)."""
+        """The pull answer body: stored messages back to back (docs/protocol.md §8.2)."""
         return b"".join(self.messages)
 
 

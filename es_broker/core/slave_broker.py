@@ -1,4 +1,4 @@
-"""A slave's core: the master's records are its only writes (DESIGN.md, "Master and slave").
+"""A slave's core: the master's records are its only writes (docs/design.md §8, "Master and slave").
 
 A slave applies the master's records with their sequence numbers, so at the
 same sequence its projections are byte-identical to the master's. Anything

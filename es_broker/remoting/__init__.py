@@ -1,4 +1,4 @@
-"""Sans-IO codec of Apache RocketMQ 4.x "remoting" frames (spec/remoting-protocol.md).
+"""Sans-IO codec of Apache RocketMQ 4.x "remoting" frames (docs/protocol.md).
 
 No sockets here: `Connection` turns received bytes into `RemotingCommand`s and
 commands into bytes; `bodies` holds the JSON bodies in the fastjson dialect.

@@ -1,4 +1,4 @@
-"""JSON command bodies (spec section 9), as frozen dataclasses.
+"""JSON command bodies (docs/protocol.md §9), as frozen dataclasses.
 
 Each class mirrors a Java body class: `encode()` writes what Java's fastjson
 writes (fields sorted, nulls omitted, numeric and object map keys per section

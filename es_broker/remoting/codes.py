@@ -1,4 +1,4 @@
-"""Code tables of the RocketMQ 4.x remoting protocol (spec sections 2.1, 2.2, 6).
+"""Code tables of the RocketMQ 4.x remoting protocol (docs/protocol.md §2.1, §2.2, §6).
 
 Commands carry plain ints (an unknown code must still decode so the server can
 answer REQUEST_CODE_NOT_SUPPORTED); these enums name the known ones.

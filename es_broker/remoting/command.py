@@ -1,4 +1,4 @@
-"""`RemotingCommand`: one decoded frame, request or response (spec section 2)."""
+"""`RemotingCommand`: one decoded frame, request or response (docs/protocol.md §2)."""
 
 from __future__ import annotations
 

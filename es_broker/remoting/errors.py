@@ -3,7 +3,7 @@
 Two families, because a server reacts to them differently:
 
 * `ProtocolError`: the peer's byte stream broke the framing or header rules
-  (spec sections 1-4). The Java server closes the connection on every one of
+  (docs/protocol.md §1-§4). The Java server closes the connection on every one of
   them (section 1.2: "A decode error closes the connection ... no
   resynchronisation"). `resumable` says whether the bad frame's bytes were
   consumed whole, so that a more lenient server *could* go on with the next frame.

@@ -1,4 +1,4 @@
-"""The command header in its two encodings: JSON (spec section 3) and ROCKETMQ binary (section 4).
+"""The command header in its two encodings: JSON (docs/protocol.md §3) and ROCKETMQ binary (§4).
 
 Decoders take the header bytes and the already-split body and return the whole
 `RemotingCommand`, so a frame is built once. They raise `HeaderDecodeError`
@@ -217,7 +217,7 @@ def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
 
 
 def decode_rocketmq_header(header: bytes, body: bytes = b"") -> RemotingCommand:
-    """Decode a ROCKETMQ binary header (section 4).
+    """Decode a ROCKETMQ binary header (§4).
 
     Zero-length strings decode as absent (a null remark; extFields entries with
     an empty key or value are dropped), as in Java. Lengths that overrun the

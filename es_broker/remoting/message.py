@@ -1,4 +1,4 @@
-"""RocketMQ's stored-message encoding (spec/remoting-protocol.md section 8).
+"""RocketMQ's stored-message encoding (docs/protocol.md §8).
 
 One format serves the commit log, the body of a PULL_MESSAGE answer (records
 back to back) and the query-by-id answers, so the broker stores exactly the
@@ -424,7 +424,7 @@ class BatchDecodeError(ValueError):
 
 
 def encode_batch(messages: Sequence[tuple[int, bytes, dict[str, str]]]) -> bytes:
-    """A SEND_BATCH_MESSAGE body: per (flag, body, properties) one entry (remoting spec 7.2.2)."""
+    """A SEND_BATCH_MESSAGE body: per (flag, body, properties) one entry (docs/protocol.md §7.2.2)."""
     parts = []
     for flag, body, props in messages:
         raw_props = encode_properties(props)
@@ -437,7 +437,7 @@ def encode_batch(messages: Sequence[tuple[int, bytes, dict[str, str]]]) -> bytes
 
 
 def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
-    """A SEND_BATCH_MESSAGE body: (flag, body, properties) per entry (remoting spec 7.2.2).
+    """A SEND_BATCH_MESSAGE body: (flag, body, properties) per entry (docs/protocol.md §7.2.2).
 
     Each entry's TOTALSIZE must be exactly its 22 fixed bytes, body and properties.
     """

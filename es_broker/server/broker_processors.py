@@ -335,7 +335,7 @@ class BrokerProcessors:
                 raise MissingField("flag")
             props = wire.decode_properties(h.properties or "")
             batch = [MessageIn(req.body, props, h.flag, sys_flag, born, born_host, reconsume)]
-        # a %RETRY% send's limit comes from the header for clients >= V3_4_9 (spec 7.2.1 step 5, B-95)
+        # a %RETRY% send's limit comes from the header for clients >= V3_4_9 (docs/protocol.md §7.2.1 step 5, B-95)
         max_reconsume = h.max_reconsume_times if req.version >= Version.V3_4_9 else None
         if hops.ON:
             hops.mark(hops.PARSED)
@@ -783,7 +783,7 @@ class BrokerProcessors:
         self.notices.ok(channel.remote_addr)
 
     def reset_body(self, plan, list_form: bool) -> bytes:
-        """ResetOffsetBody (remoting spec 9.6): MessageQueue-keyed map, or the list C++ clients take."""
+        """ResetOffsetBody (docs/protocol.md §9.6): MessageQueue-keyed map, or the list C++ clients take."""
         table = {self._mq(plan.topic, q): off for q, off in plan.table().items()}
         return ResetOffsetBody(table).encode(for_cpp=list_form)
 

@@ -1,4 +1,4 @@
-"""Code tables (spec sections 2.1, 2.2, 6)."""
+"""Code tables (docs/protocol.md §2.1, §2.2, §6)."""
 
 from __future__ import annotations
 
