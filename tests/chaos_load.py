@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from es_broker.client.channel import next_opaque
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode
@@ -71,7 +72,7 @@ class WireSession:
         body: bytes = b"",
         language: LanguageCode = LanguageCode.JAVA,
     ) -> RemotingCommand:
-        opaque = self.conn.next_opaque()
+        opaque = next_opaque()
         frame = encode_frame(request(code, fields, body, opaque=opaque, language=language))
         with trio.fail_after(CALL_TIMEOUT):
             try:

@@ -29,11 +29,10 @@ from es_broker.clock import Clock
 from es_broker.commands.errors import BrokerError
 from es_broker.log import AppendContext, WriterClosed
 from es_broker.log.records import RecordOutOfRange
-from es_broker.log.types import Cause, QueueLocksChanged, RecordType
+from es_broker.log.types import Cause, QueueLocksChanged
 
 log = logging.getLogger(__name__)
 
-RECORD = RecordType.QUEUE_LOCKS_CHANGED
 CAUSE_LOCK = Cause.LOCK  # taken by LOCK_BATCH_MQ: the queue was free, or its lock had expired
 CAUSE_UNLOCK = Cause.UNLOCK  # UNLOCK_BATCH_MQ
 CAUSE_CHANNEL_CLOSED = Cause.CHANNEL_CLOSED

@@ -30,7 +30,6 @@ ALREADY_THERE = "already_there"
 CREATED = "created"  # reset_scope=read_queues on a queue without an offset (S-13)
 
 TARGET_KINDS = ("time", "offset", "shift", "earliest", "latest")
-FENCE_MS = 60_000  # how long a reset fence holds at most (S-3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +66,6 @@ class ResetPlan:
     def table(self) -> dict[int, int]:
         """queue id -> the offset clients are told to use."""
         return {q.queue_id: q.final for q in self.queues}
-
-    def as_rows(self) -> list[dict[str, int | str]]:
-        return [
-            {
-                "queueId": q.queue_id,
-                "current": q.current,
-                "target": q.target,
-                "final": q.final,
-                "outcome": q.outcome,
-            }
-            for q in self.queues
-        ]
 
 
 def _target(
