@@ -38,7 +38,7 @@ from es_broker.client.messages import (
 )
 from es_broker.client.offset_store import OffsetStore, ReadOffsetType
 from es_broker.client.process_queue import ProcessQueue
-from es_broker.client.producer import BrokerRefused, ClientError, Producer
+from es_broker.client.producer import Producer
 from es_broker.client.pulling import (
     PullRequest,
     PullResult,
@@ -47,6 +47,7 @@ from es_broker.client.pulling import (
     pull_retry_delay,
 )
 from es_broker.client.remoting_client import RemotingError
+from es_broker.client.send_tries import BrokerRefused, ClientError
 from es_broker.client.subscription import (
     ConsumeFromWhere,
     MessageModel,
