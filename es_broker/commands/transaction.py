@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from es_broker.commands import delay, messages
+from es_broker.commands import delay, placement
 from es_broker.commands.errors import BrokerError, Code, NoPermission
 from es_broker.commands.store import Store
 from es_broker.commands.topics import topic_config_record
@@ -104,23 +104,23 @@ def store_half(
     ctx: AppendContext,
     topic: str,
     queue_id: int,
-    msg: messages.MessageIn,
+    msg: placement.MessageIn,
     properties: dict[str, str],
     *,
     ts: int,
     host: tuple[str, int],
     producer_group: str,
     requester: str,
-) -> messages.PutResult:
+) -> placement.PutResult:
     """Store a half message in RMQ_SYS_TRANS_HALF_TOPIC queue 0 and open its transaction (B-220)."""
     _ensure_topic(store, ctx, HALF_TOPIC, requester)
     props = {k: v for k, v in properties.items() if k != delay.PROPERTY_DELAY}
     props[delay.PROPERTY_REAL_TOPIC] = topic
     props[delay.PROPERTY_REAL_QID] = str(queue_id)
     half = msg._replace(sys_flag=reset_transaction_value(msg.sys_flag, TRANSACTION_NOT_TYPE))
-    raw, code = messages.encode_message(HALF_TOPIC, 0, half, props, host)
+    raw, code = placement.encode_message(HALF_TOPIC, 0, half, props, host)
     group = props.get(PROPERTY_PRODUCER_GROUP) or producer_group
-    result = messages.place(
+    result = placement.place(
         store,
         ctx,
         HALF_TOPIC,
@@ -166,7 +166,7 @@ class EndResult:
 
     state: str
     recorded: bool
-    stored: messages.PutResult | None = None
+    stored: placement.PutResult | None = None
 
 
 FIND_FAILED = "Find prepared transaction message failed"
@@ -258,7 +258,7 @@ def _store_committed(
     now: int,
     requester: str,
     common: dict[str, Any],
-) -> messages.PutResult:
+) -> placement.PutResult:
     """endMessageTransaction + putMessage: the visible copy in the real queue (B-223)."""
     topic, queue_id = entry["topic"], entry["queue_id"]
     drop = (delay.PROPERTY_REAL_TOPIC, delay.PROPERTY_REAL_QID, PROPERTY_TRANSACTION_PREPARED)
@@ -286,7 +286,7 @@ def _store_committed(
     except (ValueError, OverflowError, struct.error) as exc:
         raise BrokerError(f"the message cannot be stored: {exc}", Code.MESSAGE_ILLEGAL) from None
     tags = props.get("TAGS")
-    return messages.place(
+    return placement.place(
         store,
         ctx,
         topic,
@@ -478,7 +478,7 @@ def _discard(
     props = dict(half.properties)
     if entry["checks"]:
         props[PROPERTY_CHECK_TIMES] = str(entry["checks"])
-    copy = messages.MessageIn(
+    copy = placement.MessageIn(
         half.body,
         {},
         half.flag,
@@ -487,8 +487,8 @@ def _discard(
         half.born_host,
         half.reconsume_times,
     )
-    encoded, code = messages.encode_message(CHECK_MAX_TIME_TOPIC, 0, copy, props, half.store_host)
-    messages.place(
+    encoded, code = placement.encode_message(CHECK_MAX_TIME_TOPIC, 0, copy, props, half.store_host)
+    placement.place(
         store,
         ctx,
         CHECK_MAX_TIME_TOPIC,
