@@ -18,11 +18,12 @@ from dataclasses import dataclass
 import lmdb
 
 from es_broker.commands import names, offsets
-from es_broker.commands.errors import BrokerError, Code, IllegalRequest
+from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.records import INT64_MAX
 from es_broker.log.types import ResetRequested
+from es_broker.remoting.codes import ResponseCode
 
 MOVED = "moved"
 UNCHANGED_NOT_FORCE = "unchanged_not_force"  # a forward target without force (B-75)
@@ -160,5 +161,5 @@ def not_online(group: str, topic: str, timestamp: int) -> BrokerError:
     return BrokerError(
         f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
         f"Timestamp: {timestamp}",
-        Code.CONSUMER_NOT_ONLINE,
+        ResponseCode.CONSUMER_NOT_ONLINE,
     )

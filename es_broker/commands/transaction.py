@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from es_broker.commands import delay, placement
-from es_broker.commands.errors import BrokerError, Code, NoPermission
+from es_broker.commands.errors import BrokerError, NoPermission
 from es_broker.commands.store import Store
 from es_broker.commands.topics import topic_config_record
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, TopicUpdated, TransactionChecked, TransactionEnded
 from es_broker.projections import transactions as states
 from es_broker.remoting import message as wire
+from es_broker.remoting.codes import ResponseCode
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
@@ -184,21 +185,21 @@ def end_job(store: Store, end: EndRequest, requester: str) -> Callable[[AppendCo
         if entry is None:
             ended = store.txns.ended_state(txn, phy)
             if ended is None:
-                raise BrokerError(FIND_FAILED, Code.SYSTEM_ERROR)
+                raise BrokerError(FIND_FAILED, ResponseCode.SYSTEM_ERROR)
             if ended == wanted:  # the same decision again: nothing changes (B-224)
                 return EndResult(ended, False)
             if ended != states.DISCARDED:
                 raise BrokerError(
                     f"the transaction of this prepared message was already {ended.replace('_', ' ')}",
-                    Code.SYSTEM_ERROR,
+                    ResponseCode.SYSTEM_ERROR,
                 )
             entry = _discarded_entry(store, txn, phy)
             if entry is None:
-                raise BrokerError(FIND_FAILED, Code.SYSTEM_ERROR)
+                raise BrokerError(FIND_FAILED, ResponseCode.SYSTEM_ERROR)
         if entry["producer_group"] != end.producer_group:
-            raise BrokerError("The producer group wrong", Code.SYSTEM_ERROR)
+            raise BrokerError("The producer group wrong", ResponseCode.SYSTEM_ERROR)
         if entry["half_queue_offset"] != end.tran_state_table_offset:
-            raise BrokerError("The transaction state table offset wrong", Code.SYSTEM_ERROR)
+            raise BrokerError("The transaction state table offset wrong", ResponseCode.SYSTEM_ERROR)
         now = store.clock.now_ms()
         common = {
             "prepared_phy": phy,
@@ -221,7 +222,7 @@ def end_job(store: Store, end: EndRequest, requester: str) -> Callable[[AppendCo
             return EndResult(states.ROLLED_BACK, True)
         raw = store.log.payload(txn, phy) if phy >= store.commitlog.phy_min(txn) else None
         if raw is None:  # removed by retention: nothing left to commit
-            raise BrokerError(FIND_FAILED, Code.SYSTEM_ERROR)
+            raise BrokerError(FIND_FAILED, ResponseCode.SYSTEM_ERROR)
         half = wire.decode_one(raw)[0]
         stored = _store_committed(store, ctx, half, entry, now, requester, common)
         return EndResult(states.COMMITTED, True, stored)
@@ -284,7 +285,9 @@ def _store_committed(
             None,
         )
     except (ValueError, OverflowError, struct.error) as exc:
-        raise BrokerError(f"the message cannot be stored: {exc}", Code.MESSAGE_ILLEGAL) from None
+        raise BrokerError(
+            f"the message cannot be stored: {exc}", ResponseCode.MESSAGE_ILLEGAL
+        ) from None
     tags = props.get("TAGS")
     return placement.place(
         store,
