@@ -2,7 +2,7 @@
 
 No sockets here: `Connection` turns received bytes into `RemotingCommand`s and
 commands into bytes; `bodies` holds the JSON bodies in the fastjson dialect.
-Stored-message records (section 8) are in `message`, imported separately.
+Stored-message records (docs/protocol.md §8) are in `message`, imported separately.
 """
 
 from .bodies import (

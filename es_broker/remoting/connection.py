@@ -4,10 +4,10 @@ Feed it the bytes you read (`receive_data`), take decoded commands out
 (`next_event`), and turn commands into bytes to write (`send`). It never
 touches a socket, so the same object serves a trio server, a test, or a fuzzer.
 
-Both directions carry requests and responses (section 1.1): the connection
+Both directions carry requests and responses (docs/protocol.md §1.1): the connection
 does not pair them; look at `RemotingCommand.is_response` and the opaque.
 
-Errors (section 1.2: Java closes the connection on any decode error):
+Errors (docs/protocol.md §1.2: Java closes the connection on any decode error):
 
 * fatal `ProtocolError`s (`FrameLengthInvalid`, `FrameTooLarge`,
   `TruncatedFrame`): the frame boundary is lost; every later `next_event`
