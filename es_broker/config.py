@@ -1,7 +1,7 @@
 """Broker configuration: RocketMQ's names and default values in one place.
 
 Keys keep RocketMQ's camelCase names so a `broker.conf` written for RocketMQ
-loads as it is; es-broker's own switches (spec section 19) use snake_case.
+loads as it is; es-broker's own switches (docs/design.md §10) use snake_case.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class BrokerConfig:
     # --- SQL92 property filters (BrokerConfig; ExpressionMessageFilter, B-210..B-219)
     enablePropertyFilter: bool = False  # SQL92 subscriptions are served (B-214)
     filterSupportRetry: bool = False  # a group's SQL92 filters apply to its retry topic too (B-217)
-    # --- es-broker switches (spec section 19; defaults are RocketMQ-compatible)
+    # --- es-broker switches (docs/design.md §10; defaults are RocketMQ-compatible)
     total_physical_memory_bytes: int = field(default_factory=_host_ram)
     overflow_badly_next: str = "max"  # max | legacy (B-60)
     dlq_topic_perm: int = 2  # B-103

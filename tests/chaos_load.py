@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from es_broker.client.channel import next_opaque
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode
@@ -71,7 +72,7 @@ class WireSession:
         body: bytes = b"",
         language: LanguageCode = LanguageCode.JAVA,
     ) -> RemotingCommand:
-        opaque = self.conn.next_opaque()
+        opaque = next_opaque()
         frame = encode_frame(request(code, fields, body, opaque=opaque, language=language))
         with trio.fail_after(CALL_TIMEOUT):
             try:
@@ -323,7 +324,7 @@ class Consumer:
         """RocketMQ's INVOKE_BROKER_TO_RESET_OFFSET; reset_mode=server_side moves the offsets itself."""
         timestamp = self.rng.choice([0, -1])  # every queue's first message, or its max
         fields = {"topic": TOPIC, "group": self.group, "timestamp": timestamp, "isForce": True}
-        # a C++ client is answered the offset table as a list (remoting spec 9.6)
+        # a C++ client is answered the offset table as a list (docs/protocol.md §9.6)
         r = await self.change(
             session,
             self.unknown(),

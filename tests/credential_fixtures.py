@@ -9,11 +9,12 @@ import trio
 
 from es_broker.acl.signing import ACCESS_KEY, ES_SIGNATURE, SIGNATURE, verify_v1
 from es_broker.client import Credentials
+from es_broker.client.channel import Channel
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand
 from es_broker.server.main import BrokerServer, NameServerRole
-from es_broker.server.remoting_server import RemotingServer
+from es_broker.server.remoting_server import Handler, RemotingServer
 from tests.server_fixtures import QUICK_DELAYS, Running, in_process_config
 
 CREDS = Credentials("client-ak", "client-secret")
@@ -30,16 +31,24 @@ class Recorder:
     _changed: trio.Event = field(default_factory=trio.Event)
 
     def tap(self, server: RemotingServer) -> None:
-        answer = server.answer
+        """Record every request that passes the listener's edge checks, before its handler runs.
 
-        async def recording(channel, command: RemotingCommand):
-            if command.code not in BROKER_TO_NAMESRV:
-                self.seen.append(command)
-                self._changed.set()
-                self._changed = trio.Event()
-            return await answer(channel, command)
+        Each entry of the handler table is wrapped; the codes whose first part
+        runs in the read loop (`starts`) then run as tasks, through the table.
+        """
 
-        server.answer = recording
+        def recording(handler: Handler) -> Handler:
+            async def record(channel: Channel, command: RemotingCommand) -> RemotingCommand | None:
+                if command.code not in BROKER_TO_NAMESRV:
+                    self.seen.append(command)
+                    self._changed.set()
+                    self._changed = trio.Event()
+                return await handler(channel, command)
+
+            return record
+
+        server.handlers = {code: recording(handler) for code, handler in server.handlers.items()}
+        server.starts = {}
 
     def codes(self) -> set[int]:
         return {command.code for command in self.seen}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from es_broker.commands.errors import BrokerError, Code
+from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import MessageIn
+from es_broker.remoting.codes import ResponseCode
 from tests.conftest import make_topic
 
 
-async def refused(broker, call, code: Code, remark: str):
+async def refused(broker, call, code: ResponseCode, remark: str):
     before = broker.store.log.last_seq
     with pytest.raises(BrokerError) as err:
         result = call()
@@ -24,13 +25,15 @@ async def test_send_to_unknown_topic_is_topic_not_exist(broker):
     await refused(
         broker,
         lambda: broker.put_message("NOPE", 0, MessageIn(b"x")),
-        Code.TOPIC_NOT_EXIST,
+        ResponseCode.TOPIC_NOT_EXIST,
         "topic[NOPE] not exist",
     )
 
 
 async def test_pull_from_unknown_topic_is_topic_not_exist(broker):
-    await refused(broker, lambda: broker.pull("G", "NOPE", 0, 0), Code.TOPIC_NOT_EXIST, "NOPE")
+    await refused(
+        broker, lambda: broker.pull("G", "NOPE", 0, 0), ResponseCode.TOPIC_NOT_EXIST, "NOPE"
+    )
 
 
 async def test_b013_send_to_queue_out_of_range_is_system_error(broker):
@@ -38,19 +41,23 @@ async def test_b013_send_to_queue_out_of_range_is_system_error(broker):
     await refused(
         broker,
         lambda: broker.put_message("T", 2, MessageIn(b"x")),
-        Code.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_ERROR,
         "queueId[2] is illegal",
     )
 
 
 async def test_negative_pull_offset_is_refused(broker):
     await make_topic(broker)
-    await refused(broker, lambda: broker.pull("G", "T", 0, -1), Code.SYSTEM_ERROR, "negative")
+    await refused(
+        broker, lambda: broker.pull("G", "T", 0, -1), ResponseCode.SYSTEM_ERROR, "negative"
+    )
 
 
 async def test_negative_queue_id_for_pull_is_refused(broker):
     await make_topic(broker)
-    await refused(broker, lambda: broker.pull("G", "T", -1, 0), Code.SYSTEM_ERROR, "queueId[-1]")
+    await refused(
+        broker, lambda: broker.pull("G", "T", -1, 0), ResponseCode.SYSTEM_ERROR, "queueId[-1]"
+    )
 
 
 async def test_body_over_max_message_size_is_message_illegal(broker):
@@ -58,7 +65,7 @@ async def test_body_over_max_message_size_is_message_illegal(broker):
     await refused(
         broker,
         lambda: broker.put_message("T", 0, MessageIn(b"x" * (4 * 1024 * 1024 + 1))),
-        Code.MESSAGE_ILLEGAL,
+        ResponseCode.MESSAGE_ILLEGAL,
         "exceeds maxMessageSize 4194304",
     )
 
@@ -72,7 +79,10 @@ async def test_body_of_exactly_max_message_size_is_stored(broker):
 @pytest.mark.parametrize("topic", ["", "bad topic", "a/b", "x" * 128, "tab\t"])
 async def test_b024_illegal_topic_names_are_refused(broker, topic):
     await refused(
-        broker, lambda: broker.update_topic({"topicName": topic}), Code.SYSTEM_ERROR, "topic"
+        broker,
+        lambda: broker.update_topic({"topicName": topic}),
+        ResponseCode.SYSTEM_ERROR,
+        "topic",
     )
 
 
@@ -80,7 +90,7 @@ async def test_b024_system_topic_cannot_be_created(broker):
     await refused(
         broker,
         lambda: broker.update_topic({"topicName": "SCHEDULE_TOPIC_XXXX"}),
-        Code.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_ERROR,
         "conflict with system topic",
     )
 
@@ -89,7 +99,7 @@ async def test_b024_sending_to_schedule_topic_is_forbidden(broker):
     await refused(
         broker,
         lambda: broker.put_message("SCHEDULE_TOPIC_XXXX", 0, MessageIn(b"x")),
-        Code.NO_PERMISSION,
+        ResponseCode.NO_PERMISSION,
         "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.",
     )
 
@@ -99,7 +109,7 @@ async def test_b021_pull_from_write_only_topic_is_no_permission(broker):
     await refused(
         broker,
         lambda: broker.pull("G", "T", 0, 0),
-        Code.NO_PERMISSION,
+        ResponseCode.NO_PERMISSION,
         "the topic[T] pulling message is forbidden",
     )
 
@@ -121,16 +131,21 @@ async def test_wrong_types_are_refused(broker):
     await refused(
         broker,
         lambda: broker.update_topic({"topicName": "T", "readQueueNums": "8"}),
-        Code.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_ERROR,
         "readQueueNums must be an integer",
     )
     await refused(
-        broker, lambda: broker.commit_offset("G", "T", 0, "12"), Code.SYSTEM_ERROR, "commitOffset"
+        broker,
+        lambda: broker.commit_offset("G", "T", 0, "12"),
+        ResponseCode.SYSTEM_ERROR,
+        "commitOffset",
     )
 
 
 async def test_perm_change_of_unknown_topic_is_topic_not_exist(broker):
-    await refused(broker, lambda: broker.update_topic_perm("NOPE", 6), Code.TOPIC_NOT_EXIST, "NOPE")
+    await refused(
+        broker, lambda: broker.update_topic_perm("NOPE", 6), ResponseCode.TOPIC_NOT_EXIST, "NOPE"
+    )
 
 
 async def test_auto_create_from_tbw102_on_send(broker):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from es_broker.client.channel import next_opaque
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.connection import NEED_DATA, Connection
@@ -97,7 +98,7 @@ def closed_by_broker(sock: socket.socket) -> bool:
 def ask(sock: socket.socket) -> RemotingCommand:
     """Send GET_BROKER_RUNTIME_INFO on `sock` and read the answer with the remoting codec."""
     conn = Connection()
-    sock.sendall(conn.send(request(RequestCode.GET_BROKER_RUNTIME_INFO, opaque=conn.next_opaque())))
+    sock.sendall(conn.send(request(RequestCode.GET_BROKER_RUNTIME_INFO, opaque=next_opaque())))
     while (event := conn.next_event()) is NEED_DATA:
         conn.receive_data(sock.recv(65536))
     assert isinstance(event, RemotingCommand), event

@@ -1,4 +1,4 @@
-"""The producer against a real broker: results, queue choice, retries, batches, delay, auto-create (remoting spec 7.2)."""
+"""The producer against a real broker: results, queue choice, retries, batches, delay, auto-create (docs/protocol.md §7.2)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ async def test_send_result_names_the_stored_message_by_uniq_key_and_offset_id(ru
             "T", b"hello", tags="TagA", keys=["k1", "k2"], properties={"color": "red"}
         )
     assert result.status == SendStatus.SEND_OK
-    # UNIQ_KEY: client IP 127.0.0.1, pid, a process constant, time in month, counter (spec 8.6)
+    # UNIQ_KEY: client IP 127.0.0.1, pid, a process constant, time in month, counter (docs/protocol.md §8.6)
     assert re.fullmatch(r"7F000001[0-9A-F]{24}", result.msg_id)
     stored = await Admin(running.client, running.namesrv_addr).view_message(result.offset_msg_id)
     assert (stored.topic, stored.queue_id, stored.queue_offset) == (
@@ -100,7 +100,7 @@ async def test_a_topic_unknown_to_the_name_server_is_created_through_tbw102(runn
         result = await p.send("NewTopic", b"first")
     assert result.status == SendStatus.SEND_OK
     config = running.server.broker.topic_config("NewTopic")
-    # defaultTopicQueueNums 4 (spec 7.2.1 step 3)
+    # defaultTopicQueueNums 4 (docs/protocol.md §7.2.1 step 3)
     assert (config["writeQueueNums"], config["perm"]) == (
         4,
         6,

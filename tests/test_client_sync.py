@@ -1,4 +1,4 @@
-"""The blocking SyncProducer: sends from the calling thread over blocking sockets (remoting spec 7.2).
+"""The blocking SyncProducer: sends from the calling thread over blocking sockets (docs/protocol.md §7.2).
 
 The in-process brokers run in the test's trio loop, so the blocking code runs
 in a worker thread (`trio.to_thread.run_sync`), as a user's script would in

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from es_broker.clock import ManualClock
-from es_broker.commands.errors import Code, ServiceNotAvailable
+from es_broker.commands.errors import ServiceNotAvailable
 from es_broker.commands.messages import GetStatus, MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
@@ -73,7 +73,7 @@ async def test_b150_a_send_on_a_full_disk_is_refused_with_service_not_available(
     broker, _, _, _ = full_disk_broker
     with pytest.raises(ServiceNotAvailable) as refused:
         await broker.put_message("T", 0, MessageIn(b"one more"))
-    assert refused.value.code == Code.SERVICE_NOT_AVAILABLE == 14
+    assert refused.value.code == ResponseCode.SERVICE_NOT_AVAILABLE == 14
     assert (
         "the broker's disk is full" in refused.value.remark
         and "not writable" in refused.value.remark

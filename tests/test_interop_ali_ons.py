@@ -2,7 +2,7 @@
 
 A real `es-broker serve` process (name server + broker on free ports) is driven by the
 scripts in tests/interop/ (produce.js, consume.js), which use ali-ons exactly as an
-application would. What ali-ons sends and expects is in remoting spec section 11.
+application would. What ali-ons sends and expects is in docs/protocol.md §11.
 
 The tests need `node` and tests/interop/node_modules (`npm ci --prefix tests/interop`,
 which .ci/run does); without them they are skipped.
@@ -165,7 +165,7 @@ def create_topic(broker: BrokerProcess, topic: str, queues: int) -> None:
         "-w",
         str(queues),
     )
-    # ali-ons cannot fall back to TBW102 (spec 11.2): the route must be at the name server first,
+    # ali-ons cannot fall back to TBW102 (docs/protocol.md §11.2): the route must be at the name server first,
     # and the broker re-registers asynchronously after a topic change.
     poll(
         f"route of {topic} at the name server",
@@ -279,7 +279,7 @@ def test_new_group_receives_every_message_and_commits_to_the_end(broker_process,
     received = consume(broker_process, group, "*", len(produced))
 
     # every message exactly once, with body, tags, keys, queue slot and msgId as sent: the
-    # pulled record's STOREHOST/PHYSICALOFFSET give back the send response's msgId (spec 11.9)
+    # pulled record's STOREHOST/PHYSICALOFFSET give back the send response's msgId (docs/protocol.md §11.9)
     assert len(received) == len(produced), "duplicate deliveries"
     assert by_msg_id(received) == by_msg_id([as_delivered(s) for s in produced])
     # per queue, in queue-offset order

@@ -1,5 +1,5 @@
 """The retry path with the npm client ali-ons 3.12.0: its handler throws, it sends the message
-back, and the message returns through `%RETRY%G` (B-88, B-90, B-92, B-99; remoting spec 11.5).
+back, and the message returns through `%RETRY%G` (B-88, B-90, B-92, B-99; docs/protocol.md §11.5).
 
 The broker runs in a real process with a broker.conf of 1 s delay levels; the scripts in
 tests/interop/ use ali-ons as an application would. Skipped without node and ali-ons, like

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import trio
 
-from es_broker.commands.errors import Code
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.offsets import QUERY_NOT_FOUND_REMARK
 from es_broker.core.broker import Broker
 from es_broker.log import GroupCommitWriter, RecordLog, make
-from es_broker.remoting.codes import RequestCode
+from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.connection import Connection
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
@@ -48,13 +47,13 @@ async def test_b037_row1_stored_offset_is_answered(broker):
     await make_topic(broker)
     await broker.commit_offset("G", "T", 0, 7)
     answer = await broker.query_consumer_offset("G", "T", 0)
-    assert (answer.code, answer.offset, answer.row) == (Code.SUCCESS, 7, 1)
+    assert (answer.code, answer.offset, answer.row) == (ResponseCode.SUCCESS, 7, 1)
 
 
 async def test_b037_row2_empty_queue_answers_zero(broker):
     await make_topic(broker)
     answer = await broker.query_consumer_offset("G", "T", 0)
-    assert (answer.code, answer.offset, answer.row) == (Code.SUCCESS, 0, 2)
+    assert (answer.code, answer.offset, answer.row) == (ResponseCode.SUCCESS, 0, 2)
 
 
 async def test_b037_row2_head_in_memory_answers_zero(broker):
@@ -62,7 +61,7 @@ async def test_b037_row2_head_in_memory_answers_zero(broker):
     for i in range(5):
         await broker.put_message("T", 0, MessageIn(b"%d" % i))
     answer = await broker.query_consumer_offset("G", "T", 0)
-    assert (answer.code, answer.offset, answer.head_in_memory) == (Code.SUCCESS, 0, True)
+    assert (answer.code, answer.offset, answer.head_in_memory) == (ResponseCode.SUCCESS, 0, True)
 
 
 async def test_b037_row3_head_on_disk_is_query_not_found(broker, tmp_path, clock, nursery):
@@ -70,7 +69,7 @@ async def test_b037_row3_head_on_disk_is_query_not_found(broker, tmp_path, clock
     await b.put_message("T", 0, MessageIn(b"first"))
     await b.put_message("T", 1, MessageIn(b"x" * 2000))  # other queues count too (B-38)
     answer = await b.query_consumer_offset("G", "T", 0)
-    assert (answer.code, answer.offset, answer.row) == (Code.QUERY_NOT_FOUND, -1, 3)
+    assert (answer.code, answer.offset, answer.row) == (ResponseCode.QUERY_NOT_FOUND, -1, 3)
     assert answer.remark == QUERY_NOT_FOUND_REMARK
 
 
@@ -97,14 +96,14 @@ async def test_b040_new_group_on_young_topic_starts_at_zero(broker):
     for i in range(500):
         await broker.put_message("T", 0, MessageIn(b"%d" % i))
     answer = await broker.query_consumer_offset("NEW", "T", 0)
-    assert (answer.code, answer.offset) == (Code.SUCCESS, 0)
+    assert (answer.code, answer.offset) == (ResponseCode.SUCCESS, 0)
 
 
 async def test_s006_strict_new_group_start_answers_not_found(broker, tmp_path, clock, nursery):
     b = await small_ram_broker(broker, tmp_path, clock, nursery, "strict", new_group_start="strict")
     await b.put_message("T", 0, MessageIn(b"x"))
     answer = await b.query_consumer_offset("NEW", "T", 0)
-    assert answer.code == Code.QUERY_NOT_FOUND
+    assert answer.code == ResponseCode.QUERY_NOT_FOUND
 
 
 async def test_b131_every_commit_is_in_the_history_with_cause_and_requester(broker):

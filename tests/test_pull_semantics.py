@@ -172,9 +172,12 @@ async def test_b062_on_disk_batch_is_capped_at_8_messages(broker, tmp_path, cloc
 
 
 async def test_b013_pull_from_queue_beyond_read_queues_is_illegal(broker):
-    from es_broker.commands.errors import Code, IllegalRequest
+    from es_broker.commands.errors import IllegalRequest
+    from es_broker.remoting.codes import ResponseCode
 
     await make_topic(broker, queues=2)
     with pytest.raises(IllegalRequest) as err:
         broker.get_message("T", 2, 0)
-    assert err.value.code == Code.SYSTEM_ERROR and "queueId[2] is illegal" in err.value.remark
+    assert (
+        err.value.code == ResponseCode.SYSTEM_ERROR and "queueId[2] is illegal" in err.value.remark
+    )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from es_broker.commands.errors import Code
 from es_broker.commands.messages import GetStatus, MessageIn
 from es_broker.core.broker import Broker
+from es_broker.remoting.codes import ResponseCode
 from tests.conftest import make_topic
 from tests.helpers import local_ms
 
@@ -90,11 +90,14 @@ async def test_b058_pull_below_min_after_retention_is_offset_too_small(small, cl
 async def test_b040_after_retention_a_new_group_gets_no_offset_and_starts_at_max(small, clock):
     await fill(small, 20)
     answer = await small.query_consumer_offset("NEW1", "T", 0)
-    assert (answer.code, answer.offset) == (Code.SUCCESS, 0)  # young topic: compat starts at 0
+    assert (answer.code, answer.offset) == (
+        ResponseCode.SUCCESS,
+        0,
+    )  # young topic: compat starts at 0
     clock.set(local_ms(5, 4, 30))
     await small.retention_pass()
     answer = await small.query_consumer_offset("NEW2", "T", 0)
-    assert answer.code == Code.QUERY_NOT_FOUND  # the client then asks GET_MAX_OFFSET (B-45)
+    assert answer.code == ResponseCode.QUERY_NOT_FOUND  # the client then asks GET_MAX_OFFSET (B-45)
 
 
 async def test_s011_messages_lost_to_retention_are_recorded_per_group(small, clock):

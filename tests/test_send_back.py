@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from es_broker.commands.errors import BrokerError, Code, GroupNotExist, NoPermission
+from es_broker.commands.errors import BrokerError, GroupNotExist, NoPermission
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.names import SCHEDULE_TOPIC
 from es_broker.core.broker import Broker
 from es_broker.core.replay import verify
+from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.message import decode_all, decode_one
 from tests.conftest import make_topic
 
@@ -88,7 +89,7 @@ async def test_b090_retry_topic_without_write_is_no_permission(broker):
 async def test_b090_unknown_offset_is_system_error_but_the_retry_topic_stays_created(broker):
     with pytest.raises(BrokerError) as refused:
         await broker.send_back("G", 123456)
-    assert refused.value.code == Code.SYSTEM_ERROR
+    assert refused.value.code == ResponseCode.SYSTEM_ERROR
     assert refused.value.remark == "look message by offset failed, 123456"
     retry = broker.topic_config("%RETRY%G")
     assert (retry["readQueueNums"], retry["writeQueueNums"], retry["perm"]) == (1, 1, 6)

@@ -9,8 +9,8 @@ import pytest
 import trio
 
 from es_broker.client import ConsumeFromWhere, MessageSelector, Producer, PushConsumer
-from es_broker.client.producer import BrokerRefused
 from es_broker.client.remoting_client import RemotingClient
+from es_broker.client.send_tries import BrokerRefused
 from es_broker.core.replay import verify
 from es_broker.log.store import RecordLog
 from es_broker.remoting import message as wire

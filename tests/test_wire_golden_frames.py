@@ -1,6 +1,6 @@
 """Golden frames: each request code the broker and name server serve, as literal bytes on a socket.
 
-The request frames are written out as the wire layout of remoting spec 1.2
+The request frames are written out as the wire layout of docs/protocol.md §1.2
 (length, serType|headerLen, JSON header as ali-ons writes it, body); the
 answer must be a response to that opaque with the code RocketMQ gives.
 """
@@ -141,7 +141,7 @@ def golden(code: int, ext: str, body: bytes, opaque: int) -> bytes:
 
 
 def test_golden_frame_matches_the_spec_example():
-    """Remoting spec 1.2: GET_ROUTEINFO_BY_TOPIC for T1, the first command of an ali-ons process."""
+    """docs/protocol.md §1.2: GET_ROUTEINFO_BY_TOPIC for T1, the first command of an ali-ons process."""
     expected = bytes.fromhex("0000005f0000005b") + (
         b'{"code":105,"language":"JAVA","opaque":1,"flag":0,"version":121,"extFields":{"topic":"T1"}}'
     )

@@ -1,4 +1,4 @@
-"""Producer, consumer and admin requests over TCP against a real broker (remoting spec 7)."""
+"""Producer, consumer and admin requests over TCP against a real broker (docs/protocol.md §7)."""
 
 from __future__ import annotations
 

@@ -14,11 +14,12 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
+from es_broker.cli import admin_ops  # noqa: F401 (registers its verbs)
+from es_broker.cli.admin_verbs import VERBS, message_fields, opt, verb
 from es_broker.cli.credentials import CredentialsError, add_credential_options, admin_credentials
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
@@ -27,29 +28,6 @@ from es_broker.remoting import fastjson
 from es_broker.remoting.message import StoredMessage
 from es_broker.remoting.peer_outcomes import peer_problems
 from es_broker.timetravel.timeparse import format_time, parse_time
-
-Verb = Callable[[Admin, argparse.Namespace], Awaitable[Any]]
-VERBS: dict[str, tuple[Verb, Callable[[Any], str], Callable[[argparse.ArgumentParser], None]]] = {}
-
-
-def verb(name: str, render: Callable[[Any], str]):
-    def register(fn):
-        def options(p: argparse.ArgumentParser) -> None:
-            for args, kwargs in getattr(fn, "options", []):
-                p.add_argument(*args, **kwargs)
-
-        VERBS[name] = (fn, render, options)
-        return fn
-
-    return register
-
-
-def opt(*args, **kwargs):
-    def add(fn):
-        fn.options = [(args, kwargs), *getattr(fn, "options", [])]
-        return fn
-
-    return add
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -78,30 +56,6 @@ def message_view(m: StoredMessage) -> dict[str, Any]:
         "bodyCRC": m.body_crc,
         "body": m.uncompressed_body().decode("utf-8", errors="replace"),
     }
-
-
-def java_map(props: dict[str, str]) -> str:
-    """Properties as mqadmin prints them (Java's Map.toString): {KEY=value, ...}."""
-    return "{" + ", ".join(f"{k}={v}" for k, v in props.items()) + "}"
-
-
-def message_fields(m: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The fields mqadmin prints of a stored message, from Topic to Properties, in its order."""
-    return [
-        ("Topic", m["topic"]),
-        ("Tags", f"[{m['tags']}]"),
-        ("Keys", f"[{m['keys']}]"),
-        ("Queue ID", m["queueId"]),
-        ("Queue Offset", m["queueOffset"]),
-        ("CommitLog Offset", m["commitLogOffset"]),
-        ("Reconsume Times", m["reconsumeTimes"]),
-        ("Born Timestamp", format_time(m["bornTimestamp"])),
-        ("Store Timestamp", format_time(m["storeTimestamp"])),
-        ("Born Host", m["bornHost"]),
-        ("Store Host", m["storeHost"]),
-        ("System Flag", m["sysFlag"]),
-        ("Properties", java_map(m["properties"])),
-    ]
 
 
 def render_message(m: dict[str, Any]) -> str:
@@ -1004,8 +958,6 @@ async def get_access_config(admin: Admin, a: argparse.Namespace) -> list[dict[st
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from es_broker.cli import admin_ops  # noqa: F401 (registers its verbs)
-
     p = sub.add_parser("admin", help="mqadmin's verbs against a running broker")
     p.add_argument("-n", "--namesrvAddr", default="127.0.0.1:9876", help="name server HOST:PORT")
     add_credential_options(p, None)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from es_broker.cli.admin import java_map, message_fields, opt, verb
+from es_broker.cli.admin_verbs import java_map, message_fields, opt, verb
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting import fastjson

@@ -24,9 +24,10 @@ from es_broker.client.orderly import (
     OrderlyConfig,
     OrderlyPushConsumer,
 )
-from es_broker.client.producer import BrokerRefused, ClientError, Producer
+from es_broker.client.producer import Producer
 from es_broker.client.request_reply import Reply, RequestHandle, RequestTimeout, reply
 from es_broker.client.selectors import by_hash, by_queue_id
+from es_broker.client.send_tries import BrokerRefused, ClientError
 from es_broker.client.sync import SyncProducer
 from es_broker.remoting.bodies import MessageQueue
 

@@ -14,14 +14,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 
+from es_broker.client.instance import ClientInstance
 from es_broker.client.messages import SendResult
-from es_broker.client.producer import ClientError, Producer, QueueSelector, SendTries
 from es_broker.client.remoting_client import PendingRequest, RemotingError
+from es_broker.client.send_tries import (
+    ClientError,
+    QueueSelector,
+    SelectsQueues,
+    SendTries,
+    send_result,
+)
 from es_broker.client.tasks import TaskGroup, TaskSpawner
 from es_broker.remoting.bodies import MessageQueue
+from es_broker.remoting.command import RemotingCommand
 
 
 class SendHandle:
@@ -72,10 +81,30 @@ class _Job:
     deadline: float  # event-loop time: sendMsgTimeout counted from the send_async call
 
 
+class Sender(SelectsQueues, Protocol):
+    """What the pipeline needs of its producer (`producer.Producer`, which builds the pipeline)."""
+
+    instance: ClientInstance
+
+    async def find_publish_queues(self, topic: str) -> tuple[MessageQueue, ...]: ...
+
+    def send_request(
+        self,
+        mq: MessageQueue,
+        body: bytes,
+        props: dict[str, str],
+        flag: int,
+        batch: bool,
+        oneway: bool,
+    ) -> RemotingCommand: ...
+
+    def retry_on_result(self, result: SendResult | None) -> bool: ...
+
+
 class AsyncSends:
     """The producer's pipeline: a FIFO of sends, one dispatcher, one waiting task per send in flight."""
 
-    def __init__(self, producer: Producer) -> None:
+    def __init__(self, producer: Sender) -> None:
         self.producer = producer
         self._tasks = TaskGroup()
         self._send_jobs, self._jobs = anyio.create_memory_object_stream[_Job](math.inf)
@@ -174,7 +203,7 @@ class AsyncSends:
         try:
             timeout = max(job.deadline - anyio.current_time(), 0.001)
             response = await pending.response(timeout)
-            result = Producer.send_result(mq, response, pending.addr, job.handle.msg_id)
+            result = send_result(mq, response, pending.addr, job.handle.msg_id)
         except (RemotingError, ClientError) as exc:
             if tries is not None and tries.keep_going(exc):
                 await self._retry(job, tries)
@@ -196,7 +225,7 @@ class AsyncSends:
                 try:
                     pending = await self._write(mq, job)
                     timeout = max(job.deadline - anyio.current_time(), 0.001)
-                    result = Producer.send_result(
+                    result = send_result(
                         mq, await pending.response(timeout), pending.addr, job.handle.msg_id
                     )
                 except (RemotingError, ClientError) as exc:

@@ -38,7 +38,7 @@ from es_broker.client.messages import (
 )
 from es_broker.client.offset_store import OffsetStore, ReadOffsetType
 from es_broker.client.process_queue import ProcessQueue
-from es_broker.client.producer import BrokerRefused, ClientError, Producer
+from es_broker.client.producer import Producer
 from es_broker.client.pulling import (
     PullRequest,
     PullResult,
@@ -47,6 +47,7 @@ from es_broker.client.pulling import (
     pull_retry_delay,
 )
 from es_broker.client.remoting_client import RemotingError
+from es_broker.client.send_tries import BrokerRefused, ClientError
 from es_broker.client.subscription import (
     ConsumeFromWhere,
     MessageModel,
@@ -361,7 +362,7 @@ class PushConsumer(GroupConsumer):
         return next_offset
 
     async def _pull(self, mq: MessageQueue, sub: SubscriptionData, offset: int) -> PullResult:
-        """One PULL_MESSAGE as the Java push consumer sends it (remoting spec 7.4.6)."""
+        """One PULL_MESSAGE as the Java push consumer sends it (docs/protocol.md §7.4.6)."""
         cfg = self.config
         sys_flag = PULL_SUSPEND
         commit_offset = 0

@@ -188,7 +188,7 @@ class GroupConsumer(Service):
         raise NotImplementedError
 
     def running_info(self) -> ConsumerRunningInfo:
-        """The answer to GET_CONSUMER_RUNNING_INFO (remoting spec 9.10), without statistics."""
+        """The answer to GET_CONSUMER_RUNNING_INFO (docs/protocol.md §9.10), without statistics."""
         offsets = self._offset_store.offsets() if self._offset_store else {}
         return ConsumerRunningInfo(
             properties={

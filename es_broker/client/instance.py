@@ -235,7 +235,7 @@ class ClientInstance:
             await self._unregister_client({"consumerGroup": group})
 
     async def _unregister_client(self, group_field: dict[str, str]) -> None:
-        """UNREGISTER_CLIENT to every broker address (remoting spec 7.3.2)."""
+        """UNREGISTER_CLIENT to every broker address (docs/protocol.md §7.3.2)."""
         fields = {"clientID": self.client_id, **group_field}
         for addrs in list(self.broker_addrs.values()):
             for addr in addrs.values():
@@ -475,7 +475,7 @@ class ClientInstance:
         self._heartbeat_now.set()
 
     async def send_heartbeat_to_all_brokers(self) -> None:
-        """HEART_BEAT with every producer and consumer group (remoting spec 7.3.1, 9.3).
+        """HEART_BEAT with every producer and consumer group (docs/protocol.md §7.3.1, §9.3).
 
         Producer-only clients tell masters only; with consumers, slaves too.
         """
@@ -512,7 +512,7 @@ class ClientInstance:
     async def _on_request(
         self, channel: Channel, command: RemotingCommand
     ) -> RemotingCommand | None:
-        """Requests a broker sends us (remoting spec 7.7)."""
+        """Requests a broker sends us (docs/protocol.md §7.7)."""
         code = command.code
         if code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             for member in list(self._consumers.values()):

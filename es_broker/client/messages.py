@@ -1,6 +1,6 @@
 """What a client sends and receives: outgoing messages, send results, received messages.
 
-Pure values and encoders, no I/O: the UNIQ_KEY generator (remoting spec 8.6),
+Pure values and encoders, no I/O: the UNIQ_KEY generator (docs/protocol.md §8.6),
 and the decoding of a pull body into
 `ReceivedMessage`s (client-side tag filter and MIN/MAX_OFFSET, B-66, B-106).
 """
@@ -77,7 +77,7 @@ class Message:
 
 
 class SendStatus(Enum):
-    """How the broker stored a message: every status means stored (remoting spec 7.2.1)."""
+    """How the broker stored a message: every status means stored (docs/protocol.md §7.2.1)."""
 
     SEND_OK = "SEND_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
@@ -161,7 +161,7 @@ def decode_pull_body(
 
     The broker filters by tag hash only, so a hash collision can let a foreign
     tag through; Java re-checks the tag string and drops untagged messages
-    when specific tags are subscribed (remoting spec section 12).
+    when specific tags are subscribed (docs/protocol.md §12).
     """
     try:
         records = decode_all(body)
@@ -195,7 +195,7 @@ def decode_pull_body(
 
 
 def _decode_until_bad(body: bytes) -> list[StoredMessage]:
-    """Records up to the first one that does not decode; Java drops the rest silently (spec 8.2)."""
+    """Records up to the first one that does not decode; Java drops the rest silently (docs/protocol.md §8.2)."""
     out, pos = [], 0
     while pos < len(body):
         try:
@@ -214,7 +214,7 @@ if _compiled is not None:
 
 
 class UniqIdGenerator:
-    """Java's MessageClientIDSetter: 32 hex characters, unique per client (remoting spec 8.6).
+    """Java's MessageClientIDSetter: 32 hex characters, unique per client (docs/protocol.md §8.6).
 
     IP (4 bytes) + pid low 16 bits (2) + a per-process random int standing for
     the class-loader hash (4) + ms since the start of the month (4) + counter (2).

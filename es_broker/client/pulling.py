@@ -13,7 +13,7 @@ from typing import Protocol
 
 from es_broker.client.instance import ClientInstance
 from es_broker.client.messages import ReceivedMessage, decode_pull_body
-from es_broker.client.producer import BrokerRefused, ClientError
+from es_broker.client.send_tries import BrokerRefused, ClientError
 from es_broker.remoting.bodies import MessageQueue, SubscriptionData
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET

@@ -48,7 +48,7 @@ def parked_properties(
 
 
 def delivered_properties(properties: dict[str, str]) -> dict[str, str]:
-    """The properties of the copy delivered to the real topic: DELAY removed, WAIT=false (B-97, §10.4).
+    """The properties of the copy delivered to the real topic: DELAY removed, WAIT=false (B-97, docs/protocol.md §10.4).
 
     REAL_TOPIC and REAL_QID stay on the copy, as in RocketMQ (B-97 note, B-105).
     """

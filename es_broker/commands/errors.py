@@ -8,17 +8,13 @@ from __future__ import annotations
 
 from es_broker.remoting.codes import ResponseCode
 
-#: The response codes are RocketMQ's, owned by the wire protocol (es_broker.remoting.codes);
-#: `Code` is the name the broker core has always used for them.
-Code = ResponseCode
-
 
 class BrokerError(Exception):
     """A request the broker refuses; nothing was changed."""
 
-    code: Code = Code.SYSTEM_ERROR
+    code: ResponseCode = ResponseCode.SYSTEM_ERROR
 
-    def __init__(self, remark: str, code: Code | None = None) -> None:
+    def __init__(self, remark: str, code: ResponseCode | None = None) -> None:
         super().__init__(remark)
         self.remark = remark
         if code is not None:
@@ -28,24 +24,24 @@ class BrokerError(Exception):
 class IllegalRequest(BrokerError):
     """A malformed or out-of-range request (SYSTEM_ERROR in RocketMQ)."""
 
-    code = Code.SYSTEM_ERROR
+    code = ResponseCode.SYSTEM_ERROR
 
 
 class MessageIllegal(BrokerError):
-    code = Code.MESSAGE_ILLEGAL
+    code = ResponseCode.MESSAGE_ILLEGAL
 
 
 class NoPermission(BrokerError):
-    code = Code.NO_PERMISSION
+    code = ResponseCode.NO_PERMISSION
 
 
 class TopicNotExist(BrokerError):
-    code = Code.TOPIC_NOT_EXIST
+    code = ResponseCode.TOPIC_NOT_EXIST
 
 
 class GroupNotExist(BrokerError):
-    code = Code.SUBSCRIPTION_GROUP_NOT_EXIST
+    code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
 
 
 class ServiceNotAvailable(BrokerError):
-    code = Code.SERVICE_NOT_AVAILABLE
+    code = ResponseCode.SERVICE_NOT_AVAILABLE

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import lmdb
 
 from es_broker.commands import names
-from es_broker.commands.errors import Code, IllegalRequest
+from es_broker.commands.errors import IllegalRequest
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.types import (
@@ -19,14 +19,10 @@ from es_broker.log.types import (
     OffsetsRemoved,
 )
 from es_broker.projections.consume_queue import UNITS_PER_FILE
+from es_broker.remoting.codes import ResponseCode
 
 QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
-# causes of offset changes (B-131)
-CAUSE_CLIENT_COMMIT = Cause.CLIENT_COMMIT
-CAUSE_PULL_COMMIT = Cause.PULL_COMMIT
-CAUSE_ADMIN = Cause.ADMIN
-CAUSE_RESET = Cause.RESET
 FENCE_MS = 60_000  # a reset fence holds at most this long (S-3)
 
 
@@ -58,10 +54,10 @@ def commit_job(
         old = store.offsets.query(ctx.txn, topic, group, queue_id)
         why = cause
         pending = store.offsets.pending_reset(ctx.txn, topic, group, queue_id)
-        if pending is not None and cause in (CAUSE_CLIENT_COMMIT, CAUSE_PULL_COMMIT):
+        if pending is not None and cause in (Cause.CLIENT_COMMIT, Cause.PULL_COMMIT):
             target, reset_seq, reset_ts = pending
             if offset == target:
-                why = CAUSE_RESET  # the client applying the reset (B-78)
+                why = Cause.RESET  # the client applying the reset (B-78)
             elif store.config.reset_fence and now - reset_ts < FENCE_MS:
                 # a late commit would undo the reset (S-3): recorded, not applied
                 return ctx.append(
@@ -96,7 +92,7 @@ def commit_job(
 class OffsetAnswer:
     """The QUERY_CONSUMER_OFFSET answer and what it was decided from (B-37)."""
 
-    code: Code
+    code: ResponseCode
     offset: int
     row: int  # the row of the B-37 table that decided
     stored: int
@@ -106,7 +102,7 @@ class OffsetAnswer:
 
     @property
     def remark(self) -> str | None:
-        return QUERY_NOT_FOUND_REMARK if self.code == Code.QUERY_NOT_FOUND else None
+        return QUERY_NOT_FOUND_REMARK if self.code == ResponseCode.QUERY_NOT_FOUND else None
 
 
 def decide_query(
@@ -121,10 +117,10 @@ def decide_query(
         None if head is None else phy_max - head.physical_offset <= store.config.in_memory_threshold
     )
     if stored >= 0:
-        return OffsetAnswer(Code.SUCCESS, stored, 1, stored, lo, in_memory, phy_max)
+        return OffsetAnswer(ResponseCode.SUCCESS, stored, 1, stored, lo, in_memory, phy_max)
     if store.config.new_group_start != "strict" and lo <= 0 and in_memory is not False:
-        return OffsetAnswer(Code.SUCCESS, 0, 2, stored, lo, in_memory, phy_max)
-    return OffsetAnswer(Code.QUERY_NOT_FOUND, -1, 3, stored, lo, in_memory, phy_max)
+        return OffsetAnswer(ResponseCode.SUCCESS, 0, 2, stored, lo, in_memory, phy_max)
+    return OffsetAnswer(ResponseCode.QUERY_NOT_FOUND, -1, 3, stored, lo, in_memory, phy_max)
 
 
 def query_job(

@@ -29,18 +29,10 @@ from es_broker.clock import Clock
 from es_broker.commands.errors import BrokerError
 from es_broker.log import AppendContext, WriterClosed
 from es_broker.log.records import RecordOutOfRange
-from es_broker.log.types import Cause, QueueLocksChanged, RecordType
+from es_broker.log.types import Cause, QueueLocksChanged
 
 log = logging.getLogger(__name__)
 
-RECORD = RecordType.QUEUE_LOCKS_CHANGED
-CAUSE_LOCK = Cause.LOCK  # taken by LOCK_BATCH_MQ: the queue was free, or its lock had expired
-CAUSE_UNLOCK = Cause.UNLOCK  # UNLOCK_BATCH_MQ
-CAUSE_CHANNEL_CLOSED = Cause.CHANNEL_CLOSED
-CAUSE_UNREGISTERED = Cause.UNREGISTERED  # UNREGISTER_CLIENT of the group
-CAUSE_EXPIRED = (
-    Cause.EXPIRED
-)  # not renewed for more than lockMaxLiveTime; released by the expiry pass
 
 Queue = tuple[str, str, int]  # topic, broker name, queue id (RocketMQ's MessageQueue)
 
@@ -108,7 +100,7 @@ class QueueLocks:
                     taken.append(queue)
                     changes.append([*queue, client_id, entry.client_id, entry.last_update_ms])
                 # else: held by another client, refused
-            if changes and not await self._record(group, client_id, CAUSE_LOCK, changes, now):
+            if changes and not await self._record(group, client_id, Cause.LOCK, changes, now):
                 taken = []  # not recorded, not granted: the client retries on its next lock round
             table = self.table.setdefault(group, {})
             for queue in renewed:
@@ -125,7 +117,7 @@ class QueueLocks:
             mine = [
                 q for q in dict.fromkeys(queues) if q in table and table[q].client_id == client_id
             ]
-            return await self._release(group, client_id, CAUSE_UNLOCK, mine)
+            return await self._release(group, client_id, Cause.UNLOCK, mine)
 
     async def release_client(self, group: str, client_id: str) -> bool:
         """A client unregistered from a group: its queues of the group are released."""
@@ -134,7 +126,7 @@ class QueueLocks:
             return await self._release(
                 group,
                 client_id,
-                CAUSE_UNREGISTERED,
+                Cause.UNREGISTERED,
                 [q for q, e in table.items() if e.client_id == client_id],
             )
 
@@ -148,7 +140,7 @@ class QueueLocks:
                     if entry.holder is holder:
                         by_client.setdefault(entry.client_id, []).append(queue)
                 for client_id, queues in by_client.items():
-                    ok = await self._release(group, client_id, CAUSE_CHANNEL_CLOSED, queues) and ok
+                    ok = await self._release(group, client_id, Cause.CHANNEL_CLOSED, queues) and ok
         return ok
 
     async def expire(self) -> int:
@@ -158,7 +150,7 @@ class QueueLocks:
             now = self.clock.now_ms()
             for group, table in list(self.table.items()):
                 lapsed = [q for q, e in table.items() if self.expired(e, now)]
-                if lapsed and await self._release(group, "", CAUSE_EXPIRED, lapsed, now):
+                if lapsed and await self._release(group, "", Cause.EXPIRED, lapsed, now):
                     released += len(lapsed)
         return released
 

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 import lmdb
 
 from es_broker.commands import names, offsets
-from es_broker.commands.errors import BrokerError, Code, IllegalRequest
+from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.records import INT64_MAX
 from es_broker.log.types import ResetRequested
+from es_broker.remoting.codes import ResponseCode
 
 MOVED = "moved"
 UNCHANGED_NOT_FORCE = "unchanged_not_force"  # a forward target without force (B-75)
@@ -30,7 +31,6 @@ ALREADY_THERE = "already_there"
 CREATED = "created"  # reset_scope=read_queues on a queue without an offset (S-13)
 
 TARGET_KINDS = ("time", "offset", "shift", "earliest", "latest")
-FENCE_MS = 60_000  # how long a reset fence holds at most (S-3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +67,6 @@ class ResetPlan:
     def table(self) -> dict[int, int]:
         """queue id -> the offset clients are told to use."""
         return {q.queue_id: q.final for q in self.queues}
-
-    def as_rows(self) -> list[dict[str, int | str]]:
-        return [
-            {
-                "queueId": q.queue_id,
-                "current": q.current,
-                "target": q.target,
-                "final": q.final,
-                "outcome": q.outcome,
-            }
-            for q in self.queues
-        ]
 
 
 def _target(
@@ -173,5 +161,5 @@ def not_online(group: str, topic: str, timestamp: int) -> BrokerError:
     return BrokerError(
         f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
         f"Timestamp: {timestamp}",
-        Code.CONSUMER_NOT_ONLINE,
+        ResponseCode.CONSUMER_NOT_ONLINE,
     )

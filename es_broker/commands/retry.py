@@ -1,6 +1,6 @@
 """Retry and dead-letter topics and the dead-letter threshold (B-25, B-91, B-95, B-103, S-10).
 
-Shared by the send path (a SEND to `%RETRY%G`, remoting spec 7.2.1 step 5)
+Shared by the send path (a SEND to `%RETRY%G`, docs/protocol.md §7.2.1 step 5)
 and the broker's send-back (B-90). Helpers that may create a topic run inside
 a job and append the creation record themselves.
 """

@@ -28,14 +28,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from es_broker.commands import delay, messages
-from es_broker.commands.errors import BrokerError, Code, NoPermission
+from es_broker.commands import delay, placement
+from es_broker.commands.errors import BrokerError, NoPermission
 from es_broker.commands.store import Store
 from es_broker.commands.topics import topic_config_record
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, TopicUpdated, TransactionChecked, TransactionEnded
 from es_broker.projections import transactions as states
 from es_broker.remoting import message as wire
+from es_broker.remoting.codes import ResponseCode
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
@@ -104,23 +105,23 @@ def store_half(
     ctx: AppendContext,
     topic: str,
     queue_id: int,
-    msg: messages.MessageIn,
+    msg: placement.MessageIn,
     properties: dict[str, str],
     *,
     ts: int,
     host: tuple[str, int],
     producer_group: str,
     requester: str,
-) -> messages.PutResult:
+) -> placement.PutResult:
     """Store a half message in RMQ_SYS_TRANS_HALF_TOPIC queue 0 and open its transaction (B-220)."""
     _ensure_topic(store, ctx, HALF_TOPIC, requester)
     props = {k: v for k, v in properties.items() if k != delay.PROPERTY_DELAY}
     props[delay.PROPERTY_REAL_TOPIC] = topic
     props[delay.PROPERTY_REAL_QID] = str(queue_id)
     half = msg._replace(sys_flag=reset_transaction_value(msg.sys_flag, TRANSACTION_NOT_TYPE))
-    raw, code = messages.encode_message(HALF_TOPIC, 0, half, props, host)
+    raw, code = placement.encode_message(HALF_TOPIC, 0, half, props, host)
     group = props.get(PROPERTY_PRODUCER_GROUP) or producer_group
-    result = messages.place(
+    result = placement.place(
         store,
         ctx,
         HALF_TOPIC,
@@ -166,7 +167,7 @@ class EndResult:
 
     state: str
     recorded: bool
-    stored: messages.PutResult | None = None
+    stored: placement.PutResult | None = None
 
 
 FIND_FAILED = "Find prepared transaction message failed"
@@ -184,21 +185,21 @@ def end_job(store: Store, end: EndRequest, requester: str) -> Callable[[AppendCo
         if entry is None:
             ended = store.txns.ended_state(txn, phy)
             if ended is None:
-                raise BrokerError(FIND_FAILED, Code.SYSTEM_ERROR)
+                raise BrokerError(FIND_FAILED, ResponseCode.SYSTEM_ERROR)
             if ended == wanted:  # the same decision again: nothing changes (B-224)
                 return EndResult(ended, False)
             if ended != states.DISCARDED:
                 raise BrokerError(
                     f"the transaction of this prepared message was already {ended.replace('_', ' ')}",
-                    Code.SYSTEM_ERROR,
+                    ResponseCode.SYSTEM_ERROR,
                 )
             entry = _discarded_entry(store, txn, phy)
             if entry is None:
-                raise BrokerError(FIND_FAILED, Code.SYSTEM_ERROR)
+                raise BrokerError(FIND_FAILED, ResponseCode.SYSTEM_ERROR)
         if entry["producer_group"] != end.producer_group:
-            raise BrokerError("The producer group wrong", Code.SYSTEM_ERROR)
+            raise BrokerError("The producer group wrong", ResponseCode.SYSTEM_ERROR)
         if entry["half_queue_offset"] != end.tran_state_table_offset:
-            raise BrokerError("The transaction state table offset wrong", Code.SYSTEM_ERROR)
+            raise BrokerError("The transaction state table offset wrong", ResponseCode.SYSTEM_ERROR)
         now = store.clock.now_ms()
         common = {
             "prepared_phy": phy,
@@ -221,7 +222,7 @@ def end_job(store: Store, end: EndRequest, requester: str) -> Callable[[AppendCo
             return EndResult(states.ROLLED_BACK, True)
         raw = store.log.payload(txn, phy) if phy >= store.commitlog.phy_min(txn) else None
         if raw is None:  # removed by retention: nothing left to commit
-            raise BrokerError(FIND_FAILED, Code.SYSTEM_ERROR)
+            raise BrokerError(FIND_FAILED, ResponseCode.SYSTEM_ERROR)
         half = wire.decode_one(raw)[0]
         stored = _store_committed(store, ctx, half, entry, now, requester, common)
         return EndResult(states.COMMITTED, True, stored)
@@ -258,7 +259,7 @@ def _store_committed(
     now: int,
     requester: str,
     common: dict[str, Any],
-) -> messages.PutResult:
+) -> placement.PutResult:
     """endMessageTransaction + putMessage: the visible copy in the real queue (B-223)."""
     topic, queue_id = entry["topic"], entry["queue_id"]
     drop = (delay.PROPERTY_REAL_TOPIC, delay.PROPERTY_REAL_QID, PROPERTY_TRANSACTION_PREPARED)
@@ -284,9 +285,11 @@ def _store_committed(
             None,
         )
     except (ValueError, OverflowError, struct.error) as exc:
-        raise BrokerError(f"the message cannot be stored: {exc}", Code.MESSAGE_ILLEGAL) from None
+        raise BrokerError(
+            f"the message cannot be stored: {exc}", ResponseCode.MESSAGE_ILLEGAL
+        ) from None
     tags = props.get("TAGS")
-    return messages.place(
+    return placement.place(
         store,
         ctx,
         topic,
@@ -478,7 +481,7 @@ def _discard(
     props = dict(half.properties)
     if entry["checks"]:
         props[PROPERTY_CHECK_TIMES] = str(entry["checks"])
-    copy = messages.MessageIn(
+    copy = placement.MessageIn(
         half.body,
         {},
         half.flag,
@@ -487,8 +490,8 @@ def _discard(
         half.born_host,
         half.reconsume_times,
     )
-    encoded, code = messages.encode_message(CHECK_MAX_TIME_TOPIC, 0, copy, props, half.store_host)
-    messages.place(
+    encoded, code = placement.encode_message(CHECK_MAX_TIME_TOPIC, 0, copy, props, half.store_host)
+    placement.place(
         store,
         ctx,
         CHECK_MAX_TIME_TOPIC,

@@ -429,7 +429,7 @@ class Broker:
                         topic,
                         queue_id,
                         commit_offset,
-                        cause=offsets.CAUSE_PULL_COMMIT,
+                        cause=Cause.PULL_COMMIT,
                         requester=client,
                     )(ctx)
                 return 0
@@ -480,7 +480,7 @@ class Broker:
         queue_id: int,
         offset: int,
         *,
-        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
+        cause: Cause = Cause.CLIENT_COMMIT,
         requester: str = "",
     ) -> Awaitable[int]:
         """`commit_offset` with its record queued now, before this returns; await the result for its
@@ -499,7 +499,7 @@ class Broker:
         queue_id: int,
         offset: int,
         *,
-        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
+        cause: Cause = Cause.CLIENT_COMMIT,
         requester: str = "",
     ) -> int:
         """UPDATE_CONSUMER_OFFSET: record the commit; returns its sequence number."""

@@ -1,4 +1,4 @@
-"""A slave's core: the master's records are its only writes (DESIGN.md, "Master and slave").
+"""A slave's core: the master's records are its only writes (docs/design.md §8, "Master and slave").
 
 A slave applies the master's records with their sequence numbers, so at the
 same sequence its projections are byte-identical to the master's. Anything
@@ -24,7 +24,6 @@ from es_broker.clock import Clock
 from es_broker.commands import broker_config, messages, offsets, resets
 from es_broker.commands.errors import (
     BrokerError,
-    Code,
     GroupNotExist,
     NoPermission,
     ServiceNotAvailable,
@@ -40,6 +39,7 @@ from es_broker.log import AppendContext, Record
 from es_broker.log.arrival import take_turn
 from es_broker.log.types import Cause, RecordType, SlaveOffsetsMerged
 from es_broker.projections.subscription_groups import default_group_config
+from es_broker.remoting.codes import ResponseCode
 
 T = TypeVar("T")
 
@@ -47,7 +47,7 @@ T = TypeVar("T")
 class LogDiverged(BrokerError):
     """The slave's log and the master's are not one history (a gap, or a different record at a sequence)."""
 
-    code = Code.SYSTEM_ERROR
+    code = ResponseCode.SYSTEM_ERROR
 
 
 SLAVE_LOG_REFUSAL = (
@@ -161,7 +161,7 @@ class SlaveBroker(Broker):
         queue_id: int,
         offset: int,
         *,
-        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
+        cause: Cause = Cause.CLIENT_COMMIT,
         requester: str = "",
     ) -> int:
         """UPDATE_CONSUMER_OFFSET on a slave (B-30): into the journal; returns its journal position."""
@@ -174,7 +174,7 @@ class SlaveBroker(Broker):
         queue_id: int,
         offset: int,
         *,
-        cause: Cause = offsets.CAUSE_CLIENT_COMMIT,
+        cause: Cause = Cause.CLIENT_COMMIT,
         requester: str = "",
     ) -> Awaitable[int]:
         """The commit journaled now, before this returns (B-30, B-312)."""
@@ -224,7 +224,9 @@ class SlaveBroker(Broker):
             if self.journal.latest(topic, group, queue_id) is None:
                 return answer
             mine = self._effective(txn, topic, group, queue_id)
-        return dataclasses.replace(answer, code=Code.SUCCESS, offset=mine, row=1, stored=mine)
+        return dataclasses.replace(
+            answer, code=ResponseCode.SUCCESS, offset=mine, row=1, stored=mine
+        )
 
     # ------------------------------------------------------------------ reads
     async def pull(

@@ -1,7 +1,7 @@
 """The replication protocol between a slave and its master, over remoting frames (sans-IO).
 
-RocketMQ ships raw commit-log bytes over a port of its own (remoting spec
-7.8) and syncs metadata with four remoting calls every 10 s. es-broker ships
+RocketMQ ships raw commit-log bytes over a port of its own (docs/protocol.md
+§7.8) and syncs metadata with four remoting calls every 10 s. es-broker ships
 the record log instead, so one stream carries messages, consume-queue
 positions, offsets, topic and group configs and delay cursors alike; it
 rides on the broker's remoting port with private request codes:

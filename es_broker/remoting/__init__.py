@@ -1,8 +1,8 @@
-"""Sans-IO codec of Apache RocketMQ 4.x "remoting" frames (spec/remoting-protocol.md).
+"""Sans-IO codec of Apache RocketMQ 4.x "remoting" frames (docs/protocol.md).
 
 No sockets here: `Connection` turns received bytes into `RemotingCommand`s and
 commands into bytes; `bodies` holds the JSON bodies in the fastjson dialect.
-Stored-message records (section 8) are in `message`, imported separately.
+Stored-message records (docs/protocol.md §8) are in `message`, imported separately.
 """
 
 from .bodies import (

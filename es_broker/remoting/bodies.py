@@ -1,4 +1,4 @@
-"""JSON command bodies (spec section 9), as frozen dataclasses.
+"""JSON command bodies (docs/protocol.md §9), as frozen dataclasses.
 
 Each class mirrors a Java body class: `encode()` writes what Java's fastjson
 writes (fields sorted, nulls omitted, numeric and object map keys per section
@@ -254,7 +254,7 @@ def _bean_key(tp: type[Bean], raw: Any, path: str) -> Any:
 
 @dataclass(frozen=True, slots=True, order=True)
 class MessageQueue(Bean):
-    """(topic, brokerName, queueId), section 9.5; orders like Java's compareTo."""
+    """(topic, brokerName, queueId), docs/protocol.md §9.5; orders like Java's compareTo."""
 
     topic: str = ""
     broker_name: str = ""
@@ -263,7 +263,7 @@ class MessageQueue(Bean):
 
 @dataclass(frozen=True, slots=True)
 class DataVersion(Bean):
-    """Version of a broker's metadata tables, section 9.7; equal iff both fields are."""
+    """Version of a broker's metadata tables, docs/protocol.md §9.7; equal iff both fields are."""
 
     timestamp: int = 0
     counter: int = 0
@@ -324,7 +324,7 @@ class TopicRouteData(Bean):
 
 
 def wants_standard_json(route_request: RemotingCommand) -> bool:
-    """Whether a GET_ROUTEINFO_BY_TOPIC request gets standard JSON (section 7.1.1):
+    """Whether a GET_ROUTEINFO_BY_TOPIC request gets standard JSON (docs/protocol.md §7.1.1):
     request version >= V4_9_4, or extField acceptStandardJsonOnly=true."""
     return route_request.version >= Version.V4_9_4 or bool(
         route_request.get_bool("acceptStandardJsonOnly", False)
@@ -405,7 +405,7 @@ _COMPRESSED_INT = struct.Struct(">i")
 
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerBody(Bean):
-    """REGISTER_BROKER body, plain JSON or the zlib form of section 7.1.2."""
+    """REGISTER_BROKER body, plain JSON or the zlib form of docs/protocol.md §7.1.2."""
 
     topic_config_serialize_wrapper: TopicConfigSerializeWrapper = field(
         default_factory=TopicConfigSerializeWrapper
@@ -552,7 +552,7 @@ class GetConsumerListByGroupResponseBody(Bean):
 
 @dataclass(frozen=True, slots=True)
 class LockBatchRequestBody(Bean):
-    """LOCK_BATCH_MQ request body (section 7.4.8)."""
+    """LOCK_BATCH_MQ request body (docs/protocol.md §7.4.8)."""
 
     consumer_group: str = ""
     client_id: str = ""

@@ -1,4 +1,4 @@
-"""Code tables of the RocketMQ 4.x remoting protocol (spec sections 2.1, 2.2, 6).
+"""Code tables of the RocketMQ 4.x remoting protocol (docs/protocol.md §2.1, §2.2, §6).
 
 Commands carry plain ints (an unknown code must still decode so the server can
 answer REQUEST_CODE_NOT_SUPPORTED); these enums name the known ones.
@@ -10,14 +10,14 @@ from enum import IntEnum
 
 
 class SerializeType(IntEnum):
-    """Header serialization, the high byte of the frame's second int (section 1.2)."""
+    """Header serialization, the high byte of the frame's second int (docs/protocol.md §1.2)."""
 
     JSON = 0
     ROCKETMQ = 1
 
 
 class LanguageCode(IntEnum):
-    """Sender implementation language (section 2.1): name in JSON, byte in binary."""
+    """Sender implementation language (docs/protocol.md §2.1): name in JSON, byte in binary."""
 
     JAVA = 0
     CPP = 1
@@ -35,7 +35,7 @@ class LanguageCode(IntEnum):
 
 
 class Version(IntEnum):
-    """Protocol versions: ordinals of Java's `MQVersion.Version` (section 2.2).
+    """Protocol versions: ordinals of Java's `MQVersion.Version` (docs/protocol.md §2.2).
 
     Only the ordinals the protocol branches on, plus the 4.9.x releases; any
     other int is valid on the wire. `version_name` names every 4.x ordinal.
@@ -59,7 +59,7 @@ class Version(IntEnum):
     V4_9_8 = 409  # last 4.x release
 
 
-#: What this server stamps into the commands it creates (section 2.2: Java servers
+#: What this server stamps into the commands it creates (docs/protocol.md §2.2: Java servers
 #: stamp their own version; clients need at least V4_1_0_SNAPSHOT).
 CURRENT_VERSION: int = int(Version.V4_9_8)
 
@@ -82,7 +82,7 @@ def version_name(ordinal: int) -> str:
 
 
 class RequestCode(IntEnum):
-    """Request codes, 4.9.x numbering (section 6.1)."""
+    """Request codes, 4.9.x numbering (docs/protocol.md §6.1)."""
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
@@ -186,7 +186,7 @@ class RequestCode(IntEnum):
 
 
 class ResponseCode(IntEnum):
-    """Response codes (section 6.2)."""
+    """Response codes (docs/protocol.md §6.2)."""
 
     SUCCESS = 0
     SYSTEM_ERROR = 1
@@ -227,7 +227,7 @@ class ResponseCode(IntEnum):
     FLOW_CONTROL = 215
 
 
-#: Flag bits of the command header (section 2).
+#: Flag bits of the command header (docs/protocol.md §2).
 FLAG_RESPONSE = 0x1
 FLAG_ONEWAY = 0x2
 

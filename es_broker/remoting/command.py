@@ -1,4 +1,4 @@
-"""`RemotingCommand`: one decoded frame, request or response (spec section 2)."""
+"""`RemotingCommand`: one decoded frame, request or response (docs/protocol.md §2)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 @dataclass(frozen=True, slots=True, repr=False)
 class RemotingCommand:
-    """A RocketMQ remoting command: the header fields of section 2 plus the body.
+    """A RocketMQ remoting command: the header fields of docs/protocol.md §2 plus the body.
 
     `ext_fields` always holds strings, as Java writes them; decoding converts
-    the numbers and booleans ali-ons sends (section 3). Use the typed
+    the numbers and booleans ali-ons sends (docs/protocol.md §3). Use the typed
     accessors (`get_int`, `require_long`, ...) to read them back.
     """
 
@@ -52,7 +52,7 @@ class RemotingCommand:
 
     @property
     def is_oneway(self) -> bool:
-        """True if flag bit 1 is set: the sender wants no response (section 5)."""
+        """True if flag bit 1 is set: the sender wants no response (docs/protocol.md §5)."""
         return bool(self.flag & FLAG_ONEWAY)
 
     def __repr__(self) -> str:
@@ -206,7 +206,7 @@ def response_to(
     """Build the response to `request`.
 
     Copies the opaque and the serialize type (a client must get its answer in
-    the header format it used, section 3) and sets the response flag bit.
+    the header format it used, docs/protocol.md §3) and sets the response flag bit.
     """
     return RemotingCommand(
         code=int(code),

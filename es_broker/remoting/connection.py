@@ -4,10 +4,10 @@ Feed it the bytes you read (`receive_data`), take decoded commands out
 (`next_event`), and turn commands into bytes to write (`send`). It never
 touches a socket, so the same object serves a trio server, a test, or a fuzzer.
 
-Both directions carry requests and responses (section 1.1): the connection
+Both directions carry requests and responses (docs/protocol.md §1.1): the connection
 does not pair them; look at `RemotingCommand.is_response` and the opaque.
 
-Errors (section 1.2: Java closes the connection on any decode error):
+Errors (docs/protocol.md §1.2: Java closes the connection on any decode error):
 
 * fatal `ProtocolError`s (`FrameLengthInvalid`, `FrameTooLarge`,
   `TruncatedFrame`): the frame boundary is lost; every later `next_event`
@@ -49,7 +49,6 @@ _LENGTH = struct.Struct(">i")
 # per-object overhead; longer reads are kept as they came, without a copy.
 _SMALL = 16 * 1024
 _CHUNK = 256 * 1024
-_OPAQUE_LIMIT = 1 << 31
 
 
 class Sentinel(Enum):
@@ -79,7 +78,6 @@ class Connection:
         self._buffered = 0
         self._eof = False
         self._error: ProtocolError | None = None
-        self._next_opaque = 0
 
     @property
     def buffered(self) -> int:
@@ -202,16 +200,6 @@ class Connection:
     def send(self, command: RemotingCommand) -> bytes:
         """The bytes to write for `command` (raises `EncodeError` if it cannot be encoded)."""
         return encode_frame(command)
-
-    def next_opaque(self) -> int:
-        """A fresh opaque for a request we originate (0, 1, 2, ... like Java's counter).
-
-        The two directions of a connection have separate opaque spaces
-        (section 5), so this never collides with the peer's requests.
-        """
-        opaque = self._next_opaque
-        self._next_opaque = (opaque + 1) % _OPAQUE_LIMIT
-        return opaque
 
     def _peek(self, size: int) -> bytes:
         """The next `size` unconsumed bytes, left in place (size <= what is buffered)."""

@@ -3,9 +3,8 @@
 Two families, because a server reacts to them differently:
 
 * `ProtocolError`: the peer's byte stream broke the framing or header rules
-  (spec sections 1-4). The Java server closes the connection on every one of
-  them (section 1.2: "A decode error closes the connection ... no
-  resynchronisation"). `resumable` says whether the bad frame's bytes were
+  (docs/protocol.md §1-§4). The Java server closes the connection on every one of
+  them, since a frame stream cannot be resynchronised (docs/protocol.md §1.2). `resumable` says whether the bad frame's bytes were
   consumed whole, so that a more lenient server *could* go on with the next frame.
 * `CommandError`: the frame decoded fine but a request's content is unusable
   (a required extField is missing or malformed, a JSON body is garbage). Java

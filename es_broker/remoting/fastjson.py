@@ -1,4 +1,4 @@
-"""The fastjson dialect Java uses for command bodies (spec section 9.1).
+"""The fastjson dialect Java uses for command bodies (docs/protocol.md §9.1).
 
 fastjson 1.2.x writes two things standard JSON cannot hold, both as map keys:
 

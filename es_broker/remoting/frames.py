@@ -1,4 +1,4 @@
-"""Frame layout (spec section 1.2).
+"""Frame layout (docs/protocol.md §1.2).
 
     i32 length | i32 (serType << 24 | headerLen) | header | body
 

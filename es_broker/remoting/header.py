@@ -1,4 +1,4 @@
-"""The command header in its two encodings: JSON (spec section 3) and ROCKETMQ binary (section 4).
+"""The command header in its two encodings: JSON (docs/protocol.md §3) and ROCKETMQ binary (docs/protocol.md §4).
 
 Decoders take the header bytes and the already-split body and return the whole
 `RemotingCommand`, so a frame is built once. They raise `HeaderDecodeError`
@@ -187,7 +187,7 @@ FIXED_BINARY_HEADER_SIZE = _FIXED.size + _I32.size  # 21: fixed fields + both le
 
 
 def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
-    """Encode the header in the ROCKETMQ binary layout of section 4.
+    """Encode the header in the ROCKETMQ binary layout of docs/protocol.md §4.
 
     A null or empty remark and an empty extFields map are written as length 0;
     extFields entries are sorted by key for deterministic bytes.
@@ -217,7 +217,7 @@ def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
 
 
 def decode_rocketmq_header(header: bytes, body: bytes = b"") -> RemotingCommand:
-    """Decode a ROCKETMQ binary header (section 4).
+    """Decode a ROCKETMQ binary header (docs/protocol.md §4).
 
     Zero-length strings decode as absent (a null remark; extFields entries with
     an empty key or value are dropped), as in Java. Lengths that overrun the

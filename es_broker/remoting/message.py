@@ -1,4 +1,4 @@
-"""RocketMQ's stored-message encoding (spec/remoting-protocol.md section 8).
+"""RocketMQ's stored-message encoding (docs/protocol.md §8).
 
 One format serves the commit log, the body of a PULL_MESSAGE answer (records
 back to back) and the query-by-id answers, so the broker stores exactly the
@@ -23,7 +23,7 @@ FIXED_SIZE = 91  # every field but body, topic and properties, IPv4 hosts
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
-# Message sysFlag bits (section 8.3).
+# Message sysFlag bits (docs/protocol.md §8.3).
 FLAG_COMPRESSED = 0x1
 FLAG_MULTI_TAGS = 0x2
 FLAG_TRANSACTION_PREPARED = 0x4
@@ -42,7 +42,7 @@ _STORE_TS = struct.Struct(">q")  # STORETIMESTAMP at byte 56 (IPv4 born host)
 _BATCH_ENTRY = struct.Struct(">iiiii")  # a batch entry: TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLENGTH
 _BATCH_ENTRY_SIZE = _BATCH_ENTRY.size
 
-# Byte positions of the fields the store patches or peeks at (section 8.1, IPv4 hosts; an IPv6
+# Byte positions of the fields the store patches or peeks at (docs/protocol.md §8.1, IPv4 hosts; an IPv6
 # host is 12 bytes longer). _speedups.pyx compiles the same numbers: LAYOUT is what the two must
 # agree on, and tests/test_compiled_identity.py holds them to it.
 QUEUE_ID_AT = 12
@@ -62,7 +62,7 @@ LAYOUT = (
 
 
 def tag_hash(tag: str) -> int:
-    """Java's String.hashCode() of a tag, as a signed 32-bit value (section 8.7)."""
+    """Java's String.hashCode() of a tag, as a signed 32-bit value (docs/protocol.md §8.7)."""
     h = 0
     data = tag.encode("utf-16-be")
     for i in range(0, len(data), 2):
@@ -97,14 +97,14 @@ def _host_bytes(host: tuple[str, int]) -> bytes:
     if packed.version != 4:
         mapped = getattr(packed, "ipv4_mapped", None)
         if mapped is None:
-            # ali-ons cannot decode IPv6 hosts (section 8.1); keep every stored host IPv4.
+            # ali-ons cannot decode IPv6 hosts (docs/protocol.md §8.1); keep every stored host IPv4.
             raise ValueError(f"only IPv4 hosts are stored, got {ip}")
         packed = mapped
     return _HOST4.pack(packed.packed, port)
 
 
 def offset_msg_id(store_host: tuple[str, int], physical_offset: int) -> str:
-    """The broker's message id: hex of store IP, port and physical offset (section 8.5)."""
+    """The broker's message id: hex of store IP, port and physical offset (docs/protocol.md §8.5)."""
     if physical_offset < 0:  # as Java's putLong writes it: two's complement
         return (_host_bytes(store_host) + struct.pack(">q", physical_offset)).hex().upper()
     return _host_hex(store_host) + f"{physical_offset:016X}"
@@ -424,7 +424,7 @@ class BatchDecodeError(ValueError):
 
 
 def encode_batch(messages: Sequence[tuple[int, bytes, dict[str, str]]]) -> bytes:
-    """A SEND_BATCH_MESSAGE body: per (flag, body, properties) one entry (remoting spec 7.2.2)."""
+    """A SEND_BATCH_MESSAGE body: per (flag, body, properties) one entry (docs/protocol.md §7.2.2)."""
     parts = []
     for flag, body, props in messages:
         raw_props = encode_properties(props)
@@ -437,7 +437,7 @@ def encode_batch(messages: Sequence[tuple[int, bytes, dict[str, str]]]) -> bytes
 
 
 def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
-    """A SEND_BATCH_MESSAGE body: (flag, body, properties) per entry (remoting spec 7.2.2).
+    """A SEND_BATCH_MESSAGE body: (flag, body, properties) per entry (docs/protocol.md §7.2.2).
 
     Each entry's TOTALSIZE must be exactly its 22 fixed bytes, body and properties.
     """

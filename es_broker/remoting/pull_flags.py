@@ -41,11 +41,6 @@ class PullSysFlag(IntFlag):
                 flag |= bit
         return int(flag)
 
-    @classmethod
-    def clear_commit_offset(cls, flag: int) -> int:
-        """The flag without COMMIT_OFFSET (a pull going to a slave, B-118)."""
-        return flag & ~cls.COMMIT_OFFSET
-
 
 PULL_COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
 PULL_SUSPEND = int(PullSysFlag.SUSPEND)

@@ -2,7 +2,7 @@
 
 `SendMessageRequestHeader` is the header of SEND_MESSAGE, SEND_MESSAGE_V2 and
 SEND_BATCH_MESSAGE: V2 gives every field a one-letter name
-(SendMessageRequestHeaderV2, remoting spec 7.2.1), V1 the Java field name.
+(SendMessageRequestHeaderV2, docs/protocol.md §7.2.1), V1 the Java field name.
 The producer and the admin write it with `v2_fields()`; the broker reads
 either form with `read()`, field by field with the typed accessors' errors
 (a missing or malformed field names its V1 name), with no copy of the
@@ -23,7 +23,7 @@ _Get = Callable[[str], str | None]
 _I32 = (-(1 << 31), (1 << 31) - 1)
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
-#: SEND_MESSAGE_V2 renames every header field to one letter (remoting spec 7.2.1).
+#: SEND_MESSAGE_V2 renames every header field to one letter (docs/protocol.md §7.2.1).
 SEND_V2_FIELDS: Mapping[str, str] = {
     "a": "producerGroup",
     "b": "topic",

@@ -39,7 +39,6 @@ from .bodies import (
 from .codes import EsRequestCode, RequestCode, ResponseCode
 from .command import RemotingCommand, codec
 from .errors import BodyDecodeError
-from .fastjson import loads
 from .request_headers import SEND_V2_FIELDS
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -176,17 +175,6 @@ def json_body(bean: type[Bean], *, optional: bool = False) -> BodyCheck:
         return (validate(decoded) if validate else None) or _body_text_error(decoded, bean.__name__)
 
     return check
-
-
-def json_any(cmd: RemotingCommand) -> str | None:
-    """Optional JSON of any structure (HA merge body, data versions)."""
-    if not cmd.body:
-        return None
-    try:
-        loads(cmd.body)
-    except BodyDecodeError as exc:
-        return f"the request body is not valid JSON: {exc}"
-    return None
 
 
 def properties_text(cmd: RemotingCommand) -> str | None:

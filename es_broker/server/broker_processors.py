@@ -21,7 +21,7 @@ from es_broker.acl.access import AccessControl, Scope
 from es_broker.acl.plain import group_resource
 from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands import names, resets, retry, sql92, transaction
-from es_broker.commands.errors import BrokerError, Code, IllegalRequest
+from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.messages import MessageIn, PutResult
 from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
@@ -105,7 +105,7 @@ def parse_subscription(
     if expression_type and expression_type.upper() != "TAG":
         raise BrokerError(
             f"The broker does not support consumer to filter message by {expression_type}",
-            Code.SUBSCRIPTION_PARSE_FAILED,
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
         )
     text = (expression or "").strip()
     if text in ("", "*"):
@@ -114,7 +114,7 @@ def parse_subscription(
     if not tags:
         raise BrokerError(
             f"parse the consumer's subscription[{expression}] failed",
-            Code.SUBSCRIPTION_PARSE_FAILED,
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
         )
     return frozenset(wire.tag_hash(t) for t in tags)
 
@@ -128,7 +128,7 @@ def property_filter_refusal(expression_type: str | None) -> BrokerError:
     """A SQL92 subscription on a broker with enablePropertyFilter=false (B-214)."""
     return BrokerError(
         f"The broker does not support consumer to filter message by {expression_type}",
-        Code.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_ERROR,
     )
 
 
@@ -323,7 +323,7 @@ class BrokerProcessors:
             if config and config.get("order"):
                 raise BrokerError(
                     f"the broker[{self.config.brokerIP1}] sending message is forbidden",
-                    Code.NO_PERMISSION,
+                    ResponseCode.NO_PERMISSION,
                 )
         if req.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
             batch = [
@@ -335,7 +335,7 @@ class BrokerProcessors:
                 raise MissingField("flag")
             props = wire.decode_properties(h.properties or "")
             batch = [MessageIn(req.body, props, h.flag, sys_flag, born, born_host, reconsume)]
-        # a %RETRY% send's limit comes from the header for clients >= V3_4_9 (spec 7.2.1 step 5, B-95)
+        # a %RETRY% send's limit comes from the header for clients >= V3_4_9 (docs/protocol.md §7.2.1 step 5, B-95)
         max_reconsume = h.max_reconsume_times if req.version >= Version.V3_4_9 else None
         if hops.ON:
             hops.mark(hops.PARSED)
@@ -423,7 +423,7 @@ class BrokerProcessors:
             # answered either way: the messages are read, only the commit waits (B-383)
             await self._commit_replicated(result.commit_seq)
         code = response_code(result.status, offset)
-        if code == Code.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
+        if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
             hold = (
                 suspend_ms / 1000
                 if self.config.longPollingEnable
@@ -448,24 +448,25 @@ class BrokerProcessors:
                 except sql92.SelectorError as exc:
                     raise BrokerError(
                         f"parse the consumer's subscription failed: {exc}",
-                        Code.SUBSCRIPTION_PARSE_FAILED,
+                        ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                     ) from None
                 return self._sql92_pull_filter(selector, expression_type)
             return await self._tag_pull_filter(group, topic, expression, expression_type)
         info = self.clients.consumer_group(group)
         if info is None:
             raise BrokerError(
-                f"the consumer's group info not exist, group: {group}", Code.SUBSCRIPTION_NOT_EXIST
+                f"the consumer's group info not exist, group: {group}",
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
             )
         sub = info.subscriptions.get(topic)
         if sub is None:
             raise BrokerError(
                 f"the consumer's subscription not exist, group: {group}, topic: {topic}",
-                Code.SUBSCRIPTION_NOT_EXIST,
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
             )
         if int(sub.get("subVersion", 0)) < (req.get_long("subVersion", 0) or 0):
             raise BrokerError(
-                "the consumer's subscription not latest", Code.SUBSCRIPTION_NOT_LATEST
+                "the consumer's subscription not latest", ResponseCode.SUBSCRIPTION_NOT_LATEST
             )
         if sub.get("expressionType") == sql92.SQL92:
             try:
@@ -474,7 +475,7 @@ class BrokerProcessors:
                 # 4.9.8 keeps no filter data for an expression it cannot compile
                 raise BrokerError(
                     "The broker's consumer filter data is not exist!Your expression may be wrong!",
-                    Code.FILTER_DATA_NOT_EXIST,
+                    ResponseCode.FILTER_DATA_NOT_EXIST,
                 ) from None
             return self._sql92_pull_filter(selector, sql92.SQL92)
         return await self._tag_pull_filter(
@@ -527,9 +528,9 @@ class BrokerProcessors:
             suggest = group_config.get("brokerId", 0)
         if self.is_slave:
             result = slave_correction(result, offset, self.config.offsetCheckInSlave)
-            if code == Code.PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
+            if code == ResponseCode.PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
                 # no correction on a slave: retry the same offset, asked to go to the group's broker (B-61, B-119)
-                code = Code.PULL_RETRY_IMMEDIATELY
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
                 suggest = group_config.get("brokerId", 0)
         header = {
             "suggestWhichBrokerId": suggest,
@@ -537,7 +538,7 @@ class BrokerProcessors:
             "minOffset": result.min_offset,
             "maxOffset": result.max_offset,
         }
-        body = result.body if code == Code.SUCCESS else b""
+        body = result.body if code == ResponseCode.SUCCESS else b""
         return response_to(req, int(code), result.status.value, header, body)
 
     async def query_consumer_offset(
@@ -549,7 +550,7 @@ class BrokerProcessors:
             req.require_int("queueId"),
             requester=self.requester(channel),
         )
-        if answer.code == Code.SUCCESS:
+        if answer.code == ResponseCode.SUCCESS:
             return response_to(req, ResponseCode.SUCCESS, None, {"offset": answer.offset})
         return response_to(req, int(answer.code), answer.remark)
 
@@ -804,7 +805,7 @@ class BrokerProcessors:
         self.notices.ok(channel.remote_addr)
 
     def reset_body(self, plan, list_form: bool) -> bytes:
-        """ResetOffsetBody (remoting spec 9.6): MessageQueue-keyed map, or the list C++ clients take."""
+        """ResetOffsetBody (docs/protocol.md §9.6): MessageQueue-keyed map, or the list C++ clients take."""
         table = {self._mq(plan.topic, q): off for q, off in plan.table().items()}
         return ResetOffsetBody(table).encode(for_cpp=list_form)
 

@@ -1,4 +1,4 @@
-"""The name server role (RouteInfoManager): broker registration and topic routes (remoting spec 7.1).
+"""The name server role (RouteInfoManager): broker registration and topic routes (docs/protocol.md §7.1).
 
 State is in memory, as in RocketMQ: brokers re-register every 30 s, so a
 restarted name server is whole again within one period.

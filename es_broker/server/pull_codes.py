@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from es_broker.commands.errors import Code
 from es_broker.commands.messages import GetResult, GetStatus
+from es_broker.remoting.codes import ResponseCode
 
 _CORRECTED = frozenset(
     {
@@ -18,17 +18,19 @@ _CORRECTED = frozenset(
 )
 
 
-def response_code(status: GetStatus, requested_offset: int) -> Code:
+def response_code(status: GetStatus, requested_offset: int) -> ResponseCode:
     """PullMessageProcessor's status mapping (B-59)."""
     if status == GetStatus.FOUND:
-        return Code.SUCCESS
+        return ResponseCode.SUCCESS
     if status in (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.NO_MATCHED_MESSAGE):
-        return Code.PULL_RETRY_IMMEDIATELY
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
     if status == GetStatus.NO_MESSAGE_IN_QUEUE:
-        return Code.PULL_OFFSET_MOVED if requested_offset != 0 else Code.PULL_NOT_FOUND
+        return (
+            ResponseCode.PULL_OFFSET_MOVED if requested_offset != 0 else ResponseCode.PULL_NOT_FOUND
+        )
     if status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
-        return Code.PULL_OFFSET_MOVED
-    return Code.PULL_NOT_FOUND
+        return ResponseCode.PULL_OFFSET_MOVED
+    return ResponseCode.PULL_NOT_FOUND
 
 
 def slave_correction(

@@ -239,10 +239,7 @@ class RemotingServer:
 
     async def _read_loop(self, channel: Channel, nursery: trio.Nursery) -> None:
         limits = self.limits
-        # `answer` replaced on this listener (a wrapper that records or filters) sees every request,
-        # so then no request is refused or started in the read loop, which would not pass through it
-        wrapped = "answer" in vars(self)
-        starts = {} if wrapped else self.starts
+        starts = self.starts
         outbox = Outbox(channel, self._failed, self.held, self.observe)
         timed = self.observe is not None
         nursery.start_soon(outbox.run)
@@ -282,10 +279,6 @@ class RemotingServer:
                     hops.bind(
                         trace
                     )  # the read loop's, until the next request; its task inherits it
-                if wrapped:
-                    ticket = arrivals.ticket() if command.code in ORDERED_CODES else None
-                    nursery.start_soon(self._dispatch, channel, command, outbox, ticket, trace)
-                    continue
                 if trace is not None:
                     trace.mark(hops.DISPATCHED)
                 # refused at the edge: answered here, no task (an unserved code, a malformed request)
@@ -359,27 +352,6 @@ class RemotingServer:
                 response = await self._handle(channel, request)
             finally:
                 ticket.release()  # refused before writing: the next request need not wait for this one
-        outbox.answer(request, response, trace)
-
-    async def _dispatch(
-        self,
-        channel: Channel,
-        request: RemotingCommand,
-        outbox: Outbox,
-        ticket: Ticket | None = None,
-        trace: hops.Trace | None = None,
-    ) -> None:
-        """A request through `answer` (replaced on this listener): edge checks and handler in its task."""
-        if trace is not None:
-            trace.mark(hops.DISPATCHED)
-        if ticket is None:
-            response = await self.answer(channel, request)
-        else:
-            ticket.bind()
-            try:
-                response = await self.answer(channel, request)
-            finally:
-                ticket.release()
         outbox.answer(request, response, trace)
 
     async def answer(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:

@@ -1,6 +1,6 @@
 """Request processors for retry, delay and dead letters, and es-broker's message journey.
 
-RocketMQ codes: CONSUMER_SEND_MSG_BACK (36, remoting spec 7.4.7) and
+RocketMQ codes: CONSUMER_SEND_MSG_BACK (36, docs/protocol.md §7.4.7) and
 GET_ALL_DELAY_OFFSET (45). es-broker's own codes (EsRequestCode, JSON
 bodies in standard JSON, answered REQUEST_CODE_NOT_SUPPORTED by RocketMQ):
 

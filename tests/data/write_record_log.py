@@ -23,7 +23,7 @@ import trio
 
 from es_broker.acl.plain import combine, parse_file
 from es_broker.clock import ManualClock
-from es_broker.commands import acl_audit, offsets, slave_offsets
+from es_broker.commands import acl_audit, slave_offsets
 from es_broker.commands import transaction as tx
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.queue_locks import QueueLocks
@@ -32,6 +32,7 @@ from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.core.replay import checksums, replay, verify
 from es_broker.log import make
+from es_broker.log.types import Cause
 from es_broker.remoting import message as wire
 
 START = 1_700_000_000_000
@@ -83,7 +84,7 @@ async def drive(broker: Broker, clock: ManualClock) -> None:
     await broker.pull("G1", "T1", 1, 0, client="c1@h")
     await broker.pull("G1", "T1", 0, 99, client="c1@h")
     await broker.commit_offset("G1", "T1", 1, 1, requester="c1@h")
-    await broker.commit_offset("G1", "T2", 1, 2, cause=offsets.CAUSE_ADMIN, requester="admin")
+    await broker.commit_offset("G1", "T2", 1, 2, cause=Cause.ADMIN, requester="admin")
     await broker.query_consumer_offset("G2", "T1", 2, requester="c2@h")
     await broker.record_consumer_group(
         "G1", ["c1@h"], "CONSUME_FROM_LAST_OFFSET", "CLUSTERING", {"T1": "*"}

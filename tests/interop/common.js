@@ -3,7 +3,7 @@
 // Shared helpers of the ali-ons interop scripts (tests/test_interop_ali_ons.py drives them).
 
 // ali-ons asserts that an `httpclient` is given even with `nameSrv`; it only calls it to
-// resolve `onsAddr` (remoting spec 11.3), which we never use.
+// resolve `onsAddr` (docs/protocol.md §11.3), which we never use.
 const httpclient = {
   async request(url) {
     throw new Error(`interop scripts use nameSrv only; unexpected HTTP request to ${url}`);

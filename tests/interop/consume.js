@@ -18,7 +18,7 @@
 // so a test can tell whether the broker filtered by tag.
 // The consumer uses ali-ons' defaults otherwise (consumeFromWhere CONSUME_FROM_LAST_OFFSET),
 // so a new group only starts at offset 0 if the broker answers QUERY_CONSUMER_OFFSET with 0
-// for never-committed queues, as the Java broker does (remoting spec 11.5).
+// for never-committed queues, as the Java broker does (docs/protocol.md §11.5).
 
 const fs = require('fs');
 const { Consumer } = require('ali-ons');

@@ -6,7 +6,7 @@
 //                 [--timeout SECONDS]
 //
 // The handler throws for the first K deliveries of each message (messages are told apart by
-// body), so ali-ons sends each failure back (CONSUMER_SEND_MSG_BACK, remoting spec 11.5) and
+// body), so ali-ons sends each failure back (CONSUMER_SEND_MSG_BACK, docs/protocol.md §11.5) and
 // the message returns through %RETRY%GROUP. Output line per delivery, in delivery order:
 //   {"topic", "body", "msgId", "originMessageId", "reconsumeTimes", "failed", "at"}
 // ("at" is the local time in ms). Once N distinct messages have been handled successfully the

@@ -1,4 +1,4 @@
-"""JSON bodies (spec section 9): the spec's sample bodies decode, and encode back exactly."""
+"""JSON bodies (docs/protocol.md §9): the sample bodies of docs/protocol.md §9 decode, and encode back exactly."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Code tables (spec sections 2.1, 2.2, 6)."""
+"""Code tables (docs/protocol.md §2.1, §2.2, §6)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_request_codes_used_by_ali_ons_have_their_4_9_numbers() -> None:
 
 
 def test_request_code_table_spans_section_6_1() -> None:
-    # section 6.1's 97 codes, and 4.9.0's GET_BROKER_CLUSTER_ACL_CONFIG (removed by 4.9.8, served with masked secrets)
+    # the 97 codes of docs/protocol.md §6.1, and 4.9.0's GET_BROKER_CLUSTER_ACL_CONFIG (removed by 4.9.8, served with masked secrets)
     assert len(RequestCode) == 97 + 1
     assert RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG == 54
     assert min(RequestCode) == 10

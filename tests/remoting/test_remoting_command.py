@@ -46,7 +46,7 @@ def test_response_to_copies_opaque_and_serialize_type_and_sets_response_bit() ->
 
 
 def test_response_to_opaque_zero_is_an_ordinary_opaque() -> None:
-    # Java's first command has opaque 0 (spec section 5).
+    # Java's first command has opaque 0 (docs/protocol.md §5).
     assert response_to(RemotingCommand(code=34, opaque=0), 0).opaque == 0
 
 

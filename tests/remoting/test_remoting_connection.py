@@ -205,11 +205,3 @@ def test_unknown_serialize_type_is_skipped_and_decoding_resumes() -> None:
 
 def test_send_returns_the_encoded_frame() -> None:
     assert Connection().send(_cmd(5)) == encode_frame(_cmd(5))
-
-
-def test_next_opaque_counts_from_zero_and_wraps_at_two_to_the_31() -> None:
-    conn = Connection()
-    assert [conn.next_opaque() for _ in range(3)] == [0, 1, 2]
-    conn._next_opaque = (1 << 31) - 1
-    assert conn.next_opaque() == (1 << 31) - 1
-    assert conn.next_opaque() == 0

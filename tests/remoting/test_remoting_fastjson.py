@@ -1,4 +1,4 @@
-"""The fastjson dialect (spec section 9.1): bare numeric keys and object keys."""
+"""The fastjson dialect (docs/protocol.md §9.1): bare numeric keys and object keys."""
 
 from __future__ import annotations
 

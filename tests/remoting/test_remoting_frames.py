@@ -1,4 +1,4 @@
-"""Frame layout (spec section 1.2): length prefix, serType byte, 24-bit header length."""
+"""Frame layout (docs/protocol.md §1.2): length prefix, serType byte, 24-bit header length."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Golden frames: exact bytes, one request and one response per request family.
 
-Requests are what the clients send (ali-ons bytes from spec sections 1.2 and 3,
+Requests are what the clients send (ali-ons bytes from docs/protocol.md §1.2 and §3,
 Java bytes in fastjson form); responses are what our encoder must produce.
 """
 
@@ -264,7 +264,7 @@ def test_java_oneway_update_offset_is_flagged_oneway_with_opaque_zero() -> None:
 
 
 def test_ali_ons_negative_commit_offset_is_read_as_a_long() -> None:
-    # ali-ons persists an in-memory 0 as -1 (spec 11.4); it is not an error.
+    # ali-ons persists an in-memory 0 as -1 (docs/protocol.md §11.4); it is not an error.
     raw = b'{"code":15,"language":"JAVA","opaque":5,"flag":0,"version":121,"extFields":{"topic":"T","consumerGroup":"G","queueId":2,"commitOffset":-1}}'
     conn = Connection()
     conn.receive_data(struct.pack(">iI", 4 + len(raw), len(raw)) + raw)

@@ -1,4 +1,4 @@
-"""Header encodings: JSON (spec section 3) and ROCKETMQ binary (section 4)."""
+"""Header encodings: JSON (docs/protocol.md §3) and ROCKETMQ binary (docs/protocol.md §4)."""
 
 from __future__ import annotations
 
