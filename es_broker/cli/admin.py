@@ -949,7 +949,7 @@ async def get_access_config(admin: Admin, a: argparse.Namespace) -> list[dict[st
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from es_broker.cli import admin_ops  # noqa: F401 (registers its verbs)
+    from es_broker.cli import admin_ops, admin_stats  # noqa: F401 (register their verbs)
 
     p = sub.add_parser("admin", help="mqadmin's verbs against a running broker")
     p.add_argument("-n", "--namesrvAddr", default="127.0.0.1:9876", help="name server HOST:PORT")
