@@ -40,7 +40,7 @@ from es_broker.commands import disk_full
 from es_broker.commands.names import DLQ_PREFIX, RETRY_PREFIX
 from es_broker.projections import stats
 from es_broker.projections.keys import U64
-from es_broker.readmodel.process import read_position
+from es_broker.readmodel.process import read_position, read_quarantined
 from es_broker.remoting.peer_outcomes import NONE, NOT_YET
 
 if TYPE_CHECKING:
@@ -281,6 +281,12 @@ class BrokerCollector(Collector):
                 "Broker time between the log's head and the read model's position",
                 self._seconds_between(position, last_seq),
                 unit="seconds",
+            )
+            quarantined = read_quarantined(server.config.storePathRootDir)
+            gauge(
+                "esbroker_readmodel_quarantined_records",
+                "Records the read model quarantined (-1 before the follower counted)",
+                -1 if quarantined is None else quarantined,
             )
             follower = server.follower
             gauge(
