@@ -96,6 +96,10 @@ class PageError(Exception):
         self.status = status
 
 
+#: the windows the throughput page offers, in minutes
+WINDOWS = {"15m": 15, "1h": 60, "6h": 360, "24h": 1440, "7d": 7 * 1440}
+
+
 def _int(value: str | None, what: str) -> int | None:
     if value in (None, ""):
         return None
@@ -599,6 +603,84 @@ def create_app(settings: Settings) -> Starlette:
         data = await views(request).redrive(request.path_params["group"], target, dry_run)
         return "redrive.html", data
 
+    async def throughput(request: Request) -> tuple[str, dict[str, Any]]:
+        """In/out TPS per broker and per topic over a window, from the records (B-368)."""
+        p = request.query_params
+        window = p.get("window") or "1h"
+        if window not in WINDOWS:
+            raise PageError(400, f"window is one of {', '.join(WINDOWS)}")
+        until = _time(p.get("until"), "until") or now_ms()
+        since = _time(p.get("since"), "since") or until - WINDOWS[window] * 60_000
+        if since >= until:
+            raise PageError(400, "since must come before until")
+        step = _int(p.get("step"), "step (minutes)")
+        if step is not None and not 1 <= step <= 1440:
+            raise PageError(400, "step is 1..1440 minutes")
+        topic_name = (p.get("topic") or "").strip() or None
+        data = await views(request).throughput(since, until, step, topic_name)
+        broker_series, in_series, out_series = [], [], []
+        totals: dict[str, list[int]] = {}
+        step_ms = 60_000
+        answered = [b for b in data["brokers"] if "history" in b]
+        several = len(data["brokers"]) > 1
+        for i, b in enumerate(answered):
+            h = b["history"]
+            step_ms = h["step"]
+            moments = [h["since"] + k * h["step"] for k in range(len(h["broker"]["in_messages"]))]
+            colour = charts.queue_colour(i, len(answered))
+            for kind in ("in", "out"):
+                counts = h["broker"][f"{kind}_messages"]
+                broker_series.append(
+                    charts.Series(
+                        b["brokerName"], colour, list(zip(moments, counts, strict=True)), kind
+                    )
+                )
+            for t in h["topics"]:
+                name = t["topic"] + (f" @{b['brokerName']}" if several else "")
+                acc = totals.setdefault(name, [0, 0])
+                acc[0] += sum(t["in_messages"])
+                acc[1] += sum(t["out_messages"])
+                in_series.append((name, list(zip(moments, t["in_messages"], strict=True))))
+                out_series.append((name, list(zip(moments, t["out_messages"], strict=True))))
+        names = sorted(totals)
+        colour_of = {n: charts.queue_colour(i, len(names)) for i, n in enumerate(names)}
+        data.update(
+            window=window,
+            step=step_ms // 60_000,
+            topics=[
+                {"topic": n, "in": totals[n][0], "out": totals[n][1], "colour": colour_of[n]}
+                for n in names
+            ],
+            broker_chart=Markup(
+                charts.throughput_svg(
+                    broker_series,
+                    step_ms,
+                    title="messages in and out per broker",
+                    chart_id="broker-tps",
+                )
+            ),
+            in_chart=Markup(
+                charts.throughput_svg(
+                    [charts.Series(n, colour_of[n], pts, "in") for n, pts in in_series],
+                    step_ms,
+                    title="messages in per topic",
+                    chart_id="topic-in-tps",
+                )
+            ),
+            out_chart=Markup(
+                charts.throughput_svg(
+                    [charts.Series(n, colour_of[n], pts, "out") for n, pts in out_series],
+                    step_ms,
+                    title="messages out per topic (delivered to groups)",
+                    chart_id="topic-out-tps",
+                )
+            ),
+            windows=list(WINDOWS),
+            request_since=p.get("since"),
+            request_until=p.get("until"),
+        )
+        return "throughput.html", data
+
     async def reset_form(request: Request) -> tuple[str, dict[str, Any]]:
         group_name = request.path_params["group"]
         return "reset.html", {"group": group_name, "plan": None, "fields": {}}
@@ -637,6 +719,7 @@ def create_app(settings: Settings) -> Starlette:
 
     pages: list[tuple[str, Handler, list[str], bool]] = [
         ("/", cluster, ["GET"], False),
+        ("/throughput", throughput, ["GET"], False),
         ("/topics", topics, ["GET"], False),
         ("/topics", create_topic, ["POST"], True),
         ("/topics/{topic}", topic, ["GET"], False),
