@@ -75,13 +75,20 @@ def monitored(tmp_path: Path) -> Iterator[tuple[ServedBroker, str]]:
 
 async def test_the_grafana_dashboard_names_only_metrics_the_broker_exports(tmp_path, nursery):
     """Every PromQL expression of monitoring/grafana-dashboard.json (panels and variables) names
-    only metrics a real scrape holds; the data source is the `${DS_PROMETHEUS}` import input."""
+    only metrics a real scrape holds; the data source is the `${DS_PROMETHEUS}` import input;
+    the latency histogram's count of sends equals its +Inf bucket."""
     dashboard = json.loads(DASHBOARD.read_text())
     assert [i["name"] for i in dashboard["__inputs"]] == ["DS_PROMETHEUS"]
     with monitored(tmp_path) as (broker, url):
         await lagging_group(broker, nursery, tmp_path)
         text = scrape(url)
     exported = exported_names(text)
+    # the request latency, folded into its histogram at scrape time: every send counted once
+    sends = sample(text, "rocketmq_rpc_latency_seconds_count", request_code="310")
+    assert sends == sample(
+        text, "rocketmq_rpc_latency_seconds_bucket", request_code="310", le="+Inf"
+    )
+    assert sends >= 15  # lagging_group's sends
     exprs = expressions(dashboard)
     assert len(exprs) > 20
     asked: set[str] = set()
