@@ -485,6 +485,7 @@ class Scraper:
         self.url = url
         self.scrapes = 0
         self.failed = 0
+        self.took: list[float] = []  # seconds per scrape, as the scraper sees it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -494,15 +495,22 @@ class Scraper:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-        print(f"metrics: {self.scrapes} scrapes, {self.failed} failed", file=sys.stderr)
+        took = sorted(self.took) or [0.0]
+        print(
+            f"metrics: {self.scrapes} scrapes, {self.failed} failed, "
+            f"median {took[len(took) // 2] * 1000:.1f} ms, max {took[-1] * 1000:.1f} ms per scrape",
+            file=sys.stderr,
+        )
 
     def _run(self) -> None:
         import urllib.request
 
         while not self._stop.wait(1.0):
             try:
+                started = time.perf_counter()
                 with urllib.request.urlopen(self.url, timeout=5) as response:
                     response.read()
+                self.took.append(time.perf_counter() - started)
                 self.scrapes += 1
             except OSError:
                 self.failed += 1

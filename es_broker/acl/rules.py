@@ -149,6 +149,20 @@ READ_BEYOND = "a read of offsets or clients; 4.9.8 asks only for a signature (B-
 TOPIC_READ = Rule(needs=_topic_sub, beyond_rocketmq=READ_BEYOND)
 GROUP_READ = Rule(needs=_group("consumerGroup"), beyond_rocketmq=READ_BEYOND)
 
+
+def _stats_key_sub(req: RemotingCommand) -> Needs:
+    """VIEW_BROKER_STATS_DATA: SUB on the topic (and group) its statsKey names (B-363)."""
+    name, key = req.ext_fields.get("statsName", ""), req.ext_fields.get("statsKey", "")
+    if name.startswith("BROKER_"):  # the cluster's name: counts of the whole broker
+        return []
+    topic, at, group = key.partition("@")
+    if name.startswith(("GROUP_", "SNDBCK_")) and at:
+        return [(topic, Perm.SUB), (group_resource(group), Perm.SUB)]
+    return [(key, Perm.SUB)]
+
+
+STATS_READ = Rule(needs=_stats_key_sub, beyond_rocketmq=READ_BEYOND)
+
 C, E = RequestCode, EsRequestCode
 SIGNED = Rule()  # the signature (and white lists) only, as 4.9.8 for codes it does not name
 ADMIN = Rule(admin=True)  # Permission.ADMIN_CODE in 4.9.8
@@ -212,6 +226,7 @@ BROKER_RULES: dict[int, Rule] = {
     E.EXPLAIN_GROUP: ADMIN_ES,
     E.ACCOUNT_SCOPE: SIGNED,  # an account asks about itself only; lists filtered (B-351)
     E.OPEN_TRANSACTIONS: ADMIN_ES,
+    E.STATS_HISTORY: ADMIN_ES,
     E.HA_FETCH_RECORDS: ADMIN_ES,
     E.HA_MERGE_SLAVE_OFFSETS: ADMIN_ES,
     # -- ACL administration (B-171): 4.9.8 asks only for a signature, so any account could grant itself anything
@@ -231,6 +246,8 @@ BROKER_RULES: dict[int, Rule] = {
     C.GET_BROKER_RUNTIME_INFO: SIGNED,
     C.GET_BROKER_CONFIG: SIGNED,
     C.GET_CONSUMER_RUNNING_INFO: GROUP_READ,
+    C.VIEW_BROKER_STATS_DATA: STATS_READ,
+    C.QUERY_TOPIC_CONSUME_BY_WHO: TOPIC_READ,
 }
 
 OPEN = Rule(open=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from es_broker.cli import admin_ops  # noqa: F401 (registers its verbs)
+from es_broker.cli import admin_ops, admin_stats  # noqa: F401 (register their verbs)
 from es_broker.cli.admin_verbs import VERBS, message_fields, opt, verb
 from es_broker.cli.credentials import CredentialsError, add_credential_options, admin_credentials
 from es_broker.client.admin import Admin, AdminError

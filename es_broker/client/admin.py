@@ -35,6 +35,7 @@ from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
 from es_broker.remoting.request_headers import SendMessageRequestHeader
+from es_broker.remoting.stats_bodies import BrokerStatsData, GroupList, StatsHistoryBody
 
 
 class AdminError(Exception):
@@ -891,3 +892,46 @@ class Admin:
         """EXPLAIN_GROUP: `es-broker explain` of every broker."""
         fields = {"group": group, "topic": topic}
         return await self._group_query(EsRequestCode.EXPLAIN_GROUP, f"explain {group}", fields)
+
+    # ------------------------------------------------------------------ message counts
+    async def broker_stats(
+        self, addr: str, name: str, key: str, at: int | None = None
+    ) -> BrokerStatsData:
+        """VIEW_BROKER_STATS_DATA (B-363): `at` asks es-broker for a past moment."""
+        fields: dict[str, Any] = {"statsName": name, "statsKey": key}
+        if at is not None:
+            fields["at"] = at
+        r = await self._ok(
+            addr,
+            f"stats {name} {key}",
+            request(RequestCode.VIEW_BROKER_STATS_DATA, fields),
+        )
+        return BrokerStatsData.decode(r.body)
+
+    async def topic_consumed_by(self, addr: str, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO (B-365): the groups consuming `topic` on one broker."""
+        r = await self._ok(
+            addr,
+            f"groups of {topic}",
+            request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}),
+        )
+        return list(GroupList.decode(r.body).group_list)
+
+    async def stats_history(
+        self,
+        addr: str,
+        since: int,
+        until: int,
+        step_minutes: int | None = None,
+        topic: str | None = None,
+    ) -> StatsHistoryBody:
+        """STATS_HISTORY (B-368): messages in and out per interval of one broker and its topics."""
+        fields: dict[str, Any] = {"since": since, "until": until}
+        if step_minutes is not None:
+            fields["stepMinutes"] = step_minutes
+        if topic:
+            fields["topic"] = topic
+        r = await self._ok(
+            addr, "stats history", request(EsRequestCode.STATS_HISTORY, fields), timeout=30.0
+        )
+        return StatsHistoryBody.decode(r.body)

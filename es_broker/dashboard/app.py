@@ -55,6 +55,7 @@ from es_broker.dashboard.security import (
     same_origin,
     verify_password,
 )
+from es_broker.dashboard.throughput import WINDOWS, throughput_page
 from es_broker.dashboard.views import Forbidden, Views, acl_refusal, now_ms
 from es_broker.timetravel.timeparse import format_time, parse_time
 
@@ -599,6 +600,25 @@ def create_app(settings: Settings) -> Starlette:
         data = await views(request).redrive(request.path_params["group"], target, dry_run)
         return "redrive.html", data
 
+    async def throughput(request: Request) -> tuple[str, dict[str, Any]]:
+        """In/out TPS per broker and per topic over a window, from the records (B-368)."""
+        p = request.query_params
+        window = p.get("window") or "1h"
+        if window not in WINDOWS:
+            raise PageError(400, f"window is one of {', '.join(WINDOWS)}")
+        until = _time(p.get("until"), "until") or now_ms()
+        since = _time(p.get("since"), "since") or until - WINDOWS[window] * 60_000
+        if since >= until:
+            raise PageError(400, "since must come before until")
+        step = _int(p.get("step"), "step (minutes)")
+        if step is not None and not 1 <= step <= 1440:
+            raise PageError(400, "step is 1..1440 minutes")
+        topic_name = (p.get("topic") or "").strip() or None
+        data = await views(request).throughput(since, until, step, topic_name)
+        data.update(throughput_page(data), window=window, windows=list(WINDOWS))
+        data.update(request_since=p.get("since"), request_until=p.get("until"))
+        return "throughput.html", data
+
     async def reset_form(request: Request) -> tuple[str, dict[str, Any]]:
         group_name = request.path_params["group"]
         return "reset.html", {"group": group_name, "plan": None, "fields": {}}
@@ -637,6 +657,7 @@ def create_app(settings: Settings) -> Starlette:
 
     pages: list[tuple[str, Handler, list[str], bool]] = [
         ("/", cluster, ["GET"], False),
+        ("/throughput", throughput, ["GET"], False),
         ("/topics", topics, ["GET"], False),
         ("/topics", create_topic, ["POST"], True),
         ("/topics/{topic}", topic, ["GET"], False),

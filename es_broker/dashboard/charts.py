@@ -181,3 +181,70 @@ def timeline_svg(
         )
     out.append("</svg>")
     return "".join(out)
+
+
+def throughput_svg(series: list[Series], step_ms: int, *, title: str, chart_id: str) -> str:
+    """Messages per second per interval, one line per series (a broker's or a topic's in or out).
+
+    Each point is the interval's count over its seconds, drawn at the interval's start; the
+    circle of a point carries the interval (`data-time`, millis), its count (`data-count`)
+    and the rate drawn (`data-tps`), and says them in its tooltip.
+    """
+    times = [t for s in series for t, _ in s.points]
+    if not times:
+        return f'<p class="empty" id="{escape(chart_id)}">no messages counted in the window</p>'
+    seconds = step_ms / 1000
+    t0, t1 = min(times), max(times) + step_ms
+    rates = [v / seconds for s in series for _, v in s.points if v is not None] or [0.0]
+    top = max(max(rates), 1.0)
+    grid = _value_step(top) if top >= 4 else 1
+    v1 = grid * -(-top // grid)
+    x = _scale(t0, t1, LEFT, WIDTH - RIGHT)
+    y = _scale(0, v1, HEIGHT - BOTTOM, TOP)
+    out = [
+        f'<svg class="chart" id="{escape(chart_id)}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" '
+        f'height="{HEIGHT}" xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'aria-label="{escape(title)}" data-step="{step_ms}">',
+        f'<rect x="{LEFT}" y="{TOP}" width="{WIDTH - LEFT - RIGHT}" height="{HEIGHT - TOP - BOTTOM}" '
+        'fill="#fbfcfd" stroke="#ced4da"/>',
+        f'<text x="{LEFT}" y="{TOP - 12}" class="axis title">{escape(title)}</text>',
+    ]
+    for v in range(0, int(v1) + 1, int(grid)):
+        yy = y(v)
+        out.append(
+            f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#e9ecef"/>'
+            f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" class="axis">{v}/s</text>'
+        )
+    for i in range(5):
+        t = t0 + (t1 - t0) * i // 4
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        out.append(
+            f'<text x="{x(t):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="{anchor}" class="axis">'
+            f"{escape(format_time(t)[11:16])}</text>"
+        )
+    out.append(
+        f'<text x="{LEFT}" y="{HEIGHT - 6}" class="axis">{escape(format_time(t0))} .. '
+        f"{escape(format_time(t1))}, intervals of {step_ms // 60_000} min</text>"
+    )
+    for s in series:
+        counted = [(t, v) for t, v in s.points if v is not None]
+        path = " ".join(
+            f"{'M' if i == 0 else 'L'}{x(t):.1f},{y(v / seconds):.1f}"
+            for i, (t, v) in enumerate(counted)
+        )
+        dash = ' stroke-dasharray="6,3"' if s.kind == "out" else ""
+        out.append(
+            f'<g class="series" data-series="{escape(s.name)}" data-kind="{escape(s.kind)}">'
+            f'<path d="{path}" fill="none" stroke="{s.colour}" stroke-width="1.6"{dash}/>'
+        )
+        for t, v in counted:
+            r = v / seconds
+            out.append(
+                f'<circle cx="{x(t):.1f}" cy="{y(r):.1f}" r="2.5" fill="{s.colour}" class="point" '
+                f'data-time="{t}" data-count="{v}" data-tps="{r:.4f}">'
+                f"<title>{escape(s.name)} {escape(s.kind)} {escape(format_time(t))}: {v} messages, "
+                f"{r:.2f}/s</title></circle>"
+            )
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)

@@ -7,12 +7,14 @@ broker answers time-travel questions itself (es_broker/server/query_processors.p
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from es_broker.client.admin import Admin, AdminError
+from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
@@ -425,6 +427,22 @@ class Views:
             group, since=since, until=until, max_entries=200, changes_only=True
         )
         return {"group": group, "brokers": answers, "history": history}
+
+    async def throughput(
+        self, since: int, until: int, step_minutes: int | None, topic: str | None
+    ) -> dict[str, Any]:
+        """STATS_HISTORY of every broker (its master, else a slave): messages in and out per
+        interval of the broker and of each topic, from its records (B-368)."""
+        brokers: list[dict[str, Any]] = []
+        for name, addrs in sorted((await self.admin.broker_names()).items()):
+            addr = addrs.get(0) or next(iter(addrs.values()))
+            try:
+                body = await self.admin.stats_history(addr, since, until, step_minutes, topic)
+            except (AdminError, RemotingError) as exc:  # shown as the broker's answer
+                brokers.append({"brokerName": name, "error": str(exc)})
+                continue
+            brokers.append({"brokerName": name, "history": dataclasses.asdict(body)})
+        return {"since": since, "until": until, "topic": topic, "brokers": brokers}
 
     async def offsets_at(self, group: str, at: int) -> dict[str, Any]:
         await self.require_group(group)

@@ -74,6 +74,10 @@ STATS_NAMES = {
     "BROKER_GET_NUMS": (BROKER_GET, 0),
 }
 ENDED = frozenset({"committed", "discarded"})
+# 4.9.8's BROKER_PUT_NUMS / BROKER_GET_NUMS add to the value only, never to the times
+VALUE_ONLY = frozenset({BROKER_PUT, BROKER_GET})
+# BrokerStatsData's three windows in minutes: statsMinute, statsHour, statsDay
+WINDOWS = (1, 60, 24 * 60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,15 @@ class Counts:
     messages: int = 0
     size: int = 0
     records: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """StatsItem.computeStatsData's answer over one window: sum, per second, sum per record."""
+
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
 
 
 def put_of(record: MessagesStoredRecord) -> tuple[str, str] | None:
@@ -203,6 +216,34 @@ class StatsProjection:
         start, stop = prefix + U64.pack(max(first, 0)), prefix + U64.pack(max(end, 0))
         for key, raw in prefixed(txn, self.minute_db, prefix, start=start, stop=stop):
             yield U64.unpack(key[len(prefix) :])[0], VALUE.unpack(raw)
+
+    def counted_by(self, txn: lmdb.Transaction[bytes], kind: bytes, name: str, end: int) -> bool:
+        """True when `name` has counts in a minute before `end`: 4.9.8's stats item exists then."""
+        return any(True for _ in self.minutes(txn, kind, name, 0, end))
+
+    def snapshots(
+        self, txn: lmdb.Transaction[bytes], kind: bytes, name: str, index: int, at_ms: int
+    ) -> tuple[Snapshot, Snapshot, Snapshot]:
+        """BrokerStatsData's minute, hour and day at `at_ms` (B-364).
+
+        Each window is the whole minutes of broker time before the minute of `at_ms`: the last
+        1, 60 and 1440 (4.9.8 samples every 10 s, 10 min and hour and answers the snapshots
+        taken, so the minute in progress is not in its answer either). `index` picks the
+        value: 0 messages, 1 bytes. tps is the sum per second of the window, avgpt the sum
+        per record (0 for BROKER_*, whose times 4.9.8 never counts).
+        """
+        end = at_ms // MINUTE_MS
+        rows = list(self.minutes(txn, kind, name, end - WINDOWS[-1], end))
+        out = []
+        for span in WINDOWS:
+            total = recs = 0
+            for minute, value in rows:
+                if minute >= end - span:
+                    total, recs = total + value[index], recs + value[2]
+            tps = total * 1000.0 / (span * MINUTE_MS)
+            avgpt = total / recs if recs and kind not in VALUE_ONLY else 0.0
+            out.append(Snapshot(total, tps, avgpt))
+        return out[0], out[1], out[2]
 
     def names(self, txn: lmdb.Transaction[bytes], kind: bytes) -> list[str]:
         """The names with minute counts of one kind (topics, or `topic@group`)."""

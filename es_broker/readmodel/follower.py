@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lmdb
-from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy import Engine, delete, func, insert, select, update
 
 from es_broker.log import Record, RecordLog
 from es_broker.readmodel import db
@@ -57,6 +57,7 @@ logger = logging.getLogger("es_broker.readmodel")
 BATCH = 2000
 RETRY_FIRST = 1.0  # seconds before a failed step (database down, disk full, ...) is tried again...
 RETRY_MAX = 60.0  # ...doubling up to this
+QUARANTINE_RECOUNT = 5.0  # seconds between counts of the quarantined records (B-367)
 POLL = 0.25  # how often an idle follower looks at the log's last sequence number
 
 # the declared models' Table objects (`model.__table__` is typed as any FromClause)
@@ -302,6 +303,18 @@ class Follower:
                 )
             )
 
+    def quarantine_count(self) -> int:
+        """How many records of this source are quarantined now (the broker exports it, B-367)."""
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.count())
+                    .select_from(FailureRow)
+                    .where(FailureRow.source == self.source.broker)
+                ).scalar()
+                or 0
+            )
+
     def quarantined(self) -> list[FailureRow]:
         """The quarantined records of this source, by seq."""
         from sqlalchemy.orm import Session
@@ -383,11 +396,14 @@ def follow_log(
     poll: float = POLL,
     batch: int = BATCH,
     on_position: Callable[[int, bool], None] | None = None,
+    on_quarantine: Callable[[int], None] | None = None,
 ) -> None:
     """Catch up, then apply new records as they land, until `stop()` is true.
 
     `on_position` is told the checkpoint after each step that applied records
     and when it caught up (True), so the broker can report how far the read model is.
+    `on_quarantine` is told the number of quarantined records at the start and then at most
+    every QUARANTINE_RECOUNT seconds (a retry from another process lowers it meanwhile).
 
     Quarantined records are retried first when a different es-broker
     version failed on them. A failing database (down, locked, full,
@@ -396,6 +412,15 @@ def follow_log(
     """
     follower: Follower | None = None
     delay = RETRY_FIRST
+    counted = [-QUARANTINE_RECOUNT]  # monotonic time of the last count
+
+    def recount(now: bool = False) -> None:
+        if on_quarantine is None or follower is None:
+            return
+        if now or _time.monotonic() - counted[0] >= QUARANTINE_RECOUNT:
+            counted[0] = _time.monotonic()
+            on_quarantine(follower.quarantine_count())
+
     try:
         while not stop():
             try:
@@ -412,6 +437,7 @@ def follow_log(
                 applied = follower.step()
                 if on_position is not None:
                     on_position(follower.position, applied == 0)
+                recount()
             except Exception as exc:  # the database's trouble: wait, then try again
                 logger.warning(
                     "read model (%s) step failed, retrying in %.0f s: %s",
@@ -426,6 +452,10 @@ def follow_log(
             if applied == 0:
                 while not stop() and log_last_seq(log) <= follower.position:
                     _time.sleep(poll)
+                    try:
+                        recount()
+                    except Exception as exc:  # a report only: the next step retries the database
+                        logger.warning("read model: quarantine not counted: %s", error_text(exc))
     finally:
         if follower is not None:
             follower.engine.dispose()

@@ -61,6 +61,36 @@ class PositionFile:
             logger.warning("read-model position not written to %s: %s", self.path, exc)
 
 
+QUARANTINE_FILE = "readmodel.quarantined"  # the follower's count of quarantined records (B-367)
+
+
+class CountFile:
+    """A count the follower reports to the broker, rewritten atomically when it changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._written: int | None = None
+
+    def write(self, count: int) -> None:
+        if count == self._written:
+            return
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        try:
+            tmp.write_text(f"{count}\n")
+            os.replace(tmp, self.path)
+            self._written = count
+        except OSError as exc:  # a report only: the follower goes on
+            logger.warning("read-model count not written to %s: %s", self.path, exc)
+
+
+def read_quarantined(data_dir: str | Path) -> int | None:
+    """The follower's last count of quarantined records, None before it counted."""
+    try:
+        return int((Path(data_dir) / QUARANTINE_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def read_position(data_dir: str | Path) -> int | None:
     """The last checkpoint the follower reported, or None when it never did."""
     try:
@@ -152,6 +182,7 @@ def run(
             stop=stop,
             batch=batch or BATCH,
             on_position=PositionFile(Path(data_dir) / POSITION_FILE).write,
+            on_quarantine=CountFile(Path(data_dir) / QUARANTINE_FILE).write,
         )
     finally:
         log.close()

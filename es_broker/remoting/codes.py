@@ -248,6 +248,7 @@ class EsRequestCode(IntEnum):
     ACCOUNT_SCOPE = (
         9207  # the topics and groups the calling ACL account may see (a dashboard's filter)
     )
+    STATS_HISTORY = 9208  # messages in and out per interval, broker and topics (stats projection)
     OPEN_TRANSACTIONS = 9230  # the open transactions (half messages) per producer group, as JSON
     # master/slave replication (es_broker/ha): a slave's fetch of records from seq N, long-polled on the
     # master's tail, which also acknowledges N - 1; and the merge of offsets a slave took alone (S-5)

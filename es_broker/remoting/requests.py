@@ -722,6 +722,25 @@ SHAPES: dict[int, RequestShape] = {
         RequestShape(E.EXPLAIN_GROUP, "EXPLAIN_GROUP", (s("group", True), s("topic", True))),
         RequestShape(E.ACCOUNT_SCOPE, "ACCOUNT_SCOPE", (s("topic"), s("group"))),
         RequestShape(E.OPEN_TRANSACTIONS, "OPEN_TRANSACTIONS", (s("producerGroup"),)),
+        # -- message counts (es_broker/server/stats_processors.py)
+        RequestShape(
+            C.VIEW_BROKER_STATS_DATA,
+            "VIEW_BROKER_STATS_DATA",
+            (s("statsName", True), s("statsKey", True, max_len=2 * NAME_MAX + 1), i64("at", min=0)),
+        ),
+        RequestShape(
+            C.QUERY_TOPIC_CONSUME_BY_WHO, "QUERY_TOPIC_CONSUME_BY_WHO", (s("topic", True),)
+        ),
+        RequestShape(
+            E.STATS_HISTORY,
+            "STATS_HISTORY",
+            (
+                i64("since", True, min=0),
+                i64("until", True, min=0),
+                i32("stepMinutes", min=1, max=24 * 60),
+                s("topic"),
+            ),
+        ),
         # -- ACL administration (es_broker/server/acl_processors.py)
         RequestShape(
             C.UPDATE_AND_CREATE_ACL_CONFIG,

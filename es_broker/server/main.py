@@ -46,6 +46,7 @@ from es_broker.server.query_processors import QueryProcessors
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.reply_processors import ReplyProcessors
 from es_broker.server.retry_processors import RetryProcessors
+from es_broker.server.stats_processors import StatsProcessors
 from es_broker.server.store_processors import StoreProcessors
 from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
 from es_broker.server.transaction_check import TransactionCheckService
@@ -154,6 +155,7 @@ class BrokerServer:
             **ha_handlers,
             **acl_handlers,
             **StoreProcessors(self.broker).handlers(),
+            **StatsProcessors(self.broker, lambda: self.config, self.clients).handlers(),
         }
         # the first part of a send or an offset commit runs as its frame is decoded, where the
         # processor's own handler serves the code (not one a later table replaced)

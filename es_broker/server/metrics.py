@@ -15,6 +15,7 @@ goes on: the exporter never shares the broker's fate.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -24,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import trio
 from prometheus_client import (
     CollectorRegistry,
-    Histogram,
     disable_created_metrics,
     start_http_server,
 )
@@ -40,7 +40,7 @@ from es_broker.commands import disk_full
 from es_broker.commands.names import DLQ_PREFIX, RETRY_PREFIX
 from es_broker.projections import stats
 from es_broker.projections.keys import U64
-from es_broker.readmodel.process import read_position
+from es_broker.readmodel.process import read_position, read_quarantined
 from es_broker.remoting.peer_outcomes import NONE, NOT_YET
 
 if TYPE_CHECKING:
@@ -60,29 +60,56 @@ SYSTEM_TOPICS = (
 )
 
 
-class RequestLatency:
-    """rocketmq_rpc_latency: one observation per answered request, children cached per code pair."""
+class RequestLatency(Collector):
+    """rocketmq_rpc_latency: one observation per answered request, folded into a histogram when
+    scraped.
+
+    `observe` runs on the broker's trio thread for every request, so it only bumps a bucket
+    count and a sum in plain lists per (request code, response code): no lock, no
+    prometheus_client child (whose observe takes a lock). The scrape's thread reads the lists;
+    `count` and every bucket come from the same counts, so a scrape is consistent, and the sum
+    may lack the observation being made as it reads (B-362).
+    """
+
+    BOUNDS = RPC_LATENCY_BUCKETS_S
 
     def __init__(self, registry: CollectorRegistry, labels: dict[str, str]) -> None:
         self.base = labels
-        self.histogram = Histogram(
-            "rocketmq_rpc_latency",
-            "Time from a request's frame decoded to its answer queued, by request and response code",
-            [*labels, "protocol_type", "request_code", "response_code"],
-            unit="seconds",
-            buckets=RPC_LATENCY_BUCKETS_S,
-            registry=registry,
-        )
-        self._children: dict[tuple[int, int], Any] = {}
+        # (request code, response code) -> [count per bucket (the last: above every bound)], [sum]
+        self._counts: dict[tuple[int, int], tuple[list[int], list[float]]] = {}
+        registry.register(self)
 
     def observe(self, request_code: int, response_code: int, started: float) -> None:
         took = time.perf_counter() - started
-        child = self._children.get((request_code, response_code))
-        if child is None:
-            child = self._children[(request_code, response_code)] = self.histogram.labels(
-                *self.base.values(), "remoting", str(request_code), str(response_code)
+        entry = self._counts.get((request_code, response_code))
+        if entry is None:
+            entry = self._counts[(request_code, response_code)] = (
+                [0] * (len(self.BOUNDS) + 1),
+                [0.0],
             )
-        child.observe(took)
+        entry[0][bisect.bisect_left(self.BOUNDS, took)] += 1
+        entry[1][0] += took
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(
+            "rocketmq_rpc_latency",
+            "Time from a request's frame decoded to its answer queued, by request and response code",
+            labels=[*self.base, "protocol_type", "request_code", "response_code"],
+            unit="seconds",
+        )
+        for (request_code, response_code), (counts, total) in sorted(
+            list(self._counts.items())
+        ):  # list(): one step under the GIL
+            running, buckets = 0, []
+            for bound, n in zip((*self.BOUNDS, float("inf")), list(counts), strict=True):
+                running += n
+                buckets.append(("+Inf" if bound == float("inf") else str(bound), running))
+            family.add_metric(
+                [*self.base.values(), "remoting", str(request_code), str(response_code)],
+                buckets,
+                total[0],
+            )
+        yield family
 
 
 def _is_system(topic: str) -> bool:
@@ -281,6 +308,12 @@ class BrokerCollector(Collector):
                 "Broker time between the log's head and the read model's position",
                 self._seconds_between(position, last_seq),
                 unit="seconds",
+            )
+            quarantined = read_quarantined(server.config.storePathRootDir)
+            gauge(
+                "esbroker_readmodel_quarantined_records",
+                "Records the read model quarantined (-1 before the follower counted)",
+                -1 if quarantined is None else quarantined,
             )
             follower = server.follower
             gauge(
