@@ -3,7 +3,7 @@
 getBrokerConfig, updateBrokerConfig, deleteExpiredCommitLog, cloneGroupOffset,
 producerConnection, consumerStatus, getConsumerConfig, topicClusterList,
 queryMsgByUniqueKey and printMsg. Which mqadmin verbs are left out, and why:
-docs/semantics.md, B-260..B-269.
+docs/semantics.md, B-260..B-268.
 """
 
 from __future__ import annotations

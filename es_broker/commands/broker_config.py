@@ -1,4 +1,4 @@
-"""Run-time changes of the broker's settings (UPDATE_BROKER_CONFIG), recorded (B-270..B-274).
+"""Run-time changes of the broker's settings (UPDATE_BROKER_CONFIG), recorded (B-270..B-273).
 
 A change is a `broker_config_updated` record: the broker (name and id) it
 applies to, each changed key with its old and new value as broker.conf text,
