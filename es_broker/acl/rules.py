@@ -229,6 +229,9 @@ BROKER_RULES: dict[int, Rule] = {
     E.STATS_HISTORY: ADMIN_ES,
     E.HA_FETCH_RECORDS: ADMIN_ES,
     E.HA_MERGE_SLAVE_OFFSETS: ADMIN_ES,
+    # automatic fail-over (B-381, B-386): a returning node's set-aside report, a planned switch-over
+    E.HA_REPORT_SET_ASIDE: ADMIN_ES,
+    E.HA_SWITCH: ADMIN_ES,
     # -- ACL administration (B-171): 4.9.8 asks only for a signature, so any account could grant itself anything
     C.UPDATE_AND_CREATE_ACL_CONFIG: ADMIN_ACL,
     C.DELETE_ACL_CONFIG: ADMIN_ACL,
