@@ -132,3 +132,17 @@ async def test_b411_history_hot_days_seals_by_itself_and_a_failure_does_not_stop
         assert {x["requester"] for x in store.history.segments(txn)} == {"history_hot_days"}
     await m.stop()
     await _verify(tmp_path / "master")
+
+
+async def test_b412_the_read_model_checkpoint_bounds_a_running_sealing(brokers, tmp_path):
+    m = await brokers.master("ASYNC_MASTER", **SETTINGS)
+    await brokers.w.create_topic(m.addr, TOPIC, 2)
+    await _send(brokers, m, 40)
+    m.server.sealing.follower = True  # as with --readmodel-url: the follower's checkpoint counts
+    assert (await _archive(m))["sealed"] == []  # no checkpoint reported yet: it holds nothing
+    (tmp_path / "master" / sealing.READMODEL_POSITION).write_text("21\n")
+    answer = await _archive(m)
+    assert [(x["first_seq"], x["last_seq"]) for x in answer["sealed"]] == [(1, 8), (9, 16)]
+    assert answer["limited_by"] == ["the SQL read model"] and answer["consumers_position"] == 21
+    await m.stop()
+    await _verify(tmp_path / "master")

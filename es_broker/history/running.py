@@ -30,6 +30,7 @@ from es_broker.commands.errors import IllegalRequest
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster
 from es_broker.history import seal as sealing
+from es_broker.readmodel.process import read_position
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.server.remoting_server import Handler
@@ -78,9 +79,12 @@ def _lowest(*bounds: tuple[int | None, list[str]]) -> tuple[int | None, list[str
 class HistorySealing:
     """A master's sealing: the periodic side task and the HISTORY_ARCHIVE handler."""
 
-    def __init__(self, broker: Broker, replication: ReplicationMaster | None) -> None:
+    def __init__(
+        self, broker: Broker, replication: ReplicationMaster | None, *, follower: bool = False
+    ) -> None:
         self.broker = broker
         self.replication = replication
+        self.follower = follower  # a SQL read model follows this log (a child process)
         self._lock = trio.Lock()
 
     @property
@@ -92,7 +96,10 @@ class HistorySealing:
         slaves: tuple[int | None, list[str]] = (
             self.replication.sealing_bound() if self.replication is not None else (None, [])
         )
-        return _lowest(slaves, sealing.consumers_position(self.data_dir, []))
+        readmodel: tuple[int | None, list[str]] = (None, [])
+        if self.follower:  # a follower that never reported a checkpoint holds nothing yet
+            readmodel = (read_position(self.data_dir) or 0, ["the SQL read model"])
+        return _lowest(slaves, readmodel)
 
     async def seal_before(self, before: int, requester: str) -> Outcome:
         """Seal every segment wholly before `before` that every consumer has passed."""

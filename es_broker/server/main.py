@@ -141,7 +141,7 @@ class BrokerServer:
         self.processors.access = access  # reads filtered to the caller's perms (B-350, B-351)
         ha_handlers = self.replication.handlers() if self.replication else {}
         # sealing the log's old segments while running (B-411..B-414)
-        self.sealing = HistorySealing(self.broker, self.replication)
+        self.sealing = HistorySealing(self.broker, self.replication, follower=bool(readmodel_url))
         if ha is not None:
             ha_handlers[EsRequestCode.HA_SWITCH] = ha.switch
         acl_handlers = AclProcessors(
