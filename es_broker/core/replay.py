@@ -24,7 +24,7 @@ from es_broker.log.store import AppendContext
 
 BATCH = 5000
 # databases added after the checksums of existing directories were taken: left out while empty
-LATER_DATABASES = frozenset({"history_segments"})
+LATER_DATABASES = frozenset({"history_segments", "audit_explain", "audit_groups", "audit_acl"})
 
 Progress = Callable[[int, int], None]
 """Told (records done, records in all) as long work goes on: replay, verify, export, readmodel sync."""
@@ -73,6 +73,7 @@ def replay(
             dst.log.write_batch([_records_job(chunk)])
             if progress is not None:
                 progress(chunk[-1][0], total)
+        dst.audit.ensure_built(dst)  # a snapshot older than the audit indexes (B-417)
         dst.log.flush()
         return dst.log.last_seq
     finally:
