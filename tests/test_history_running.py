@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from es_broker.core.replay import compare
+from es_broker.core.slave_broker import LogDiverged
+from es_broker.ha.protocol import FetchRequest, record_crc
 from es_broker.history import seal as sealing
+from es_broker.history.archive import raw_at
 from es_broker.log import records
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import request
@@ -75,6 +78,17 @@ async def test_b412_records_a_slave_has_not_fetched_are_not_sealed_until_it_has(
     upto = _sealed_upto(m)
     assert upto == first["sealed"][-1]["last_seq"] and not _hot(m, upto) and _hot(m, acked + 1)
     assert (tmp_path / "master" / "archive" / "snapshots").is_dir()
+
+    # a slave standing right after a sealed record is checked against the archive's copy of it
+    store = m.server.broker.store
+    with store.read() as txn:
+        location = store.history.segment_of(txn, upto)["location"]
+    raw = raw_at(location, upto)
+    assert raw is not None
+    check = m.server.replication._check_history
+    check(FetchRequest(1, "x", upto + 1, record_crc(raw), 0, 0))
+    with pytest.raises(LogDiverged):
+        check(FetchRequest(1, "x", upto + 1, record_crc(raw + b"!"), 0, 0))
 
     # the slave comes back, fetches the rest (the sealing's records among them) and follows on
     s = await brokers.slave(m, **SETTINGS)
