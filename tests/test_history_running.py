@@ -160,3 +160,46 @@ async def test_b412_the_read_model_checkpoint_bounds_a_running_sealing(brokers, 
     assert answer["limited_by"] == ["the SQL read model"] and answer["consumers_position"] == 21
     await m.stop()
     await _verify(tmp_path / "master")
+
+
+async def test_b414_broker_processes_a_master_seals_over_the_wire_and_its_slave_follows(
+    tmp_path, nursery
+):
+    """`es-broker serve` processes: a master and its slave (--role slave --master)."""
+    from es_broker.client.admin import Admin
+    from es_broker.client.remoting_client import RemotingClient
+    from tests.ha_fixtures import Wire
+    from tests.process_fixtures import serve
+
+    conf = [f"history_segment_records={SEGMENT}", "brokerRole=ASYNC_MASTER"]
+    client = RemotingClient(nursery)
+    admin, w = Admin(client, ""), Wire(client)
+
+    async def last_seq(addr: str) -> int:
+        return int((await admin.broker_runtime(addr))["recordLogLastSeq"])
+
+    with (
+        serve(tmp_path / "master", conf=conf) as m,
+        serve(tmp_path / "slave", "--role", "slave", "--master", m.addr, conf=conf[:1]) as s,
+    ):
+        await w.create_topic(m.addr, TOPIC, 2)
+        for i in range(30):
+            await w.send(m.addr, TOPIC, i % 2, b"p%d" % i)
+
+        async def same() -> bool:
+            return await last_seq(s.addr) == await last_seq(m.addr)
+
+        await wait_until("the slave holds the master's log", same)
+        done = await cli_ok("archive", "-b", m.addr, "--before", FAR, "--json")
+        answer = json.loads(done.stdout)
+        # `serve` runs the SQL read model too: its checkpoint bounds sealing as the slave does
+        assert answer["sealed"] and answer["limited_by"]
+        assert set(answer["limited_by"]) <= {"slave 1", "the SQL read model"}
+        assert answer["consumers_position"] <= await last_seq(s.addr)
+        assert answer["sealed"][-1]["last_seq"] <= answer["consumers_position"]
+        for i in range(5):  # the slave keeps following across the sealing
+            await w.send(m.addr, TOPIC, 0, b"q%d" % i)
+        await wait_until("the slave follows on", same)
+    await _verify(tmp_path / "master")
+    await _verify(tmp_path / "slave")
+    assert compare(tmp_path / "master", tmp_path / "slave") == []
