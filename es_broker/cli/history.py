@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from es_broker.cli.credentials import add_credential_options
@@ -14,7 +15,6 @@ from es_broker.timetravel.timeparse import format_time, parse_time
 def _archive_over_the_wire(args: argparse.Namespace) -> int:
     """`-b ADDR`: the running master seals, bound by its slaves and read model (B-411, B-412)."""
     import os
-    import sys
 
     import trio
 
@@ -60,9 +60,14 @@ def _archive_over_the_wire(args: argparse.Namespace) -> int:
 
 def _cmd_archive(args: argparse.Namespace) -> int:
     if args.brokerAddr:
+        if args.to or args.config or args.export_dir:
+            print(
+                "es-broker archive: -b seals with the broker's own broker.conf and consumers; "
+                "--to, --config and --export-dir are for --data-dir",
+                file=sys.stderr,
+            )
+            return 2
         return _archive_over_the_wire(args)
-    if not args.data_dir:
-        raise SystemExit("es-broker archive: --data-dir D or -b BROKER_ADDR is needed")
     from es_broker.cli.datadir import open_log_readonly
     from es_broker.commands.store import Store
     from es_broker.config import BrokerConfig, load_broker_conf
