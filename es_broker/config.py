@@ -114,8 +114,11 @@ class BrokerConfig:
     reset_fence: bool = False  # S-3
     slave_offset_merge: str = "latest_wins"  # latest_wins | compat_overwrite (S-5, B-123)
     initial_map_size: int = 64 * 1024 * 1024  # LMDB map; grows by itself
-    # --- history archive (B-401..B-410)
-    history_hot_days: int = 7  # a sealed segment's last record is at least this old
+    # --- history archive (B-401..B-419)
+    # a running master seals, every history_seal_interval ms, what is this many days old; 0: never
+    # by itself (B-411)
+    history_hot_days: int = 0
+    history_seal_interval: int = 600_000
     history_archive: str = ""  # a folder or a pyarrow filesystem URI; "" = <data dir>/archive
     history_segment_records: int = 100_000  # the log is cut into segments of this many records
     # --- the edge: what a remoting listener (broker and name server) lets its connections hold

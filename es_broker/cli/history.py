@@ -1,15 +1,73 @@
-"""`es-broker archive`: seal the old segments of a stopped broker's log into the archive (B-401..B-406)."""
+"""`es-broker archive`: seal the old segments of a stopped broker's log (B-401..B-406), or ask a
+running master to (`-b`, B-411)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from es_broker.cli.credentials import add_credential_options
 from es_broker.timetravel.timeparse import format_time, parse_time
 
 
+def _archive_over_the_wire(args: argparse.Namespace) -> int:
+    """`-b ADDR`: the running master seals, bound by its slaves and read model (B-411, B-412)."""
+    import os
+
+    import trio
+
+    from es_broker.cli.admin import admin_tls
+    from es_broker.cli.credentials import CredentialsError, admin_credentials
+    from es_broker.client.admin import Admin, AdminError
+    from es_broker.client.remoting_client import RemotingError
+
+    try:
+        credentials = admin_credentials(args, os.environ)
+        tls = admin_tls(args)
+    except ValueError as exc:  # CredentialsError, an unusable CA
+        print(f"es-broker archive: {exc}", file=sys.stderr)
+        return 2
+    before = parse_time(args.before)
+
+    async def main() -> dict | Exception:
+        async with Admin.open("", credentials=credentials, tls=tls) as admin:
+            try:
+                return await admin.history_archive(args.brokerAddr, before, args.timeout)
+            except (AdminError, RemotingError, CredentialsError) as exc:
+                return exc
+
+    answer = trio.run(main)
+    if isinstance(answer, Exception):
+        print(f"es-broker archive: {answer}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(answer))
+        return 0
+    for s in answer["sealed"]:
+        print(
+            f"sealed records {s['first_seq']}..{s['last_seq']} ({s['records']}, "
+            f"{format_time(s['first_time'])} .. {format_time(s['last_time'])}) to "
+            f"{s['location']}, recorded as #{s['seq']}"
+        )
+    if not answer["sealed"]:
+        why = answer["limited_by"]
+        held = f" (consumers at {answer['consumers_position']}: {', '.join(why)})" if why else ""
+        print(f"nothing to seal before {format_time(before)} on {args.brokerAddr}{held}")
+    return 0
+
+
 def _cmd_archive(args: argparse.Namespace) -> int:
+    if args.brokerAddr:
+        if args.to or args.config or args.export_dir:
+            print(
+                "es-broker archive: -b seals with the broker's own broker.conf and consumers; "
+                "--to, --config and --export-dir are for --data-dir",
+                file=sys.stderr,
+            )
+            return 2
+        return _archive_over_the_wire(args)
     from es_broker.cli.datadir import open_log_readonly
     from es_broker.commands.store import Store
     from es_broker.config import BrokerConfig, load_broker_conf
@@ -72,7 +130,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "archive",
         help="seal the segments of a stopped broker's log wholly before TIME into the archive",
     )
-    p.add_argument("--data-dir", required=True)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data-dir", help="a stopped broker's data directory")
+    where.add_argument(
+        "-b", "--brokerAddr", help="a running master: it seals, waiting for its slaves (B-411)"
+    )
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for -b's answer")
     p.add_argument("--to", help="the archive (a folder or a pyarrow filesystem URI)")
     p.add_argument("--before", required=True, help="TIME: now | epoch ms | ISO 8601 | ...")
     p.add_argument("--config", help="the broker.conf (history_archive, history_segment_records)")
@@ -82,4 +145,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="a Parquet export of this log: nothing it has not exported is sealed (repeatable)",
     )
     p.add_argument("--json", action="store_true")
+    add_credential_options(p, None)
+    p.add_argument("--tls", action="store_true", help="-b over TLS")
+    p.add_argument("--tls-ca", help="the CA file to check the broker's certificate with")
     p.set_defaults(func=_cmd_archive)

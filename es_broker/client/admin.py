@@ -583,6 +583,17 @@ class Admin:
         )
         return CleanPassResult.decode(r.body) if r.body else CleanPassResult()
 
+    async def history_archive(self, addr: str, before: int, timeout: float) -> dict[str, Any]:
+        """HISTORY_ARCHIVE (B-411): the broker seals what it may before `before`; what it sealed."""
+        r = await self._ok(
+            addr,
+            "seal the log's old segments",
+            request(EsRequestCode.HISTORY_ARCHIVE, {"before": before}),
+            timeout,
+        )
+        answer: dict[str, Any] = json.loads(r.body)
+        return answer
+
     async def clone_group_offset(
         self, addr: str, src: str, dest: str, topic: str, offline: bool
     ) -> None:

@@ -1,6 +1,6 @@
 """Why a group started where it did, and who moved its offsets last (`es-broker explain`).
 
-Reads the records: the QUERY_CONSUMER_OFFSET answer each queue got while the
+From the records (through the audit index, B-415): the QUERY_CONSUMER_OFFSET answer each queue got while the
 group had no offset (with the min offset and the in-memory verdict of that
 moment, B-37), the consumeFromWhere its consumers announced, what the client
 then does (B-45), and the latest change of each queue's offset.
@@ -67,7 +67,48 @@ class QueueExplanation:
 
 
 def explain(store: Store, group: str, topic: str) -> dict[str, Any]:
-    """Everything the records say about how (group, topic)'s offsets came to be."""
+    """Everything the records say about how (group, topic)'s offsets came to be.
+
+    Read from the audit index (B-415), kept as the records arrived: a seek per
+    queue, whatever the length of the log or of the archive.
+    """
+    from es_broker.history.reader import sources_of
+
+    queues: list[QueueExplanation] = []
+    cited: list[int] = []
+    with store.read() as txn:
+        if not store.audit.is_built(txn, store.log.last_seq):
+            return explain_by_scan(store, group, topic)
+        consume_from_where, members = store.audit.group(txn, group)
+        for qid, entry in store.audit.queues(txn, group, topic):
+            start = entry["start"]
+            if start is not None:
+                family = _family(start["consume_from_where"])
+                start = {**start, "why": START_RULES[(start["row"], family)]}
+            q = QueueExplanation(
+                qid,
+                store.offsets.query(txn, topic, group, qid),
+                start,
+                entry["first_change"],
+                entry["latest_change"],
+                entry["changes"],
+            )
+            cited += [x["seq"] for x in (q.start, q.first_change, q.latest_change) if x]
+            queues.append(q)
+    return {
+        "group": group,
+        "topic": topic,
+        "consume_from_where": consume_from_where,
+        "clients": members,
+        "queues": [asdict(q) for q in queues],
+        # B-408, B-415: where the records it cites are: "hot", or "archive" and "hot"
+        "read_from": sources_of(store, cited) or ["hot"],
+    }
+
+
+def explain_by_scan(store: Store, group: str, topic: str) -> dict[str, Any]:
+    """`explain` from the records themselves, every one of the group's: for a directory written
+    before the audit index that no broker opened since (read-only, so not indexed yet)."""
     queues: dict[int, QueueExplanation] = {}
     consume_from_where: str | None = None
     members: list[str] = []

@@ -18,6 +18,7 @@ from es_broker.projections import (
     TopicConfigProjection,
     all_projections,
 )
+from es_broker.projections.audit import AuditProjection
 from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
 from es_broker.projections.history import HistoryProjection
@@ -46,6 +47,7 @@ class Store:
     broker_settings: BrokerSettingsProjection
     stats: StatsProjection
     history: HistoryProjection
+    audit: AuditProjection
     settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock
 
@@ -82,6 +84,7 @@ class Store:
             store.timeindex.ensure_built(log)  # a log written before the time index existed
             store.keyindex.ensure_built(log)  # ... or before the key index existed
             store.stats.ensure_built(log)  # ... or before the message counts existed (B-356)
+            store.audit.ensure_built(store)  # ... or before the audit indexes existed (B-417)
         return store
 
     def read(self) -> lmdb.Transaction[bytes]:

@@ -24,7 +24,7 @@ from es_broker.log.store import AppendContext
 
 BATCH = 5000
 # databases added after the checksums of existing directories were taken: left out while empty
-LATER_DATABASES = frozenset({"history_segments"})
+LATER_DATABASES = frozenset({"history_segments", "audit_explain", "audit_groups", "audit_acl"})
 
 Progress = Callable[[int, int], None]
 """Told (records done, records in all) as long work goes on: replay, verify, export, readmodel sync."""
@@ -73,6 +73,7 @@ def replay(
             dst.log.write_batch([_records_job(chunk)])
             if progress is not None:
                 progress(chunk[-1][0], total)
+        dst.audit.ensure_built(dst)  # a snapshot older than the audit indexes (B-417)
         dst.log.flush()
         return dst.log.last_seq
     finally:
@@ -82,18 +83,23 @@ def replay(
 
 def _restore_snapshot(src_dir: str | Path, latest: dict[str, Any], dst: Store) -> int:
     """Load the snapshot the latest `history_archived` record names into dst; its seq."""
+    from es_broker.history.archive import get_snapshot
     from es_broker.history.seal import read_snapshot, snapshot_path
 
-    seq, names, entries = read_snapshot(
-        snapshot_path(src_dir, latest["snapshot_seq"]), latest["snapshot_sha256"]
-    )
-    for chunk in _chunks(iter(entries)):
+    path = snapshot_path(src_dir, latest["snapshot_seq"])
+    with tempfile.TemporaryDirectory() as tmp:
+        if (
+            not path.exists()
+        ):  # a slave's directory: the master's snapshot, from the archive (B-413)
+            path = get_snapshot(latest["location"], path.name, Path(tmp) / path.name)
+        seq, names, entries = read_snapshot(path, latest["snapshot_sha256"])
+        for chunk in _chunks(iter(entries)):
 
-        def job(ctx: AppendContext, chunk: list[list[Any]] = chunk) -> None:
-            for n, key, value in chunk:
-                ctx.txn.put(key, value, db=dst.log.db(names[n]))
+            def job(ctx: AppendContext, chunk: list[list[Any]] = chunk) -> None:
+                for n, key, value in chunk:
+                    ctx.txn.put(key, value, db=dst.log.db(names[n]))
 
-        dst.log.write_batch([job])
+            dst.log.write_batch([job])
     return seq
 
 

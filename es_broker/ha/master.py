@@ -96,6 +96,9 @@ class ReplicationMaster:
             0  # highest sequence any slave acknowledged; never decreases (push2SlaveMaxOffset)
         )
         self.slave_phy_max = 0  # highest commit-log end any slave reported
+        # each slave's acknowledged sequence by broker id, kept after it disconnects: sealing
+        # never removes from the hot log what a slave has not fetched (B-412)
+        self.slaves_acked: dict[int, int] = {}
         self._acked = trio.Event()
         # automatic fail-over (B-370..B-389): the epoch this master leads (-1: no coordinator), what a
         # SYNC_MASTER answer also waits for (the acknowledged sequence published in etcd), and who to
@@ -165,12 +168,22 @@ class ReplicationMaster:
 
     def _acknowledge(self, session: SlaveSession, acked: int, phy_max: int) -> None:
         session.acked_seq = max(session.acked_seq, acked)
+        self.slaves_acked[session.broker_id] = max(
+            self.slaves_acked.get(session.broker_id, 0), acked
+        )
         session.phy_max = max(session.phy_max, phy_max)
         self.slave_phy_max = max(self.slave_phy_max, phy_max)
         if acked > self.acked_seq:
             self.acked_seq = acked
             self._acked.set()
             self._acked = trio.Event()
+
+    def sealing_bound(self) -> tuple[int | None, list[str]]:
+        """The lowest sequence a slave acknowledged (None: no slave seen yet), and which slaves hold it."""
+        if not self.slaves_acked:
+            return None, []
+        low = min(self.slaves_acked.values())
+        return low, [f"slave {bid}" for bid, seq in sorted(self.slaves_acked.items()) if seq == low]
 
     # ------------------------------------------------------------------ fetch
     async def fetch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -233,6 +246,15 @@ class ReplicationMaster:
         if fr.from_seq > 1:
             with log_.read_txn() as txn:
                 mine = txn.get(records.seq_key(fr.from_seq - 1), db=log_.log_db)
+                segment = (
+                    self.broker.store.history.segment_of(txn, fr.from_seq - 1)
+                    if mine is None
+                    else None
+                )
+            if segment is not None:  # sealed since the slave fetched it: the archive has it
+                from es_broker.history.archive import raw_at
+
+                mine = raw_at(segment["location"], fr.from_seq - 1)
             if record_crc(mine) != fr.last_record_crc:
                 raise LogDiverged(
                     f"the slave's record {fr.from_seq - 1} differs from the master's: "

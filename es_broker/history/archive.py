@@ -281,3 +281,47 @@ def scan(
 
 def _and(a: Any, b: Any) -> Any:
     return b if a is None else a & b
+
+
+# ---------------------------------------------------------------------- snapshots in the archive
+
+SNAPSHOTS = "snapshots"
+
+
+def put_snapshot(location: str, path: Path) -> None:
+    """Copy a snapshot file to `<archive>/snapshots/` (temporary name, then renamed): a slave's
+    replay, whose directory has no snapshot of its own, reads it there (B-413)."""
+    fs, base = filesystem(location)
+    folder = join(base, SNAPSHOTS)
+    fs.create_dir(folder, recursive=True)
+    final, tmp = join(folder, path.name), join(folder, f".{path.name}.tmp")
+    with path.open("rb") as src, fs.open_output_stream(tmp) as out:
+        while chunk := src.read(1 << 20):
+            out.write(chunk)
+    if "://" not in location:
+        _fsync(tmp)
+    fs.move(tmp, final)
+    if "://" not in location:
+        _fsync(folder)
+
+
+def get_snapshot(segment_location: str, name: str, dest: Path) -> Path:
+    """Copy the snapshot `name` from the archive holding the segment at `segment_location` to dest."""
+    archive = segment_location.rstrip("/").rsplit("/", 1)[0]
+    fs, base = filesystem(archive)
+    try:
+        with fs.open_input_stream(join(join(base, SNAPSHOTS), name)) as src, dest.open("wb") as out:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
+    except (FileNotFoundError, OSError) as exc:
+        raise ArchiveError(f"{archive}: no snapshot {name} ({exc})") from exc
+    return dest
+
+
+def raw_at(location: str, seq: int) -> bytes | None:
+    """The raw bytes of record seq from its segment, or None when the segment does not hold it."""
+    import pyarrow.dataset as ds
+
+    table = _records_table(location, ["seq", "raw"], ds.field("seq") == seq)
+    raws = table.column("raw").to_pylist()
+    return bytes(raws[0]) if raws else None

@@ -89,6 +89,29 @@ def record_at(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> Record:
     raise LogCorruptError(f"the log has no record {seq}")
 
 
+def records_at(store: Store, seqs: Iterable[int]) -> dict[int, Record]:
+    """The records of these seqs: from the hot log, the sealed ones from their segments (one read
+    of each segment holding some, pushed down on `seq`)."""
+    out: dict[int, Record] = {}
+    sealed: list[int] = []
+    with store.read() as txn:
+        for seq in sorted(set(seqs)):
+            raw = txn.get(records.seq_key(seq), db=store.log.log_db)
+            if raw is not None:
+                out[seq] = records.unpack(raw)
+            else:
+                sealed.append(seq)
+        segments = list(store.history.segments(txn)) if sealed else []
+    if sealed:
+        from es_broker.history.archive import scan
+
+        out.update(scan(segments, seqs=sealed))
+    missing = [s for s in sealed if s not in out]
+    if missing:
+        raise LogCorruptError(f"the log has no record {missing[0]}")
+    return out
+
+
 def sources_of(store: Store, seqs: Iterable[int]) -> list[str]:
     """Where records of these seqs are read from."""
     with store.read() as txn:
@@ -101,4 +124,4 @@ def describe(sources: list[str]) -> str:
     return " and ".join(sources) or HOT
 
 
-__all__: list[Any] = ["Reading", "record_at", "sources_of"]
+__all__: list[Any] = ["Reading", "record_at", "records_at", "sources_of"]

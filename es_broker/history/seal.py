@@ -43,7 +43,7 @@ import lmdb
 import msgpack
 
 from es_broker.commands.store import Store
-from es_broker.log import AppendContext
+from es_broker.log import AppendContext, records
 from es_broker.log.types import HistoryArchived
 from es_broker.projections.keys import U64
 
@@ -134,29 +134,32 @@ def write_snapshot(store: Store, data_dir: str | Path) -> tuple[int, str]:
     one [database, key, value] array per entry, databases in the order named and
     keys in LMDB order. The snapshot holds no record and no message bytes.
     """
-    seq = store.log.last_seq
-    path = snapshot_path(data_dir, seq)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     names = [n for n in store.log.database_names() if n not in NOT_SNAPSHOT]
     h = hashlib.sha256()
     pack = msgpack.Packer(use_bin_type=True)
-    with tmp.open("wb") as f, store.read() as txn:
+    with store.read() as txn:
+        # the log's last record as this transaction sees it: a running broker's writer goes on
+        cur = txn.cursor(db=store.log.log_db)
+        seq = records.key_seq(cur.key()) if cur.last() else 0
+        path = snapshot_path(data_dir, seq)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        with tmp.open("wb") as f:
 
-        def put(item: Any) -> None:
-            data = pack.pack(item)
-            h.update(data)
-            f.write(data)
+            def put(item: Any) -> None:
+                data = pack.pack(item)
+                h.update(data)
+                f.write(data)
 
-        put({"format": SNAPSHOT_FORMAT, "seq": seq, "databases": names})
-        for n, name in enumerate(names):
-            db = store.log.db(name)
-            if db is None:
-                continue
-            for key, value in txn.cursor(db=db):
-                put([n, bytes(key), bytes(value)])
-        f.flush()
-        os.fsync(f.fileno())
+            put({"format": SNAPSHOT_FORMAT, "seq": seq, "databases": names})
+            for n, name in enumerate(names):
+                db = store.log.db(name)
+                if db is None:
+                    continue
+                for key, value in txn.cursor(db=db):
+                    put([n, bytes(key), bytes(value)])
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
     return seq, h.hexdigest()
@@ -198,20 +201,25 @@ class Sealed:
     seq: int  # the history_archived record's
 
 
-def seal(
-    store: Store,
-    data_dir: str | Path,
-    location: str,
-    segments: list[tuple[int, int]],
-    *,
-    requester: str = "es-broker archive",
-    now: Callable[[], int] | None = None,
-) -> list[Sealed]:
-    """Seal `segments` (from `plan`) into the archive at `location`, in the steps of the module docstring."""
-    from es_broker.history.archive import read_back, write_segment
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """Segments written to the archive and read back, and the snapshot written: all but the record."""
 
-    if not segments:
-        return []
+    written: list[Any]  # archive.Written, oldest first
+    snapshot_seq: int
+    snapshot_sha256: str
+
+
+def prepare(
+    store: Store, data_dir: str | Path, location: str, segments: list[tuple[int, int]]
+) -> Prepared:
+    """Steps 1 to 3 (`written`, `verified`, `snapshot`): nothing here goes through the writer.
+
+    The snapshot is also copied to the archive (`<archive>/snapshots/`), where a
+    slave, whose directory has no snapshot of its own, finds it (B-413).
+    """
+    from es_broker.history.archive import put_snapshot, read_back, write_segment
+
     written = []
     with store.read() as txn:
         start = time_of(store, txn, segments[0][0] - 1)
@@ -224,14 +232,31 @@ def seal(
         read_back(w)
     _step("verified")
     snapshot_seq, snapshot_sha = write_snapshot(store, data_dir)
+    put_snapshot(location, snapshot_path(data_dir, snapshot_seq))
     _step("snapshot")
-    ts = (now or (lambda: int(_time.time() * 1000)))()
+    return Prepared(written, snapshot_seq, snapshot_sha)
+
+
+def record_job(
+    store: Store, prepared: Prepared, requester: str, ts: int, *, exact: bool
+) -> Callable[[AppendContext], list[int]]:
+    """Step 4's writer job: one `history_archived` record per segment, appended in one transaction.
+
+    `exact` (a stopped broker's directory): the log must still end at the
+    snapshot. A running broker's log goes on after it, which a replay handles
+    (the records after the snapshot are applied); what must hold is that no
+    other sealing was recorded meanwhile and that every segment is still hot.
+    """
+    snapshot_seq = prepared.snapshot_seq
+    first_seq = prepared.written[0].manifest["first_seq"]
 
     def job(ctx: AppendContext) -> list[int]:
-        if ctx.next_seq != snapshot_seq + 1:
+        if exact and ctx.next_seq != snapshot_seq + 1:
             raise RuntimeError("the log grew while it was being sealed: run on a stopped broker")
+        if ctx.next_seq <= snapshot_seq or store.history.sealed_upto(ctx.txn) != first_seq - 1:
+            raise RuntimeError("another sealing was recorded meanwhile: nothing recorded")
         seqs = []
-        for w in written:
+        for w in prepared.written:
             m = w.manifest
             seqs.append(
                 ctx.append(
@@ -245,20 +270,17 @@ def seal(
                         manifest_sha256=w.manifest_sha256,
                         location=w.location,
                         snapshot_seq=snapshot_seq,
-                        snapshot_sha256=snapshot_sha,
+                        snapshot_sha256=prepared.snapshot_sha256,
                         requester=requester,
                     ).to_record(ts)
                 )
             )
         return seqs
 
-    [(ok, value)] = store.log.write_batch([job])
-    if not ok:
-        raise value
-    store.log.flush()
-    _step("recorded")
-    clean_snapshots(data_dir, keep=snapshot_seq)
-    _step("cleaned")
+    return job
+
+
+def sealed_of(prepared: Prepared, seqs: list[int]) -> list[Sealed]:
     return [
         Sealed(
             w.manifest["first_seq"],
@@ -270,8 +292,32 @@ def seal(
             w.manifest_sha256,
             seq,
         )
-        for w, seq in zip(written, value, strict=True)
+        for w, seq in zip(prepared.written, seqs, strict=True)
     ]
+
+
+def seal(
+    store: Store,
+    data_dir: str | Path,
+    location: str,
+    segments: list[tuple[int, int]],
+    *,
+    requester: str = "es-broker archive",
+    now: Callable[[], int] | None = None,
+) -> list[Sealed]:
+    """Seal `segments` (from `plan`) into the archive at `location`, in the steps of the module docstring."""
+    if not segments:
+        return []
+    prepared = prepare(store, data_dir, location, segments)
+    ts = (now or (lambda: int(_time.time() * 1000)))()
+    [(ok, value)] = store.log.write_batch([record_job(store, prepared, requester, ts, exact=True)])
+    if not ok:
+        raise value
+    store.log.flush()
+    _step("recorded")
+    clean_snapshots(data_dir, keep=prepared.snapshot_seq)
+    _step("cleaned")
+    return sealed_of(prepared, value)
 
 
 def clean_snapshots(data_dir: str | Path, keep: int) -> None:

@@ -1,5 +1,6 @@
 """State derived from the record log, applied in the log's own write transaction."""
 
+from es_broker.projections.audit import AuditProjection
 from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.commitlog import CommitLogProjection
 from es_broker.projections.consume_queue import ConsumeQueueProjection
@@ -29,6 +30,7 @@ def all_projections() -> tuple[
     BrokerSettingsProjection,
     StatsProjection,
     HistoryProjection,
+    AuditProjection,
 ]:
     """Every LMDB projection, in the order they are applied and in the order of Store's fields."""
     return (
@@ -45,10 +47,12 @@ def all_projections() -> tuple[
         BrokerSettingsProjection(),
         StatsProjection(),  # after the consume queue: it reads delivered messages' sizes
         HistoryProjection(),
+        AuditProjection(),  # after the time index: it reads effective times
     )
 
 
 __all__ = [
+    "AuditProjection",
     "BrokerSettingsProjection",
     "CommitLogProjection",
     "ConsumeQueueProjection",

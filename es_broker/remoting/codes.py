@@ -237,6 +237,7 @@ class EsRequestCode(IntEnum):
     REQUEST_CODE_NOT_SUPPORTED."""
 
     RESET_OFFSET = 9101  # reset by time/offset/shift/earliest/latest, dry run, server-side (S-2)
+    HISTORY_ARCHIVE = 9102  # seal the log's old segments now (`es-broker archive -b`, B-411)
     REDRIVE_DLQ = 9201  # re-send dead letters of a group, each re-drive a record (S-9)
     MESSAGE_TRACE = 9202  # a message's whole journey from the records, as JSON
     # time travel over the wire (es_broker/server/query_processors.py), answered from the broker's

@@ -690,6 +690,7 @@ SHAPES: dict[int, RequestShape] = {
             ),
         ),
         RequestShape(E.MESSAGE_TRACE, "MESSAGE_TRACE", (s("msgId", True),)),
+        RequestShape(E.HISTORY_ARCHIVE, "HISTORY_ARCHIVE", (i64("before", True),)),
         RequestShape(
             E.OFFSETS_AT,
             "OFFSETS_AT",

@@ -28,6 +28,7 @@ from es_broker.core.slave_broker import SlaveBroker, merge_own_journal, open_bro
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
 from es_broker.ha.term import HaTerm
+from es_broker.history.running import HistorySealing
 from es_broker.readmodel.process import read_position
 from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -140,6 +141,8 @@ class BrokerServer:
         self.processors.ha_status = self.ha_status
         self.processors.access = access  # reads filtered to the caller's perms (B-350, B-351)
         ha_handlers = self.replication.handlers() if self.replication else {}
+        # sealing the log's old segments while running (B-411..B-414)
+        self.sealing = HistorySealing(self.broker, self.replication, follower=bool(readmodel_url))
         if ha is not None:
             ha_handlers[EsRequestCode.HA_SWITCH] = ha.switch
         acl_handlers = AclProcessors(
@@ -156,6 +159,7 @@ class BrokerServer:
             **acl_handlers,
             **StoreProcessors(self.broker).handlers(),
             **StatsProcessors(self.broker, lambda: self.config, self.clients).handlers(),
+            **self.sealing.handlers(),
         }
         # the first part of a send or an offset commit runs as its frame is decoded, where the
         # processor's own handler serves the code (not one a later table replaced)
@@ -362,6 +366,8 @@ class BrokerServer:
                     nursery.start_soon(self.delays.run)
                     # so is the transaction check (4.9.8 starts it only on a master)
                     nursery.start_soon(self.transaction_check.run)
+                    if self.config.history_hot_days > 0:  # sealing by itself (B-411)
+                        nursery.start_soon(self.sealing.run)
                 task_status.started(self)
         finally:
             if self.metrics is not None:

@@ -1,0 +1,171 @@
+"""Sealing in a running master (B-411..B-414): by itself every `history_seal_interval`, or when asked.
+
+`history_hot_days` > 0 makes a master seal, every `history_seal_interval`
+ms, the segments wholly older than that many days; HISTORY_ARCHIVE (9102,
+`es-broker archive -b ADDR --before TIME`) asks for one sealing now. Either
+way the same rules as `es-broker archive` on a stopped directory (B-401,
+B-404) hold, and two more bounds: what every slave has acknowledged (the
+replication master's `slaves_acked`) and the SQL read model follower's
+checkpoint (`readmodel.position`).
+
+The segments' Parquet files, their read-back and the snapshot are written in
+a worker thread (`trio.to_thread`) from LMDB read transactions; only the last
+step, the `history_archived` records, goes through the writer, as one job.
+One sealing runs at a time. The side task never ends the broker: a failed
+sealing is logged and tried again at the next interval.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from es_broker.client.channel import Channel
+from es_broker.commands.errors import IllegalRequest
+from es_broker.core.broker import Broker
+from es_broker.ha.master import ReplicationMaster
+from es_broker.history import seal as sealing
+from es_broker.readmodel.process import read_position
+from es_broker.remoting.codes import EsRequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.server.remoting_server import Handler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one sealing did and what bounded it."""
+
+    before: int
+    sealed: list[sealing.Sealed]
+    bound: int | None  # the last seq every consumer (slaves, read model) holds; None: no bound
+    limited_by: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "before": self.before,
+            "sealed": [
+                {
+                    "first_seq": s.first_seq,
+                    "last_seq": s.last_seq,
+                    "records": s.records,
+                    "first_time": s.first_time,
+                    "last_time": s.last_time,
+                    "location": s.location,
+                    "manifest_sha256": s.manifest_sha256,
+                    "seq": s.seq,
+                }
+                for s in self.sealed
+            ],
+            "limited_by": self.limited_by,
+            "consumers_position": self.bound,
+        }
+
+
+def _lowest(*bounds: tuple[int | None, list[str]]) -> tuple[int | None, list[str]]:
+    known = [(seq, who) for seq, who in bounds if seq is not None]
+    if not known:
+        return None, []
+    low = min(seq for seq, _ in known)
+    return low, [w for seq, who in known if seq == low for w in who]
+
+
+class HistorySealing:
+    """A master's sealing: the periodic side task and the HISTORY_ARCHIVE handler."""
+
+    def __init__(
+        self, broker: Broker, replication: ReplicationMaster | None, *, follower: bool = False
+    ) -> None:
+        self.broker = broker
+        self.replication = replication
+        self.follower = follower  # a SQL read model follows this log (a child process)
+        self._lock = trio.Lock()
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.broker.config.storePathRootDir)
+
+    def bound(self) -> tuple[int | None, list[str]]:
+        """The last seq sealing may reach: every slave's acknowledged seq and the read model's."""
+        slaves: tuple[int | None, list[str]] = (
+            self.replication.sealing_bound() if self.replication is not None else (None, [])
+        )
+        readmodel: tuple[int | None, list[str]] = (None, [])
+        if self.follower:  # a follower that never reported a checkpoint holds nothing yet
+            readmodel = (read_position(self.data_dir) or 0, ["the SQL read model"])
+        return _lowest(slaves, readmodel)
+
+    async def seal_before(self, before: int, requester: str) -> Outcome:
+        """Seal every segment wholly before `before` that every consumer has passed."""
+        async with self._lock:
+            store, config = self.broker.store, self.broker.config
+            limit, limited_by = self.bound()
+            segments = await trio.to_thread.run_sync(
+                sealing.plan, store, before, config.history_segment_records, limit
+            )
+            if not segments:
+                return Outcome(before, [], limit, limited_by)
+            location = sealing.archive_location(self.data_dir, config.history_archive)
+            prepared = await trio.to_thread.run_sync(
+                sealing.prepare, store, self.data_dir, location, segments
+            )
+            job = sealing.record_job(store, prepared, requester, store.clock.now_ms(), exact=False)
+            seqs = await self.broker.submit(job)
+            # on disk before the snapshot the previous record names is removed
+            await trio.to_thread.run_sync(store.log.flush)
+            sealing.clean_snapshots(self.data_dir, keep=prepared.snapshot_seq)
+            outcome = Outcome(before, sealing.sealed_of(prepared, seqs), limit, limited_by)
+        for s in outcome.sealed:
+            log.info(
+                "sealed records %d..%d (%d) to %s, recorded as #%d",
+                s.first_seq,
+                s.last_seq,
+                s.records,
+                s.location,
+                s.seq,
+            )
+        return outcome
+
+    async def run(self) -> None:
+        """The side task: every `history_seal_interval` ms, seal what is `history_hot_days` old."""
+        while True:
+            config = self.broker.config
+            await trio.sleep(config.history_seal_interval / 1000)
+            before = sealing.default_before(
+                self.broker.store.clock.now_ms(), config.history_hot_days
+            )
+            try:
+                await self.seal_before(before, "history_hot_days")
+            except Exception:  # never the broker's fate: logged, tried again next time
+                log.exception(
+                    "sealing before %d failed; tried again in %d ms",
+                    before,
+                    config.history_seal_interval,
+                )
+
+    # ------------------------------------------------------------------ HISTORY_ARCHIVE
+    def handlers(self) -> dict[int, Handler]:
+        return {EsRequestCode.HISTORY_ARCHIVE: self.archive}
+
+    async def archive(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """HISTORY_ARCHIVE: header `before` (epoch ms). Body: `es-broker archive --json`."""
+        if self.broker.config.brokerRole == "SLAVE":
+            return response_to(
+                req,
+                ResponseCode.SYSTEM_ERROR,
+                "a slave follows its master's log: seal on the master",
+            )
+        try:
+            before = int(req.ext_fields.get("before", ""))
+        except ValueError:
+            raise IllegalRequest("HISTORY_ARCHIVE needs `before`, epoch milliseconds") from None
+        requester = f"es-broker archive -b ({channel.remote_addr})"
+        outcome = await self.seal_before(before, requester)
+        body = json.dumps(outcome.to_json()).encode()
+        return response_to(req, ResponseCode.SUCCESS, body=body)

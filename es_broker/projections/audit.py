@@ -1,0 +1,235 @@
+"""Audit indexes (B-415..B-417): what `explain` and `acl --at` need, kept as the records arrive.
+
+`explain` used to read every record of a group, `acl --at` every ACL record:
+their cost grew with the log, and once sealed, with the archive. These
+databases keep, in the same write transaction as the record, what their
+answers are made of, so each answer is a few seeks and reads at most a few
+records by sequence.
+
+| database       | key                                  | value                                       |
+|----------------|--------------------------------------|---------------------------------------------|
+| audit_explain  | group NUL topic NUL queue (U32)      | msgpack {start, first_change, latest_change, changes} |
+| audit_groups   | group                                | msgpack [consume_from_where, clients] of its last `consumer_group_changed` |
+| audit_acl      | `L` + effective time + seq (U64s)    | empty: an `acl_loaded` record               |
+| audit_acl      | `D` + window_to + seq (U64s)         | window_from (U64): an `access_denied` summary |
+| audit_acl      | `\\x00span`                           | the longest window of any summary (U64)     |
+| audit_acl      | `\\x00built`                          | empty: written at seq 1                     |
+
+A directory written before these indexes existed is indexed once when a broker
+opens it (`ensure_built`, from the archive and the hot log, one transaction),
+and a replay that starts from a snapshot older than them does the same, so a
+replay reaches the same databases.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import lmdb
+import msgpack
+
+from es_broker.log import Record, RecordLog
+from es_broker.log.types import RecordType
+from es_broker.projections.keys import U64
+
+if TYPE_CHECKING:
+    from es_broker.commands.store import Store
+
+CONSUMER_GROUP_CHANGED = RecordType.CONSUMER_GROUP_CHANGED
+OFFSET_QUERIED = RecordType.OFFSET_QUERIED
+OFFSET_COMMITTED = RecordType.OFFSET_COMMITTED
+ACL_LOADED = RecordType.ACL_LOADED
+ACCESS_DENIED = RecordType.ACCESS_DENIED
+
+INDEXED = frozenset(
+    {CONSUMER_GROUP_CHANGED, OFFSET_QUERIED, OFFSET_COMMITTED, ACL_LOADED, ACCESS_DENIED}
+)
+U32 = struct.Struct(">I")
+LOAD = b"L"
+DENIAL = b"D"
+SPAN = b"\x00span"
+BUILT = b"\x00built"
+
+
+def explain_key(group: str, topic: str, queue_id: int) -> bytes:
+    return f"{group}\x00{topic}\x00".encode() + U32.pack(queue_id)
+
+
+def _pack(value: Any) -> bytes:
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
+
+
+class AuditProjection:
+    name = "audit"
+    databases = ("audit_explain", "audit_groups", "audit_acl")
+
+    def bind(self, log: RecordLog) -> None:
+        self.log = log
+        self.explain_db = log.db("audit_explain")
+        self.groups_db = log.db("audit_groups")
+        self.acl_db = log.db("audit_acl")
+        self.tt_seq_db = log.db("tt_seq")  # the time index, applied before this projection
+
+    def is_built(self, txn: lmdb.Transaction[bytes], last_seq: int) -> bool:
+        """False for a log written before these indexes existed (seq 1 always writes BUILT)."""
+        return last_seq == 0 or (
+            self.acl_db is not None and txn.get(BUILT, db=self.acl_db) is not None
+        )
+
+    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        if seq == 1:
+            txn.put(BUILT, b"", db=self.acl_db)
+        kind = record["type"]
+        if kind in (ACL_LOADED, ACCESS_DENIED):
+            self.index(txn, seq, record, self._time(txn, seq))
+        elif kind in (CONSUMER_GROUP_CHANGED, OFFSET_QUERIED, OFFSET_COMMITTED):
+            self.index(txn, seq, record, 0)
+
+    def _time(self, txn: lmdb.Transaction[bytes], seq: int) -> int:
+        """The effective time of seq, as the time index (applied before) has it (B-132)."""
+        cur = txn.cursor(db=self.tt_seq_db)
+        found = cur.prev() if cur.set_range(U64.pack(seq + 1)) else cur.last()
+        return U64.unpack(cur.value())[0] if found else 0
+
+    def index(self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int) -> None:
+        kind = record["type"]
+        if kind == CONSUMER_GROUP_CHANGED:
+            value = [record["consume_from_where"], record["clients"]]
+            txn.put(record["group"].encode(), _pack(value), db=self.groups_db)
+        elif kind == OFFSET_QUERIED:
+            key = explain_key(record["group"], record["topic"], record["queue_id"])
+            entry = self._entry(txn, key)
+            if entry["start"] is None:
+                raw = txn.get(record["group"].encode(), db=self.groups_db)
+                cfw = msgpack.unpackb(raw)[0] if raw is not None else None
+                entry["start"] = {
+                    "seq": seq,
+                    "ts": record["ts"],
+                    "requester": record["requester"],
+                    "row": record["row"],
+                    "answer": record["offset"] if record["row"] == 2 else "QUERY_NOT_FOUND",
+                    "min_offset": record["min_offset"],
+                    "head_in_memory": record["head_in_memory"],
+                    "phy_max": record["phy_max"],
+                    "consume_from_where": cfw,
+                }
+                txn.put(key, _pack(entry), db=self.explain_db)
+        elif kind == OFFSET_COMMITTED:
+            key = explain_key(record["group"], record["topic"], record["queue_id"])
+            entry = self._entry(txn, key)
+            change = {
+                "seq": seq,
+                "ts": record["ts"],
+                "old": record["old"],
+                "new": record["offset"],
+                "cause": record["cause"],
+                "requester": record["requester"],
+            }
+            entry["first_change"] = entry["first_change"] or change
+            entry["latest_change"] = change
+            entry["changes"] += 1
+            txn.put(key, _pack(entry), db=self.explain_db)
+        elif kind == ACL_LOADED:
+            txn.put(LOAD + U64.pack(time) + U64.pack(seq), b"", db=self.acl_db)
+        elif kind == ACCESS_DENIED:
+            lo = max(int(record.get("window_from", time)), 0)
+            hi = max(int(record.get("window_to", time)), 0)
+            txn.put(DENIAL + U64.pack(hi) + U64.pack(seq), U64.pack(lo), db=self.acl_db)
+            span = txn.get(SPAN, db=self.acl_db)
+            if span is None or U64.unpack(span)[0] < hi - lo:
+                txn.put(SPAN, U64.pack(max(hi - lo, 0)), db=self.acl_db)
+
+    def _entry(self, txn: lmdb.Transaction[bytes], key: bytes) -> dict[str, Any]:
+        raw = txn.get(key, db=self.explain_db)
+        if raw is not None:
+            entry: dict[str, Any] = msgpack.unpackb(raw)
+            return entry
+        return {"start": None, "first_change": None, "latest_change": None, "changes": 0}
+
+    # ------------------------------------------------------------------ reads
+    def group(self, txn: lmdb.Transaction[bytes], group: str) -> tuple[str | None, list[str]]:
+        """(consumeFromWhere, clients) of the group's last `consumer_group_changed`."""
+        raw = txn.get(group.encode(), db=self.groups_db) if self.groups_db else None
+        if raw is None:
+            return None, []
+        cfw, clients = msgpack.unpackb(raw)
+        return cfw, list(clients)
+
+    def queues(
+        self, txn: lmdb.Transaction[bytes], group: str, topic: str
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(queue id, {start, first_change, latest_change, changes}) of (group, topic), by queue."""
+        if self.explain_db is None:
+            return
+        prefix = f"{group}\x00{topic}\x00".encode()
+        cur = txn.cursor(db=self.explain_db)
+        if not cur.set_range(prefix):
+            return
+        for key, raw in cur:
+            if not key.startswith(prefix):
+                return
+            yield U32.unpack(key[len(prefix) :])[0], msgpack.unpackb(raw)
+
+    def load_at(self, txn: lmdb.Transaction[bytes], at: int) -> tuple[int, int] | None:
+        """(seq, effective time) of the last `acl_loaded` at or before `at`, or None."""
+        if self.acl_db is None:
+            return None
+        cur = txn.cursor(db=self.acl_db)
+        if not cur.set_range(LOAD + U64.pack(at + 1)):
+            if not cur.last():
+                return None
+        elif not cur.prev():
+            return None
+        key = cur.key()
+        if not key.startswith(LOAD):
+            return None
+        time, seq = U64.unpack(key[1:9])[0], U64.unpack(key[9:17])[0]
+        return seq, time
+
+    def denials_near(self, txn: lmdb.Transaction[bytes], lo: int, hi: int) -> list[int]:
+        """The seqs of `access_denied` summaries whose window meets [lo, hi], in seq order."""
+        if self.acl_db is None:
+            return []
+        span_raw = txn.get(SPAN, db=self.acl_db)
+        span = U64.unpack(span_raw)[0] if span_raw is not None else 0
+        out = []
+        cur = txn.cursor(db=self.acl_db)
+        if cur.set_range(DENIAL + U64.pack(max(lo, 0))):
+            for key, raw in cur:
+                if not key.startswith(DENIAL):
+                    break
+                to = U64.unpack(key[1:9])[0]
+                if to > hi + span:  # its window starts after hi, and so do the later ones'
+                    break
+                if U64.unpack(raw)[0] <= hi:
+                    out.append(U64.unpack(key[9:17])[0])
+        return sorted(out)
+
+    # ------------------------------------------------------------------ a log older than this
+    def ensure_built(self, store: Store) -> bool:
+        """Index a log written before these indexes existed; True if it had to (one transaction)."""
+        log = store.log
+        with log.env.begin() as txn:
+            if self.is_built(txn, log.last_seq):
+                return False
+        from es_broker.history.reader import Reading
+
+        items = list(Reading(store, types=INDEXED).timed())
+        while True:
+            try:
+                with log.env.begin(write=True) as txn:
+                    self._rebuild(txn, items)
+                return True
+            except lmdb.MapFullError:
+                log.env.set_mapsize(log.env.info()["map_size"] * 2)
+
+    def _rebuild(self, txn: lmdb.Transaction[bytes], items: Iterable[Any]) -> None:
+        for db in (self.explain_db, self.groups_db, self.acl_db):
+            txn.drop(db, delete=False)
+        txn.put(BUILT, b"", db=self.acl_db)
+        for seq, record, time in items:
+            if record["type"] in INDEXED:  # the hot log's records come unfiltered
+                self.index(txn, seq, record, time)
