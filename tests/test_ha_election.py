@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import trio
 
 from es_broker.client import ConsumeFromWhere, MessageModel, Producer, PushConsumer, SendStatus
@@ -384,15 +385,17 @@ async def test_a_leader_cut_off_from_etcd_stops_writes_and_resumes_with_it(tmp_p
     verify_every_node(group)
 
 
+@pytest.mark.parametrize("role", ["SYNC_MASTER", "ASYNC_MASTER"])
 async def test_a_planned_switch_over_hands_the_lead_to_the_named_follower_without_loss(
-    tmp_path, nursery
+    tmp_path, nursery, role
 ):
-    """HA_SWITCH to a named follower: it leads the next epoch with every record the leader had;
-    the old leader follows it; nothing acknowledged is lost."""
+    """HA_SWITCH to a named follower, in either role: it leads the next epoch with every record
+    the leader had; the old leader follows it; nothing acknowledged is lost and no committed
+    offset moves back."""
     group = await start_group(
         tmp_path,
         ["n1", "n2", "n3"],
-        brokerRole="SYNC_MASTER",
+        brokerRole=role,
         ha_lease_ms=LEASE_MS,
         slaveTimeout=SLOW_MACHINE_MS,
     )
@@ -405,6 +408,9 @@ async def test_a_planned_switch_over_hands_the_lead_to_the_named_follower_withou
         await w.create_topic(lp.addr, TOPIC, QUEUES)
         for i in range(20):
             assert (await w.send(lp.addr, TOPIC, i % QUEUES, f"m{i}".encode())).code == 0
+        committed = {q: 1 + q for q in range(QUEUES)}
+        for q, offset in committed.items():
+            await w.commit(lp.addr, "SwitchGroup", TOPIC, q, offset)
         target = others[-1]  # not the one a tie would pick
         done = await cli_ok(
             "admin", "-n", group.namesrv.addr, "haSwitch", "-b", lp.addr, "-t", target
@@ -421,11 +427,11 @@ async def test_a_planned_switch_over_hands_the_lead_to_the_named_follower_withou
         rows = json.loads(
             (await cli_ok("admin", "-n", group.namesrv.addr, "clusterList", "--json")).stdout
         )
-        assert {(r["brokerId"] == 0, r["role"], r["epoch"]) for r in rows} >= {
-            (True, "SYNC_MASTER", "2")
-        }
+        assert {(r["brokerId"] == 0, r["role"], r["epoch"]) for r in rows} >= {(True, role, "2")}
         stored = await all_messages(w, new.addr)
         assert sorted(b for _, b in stored.values()) == sorted(f"m{i}".encode() for i in range(20))
+        for q, offset in committed.items():
+            assert await w.query(new.addr, "SwitchGroup", TOPIC, q) == offset
         assert (await w.send(new.addr, TOPIC, 0, b"after")).code == ResponseCode.SUCCESS
     finally:
         group.stop_all()
