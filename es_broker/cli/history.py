@@ -92,19 +92,7 @@ def _cmd_archive(args: argparse.Namespace) -> int:
         print(
             json.dumps(
                 {
-                    "sealed": [
-                        {
-                            "first_seq": s.first_seq,
-                            "last_seq": s.last_seq,
-                            "records": s.records,
-                            "first_time": s.first_time,
-                            "last_time": s.last_time,
-                            "location": s.location,
-                            "manifest_sha256": s.manifest_sha256,
-                            "seq": s.seq,
-                        }
-                        for s in sealed
-                    ],
+                    "sealed": [s.to_json() for s in sealed],
                     "limited_by": limited_by,
                     "consumers_position": limit,
                 }

@@ -50,19 +50,7 @@ class Outcome:
     def to_json(self) -> dict[str, Any]:
         return {
             "before": self.before,
-            "sealed": [
-                {
-                    "first_seq": s.first_seq,
-                    "last_seq": s.last_seq,
-                    "records": s.records,
-                    "first_time": s.first_time,
-                    "last_time": s.last_time,
-                    "location": s.location,
-                    "manifest_sha256": s.manifest_sha256,
-                    "seq": s.seq,
-                }
-                for s in self.sealed
-            ],
+            "sealed": [s.to_json() for s in self.sealed],
             "limited_by": self.limited_by,
             "consumers_position": self.bound,
         }

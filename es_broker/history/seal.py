@@ -35,7 +35,7 @@ import hashlib
 import os
 import time as _time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +199,10 @@ class Sealed:
     location: str
     manifest_sha256: str
     seq: int  # the history_archived record's
+
+    def to_json(self) -> dict[str, Any]:
+        """What `es-broker archive --json` and HISTORY_ARCHIVE's answer say of a sealed segment."""
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
