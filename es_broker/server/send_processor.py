@@ -8,13 +8,12 @@ SYNC_MASTER that waits for a slave's ack returns that wait, run as a task.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from es_broker.client.channel import Channel
 from es_broker.commands.errors import BrokerError
-from es_broker.commands.messages import MessageIn, PutResult
+from es_broker.commands.messages import MessageIn, PutRequest, PutResult
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.ha.master import wants_slave_ack
@@ -34,16 +33,6 @@ if TYPE_CHECKING:
 
 #: told of every stored send: request-reply remembers requests (server/reply_processors.py)
 OnSent = Callable[[list[MessageIn], PutResult], None]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Send:
-    """A send request as read from its header: where it goes, its messages, put_messages' keywords."""
-
-    topic: str
-    queue_id: int
-    batch: list[MessageIn]
-    args: dict[str, Any]
 
 
 class SendMessageProcessor:
@@ -94,9 +83,8 @@ class SendMessageProcessor:
         }
 
     async def send_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        send = self._send_request(channel, req)
-        result = await self.broker.put_messages(send.topic, send.queue_id, send.batch, **send.args)
-        return await self._send_answer(req, send, result)
+        send = self._put_request(channel, req)
+        return await self._send_answer(req, send, await self.broker.put(send))
 
     def start_send(
         self, channel: Channel, req: RemotingCommand, outbox: Outbox
@@ -108,10 +96,11 @@ class SendMessageProcessor:
         writer's completion answers it into `outbox`; a send that waits for
         the slave returns that wait, to run as a task.
         """
-        send = self._send_request(channel, req)
-        if self.replication is not None and all(wants_slave_ack(m.properties) for m in send.batch):
-            queued = self.broker.enqueue_put(send.topic, send.queue_id, send.batch, **send.args)
-            return self._finish_send(req, send, queued)
+        send = self._put_request(channel, req)
+        if self.replication is not None and all(
+            wants_slave_ack(m.properties) for m in send.messages
+        ):
+            return self._finish_send(req, send, self.broker.enqueue_put(send))
         trace = hops.current() if hops.ON else None
 
         def answer(queued: Queued[PutResult]) -> None:
@@ -121,7 +110,7 @@ class SendMessageProcessor:
                 result = self.broker.put_done(queued)
                 self.stored(result)
                 if self.on_sent is not None:
-                    self.on_sent(send.batch, result)
+                    self.on_sent(send.messages, result)
             except Exception as exc:
                 outbox.fail(req, exc, trace)
                 return
@@ -130,15 +119,16 @@ class SendMessageProcessor:
                 trace.mark(hops.ANSWERED)
             outbox.answer(req, response, trace)
 
-        self.broker.enqueue_put(send.topic, send.queue_id, send.batch, **send.args, then=answer)
+        self.broker.enqueue_put(send, answer)
         return None
 
     async def _finish_send(
-        self, req: RemotingCommand, send: _Send, queued: Queued[PutResult]
+        self, req: RemotingCommand, send: PutRequest, queued: Queued[PutResult]
     ) -> RemotingCommand:
         return await self._send_answer(req, send, await self.broker.put_result(queued))
 
-    def _send_request(self, channel: Channel, req: RemotingCommand) -> _Send:
+    def _put_request(self, channel: Channel, req: RemotingCommand) -> PutRequest:
+        """The send as the broker stores it, read from its header; the header's checks here."""
         h = SendMessageRequestHeader.read(req)
         topic, queue_id, sys_flag, born = h.topic, h.queue_id, h.sys_flag, h.born_timestamp
         born_host = ipv4(channel.remote)
@@ -164,27 +154,27 @@ class SendMessageProcessor:
         max_reconsume = h.max_reconsume_times if req.version >= Version.V3_4_9 else None
         if hops.ON:
             hops.mark(hops.PARSED)
-        return _Send(
+        return PutRequest(
             topic,
             queue_id,
             batch,
-            {
-                "requester": self.requester(channel),
-                "producer_group": h.producer_group or "",
-                "default_topic": h.default_topic,
-                "default_topic_queue_nums": h.default_topic_queue_nums or 4,
-                "max_reconsume_times": max_reconsume,
-            },
+            self.requester(channel),
+            h.producer_group or "",
+            h.default_topic,
+            h.default_topic_queue_nums or 4,
+            max_reconsume,
         )
 
     async def _send_answer(
-        self, req: RemotingCommand, send: _Send, result: PutResult
+        self, req: RemotingCommand, send: PutRequest, result: PutResult
     ) -> RemotingCommand:
         self.stored(result)
         if self.on_sent is not None:
-            self.on_sent(send.batch, result)
+            self.on_sent(send.messages, result)
         code = ResponseCode.SUCCESS
-        if self.replication is not None and all(wants_slave_ack(m.properties) for m in send.batch):
+        if self.replication is not None and all(
+            wants_slave_ack(m.properties) for m in send.messages
+        ):
             # stored either way (remoting 7.8)
             code = await self.replication.wait_replicated(result.seq)
         return self._send_response(req, result, code)
