@@ -22,9 +22,10 @@ from es_broker.projections.audit import AuditProjection
 from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
 from es_broker.projections.history import HistoryProjection
-from es_broker.projections.key_index import KeyIndexProjection
+from es_broker.projections.key_index import LEGACY_DATABASES, KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.stats import StatsProjection
+from es_broker.projections.store_format import Step, StoreFormatProjection
 from es_broker.projections.time_index import TimeIndexProjection
 from es_broker.projections.transactions import TransactionProjection
 
@@ -34,6 +35,7 @@ LMDB_DIR = "lmdb"
 @dataclass(slots=True)
 class Store:
     log: RecordLog
+    keyindex: KeyIndexProjection
     commitlog: CommitLogProjection
     cq: ConsumeQueueProjection
     offsets: OffsetTableProjection
@@ -42,12 +44,12 @@ class Store:
     schedule: DeliveryScheduleProjection
     trace: MessageTraceProjection
     timeindex: TimeIndexProjection
-    keyindex: KeyIndexProjection
     txns: TransactionProjection
     broker_settings: BrokerSettingsProjection
     stats: StatsProjection
     history: HistoryProjection
     audit: AuditProjection
+    format: StoreFormatProjection
     settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock
 
@@ -81,11 +83,22 @@ class Store:
         )
         store = cls(log, *projections, settings=ConfigOwner(config), clock=clock or SystemClock())
         if not readonly:
-            store.timeindex.ensure_built(log)  # a log written before the time index existed
-            store.keyindex.ensure_built(log)  # ... or before the key index existed
-            store.stats.ensure_built(log)  # ... or before the message counts existed (B-356)
-            store.audit.ensure_built(store)  # ... or before the audit indexes existed (B-417)
+            try:
+                store.upgrade()  # a directory in an older layout (B-470)
+                store.timeindex.ensure_built(log)  # a log written before the time index existed
+                store.stats.ensure_built(log)  # ... or before the message counts existed (B-356)
+                store.audit.ensure_built(store)  # ... or before the audit indexes existed (B-417)
+            except BaseException:
+                log.close()
+                raise
         return store
+
+    def upgrade(self, *, record: bool | None = None) -> None:
+        """Bring the projections to the current store format, recorded unless a slave (B-470)."""
+        if record is None:  # a slave's log is its master's; an HA node's role is not known yet
+            record = self.config.brokerRole != "SLAVE" and not self.config.ha_coordinator
+        steps = (Step(2, LEGACY_DATABASES, lambda txn: [["key_hash", self.keyindex.rebuild(txn)]]),)
+        self.format.upgrade(steps, now_ms=self.clock.now_ms(), record=record)
 
     def read(self) -> lmdb.Transaction[bytes]:
         """A read transaction: a consistent snapshot of every projection."""
