@@ -16,8 +16,7 @@ from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.replay import verify
 from es_broker.log.types import RecordType
-from es_broker.projections.key_index import LEGACY_DATABASES
-from es_broker.projections.store_format import CURRENT, FIRST, OldStoreFormat
+from es_broker.projections.store_format import CURRENT, FIRST, LEGACY_DATABASES, OldStoreFormat
 from tests.data.write_old_store import answers
 from tests.helpers import cli
 
@@ -58,16 +57,18 @@ def test_b470_verify_of_an_older_directory_says_run_serve_once(old_dir):
 def test_b470_a_start_upgrades_an_older_directory_and_records_it(old_dir):
     store = Store.open(old_dir, BrokerConfig(storePathRootDir=str(old_dir)))
     last = store.log.last_seq
-    ((seq, record),) = [
-        (s, r) for s, r in store.log.read() if r["type"] == RecordType.STORE_UPGRADED
+    upgraded = [(s, r) for s, r in store.log.read() if r["type"] == RecordType.STORE_UPGRADED]
+    assert [seq for seq, _ in upgraded] == [last - 1, last]  # one record per step, at the end
+    steps = [(r["from_format"], r["to_format"], r["dropped"]) for _, r in upgraded]
+    assert steps == [
+        (FIRST, 2, ["key_index", "key_expiry", "key_meta"]),
+        (2, CURRENT, ["trace_deliveries"]),
     ]
-    assert seq == last
-    assert (record["from_format"], record["to_format"]) == (FIRST, CURRENT)
-    assert record["dropped"] == list(LEGACY_DATABASES)
     with store.read() as txn:
         assert store.format.number(txn) == CURRENT
-        entries = len(list(store.keyindex.entries(txn)))
-    assert dict(record["counts"]) == {"key_hash": entries}
+        keys = txn.stat(store.keyindex.index_db)["entries"]
+        pulls = txn.stat(store.trace.pulls)["entries"]
+    assert [dict(r["counts"]) for _, r in upgraded] == [{"key_hash": keys}, {"trace_pulls": pulls}]
     store.close()
     assert not set(LEGACY_DATABASES) & names_in(old_dir)
     # a second start finds the current format: nothing more is written
@@ -98,6 +99,6 @@ def test_b470_a_crash_before_the_upgrade_committed_leaves_the_old_format(old_dir
     monkeypatch.undo()
     assert set(LEGACY_DATABASES) <= names_in(old_dir)
     store = Store.open(old_dir)  # the next start upgrades it
-    assert store.log.last_seq == last + 1
+    assert store.log.last_seq == last + 2
     store.close()
     assert verify(old_dir) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lmdb
 
@@ -17,12 +18,14 @@ from es_broker.projections import (
     SubscriptionGroupProjection,
     TopicConfigProjection,
     all_projections,
+    key_index,
+    message_trace,
 )
 from es_broker.projections.audit import AuditProjection
 from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
 from es_broker.projections.history import HistoryProjection
-from es_broker.projections.key_index import LEGACY_DATABASES, KeyIndexProjection
+from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.stats import StatsProjection
 from es_broker.projections.store_format import Step, StoreFormatProjection
@@ -97,8 +100,23 @@ class Store:
         """Bring the projections to the current store format, recorded unless a slave (B-470)."""
         if record is None:  # a slave's log is its master's; an HA node's role is not known yet
             record = self.config.brokerRole != "SLAVE" and not self.config.ha_coordinator
-        steps = (Step(2, LEGACY_DATABASES, lambda txn: [["key_hash", self.keyindex.rebuild(txn)]]),)
+        steps = (
+            Step(2, key_index.LEGACY_DATABASES, self._rebuild_key_index),
+            Step(3, message_trace.LEGACY_DATABASES, self._convert_deliveries),
+        )
         self.format.upgrade(steps, now_ms=self.clock.now_ms(), record=record)
+
+    def _rebuild_key_index(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        self.keyindex.rebuild(txn)
+        return [["key_hash", txn.stat(self.keyindex.index_db)["entries"]]]
+
+    def _convert_deliveries(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        legacy = self.format.legacy(txn, "trace_deliveries")
+        if legacy is not None:
+            self.trace.convert(txn, legacy)
+        # the older layout kept the deliveries of expired messages; retention now drops them
+        self.trace.expire(txn, [(t, q, lo, lo) for t, q, lo, _ in self.cq.queues(txn)])
+        return [["trace_pulls", txn.stat(self.trace.pulls)["entries"]]]
 
     def read(self) -> lmdb.Transaction[bytes]:
         """A read transaction: a consistent snapshot of every projection."""

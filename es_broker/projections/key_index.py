@@ -224,18 +224,17 @@ class KeyIndexProjection:
             for bucket, entry in payload_entries(phy, raw):
                 delete(bucket, entry, db=db)
 
-    def rebuild(self, txn: lmdb.Transaction[bytes]) -> int:
-        """Build key_hash from every message's bytes in the commit log; the entries written.
+    def rebuild(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Build key_hash from every message's bytes in the commit log.
 
         What the records' application builds, as the bytes are all it reads
         (store format 2's upgrade, and a snapshot older than it).
         """
         txn.drop(self.index_db, delete=False)
-        put, db, count = txn.put, self.index_db, 0
+        put, db = txn.put, self.index_db
         for key, raw in txn.cursor(db=self.payloads):
             for bucket, entry in payload_entries(int.from_bytes(key, "big"), raw):
-                count += put(bucket, entry, dupdata=True, db=db)
-        return count
+                put(bucket, entry, dupdata=True, db=db)
 
     # ------------------------------------------------------------------ reads
     def _candidates(

@@ -21,7 +21,8 @@ of reporting as differences what is only the older layout.
 | format | layout changed                                                         |
 |--------|------------------------------------------------------------------------|
 | 1      | (before the number) key_index, key_expiry, key_meta                    |
-| 2      | key_hash: the key index in IndexService's shape, no key_expiry (B-470) |
+| 2      | key_hash: the key index in IndexService's shape, no key_expiry (B-471) |
+| 3      | trace_pulls: a delivery entry per record, not per message (B-472)      |
 """
 
 from __future__ import annotations
@@ -34,14 +35,14 @@ import lmdb
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.types import StoreUpgraded
-from es_broker.projections import key_index
+from es_broker.projections import key_index, message_trace
 from es_broker.projections.keys import U32
 
 # every database of an older layout (a directory holding one of them predates the number)
-LEGACY_DATABASES = key_index.LEGACY_DATABASES
+LEGACY_DATABASES = key_index.LEGACY_DATABASES + message_trace.LEGACY_DATABASES
 
 FIRST = 1  # a directory written before the number was kept
-CURRENT = 2
+CURRENT = 3
 _KEY = b"store_format"
 
 
@@ -99,6 +100,13 @@ class StoreFormatProjection:
             found = self.number(txn)
         if found < CURRENT:
             raise OldStoreFormat(found)
+
+    def legacy(self, txn: lmdb.Transaction[bytes], name: str) -> Any:
+        """A database of an older layout, None when the directory has none."""
+        try:
+            return self.log.env.open_db(name.encode(), txn=txn, create=False)
+        except lmdb.NotFoundError:
+            return None
 
     def upgrade(self, steps: Sequence[Step], *, now_ms: int, record: bool) -> list[StoreUpgraded]:
         """Bring the directory to CURRENT, a write transaction per step; what each step did."""
