@@ -18,6 +18,7 @@ from es_broker.projections import (
     SubscriptionGroupProjection,
     TopicConfigProjection,
     all_projections,
+    consume_queue,
     key_index,
     message_trace,
 )
@@ -103,6 +104,7 @@ class Store:
         steps = (
             Step(2, key_index.LEGACY_DATABASES, self._rebuild_key_index),
             Step(3, message_trace.LEGACY_DATABASES, self._convert_deliveries),
+            Step(4, consume_queue.LEGACY_DATABASES, self._convert_consume_queues),
         )
         self.format.upgrade(steps, now_ms=self.clock.now_ms(), record=record)
 
@@ -117,6 +119,12 @@ class Store:
         # the older layout kept the deliveries of expired messages; retention now drops them
         self.trace.expire(txn, [(t, q, lo, lo) for t, q, lo, _ in self.cq.queues(txn)])
         return [["trace_pulls", txn.stat(self.trace.pulls)["entries"]]]
+
+    def _convert_consume_queues(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        legacy = self.format.legacy(txn, "cq")
+        if legacy is not None:
+            self.cq.convert(txn, legacy)
+        return [["cq_blocks", txn.stat(self.cq.db)["entries"]]]
 
     def read(self) -> lmdb.Transaction[bytes]:
         """A read transaction: a consistent snapshot of every projection."""

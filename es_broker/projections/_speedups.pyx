@@ -14,11 +14,9 @@ them is bound at the first call.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
 
 from es_broker._bigendian cimport _get64, _put32, _put64
 
-cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
 cdef int UNIT_SIZE = 28  # consume_queue.UNIT: >qiqq
 cdef int ROLLBACK = 0xC  # key_index: a rolled-back transaction message is not indexed
 
@@ -64,48 +62,38 @@ cdef inline bint _is_unit(object unit) noexcept:
 
 # ------------------------------------------------------------------ consume queue
 
-def queue_units(prefix, offset, units, ts):
-    cdef int64_t c_offset, c_ts, phy, tags_code
+def queue_block(units, ts):
+    cdef int64_t c_ts, phy, tags_code
     cdef int32_t size
-    cdef Py_ssize_t i, n, prefix_len
-    cdef list out
-    cdef bytes key, value
+    cdef Py_ssize_t i, n
+    cdef bytes out
     cdef char* p
     if _REF is None:
         _bind()
-    if type(prefix) is not bytes or (type(units) is not list and type(units) is not tuple):
-        return _REF["queue_units"](prefix, offset, units, ts)
+    if type(units) is not list and type(units) is not tuple:
+        return _REF["queue_block"](units, ts)
     n = len(units)
     try:
-        c_offset = offset
         c_ts = ts
     except Exception:
-        return _REF["queue_units"](prefix, offset, units, ts)
-    if c_offset < 0 or c_offset > INT64_MAX - n:
-        return _REF["queue_units"](prefix, offset, units, ts)
-    prefix_len = PyBytes_GET_SIZE(prefix)
-    out = []
+        return _REF["queue_block"](units, ts)
+    out = PyBytes_FromStringAndSize(NULL, n * UNIT_SIZE)
+    p = PyBytes_AS_STRING(out)
     for i in range(n):
         unit = units[i]
         if not _is_unit(unit):
-            return _REF["queue_units"](prefix, offset, units, ts)
+            return _REF["queue_block"](units, ts)
         try:
             phy = unit[0]
             size = unit[1]
             tags_code = unit[2]
         except Exception:
-            return _REF["queue_units"](prefix, offset, units, ts)
-        key = PyBytes_FromStringAndSize(NULL, prefix_len + 8)
-        p = PyBytes_AS_STRING(key)
-        memcpy(p, PyBytes_AS_STRING(prefix), prefix_len)
-        _put64(p + prefix_len, c_offset + i)
-        value = PyBytes_FromStringAndSize(NULL, UNIT_SIZE)
-        p = PyBytes_AS_STRING(value)
+            return _REF["queue_block"](units, ts)
         _put64(p, phy)
         _put32(p + 8, size)
         _put64(p + 12, tags_code)
         _put64(p + 20, c_ts)
-        out.append((key, value))
+        p += UNIT_SIZE
     return out
 
 

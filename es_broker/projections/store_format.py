@@ -23,6 +23,7 @@ of reporting as differences what is only the older layout.
 | 1      | (before the number) key_index, key_expiry, key_meta                    |
 | 2      | key_hash: the key index in IndexService's shape, no key_expiry (B-471) |
 | 3      | trace_pulls: a delivery entry per record, not per message (B-472)      |
+| 4      | cq_blocks: consume-queue units in blocks of 32 (B-473)                 |
 """
 
 from __future__ import annotations
@@ -35,14 +36,16 @@ import lmdb
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.types import StoreUpgraded
-from es_broker.projections import key_index, message_trace
+from es_broker.projections import consume_queue, key_index, message_trace
 from es_broker.projections.keys import U32
 
 # every database of an older layout (a directory holding one of them predates the number)
-LEGACY_DATABASES = key_index.LEGACY_DATABASES + message_trace.LEGACY_DATABASES
+LEGACY_DATABASES = (
+    key_index.LEGACY_DATABASES + message_trace.LEGACY_DATABASES + consume_queue.LEGACY_DATABASES
+)
 
 FIRST = 1  # a directory written before the number was kept
-CURRENT = 3
+CURRENT = 4
 _KEY = b"store_format"
 
 

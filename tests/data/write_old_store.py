@@ -84,7 +84,7 @@ def answers(data_dir: str | Path) -> dict[str, Any]:
             units = {
                 f"{topic}:{qid}:{u.offset}": [u.physical_offset, u.size, u.tags_code, u.store_time]
                 for topic, qid, lo, hi in queues
-                for u in store.cq.units(txn, topic, qid, 0, hi)
+                for u in store.cq.units(txn, topic, qid, lo, hi)
             }
             payloads = {
                 str(int.from_bytes(key, "big")): hashlib.sha256(raw).hexdigest()
