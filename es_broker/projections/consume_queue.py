@@ -109,6 +109,8 @@ class ConsumeQueueProjection:
         self, txn: lmdb.Transaction[bytes], queue: bytes, offset: int
     ) -> tuple[int, bytes] | None:
         """(first offset, units) of the queue's last block starting before offset."""
+        if self.db is None:  # a read-only view of a directory in an older store format
+            return None
         cur = txn.cursor(db=self.db)
         found = cur.prev() if cur.set_range(queue + U64.pack(offset)) else cur.last()
         if not found:
@@ -197,7 +199,7 @@ class ConsumeQueueProjection:
     ) -> Iterator[tuple[int, int, int, int, int]]:
         queue = queue_key(topic, queue_id)
         start = max(start, 0)
-        if start >= end:
+        if start >= end or self.db is None:
             return
         cur = txn.cursor(db=self.db)
         # the block holding start, else the first after it

@@ -180,6 +180,8 @@ class MessageTraceProjection:
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offset: int
     ) -> Iterator[int]:
         """Seqs of the `messages_delivered` records that handed out (topic, queue, offset), in order."""
+        if self.pulls is None:  # a read-only view of a directory in an older store format
+            return
         queue = queue_key(topic, queue_id)
         widest = txn.get(queue, db=self.pulls)
         if widest is None or offset < 0:
