@@ -105,3 +105,16 @@ def test_b470_a_crash_before_the_upgrade_committed_leaves_the_old_format(old_dir
     assert store.log.last_seq == last + 3
     store.close()
     assert verify(old_dir) == []
+
+
+def test_b470_a_slave_upgrades_without_a_record_of_its_own(old_dir):
+    config = BrokerConfig(storePathRootDir=str(old_dir), brokerRole="SLAVE", brokerId=1)
+    before = Store.open(old_dir, readonly=True)
+    last = before.log.last_seq
+    before.close()
+    store = Store.open(old_dir, config)  # its log stays its master's, record for record
+    assert store.log.last_seq == last
+    with store.read() as txn:
+        assert store.format.number(txn) == CURRENT
+    store.close()
+    assert verify(old_dir) == []

@@ -151,9 +151,9 @@ def index_entries(txn, payloads, units, topic):
             p[1] = <char>(h >> 16)
             entry = PyBytes_FromStringAndSize(NULL, ENTRY_SIZE)
             p = PyBytes_AS_STRING(entry)
-            _put64(p, ts << 16 | <int64_t>(phy >> 32))  # time (6 bytes), the offset's high 2
-            _put32(p + 8, <int32_t>(phy & 0xFFFFFFFF))
-            p[12] = <char>(h >> 8)
-            p[13] = <char>h
+            _put64(p, <int64_t>(h & 0xFFFF) << 48 | ts)  # the hash's low 16 bits, time (6 bytes)
+            _put32(p + 8, <int32_t>(phy >> 16))  # the offset (6 bytes)
+            p[12] = <char>(phy >> 8)
+            p[13] = <char>phy
             written.append((bucket, entry))
     return written

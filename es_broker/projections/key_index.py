@@ -19,13 +19,13 @@ B-tree key of its own:
 
 | database | key                                   | duplicates, sorted                               |
 |----------|---------------------------------------|--------------------------------------------------|
-| key_hash | high 16 bits of CRC-32(`topic NUL key`) | store time (48 bits, ms) + physical offset (48 bits) + low 16 bits of the CRC |
+| key_hash | high 16 bits of CRC-32(`topic NUL key`) | low 16 bits of the CRC + store time (48 bits, ms) + physical offset (48 bits) |
 
-Like RocketMQ's hash index, an entry is a candidate: a lookup walks its
-bucket from the newest store time back (the order B-200 answers in), skips
-the entries outside the time range or whose low bits differ, and checks
-every other one against the stored message's own topic and properties
-before answering it. The store time is the message's STORETIMESTAMP,
+Like RocketMQ's hash index, an entry is a candidate: a lookup seeks the
+entries of its 32-bit hash in the bucket, walks them from the newest store
+time back (the order B-200 answers in) within the time range, and checks
+each one against the stored message's own topic and properties before
+answering it. The store time is the message's STORETIMESTAMP,
 clamped to 48 bits for the order only (the range check reads the bytes).
 
 A journey by UNIQ_KEY has no topic: it looks in the index of every topic
@@ -155,12 +155,11 @@ def index_entries(
             continue
         if phy >= _PHY_LIMIT:
             raise ValueError(f"physical offset {phy} past the key index's 48 bits")
-        head = (_entry_time(store_time(raw)) << 64) | (phy << 16)
+        tail = (_entry_time(store_time(raw)) << 48) | phy
         for token in tokens:
             h = zlib.crc32(token, seed)
-            written.append(
-                (BUCKET.pack(h >> 16), (head | (h & 0xFFFF)).to_bytes(ENTRY_SIZE, "big"))
-            )
+            entry = ((h & 0xFFFF) << 96) | tail
+            written.append((BUCKET.pack(h >> 16), entry.to_bytes(ENTRY_SIZE, "big")))
     return written
 
 
@@ -248,30 +247,43 @@ class KeyIndexProjection:
         newest_first: bool,
     ) -> Iterator[tuple[int, bytes]]:
         """(physical offset, stored bytes) of the bucket's entries whose hash is key's and whose
-        store time lies in [begin, end] (clamped to the entries' 48 bits), in (time, offset) order."""
+        store time lies in [begin, end] (clamped to the entries' 48 bits), in (time, offset) order.
+
+        The entries of one hash are adjacent: a seek finds the newest (or oldest) of them, so a
+        lookup reads its own candidates only, however full the bucket.
+        """
         if self.index_db is None:  # a read-only view of an old directory
             return
         h = key_hash(topic, key)
-        low, first, last = h & 0xFFFF, _entry_time(begin), _entry_time(end)
+        low = (h & 0xFFFF).to_bytes(2, "big")
+        first, last = _entry_time(begin), _entry_time(end)
         cur = txn.cursor(db=self.index_db)
-        if not cur.set_key(bucket_of(h)):
-            return
+        bucket = bucket_of(h)
         if newest_first:
-            cur.last_dup()
+            if not cur.set_range_dup(
+                bucket, low + (last << 48 | _PHY_LIMIT - 1).to_bytes(12, "big")
+            ):
+                if not cur.set_key(bucket):
+                    return
+                cur.last_dup()
             entries = cur.iterprev_dup(keys=False)
         else:
+            if not cur.set_range_dup(bucket, low + (first << 48).to_bytes(12, "big")):
+                return
             entries = cur.iternext_dup(keys=False)
         get, payloads = txn.get, self.payloads
         for entry in entries:
-            value = int.from_bytes(entry, "big")
-            t = value >> 64
+            if entry[:2] != low:
+                if (entry[:2] < low) == newest_first:
+                    return  # past this hash's entries in the walk's direction
+                continue
+            value = int.from_bytes(entry[2:], "big")
+            t = value >> 48
             if t > last or t < first:
                 if (t < first) == newest_first:
-                    return  # past the range in the walk's direction
+                    return
                 continue
-            if value & 0xFFFF != low:
-                continue
-            phy = (value >> 16) & (_PHY_LIMIT - 1)
+            phy = value & (_PHY_LIMIT - 1)
             raw = get(U64.pack(phy), db=payloads)
             if raw is not None:
                 yield phy, raw
