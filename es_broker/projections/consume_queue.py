@@ -11,7 +11,7 @@ the queue costs a B-tree entry per block instead of one per message, and the
 blocks are a function of the units alone: a replay, and the upgrade from an
 older directory's `cq` (an entry per unit), write the same ones. A
 `commitlog_expired` record drops the blocks wholly below a queue's new
-minimum.
+minimum, but the one at offset 0 (B-37 judges the queue's head by it).
 """
 
 from __future__ import annotations
@@ -121,9 +121,10 @@ class ConsumeQueueProjection:
         return U64.unpack_from(key, qlen)[0], bytes(cur.value())
 
     def _expire(self, txn: lmdb.Transaction[bytes], queue: bytes, new_min: int) -> None:
-        """Drop the queue's blocks whose every unit is below new_min."""
+        """Drop the queue's blocks whose every unit is below new_min, but the first: a query of
+        a new group's offset judges the queue's head by the unit at offset 0 (B-37)."""
         cur, qlen, size = txn.cursor(db=self.db), len(queue), UNIT.size
-        if not cur.set_range(queue + U64.pack(0)):
+        if not cur.set_range(queue + U64.pack(1)):
             return
         while True:
             key = cur.key()
