@@ -23,6 +23,7 @@ cdef int ROLLBACK = 0xC  # key_index: a rolled-back transaction message is not i
 cdef int64_t PHY_LIMIT = 0x1000000000000  # key_index: an entry keeps 48 bits of the physical offset
 cdef int64_t TIME_MAX = 0xFFFFFFFFFFFF  # ... and 48 bits of the store time
 cdef int ENTRY_SIZE = 14
+cdef Py_ssize_t NEIGHBOURS = 2
 cdef Py_ssize_t STORE_TIMESTAMP_AT = 56
 cdef int BORNHOST_V6 = 0x10
 
@@ -41,6 +42,7 @@ cdef int _bind() except -1:
         consume_queue.UNIT.size != UNIT_SIZE
         or (key_index._TRANSACTION_MASK, key_index._ROLLBACK) != (ROLLBACK, ROLLBACK)
         or (key_index._PHY_LIMIT, key_index._TIME_MAX, key_index.ENTRY_SIZE) != (PHY_LIMIT, TIME_MAX, ENTRY_SIZE)
+        or key_index.NEIGHBOURS != NEIGHBOURS
         or (key_index.wire.STORE_TIMESTAMP_AT, key_index.wire.FLAG_BORNHOST_V6) != (STORE_TIMESTAMP_AT, BORNHOST_V6)
     ):
         raise ImportError("es_broker.projections._speedups was built from other layouts than the projections'")
@@ -101,7 +103,8 @@ def queue_block(units, ts):
 
 def index_entries(txn, payloads, units, topic):
     cdef int64_t phy, ts
-    cdef uint32_t seed, h
+    cdef uint32_t seed, h, near
+    cdef Py_ssize_t near_len
     cdef Py_ssize_t at
     cdef list written = []
     cdef bytes phy_key, bucket, entry
@@ -145,10 +148,12 @@ def index_entries(txn, payloads, units, topic):
             ts = TIME_MAX
         for token in tokens:
             h = _crc32(token, seed)
+            near_len = PyBytes_GET_SIZE(token) - NEIGHBOURS
+            near = _crc32(token[:near_len] if near_len > 0 else b"", seed)
             bucket = PyBytes_FromStringAndSize(NULL, 2)
             p = PyBytes_AS_STRING(bucket)
-            p[0] = <char>(h >> 24)
-            p[1] = <char>(h >> 16)
+            p[0] = <char>(near >> 24)
+            p[1] = <char>(near >> 16)
             entry = PyBytes_FromStringAndSize(NULL, ENTRY_SIZE)
             p = PyBytes_AS_STRING(entry)
             _put64(p, <int64_t>(h & 0xFFFF) << 48 | ts)  # the hash's low 16 bits, time (6 bytes)
