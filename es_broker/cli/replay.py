@@ -23,12 +23,20 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from es_broker.cli.progress import progress
     from es_broker.core.replay import compare, verify
+    from es_broker.projections.store_format import OldStoreFormat
 
-    if args.against:
-        differences = compare(args.data_dir, args.against)
-    else:
-        with progress("verify: replay") as tell:
-            differences = verify(args.data_dir, tell, full=args.full)
+    try:
+        if args.against:
+            differences = compare(args.data_dir, args.against)
+        else:
+            with progress("verify: replay") as tell:
+                differences = verify(args.data_dir, tell, full=args.full)
+    except OldStoreFormat as old:  # B-470: nothing to compare until a start upgrades it
+        if args.json:
+            print(json.dumps({"identical": None, "old_format": old.found, "message": str(old)}))
+        else:
+            print(str(old))
+        return 2
     if args.json:
         print(
             json.dumps(
