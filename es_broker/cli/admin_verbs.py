@@ -1,7 +1,8 @@
-"""The registry of `es-broker admin` verbs and the message fields they print.
+"""The registry of `es-broker admin` verbs, and the table and message fields they print.
 
-`cli/admin.py` and `cli/admin_ops.py` both register verbs here with `verb` and
-`opt`, and both print stored messages as mqadmin does (`message_fields`).
+The verb modules (cli/admin_topics, admin_offsets, admin_messages, admin_cluster,
+admin_ops and admin_stats) register here with `verb` and `opt`; they print tables
+with `table` and stored messages as mqadmin does (`message_fields`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ def opt(*args, **kwargs):
         return fn
 
     return add
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    widths = [max(len(str(x)) for x in [h, *[r[i] for r in rows]]) for i, h in enumerate(headers)]
+    lines = ["  ".join(f"{h:<{w}}" for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(f"{str(c):<{w}}" for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
 
 
 def java_map(props: dict[str, str]) -> str:
