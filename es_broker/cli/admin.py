@@ -50,15 +50,15 @@ __all__ = [
 # ---------------------------------------------------------------------- entry
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("admin", help="mqadmin's verbs against a running broker")
     p.add_argument("-n", "--namesrvAddr", default="127.0.0.1:9876", help="name server HOST:PORT")
     add_credential_options(p, None)
     add_tls_options(p, None)
     verbs = p.add_subparsers(dest="verb", required=True)
-    for name, (_, _, options) in VERBS.items():
+    for name, registered in VERBS.items():
         vp = verbs.add_parser(name)
-        options(vp)
+        registered.add_options(vp)
         vp.add_argument("--json", action="store_true", help="print JSON instead of a table")
         # SUPPRESS: a verb that is not given them keeps what came before the verb
         add_credential_options(vp, argparse.SUPPRESS)
@@ -94,7 +94,7 @@ def admin_tls(args: argparse.Namespace) -> TlsClientSettings | None:
 
 
 def run_admin(args: argparse.Namespace) -> int:
-    fn, render, _ = VERBS[args.verb]
+    registered = VERBS[args.verb]
     try:
         credentials = admin_credentials(args, os.environ)
         tls = admin_tls(args)
@@ -102,10 +102,10 @@ def run_admin(args: argparse.Namespace) -> int:
         print(f"es-broker admin {args.verb}: {exc}", file=sys.stderr)
         return 2
 
-    async def main() -> tuple[Any, Exception | None]:
+    async def main() -> tuple[object, Exception | None]:
         async with Admin.open(args.namesrvAddr, credentials=credentials, tls=tls) as admin:
             try:
-                return await fn(admin, args), None
+                return await registered.run(admin, args), None
             except (AdminError, RemotingError, ValueError, KeyError) as exc:
                 return None, exc
 
@@ -113,5 +113,5 @@ def run_admin(args: argparse.Namespace) -> int:
     if error is not None:
         print(f"es-broker admin {args.verb}: {error}", file=sys.stderr)
         return 1
-    print(json.dumps(result, default=str) if args.json else render(result))
+    print(json.dumps(result, default=str) if args.json else registered.render(result))
     return 0

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from es_broker.cli.admin_verbs import opt, table, verb
+from es_broker.cli.admin_verbs import V, opt, table, verb
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting import fastjson
@@ -117,9 +117,9 @@ async def broker_status(admin: Admin, a: argparse.Namespace) -> dict[str, str]:
 # ---------------------------------------------------------------------- ACL (mqadmin's acl verbs)
 
 
-def _acl_target_opts(fn):
-    for o in [(("-b", "--brokerAddr"), {}), (("-c", "--clusterName"), {})]:
-        fn = opt(*o[0], **o[1])(fn)
+def _acl_target_opts(fn: V) -> V:
+    for names in [("-b", "--brokerAddr"), ("-c", "--clusterName")]:
+        fn = opt(*names)(fn)
     return fn
 
 

@@ -6,14 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from es_broker.cli.admin_verbs import opt, table, verb
+from es_broker.cli.admin_verbs import V, opt, table, verb
 from es_broker.client.admin import Admin
 from es_broker.timetravel.timeparse import format_time
 
 # ---------------------------------------------------------------------- topics
 
 
-def _topic_opts(fn):
+def _topic_opts(fn: V) -> V:
     for o in [
         (("-b", "--brokerAddr"), {}),
         (("-c", "--clusterName"), {}),
@@ -84,7 +84,10 @@ async def topic_list(admin: Admin, a: argparse.Namespace) -> list[str]:
 @opt("-t", "--topic", required=True)
 async def topic_route(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     route = await admin.route(a.topic)
-    return json.loads(route.encode(standard_json=True))  # broker ids as JSON's string keys
+    plain: dict[str, Any] = json.loads(
+        route.encode(standard_json=True)
+    )  # broker ids as string keys
+    return plain
 
 
 @verb(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from es_broker.cli.cluster import add_cluster_options
 from es_broker.config import BrokerConfig, default_data_dir
@@ -77,7 +78,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_explain(report: dict) -> None:
+def _print_explain(report: dict[str, Any]) -> None:
     print(
         f"group {report['group']}, topic {report['topic']}: consumers {report['clients'] or '(none seen)'}, "
         f"consumeFromWhere {report['consume_from_where'] or '(not seen)'}"
@@ -108,7 +109,7 @@ def _print_explain(report: dict) -> None:
             )
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("replay", help="rebuild every projection from the log into a new directory")
     p.add_argument("--data-dir", required=True)
     p.add_argument("--into", required=True)

@@ -16,12 +16,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from es_broker.cli.cluster import add_cluster_options, ask
 from es_broker.cli.datadir import add_data_dir, open_log_readonly, open_store, source
 from es_broker.log.types import RecordType
 from es_broker.timetravel.timeparse import format_time, parse_time
+
+if TYPE_CHECKING:  # imported where they run, for a quick start of the other commands
+    from es_broker.timetravel.query import HistoryEntry, QueueOffsetAt
 
 T = TypeVar("T")
 
@@ -32,7 +35,7 @@ TIME_HELP = "now | epoch millis | yyyy-MM-dd#HH:mm:ss:SSS | ISO 8601"
 
 
 def print_offsets(
-    rows: list,
+    rows: list[QueueOffsetAt],
     *,
     at: int,
     position: int | None,
@@ -150,7 +153,7 @@ def _cmd_offsets(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- history
 
 
-def describe(entry) -> str:
+def describe(entry: HistoryEntry) -> str:
     """One history line's text after the time: what changed, why, who."""
     d = entry.detail
     if entry.kind == "offset_change":
@@ -405,7 +408,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- parsers
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "offsets", help="the offset table at a moment, with lag (from the time index)"
     )

@@ -27,7 +27,7 @@ CERTIFICATE_CHECK_SECONDS = (
 )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `es-broker dashboard` on the command's subparsers."""
     p = sub.add_parser("dashboard", help="the operator web dashboard (over the wire)")
     p.add_argument("--namesrv", "-n", help="name server(s), H:P[;H:P] (required to serve)")
