@@ -70,7 +70,7 @@ class AdminBase:
         return response
 
     async def _namesrv(
-        self, code: int, fields: dict | None = None, what: str = ""
+        self, code: int, fields: dict[str, Any] | None = None, what: str = ""
     ) -> RemotingCommand:
         return await self._ok(
             self.namesrv_addrs[0],

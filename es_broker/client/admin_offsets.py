@@ -78,7 +78,8 @@ class OffsetAdmin(TopicAdmin):
                 addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
             )
             if r.code == ResponseCode.SUCCESS:
-                return fastjson.loads(r.body)
+                connection: dict[str, Any] = fastjson.loads(r.body)
+                return connection
         raise AdminError(f"consumer connection of {group}", r)
 
     async def reset_offset_by_time(
@@ -230,7 +231,9 @@ class OffsetAdmin(TopicAdmin):
                 addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields), timeout=15.0
             )
             if r.code == ResponseCode.SUCCESS:
-                return _plain(fastjson.loads(r.body))
+                # the consumer's own document, relayed as it wrote it (a Java client's fields too)
+                info: dict[str, Any] = _plain(fastjson.loads(r.body))
+                return info
         if r is None:
             raise ValueError("no broker is registered with the name server")
         raise AdminError(f"running info of {client_id} in {group}", r)

@@ -161,7 +161,8 @@ def create_app(settings: Settings) -> Starlette:
             yield
 
     def views(request: Request) -> Views:
-        return request.state.views
+        found: Views = request.state.views  # set by the lifespan above
+        return found
 
     async def acl_on() -> bool:
         """Whether the brokers have ACL on (ACCOUNT_SCOPE, asked once a broker answers)."""

@@ -22,7 +22,7 @@ from es_broker.acl.plain import group_resource
 from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands import names, resets, retry, sql92, transaction
 from es_broker.commands.errors import BrokerError, IllegalRequest
-from es_broker.commands.messages import MessageIn, PutResult
+from es_broker.commands.messages import GetResult, MessageIn, PutResult
 from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
@@ -154,7 +154,7 @@ def _shortened(text: str, limit: int = 256) -> str:
 
 def _consumer_dict(consumer: ConsumerData) -> dict[str, Any]:
     """A heartbeat's consumer as the client registry keeps it: Java's fields, enums by name."""
-    data = fastjson.loads(consumer.encode())
+    data: dict[str, Any] = fastjson.loads(consumer.encode())
     for key, value, choices in (
         ("consumeFromWhere", consumer.consume_from_where, requests.CONSUME_FROM_WHERE),
         ("messageModel", consumer.message_model, requests.MESSAGE_MODEL),
@@ -518,7 +518,14 @@ class BrokerProcessors:
 
         return matches
 
-    def _pull_answer(self, req, group, result, code, offset) -> RemotingCommand:
+    def _pull_answer(
+        self,
+        req: RemotingCommand,
+        group: str,
+        result: GetResult,
+        code: ResponseCode,
+        offset: int,
+    ) -> RemotingCommand:
         group_config = self.broker.group_config(group) or {}
         if not self.config.slaveReadEnable:
             suggest = 0
@@ -804,7 +811,7 @@ class BrokerProcessors:
             return
         self.notices.ok(channel.remote_addr)
 
-    def reset_body(self, plan, list_form: bool) -> bytes:
+    def reset_body(self, plan: resets.ResetPlan, list_form: bool) -> bytes:
         """ResetOffsetBody (docs/protocol.md §9.6): MessageQueue-keyed map, or the list C++ clients take."""
         table = {self._mq(plan.topic, q): off for q, off in plan.table().items()}
         return ResetOffsetBody(table).encode(for_cpp=list_form)
