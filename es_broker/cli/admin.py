@@ -32,6 +32,7 @@ from es_broker.cli.credentials import CredentialsError, add_credential_options, 
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.tls import TlsClientSettings, TlsSetupError
+from es_broker.remoting.body_view import json_view
 
 # what other modules and the tests read from here
 __all__ = [
@@ -113,5 +114,6 @@ def run_admin(args: argparse.Namespace) -> int:
     if error is not None:
         print(f"es-broker admin {args.verb}: {error}", file=sys.stderr)
         return 1
-    print(json.dumps(result, default=str) if args.json else registered.render(result))
+    # --json: a body the broker sent is printed as it sent it (json_view), anything else as text
+    print(json.dumps(result, default=json_view) if args.json else registered.render(result))
     return 0

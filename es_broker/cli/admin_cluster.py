@@ -8,6 +8,7 @@ from typing import Any
 
 from es_broker.cli.admin_verbs import V, opt, table, verb
 from es_broker.client.admin import Admin, AdminError
+from es_broker.client.admin_cluster import AclVersionInfo
 from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting import fastjson
 from es_broker.remoting.peer_outcomes import peer_problems
@@ -205,7 +206,7 @@ async def update_global_white_addr(admin: Admin, a: argparse.Namespace) -> dict[
     return {"brokers": addrs, "globalWhiteRemoteAddresses": patterns}
 
 
-def _render_acl_versions(rows: list[dict[str, Any]]) -> str:
+def _render_acl_versions(rows: list[AclVersionInfo]) -> str:
     return table(
         [
             "#Cluster Name",
@@ -217,22 +218,22 @@ def _render_acl_versions(rows: list[dict[str, Any]]) -> str:
         ],
         [
             [
-                r["clusterName"],
-                r["brokerName"],
-                r["brokerAddr"],
+                r.cluster_name,
+                r.broker_name,
+                r.broker_addr,
                 path,
-                v.get("counter", 0),
-                format_time(v.get("timestamp", 0)),
+                v.counter,
+                format_time(v.timestamp),
             ]
             for r in rows
-            for path, v in sorted(r["allAclFileVersion"].items())
+            for path, v in sorted(r.all_versions.versions.items())
         ],
     )
 
 
 @verb("clusterAclConfigVersion", _render_acl_versions)
 @_acl_target_opts
-async def cluster_acl_config_version(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+async def cluster_acl_config_version(admin: Admin, a: argparse.Namespace) -> list[AclVersionInfo]:
     return [
         await admin.acl_config_version(addr)
         for addr in await admin.targets(a.brokerAddr, a.clusterName)

@@ -8,6 +8,7 @@ from typing import Any
 
 from es_broker.cli.admin_verbs import message_fields, opt, table, verb
 from es_broker.client.admin import Admin
+from es_broker.remoting.body_view import plain
 from es_broker.remoting.message import StoredMessage
 from es_broker.timetravel.timeparse import format_time, parse_time
 
@@ -297,4 +298,7 @@ async def message_trace(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
 @opt("-g", "--producerGroup", help="only this producer group's transactions")
 async def open_transactions(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
     """Half messages not yet committed, rolled back or discarded, per producer group (es-broker)."""
-    return await admin.open_transactions(a.producerGroup)
+    # each as the broker wrote it, with the broker that holds it
+    return [
+        dict(plain(t), broker=addr) for addr, t in await admin.open_transactions(a.producerGroup)
+    ]

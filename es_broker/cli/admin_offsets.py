@@ -7,6 +7,8 @@ from typing import Any
 
 from es_broker.cli.admin_verbs import opt, table, verb
 from es_broker.client.admin import Admin
+from es_broker.remoting.admin_bodies import ResetOffsetResult
+from es_broker.remoting.bodies import ConsumerConnection
 from es_broker.timetravel.timeparse import format_time, parse_time
 
 
@@ -65,16 +67,16 @@ async def consumer_progress(admin: Admin, a: argparse.Namespace) -> dict[str, An
         table(
             ["#", "#ClientId", "#ClientAddr", "#Language", "#Version"],
             [
-                [i + 1, c["clientId"], c["clientAddr"], c["language"], c["version"]]
-                for i, c in enumerate(r["connectionSet"])
+                [i + 1, c.client_id, c.client_addr, c.language, c.version]
+                for i, c in enumerate(r.connection_set)
             ],
         )
-        + f"\n\nConsumeType: {r['consumeType']}\nMessageModel: {r['messageModel']}"
-        + f"\nConsumeFromWhere: {r['consumeFromWhere']}"
+        + f"\n\nConsumeType: {r.consume_type}\nMessageModel: {r.message_model}"
+        + f"\nConsumeFromWhere: {r.consume_from_where}"
     ),
 )
 @opt("-g", "--consumerGroup", required=True)
-async def consumer_connection(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+async def consumer_connection(admin: Admin, a: argparse.Namespace) -> ConsumerConnection:
     return await admin.consumer_connection(a.consumerGroup)
 
 
@@ -140,17 +142,14 @@ async def reset_offset_by_time(admin: Admin, a: argparse.Namespace) -> dict[str,
     }
 
 
-def _render_reset_plan(results: list[dict[str, Any]]) -> str:
+def _render_reset_plan(results: list[ResetOffsetResult]) -> str:
     out = []
     for r in results:
-        out.append(f"{r['brokerName']}: {r['outcome']}")
+        out.append(f"{r.broker_name}: {r.outcome}")
         out.append(
             table(
                 ["#queueId", "#current", "#target", "#final", "#outcome"],
-                [
-                    [q["queueId"], q["current"], q["target"], q["final"], q["outcome"]]
-                    for q in r["queues"]
-                ],
+                [[q.queue_id, q.current, q.target, q.final, q.outcome] for q in r.queues],
             )
         )
     return "\n".join(out)
@@ -176,7 +175,7 @@ def _render_reset_plan(results: list[dict[str, Any]]) -> str:
     choices=["compat", "read_queues"],
     help="read_queues: every read queue, creating offsets",
 )
-async def reset_offset(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+async def reset_offset(admin: Admin, a: argparse.Namespace) -> list[ResetOffsetResult]:
     chosen = [
         (k, v)
         for k, v in (

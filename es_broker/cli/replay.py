@@ -54,14 +54,17 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_explain(args: argparse.Namespace) -> int:
     if args.namesrv:
         from es_broker.cli.cluster import ask
+        from es_broker.remoting.body_view import json_view, plain
 
-        answers = ask(args, "explain_group", args.group, args.topic)
+        answers = ask(args, lambda admin: admin.explain_group(args.group, args.topic))
         if args.json:
-            print(json.dumps({"brokers": answers}))
+            print(json.dumps({"brokers": answers}, default=json_view))
             return 0
-        for report in answers:
-            print(f"broker {report['brokerName']} ({report['broker']}):")
-            _print_explain(report)
+        for answer in answers:
+            print(f"broker {answer.broker_name} ({answer.broker}):")
+            _print_explain(
+                plain(answer.body)
+            )  # the report as `explain` of a data directory gives it
         return 0
     from es_broker.commands.explain import explain
     from es_broker.commands.store import Store

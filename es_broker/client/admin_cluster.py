@@ -3,17 +3,42 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from es_broker.client.admin_base import AdminBase
 from es_broker.remoting.admin_bodies import CleanPassResult
 from es_broker.remoting.bodies import (
     AclConfig,
+    DataVersion,
     KVTable,
 )
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 from es_broker.remoting.command import request
+from es_broker.remoting.query_bodies import AclFileVersions, acl_version_text, read_acl_version
 from es_broker.remoting.stats_bodies import BrokerStatsData, GroupList, StatsHistoryBody
+
+
+@dataclass(frozen=True, slots=True)
+class AclVersionInfo:
+    """GET_BROKER_CLUSTER_ACL_INFO's header fields: the broker, its default ACL file's
+    dataVersion (None: not sent) and every ACL file's."""
+
+    cluster_name: str | None
+    broker_name: str | None
+    broker_addr: str | None
+    version: DataVersion | None
+    all_versions: AclFileVersions
+
+    def __json_view__(self) -> dict[str, Any]:
+        """As mqadmin's verb prints it: the header fields, the versions as JSON objects."""
+        return {
+            "clusterName": self.cluster_name,
+            "brokerName": self.broker_name,
+            "brokerAddr": self.broker_addr,
+            "version": json.loads(acl_version_text(self.version)) if self.version else {},
+            "allAclFileVersion": json.loads(self.all_versions.encode()),
+        }
 
 
 class ClusterAdmin(AdminBase):
@@ -115,19 +140,20 @@ class ClusterAdmin(AdminBase):
             request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, fields),
         )
 
-    async def acl_config_version(self, addr: str) -> dict[str, Any]:
+    async def acl_config_version(self, addr: str) -> AclVersionInfo:
         """GET_BROKER_CLUSTER_ACL_INFO: the broker, its default file's dataVersion and every file's."""
         r = await self._ok(
             addr, f"ACL config version of {addr}", request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
         )
         f = r.ext_fields
-        return {
-            "clusterName": f.get("clusterName"),
-            "brokerName": f.get("brokerName"),
-            "brokerAddr": f.get("brokerAddr"),
-            "version": json.loads(f.get("version") or "{}"),
-            "allAclFileVersion": json.loads(f.get("allAclFileVersion") or "{}"),
-        }
+        version = f.get("version")
+        return AclVersionInfo(
+            cluster_name=f.get("clusterName"),
+            broker_name=f.get("brokerName"),
+            broker_addr=f.get("brokerAddr"),
+            version=read_acl_version(version) if version else None,
+            all_versions=AclFileVersions.decode(f.get("allAclFileVersion")),
+        )
 
     async def acl_config(self, addr: str) -> AclConfig:
         """GET_BROKER_CLUSTER_ACL_CONFIG (4.9.0's): the global white list and the accounts, secrets masked."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from es_broker.client.admin_base import AdminBase, AdminError
 from es_broker.client.remoting_client import RemotingError
-from es_broker.remoting.admin_bodies import RedriveBody
+from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody, RedriveBody
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
@@ -201,17 +201,20 @@ class MessageAdmin(AdminBase):
                     break
         return rows
 
-    async def open_transactions(self, producer_group: str | None = None) -> list[dict[str, Any]]:
-        """OPEN_TRANSACTIONS on every master: the half messages not yet committed or rolled back."""
+    async def open_transactions(
+        self, producer_group: str | None = None
+    ) -> list[tuple[str, OpenTransaction]]:
+        """OPEN_TRANSACTIONS on every master: the half messages not yet committed or rolled back,
+        each with the address of the master that holds it."""
         fields = {"producerGroup": producer_group} if producer_group else {}
-        rows: list[dict[str, Any]] = []
+        rows: list[tuple[str, OpenTransaction]] = []
         for addr in await self.master_addrs():
             r = await self.client.invoke(
                 addr, request(EsRequestCode.OPEN_TRANSACTIONS, fields), 30.0
             )
             if r.code != ResponseCode.SUCCESS:
                 raise AdminError(f"open transactions at {addr}", r)
-            rows += [dict(item, broker=addr) for item in json.loads(r.body)["transactions"]]
+            rows += [(addr, t) for t in OpenTransactionsBody.decode(r.body).transactions]
         return rows
 
     async def message_trace(self, msg_id: str) -> dict[str, Any]:

@@ -8,7 +8,9 @@ from typing import Any
 from es_broker.client.admin_base import AdminError
 from es_broker.client.admin_topics import TopicAdmin
 from es_broker.remoting import fastjson
+from es_broker.remoting.admin_bodies import ResetOffsetResult
 from es_broker.remoting.bodies import (
+    ConsumerConnection,
     ConsumeStats,
     ProducerConnection,
     ResetOffsetBody,
@@ -72,14 +74,14 @@ class OffsetAdmin(TopicAdmin):
                 )
         return sorted(rows, key=lambda q: (q.topic, q.broker_name, q.queue_id))
 
-    async def consumer_connection(self, group: str) -> dict[str, Any]:
+    async def consumer_connection(self, group: str) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST on the masters; the first that has the group online."""
         for addr in await self.master_addrs():
             r = await self.client.invoke(
                 addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
             )
             if r.code == ResponseCode.SUCCESS:
-                connection: dict[str, Any] = fastjson.loads(r.body)
-                return connection
+                return ConsumerConnection.decode(r.body)
         raise AdminError(f"consumer connection of {group}", r)
 
     async def reset_offset_by_time(
@@ -126,11 +128,14 @@ class OffsetAdmin(TopicAdmin):
         dry_run: bool = False,
         mode: str | None = None,
         scope: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """es-broker's reset on every broker of the topic (S-2): per-queue current/target/final/outcome."""
+    ) -> list[ResetOffsetResult]:
+        """es-broker's reset on every broker of the topic (S-2): per-queue current/target/final/outcome.
+
+        Each broker plans, records and tells its online consumers itself; this only asks.
+        """
         from es_broker.remoting.codes import EsRequestCode
 
-        out = []
+        out: list[ResetOffsetResult] = []
         for _name, addr in await self.topic_brokers(topic):
             fields = {
                 "topic": topic,
@@ -147,7 +152,7 @@ class OffsetAdmin(TopicAdmin):
                 f"reset offset of {group} on {topic}",
                 request(EsRequestCode.RESET_OFFSET, fields),
             )
-            out.append(fastjson.loads(r.body))
+            out.append(ResetOffsetResult.decode(r.body))
         return out
 
     async def reset_offset_old(

@@ -223,4 +223,4 @@ async def _acl_on(namesrv: str, credentials: object) -> bool | str:
         return "no answer within 30 s"
     if not answers:
         return "no broker is registered with the name server"
-    return any(a.get("aclEnabled") for a in answers)
+    return any(a.body.acl_enabled for a in answers)
