@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import typing
-from typing import Any, ClassVar, TypedDict, TypeVar, get_type_hints
+from typing import Any, ClassVar, Literal, TypedDict, TypeVar, get_type_hints, overload
 
 from es_broker.log.records import Record, check
 
@@ -736,7 +736,7 @@ class AccessDenied(TypedRecord):
 # A projection applies every stored message and every delivery; building the class there
 # (`from_record`) costs more than the projection's own work. These TypedDicts are the same
 # records as the log's dicts, so mypy checks each key read on that path at no run-time cost:
-#     stored: MessagesStoredRecord = record  # type: ignore[assignment]
+#     stored = as_view(record, RecordType.MESSAGES_STORED)
 # Required keys are the class' fields without a default (and type, v, ts); the keys of the
 # `total=False` half are the fields the record leaves out while None. `_check_view` holds
 # both to the class at import, so a field added to one and not the other fails at once.
@@ -796,6 +796,26 @@ class OffsetCommittedRecord(TypedDict):
     old: int
     cause: str
     requester: str
+
+
+@overload
+def as_view(record: Record, kind: Literal[RecordType.MESSAGES_STORED]) -> MessagesStoredRecord: ...
+@overload
+def as_view(
+    record: Record, kind: Literal[RecordType.MESSAGES_DELIVERED]
+) -> MessagesDeliveredRecord: ...
+@overload
+def as_view(
+    record: Record, kind: Literal[RecordType.OFFSET_COMMITTED]
+) -> OffsetCommittedRecord: ...
+def as_view(record: Record, kind: RecordType) -> Any:
+    """A record of type `kind` typed as its dict view: the same dict, neither copied nor checked.
+
+    The caller knows the type already (a projection's handler is only given
+    records of its type); `kind` tells mypy which view, so a handler reads
+    the keys its record type holds and no other.
+    """
+    return record
 
 
 def _check_view(cls: type[TypedRecord], view: Any) -> None:

@@ -16,12 +16,9 @@ import lmdb
 from es_broker import compiled
 from es_broker.log import LogCorruptError, Record, RecordLog
 from es_broker.log.scan import prefixed
-from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
+from es_broker.log.types import CommitlogExpired, RecordType, as_view
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64, queue_key, unit_key
-
-COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-
 
 UNIT = struct.Struct(">qiqq")
 _BOUNDS = struct.Struct(">qq")
@@ -53,7 +50,7 @@ def queue_units(
 REFERENCE = {"queue_units": queue_units}
 
 
-class ConsumeQueueProjection:
+class ConsumeQueueProjection(Dispatching):
     name = "consume_queue"
     databases = ("cq", "cq_meta")
 
@@ -61,16 +58,14 @@ class ConsumeQueueProjection:
         self.db = log.db("cq")
         self.meta = log.db("cq_meta")
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        if record["type"] == COMMITLOG_EXPIRED:
-            expired = CommitlogExpired.from_record(record)
-            for topic, qid, _, new_min in expired.queues:  # min-offset correction (B-18)
-                _, hi = self.bounds(txn, topic, qid)
-                txn.put(queue_key(topic, qid), _BOUNDS.pack(new_min, hi), db=self.meta)
-            return
-        if record["type"] != MESSAGES_STORED:
-            return
-        stored: MessagesStoredRecord = record  # type: ignore[assignment]
+    def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        expired = CommitlogExpired.from_record(record)
+        for topic, qid, _, new_min in expired.queues:  # min-offset correction (B-18)
+            _, hi = self.bounds(txn, topic, qid)
+            txn.put(queue_key(topic, qid), _BOUNDS.pack(new_min, hi), db=self.meta)
+
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        stored = as_view(record, RecordType.MESSAGES_STORED)
         topic, qid, offset, ts, units = (
             stored["topic"],
             stored["queue_id"],
@@ -81,6 +76,10 @@ class ConsumeQueueProjection:
         txn.cursor(db=self.db).putmulti(queue_units(queue_key(topic, qid), offset, units, ts))
         lo, _ = self.bounds(txn, topic, qid)
         txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(units)), db=self.meta)
+
+    HANDLERS = handlers(
+        {RecordType.COMMITLOG_EXPIRED: _expired, RecordType.MESSAGES_STORED: _stored}
+    )
 
     # ------------------------------------------------------------------ reads
     def bounds(self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int) -> tuple[int, int]:

@@ -56,13 +56,10 @@ import lmdb
 from es_broker import compiled
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.scan import prefixed_keys
-from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
+from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType, as_view
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import MAX_KEY, U64
 from es_broker.remoting import message as wire
-
-COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-
 
 KEY_SEPARATOR = b" "  # MessageConst.KEY_SEPARATOR
 _BIAS = 1 << 63
@@ -164,7 +161,7 @@ def pack_entries(keys: list[bytes]) -> bytes:
 REFERENCE = {"index_entries": index_entries, "pack_entries": pack_entries}
 
 
-class KeyIndexProjection:
+class KeyIndexProjection(Dispatching):
     name = "key_index"
     databases = ("key_index", "key_expiry", "key_meta")
 
@@ -174,13 +171,15 @@ class KeyIndexProjection:
         self.meta_db = log.db("key_meta")
         self.payloads = log.commitlog_db
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        kind = record["type"]
-        if kind == MESSAGES_STORED:
-            stored: MessagesStoredRecord = record  # type: ignore[assignment]
-            self._index(txn, stored)
-        elif kind == COMMITLOG_EXPIRED:
-            self._expire(txn, CommitlogExpired.from_record(record).phy_min)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._index(txn, as_view(record, RecordType.MESSAGES_STORED))
+
+    def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._expire(txn, CommitlogExpired.from_record(record).phy_min)
+
+    HANDLERS = handlers(
+        {RecordType.MESSAGES_STORED: _stored, RecordType.COMMITLOG_EXPIRED: _expired}
+    )
 
     def _index(self, txn: lmdb.Transaction[bytes], record: MessagesStoredRecord) -> None:
         topic = record["topic"].encode() + b"\x00"
@@ -226,7 +225,7 @@ class KeyIndexProjection:
                         txn.drop(db, delete=False)
                     for key, raw in txn.cursor(db=log.log_db):
                         record = records.unpack(raw)
-                        if record["type"] in (MESSAGES_STORED, COMMITLOG_EXPIRED):
+                        if record["type"] in self.HANDLERS:
                             self.apply(txn, records.key_seq(key), record)
                     txn.put(_BUILT, b"1", db=self.meta_db)
                 return log.last_seq > 0

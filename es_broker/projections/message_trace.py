@@ -29,31 +29,21 @@ from es_broker.log.scan import prefixed, prefixed_keys
 from es_broker.log.types import (
     DeadLetterRedriven,
     DelayedMessageSkipped,
-    MessagesDeliveredRecord,
     MessageSentBack,
-    MessagesStoredRecord,
     RecordType,
     ReplyPushed,
     TransactionChecked,
     TransactionEnded,
+    as_view,
 )
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U64, queue_key, unit_key
-
-DEAD_LETTER_REDRIVEN = RecordType.DEAD_LETTER_REDRIVEN
-DELAYED_MESSAGE_SKIPPED = RecordType.DELAYED_MESSAGE_SKIPPED
-MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-MESSAGE_SENT_BACK = RecordType.MESSAGE_SENT_BACK
-REPLY_PUSHED = RecordType.REPLY_PUSHED
-TRANSACTION_CHECKED = RecordType.TRANSACTION_CHECKED
-TRANSACTION_ENDED = RecordType.TRANSACTION_ENDED
-
 
 FROM = b"from"
 TO = b"to"
 
 
-class MessageTraceProjection:
+class MessageTraceProjection(Dispatching):
     name = "message_trace"
     databases = ("trace_stored", "trace_links", "trace_deliveries")
 
@@ -62,50 +52,68 @@ class MessageTraceProjection:
         self.links = log.db("trace_links")
         self.deliveries = log.db("trace_deliveries")
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        kind = record["type"]
-        if kind == MESSAGES_STORED:
-            stored: MessagesStoredRecord = record  # type: ignore[assignment]
-            first = stored["units"][0][0]
-            txn.put(I64.pack(first), U64.pack(seq), db=self.stored)
-            delivery = stored.get("delivery")
-            if delivery is not None:
-                self._link(txn, delivery["schedule_phy"], seq, FROM)
-                self._link(txn, first, seq, TO)
-            tx = stored.get("transaction")
-            if tx is not None and "prepared_phy" in tx:  # a commit or a discard of a half message
-                self._link(txn, tx["prepared_phy"], seq, FROM)
-                self._link(txn, first, seq, TO)
-        elif kind == MESSAGES_DELIVERED:
-            delivered: MessagesDeliveredRecord = record  # type: ignore[assignment]
-            prefix, suffix, pack_offset = (
-                queue_key(delivered["topic"], delivered["queue_id"]),
-                U64.pack(seq),
-                U64.pack,
-            )
-            txn.cursor(db=self.deliveries).putmulti(
-                [(prefix + pack_offset(offset) + suffix, b"") for offset in delivered["offsets"]]
-            )
-        elif kind in (MESSAGE_SENT_BACK, DEAD_LETTER_REDRIVEN):
-            back = (
-                MessageSentBack.from_record(record)
-                if kind == MESSAGE_SENT_BACK
-                else DeadLetterRedriven.from_record(record)
-            )
-            self._link(txn, back.offset, seq, FROM)
-            if back.stored_phy is not None:
-                self._link(txn, back.stored_phy, seq, TO)
-        elif kind == DELAYED_MESSAGE_SKIPPED:
-            self._link(txn, DelayedMessageSkipped.from_record(record).schedule_phy, seq, FROM)
-        elif kind == TRANSACTION_CHECKED:
-            self._link(txn, TransactionChecked.from_record(record).prepared_phy, seq, FROM)
-        elif kind == TRANSACTION_ENDED:
-            self._link(txn, TransactionEnded.from_record(record).prepared_phy, seq, FROM)
-        elif kind == REPLY_PUSHED:
-            reply = ReplyPushed.from_record(record)
-            if reply.request_phy is not None:
-                self._link(txn, reply.request_phy, seq, FROM)
-                self._link(txn, reply.reply_phy, seq, TO)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        stored = as_view(record, RecordType.MESSAGES_STORED)
+        first = stored["units"][0][0]
+        txn.put(I64.pack(first), U64.pack(seq), db=self.stored)
+        delivery = stored.get("delivery")
+        if delivery is not None:
+            self._link(txn, delivery["schedule_phy"], seq, FROM)
+            self._link(txn, first, seq, TO)
+        tx = stored.get("transaction")
+        if tx is not None and "prepared_phy" in tx:  # a commit or a discard of a half message
+            self._link(txn, tx["prepared_phy"], seq, FROM)
+            self._link(txn, first, seq, TO)
+
+    def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
+        prefix, suffix, pack_offset = (
+            queue_key(delivered["topic"], delivered["queue_id"]),
+            U64.pack(seq),
+            U64.pack,
+        )
+        txn.cursor(db=self.deliveries).putmulti(
+            [(prefix + pack_offset(offset) + suffix, b"") for offset in delivered["offsets"]]
+        )
+
+    def _sent_back(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        kind = record["type"]  # a send-back or a re-drive of a dead letter
+        back = (
+            MessageSentBack.from_record(record)
+            if kind == RecordType.MESSAGE_SENT_BACK
+            else DeadLetterRedriven.from_record(record)
+        )
+        self._link(txn, back.offset, seq, FROM)
+        if back.stored_phy is not None:
+            self._link(txn, back.stored_phy, seq, TO)
+
+    def _skipped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._link(txn, DelayedMessageSkipped.from_record(record).schedule_phy, seq, FROM)
+
+    def _checked(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._link(txn, TransactionChecked.from_record(record).prepared_phy, seq, FROM)
+
+    def _ended(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._link(txn, TransactionEnded.from_record(record).prepared_phy, seq, FROM)
+
+    def _reply_pushed(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        reply = ReplyPushed.from_record(record)
+        if reply.request_phy is not None:
+            self._link(txn, reply.request_phy, seq, FROM)
+            self._link(txn, reply.reply_phy, seq, TO)
+
+    HANDLERS = handlers(
+        {
+            RecordType.MESSAGES_STORED: _stored,
+            RecordType.MESSAGES_DELIVERED: _delivered,
+            RecordType.MESSAGE_SENT_BACK: _sent_back,
+            RecordType.DEAD_LETTER_REDRIVEN: _sent_back,
+            RecordType.DELAYED_MESSAGE_SKIPPED: _skipped,
+            RecordType.TRANSACTION_CHECKED: _checked,
+            RecordType.TRANSACTION_ENDED: _ended,
+            RecordType.REPLY_PUSHED: _reply_pushed,
+        }
+    )
 
     def _link(self, txn: lmdb.Transaction[bytes], phy: int, seq: int, role: bytes) -> None:
         txn.put(I64.pack(phy) + U64.pack(seq), role, db=self.links)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from es_broker.log.records import Record
-from es_broker.log.types import Cause, RecordType
+from es_broker.log.types import Cause, RecordType, as_view
 
 _RESET = Cause.RESET.value
 _SLAVE_MERGE = "slave_merge"
@@ -58,16 +58,17 @@ OffsetEffect = OffsetChange | ResetPending
 
 
 def _committed(record: Record) -> list[OffsetEffect]:
-    cause = record["cause"]
+    committed = as_view(record, RecordType.OFFSET_COMMITTED)
+    cause = committed["cause"]
     return [
         OffsetChange(
-            record["group"],
-            record["topic"],
-            record["queue_id"],
-            record["old"],
-            record["offset"],
+            committed["group"],
+            committed["topic"],
+            committed["queue_id"],
+            committed["old"],
+            committed["offset"],
             cause,
-            record["requester"],
+            committed["requester"],
             settles_reset=cause == _RESET,
         )
     ]

@@ -46,7 +46,7 @@ class OffsetTableProjection:
         self.pending = log.db("reset_pending")
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        if record["type"] not in OFFSET_RECORD_TYPES:
+        if record["type"] not in OFFSET_RECORD_TYPES:  # the rule's own table says which
             return
         ts = record["ts"]
         for effect in offset_effects(record):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from es_broker.log import Record
-from es_broker.log.types import MessagesDeliveredRecord, MessagesStoredRecord, RecordType
+from es_broker.log.types import RecordType, as_view
 from es_broker.projections.offset_rule import offset_changes
 from es_broker.readmodel.families import DEFAULT_SOURCE, Source, to_json
 
@@ -115,7 +115,7 @@ def _groups(record: Record) -> list[dict]:
 
 
 def _messages(record: Record) -> list[dict]:
-    stored: MessagesStoredRecord = record  # type: ignore[assignment]
+    stored = as_view(record, RecordType.MESSAGES_STORED)
     units = stored["units"]
     return [
         {
@@ -136,7 +136,7 @@ def _messages(record: Record) -> list[dict]:
 
 
 def _deliveries(record: Record) -> list[dict]:
-    view: MessagesDeliveredRecord = record  # type: ignore[assignment]
+    view = as_view(record, RecordType.MESSAGES_DELIVERED)
     delivered = list(view.get("offsets") or ())
     return [
         {
