@@ -24,6 +24,8 @@ from es_broker.cli.credentials import CredentialsError, add_credential_options, 
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.tls import TlsClientSettings, TlsSetupError
+from es_broker.config import BrokerRole
+from es_broker.log.types import ResetMode, ResetScope
 from es_broker.remoting import fastjson
 from es_broker.remoting.message import StoredMessage
 from es_broker.remoting.peer_outcomes import peer_problems
@@ -379,12 +381,12 @@ def _render_reset_plan(results: list[dict[str, Any]]) -> str:
 @opt("--dry-run", action="store_true", help="print current/target/final per queue, change nothing")
 @opt(
     "--mode",
-    choices=["compat", "server_side"],
+    choices=list(ResetMode),
     help="server_side: the broker writes the offsets itself",
 )
 @opt(
     "--scope",
-    choices=["compat", "read_queues"],
+    choices=list(ResetScope),
     help="read_queues: every read queue, creating offsets",
 )
 async def reset_offset(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
@@ -768,7 +770,7 @@ async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, An
 def ha_columns(runtime: dict[str, str]) -> dict[str, str]:
     """A node's role, fail-over epoch and lag in records behind its master (B-387)."""
     lag = ""
-    if runtime.get("brokerRole") == "SLAVE" and runtime.get("haMasterLastSeq"):
+    if runtime.get("brokerRole") == BrokerRole.SLAVE and runtime.get("haMasterLastSeq"):
         lag = str(max(int(runtime["haMasterLastSeq"]) - int(runtime.get("haAppliedSeq", 0)), 0))
     elif runtime.get("brokerRole"):
         lag = "0"

@@ -44,7 +44,7 @@ from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, S
 from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.runtime_stats import RecordRates, dir_capacity, store_size
 from es_broker.commands.store import Store
-from es_broker.config import BrokerConfig
+from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.log import (
     AppendContext,
     GroupCommitWriter,
@@ -164,7 +164,7 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.writer.run)
-                if self.config.brokerRole != "SLAVE":
+                if self.config.brokerRole != BrokerRole.SLAVE:
                     await self._ensure_system_topics()
                 task_status.started(self)
         finally:
@@ -388,7 +388,7 @@ class Broker:
         result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes, message_filter)
         self.messages_served += len(result.offsets)
         store = self.store
-        commit = commit_offset is not None and self.config.brokerRole != "SLAVE"
+        commit = commit_offset is not None and self.config.brokerRole != BrokerRole.SLAVE
         record_moved = result.status in MOVED_STATUSES and not (
             result.status == GetStatus.NO_MESSAGE_IN_QUEUE and offset == 0
         )
@@ -631,7 +631,7 @@ class Broker:
         from es_broker.commands.names import retry_topic
 
         topic = retry_topic(group)
-        if self.topic_config(topic) is not None or self.config.brokerRole == "SLAVE":
+        if self.topic_config(topic) is not None or self.config.brokerRole == BrokerRole.SLAVE:
             return False
         config = topics.topic_config_record(topic, queue_nums, queue_nums, 6)
 
@@ -749,7 +749,7 @@ class Broker:
 
     async def deliver_delayed(self) -> schedule.DeliveryPass:
         """One pass of the delay schedule: due messages go to their real topic (B-97); never on a slave (B-98)."""
-        if self.config.brokerRole == "SLAVE":
+        if self.config.brokerRole == BrokerRole.SLAVE:
             return schedule.DeliveryPass((), 0, None, self.store.clock.now_ms())
         passed = await self._record_unless_full(schedule.deliver_due_job(self.store))
         if not isinstance(passed, Unrecorded):
@@ -797,7 +797,7 @@ class Broker:
         self, end: transaction.EndRequest, *, requester: str = ""
     ) -> transaction.EndResult:
         """END_TRANSACTION commit or rollback of a half message (B-222..B-225); never on a slave."""
-        if self.config.brokerRole == "SLAVE":
+        if self.config.brokerRole == BrokerRole.SLAVE:
             raise ServiceNotAvailable("service not available now. the broker is a slave")
         return await self.submit(transaction.end_job(self.store, end, requester))
 
@@ -808,7 +808,7 @@ class Broker:
         disk is full nothing is checked (the pass runs again later).
         """
         now = self.store.clock.now_ms()
-        if self.config.brokerRole == "SLAVE":
+        if self.config.brokerRole == BrokerRole.SLAVE:
             return transaction.CheckPass((), 0, False, now)
         done = await self._record_unless_full(transaction.check_pass_job(self.store, live))
         if isinstance(done, Unrecorded):

@@ -82,6 +82,64 @@ class Cause(enum.StrEnum):
     CHANNEL_CLOSED = "channel_closed"  # the holder's connection closed
     UNREGISTERED = "unregistered"  # UNREGISTER_CLIENT of the group
     EXPIRED = "expired"  # not renewed for more than lockMaxLiveTime
+    # the offset history of a queue a slave_offsets_merged record moved
+    SLAVE_MERGE = "slave_merge"  # a slave's commit, merged back by the master (S-5)
+
+
+class TransactionState(enum.StrEnum):
+    """Where a transactional message stands: the `state` of a stored record's `transaction` map
+    and of `transaction_ended` (B-220..B-234)."""
+
+    PREPARED = "prepared"  # a half message, stored in RMQ_SYS_TRANS_HALF_TOPIC
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled_back"
+    DISCARDED = "discarded"  # checked too often: moved to TRANS_CHECK_MAX_TIME_TOPIC
+
+
+class SendBackDecision(enum.StrEnum):
+    """Where a consumer's send-back went (`message_sent_back.decision`, B-90..B-95)."""
+
+    RETRY = "retry"  # to %RETRY%G, after a delay level
+    DLQ = "dlq"  # to %DLQ%G
+    DROPPED = "dropped"  # retryQueueNums <= 0 (B-94)
+
+
+class ResetMode(enum.StrEnum):
+    """Who moves the offsets a reset computes (`reset_mode`, S-2)."""
+
+    COMPAT = "compat"  # the consumers, by committing the targets they are told (RocketMQ)
+    SERVER_SIDE = "server_side"  # the reset record itself
+
+
+class ResetScope(enum.StrEnum):
+    """Which queues a reset covers (`reset_scope`, S-13)."""
+
+    COMPAT = "compat"  # the write queues, every one with an offset (RocketMQ)
+    READ_QUEUES = "read_queues"  # every read queue, creating the offsets missing
+
+
+class ResetOutcome(enum.StrEnum):
+    """What a reset did to one queue (each entry of `reset_requested.queues`)."""
+
+    MOVED = "moved"
+    UNCHANGED_NOT_FORCE = "unchanged_not_force"  # a forward target without force (B-75)
+    ALREADY_THERE = "already_there"
+    CREATED = "created"  # reset_scope=read_queues on a queue without an offset (S-13)
+
+
+class SlaveMergePolicy(enum.StrEnum):
+    """How a master merges the commits a slave took while it was away (`slave_offset_merge`, S-5)."""
+
+    LATEST_WINS = "latest_wins"
+    COMPAT_OVERWRITE = "compat_overwrite"  # RocketMQ's: the master's offsets win (B-123)
+
+
+class SlaveMergeOutcome(enum.StrEnum):
+    """What became of one queue's slave commit (each entry of `slave_offsets_merged.queues`)."""
+
+    APPLIED = "applied"  # the slave's commit was later: the master's offset moves to it
+    KEPT_MASTER = "kept_master"  # the master's own latest change was later (or equal, larger)
+    DISCARDED = "discarded"  # compat_overwrite: the slave's commit is lost, as in RocketMQ
 
 
 T = TypeVar("T", bound="TypedRecord")
@@ -366,12 +424,12 @@ class ResetRequested(TypedRecord):
     value: int
     timestamp: int
     force: bool
-    mode: str
-    scope: str
+    mode: ResetMode
+    scope: ResetScope
     requester: str
     notified: list[str]
     outcome: str
-    queues: list[list[Any]]  # [queue id, current, target, final, outcome]
+    queues: list[list[Any]]  # [queue id, current, target, final, ResetOutcome]
 
 
 @typed
@@ -380,10 +438,10 @@ class SlaveOffsetsMerged(TypedRecord):
     TYPE = RecordType.SLAVE_OFFSETS_MERGED
     broker_id: int
     slave_addr: str
-    policy: str
+    policy: SlaveMergePolicy
     journal_upto: int
     commits: list[list[Any]]
-    queues: list[list[Any]]
+    queues: list[list[Any]]  # [topic, group, queue id, old, new, SlaveMergeOutcome, requester]
     deliveries: int
     requester: str
     promotion: bool | None = None  # only written (True) for a promoted slave's own journal
@@ -486,7 +544,7 @@ class MessageSentBack(TypedRecord):
     reconsume_times: int | None = None
     max_reconsume_times: int | None = None
     header_delay_level: int
-    decision: str
+    decision: SendBackDecision
     reason: str
     delay_level: int | None = None
     delay_ms: int | None = None
@@ -558,7 +616,7 @@ class TransactionEnded(TypedRecord):
 
     TYPE = RecordType.TRANSACTION_ENDED
     ORDERS = (_ENDED_DISCARDED,)
-    state: str
+    state: TransactionState
     real_topic: str
     real_queue_id: int
     requester: str

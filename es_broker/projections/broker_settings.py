@@ -20,8 +20,6 @@ from es_broker.log.scan import prefixed
 from es_broker.log.types import BrokerConfigUpdated, RecordType
 from es_broker.projections.dispatch import Dispatching, handlers
 
-UPDATED = RecordType.BROKER_CONFIG_UPDATED
-
 
 def _prefix(broker_name: str, broker_id: int) -> bytes:
     return f"{broker_name}\0{broker_id}\0".encode()

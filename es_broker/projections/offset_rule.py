@@ -23,10 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from es_broker.log.records import Record
-from es_broker.log.types import Cause, RecordType, as_view
-
-_RESET = Cause.RESET.value
-_SLAVE_MERGE = "slave_merge"
+from es_broker.log.types import Cause, RecordType, ResetMode, SlaveMergeOutcome, as_view
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,16 +66,16 @@ def _committed(record: Record) -> list[OffsetEffect]:
             committed["offset"],
             cause,
             committed["requester"],
-            settles_reset=cause == _RESET,
+            settles_reset=cause == Cause.RESET,
         )
     ]
 
 
 def _reset(record: Record) -> list[OffsetEffect]:
     group, topic, requester = record["group"], record["topic"], record["requester"]
-    if record["mode"] == "server_side":  # the reset record moves the offset itself (S-2)
+    if record["mode"] == ResetMode.SERVER_SIDE:  # the reset record moves the offset itself (S-2)
         return [
-            OffsetChange(group, topic, qid, current, final, _RESET, requester)
+            OffsetChange(group, topic, qid, current, final, Cause.RESET, requester)
             for qid, current, _, final, _ in record["queues"]
         ]
     # the clients' commits of these values will be recorded as caused by the reset
@@ -96,9 +93,9 @@ def _removed(record: Record) -> list[OffsetEffect]:
 def _slave_merged(record: Record) -> list[OffsetEffect]:
     # commits a slave took while the master was away; only the queues where they won move (S-5)
     return [
-        OffsetChange(group, topic, qid, old, new, _SLAVE_MERGE, requester)
+        OffsetChange(group, topic, qid, old, new, Cause.SLAVE_MERGE, requester)
         for topic, group, qid, old, new, outcome, requester in record["queues"]
-        if outcome == "applied"
+        if outcome == SlaveMergeOutcome.APPLIED
     ]
 
 

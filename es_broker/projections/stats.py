@@ -40,7 +40,13 @@ import lmdb
 
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.scan import prefixed
-from es_broker.log.types import MessagesStoredRecord, RecordType, as_view
+from es_broker.log.types import (
+    MessagesStoredRecord,
+    RecordType,
+    SendBackDecision,
+    TransactionState,
+    as_view,
+)
 from es_broker.projections.consume_queue import UNIT
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64, unit_key
@@ -69,7 +75,7 @@ STATS_NAMES = {
     "BROKER_PUT_NUMS": (BROKER_PUT, 0),
     "BROKER_GET_NUMS": (BROKER_GET, 0),
 }
-ENDED = frozenset({"committed", "discarded"})
+ENDED = frozenset({TransactionState.COMMITTED, TransactionState.DISCARDED})
 # 4.9.8's BROKER_PUT_NUMS / BROKER_GET_NUMS add to the value only, never to the times
 VALUE_ONLY = frozenset({BROKER_PUT, BROKER_GET})
 # BrokerStatsData's three windows in minutes: statsMinute, statsHour, statsDay
@@ -160,7 +166,10 @@ class StatsProjection(Dispatching):
         self._add(txn, BROKER_GET, minute, n, size)
 
     def _sent_back(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        if record.get("decision") not in ("retry", "dlq") or not record.get("topic"):
+        decision = record.get("decision")
+        if decision not in (SendBackDecision.RETRY, SendBackDecision.DLQ) or not record.get(
+            "topic"
+        ):
             return
         name = f"{record['topic']}@{record['group']}".encode()
         self._add(txn, SNDBCK_PUT + name, int(record["ts"]) // MINUTE_MS, 1, 0)

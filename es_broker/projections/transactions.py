@@ -25,14 +25,15 @@ import lmdb
 import msgpack
 
 from es_broker.log import Record
-from es_broker.log.types import RecordType, TransactionChecked, TransactionEnded, as_view
+from es_broker.log.types import (
+    RecordType,
+    TransactionChecked,
+    TransactionEnded,
+    TransactionState,
+    as_view,
+)
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64
-
-PREPARED = "prepared"
-COMMITTED = "committed"
-ROLLED_BACK = "rolled_back"
-DISCARDED = "discarded"
 
 
 def _pack(value: dict[str, Any]) -> bytes:
@@ -58,7 +59,7 @@ class TransactionProjection(Dispatching):
         tx = stored.get("transaction")
         if tx is None:
             return
-        if tx["state"] == PREPARED:
+        if tx["state"] == TransactionState.PREPARED:
             phy, _, _ = stored["units"][0]
             entry = {
                 "producer_group": tx["producer_group"],

@@ -20,6 +20,8 @@ from typing import Any
 
 import msgpack
 
+from es_broker.config import BrokerRole
+
 COMMON = (
     ("seq", "long"),
     ("ts", "long"),
@@ -53,7 +55,7 @@ class Source:
     """Where records come from: the broker name and role stamped on rows that do not carry their own."""
 
     broker: str = "broker-a"
-    role: str = "ASYNC_MASTER"
+    role: str = BrokerRole.ASYNC_MASTER
     node: int = 0  # brokerId: 0 the master, 1.. its slaves (a cluster export's `node` partition)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from es_broker.log import Record
-from es_broker.log.types import RecordType, as_view
+from es_broker.log.types import Cause, RecordType, SendBackDecision, as_view
 from es_broker.projections.offset_rule import offset_changes
 from es_broker.readmodel.families import DEFAULT_SOURCE, Source, to_json
 
@@ -302,7 +302,8 @@ def _send_backs(record: Record) -> list[dict]:
             "queue_id": record.get("queue_id"),
             "decision": decision,
             "target_topic": target,
-            "dead_letter": decision == "dlq" or bool(target and str(target).startswith(DLQ_PREFIX)),
+            "dead_letter": decision == SendBackDecision.DLQ
+            or bool(target and str(target).startswith(DLQ_PREFIX)),
             "reconsume_times": record.get("reconsume_times"),
             "delay_level": record.get("delay_level"),
             "msg_id": _first(record, "msg_id", "origin_msg_id"),
@@ -458,7 +459,7 @@ def lock_holder_at(
             # a later change whose previous owner lapsed before `at` ends the holder earlier
             lapsed = (
                 row["previous_renewed_at"] >= 0
-                and row["cause"] in ("expired", "lock")
+                and row["cause"] in (Cause.EXPIRED, Cause.LOCK)
                 and row["previous_owner"] == holder
                 and row["previous_renewed_at"] + row["max_live_ms"] < at
             )
