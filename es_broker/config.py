@@ -7,6 +7,7 @@ loads as it is; es-broker's own switches (docs/design.md §10) use snake_case.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -17,6 +18,14 @@ SYNC_FLUSH = "SYNC_FLUSH"
 ASYNC_FLUSH = "ASYNC_FLUSH"
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+class BrokerRole(enum.StrEnum):
+    """brokerRole (BrokerRole): a master that answers a send once stored, or once its slave has it too, or a slave."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
 
 
 def _host_ram() -> int:
@@ -46,7 +55,7 @@ class BrokerConfig:
     brokerIP1: str = "127.0.0.1"
     listenPort: int = 10911
     namesrvAddr: str = ""
-    brokerRole: str = "ASYNC_MASTER"  # ASYNC_MASTER | SYNC_MASTER | SLAVE
+    brokerRole: BrokerRole = BrokerRole.ASYNC_MASTER
     brokerPermission: int = 6
     haListenPort: int = 10912
     # the periodic full registration in RegisterBrokerBody's compressed form (B-392)
@@ -196,6 +205,10 @@ class BrokerConfig:
     # release a client's queue locks when its connection closes (4.9.8 keeps them until they expire)
     queueLockReleaseOnClose: bool = True
 
+    def __post_init__(self) -> None:
+        # a role given as text (a test, a --role option) is the enum from here on; ValueError if none
+        object.__setattr__(self, "brokerRole", BrokerRole(self.brokerRole))
+
     @property
     def sync_flush(self) -> bool:
         return self.flushDiskType == SYNC_FLUSH
@@ -275,6 +288,11 @@ def coerce(name: str, raw: str, kind: type) -> object:
             return int(text)
         except ValueError:
             raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+    if issubclass(kind, enum.Enum):
+        try:
+            return kind(text)
+        except ValueError:
+            raise ValueError(f"{name} must be one of {', '.join(kind)}, got {raw!r}") from None
     return text
 
 

@@ -2,7 +2,7 @@
 
 Inputs: an export directory (`es-broker export --out DIR`, Parquet by family
 and day) or a live data directory through the `es_broker` Python data source.
-Both give the same rows (es_broker/readmodel/families.py), so every job runs
+Both give the same rows (es_broker/readmodel/families.py, rows.py), so every job runs
 on either. Only DataFrame expressions run on the executors, so a cluster
 needs es_broker installed only to read a live log (the data source).
 

@@ -19,9 +19,10 @@ from es_broker.acl.plain import combine, parse_file
 from es_broker.acl.signing import Credentials
 from es_broker.client.admin import Admin
 from es_broker.clock import ManualClock
-from es_broker.commands.acl_audit import DENIED, LOADED, ROWS_MAX, AclAudit, access_at
+from es_broker.commands.acl_audit import ROWS_MAX, AclAudit, access_at
 from es_broker.commands.errors import ServiceNotAvailable
 from es_broker.log import RecordLog
+from es_broker.log.types import RecordType
 from es_broker.remoting.codes import RequestCode
 from tests.acl_fixtures import (
     ACL_YAML,
@@ -55,7 +56,7 @@ def _of(data_dir: Path, kind: str) -> list[dict]:
 
 def _refused_by_who(data_dir: Path) -> Counter:
     out: Counter = Counter()
-    for r in _of(data_dir, DENIED):
+    for r in _of(data_dir, RecordType.ACCESS_DENIED):
         for who, _host, _code, n in r["rows"]:
             out[who] += n
     return out
@@ -84,7 +85,9 @@ async def test_b190_b194_loads_and_refusals_of_a_running_broker_are_records(tmp_
     data = tmp_path / "data"
     with serve(data, "--config", str(conf), "--readmodel-url", "none") as broker:
         await topics(nursery, broker, "TopicA", "TopicC")
-        startup = await poll_until(lambda: _of(data, LOADED), 30, "the startup load recorded")
+        startup = await poll_until(
+            lambda: _of(data, RecordType.ACL_LOADED), 30, "the startup load recorded"
+        )
         assert [(r["version"], r["cause"], r["requester"]) for r in startup] == [(1, "startup", "")]
         # refusals of several kinds: no key, a wrong secret, no perm
         anonymous, forged, producer = (
@@ -115,11 +118,13 @@ async def test_b190_b194_loads_and_refusals_of_a_running_broker_are_records(tmp_
         before_change = time.time_ns() // 1_000_000
         acl_file.write_text(ACL_YAML_TOPIC_C)
         await poll_until(
-            lambda: len(_of(data, LOADED)) == 2, 30, "the changed file recorded as a new load"
+            lambda: len(_of(data, RecordType.ACL_LOADED)) == 2,
+            30,
+            "the changed file recorded as a new load",
         )
         after_change = time.time_ns() // 1_000_000
 
-    loads = _of(data, LOADED)
+    loads = _of(data, RecordType.ACL_LOADED)
     assert [(r["version"], r["cause"]) for r in loads] == [(1, "startup"), (2, "file change")]
     for r in loads:
         assert [f[0] for f in r["files"]] == [str(acl_file.resolve())]
@@ -134,7 +139,7 @@ async def test_b190_b194_loads_and_refusals_of_a_running_broker_are_records(tmp_
         ["TopicD", "DENY"],
     ]
     assert producer_of[0]["secret_fp"] == producer_of[1]["secret_fp"]  # same secret, same salt
-    summaries = _of(data, DENIED)
+    summaries = _of(data, RecordType.ACCESS_DENIED)
     for r in summaries:
         assert r["window_from"] <= r["window_to"] and r["rows"]
         assert {host for _, host, _, _ in r["rows"]} == {"127.0.0.1"}
@@ -250,7 +255,7 @@ async def test_b191_a_flood_is_one_summary_per_interval_and_a_full_disk_keeps_th
     async with trio.open_nursery() as nursery:
         await nursery.start(audit.run, submit, clock, denials)
         await trio.testing.wait_all_tasks_blocked()
-        assert [r["type"] for r in submit.records] == [LOADED]
+        assert [r["type"] for r in submit.records] == [RecordType.ACL_LOADED]
         for i in range(10_000):  # a flood: many keys, many refusals
             denials.counts[(f"unknown:k{i}", "10.0.0.1", 10)] += 3
         clock.advance(1000)
@@ -261,7 +266,7 @@ async def test_b191_a_flood_is_one_summary_per_interval_and_a_full_disk_keeps_th
         submit.full = False
         assert await audit.flush() > 0
         nursery.cancel_scope.cancel()
-    [summary] = [r for r in submit.records if r["type"] == DENIED]
+    [summary] = [r for r in submit.records if r["type"] == RecordType.ACCESS_DENIED]
     assert summary["window_from"] == 1_000_000 and summary["window_to"] == 1_002_000
     assert summary["requests"] == 30_001
     # bounded keys; the rest under <overflow>, one per request code as AccessControl counts them
@@ -280,7 +285,7 @@ async def test_b347_the_summary_carries_the_reasons_of_es_brokers_signature_refu
         clock.advance(1000)
         assert await audit.flush() > 0
         nursery.cancel_scope.cancel()
-    [summary] = [r for r in submit.records if r["type"] == DENIED]
+    [summary] = [r for r in submit.records if r["type"] == RecordType.ACCESS_DENIED]
     assert summary["rows"] == [["AdminKey01", "10.0.0.1", 215, 3]]
     assert summary["reasons"] == [["AdminKey01", "10.0.0.1", 215, "replayed", 2]]
 
@@ -290,9 +295,9 @@ def test_b192_the_answer_follows_the_load_in_force_at_the_time():
     from es_broker.commands.acl_audit import load_fields
     from es_broker.log import make
 
-    first = make(LOADED, 1000, **load_fields(_acl(), "startup", None, 1, salt))
+    first = make(RecordType.ACL_LOADED, 1000, **load_fields(_acl(), "startup", None, 1, salt))
     second = make(
-        LOADED,
+        RecordType.ACL_LOADED,
         3000,
         **load_fields(
             combine([parse_file("/etc/plain_acl.yml", ACL_YAML_TOPIC_C.encode())]),
@@ -303,7 +308,7 @@ def test_b192_the_answer_follows_the_load_in_force_at_the_time():
         ),
     )
     denied = make(
-        DENIED,
+        RecordType.ACCESS_DENIED,
         2000,
         listener="broker",
         window_from=1500,
@@ -337,12 +342,14 @@ async def test_b190_an_admin_request_that_changes_the_acl_is_recorded_with_its_r
     conf, _ = acl_conf(tmp_path)
     data = tmp_path / "data"
     with serve(data, "--config", str(conf), "--readmodel-url", "none") as broker:
-        await poll_until(lambda: _of(data, LOADED), 30, "the startup load recorded")
+        await poll_until(lambda: _of(data, RecordType.ACL_LOADED), 30, "the startup load recorded")
         async with Admin.open(broker.namesrv, credentials=ADMIN) as admin:
             await admin.update_acl_config(
                 broker.broker, "NewcomerKey", "NewcomerSecret", topic_perms=["TopicA=PUB"]
             )
-        loads = await poll_until(lambda: _of(data, LOADED)[1:], 30, "the admin change recorded")
+        loads = await poll_until(
+            lambda: _of(data, RecordType.ACL_LOADED)[1:], 30, "the admin change recorded"
+        )
     (load,) = loads
     assert load["cause"] == LoadCause.ADMIN.value and load["requester"].startswith("AdminKey01@")
     assert "NewcomerKey" in [a["access_key"] for a in load["accounts"]]

@@ -9,7 +9,7 @@ import trio
 
 from es_broker.client.remoting_client import RemotingClient
 from es_broker.core.slave_broker import SlaveBroker
-from es_broker.projections.broker_settings import UPDATED
+from es_broker.log.types import RecordType
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
@@ -19,7 +19,7 @@ from tests.server_fixtures import in_process_config
 
 
 def config_records(store) -> list[dict]:
-    return [r for _seq, r in store.log.read() if r["type"] == UPDATED]
+    return [r for _seq, r in store.log.read() if r["type"] == RecordType.BROKER_CONFIG_UPDATED]
 
 
 async def test_b270_a_change_is_recorded_with_its_requester_and_every_reader_sees_it(running):
@@ -110,8 +110,8 @@ async def test_b272_a_recorded_change_outlives_a_restart_and_replays_byte_identi
     rows = ds.dataset(tmp_path / "export" / "other", format="parquet", partitioning="hive")
     exported = [json.loads(r["body"]) for r in rows.to_table().to_pylist()]
     assert [(r["type"], r["changes"]) for r in exported] == [
-        (UPDATED, [{"key": "brokerPermission", "old": "6", "new": "4"}]),
-        (UPDATED, [{"key": "brokerPermission", "old": "4", "new": "2"}]),
+        (RecordType.BROKER_CONFIG_UPDATED, [{"key": "brokerPermission", "old": "6", "new": "4"}]),
+        (RecordType.BROKER_CONFIG_UPDATED, [{"key": "brokerPermission", "old": "4", "new": "2"}]),
     ]
     assert all(r["requester"].startswith("127.0.0.1:") for r in exported)
 

@@ -12,17 +12,12 @@ from es_broker.commands.slave_journal import (
     SlaveDelivery,
     SlaveOffsetJournal,
 )
-from es_broker.commands.slave_offsets import (
-    APPLIED,
-    DISCARDED,
-    KEPT_MASTER,
-    effective_offset,
-    merge_job,
-)
+from es_broker.commands.slave_offsets import effective_offset, merge_job
 from es_broker.core.broker import Broker
 from es_broker.core.replay import verify
 from es_broker.core.slave_broker import SlaveBroker
 from es_broker.ha.protocol import MergeRequest
+from es_broker.log.types import SlaveMergeOutcome
 from tests.conftest import START, make_topic
 
 G, T = "G", "T"
@@ -48,7 +43,9 @@ async def test_s005_a_slave_commit_later_than_the_masters_last_change_wins(broke
     await make_topic(broker)
     await broker.commit_offset(G, T, 0, 10)  # at START
     outcome = await merge(broker, commit(1, START + 5, 7))
-    assert [q[3:6] for q in outcome.queues] == [(10, 7, APPLIED)]  # later wins, even when smaller
+    assert [q[3:6] for q in outcome.queues] == [
+        (10, 7, SlaveMergeOutcome.APPLIED)
+    ]  # later wins, even when smaller
     assert broker.stored_offset(G, T, 0) == 7
 
 
@@ -57,7 +54,7 @@ async def test_s005_a_master_change_later_than_the_slave_commit_stays(broker, cl
     clock.advance(100)
     await broker.commit_offset(G, T, 0, 10)
     outcome = await merge(broker, commit(1, START + 5, 70))
-    assert [q[3:6] for q in outcome.queues] == [(10, 10, KEPT_MASTER)]
+    assert [q[3:6] for q in outcome.queues] == [(10, 10, SlaveMergeOutcome.KEPT_MASTER)]
     assert broker.stored_offset(G, T, 0) == 10
 
 
@@ -66,7 +63,10 @@ async def test_s005_equal_times_go_to_the_larger_offset(broker, clock):
     await broker.commit_offset(G, T, 0, 10)
     await broker.commit_offset(G, T, 1, 10)
     outcome = await merge(broker, commit(1, START, 11, queue_id=0), commit(2, START, 9, queue_id=1))
-    assert [(q[2], q[5]) for q in outcome.queues] == [(0, APPLIED), (1, KEPT_MASTER)]
+    assert [(q[2], q[5]) for q in outcome.queues] == [
+        (0, SlaveMergeOutcome.APPLIED),
+        (1, SlaveMergeOutcome.KEPT_MASTER),
+    ]
 
 
 async def test_s005_only_the_slaves_latest_commit_of_a_queue_counts_and_a_queue_new_to_the_master_takes_it(
@@ -76,7 +76,7 @@ async def test_s005_only_the_slaves_latest_commit_of_a_queue_counts_and_a_queue_
     outcome = await merge(
         broker, commit(1, START + 1, 5), commit(2, START + 2, 9), commit(3, START + 3, 8)
     )
-    assert [q[3:6] for q in outcome.queues] == [(-1, 8, APPLIED)]
+    assert [q[3:6] for q in outcome.queues] == [(-1, 8, SlaveMergeOutcome.APPLIED)]
     (record,) = [r for _, r in broker.store.log.read() if r["type"] == "slave_offsets_merged"]
     # every commit is in the record
     assert len(record["commits"]) == 3 and record["journal_upto"] == 3
@@ -116,7 +116,7 @@ async def test_b123_compat_overwrite_drops_the_slave_commits_and_says_so(
     await b.commit_offset(G, T, 0, 4)
     outcome = await merge(b, commit(1, START + 50, 40))
     assert outcome.policy == "compat_overwrite"
-    assert [q[3:6] for q in outcome.queues] == [(4, 4, DISCARDED)]
+    assert [q[3:6] for q in outcome.queues] == [(4, 4, SlaveMergeOutcome.DISCARDED)]
     assert b.stored_offset(G, T, 0) == 4
 
 

@@ -15,7 +15,7 @@ from es_broker.acl.plain import combine, parse_file
 from es_broker.cli.timetravel import acl_answer
 from es_broker.clock import ManualClock
 from es_broker.commands import transaction as tx
-from es_broker.commands.acl_audit import LOADED, denial_record, load_fields
+from es_broker.commands.acl_audit import denial_record, load_fields
 from es_broker.commands.explain import explain
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.store import Store
@@ -25,6 +25,7 @@ from es_broker.core.broker import Broker
 from es_broker.core.replay import verify
 from es_broker.history import seal as sealing
 from es_broker.log import make
+from es_broker.log.types import RecordType
 from es_broker.timetravel.query import TimeTravel
 from tests.acl_fixtures import ACL_YAML
 from tests.helpers import cli, cli_checked
@@ -72,7 +73,9 @@ async def _day(broker: Broker, clock: ManualClock, day: int) -> None:
     )
     acl = combine([parse_file("/etc/plain_acl.yml", ACL_YAML.encode())])
     load = make(
-        LOADED, clock.now_ms(), **load_fields(acl, "admin request", "ops", day + 1, b"s" * 32)
+        RecordType.ACL_LOADED,
+        clock.now_ms(),
+        **load_fields(acl, "admin request", "ops", day + 1, b"s" * 32),
     )
     await broker.submit(lambda ctx: ctx.append(load))
     counts = {("ProducerKey", "10.0.0.7", 10): day + 1}

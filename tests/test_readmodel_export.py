@@ -14,7 +14,8 @@ from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.readmodel.export import CHECKPOINT, export
-from es_broker.readmodel.families import FAMILIES, RunningTime, rows_of, schema_markdown
+from es_broker.readmodel.families import FAMILIES, RunningTime, schema_markdown
+from es_broker.readmodel.rows import rows_of
 from es_broker.timetravel.timeparse import utc_day
 from tests.conftest import START
 from tests.process_fixtures import ROOT

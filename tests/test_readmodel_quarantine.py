@@ -381,7 +381,8 @@ def test_a_follower_on_a_thread_is_stopped_by_its_stop_condition(bad_log, tmp_pa
 def test_the_export_quarantines_only_the_record_whose_row_arrow_cannot_convert():
     """Rows that pass the families' mapping but not Arrow's schema: the one record goes, its chunk stays."""
     from es_broker.readmodel.export import _tables
-    from es_broker.readmodel.families import DEFAULT_SOURCE, rows_of
+    from es_broker.readmodel.families import DEFAULT_SOURCE
+    from es_broker.readmodel.rows import rows_of
     from es_broker.timetravel.timeparse import utc_day
 
     by_record = []

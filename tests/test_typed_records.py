@@ -17,6 +17,7 @@ from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.replay import checksums, replay
 from es_broker.log import records, types
+from es_broker.log import typed as record_classes
 from es_broker.log.store import AppendContext
 from es_broker.log.types import Cause, RecordType
 from es_broker.projections.store_format import LEGACY_DATABASES as LEGACY
@@ -159,7 +160,7 @@ def test_an_old_record_version_is_upcast_into_the_current_class(tmp_path):
 
 def test_every_record_type_has_one_frozen_slotted_class():
     for kind in RecordType:
-        cls = types._CLASSES[kind]
+        cls = record_classes._CLASSES[kind]
         assert cls.TYPE is kind
         params = cls.__dataclass_params__  # type: ignore[attr-defined]
         assert params.frozen and "__slots__" in cls.__dict__

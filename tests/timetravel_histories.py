@@ -26,7 +26,8 @@ from es_broker.commands.messages import MessageIn
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
-from es_broker.readmodel.families import RunningTime, offset_changes
+from es_broker.projections.offset_rule import offset_changes
+from es_broker.readmodel.families import RunningTime
 from tests.replay_histories import play
 
 START = 1_700_000_000_000

@@ -10,6 +10,7 @@ from es_broker.cli.admin_verbs import V, opt, table, verb
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.admin_cluster import AclVersionInfo
 from es_broker.client.remoting_client import RemotingError
+from es_broker.config import BrokerRole
 from es_broker.remoting import fastjson
 from es_broker.remoting.peer_outcomes import peer_problems
 from es_broker.timetravel.timeparse import format_time
@@ -79,7 +80,7 @@ async def cluster_list(admin: Admin, a: argparse.Namespace) -> list[dict[str, An
 def ha_columns(runtime: dict[str, str]) -> dict[str, str]:
     """A node's role, fail-over epoch and lag in records behind its master (B-387)."""
     lag = ""
-    if runtime.get("brokerRole") == "SLAVE" and runtime.get("haMasterLastSeq"):
+    if runtime.get("brokerRole") == BrokerRole.SLAVE and runtime.get("haMasterLastSeq"):
         lag = str(max(int(runtime["haMasterLastSeq"]) - int(runtime.get("haAppliedSeq", 0)), 0))
     elif runtime.get("brokerRole"):
         lag = "0"

@@ -7,6 +7,7 @@ from typing import Any
 
 from es_broker.cli.admin_verbs import opt, table, verb
 from es_broker.client.admin import Admin
+from es_broker.log.types import ResetMode, ResetScope
 from es_broker.remoting.admin_bodies import ResetOffsetResult
 from es_broker.remoting.bodies import ConsumerConnection
 from es_broker.timetravel.timeparse import format_time, parse_time
@@ -167,12 +168,12 @@ def _render_reset_plan(results: list[ResetOffsetResult]) -> str:
 @opt("--dry-run", action="store_true", help="print current/target/final per queue, change nothing")
 @opt(
     "--mode",
-    choices=["compat", "server_side"],
+    choices=list(ResetMode),
     help="server_side: the broker writes the offsets itself",
 )
 @opt(
     "--scope",
-    choices=["compat", "read_queues"],
+    choices=list(ResetScope),
     help="read_queues: every read queue, creating offsets",
 )
 async def reset_offset(admin: Admin, a: argparse.Namespace) -> list[ResetOffsetResult]:

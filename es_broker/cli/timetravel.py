@@ -307,10 +307,11 @@ def _acl_by_scan(
     store: Any, at: int, topic: str, group: str | None, window_ms: int
 ) -> dict[str, Any]:
     """`acl --at` from every ACL record, archive then hot log (B-408)."""
-    from es_broker.commands.acl_audit import DENIED, LOADED, access_at
+    from es_broker.commands.acl_audit import access_at
     from es_broker.history.reader import Reading
+    from es_broker.log.types import RecordType
 
-    reading = Reading(store, types=(LOADED, DENIED))
+    reading = Reading(store, types=(RecordType.ACL_LOADED, RecordType.ACCESS_DENIED))
     answer = access_at(reading.timed(), at, topic, group, window_ms=window_ms)
     answer["read_from"] = reading.sources
     return answer

@@ -52,8 +52,6 @@ from es_broker.log.types import AccessDenied, AclLoaded, RecordType
 
 log = logging.getLogger(__name__)
 
-LOADED = RecordType.ACL_LOADED
-DENIED = RecordType.ACCESS_DENIED
 SALT_FILE = "acl_audit.salt"
 FINGERPRINT = "hmac-sha256/16"  # how `secret_fp` is computed (module docstring)
 ROWS_MAX = 4096  # distinct (who, host, code) in one summary: AccessControl's DENIAL_KEYS_MAX
@@ -457,9 +455,9 @@ def access_at(
         known = item[2] if len(item) > 2 else 0
         running = time = max(running, known, int(record.get("ts") or 0), 0)
         kind = record.get("type")
-        if kind == LOADED and time <= at:
+        if kind == RecordType.ACL_LOADED and time <= at:
             load = (seq, time, record)
-        elif kind == DENIED:
+        elif kind == RecordType.ACCESS_DENIED:
             lo, hi = int(record.get("window_from", time)), int(record.get("window_to", time))
             if lo <= at + window_ms and hi >= at - window_ms:
                 why: dict[tuple[str, str, int], dict[str, int]] = {}

@@ -31,6 +31,7 @@ from es_broker.commands.placement import encode_message as encode_message
 from es_broker.commands.placement import place as place
 from es_broker.commands.store import Store
 from es_broker.commands.topics import find_or_create_group, topic_config_record
+from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, TopicUpdated
 from es_broker.projections.consume_queue import UNITS_PER_FILE
@@ -74,7 +75,7 @@ def prepare_put(store: Store, request: PutRequest) -> _Prepared:
     topic, queue_id, messages = request.topic, request.queue_id, request.messages
     names.check_topic_name(topic)
     names.check_sendable(topic)
-    if store.config.brokerRole == "SLAVE":
+    if store.config.brokerRole == BrokerRole.SLAVE:
         raise ServiceNotAvailable("service not available now. the broker is a slave")
     if not messages:
         raise MessageIllegal("the batch holds no message")

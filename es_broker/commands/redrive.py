@@ -26,6 +26,7 @@ from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable, Topic
 from es_broker.commands.store import Store
 from es_broker.commands.topics import find_or_create_group
 from es_broker.commands.trace import record_at
+from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, DeadLetterRedriven, RecordType
 from es_broker.projections.message_trace import FROM
@@ -143,7 +144,7 @@ def redrive_job(
 ) -> Callable[[AppendContext], RedriveResult]:
     """Re-send the planned dead letters and record each re-drive."""
     check_args(group, target, max_count)
-    if store.config.brokerRole == "SLAVE":
+    if store.config.brokerRole == BrokerRole.SLAVE:
         raise ServiceNotAvailable("service not available now. the broker is a slave")
 
     def job(ctx: AppendContext) -> RedriveResult:

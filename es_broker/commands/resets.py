@@ -22,13 +22,8 @@ from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.records import INT64_MAX
-from es_broker.log.types import ResetRequested
+from es_broker.log.types import ResetMode, ResetOutcome, ResetRequested, ResetScope
 from es_broker.remoting.codes import ResponseCode
-
-MOVED = "moved"
-UNCHANGED_NOT_FORCE = "unchanged_not_force"  # a forward target without force (B-75)
-ALREADY_THERE = "already_there"
-CREATED = "created"  # reset_scope=read_queues on a queue without an offset (S-13)
 
 TARGET_KINDS = ("time", "offset", "shift", "earliest", "latest")
 
@@ -41,12 +36,14 @@ class QueueReset:
     final: int
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> ResetOutcome:
         if self.current < 0:
-            return CREATED
+            return ResetOutcome.CREATED
         if self.final == self.current:
-            return ALREADY_THERE if self.target == self.current else UNCHANGED_NOT_FORCE
-        return MOVED
+            if self.target == self.current:
+                return ResetOutcome.ALREADY_THERE
+            return ResetOutcome.UNCHANGED_NOT_FORCE
+        return ResetOutcome.MOVED
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +53,7 @@ class ResetPlan:
     kind: str
     value: int
     force: bool
-    mode: str
+    mode: ResetMode
     queues: tuple[QueueReset, ...]
     seq: int | None  # None for a dry run
 
@@ -112,10 +109,11 @@ def reset_job(
         raise IllegalRequest(f"reset target {kind!r} is not one of {', '.join(TARGET_KINDS)}")
     if not isinstance(value, int):
         raise IllegalRequest(f"reset value {value!r} must be an integer")
-    mode = mode or store.config.reset_mode
-    scope = scope or store.config.reset_scope
-    if mode not in ("compat", "server_side") or scope not in ("compat", "read_queues"):
-        raise IllegalRequest(f"reset_mode {mode!r} / reset_scope {scope!r} unknown")
+    try:
+        reset_mode = ResetMode(mode or store.config.reset_mode)
+        reset_scope = ResetScope(scope or store.config.reset_scope)
+    except ValueError:
+        raise IllegalRequest(f"reset_mode {mode!r} / reset_scope {scope!r} unknown") from None
 
     def job(ctx: AppendContext) -> ResetPlan:
         txn = ctx.txn
@@ -124,17 +122,18 @@ def reset_job(
             raise IllegalRequest(
                 f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
             )
-        nums = config["readQueueNums"] if scope == "read_queues" else config["writeQueueNums"]
+        read_queues = reset_scope == ResetScope.READ_QUEUES
+        nums = config["readQueueNums"] if read_queues else config["writeQueueNums"]
         plan = []
         for q in range(nums):
             current = store.offsets.query(txn, topic, group, q)
-            if current == -1 and scope != "read_queues":
+            if current == -1 and not read_queues:
                 raise IllegalRequest(f"THe consumer group <{group}> not exist")
             target = max(_target(store, txn, topic, q, kind, value, current), 0)
             final = target if force or target < current or current < 0 else current
             plan.append(QueueReset(q, current, target, final))
         if dry_run:
-            return ResetPlan(group, topic, kind, value, force, mode, tuple(plan), None)
+            return ResetPlan(group, topic, kind, value, force, reset_mode, tuple(plan), None)
         outcome = "notified" if notified else "consumer_not_online"
         seq = ctx.append(
             ResetRequested(
@@ -144,15 +143,15 @@ def reset_job(
                 value=value,
                 timestamp=value if kind == "time" else -1,
                 force=force,
-                mode=mode,
-                scope=scope,
+                mode=reset_mode,
+                scope=reset_scope,
                 requester=requester,
                 notified=list(notified),
                 outcome=outcome,
                 queues=[[q.queue_id, q.current, q.target, q.final, q.outcome] for q in plan],
             ).to_record(store.clock.now_ms())
         )
-        return ResetPlan(group, topic, kind, value, force, mode, tuple(plan), seq)
+        return ResetPlan(group, topic, kind, value, force, reset_mode, tuple(plan), seq)
 
     return job
 

@@ -20,16 +20,14 @@ from typing import Any
 
 import lmdb
 
-from es_broker.log.types import MessagesDeliveredRecord, MessagesStoredRecord, RecordType
-
-MESSAGES_STORED = RecordType.MESSAGES_STORED.value
-MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED.value
+from es_broker.log.types import RecordType, as_view
+from es_broker.projections.dispatch import Dispatching, handlers
 
 WINDOWS_S = (10, 60, 600)  # StoreStatsService#getPutTps(10), (60), (600)
 KEEP_S = WINDOWS_S[-1] + 2
 
 
-class RecordRates:
+class RecordRates(Dispatching):
     """A record-log observer (a projection without databases): counts per second of broker time."""
 
     name = "runtime_rates"
@@ -43,16 +41,19 @@ class RecordRates:
     def bind(self, log: Any) -> None:
         """Nothing to open: the counts are kept in memory."""
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: dict[str, Any]) -> None:
-        kind = record["type"]
-        # every record passes here: the dict views, not the classes (see log/types.py)
-        if kind == MESSAGES_STORED:
-            stored: MessagesStoredRecord = record  # type: ignore[assignment]
-            self._add(stored["ts"], 0, len(stored["units"]))
-        elif kind == MESSAGES_DELIVERED:
-            delivered: MessagesDeliveredRecord = record  # type: ignore[assignment]
-            self._add(delivered["ts"], 1, 1)
-            self._add(delivered["ts"], 2, len(delivered["offsets"]))
+    # every record passes here: the dict views, not the classes (see log/types.py)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: dict[str, Any]) -> None:
+        stored = as_view(record, RecordType.MESSAGES_STORED)
+        self._add(stored["ts"], 0, len(stored["units"]))
+
+    def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: dict[str, Any]) -> None:
+        delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
+        self._add(delivered["ts"], 1, 1)
+        self._add(delivered["ts"], 2, len(delivered["offsets"]))
+
+    HANDLERS = handlers(
+        {RecordType.MESSAGES_STORED: _stored, RecordType.MESSAGES_DELIVERED: _delivered}
+    )
 
     def _add(self, ts: int, which: int, n: int) -> None:
         second = ts // 1000

@@ -24,19 +24,16 @@ from es_broker.commands.errors import BrokerError, IllegalRequest, NoPermission,
 from es_broker.commands.messages import PutResult
 from es_broker.commands.store import Store
 from es_broker.commands.topics import find_or_create_group
+from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
-from es_broker.log.types import Cause, MessageSentBack
+from es_broker.log.types import Cause, MessageSentBack, SendBackDecision
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import message as wire
-
-RETRY = "retry"
-DLQ = "dlq"
-DROPPED = "dropped"  # retryQueueNums <= 0 (B-94)
 
 
 @dataclass(frozen=True, slots=True)
 class SendBackResult:
-    decision: str  # retry | dlq | dropped
+    decision: str  # a SendBackDecision, or refused
     reason: str
     target_topic: str | None  # %RETRY%G or %DLQ%G; None when dropped
     target_queue_id: int | None
@@ -67,7 +64,8 @@ def send_back_job(
 ) -> Callable[[AppendContext], SendBackResult]:
     """The job of one send-back, in SendMessageProcessor#asyncConsumerSendMsgBack's order (B-90)."""
     names.check_group_name(group)
-    if store.config.brokerRole == "SLAVE":  # a slave stores nothing, send-backs included (B-120)
+    # a slave stores nothing, send-backs included (B-120)
+    if store.config.brokerRole == BrokerRole.SLAVE:
         raise ServiceNotAvailable("service not available now. the broker is a slave")
     _check_int("offset", offset)
     _check_int("delayLevel", delay_level)
@@ -99,7 +97,7 @@ def send_back_job(
                 MessageSentBack(
                     group=group,
                     offset=offset,
-                    decision=DROPPED,
+                    decision=SendBackDecision.DROPPED,
                     reason="retry_queue_nums_0",
                     header_delay_level=delay_level,
                     client_origin_msg_id=origin_msg_id,
@@ -107,7 +105,9 @@ def send_back_job(
                     requester=requester,
                 ).to_record(store.clock.now_ms())
             )
-            return SendBackResult(DROPPED, "retry_queue_nums_0", None, None, 0, 0, None, (), seq)
+            return SendBackResult(
+                SendBackDecision.DROPPED, "retry_queue_nums_0", None, None, 0, 0, None, (), seq
+            )
         # 4. %RETRY%G with the group's queue count and perm 6 (B-25)
         retry_topic = names.retry_topic(group)
         if retry_queues > 0:
@@ -135,13 +135,19 @@ def send_back_job(
         # 7. retry or dead letter (B-91, B-92), and the queue, decided here and recorded
         limit = retry.max_reconsume_times(group_config, max_reconsume_times)
         if retry_queues <= 0:
-            decision, reason = DLQ, "no_retry_queues"  # strict_retry_config: no silent drop (S-10)
+            decision, reason = (
+                SendBackDecision.DLQ,
+                "no_retry_queues",
+            )  # strict_retry_config: no silent drop (S-10)
         elif original.reconsume_times >= limit:
-            decision, reason = DLQ, "max_reconsume_times"
+            decision, reason = SendBackDecision.DLQ, "max_reconsume_times"
         elif delay_level < 0:
-            decision, reason = DLQ, "delay_level_negative"
+            decision, reason = SendBackDecision.DLQ, "delay_level_negative"
         else:
-            decision, reason = RETRY, "delay_level" if delay_level > 0 else "3_plus_reconsume_times"
+            decision, reason = (
+                SendBackDecision.RETRY,
+                "delay_level" if delay_level > 0 else "3_plus_reconsume_times",
+            )
         copy = messages.MessageIn(
             original.body,
             {},
@@ -154,7 +160,7 @@ def send_back_job(
         ts = store.clock.now_ms()
         host = original.store_host  # copied from the original, and so is its id's host part (B-93)
         # 8. store the new message through the normal path
-        if decision == RETRY:
+        if decision == SendBackDecision.RETRY:
             target, queue_id = retry_topic, random.randrange(retry_queues)
             level = delay_level if delay_level > 0 else 3 + original.reconsume_times
             stored = messages.park(

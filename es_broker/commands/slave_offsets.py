@@ -58,19 +58,13 @@ from es_broker.commands.slave_journal import (
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.scan import prefixed
-from es_broker.log.types import MessagesDelivered, SlaveOffsetsMerged
-from es_broker.projections.keys import U64, offset_key
-
-LATEST_WINS = "latest_wins"
-COMPAT_OVERWRITE = "compat_overwrite"
-MERGE_POLICIES = (LATEST_WINS, COMPAT_OVERWRITE)
-
-# outcome of one queue in a `slave_offsets_merged` record
-APPLIED = "applied"  # the slave's commit was later: the master's offset moves to it
-KEPT_MASTER = (
-    "kept_master"  # the master's own latest change was later (or equal with a larger offset)
+from es_broker.log.types import (
+    MessagesDelivered,
+    SlaveMergeOutcome,
+    SlaveMergePolicy,
+    SlaveOffsetsMerged,
 )
-DISCARDED = "discarded"  # compat_overwrite: the slave's commit is lost, as in RocketMQ
+from es_broker.projections.keys import U64, offset_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +76,13 @@ class OffsetChangeAt:
     offset: int
 
 
-def check_policy(policy: str) -> str:
-    if policy not in MERGE_POLICIES:
+def check_policy(policy: str) -> SlaveMergePolicy:
+    try:
+        return SlaveMergePolicy(policy)
+    except ValueError:
         raise IllegalRequest(
-            f"slave_offset_merge {policy!r} is not one of {', '.join(MERGE_POLICIES)}"
-        )
-    return policy
+            f"slave_offset_merge {policy!r} is not one of {', '.join(SlaveMergePolicy)}"
+        ) from None
 
 
 def slave_commit_wins(commit: SlaveCommit, master: OffsetChangeAt | None) -> bool:
@@ -126,7 +121,7 @@ def effective_offset(
     replicated = store.offsets.query(txn, topic, group, queue_id)
     if mine is None:
         return replicated
-    if store.config.slave_offset_merge == COMPAT_OVERWRITE:
+    if store.config.slave_offset_merge == SlaveMergePolicy.COMPAT_OVERWRITE:
         return mine.offset
     return (
         mine.offset
@@ -141,7 +136,7 @@ def effective_offset(
 @dataclass(frozen=True, slots=True)
 class MergeOutcome:
     seq: int
-    policy: str
+    policy: SlaveMergePolicy
     queues: tuple[tuple[Any, ...], ...]  # (topic, group, queue id, old, new, outcome, requester)
     deliveries: int = 0  # `messages_delivered` records appended before the merge record
 
@@ -202,13 +197,13 @@ def merge_job(
         queues = []
         for (topic, group, qid), c in sorted(latest_per_queue(commits).items()):
             current = store.offsets.query(ctx.txn, topic, group, qid)
-            if policy == COMPAT_OVERWRITE:
-                outcome = APPLIED if promotion else DISCARDED
+            if policy == SlaveMergePolicy.COMPAT_OVERWRITE:
+                outcome = SlaveMergeOutcome.APPLIED if promotion else SlaveMergeOutcome.DISCARDED
             elif slave_commit_wins(c, last_change(store, ctx.txn, topic, group, qid)):
-                outcome = APPLIED
+                outcome = SlaveMergeOutcome.APPLIED
             else:
-                outcome = KEPT_MASTER
-            new = c.offset if outcome == APPLIED else current
+                outcome = SlaveMergeOutcome.KEPT_MASTER
+            new = c.offset if outcome == SlaveMergeOutcome.APPLIED else current
             queues.append((topic, group, qid, current, new, outcome, c.requester))
         seq = ctx.append(
             SlaveOffsetsMerged(

@@ -8,6 +8,7 @@ from typing import Any
 from es_broker.commands import names
 from es_broker.commands.errors import GroupNotExist, IllegalRequest, TopicNotExist
 from es_broker.commands.store import Store
+from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
 from es_broker.log.types import (
     Cause,
@@ -49,7 +50,7 @@ def topic_config_record(
 
 
 def _check_master(store: Store) -> None:
-    if store.config.brokerRole == "SLAVE":
+    if store.config.brokerRole == BrokerRole.SLAVE:
         raise IllegalRequest(SLAVE_REFUSAL)
 
 

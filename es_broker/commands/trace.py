@@ -30,7 +30,7 @@ import lmdb
 
 from es_broker.commands.store import Store
 from es_broker.log import Record
-from es_broker.log.types import RecordType
+from es_broker.log.types import Cause, RecordType, SendBackDecision, TransactionState
 from es_broker.projections.message_trace import FROM, TO
 from es_broker.remoting import message as wire
 
@@ -174,8 +174,8 @@ def _hop(
     tx_state = (rec.get("transaction") or {}).get("state")
     if (
         "delivery" not in rec
-        and rec.get("cause") not in ("send_back", "redrive")
-        and tx_state in (None, "prepared")
+        and rec.get("cause") not in (Cause.SEND_BACK, Cause.REDRIVE)
+        and tx_state in (None, TransactionState.PREPARED)
     ):
         # the producer's send (or a send to %RETRY%G diverted to the DLQ, B-95), or a half message's
         event = {
@@ -303,11 +303,14 @@ def _onward(
         event: dict[str, Any] = {"seq": seq, "ts": rec["ts"], "msgId": hop["msgId"]}
         if kind == RecordType.MESSAGE_SENT_BACK:
             decision = rec["decision"]
-            event["event"] = {"retry": "sent_back", "dlq": "dead_lettered"}.get(decision, "dropped")
+            event["event"] = {
+                SendBackDecision.RETRY: "sent_back",
+                SendBackDecision.DLQ: "dead_lettered",
+            }.get(decision, "dropped")
             event.update(
                 group=rec["group"], requester=rec.get("requester", ""), reason=rec.get("reason")
             )
-            if decision != "dropped":
+            if decision != SendBackDecision.DROPPED:
                 event.update(
                     targetTopic=rec["target_topic"],
                     targetQueueId=rec["target_queue_id"],

@@ -33,8 +33,13 @@ from es_broker.commands.errors import BrokerError, NoPermission
 from es_broker.commands.store import Store
 from es_broker.commands.topics import topic_config_record
 from es_broker.log import AppendContext
-from es_broker.log.types import Cause, TopicUpdated, TransactionChecked, TransactionEnded
-from es_broker.projections import transactions as states
+from es_broker.log.types import (
+    Cause,
+    TopicUpdated,
+    TransactionChecked,
+    TransactionEnded,
+    TransactionState,
+)
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import ResponseCode
 
@@ -133,7 +138,7 @@ def store_half(
         producer_group=producer_group,
         requester=requester,
         transaction={
-            "state": states.PREPARED,
+            "state": TransactionState.PREPARED,
             "producer_group": group,
             "real_topic": topic,
             "real_queue_id": queue_id,
@@ -176,7 +181,7 @@ FIND_FAILED = "Find prepared transaction message failed"
 def end_job(store: Store, end: EndRequest, requester: str) -> Callable[[AppendContext], EndResult]:
     """Commit or roll back the half message at end.commit_log_offset (B-222..B-225)."""
     commit = end.commit_or_rollback == TRANSACTION_COMMIT_TYPE
-    wanted = states.COMMITTED if commit else states.ROLLED_BACK
+    wanted = TransactionState.COMMITTED if commit else TransactionState.ROLLED_BACK
 
     def job(ctx: AppendContext) -> EndResult:
         txn = ctx.txn
@@ -188,7 +193,7 @@ def end_job(store: Store, end: EndRequest, requester: str) -> Callable[[AppendCo
                 raise BrokerError(FIND_FAILED, ResponseCode.SYSTEM_ERROR)
             if ended == wanted:  # the same decision again: nothing changes (B-224)
                 return EndResult(ended, False)
-            if ended != states.DISCARDED:
+            if ended != TransactionState.DISCARDED:
                 raise BrokerError(
                     f"the transaction of this prepared message was already {ended.replace('_', ' ')}",
                     ResponseCode.SYSTEM_ERROR,
@@ -212,20 +217,20 @@ def end_job(store: Store, end: EndRequest, requester: str) -> Callable[[AppendCo
         if not commit:
             ctx.append(
                 TransactionEnded(
-                    state=states.ROLLED_BACK,
+                    state=TransactionState.ROLLED_BACK,
                     real_topic=entry["topic"],
                     real_queue_id=entry["queue_id"],
                     requester=requester,
                     **common,
                 ).to_record(now)
             )
-            return EndResult(states.ROLLED_BACK, True)
+            return EndResult(TransactionState.ROLLED_BACK, True)
         raw = store.log.payload(txn, phy) if phy >= store.commitlog.phy_min(txn) else None
         if raw is None:  # removed by retention: nothing left to commit
             raise BrokerError(FIND_FAILED, ResponseCode.SYSTEM_ERROR)
         half = wire.decode_one(raw)[0]
         stored = _store_committed(store, ctx, half, entry, now, requester, common)
-        return EndResult(states.COMMITTED, True, stored)
+        return EndResult(TransactionState.COMMITTED, True, stored)
 
     return job
 
@@ -300,7 +305,7 @@ def _store_committed(
         host=half.store_host,
         producer_group=entry["producer_group"],
         requester=requester,
-        transaction={"state": states.COMMITTED, **common},
+        transaction={"state": TransactionState.COMMITTED, **common},
     )
 
 
@@ -467,7 +472,7 @@ def _discard(
     if raw is None:
         ctx.append(
             TransactionEnded(
-                state=states.DISCARDED,
+                state=TransactionState.DISCARDED,
                 real_topic=entry["topic"],
                 real_queue_id=entry["queue_id"],
                 from_check=False,
@@ -502,7 +507,7 @@ def _discard(
         host=half.store_host,
         producer_group=entry["producer_group"],
         requester="transaction_check",
-        transaction={"state": states.DISCARDED, **common},
+        transaction={"state": TransactionState.DISCARDED, **common},
     )
 
 

@@ -11,47 +11,25 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from enum import Enum
-from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
-import trio
-
-from es_broker.clock import Clock
 from es_broker.commands import (
-    broker_config,
     disk_full,
     messages,
     offsets,
-    redrive,
     resets,
     retention,
-    schedule,
-    sendback,
     topics,
     trace,
-    transaction,
 )
-from es_broker.commands.errors import (
-    BrokerError,
-    GroupNotExist,
-    IllegalRequest,
-    NoPermission,
-    ServiceNotAvailable,
-)
+from es_broker.commands.errors import GroupNotExist, NoPermission
 from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutRequest, PutResult
-from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
 from es_broker.commands.offsets import OffsetAnswer
-from es_broker.commands.runtime_stats import RecordRates, dir_capacity, store_size
-from es_broker.commands.store import Store
-from es_broker.config import BrokerConfig
-from es_broker.log import (
-    AppendContext,
-    GroupCommitWriter,
-    Queued,
-    Record,
-    StoreFullError,
-)
+from es_broker.commands.runtime_stats import dir_capacity, store_size
+from es_broker.config import BrokerRole
+from es_broker.core.base import ReadOnly, Unrecorded
+from es_broker.core.retries import RetryOperations
+from es_broker.log import AppendContext, Queued, StoreFullError
 from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
 from es_broker.log.arrival import ArrivalOrder as ArrivalOrder  # re-exported for the server
 from es_broker.log.arrival import Ticket as Ticket
@@ -65,178 +43,14 @@ from es_broker.log.types import (
 )
 from es_broker.log.writer import WritesFenced
 from es_broker.projections.subscription_groups import default_group_config
-from es_broker.remoting.reply_properties import reply_topic
 
-T = TypeVar("T")
-
-
-class Unrecorded(Enum):
-    """A read that records, when its record could not be written."""
-
-    DISK_FULL = "disk_full"
-    FENCED = "fenced"  # not the leader now (B-374): the read is answered, nothing recorded
-
-
-SYSTEM = "system"
 MOVED_STATUSES = frozenset(
     {GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.NO_MESSAGE_IN_QUEUE}
 )
 
 
-class _ReadOnly(AppendContext):
-    """A job's context on a read transaction: for dry runs, which must not append."""
-
-    __slots__ = ()
-
-    def append(self, record: Record) -> int:
-        raise RuntimeError("a dry run must not append records")
-
-    def append_raw(self, raw: bytes) -> int:
-        raise RuntimeError("a dry run must not append records")
-
-
-class Broker:
-    """One broker's state and the operations on it."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        # one change of the settings at a time, so each record's old values are the ones it replaced
-        self._config_lock = trio.Lock()
-        self.writer = GroupCommitWriter(
-            store.log,
-            flush_interval_ms=store.config.flushIntervalCommitLog,
-            now_ms=store.clock.now_ms,
-        )
-        # deliveries answered while the disk was full, recorded before writes resume (B-152)
-        self.unrecorded = disk_full.UnrecordedDeliveries(
-            store.clock.now_ms, lambda: self.writer.disk_full_since
-        )
-        self.writer.resume = self.unrecorded
-        self.writer.on_resumed = lambda: self.on_delayed_stored()  # delayed deliveries waited too
-        # called after a message was parked in SCHEDULE_TOPIC_XXXX; the delay delivery service hooks in
-        self.on_delayed_stored: Callable[[], None] = lambda: None
-        # messages handed out by PULL_MESSAGE since start; a statistic, not state (a slave's deliveries
-        # reach the log only when its master merges them)
-        self.messages_served = 0
-        # putTps, getFoundTps, getTransferedTps of GET_BROKER_RUNTIME_INFO, from the records applied
-        self.rates = RecordRates(store.clock.now_ms())
-        store.log.projections.append(self.rates)
-
-    @property
-    def config(self) -> BrokerConfig:
-        """The broker's settings as they are now (the store's ConfigOwner holds them)."""
-        return self.store.config
-
-    @config.setter
-    def config(self, config: BrokerConfig) -> None:
-        self.store.config = config
-
-    async def update_config(self, changes: dict[str, str], requester: str) -> int | None:
-        """Change run-time settings (UPDATE_BROKER_CONFIG): checked, recorded, then applied (B-270).
-
-        A refused key or value (IllegalRequest, SYSTEM_ERROR) changes and records nothing.
-        Returns the sequence of the `broker_config_updated` record (None: nothing to change, or a
-        slave, which records nothing).
-        """
-        async with self._config_lock:
-            values = broker_config.check_changes(self.store.settings, changes)
-            if not values:  # an empty body: RocketMQ answers SUCCESS and changes nothing
-                return None
-            seq = await self.submit(broker_config.update_job(self.store, values, requester))
-            self.store.settings.apply(values)
-            return seq
-
-    def _reapply_recorded_config(self) -> None:
-        """The run-time changes recorded for this broker, applied over broker.conf at start (B-272)."""
-        values = broker_config.recorded_changes(self.store, self.config)
-        if values:
-            self.store.settings.apply(values)
-
-    @classmethod
-    def open(
-        cls, data_dir: str | Path, config: BrokerConfig | None = None, clock: Clock | None = None
-    ) -> Broker:
-        return cls(Store.open(data_dir, config, clock))
-
-    async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the writer until cancelled; the broker is usable once started."""
-        self._reapply_recorded_config()
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(self.writer.run)
-                if self.config.brokerRole != "SLAVE":
-                    await self._ensure_system_topics()
-                task_status.started(self)
-        finally:
-            self.writer.close()
-
-    def close(self) -> None:
-        self.store.close()
-
-    def _refusal(self, exc: StoreFullError | RecordOutOfRange | WritesFenced) -> BrokerError:
-        """A job the writer could not append, as the refusal a client gets."""
-        if isinstance(exc, WritesFenced):  # B-374: SERVICE_NOT_AVAILABLE with the reason
-            return ServiceNotAvailable(f"service not available now, writes are stopped: {exc}")
-        if isinstance(exc, StoreFullError):  # a full disk: SERVICE_NOT_AVAILABLE (B-150)
-            return self.disk_full_refusal()
-        return IllegalRequest(str(exc))  # nothing was appended: a refusal, not a failure (B-138)
-
-    async def submit(self, job: Callable[[AppendContext], T]) -> T:
-        """Run a job in the next group commit; a full disk refuses it with SERVICE_NOT_AVAILABLE (B-150)."""
-        try:
-            return await self.writer.submit(job)
-        except (StoreFullError, RecordOutOfRange, WritesFenced) as exc:
-            raise self._refusal(exc) from None
-
-    async def outcome(self, queued: Queued[T]) -> T:
-        """The result of a job enqueued with the writer, refused as `submit` refuses."""
-        try:
-            return await self.writer.outcome(queued)
-        except (StoreFullError, RecordOutOfRange, WritesFenced) as exc:
-            raise self._refusal(exc) from None
-
-    @property
-    def disk_full(self) -> bool:
-        return self.writer.disk_full
-
-    def disk_full_refusal(self) -> ServiceNotAvailable:
-        return disk_full.refusal(
-            self.store.log.path, self.writer.disk_full_since, self.writer.disk_full_error
-        )
-
-    async def _record_unless_full(
-        self, job: Callable[[AppendContext], T]
-    ) -> T | Literal[Unrecorded.DISK_FULL, Unrecorded.FENCED]:
-        """For reads that record: the job's result, or DISK_FULL when the disk is full (nothing recorded)."""
-        try:
-            return await self.writer.submit(job)
-        except StoreFullError:
-            return Unrecorded.DISK_FULL
-        except WritesFenced:
-            return Unrecorded.FENCED
-        except RecordOutOfRange as exc:  # nothing was appended: a refusal (B-138, B-139)
-            raise self._refusal(exc) from None
-
-    async def _ensure_system_topics(self) -> None:
-        """Topics RocketMQ's TopicConfigManager creates at a master's first start."""
-        cfg = self.config
-        wanted = [
-            topics.topic_config_record("SELF_TEST_TOPIC", 1, 1),
-            topics.topic_config_record(OFFSET_MOVED_EVENT, 1, 1),
-            topics.topic_config_record(
-                SCHEDULE_TOPIC, len(cfg.delay_levels_ms()), len(cfg.delay_levels_ms())
-            ),
-            topics.topic_config_record(cfg.brokerClusterName, 16, 16, cfg.brokerPermission | 1),
-            topics.topic_config_record(cfg.brokerName, 1, 1, cfg.brokerPermission | 1),
-            topics.topic_config_record(reply_topic(cfg.brokerClusterName), 1, 1),
-        ]
-        if cfg.autoCreateTopicEnable:
-            n = cfg.defaultTopicQueueNums
-            wanted.append(topics.topic_config_record(AUTO_CREATE_TEMPLATE, n, n, 7))
-        with self.store.read() as txn:
-            missing = [c for c in wanted if self.store.topics.get(txn, c["topicName"]) is None]
-        for config in missing:
-            await self.submit(topics.update_topic_job(self.store, config, SYSTEM, system=True))
+class Broker(RetryOperations):
+    """One broker's state and the operations on it (writer and lifecycle: `base.BrokerBase`)."""
 
     # ------------------------------------------------------------------ messages
     async def put_message(
@@ -353,7 +167,7 @@ class Broker:
         result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes, message_filter)
         self.messages_served += len(result.offsets)
         store = self.store
-        commit = commit_offset is not None and self.config.brokerRole != "SLAVE"
+        commit = commit_offset is not None and self.config.brokerRole != BrokerRole.SLAVE
         record_moved = result.status in MOVED_STATUSES and not (
             result.status == GetStatus.NO_MESSAGE_IN_QUEUE and offset == 0
         )
@@ -596,7 +410,7 @@ class Broker:
         from es_broker.commands.names import retry_topic
 
         topic = retry_topic(group)
-        if self.topic_config(topic) is not None or self.config.brokerRole == "SLAVE":
+        if self.topic_config(topic) is not None or self.config.brokerRole == BrokerRole.SLAVE:
             return False
         config = topics.topic_config_record(topic, queue_nums, queue_nums, 6)
 
@@ -642,7 +456,7 @@ class Broker:
         )
         if dry_run:
             with self.store.log.env.begin(write=False) as txn:
-                return job(_ReadOnly(txn, self.store.log, self.store.log.last_seq + 1))
+                return job(ReadOnly(txn, self.store.log, self.store.log.last_seq + 1))
         return await self.submit(job)
 
     async def record_consumer_group(
@@ -680,109 +494,6 @@ class Broker:
             return done
         with self.store.read() as txn:
             return retention.RetentionPass(None, (), self.store.commitlog.phy_min(txn), None)
-
-    # ------------------------------------------------------------------ retry, delay, dead letters
-    async def send_back(
-        self,
-        group: str,
-        offset: int,
-        delay_level: int = 0,
-        *,
-        max_reconsume_times: int | None = None,
-        origin_msg_id: str | None = None,
-        origin_topic: str | None = None,
-        requester: str = "",
-    ) -> sendback.SendBackResult:
-        """CONSUMER_SEND_MSG_BACK (B-90..B-94): retry later through the delay schedule, or dead-letter."""
-        result = await self.submit(
-            sendback.send_back_job(
-                self.store,
-                group,
-                offset,
-                delay_level,
-                max_reconsume_times=max_reconsume_times,
-                origin_msg_id=origin_msg_id,
-                origin_topic=origin_topic,
-                requester=requester,
-            )
-        )
-        if result.stored is not None and result.stored.real_topic is not None:
-            self.on_delayed_stored()
-        if result.error is not None:
-            raise result.error
-        return result
-
-    async def deliver_delayed(self) -> schedule.DeliveryPass:
-        """One pass of the delay schedule: due messages go to their real topic (B-97); never on a slave (B-98)."""
-        if self.config.brokerRole == "SLAVE":
-            return schedule.DeliveryPass((), 0, None, self.store.clock.now_ms())
-        passed = await self._record_unless_full(schedule.deliver_due_job(self.store))
-        if not isinstance(passed, Unrecorded):
-            return passed
-        # the disk is full: nothing delivered; the pass runs again when writes resume
-        return schedule.DeliveryPass((), 0, None, self.store.clock.now_ms())
-
-    def delay_offsets(self) -> dict[int, int]:
-        """Level -> next schedule-queue offset to deliver (GET_ALL_DELAY_OFFSET, delayOffset.json)."""
-        with self.store.read() as txn:
-            return dict(self.store.schedule.cursors(txn))
-
-    async def redrive_dlq(
-        self,
-        group: str,
-        *,
-        topic: str | None = None,
-        target: str = redrive.TO_RETRY,
-        max_count: int | None = None,
-        dry_run: bool = False,
-        requester: str = "",
-    ) -> redrive.RedriveResult:
-        """Re-send dead letters of a group (S-9); a dry run only lists them and records nothing."""
-        if dry_run:
-            with self.store.read() as txn:
-                planned, more = redrive.plan(
-                    self.store, txn, group, topic=topic, target=target, max_count=max_count
-                )
-            return redrive.RedriveResult(
-                group, target, True, tuple(item for item, _ in planned), more
-            )
-        return await self.submit(
-            redrive.redrive_job(
-                self.store,
-                group,
-                topic=topic,
-                target=target,
-                max_count=max_count,
-                requester=requester,
-            )
-        )
-
-    # ------------------------------------------------------------------ transactions
-    async def end_transaction(
-        self, end: transaction.EndRequest, *, requester: str = ""
-    ) -> transaction.EndResult:
-        """END_TRANSACTION commit or rollback of a half message (B-222..B-225); never on a slave."""
-        if self.config.brokerRole == "SLAVE":
-            raise ServiceNotAvailable("service not available now. the broker is a slave")
-        return await self.submit(transaction.end_job(self.store, end, requester))
-
-    async def check_transactions(self, live: dict[str, list[str]]) -> transaction.CheckPass:
-        """One pass of the transaction check (B-226..B-229): every check and discard recorded.
-
-        live maps a producer group to the client ids connected now; while the
-        disk is full nothing is checked (the pass runs again later).
-        """
-        now = self.store.clock.now_ms()
-        if self.config.brokerRole == "SLAVE":
-            return transaction.CheckPass((), 0, False, now)
-        done = await self._record_unless_full(transaction.check_pass_job(self.store, live))
-        if isinstance(done, Unrecorded):
-            return transaction.CheckPass((), 0, False, now)
-        return done
-
-    def open_transactions(self, group: str | None = None) -> list[dict[str, Any]]:
-        """The open transactions, optionally of one producer group (B-232)."""
-        return transaction.open_transactions(self.store, group)
 
     def message_journey(self, msg_id: str) -> dict[str, Any]:
         """Every step of a message's life from the records: send, deliveries, retries, DLQ, re-drive, commits."""

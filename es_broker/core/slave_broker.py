@@ -33,11 +33,11 @@ from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.slave_journal import JOURNAL_DIR, SlaveOffsetJournal, check_commit
 from es_broker.commands.slave_offsets import MergeOutcome, effective_offset, merge_job
 from es_broker.commands.store import Store
-from es_broker.config import BrokerConfig
+from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.log import AppendContext, Record
 from es_broker.log.arrival import take_turn
-from es_broker.log.types import Cause, RecordType, SlaveOffsetsMerged
+from es_broker.log.types import Cause, RecordType, ResetMode, SlaveOffsetsMerged
 from es_broker.projections.subscription_groups import default_group_config
 from es_broker.remoting.codes import ResponseCode
 
@@ -307,7 +307,7 @@ class SlaveBroker(Broker):
         The clients' commits that follow land in the slave journal; a
         server-side reset writes offsets itself and so needs the master.
         """
-        if (mode or self.config.reset_mode) == "server_side" and not dry_run:
+        if (mode or self.config.reset_mode) == ResetMode.SERVER_SIDE and not dry_run:
             raise ServiceNotAvailable("a server-side reset writes offsets: run it on the master")
         return await super().plan_reset(
             group,
@@ -317,7 +317,7 @@ class SlaveBroker(Broker):
             requester=requester,
             notified=notified,
             kind=kind,
-            mode="compat",
+            mode=ResetMode.COMPAT,
             scope=scope,
             dry_run=True,
         )
@@ -332,7 +332,7 @@ class SlaveBroker(Broker):
 
 def open_broker(config: BrokerConfig, clock: Clock | None = None) -> Broker:
     """The core for a broker's role: a SlaveBroker for brokerRole=SLAVE, else a Broker."""
-    cls = SlaveBroker if config.brokerRole == "SLAVE" else Broker
+    cls = SlaveBroker if config.brokerRole == BrokerRole.SLAVE else Broker
     return cls.open(config.storePathRootDir, config, clock)
 
 

@@ -58,6 +58,7 @@ from es_broker.dashboard.security import (
 )
 from es_broker.dashboard.throughput import WINDOWS, throughput_page
 from es_broker.dashboard.views import Forbidden, Views, acl_refusal, now_ms
+from es_broker.log.vocabulary import ResetMode
 from es_broker.remoting.body_view import json_view
 from es_broker.remoting.query_bodies import OffsetTimelineBody
 from es_broker.timetravel.timeparse import format_time, parse_time
@@ -643,8 +644,8 @@ def create_app(settings: Settings) -> Starlette:
         if value is None:
             raise PageError(400, "give the time to reset to")
         mode = f.get("mode") or None
-        if mode not in (None, "compat", "server_side"):
-            raise PageError(400, "mode is compat or server_side")
+        if mode not in (None, *ResetMode):
+            raise PageError(400, f"mode is {' or '.join(ResetMode)}")
         dry_run = f.get("confirm") != "yes"
         plan = await views(request).reset(
             group_name,

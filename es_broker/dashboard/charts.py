@@ -15,7 +15,7 @@ LEFT, RIGHT, TOP, BOTTOM = 70, 20, 34, 40  # the title sits in the band above th
 
 #: how a history entry's cause is drawn: (colour, label). The keys are the cause strings of the
 #: history rows the broker sends (query_bodies.py): the dashboard speaks the wire, not the log.
-CAUSE_STYLE = {
+CAUSE_STYLE: dict[str, tuple[str, str]] = {
     "reset_requested": ("#d9480f", "reset"),
     "reset": ("#d9480f", "reset"),
     "slave_offsets_merged": ("#7048e8", "merge after fail-over"),

@@ -45,9 +45,6 @@ from es_broker.log.types import (
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-
-
 log = logging.getLogger(__name__)
 
 
@@ -390,7 +387,7 @@ def _add_payloads(
     Bytes that retention already removed are not shipped: the record that
     removed them follows and removes nothing more on the slave.
     """
-    if record["type"] != MESSAGES_STORED:
+    if record["type"] != RecordType.MESSAGES_STORED:
         return 0
     stored: MessagesStoredRecord = record  # type: ignore[assignment]
     size = 0

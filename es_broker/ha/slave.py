@@ -36,9 +36,6 @@ from es_broker.log import records
 from es_broker.log.types import RecordType
 from es_broker.remoting.peer_outcomes import PeerRequests
 
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-
-
 log = logging.getLogger(__name__)
 
 BACKOFF_MIN = 0.05  # s before reconnecting after a failure, doubling up to BACKOFF_MAX
@@ -226,7 +223,11 @@ class SlaveReplicator:
         applied = [
             (batch.first_seq + i, records.unpack(raw)) for i, raw in enumerate(batch.records)
         ]
-        stored = {(r["topic"], r["queue_id"]) for _, r in applied if r["type"] == MESSAGES_STORED}
+        stored = {
+            (r["topic"], r["queue_id"])
+            for _, r in applied
+            if r["type"] == RecordType.MESSAGES_STORED
+        }
         for topic, queue_id in stored:  # long-polled pulls on this slave wake up (B-63)
             self.on_stored(topic, queue_id)
         self.merge_seqs.extend(self.broker.forget_merged(applied))

@@ -7,6 +7,7 @@ from typing import Any
 
 from es_broker.client.channel import Channel
 from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable
+from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.ha.election import Coordinator, Leadership
 from es_broker.log import AppendContext
@@ -21,7 +22,7 @@ class HaTerm:
 
     coordinator: Coordinator
     lead: Leadership
-    leader_role: str  # the brokerRole a leader of the group takes
+    leader_role: BrokerRole  # the brokerRole a leader of the group takes
 
     async def record_promotion(self, broker: Broker) -> int:
         """The first record of the epoch: who took over from whom, at which record (B-372)."""
@@ -30,7 +31,7 @@ class HaTerm:
             epoch=lead.epoch,
             node=lead.node,
             addr=lead.addr,
-            role=self.leader_role,
+            role=str(self.leader_role),
             old_leader=lead.old_leader,
             old_acked_seq=lead.old_acked,
             last_seq=lead.start_seq,

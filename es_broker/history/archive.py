@@ -33,9 +33,8 @@ from es_broker.readmodel.families import (
     RECORDS,
     RunningTime,
     arrow_schema,
-    record_row,
-    rows_of,
 )
+from es_broker.readmodel.rows import record_row, rows_of
 
 MANIFEST = "manifest.json"
 RECORDS_FILE = "records.parquet"

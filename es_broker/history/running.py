@@ -27,6 +27,7 @@ import trio
 
 from es_broker.client.channel import Channel
 from es_broker.commands.errors import IllegalRequest
+from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster
 from es_broker.history import seal as sealing
@@ -143,7 +144,7 @@ class HistorySealing:
 
     async def archive(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """HISTORY_ARCHIVE: header `before` (epoch ms). Body: `es-broker archive --json`."""
-        if self.broker.config.brokerRole == "SLAVE":
+        if self.broker.config.brokerRole == BrokerRole.SLAVE:
             return response_to(
                 req,
                 ResponseCode.SYSTEM_ERROR,

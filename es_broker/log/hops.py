@@ -4,8 +4,13 @@
 on: every request gets a `Trace`, the listener, the send processor and the
 writer stamp `time.perf_counter_ns()` into it as the request passes, and at
 exit the per-hop p50/p99 of each request code are written to PATH as JSON
-(`-` prints them). Off, each stamping point costs one test of the module
-flag `ON`, read once per request.
+(`-` prints them).
+
+`ON` is the one switch, read once at import: it picks the implementation of
+each probe (`begin`, `mark`, `current`, `stamp_batch`, `stamped`, `RECEIVE_CLOCK`).
+Off, they are no-ops that return None (or their argument), so a probe site need
+not test a flag and no `Trace` is ever made; a site that holds a request's trace
+tests that local for None, which is all it costs.
 
 `HOPS` names the stamps in the order a synchronous send passes them; a
 request that skips one (a heartbeat never reaches the writer) has 0 there,
@@ -19,8 +24,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol
+
+import trio
 
 HOPS = (
     "received",  # the read that brought the frame's last bytes returned
@@ -76,20 +84,99 @@ _CURRENT: ContextVar[Trace | None] = ContextVar("es_broker_hop_trace", default=N
 _samples: dict[int, list[list[int]]] = {}
 
 
-def bind(trace: Trace) -> None:
-    """Make `trace` the current task's (the writer reads it when the task submits a job)."""
-    _CURRENT.set(trace)
+class _Stamped(Protocol):
+    trace: Trace | None
 
 
-def current() -> Trace | None:
-    return _CURRENT.get()
+def _begin(code: int, channel: Any) -> Trace:
+    """A decoded request's trace, bound to the read loop (its tasks inherit it), stamped up to dispatch."""
+    received = channel.received_at or channel.stream.received_at
+    trace = Trace(code, received)
+    trace.at[DECODED] = trace.at[DISPATCHED] = now()
+    _CURRENT.set(trace)  # the read loop's, until the next request
+    return trace
 
 
-def mark(hop: int) -> None:
-    """Stamp `hop` on the current task's trace, if it has one."""
+def _mark(hop: int) -> Trace | None:
+    """Stamp `hop` on the current task's trace, if it has one; that trace."""
     trace = _CURRENT.get()
     if trace is not None:
         trace.at[hop] = now()
+    return trace
+
+
+def _current() -> Trace | None:
+    return _CURRENT.get()
+
+
+def _stamp_batch(batch: Iterable[_Stamped], hop: int) -> None:
+    """Stamp `hop` on the traces of a writer batch's jobs."""
+    at = now()
+    for pending in batch:
+        if pending.trace is not None:
+            pending.trace.at[hop] = at
+
+
+class _StampedStream(trio.abc.Stream):
+    """A connection's stream that notes when reads return and writes begin and end.
+
+    The notes are the connection's latest, so the hop table is exact for one
+    request at a time per connection (the benchmark's synchronous sends).
+    """
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.transport_stream = stream
+        self.received_at = 0
+        self.sent_at = (0, 0)
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        data = await self.transport_stream.receive_some(max_bytes)
+        self.received_at = now()
+        return data
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        began = now()
+        await self.transport_stream.send_all(data)
+        self.sent_at = (began, now())
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.transport_stream.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self.transport_stream.send_eof()  # type: ignore[attr-defined]
+
+    async def aclose(self) -> None:
+        await self.transport_stream.aclose()
+
+
+# the probes when off: nothing made, nothing stamped (exact signatures: no argument packing)
+def _no_begin(code: int, channel: Any) -> None:
+    return None
+
+
+def _no_mark(hop: int) -> None:
+    return None
+
+
+def _no_current() -> None:
+    return None
+
+
+def _no_stamp_batch(batch: Iterable[_Stamped], hop: int) -> None:
+    return None
+
+
+def _unchanged(stream: trio.abc.Stream) -> trio.abc.Stream:
+    return stream
+
+
+# the probes, chosen once by the switch
+begin: Callable[[int, Any], Trace | None] = _begin if ON else _no_begin
+mark: Callable[[int], Trace | None] = _mark if ON else _no_mark
+current: Callable[[], Trace | None] = _current if ON else _no_current
+stamp_batch: Callable[[Iterable[_Stamped], int], None] = _stamp_batch if ON else _no_stamp_batch
+stamped: Callable[[trio.abc.Stream], trio.abc.Stream] = _StampedStream if ON else _unchanged
+RECEIVE_CLOCK: Callable[[], int] | None = now if ON else None  # a channel's clock for `received_at`
 
 
 def done(trace: Trace) -> None:

@@ -1,222 +1,33 @@
 """Typed records: one frozen, slotted class per record type and schema version.
 
-A class holds what was decided; `to_record(ts)` stamps it with the broker time and
-gives the record exactly as the log has always stored it (same keys, same order,
-hence the same msgpack bytes), checked by `records.check`. `parse(record)` turns a
-record read from the log (already upcast to the current version) back into its class.
-
-Field rules, read by `_generate`:
-- every field is keyword-only, in the order the record stores it;
-- a field whose default is None is left out of the record while it is None (a record
-  that never held that key reads back as None); a field without a default is always
-  written, None included;
-- `ORDERS` lists other key orders some writers have always used for a set of keys:
-  when the keys present are exactly one of them, the record takes that order.
+How a class becomes its record and back is `typed.py`; the enums records use are
+`vocabulary.py`; the dict views of the hot path are `views.py`. This module holds
+the classes and is where the rest of the code imports all of them from.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
-import typing
-from typing import Any, ClassVar, TypedDict, TypeVar, get_type_hints
+from typing import Any
 
-from es_broker.log.records import Record, check
-
-
-class RecordType(enum.StrEnum):
-    """Every record type the log holds."""
-
-    ACCESS_DENIED = "access_denied"
-    ACL_LOADED = "acl_loaded"
-    BROKER_CONFIG_UPDATED = "broker_config_updated"
-    COMMITLOG_EXPIRED = "commitlog_expired"
-    CONSUMER_GROUP_CHANGED = "consumer_group_changed"
-    DEAD_LETTER_REDRIVEN = "dead_letter_redriven"
-    DELAYED_MESSAGE_SKIPPED = "delayed_message_skipped"
-    DELIVERIES_UNRECORDED = "deliveries_unrecorded"
-    HA_PROMOTED = "ha_promoted"
-    HA_RECORDS_SET_ASIDE = "ha_records_set_aside"
-    HISTORY_ARCHIVED = "history_archived"
-    MESSAGE_SENT_BACK = "message_sent_back"
-    MESSAGES_DELIVERED = "messages_delivered"
-    MESSAGES_STORED = "messages_stored"
-    OFFSET_COMMIT_IGNORED = "offset_commit_ignored"
-    OFFSET_COMMITTED = "offset_committed"
-    OFFSET_QUERIED = "offset_queried"
-    OFFSETS_REMOVED = "offsets_removed"
-    PULL_OFFSET_MOVED = "pull_offset_moved"
-    QUEUE_LOCKS_CHANGED = "queue_locks_changed"
-    REPLY_PUSHED = "reply_pushed"
-    RESET_REQUESTED = "reset_requested"
-    SLAVE_CAUGHT_UP = "slave_caught_up"
-    SLAVE_OFFSETS_MERGED = "slave_offsets_merged"
-    STORE_UPGRADED = "store_upgraded"
-    SUBGROUP_DELETED = "subgroup_deleted"
-    SUBGROUP_UPDATED = "subgroup_updated"
-    TOPIC_DELETED = "topic_deleted"
-    TOPIC_PERM_CHANGED = "topic_perm_changed"
-    TOPIC_UPDATED = "topic_updated"
-    TRANSACTION_CHECKED = "transaction_checked"
-    TRANSACTION_ENDED = "transaction_ended"
-
-
-class Cause(enum.StrEnum):
-    """Why a record's change happened (the `cause` field)."""
-
-    # offset_committed / offsets_removed
-    CLIENT_COMMIT = "client_commit"  # UPDATE_CONSUMER_OFFSET
-    PULL_COMMIT = "pull_commit"  # the commit offset piggybacked on PULL_MESSAGE
-    ADMIN = "admin"  # an admin tool set the offset
-    RESET = "reset"  # a reset's target, applied by the broker or by the client
-    CLONE = "clone"  # CLONE_GROUP_OFFSET
-    GROUP_DELETED = "group_deleted"  # DELETE_SUBSCRIPTIONGROUP with its offsets
-    # topic_updated / subgroup_updated
-    UPDATE = "update"  # UPDATE_AND_CREATE_TOPIC / _SUBSCRIPTIONGROUP
-    AUTO_CREATE = "auto_create"  # created by the broker on first use
-    # messages_stored
-    SEND_BACK = "send_back"  # CONSUMER_SEND_MSG_BACK
-    REDRIVE = "redrive"  # a dead letter re-sent
-    # queue_locks_changed
-    LOCK = "lock"  # LOCK_BATCH_MQ: the queue was free, or its lock had expired
-    UNLOCK = "unlock"  # UNLOCK_BATCH_MQ
-    CHANNEL_CLOSED = "channel_closed"  # the holder's connection closed
-    UNREGISTERED = "unregistered"  # UNREGISTER_CLIENT of the group
-    EXPIRED = "expired"  # not renewed for more than lockMaxLiveTime
-
-
-T = TypeVar("T", bound="TypedRecord")
-
-_CLASSES: dict[str, type[TypedRecord]] = {}
-
-
-class TypedRecord:
-    """Base of the record classes; `to_record` and `from_record` are generated per class."""
-
-    __slots__ = ()
-    TYPE: ClassVar[RecordType]
-    VERSION: ClassVar[int] = 1
-    ORDERS: ClassVar[tuple[tuple[str, ...], ...]] = ()
-
-    def to_record(self, ts: int) -> Record:
-        """The record as the log stores it, decided at broker time `ts` (ms); checked."""
-        raise NotImplementedError
-
-    @classmethod
-    def from_record(cls: type[T], record: Record) -> T:
-        """The typed form of a current-version record of this class' type."""
-        raise NotImplementedError
-
-
-def parse(record: Record) -> TypedRecord:
-    """The typed form of a record read from the log (upcast already by `records.unpack`)."""
-    kind = record["type"]
-    cls = _CLASSES.get(kind)
-    if cls is None:
-        raise ValueError(f"unknown record type {kind!r}")
-    if record["v"] != cls.VERSION:
-        raise ValueError(f"record {kind} version {record['v']} has no upcaster to {cls.VERSION}")
-    return cls.from_record(record)
-
-
-def typed(cls: type[T]) -> type[T]:
-    """Register a record class and generate its encoder and decoder."""
-    if cls.TYPE in _CLASSES:
-        raise TypeError(f"two classes for record type {cls.TYPE}")
-    _generate(cls)
-    _CLASSES[cls.TYPE] = cls
-    return cls
-
-
-def _generate(cls: type[TypedRecord]) -> None:
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    hints = {n: _enum_of(h) for n, h in get_type_hints(cls).items()}
-    names = [f.name for f in fields]
-    optional = {f.name for f in fields if f.default is None}
-    # an enum is written as its text, so a live projection sees what a replay will read
-    value = {n: f"str(self.{n})" if _is_enum(hints[n]) else f"self.{n}" for n in names}
-    # the keys up to the first optional one in a literal, then one statement per key
-    first = min((names.index(n) for n in optional), default=len(names))
-    lead = "".join(f'"{n}": {value[n]}, ' for n in names[:first])
-    lines = [
-        "def to_record(self, ts):",
-        f'    r = {{"type": "{cls.TYPE.value}", "v": {cls.VERSION}, "ts": ts, {lead}}}',
-    ]
-    for n in names[first:]:
-        if n in optional:
-            lines.append(f"    if self.{n} is not None:")
-            lines.append(f'        r["{n}"] = {value[n]}')
-        else:
-            lines.append(f'    r["{n}"] = {value[n]}')
-    if cls.ORDERS:
-        lines.append("    r = _reorder(r, ORDERS)")
-    lines.append("    return check(r)")
-    converters: dict[str, Any] = {}
-    args = []
-    for n in names:
-        hint = hints[n]
-        read = f'record.get("{n}")' if n in optional else f'record["{n}"]'
-        if _is_enum(hint):
-            converters[f"_{n}"] = hint
-            read = f"_{n}({read})" if n not in optional else f"_opt(_{n}, {read})"
-        args.append(f"{n}={read}")
-    decoder = [
-        "def from_record(cls, record):",
-        "    extra = record.keys() - KNOWN",
-        "    if extra:",
-        "        raise ValueError(f\"record {record['type']} holds unknown fields {sorted(extra)}\")",
-        f"    return cls({', '.join(args)})",
-    ]
-    # a frozen dataclass sets each field through object.__setattr__; the slots' own setters
-    # do the same work in a fraction of the instructions, and records are built per request
-    params = ", ".join(f"{n}=None" if n in optional else n for n in names)
-    init = [f"def __init__(self, *, {params}):"]
-    init += [f"    _set_{n}(self, {n})" for n in names] or ["    pass"]
-    setters = {f"_set_{n}": cls.__dict__[n].__set__ for n in names}
-    namespace: dict[str, Any] = {
-        **setters,
-        "check": check,
-        "ORDERS": cls.ORDERS,
-        "_reorder": _reorder,
-        "_opt": _opt,
-        "KNOWN": frozenset(["type", "v", "ts", *names]),
-        **converters,
-    }
-    source = "\n\n".join("\n".join(part) for part in (lines, decoder, init))
-    exec(source, namespace)  # noqa: S102 - generated from field names only
-    namespace["to_record"].__qualname__ = f"{cls.__qualname__}.to_record"
-    cls.to_record = namespace["to_record"]  # type: ignore[method-assign]
-    namespace["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = namespace["__init__"]  # type: ignore[method-assign]
-    cls.from_record = classmethod(namespace["from_record"])  # type: ignore[assignment]
-
-
-def _enum_of(hint: Any) -> Any:
-    """The enum class of `E` or `E | None`, else the hint itself."""
-    for arg in typing.get_args(hint) or (hint,):
-        if _is_enum(arg):
-            return arg
-    return hint
-
-
-def _is_enum(hint: Any) -> bool:
-    return isinstance(hint, type) and issubclass(hint, enum.Enum)
-
-
-def _opt(kind: type[enum.Enum], value: Any) -> Any:
-    return None if value is None else kind(value)
-
-
-def _reorder(record: Record, orders: tuple[tuple[str, ...], ...]) -> Record:
-    keys = set(record) - {"type", "v", "ts"}
-    for order in orders:
-        if keys == set(order):
-            out = {"type": record["type"], "v": record["v"], "ts": record["ts"]}
-            for key in order:
-                out[key] = record[key]
-            return out
-    return record
-
+from es_broker.log.typed import TypedRecord, parse, typed, unregistered_types
+from es_broker.log.views import (
+    MessagesDeliveredRecord,
+    MessagesStoredRecord,
+    OffsetCommittedRecord,
+    as_view,
+)
+from es_broker.log.vocabulary import (
+    Cause,
+    RecordType,
+    ResetMode,
+    ResetOutcome,
+    ResetScope,
+    SendBackDecision,
+    SlaveMergeOutcome,
+    SlaveMergePolicy,
+    TransactionState,
+)
 
 # ---------------------------------------------------------------------- messages
 
@@ -367,12 +178,12 @@ class ResetRequested(TypedRecord):
     value: int
     timestamp: int
     force: bool
-    mode: str
-    scope: str
+    mode: ResetMode
+    scope: ResetScope
     requester: str
     notified: list[str]
     outcome: str
-    queues: list[list[Any]]  # [queue id, current, target, final, outcome]
+    queues: list[list[Any]]  # [queue id, current, target, final, ResetOutcome]
 
 
 @typed
@@ -381,10 +192,10 @@ class SlaveOffsetsMerged(TypedRecord):
     TYPE = RecordType.SLAVE_OFFSETS_MERGED
     broker_id: int
     slave_addr: str
-    policy: str
+    policy: SlaveMergePolicy
     journal_upto: int
     commits: list[list[Any]]
-    queues: list[list[Any]]
+    queues: list[list[Any]]  # [topic, group, queue id, old, new, SlaveMergeOutcome, requester]
     deliveries: int
     requester: str
     promotion: bool | None = None  # only written (True) for a promoted slave's own journal
@@ -487,7 +298,7 @@ class MessageSentBack(TypedRecord):
     reconsume_times: int | None = None
     max_reconsume_times: int | None = None
     header_delay_level: int
-    decision: str
+    decision: SendBackDecision
     reason: str
     delay_level: int | None = None
     delay_ms: int | None = None
@@ -559,7 +370,7 @@ class TransactionEnded(TypedRecord):
 
     TYPE = RecordType.TRANSACTION_ENDED
     ORDERS = (_ENDED_DISCARDED,)
-    state: str
+    state: TransactionState
     real_topic: str
     real_queue_id: int
     requester: str
@@ -748,73 +559,6 @@ class AccessDenied(TypedRecord):
     reasons: list[list[Any]] | None = None
 
 
-# ---------------------------------------------------------------------- the hot path's dict views
-#
-# A projection applies every stored message and every delivery; building the class there
-# (`from_record`) costs more than the projection's own work. These TypedDicts are the same
-# records as the log's dicts, so mypy checks each key read on that path at no run-time cost:
-#     stored: MessagesStoredRecord = record  # type: ignore[assignment]
-# Required keys are the class' fields without a default (and type, v, ts); the keys of the
-# `total=False` half are the fields the record leaves out while None. `_check_view` holds
-# both to the class at import, so a field added to one and not the other fails at once.
-
-
-class _MessagesStoredKeys(TypedDict):
-    type: str
-    v: int
-    ts: int
-    topic: str
-    queue_id: int
-    queue_offset: int
-    units: list[list[int]]
-    producer_group: str
-    requester: str
-
-
-class MessagesStoredRecord(_MessagesStoredKeys, total=False):
-    """A `messages_stored` record as the log's dict (see `MessagesStored`)."""
-
-    diverted_from: str
-    delay: dict[str, Any]
-    cause: str
-    delivery: dict[str, Any]
-    transaction: dict[str, Any]
-
-
-class _MessagesDeliveredKeys(TypedDict):
-    type: str
-    v: int
-    ts: int
-    group: str
-    topic: str
-    queue_id: int
-    offset: int
-    offsets: list[int]
-    next_offset: int
-    client: str
-
-
-class MessagesDeliveredRecord(_MessagesDeliveredKeys, total=False):
-    """A `messages_delivered` record as the log's dict (see `MessagesDelivered`)."""
-
-    served_by: dict[str, Any]
-
-
-class OffsetCommittedRecord(TypedDict):
-    """An `offset_committed` record as the log's dict (see `OffsetCommitted`)."""
-
-    type: str
-    v: int
-    ts: int
-    group: str
-    topic: str
-    queue_id: int
-    offset: int
-    old: int
-    cause: str
-    requester: str
-
-
 def _check_view(cls: type[TypedRecord], view: Any) -> None:
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     optional = {f.name for f in fields if f.default is None}
@@ -832,6 +576,58 @@ for _cls, _view in DICT_VIEWS.items():
     _check_view(_cls, _view)
 
 
-missing = set(RecordType) - set(_CLASSES)
+missing = unregistered_types()
 if missing:  # pragma: no cover - a type without its class fails at import
     raise TypeError(f"record types without a class: {sorted(missing)}")
+
+# every record class, and the vocabulary, views and machinery the rest of the code imports from here
+__all__ = [
+    "AccessDenied",
+    "AclLoaded",
+    "BrokerConfigUpdated",
+    "Cause",
+    "CommitlogExpired",
+    "ConsumerGroupChanged",
+    "DICT_VIEWS",
+    "DeadLetterRedriven",
+    "DelayedMessageSkipped",
+    "DeliveriesUnrecorded",
+    "HaPromoted",
+    "HaRecordsSetAside",
+    "HistoryArchived",
+    "MessageSentBack",
+    "MessagesDelivered",
+    "MessagesDeliveredRecord",
+    "MessagesStored",
+    "MessagesStoredRecord",
+    "OffsetCommitIgnored",
+    "OffsetCommitted",
+    "OffsetCommittedRecord",
+    "OffsetQueried",
+    "OffsetsRemoved",
+    "PullOffsetMoved",
+    "QueueLocksChanged",
+    "RecordType",
+    "ReplyPushed",
+    "ResetMode",
+    "ResetOutcome",
+    "ResetRequested",
+    "ResetScope",
+    "SendBackDecision",
+    "SlaveCaughtUp",
+    "SlaveMergeOutcome",
+    "SlaveMergePolicy",
+    "SlaveOffsetsMerged",
+    "SubgroupDeleted",
+    "SubgroupUpdated",
+    "TopicDeleted",
+    "TopicPermChanged",
+    "TopicUpdated",
+    "TransactionChecked",
+    "TransactionEnded",
+    "TransactionState",
+    "TypedRecord",
+    "as_view",
+    "parse",
+    "typed",
+]

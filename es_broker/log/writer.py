@@ -79,7 +79,7 @@ class Queued(Generic[T]):
         self.done = trio.Event() if then is None else None
         self.ok = False
         self.value: Any = None
-        self.trace: hops.Trace | None = None  # hops.ON only
+        self.trace: hops.Trace | None = None  # traced hops only
 
     def result(self) -> T:
         """The job's result, or its error raised (once its group commit is done)."""
@@ -87,13 +87,6 @@ class Queued(Generic[T]):
             value: T = self.value
             return value
         raise self.value
-
-
-def _stamp(batch: list[Queued[Any]], hop: int) -> None:
-    at = hops.now()
-    for pending in batch:
-        if pending.trace is not None:
-            pending.trace.at[hop] = at
 
 
 def _requests(batch: list[Queued[Any]]) -> int:
@@ -207,9 +200,7 @@ class GroupCommitWriter:
             raise WriterClosed("the broker is shutting down")
         pending: Queued[T] = Queued(job, then)
         self._push(pending)
-        if hops.ON:
-            pending.trace = hops.current()
-            hops.mark(hops.SUBMITTED)
+        pending.trace = hops.mark(hops.SUBMITTED)
         return pending
 
     def _push(self, pending: Queued[Any]) -> None:
@@ -243,8 +234,7 @@ class GroupCommitWriter:
         """The result of an enqueued job once its group commit is done (or its error, raised)."""
         assert queued.done is not None, "a job with a `then` callback is not waited for"
         await queued.done.wait()
-        if hops.ON:
-            hops.mark(hops.WOKEN)
+        hops.mark(hops.WOKEN)
         return queued.result()
 
     async def settled(self) -> None:
@@ -317,8 +307,7 @@ class GroupCommitWriter:
     ):
         """The jobs to write (after the records kept aside while the disk was full, when probing), what
         was kept aside and the last sequence before; None when the batch was refused without a write."""
-        if hops.ON:
-            _stamp(batch, hops.PICKED)
+        hops.stamp_batch(batch, hops.PICKED)
         reason = self.fence()
         if reason is not None:  # every job refused, nothing written (B-374)
             self._complete(batch, [(False, WritesFenced(reason))] * len(batch))
@@ -349,8 +338,7 @@ class GroupCommitWriter:
 
     def _complete(self, batch: list[Queued[Any]], outcomes: list[tuple[bool, Any]]) -> None:
         """Hand each job its outcome: wake its waiter, or call its `then` (all inside `completing()`)."""
-        if hops.ON:
-            _stamp(batch, hops.COMMITTED)
+        hops.stamp_batch(batch, hops.COMMITTED)
         with self.completing():
             for pending, (ok, value) in zip(batch, outcomes, strict=True):
                 pending.ok, pending.value = ok, value

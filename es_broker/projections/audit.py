@@ -32,20 +32,18 @@ import msgpack
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.types import RecordType
+from es_broker.projections.dispatch import handlers
 from es_broker.projections.keys import U64
 
 if TYPE_CHECKING:
     from es_broker.commands.store import Store
 
-CONSUMER_GROUP_CHANGED = RecordType.CONSUMER_GROUP_CHANGED
-OFFSET_QUERIED = RecordType.OFFSET_QUERIED
-OFFSET_COMMITTED = RecordType.OFFSET_COMMITTED
-ACL_LOADED = RecordType.ACL_LOADED
-ACCESS_DENIED = RecordType.ACCESS_DENIED
-
-INDEXED = frozenset(
-    {CONSUMER_GROUP_CHANGED, OFFSET_QUERIED, OFFSET_COMMITTED, ACL_LOADED, ACCESS_DENIED}
-)
+TIMED = frozenset({RecordType.ACL_LOADED, RecordType.ACCESS_DENIED})
+INDEXED = TIMED | {
+    RecordType.CONSUMER_GROUP_CHANGED,
+    RecordType.OFFSET_QUERIED,
+    RecordType.OFFSET_COMMITTED,
+}
 U32 = struct.Struct(">I")
 LOAD = b"L"
 DENIAL = b"D"
@@ -83,10 +81,8 @@ class AuditProjection:
         if seq == 1:
             txn.put(BUILT, b"", db=self.acl_db)
         kind = record["type"]
-        if kind in (ACL_LOADED, ACCESS_DENIED):
-            self.index(txn, seq, record, self._time(txn, seq))
-        elif kind in (CONSUMER_GROUP_CHANGED, OFFSET_QUERIED, OFFSET_COMMITTED):
-            self.index(txn, seq, record, 0)
+        if kind in INDEXED:  # the ACL's records need their effective time, the others not
+            self.index(txn, seq, record, self._time(txn, seq) if kind in TIMED else 0)
 
     def _time(self, txn: lmdb.Transaction[bytes], seq: int) -> int:
         """The effective time of seq, as the time index (applied before) has it (B-132)."""
@@ -95,52 +91,78 @@ class AuditProjection:
         return U64.unpack(cur.value())[0] if found else 0
 
     def index(self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int) -> None:
-        kind = record["type"]
-        if kind == CONSUMER_GROUP_CHANGED:
-            value = [record["consume_from_where"], record["clients"]]
-            txn.put(record["group"].encode(), _pack(value), db=self.groups_db)
-        elif kind == OFFSET_QUERIED:
-            key = explain_key(record["group"], record["topic"], record["queue_id"])
-            entry = self._entry(txn, key)
-            if entry["start"] is None:
-                raw = txn.get(record["group"].encode(), db=self.groups_db)
-                cfw = msgpack.unpackb(raw)[0] if raw is not None else None
-                entry["start"] = {
-                    "seq": seq,
-                    "ts": record["ts"],
-                    "requester": record["requester"],
-                    "row": record["row"],
-                    "answer": record["offset"] if record["row"] == 2 else "QUERY_NOT_FOUND",
-                    "min_offset": record["min_offset"],
-                    "head_in_memory": record["head_in_memory"],
-                    "phy_max": record["phy_max"],
-                    "consume_from_where": cfw,
-                }
-                txn.put(key, _pack(entry), db=self.explain_db)
-        elif kind == OFFSET_COMMITTED:
-            key = explain_key(record["group"], record["topic"], record["queue_id"])
-            entry = self._entry(txn, key)
-            change = {
+        """Index a record of an INDEXED type, applied at effective time `time`."""
+        self._INDEX[record["type"]](self, txn, seq, record, time)
+
+    def _group_changed(
+        self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int
+    ) -> None:
+        value = [record["consume_from_where"], record["clients"]]
+        txn.put(record["group"].encode(), _pack(value), db=self.groups_db)
+
+    def _offset_queried(
+        self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int
+    ) -> None:
+        key = explain_key(record["group"], record["topic"], record["queue_id"])
+        entry = self._entry(txn, key)
+        if entry["start"] is None:
+            raw = txn.get(record["group"].encode(), db=self.groups_db)
+            cfw = msgpack.unpackb(raw)[0] if raw is not None else None
+            entry["start"] = {
                 "seq": seq,
                 "ts": record["ts"],
-                "old": record["old"],
-                "new": record["offset"],
-                "cause": record["cause"],
                 "requester": record["requester"],
+                "row": record["row"],
+                "answer": record["offset"] if record["row"] == 2 else "QUERY_NOT_FOUND",
+                "min_offset": record["min_offset"],
+                "head_in_memory": record["head_in_memory"],
+                "phy_max": record["phy_max"],
+                "consume_from_where": cfw,
             }
-            entry["first_change"] = entry["first_change"] or change
-            entry["latest_change"] = change
-            entry["changes"] += 1
             txn.put(key, _pack(entry), db=self.explain_db)
-        elif kind == ACL_LOADED:
-            txn.put(LOAD + U64.pack(time) + U64.pack(seq), b"", db=self.acl_db)
-        elif kind == ACCESS_DENIED:
-            lo = max(int(record.get("window_from", time)), 0)
-            hi = max(int(record.get("window_to", time)), 0)
-            txn.put(DENIAL + U64.pack(hi) + U64.pack(seq), U64.pack(lo), db=self.acl_db)
-            span = txn.get(SPAN, db=self.acl_db)
-            if span is None or U64.unpack(span)[0] < hi - lo:
-                txn.put(SPAN, U64.pack(max(hi - lo, 0)), db=self.acl_db)
+
+    def _offset_committed(
+        self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int
+    ) -> None:
+        key = explain_key(record["group"], record["topic"], record["queue_id"])
+        entry = self._entry(txn, key)
+        change = {
+            "seq": seq,
+            "ts": record["ts"],
+            "old": record["old"],
+            "new": record["offset"],
+            "cause": record["cause"],
+            "requester": record["requester"],
+        }
+        entry["first_change"] = entry["first_change"] or change
+        entry["latest_change"] = change
+        entry["changes"] += 1
+        txn.put(key, _pack(entry), db=self.explain_db)
+
+    def _acl_loaded(
+        self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int
+    ) -> None:
+        txn.put(LOAD + U64.pack(time) + U64.pack(seq), b"", db=self.acl_db)
+
+    def _access_denied(
+        self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int
+    ) -> None:
+        lo = max(int(record.get("window_from", time)), 0)
+        hi = max(int(record.get("window_to", time)), 0)
+        txn.put(DENIAL + U64.pack(hi) + U64.pack(seq), U64.pack(lo), db=self.acl_db)
+        span = txn.get(SPAN, db=self.acl_db)
+        if span is None or U64.unpack(span)[0] < hi - lo:
+            txn.put(SPAN, U64.pack(max(hi - lo, 0)), db=self.acl_db)
+
+    _INDEX = handlers(
+        {
+            RecordType.CONSUMER_GROUP_CHANGED: _group_changed,
+            RecordType.OFFSET_QUERIED: _offset_queried,
+            RecordType.OFFSET_COMMITTED: _offset_committed,
+            RecordType.ACL_LOADED: _acl_loaded,
+            RecordType.ACCESS_DENIED: _access_denied,
+        }
+    )
 
     def _entry(self, txn: lmdb.Transaction[bytes], key: bytes) -> dict[str, Any]:
         raw = txn.get(key, db=self.explain_db)

@@ -18,28 +18,27 @@ import lmdb
 from es_broker.log import Record
 from es_broker.log.scan import prefixed
 from es_broker.log.types import BrokerConfigUpdated, RecordType
-
-UPDATED = RecordType.BROKER_CONFIG_UPDATED
+from es_broker.projections.dispatch import Dispatching, handlers
 
 
 def _prefix(broker_name: str, broker_id: int) -> bytes:
     return f"{broker_name}\0{broker_id}\0".encode()
 
 
-class BrokerSettingsProjection:
+class BrokerSettingsProjection(Dispatching):
     name = "broker_settings"
     databases = ("broker_settings",)
 
     def bind(self, log: Any) -> None:
         self.db = log.db("broker_settings")
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        if record["type"] != UPDATED:
-            return
+    def _updated(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         updated = BrokerConfigUpdated.from_record(record)
         prefix = _prefix(updated.broker_name, updated.broker_id)
         for change in updated.changes:
             txn.put(prefix + change["key"].encode(), change["new"].encode(), db=self.db)
+
+    HANDLERS = handlers({RecordType.BROKER_CONFIG_UPDATED: _updated})
 
     def changes_in_force(
         self, txn: lmdb.Transaction[bytes], broker_name: str, broker_id: int

@@ -10,18 +10,15 @@ from __future__ import annotations
 import lmdb
 
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
+from es_broker.log.types import CommitlogExpired, RecordType, as_view
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64
-
-COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-
 
 _PHY_MAX = b"phy_max"
 _PHY_MIN = b"phy_min"
 
 
-class CommitLogProjection:
+class CommitLogProjection(Dispatching):
     name = "commitlog"
     databases = ("commitlog_meta",)
 
@@ -29,19 +26,21 @@ class CommitLogProjection:
         self.db = log.db("commitlog_meta")
         self.payloads = log.commitlog_db
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        kind = record["type"]
-        if kind == MESSAGES_STORED:
-            stored: MessagesStoredRecord = record  # type: ignore[assignment]
-            phy, size, _ = stored["units"][-1]
-            txn.put(_PHY_MAX, I64.pack(phy + size), db=self.db)
-        elif kind == COMMITLOG_EXPIRED:
-            expired = CommitlogExpired.from_record(record)
-            # retention removes the bodies below the new phyMin; the records about them stay
-            cur = txn.cursor(db=self.payloads)
-            while cur.first() and int.from_bytes(cur.key(), "big") < expired.phy_min:
-                cur.delete()
-            txn.put(_PHY_MIN, I64.pack(expired.phy_min), db=self.db)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        phy, size, _ = as_view(record, RecordType.MESSAGES_STORED)["units"][-1]
+        txn.put(_PHY_MAX, I64.pack(phy + size), db=self.db)
+
+    def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        expired = CommitlogExpired.from_record(record)
+        # retention removes the bodies below the new phyMin; the records about them stay
+        cur = txn.cursor(db=self.payloads)
+        while cur.first() and int.from_bytes(cur.key(), "big") < expired.phy_min:
+            cur.delete()
+        txn.put(_PHY_MIN, I64.pack(expired.phy_min), db=self.db)
+
+    HANDLERS = handlers(
+        {RecordType.MESSAGES_STORED: _stored, RecordType.COMMITLOG_EXPIRED: _expired}
+    )
 
     def phy_max(self, txn: lmdb.Transaction[bytes]) -> int:
         raw = txn.get(_PHY_MAX, db=self.db)

@@ -25,7 +25,7 @@ import lmdb
 
 from es_broker import compiled
 from es_broker.log import LogCorruptError, Record, RecordLog
-from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
+from es_broker.log.types import CommitlogExpired, RecordType, as_view
 from es_broker.projections.keys import U64, queue_key
 
 COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
@@ -77,7 +77,7 @@ class ConsumeQueueProjection:
             return
         if record["type"] != MESSAGES_STORED:
             return
-        stored: MessagesStoredRecord = record  # type: ignore[assignment]
+        stored = as_view(record, RecordType.MESSAGES_STORED)
         topic, qid, offset, ts, units = (
             stored["topic"],
             stored["queue_id"],

@@ -16,30 +16,30 @@ from collections.abc import Iterator
 import lmdb
 
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import DelayedMessageSkipped, MessagesStoredRecord, RecordType
+from es_broker.log.types import DelayedMessageSkipped, RecordType, as_view
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U32
 
-DELAYED_MESSAGE_SKIPPED = RecordType.DELAYED_MESSAGE_SKIPPED
-MESSAGES_STORED = RecordType.MESSAGES_STORED
 
-
-class DeliveryScheduleProjection:
+class DeliveryScheduleProjection(Dispatching):
     name = "delivery_schedule"
     databases = ("delay_cursors",)
 
     def bind(self, log: RecordLog) -> None:
         self.db = log.db("delay_cursors")
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        kind = record["type"]
-        if kind == MESSAGES_STORED:
-            stored: MessagesStoredRecord = record  # type: ignore[assignment]
-            delivery = stored.get("delivery")
-            if delivery is not None:
-                txn.put(U32.pack(delivery["level"]), I64.pack(delivery["next_cursor"]), db=self.db)
-        elif kind == DELAYED_MESSAGE_SKIPPED:
-            skipped = DelayedMessageSkipped.from_record(record)
-            txn.put(U32.pack(skipped.level), I64.pack(skipped.next_cursor), db=self.db)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        delivery = as_view(record, RecordType.MESSAGES_STORED).get("delivery")
+        if delivery is not None:
+            txn.put(U32.pack(delivery["level"]), I64.pack(delivery["next_cursor"]), db=self.db)
+
+    def _skipped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        skipped = DelayedMessageSkipped.from_record(record)
+        txn.put(U32.pack(skipped.level), I64.pack(skipped.next_cursor), db=self.db)
+
+    HANDLERS = handlers(
+        {RecordType.MESSAGES_STORED: _stored, RecordType.DELAYED_MESSAGE_SKIPPED: _skipped}
+    )
 
     # ------------------------------------------------------------------ reads
     def cursor(self, txn: lmdb.Transaction[bytes], level: int) -> int | None:

@@ -19,12 +19,11 @@ import msgpack
 
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.types import RecordType
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64
 
-HISTORY_ARCHIVED = RecordType.HISTORY_ARCHIVED
 
-
-class HistoryProjection:
+class HistoryProjection(Dispatching):
     name = "history"
     databases = ("history_segments",)
 
@@ -32,9 +31,7 @@ class HistoryProjection:
         self.log = log
         self.db = log.db("history_segments")
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        if record["type"] != HISTORY_ARCHIVED:
-            return
+    def _archived(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         first, last = int(record["first_seq"]), int(record["last_seq"])
         entry = {k: v for k, v in record.items() if k not in ("type", "v")}
         entry["seq"] = seq
@@ -46,6 +43,8 @@ class HistoryProjection:
                     break
                 if not cur.key():
                     break
+
+    HANDLERS = handlers({RecordType.HISTORY_ARCHIVED: _archived})
 
     # ------------------------------------------------------------------ reads
     def segments(self, txn: lmdb.Transaction[bytes]) -> Iterator[dict[str, Any]]:

@@ -60,7 +60,7 @@ import lmdb
 
 from es_broker import compiled
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
+from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType, as_view
 from es_broker.projections.keys import U64
 from es_broker.remoting import message as wire
 
@@ -135,8 +135,8 @@ def _entry_time(ts: int) -> int:
 
 
 def index_entries(
-    txn: lmdb.Transaction[bytes],
-    payloads: lmdb._Database,
+    txn: lmdb.Transaction[bytes] | _Payloads,
+    payloads: lmdb._Database | None,
     units: list[list[int]],
     topic: bytes,
 ) -> list[tuple[bytes, bytes]]:
@@ -193,7 +193,7 @@ def payload_entries(phy: int, raw: bytes) -> list[tuple[bytes, bytes]]:
     except (IndexError, ValueError, struct.error):
         return []
     topic = bytes(raw[topic_at : start - 2]) + b"\x00"
-    return index_entries(_Payloads(phy, raw), None, [[phy, 0, 0]], topic)  # type: ignore[arg-type]
+    return index_entries(_Payloads(phy, raw), None, [[phy, 0, 0]], topic)
 
 
 class KeyIndexProjection:
@@ -208,7 +208,7 @@ class KeyIndexProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == MESSAGES_STORED:
-            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            stored = as_view(record, RecordType.MESSAGES_STORED)
             self._index(txn, stored)
         elif kind == COMMITLOG_EXPIRED:
             self._expire(txn, CommitlogExpired.from_record(record).phy_min)

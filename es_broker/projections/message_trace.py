@@ -40,13 +40,12 @@ from es_broker.log.types import (
     CommitlogExpired,
     DeadLetterRedriven,
     DelayedMessageSkipped,
-    MessagesDeliveredRecord,
     MessageSentBack,
-    MessagesStoredRecord,
     RecordType,
     ReplyPushed,
     TransactionChecked,
     TransactionEnded,
+    as_view,
 )
 from es_broker.projections.keys import I64, U32, U64, queue_key
 
@@ -78,7 +77,7 @@ class MessageTraceProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
         if kind == MESSAGES_STORED:
-            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            stored = as_view(record, RecordType.MESSAGES_STORED)
             first = stored["units"][0][0]
             txn.put(I64.pack(first), U64.pack(seq), db=self.stored)
             delivery = stored.get("delivery")
@@ -90,7 +89,7 @@ class MessageTraceProjection:
                 self._link(txn, tx["prepared_phy"], seq, FROM)
                 self._link(txn, first, seq, TO)
         elif kind == MESSAGES_DELIVERED:
-            delivered: MessagesDeliveredRecord = record  # type: ignore[assignment]
+            delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
             offsets = delivered["offsets"]
             if offsets:
                 key = queue_key(delivered["topic"], delivered["queue_id"])

@@ -40,7 +40,7 @@ import lmdb
 
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.scan import prefixed
-from es_broker.log.types import MessagesDeliveredRecord, MessagesStoredRecord, RecordType
+from es_broker.log.types import MessagesStoredRecord, RecordType, as_view
 from es_broker.projections.consume_queue import ConsumeQueueProjection
 from es_broker.projections.keys import U64
 
@@ -130,7 +130,7 @@ class StatsProjection:
             txn.put(BUILT, b"", db=self.total_db)
         kind = record["type"]
         if kind == MESSAGES_STORED:
-            stored: MessagesStoredRecord = record  # type: ignore[assignment]
+            stored = as_view(record, RecordType.MESSAGES_STORED)
             put = put_of(stored)
             if put is None:
                 return
@@ -150,7 +150,7 @@ class StatsProjection:
                 key = SIZE_BUCKETS + f"{topic}\x00{message_type}\x00{which}".encode()
                 _bump(txn, key, self.total_db, k, s)
         elif kind == MESSAGES_DELIVERED:
-            delivered: MessagesDeliveredRecord = record  # type: ignore[assignment]
+            delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
             topic, qid = delivered["topic"], delivered["queue_id"]
             size = self.cq.sizes(txn, topic, qid, delivered["offsets"])
             n, minute = len(delivered["offsets"]), delivered["ts"] // MINUTE_MS

@@ -10,10 +10,8 @@ import msgpack
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.types import RecordType, SubgroupDeleted, SubgroupUpdated
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import MAX_KEY
-
-SUBGROUP_DELETED = RecordType.SUBGROUP_DELETED
-SUBGROUP_UPDATED = RecordType.SUBGROUP_UPDATED
 
 
 def default_group_config(group: str) -> dict[str, Any]:
@@ -31,21 +29,24 @@ def default_group_config(group: str) -> dict[str, Any]:
     }
 
 
-class SubscriptionGroupProjection:
+class SubscriptionGroupProjection(Dispatching):
     name = "subscription_groups"
     databases = ("subgroups",)
 
     def bind(self, log: RecordLog) -> None:
         self.db = log.db("subgroups")
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        kind = record["type"]
-        if kind == SUBGROUP_UPDATED:
-            updated = SubgroupUpdated.from_record(record)
-            config = dict(updated.config, dataVersion=seq)
-            txn.put(updated.group.encode(), msgpack.packb(config), db=self.db)
-        elif kind == SUBGROUP_DELETED:
-            txn.delete(SubgroupDeleted.from_record(record).group.encode(), db=self.db)
+    def _updated(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        updated = SubgroupUpdated.from_record(record)
+        config = dict(updated.config, dataVersion=seq)
+        txn.put(updated.group.encode(), msgpack.packb(config), db=self.db)
+
+    def _deleted(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        txn.delete(SubgroupDeleted.from_record(record).group.encode(), db=self.db)
+
+    HANDLERS = handlers(
+        {RecordType.SUBGROUP_UPDATED: _updated, RecordType.SUBGROUP_DELETED: _deleted}
+    )
 
     def get(self, txn: lmdb.Transaction[bytes], group: str) -> dict[str, Any] | None:
         key = group.encode()

@@ -29,34 +29,23 @@ from __future__ import annotations
 import lmdb
 
 from es_broker.log import Record, RecordLog, records
-from es_broker.log.types import MessagesStoredRecord, OffsetsRemoved, RecordType
+from es_broker.log.types import OffsetsRemoved, RecordType, as_view
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U64, offset_key, queue_key
-
-CONSUMER_GROUP_CHANGED = RecordType.CONSUMER_GROUP_CHANGED
-DELIVERIES_UNRECORDED = RecordType.DELIVERIES_UNRECORDED
-MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-OFFSETS_REMOVED = RecordType.OFFSETS_REMOVED
-OFFSET_COMMITTED = RecordType.OFFSET_COMMITTED
-OFFSET_QUERIED = RecordType.OFFSET_QUERIED
-QUEUE_LOCKS_CHANGED = RecordType.QUEUE_LOCKS_CHANGED
-SUBGROUP_DELETED = RecordType.SUBGROUP_DELETED
-SUBGROUP_UPDATED = RecordType.SUBGROUP_UPDATED
-
 
 # records that name a group but do not explain an offset change: deliveries and the
 # group's own config are audited elsewhere, and offset_committed is the change itself
 QUIET_GROUP_RECORDS = frozenset(
     {
-        OFFSET_COMMITTED,
-        MESSAGES_DELIVERED,
-        OFFSET_QUERIED,
-        SUBGROUP_UPDATED,
-        SUBGROUP_DELETED,
-        CONSUMER_GROUP_CHANGED,
-        OFFSETS_REMOVED,
-        DELIVERIES_UNRECORDED,
-        QUEUE_LOCKS_CHANGED,
+        RecordType.OFFSET_COMMITTED,
+        RecordType.MESSAGES_DELIVERED,
+        RecordType.OFFSET_QUERIED,
+        RecordType.SUBGROUP_UPDATED,
+        RecordType.SUBGROUP_DELETED,
+        RecordType.CONSUMER_GROUP_CHANGED,
+        RecordType.OFFSETS_REMOVED,
+        RecordType.DELIVERIES_UNRECORDED,
+        RecordType.QUEUE_LOCKS_CHANGED,
     }
 )
 
@@ -74,7 +63,7 @@ def event_key(group: str, seq: int) -> bytes:
     return group.encode() + b"\x00" + U64.pack(seq)
 
 
-class TimeIndexProjection:
+class TimeIndexProjection(Dispatching):
     name = "timeindex"
     databases = ("tt_time", "tt_seq", "tt_qmax", "tt_events", "tt_removed")
 
@@ -98,25 +87,29 @@ class TimeIndexProjection:
             # the effective time grew: one entry each way, both keys ascending
             txn.put(U64.pack(ts), U64.pack(seq), db=self.time_db, append=True)
             txn.put(U64.pack(seq), U64.pack(ts), db=self.seq_db, append=True)
-        kind = record["type"]
-        if kind == MESSAGES_STORED:
-            stored: MessagesStoredRecord = record  # type: ignore[assignment]
-            top = stored["queue_offset"] + len(stored["units"])
-            txn.put(
-                queue_key(stored["topic"], stored["queue_id"]) + U64.pack(seq),
-                I64.pack(top),
-                db=self.qmax_db,
-            )
-        elif kind == OFFSETS_REMOVED:
-            removed = OffsetsRemoved.from_record(record)
-            # the offset projection writes a history entry with new = -1; only this tells it from a commit of -1
-            for topic, qid, _ in removed.entries:
-                txn.put(
-                    offset_key(topic, removed.group, qid) + U64.pack(seq), b"", db=self.removed_db
-                )
-        elif kind not in QUIET_GROUP_RECORDS:
+        handler = self.HANDLERS.get(record["type"])
+        if handler is not None:
+            handler(self, txn, seq, record)
+        elif record["type"] not in QUIET_GROUP_RECORDS:
             for group in groups_named(record):
                 txn.put(event_key(group, seq), records.pack(record), db=self.events_db)
+
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        stored = as_view(record, RecordType.MESSAGES_STORED)
+        top = stored["queue_offset"] + len(stored["units"])
+        txn.put(
+            queue_key(stored["topic"], stored["queue_id"]) + U64.pack(seq),
+            I64.pack(top),
+            db=self.qmax_db,
+        )
+
+    def _removed(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        removed = OffsetsRemoved.from_record(record)
+        # the offset projection writes a history entry with new = -1; only this tells it from a commit of -1
+        for topic, qid, _ in removed.entries:
+            txn.put(offset_key(topic, removed.group, qid) + U64.pack(seq), b"", db=self.removed_db)
+
+    HANDLERS = handlers({RecordType.MESSAGES_STORED: _stored, RecordType.OFFSETS_REMOVED: _removed})
 
     def ensure_built(self, log: RecordLog) -> bool:
         """Index a log written before this projection existed; True if it had to.

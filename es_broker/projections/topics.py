@@ -10,12 +10,8 @@ import msgpack
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.types import RecordType, TopicDeleted, TopicPermChanged, TopicUpdated
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import MAX_KEY
-
-TOPIC_DELETED = RecordType.TOPIC_DELETED
-TOPIC_PERM_CHANGED = RecordType.TOPIC_PERM_CHANGED
-TOPIC_UPDATED = RecordType.TOPIC_UPDATED
-
 
 PERM_PRIORITY = 8
 PERM_READ = 4
@@ -23,27 +19,35 @@ PERM_WRITE = 2
 PERM_INHERIT = 1
 
 
-class TopicConfigProjection:
+class TopicConfigProjection(Dispatching):
     name = "topics"
     databases = ("topics",)
 
     def bind(self, log: RecordLog) -> None:
         self.db = log.db("topics")
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        kind = record["type"]
-        if kind == TOPIC_UPDATED:
-            updated = TopicUpdated.from_record(record)
-            config = dict(updated.config, dataVersion=seq)
-            txn.put(updated.topic.encode(), msgpack.packb(config), db=self.db)
-        elif kind == TOPIC_PERM_CHANGED:
-            changed = TopicPermChanged.from_record(record)
-            current = self.get(txn, changed.topic)
-            if current is not None:
-                current.update(perm=changed.perm, dataVersion=seq)
-                txn.put(changed.topic.encode(), msgpack.packb(current), db=self.db)
-        elif kind == TOPIC_DELETED:
-            txn.delete(TopicDeleted.from_record(record).topic.encode(), db=self.db)
+    def _updated(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        updated = TopicUpdated.from_record(record)
+        config = dict(updated.config, dataVersion=seq)
+        txn.put(updated.topic.encode(), msgpack.packb(config), db=self.db)
+
+    def _perm_changed(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        changed = TopicPermChanged.from_record(record)
+        current = self.get(txn, changed.topic)
+        if current is not None:
+            current.update(perm=changed.perm, dataVersion=seq)
+            txn.put(changed.topic.encode(), msgpack.packb(current), db=self.db)
+
+    def _deleted(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        txn.delete(TopicDeleted.from_record(record).topic.encode(), db=self.db)
+
+    HANDLERS = handlers(
+        {
+            RecordType.TOPIC_UPDATED: _updated,
+            RecordType.TOPIC_PERM_CHANGED: _perm_changed,
+            RecordType.TOPIC_DELETED: _deleted,
+        }
+    )
 
     def get(self, txn: lmdb.Transaction[bytes], topic: str) -> dict[str, Any] | None:
         key = topic.encode()

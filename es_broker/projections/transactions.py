@@ -26,22 +26,14 @@ import msgpack
 
 from es_broker.log import Record
 from es_broker.log.types import (
-    MessagesStoredRecord,
     RecordType,
     TransactionChecked,
     TransactionEnded,
+    TransactionState,
+    as_view,
 )
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64
-
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-TRANSACTION_CHECKED = RecordType.TRANSACTION_CHECKED
-TRANSACTION_ENDED = RecordType.TRANSACTION_ENDED
-
-
-PREPARED = "prepared"
-COMMITTED = "committed"
-ROLLED_BACK = "rolled_back"
-DISCARDED = "discarded"
 
 
 def _pack(value: dict[str, Any]) -> bytes:
@@ -54,7 +46,7 @@ def _unpack(raw: bytes | memoryview) -> dict[str, Any]:
     return value
 
 
-class TransactionProjection:
+class TransactionProjection(Dispatching):
     name = "transactions"
     databases = ("txn_open", "txn_ended")
 
@@ -62,48 +54,56 @@ class TransactionProjection:
         self.open_db = log.db("txn_open")
         self.ended_db = log.db("txn_ended")
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        kind = record["type"]
-        if kind == MESSAGES_STORED:
-            stored: MessagesStoredRecord = record  # type: ignore[assignment]
-            tx = stored.get("transaction")
-            if tx is None:
-                return
-            if tx["state"] == PREPARED:
-                phy, _, _ = stored["units"][0]
-                entry = {
-                    "producer_group": tx["producer_group"],
-                    "topic": tx["real_topic"],
-                    "queue_id": tx["real_queue_id"],
-                    "half_queue_offset": stored["queue_offset"],
-                    "transaction_id": tx["transaction_id"],
-                    "born_ts": tx["born_ts"],
-                    "store_ts": stored["ts"],
-                    "immunity_s": tx.get("immunity_s"),
-                    "checks": 0,
-                    "last_check_ts": None,
-                    "seq": seq,
-                }
-                txn.put(I64.pack(phy), _pack(entry), db=self.open_db)
-            else:  # committed, or discarded into TRANS_CHECK_MAX_TIME_TOPIC
-                self._end(txn, tx["prepared_phy"], tx["state"])
-        elif kind == TRANSACTION_CHECKED:
-            checked = TransactionChecked.from_record(record)
-            key = I64.pack(checked.prepared_phy)
-            raw = txn.get(key, db=self.open_db)
-            if raw is not None:
-                entry = _unpack(raw)
-                entry["checks"] = checked.attempt
-                entry["last_check_ts"] = record["ts"]
-                txn.put(key, _pack(entry), db=self.open_db)
-        elif kind == TRANSACTION_ENDED:
-            ended = TransactionEnded.from_record(record)
-            self._end(txn, ended.prepared_phy, ended.state)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        stored = as_view(record, RecordType.MESSAGES_STORED)
+        tx = stored.get("transaction")
+        if tx is None:
+            return
+        if tx["state"] == TransactionState.PREPARED:
+            phy, _, _ = stored["units"][0]
+            entry = {
+                "producer_group": tx["producer_group"],
+                "topic": tx["real_topic"],
+                "queue_id": tx["real_queue_id"],
+                "half_queue_offset": stored["queue_offset"],
+                "transaction_id": tx["transaction_id"],
+                "born_ts": tx["born_ts"],
+                "store_ts": stored["ts"],
+                "immunity_s": tx.get("immunity_s"),
+                "checks": 0,
+                "last_check_ts": None,
+                "seq": seq,
+            }
+            txn.put(I64.pack(phy), _pack(entry), db=self.open_db)
+        else:  # committed, or discarded into TRANS_CHECK_MAX_TIME_TOPIC
+            self._end(txn, tx["prepared_phy"], tx["state"])
+
+    def _checked(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        checked = TransactionChecked.from_record(record)
+        key = I64.pack(checked.prepared_phy)
+        raw = txn.get(key, db=self.open_db)
+        if raw is not None:
+            entry = _unpack(raw)
+            entry["checks"] = checked.attempt
+            entry["last_check_ts"] = record["ts"]
+            txn.put(key, _pack(entry), db=self.open_db)
+
+    def _ended(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        ended = TransactionEnded.from_record(record)
+        self._end(txn, ended.prepared_phy, ended.state)
 
     def _end(self, txn: lmdb.Transaction[bytes], phy: int, state: str) -> None:
         key = I64.pack(phy)
         txn.delete(key, db=self.open_db)
         txn.put(key, state.encode(), db=self.ended_db)
+
+    HANDLERS = handlers(
+        {
+            RecordType.MESSAGES_STORED: _stored,
+            RecordType.TRANSACTION_CHECKED: _checked,
+            RecordType.TRANSACTION_ENDED: _ended,
+        }
+    )
 
     # ------------------------------------------------------------------ reads
     def get_open(self, txn: lmdb.Transaction[bytes], phy: int) -> dict[str, Any] | None:

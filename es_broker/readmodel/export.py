@@ -47,7 +47,6 @@ from es_broker.readmodel.families import (
     RunningTime,
     Source,
     arrow_schema,
-    rows_of,
 )
 from es_broker.readmodel.quarantine import (
     effective_time,
@@ -56,6 +55,7 @@ from es_broker.readmodel.quarantine import (
     now_ms,
     running_version,
 )
+from es_broker.readmodel.rows import rows_of
 from es_broker.timetravel.timeparse import utc_day
 
 if TYPE_CHECKING:  # imported where it runs: export is the only user of pyarrow here

@@ -39,8 +39,6 @@ from es_broker.readmodel.families import (
     Row,
     RunningTime,
     Source,
-    record_row,
-    rows_of,
     to_json,
 )
 from es_broker.readmodel.models import FAMILY_TABLES as _FAMILY_MODELS
@@ -52,6 +50,7 @@ from es_broker.readmodel.quarantine import (
     now_ms,
     running_version,
 )
+from es_broker.readmodel.rows import record_row, rows_of
 
 logger = logging.getLogger("es_broker.readmodel")
 

@@ -29,10 +29,9 @@ from es_broker.readmodel.families import (
     Family,
     RunningTime,
     Source,
-    record_row,
-    rows_of,
     spark_ddl,
 )
+from es_broker.readmodel.rows import record_row, rows_of
 from es_broker.timetravel.timeparse import utc_day
 
 if TYPE_CHECKING:  # imported where it runs: on the Spark workers

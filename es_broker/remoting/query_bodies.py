@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from .bodies import Bean, DataVersion, _field_specs
+from .bean import Bean, field_specs
+from .bodies import DataVersion
 from .errors import BodyDecodeError
 from .fastjson import loads
 
@@ -73,7 +74,7 @@ def _omitted(cls: type) -> frozenset[str]:
         from dataclasses import fields
 
         marked = {f.name for f in fields(cls) if f.metadata.get("omit_none")}
-        names = frozenset(s.json_name for s in _field_specs(cls) if s.name in marked)
+        names = frozenset(s.json_name for s in field_specs(cls) if s.name in marked)
         _OMITTED[cls] = names
     return names
 

@@ -23,7 +23,7 @@ import trio
 
 from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.commands.store import LMDB_DIR, Store
-from es_broker.config import BrokerConfig
+from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.ha.election import Coordinator, Leadership
 from es_broker.ha.etcd import EtcdClient
 from es_broker.ha.rejoin import pending_report, report_done, set_aside
@@ -66,7 +66,9 @@ async def serve_ha(
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    leader_role = config.brokerRole if config.brokerRole != "SLAVE" else "ASYNC_MASTER"
+    leader_role = (
+        config.brokerRole if config.brokerRole != BrokerRole.SLAVE else BrokerRole.ASYNC_MASTER
+    )
     if config.listenPort == 0:
         config = config.replace(listenPort=free_port(host))
     etcd = EtcdClient.from_url(config.ha_coordinator)
@@ -76,7 +78,7 @@ async def serve_ha(
         broker_name=config.brokerName,
         node=config.ha_node_id,
         lease_ms=config.ha_lease_ms,
-        sync=leader_role == "SYNC_MASTER",
+        sync=leader_role == BrokerRole.SYNC_MASTER,
     )
     on_disk = last_seq_on_disk(config)
     coordinator.position = lambda: on_disk  # nothing else opens the data directory meanwhile
@@ -105,7 +107,7 @@ async def _run_term(
     config: BrokerConfig,
     coordinator: Coordinator,
     lead: Leadership,
-    leader_role: str,
+    leader_role: BrokerRole,
     make_server: MakeServer,
     host: str,
     announce: Callable[[BrokerServer, HaTerm], None],
@@ -118,7 +120,7 @@ async def _run_term(
         coordinator.switching = ""
     else:
         coordinator.leading = None
-        role_config = config.replace(brokerRole="SLAVE", brokerId=coordinator.broker_id)
+        role_config = config.replace(brokerRole=BrokerRole.SLAVE, brokerId=coordinator.broker_id)
         view = await coordinator.view()
         await trio.to_thread.run_sync(set_aside, role_config, coordinator.node, view.epochs)
         # the data directory is closed again: its last record, read once (LMDB opens an

@@ -29,7 +29,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import Protocol
 
 import trio
 
@@ -170,7 +170,7 @@ class RemotingServer:
         opened = await self._open(stream)
         if opened is None:
             return
-        served: trio.abc.Stream = _StampedStream(opened[0]) if hops.ON else opened[0]
+        served = hops.stamped(opened[0])
         channel = Channel(
             served,
             max_frame=self.limits.max_frame_length,
@@ -178,7 +178,7 @@ class RemotingServer:
             head=opened[1],
             socket=opened[0].socket if isinstance(opened[0], trio.SocketStream) else None,
             wait_readable=trio.lowlevel.wait_readable,
-            clock=hops.now if hops.ON else None,
+            clock=hops.RECEIVE_CLOCK,
         )
         self.channels.add(channel)
         try:
@@ -269,18 +269,7 @@ class RemotingServer:
                     continue
                 if timed:
                     outbox.started[command.opaque] = time.perf_counter()
-                trace = None
-                if hops.ON:
-                    trace = hops.Trace(
-                        command.code,
-                        channel.received_at or cast(_StampedStream, channel.stream).received_at,
-                    )
-                    trace.mark(hops.DECODED)
-                    hops.bind(
-                        trace
-                    )  # the read loop's, until the next request; its task inherits it
-                if trace is not None:
-                    trace.mark(hops.DISPATCHED)
+                trace = hops.begin(command.code, channel)  # None unless hops are traced
                 # refused at the edge: answered here, no task (an unserved code, a malformed request)
                 refusal = self._refusal(channel, command)
                 if refusal is not None:
@@ -359,8 +348,7 @@ class RemotingServer:
         refusal = self._refusal(channel, request)
         if refusal is not None:
             return refusal
-        if hops.ON:
-            hops.mark(hops.CHECKED)
+        hops.mark(hops.CHECKED)
         return await self._handle(channel, request)
 
     async def _handle(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
@@ -369,8 +357,7 @@ class RemotingServer:
             response = await self.handlers[request.code](channel, request)
         except Exception as exc:
             return self._failed(request, exc)
-        if hops.ON:
-            hops.mark(hops.ANSWERED)
+        hops.mark(hops.ANSWERED)
         return response
 
     def _refusal(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
@@ -409,38 +396,6 @@ class RemotingServer:
         error_id = secrets.token_hex(8)
         log.error("%s: request %d failed, id %s", self.name, request.code, error_id, exc_info=exc)
         return response_to(request, ResponseCode.SYSTEM_ERROR, f"internal error, id {error_id}")
-
-
-class _StampedStream(trio.abc.Stream):
-    """A connection's stream that notes when reads return and writes begin and end (hops.ON only).
-
-    The notes are the connection's latest, so the hop table is exact for one
-    request at a time per connection (the benchmark's synchronous sends).
-    """
-
-    def __init__(self, stream: trio.abc.Stream) -> None:
-        self.transport_stream = stream
-        self.received_at = 0
-        self.sent_at = (0, 0)
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        data = await self.transport_stream.receive_some(max_bytes)
-        self.received_at = hops.now()
-        return data
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        began = hops.now()
-        await self.transport_stream.send_all(data)
-        self.sent_at = (began, hops.now())
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.transport_stream.wait_send_all_might_not_block()
-
-    async def send_eof(self) -> None:
-        await self.transport_stream.send_eof()  # type: ignore[attr-defined]
-
-    async def aclose(self) -> None:
-        await self.transport_stream.aclose()
 
 
 def _peer(stream: trio.SocketStream) -> str:

@@ -10,6 +10,7 @@ fileReservedTime only, B-14..B-18) and answers with what it removed.
 from __future__ import annotations
 
 from es_broker.client.channel import Channel
+from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.remoting.admin_bodies import CleanPassResult
 from es_broker.remoting.codes import RequestCode, ResponseCode
@@ -28,7 +29,7 @@ class StoreProcessors:
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
         """One manual clean pass now (B-264); a slave's files follow its master's log."""
-        if self.broker.config.brokerRole == "SLAVE":
+        if self.broker.config.brokerRole == BrokerRole.SLAVE:
             return response_to(
                 req,
                 ResponseCode.SYSTEM_ERROR,

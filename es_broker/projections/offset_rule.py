@@ -1,0 +1,124 @@
+"""How a record changes the consumer offset table: the one rule, without storage.
+
+The LMDB projection (`offsets.py`) and the SQL read model, the export and Spark
+(`es_broker.readmodel.rows`) all learn from `offset_effects` what a record does
+to the table, so a record type that moves offsets is taught here once:
+
+- `offset_committed`: a client, pull, admin or clone commit sets one queue's
+  offset; a commit caused by a reset settles that queue's pending reset.
+- `reset_requested` with mode `server_side`: the reset record moves every
+  queue itself (S-2); in mode `compat` it only leaves each queue a pending
+  target that the consumers' commits will apply (B-74).
+- `offsets_removed`: a group deleted with its offsets, or a clone replacing a
+  whole queue map (B-34, B-35); the entry leaves the table with its pending reset.
+- `slave_offsets_merged`: the commits a slave took while the master was away,
+  where they won the merge (S-5).
+
+Pure: a record in, effects out. Where they are stored is the caller's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from es_broker.log.records import Record
+from es_broker.log.types import Cause, RecordType, ResetMode, SlaveMergeOutcome, as_view
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetChange:
+    """One queue's committed offset moved (or, `removed`, left the table: `new` is -1 then)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    old: int
+    new: int
+    cause: str
+    requester: str
+    removed: bool = False  # the entry left the table (B-34), with its pending reset
+    settles_reset: bool = False  # a commit of a compat reset's target: the reset is done
+
+
+@dataclass(frozen=True, slots=True)
+class ResetPending:
+    """A compat reset left this queue a target for the consumers to commit (B-74, S-2)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    target: int
+
+
+OffsetEffect = OffsetChange | ResetPending
+
+
+def _committed(record: Record) -> list[OffsetEffect]:
+    committed = as_view(record, RecordType.OFFSET_COMMITTED)
+    cause = committed["cause"]
+    return [
+        OffsetChange(
+            committed["group"],
+            committed["topic"],
+            committed["queue_id"],
+            committed["old"],
+            committed["offset"],
+            cause,
+            committed["requester"],
+            settles_reset=cause == Cause.RESET,
+        )
+    ]
+
+
+def _reset(record: Record) -> list[OffsetEffect]:
+    group, topic, requester = record["group"], record["topic"], record["requester"]
+    if record["mode"] == ResetMode.SERVER_SIDE:  # the reset record moves the offset itself (S-2)
+        return [
+            OffsetChange(group, topic, qid, current, final, Cause.RESET, requester)
+            for qid, current, _, final, _ in record["queues"]
+        ]
+    # the clients' commits of these values will be recorded as caused by the reset
+    return [ResetPending(group, topic, qid, final) for qid, _, _, final, _ in record["queues"]]
+
+
+def _removed(record: Record) -> list[OffsetEffect]:
+    group, cause, requester = record["group"], str(record["cause"]), record["requester"]
+    return [
+        OffsetChange(group, topic, qid, old, -1, cause, requester, removed=True)
+        for topic, qid, old in record["entries"]
+    ]
+
+
+def _slave_merged(record: Record) -> list[OffsetEffect]:
+    # commits a slave took while the master was away; only the queues where they won move (S-5)
+    return [
+        OffsetChange(group, topic, qid, old, new, Cause.SLAVE_MERGE, requester)
+        for topic, group, qid, old, new, outcome, requester in record["queues"]
+        if outcome == SlaveMergeOutcome.APPLIED
+    ]
+
+
+def _none(record: Record) -> list[OffsetEffect]:
+    return []
+
+
+_RULES: dict[str, Callable[[Record], list[OffsetEffect]]] = {
+    RecordType.OFFSET_COMMITTED: _committed,
+    RecordType.RESET_REQUESTED: _reset,
+    RecordType.OFFSETS_REMOVED: _removed,
+    RecordType.SLAVE_OFFSETS_MERGED: _slave_merged,
+}
+
+# the record types that change the offset table: every other type leaves it alone
+OFFSET_RECORD_TYPES = frozenset(_RULES)
+
+
+def offset_effects(record: Record) -> list[OffsetEffect]:
+    """What a record does to the offset table, in the order it does it."""
+    return _RULES.get(record["type"], _none)(record)
+
+
+def offset_changes(record: Record) -> list[OffsetChange]:
+    """The offsets a record moves or removes (a compat reset's pending targets left out)."""
+    return [e for e in offset_effects(record) if isinstance(e, OffsetChange)]
