@@ -6,11 +6,16 @@
 Applying a `history_archived` record removes the segment's records from the
 `log` database in the same transaction, so the hot log and this index always
 agree, and a replay of the whole history (archive, then hot log) removes them
-at the same position and reaches the same databases.
+at the same position and reaches the same databases. The same application
+removes what only history needs before the segment's end (B-460, `prune`):
+the offset history's and the time index's entries that no answer after the
+horizon reads; moments before it are answered from the archive
+(es_broker/history/horizon.py).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +27,7 @@ from es_broker.log.types import RecordType
 from es_broker.projections.keys import U64
 
 HISTORY_ARCHIVED = RecordType.HISTORY_ARCHIVED
+_AFTER_EVERY_SEQ = b"\xff" * 9  # sorts after every (prefix + U64 seq) key of a prefix
 
 
 class HistoryProjection:
@@ -31,6 +37,7 @@ class HistoryProjection:
     def bind(self, log: RecordLog) -> None:
         self.log = log
         self.db = log.db("history_segments")
+        self.pruned = {name: log.db(name) for name in PRUNED}
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         if record["type"] != HISTORY_ARCHIVED:
@@ -46,6 +53,9 @@ class HistoryProjection:
                     break
                 if not cur.key():
                     break
+        # what only history needs goes with the records (B-460, B-461)
+        prune(txn, self.pruned, last)
+        prune_expired(txn, self.pruned, last)
 
     # ------------------------------------------------------------------ reads
     def segments(self, txn: lmdb.Transaction[bytes]) -> Iterator[dict[str, Any]]:
@@ -77,3 +87,131 @@ class HistoryProjection:
             return None
         entry: dict[str, Any] = msgpack.unpackb(cur.value())
         return entry if entry["first_seq"] <= seq <= entry["last_seq"] else None
+
+
+# ---------------------------------------------------------------------- pruning (B-460)
+
+
+def _prune_by_prefix(txn: lmdb.Transaction[bytes], db: Any, horizon: int, keep_floor: bool) -> None:
+    """In a database keyed (prefix + U64 seq): remove each prefix's entries of seq <= horizon,
+    but its newest such entry when `keep_floor`."""
+    if db is None:
+        return
+    cur = txn.cursor(db=db)
+    if not cur.first():
+        return
+    while True:
+        key = bytes(cur.key())
+        prefix = key[:-8]
+        old: list[bytes] = []
+        while key[:-8] == prefix and U64.unpack(key[-8:])[0] <= horizon:
+            old.append(key)
+            if not cur.next():
+                break
+            key = bytes(cur.key())
+        for k in old[:-1] if keep_floor else old:
+            txn.delete(k, db=db)
+        if not cur.set_range(prefix + _AFTER_EVERY_SEQ):
+            return
+
+
+def prune(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], horizon: int) -> None:
+    """Remove what only history needs before `horizon` (the rules: es_broker/history/horizon.py)."""
+    _prune_by_prefix(txn, dbs["offset_history"], horizon, keep_floor=True)
+    _prune_by_prefix(txn, dbs["tt_qmax"], horizon, keep_floor=True)
+    _prune_by_prefix(txn, dbs["tt_events"], horizon, keep_floor=False)
+    removed, history = dbs["tt_removed"], dbs["offset_history"]
+    if removed is not None and history is not None:
+        gone = []
+        for key in txn.cursor(db=removed).iternext(values=False):
+            if U64.unpack(key[-8:])[0] <= horizon and txn.get(key, db=history) is None:
+                gone.append(bytes(key))
+        for key in gone:
+            txn.delete(key, db=removed)
+    seq_db, time_db = dbs["tt_seq"], dbs["tt_time"]
+    if seq_db is None or time_db is None:
+        return
+    cur = txn.cursor(db=seq_db)
+    found = cur.prev() if cur.set_range(U64.pack(horizon + 1)) else cur.last()
+    if not found:
+        return
+    floor = U64.unpack(cur.key())[0]
+    doomed = []
+    cur = txn.cursor(db=seq_db)
+    if cur.first() and cur.next():  # the first entry (the broker's start) stays
+        while True:
+            seq = U64.unpack(cur.key())[0]
+            if seq >= floor:
+                break
+            doomed.append((bytes(cur.key()), bytes(cur.value())))
+            if not cur.next():
+                break
+    for seq_key, time_key in doomed:
+        txn.delete(seq_key, db=seq_db)
+        txn.delete(time_key, db=time_db)
+
+
+def prune_expired(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], horizon: int) -> None:
+    """Remove the consume-queue units and the delivery trace entries of expired messages.
+
+    An expired message is one below its queue's minimum (`cq_meta`, moved by
+    retention, B-18). Its consume-queue unit goes, but a queue's unit 0 stays
+    (B-37's head check reads it); its `trace_deliveries` entries of records at
+    or before the horizon go (messageTrace finds those deliveries in the
+    archive: es_broker/history/horizon.py `deliveries`).
+
+    Written against the layouts of projections/consume_queue.py (`cq`: queue
+    key + U64 offset; `cq_meta`: queue key -> (min, max)) and
+    projections/message_trace.py (`trace_deliveries`: queue key + U64 offset +
+    U64 seq); a change of those layouts changes this function with them.
+    """
+    meta, units, deliveries = dbs["cq_meta"], dbs["cq"], dbs["trace_deliveries"]
+    if meta is None:
+        return
+    for queue, bounds in txn.cursor(db=meta):
+        queue, low = bytes(queue), _BOUNDS.unpack(bounds)[0]
+        if low <= 0:
+            continue
+        if units is not None:
+            doomed = []
+            cur = txn.cursor(db=units)
+            found = cur.set_range(queue + U64.pack(1))
+            while found:
+                key = bytes(cur.key())
+                if len(key) != len(queue) + 8 or not key.startswith(queue):
+                    break
+                if U64.unpack(key[-8:])[0] >= low:
+                    break
+                doomed.append(key)
+                found = cur.next()
+            for key in doomed:
+                txn.delete(key, db=units)
+        if deliveries is not None:
+            doomed = []
+            cur = txn.cursor(db=deliveries)
+            found = cur.set_range(queue)
+            while found:
+                key = bytes(cur.key())
+                if len(key) != len(queue) + 16 or not key.startswith(queue):
+                    break
+                if U64.unpack(key[-16:-8])[0] >= low:
+                    break
+                if U64.unpack(key[-8:])[0] <= horizon:
+                    doomed.append(key)
+                found = cur.next()
+            for key in doomed:
+                txn.delete(key, db=deliveries)
+
+
+_BOUNDS = struct.Struct(">qq")  # cq_meta's value (projections/consume_queue.py)
+PRUNED = (
+    "offset_history",
+    "tt_qmax",
+    "tt_events",
+    "tt_removed",
+    "tt_seq",
+    "tt_time",
+    "cq",
+    "cq_meta",
+    "trace_deliveries",
+)
