@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lmdb
 
@@ -85,6 +87,7 @@ class Store:
             store.keyindex.ensure_built(log)  # ... or before the key index existed
             store.stats.ensure_built(log)  # ... or before the message counts existed (B-356)
             store.audit.ensure_built(store)  # ... or before the audit indexes existed (B-417)
+            store.history.ensure_built(log, _held_by_slaves(store))  # ... or before B-462
         return store
 
     def read(self) -> lmdb.Transaction[bytes]:
@@ -93,3 +96,13 @@ class Store:
 
     def close(self) -> None:
         self.log.close()
+
+
+def _held_by_slaves(store: Store) -> Iterator[tuple[int, Any]]:
+    """The records that tell what a slave holds (archive and hot log), read only when iterated."""
+    from es_broker.history.reader import Reading
+    from es_broker.log.types import RecordType
+
+    yield from Reading(
+        store, types={RecordType.SLAVE_CAUGHT_UP.value, RecordType.HISTORY_ARCHIVED.value}
+    )

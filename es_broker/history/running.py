@@ -12,7 +12,10 @@ The segments' Parquet files, their read-back and the snapshot are written in
 a worker thread (`trio.to_thread`) from LMDB read transactions; only the last
 step, the `history_archived` records, goes through the writer, as one job.
 One sealing runs at a time. The side task never ends the broker: a failed
-sealing is logged and tried again at the next interval.
+sealing is logged and tried again at the next interval. The steps are those of
+es_broker/history/seal.py, with the same crash points (`ES_BROKER_SEAL_CRASH_AT`,
+B-463): killed at any of them, the broker restarts with the segments hot, or
+archived and recorded.
 """
 
 from __future__ import annotations
@@ -56,14 +59,6 @@ class Outcome:
         }
 
 
-def _lowest(*bounds: tuple[int | None, list[str]]) -> tuple[int | None, list[str]]:
-    known = [(seq, who) for seq, who in bounds if seq is not None]
-    if not known:
-        return None, []
-    low = min(seq for seq, _ in known)
-    return low, [w for seq, who in known if seq == low for w in who]
-
-
 class HistorySealing:
     """A master's sealing: the periodic side task and the HISTORY_ARCHIVE handler."""
 
@@ -87,7 +82,7 @@ class HistorySealing:
         readmodel: tuple[int | None, list[str]] = (None, [])
         if self.follower:  # a follower that never reported a checkpoint holds nothing yet
             readmodel = (read_position(self.data_dir) or 0, ["the SQL read model"])
-        return _lowest(slaves, readmodel)
+        return sealing.lowest(slaves, readmodel)
 
     async def seal_before(self, before: int, requester: str) -> Outcome:
         """Seal every segment wholly before `before` that every consumer has passed."""
@@ -103,11 +98,16 @@ class HistorySealing:
             prepared = await trio.to_thread.run_sync(
                 sealing.prepare, store, self.data_dir, location, segments
             )
-            job = sealing.record_job(store, prepared, requester, store.clock.now_ms(), exact=False)
+            slaves = dict(self.replication.slaves_acked) if self.replication is not None else None
+            job = sealing.record_job(
+                store, prepared, requester, store.clock.now_ms(), exact=False, slaves=slaves
+            )
             seqs = await self.broker.submit(job)
             # on disk before the snapshot the previous record names is removed
             await trio.to_thread.run_sync(store.log.flush)
+            sealing.crash_point("recorded")
             sealing.clean_snapshots(self.data_dir, keep=prepared.snapshot_seq)
+            sealing.crash_point("cleaned")
             outcome = Outcome(before, sealing.sealed_of(prepared, seqs), limit, limited_by)
         for s in outcome.sealed:
             log.info(

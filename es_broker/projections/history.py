@@ -2,6 +2,9 @@
 
 `history_segments`: first seq of a segment (U64) -> msgpack map of its
 `history_archived` record (range, times, hashes, archive folder, snapshot).
+`history_slaves`: broker id (U64) -> the highest seq that slave is known to
+hold (U64), from the `slave_caught_up` records and the `slaves` a sealing
+recorded (B-462); key `built` marks a directory indexed (written at seq 1).
 
 Applying a `history_archived` record removes the segment's records from the
 `log` database in the same transaction, so the hot log and this index always
@@ -16,7 +19,7 @@ horizon reads; moments before it are answered from the archive
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import lmdb
@@ -27,21 +30,31 @@ from es_broker.log.types import RecordType
 from es_broker.projections.keys import U64
 
 HISTORY_ARCHIVED = RecordType.HISTORY_ARCHIVED
+SLAVE_CAUGHT_UP = RecordType.SLAVE_CAUGHT_UP
+BUILT = b"built"  # 5 bytes: never a broker id's key (8 bytes)
 _AFTER_EVERY_SEQ = b"\xff" * 9  # sorts after every (prefix + U64 seq) key of a prefix
 
 
 class HistoryProjection:
     name = "history"
-    databases = ("history_segments",)
+    databases = ("history_segments", "history_slaves")
 
     def bind(self, log: RecordLog) -> None:
         self.log = log
         self.db = log.db("history_segments")
+        self.slaves_db = log.db("history_slaves")
         self.pruned = {name: log.db(name) for name in PRUNED}
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        if seq == 1:
+            txn.put(BUILT, b"", db=self.slaves_db)
+        if record["type"] == SLAVE_CAUGHT_UP:
+            self._held(txn, int(record["broker_id"]), int(record["seq"]))
+            return
         if record["type"] != HISTORY_ARCHIVED:
             return
+        for broker_id, held in record.get("slaves") or ():
+            self._held(txn, int(broker_id), int(held))
         first, last = int(record["first_seq"]), int(record["last_seq"])
         entry = {k: v for k, v in record.items() if k not in ("type", "v")}
         entry["seq"] = seq
@@ -57,7 +70,49 @@ class HistoryProjection:
         prune(txn, self.pruned, last)
         prune_expired(txn, self.pruned, last)
 
+    def _held(self, txn: lmdb.Transaction[bytes], broker_id: int, seq: int) -> None:
+        key = U64.pack(broker_id)
+        raw = txn.get(key, db=self.slaves_db)
+        if raw is None or U64.unpack(raw)[0] < seq:
+            txn.put(key, U64.pack(seq), db=self.slaves_db)
+
+    def ensure_built(self, log: RecordLog, reading: Iterable[tuple[int, Record]]) -> bool:
+        """Index `history_slaves` of a log written before it existed (one transaction); True if it had to.
+
+        `reading`: the records (archive and hot log) of types `slave_caught_up`
+        and `history_archived`, read only when the index is missing.
+        """
+        with log.env.begin() as txn:
+            if log.last_seq == 0 or self.slaves_db is None:
+                return False
+            if txn.get(BUILT, db=self.slaves_db) is not None:
+                return False
+        held: dict[int, int] = {}
+        for _, record in reading:
+            pairs = (
+                [[record["broker_id"], record["seq"]]]
+                if record["type"] == SLAVE_CAUGHT_UP
+                else record.get("slaves") or []
+            )
+            for broker_id, seq in pairs:
+                held[int(broker_id)] = max(held.get(int(broker_id), 0), int(seq))
+        with log.env.begin(write=True) as txn:
+            txn.put(BUILT, b"", db=self.slaves_db)
+            for broker_id, seq in held.items():
+                self._held(txn, broker_id, seq)
+        return True
+
     # ------------------------------------------------------------------ reads
+    def slaves_held(self, txn: lmdb.Transaction[bytes]) -> dict[int, int]:
+        """Broker id -> the highest seq each slave is known to hold, as recorded (B-462)."""
+        if self.slaves_db is None:
+            return {}
+        return {
+            U64.unpack(key)[0]: U64.unpack(value)[0]
+            for key, value in txn.cursor(db=self.slaves_db)
+            if key != BUILT
+        }
+
     def segments(self, txn: lmdb.Transaction[bytes]) -> Iterator[dict[str, Any]]:
         """Every sealed segment, oldest first (the fields of its `history_archived` record, and its seq)."""
         if self.db is None:
