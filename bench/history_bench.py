@@ -316,6 +316,34 @@ def print_row(r: dict[str, float]) -> None:
     )
 
 
+COLUMNS = [
+    "records",
+    "sealed",
+    "lmdb_mb",
+    "log_mb",
+    "file_mb",
+    "explain_ms",
+    "explain_scan_ms",
+    "history_ms",
+    "offsets_at_ms",
+    "offsets_at_hot_ms",
+    "write_s",
+    "seal_s",
+    "index_mb",
+    "archive_mb",
+]
+
+
+def rows_from_log(path: Path) -> list[dict[str, float]]:
+    """The table rows `print_row` wrote to a log."""
+    rows = []
+    for line in path.read_text().splitlines():
+        cells = line.split()
+        if len(cells) == len(COLUMNS) and cells[0].isdigit():
+            rows.append(dict(zip(COLUMNS, map(float, cells), strict=True)))
+    return rows
+
+
 def plot(rows: list[dict[str, float]], path: Path) -> None:
     import matplotlib
 
@@ -361,7 +389,15 @@ def main() -> int:
     )
     p.add_argument("--png", help="write a chart here")
     p.add_argument("--dir", help="the data directory (default: a temporary one)")
+    p.add_argument(
+        "--plot-log",
+        metavar="LOG",
+        help="only draw --png from the table rows a run printed to LOG (a run cut short)",
+    )
     args = p.parse_args()
+    if args.plot_log:
+        plot(rows_from_log(Path(args.plot_log)), Path(args.png or "history_bench.png"))
+        return 0
     sizes = sorted(int(s) for s in args.sizes.split(","))
     if args.dir:
         rows = run(Path(args.dir), sizes, args.segment, args.hot, args.retention)

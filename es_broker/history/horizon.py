@@ -119,14 +119,16 @@ _OPEN: dict[Path, ArchiveIndex] = {}  # LMDB allows one handle on an environment
 _OPEN_LOCK = threading.Lock()
 
 
-def archive_index(store: Any, segments: list[dict[str, Any]]) -> ArchiveIndex:
-    """The archive index of a store's data directory, caught up with these sealed segments."""
+def archive_index(store: Any, txn: lmdb.Transaction[bytes]) -> ArchiveIndex:
+    """The archive index of a store's data directory, caught up with the segments sealed as of txn
+    (the segments are listed only when some are not applied yet)."""
     path = (Path(store.log.path).parent / "history" / INDEX_DIR).resolve()
     with _OPEN_LOCK:
         index = _OPEN.get(path)
         if index is None:
             index = _OPEN[path] = ArchiveIndex(path, store.config)
-    index.catch_up(segments)
+    if store.history.sealed_upto(txn) > index.log.last_seq:
+        index.catch_up(list(store.history.segments(txn)))
     return index
 
 
@@ -135,7 +137,7 @@ def offset_changes(store: Any, txn: lmdb.Transaction[bytes], topic: str, group: 
     index, the rest from the offset history (whose floor entry is the archive index's last)."""
     horizon = int(store.history.sealed_upto(txn))
     if horizon:
-        index = archive_index(store, list(store.history.segments(txn)))
+        index = archive_index(store, txn)
         with index.read() as stxn:
             yield from index.offsets.changes(stxn, topic, group, queue_id)
     for change in store.offsets.changes(txn, topic, group, queue_id):

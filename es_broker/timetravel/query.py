@@ -98,7 +98,7 @@ class TimeTravel:
         """A TimeTravel over the archive index: the same answers for positions before the horizon."""
         from es_broker.history.horizon import archive_index
 
-        index = archive_index(self.store, list(self.store.history.segments(txn)))
+        index = archive_index(self.store, txn)
         return TimeTravel(index, archive=False)
 
     # ------------------------------------------------------------------ time <-> position
