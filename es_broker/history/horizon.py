@@ -19,10 +19,10 @@ rebuilt from the archive at will, never part of the verified state), so the
 answer comes from the same code over the same entries
 (`es_broker.timetravel.query.TimeTravel` routes there).
 
-Consume-queue units and trace entries of expired messages are not removed
-here: their layouts belong to `projections/consume_queue.py` and
-`projections/message_trace.py`, and messageTrace still answers for an
-expired message from them (see the README's "Deviations").
+The same application removes expired messages' consume-queue units and
+delivery trace entries (B-461, `projections.history.prune_expired`); their
+deliveries are then read from the archive (`deliveries`). The pruning itself
+is in es_broker/projections/history.py, applied in the record's transaction.
 """
 
 from __future__ import annotations
