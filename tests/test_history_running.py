@@ -13,6 +13,7 @@ import pytest
 from es_broker.core.replay import compare
 from es_broker.core.slave_broker import LogDiverged
 from es_broker.ha.protocol import FetchRequest, record_crc
+from es_broker.history import horizon
 from es_broker.history import seal as sealing
 from es_broker.history.archive import raw_at
 from es_broker.log import records
@@ -78,6 +79,9 @@ async def test_b412_records_a_slave_has_not_fetched_are_not_sealed_until_it_has(
     assert first["limited_by"] == ["slave 1"] and first["consumers_position"] == acked
     upto = _sealed_upto(m)
     assert upto == first["sealed"][-1]["last_seq"] and not _hot(m, upto) and _hot(m, acked + 1)
+    # B-460: the master brought its archive index up to the new horizon after sealing
+    index = (tmp_path / "master" / "history" / horizon.INDEX_DIR).resolve()
+    assert horizon._OPEN[index].upto() == upto
     assert (tmp_path / "master" / "archive" / "snapshots").is_dir()
 
     # a slave standing right after a sealed record is checked against the archive's copy of it

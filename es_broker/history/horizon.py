@@ -163,3 +163,10 @@ def deliveries(
             if record.get("queue_id") == queue_id and offset in (record.get("offsets") or ()):
                 seqs.add(seq)
     return sorted(seqs)
+
+
+def catch_up(store: Any) -> None:
+    """Bring the archive index up to the segments sealed so far (a running master does it after
+    each sealing, in a worker thread, so no question on the event loop waits for it)."""
+    with store.read() as txn:
+        archive_index(store, txn)
