@@ -1,7 +1,8 @@
 """History benchmark (B-418): a steady-state log with sealing on; LMDB space in use and audit-verb latency.
 
 Run: python bench/history_bench.py [--sizes 100000,300000,1000000] [--segment 50000]
-                                   [--hot 100000] [--png history_bench.png] [--dir D]
+                                   [--hot 100000] [--retention BYTES] [--png history_bench.png]
+                                   [--dir D]
 
 The log is written through the real record log and every projection, in
 transactions of 10 000 records, 1 ms of broker time per round. A round is a
@@ -20,11 +21,21 @@ At each size it prints:
   freed pages);
 - latency, median over repeated calls: `explain` (the audit index, B-415),
   `explain` by scanning the records (the archive's and the hot log's, what it
-  did before B-415; a few calls), `history` (one group, the last minute) and
-  `offsets --at` (one group, a random moment).
+  did before B-415; one call), `history` (one group, the last minute) and
+  `offsets --at` (one group, a random moment; and a random moment after the
+  horizon, "hot");
+- the archive index's and the archive's sizes on disk (B-460).
+
+Sealing and retention records carry the broker's (manual) time, as a broker's
+own would, so effective time stays the rounds' time.
 
 Messages' bytes are not written (the commit-log payloads are not what is
-measured); every record and projection entry is.
+measured); every record and projection entry is. With `--retention BYTES`
+they are (100 bytes each, with their store time), in commit-log files of
+BYTES, and after each `--segment` a retention pass (es_broker/commands/
+retention.py, `fileReservedTime` 0 on a manual clock at the broker time)
+expires every file but the newest, as a steady-state broker's retention does:
+the consume queues' minimums move, and sealing removes what expired (B-461).
 """
 
 from __future__ import annotations
@@ -38,11 +49,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from es_broker.clock import ManualClock
 from es_broker.commands.explain import explain, explain_by_scan
+from es_broker.commands.retention import retention_job
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.history import seal as sealing
 from es_broker.log import types
+from es_broker.remoting import message as wire
 from es_broker.timetravel.query import TimeTravel
 
 START = 1_700_000_000_000
@@ -56,8 +70,10 @@ UNITS = 4
 class Writer:
     """Rounds of send, pull, commit, appended through the record log."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, bodies: bool = False) -> None:
         self.store = store
+        self.bodies = bodies
+        self.payloads: list[tuple[int, bytes]] = []
         self.rnd = random.Random(7)
         self.tops = {(t, q): 0 for t in TOPICS for q in range(QUEUES)}
         self.offsets: dict[tuple[str, str, int], int] = {}
@@ -107,6 +123,10 @@ class Writer:
                 requester="producer",
             ).to_record(ts)
         )
+        if self.bodies:
+            body = bytearray(100)
+            body[wire.STORE_TIMESTAMP_AT : wire.STORE_TIMESTAMP_AT + 8] = ts.to_bytes(8, "big")
+            self.payloads += [(self.phy + i * 100, bytes(body)) for i in range(UNITS)]
         self.phy += 100 * UNITS
         self.tops[(topic, qid)] = first + UNITS
         old = self.offsets.get(key, -1)
@@ -143,7 +163,15 @@ class Writer:
             while len(batch) < min(PER_TXN, upto - self.store.log.last_seq):
                 batch += self.round()
 
-            def job(ctx: Any, batch: list[dict[str, Any]] = batch) -> None:
+            payloads, self.payloads = self.payloads, []
+
+            def job(
+                ctx: Any,
+                batch: list[dict[str, Any]] = batch,
+                payloads: list[tuple[int, bytes]] = payloads,
+            ) -> None:
+                if payloads:
+                    ctx.put_payloads(payloads)
                 for record in batch:
                     ctx.append(record)
 
@@ -198,6 +226,17 @@ def measure(store: Store, data_dir: Path, rnd: random.Random) -> dict[str, float
         with store.read() as txn:
             travel.offsets_at(txn, rnd.randint(START, end), group=rnd.choice(GROUPS))
 
+    with store.read() as txn:
+        horizon_time = travel.time_of(txn, sealed) if sealed else START
+
+    def one_offsets_at_hot() -> None:
+        with store.read() as txn:
+            travel.offsets_at(txn, rnd.randint(horizon_time, end), group=rnd.choice(GROUPS))
+
+    t0 = time.perf_counter()
+    one_offsets_at()  # the archive index catches up with the segments sealed since last time
+    catch_up_s = time.perf_counter() - t0
+
     return {
         "records": store.log.last_seq,
         "sealed": sealed,
@@ -205,20 +244,33 @@ def measure(store: Store, data_dir: Path, rnd: random.Random) -> dict[str, float
         "log_mb": sizes.get("log", 0) / 2**20,
         "file_mb": (data_dir / "lmdb" / "data.mdb").stat().st_size / 2**20,
         "explain_ms": median_ms(one_explain, 200),
-        "explain_scan_ms": median_ms(one_scan, 3),
+        "explain_scan_ms": median_ms(one_scan, 1),
         "history_ms": median_ms(one_history, 200),
         "offsets_at_ms": median_ms(one_offsets_at, 200),
+        "offsets_at_hot_ms": median_ms(one_offsets_at_hot, 200),
+        "catch_up_s": catch_up_s,
+        "index_mb": _du(data_dir / "history" / "index") / 2**20,
+        "archive_mb": _du(data_dir / "archive") / 2**20,
     }
 
 
-def run(data_dir: Path, sizes: list[int], segment: int, hot: int) -> list[dict[str, float]]:
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
+
+
+def run(
+    data_dir: Path, sizes: list[int], segment: int, hot: int, retention: int = 0
+) -> list[dict[str, float]]:
     config = BrokerConfig(
         storePathRootDir=str(data_dir),
         initial_map_size=1 << 30,
         history_segment_records=segment,
+        mappedFileSizeCommitLog=retention or 1024**3,
+        fileReservedTime=0,
     )
-    store = Store.open(data_dir, config)
-    writer = Writer(store)
+    clock = ManualClock(START)
+    store = Store.open(data_dir, config, clock)
+    writer = Writer(store, bodies=retention > 0)
     location = sealing.archive_location(data_dir)
     rnd = random.Random(11)
     rows = []
@@ -228,12 +280,17 @@ def run(data_dir: Path, sizes: list[int], segment: int, hot: int) -> list[dict[s
         for size in sizes:
             while store.log.last_seq < size:
                 writer.write(min(size, store.log.last_seq + segment))
+                clock.set(writer.ts)  # the broker's time: retention and sealing records carry it
+                if retention:
+                    store.log.write_batch([retention_job(store, manual=True)])
                 # what `history_hot_days` does: seal what is older than the hot window
                 with store.read() as txn:
                     before = sealing.time_of(store, txn, max(store.log.last_seq - hot, 0))
                 t0 = time.perf_counter()
                 segments = sealing.plan(store, before, segment, None)
-                sealing.seal(store, data_dir, location, segments, requester="bench")
+                sealing.seal(
+                    store, data_dir, location, segments, requester="bench", now=clock.now_ms
+                )
                 seal_s += time.perf_counter() - t0
             store.log.flush()
             row = measure(store, data_dir, rnd)
@@ -248,7 +305,8 @@ def run(data_dir: Path, sizes: list[int], segment: int, hot: int) -> list[dict[s
 
 HEADER = (
     f"{'records':>9} {'sealed':>9} {'LMDB MB':>8} {'log MB':>7} {'file MB':>8} "
-    f"{'explain':>8} {'scan':>9} {'history':>8} {'off@':>7} {'write s':>8} {'seal s':>7}"
+    f"{'explain':>8} {'scan':>9} {'history':>8} {'off@':>7} {'off@hot':>7} {'write s':>8} "
+    f"{'seal s':>7} {'index MB':>8} {'arch MB':>8}"
 )
 
 
@@ -259,10 +317,38 @@ def print_row(r: dict[str, float]) -> None:
     print(
         f"{r['records']:>9.0f} {r['sealed']:>9.0f} {r['lmdb_mb']:>8.1f} {r['log_mb']:>7.1f} "
         f"{r['file_mb']:>8.1f} {r['explain_ms']:>8.3f} {r['explain_scan_ms']:>9.1f} "
-        f"{r['history_ms']:>8.3f} {r['offsets_at_ms']:>7.3f} {r['write_s']:>8.1f} "
-        f"{r['seal_s']:>7.1f}",
+        f"{r['history_ms']:>8.3f} {r['offsets_at_ms']:>7.3f} {r['offsets_at_hot_ms']:>7.3f} "
+        f"{r['write_s']:>8.1f} {r['seal_s']:>7.1f} {r['index_mb']:>8.1f} {r['archive_mb']:>8.1f}",
         flush=True,
     )
+
+
+COLUMNS = [
+    "records",
+    "sealed",
+    "lmdb_mb",
+    "log_mb",
+    "file_mb",
+    "explain_ms",
+    "explain_scan_ms",
+    "history_ms",
+    "offsets_at_ms",
+    "offsets_at_hot_ms",
+    "write_s",
+    "seal_s",
+    "index_mb",
+    "archive_mb",
+]
+
+
+def rows_from_log(path: Path) -> list[dict[str, float]]:
+    """The table rows `print_row` wrote to a log."""
+    rows = []
+    for line in path.read_text().splitlines():
+        cells = line.split()
+        if len(cells) == len(COLUMNS) and cells[0].isdigit():
+            rows.append(dict(zip(COLUMNS, map(float, cells), strict=True)))
+    return rows
 
 
 def plot(rows: list[dict[str, float]], path: Path) -> None:
@@ -284,7 +370,8 @@ def plot(rows: list[dict[str, float]], path: Path) -> None:
         ("explain_ms", "explain (index)"),
         ("explain_scan_ms", "explain (scan)"),
         ("history_ms", "history (1 min)"),
-        ("offsets_at_ms", "offsets --at"),
+        ("offsets_at_ms", "offsets --at (any moment)"),
+        ("offsets_at_hot_ms", "offsets --at (hot)"),
     ):
         b.plot(n, [r[key] for r in rows], "o-", label=label)
     b.set_yscale("log")
@@ -301,15 +388,29 @@ def main() -> int:
     p.add_argument("--sizes", default="100000,300000,1000000")
     p.add_argument("--segment", type=int, default=50_000)
     p.add_argument("--hot", type=int, default=100_000, help="records kept hot (by their time)")
+    p.add_argument(
+        "--retention",
+        type=int,
+        default=0,
+        help="write bodies in commit-log files of this many bytes and expire all but the newest",
+    )
     p.add_argument("--png", help="write a chart here")
     p.add_argument("--dir", help="the data directory (default: a temporary one)")
+    p.add_argument(
+        "--plot-log",
+        metavar="LOG",
+        help="only draw --png from the table rows a run printed to LOG (a run cut short)",
+    )
     args = p.parse_args()
+    if args.plot_log:
+        plot(rows_from_log(Path(args.plot_log)), Path(args.png or "history_bench.png"))
+        return 0
     sizes = sorted(int(s) for s in args.sizes.split(","))
     if args.dir:
-        rows = run(Path(args.dir), sizes, args.segment, args.hot)
+        rows = run(Path(args.dir), sizes, args.segment, args.hot, args.retention)
     else:
         with tempfile.TemporaryDirectory(prefix="history-bench-") as tmp:
-            rows = run(Path(tmp) / "data", sizes, args.segment, args.hot)
+            rows = run(Path(tmp) / "data", sizes, args.segment, args.hot, args.retention)
     if args.png:
         plot(rows, Path(args.png))
         print(f"chart: {args.png}")

@@ -26,6 +26,8 @@ from es_broker.core.replay import verify
 from es_broker.history import seal as sealing
 from es_broker.log import make
 from es_broker.log.types import RecordType
+from es_broker.remoting import message as wire
+from es_broker.timetravel import timeline
 from es_broker.timetravel.query import TimeTravel
 from tests.acl_fixtures import ACL_YAML
 from tests.helpers import cli, cli_checked
@@ -81,12 +83,19 @@ async def _day(broker: Broker, clock: ManualClock, day: int) -> None:
     counts = {("ProducerKey", "10.0.0.7", 10): day + 1}
     refusal = denial_record(counts, clock.now_ms() - HOUR, clock.now_ms(), 60, day + 1)
     await broker.submit(lambda ctx: ctx.append(refusal))
+    # B-461: the commit-log files older than fileReservedTime (72 h) expire: their messages leave
+    # the consume queues and their deliveries the trace index when sealing passes them
+    await broker.retention_pass(manual=True)
     clock.advance(24 * HOUR - 3 * HOUR)
 
 
 async def _history(data_dir: str) -> None:
     clock = ManualClock(START)
-    config = BrokerConfig(storePathRootDir=data_dir, total_physical_memory_bytes=1024**3)
+    config = BrokerConfig(
+        storePathRootDir=data_dir,
+        total_physical_memory_bytes=1024**3,
+        mappedFileSizeCommitLog=1000,
+    )
     ops = [("topics",)] + [("day", d) for d in range(DAYS)]
 
     async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
@@ -102,8 +111,23 @@ async def _history(data_dir: str) -> None:
     await play(Broker.open(data_dir, config, clock), clock, ops, apply)
 
 
-def answers(data_dir: Path) -> dict[str, Any]:
-    """Every verb's answer for moments across the history (where they read from left aside)."""
+def message_ids(data_dir: Path) -> list[str]:
+    """The offset msg id of every message stored (expired ones included), from the records."""
+    store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
+    try:
+        return [
+            wire.offset_msg_id(("127.0.0.1", 10911), phy)
+            for _, record in store.log.read()
+            if record["type"] == "messages_stored"
+            for phy, _, _ in record["units"]
+        ]
+    finally:
+        store.close()
+
+
+def answers(data_dir: Path, ids: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    """Every verb's answer for moments across the history (where they read from left aside);
+    `ids`: offset msg ids to trace (an expired message is found by its offset only)."""
     moments = [START - 10] + [START + k * 7 * HOUR + 1234 for k in range(DAYS * 24 // 7 + 2)]
     store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
     out: dict[str, Any] = {}
@@ -118,11 +142,21 @@ def answers(data_dir: Path) -> dict[str, Any]:
                     out[f"history {group}@{at}"] = [
                         e.as_dict() for e in travel.history(txn, group, until=at)
                     ]
+            # the dashboard's timeline across the horizon (B-460)
+            for group in ("G1", "G2"):
+                # its start (its end is the log's last record: sealing appends records, B-401)
+                out[f"window {group}"] = (timeline.window(travel, txn, group, None) or [None])[0]
+                samples, lines = timeline.timeline_by_queue(
+                    travel, txn, group, since=moments[0], until=moments[-1], points=23
+                )
+                out[f"timeline {group}"] = [x.as_dict() for x in samples + lines]  # type: ignore[operator]
+                for limit in (3, 40, 1000):
+                    entries, more = timeline.recent_changes(travel, txn, group, limit=limit)
+                    out[f"recent {group} {limit}"] = ([e.as_dict() for e in entries], more)
         for group, topic in (("G1", "T1"), ("G2", "T2"), ("%RETRY%G1", "%RETRY%G1")):
             out[f"explain {group} {topic}"] = explain(store, group, topic)
-        for key in [f"U{d}-{n}" for d in range(DAYS) for n in range(3)] + [
-            f"TX{d}" for d in range(DAYS)
-        ]:
+        keys = [f"U{d}-{n}" for d in range(DAYS) for n in range(3)]
+        for key in keys + [f"TX{d}" for d in range(DAYS)] + list(ids):
             out[f"trace {key}"] = journey(store, key)
     finally:
         store.close()
@@ -150,8 +184,13 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def before_sealing(built: Path) -> dict[str, Any]:
-    return answers(built)
+def ids(built: Path) -> list[str]:
+    return message_ids(built)
+
+
+@pytest.fixture(scope="module")
+def before_sealing(built: Path, ids: list[str]) -> dict[str, Any]:
+    return answers(built, ids)
 
 
 def _last_day() -> int:
@@ -175,7 +214,63 @@ def _hot_first(data_dir: Path) -> tuple[int, int, int]:
         store.close()
 
 
-def test_b401_sealing_all_but_the_last_day_keeps_every_answer(built, before_sealing, tmp_path):
+def _left_before(data_dir: Path, horizon: int | None = None) -> dict[str, int]:
+    """Entries of records at or before the horizon left in each database B-460/B-461 prune,
+    and how many queues / groups / expired messages there are to keep a floor for."""
+    from es_broker.projections.consume_queue import BLOCK_UNITS
+    from es_broker.projections.keys import U64, queue_key
+    from es_broker.projections.message_trace import delivered_offsets
+
+    store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
+    try:
+        with store.read() as txn:
+            upto = store.history.sealed_upto(txn) if horizon is None else horizon
+            mins = {(t, q): lo for t, q, lo, _ in store.cq.queues(txn)}
+
+            def old(db: Any, at: slice = slice(-8, None)) -> list[bytes]:
+                return [
+                    bytes(k)
+                    for k in txn.cursor(db=db).iternext(values=False)
+                    if U64.unpack(k[at])[0] <= upto
+                ]
+
+            history = old(store.offsets.history)
+            # consume-queue blocks wholly below the minimum, but the first (B-37 reads it, B-473)
+            expired_units = sum(
+                1
+                for t, q in mins
+                for o in range(BLOCK_UNITS, mins[(t, q)] // BLOCK_UNITS * BLOCK_UNITS)
+                if store.cq.unit(txn, t, q, o)
+            )
+            # deliveries of sealed records whose every offset expired (one entry a record, B-472)
+            expired_deliveries = 0
+            for t, q in mins:
+                queue = queue_key(t, q)
+                for key, value in txn.cursor(db=store.trace.pulls):
+                    if len(key) != len(queue) + 16 or not bytes(key).startswith(queue):
+                        continue
+                    first, seq = (
+                        U64.unpack_from(key, len(queue)),
+                        U64.unpack_from(key, len(queue) + 8),
+                    )
+                    last = first[0] + delivered_offsets(bytes(value))[-1]
+                    if seq[0] <= upto and last < mins[(t, q)]:
+                        expired_deliveries += 1
+            return {
+                "upto": upto,
+                "history": len(history),
+                "history queues": len({k[:-8] for k in history}),
+                "events": len(old(store.timeindex.events_db)),
+                "seq": len(old(store.timeindex.seq_db, slice(None))),
+                "expired": sum(lo for lo in mins.values()),
+                "expired units": expired_units,
+                "expired deliveries": expired_deliveries,
+            }
+    finally:
+        store.close()
+
+
+def test_b401_sealing_all_but_the_last_day_keeps_every_answer(built, before_sealing, ids, tmp_path):
     """B-401, B-408: after `es-broker archive --before <last day>`, offsets --at, history, explain,
     messageTrace and acl --at answer as before for every moment, and name the archive where they read it."""
     data_dir = tmp_path / "data"
@@ -199,13 +294,26 @@ def test_b401_sealing_all_but_the_last_day_keeps_every_answer(built, before_seal
     for s in sealed:
         manifest = json.loads((Path(s["location"]) / "manifest.json").read_text())
         assert manifest["records"] == SEGMENT and manifest["first_seq"] == s["first_seq"]
-    assert before_sealing["trace U0-0"]["found"] and before_sealing["trace TX0"]["found"]
+    assert before_sealing["trace U4-0"]["found"] and before_sealing["trace TX4"]["found"]
+    assert all(before_sealing[f"trace {i}"]["found"] for i in ids)
     assert before_sealing["explain G1 T1"]["queues"] and before_sealing["explain G2 T2"]["queues"]
     assert any(before_sealing[f"history G2@{START + 14 * HOUR + 1234}"])
-    after = answers(data_dir)
+    left = _left_before(data_dir)
+    before = _left_before(built, upto)
+    after = answers(data_dir, ids)
     assert _without_sources(after) == _without_sources(before_sealing)
+    # B-460, B-461: what only history needs before the horizon left LMDB, the answers stayed
+    assert left["upto"] == upto and before["history"] > before["history queues"]
+    assert before["events"] > 0 and before["expired deliveries"] > 0
+    assert left["history"] == left["history queues"]  # one floor entry per queue
+    assert left["events"] == 0 and left["seq"] <= 2  # tt_seq: the first entry and the floor
+    assert left["expired"] > 0 and left["expired units"] == left["expired deliveries"] == 0
+    expired_traced = [
+        i for i in ids if any(e["event"] == "delivered" for e in after[f"trace {i}"]["events"])
+    ]
+    assert expired_traced  # deliveries found in the archive (B-461)
     assert after["explain G1 T1"]["read_from"] == ["archive", "hot"]
-    assert after["trace U0-0"]["readFrom"][0] == "archive"
+    assert after[f"trace {ids[0]}"]["readFrom"][0] == "archive"
     # B-416: where the records the answer is made of are (the load in force, sealed; no refusal near)
     assert after[f"acl@{START + 7 * HOUR + 1234}"]["read_from"] == ["archive"]
     assert after[f"acl@{START + 7 * HOUR + 1234}"]["load"] is not None
@@ -254,7 +362,7 @@ def test_b404_nothing_an_export_has_not_exported_is_sealed(built, tmp_path):
 
 @pytest.mark.parametrize("step", sealing.STEPS)
 def test_b406_a_kill_at_any_step_of_sealing_leaves_the_segments_hot_or_archived(
-    built, before_sealing, tmp_path, step
+    built, before_sealing, ids, tmp_path, step
 ):
     """B-406: killed after each step, the data directory holds the segments either hot (nothing
     recorded) or archived and recorded; every answer is the same, verify passes, and a second run finishes."""
@@ -272,11 +380,11 @@ def test_b406_a_kill_at_any_step_of_sealing_leaves_the_segments_hot_or_archived(
         assert upto > 0 and first == upto + 1
     else:
         assert (first, upto) == (1, 0)  # every record still hot
-    assert _without_sources(answers(data_dir)) == _without_sources(before_sealing)
+    assert _without_sources(answers(data_dir, ids)) == _without_sources(before_sealing)
     assert verify(data_dir) == []
     cli_checked(*args)
     first, _, upto = _hot_first(data_dir)
     assert upto > 0 and first == upto + 1
     assert len(list((data_dir / "history").glob("*snapshot-*"))) == 1
-    assert _without_sources(answers(data_dir)) == _without_sources(before_sealing)
+    assert _without_sources(answers(data_dir, ids)) == _without_sources(before_sealing)
     assert verify(data_dir, full=True) == []

@@ -4,6 +4,7 @@ has fetched; the slave follows across a sealing, and `verify` passes on both dir
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from es_broker.core.replay import compare
 from es_broker.core.slave_broker import LogDiverged
 from es_broker.ha.protocol import FetchRequest, record_crc
+from es_broker.history import horizon
 from es_broker.history import seal as sealing
 from es_broker.history.archive import raw_at
 from es_broker.log import records
@@ -77,6 +79,9 @@ async def test_b412_records_a_slave_has_not_fetched_are_not_sealed_until_it_has(
     assert first["limited_by"] == ["slave 1"] and first["consumers_position"] == acked
     upto = _sealed_upto(m)
     assert upto == first["sealed"][-1]["last_seq"] and not _hot(m, upto) and _hot(m, acked + 1)
+    # B-460: the master brought its archive index up to the new horizon after sealing
+    index = (tmp_path / "master" / "history" / horizon.INDEX_DIR).resolve()
+    assert horizon._OPEN[index].upto() == upto
     assert (tmp_path / "master" / "archive" / "snapshots").is_dir()
 
     # a slave standing right after a sealed record is checked against the archive's copy of it
@@ -203,3 +208,87 @@ async def test_b414_broker_processes_a_master_seals_over_the_wire_and_its_slave_
     await _verify(tmp_path / "master")
     await _verify(tmp_path / "slave")
     assert compare(tmp_path / "master", tmp_path / "slave") == []
+
+
+async def test_b462_a_restarted_master_still_does_not_seal_what_an_absent_slave_has_not_fetched(
+    brokers, tmp_path
+):
+    """B-462: what each slave holds is recorded (its catch-up, and every sealing's `slaves`), so a
+    master restarted while its slave is away seals no further than that slave has fetched, over
+    the wire and on the stopped directory alike; the slave then comes back and follows on."""
+    m = await brokers.master("ASYNC_MASTER", **SETTINGS)
+    s = await brokers.slave(m, **SETTINGS)
+    await brokers.w.create_topic(m.addr, TOPIC, 2)
+    await _send(brokers, m, 20)
+    await brokers.caught_up(m, s)
+    first = await _archive(m)  # records what slave 1 acknowledged then
+    assert first["sealed"]
+    await _send(brokers, m, 6)
+    await brokers.caught_up(m, s)
+    await s.stop()
+    held = s.server.broker.store.log.last_seq
+    await _send(brokers, m, 40)  # the slave is away: none of these may be sealed
+    await m.stop()
+
+    # on the stopped directory: the recorded position bounds `es-broker archive --data-dir`
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"history_segment_records={SEGMENT}\n")
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "master", copy)
+    stopped = json.loads(
+        (
+            await cli_ok(
+                "archive", "--data-dir", str(copy), "--before", FAR, "--config", str(conf), "--json"
+            )
+        ).stdout
+    )
+    assert stopped["limited_by"] == ["slave 1"] and stopped["consumers_position"] <= held
+    assert all(x["last_seq"] <= held for x in stopped["sealed"])
+
+    # restarted, before the slave reconnects: the same bound, from the log
+    m = await brokers.master("ASYNC_MASTER", **SETTINGS)
+    recorded = m.server.replication.slaves_acked
+    assert set(recorded) == {1} and first["sealed"][-1]["last_seq"] <= recorded[1] <= held
+    answer = await _archive(m)
+    assert answer["limited_by"] == ["slave 1"] and answer["consumers_position"] == recorded[1]
+    assert all(x["last_seq"] <= held for x in answer["sealed"])
+    assert _sealed_upto(m) <= held and _hot(m, held + 1)
+
+    # the slave comes back from where it stood and follows across the sealings
+    s = await brokers.slave(m, **SETTINGS)
+    await brokers.caught_up(m, s)
+    await _send(brokers, m, 3)
+    await brokers.caught_up(m, s)
+    await s.stop()
+    await m.stop()
+    assert compare(tmp_path / "master", tmp_path / "slave") == []
+    await _verify(tmp_path / "master")
+    await _verify(tmp_path / "slave")
+
+
+def test_b462_a_directory_written_before_the_slaves_index_is_indexed_once(tmp_path):
+    """B-462: opened writable, a directory whose `history_slaves` has no marker is indexed from its
+    records, and then equals what a replay builds."""
+    from es_broker.commands.store import Store
+    from es_broker.config import BrokerConfig
+    from es_broker.core.replay import verify
+    from es_broker.log.types import SlaveCaughtUp
+
+    data_dir = tmp_path / "data"
+    config = BrokerConfig(storePathRootDir=str(data_dir))
+    store = Store.open(data_dir, config)
+    for broker_id, seq in ((1, 0), (2, 1), (1, 2)):
+        record = SlaveCaughtUp(
+            broker_id=broker_id, slave_addr="x", seq=seq, connected_at=0, records_shipped=0
+        ).to_record(1)
+        store.log.write_batch([lambda ctx, r=record: ctx.append(r)])
+    with store.read() as txn:
+        assert store.history.slaves_held(txn) == {1: 2, 2: 1}
+    with store.log.env.begin(write=True) as txn:  # as an older es-broker left it
+        txn.drop(store.history.slaves_db, delete=False)
+    store.close()
+    store = Store.open(data_dir, config)
+    with store.read() as txn:
+        assert store.history.slaves_held(txn) == {1: 2, 2: 1}
+    store.close()
+    assert verify(data_dir) == []

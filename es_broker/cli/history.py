@@ -84,6 +84,8 @@ def _cmd_archive(args: argparse.Namespace) -> int:
     limit, limited_by = sealing.consumers_position(data_dir, args.export_dir or [])
     store = Store.open(data_dir, config)
     try:
+        # a master's slaves, as its log recorded them (B-462)
+        limit, limited_by = sealing.lowest((limit, limited_by), sealing.recorded_slaves(store))
         segments = sealing.plan(store, before, config.history_segment_records, limit)
         sealed = sealing.seal(store, Path(data_dir), location, segments)
         remaining = store.log.last_seq

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
 from es_broker.projections.history import HistoryProjection
 from es_broker.projections.key_index import KeyIndexProjection
+from es_broker.projections.keys import queue_key
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.stats import StatsProjection
 from es_broker.projections.store_format import Step, StoreFormatProjection
@@ -92,6 +94,7 @@ class Store:
                 store.timeindex.ensure_built(log)  # a log written before the time index existed
                 store.stats.ensure_built(log)  # ... or before the message counts existed (B-356)
                 store.audit.ensure_built(store)  # ... or before the audit indexes existed (B-417)
+                store.history.ensure_built(log, _held_by_slaves(store))  # ... or before B-462
             except BaseException:
                 log.close()
                 raise
@@ -116,8 +119,14 @@ class Store:
         legacy = self.format.legacy(txn, "trace_deliveries")
         if legacy is not None:
             self.trace.convert(txn, legacy)
-        # the older layout kept the deliveries of expired messages; retention now drops them
-        self.trace.expire(txn, [(t, q, lo, lo) for t, q, lo, _ in self.cq.queues(txn)])
+        # the older layout kept the deliveries of expired messages; those of sealed records go
+        # as a sealing removes them (B-461)
+        horizon = self.history.sealed_upto(txn)
+        for topic, queue_id, low, _ in self.cq.queues(txn):
+            if low > 0:
+                message_trace.expire_pulls(
+                    txn, self.trace.pulls, queue_key(topic, queue_id), low, horizon
+                )
         return [["trace_pulls", txn.stat(self.trace.pulls)["entries"]]]
 
     def _convert_consume_queues(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
@@ -132,3 +141,13 @@ class Store:
 
     def close(self) -> None:
         self.log.close()
+
+
+def _held_by_slaves(store: Store) -> Iterator[tuple[int, Any]]:
+    """The records that tell what a slave holds (archive and hot log), read only when iterated."""
+    from es_broker.history.reader import Reading
+    from es_broker.log.types import RecordType
+
+    yield from Reading(
+        store, types={RecordType.SLAVE_CAUGHT_UP.value, RecordType.HISTORY_ARCHIVED.value}
+    )

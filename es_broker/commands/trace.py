@@ -29,6 +29,7 @@ from typing import Any
 import lmdb
 
 from es_broker.commands.store import Store
+from es_broker.history.horizon import deliveries, offset_changes
 from es_broker.log import Record
 from es_broker.log.types import Cause, RecordType, SendBackDecision, TransactionState
 from es_broker.projections.message_trace import FROM, TO
@@ -207,7 +208,7 @@ def _hop(
             )
             del event["queueOffset"]
         events.append(event)
-    for delivered_seq in store.trace.deliveries_of(txn, topic, queue_id, queue_offset):
+    for delivered_seq in deliveries(store, txn, topic, queue_id, queue_offset):
         events.append(
             _delivered(
                 record_at(store, txn, delivered_seq),
@@ -266,7 +267,7 @@ def _commits_past(
     out = []
     groups = sorted({g for t, g, q, _ in store.offsets.table(txn) if t == topic and q == queue_id})
     for group in groups:
-        for change in store.offsets.changes(txn, topic, group, queue_id):
+        for change in offset_changes(store, txn, topic, group, queue_id):
             if change.seq < stored_seq:
                 continue
             forward = change.old <= queue_offset < change.new

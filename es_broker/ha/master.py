@@ -94,8 +94,12 @@ class ReplicationMaster:
         )
         self.slave_phy_max = 0  # highest commit-log end any slave reported
         # each slave's acknowledged sequence by broker id, kept after it disconnects: sealing
-        # never removes from the hot log what a slave has not fetched (B-412)
-        self.slaves_acked: dict[int, int] = {}
+        # never removes from the hot log what a slave has not fetched (B-412); it starts from
+        # what the log recorded (B-462), so a restart does not forget a slave that is away
+        with broker.store.read() as txn:
+            held = broker.store.history.slaves_held(txn)
+        # a node promoted from slave is not its own slave
+        self.slaves_acked = {b: s for b, s in held.items() if b != broker.config.brokerId}
         self._acked = trio.Event()
         # automatic fail-over (B-370..B-389): the epoch this master leads (-1: no coordinator), what a
         # SYNC_MASTER answer also waits for (the acknowledged sequence published in etcd), and who to

@@ -12,7 +12,10 @@ The segments' Parquet files, their read-back and the snapshot are written in
 a worker thread (`trio.to_thread`) from LMDB read transactions; only the last
 step, the `history_archived` records, goes through the writer, as one job.
 One sealing runs at a time. The side task never ends the broker: a failed
-sealing is logged and tried again at the next interval.
+sealing is logged and tried again at the next interval. The steps are those of
+es_broker/history/seal.py, with the same crash points (`ES_BROKER_SEAL_CRASH_AT`,
+B-463): killed at any of them, the broker restarts with the segments hot, or
+archived and recorded.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from es_broker.commands.errors import IllegalRequest
 from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster
+from es_broker.history import horizon
 from es_broker.history import seal as sealing
 from es_broker.readmodel.process import read_position
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
@@ -57,14 +61,6 @@ class Outcome:
         }
 
 
-def _lowest(*bounds: tuple[int | None, list[str]]) -> tuple[int | None, list[str]]:
-    known = [(seq, who) for seq, who in bounds if seq is not None]
-    if not known:
-        return None, []
-    low = min(seq for seq, _ in known)
-    return low, [w for seq, who in known if seq == low for w in who]
-
-
 class HistorySealing:
     """A master's sealing: the periodic side task and the HISTORY_ARCHIVE handler."""
 
@@ -88,7 +84,7 @@ class HistorySealing:
         readmodel: tuple[int | None, list[str]] = (None, [])
         if self.follower:  # a follower that never reported a checkpoint holds nothing yet
             readmodel = (read_position(self.data_dir) or 0, ["the SQL read model"])
-        return _lowest(slaves, readmodel)
+        return sealing.lowest(slaves, readmodel)
 
     async def seal_before(self, before: int, requester: str) -> Outcome:
         """Seal every segment wholly before `before` that every consumer has passed."""
@@ -104,12 +100,21 @@ class HistorySealing:
             prepared = await trio.to_thread.run_sync(
                 sealing.prepare, store, self.data_dir, location, segments
             )
-            job = sealing.record_job(store, prepared, requester, store.clock.now_ms(), exact=False)
+            slaves = dict(self.replication.slaves_acked) if self.replication is not None else None
+            job = sealing.record_job(
+                store, prepared, requester, store.clock.now_ms(), exact=False, slaves=slaves
+            )
             seqs = await self.broker.submit(job)
             # on disk before the snapshot the previous record names is removed
             await trio.to_thread.run_sync(store.log.flush)
+            sealing.crash_point("recorded")
             sealing.clean_snapshots(self.data_dir, keep=prepared.snapshot_seq)
+            sealing.crash_point("cleaned")
             outcome = Outcome(before, sealing.sealed_of(prepared, seqs), limit, limited_by)
+            try:  # B-460: time travel before the new horizon, ready before anyone asks
+                await trio.to_thread.run_sync(horizon.catch_up, store)
+            except Exception:  # a cache: the first question builds it instead
+                log.exception("the archive index did not catch up after sealing")
         for s in outcome.sealed:
             log.info(
                 "sealed records %d..%d (%d) to %s, recorded as #%d",

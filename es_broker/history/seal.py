@@ -57,8 +57,8 @@ EXPORT_CHECKPOINT = "_export_checkpoint.json"
 DAY_MS = 86_400_000
 
 
-def _step(name: str) -> None:
-    """A point where the tests kill the process (kill -9 has the same effect: nothing after runs)."""
+def crash_point(name: str) -> None:
+    """A step's end, where the tests kill the process (kill -9 has the same effect: nothing after runs)."""
     if os.environ.get(CRASH_ENV) == name:
         os._exit(137)
 
@@ -89,6 +89,26 @@ def consumers_position(
         return None, []
     low = min(seq for seq, _ in found)
     return low, [who for seq, who in found if seq == low]
+
+
+def lowest(*bounds: tuple[int | None, list[str]]) -> tuple[int | None, list[str]]:
+    """The lowest of several (position, who holds it) bounds; (None, []) when none is known."""
+    known = [(seq, who) for seq, who in bounds if seq is not None]
+    if not known:
+        return None, []
+    low = min(seq for seq, _ in known)
+    return low, [w for seq, who in known if seq == low for w in who]
+
+
+def recorded_slaves(store: Store) -> tuple[int | None, list[str]]:
+    """The lowest seq a slave is recorded to hold (B-462), and which slaves: what bounds sealing
+    of a stopped master's directory, whose slaves cannot be asked."""
+    with store.read() as txn:
+        held = store.history.slaves_held(txn)
+    if not held:
+        return None, []
+    low = min(held.values())
+    return low, [f"slave {bid}" for bid, seq in sorted(held.items()) if seq == low]
 
 
 def time_of(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> int:
@@ -231,18 +251,24 @@ def prepare(
         raws = list(_raw_range(store, first, last))
         written.append(write_segment(location, raws, start))
         start = written[-1].manifest["last_time"]
-    _step("written")
+    crash_point("written")
     for w in written:
         read_back(w)
-    _step("verified")
+    crash_point("verified")
     snapshot_seq, snapshot_sha = write_snapshot(store, data_dir)
     put_snapshot(location, snapshot_path(data_dir, snapshot_seq))
-    _step("snapshot")
+    crash_point("snapshot")
     return Prepared(written, snapshot_seq, snapshot_sha)
 
 
 def record_job(
-    store: Store, prepared: Prepared, requester: str, ts: int, *, exact: bool
+    store: Store,
+    prepared: Prepared,
+    requester: str,
+    ts: int,
+    *,
+    exact: bool,
+    slaves: dict[int, int] | None = None,
 ) -> Callable[[AppendContext], list[int]]:
     """Step 4's writer job: one `history_archived` record per segment, appended in one transaction.
 
@@ -250,7 +276,10 @@ def record_job(
     snapshot. A running broker's log goes on after it, which a replay handles
     (the records after the snapshot are applied); what must hold is that no
     other sealing was recorded meanwhile and that every segment is still hot.
+    `slaves`: what each slave the master knows has acknowledged, recorded with
+    the segments so that a restarted master bounds sealing by it (B-462).
     """
+    held = [[bid, seq] for bid, seq in sorted(slaves.items())] if slaves else None
     snapshot_seq = prepared.snapshot_seq
     first_seq = prepared.written[0].manifest["first_seq"]
 
@@ -276,6 +305,7 @@ def record_job(
                         snapshot_seq=snapshot_seq,
                         snapshot_sha256=prepared.snapshot_sha256,
                         requester=requester,
+                        slaves=held,
                     ).to_record(ts)
                 )
             )
@@ -318,9 +348,9 @@ def seal(
     if not ok:
         raise value
     store.log.flush()
-    _step("recorded")
+    crash_point("recorded")
     clean_snapshots(data_dir, keep=prepared.snapshot_seq)
-    _step("cleaned")
+    crash_point("cleaned")
     return sealed_of(prepared, value)
 
 

@@ -526,6 +526,9 @@ class HistoryArchived(TypedRecord):
     snapshot_seq: int
     snapshot_sha256: str
     requester: str
+    # [broker id, acknowledged seq] of every slave the sealing master knew (B-462): a restarted
+    # master still never seals past what they have not fetched
+    slaves: list[list[int]] | None = None
 
 
 @typed

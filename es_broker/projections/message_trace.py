@@ -37,7 +37,6 @@ import lmdb
 from es_broker.log import Record, RecordLog
 from es_broker.log.scan import prefixed
 from es_broker.log.types import (
-    CommitlogExpired,
     DeadLetterRedriven,
     DelayedMessageSkipped,
     MessageSentBack,
@@ -114,8 +113,6 @@ class MessageTraceProjection:
             if reply.request_phy is not None:
                 self._link(txn, reply.request_phy, seq, FROM)
                 self._link(txn, reply.reply_phy, seq, TO)
-        elif kind == COMMITLOG_EXPIRED:
-            self.expire(txn, CommitlogExpired.from_record(record).queues)
 
     def _delivered(
         self, txn: lmdb.Transaction[bytes], queue: bytes, offsets: list[int], seq: int
@@ -126,27 +123,6 @@ class MessageTraceProjection:
         widest = txn.get(queue, db=self.pulls)
         if widest is None or U64.unpack(widest)[0] < span:
             txn.put(queue, U64.pack(span), db=self.pulls)
-
-    def expire(self, txn: lmdb.Transaction[bytes], queues: list[Any]) -> None:
-        """Drop the delivery entries whose every offset is below the queue's new minimum."""
-        for topic, queue_id, _, new_min in queues:
-            queue = queue_key(topic, queue_id)
-            cur = txn.cursor(db=self.pulls)
-            if not cur.set_range(queue + U64.pack(0)):
-                continue
-            qlen = len(queue)
-            while True:
-                key = cur.key()
-                if key[:qlen] != queue or len(key) != qlen + 16:
-                    break
-                first = U64.unpack_from(key, qlen)[0]
-                if first >= new_min:
-                    break
-                if first + delivered_offsets(cur.value())[-1] < new_min:
-                    if not cur.delete():
-                        break
-                elif not cur.next():
-                    break
 
     def convert(self, txn: lmdb.Transaction[bytes], legacy: Any) -> None:
         """Write trace_pulls from an older directory's trace_deliveries (grouped by record)."""
@@ -214,3 +190,28 @@ def delivered_offsets(value: bytes) -> range | list[int]:
         return range(U32.unpack(value)[0])
     step = 4 if value[0] == 0 else 8
     return [int.from_bytes(value[i : i + step], "big") for i in range(1, len(value), step)]
+
+
+def expire_pulls(
+    txn: lmdb.Transaction[bytes], pulls: Any, queue: bytes, low: int, horizon: int
+) -> None:
+    """Drop a queue's delivery entries whose every offset is below `low` (its minimum, moved
+    by retention) and whose record is at or before `horizon`: sealing calls it, so a message's
+    deliveries leave the hot index only when the archive holds them (B-461, B-472)."""
+    cur = txn.cursor(db=pulls)
+    if not cur.set_range(queue + U64.pack(0)):
+        return
+    qlen = len(queue)
+    while True:
+        key = cur.key()
+        if key[:qlen] != queue or len(key) != qlen + 16:
+            return
+        first = U64.unpack_from(key, qlen)[0]
+        if first >= low:
+            return
+        seq = U64.unpack_from(key, qlen + 8)[0]
+        if seq <= horizon and first + delivered_offsets(cur.value())[-1] < low:
+            if not cur.delete():
+                return
+        elif not cur.next():
+            return

@@ -74,8 +74,10 @@ class HistoryEntry:
 class TimeTravel:
     """Reads over a Store (its log, offset table history and time index)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, *, archive: bool = True) -> None:
         self.store = store
+        # a data directory's TimeTravel reads moments before its horizon from the archive index
+        self._archive = archive and hasattr(store, "history")
         self.index = store.timeindex
         self.history_db = store.offsets.history
         self.persist_interval = store.config.flushConsumerOffsetInterval
@@ -87,9 +89,26 @@ class TimeTravel:
                 "(serve, or any command without a running broker) to build it"
             )
 
+    # ------------------------------------------------------------------ the horizon (B-460)
+    def horizon(self, txn: lmdb.Transaction[bytes]) -> int:
+        """The last sealed seq: the index holds every entry after it, and its floor (0: none sealed)."""
+        return int(self.store.history.sealed_upto(txn)) if self._archive else 0
+
+    def before_horizon(self, txn: lmdb.Transaction[bytes]) -> TimeTravel:
+        """A TimeTravel over the archive index: the same answers for positions before the horizon."""
+        from es_broker.history.horizon import archive_index
+
+        index = archive_index(self.store, txn)
+        return TimeTravel(index, archive=False)
+
     # ------------------------------------------------------------------ time <-> position
     def position_at(self, txn: lmdb.Transaction[bytes], at: int) -> int:
         """The last seq whose effective time is <= at (0: before the first record)."""
+        horizon = self.horizon(txn)
+        if horizon and at < self._time_of(txn, horizon):
+            side = self.before_horizon(txn)
+            with side.store.read() as stxn:
+                return side.position_at(stxn, at)
         cur = txn.cursor(db=self.index.time_db)
         if at < 0:
             return 0
@@ -100,6 +119,13 @@ class TimeTravel:
 
     def time_of(self, txn: lmdb.Transaction[bytes], seq: int) -> int:
         """The effective time of a record."""
+        if seq < self.horizon(txn):
+            side = self.before_horizon(txn)
+            with side.store.read() as stxn:
+                return side.time_of(stxn, seq)
+        return self._time_of(txn, seq)
+
+    def _time_of(self, txn: lmdb.Transaction[bytes], seq: int) -> int:
         cur = txn.cursor(db=self.index.seq_db)
         found = cur.prev() if cur.set_range(U64.pack(seq + 1)) else cur.last()
         return U64.unpack(cur.value())[0] if found else 0
@@ -123,6 +149,10 @@ class TimeTravel:
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, position: int
     ) -> int:
         """max(T, Q) after the record at `position` (0 for a queue without messages then)."""
+        if position < self.horizon(txn):
+            side = self.before_horizon(txn)
+            with side.store.read() as stxn:
+                return side.queue_max_at(stxn, topic, queue_id, position)
         prefix = queue_key(topic, queue_id)
         found = _latest(txn.cursor(db=self.index.qmax_db), prefix, position)
         return I64.unpack(found[1])[0] if found else 0
@@ -162,8 +192,21 @@ class TimeTravel:
     ) -> list[QueueOffsetAt]:
         """The offset table at `at` (every group, or one group, or one group's topic)."""
         position = self.position_at(txn, at)
+        horizon = self.horizon(txn)
+        if position < horizon:  # before the horizon: the archive index answers it all
+            side = self.before_horizon(txn)
+            with side.store.read() as stxn:
+                return side.offsets_at(stxn, at, group=group, topic=topic, durable=durable)
         tick = self.persist_tick(txn, at) if durable else None
         durable_position = self.position_at(txn, tick) if tick is not None else 0
+        kept_before: dict[tuple[str, str, int], int] | None = None
+        if durable and tick is not None and durable_position < horizon:
+            side = self.before_horizon(txn)
+            with side.store.read() as stxn:
+                kept_before = {
+                    (r.group, r.topic, r.queue_id): r.offset
+                    for r in side.offsets_at(stxn, tick, group=group, topic=topic)
+                }
         cur = txn.cursor(db=self.history_db)
         rows = []
         for prefix, t, g, q in self._queue_prefixes(txn, group, topic):
@@ -174,7 +217,10 @@ class TimeTravel:
             _, _, new, cause, requester = msgpack.unpackb(found[1])
             top = self.queue_max_at(txn, t, q, position)
             extra: dict[str, Any] = {}
-            if durable:
+            if durable and kept_before is not None:
+                value = kept_before.get((g, t, q), -1)
+                extra = {"durable": value, "durable_lag": top - value if value >= 0 else None}
+            elif durable:
                 kept = _latest(cur, prefix, durable_position) if durable_position else None
                 value = (
                     msgpack.unpackb(kept[1])[2] if kept and not self._removed(txn, kept[0]) else -1
@@ -211,6 +257,21 @@ class TimeTravel:
         hi = self.position_at(txn, until) if until is not None else self.store.log.last_seq
         if hi < lo:
             return []
+        return self.history_between(txn, group, topic, lo, hi)
+
+    def history_between(
+        self, txn: lmdb.Transaction[bytes], group: str, topic: str | None, lo: int, hi: int
+    ) -> list[HistoryEntry]:
+        """`history` between two positions (both included)."""
+        out: list[HistoryEntry] = []
+        horizon = self.horizon(txn)
+        if lo <= horizon:  # the part up to the horizon, from the archive index
+            side = self.before_horizon(txn)
+            with side.store.read() as stxn:
+                out = side.history_between(stxn, group, topic, lo, min(hi, horizon))
+            lo = horizon + 1
+            if hi < lo:
+                return out
         streams = [
             self._changes(txn, prefix, t, g, q, lo, hi)
             for prefix, t, g, q in self._queue_prefixes(txn, group, topic)
@@ -218,7 +279,7 @@ class TimeTravel:
         streams.append(self._events(txn, group, topic, lo, hi))
         merged = list(heapq.merge(*streams, key=lambda e: e[0]))
         times = self._times_of(txn, [seq for seq, _ in merged])
-        return [make(time) for (_, make), time in zip(merged, times, strict=True)]
+        return out + [make(time) for (_, make), time in zip(merged, times, strict=True)]
 
     def _changes(
         self,

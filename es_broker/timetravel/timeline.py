@@ -68,6 +68,12 @@ def window(
             first_seq = seq if first_seq is None else min(first_seq, seq)
     if first_seq is None:
         return None
+    if first_seq <= travel.horizon(txn):  # a floor entry (B-460): the first is in the archive index
+        side = travel.before_horizon(txn)
+        with side.store.read() as stxn:
+            early = window(side, stxn, group, topic)
+        if early is not None:
+            return early[0], travel.time_of(txn, travel.store.log.last_seq)
     last = travel.store.log.last_seq
     return travel.time_of(txn, first_seq), travel.time_of(txn, last)
 
@@ -107,11 +113,46 @@ def timeline_by_queue(
     span = max(until - since, 0)
     moments = [since + span * i // (points - 1) for i in range(points)]
     positions = [travel.position_at(txn, at) for at in moments]
+    horizon = travel.horizon(txn)
+    late = [i for i, p in enumerate(positions) if p >= horizon]
+    sums, lines = _by_queue(travel, txn, group, topic, [positions[i] for i in late], late, points)
+    early = [i for i, p in enumerate(positions) if p < horizon]
+    if early:  # B-460: moments before the horizon, from the archive index
+        side = travel.before_horizon(txn)
+        with side.store.read() as stxn:
+            early_sums, early_lines = _by_queue(
+                side, stxn, group, topic, [positions[i] for i in early], early, points
+            )
+        for total, more in zip(sums, early_sums, strict=True):
+            for i in early:
+                total[i] = more[i]
+        for key, (offsets, maxes, lags) in early_lines.items():
+            line = lines.setdefault(key, ([None] * points, [0] * points, [None] * points))
+            for i in early:
+                line[0][i], line[1][i], line[2][i] = offsets[i], maxes[i], lags[i]
+    offset, top, lag, held = sums
+    samples = [
+        Sample(moments[i], positions[i], offset[i], top[i], lag[i], held[i]) for i in range(points)
+    ]
+    return samples, [QueueLine(t, q, *line) for (_, t, q), line in sorted(lines.items())]
+
+
+def _by_queue(
+    travel: TimeTravel,
+    txn: lmdb.Transaction[bytes],
+    group: str,
+    topic: str | None,
+    positions: list[int],
+    slots: list[int],
+    points: int,
+) -> tuple[list[list[int]], dict[tuple[bytes, str, int], tuple[list[Any], list[Any], list[Any]]]]:
+    """The sums (offset, max, lag, queues held) and each queue's line at `positions`, written to
+    `slots` of lists of `points` (the moments of one side of the horizon)."""
     offset = [0] * points
     top = [0] * points
     lag = [0] * points
     held = [0] * points
-    lines: list[QueueLine] = []
+    lines: dict[tuple[bytes, str, int], tuple[list[Any], list[Any], list[Any]]] = {}
     cur = txn.cursor(db=travel.history_db)
     qmax = txn.cursor(db=travel.index.qmax_db)
     for prefix, t, _g, q in travel._queue_prefixes(txn, group, topic):
@@ -123,7 +164,7 @@ def timeline_by_queue(
         change_until = max_until = -1
         new = queue_max = 0
         known = removed = False
-        for i, position in enumerate(positions):
+        for i, position in zip(slots, positions, strict=True):
             if position > change_until:
                 found, change_until = _latest_until(cur, prefix, position)
                 known = found is not None
@@ -145,11 +186,8 @@ def timeline_by_queue(
                 lags[i] = queue_max - new
                 offset[i] += new
                 lag[i] += queue_max - new
-        lines.append(QueueLine(t, q, offsets, maxes, lags))
-    samples = [
-        Sample(moments[i], positions[i], offset[i], top[i], lag[i], held[i]) for i in range(points)
-    ]
-    return samples, lines
+        lines[(prefix, t, q)] = (offsets, maxes, lags)
+    return [offset, top, lag, held], lines
 
 
 def _latest_until(
@@ -205,22 +243,56 @@ def recent_changes(
     hi = travel.position_at(txn, until) if until is not None else travel.store.log.last_seq
     if hi < lo:
         return [], False
+    horizon = travel.horizon(txn)
+    newest = _newest(
+        travel, txn, group, topic, max(lo, horizon + 1), hi, limit + 1, events_only, changes_only
+    )
+    if len(newest) <= limit and lo <= horizon:  # B-460: older ones from the archive index
+        side = travel.before_horizon(txn)
+        with side.store.read() as stxn:
+            newest += _newest(
+                side,
+                stxn,
+                group,
+                topic,
+                lo,
+                min(hi, horizon),
+                limit + 1 - len(newest),
+                events_only,
+                changes_only,
+            )
+    more = len(newest) > limit
+    return sorted(newest[:limit], key=lambda e: e.seq), more
+
+
+def _newest(
+    travel: TimeTravel,
+    txn: lmdb.Transaction[bytes],
+    group: str,
+    topic: str | None,
+    lo: int,
+    hi: int,
+    limit: int,
+    events_only: bool,
+    changes_only: bool,
+) -> list[HistoryEntry]:
+    """The newest `limit` entries between two positions, newest first, with their times."""
+    if hi < lo or limit <= 0:
+        return []
     # lazy streams: the merge reads each queue only as far back as the newest `limit` need
     streams: list[Iterable[tuple[int, dict[str, Any]]]] = []
     if not changes_only:
-        streams.append(_events_backwards(travel, txn, group, topic, lo, hi, limit + 1))
+        streams.append(_events_backwards(travel, txn, group, topic, lo, hi, limit))
     if not events_only:
         streams += [
-            _changes_backwards(travel, txn, prefix, t, g, q, lo, hi, limit + 1)
+            _changes_backwards(travel, txn, prefix, t, g, q, lo, hi, limit)
             for prefix, t, g, q in travel._queue_prefixes(txn, group, topic)
         ]
-    newest = list(islice(heapq.merge(*streams, key=lambda e: -e[0]), limit + 1))
-    more = len(newest) > limit
-    chosen = sorted(newest[:limit], key=lambda e: e[0])
-    times = travel._times_of(txn, [seq for seq, _ in chosen])
+    newest = list(islice(heapq.merge(*streams, key=lambda e: -e[0]), limit))
+    times = travel._times_of(txn, sorted(seq for seq, _ in newest))[::-1]
     return [
-        HistoryEntry(time=time, **fields) for (_, fields), time in zip(chosen, times, strict=True)
-    ], more
+        HistoryEntry(time=time, **fields) for (_, fields), time in zip(newest, times, strict=True)
+    ]
 
 
 def _changes_backwards(
