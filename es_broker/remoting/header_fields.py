@@ -1,7 +1,7 @@
 """How a request header class declares its fields, and the one reader that decodes them.
 
-A request header is a frozen dataclass (headers.py), one per CommandCustomHeader
-shape of RocketMQ 4.9.8. Each field says its rule once, next to itself, through
+A request or response header is a frozen dataclass (headers.py, es_headers.py,
+response_headers.py), one per CommandCustomHeader shape of RocketMQ 4.9.8. Each field says its rule once, next to itself, through
 the constructors here (`text`, `i32`, `i64`, `boolean`, ...): the Java type, whether
 the frame must carry it, its range, length, choices or form, and its Java name
 when that is not the attribute's camelCase (`clientID`) or the one-letter name
@@ -10,7 +10,7 @@ SEND_MESSAGE_V2 gives it on the wire (`v2="b"`).
 Reading a header (`read_fields`) is its shape check: a field that breaks its rule
 raises the `CommandError` whose text is the remark RocketMQ's refusal carries
 (B-135..B-139); requests.py prefixes the request's name and answers SYSTEM_ERROR.
-Writing one (`RequestHeader.to_ext_fields`) gives Java's text of every field set.
+Writing one (`CustomHeader.to_ext_fields`) gives Java's text of every field set.
 """
 
 from __future__ import annotations
@@ -209,9 +209,9 @@ def rules_of(cls: type) -> tuple[HeaderField, ...]:
     return rules
 
 
-class RequestHeader:
-    """Base of the typed request headers (Java's CommandCustomHeader): frozen slotted dataclasses
-    whose construction from a command is their shape check."""
+class CustomHeader:
+    """Base of the typed headers (Java's CommandCustomHeader), of requests and of responses: frozen
+    slotted dataclasses whose construction from a command is their shape check."""
 
     __slots__ = ()
 
@@ -248,7 +248,7 @@ class RequestHeader:
 
 
 @dataclass(frozen=True, slots=True)
-class NoHeader(RequestHeader):
+class NoHeader(CustomHeader):
     """The header of a request whose code declares no fields (RocketMQ's null custom header)."""
 
 
@@ -285,7 +285,7 @@ __all__ = [
     "HeaderField",
     "Kind",
     "NoHeader",
-    "RequestHeader",
+    "CustomHeader",
     "boolean",
     "i32",
     "i64",
