@@ -15,7 +15,9 @@ import anyio
 from es_broker.acl.signing import Credentials
 from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.client.tls import TlsClientSettings
+from es_broker.remoting import es_headers as es
 from es_broker.remoting import fastjson
+from es_broker.remoting import headers as h
 from es_broker.remoting.admin_bodies import CleanPassResult, RedriveBody
 from es_broker.remoting.bodies import (
     AclConfig,
@@ -31,11 +33,28 @@ from es_broker.remoting.bodies import (
     TopicRouteData,
     TopicStatsTable,
 )
-from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
+from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
-from es_broker.remoting.headers import SendMessageRequestHeader
+from es_broker.remoting.header_fields import CustomHeader
 from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
+from es_broker.remoting.response_headers import (
+    GetBrokerAclConfigResponseHeader,
+    OffsetResponseHeader,
+    SendMessageResponseHeader,
+)
 from es_broker.remoting.stats_bodies import BrokerStatsData, GroupList, StatsHistoryBody
+
+
+def _request(
+    code: int,
+    header: CustomHeader | None,
+    body: bytes = b"",
+    *,
+    language: LanguageCode = LanguageCode.JAVA,
+) -> RemotingCommand:
+    """A request with its header class's fields (their one-letter names where `code` uses them)."""
+    fields = None if header is None else header.to_ext_fields(code)
+    return request(code, fields, body, language=language)
 
 
 class AdminError(Exception):
@@ -119,18 +138,18 @@ class Admin:
         return response
 
     async def _namesrv(
-        self, code: int, fields: dict | None = None, what: str = ""
+        self, code: int, header: CustomHeader | None = None, what: str = ""
     ) -> RemotingCommand:
         return await self._ok(
-            self.namesrv_addrs[0],
-            what or f"name server request {code}",
-            request(code, fields or {}),
+            self.namesrv_addrs[0], what or f"name server request {code}", _request(code, header)
         )
 
     # ------------------------------------------------------------------ name server
     async def route(self, topic: str) -> TopicRouteData:
         r = await self._namesrv(
-            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, f"topic route of {topic}"
+            RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            h.GetRouteInfoRequestHeader(topic=topic),
+            f"topic route of {topic}",
         )
         return TopicRouteData.decode(r.body)  # standard JSON's quoted broker ids read as ints
 
@@ -189,18 +208,18 @@ class Admin:
         await self._ok(
             addr,
             f"create topic {topic} on {addr}",
-            request(
+            _request(
                 RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {
-                    "topic": topic,
-                    "defaultTopic": "TBW102",
-                    "readQueueNums": read,
-                    "writeQueueNums": write,
-                    "perm": perm,
-                    "topicFilterType": "SINGLE_TAG",
-                    "topicSysFlag": 0,
-                    "order": order,
-                },
+                h.CreateTopicRequestHeader(
+                    topic=topic,
+                    default_topic="TBW102",
+                    read_queue_nums=read,
+                    write_queue_nums=write,
+                    perm=perm,
+                    topic_filter_type="SINGLE_TAG",
+                    topic_sys_flag=0,
+                    order=order,
+                ),
             ),
         )
 
@@ -222,13 +241,13 @@ class Admin:
             await self._ok(
                 addr,
                 f"delete topic {topic}",
-                request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}),
+                _request(RequestCode.DELETE_TOPIC_IN_BROKER, h.TopicRequestHeader(topic=topic)),
             )
         for ns in self.namesrv_addrs:
             await self._ok(
                 ns,
                 f"delete topic {topic} in name server",
-                request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}),
+                _request(RequestCode.DELETE_TOPIC_IN_NAMESRV, h.TopicRequestHeader(topic=topic)),
             )
 
     async def topic_status(self, topic: str) -> list[dict[str, Any]]:
@@ -237,7 +256,7 @@ class Admin:
             r = await self._ok(
                 addr,
                 f"topic status of {topic}",
-                request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}),
+                _request(RequestCode.GET_TOPIC_STATS_INFO, h.TopicRequestHeader(topic=topic)),
             )
             for mq, stats in TopicStatsTable.decode(r.body).offset_table.items():
                 rows.append(
@@ -255,8 +274,10 @@ class Admin:
         await self._ok(
             addr,
             f"update group {config['groupName']}",
-            request(
-                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, fastjson.dumps(config).encode()
+            _request(
+                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                None,
+                fastjson.dumps(config).encode(),
             ),
         )
 
@@ -264,9 +285,11 @@ class Admin:
         await self._ok(
             addr,
             f"delete group {group}",
-            request(
+            _request(
                 RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                {"groupName": group, "removeOffset": remove_offset},
+                h.DeleteSubscriptionGroupRequestHeader(
+                    group_name=group, remove_offset=remove_offset
+                ),
             ),
         )
 
@@ -280,7 +303,10 @@ class Admin:
             r = await self._ok(
                 addr,
                 f"consume stats of {group}",
-                request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group}),
+                _request(
+                    RequestCode.GET_CONSUME_STATS,
+                    h.GetConsumeStatsRequestHeader(consumer_group=group),
+                ),
             )
             for mq, stats in ConsumeStats.decode(r.body).offset_table.items():
                 rows.append(
@@ -298,7 +324,11 @@ class Admin:
     async def consumer_connection(self, group: str) -> dict[str, Any]:
         for addr in await self.master_addrs():
             r = await self.client.invoke(
-                addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+                addr,
+                _request(
+                    RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                    h.ConsumerGroupRequestHeader(consumer_group=group),
+                ),
             )
             if r.code == ResponseCode.SUCCESS:
                 return fastjson.loads(r.body)
@@ -308,15 +338,15 @@ class Admin:
         self, group: str, topic: str, timestamp: int, force: bool, cpp: bool = False
     ) -> dict[str, Any]:
         """resetOffsetByTime: the broker path, or the old path when the group is offline (B-73, B-81)."""
-        from es_broker.remoting.codes import LanguageCode
-
         rows = []
         for _name, addr in await self.topic_brokers(topic):
             r = await self.client.invoke(
                 addr,
-                request(
+                _request(
                     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-                    {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force},
+                    h.ResetOffsetRequestHeader(
+                        topic=topic, group=group, timestamp=timestamp, is_force=force
+                    ),
                     language=LanguageCode.CPP if cpp else LanguageCode.JAVA,
                 ),
             )
@@ -354,20 +384,20 @@ class Admin:
 
         out = []
         for _name, addr in await self.topic_brokers(topic):
-            fields = {
-                "topic": topic,
-                "group": group,
-                "kind": kind,
-                "value": value,
-                "isForce": force,
-                "dryRun": dry_run,
-                "mode": mode,
-                "scope": scope,
-            }
+            header = es.ResetOffsetsRequestHeader(
+                topic=topic,
+                group=group,
+                kind=kind,
+                value=value,
+                is_force=force,
+                dry_run=dry_run,
+                mode=mode,
+                scope=scope,
+            )
             r = await self._ok(
                 addr,
                 f"reset offset of {group} on {topic}",
-                request(EsRequestCode.RESET_OFFSET, fields),
+                _request(EsRequestCode.RESET_OFFSET, header),
             )
             out.append(fastjson.loads(r.body))
         return out
@@ -381,7 +411,10 @@ class Admin:
             r = await self._ok(
                 addr,
                 f"consume stats of {group}",
-                request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}),
+                _request(
+                    RequestCode.GET_CONSUME_STATS,
+                    h.GetConsumeStatsRequestHeader(consumer_group=group, topic=topic),
+                ),
             )
             queues = {}
             for mq, stats in ConsumeStats.decode(r.body).offset_table.items():
@@ -392,29 +425,22 @@ class Admin:
                     if row["brokerName"] == name:
                         queues[row["queueId"]] = (row["maxOffset"], row["minOffset"])
             for qid, (broker_offset, consumer_offset) in sorted(queues.items()):
-                if timestamp == -1:
-                    code, fields = RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": qid}
-                else:
-                    code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
-                    fields = {"topic": topic, "queueId": qid, "timestamp": timestamp}
-                target = int(
-                    (await self._ok(addr, "offset lookup", request(code, fields))).ext_fields[
-                        "offset"
-                    ]
+                target = await self.queue_offsets(
+                    addr, topic, qid, at=None if timestamp == -1 else timestamp
                 )
                 rollback = target if force or target <= consumer_offset else consumer_offset
                 if rollback == target:
                     await self._ok(
                         addr,
                         "update consumer offset",
-                        request(
+                        _request(
                             RequestCode.UPDATE_CONSUMER_OFFSET,
-                            {
-                                "consumerGroup": group,
-                                "topic": topic,
-                                "queueId": qid,
-                                "commitOffset": target,
-                            },
+                            h.UpdateConsumerOffsetRequestHeader(
+                                consumer_group=group,
+                                topic=topic,
+                                queue_id=qid,
+                                commit_offset=target,
+                            ),
                         ),
                     )
                 rows.append(
@@ -435,7 +461,7 @@ class Admin:
         r = await self._ok(
             f"{host}:{port}",
             f"message {msg_id}",
-            request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy}),
+            _request(RequestCode.VIEW_MESSAGE_BY_ID, h.ViewMessageRequestHeader(offset=phy)),
         )
         return decode_all(r.body)[0]
 
@@ -446,20 +472,20 @@ class Admin:
         r = await self._ok(
             addr,
             f"message at {topic}/{broker_name}/{queue_id}/{offset}",
-            request(
+            _request(
                 RequestCode.PULL_MESSAGE,
-                {
-                    "consumerGroup": "TOOLS_CONSUMER",
-                    "topic": topic,
-                    "queueId": queue_id,
-                    "queueOffset": offset,
-                    "maxMsgNums": 1,
-                    "sysFlag": 4,
-                    "commitOffset": 0,
-                    "suspendTimeoutMillis": 0,
-                    "subscription": "*",
-                    "subVersion": 0,
-                },
+                h.PullMessageRequestHeader(
+                    consumer_group="TOOLS_CONSUMER",
+                    topic=topic,
+                    queue_id=queue_id,
+                    queue_offset=offset,
+                    max_msg_nums=1,
+                    sys_flag=4,
+                    commit_offset=0,
+                    suspend_timeout_millis=0,
+                    subscription="*",
+                    sub_version=0,
+                ),
             ),
             allowed=(0, 19, 20, 21),
         )
@@ -475,15 +501,15 @@ class Admin:
             r = await self._ok(
                 addr,
                 f"messages with key {key}",
-                request(
+                _request(
                     RequestCode.QUERY_MESSAGE,
-                    {
-                        "topic": topic,
-                        "key": key,
-                        "maxNum": max_num,
-                        "beginTimestamp": 0,
-                        "endTimestamp": 2**62,
-                    },
+                    h.QueryMessageRequestHeader(
+                        topic=topic,
+                        key=key,
+                        max_num=max_num,
+                        begin_timestamp=0,
+                        end_timestamp=2**62,
+                    ),
                 ),
                 allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
             )
@@ -520,9 +546,9 @@ class Admin:
         r = await self._ok(
             addr,
             f"send to {topic}",
-            request(
+            _request(
                 RequestCode.SEND_MESSAGE_V2,
-                SendMessageRequestHeader(
+                h.SendMessageRequestHeader(
                     producer_group="TOOLS_PRODUCER",
                     topic=topic,
                     default_topic="TBW102",
@@ -535,15 +561,16 @@ class Admin:
                     reconsume_times=0,
                     unit_mode=False,
                     batch=False,
-                ).v2_fields(),
+                ),
                 body,
             ),
         )
+        stored = SendMessageResponseHeader.of(r)
         return {
             "brokerName": qd.broker_name,
-            "queueId": int(r.ext_fields["queueId"]),
-            "queueOffset": int(r.ext_fields["queueOffset"]),
-            "msgId": r.ext_fields["msgId"],
+            "queueId": stored.queue_id,
+            "queueOffset": stored.queue_offset,
+            "msgId": stored.msg_id,
             "sendStatus": "SEND_OK",
         }
 
@@ -554,9 +581,12 @@ class Admin:
     async def ha_switch(self, addr: str, to: str) -> dict[str, str]:
         """HA_SWITCH (B-386): the leader at addr hands its group's leader key to follower node `to`."""
         r = await self._ok(
-            addr, "switch-over", request(EsRequestCode.HA_SWITCH, {"to": to}), timeout=60.0
+            addr,
+            "switch-over",
+            _request(EsRequestCode.HA_SWITCH, es.HaSwitchRequestHeader(to=to)),
+            timeout=60.0,
         )
-        return dict(r.ext_fields)
+        return es.HaSwitchResponseHeader.of(r).to_ext_fields()
 
     # ------------------------------------------------------------------ broker operations
     async def broker_config(self, addr: str) -> dict[str, str]:
@@ -573,7 +603,7 @@ class Admin:
         """UPDATE_BROKER_CONFIG: key=value lines, as java.util.Properties writes them."""
         body = "".join(f"{k}={v}\n" for k, v in settings.items()).encode()
         await self._ok(
-            addr, "update broker config", request(RequestCode.UPDATE_BROKER_CONFIG, {}, body)
+            addr, "update broker config", _request(RequestCode.UPDATE_BROKER_CONFIG, None, body)
         )
 
     async def delete_expired_commitlog(self, addr: str) -> CleanPassResult:
@@ -588,7 +618,7 @@ class Admin:
         r = await self._ok(
             addr,
             "seal the log's old segments",
-            request(EsRequestCode.HISTORY_ARCHIVE, {"before": before}),
+            _request(EsRequestCode.HISTORY_ARCHIVE, es.HistoryArchiveRequestHeader(before=before)),
             timeout,
         )
         answer: dict[str, Any] = json.loads(r.body)
@@ -601,9 +631,11 @@ class Admin:
         await self._ok(
             addr,
             f"clone offsets of {src} to {dest}",
-            request(
+            _request(
                 RequestCode.CLONE_GROUP_OFFSET,
-                {"srcGroup": src, "destGroup": dest, "topic": topic, "offline": offline},
+                h.CloneGroupOffsetRequestHeader(
+                    src_group=src, dest_group=dest, topic=topic, offline=offline
+                ),
             ),
         )
 
@@ -612,7 +644,11 @@ class Admin:
         r: RemotingCommand | None = None
         for _, addr in await self.topic_brokers(topic):
             r = await self.client.invoke(
-                addr, request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+                addr,
+                _request(
+                    RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                    h.GetProducerConnectionListRequestHeader(producer_group=group),
+                ),
             )
             if r.code == ResponseCode.SUCCESS:
                 return ProducerConnection.decode(r.body)
@@ -633,11 +669,13 @@ class Admin:
         self, group: str, client_id: str, jstack: bool = False
     ) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO relayed by a broker the consumer is connected to."""
-        fields = {"consumerGroup": group, "clientId": client_id, "jstackEnable": jstack}
+        header = h.GetConsumerRunningInfoRequestHeader(
+            consumer_group=group, client_id=client_id, jstack_enable=jstack
+        )
         r: RemotingCommand | None = None
         for addr in await self.master_addrs():
             r = await self.client.invoke(
-                addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields), timeout=15.0
+                addr, _request(RequestCode.GET_CONSUMER_RUNNING_INFO, header), timeout=15.0
             )
             if r.code == ResponseCode.SUCCESS:
                 return _plain(fastjson.loads(r.body))
@@ -654,16 +692,16 @@ class Admin:
             r = await self._ok(
                 addr,
                 f"messages with unique key {uniq_key}",
-                request(
+                _request(
                     RequestCode.QUERY_MESSAGE,
-                    {
-                        "topic": topic,
-                        "key": uniq_key,
-                        "maxNum": max_num,
-                        "beginTimestamp": 0,
-                        "endTimestamp": 2**62,
-                        "_UNIQUE_KEY_QUERY": "true",
-                    },
+                    h.QueryMessageRequestHeader(
+                        topic=topic,
+                        key=uniq_key,
+                        max_num=max_num,
+                        begin_timestamp=0,
+                        end_timestamp=2**62,
+                        unique_key_query=True,
+                    ),
                 ),
                 allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
             )
@@ -677,21 +715,24 @@ class Admin:
         self, addr: str, topic: str, queue_id: int, *, at: int | None = None
     ) -> int:
         """GET_MAX_OFFSET, or SEARCH_OFFSET_BY_TIMESTAMP with `at` (ms)."""
-        fields: dict[str, Any] = {"topic": topic, "queueId": queue_id}
+        header: CustomHeader = h.TopicQueueRequestHeader(topic=topic, queue_id=queue_id)
         code = RequestCode.GET_MAX_OFFSET
         if at is not None:
-            fields["timestamp"] = at
+            header = h.SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=at)
             code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
-        r = await self._ok(addr, f"offset of {topic}/{queue_id}", request(code, fields))
-        return int(r.ext_fields["offset"])
+        r = await self._ok(addr, f"offset of {topic}/{queue_id}", _request(code, header))
+        return OffsetResponseHeader.of(r).offset
 
     async def min_offset(self, addr: str, topic: str, queue_id: int) -> int:
         r = await self._ok(
             addr,
             f"min offset of {topic}/{queue_id}",
-            request(RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": queue_id}),
+            _request(
+                RequestCode.GET_MIN_OFFSET,
+                h.TopicQueueRequestHeader(topic=topic, queue_id=queue_id),
+            ),
         )
-        return int(r.ext_fields["offset"])
+        return OffsetResponseHeader.of(r).offset
 
     # ------------------------------------------------------------------ ACL (mqadmin's acl verbs)
     async def update_acl_config(
@@ -708,38 +749,42 @@ class Admin:
         group_perms: list[str] | None = None,
     ) -> None:
         """UPDATE_AND_CREATE_ACL_CONFIG: create the account, or update the keys given (None: kept)."""
-        fields: dict[str, Any] = {"accessKey": access_key, "secretKey": secret_key, "admin": admin}
-        optional = {
-            "whiteRemoteAddress": white_remote_address,
-            "defaultTopicPerm": default_topic_perm,
-            "defaultGroupPerm": default_group_perm,
-            "topicPerms": None if topic_perms is None else ",".join(topic_perms),
-            "groupPerms": None if group_perms is None else ",".join(group_perms),
-        }
-        fields.update((k, v) for k, v in optional.items() if v is not None)
+        header = h.CreateAccessConfigRequestHeader(
+            access_key=access_key,
+            secret_key=secret_key,
+            white_remote_address=white_remote_address,
+            admin=admin,
+            default_topic_perm=default_topic_perm,
+            default_group_perm=default_group_perm,
+            topic_perms=None if topic_perms is None else ",".join(topic_perms),
+            group_perms=None if group_perms is None else ",".join(group_perms),
+        )
         await self._ok(
             addr,
             f"update ACL account {access_key} on {addr}",
-            request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields),
+            _request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, header),
         )
 
     async def delete_acl_config(self, addr: str, access_key: str) -> None:
         await self._ok(
             addr,
             f"delete ACL account {access_key} on {addr}",
-            request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key}),
+            _request(
+                RequestCode.DELETE_ACL_CONFIG,
+                h.DeleteAccessConfigRequestHeader(access_key=access_key),
+            ),
         )
 
     async def update_global_white_addrs(
         self, addr: str, addrs: list[str], acl_file: str | None = None
     ) -> None:
-        fields = {"globalWhiteAddrs": ",".join(addrs)}
-        if acl_file:
-            fields["aclFileFullPath"] = acl_file
+        header = h.UpdateGlobalWhiteAddrsConfigRequestHeader(
+            global_white_addrs=",".join(addrs), acl_file_full_path=acl_file or None
+        )
         await self._ok(
             addr,
             f"update the global white list on {addr}",
-            request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, fields),
+            _request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, header),
         )
 
     async def acl_config_version(self, addr: str) -> dict[str, Any]:
@@ -747,13 +792,13 @@ class Admin:
         r = await self._ok(
             addr, f"ACL config version of {addr}", request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
         )
-        f = r.ext_fields
+        f = GetBrokerAclConfigResponseHeader.of(r)
         return {
-            "clusterName": f.get("clusterName"),
-            "brokerName": f.get("brokerName"),
-            "brokerAddr": f.get("brokerAddr"),
-            "version": json.loads(f.get("version") or "{}"),
-            "allAclFileVersion": json.loads(f.get("allAclFileVersion") or "{}"),
+            "clusterName": f.cluster_name,
+            "brokerName": f.broker_name,
+            "brokerAddr": f.broker_addr,
+            "version": json.loads(f.version or "{}"),
+            "allAclFileVersion": json.loads(f.all_acl_file_version or "{}"),
         }
 
     async def acl_config(self, addr: str) -> AclConfig:
@@ -777,15 +822,17 @@ class Admin:
         for addr in await self.master_addrs():
             remaining = max_count
             while remaining is None or remaining > 0:
-                fields: dict[str, Any] = {"group": group, "target": target, "dryRun": dry_run}
-                if topic:
-                    fields["topic"] = topic
-                if remaining is not None:
-                    fields["maxCount"] = remaining
+                header = es.RedriveDlqRequestHeader(
+                    group=group,
+                    topic=topic or None,
+                    target=target,
+                    max_count=remaining,
+                    dry_run=dry_run,
+                )
                 r = await self._ok(
                     addr,
                     f"re-drive dead letters of {group}",
-                    request(EsRequestCode.REDRIVE_DLQ, fields),
+                    _request(EsRequestCode.REDRIVE_DLQ, header),
                     timeout=60.0,
                     allowed=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST),
                 )
@@ -803,11 +850,11 @@ class Admin:
 
     async def open_transactions(self, producer_group: str | None = None) -> list[dict[str, Any]]:
         """OPEN_TRANSACTIONS on every master: the half messages not yet committed or rolled back."""
-        fields = {"producerGroup": producer_group} if producer_group else {}
+        header = es.OpenTransactionsRequestHeader(producer_group=producer_group or None)
         rows: list[dict[str, Any]] = []
         for addr in await self.master_addrs():
             r = await self.client.invoke(
-                addr, request(EsRequestCode.OPEN_TRANSACTIONS, fields), 30.0
+                addr, _request(EsRequestCode.OPEN_TRANSACTIONS, header), 30.0
             )
             if r.code != ResponseCode.SUCCESS:
                 raise AdminError(f"open transactions at {addr}", r)
@@ -827,7 +874,11 @@ class Admin:
         for addr in addrs:
             try:
                 r = await self.client.invoke(
-                    addr, request(EsRequestCode.MESSAGE_TRACE, {"msgId": msg_id}), 30.0
+                    addr,
+                    _request(
+                        EsRequestCode.MESSAGE_TRACE, es.MessageTraceRequestHeader(msg_id=msg_id)
+                    ),
+                    30.0,
                 )
             except RemotingError:
                 continue  # an old store host (the broker restarted on another port), or gone
@@ -837,14 +888,13 @@ class Admin:
 
     # ------------------------------------------------------------------ time travel over the wire (es-broker)
     async def _group_query(
-        self, code: int, what: str, fields: dict[str, Any]
+        self, code: int, what: str, header: CustomHeader
     ) -> list[dict[str, Any]]:
         """One es-broker query on every master (else a slave) of the cluster; each answer names its broker."""
         answers = []
         for name, addrs in sorted((await self.broker_names()).items()):
             addr = addrs.get(0) or next(iter(addrs.values()))
-            given = {k: v for k, v in fields.items() if v is not None}
-            r = await self._ok(addr, what, request(code, given), timeout=60.0)
+            r = await self._ok(addr, what, _request(code, header), timeout=60.0)
             answers.append(dict(json.loads(r.body), brokerName=name, broker=addr))
         return answers
 
@@ -852,8 +902,8 @@ class Admin:
         self, group: str, at: int, topic: str | None = None, durable: bool = False
     ) -> list[dict[str, Any]]:
         """OFFSETS_AT: `es-broker offsets --at` of every broker, from its own time index."""
-        fields = {"group": group, "topic": topic, "at": at, "durable": durable}
-        return await self._group_query(EsRequestCode.OFFSETS_AT, f"offsets of {group}", fields)
+        header = es.OffsetsAtRequestHeader(group=group, topic=topic, at=at, durable=durable)
+        return await self._group_query(EsRequestCode.OFFSETS_AT, f"offsets of {group}", header)
 
     async def offset_history(
         self,
@@ -868,15 +918,15 @@ class Admin:
 
         `changes_only`: the offset changes alone, each once (not the reset or merge record beside them).
         """
-        fields = {
-            "group": group,
-            "topic": topic,
-            "since": since,
-            "until": until,
-            "maxEntries": max_entries,
-            "changesOnly": changes_only or None,
-        }
-        return await self._group_query(EsRequestCode.OFFSET_HISTORY, f"history of {group}", fields)
+        header = es.OffsetHistoryRequestHeader(
+            group=group,
+            topic=topic,
+            since=since,
+            until=until,
+            max_entries=max_entries,
+            changes_only=changes_only or None,
+        )
+        return await self._group_query(EsRequestCode.OFFSET_HISTORY, f"history of {group}", header)
 
     async def offset_timeline(
         self,
@@ -887,35 +937,33 @@ class Admin:
         points: int | None = None,
     ) -> list[dict[str, Any]]:
         """OFFSET_TIMELINE: a group's offsets and lag sampled over a window, and its events, per broker."""
-        fields = {"group": group, "topic": topic, "since": since, "until": until, "points": points}
+        header = es.OffsetTimelineRequestHeader(
+            group=group, topic=topic, since=since, until=until, points=points
+        )
         return await self._group_query(
-            EsRequestCode.OFFSET_TIMELINE, f"timeline of {group}", fields
+            EsRequestCode.OFFSET_TIMELINE, f"timeline of {group}", header
         )
 
     async def account_scope(
         self, topic: str | None = None, group: str | None = None
     ) -> list[dict[str, Any]]:
         """ACCOUNT_SCOPE of every broker: the topics and groups this client's account may see."""
-        fields = {"topic": topic, "group": group}
-        return await self._group_query(EsRequestCode.ACCOUNT_SCOPE, "account scope", fields)
+        header = es.AccountScopeRequestHeader(topic=topic, group=group)
+        return await self._group_query(EsRequestCode.ACCOUNT_SCOPE, "account scope", header)
 
     async def explain_group(self, group: str, topic: str) -> list[dict[str, Any]]:
         """EXPLAIN_GROUP: `es-broker explain` of every broker."""
-        fields = {"group": group, "topic": topic}
-        return await self._group_query(EsRequestCode.EXPLAIN_GROUP, f"explain {group}", fields)
+        header = es.ExplainGroupRequestHeader(group=group, topic=topic)
+        return await self._group_query(EsRequestCode.EXPLAIN_GROUP, f"explain {group}", header)
 
     # ------------------------------------------------------------------ message counts
     async def broker_stats(
         self, addr: str, name: str, key: str, at: int | None = None
     ) -> BrokerStatsData:
         """VIEW_BROKER_STATS_DATA (B-363): `at` asks es-broker for a past moment."""
-        fields: dict[str, Any] = {"statsName": name, "statsKey": key}
-        if at is not None:
-            fields["at"] = at
+        header = h.ViewBrokerStatsDataRequestHeader(stats_name=name, stats_key=key, at=at)
         r = await self._ok(
-            addr,
-            f"stats {name} {key}",
-            request(RequestCode.VIEW_BROKER_STATS_DATA, fields),
+            addr, f"stats {name} {key}", _request(RequestCode.VIEW_BROKER_STATS_DATA, header)
         )
         return BrokerStatsData.decode(r.body)
 
@@ -924,7 +972,7 @@ class Admin:
         r = await self._ok(
             addr,
             f"groups of {topic}",
-            request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}),
+            _request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, h.TopicRequestHeader(topic=topic)),
         )
         return list(GroupList.decode(r.body).group_list)
 
@@ -937,12 +985,10 @@ class Admin:
         topic: str | None = None,
     ) -> StatsHistoryBody:
         """STATS_HISTORY (B-368): messages in and out per interval of one broker and its topics."""
-        fields: dict[str, Any] = {"since": since, "until": until}
-        if step_minutes is not None:
-            fields["stepMinutes"] = step_minutes
-        if topic:
-            fields["topic"] = topic
+        header = es.StatsHistoryRequestHeader(
+            since=since, until=until, step_minutes=step_minutes, topic=topic or None
+        )
         r = await self._ok(
-            addr, "stats history", request(EsRequestCode.STATS_HISTORY, fields), timeout=30.0
+            addr, "stats history", _request(EsRequestCode.STATS_HISTORY, header), timeout=30.0
         )
         return StatsHistoryBody.decode(r.body)

@@ -133,6 +133,7 @@ class HaFetchRecordsRequestHeader(CustomHeader):
     slave_phy_max: int = i64(True)
     max_wait_millis: int = i32(True, min=0)
     max_bytes: int | None = i32(min=1)
+    epoch: int | None = i32()  # the fail-over epoch the slave follows (B-375); absent: none
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,3 +143,48 @@ class HaMergeSlaveOffsetsRequestHeader(CustomHeader):
     slave_id: int = i32(True, min=0)
     slave_addr: str = text(True)
     journal_upto: int = i64(True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaSwitchRequestHeader(CustomHeader):
+    """HA_SWITCH (B-386): the leader hands its key to follower node `to`."""
+
+    to: str = text(True)
+
+
+# -- responses ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaFetchRecordsResponseHeader(CustomHeader):
+    """HA_FETCH_RECORDS' answer: where the records of the body start and the master's ends."""
+
+    first_seq: int = i64(True)
+    count: int = i32(True, min=0)
+    master_last_seq: int = i64(True)
+    master_phy_max: int = i64(True)
+    epoch: int | None = i32()  # the master's fail-over epoch; absent or -1: no coordinator
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaMergeSlaveOffsetsResponseHeader(CustomHeader):
+    """HA_MERGE_SLAVE_OFFSETS' answer: the merge record, the policy applied, deliveries appended."""
+
+    seq: int | None = i64()
+    policy: str | None = text()
+    deliveries: int | None = i32(min=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaSwitchResponseHeader(CustomHeader):
+    """HA_SWITCH's answer: the node that led, and the one that leads now."""
+
+    from_node: str = text(True, name="from")
+    to: str = text(True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordSeqResponseHeader(CustomHeader):
+    """The answer of a request that appended one record (HA_REPORT_SET_ASIDE): its sequence."""
+
+    seq: int = i64(True)

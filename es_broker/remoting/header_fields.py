@@ -170,9 +170,10 @@ def i64(
     return _declare(HeaderField(name, Kind.LONG, required, min=min, max=max, v2=v2), default)
 
 
-def boolean(*, name: str = "", v2: str | None = None) -> Any:
-    """An optional Java boolean field (Boolean.parseBoolean: never malformed)."""
-    return _declare(HeaderField(name, Kind.BOOL, False, v2=v2), dataclasses.MISSING)
+def boolean(*, name: str = "", v2: str | None = None, default: Any = dataclasses.MISSING) -> Any:
+    """An optional Java boolean field (Boolean.parseBoolean: never malformed); `default`: a Java
+    primitive, always written."""
+    return _declare(HeaderField(name, Kind.BOOL, False, v2=v2), default)
 
 
 def queue_id(required: bool = True) -> Any:
@@ -237,13 +238,15 @@ class CustomHeader:
             fields = {renames.get(k, k): v for k, v in fields.items()}
         return cls(**read_fields(rules, fields, names))
 
-    def to_ext_fields(self) -> dict[str, str]:
-        """The extFields that carry this header: Java names, Java's text, absent fields left out."""
+    def to_ext_fields(self, code: int | None = None) -> dict[str, str]:
+        """The extFields that carry this header: Java's text of every field set, under its Java
+        name (its one-letter name when requests of `code` use those: SEND_MESSAGE_V2)."""
+        v2 = code is not None and self.uses_v2_names(code)
         out = {}
         for rule in rules_of(type(self)):
             value = ext_value_to_str(getattr(self, rule.attr))
             if value is not None:
-                out[rule.name] = value
+                out[rule.v2 if v2 and rule.v2 is not None else rule.name] = value
         return out
 
 

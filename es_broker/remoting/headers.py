@@ -71,8 +71,7 @@ class SendMessageRequestHeader(CustomHeader):
 
     def v2_fields(self) -> dict[str, str]:
         """The SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE extFields: one-letter names, Java's text."""
-        v1 = self.to_ext_fields()
-        return {SEND_V1_FIELDS[name]: value for name, value in v1.items()}
+        return self.to_ext_fields(RequestCode.SEND_MESSAGE_V2)
 
     def v1_fields(self) -> dict[str, str]:
         """The SEND_MESSAGE extFields: Java's field names."""
@@ -155,6 +154,8 @@ class QueryMessageRequestHeader(CustomHeader):
     max_num: int = i32(True, min=0)
     begin_timestamp: int = i64(True)
     end_timestamp: int = i64(True)
+    # MixAll.UNIQUE_MSG_QUERY_FLAG, an extField beside the header: `key` is a UNIQ_KEY (B-202)
+    unique_key_query: bool | None = boolean(name="_UNIQUE_KEY_QUERY")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -507,6 +507,7 @@ SHAPES: dict[int, RequestShape] = {
         # -- replication (es_broker/ha/protocol.py)
         shape(E.HA_FETCH_RECORDS, es.HaFetchRecordsRequestHeader),
         shape(E.HA_MERGE_SLAVE_OFFSETS, es.HaMergeSlaveOffsetsRequestHeader, ha_merge_body),
+        shape(E.HA_SWITCH, es.HaSwitchRequestHeader),
         # -- name server
         shape(C.REGISTER_BROKER, h.RegisterBrokerRequestHeader),
         shape(C.UNREGISTER_BROKER, h.UnRegisterBrokerRequestHeader),

@@ -67,6 +67,7 @@ from es_broker.remoting.headers import (
     UpdateGlobalWhiteAddrsConfigRequestHeader,
 )
 from es_broker.remoting.query_bodies import AclFileVersions, acl_version_text
+from es_broker.remoting.response_headers import GetBrokerAclConfigResponseHeader
 from es_broker.server.remoting_server import Handler
 
 log = logging.getLogger(__name__)
@@ -198,18 +199,14 @@ class AclProcessors:
         versions = AclFileVersions({f.path: wire_version(f.data_version) for f in acl.files})
         version = versions.versions.get(default, bodies.DataVersion())
         cluster, name, addr = self.identity()
-        return response_to(
-            req,
-            ResponseCode.SUCCESS,
-            None,
-            {
-                "version": acl_version_text(version),
-                "allAclFileVersion": versions.encode(),
-                "brokerName": name,
-                "brokerAddr": addr,
-                "clusterName": cluster,
-            },
+        answer = GetBrokerAclConfigResponseHeader(
+            version=acl_version_text(version),
+            all_acl_file_version=versions.encode(),
+            broker_name=name,
+            broker_addr=addr,
+            cluster_name=cluster,
         )
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     async def get_broker_cluster_acl_config(
         self, channel: Channel, req: RemotingCommand

@@ -37,6 +37,11 @@ from es_broker.remoting.headers import (
     TopicRequestHeader,
     UnRegisterBrokerRequestHeader,
 )
+from es_broker.remoting.response_headers import (
+    GetKVConfigResponseHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerResponseHeader,
+)
 from es_broker.server.remoting_server import Handler
 
 log = logging.getLogger(__name__)
@@ -266,9 +271,8 @@ class NameServer:
             complete=bool(h.topic_table_complete),
             deleted=tuple(t for t in (h.deleted_topics or "").split(";") if t),
         )
-        return response_to(
-            req, ResponseCode.SUCCESS, None, {"masterAddr": master, "haServerAddr": ha}
-        )
+        answer = RegisterBrokerResponseHeader(ha_server_addr=ha, master_addr=master)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     async def unregister_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = UnRegisterBrokerRequestHeader.of(req)
@@ -307,7 +311,8 @@ class NameServer:
         if live is not None:
             live.last_update_ms = self.now_ms()
         body = live.data_version.encode() if live else b""
-        return response_to(req, ResponseCode.SUCCESS, None, {"changed": changed}, body)
+        answer = QueryDataVersionResponseHeader(changed=changed)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields(), body)
 
     async def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         self.routes.topic_queues.pop(TopicRequestHeader.of(req).topic, None)
@@ -326,7 +331,8 @@ class NameServer:
             return response_to(
                 req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}"
             )
-        return response_to(req, ResponseCode.SUCCESS, None, {"value": value})
+        answer = GetKVConfigResponseHeader(value=value)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     async def delete_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = KVConfigRequestHeader.of(req)
