@@ -19,10 +19,16 @@ from es_broker.ha.master import ReplicationMaster
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.server.acl_processors import AclProcessors
-from es_broker.server.broker_processors import BrokerProcessors
+from es_broker.server.admin_processor import AdminBrokerProcessor
+from es_broker.server.client_manage import ClientManageProcessor
+from es_broker.server.consumer_manage import ConsumerManageProcessor
+from es_broker.server.end_transaction import EndTransactionProcessor
 from es_broker.server.namesrv import NameServer
+from es_broker.server.pull_processor import PullMessageProcessor
+from es_broker.server.query_message import QueryMessageProcessor
 from es_broker.server.reply_processors import ReplyProcessors
 from es_broker.server.retry_processors import RetryProcessors
+from es_broker.server.send_processor import SendMessageProcessor
 from tests.acl_fixtures import ACL_YAML, ACL_YAML_TOPIC_C, ADMIN, PRODUCER
 
 
@@ -39,7 +45,13 @@ def _served(cls: type) -> set[int]:
 
 def test_b160_every_code_the_broker_serves_has_an_access_rule():
     served = (
-        _served(BrokerProcessors)
+        _served(SendMessageProcessor)
+        | _served(PullMessageProcessor)
+        | _served(ConsumerManageProcessor)
+        | _served(ClientManageProcessor)
+        | _served(QueryMessageProcessor)
+        | _served(AdminBrokerProcessor)
+        | _served(EndTransactionProcessor)
         | _served(RetryProcessors)
         | _served(ReplyProcessors)
         | _served(ReplicationMaster)

@@ -41,36 +41,37 @@ _PHY_KEY = struct.Struct(">Q").pack  # commit-log payload key
 
 
 @dataclass(frozen=True, slots=True)
-class _Prepared:
+class PutRequest:
+    """A send to store, as the send path carries it from the wire's header to the writer's job.
+
+    `queue_id` < 0 lets the broker pick a write queue; `default_topic` and
+    `default_topic_queue_nums` are the template a new topic is created from
+    (B-25); `max_reconsume_times` is the SEND header's limit for a `%RETRY%`
+    topic (B-95), None for the group's. `messages` is not changed once built.
+    """
+
     topic: str
     queue_id: int
+    messages: list[MessageIn]
+    requester: str = ""
+    producer_group: str = ""
+    default_topic: str | None = None
+    default_topic_queue_nums: int = 4
+    max_reconsume_times: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    request: PutRequest
     encoded: tuple[bytes, ...]
     tags_codes: tuple[int, ...]
-    producer_group: str
-    default_topic: str | None
-    default_topic_queue_nums: int
-    # kept for the paths that re-encode inside the job (delay park, DLQ diversion)
-    messages: tuple[MessageIn, ...] = ()
     delay_level: int = 0
-    max_reconsume_times: int | None = None
     half: bool = False  # a transactional half message (TRAN_MSG=true), B-220
 
 
-def prepare_put(
-    store: Store,
-    topic: str,
-    queue_id: int,
-    messages: list[MessageIn],
-    *,
-    producer_group: str = "",
-    default_topic: str | None = None,
-    default_topic_queue_nums: int = 4,
-    max_reconsume_times: int | None = None,
-) -> _Prepared:
-    """Validate a send and encode its messages; the offsets are filled in at append.
-
-    max_reconsume_times is the SEND header's, for a `%RETRY%` topic (B-95).
-    """
+def prepare_put(store: Store, request: PutRequest) -> _Prepared:
+    """Validate a send and encode its messages; the offsets are filled in at append."""
+    topic, queue_id, messages = request.topic, request.queue_id, request.messages
     names.check_topic_name(topic)
     names.check_sendable(topic)
     if store.config.brokerRole == "SLAVE":
@@ -97,19 +98,7 @@ def prepare_put(
         store.config.maxMessageSize,
         store.config.mappedFileSizeCommitLog,
     )
-    return _Prepared(
-        topic,
-        queue_id,
-        tuple(encoded),
-        tuple(codes),
-        producer_group,
-        default_topic,
-        default_topic_queue_nums,
-        tuple(messages),
-        max(levels),
-        max_reconsume_times,
-        half,
-    )
+    return _Prepared(request, tuple(encoded), tuple(codes), max(levels), half)
 
 
 def encode_batch(
@@ -160,22 +149,22 @@ def _stored_properties(store: Store, msg: MessageIn) -> dict[str, str]:
 REFERENCE = {"encode_batch": encode_batch}
 
 
-def put_job(
-    store: Store, prepared: _Prepared, requester: str
-) -> Callable[[AppendContext], PutResult]:
+def put_job(store: Store, prepared: _Prepared) -> Callable[[AppendContext], PutResult]:
     """The group-commit job that places prepared messages and records them."""
+    request = prepared.request
+    requester, producer_group = request.requester, request.producer_group
 
     def job(ctx: AppendContext) -> PutResult:
-        config = store.topics.get(ctx.txn, prepared.topic)
+        config = store.topics.get(ctx.txn, request.topic)
         if config is not None:
             return put(ctx, config)
-        created = put(ctx, _auto_create(store, ctx, prepared, requester))
+        created = put(ctx, _auto_create(store, ctx, request))
         return dataclasses.replace(created, created_topic=True)
 
     def put(ctx: AppendContext, config: dict[str, Any]) -> PutResult:
-        topic = prepared.topic
+        topic = request.topic
         write_nums, read_nums = config["writeQueueNums"], config["readQueueNums"]
-        queue_id = prepared.queue_id
+        queue_id = request.queue_id
         if queue_id < 0:
             if write_nums <= 0:
                 raise IllegalRequest(
@@ -188,7 +177,7 @@ def put_job(
         ts = store.clock.now_ms()
         host = (store.config.brokerIP1, store.config.listenPort)
         if prepared.half:  # invisible until END_TRANSACTION commits it (B-220); DELAY is ignored
-            (msg,) = prepared.messages
+            (msg,) = request.messages
             return transaction.store_half(
                 store,
                 ctx,
@@ -198,20 +187,20 @@ def put_job(
                 _stored_properties(store, msg),
                 ts=ts,
                 host=host,
-                producer_group=prepared.producer_group,
+                producer_group=producer_group,
                 requester=requester,
             )
         if topic.startswith(names.RETRY_PREFIX):
-            dlq = _dead_letter_target(store, ctx, prepared, requester)
+            dlq = _dead_letter_target(store, ctx, request)
             if dlq is not None:
                 # diverted, with the delay cleared (B-95): re-encode for the DLQ topic
                 props = [
                     dict(_stored_properties(store, m), **{delay.PROPERTY_DELAY: "0"})
-                    for m in prepared.messages
+                    for m in request.messages
                 ]
                 pairs = [
                     encode_message(dlq, 0, m, p, host)
-                    for m, p in zip(prepared.messages, props, strict=True)
+                    for m, p in zip(request.messages, props, strict=True)
                 ]
                 return place(
                     store,
@@ -222,12 +211,12 @@ def put_job(
                     [c for _, c in pairs],
                     ts=ts,
                     host=host,
-                    producer_group=prepared.producer_group,
+                    producer_group=producer_group,
                     requester=requester,
                     diverted_from=topic,
                 )
         if prepared.delay_level > 0:
-            (msg,) = prepared.messages
+            (msg,) = request.messages
             return park(
                 store,
                 ctx,
@@ -238,7 +227,7 @@ def put_job(
                 prepared.delay_level,
                 ts=ts,
                 host=host,
-                producer_group=prepared.producer_group,
+                producer_group=producer_group,
                 requester=requester,
             )
         return place(
@@ -250,23 +239,21 @@ def put_job(
             prepared.tags_codes,
             ts=ts,
             host=host,
-            producer_group=prepared.producer_group,
+            producer_group=producer_group,
             requester=requester,
         )
 
     return job
 
 
-def _dead_letter_target(
-    store: Store, ctx: AppendContext, prepared: _Prepared, requester: str
-) -> str | None:
+def _dead_letter_target(store: Store, ctx: AppendContext, request: PutRequest) -> str | None:
     """SEND to `%RETRY%G`: the DLQ topic when reconsumeTimes reached the limit, else None (docs/protocol.md §7.2.1 step 5)."""
-    group = retry.group_of_retry_topic(prepared.topic)
-    group_config = find_or_create_group(store, ctx, group, requester)
-    limit = retry.max_reconsume_times(group_config, prepared.max_reconsume_times)
-    if not retry.send_path_dead_letters(store, prepared.messages[0].reconsume_times, limit):
+    group = retry.group_of_retry_topic(request.topic)
+    group_config = find_or_create_group(store, ctx, group, request.requester)
+    limit = retry.max_reconsume_times(group_config, request.max_reconsume_times)
+    if not retry.send_path_dead_letters(store, request.messages[0].reconsume_times, limit):
         return None
-    retry.ensure_dlq_topic(store, ctx, group, requester)
+    retry.ensure_dlq_topic(store, ctx, group, request.requester)
     return names.dlq_topic(group)
 
 
@@ -310,24 +297,22 @@ def park(
     )
 
 
-def _auto_create(
-    store: Store, ctx: AppendContext, prepared: _Prepared, requester: str
-) -> dict[str, Any]:
+def _auto_create(store: Store, ctx: AppendContext, request: PutRequest) -> dict[str, Any]:
     """Create a topic on first send when RocketMQ would (docs/protocol.md §7.2.1 step 3, B-25)."""
-    topic = prepared.topic
+    topic = request.topic
     if topic.startswith(names.RETRY_PREFIX):
         config = topic_config_record(topic, 1, 1, PERM_READ | PERM_WRITE)
     else:
         template = (
-            store.topics.get(ctx.txn, prepared.default_topic) if prepared.default_topic else None
+            store.topics.get(ctx.txn, request.default_topic) if request.default_topic else None
         )
         if template is None or not template["perm"] & PERM_INHERIT:
             raise TopicNotExist(f"topic[{topic}] not exist, apply first please!")
-        nums = max(1, min(prepared.default_topic_queue_nums, template["writeQueueNums"]))
+        nums = max(1, min(request.default_topic_queue_nums, template["writeQueueNums"]))
         config = topic_config_record(topic, nums, nums, template["perm"] & ~PERM_INHERIT)
     ctx.append(
         TopicUpdated(
-            topic=topic, config=config, requester=requester, cause=Cause.AUTO_CREATE
+            topic=topic, config=config, requester=request.requester, cause=Cause.AUTO_CREATE
         ).to_record(store.clock.now_ms())
     )
     return config

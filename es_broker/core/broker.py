@@ -39,7 +39,7 @@ from es_broker.commands.errors import (
     NoPermission,
     ServiceNotAvailable,
 )
-from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutResult
+from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutRequest, PutResult
 from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
 from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.runtime_stats import RecordRates, dir_capacity, store_size
@@ -257,81 +257,46 @@ class Broker:
         default_topic_queue_nums: int = 4,
         max_reconsume_times: int | None = None,
     ) -> PutResult:
-        """Store a batch in one queue, one record (SEND_BATCH_MESSAGE).
+        """`put` of a batch in one queue, for callers in process (the CLI, tests, benches)."""
+        return await self.put(
+            PutRequest(
+                topic,
+                queue_id,
+                batch,
+                requester,
+                producer_group,
+                default_topic,
+                default_topic_queue_nums,
+                max_reconsume_times,
+            )
+        )
+
+    async def put(self, request: PutRequest) -> PutResult:
+        """Store a send's messages in one queue, one record (SEND_MESSAGE, SEND_BATCH_MESSAGE).
 
         A message with DELAY > 0 is parked in SCHEDULE_TOPIC_XXXX (B-96); a send to
         `%RETRY%G` past max_reconsume_times goes to `%DLQ%G` (B-95).
         """
-        job = self._put_job(
-            topic,
-            queue_id,
-            batch,
-            requester,
-            producer_group,
-            default_topic,
-            default_topic_queue_nums,
-            max_reconsume_times,
-        )
-        return self._put_stored(await self.submit(job))
+        return self._put_stored(await self.submit(self._put_job(request)))
 
     def enqueue_put(
-        self,
-        topic: str,
-        queue_id: int,
-        batch: list[MessageIn],
-        *,
-        requester: str = "",
-        producer_group: str = "",
-        default_topic: str | None = None,
-        default_topic_queue_nums: int = 4,
-        max_reconsume_times: int | None = None,
-        then: Callable[[Queued[PutResult]], None] | None = None,
+        self, request: PutRequest, then: Callable[[Queued[PutResult]], None] | None = None
     ) -> Queued[PutResult]:
-        """`put_messages` up to the writer's queue, without waiting: the job is queued when this returns.
+        """`put` up to the writer's queue, without waiting: the job is queued when this returns.
 
         For a caller that keeps arrival order itself (the listener queues a
         connection's sends as their frames are decoded); `put_result` waits,
         or, given `then`, the writer calls it at the commit (`put_done` reads
         the result there).
         """
-        job = self._put_job(
-            topic,
-            queue_id,
-            batch,
-            requester,
-            producer_group,
-            default_topic,
-            default_topic_queue_nums,
-            max_reconsume_times,
-        )
-        return self.writer.enqueue(job, then)
+        return self.writer.enqueue(self._put_job(request), then)
 
-    def _put_job(
-        self,
-        topic: str,
-        queue_id: int,
-        batch: list[MessageIn],
-        requester: str,
-        producer_group: str,
-        default_topic: str | None,
-        default_topic_queue_nums: int,
-        max_reconsume_times: int | None,
-    ) -> Callable[[AppendContext], PutResult]:
+    def _put_job(self, request: PutRequest) -> Callable[[AppendContext], PutResult]:
         """The checks of a put (raised here, before anything is queued) and its writer job."""
-        prepared = messages.prepare_put(
-            self.store,
-            topic,
-            queue_id,
-            batch,
-            producer_group=producer_group,
-            default_topic=default_topic,
-            default_topic_queue_nums=default_topic_queue_nums,
-            max_reconsume_times=max_reconsume_times,
-        )
-        return messages.put_job(self.store, prepared, requester)
+        return messages.put_job(self.store, messages.prepare_put(self.store, request))
 
     async def put_result(self, queued: Queued[PutResult]) -> PutResult:
-        """What `put_messages` returns, for a put queued with `enqueue_put`."""
+        """What `put` returns, for a put queued with `enqueue_put`."""
         return self._put_stored(await self.outcome(queued))
 
     def put_done(self, queued: Queued[PutResult]) -> PutResult:

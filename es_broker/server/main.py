@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import ipaddress
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,8 @@ from typing import Any
 import trio
 
 from es_broker import compiled
-from es_broker.acl.access import AccessControl, OnChange, default_acl_sources
-from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES, Rule
-from es_broker.acl.signing import Credentials
+from es_broker.acl.access import AccessControl
+from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES
 from es_broker.client.channel import Channel
 from es_broker.client.remoting_client import RemotingClient, RemotingError, split_addr
 from es_broker.commands.acl_audit import AclAudit
@@ -43,12 +41,13 @@ from es_broker.server.longpoll import PullHoldService
 from es_broker.server.metrics_config import check_exporter_type
 from es_broker.server.namesrv import COMPLETE, DELETED, InProcessNameServer, NameServer
 from es_broker.server.outbox import HeldAnswers
-from es_broker.server.query_processors import QueryProcessors
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
-from es_broker.server.reply_processors import ReplyProcessors
-from es_broker.server.retry_processors import RetryProcessors
-from es_broker.server.stats_processors import StatsProcessors
-from es_broker.server.store_processors import StoreProcessors
+from es_broker.server.serve_access import (
+    access_control,
+    open_listener_warning,
+    peer_credentials,
+    say_who_registers,
+)
 from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
 from es_broker.server.transaction_check import TransactionCheckService
 
@@ -113,24 +112,10 @@ class BrokerServer:
         self.broker = open_broker(config)  # a SlaveBroker for brokerRole=SLAVE
         self.holds = PullHoldService()
         self.clients = ClientRegistry(notify_changed=self._consumer_ids_changed)
-        self.processors = BrokerProcessors(
-            self.broker, self.clients, self.holds, self._topics_changed
-        )
-        self.retry = RetryProcessors(
-            self.broker, self.holds, self.processors.requester, self._topics_changed
-        )
-        self.replies = ReplyProcessors(
-            self.broker, self.clients, self.processors.requester, self.processors._stored
-        )
-        self.processors.on_sent = self.replies.note_sent
-        self.delays = DelayDeliveryService(self.broker, self.holds)
-        self.transaction_check = TransactionCheckService(self.broker, self.clients)
         # master/slave (es_broker/ha): a master serves its log to slaves, a slave follows its master's
         self.master_addr = master_addr  # --master; else learned from the name server (B-121)
         self.replication = ReplicationMaster(self.broker) if config.brokerRole != "SLAVE" else None
         self.replicator: SlaveReplicator | None = None
-        if config.brokerRole == "SYNC_MASTER":
-            self.processors.replication = self.replication
         if ha is not None and ha.lead.mine and self.replication is not None:
             coordinator = ha.coordinator
             self.replication.epoch = ha.lead.epoch
@@ -138,8 +123,19 @@ class BrokerServer:
                 self.replication.publish_acked = coordinator.publish_acked
             self.replication.on_superseded = coordinator.note_superseded
             self.broker.writer.fence = coordinator.fence
-        self.processors.ha_status = self.ha_status
-        self.processors.access = access  # reads filtered to the caller's perms (B-350, B-351)
+        self.processors = BrokerProcessors.build(
+            self.broker,
+            self.clients,
+            self.holds,
+            topics_changed=self._topics_changed,
+            registered=self.registered,
+            ha_status=self.ha_status,
+            access=access,  # reads filtered to the caller's perms (B-350, B-351)
+            # SYNC_MASTER: answers SEND_OK only once a slave holds the record (es_broker.ha.master)
+            replication=self.replication if config.brokerRole == "SYNC_MASTER" else None,
+        )
+        self.delays = DelayDeliveryService(self.broker, self.holds)
+        self.transaction_check = TransactionCheckService(self.broker, self.clients)
         ha_handlers = self.replication.handlers() if self.replication else {}
         # sealing the log's old segments while running (B-411..B-414)
         self.sealing = HistorySealing(self.broker, self.replication, follower=bool(readmodel_url))
@@ -152,13 +148,8 @@ class BrokerServer:
         ).handlers()
         handlers = {
             **self.processors.handlers(),
-            **self.retry.handlers(),
-            **self.replies.handlers(),
-            **QueryProcessors(self.broker, access).handlers(),
             **ha_handlers,
             **acl_handlers,
-            **StoreProcessors(self.broker).handlers(),
-            **StatsProcessors(self.broker, lambda: self.config, self.clients).handlers(),
             **self.sealing.handlers(),
         }
         # the first part of a send or an offset commit runs as its frame is decoded, where the
@@ -189,7 +180,6 @@ class BrokerServer:
         self._register_wanted = 0
         self._register_done = 0
         self._registered = trio.Event()
-        self.processors.registered = self.registered
         self._nursery: trio.Nursery | None = None
         self.port = config.listenPort
 
@@ -233,11 +223,11 @@ class BrokerServer:
     def _channel_closed(self, channel: Channel) -> None:
         self.clients.channel_closed(channel)
         # a client gone: the notices it missed no longer count against the broker's state (B-319)
-        self.processors.notices.forget(channel.remote_addr)
+        self.processors.notices.outcomes.forget(channel.remote_addr)
         self.transaction_check.checks.forget(channel.remote_addr)
         if self._nursery is not None:
             # its queue locks (B-145)
-            self._nursery.start_soon(self.processors.channel_closed, channel)
+            self._nursery.start_soon(self.processors.client_manage.channel_closed, channel)
         if self.replication is not None:
             self.replication.channel_closed(channel)
 
@@ -251,7 +241,7 @@ class BrokerServer:
             "slaveFetch": NONE,
             "slaveOffsetMerge": NONE,
             "transactionCheck": self.transaction_check.checks.state(),
-            "clientNotice": self.processors.notices.state(),
+            "clientNotice": self.processors.notices.outcomes.state(),
         }
         if self.replication is not None:
             status.update(self.replication.status())
@@ -282,7 +272,7 @@ class BrokerServer:
     def _consumer_ids_changed(self, group: str, channels: list[Channel]) -> None:
         if self._nursery is None:
             return
-        self.processors.notify_consumer_ids_changed(group, channels, self._nursery)
+        self.processors.notices.consumer_ids_changed(group, channels, self._nursery)
         info = self.clients.consumer_group(group)
         subs = (
             {t: str(s.get("subString", "*")) for t, s in info.subscriptions.items()} if info else {}
@@ -357,7 +347,7 @@ class BrokerServer:
                     await self._register_all(client)
                     nursery.start_soon(self._registration_loop, client)
                 nursery.start_soon(self._expiry_loop)
-                nursery.start_soon(self.processors.lock_expiry_loop)
+                nursery.start_soon(self.processors.client_manage.lock_expiry_loop)
                 if self.readmodel_url:  # the SQL read model follows the log in a child process
                     await nursery.start(self._follower().run)
                 if self.config.brokerRole != "SLAVE":
@@ -443,13 +433,13 @@ class BrokerServer:
 
     async def _register_all(self, client: RemotingClient) -> None:
         """registerBrokerAll: every topic (compressed on the wire when compressedRegister, B-392)."""
-        wrapper = self.processors.topic_config_wrapper()
+        wrapper = self.processors.admin.topic_config_wrapper()
         self._data_version = wrapper.data_version
         await self._register(client, wrapper, {COMPLETE: True}, self.config.compressedRegister)
 
     async def _register_changed(self, client: RemotingClient, topics: set[str]) -> None:
         """registerIncrementBrokerData: the changed topics only, with the current data version (B-391)."""
-        configs, version = self.processors.topic_configs_of(sorted(topics))
+        configs, version = self.processors.admin.topic_configs_of(sorted(topics))
         gone = sorted(topics - configs.keys())
         if version > self._data_version.counter:
             self._data_version = DataVersion(timestamp=version, counter=version)
@@ -551,34 +541,6 @@ class NameServerRole:
             self.namesrv.scan_not_active()
 
 
-def _loopback(host: str) -> bool:
-    """True if only this machine can reach a listener on `host` (a name is looked at as written)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name, "", 0.0.0.0's spellings: reachable from elsewhere
-
-
-def open_listener_warning(config: BrokerConfig, listeners: Mapping[str, str]) -> str | None:
-    """With ACL off, the warning for the listeners (role -> host) that others can reach (B-353)."""
-    if config.aclEnable:
-        return None
-    exposed = [
-        f"{role} on {host or '*'}" for role, host in listeners.items() if not _loopback(host)
-    ]
-    if not exposed:
-        return None
-    return (
-        f"aclEnable=false and listening beyond loopback ({', '.join(exposed)}): anyone who "
-        "can reach these ports can send and read every message, commit or reset any group's "
-        "offsets, create and delete topics and groups, change the broker's settings, fetch "
-        "the whole log as a slave, and register brokers or change routes on the name server. "
-        "Turn aclEnable on (plain_acl.yml), or listen on 127.0.0.1 only"
-    )
-
-
 def _listen(value: str, default_port: int) -> tuple[str, int]:
     if ":" in value:
         return split_addr(value)
@@ -638,7 +600,7 @@ async def serve(args: ServeOptions) -> None:
             local_namesrv = InProcessNameServer(ns_role.namesrv, ns_host, bound)
             print(f"es-broker name server listening on {ns_host}:{bound}", flush=True)
             if namesrv_access is not None:
-                _say_who_registers(namesrv_access, f"{ns_host}:{bound}", args.role == "namesrv")
+                say_who_registers(namesrv_access, f"{ns_host}:{bound}", args.role == "namesrv")
             if not namesrv:
                 namesrv = f"{ns_host}:{bound}"
         if args.role == "namesrv":
@@ -685,49 +647,6 @@ async def serve(args: ServeOptions) -> None:
             f"name server {namesrv}{role}{master}",
             flush=True,
         )
-
-
-def _say_who_registers(access: AccessControl, addr: str, alone: bool) -> None:
-    """B-314: what a broker needs to register with a name server that has aclEnable (RocketMQ's has no ACL)."""
-    admins = sorted(a.access_key for a in access.acl.accounts.values() if a.admin)
-    need = (
-        f"a broker registers with name server {addr} only when its broker.conf sets "
-        "peer_access_key / peer_secret_key to an admin account of "
-        f"{access.sources.default_file} (admin accounts: {', '.join(admins) or 'none'})"
-    )
-    if alone:  # `serve --role namesrv`: every broker is a wire peer
-        log.warning("aclEnable: %s", need)
-    else:
-        log.info("aclEnable: this process's broker registers in-process; any other: %s", need)
-
-
-def access_control(
-    config: BrokerConfig, rules: Mapping[int, Rule], name: str, on_change: OnChange | None = None
-) -> AccessControl | None:
-    """The listener's plain ACL when aclEnable=true (AclConfigError, a ValueError, if its files are unusable)."""
-    if not config.aclEnable:
-        return None
-    return AccessControl(
-        default_acl_sources(config.acl_plain_file, config.storePathRootDir),
-        rules,
-        name=name,
-        on_change=on_change,
-        window_ms=config.aclSignatureWindowMs,
-        strict=config.aclStrictSignatures,
-        admin_rocketmq=config.aclAdminRocketmqSignatures,
-        nonces_max=config.aclNonceCacheSize,
-    )
-
-
-def peer_credentials(config: BrokerConfig) -> Credentials | None:
-    """The broker's own account (peer_access_key / peer_secret_key), or None when not configured."""
-    if not config.peer_access_key and not config.peer_secret_key:
-        return None
-    if not config.peer_access_key or not config.peer_secret_key:
-        raise ValueError(
-            "peer_access_key and peer_secret_key are set together (the broker's own account)"
-        )
-    return Credentials(config.peer_access_key, config.peer_secret_key)
 
 
 def _with_role(config: BrokerConfig, args: ServeOptions) -> BrokerConfig:

@@ -18,7 +18,7 @@ import trio
 
 from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands import reply
-from es_broker.commands.messages import MessageIn, PutResult
+from es_broker.commands.messages import MessageIn, PutRequest, PutResult
 from es_broker.core.broker import Broker
 from es_broker.log.types import ReplyPushed
 from es_broker.remoting import message as wire
@@ -90,14 +90,16 @@ class ReplyProcessors:
         )
         requester = self.requester(channel)
         group = h.producer_group or ""
-        result = await self.broker.put_messages(
-            h.topic,
-            h.queue_id,
-            [message],
-            requester=requester,
-            producer_group=group,
-            default_topic=h.default_topic,
-            default_topic_queue_nums=h.default_topic_queue_nums or 4,
+        result = await self.broker.put(
+            PutRequest(
+                h.topic,
+                h.queue_id,
+                [message],
+                requester,
+                group,
+                h.default_topic,
+                h.default_topic_queue_nums or 4,
+            )
         )
         self.on_stored(result)
         correlation_id = props.get(CORRELATION_ID, "")

@@ -1,0 +1,73 @@
+"""END_TRANSACTION (4.9.8's EndTransactionProcessor), and es-broker's OPEN_TRANSACTIONS."""
+
+from __future__ import annotations
+
+from es_broker.client.channel import Channel
+from es_broker.commands import transaction
+from es_broker.commands.errors import IllegalRequest
+from es_broker.core.broker import Broker
+from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody
+from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.server.longpoll import PullHoldService
+from es_broker.server.processor_support import Requester
+from es_broker.server.remoting_server import Handler
+
+
+class EndTransactionProcessor:
+    """Commits or rolls back a half message; `holds` hears of a committed one's queue."""
+
+    def __init__(self, broker: Broker, holds: PullHoldService, requester: Requester) -> None:
+        self.broker = broker
+        self.holds = holds
+        self.requester = requester
+        self.is_slave = broker.config.brokerRole == "SLAVE"
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.END_TRANSACTION: self.end_transaction,
+            EsRequestCode.OPEN_TRANSACTIONS: self.open_transactions,
+        }
+
+    async def end_transaction(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """END_TRANSACTION (4.9.8 EndTransactionProcessor, B-222..B-225).
+
+        A slave answers SLAVE_NOT_AVAILABLE; UNKNOW (TRANSACTION_NOT_TYPE) changes
+        nothing and answers SUCCESS with a remark saying so (4.9.8 gives no answer;
+        the client sends it one way, where no answer goes out either); another
+        type is SYSTEM_ERROR; commit and rollback answer SUCCESS, or SYSTEM_ERROR
+        naming what did not match.
+        """
+        if self.is_slave:
+            return response_to(req, ResponseCode.SLAVE_NOT_AVAILABLE)
+        end = transaction.EndRequest(
+            producer_group=req.require_str("producerGroup"),
+            tran_state_table_offset=req.require_long("tranStateTableOffset"),
+            commit_log_offset=req.require_long("commitLogOffset"),
+            commit_or_rollback=req.require_int("commitOrRollback"),
+            from_check=bool(req.get_bool("fromTransactionCheck", False)),
+            msg_id=req.require_str("msgId"),
+            transaction_id=req.get_str("transactionId"),
+        )
+        if end.commit_or_rollback == transaction.TRANSACTION_NOT_TYPE:
+            return response_to(
+                req, ResponseCode.SUCCESS, "the state is unknown: the transaction stays open"
+            )
+        if end.commit_or_rollback not in (
+            transaction.TRANSACTION_COMMIT_TYPE,
+            transaction.TRANSACTION_ROLLBACK_TYPE,
+        ):
+            raise IllegalRequest(
+                f"commitOrRollback {end.commit_or_rollback} is none of 0 (unknown), "
+                "8 (commit), 12 (rollback)"
+            )
+        result = await self.broker.end_transaction(end, requester=self.requester(channel))
+        if result.stored is not None:
+            self.holds.notify(result.stored.topic, result.stored.queue_id)
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def open_transactions(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """OPEN_TRANSACTIONS (es-broker): the half messages still open, per producer group (B-232)."""
+        rows = self.broker.open_transactions(req.get_str("producerGroup") or None)
+        body = OpenTransactionsBody(tuple(OpenTransaction.from_json(row) for row in rows))
+        return response_to(req, ResponseCode.SUCCESS, body=body.encode())

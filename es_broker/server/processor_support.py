@@ -1,0 +1,201 @@
+"""What more than one of the broker's request processors needs, kept in one place.
+
+The processors (send_processor, pull_processor, consumer_manage,
+client_manage, query_message, admin_processor, end_transaction) each take
+what they use in their constructor; the small pieces they share are here:
+the subscription checks of a pull and of CHECK_CLIENT_CONFIG, the ACL read
+scope, the one-way notices to clients, what a stored send tells, and the
+commit confirmation of a SYNC_MASTER under the fail-over coordinator.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+import trio
+
+from es_broker.acl.access import AccessControl, Scope
+from es_broker.client.channel import Channel, ChannelClosed
+from es_broker.commands import sql92
+from es_broker.commands.errors import BrokerError, IllegalRequest
+from es_broker.commands.messages import PutResult
+from es_broker.core.broker import Broker
+from es_broker.remoting import message as wire
+from es_broker.remoting.bodies import MessageQueue
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, request, response_to
+from es_broker.remoting.peer_outcomes import PeerRequests
+from es_broker.server.longpoll import PullHoldService
+
+if TYPE_CHECKING:
+    from es_broker.ha.master import ReplicationMaster
+
+log = logging.getLogger(__name__)
+
+#: the client id a request is recorded under (ClientRegistry.client_id)
+Requester = Callable[[Channel], str]
+#: told of topics to register with the name servers now (the changed ones; None: every topic)
+TopicsChanged = Callable[[list[str]], object]
+
+
+def ipv4(addr: tuple[str, int]) -> tuple[str, int]:
+    """A peer address as a message's BORNHOST holds it (IPv4; an IPv6 peer as loopback)."""
+    host = addr[0]
+    if host.startswith("::ffff:"):
+        host = host[7:]
+    return (host if ":" not in host else "127.0.0.1", addr[1])
+
+
+def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
+    """SEND_BATCH_MESSAGE body: (flag, body, properties) per entry; a malformed one is refused."""
+    try:
+        return wire.decode_batch(body)
+    except wire.BatchDecodeError as exc:
+        raise IllegalRequest(str(exc)) from None
+
+
+def message_queue(broker: Broker, topic: str, queue_id: int) -> MessageQueue:
+    """A queue of this broker as the admin bodies name it."""
+    return MessageQueue(topic, broker.config.brokerName, queue_id)
+
+
+# ------------------------------------------------------------------ subscriptions
+def parse_subscription(
+    expression: str | None, expression_type: str | None
+) -> frozenset[int] | None:
+    """A TAG expression -> the tag hash codes it accepts; None accepts every message."""
+    if expression_type and expression_type.upper() != "TAG":
+        raise BrokerError(
+            f"The broker does not support consumer to filter message by {expression_type}",
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+        )
+    text = (expression or "").strip()
+    if text in ("", "*"):
+        return None
+    tags = [t.strip() for t in text.split("||") if t.strip()]
+    if not tags:
+        raise BrokerError(
+            f"parse the consumer's subscription[{expression}] failed",
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+        )
+    return frozenset(wire.tag_hash(t) for t in tags)
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """A TAG subscription: no type, or TAG (es-broker takes it in any case)."""
+    return not expression_type or expression_type.upper() == "TAG"
+
+
+def property_filter_refusal(expression_type: str | None) -> BrokerError:
+    """A SQL92 subscription on a broker with enablePropertyFilter=false (B-214)."""
+    return BrokerError(
+        f"The broker does not support consumer to filter message by {expression_type}",
+        ResponseCode.SYSTEM_ERROR,
+    )
+
+
+async def compile_selector(text: str | None) -> sql92.Selector:
+    """A SQL92 selector from the cache, else compiled in a worker thread (it is CPU work)."""
+    found = sql92.cached_selector(text)
+    if found is None:
+        found = await trio.to_thread.run_sync(sql92.compile_selector, text)
+    return found
+
+
+def shortened(text: str, limit: int = 256) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ------------------------------------------------------------------ ACL
+class ReadScope:
+    """What a caller may read when the plain ACL limits it (B-350, B-351); no ACL: everything."""
+
+    def __init__(self, access: AccessControl | None) -> None:
+        self.access = access
+
+    def limited(self, channel: Channel, req: RemotingCommand) -> Scope | None:
+        """The caller's scope when ACL limits what it reads; None: it sees everything (B-351)."""
+        if self.access is None:
+            return None
+        scope = self.access.scope(channel, req)
+        return None if scope.sees_all else scope
+
+    def refuse(
+        self, channel: Channel, req: RemotingCommand, scope: Scope, what: str
+    ) -> RemotingCommand:
+        assert self.access is not None
+        refusal = self.access.refuse_read(channel, req, scope, what)
+        return response_to(req, refusal.code, refusal.remark)
+
+
+# ------------------------------------------------------------------ to clients
+class ClientNotices:
+    """The one-way notices to clients (consumer ids changed, offset resets), and which were not
+    written (B-319): `outcomes` is GET_BROKER_RUNTIME_INFO's clientNotice."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.outcomes = PeerRequests("notice to client", log)
+
+    async def send_oneway(self, channel: Channel, command: RemotingCommand) -> None:
+        """A one-way notice to a client: no answer comes; one that cannot be written is logged (B-319)."""
+        try:
+            await channel.invoke_oneway(command)
+        except ChannelClosed as exc:
+            self.outcomes.no_answer(channel.remote_addr, exc)
+            return
+        self.outcomes.ok(channel.remote_addr)
+
+    def consumer_ids_changed(
+        self, group: str, channels: Iterable[Channel], nursery: trio.Nursery
+    ) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED to each member, unless the broker or the group turns it off."""
+        group_config = self.broker.group_config(group) or {}
+        if not (
+            self.broker.config.notifyConsumerIdsChangedEnable
+            and group_config.get("notifyConsumerIdsChangedEnable", True)
+        ):
+            return
+        for ch in channels:
+            nursery.start_soon(
+                self.send_oneway,
+                ch,
+                request(
+                    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True
+                ),
+            )
+
+
+# ------------------------------------------------------------------ stored and replicated
+class StoredSends:
+    """Who waits on a stored send: held pulls of its queue, the name server of a new topic."""
+
+    def __init__(self, holds: PullHoldService, on_topics_changed: TopicsChanged) -> None:
+        self.holds = holds
+        self.on_topics_changed = on_topics_changed
+
+    def __call__(self, result: PutResult) -> None:
+        self.holds.notify(result.topic, result.queue_id)
+        if result.created_topic or result.diverted_from is not None:
+            # a new topic, or maybe a new %DLQ%G, goes to the name server (that topic alone, B-391)
+            self.on_topics_changed([result.topic])
+
+
+class CommitConfirmation:
+    """When an offset commit is answered: a leader in SYNC_MASTER under the fail-over coordinator
+    answers once a follower holds its record and the published `acked` covers it, as a send
+    (B-376, B-383); RocketMQ, and a master/slave pair without a coordinator, answer at once.
+
+    `replication`: the master's replication in SYNC_MASTER, else None.
+    """
+
+    def __init__(self, replication: ReplicationMaster | None) -> None:
+        self.replication = replication
+
+    async def __call__(self, seq: int) -> ResponseCode:
+        if self.replication is None or self.replication.publish_acked is None:
+            return ResponseCode.SUCCESS
+        code: ResponseCode = await self.replication.wait_replicated(seq)
+        return code

@@ -1,0 +1,234 @@
+"""PULL_MESSAGE (4.9.8's PullMessageProcessor): read, record the delivery, long-poll when empty.
+
+The pull's filter comes from the request (subscription flag) or from the
+group's heartbeat (B-57, B-215); a pull that finds nothing and may suspend
+waits for an arrival in its queue (longPollingEnable) and reads once more,
+without suspending or committing again (B-63).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import struct
+from collections.abc import Callable
+
+import trio
+
+from es_broker.client.channel import Channel
+from es_broker.commands import names, retry, sql92
+from es_broker.commands.errors import BrokerError
+from es_broker.commands.messages import GetResult
+from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.log.arrival import pass_turn, unordered
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
+from es_broker.server.clients import ClientRegistry
+from es_broker.server.longpoll import PullHoldService
+from es_broker.server.processor_support import (
+    CommitConfirmation,
+    Requester,
+    compile_selector,
+    parse_subscription,
+    property_filter_refusal,
+)
+from es_broker.server.pull_codes import response_code, slave_correction
+from es_broker.server.remoting_server import Handler
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PullFilter:
+    """What a pull delivers: tag hash codes (None: all) and, for SQL92, a test of each message."""
+
+    tags_codes: frozenset[int] | None = None
+    message_filter: Callable[[bytes], bool] | None = None
+
+
+class PullMessageProcessor:
+    """Serves pulls from the consume queues.
+
+    `clients`: the heartbeats' subscriptions; `holds`: where a suspended pull
+    waits for an arrival; `confirm_commit`: when a piggybacked commit is
+    answered (a SYNC_MASTER under the fail-over coordinator waits for it).
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        clients: ClientRegistry,
+        holds: PullHoldService,
+        requester: Requester,
+        confirm_commit: CommitConfirmation,
+    ) -> None:
+        self.broker = broker
+        self.clients = clients
+        self.holds = holds
+        self.requester = requester
+        self.confirm_commit = confirm_commit
+        self.is_slave = broker.config.brokerRole == "SLAVE"
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's settings as they are now (read through the store's ConfigOwner)."""
+        return self.broker.config
+
+    def handlers(self) -> dict[int, Handler]:
+        return {RequestCode.PULL_MESSAGE: self.pull_message}
+
+    async def pull_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        group = req.require_str("consumerGroup")
+        topic = req.require_str("topic")
+        queue_id = req.require_int("queueId")
+        offset = req.require_long("queueOffset")
+        max_nums = req.require_int("maxMsgNums")
+        sys_flag = req.require_int("sysFlag")
+        commit = req.require_long("commitOffset") if sys_flag & PULL_COMMIT_OFFSET else None
+        suspend_ms = req.get_long("suspendTimeoutMillis", 15000) or 0
+        pull_filter = await self._subscription(group, topic, req, sys_flag)
+        tags, message_filter = pull_filter.tags_codes, pull_filter.message_filter
+        client = self.requester(channel)
+        # register for arrivals before reading, so a message stored meanwhile is not missed
+        arrival = self.holds.arrival(topic, queue_id)
+        read = functools.partial(
+            self.broker.pull,
+            group,
+            topic,
+            queue_id,
+            offset,
+            max_nums,
+            tags_codes=tags,
+            message_filter=message_filter,
+            client=client,
+        )
+        # a pull waits for no earlier request (a consumer has one pull per queue in flight), but the
+        # commits and queries after it wait for its record (B-312): its turn is given up once that
+        # is queued (or there is none), before it long-polls
+        with unordered():
+            result = await read(commit_offset=commit)
+        pass_turn()
+        if result.commit_seq:
+            # answered either way: the messages are read, only the commit waits (B-383)
+            await self.confirm_commit(result.commit_seq)
+        code = response_code(result.status, offset)
+        if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
+            hold = (
+                suspend_ms / 1000
+                if self.config.longPollingEnable
+                else self.config.shortPollingTimeMills / 1000
+            )
+            with trio.move_on_after(hold):
+                await arrival.wait()
+            # the re-run neither suspends nor stores the commit again (B-63)
+            result = await read()
+            code = response_code(result.status, offset)
+        return self._pull_answer(req, group, result, code, offset)
+
+    async def _subscription(
+        self, group: str, topic: str, req: RemotingCommand, sys_flag: int
+    ) -> PullFilter:
+        """The pull's filter: from the request (subscription flag) or the group's heartbeat (B-57, B-215)."""
+        if sys_flag & PULL_SUBSCRIPTION:
+            expression, expression_type = req.get_str("subscription"), req.get_str("expressionType")
+            if expression_type == sql92.SQL92:
+                try:
+                    selector = await compile_selector(expression)
+                except sql92.SelectorError as exc:
+                    raise BrokerError(
+                        f"parse the consumer's subscription failed: {exc}",
+                        ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    ) from None
+                return self._sql92_pull_filter(selector, expression_type)
+            return await self._tag_pull_filter(group, topic, expression, expression_type)
+        info = self.clients.consumer_group(group)
+        if info is None:
+            raise BrokerError(
+                f"the consumer's group info not exist, group: {group}",
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+            )
+        sub = info.subscriptions.get(topic)
+        if sub is None:
+            raise BrokerError(
+                f"the consumer's subscription not exist, group: {group}, topic: {topic}",
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+            )
+        if int(sub.get("subVersion", 0)) < (req.get_long("subVersion", 0) or 0):
+            raise BrokerError(
+                "the consumer's subscription not latest", ResponseCode.SUBSCRIPTION_NOT_LATEST
+            )
+        if sub.get("expressionType") == sql92.SQL92:
+            try:
+                selector = await compile_selector(sub.get("subString"))
+            except sql92.SelectorError:
+                # 4.9.8 keeps no filter data for an expression it cannot compile
+                raise BrokerError(
+                    "The broker's consumer filter data is not exist!Your expression may be wrong!",
+                    ResponseCode.FILTER_DATA_NOT_EXIST,
+                ) from None
+            return self._sql92_pull_filter(selector, sql92.SQL92)
+        return await self._tag_pull_filter(
+            group, topic, sub.get("subString"), sub.get("expressionType")
+        )
+
+    def _sql92_pull_filter(self, selector: sql92.Selector, expression_type: str) -> PullFilter:
+        if not self.config.enablePropertyFilter:
+            raise property_filter_refusal(expression_type)
+        return PullFilter(None, selector.matches_message)
+
+    async def _tag_pull_filter(
+        self, group: str, topic: str, expression: str | None, expression_type: str | None
+    ) -> PullFilter:
+        tags = parse_subscription(expression, expression_type)
+        if self.config.filterSupportRetry and topic.startswith(names.RETRY_PREFIX):
+            return PullFilter(tags, await self._retry_filter(group))
+        return PullFilter(tags)
+
+    async def _retry_filter(self, group: str) -> Callable[[bytes], bool] | None:
+        """filterSupportRetry: a retry message passes the group's SQL92 filter of its first topic (B-217)."""
+        info = self.clients.consumer_group(group)
+        if info is None:
+            return None
+        selectors: dict[str, sql92.Selector] = {}
+        for sub_topic, sub in info.subscriptions.items():
+            if sub.get("expressionType") == sql92.SQL92:
+                with contextlib.suppress(sql92.SelectorError):
+                    selectors[sub_topic] = await compile_selector(sub.get("subString"))
+        if not selectors:
+            return None
+
+        def matches(raw: bytes) -> bool:
+            try:
+                props = sql92.message_properties(raw)
+            except (IndexError, ValueError, struct.error):
+                return False
+            selector = selectors.get(props.get(retry.PROPERTY_RETRY_TOPIC, ""))
+            return selector is None or selector.matches(props)
+
+        return matches
+
+    def _pull_answer(
+        self, req: RemotingCommand, group: str, result: GetResult, code: int, offset: int
+    ) -> RemotingCommand:
+        group_config = self.broker.group_config(group) or {}
+        if not self.config.slaveReadEnable:
+            suggest = 0
+        elif result.slow:
+            suggest = group_config.get("whichBrokerWhenConsumeSlowly", 1)
+        else:
+            suggest = group_config.get("brokerId", 0)
+        if self.is_slave:
+            result = slave_correction(result, offset, self.config.offsetCheckInSlave)
+            if code == ResponseCode.PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
+                # no correction on a slave: retry the same offset, asked to go to the group's broker (B-61, B-119)
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+                suggest = group_config.get("brokerId", 0)
+        header = {
+            "suggestWhichBrokerId": suggest,
+            "nextBeginOffset": result.next_begin_offset,
+            "minOffset": result.min_offset,
+            "maxOffset": result.max_offset,
+        }
+        body = result.body if code == ResponseCode.SUCCESS else b""
+        return response_to(req, int(code), result.status.value, header, body)

@@ -1,0 +1,71 @@
+"""QUERY_MESSAGE and VIEW_MESSAGE_BY_ID (4.9.8's QueryMessageProcessor): messages by key or offset.
+
+(es-broker's own time-travel queries are in query_processors.py.)
+"""
+
+from __future__ import annotations
+
+from es_broker.client.channel import Channel
+from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.remoting import message as wire
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.server.processor_support import ReadScope
+from es_broker.server.remoting_server import Handler
+
+UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll: a QUERY_MESSAGE by UNIQ_KEY
+
+
+class QueryMessageProcessor:
+    """Stored messages by KEYS or UNIQ_KEY, or by their commit-log offset; `scope`: what the
+    caller may read under ACL (a message of a topic it may not SUB is refused, B-350)."""
+
+    def __init__(self, broker: Broker, scope: ReadScope) -> None:
+        self.broker = broker
+        self.scope = scope
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's settings as they are now (read through the store's ConfigOwner)."""
+        return self.broker.config
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_message,
+            RequestCode.QUERY_MESSAGE: self.query_message,
+        }
+
+    async def view_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        offset = req.require_long("offset")
+        raw = self.broker.message_at(offset)
+        if raw is None:
+            return response_to(
+                req, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
+            )
+        scope = self.scope.limited(channel, req)
+        if scope is not None and not scope.may_read(wire.decode_one(raw)[0].topic):
+            # the same answer whatever the topic: the refusal names neither it nor the message
+            return self.scope.refuse(channel, req, scope, f"the message at offset {offset}")
+        return response_to(req, ResponseCode.SUCCESS, body=raw)
+
+    async def query_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        max_num = req.require_int("maxNum")
+        if req.get_str(UNIQUE_MSG_QUERY_FLAG) == "true":  # by UNIQ_KEY: the broker's cap (B-202)
+            max_num = self.config.defaultQueryMaxNum
+        found = self.broker.query_messages_by_key(
+            req.require_str("topic"),
+            req.require_str("key"),
+            max_num,
+            req.require_long("beginTimestamp"),
+            req.require_long("endTimestamp"),
+        )
+        header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": 0}
+        if not found:
+            return response_to(
+                req,
+                ResponseCode.QUERY_NOT_FOUND,
+                "can not find message, maybe time range not correct",
+                header,
+            )
+        return response_to(req, ResponseCode.SUCCESS, None, header, b"".join(found))
