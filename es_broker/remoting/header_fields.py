@@ -196,6 +196,21 @@ def _java_name(attr: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+# per class: the attributes, their Java names, their wire names with the V2 letters
+_WRITES: dict[type, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _write_plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    rules = rules_of(cls)
+    plan = (
+        tuple(rule.attr for rule in rules),
+        tuple(rule.name for rule in rules),
+        tuple(rule.v2 or rule.name for rule in rules),
+    )
+    _WRITES[cls] = plan
+    return plan
+
+
 def rules_of(cls: type) -> tuple[HeaderField, ...]:
     """The declared fields of a header class, in the order they are written, with their names."""
     rules = _RULES.get(cls)
@@ -241,12 +256,22 @@ class CustomHeader:
     def to_ext_fields(self, code: int | None = None) -> dict[str, str]:
         """The extFields that carry this header: Java's text of every field set, under its Java
         name (its one-letter name when requests of `code` use those: SEND_MESSAGE_V2)."""
-        v2 = code is not None and self.uses_v2_names(code)
+        plan = _WRITES.get(type(self)) or _write_plan(type(self))
+        names = plan[2] if code is not None and self.uses_v2_names(code) else plan[1]
         out = {}
-        for rule in rules_of(type(self)):
-            value = ext_value_to_str(getattr(self, rule.attr))
-            if value is not None:
-                out[rule.v2 if v2 and rule.v2 is not None else rule.name] = value
+        for attr, name in zip(plan[0], names, strict=True):
+            value = getattr(self, attr)
+            if value is None:
+                continue
+            kind = type(value)
+            if kind is str:
+                out[name] = value
+            elif kind is int:
+                out[name] = str(value)
+            elif kind is bool:
+                out[name] = "true" if value else "false"
+            else:
+                out[name] = ext_value_to_str(value) or ""
         return out
 
 

@@ -87,6 +87,21 @@ class GetKVConfigResponseHeader(CustomHeader):
     value: str | None = text(max_len=TEXT_MAX)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetEarliestMsgStoretimeResponseHeader(CustomHeader):
+    """GET_EARLIEST_MSG_STORETIME's answer."""
+
+    timestamp: int = i64(True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryMessageResponseHeader(CustomHeader):
+    """QUERY_MESSAGE's answer: how far the index had come (es-broker's index is always current)."""
+
+    index_last_update_timestamp: int = i64(True)
+    index_last_update_phyoffset: int = i64(True)
+
+
 # -- requests a broker sends its clients ---------------------------------------------------------
 
 
