@@ -88,6 +88,13 @@ class GetKVConfigResponseHeader(CustomHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GetBrokerConfigResponseHeader(CustomHeader):
+    """GET_BROKER_CONFIG's answer: the config's data version (JSON)."""
+
+    version: str = text(True, max_len=TEXT_MAX)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GetEarliestMsgStoretimeResponseHeader(CustomHeader):
     """GET_EARLIEST_MSG_STORETIME's answer."""
 

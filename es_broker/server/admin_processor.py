@@ -56,6 +56,7 @@ from es_broker.remoting.headers import (
     TopicRequestHeader,
 )
 from es_broker.remoting.response_headers import (
+    GetBrokerConfigResponseHeader,
     GetEarliestMsgStoretimeResponseHeader,
     OffsetResponseHeader,
 )
@@ -484,13 +485,8 @@ class AdminBrokerProcessor:
             and not f.metadata.get("account")
             and not (scope is not None and f.metadata.get("admin_only"))
         )
-        return response_to(
-            req,
-            ResponseCode.SUCCESS,
-            None,
-            {"version": DataVersion().encode().decode()},
-            text.encode(),
-        )
+        answer = GetBrokerConfigResponseHeader(version=DataVersion().encode().decode())
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields(), text.encode())
 
 
 def _offset_answer(req: RemotingCommand, offset: int) -> RemotingCommand:
