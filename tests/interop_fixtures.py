@@ -63,8 +63,10 @@ def poll(
     probe: Callable[[], Any],
     done: Callable[[Any], bool],
     timeout: float = OFFSET_TIMEOUT,
+    evidence: Callable[[], str] | None = None,
 ) -> Any:
-    """Call probe until done(result) or timeout; bounded polling of broker state."""
+    """Call probe until done(result) or timeout; bounded polling of broker state. A timeout names
+    the last result, and what `evidence` returns (say, the broker's own account of it)."""
     hit: list[Any] = []
 
     def check() -> bool:
@@ -72,7 +74,13 @@ def poll(
         hit[:] = [result]
         return done(result)
 
-    poll_until_sync(check, timeout, what)
+    try:
+        poll_until_sync(check, timeout, what)
+    except AssertionError:
+        extra = f"\n{evidence()}" if evidence is not None else ""
+        raise AssertionError(
+            f"{what}: not reached within {timeout} s; last: {hit[0]!r}{extra}"
+        ) from None
     return hit[0]
 
 

@@ -189,6 +189,27 @@ def consumer_progress(broker: BrokerProcess, group: str, topic: str) -> dict[int
     }
 
 
+def offset_history(broker: BrokerProcess, group: str) -> str:
+    """`es-broker history -n NAMESRV --group G`: every offset change of the group, with its cause
+    and requester, as the broker recorded them (for a failure message)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "es_broker.cli",
+            "history",
+            "-n",
+            broker.namesrv_addr,
+            "--group",
+            group,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return f"es-broker history --group {group}:\n{proc.stdout}{proc.stderr}"
+
+
 def planned_messages() -> list[dict[str, Any]]:
     return [
         {
@@ -299,6 +320,7 @@ def test_new_group_receives_every_message_and_commits_to_the_end(broker_process,
             {q: v for q, v in progress.items() if q in want} == want
             and all(v["diff"] == 0 for v in progress.values())
         ),
+        evidence=lambda: offset_history(broker_process, group),
     )
 
 
@@ -328,4 +350,5 @@ def test_tag_subscription_receives_only_its_tag(broker_process, produced, tmp_pa
         f"offsets of {group}",
         lambda: consumer_progress(broker_process, group, TOPIC),
         lambda p: all(q in p and p[q]["consumerOffset"] >= n for q, n in need.items()),
+        evidence=lambda: offset_history(broker_process, group),
     )

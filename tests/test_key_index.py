@@ -17,6 +17,7 @@ from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.core.replay import verify
+from es_broker.projections.store_format import CURRENT
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.message import decode_all, decode_one
 from tests.conftest import make_topic
@@ -218,12 +219,16 @@ def test_b205_the_index_is_built_once_for_a_data_directory_written_before_it(tmp
     with store.log.env.begin(write=True) as txn:  # what an older es-broker left: no key index
         for name in store.keyindex.databases:
             txn.drop(store.log.db(name), delete=False)
+        txn.drop(store.format.db, delete=False)  # ... and no store format number (B-470)
     store.close()
     store = Store.open(data_dir)  # what a broker start does
     with store.read() as txn:
         assert list(store.keyindex.entries(txn)) == before
-        assert store.keyindex.is_built(txn)
-    assert store.keyindex.ensure_built(store.log) is False  # the next start only reads the marker
+        assert store.format.number(txn) == CURRENT
+    last = store.log.last_seq
+    store.close()
+    store = Store.open(data_dir)
+    assert store.log.last_seq == last  # the next start only reads the number
     store.close()
     assert verify(data_dir) == []
     broker = Broker.open(data_dir)

@@ -1,13 +1,15 @@
-"""The offset table, QUERY_CONSUMER_OFFSET (B-28, B-29, B-37, B-38, B-40) and S-6."""
+"""The offset table, QUERY_CONSUMER_OFFSET (B-28, B-29, B-37, B-38, B-40), S-6, B-312 and B-480."""
 
 from __future__ import annotations
 
 import trio
+import trio.testing
 
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.offsets import QUERY_NOT_FOUND_REMARK
 from es_broker.core.broker import Broker
 from es_broker.log import GroupCommitWriter, RecordLog, make
+from es_broker.log.arrival import ArrivalOrder
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.connection import Connection
@@ -236,4 +238,59 @@ async def test_b312_settled_waits_for_the_jobs_queued_before_it_and_no_longer(tm
             writer.enqueue(lambda ctx, i=i: ctx.append(make("probe", 0, value=i)))
         await writer.settled()
         assert log.last_seq == 5
+        nursery.cancel_scope.cancel()
+
+
+async def test_b480_a_oneway_commit_behind_a_pull_is_stored_when_the_connection_closes(
+    running, monkeypatch
+):
+    """ali-ons on close: a oneway commit per queue, then the socket closed. A commit that arrived
+    while a pull of its connection still held the turn (its record not yet committed) is stored
+    although the connection closes before the pull's record is in."""
+    await running.create_topic("T", queues=1)
+    conn = await Loopback.open(running)
+    await conn.send_together(_pull(1, 1))  # the group's first pull creates it
+    await conn.next_answer()
+    writer = running.server.broker.writer
+    held: list = []
+    commit_now = writer._commit_now
+    monkeypatch.setattr(writer, "_commit_now", held.append)  # group commits held back
+    await conn.send_together(_pull(5, 2), _commit(9, 3))
+    await trio.testing.wait_all_tasks_blocked()
+    # the pull's record waits in a held commit; the commit waits for the pull's turn
+    assert sum(len(batch) for batch in held) == 1
+    await conn.stream.aclose()
+    await trio.testing.wait_all_tasks_blocked()  # the listener saw the close and cancelled
+    monkeypatch.setattr(writer, "_commit_now", commit_now)
+    for batch in held:
+        commit_now(batch)
+    await writer.settled()
+    with running.server.broker.store.read() as txn:
+        changes = list(running.server.broker.store.offsets.changes(txn, "T", "G", 0))
+    assert [c.new for c in changes] == [1, 5, 9]
+
+
+async def test_b480_a_ticketed_job_is_queued_though_its_task_is_cancelled_waiting_for_its_turn(
+    tmp_path,
+):
+    """The writer's side of B-480: a cancelled submission still waiting for its turn is queued once
+    the earlier ticket is released, in arrival order, and committed."""
+    log = RecordLog(tmp_path)
+    writer = GroupCommitWriter(log)
+    order = ArrivalOrder()
+    first, second = order.ticket(), order.ticket()
+
+    async def submit(ticket, value: int) -> None:
+        ticket.bind()
+        await writer.submit(lambda ctx: ctx.append(make("probe", 0, value=value)))
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+        async with trio.open_nursery() as connection:
+            connection.start_soon(submit, second, 2)
+            await trio.testing.wait_all_tasks_blocked()  # waiting for the first ticket's turn
+            connection.cancel_scope.cancel()  # the connection closes
+            first.release()  # its holder, cancelled too, gives the turn up
+        await writer.settled()
+        assert log.last_seq == 1
         nursery.cancel_scope.cancel()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,8 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.func  # each subcommand sets its own
     try:
-        return args.func(args)
+        return run(args)
     except (FileNotFoundError, FileExistsError, ValueError) as exc:
         print(f"es-broker: {exc}", file=sys.stderr)
         return 2

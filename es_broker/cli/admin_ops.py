@@ -17,8 +17,8 @@ from typing import Any
 from es_broker.cli.admin_verbs import java_map, message_fields, opt, verb
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.remoting_client import RemotingError
-from es_broker.remoting import fastjson
-from es_broker.remoting.bodies import Bean
+from es_broker.remoting.admin_bodies import CleanPassResult
+from es_broker.remoting.bodies import ProducerConnection
 from es_broker.remoting.codes import version_name
 from es_broker.remoting.message import StoredMessage, encode
 from es_broker.timetravel.timeparse import parse_time
@@ -96,10 +96,12 @@ async def update_broker_config(admin: Admin, a: argparse.Namespace) -> dict[str,
 @verb("deleteExpiredCommitLog", lambda r: "success")
 @opt("-b", "--brokerAddr")
 @opt("-c", "--cluster")
-async def delete_expired_commit_log(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+async def delete_expired_commit_log(
+    admin: Admin, a: argparse.Namespace
+) -> dict[str, CleanPassResult]:
     """A clean pass now on a broker, or every master of a cluster: expired files only (B-264)."""
     addrs = [a.brokerAddr] if a.brokerAddr else await admin.master_addrs(a.cluster)
-    return {addr: _plain(await admin.delete_expired_commitlog(addr)) for addr in addrs}
+    return {addr: await admin.delete_expired_commitlog(addr) for addr in addrs}
 
 
 # ---------------------------------------------------------------------- groups and connections
@@ -137,14 +139,14 @@ def _version(v: Any) -> str:
 @verb(
     "producerConnection",
     lambda r: "\n".join(
-        f"{i:04d}  {c['clientId']:<32} {c['clientAddr']:<22} {c['language']:<8} {_version(c['version'])}"
-        for i, c in enumerate(r["connectionSet"], 1)
+        f"{i:04d}  {c.client_id:<32} {c.client_addr:<22} {c.language:<8} {_version(c.version)}"
+        for i, c in enumerate(r.connection_set, 1)
     ),
 )
 @opt("-g", "--producerGroup", required=True)
 @opt("-t", "--topic", required=True)
-async def producer_connection(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
-    return _plain(await admin.producer_connection(a.producerGroup.strip(), a.topic.strip()))
+async def producer_connection(admin: Admin, a: argparse.Namespace) -> ProducerConnection:
+    return await admin.producer_connection(a.producerGroup.strip(), a.topic.strip())
 
 
 def _render_consumer_status(r: dict[str, Any]) -> str:
@@ -175,18 +177,18 @@ async def consumer_status(admin: Admin, a: argparse.Namespace) -> dict[str, Any]
     connection = await admin.consumer_connection(group)
     now = STATUS_DIR / str(_now_ms())  # mqadmin's now/clientId
     clients = []
-    for c in sorted(connection["connectionSet"], key=lambda c: c["clientId"]):
+    for c in sorted(connection.connection_set, key=lambda c: c.client_id):
         try:
-            info = await admin.consumer_running_info(group, c["clientId"], a.jstack)
+            info = await admin.consumer_running_info(group, c.client_id, a.jstack)
         except (AdminError, RemotingError):
             continue  # mqadmin skips a client that does not answer
-        path = now / c["clientId"]
+        path = now / c.client_id
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(info, indent=2, sort_keys=True))
         clients.append(
             {
-                "clientId": c["clientId"],
-                "version": c["version"],
+                "clientId": c.client_id,
+                "version": c.version,
                 "file": str(path),
                 "subscriptions": sorted(
                     s.get("topic", "") + ":" + str(s.get("subString", ""))
@@ -391,9 +393,3 @@ async def print_msg(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
                 }
             )
     return {"topic": topic, "printBody": a.printBody.strip().lower() == "true", "queues": queues}
-
-
-def _plain(body: Bean) -> dict[str, Any]:
-    """A body as the JSON the verb prints (fastjson's view: nulls left out)."""
-    plain: dict[str, Any] = fastjson.loads(body.encode())
-    return plain

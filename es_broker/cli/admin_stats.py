@@ -87,8 +87,8 @@ async def _accumulation(
     diff = 0
     if at is not None:
         for answer in await admin.offsets_at(group, at, topic=topic):
-            for q in answer.get("queues", ()):
-                diff += q["max_offset"] - q["offset"]
+            for q in answer.body.queues:
+                diff += q.max_offset - q.offset
         return max(diff, 0)
     for addr in masters:
         try:

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from es_broker.cli.credentials import add_credential_options
+
+if TYPE_CHECKING:  # imported where it runs, for a quick start of the other commands
+    from es_broker.client.admin import Admin
+
+T = TypeVar("T")
 
 
 def add_cluster_options(p: argparse.ArgumentParser) -> None:
@@ -25,8 +31,8 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     add_credential_options(p, None)
 
 
-def ask(args: argparse.Namespace, method: str, *call: Any, **kw: Any) -> list[dict[str, Any]]:
-    """`Admin.<method>(*call, **kw)` against the cluster of `args.namesrv`: one answer per broker."""
+def ask(args: argparse.Namespace, question: Callable[[Admin], Awaitable[T]]) -> T:
+    """`question(admin)` against the cluster of `args.namesrv` (its answers: one per broker)."""
     import trio
 
     from es_broker.cli.credentials import admin_credentials
@@ -35,10 +41,9 @@ def ask(args: argparse.Namespace, method: str, *call: Any, **kw: Any) -> list[di
 
     credentials = admin_credentials(args, os.environ)
 
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> T:
         async with Admin.open(args.namesrv, credentials=credentials) as admin:
-            answers: list[dict[str, Any]] = await getattr(admin, method)(*call, **kw)
-            return answers
+            return await question(admin)
 
     try:
         return trio.run(main)

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from es_broker.cli.credentials import add_credential_options
 from es_broker.timetravel.timeparse import format_time, parse_time
@@ -31,7 +32,7 @@ def _archive_over_the_wire(args: argparse.Namespace) -> int:
         return 2
     before = parse_time(args.before)
 
-    async def main() -> dict | Exception:
+    async def main() -> dict[str, Any] | Exception:
         async with Admin.open("", credentials=credentials, tls=tls) as admin:
             try:
                 return await admin.history_archive(args.brokerAddr, before, args.timeout)
@@ -113,7 +114,7 @@ def _cmd_archive(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "archive",
         help="seal the segments of a stopped broker's log wholly before TIME into the archive",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from es_broker.cli.datadir import (
     add_data_dir,
@@ -17,6 +18,9 @@ from es_broker.cli.datadir import (
 )
 from es_broker.cli.timetravel import TIME_HELP, print_offsets
 from es_broker.timetravel.timeparse import format_time, parse_time
+
+if TYPE_CHECKING:  # imported where it runs, for a quick start of the other commands
+    from es_broker.readmodel.families import Source
 
 
 def _url(args: argparse.Namespace) -> str:
@@ -39,7 +43,7 @@ def _cmd_readmodel_sync(args: argparse.Namespace) -> int:
     return 0
 
 
-def _readmodel_source(args: argparse.Namespace):
+def _readmodel_source(args: argparse.Namespace) -> Source:
     """The source a command works on: the broker.conf's name and role, unless given."""
     from es_broker.readmodel.families import Source
 
@@ -228,7 +232,7 @@ def _cmd_readmodel_offsets(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- parser
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("readmodel", help="the SQL read model: sync, upgrade its schema, ask it")
     rsub = p.add_subparsers(dest="readmodel_command", required=True)
     url_help = "SQLAlchemy URL (default: sqlite in the data directory, readmodel.sqlite)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from es_broker.cli.cluster import add_cluster_options
 from es_broker.config import BrokerConfig, default_data_dir
@@ -23,12 +24,20 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from es_broker.cli.progress import progress
     from es_broker.core.replay import compare, verify
+    from es_broker.projections.store_format import OldStoreFormat
 
-    if args.against:
-        differences = compare(args.data_dir, args.against)
-    else:
-        with progress("verify: replay") as tell:
-            differences = verify(args.data_dir, tell, full=args.full)
+    try:
+        if args.against:
+            differences = compare(args.data_dir, args.against)
+        else:
+            with progress("verify: replay") as tell:
+                differences = verify(args.data_dir, tell, full=args.full)
+    except OldStoreFormat as old:  # B-470: nothing to compare until a start upgrades it
+        if args.json:
+            print(json.dumps({"identical": None, "old_format": old.found, "message": str(old)}))
+        else:
+            print(str(old))
+        return 2
     if args.json:
         print(
             json.dumps(
@@ -53,14 +62,17 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_explain(args: argparse.Namespace) -> int:
     if args.namesrv:
         from es_broker.cli.cluster import ask
+        from es_broker.remoting.body_view import json_view, plain
 
-        answers = ask(args, "explain_group", args.group, args.topic)
+        answers = ask(args, lambda admin: admin.explain_group(args.group, args.topic))
         if args.json:
-            print(json.dumps({"brokers": answers}))
+            print(json.dumps({"brokers": answers}, default=json_view))
             return 0
-        for report in answers:
-            print(f"broker {report['brokerName']} ({report['broker']}):")
-            _print_explain(report)
+        for answer in answers:
+            print(f"broker {answer.broker_name} ({answer.broker}):")
+            _print_explain(
+                plain(answer.body)
+            )  # the report as `explain` of a data directory gives it
         return 0
     from es_broker.commands.explain import explain
     from es_broker.commands.store import Store
@@ -77,7 +89,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_explain(report: dict) -> None:
+def _print_explain(report: dict[str, Any]) -> None:
     print(
         f"group {report['group']}, topic {report['topic']}: consumers {report['clients'] or '(none seen)'}, "
         f"consumeFromWhere {report['consume_from_where'] or '(not seen)'}"
@@ -108,7 +120,7 @@ def _print_explain(report: dict) -> None:
             )
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("replay", help="rebuild every projection from the log into a new directory")
     p.add_argument("--data-dir", required=True)
     p.add_argument("--into", required=True)

@@ -13,15 +13,19 @@ the cluster is asked over the wire and the answer has a broker column.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from es_broker.cli.cluster import add_cluster_options, ask
 from es_broker.cli.datadir import add_data_dir, open_log_readonly, open_store, source
 from es_broker.log.types import RecordType
 from es_broker.timetravel.timeparse import format_time, parse_time
+
+if TYPE_CHECKING:  # imported where they run, for a quick start of the other commands
+    from es_broker.timetravel.query import HistoryEntry, QueueOffsetAt
 
 T = TypeVar("T")
 
@@ -32,7 +36,7 @@ TIME_HELP = "now | epoch millis | yyyy-MM-dd#HH:mm:ss:SSS | ISO 8601"
 
 
 def print_offsets(
-    rows: list,
+    rows: list[QueueOffsetAt],
     *,
     at: int,
     position: int | None,
@@ -109,8 +113,14 @@ def _cmd_offsets(args: argparse.Namespace) -> int:
 
     at = parse_time(args.at)
     if args.namesrv:
-        answers = ask(args, "offsets_at", args.group, at, args.topic, args.durable)
-        pairs = [(a["brokerName"], QueueOffsetAt(**q)) for a in answers for q in a["queues"]]
+        answers = ask(
+            args, lambda admin: admin.offsets_at(args.group, at, args.topic, args.durable)
+        )
+        pairs = [
+            (a.broker_name, QueueOffsetAt(**dataclasses.asdict(q)))
+            for a in answers
+            for q in a.body.queues
+        ]
         print_offsets(
             [row for _, row in pairs],
             at=at,
@@ -121,7 +131,7 @@ def _cmd_offsets(args: argparse.Namespace) -> int:
             tick=None,
             as_json=args.json,
             origin=f"the time index of each broker of name server {args.namesrv} "
-            f"({', '.join(a['brokerName'] for a in answers) or 'none'})",
+            f"({', '.join(a.broker_name for a in answers) or 'none'})",
             brokers=[broker for broker, _ in pairs],
         )
         return 0
@@ -150,7 +160,7 @@ def _cmd_offsets(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- history
 
 
-def describe(entry) -> str:
+def describe(entry: HistoryEntry) -> str:
     """One history line's text after the time: what changed, why, who."""
     d = entry.detail
     if entry.kind == "offset_change":
@@ -201,18 +211,30 @@ def _cmd_history(args: argparse.Namespace) -> int:
     brokers: list[str] | None = None
     if args.namesrv:
         answers = ask(
-            args, "offset_history", args.group, args.topic, since, until, args.max_entries
+            args,
+            lambda admin: admin.offset_history(
+                args.group, args.topic, since, until, args.max_entries
+            ),
         )
+        # by the key alone: a record and the offset change it made share a seq, and the entries
+        # themselves do not order
         told = sorted(
-            ((e["time"], a["brokerName"], e["seq"]), a["brokerName"], HistoryEntry(**e))
-            for a in answers
-            for e in a["entries"]
+            [
+                (
+                    (e.time, a.broker_name, e.seq),
+                    a.broker_name,
+                    HistoryEntry(**dataclasses.asdict(e)),
+                )
+                for a in answers
+                for e in a.body.entries
+            ],
+            key=lambda row: row[0],
         )
         entries, brokers = [e for _, _, e in told], [b for _, b, _ in told]
         for a in answers:
-            if a.get("more"):
+            if a.body.more:
                 print(
-                    f"{a['brokerName']}: older entries left out, only the newest {args.max_entries} "
+                    f"{a.broker_name}: older entries left out, only the newest {args.max_entries} "
                     "of each broker are shown (--max-entries)",
                     file=sys.stderr,
                 )
@@ -405,7 +427,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- parsers
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "offsets", help="the offset table at a moment, with lag (from the time index)"
     )

@@ -107,7 +107,8 @@ def local_ip() -> str:
     """This host's outward IPv4 address (no packet is sent), else 127.0.0.1."""
     with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only selects the outgoing interface
-        return probe.getsockname()[0]
+        host: str = probe.getsockname()[0]
+        return host
     return "127.0.0.1"
 
 

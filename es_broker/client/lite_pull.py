@@ -32,7 +32,6 @@ from es_broker.client.offset_store import (
     ReadOffsetType,
 )
 from es_broker.client.process_queue import ProcessQueue
-from es_broker.client.producer import ClientError
 from es_broker.client.pulling import (
     PullRequest,
     PullResult,
@@ -42,6 +41,7 @@ from es_broker.client.pulling import (
 )
 from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import subscribe_queues
+from es_broker.client.send_tries import ClientError
 from es_broker.client.subscription import build_subscription
 from es_broker.client.tasks import TaskSpawner
 from es_broker.remoting.bodies import (

@@ -14,24 +14,22 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from es_broker.client.blocking import BlockingRemoting
 from es_broker.client.config import DEFAULT_PRODUCER_GROUP
 from es_broker.client.messages import UNIQ_KEY, Message, SendResult
-from es_broker.client.producer import (
-    BATCH_PROPERTIES,
-    ClientError,
-    Producer,
-    QueueSelector,
-    SendTries,
-)
+from es_broker.client.producer import BATCH_PROPERTIES, Producer
 from es_broker.client.remoting_client import RemotingError
+from es_broker.client.send_tries import ClientError, QueueSelector, SendTries
 from es_broker.client.tls import client_tls
 from es_broker.remoting.bodies import MessageQueue
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class SyncProducer:
@@ -71,7 +69,7 @@ class SyncProducer:
             connect_timeout=config.rpc_timeout,
         )
 
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
         if self._portal is None:
             raise RuntimeError("the producer is not started")
         return self._portal.call(functools.partial(fn, *args, **kwargs))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lmdb
 
@@ -17,6 +18,9 @@ from es_broker.projections import (
     SubscriptionGroupProjection,
     TopicConfigProjection,
     all_projections,
+    consume_queue,
+    key_index,
+    message_trace,
 )
 from es_broker.projections.audit import AuditProjection
 from es_broker.projections.broker_settings import BrokerSettingsProjection
@@ -25,6 +29,7 @@ from es_broker.projections.history import HistoryProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.stats import StatsProjection
+from es_broker.projections.store_format import Step, StoreFormatProjection
 from es_broker.projections.time_index import TimeIndexProjection
 from es_broker.projections.transactions import TransactionProjection
 
@@ -34,6 +39,7 @@ LMDB_DIR = "lmdb"
 @dataclass(slots=True)
 class Store:
     log: RecordLog
+    keyindex: KeyIndexProjection
     commitlog: CommitLogProjection
     cq: ConsumeQueueProjection
     offsets: OffsetTableProjection
@@ -42,12 +48,12 @@ class Store:
     schedule: DeliveryScheduleProjection
     trace: MessageTraceProjection
     timeindex: TimeIndexProjection
-    keyindex: KeyIndexProjection
     txns: TransactionProjection
     broker_settings: BrokerSettingsProjection
     stats: StatsProjection
     history: HistoryProjection
     audit: AuditProjection
+    format: StoreFormatProjection
     settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock
 
@@ -81,11 +87,44 @@ class Store:
         )
         store = cls(log, *projections, settings=ConfigOwner(config), clock=clock or SystemClock())
         if not readonly:
-            store.timeindex.ensure_built(log)  # a log written before the time index existed
-            store.keyindex.ensure_built(log)  # ... or before the key index existed
-            store.stats.ensure_built(log)  # ... or before the message counts existed (B-356)
-            store.audit.ensure_built(store)  # ... or before the audit indexes existed (B-417)
+            try:
+                store.upgrade()  # a directory in an older layout (B-470)
+                store.timeindex.ensure_built(log)  # a log written before the time index existed
+                store.stats.ensure_built(log)  # ... or before the message counts existed (B-356)
+                store.audit.ensure_built(store)  # ... or before the audit indexes existed (B-417)
+            except BaseException:
+                log.close()
+                raise
         return store
+
+    def upgrade(self, *, record: bool | None = None) -> None:
+        """Bring the projections to the current store format, recorded unless a slave (B-470)."""
+        if record is None:  # a slave's log is its master's; an HA node's role is not known yet
+            record = self.config.brokerRole != "SLAVE" and not self.config.ha_coordinator
+        steps = (
+            Step(2, key_index.LEGACY_DATABASES, self._rebuild_key_index),
+            Step(3, message_trace.LEGACY_DATABASES, self._convert_deliveries),
+            Step(4, consume_queue.LEGACY_DATABASES, self._convert_consume_queues),
+        )
+        self.format.upgrade(steps, now_ms=self.clock.now_ms(), record=record)
+
+    def _rebuild_key_index(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        self.keyindex.rebuild(txn)
+        return [["key_hash", txn.stat(self.keyindex.index_db)["entries"]]]
+
+    def _convert_deliveries(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        legacy = self.format.legacy(txn, "trace_deliveries")
+        if legacy is not None:
+            self.trace.convert(txn, legacy)
+        # the older layout kept the deliveries of expired messages; retention now drops them
+        self.trace.expire(txn, [(t, q, lo, lo) for t, q, lo, _ in self.cq.queues(txn)])
+        return [["trace_pulls", txn.stat(self.trace.pulls)["entries"]]]
+
+    def _convert_consume_queues(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        legacy = self.format.legacy(txn, "cq")
+        if legacy is not None:
+            self.cq.convert(txn, legacy)
+        return [["cq_blocks", txn.stat(self.cq.db)["entries"]]]
 
     def read(self) -> lmdb.Transaction[bytes]:
         """A read transaction: a consistent snapshot of every projection."""

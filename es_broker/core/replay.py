@@ -21,6 +21,7 @@ from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import records
 from es_broker.log.store import AppendContext
+from es_broker.projections.store_format import FIRST
 
 BATCH = 5000
 # databases added after the checksums of existing directories were taken: left out while empty
@@ -93,13 +94,24 @@ def _restore_snapshot(src_dir: str | Path, latest: dict[str, Any], dst: Store) -
         ):  # a slave's directory: the master's snapshot, from the archive (B-413)
             path = get_snapshot(latest["location"], path.name, Path(tmp) / path.name)
         seq, names, entries = read_snapshot(path, latest["snapshot_sha256"])
+        known = set(dst.log.database_names())
         for chunk in _chunks(iter(entries)):
 
             def job(ctx: AppendContext, chunk: list[list[Any]] = chunk) -> None:
                 for n, key, value in chunk:
-                    ctx.txn.put(key, value, db=dst.log.db(names[n]))
+                    name = names[n]
+                    # a snapshot in an older store format: its layout's databases, upgraded below
+                    db = (
+                        dst.log.db(name)
+                        if name in known
+                        else dst.log.env.open_db(name.encode(), txn=ctx.txn)
+                    )
+                    ctx.txn.put(key, value, db=db)
 
             dst.log.write_batch([job])
+    if "store_meta" not in names:  # taken before the store format was kept: format 1
+        dst.log.write_batch([lambda ctx: dst.format.set_number(ctx.txn, FIRST)])
+    dst.upgrade(record=False)  # the upgrade's record, if any, is among the records replayed
     return seq
 
 
@@ -248,8 +260,14 @@ def verify(
     """Replay data_dir's log into a temporary directory and compare every database.
 
     From the latest snapshot and the hot log, or with `full` from the first
-    record, the archive's segments first (B-407).
+    record, the archive's segments first (B-407). A directory in an older
+    store format raises OldStoreFormat: a start upgrades it first (B-470).
     """
+    store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
+    try:
+        store.format.check()
+    finally:
+        store.close()
     with tempfile.TemporaryDirectory(prefix="es-broker-verify-") as tmp:
         replay(data_dir, tmp, progress, full=full)
         return compare(data_dir, tmp)

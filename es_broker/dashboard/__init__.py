@@ -27,7 +27,7 @@ CERTIFICATE_CHECK_SECONDS = (
 )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `es-broker dashboard` on the command's subparsers."""
     p = sub.add_parser("dashboard", help="the operator web dashboard (over the wire)")
     p.add_argument("--namesrv", "-n", help="name server(s), H:P[;H:P] (required to serve)")
@@ -223,4 +223,4 @@ async def _acl_on(namesrv: str, credentials: object) -> bool | str:
         return "no answer within 30 s"
     if not answers:
         return "no broker is registered with the name server"
-    return any(a.get("aclEnabled") for a in answers)
+    return any(a.body.acl_enabled for a in answers)

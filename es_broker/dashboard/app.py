@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from es_broker.acl.signing import Credentials
 from es_broker.client.admin import Admin, AdminError
+from es_broker.client.admin_timetravel import BrokerAnswer
 from es_broker.client.remoting_client import RemotingError
 from es_broker.dashboard import charts
 from es_broker.dashboard.security import (
@@ -57,6 +58,8 @@ from es_broker.dashboard.security import (
 )
 from es_broker.dashboard.throughput import WINDOWS, throughput_page
 from es_broker.dashboard.views import Forbidden, Views, acl_refusal, now_ms
+from es_broker.remoting.body_view import json_view
+from es_broker.remoting.query_bodies import OffsetTimelineBody
 from es_broker.timetravel.timeparse import format_time, parse_time
 
 HERE = Path(__file__).parent
@@ -86,7 +89,7 @@ def _templates() -> Environment:
     )
     env.filters["time"] = lambda ms: format_time(int(ms)) if ms and int(ms) > 0 else "-"
     env.filters["q"] = lambda s: quote(str(s), safe="")
-    env.filters["pretty"] = lambda v: json.dumps(v, indent=2, default=str)
+    env.filters["pretty"] = lambda v: json.dumps(v, indent=2, default=json_view)
     env.filters["cause"] = charts.cause_label
     return env
 
@@ -161,7 +164,8 @@ def create_app(settings: Settings) -> Starlette:
             yield
 
     def views(request: Request) -> Views:
-        return request.state.views
+        found: Views = request.state.views  # set by the lifespan above
+        return found
 
     async def acl_on() -> bool:
         """Whether the brokers have ACL on (ACCOUNT_SCOPE, asked once a broker answers)."""
@@ -176,7 +180,7 @@ def create_app(settings: Settings) -> Starlette:
             else:
                 if not answers:
                     return False  # no broker yet: nothing to act on, ask again next time
-                state["acl"] = any(a.get("aclEnabled") for a in answers)
+                state["acl"] = any(a.body.acl_enabled for a in answers)
         return bool(state["acl"])
 
     async def login_mode() -> str | None:
@@ -220,8 +224,9 @@ def create_app(settings: Settings) -> Starlette:
         return None
 
     Handler = Callable[[Request], Awaitable[tuple[str, dict[str, Any]]]]
+    Endpoint = Callable[[Request], Awaitable[Response]]
 
-    def endpoint(handler: Handler, *, write: bool = False) -> tuple[Route, Route]:
+    def endpoint(handler: Handler, *, write: bool = False) -> tuple[Endpoint, Endpoint]:
         """The same data as a page (template) and as JSON; `write`: a POST refused unless allowed."""
 
         async def run(request: Request) -> tuple[str, dict[str, Any]] | Response:
@@ -285,7 +290,8 @@ def create_app(settings: Settings) -> Starlette:
             answer = await run(request)
             if isinstance(answer, Response):
                 return answer
-            return JSONResponse(json.loads(json.dumps(answer[1], default=str)))
+            # the bodies the brokers sent, as they sent them (json_view)
+            return JSONResponse(json.loads(json.dumps(answer[1], default=json_view)))
 
         async def page(request: Request) -> Response:
             answer = await run(request)
@@ -308,7 +314,7 @@ def create_app(settings: Settings) -> Starlette:
                 set_cookie(response, token)
             return response
 
-        return api, page  # type: ignore[return-value]
+        return api, page
 
     def render(template: str, session: Session | None, request: Request, **data: Any) -> str:
         return env.get_template(template).render(
@@ -373,7 +379,7 @@ def create_app(settings: Settings) -> Starlette:
         return {
             "operator": access_key,
             "credentials": credentials,
-            "admin": bool(answers) and all(a.get("admin") for a in answers),
+            "admin": bool(answers) and all(a.body.admin for a in answers),
         }
 
     async def login(request: Request) -> Response:
@@ -508,9 +514,10 @@ def create_app(settings: Settings) -> Starlette:
         at = _time(p.get("at"), "at")
         points = min(max(_int(p.get("points"), "points") or 120, 2), 1000)
         data = await views(request).timeline(group_name, since, until, points)
-        samples = [s for b in data["brokers"] for s in b["samples"]]
-        events = [e for b in data["brokers"] for e in b["events"]]
-        window = (min(s["at"] for s in samples), max(s["at"] for s in samples)) if samples else None
+        answers: list[BrokerAnswer[OffsetTimelineBody]] = data["brokers"]
+        samples = [s for b in answers for s in b.body.samples]
+        events = [e for b in answers for e in b.body.events]
+        window = (min(s.at for s in samples), max(s.at for s in samples)) if samples else None
         chosen = at if at is not None else (window[1] if window else now_ms())
         table = await views(request).offsets_at(group_name, chosen)
         data.update(at=chosen, table=table, window=window)
@@ -520,25 +527,23 @@ def create_app(settings: Settings) -> Starlette:
         if until is not None:
             base += f"until={until}&"
         lines = []
-        several = len(data["brokers"]) > 1
-        for b in data["brokers"]:
-            moments = [s["at"] for s in b["samples"]]
-            for q in b.get("queues", []):
-                name = f"{q['topic']} #{q['queue_id']}" + (
-                    f" @{b['brokerName']}" if several else ""
-                )
+        several = len(answers) > 1
+        for b in answers:
+            moments = [s.at for s in b.body.samples]
+            for q in b.body.queues:
+                name = f"{q.topic} #{q.queue_id}" + (f" @{b.broker_name}" if several else "")
                 lines.append((name, moments, q))
         lines.sort(key=lambda line: line[0])
         offset_series, lag_series = [], []
         for i, (name, moments, q) in enumerate(lines):
             colour = charts.queue_colour(i, len(lines))
             offset_series.append(
-                charts.Series(name, colour, list(zip(moments, q["offsets"], strict=True)), "offset")
+                charts.Series(name, colour, list(zip(moments, q.offsets, strict=True)), "offset")
             )
             lag_series.append(
-                charts.Series(name, colour, list(zip(moments, q["lags"], strict=True)), "lag")
+                charts.Series(name, colour, list(zip(moments, q.lags, strict=True)), "lag")
             )
-        moments = sorted({s["at"] for s in samples})
+        moments = sorted({s.at for s in samples})
         data["chart"] = Markup(
             charts.timeline_svg(
                 offset_series,

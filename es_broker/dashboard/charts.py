@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from es_broker.remoting.query_bodies import HistoryRow
 from es_broker.timetravel.timeparse import format_time
 
 WIDTH, HEIGHT = 960, 334
@@ -51,17 +52,17 @@ def _scale(lo: float, hi: float, out_lo: float, out_hi: float) -> Callable[[floa
     return lambda v: out_lo + (v - lo) * (out_hi - out_lo) / span
 
 
-def cause_legend(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def cause_legend(events: Sequence[HistoryRow]) -> list[dict[str, Any]]:
     """Each cause on the chart: its colour, label, how many marks and by whom."""
     found: dict[str, dict[str, Any]] = {}
     for e in events:
-        colour, label = CAUSE_STYLE.get(e["cause"], ("#495057", e["cause"]))
+        colour, label = CAUSE_STYLE.get(e.cause, ("#495057", e.cause))
         entry = found.setdefault(
-            e["cause"],
-            {"cause": e["cause"], "colour": colour, "label": label, "count": 0, "authors": []},
+            e.cause,
+            {"cause": e.cause, "colour": colour, "label": label, "count": 0, "authors": []},
         )
         entry["count"] += 1
-        who = e.get("requester") or "(unknown)"
+        who = e.requester or "(unknown)"
         if who not in entry["authors"]:
             entry["authors"].append(who)
     return list(found.values())
@@ -93,7 +94,7 @@ def _value_step(top: float) -> int:
 
 def timeline_svg(
     series: list[Series],
-    events: list[dict[str, Any]],
+    events: Sequence[HistoryRow],
     *,
     chosen: int | None,
     link: str,
@@ -105,7 +106,7 @@ def timeline_svg(
     `chosen` is drawn dashed. Each sample moment is a link (`link` + its time)
     that shows the whole offset table at that moment.
     """
-    times = [t for s in series for t, _ in s.points] + [e["time"] for e in events]
+    times = [t for s in series for t, _ in s.points] + [e.time for e in events]
     if chosen is not None:
         times.append(chosen)
     if not times:
@@ -159,18 +160,18 @@ def timeline_svg(
             f"<title>{escape(s.name)} {escape(s.kind)}: {last} at the end</title></path>"
         )
     for n, e in enumerate(events):
-        colour, label = CAUSE_STYLE.get(e["cause"], ("#495057", e["cause"]))
-        xx = x(e["time"])
-        who = e.get("requester") or "(unknown)"
+        colour, label = CAUSE_STYLE.get(e.cause, ("#495057", e.cause))
+        xx = x(e.time)
+        who = e.requester or "(unknown)"
         out.append(
-            f'<g class="event" data-cause="{escape(e["cause"])}" data-requester="{escape(who)}">'
+            f'<g class="event" data-cause="{escape(e.cause)}" data-requester="{escape(who)}">'
             f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="{colour}" '
             'stroke-width="2"/>'
             f'<polygon points="{xx - 5:.1f},{TOP} {xx + 5:.1f},{TOP} {xx:.1f},{TOP + 8}" fill="{colour}"/>'
             f'<text x="{xx + 4 if xx < WIDTH / 2 else xx - 4:.1f}" y="{TOP + 14 + 14 * (n % 4)}" '
             f'text-anchor="{"start" if xx < WIDTH / 2 else "end"}" fill="{colour}" class="marker">'
             f"{escape(label)} by {escape(who)}</text>"
-            f"<title>#{e['seq']} {escape(label)} by {escape(who)} at {escape(format_time(e['time']))}"
+            f"<title>#{e.seq} {escape(label)} by {escape(who)} at {escape(format_time(e.time))}"
             "</title></g>"
         )
     if chosen is not None:

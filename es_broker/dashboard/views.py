@@ -14,12 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from es_broker.client.admin import Admin, AdminError
+from es_broker.client.admin_timetravel import BrokerAnswer
 from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting import fastjson
+from es_broker.remoting.bodies import ConsumerConnection
+from es_broker.remoting.body_view import plain
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.message import StoredMessage
 from es_broker.remoting.peer_outcomes import peer_problems
+from es_broker.remoting.query_bodies import AccountScopeBody
 
 PERMS = {2: "W", 4: "R", 6: "RW", 0: "-"}
 SYSTEM_GROUPS = frozenset(
@@ -73,24 +77,24 @@ class AccountScope:
     hidden_groups: dict[str, str]
 
     @classmethod
-    def of(cls, answers: list[dict[str, Any]]) -> AccountScope:
+    def of(cls, answers: list[BrokerAnswer[AccountScopeBody]]) -> AccountScope:
         topics: dict[str, str] = {}
         groups: dict[str, str] = {}
         hidden_topics: dict[str, str] = {}
         hidden_groups: dict[str, str] = {}
         for answer in answers:
-            for name, entry in answer.get("topics", {}).items():
-                (topics if entry["visible"] else hidden_topics)[name] = entry["perm"]
-            for name, entry in answer.get("groups", {}).items():
-                (groups if entry["visible"] else hidden_groups)[name] = entry["perm"]
+            for name, entry in answer.body.topics.items():
+                (topics if entry.visible else hidden_topics)[name] = entry.perm
+            for name, entry in answer.body.groups.items():
+                (groups if entry.visible else hidden_groups)[name] = entry.perm
         for name in topics:
             hidden_topics.pop(name, None)
         for name in groups:
             hidden_groups.pop(name, None)
         return cls(
-            acl=any(a.get("aclEnabled") for a in answers),
-            access_key=next((a["accessKey"] for a in answers if a.get("accessKey")), None),
-            everything=bool(answers) and all(a.get("everything") for a in answers),
+            acl=any(a.body.acl_enabled for a in answers),
+            access_key=next((a.body.access_key for a in answers if a.body.access_key), None),
+            everything=bool(answers) and all(a.body.everything for a in answers),
             topics=topics,
             groups=groups,
             hidden_topics=hidden_topics,
@@ -396,7 +400,7 @@ class Views:
             for q in progress
         ]
         try:
-            connection: dict[str, Any] | None = await self.admin.consumer_connection(group)
+            connection: ConsumerConnection | None = await self.admin.consumer_connection(group)
         except AdminError:
             connection = None  # no consumer online (CONSUMER_NOT_ONLINE)
         topics = sorted({q.topic for q in progress})
@@ -407,10 +411,10 @@ class Views:
             "diffTotal": sum(q["diff"] for q in queues),
             "hiddenQueues": len(everything) - len(progress),
             "online": connection is not None,
-            "connections": (connection or {}).get("connectionSet", []),
-            "consumeType": (connection or {}).get("consumeType"),
-            "messageModel": (connection or {}).get("messageModel"),
-            "consumeFromWhere": (connection or {}).get("consumeFromWhere"),
+            "connections": list(connection.connection_set) if connection else [],
+            "consumeType": connection.consume_type if connection else None,
+            "messageModel": connection.message_model if connection else None,
+            "consumeFromWhere": connection.consume_from_where if connection else None,
         }
 
     async def explain(self, group: str, topic: str) -> dict[str, Any]:
@@ -447,8 +451,12 @@ class Views:
     async def offsets_at(self, group: str, at: int) -> dict[str, Any]:
         await self.require_group(group)
         answers = await self.admin.offsets_at(group, at)
-        queues = [dict(q, brokerName=a["brokerName"]) for a in answers for q in a["queues"]]
-        queues.sort(key=lambda q: (q["topic"], q["brokerName"], q["queue_id"]))
+        rows = sorted(
+            ((a.broker_name, q) for a in answers for q in a.body.queues),
+            key=lambda row: (row[1].topic, row[0], row[1].queue_id),
+        )
+        # each row as its broker wrote it, with the broker's name (the table and /api alike)
+        queues = [dict(plain(q), brokerName=name) for name, q in rows]
         return {"group": group, "at": at, "queues": queues, "brokers": answers}
 
     # ------------------------------------------------------------------ messages
@@ -507,6 +515,7 @@ class Views:
         mode: str | None,
         dry_run: bool,
     ) -> dict[str, Any]:
+        """The reset asked of every broker of the topic; `brokers` are their answers (ResetOffsetResult)."""
         (await self.require_group(group)).require_topic(topic)
         if not dry_run:
             await self.announce_everywhere()

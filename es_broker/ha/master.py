@@ -35,7 +35,7 @@ from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.core.slave_broker import LogDiverged, ReplicatedBatch
 from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
-from es_broker.log import AppendContext, records
+from es_broker.log import AppendContext, Record, records
 from es_broker.log.types import (
     HaRecordsSetAside,
     MessagesStoredRecord,
@@ -387,7 +387,7 @@ class ReplicationMaster:
 
 
 def _add_payloads(
-    store: Store, txn: lmdb.Transaction[bytes], record: dict, out: list[tuple[int, bytes]]
+    store: Store, txn: lmdb.Transaction[bytes], record: Record, out: list[tuple[int, bytes]]
 ) -> int:
     """Append the commit-log entries a `messages_stored` record places; returns their size.
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import msgpack
 
@@ -139,7 +140,7 @@ class MergeRequest:
 
     def to_command(self) -> RemotingCommand:
         commits = [c.row() for c in self.commits]
-        payload: list | dict = commits
+        payload: list[Any] | dict[str, Any] = commits
         if self.deliveries:
             payload = {"commits": commits, "deliveries": [d.row() for d in self.deliveries]}
         body = msgpack.packb(payload, use_bin_type=True)

@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from es_broker.log import Record, records
 from es_broker.readmodel.families import (
@@ -99,7 +99,7 @@ def write_segment(location: str, raws: list[tuple[int, bytes]], start_time: int)
     clock = RunningTime(start_time)
     digest = hashlib.sha256()
     rows: list[dict[str, Any]] = []
-    families: dict[str, list[dict]] = defaultdict(list)
+    families: dict[str, list[dict[str, Any]]] = defaultdict(list)
     expected = first
     for seq, raw in raws:
         if seq != expected:
@@ -226,6 +226,30 @@ def raw_records(location: str) -> Iterator[tuple[int, bytes]]:
     yield from zip(table.column("seq").to_pylist(), table.column("raw").to_pylist(), strict=True)
 
 
+@overload
+def scan(
+    segments: Iterable[dict[str, Any]],
+    *,
+    group: str | None = None,
+    topic: str | None = None,
+    types: Iterable[str] | None = None,
+    seqs: Iterable[int] | None = None,
+    with_time: Literal[False] = False,
+) -> Iterator[tuple[int, Record]]: ...
+
+
+@overload
+def scan(
+    segments: Iterable[dict[str, Any]],
+    *,
+    group: str | None = None,
+    topic: str | None = None,
+    types: Iterable[str] | None = None,
+    seqs: Iterable[int] | None = None,
+    with_time: Literal[True],
+) -> Iterator[tuple[int, Record, int]]: ...
+
+
 def scan(
     segments: Iterable[dict[str, Any]],
     *,
@@ -234,7 +258,7 @@ def scan(
     types: Iterable[str] | None = None,
     seqs: Iterable[int] | None = None,
     with_time: bool = False,
-) -> Iterator[Any]:
+) -> Iterator[tuple[int, Record] | tuple[int, Record, int]]:
     """(seq, record) of the sealed segments' records that may match, oldest first.
 
     The conditions are pushed down to the Parquet reader (row groups whose

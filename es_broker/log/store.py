@@ -26,7 +26,11 @@ MAX_DBS = 64
 
 
 class Projection(Protocol):
-    """State derived from records, kept in the projection's own databases."""
+    """State derived from records, kept in the projection's own databases.
+
+    A projection may also name `dupsort`: those of its databases that hold
+    sorted, fixed-size duplicates (DUPSORT + DUPFIXED).
+    """
 
     name: str
 
@@ -127,6 +131,7 @@ class RecordLog:
         self._dbs: dict[str, Any] = {}
         create = not readonly
         names = ["log", "commitlog"] + [d for p in self.projections for d in p.databases]
+        fixed = {d for p in self.projections for d in getattr(p, "dupsort", ())}
         if len(set(names)) != len(names):
             raise ValueError(f"database names collide: {names}")
         # named databases are keys of the main database; a read-only view opens only those present
@@ -136,7 +141,10 @@ class RecordLog:
             if create or name.encode() in present:
                 # without a txn argument py-lmdb opens the handle in a transaction of its own,
                 # which is the one way that works on a read-only environment too
-                self._dbs[name] = self.env.open_db(name.encode(), create=create)
+                dups = name in fixed
+                self._dbs[name] = self.env.open_db(
+                    name.encode(), create=create, dupsort=dups, dupfixed=dups
+                )
             else:
                 self._dbs[name] = None
         self.log_db = self._dbs["log"]

@@ -51,6 +51,7 @@ class RecordType(enum.StrEnum):
     RESET_REQUESTED = "reset_requested"
     SLAVE_CAUGHT_UP = "slave_caught_up"
     SLAVE_OFFSETS_MERGED = "slave_offsets_merged"
+    STORE_UPGRADED = "store_upgraded"
     SUBGROUP_DELETED = "subgroup_deleted"
     SUBGROUP_UPDATED = "subgroup_updated"
     TOPIC_DELETED = "topic_deleted"
@@ -714,6 +715,22 @@ class HistoryArchived(TypedRecord):
     snapshot_seq: int
     snapshot_sha256: str
     requester: str
+
+
+@typed
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StoreUpgraded(TypedRecord):
+    """A start found the projections in an older layout and rebuilt them (B-470).
+
+    Appended in the transaction that rebuilt them, so the history says when
+    a directory's layout changed; applying it changes nothing.
+    """
+
+    TYPE = RecordType.STORE_UPGRADED
+    from_format: int
+    to_format: int
+    counts: list[list[Any]]  # [database, entries] of each one rebuilt
+    dropped: list[str]  # the older layout's databases, deleted
 
 
 @typed

@@ -174,13 +174,19 @@ class GroupCommitWriter:
         """Run job in the next group commit and return its result (or raise its error).
 
         A job submitted under an arrival ticket (es_broker.log.arrival) enters
-        the queue after the jobs of its connection's earlier tickets.
+        the queue after the jobs of its connection's earlier tickets. It enters
+        it even if its connection closes meanwhile (the listener cancels the
+        connection's tasks), as a job queued when its frame was decoded does:
+        a consumer's oneway commit on shutdown, sent behind a pull, is kept
+        (B-480). The wait ends: the earlier tickets' tasks, cancelled too,
+        release their turns on the way out.
         """
         ticket = current_ticket()
         if ticket is None:
             return await self.outcome(self.enqueue(job))
         try:
-            await ticket.wait_turn()
+            with trio.CancelScope(shield=True):
+                await ticket.wait_turn()
             queued = self.enqueue(job)
         finally:
             ticket.release()

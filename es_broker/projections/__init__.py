@@ -10,6 +10,7 @@ from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.offsets import OffsetTableProjection
 from es_broker.projections.stats import StatsProjection
+from es_broker.projections.store_format import StoreFormatProjection
 from es_broker.projections.subscription_groups import SubscriptionGroupProjection
 from es_broker.projections.time_index import TimeIndexProjection
 from es_broker.projections.topics import TopicConfigProjection
@@ -17,6 +18,7 @@ from es_broker.projections.transactions import TransactionProjection
 
 
 def all_projections() -> tuple[
+    KeyIndexProjection,
     CommitLogProjection,
     ConsumeQueueProjection,
     OffsetTableProjection,
@@ -25,15 +27,17 @@ def all_projections() -> tuple[
     DeliveryScheduleProjection,
     MessageTraceProjection,
     TimeIndexProjection,
-    KeyIndexProjection,
     TransactionProjection,
     BrokerSettingsProjection,
     StatsProjection,
     HistoryProjection,
     AuditProjection,
+    StoreFormatProjection,
 ]:
     """Every LMDB projection, in the order they are applied and in the order of Store's fields."""
     return (
+        # before the commit log: retention deletes the entries of the bytes it is about to delete
+        KeyIndexProjection(),
         CommitLogProjection(),
         ConsumeQueueProjection(),
         OffsetTableProjection(),
@@ -42,12 +46,12 @@ def all_projections() -> tuple[
         DeliveryScheduleProjection(),
         MessageTraceProjection(),
         TimeIndexProjection(),
-        KeyIndexProjection(),
         TransactionProjection(),
         BrokerSettingsProjection(),
         StatsProjection(),  # after the consume queue: it reads delivered messages' sizes
         HistoryProjection(),
         AuditProjection(),  # after the time index: it reads effective times
+        StoreFormatProjection(),
     )
 
 
@@ -62,6 +66,7 @@ __all__ = [
     "MessageTraceProjection",
     "OffsetTableProjection",
     "StatsProjection",
+    "StoreFormatProjection",
     "SubscriptionGroupProjection",
     "TimeIndexProjection",
     "TopicConfigProjection",

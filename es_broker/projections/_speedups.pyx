@@ -5,7 +5,7 @@ Each function has the name, signature and results of its pure-Python
 reference (`REFERENCE` in consume_queue.py and key_index.py), byte for byte
 (tests/test_compiled_identity.py). The fast path takes well-formed input only;
 anything else (a value out of range, a type the reference coerces or refuses,
-a key prefix long enough to be digested) is handed to the reference, so its
+a physical offset past the key index's 48 bits) is handed to the reference, so its
 results and its errors are the reference's own.
 
 Imported by those modules at the end of their own import; what it uses of
@@ -13,28 +13,41 @@ them is bound at the first call.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdint cimport int32_t, int64_t
-from libc.string cimport memcpy
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
-from es_broker._bigendian cimport _put32, _put64
+from es_broker._bigendian cimport _get64, _put32, _put64
 
-cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
 cdef int UNIT_SIZE = 28  # consume_queue.UNIT: >qiqq
 cdef int ROLLBACK = 0xC  # key_index: a rolled-back transaction message is not indexed
 
+cdef int64_t PHY_LIMIT = 0x1000000000000  # key_index: an entry keeps 48 bits of the physical offset
+cdef int64_t TIME_MAX = 0xFFFFFFFFFFFF  # ... and 48 bits of the store time
+cdef int ENTRY_SIZE = 14
+cdef Py_ssize_t NEIGHBOURS = 2
+cdef Py_ssize_t STORE_TIMESTAMP_AT = 56
+cdef int BORNHOST_V6 = 0x10
+
 cdef dict _REF = None
 cdef object _message_keys = None
-cdef Py_ssize_t _MAX_PREFIX = 0
+cdef object _crc32 = None
 
 
 cdef int _bind() except -1:
-    global _REF, _message_keys, _MAX_PREFIX
+    global _REF, _message_keys, _crc32
+    import zlib
+
     from es_broker.projections import consume_queue, key_index
 
-    if consume_queue.UNIT.size != UNIT_SIZE or (key_index._TRANSACTION_MASK, key_index._ROLLBACK) != (ROLLBACK, ROLLBACK):
+    if (
+        consume_queue.UNIT.size != UNIT_SIZE
+        or (key_index._TRANSACTION_MASK, key_index._ROLLBACK) != (ROLLBACK, ROLLBACK)
+        or (key_index._PHY_LIMIT, key_index._TIME_MAX, key_index.ENTRY_SIZE) != (PHY_LIMIT, TIME_MAX, ENTRY_SIZE)
+        or key_index.NEIGHBOURS != NEIGHBOURS
+        or (key_index.wire.STORE_TIMESTAMP_AT, key_index.wire.FLAG_BORNHOST_V6) != (STORE_TIMESTAMP_AT, BORNHOST_V6)
+    ):
         raise ImportError("es_broker.projections._speedups was built from other layouts than the projections'")
     _message_keys = key_index.message_keys
-    _MAX_PREFIX = key_index._MAX_PREFIX
+    _crc32 = zlib.crc32
     _REF = dict(consume_queue.REFERENCE, **key_index.REFERENCE)
     return 0
 
@@ -51,88 +64,66 @@ cdef inline bint _is_unit(object unit) noexcept:
 
 # ------------------------------------------------------------------ consume queue
 
-def queue_units(prefix, offset, units, ts):
-    cdef int64_t c_offset, c_ts, phy, tags_code
+def queue_block(units, ts):
+    cdef int64_t c_ts, phy, tags_code
     cdef int32_t size
-    cdef Py_ssize_t i, n, prefix_len
-    cdef list out
-    cdef bytes key, value
+    cdef Py_ssize_t i, n
+    cdef bytes out
     cdef char* p
     if _REF is None:
         _bind()
-    if type(prefix) is not bytes or (type(units) is not list and type(units) is not tuple):
-        return _REF["queue_units"](prefix, offset, units, ts)
+    if type(units) is not list and type(units) is not tuple:
+        return _REF["queue_block"](units, ts)
     n = len(units)
     try:
-        c_offset = offset
         c_ts = ts
     except Exception:
-        return _REF["queue_units"](prefix, offset, units, ts)
-    if c_offset < 0 or c_offset > INT64_MAX - n:
-        return _REF["queue_units"](prefix, offset, units, ts)
-    prefix_len = PyBytes_GET_SIZE(prefix)
-    out = []
+        return _REF["queue_block"](units, ts)
+    out = PyBytes_FromStringAndSize(NULL, n * UNIT_SIZE)
+    p = PyBytes_AS_STRING(out)
     for i in range(n):
         unit = units[i]
         if not _is_unit(unit):
-            return _REF["queue_units"](prefix, offset, units, ts)
+            return _REF["queue_block"](units, ts)
         try:
             phy = unit[0]
             size = unit[1]
             tags_code = unit[2]
         except Exception:
-            return _REF["queue_units"](prefix, offset, units, ts)
-        key = PyBytes_FromStringAndSize(NULL, prefix_len + 8)
-        p = PyBytes_AS_STRING(key)
-        memcpy(p, PyBytes_AS_STRING(prefix), prefix_len)
-        _put64(p + prefix_len, c_offset + i)
-        value = PyBytes_FromStringAndSize(NULL, UNIT_SIZE)
-        p = PyBytes_AS_STRING(value)
+            return _REF["queue_block"](units, ts)
         _put64(p, phy)
         _put32(p + 8, size)
         _put64(p + 12, tags_code)
         _put64(p + 20, c_ts)
-        out.append((key, value))
+        p += UNIT_SIZE
     return out
 
 
 # ------------------------------------------------------------------ key index
 
-cdef inline bytes _index_key(bytes topic, bytes key, bytes tail):
-    """topic + key + NUL + tail, or None when the prefix is too long (the reference digests it)."""
-    cdef Py_ssize_t topic_len = PyBytes_GET_SIZE(topic), key_len = PyBytes_GET_SIZE(key)
-    cdef Py_ssize_t tail_len = PyBytes_GET_SIZE(tail)
-    cdef bytes out
-    cdef char* p
-    if topic_len + key_len + 1 > _MAX_PREFIX:
-        return None
-    out = PyBytes_FromStringAndSize(NULL, topic_len + key_len + 1 + tail_len)
-    p = PyBytes_AS_STRING(out)
-    memcpy(p, PyBytes_AS_STRING(topic), topic_len)
-    memcpy(p + topic_len, PyBytes_AS_STRING(key), key_len)
-    p[topic_len + key_len] = 0
-    memcpy(p + topic_len + key_len + 1, PyBytes_AS_STRING(tail), tail_len)
-    return out
-
-
-def index_entries(txn, payloads, units, topic, ts):
-    cdef int64_t phy, first = -1
+def index_entries(txn, payloads, units, topic):
+    cdef int64_t phy, ts
+    cdef uint32_t seed, h, near
+    cdef Py_ssize_t near_len
+    cdef Py_ssize_t at
     cdef list written = []
-    cdef bytes phy_key, tail, entry
+    cdef bytes phy_key, bucket, entry
+    cdef char* p
     if _REF is None:
         _bind()
-    if type(topic) is not bytes or type(ts) is not bytes or (type(units) is not list and type(units) is not tuple):
-        return _REF["index_entries"](txn, payloads, units, topic, ts)
+    if type(topic) is not bytes or (type(units) is not list and type(units) is not tuple):
+        return _REF["index_entries"](txn, payloads, units, topic)
+    seed = _crc32(topic)
     get = txn.get
     for unit in units:
         if not _is_unit(unit) or type(unit[0]) is not int:
-            return _REF["index_entries"](txn, payloads, units, topic, ts)
+            return _REF["index_entries"](txn, payloads, units, topic)
         try:
             phy = unit[0]
         except OverflowError:
-            return _REF["index_entries"](txn, payloads, units, topic, ts)
+            return _REF["index_entries"](txn, payloads, units, topic)
         if phy < 0:
-            return _REF["index_entries"](txn, payloads, units, topic, ts)
+            return _REF["index_entries"](txn, payloads, units, topic)
         phy_key = _u64(phy)
         raw = get(phy_key, None, payloads)
         if raw is None:
@@ -141,40 +132,33 @@ def index_entries(txn, payloads, units, topic, ts):
         if sys_flag & ROLLBACK == ROLLBACK:
             continue
         if (uniq and type(uniq) is not bytes) or (keys and type(keys) is not bytes):
-            return _REF["index_entries"](txn, payloads, units, topic, ts)
-        tail = ts + phy_key
-        tokens = (<bytes>keys).split(b" ") if keys else []
+            return _REF["index_entries"](txn, payloads, units, topic)
+        tokens = [t for t in (<bytes>keys).split(b" ") if t] if keys else []
         if uniq:
             tokens.insert(0, uniq)  # UNIQ_KEY first, then KEYS
+        if not tokens:
+            continue
+        at = STORE_TIMESTAMP_AT + (12 if sys_flag & BORNHOST_V6 else 0)
+        if phy >= PHY_LIMIT or type(raw) is not bytes or PyBytes_GET_SIZE(raw) < at + 8:
+            return _REF["index_entries"](txn, payloads, units, topic)
+        ts = _get64(<const uint8_t*>PyBytes_AS_STRING(raw) + at)
+        if ts < 0:
+            ts = 0
+        elif ts > TIME_MAX:
+            ts = TIME_MAX
         for token in tokens:
-            if token:
-                entry = _index_key(topic, token, tail)
-                if entry is None:
-                    return _REF["index_entries"](txn, payloads, units, topic, ts)
-                written.append(entry)
-        if first < 0 and written:
-            first = phy
-    return written, first
-
-
-def pack_entries(keys):
-    cdef Py_ssize_t total = 0, size
-    cdef bytes out
-    cdef char* p
-    if _REF is None:
-        _bind()
-    if type(keys) is not list:
-        return _REF["pack_entries"](keys)
-    for key in keys:
-        if type(key) is not bytes or PyBytes_GET_SIZE(key) > 0xFFFF:
-            return _REF["pack_entries"](keys)
-        total += 2 + PyBytes_GET_SIZE(key)
-    out = PyBytes_FromStringAndSize(NULL, total)
-    p = PyBytes_AS_STRING(out)
-    for key in keys:
-        size = PyBytes_GET_SIZE(key)
-        p[0] = <char>(size >> 8)
-        p[1] = <char>size
-        memcpy(p + 2, PyBytes_AS_STRING(key), size)
-        p += 2 + size
-    return out
+            h = _crc32(token, seed)
+            near_len = PyBytes_GET_SIZE(token) - NEIGHBOURS
+            near = _crc32(token[:near_len] if near_len > 0 else b"", seed)
+            bucket = PyBytes_FromStringAndSize(NULL, 2)
+            p = PyBytes_AS_STRING(bucket)
+            p[0] = <char>(near >> 24)
+            p[1] = <char>(near >> 16)
+            entry = PyBytes_FromStringAndSize(NULL, ENTRY_SIZE)
+            p = PyBytes_AS_STRING(entry)
+            _put64(p, <int64_t>(h & 0xFFFF) << 48 | ts)  # the hash's low 16 bits, time (6 bytes)
+            _put32(p + 8, <int32_t>(phy >> 16))  # the offset (6 bytes)
+            p[12] = <char>(phy >> 8)
+            p[13] = <char>phy
+            written.append((bucket, entry))
+    return written

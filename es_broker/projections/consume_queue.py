@@ -3,6 +3,15 @@
 A unit is RocketMQ's 20 bytes (physical offset i64, size i32, tags code i64)
 followed by the message's store time i64, which the time lookup (B-68) needs.
 Database `cq_meta` holds (min, max) per queue (B-11).
+
+Units are kept in blocks (store format 4, B-473): `cq_blocks` maps (topic,
+queue id, first offset) to the units of up to BLOCK_UNITS consecutive
+offsets, a block starting at a multiple of BLOCK_UNITS (or after a gap), so
+the queue costs a B-tree entry per block instead of one per message, and the
+blocks are a function of the units alone: a replay, and the upgrade from an
+older directory's `cq` (an entry per unit), write the same ones. A
+`commitlog_expired` record drops the blocks wholly below a queue's new
+minimum, but the one at offset 0 (B-37 judges the queue's head by it).
 """
 
 from __future__ import annotations
@@ -10,14 +19,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import lmdb
 
 from es_broker import compiled
 from es_broker.log import LogCorruptError, Record, RecordLog
-from es_broker.log.scan import prefixed
 from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
-from es_broker.projections.keys import U64, queue_key, unit_key
+from es_broker.projections.keys import U64, queue_key
 
 COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
 MESSAGES_STORED = RecordType.MESSAGES_STORED
@@ -26,6 +35,8 @@ MESSAGES_STORED = RecordType.MESSAGES_STORED
 UNIT = struct.Struct(">qiqq")
 _BOUNDS = struct.Struct(">qq")
 UNITS_PER_FILE = 300_000  # mappedFileSizeConsumeQueue / 20 (B-01, B-09)
+BLOCK_UNITS = 32
+LEGACY_DATABASES = ("cq",)  # store format 3 and before: an entry per unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,28 +48,23 @@ class Unit:
     store_time: int
 
 
-def queue_units(
-    prefix: bytes, offset: int, units: list[list[int]], ts: int
-) -> list[tuple[bytes, bytes]]:
-    """The (key, unit) pairs of a `messages_stored` record's messages in the queue whose keys
-    start with `prefix`, the first at `offset`, all stored at `ts`."""
-    pack_offset, pack_unit = U64.pack, UNIT.pack
-    return [
-        (prefix + pack_offset(offset + i), pack_unit(phy, size, tags_code, ts))
-        for i, (phy, size, tags_code) in enumerate(units)
-    ]
+def queue_block(units: list[list[int]], ts: int) -> bytes:
+    """The units of a `messages_stored` record's messages, (physical offset, size, tags code)
+    each, all stored at `ts`, back to back."""
+    pack_unit = UNIT.pack
+    return b"".join([pack_unit(phy, size, tags_code, ts) for phy, size, tags_code in units])
 
 
 # the pure-Python function that has a compiled twin (es_broker/projections/_speedups.pyx)
-REFERENCE = {"queue_units": queue_units}
+REFERENCE = {"queue_block": queue_block}
 
 
 class ConsumeQueueProjection:
     name = "consume_queue"
-    databases = ("cq", "cq_meta")
+    databases = ("cq_blocks", "cq_meta")
 
     def bind(self, log: RecordLog) -> None:
-        self.db = log.db("cq")
+        self.db = log.db("cq_blocks")
         self.meta = log.db("cq_meta")
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
@@ -67,6 +73,7 @@ class ConsumeQueueProjection:
             for topic, qid, _, new_min in expired.queues:  # min-offset correction (B-18)
                 _, hi = self.bounds(txn, topic, qid)
                 txn.put(queue_key(topic, qid), _BOUNDS.pack(new_min, hi), db=self.meta)
+                self._expire(txn, queue_key(topic, qid), new_min)
             return
         if record["type"] != MESSAGES_STORED:
             return
@@ -78,9 +85,73 @@ class ConsumeQueueProjection:
             stored["ts"],
             stored["units"],
         )
-        txn.cursor(db=self.db).putmulti(queue_units(queue_key(topic, qid), offset, units, ts))
+        self._append(txn, queue_key(topic, qid), offset, queue_block(units, ts))
         lo, _ = self.bounds(txn, topic, qid)
         txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(units)), db=self.meta)
+
+    def _append(
+        self, txn: lmdb.Transaction[bytes], queue: bytes, offset: int, packed: bytes
+    ) -> None:
+        """Write units (packed, the first at offset) into the queue's blocks."""
+        size, at = UNIT.size, 0
+        while at < len(packed):
+            room = BLOCK_UNITS - offset % BLOCK_UNITS
+            chunk = packed[at : at + room * size]
+            block = None if offset % BLOCK_UNITS == 0 else self._block_before(txn, queue, offset)
+            if block is not None and block[0] + len(block[1]) // size == offset:
+                txn.put(queue + U64.pack(block[0]), block[1] + chunk, db=self.db)
+            else:  # a new block: at a multiple of BLOCK_UNITS, or after a gap
+                txn.put(queue + U64.pack(offset), chunk, db=self.db)
+            offset += len(chunk) // size
+            at += len(chunk)
+
+    def _block_before(
+        self, txn: lmdb.Transaction[bytes], queue: bytes, offset: int
+    ) -> tuple[int, bytes] | None:
+        """(first offset, units) of the queue's last block starting before offset."""
+        if self.db is None:  # a read-only view of a directory in an older store format
+            return None
+        cur = txn.cursor(db=self.db)
+        found = cur.prev() if cur.set_range(queue + U64.pack(offset)) else cur.last()
+        if not found:
+            return None
+        key, qlen = cur.key(), len(queue)
+        if len(key) != qlen + 8 or key[:qlen] != queue:
+            return None
+        return U64.unpack_from(key, qlen)[0], bytes(cur.value())
+
+    def _expire(self, txn: lmdb.Transaction[bytes], queue: bytes, new_min: int) -> None:
+        """Drop the queue's blocks whose every unit is below new_min, but the first: a query of
+        a new group's offset judges the queue's head by the unit at offset 0 (B-37)."""
+        cur, qlen, size = txn.cursor(db=self.db), len(queue), UNIT.size
+        if not cur.set_range(queue + U64.pack(1)):
+            return
+        while True:
+            key = cur.key()
+            if len(key) != qlen + 8 or key[:qlen] != queue:
+                return
+            if U64.unpack_from(key, qlen)[0] + len(cur.value()) // size > new_min:
+                return
+            if not cur.delete():
+                return
+
+    def convert(self, txn: lmdb.Transaction[bytes], legacy: Any) -> None:
+        """Write cq_blocks from an older directory's cq (a unit per entry), trimmed at each
+        queue's minimum as retention trims them."""
+        txn.drop(self.db, delete=False)
+        run: tuple[bytes, int, list[bytes]] | None = None  # consecutive units of one queue
+        for key, raw in txn.cursor(db=legacy):
+            queue, offset = bytes(key[:-8]), U64.unpack(key[-8:])[0]
+            if run is not None and (run[0] != queue or run[1] + len(run[2]) != offset):
+                self._append(txn, run[0], run[1], b"".join(run[2]))
+                run = None
+            if run is None:
+                run = (queue, offset, [])
+            run[2].append(bytes(raw))
+        if run is not None:
+            self._append(txn, run[0], run[1], b"".join(run[2]))
+        for key, bounds in txn.cursor(db=self.meta):
+            self._expire(txn, bytes(key), _BOUNDS.unpack(bounds)[0])
 
     # ------------------------------------------------------------------ reads
     def bounds(self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int) -> tuple[int, int]:
@@ -91,8 +162,15 @@ class ConsumeQueueProjection:
     def unit(
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offset: int
     ) -> Unit | None:
-        raw = txn.get(unit_key(topic, queue_id, offset), db=self.db)
-        return Unit(offset, *UNIT.unpack(raw)) if raw else None
+        if offset < 0:
+            return None
+        block = self._block_before(txn, queue_key(topic, queue_id), offset + 1)
+        if block is None:
+            return None
+        at = (offset - block[0]) * UNIT.size
+        if at >= len(block[1]):
+            return None
+        return Unit(offset, *UNIT.unpack_from(block[1], at))
 
     def unit_at(self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offset: int) -> Unit:
         """The unit at an offset within the queue's bounds, where every offset has one."""
@@ -107,32 +185,63 @@ class ConsumeQueueProjection:
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, start: int, end: int
     ) -> Iterator[Unit]:
         """Units with start <= offset < end, in offset order."""
-        prefix = queue_key(topic, queue_id)
-        plen = len(prefix)
-        for key, raw in prefixed(txn, self.db, prefix, start=prefix + U64.pack(start)):
-            offset = U64.unpack(key[plen:])[0]
-            if offset >= end:
-                return
-            yield Unit(offset, *UNIT.unpack(raw))
+        for offset, phy, size, tags_code, ts in self._tuples(txn, topic, queue_id, start, end):
+            yield Unit(offset, phy, size, tags_code, ts)
 
     def unit_tuples(
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, start: int, end: int
     ) -> Iterator[tuple[int, int, int, int]]:
         """(offset, physical offset, size, tags code) for start <= offset < end: the pull's hot loop."""
-        prefix = queue_key(topic, queue_id)
-        cur = txn.cursor(db=self.db)
-        if not cur.set_range(prefix + U64.pack(start)):
-            return
-        plen = len(prefix)
-        unpack_unit, unpack_offset = UNIT.unpack, U64.unpack
-        for key, raw in cur:
-            if key[:plen] != prefix:
-                return
-            offset = unpack_offset(key[plen:])[0]
-            if offset >= end:
-                return
-            phy, size, tags_code, _ = unpack_unit(raw)
+        for offset, phy, size, tags_code, _ in self._tuples(txn, topic, queue_id, start, end):
             yield offset, phy, size, tags_code
+
+    def _tuples(
+        self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, start: int, end: int
+    ) -> Iterator[tuple[int, int, int, int, int]]:
+        queue = queue_key(topic, queue_id)
+        start = max(start, 0)
+        if start >= end or self.db is None:
+            return
+        cur = txn.cursor(db=self.db)
+        # the block holding start, else the first after it
+        if cur.set_range(queue + U64.pack(start + 1)):
+            if not cur.prev():
+                cur.first()
+        elif not cur.last():
+            return
+        qlen, size, iter_unpack = len(queue), UNIT.size, UNIT.iter_unpack
+        for key, value in cur:
+            if len(key) != qlen + 8 or key[:qlen] != queue:
+                if key[:qlen] < queue:
+                    continue  # the block before the queue's first
+                return
+            first = U64.unpack_from(key, qlen)[0]
+            if first >= end:
+                return
+            count = len(value) // size
+            if first + count <= start:
+                continue
+            lo, hi = max(start - first, 0), min(end - first, count)
+            offset = first + lo
+            for phy, unit_size, tags_code, ts in iter_unpack(value[lo * size : hi * size]):
+                yield offset, phy, unit_size, tags_code, ts
+                offset += 1
+
+    def sizes(
+        self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offsets: list[int]
+    ) -> int:
+        """The total size of the messages at offsets (those still in the queue)."""
+        total, block = 0, None
+        queue, size = queue_key(topic, queue_id), UNIT.size
+        for offset in offsets:
+            if block is None or not 0 <= (offset - block[0]) * size < len(block[1]):
+                block = self._block_before(txn, queue, offset + 1)
+                if block is None:
+                    continue
+            at = (offset - block[0]) * size
+            if 0 <= at < len(block[1]):
+                total += UNIT.unpack_from(block[1], at)[1]
+        return total
 
     def queues(self, txn: lmdb.Transaction[bytes]) -> Iterator[tuple[str, int, int, int]]:
         """Every queue with data: (topic, queue id, min, max)."""
@@ -144,4 +253,4 @@ class ConsumeQueueProjection:
 
 _compiled = compiled.load("es_broker.projections._speedups")
 if _compiled is not None:
-    queue_units = _compiled.queue_units  # noqa: F811
+    queue_block = _compiled.queue_block  # noqa: F811

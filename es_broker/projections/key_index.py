@@ -12,52 +12,56 @@ section of the stored bytes is read (`message_keys`): its place follows from
 the fixed layout and the body and topic lengths, and the two names are found
 with a byte search, without decoding the message.
 
-Databases (U64 big-endian; a store time is biased by 2**63 so signed times sort):
+The layout is IndexService's (B-470): a hash of `topic NUL key` picks a
+bucket, and the bucket holds 14-byte entries in a DUPSORT+DUPFIXED
+database, so an entry costs its 14 bytes in a packed page instead of a
+B-tree key of its own:
 
-| database   | key                                                 | value               |
-|------------|-----------------------------------------------------|---------------------|
-| key_index  | key_prefix(topic, key) + store time + physical offset | empty             |
-| key_expiry | first indexed physical offset of a `messages_stored` record | its index keys |
-| key_meta   | `built`                                             | the index covers the log |
+| database | key                                   | duplicates, sorted                               |
+|----------|---------------------------------------|--------------------------------------------------|
+| key_hash | high 16 bits of CRC-32(`topic NUL key` without its last 2 bytes) | low 16 bits of CRC-32(`topic NUL key`) + store time (48 bits, ms) + physical offset (48 bits) |
 
-A prefix is `topic NUL key NUL`; one that would push a key past LMDB's 511
-bytes is replaced by 0xFF and a 16-byte BLAKE2b digest (0xFF never occurs in
-UTF-8, so the two forms never meet). A lookup is one range scan of its prefix
-from the asked end time backwards: it costs the matches it reads, not the
-messages stored. Like RocketMQ's hash index, an entry is a candidate: every
-match is checked against the stored message's own topic and properties
-before it is answered (a digest collision, or a key whose bytes hold a NUL,
-can put another key's entries inside a prefix range).
+The bucket leaves out a key's last two bytes so that keys which differ only
+there (a client's UNIQ_KEYs, `order-1234`, `order-1235`) share it: the entries
+of a batch of sends land in a few pages, not one page each, which is what a
+write transaction costs (its dirty pages).
+
+Like RocketMQ's hash index, an entry is a candidate: a lookup seeks the
+entries of its 32-bit hash in the bucket, walks them from the newest store
+time back (the order B-200 answers in) within the time range, and checks
+each one against the stored message's own topic and properties before
+answering it. The store time is the message's STORETIMESTAMP,
+clamped to 48 bits for the order only (the range check reads the bytes).
 
 A journey by UNIQ_KEY has no topic: it looks in the index of every topic
 with messages (one seek each) rather than keeping a second, topic-less entry
-per message, which would cost every send one more B-tree insert.
+per message, which would cost every send one more insert.
 
 Retention: a `commitlog_expired` record deletes the message bytes below the
-new phyMin; `key_expiry` turns that into a range walk over the expired
-records' entries, which deletes exactly the index keys they wrote. The
-write transaction that applies the record thus does work in proportion to
-what expires, like the deletion of the bytes in the same transaction; no
-lookup ever has to skip dead entries and nothing is left to sweep later.
-An entry of a record cut by phyMin (a batch that crossed into a new
-commit-log file) keeps its surviving keys under its first surviving offset,
-which is also what a replay writes for it, as the replay only has the
-surviving bytes.
+new phyMin. This projection is applied before the commit log's (see
+`all_projections`): it reads the bytes about to go, derives their entries as
+the send did (`payload_entries`) and deletes exactly those. The write
+transaction thus does work in proportion to what expires, no lookup ever
+has to skip dead entries and nothing is left to sweep later; a replay, which
+only has the surviving bytes, writes the same entries.
+
+An older directory kept `key_index` (a B-tree key per entry) and `key_expiry`
+(each record's entries, for retention); the upgrade to store format 2
+(store_format.py) builds `key_hash` from the commit log's bytes and drops them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import struct
+import zlib
 from collections.abc import Iterator
 
 import lmdb
 
 from es_broker import compiled
-from es_broker.log import Record, RecordLog, records
-from es_broker.log.scan import prefixed_keys
+from es_broker.log import Record, RecordLog
 from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
-from es_broker.projections.keys import MAX_KEY, U64
+from es_broker.projections.keys import U64
 from es_broker.remoting import message as wire
 
 COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
@@ -65,29 +69,28 @@ MESSAGES_STORED = RecordType.MESSAGES_STORED
 
 
 KEY_SEPARATOR = b" "  # MessageConst.KEY_SEPARATOR
-_BIAS = 1 << 63
-_TAIL = 16  # store time + physical offset
-_HASHED = b"\xff"
-_ENTRY = struct.Struct(">H")  # length of an index key in a key_expiry value
-_BUILT = b"built"
-_MAX_PREFIX = MAX_KEY - _TAIL
+BUCKET = struct.Struct(">H")
+LEGACY_DATABASES = ("key_index", "key_expiry", "key_meta")  # store format 1
+_PHY_LIMIT = 1 << 48  # 256 TiB of commit log: an entry keeps 48 bits of the physical offset
+_TIME_MAX = (1 << 48) - 1  # year 10889, in ms
+ENTRY_SIZE = 14
+NEIGHBOURS = (
+    2  # the last bytes of a key that do not pick its bucket: keys that differ there share it
+)
+_I32_AT = struct.Struct(">i").unpack_from
+_I64_AT = struct.Struct(">q").unpack_from
 
 _TRANSACTION_MASK = 0xC  # MessageSysFlag: the transaction type bits; 0xC is a rollback
 _ROLLBACK = 0xC
 
 
-def _digest(data: bytes) -> bytes:
-    return _HASHED + hashlib.blake2b(data, digest_size=16).digest()
-
-
-def key_prefix(topic: bytes, key: bytes) -> bytes:
-    """The start of every key_index key of (topic, key): `topic NUL key NUL`, or its digest."""
-    prefix = topic + b"\x00" + key + b"\x00"
-    return prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)
-
-
-def _time(ts: int) -> bytes:
-    return U64.pack(min(max(ts + _BIAS, 0), (1 << 64) - 1))
+def key_hash(topic: bytes, key: bytes) -> tuple[bytes, int]:
+    """(bucket, low 16 bits of the hash) of an index key: the bucket is the high 16 bits of
+    CRC-32 of `topic NUL key` without the key's last NEIGHBOURS bytes, the low bits those of
+    CRC-32 of `topic NUL key`."""
+    seed = zlib.crc32(topic + b"\x00")
+    near = zlib.crc32(key[: max(len(key) - NEIGHBOURS, 0)], seed)
+    return BUCKET.pack(near >> 16), zlib.crc32(key, seed) & 0xFFFF
 
 
 # the write path's one parse (compiled unless ES_BROKER_PURE_PYTHON)
@@ -121,57 +124,85 @@ def matches(raw: bytes, topic: bytes, key: bytes, *, uniq_only: bool = False) ->
     return key in keys.split(KEY_SEPARATOR)
 
 
+def store_time(raw: bytes) -> int:
+    """STORETIMESTAMP of stored message bytes (after an IPv6 born host, 12 bytes later)."""
+    v6 = _I32_AT(raw, wire.SYS_FLAG_AT)[0] & wire.FLAG_BORNHOST_V6
+    return int(_I64_AT(raw, wire.STORE_TIMESTAMP_AT + (12 if v6 else 0))[0])
+
+
+def _entry_time(ts: int) -> int:
+    return min(max(ts, 0), _TIME_MAX)
+
+
 def index_entries(
     txn: lmdb.Transaction[bytes],
     payloads: lmdb._Database,
     units: list[list[int]],
     topic: bytes,
-    ts: bytes,
-) -> tuple[list[bytes], int]:
-    """The key_index keys of a `messages_stored` record's messages, in order, and the first
-    physical offset that has any (-1: none).
+) -> list[tuple[bytes, bytes]]:
+    """The key_hash (bucket, entry) pairs of a `messages_stored` record's messages, in order.
 
-    `topic` is the topic's bytes and a NUL, `ts` the record's store time as a key part
-    (`_time`); each message's bytes are read at its physical offset in `payloads`.
+    `topic` is the topic's bytes and a NUL; each message's bytes are read at
+    its physical offset in `payloads`. A message without bytes (expired
+    before the index was built: a replay copies the surviving bytes only) or
+    a rolled-back transaction message (B-201) has none.
     """
     get, pack = txn.get, U64.pack
-    written: list[bytes] = []
-    first = -1
+    written: list[tuple[bytes, bytes]] = []
+    seed = zlib.crc32(topic)
     for phy, _, _ in units:
-        phy_key = pack(phy)
-        raw = get(phy_key, None, payloads)
+        raw = get(pack(phy), None, payloads)
         if raw is None:
-            continue  # expired before the index was built (a replay copies the surviving bytes)
+            continue
         keys, uniq, sys_flag = message_keys(raw)
         if sys_flag & _TRANSACTION_MASK == _ROLLBACK:
             continue  # IndexService skips a rolled-back transaction message (B-201)
-        tail = ts + phy_key
-        for token in ([uniq] if uniq else []) + key_tokens(keys):  # UNIQ_KEY first, then KEYS
-            prefix = topic + token + b"\x00"
-            written.append((prefix if len(prefix) <= _MAX_PREFIX else _digest(prefix)) + tail)
-        if first < 0 and written:
-            first = phy
-    return written, first
+        tokens = ([uniq] if uniq else []) + key_tokens(keys)  # UNIQ_KEY first, then KEYS
+        if not tokens:
+            continue
+        if phy >= _PHY_LIMIT:
+            raise ValueError(f"physical offset {phy} past the key index's 48 bits")
+        tail = (_entry_time(store_time(raw)) << 48) | phy
+        for token in tokens:
+            near = zlib.crc32(token[: max(len(token) - NEIGHBOURS, 0)], seed)
+            entry = ((zlib.crc32(token, seed) & 0xFFFF) << 96) | tail
+            written.append((BUCKET.pack(near >> 16), entry.to_bytes(ENTRY_SIZE, "big")))
+    return written
 
 
-def pack_entries(keys: list[bytes]) -> bytes:
-    """A key_expiry value: each index key after its length (2 bytes)."""
-    pack = _ENTRY.pack
-    return b"".join([pack(len(key)) + key for key in keys])
+# the pure-Python function that has a compiled twin (es_broker/projections/_speedups.pyx)
+REFERENCE = {"index_entries": index_entries}
 
 
-# the pure-Python functions that have a compiled twin (es_broker/projections/_speedups.pyx)
-REFERENCE = {"index_entries": index_entries, "pack_entries": pack_entries}
+class _Payloads:
+    """One message's bytes at its offset, as index_entries reads a transaction."""
+
+    __slots__ = ("key", "raw")
+
+    def __init__(self, phy: int, raw: bytes) -> None:
+        self.key, self.raw = U64.pack(phy), raw
+
+    def get(self, key: bytes, default: None = None, db: object = None) -> bytes | None:
+        return self.raw if key == self.key else default
+
+
+def payload_entries(phy: int, raw: bytes) -> list[tuple[bytes, bytes]]:
+    """The key_hash pairs of stored message bytes at phy, their topic read from the bytes."""
+    try:
+        _, topic_at, start, _ = wire.property_span(raw)
+    except (IndexError, ValueError, struct.error):
+        return []
+    topic = bytes(raw[topic_at : start - 2]) + b"\x00"
+    return index_entries(_Payloads(phy, raw), None, [[phy, 0, 0]], topic)  # type: ignore[arg-type]
 
 
 class KeyIndexProjection:
     name = "key_index"
-    databases = ("key_index", "key_expiry", "key_meta")
+    databases = ("key_hash",)
+    dupsort = frozenset({"key_hash"})
 
     def bind(self, log: RecordLog) -> None:
-        self.index_db = log.db("key_index")
-        self.expiry_db = log.db("key_expiry")
-        self.meta_db = log.db("key_meta")
+        self.index_db = log.db("key_hash")
         self.payloads = log.commitlog_db
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
@@ -184,56 +215,85 @@ class KeyIndexProjection:
 
     def _index(self, txn: lmdb.Transaction[bytes], record: MessagesStoredRecord) -> None:
         topic = record["topic"].encode() + b"\x00"
-        written, first = index_entries(
-            txn, self.payloads, record["units"], topic, _time(record["ts"])
-        )
-        if first >= 0:
-            txn.cursor(db=self.index_db).putmulti([(key, b"") for key in written])
-            txn.put(U64.pack(first), pack_entries(written), db=self.expiry_db)
+        written = index_entries(txn, self.payloads, record["units"], topic)
+        if written:
+            txn.cursor(db=self.index_db).putmulti(written, dupdata=True)
 
     def _expire(self, txn: lmdb.Transaction[bytes], phy_min: int) -> None:
-        cur = txn.cursor(db=self.expiry_db)
-        while cur.first() and U64.unpack(cur.key())[0] < phy_min:
-            kept: list[bytes] = []
-            for key in _parse_entries(cur.value()):
-                if U64.unpack(key[-8:])[0] < phy_min:
-                    txn.delete(key, db=self.index_db)
-                else:
-                    kept.append(key)
-            cur.delete()
-            if kept:  # a record cut by phyMin: its surviving keys stay, under their first offset
-                first = min(U64.unpack(key[-8:])[0] for key in kept)
-                txn.put(U64.pack(first), pack_entries(kept), db=self.expiry_db)
+        """Delete the entries of the message bytes below phy_min, still there (read before the
+        commit log's projection deletes them)."""
+        delete, db = txn.delete, self.index_db
+        for key, raw in txn.cursor(db=self.payloads):
+            phy = int.from_bytes(key, "big")
+            if phy >= phy_min:
+                break
+            for bucket, entry in payload_entries(phy, raw):
+                delete(bucket, entry, db=db)
 
-    # ------------------------------------------------------------------ building
-    def is_built(self, txn: lmdb.Transaction[bytes]) -> bool:
-        return self.meta_db is not None and txn.get(_BUILT, db=self.meta_db) is not None
+    def rebuild(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Build key_hash from every message's bytes in the commit log.
 
-    def ensure_built(self, log: RecordLog) -> bool:
-        """Index a log written before this projection existed, once; True if it had to.
-
-        A marker says the index covers the log, so a start reads one key. The
-        build is one write transaction: a crash leaves no index (and no
-        marker) or a complete one.
+        What the records' application builds, as the bytes are all it reads
+        (store format 2's upgrade, and a snapshot older than it).
         """
-        with log.env.begin() as txn:
-            if self.is_built(txn):
-                return False
-        while True:
-            try:
-                with log.env.begin(write=True) as txn:
-                    for db in (self.index_db, self.expiry_db):
-                        txn.drop(db, delete=False)
-                    for key, raw in txn.cursor(db=log.log_db):
-                        record = records.unpack(raw)
-                        if record["type"] in (MESSAGES_STORED, COMMITLOG_EXPIRED):
-                            self.apply(txn, records.key_seq(key), record)
-                    txn.put(_BUILT, b"1", db=self.meta_db)
-                return log.last_seq > 0
-            except lmdb.MapFullError:
-                log.env.set_mapsize(log.env.info()["map_size"] * 2)
+        txn.drop(self.index_db, delete=False)
+        put, db = txn.put, self.index_db
+        for key, raw in txn.cursor(db=self.payloads):
+            for bucket, entry in payload_entries(int.from_bytes(key, "big"), raw):
+                put(bucket, entry, dupdata=True, db=db)
 
     # ------------------------------------------------------------------ reads
+    def _candidates(
+        self,
+        txn: lmdb.Transaction[bytes],
+        topic: bytes,
+        key: bytes,
+        begin: int = 0,
+        end: int = _TIME_MAX,
+        *,
+        newest_first: bool,
+    ) -> Iterator[tuple[int, bytes]]:
+        """(physical offset, stored bytes) of the bucket's entries whose hash is key's and whose
+        store time lies in [begin, end] (clamped to the entries' 48 bits), in (time, offset) order.
+
+        The entries of one hash are adjacent: a seek finds the newest (or oldest) of them, so a
+        lookup reads its own candidates only, however full the bucket.
+        """
+        if self.index_db is None:  # a read-only view of an old directory
+            return
+        bucket, low16 = key_hash(topic, key)
+        low = low16.to_bytes(2, "big")
+        first, last = _entry_time(begin), _entry_time(end)
+        cur = txn.cursor(db=self.index_db)
+        if newest_first:
+            if not cur.set_range_dup(
+                bucket, low + (last << 48 | _PHY_LIMIT - 1).to_bytes(12, "big")
+            ):
+                if not cur.set_key(bucket):
+                    return
+                cur.last_dup()
+            entries = cur.iterprev_dup(keys=False)
+        else:
+            if not cur.set_range_dup(bucket, low + (first << 48).to_bytes(12, "big")):
+                return
+            entries = cur.iternext_dup(keys=False)
+        get, payloads = txn.get, self.payloads
+        for entry in entries:
+            if entry[:2] != low:
+                if (entry[:2] < low) == newest_first:
+                    return  # past this hash's entries in the walk's direction
+                continue
+            value = int.from_bytes(entry[2:], "big")
+            t = value >> 48
+            if t > last or t < first:
+                if (t < first) == newest_first:
+                    return
+                continue
+            phy = value & (_PHY_LIMIT - 1)
+            raw = get(U64.pack(phy), db=payloads)
+            if raw is not None:
+                yield phy, raw
+
     def newest(
         self, txn: lmdb.Transaction[bytes], topic: str, key: str, begin: int, end: int, limit: int
     ) -> list[int]:
@@ -242,24 +302,13 @@ class KeyIndexProjection:
         Newest first (store time, then physical offset), each checked against
         the stored message (B-200, B-203).
         """
-        # None: a read-only view of an old log
-        if limit <= 0 or begin > end or self.index_db is None:
+        if limit <= 0 or begin > end:
             return []
         topic_b, key_b = topic.encode(), key.encode()
-        prefix = key_prefix(topic_b, key_b)
-        plen = len(prefix)
-        size, low = plen + _TAIL, _time(begin)
         found: list[int] = []
-        get, payloads = txn.get, self.payloads
-        stop = prefix + _time(end) + b"\xff" * 8
-        for entry in prefixed_keys(txn, self.index_db, prefix, stop=stop, reverse=True):
-            if len(entry) != size:
-                continue  # another key whose bytes continue this prefix
-            if entry[plen : plen + 8] < low:
-                break
-            raw = get(entry[-8:], db=payloads)
-            if raw is not None and matches(raw, topic_b, key_b):
-                found.append(U64.unpack(entry[-8:])[0])
+        for phy, raw in self._candidates(txn, topic_b, key_b, begin, end, newest_first=True):
+            if matches(raw, topic_b, key_b) and begin <= store_time(raw) <= end:
+                found.append(phy)
                 if len(found) >= limit:
                     break
         return found
@@ -268,35 +317,17 @@ class KeyIndexProjection:
         self, txn: lmdb.Transaction[bytes], topic: str, uniq: str
     ) -> int | None:
         """Physical offset of the oldest message of topic whose UNIQ_KEY is uniq."""
-        if self.index_db is None:
-            return None
         topic_b, uniq_b = topic.encode(), uniq.encode()
-        prefix = key_prefix(topic_b, uniq_b)
-        size = len(prefix) + _TAIL
-        for entry in prefixed_keys(txn, self.index_db, prefix):
-            if len(entry) != size:
-                continue
-            raw = txn.get(entry[-8:], db=self.payloads)
-            if raw is not None and matches(raw, topic_b, uniq_b, uniq_only=True):
-                physical_offset: int = U64.unpack(entry[-8:])[0]
-                return physical_offset
+        for phy, raw in self._candidates(txn, topic_b, uniq_b, newest_first=False):
+            if matches(raw, topic_b, uniq_b, uniq_only=True):
+                return phy
         return None
 
-    def entries(self, txn: lmdb.Transaction[bytes]) -> Iterator[bytes]:
-        """Every key_index key, in order (tests and diagnostics)."""
-        yield from txn.cursor(db=self.index_db).iternext(keys=True, values=False)
-
-
-def _parse_entries(value: bytes) -> Iterator[bytes]:
-    p = 0
-    while p < len(value):
-        (size,) = _ENTRY.unpack_from(value, p)
-        p += _ENTRY.size
-        yield bytes(value[p : p + size])
-        p += size
+    def entries(self, txn: lmdb.Transaction[bytes]) -> Iterator[tuple[bytes, bytes]]:
+        """Every (bucket, entry) of key_hash, in order (tests and diagnostics)."""
+        yield from txn.cursor(db=self.index_db).iternext()
 
 
 _compiled = compiled.load("es_broker.projections._speedups")
 if _compiled is not None:
     index_entries = _compiled.index_entries  # noqa: F811
-    pack_entries = _compiled.pack_entries  # noqa: F811

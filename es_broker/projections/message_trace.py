@@ -14,19 +14,30 @@ remove those), so a replay rebuilds it byte for byte:
   checks and its rollback (`transaction_checked`, `transaction_ended`) link
   from it only; a reply (`reply_pushed`) links from its request, when the
   broker stored the request, to the reply stored in the reply topic.
-- `trace_deliveries`: (topic, queue, queue offset, seq) for every message a
-  `messages_delivered` record handed to a consumer.
+- `trace_pulls`: one entry per `messages_delivered` record (B-472): key
+  (topic, queue, first offset, seq), value the number of messages when the
+  offsets it handed out are contiguous (4 bytes), else each offset's distance
+  from the first; and per queue (topic, queue) -> the widest span of offsets
+  one record covered. A lookup by offset reads the entries whose first offset
+  lies within that span before it: at most one pull's span, not one entry per
+  message per group. Retention drops the entries whose every offset is below
+  the queue's new minimum (the records stay in the log).
+
+A directory in store format 2 or older kept `trace_deliveries`, an entry per
+message per delivery; the upgrade to format 3 groups its entries by record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import lmdb
 
 from es_broker.log import Record, RecordLog
-from es_broker.log.scan import prefixed, prefixed_keys
+from es_broker.log.scan import prefixed
 from es_broker.log.types import (
+    CommitlogExpired,
     DeadLetterRedriven,
     DelayedMessageSkipped,
     MessagesDeliveredRecord,
@@ -37,8 +48,9 @@ from es_broker.log.types import (
     TransactionChecked,
     TransactionEnded,
 )
-from es_broker.projections.keys import I64, U64, queue_key, unit_key
+from es_broker.projections.keys import I64, U32, U64, queue_key
 
+COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
 DEAD_LETTER_REDRIVEN = RecordType.DEAD_LETTER_REDRIVEN
 DELAYED_MESSAGE_SKIPPED = RecordType.DELAYED_MESSAGE_SKIPPED
 MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED
@@ -51,16 +63,17 @@ TRANSACTION_ENDED = RecordType.TRANSACTION_ENDED
 
 FROM = b"from"
 TO = b"to"
+LEGACY_DATABASES = ("trace_deliveries",)  # store format 2 and before
 
 
 class MessageTraceProjection:
     name = "message_trace"
-    databases = ("trace_stored", "trace_links", "trace_deliveries")
+    databases = ("trace_stored", "trace_links", "trace_pulls")
 
     def bind(self, log: RecordLog) -> None:
         self.stored = log.db("trace_stored")
         self.links = log.db("trace_links")
-        self.deliveries = log.db("trace_deliveries")
+        self.pulls = log.db("trace_pulls")
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
@@ -78,14 +91,10 @@ class MessageTraceProjection:
                 self._link(txn, first, seq, TO)
         elif kind == MESSAGES_DELIVERED:
             delivered: MessagesDeliveredRecord = record  # type: ignore[assignment]
-            prefix, suffix, pack_offset = (
-                queue_key(delivered["topic"], delivered["queue_id"]),
-                U64.pack(seq),
-                U64.pack,
-            )
-            txn.cursor(db=self.deliveries).putmulti(
-                [(prefix + pack_offset(offset) + suffix, b"") for offset in delivered["offsets"]]
-            )
+            offsets = delivered["offsets"]
+            if offsets:
+                key = queue_key(delivered["topic"], delivered["queue_id"])
+                self._delivered(txn, key, sorted(set(offsets)), seq)
         elif kind in (MESSAGE_SENT_BACK, DEAD_LETTER_REDRIVEN):
             back = (
                 MessageSentBack.from_record(record)
@@ -106,6 +115,49 @@ class MessageTraceProjection:
             if reply.request_phy is not None:
                 self._link(txn, reply.request_phy, seq, FROM)
                 self._link(txn, reply.reply_phy, seq, TO)
+        elif kind == COMMITLOG_EXPIRED:
+            self.expire(txn, CommitlogExpired.from_record(record).queues)
+
+    def _delivered(
+        self, txn: lmdb.Transaction[bytes], queue: bytes, offsets: list[int], seq: int
+    ) -> None:
+        """The entry of a delivery of `offsets` (ascending, distinct) of a queue, and its span."""
+        first, span = offsets[0], offsets[-1] - offsets[0]
+        txn.put(queue + U64.pack(first) + U64.pack(seq), delivered_value(offsets), db=self.pulls)
+        widest = txn.get(queue, db=self.pulls)
+        if widest is None or U64.unpack(widest)[0] < span:
+            txn.put(queue, U64.pack(span), db=self.pulls)
+
+    def expire(self, txn: lmdb.Transaction[bytes], queues: list[Any]) -> None:
+        """Drop the delivery entries whose every offset is below the queue's new minimum."""
+        for topic, queue_id, _, new_min in queues:
+            queue = queue_key(topic, queue_id)
+            cur = txn.cursor(db=self.pulls)
+            if not cur.set_range(queue + U64.pack(0)):
+                continue
+            qlen = len(queue)
+            while True:
+                key = cur.key()
+                if key[:qlen] != queue or len(key) != qlen + 16:
+                    break
+                first = U64.unpack_from(key, qlen)[0]
+                if first >= new_min:
+                    break
+                if first + delivered_offsets(cur.value())[-1] < new_min:
+                    if not cur.delete():
+                        break
+                elif not cur.next():
+                    break
+
+    def convert(self, txn: lmdb.Transaction[bytes], legacy: Any) -> None:
+        """Write trace_pulls from an older directory's trace_deliveries (grouped by record)."""
+        txn.drop(self.pulls, delete=False)
+        grouped: dict[tuple[bytes, int], list[int]] = {}
+        for key in txn.cursor(db=legacy).iternext(keys=True, values=False):
+            queue, offset, seq = key[:-16], U64.unpack(key[-16:-8])[0], U64.unpack(key[-8:])[0]
+            grouped.setdefault((bytes(queue), seq), []).append(offset)
+        for (queue, seq), offsets in sorted(grouped.items(), key=lambda item: item[0][1]):
+            self._delivered(txn, queue, sorted(offsets), seq)
 
     def _link(self, txn: lmdb.Transaction[bytes], phy: int, seq: int, role: bytes) -> None:
         txn.put(I64.pack(phy) + U64.pack(seq), role, db=self.links)
@@ -127,9 +179,39 @@ class MessageTraceProjection:
     def deliveries_of(
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offset: int
     ) -> Iterator[int]:
-        """Seqs of the `messages_delivered` records that handed out (topic, queue, offset)."""
-        prefix = unit_key(topic, queue_id, offset)
-        for key in prefixed_keys(txn, self.deliveries, prefix):
-            if len(key) != len(prefix) + 8:
-                return
-            yield U64.unpack(key[-8:])[0]
+        """Seqs of the `messages_delivered` records that handed out (topic, queue, offset), in order."""
+        if self.pulls is None:  # a read-only view of a directory in an older store format
+            return
+        queue = queue_key(topic, queue_id)
+        widest = txn.get(queue, db=self.pulls)
+        if widest is None or offset < 0:
+            return
+        qlen, start = len(queue), max(offset - U64.unpack(widest)[0], 0)
+        found = []
+        for key, value in prefixed(
+            txn, self.pulls, queue, start=queue + U64.pack(start), stop=queue + U64.pack(offset + 1)
+        ):
+            if len(key) == qlen + 16 and offset - U64.unpack_from(key, qlen)[
+                0
+            ] in delivered_offsets(value):
+                found.append(U64.unpack_from(key, qlen + 8)[0])
+        yield from sorted(found)
+
+
+def delivered_value(offsets: list[int]) -> bytes:
+    """A trace_pulls value: the count of contiguous offsets, else a tag and each one's distance
+    from the first (4 bytes each, or 8 when one is 2**32 or more)."""
+    first, last = offsets[0], offsets[-1]
+    if last - first + 1 == len(offsets):
+        return U32.pack(len(offsets))
+    if last - first < 1 << 32:
+        return b"\x00" + b"".join(U32.pack(o - first) for o in offsets)
+    return b"\x01" + b"".join(U64.pack(o - first) for o in offsets)
+
+
+def delivered_offsets(value: bytes) -> range | list[int]:
+    """The distances from the first offset that a trace_pulls value holds, ascending."""
+    if len(value) == 4:
+        return range(U32.unpack(value)[0])
+    step = 4 if value[0] == 0 else 8
+    return [int.from_bytes(value[i : i + step], "big") for i in range(1, len(value), step)]

@@ -41,8 +41,8 @@ import lmdb
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.scan import prefixed
 from es_broker.log.types import MessagesDeliveredRecord, MessagesStoredRecord, RecordType
-from es_broker.projections.consume_queue import UNIT
-from es_broker.projections.keys import U64, unit_key
+from es_broker.projections.consume_queue import ConsumeQueueProjection
+from es_broker.projections.keys import U64
 
 MESSAGES_STORED = RecordType.MESSAGES_STORED
 MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED
@@ -118,7 +118,8 @@ class StatsProjection:
     def bind(self, log: RecordLog) -> None:
         self.total_db = log.db("stats_total")
         self.minute_db = log.db("stats_minute")
-        self.cq_db = log.db("cq")
+        # the consume queue, applied before: the delivered messages' sizes
+        self.cq = next(p for p in log.projections if isinstance(p, ConsumeQueueProjection))
 
     def is_built(self, txn: lmdb.Transaction[bytes], last_seq: int) -> bool:
         """False for a log written before these counts existed (seq 1 always writes BUILT)."""
@@ -151,11 +152,7 @@ class StatsProjection:
         elif kind == MESSAGES_DELIVERED:
             delivered: MessagesDeliveredRecord = record  # type: ignore[assignment]
             topic, qid = delivered["topic"], delivered["queue_id"]
-            size = 0
-            for offset in delivered["offsets"]:
-                raw = txn.get(unit_key(topic, qid, offset), db=self.cq_db)
-                if raw is not None:
-                    size += UNIT.unpack(raw)[1]
+            size = self.cq.sizes(txn, topic, qid, delivered["offsets"])
             n, minute = len(delivered["offsets"]), delivered["ts"] // MINUTE_MS
             name = f"{topic}@{delivered['group']}".encode()
             self._add(txn, GROUP_GET + name, minute, n, size)

@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # SQLAlchemy is imported where an engine is made: `serve` asks default_url only
+    from alembic.config import Config
     from sqlalchemy import Engine
+    from sqlalchemy.engine.interfaces import DBAPIConnection
+    from sqlalchemy.pool import ConnectionPoolEntry
 
 SQLITE_NAME = "readmodel.sqlite"
 
@@ -30,7 +33,7 @@ def open_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_connection, _record) -> None:
+        def _pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             # a killed process loses nothing committed with NORMAL in WAL mode; only power loss could
@@ -59,7 +62,7 @@ def migrations_dir() -> Path:
     raise FileNotFoundError("the read model's Alembic migrations (migrations/) were not found")
 
 
-def alembic_config(url: str | None = None):
+def alembic_config(url: str | None = None) -> Config:
     from alembic.config import Config
 
     config = Config()

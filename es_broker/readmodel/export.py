@@ -38,7 +38,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from es_broker.log import Record, RecordLog
 from es_broker.readmodel.families import (
@@ -58,6 +58,9 @@ from es_broker.readmodel.quarantine import (
 )
 from es_broker.timetravel.timeparse import utc_day
 
+if TYPE_CHECKING:  # imported where it runs: export is the only user of pyarrow here
+    import pyarrow as pa
+
 CHECKPOINT = "_export_checkpoint.json"
 QUARANTINE = "_quarantine.jsonl"
 CHUNK = 200_000  # records per chunk: bounds memory, and a killed run redoes at most one chunk
@@ -71,7 +74,9 @@ class ExportResult:
     rows: dict[str, int]
     files: int
     seconds: float
-    quarantined: tuple[dict, ...] = ()  # the records this run could not export: seq, type, error
+    quarantined: tuple[
+        dict[str, Any], ...
+    ] = ()  # the records this run could not export: seq, type, error
 
     @property
     def rate(self) -> float:
@@ -110,14 +115,15 @@ class Layout:
         return self.out / family / node / f"day={day}"
 
 
-def read_checkpoint(out: Path, layout: Layout | None = None) -> dict:
+def read_checkpoint(out: Path, layout: Layout | None = None) -> dict[str, Any]:
     path = (layout or Layout(out)).checkpoint
     if path.exists():
-        return json.loads(path.read_text())
+        state: dict[str, Any] = json.loads(path.read_text())
+        return state
     return {"version": 1, "last_seq": 0, "max_ts": 0, "start_time": None}
 
 
-def _write_checkpoint(layout: Layout, state: dict) -> None:
+def _write_checkpoint(layout: Layout, state: dict[str, Any]) -> None:
     tmp = layout.checkpoint.with_name(layout.checkpoint.name + ".tmp")
     tmp.write_text(json.dumps(state, sort_keys=True))
     os.replace(tmp, layout.checkpoint)
@@ -142,15 +148,15 @@ def export(
     clock = RunningTime(state["max_ts"])
     totals: dict[str, int] = defaultdict(int)
     files = records = 0
-    quarantined: list[dict] = []
+    quarantined: list[dict[str, Any]] = []
     expected = first
     total = log.last_seq
     reader = log.read(first)
     try:
         while batch := list(itertools.islice(reader, chunk)):
             chunk_first = batch[0][0]
-            by_record: list[tuple[int, str, list[tuple[str, str, dict]]]] = []
-            bad: dict[int, dict] = {}
+            by_record: list[tuple[int, str, list[tuple[str, str, dict[str, Any]]]]] = []
+            bad: dict[int, dict[str, Any]] = {}
             for seq, record in batch:
                 if seq != expected:
                     raise ValueError(f"the log has a gap: expected record {expected}, found {seq}")
@@ -206,8 +212,8 @@ def export_records(
     out.mkdir(parents=True, exist_ok=True)
     layout = Layout(out)
     clock = RunningTime()
-    by_record: list[tuple[int, str, list[tuple[str, str, dict]]]] = []
-    bad: dict[int, dict] = {}
+    by_record: list[tuple[int, str, list[tuple[str, str, dict[str, Any]]]]] = []
+    bad: dict[int, dict[str, Any]] = {}
     for seq, record in batch:
         try:
             time = effective_time(clock, record)
@@ -244,7 +250,12 @@ def _with_columns(table: Any, columns: dict[str, str]) -> Any:
     return table
 
 
-def _write_tables(tables: dict, layout: Layout, chunk_first: int, totals: dict[str, int]) -> int:
+def _write_tables(
+    tables: dict[tuple[str, str], pa.Table],
+    layout: Layout,
+    chunk_first: int,
+    totals: dict[str, int],
+) -> int:
     """Write each (family, day) table as its chunk's part file, atomically; returns the files written."""
     import pyarrow.parquet as pq
 
@@ -260,18 +271,20 @@ def _write_tables(tables: dict, layout: Layout, chunk_first: int, totals: dict[s
 
 
 def _tables(
-    by_record: list[tuple[int, str, list[tuple[str, str, dict]]]], bad: dict[int, dict]
-) -> dict:
+    by_record: list[tuple[int, str, list[tuple[str, str, dict[str, Any]]]]],
+    bad: dict[int, dict[str, Any]],
+) -> dict[tuple[str, str], pa.Table]:
     """Arrow tables by (family, day); a record with a row that does not convert goes to `bad`, all its rows out."""
     import pyarrow as pa
 
     while True:
-        groups: dict[tuple[str, str], list[tuple[int, dict]]] = defaultdict(list)
+        groups: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = defaultdict(list)
         for seq, _type, rows in by_record:
             if seq not in bad:
                 for family, day, row in rows:
                     groups[(family, day)].append((seq, row))
-        tables, refused = {}, False
+        tables: dict[tuple[str, str], pa.Table] = {}
+        refused = False
         for (family, day), grouped in groups.items():
             schema = arrow_schema(FAMILIES[family])
             try:
@@ -294,7 +307,7 @@ def _tables(
             return tables
 
 
-def _failure(seq: int, record: dict, exc: BaseException) -> dict:
+def _failure(seq: int, record: dict[str, Any], exc: BaseException) -> dict[str, Any]:
     return {
         "seq": seq,
         "type": str(record.get("type")),
@@ -304,7 +317,7 @@ def _failure(seq: int, record: dict, exc: BaseException) -> dict:
     }
 
 
-def _quarantine(path: Path, failures: list[dict]) -> list[dict]:
+def _quarantine(path: Path, failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Append the failures not in the quarantine file yet (a redone chunk finds its own there)."""
     known = (
         {json.loads(line)["seq"] for line in path.read_text().splitlines() if line}
@@ -318,7 +331,7 @@ def _quarantine(path: Path, failures: list[dict]) -> list[dict]:
     return failures
 
 
-def read_quarantine(out: str | Path) -> list[dict]:
+def read_quarantine(out: str | Path) -> list[dict[str, Any]]:
     """Every record an export into `out` quarantined, by seq."""
     path = Path(out) / QUARANTINE
     if not path.exists():

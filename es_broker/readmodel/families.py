@@ -22,7 +22,7 @@ import base64
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
@@ -33,6 +33,12 @@ from es_broker.log.types import (
     OffsetCommittedRecord,
     RecordType,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# one SQL row (or Parquet row) of a family table: column name -> value
+Row = dict[str, Any]
 
 COMMON = (
     ("seq", "long"),
@@ -359,7 +365,7 @@ def to_json(value: Any) -> str:
 
 
 def from_json(text: str) -> Any:
-    def hook(obj: dict) -> Any:
+    def hook(obj: dict[str, Any]) -> Any:
         return base64.b64decode(obj["$b64"]) if obj.keys() == {"$b64"} else obj
 
     return json.loads(text, object_hook=hook)
@@ -450,7 +456,7 @@ def _first(record: Record, *names: str, default: Any = None) -> Any:
     return default
 
 
-def _offsets(record: Record) -> list[dict]:
+def _offsets(record: Record) -> list[Row]:
     used = {"group", "topic", "queue_id", "offset", "old", "cause", "requester"}
     extra = _extra(record, used) if record["type"] == RecordType.OFFSET_COMMITTED else None
     return [
@@ -469,7 +475,7 @@ def _offsets(record: Record) -> list[dict]:
     ]
 
 
-def _resets(record: Record) -> list[dict]:
+def _resets(record: Record) -> list[Row]:
     names = (
         "group",
         "topic",
@@ -497,7 +503,7 @@ def _resets(record: Record) -> list[dict]:
     return [row]
 
 
-def _topics(record: Record) -> list[dict]:
+def _topics(record: Record) -> list[Row]:
     config = record.get("config") or {}
     return [
         {
@@ -514,7 +520,7 @@ def _topics(record: Record) -> list[dict]:
     ]
 
 
-def _groups(record: Record) -> list[dict]:
+def _groups(record: Record) -> list[Row]:
     config = record.get("config")
     return [
         {
@@ -527,7 +533,7 @@ def _groups(record: Record) -> list[dict]:
     ]
 
 
-def _messages(record: Record) -> list[dict]:
+def _messages(record: Record) -> list[Row]:
     stored: MessagesStoredRecord = record  # type: ignore[assignment]
     units = stored["units"]
     return [
@@ -548,7 +554,7 @@ def _messages(record: Record) -> list[dict]:
     ]
 
 
-def _deliveries(record: Record) -> list[dict]:
+def _deliveries(record: Record) -> list[Row]:
     view: MessagesDeliveredRecord = record  # type: ignore[assignment]
     delivered = list(view.get("offsets") or ())
     return [
@@ -568,7 +574,7 @@ def _deliveries(record: Record) -> list[dict]:
     ]
 
 
-def _queries(record: Record) -> list[dict]:
+def _queries(record: Record) -> list[Row]:
     names = (
         "group",
         "topic",
@@ -584,7 +590,7 @@ def _queries(record: Record) -> list[dict]:
     return [{**{n: record.get(n) for n in names}, "extra": _extra(record, set(names))}]
 
 
-def _correction(**fields: Any) -> dict:
+def _correction(**fields: Any) -> Row:
     names = (
         "kind",
         "group",
@@ -603,7 +609,7 @@ def _correction(**fields: Any) -> dict:
     return {n: fields.get(n) for n in names}
 
 
-def _corrections(record: Record) -> list[dict]:
+def _corrections(record: Record) -> list[Row]:
     kind = record["type"]
     if kind == RecordType.PULL_OFFSET_MOVED:
         status, offset, nxt = record.get("status"), record.get("offset"), record.get("next_offset")
@@ -691,7 +697,7 @@ def _corrections(record: Record) -> list[dict]:
     return rows
 
 
-def _send_backs(record: Record) -> list[dict]:
+def _send_backs(record: Record) -> list[Row]:
     """message_sent_back (B-90): `topic` is the original topic (RETRY_TOPIC), `decision` retry, dlq or dropped."""
     target = _first(record, "target_topic", "to_topic")
     decision = record.get("decision")
@@ -725,7 +731,7 @@ def _send_backs(record: Record) -> list[dict]:
     ]
 
 
-def _dead_letters(record: Record) -> list[dict]:
+def _dead_letters(record: Record) -> list[Row]:
     topic = record.get("topic") or ""
     group = _first(record, "group", "consumer_group")
     if group is None and topic.startswith(DLQ_PREFIX):
@@ -745,7 +751,7 @@ def _dead_letters(record: Record) -> list[dict]:
     ]
 
 
-def _queue_locks(record: Record) -> list[dict]:
+def _queue_locks(record: Record) -> list[Row]:
     """queue_locks_changed: one row per queue whose owner changed."""
     extra = _extra(record, {"group", "client", "cause", "max_live_ms", "changes"})
     return [
@@ -766,7 +772,7 @@ def _queue_locks(record: Record) -> list[dict]:
     ]
 
 
-def _acl_changes(record: Record) -> list[dict]:
+def _acl_changes(record: Record) -> list[Row]:
     """acl_loaded: one row per account of the load (one row without an account when it has none)."""
     extra = _extra(
         record,
@@ -827,7 +833,7 @@ def _acl_changes(record: Record) -> list[dict]:
     ]
 
 
-def _access_denials(record: Record) -> list[dict]:
+def _access_denials(record: Record) -> list[Row]:
     """access_denied: one row per (who, host, code) of the summary."""
     extra = _extra(
         record, {"listener", "window_from", "window_to", "interval_s", "acl_version", "rows"}
@@ -847,7 +853,7 @@ def _access_denials(record: Record) -> list[dict]:
 
 
 def lock_holder_at(
-    rows: list[dict], group: str, topic: str, queue_id: int, at: int, broker_name: str | None = None
+    rows: list[Row], group: str, topic: str, queue_id: int, at: int, broker_name: str | None = None
 ) -> str | None:
     """Who held a queue of a group at time `at`, from `queue_locks` rows (None: nobody, as far as recorded).
 
@@ -891,7 +897,7 @@ def _is_dead_letter(kind: str, record: Record) -> bool:
     )
 
 
-_BY_TYPE: dict[str, list[tuple[str, Callable[[Record], list[dict]]]]] = {
+_BY_TYPE: dict[str, list[tuple[str, Callable[[Record], list[Row]]]]] = {
     RecordType.OFFSET_COMMITTED: [("offsets", _offsets)],
     RecordType.RESET_REQUESTED: [("resets", _resets), ("offsets", _offsets)],
     RecordType.TOPIC_UPDATED: [("topics", _topics)],
@@ -916,7 +922,7 @@ _BY_TYPE: dict[str, list[tuple[str, Callable[[Record], list[dict]]]]] = {
 
 def rows_of(
     seq: int, record: Record, time: int, source: Source = DEFAULT_SOURCE
-) -> Iterator[tuple[str, dict]]:
+) -> Iterator[tuple[str, Row]]:
     """(family, row) for every row a record makes; each row has the common columns filled."""
     kind = record["type"]
     common = {
@@ -949,7 +955,7 @@ def rows_of(
 RECORDS = Family("records", (("v", "int"), ("body", "json")), "every record, as JSON")
 
 
-def record_row(seq: int, record: Record, time: int, source: Source = DEFAULT_SOURCE) -> dict:
+def record_row(seq: int, record: Record, time: int, source: Source = DEFAULT_SOURCE) -> Row:
     """The generic row of a record."""
     return {
         "seq": seq,
@@ -967,7 +973,7 @@ def record_row(seq: int, record: Record, time: int, source: Source = DEFAULT_SOU
 # ---------------------------------------------------------------------- schemas
 
 
-def arrow_schema(family: Family):
+def arrow_schema(family: Family) -> pa.Schema:
     """The Parquet schema of a family (pyarrow is imported only here)."""
     import pyarrow as pa
 

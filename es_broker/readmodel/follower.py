@@ -36,6 +36,7 @@ from es_broker.log import Record, RecordLog
 from es_broker.readmodel import db
 from es_broker.readmodel.families import (
     DEFAULT_SOURCE,
+    Row,
     RunningTime,
     Source,
     record_row,
@@ -82,7 +83,7 @@ class LogGap(Exception):
 
 def table_rows(
     source: str, seq: int, record: Record, time: int, src: Source
-) -> dict[str, list[dict]]:
+) -> dict[str, list[Row]]:
     """The SQL rows of one record, by table name (records, the family tables, reset_queues)."""
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     out[RecordRow.__tablename__].append(
@@ -218,7 +219,7 @@ class Follower:
                 self.position = last
                 return 0
             clock = RunningTime(running)
-            tables: dict[str, list[dict]] = defaultdict(list)
+            tables: dict[str, list[Row]] = defaultdict(list)
             failed: list[tuple[int, Record, int, BaseException]] = []
             position = last
             for seq, record in batch:

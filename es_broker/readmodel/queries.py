@@ -8,13 +8,23 @@ each queue's offset is the `new` of its latest change by seq, its max the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from sqlalchemy import Connection, and_, func, select
 
 from es_broker.readmodel.models import Checkpoint, OffsetChangeRow, QueueAppendRow
 from es_broker.timetravel.query import QueueOffsetAt, persist_tick
 
+if TYPE_CHECKING:
+    from sqlalchemy import Row
 
-def _latest_offsets(conn: Connection, source: str, at: int, group: str | None, topic: str | None):
+    # an offset_changes row as selected below (group, topic, queue_id, new, seq, time, ...)
+    ChangeRow = Row[*tuple[Any, ...]]
+
+
+def _latest_offsets(
+    conn: Connection, source: str, at: int, group: str | None, topic: str | None
+) -> dict[tuple[str, str, int], ChangeRow]:
     oc = OffsetChangeRow.__table__
     where = [oc.c.source == source, oc.c.time <= at]
     if group is not None:
@@ -91,7 +101,7 @@ def offsets_at(
     """The offset table at `at`, with each queue's max and lag then; durable values on request (B-133)."""
     current = _latest_offsets(conn, source, at, group, topic)
     tops = _queue_max(conn, source, at, topic)
-    kept: dict = {}
+    kept: dict[tuple[str, str, int], ChangeRow] = {}
     if durable:
         start = conn.execute(
             select(Checkpoint.start_time).where(Checkpoint.source == source)

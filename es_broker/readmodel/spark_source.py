@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -35,7 +35,12 @@ from es_broker.readmodel.families import (
 )
 from es_broker.timetravel.timeparse import utc_day
 
+if TYPE_CHECKING:  # imported where it runs: on the Spark workers
+    import lmdb
+
 _U64 = 8
+# the log's databases by name; None: not in this data directory
+Databases = dict[str, "lmdb._Database | None"]
 
 
 def _family(name: str) -> Family:
@@ -46,7 +51,7 @@ def _family(name: str) -> Family:
     return FAMILIES[name]
 
 
-def _open(data_dir: str):
+def _open(data_dir: str) -> tuple[lmdb.Environment, Databases]:
     import lmdb
 
     path = Path(data_dir) / "lmdb"
@@ -124,7 +129,7 @@ class EsBrokerReader(DataSourceReader):
         finally:
             env.close()
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         from es_broker.log import records
 
         if not isinstance(partition, LogRange):  # Spark hands back what partitions() gave
@@ -156,7 +161,9 @@ class EsBrokerReader(DataSourceReader):
             env.close()
 
 
-def _records(txn, dbs, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+def _records(
+    txn: lmdb.Transaction[bytes], dbs: Databases, first: int, last: int
+) -> Iterator[tuple[int, bytes]]:
     """(seq, raw) of records first..last: from the archive's sealed segments (B-409), then the hot log."""
     sealed_upto = 0
     if dbs["history_segments"] is not None:
@@ -182,7 +189,7 @@ def _records(txn, dbs, first: int, last: int) -> Iterator[tuple[int, bytes]]:
         yield seq, raw
 
 
-def _time_before(txn, seq_db, first: int) -> int:
+def _time_before(txn: lmdb.Transaction[bytes], seq_db: lmdb._Database, first: int) -> int:
     """Effective time after record first - 1 (0 before the first record)."""
     if first <= 1:
         return 0

@@ -46,7 +46,7 @@ LOCK_EXPIRY_PERIOD = 10.0  # s between passes releasing lapsed queue locks (at m
 
 def _consumer_dict(consumer: ConsumerData) -> dict[str, Any]:
     """A heartbeat's consumer as the client registry keeps it: Java's fields, enums by name."""
-    data = fastjson.loads(consumer.encode())
+    data: dict[str, Any] = fastjson.loads(consumer.encode())
     for key, value, choices in (
         ("consumeFromWhere", consumer.consume_from_where, requests.CONSUME_FROM_WHERE),
         ("messageModel", consumer.message_model, requests.MESSAGE_MODEL),

@@ -428,7 +428,9 @@ class MetricsExporter:
     """The HTTP server thread of /metrics and the registry it serves."""
 
     def __init__(self, server: BrokerServer) -> None:
-        disable_created_metrics()  # no `_created` series: promtool and RocketMQ 5 have none
+        # no `_created` series: promtool and RocketMQ 5 have none (prometheus_client leaves the
+        # function unannotated)
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(
             _Guarded(BrokerCollector(server, trio.lowlevel.current_trio_token()))

@@ -8,7 +8,7 @@ is <= t (B-132, see `es_broker.projections.time_index`), i.e. after log position
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +94,8 @@ class TimeTravel:
         if at < 0:
             return 0
         if cur.set_range(U64.pack(at + 1)):
-            return U64.unpack(cur.value())[0] - 1
+            following: int = U64.unpack(cur.value())[0]
+            return following - 1
         return self.store.log.last_seq if cur.last() else 0
 
     def time_of(self, txn: lmdb.Transaction[bytes], seq: int) -> int:
@@ -219,7 +220,16 @@ class TimeTravel:
         times = self._times_of(txn, [seq for seq, _ in merged])
         return [make(time) for (_, make), time in zip(merged, times, strict=True)]
 
-    def _changes(self, txn, prefix: bytes, topic: str, group: str, queue_id: int, lo: int, hi: int):
+    def _changes(
+        self,
+        txn: lmdb.Transaction[bytes],
+        prefix: bytes,
+        topic: str,
+        group: str,
+        queue_id: int,
+        lo: int,
+        hi: int,
+    ) -> Iterator[tuple[int, PendingEntry]]:
         for key, raw in prefixed(txn, self.history_db, prefix, start=prefix + U64.pack(lo)):
             if len(key) != len(prefix) + 8:
                 return
@@ -244,11 +254,13 @@ class TimeTravel:
                 ),
             )
 
-    def _removed(self, txn, history_key: bytes) -> bool:
+    def _removed(self, txn: lmdb.Transaction[bytes], history_key: bytes) -> bool:
         """Whether an offset_history entry is a removal of the entry (B-34), not a change of its value."""
         return txn.get(bytes(history_key), db=self.index.removed_db) is not None
 
-    def _events(self, txn, group: str, topic: str | None, lo: int, hi: int):
+    def _events(
+        self, txn: lmdb.Transaction[bytes], group: str, topic: str | None, lo: int, hi: int
+    ) -> Iterator[tuple[int, PendingEntry]]:
         prefix = group.encode() + b"\x00"
         for key, raw in prefixed(txn, self.index.events_db, prefix, start=prefix + U64.pack(lo)):
             if len(key) != len(prefix) + 8:
@@ -277,7 +289,7 @@ class TimeTravel:
                 ),
             )
 
-    def _times_of(self, txn, seqs: list[int]) -> list[int]:
+    def _times_of(self, txn: lmdb.Transaction[bytes], seqs: list[int]) -> list[int]:
         """Effective times of ascending seqs: one seek each, skipped while a seq shares its predecessor's."""
         out = []
         cur = txn.cursor(db=self.index.seq_db)
@@ -295,13 +307,17 @@ class TimeTravel:
         return out
 
 
-def _topics_for(record: dict, group: str) -> set[str]:
+def _topics_for(record: Mapping[str, Any], group: str) -> set[str]:
     """The topics a group event is about (a retention pass names them in its losses)."""
     topics = {record["topic"]} if isinstance(record.get("topic"), str) else set()
     return topics | {x[1] for x in record.get("lost") or () if x[0] == group}
 
 
-def _entry(**fields: Any):
+# a history entry made once its effective time is known
+PendingEntry = Callable[[int], HistoryEntry]
+
+
+def _entry(**fields: Any) -> PendingEntry:
     """A HistoryEntry waiting for its effective time (looked up in one pass afterwards)."""
     return lambda time: HistoryEntry(time=time, **fields)
 

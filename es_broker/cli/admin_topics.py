@@ -1,0 +1,167 @@
+"""`es-broker admin`'s topic and subscription-group verbs, with mqadmin's options and output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from es_broker.cli.admin_verbs import V, opt, table, verb
+from es_broker.client.admin import Admin
+from es_broker.timetravel.timeparse import format_time
+
+# ---------------------------------------------------------------------- topics
+
+
+def _topic_opts(fn: V) -> V:
+    for o in [
+        (("-b", "--brokerAddr"), {}),
+        (("-c", "--clusterName"), {}),
+        (("-t", "--topic"), {"required": True}),
+    ]:
+        fn = opt(*o[0], **o[1])(fn)
+    return fn
+
+
+@verb(
+    "updateTopic",
+    lambda r: "\n".join(f"create topic to {a} success." for a in r["brokers"]) + f"\n{r['config']}",
+)
+@_topic_opts
+@opt("-r", "--readQueueNums", type=int, default=8)
+@opt("-w", "--writeQueueNums", type=int, default=8)
+@opt("-p", "--perm", type=int, default=6)
+@opt("-o", "--order", default="false")
+async def update_topic(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    addrs = await admin.targets(a.brokerAddr, a.clusterName)
+    for addr in addrs:
+        await admin.update_topic(
+            addr, a.topic, a.readQueueNums, a.writeQueueNums, a.perm, a.order == "true"
+        )
+    return {
+        "brokers": addrs,
+        "config": {
+            "topicName": a.topic,
+            "readQueueNums": a.readQueueNums,
+            "writeQueueNums": a.writeQueueNums,
+            "perm": a.perm,
+        },
+    }
+
+
+@verb(
+    "updateTopicPerm",
+    lambda r: "\n".join(
+        f"update topic perm from {x['oldPerm']} to {x['perm']} in {x['broker']} success." for x in r
+    ),
+)
+@_topic_opts
+@opt("-p", "--perm", type=int, required=True)
+async def update_topic_perm(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    return [
+        await admin.update_topic_perm(addr, a.topic, a.perm)
+        for addr in await admin.targets(a.brokerAddr, a.clusterName)
+    ]
+
+
+@verb(
+    "deleteTopic", lambda r: f"delete topic [{r['topic']}] from cluster [{r['cluster']}] success."
+)
+@opt("-t", "--topic", required=True)
+@opt("-c", "--clusterName", required=True)
+async def delete_topic(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    await admin.delete_topic(await admin.master_addrs(a.clusterName), a.topic)
+    return {"topic": a.topic, "cluster": a.clusterName}
+
+
+@verb("topicList", lambda r: "\n".join(r))
+@opt("-c", "--clusterModel", action="store_true")
+async def topic_list(admin: Admin, a: argparse.Namespace) -> list[str]:
+    return await admin.topic_list()
+
+
+@verb("topicRoute", lambda r: json.dumps(r, indent=2, default=str))
+@opt("-t", "--topic", required=True)
+async def topic_route(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    route = await admin.route(a.topic)
+    plain: dict[str, Any] = json.loads(
+        route.encode(standard_json=True)
+    )  # broker ids as string keys
+    return plain
+
+
+@verb(
+    "topicStatus",
+    lambda rows: table(
+        ["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"],
+        [
+            [
+                r["brokerName"],
+                r["queueId"],
+                r["minOffset"],
+                r["maxOffset"],
+                format_time(r["lastUpdateTimestamp"]),
+            ]
+            for r in rows
+        ],
+    ),
+)
+@opt("-t", "--topic", required=True)
+async def topic_status(admin: Admin, a: argparse.Namespace) -> list[dict[str, Any]]:
+    return await admin.topic_status(a.topic)
+
+
+# ---------------------------------------------------------------------- groups
+
+
+@verb(
+    "updateSubGroup",
+    lambda r: (
+        "\n".join(f"create subscription group to {x} success." for x in r["brokers"])
+        + f"\n{r['config']}"
+    ),
+)
+@opt("-b", "--brokerAddr")
+@opt("-c", "--clusterName")
+@opt("-g", "--groupName", required=True)
+@opt("-s", "--consumeEnable", default="true")
+@opt("-m", "--consumeFromMinEnable", default="false")
+@opt("-d", "--consumeBroadcastEnable", default="false")
+@opt("-q", "--retryQueueNums", type=int, default=1)
+@opt("-r", "--retryMaxTimes", type=int, default=16)
+@opt("-i", "--brokerId", type=int, default=0)
+@opt("-w", "--whichBrokerWhenConsumeSlowly", type=int, default=1)
+@opt("-a", "--notifyConsumerIdsChanged", default="true")
+async def update_sub_group(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    config = {
+        "groupName": a.groupName,
+        "consumeEnable": a.consumeEnable == "true",
+        "consumeFromMinEnable": a.consumeFromMinEnable == "true",
+        "consumeBroadcastEnable": a.consumeBroadcastEnable == "true",
+        "retryQueueNums": a.retryQueueNums,
+        "retryMaxTimes": a.retryMaxTimes,
+        "brokerId": a.brokerId,
+        "whichBrokerWhenConsumeSlowly": a.whichBrokerWhenConsumeSlowly,
+        "notifyConsumerIdsChangedEnable": a.notifyConsumerIdsChanged == "true",
+    }
+    addrs = await admin.targets(a.brokerAddr, a.clusterName)
+    for addr in addrs:
+        await admin.update_group(addr, config)
+    return {"brokers": addrs, "config": config}
+
+
+@verb(
+    "deleteSubGroup",
+    lambda r: "\n".join(
+        f"delete subscription group [{r['group']}] from broker [{x}] success." for x in r["brokers"]
+    ),
+)
+@opt("-b", "--brokerAddr")
+@opt("-c", "--clusterName")
+@opt("-g", "--groupName", required=True)
+@opt("-r", "--removeOffset", default="false")
+async def delete_sub_group(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
+    addrs = await admin.targets(a.brokerAddr, a.clusterName)
+    for addr in addrs:
+        await admin.delete_group(addr, a.groupName, a.removeOffset == "true")
+    return {"group": a.groupName, "brokers": addrs}

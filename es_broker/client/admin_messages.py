@@ -1,0 +1,239 @@
+"""The admin client's message requests: look-ups, sends, re-drives, journeys."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any
+
+from es_broker.client.admin_base import AdminBase, AdminError
+from es_broker.client.remoting_client import RemotingError
+from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody, RedriveBody
+from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
+from es_broker.remoting.command import request
+from es_broker.remoting.headers import SendMessageRequestHeader
+from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
+
+
+class MessageAdmin(AdminBase):
+    """Messages: look-ups, sends, dead-letter re-drives, journeys and open transactions."""
+
+    async def view_message(self, msg_id: str) -> StoredMessage:
+        (host, port), phy = parse_offset_msg_id(msg_id)
+        r = await self._ok(
+            f"{host}:{port}",
+            f"message {msg_id}",
+            request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy}),
+        )
+        return decode_all(r.body)[0]
+
+    async def message_by_offset(
+        self, topic: str, broker_name: str, queue_id: int, offset: int
+    ) -> StoredMessage:
+        addr = (await self.broker_names())[broker_name][0]
+        r = await self._ok(
+            addr,
+            f"message at {topic}/{broker_name}/{queue_id}/{offset}",
+            request(
+                RequestCode.PULL_MESSAGE,
+                {
+                    "consumerGroup": "TOOLS_CONSUMER",
+                    "topic": topic,
+                    "queueId": queue_id,
+                    "queueOffset": offset,
+                    "maxMsgNums": 1,
+                    "sysFlag": 4,
+                    "commitOffset": 0,
+                    "suspendTimeoutMillis": 0,
+                    "subscription": "*",
+                    "subVersion": 0,
+                },
+            ),
+            allowed=(0, 19, 20, 21),
+        )
+        if r.code != ResponseCode.SUCCESS:
+            raise ValueError(
+                f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}: {r.remark}"
+            )
+        return decode_all(r.body)[0]
+
+    async def messages_by_key(self, topic: str, key: str, max_num: int = 64) -> list[StoredMessage]:
+        found = []
+        for _, addr in await self.topic_brokers(topic):
+            r = await self._ok(
+                addr,
+                f"messages with key {key}",
+                request(
+                    RequestCode.QUERY_MESSAGE,
+                    {
+                        "topic": topic,
+                        "key": key,
+                        "maxNum": max_num,
+                        "beginTimestamp": 0,
+                        "endTimestamp": 2**62,
+                    },
+                ),
+                allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+            )
+            if r.code == ResponseCode.SUCCESS:
+                found.extend(decode_all(r.body))
+        return found
+
+    async def send_message(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None,
+        keys: str | None,
+        broker_name: str | None = None,
+        queue_id: int | None = None,
+    ) -> dict[str, Any]:
+        from es_broker.remoting.message import encode_properties
+
+        route = await self.route(topic)
+        writable = [
+            q
+            for q in route.queue_datas
+            if q.perm & 2 and (not broker_name or q.broker_name == broker_name)
+        ]
+        if not writable:
+            raise ValueError(
+                f"topic {topic} has no writable queue{' on ' + broker_name if broker_name else ''}"
+            )
+        qd = writable[0]
+        addrs = {d.broker_name: d.broker_addrs for d in route.broker_datas}
+        addr = addrs[qd.broker_name][0]
+        props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys)) if v}
+        qid = queue_id if queue_id is not None else random.randrange(qd.write_queue_nums)
+        r = await self._ok(
+            addr,
+            f"send to {topic}",
+            request(
+                RequestCode.SEND_MESSAGE_V2,
+                SendMessageRequestHeader(
+                    producer_group="TOOLS_PRODUCER",
+                    topic=topic,
+                    default_topic="TBW102",
+                    default_topic_queue_nums=4,
+                    queue_id=qid,
+                    sys_flag=0,
+                    born_timestamp=time.time_ns() // 1_000_000,
+                    flag=0,
+                    properties=encode_properties(props).decode(),
+                    reconsume_times=0,
+                    unit_mode=False,
+                    batch=False,
+                ).v2_fields(),
+                body,
+            ),
+        )
+        return {
+            "brokerName": qd.broker_name,
+            "queueId": int(r.ext_fields["queueId"]),
+            "queueOffset": int(r.ext_fields["queueOffset"]),
+            "msgId": r.ext_fields["msgId"],
+            "sendStatus": "SEND_OK",
+        }
+
+    async def messages_by_uniq_key(
+        self, topic: str, uniq_key: str, max_num: int = 32
+    ) -> list[StoredMessage]:
+        """QUERY_MESSAGE with the unique-key flag on each broker of the topic (B-202)."""
+        found: list[StoredMessage] = []
+        for _, addr in await self.topic_brokers(topic):
+            r = await self._ok(
+                addr,
+                f"messages with unique key {uniq_key}",
+                request(
+                    RequestCode.QUERY_MESSAGE,
+                    {
+                        "topic": topic,
+                        "key": uniq_key,
+                        "maxNum": max_num,
+                        "beginTimestamp": 0,
+                        "endTimestamp": 2**62,
+                        "_UNIQUE_KEY_QUERY": "true",
+                    },
+                ),
+                allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+            )
+            if r.code == ResponseCode.SUCCESS:
+                found.extend(
+                    m for m in decode_all(r.body) if m.properties.get("UNIQ_KEY") == uniq_key
+                )
+        return found
+
+    async def redrive_dlq(
+        self,
+        group: str,
+        topic: str | None = None,
+        target: str = "retry",
+        max_count: int | None = None,
+        dry_run: bool = False,
+    ) -> list[dict[str, Any]]:
+        """REDRIVE_DLQ on every master that holds `%DLQ%group`; each row names its broker."""
+        rows: list[dict[str, Any]] = []
+        for addr in await self.master_addrs():
+            remaining = max_count
+            while remaining is None or remaining > 0:
+                fields: dict[str, Any] = {"group": group, "target": target, "dryRun": dry_run}
+                if topic:
+                    fields["topic"] = topic
+                if remaining is not None:
+                    fields["maxCount"] = remaining
+                r = await self._ok(
+                    addr,
+                    f"re-drive dead letters of {group}",
+                    request(EsRequestCode.REDRIVE_DLQ, fields),
+                    timeout=60.0,
+                    allowed=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST),
+                )
+                if r.code == ResponseCode.TOPIC_NOT_EXIST:
+                    break  # no dead letters of this group on this broker
+                answer = RedriveBody.decode(r.body)
+                rows += [dict(item.__fastjson__(), broker=addr) for item in answer.items]
+                sent = sum(1 for item in answer.items if item.new_msg_id)
+                if remaining is not None:
+                    remaining -= len(answer.items)
+                # a dry run changes nothing, so asking again would list the same ones
+                if dry_run or not answer.more or sent == 0:
+                    break
+        return rows
+
+    async def open_transactions(
+        self, producer_group: str | None = None
+    ) -> list[tuple[str, OpenTransaction]]:
+        """OPEN_TRANSACTIONS on every master: the half messages not yet committed or rolled back,
+        each with the address of the master that holds it."""
+        fields = {"producerGroup": producer_group} if producer_group else {}
+        rows: list[tuple[str, OpenTransaction]] = []
+        for addr in await self.master_addrs():
+            r = await self.client.invoke(
+                addr, request(EsRequestCode.OPEN_TRANSACTIONS, fields), 30.0
+            )
+            if r.code != ResponseCode.SUCCESS:
+                raise AdminError(f"open transactions at {addr}", r)
+            rows += [(addr, t) for t in OpenTransactionsBody.decode(r.body).transactions]
+        return rows
+
+    async def message_trace(self, msg_id: str) -> dict[str, Any]:
+        """MESSAGE_TRACE: the journey from the broker that stored the message (its offset id names it),
+        else from the first master that knows the id."""
+        addrs: list[str] = []
+        try:
+            (host, port), _ = parse_offset_msg_id(msg_id)
+            addrs.append(f"{host}:{port}")
+        except ValueError:
+            pass  # a UNIQ_KEY, or another kind of id: ask every master
+        addrs += [a for a in await self.master_addrs() if a not in addrs]
+        for addr in addrs:
+            try:
+                r = await self.client.invoke(
+                    addr, request(EsRequestCode.MESSAGE_TRACE, {"msgId": msg_id}), 30.0
+                )
+            except RemotingError:
+                continue  # an old store host (the broker restarted on another port), or gone
+            if r.code == ResponseCode.SUCCESS:
+                return dict(json.loads(r.body), broker=addr)
+        raise ValueError(f"no broker knows message {msg_id}")
