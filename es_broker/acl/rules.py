@@ -35,11 +35,12 @@ from typing import Any
 
 from es_broker.acl.plain import Perm, group_resource, is_group_resource
 from es_broker.remoting import fastjson
+from es_broker.remoting import headers as h
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 from es_broker.remoting.command import RemotingCommand
-from es_broker.remoting.headers import SEND_V2_FIELDS
 
 Needs = list[tuple[str, int]]
+_Needs = Callable[[RemotingCommand], Needs]
 TRACE_TOPIC = (
     "RMQ_SYS_TRACE_TOPIC"  # TopicValidator.RMQ_SYS_TRACE_TOPIC: a PUB to it skips the perm check
 )
@@ -71,38 +72,56 @@ def _topic_or_retry(topic: str | None) -> Needs:
 
 
 def _send(req: RemotingCommand) -> Needs:
-    return _topic_or_retry(req.ext_fields.get("topic"))
+    """SEND_MESSAGE, V2 and batch: PUB on the topic (a retry topic as its group), read as the send
+    path reads it (a V2 header's one-letter name, or its Java name)."""
+    return _topic_or_retry(h.SendMessageRequestHeader.of(req).topic)
 
 
-_V2_TOPIC = next(short for short, name in SEND_V2_FIELDS.items() if name == "topic")
+def _group_sub(group: str | None) -> Needs:
+    return [] if group is None else [(group_resource(group), Perm.SUB)]
 
 
-def _send_v2(req: RemotingCommand) -> Needs:
-    return _topic_or_retry(req.ext_fields.get(_V2_TOPIC))
+def _group_and_topic(group: str, topic: str) -> Needs:
+    return [(group_resource(group), Perm.SUB), (topic, Perm.SUB)]
 
 
-def _group(field: str) -> Callable[[RemotingCommand], Needs]:
-    def needs(req: RemotingCommand) -> Needs:
-        group = req.ext_fields.get(field)
-        return [] if group is None else [(group_resource(group), Perm.SUB)]
-
-    return needs
+def _pull(req: RemotingCommand) -> Needs:
+    pulled = h.PullMessageRequestHeader.of(req)
+    return _group_and_topic(pulled.consumer_group, pulled.topic)
 
 
-def _group_and_topic(req: RemotingCommand) -> Needs:
-    out: Needs = []
-    group = req.ext_fields.get("consumerGroup")
-    if group is not None:
-        out.append((group_resource(group), Perm.SUB))
-    topic = req.ext_fields.get("topic")
-    if topic is not None:
-        out.append((topic, Perm.SUB))
-    return out
+def _query_offset(req: RemotingCommand) -> Needs:
+    asked = h.QueryConsumerOffsetRequestHeader.of(req)
+    return _group_and_topic(asked.consumer_group, asked.topic)
+
+
+def _update_offset(req: RemotingCommand) -> Needs:
+    update = h.UpdateConsumerOffsetRequestHeader.of(req)
+    return _group_and_topic(update.consumer_group, update.topic)
+
+
+def _send_back(req: RemotingCommand) -> Needs:
+    return _group_sub(h.ConsumerSendMsgBackRequestHeader.of(req).group)
+
+
+def _unregister(req: RemotingCommand) -> Needs:
+    return _group_sub(h.UnregisterClientRequestHeader.of(req).consumer_group)
+
+
+def _consumer_group(req: RemotingCommand) -> Needs:
+    return _group_sub(h.ConsumerGroupRequestHeader.of(req).consumer_group)
+
+
+def _consume_stats(req: RemotingCommand) -> Needs:
+    return _group_sub(h.GetConsumeStatsRequestHeader.of(req).consumer_group)
+
+
+def _running_info(req: RemotingCommand) -> Needs:
+    return _group_sub(h.GetConsumerRunningInfoRequestHeader.of(req).consumer_group)
 
 
 def _query_message(req: RemotingCommand) -> Needs:
-    topic = req.ext_fields.get("topic")
-    return [] if topic is None else [(topic, Perm.SUB)]
+    return [(h.QueryMessageRequestHeader.of(req).topic, Perm.SUB)]
 
 
 def _json(req: RemotingCommand) -> Any:
@@ -139,20 +158,30 @@ def _lock(req: RemotingCommand) -> Needs:
     return out
 
 
-def _topic_sub(req: RemotingCommand) -> Needs:
+def _topic_sub(header: type[h.TopicRequestHeader | h.TopicQueueRequestHeader]) -> _Needs:
     """SUB on the header's topic (a retry topic as its group)."""
-    topic = req.ext_fields.get("topic")
-    return [] if topic is None else [(topic, Perm.SUB)]
+
+    def needs(req: RemotingCommand) -> Needs:
+        return [(header.of(req).topic, Perm.SUB)]
+
+    return needs
+
+
+def _search_offset(req: RemotingCommand) -> Needs:
+    return [(h.SearchOffsetRequestHeader.of(req).topic, Perm.SUB)]
 
 
 READ_BEYOND = "a read of offsets or clients; 4.9.8 asks only for a signature (B-350)"
-TOPIC_READ = Rule(needs=_topic_sub, beyond_rocketmq=READ_BEYOND)
-GROUP_READ = Rule(needs=_group("consumerGroup"), beyond_rocketmq=READ_BEYOND)
+TOPIC_READ = Rule(needs=_topic_sub(h.TopicRequestHeader), beyond_rocketmq=READ_BEYOND)
+QUEUE_READ = Rule(needs=_topic_sub(h.TopicQueueRequestHeader), beyond_rocketmq=READ_BEYOND)
+SEARCH_READ = Rule(needs=_search_offset, beyond_rocketmq=READ_BEYOND)
+GROUP_READ = Rule(needs=_consumer_group, beyond_rocketmq=READ_BEYOND)
 
 
 def _stats_key_sub(req: RemotingCommand) -> Needs:
     """VIEW_BROKER_STATS_DATA: SUB on the topic (and group) its statsKey names (B-363)."""
-    name, key = req.ext_fields.get("statsName", ""), req.ext_fields.get("statsKey", "")
+    asked = h.ViewBrokerStatsDataRequestHeader.of(req)
+    name, key = asked.stats_name, asked.stats_key
     if name.startswith("BROKER_"):  # the cluster's name: counts of the whole broker
         return []
     topic, at, group = key.partition("@")
@@ -181,29 +210,29 @@ ADMIN_ACL = Rule(
 BROKER_RULES: dict[int, Rule] = {
     # -- producer
     C.SEND_MESSAGE: Rule(needs=_send),
-    C.SEND_MESSAGE_V2: Rule(needs=_send_v2),
-    C.SEND_BATCH_MESSAGE: Rule(needs=_send_v2, beyond_rocketmq="4.9.8 checks no topic for a batch"),
+    C.SEND_MESSAGE_V2: Rule(needs=_send),
+    C.SEND_BATCH_MESSAGE: Rule(needs=_send, beyond_rocketmq="4.9.8 checks no topic for a batch"),
     C.END_TRANSACTION: SIGNED,
     C.SEND_REPLY_MESSAGE: SIGNED,  # 4.9.8's PlainAccessValidator names neither reply code
     C.SEND_REPLY_MESSAGE_V2: SIGNED,
     # -- consumer
-    C.PULL_MESSAGE: Rule(needs=_group_and_topic),
+    C.PULL_MESSAGE: Rule(needs=_pull),
     C.QUERY_CONSUMER_OFFSET: Rule(
-        needs=_group_and_topic, beyond_rocketmq="4.9.8 checks only the signature"
+        needs=_query_offset, beyond_rocketmq="4.9.8 checks only the signature"
     ),
-    C.UPDATE_CONSUMER_OFFSET: Rule(needs=_group_and_topic),
-    C.CONSUMER_SEND_MSG_BACK: Rule(needs=_group("group")),
+    C.UPDATE_CONSUMER_OFFSET: Rule(needs=_update_offset),
+    C.CONSUMER_SEND_MSG_BACK: Rule(needs=_send_back),
     C.QUERY_MESSAGE: Rule(needs=_query_message),
     C.HEART_BEAT: Rule(needs=_heartbeat),
-    C.UNREGISTER_CLIENT: Rule(needs=_group("consumerGroup")),
-    C.GET_CONSUMER_LIST_BY_GROUP: Rule(needs=_group("consumerGroup")),
+    C.UNREGISTER_CLIENT: Rule(needs=_unregister),
+    C.GET_CONSUMER_LIST_BY_GROUP: Rule(needs=_consumer_group),
     C.LOCK_BATCH_MQ: Rule(needs=_lock, beyond_rocketmq="4.9.8 checks only the signature"),
     C.UNLOCK_BATCH_MQ: Rule(needs=_lock, beyond_rocketmq="4.9.8 checks only the signature"),
     C.CHECK_CLIENT_CONFIG: SIGNED,
-    C.SEARCH_OFFSET_BY_TIMESTAMP: TOPIC_READ,
-    C.GET_MAX_OFFSET: TOPIC_READ,
-    C.GET_MIN_OFFSET: TOPIC_READ,
-    C.GET_EARLIEST_MSG_STORETIME: TOPIC_READ,
+    C.SEARCH_OFFSET_BY_TIMESTAMP: SEARCH_READ,
+    C.GET_MAX_OFFSET: QUEUE_READ,
+    C.GET_MIN_OFFSET: QUEUE_READ,
+    C.GET_EARLIEST_MSG_STORETIME: QUEUE_READ,
     C.VIEW_MESSAGE_BY_ID: SIGNED,  # SUB on the message's topic: checked by the handler (B-350)
     C.GET_ALL_DELAY_OFFSET: SIGNED,
     # -- admin: 4.9.8's ADMIN_CODE
@@ -245,11 +274,11 @@ BROKER_RULES: dict[int, Rule] = {
     C.GET_TOPIC_STATS_INFO: TOPIC_READ,
     C.GET_CONSUMER_CONNECTION_LIST: GROUP_READ,
     C.GET_PRODUCER_CONNECTION_LIST: SIGNED,
-    C.GET_CONSUME_STATS: GROUP_READ,
+    C.GET_CONSUME_STATS: Rule(needs=_consume_stats, beyond_rocketmq=READ_BEYOND),
     C.GET_ALL_CONSUMER_OFFSET: SIGNED,
     C.GET_BROKER_RUNTIME_INFO: SIGNED,
     C.GET_BROKER_CONFIG: SIGNED,
-    C.GET_CONSUMER_RUNNING_INFO: GROUP_READ,
+    C.GET_CONSUMER_RUNNING_INFO: Rule(needs=_running_info, beyond_rocketmq=READ_BEYOND),
     C.VIEW_BROKER_STATS_DATA: STATS_READ,
     C.QUERY_TOPIC_CONSUME_BY_WHO: TOPIC_READ,
 }

@@ -61,6 +61,7 @@ from es_broker.remoting.bodies import (
     SubscriptionData,
 )
 from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.headers import ConsumerSendMsgBackRequestHeader
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 
 __all__ = [
@@ -492,19 +493,19 @@ class PushConsumer(GroupConsumer):
             else f"{msg.store_host[0]}:{msg.store_host[1]}"
         )
         if addr is not None:
-            fields = {
-                "offset": msg.commit_log_offset,
-                "group": self.group,
-                "delayLevel": delay_level,
-                "originMsgId": msg.msg_id,
-                "originTopic": msg.topic,
-                "unitMode": False,
-                "maxReconsumeTimes": self.config.max_reconsume_times,
-            }
+            header = ConsumerSendMsgBackRequestHeader(
+                group=self.group,
+                offset=msg.commit_log_offset,
+                delay_level=delay_level,
+                origin_msg_id=msg.msg_id,
+                origin_topic=msg.topic,
+                max_reconsume_times=self.config.max_reconsume_times,
+                unit_mode=False,
+            )
             try:
                 response = await self.instance.invoke(
                     addr,
-                    self.instance.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields),
+                    self.instance.request(RequestCode.CONSUMER_SEND_MSG_BACK, header),
                     self.config.send_back_timeout,
                 )
             except RemotingError as exc:

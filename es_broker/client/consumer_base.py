@@ -243,6 +243,6 @@ class GroupConsumer(Service):
         self._allocation_event.set()
         self._allocation_event = anyio.Event()
 
-    async def _position(self, mq: MessageQueue, code: int, extra: dict[str, object]) -> int:
+    async def _position(self, mq: MessageQueue, code: int, timestamp: int | None = None) -> int:
         """GET_MIN/MAX_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP at the queue's master (B-49)."""
-        return await query_offset(self.instance, mq, code, extra, self._offset_rpc_timeout)
+        return await query_offset(self.instance, mq, code, timestamp, self._offset_rpc_timeout)

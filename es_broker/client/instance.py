@@ -48,7 +48,15 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request, response_to
-from es_broker.remoting.errors import BodyDecodeError
+from es_broker.remoting.errors import BodyDecodeError, CommandError
+from es_broker.remoting.header_fields import CustomHeader
+from es_broker.remoting.headers import (
+    ConsumerGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetRouteInfoRequestHeader,
+    ResetOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+)
 from es_broker.remoting.message import MessageDecodeError, decode_one
 from es_broker.remoting.peer_outcomes import PeerRequests
 
@@ -229,20 +237,23 @@ class ClientInstance:
 
     async def unregister_producer(self, group: str) -> None:
         if self._producers.pop(group, None) is not None:
-            await self._unregister_client({"producerGroup": group})
+            await self._unregister_client(
+                UnregisterClientRequestHeader(client_id=self.client_id, producer_group=group)
+            )
 
     async def unregister_consumer(self, group: str) -> None:
         if self._consumers.pop(group, None) is not None:
-            await self._unregister_client({"consumerGroup": group})
+            await self._unregister_client(
+                UnregisterClientRequestHeader(client_id=self.client_id, consumer_group=group)
+            )
 
-    async def _unregister_client(self, group_field: dict[str, str]) -> None:
+    async def _unregister_client(self, header: UnregisterClientRequestHeader) -> None:
         """UNREGISTER_CLIENT to every broker address (docs/protocol.md §7.3.2)."""
-        fields = {"clientID": self.client_id, **group_field}
         for addrs in list(self.broker_addrs.values()):
             for addr in addrs.values():
                 try:
                     response = await self.invoke(
-                        addr, self.request(RequestCode.UNREGISTER_CLIENT, fields)
+                        addr, self.request(RequestCode.UNREGISTER_CLIENT, header)
                     )
                 except RemotingError as exc:
                     self.unregistrations.no_answer(addr, exc)
@@ -253,12 +264,14 @@ class ClientInstance:
     @staticmethod
     def request(
         code: int,
-        fields: Mapping[str, object] | None = None,
+        header: CustomHeader | None = None,
         body: bytes = b"",
         *,
         oneway: bool = False,
     ) -> RemotingCommand:
-        """A request as this client sends it."""
+        """A request as this client sends it: its header class's fields (their one-letter names
+        where `code` uses those), and `body`."""
+        fields = None if header is None else header.to_ext_fields(code)
         return request(code, fields, body, oneway=oneway, language=LANGUAGE)
 
     async def invoke(
@@ -278,13 +291,13 @@ class ClientInstance:
 
     # ------------------------------------------------------------------ routes
     async def _ask_name_server(
-        self, code: int, fields: Mapping[str, object] | None = None
+        self, code: int, header: CustomHeader | None = None
     ) -> tuple[str, RemotingCommand] | None:
         """A request to the current name server, moving on when one fails; None if none answered."""
         for _ in range(len(self.namesrv_addrs)):
             addr = self.namesrv_addrs[self._namesrv_index]
             try:
-                return addr, await self.invoke(addr, self.request(code, fields))
+                return addr, await self.invoke(addr, self.request(code, header))
             except RemotingError as exc:
                 log.warning("name server %s: %s", addr, exc)
                 self._namesrv_index = (self._namesrv_index + 1) % len(self.namesrv_addrs)
@@ -292,7 +305,9 @@ class ClientInstance:
 
     async def _fetch_route(self, topic: str) -> TopicRouteData | None:
         """GET_ROUTEINFO_BY_TOPIC from the current name server, moving on when one fails."""
-        answered = await self._ask_name_server(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        answered = await self._ask_name_server(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic)
+        )
         if answered is None:
             return None
         addr, response = answered
@@ -457,7 +472,11 @@ class ClientInstance:
             return None
         try:
             response = await self.invoke(
-                addr, self.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+                addr,
+                self.request(
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                    ConsumerGroupRequestHeader(consumer_group=group),
+                ),
             )
         except RemotingError as exc:
             log.warning("consumer list of %s from %s: %s", group, addr, exc)
@@ -495,7 +514,7 @@ class ClientInstance:
                         continue
                     try:
                         response = await self.invoke(
-                            addr, self.request(RequestCode.HEART_BEAT, {}, body)
+                            addr, self.request(RequestCode.HEART_BEAT, None, body)
                         )
                     except RemotingError as exc:
                         self.heartbeats.no_answer(addr, exc)
@@ -528,12 +547,16 @@ class ClientInstance:
             self._check_transaction_state(channel, command)
             return None
         if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            consumer = self._consumers.get(command.get_str("consumerGroup") or "")
+            try:
+                group: str | None = GetConsumerRunningInfoRequestHeader.of(command).consumer_group
+            except CommandError:
+                group = None
+            consumer = self._consumers.get(group or "")
             if consumer is None:
                 return response_to(
                     command,
                     ResponseCode.SYSTEM_ERROR,
-                    f"The Consumer Group <{command.get_str('consumerGroup')}> not exist in this consumer",
+                    f"The Consumer Group <{group}> not exist in this consumer",
                 )
             return response_to(command, ResponseCode.SUCCESS, body=consumer.running_info().encode())
         if command.is_oneway:
@@ -559,8 +582,13 @@ class ClientInstance:
         self._tasks.start_soon(check, channel.remote_addr, stored, command)
 
     def _reset_requested(self, command: RemotingCommand) -> None:
-        topic, group = command.get_str("topic"), command.get_str("group")
-        consumer = self._consumers.get(group or "")
+        try:
+            notice = ResetOffsetRequestHeader.of(command)
+        except CommandError as exc:
+            log.info("reset offset notice without its group and topic: %s", exc)
+            return  # B-78 step 1
+        topic, group = notice.topic, notice.group
+        consumer = self._consumers.get(group)
         if consumer is None or not topic:
             log.info("reset offset for %s/%s: no push consumer of that group here", group, topic)
             return  # B-78 step 1

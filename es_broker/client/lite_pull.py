@@ -300,15 +300,13 @@ class LitePullConsumer(GroupConsumer):
 
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP at the queue's master."""
-        return await self._position(
-            mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": timestamp_ms}
-        )
+        return await self._position(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp_ms)
 
     async def min_offset(self, mq: MessageQueue) -> int:
-        return await self._position(mq, RequestCode.GET_MIN_OFFSET, {})
+        return await self._position(mq, RequestCode.GET_MIN_OFFSET)
 
     async def max_offset(self, mq: MessageQueue) -> int:
-        return await self._position(mq, RequestCode.GET_MAX_OFFSET, {})
+        return await self._position(mq, RequestCode.GET_MAX_OFFSET)
 
     async def committed(self, mq: MessageQueue) -> int:
         """The committed offset: memory first, then the broker (-1: none)."""

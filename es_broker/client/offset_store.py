@@ -22,6 +22,11 @@ from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting.bodies import Bean, MessageQueue
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.errors import BodyDecodeError
+from es_broker.remoting.headers import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from es_broker.remoting.response_headers import QueryConsumerOffsetResponseHeader
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +93,13 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         found = await self._find(mq)
         if found is None:
             return UNKNOWN
-        fields = {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id}
+        header = QueryConsumerOffsetRequestHeader(
+            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id
+        )
         try:
             response = await self.instance.invoke(
                 found.addr,
-                self.instance.request(RequestCode.QUERY_CONSUMER_OFFSET, fields),
+                self.instance.request(RequestCode.QUERY_CONSUMER_OFFSET, header),
                 self.timeout,
             )
         except RemotingError as exc:
@@ -100,8 +107,8 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             return UNKNOWN
         if response.code != ResponseCode.SUCCESS:
             return NO_OFFSET
-        offset = response.get_long("offset", NO_OFFSET)
-        assert offset is not None
+        offset = QueryConsumerOffsetResponseHeader.of(response).offset
+        offset = NO_OFFSET if offset is None else offset
         self.update_offset(mq, offset, increase_only=False)  # a read overwrites memory (B-39)
         return offset
 
@@ -132,22 +139,19 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         if found is None:
             log.warning("no broker for %s, offset %d not persisted", mq, offset)
             return
-        fields = {
-            "consumerGroup": self.group,
-            "topic": mq.topic,
-            "queueId": mq.queue_id,
-            "commitOffset": offset,
-        }
+        header = UpdateConsumerOffsetRequestHeader(
+            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
+        )
         try:
             if oneway:
                 await self.instance.invoke_oneway(
                     found.addr,
-                    self.instance.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields, oneway=True),
+                    self.instance.request(RequestCode.UPDATE_CONSUMER_OFFSET, header, oneway=True),
                 )
             else:
                 await self.instance.invoke(
                     found.addr,
-                    self.instance.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields),
+                    self.instance.request(RequestCode.UPDATE_CONSUMER_OFFSET, header),
                     self.timeout,
                 )
         except RemotingError as exc:

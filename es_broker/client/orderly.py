@@ -222,7 +222,7 @@ class OrderlyPushConsumer(PushConsumer):
         try:
             response = await self.instance.invoke(
                 found.addr,
-                self.instance.request(RequestCode.LOCK_BATCH_MQ, {}, self._lock_request(mqs)),
+                self.instance.request(RequestCode.LOCK_BATCH_MQ, None, self._lock_request(mqs)),
                 self.config.offset_rpc_timeout,
             )
         except RemotingError as exc:
@@ -252,12 +252,12 @@ class OrderlyPushConsumer(PushConsumer):
                 if oneway:
                     await self.instance.invoke_oneway(
                         found.addr,
-                        self.instance.request(RequestCode.UNLOCK_BATCH_MQ, {}, body, oneway=True),
+                        self.instance.request(RequestCode.UNLOCK_BATCH_MQ, None, body, oneway=True),
                     )
                 else:
                     await self.instance.invoke(
                         found.addr,
-                        self.instance.request(RequestCode.UNLOCK_BATCH_MQ, {}, body),
+                        self.instance.request(RequestCode.UNLOCK_BATCH_MQ, None, body),
                         self.config.offset_rpc_timeout,
                     )
             except RemotingError as exc:

@@ -524,6 +524,6 @@ class Producer(Service):
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         if not batch and props.get(MSG_TYPE) == REPLY_FLAG:
             code = RequestCode.SEND_REPLY_MESSAGE_V2  # MQClientAPIImpl#sendMessage: isReply
-        return self.instance.request(code, header.v2_fields(), body, oneway=oneway)
+        return self.instance.request(code, header, body, oneway=oneway)
 
     send_result = staticmethod(send_result)

@@ -16,7 +16,14 @@ from es_broker.client.messages import ReceivedMessage, decode_pull_body
 from es_broker.client.send_tries import BrokerRefused, ClientError
 from es_broker.remoting.bodies import MessageQueue, SubscriptionData
 from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.header_fields import CustomHeader
+from es_broker.remoting.headers import (
+    PullMessageRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicQueueRequestHeader,
+)
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET
+from es_broker.remoting.response_headers import OffsetResponseHeader, PullMessageResponseHeader
 
 
 class PullStatus(Enum):
@@ -96,31 +103,29 @@ async def pull_message(
     sys_flag = request.sys_flag
     if found.slave:
         sys_flag &= ~PULL_COMMIT_OFFSET
-    fields = {
-        "consumerGroup": request.group,
-        "topic": mq.topic,
-        "queueId": mq.queue_id,
-        "queueOffset": request.offset,
-        "maxMsgNums": settings.pull_batch_size,
-        "sysFlag": sys_flag,
-        "commitOffset": request.commit_offset,
-        "suspendTimeoutMillis": settings.broker_suspend_max_time_millis,
-        "subscription": request.expression,
-        "subVersion": sub.sub_version,
-        "expressionType": sub.expression_type,
-    }
+    header = PullMessageRequestHeader(
+        consumer_group=request.group,
+        topic=mq.topic,
+        queue_id=mq.queue_id,
+        queue_offset=request.offset,
+        max_msg_nums=settings.pull_batch_size,
+        sys_flag=sys_flag,
+        commit_offset=request.commit_offset,
+        suspend_timeout_millis=settings.broker_suspend_max_time_millis,
+        subscription=request.expression,
+        sub_version=sub.sub_version,
+        expression_type=sub.expression_type,
+    )
     response = await instance.invoke(
         found.addr,
-        instance.request(RequestCode.PULL_MESSAGE, fields),
+        instance.request(RequestCode.PULL_MESSAGE, header),
         settings.consumer_timeout_when_suspend,
     )
     status = PULL_STATUS.get(response.code)
     if status is None:
         raise BrokerRefused(response.code, response.remark, found.addr)
-    min_offset, max_offset = (
-        response.require_long("minOffset"),
-        response.require_long("maxOffset"),
-    )
+    answer = PullMessageResponseHeader.of(response)
+    min_offset, max_offset = answer.min_offset, answer.max_offset
     messages: tuple[ReceivedMessage, ...] = ()
     if status == PullStatus.FOUND:
         messages = tuple(
@@ -128,10 +133,10 @@ async def pull_message(
         )
     return PullResult(
         status,
-        response.require_long("nextBeginOffset"),
+        answer.next_begin_offset,
         min_offset,
         max_offset,
-        response.get_long("suggestWhichBrokerId", 0) or 0,
+        answer.suggest_which_broker_id or 0,
         messages,
     )
 
@@ -147,18 +152,23 @@ async def query_offset(
     instance: ClientInstance,
     mq: MessageQueue,
     code: int,
-    extra: dict[str, object],
+    timestamp: int | None,
     timeout: float,
 ) -> int:
-    """GET_MIN_OFFSET, GET_MAX_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP, from the master only (B-49)."""
+    """GET_MIN_OFFSET, GET_MAX_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP (at `timestamp`), from the
+    master only (B-49)."""
     addr = instance.find_broker_address_in_publish(mq.broker_name)
     if addr is None:
         await instance.update_route(mq.topic)
         addr = instance.find_broker_address_in_publish(mq.broker_name)
     if addr is None:
         raise ClientError(f"The broker[{mq.broker_name}] not exist")
-    fields = {"topic": mq.topic, "queueId": mq.queue_id, **extra}
-    response = await instance.invoke(addr, instance.request(code, fields), timeout)
+    header: CustomHeader = TopicQueueRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
+    if timestamp is not None:
+        header = SearchOffsetRequestHeader(
+            topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp
+        )
+    response = await instance.invoke(addr, instance.request(code, header), timeout)
     if response.code != ResponseCode.SUCCESS:
         raise BrokerRefused(response.code, response.remark, addr)
-    return response.require_long("offset")
+    return OffsetResponseHeader.of(response).offset

@@ -20,7 +20,8 @@ from es_broker.remoting.codes import RequestCode
 log = logging.getLogger(__name__)
 
 # GET_MAX_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP of a queue at its master
-PositionQuery = Callable[[MessageQueue, int, dict[str, object]], Awaitable[int]]
+# GET_MIN/MAX_OFFSET, or SEARCH_OFFSET_BY_TIMESTAMP at a timestamp (None for the others)
+PositionQuery = Callable[[MessageQueue, int, int | None], Awaitable[int]]
 
 
 async def allocate_queues(
@@ -82,8 +83,8 @@ async def compute_pull_from_where(
             return await position(
                 mq,
                 RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                {"timestamp": parse_consume_timestamp(consume_timestamp)},
+                parse_consume_timestamp(consume_timestamp),
             )
         if retry_at_timestamp_from_max:
-            return await position(mq, RequestCode.GET_MAX_OFFSET, {})
-    return 0 if is_retry else await position(mq, RequestCode.GET_MAX_OFFSET, {})
+            return await position(mq, RequestCode.GET_MAX_OFFSET, None)
+    return 0 if is_retry else await position(mq, RequestCode.GET_MAX_OFFSET, None)

@@ -40,6 +40,7 @@ from es_broker.remoting.reply_properties import (
     TTL,
     reply_topic,
 )
+from es_broker.remoting.response_headers import ReplyMessageRequestHeader
 
 if TYPE_CHECKING:
     from es_broker.client.async_send import SendHandle
@@ -175,28 +176,28 @@ def _host(text: str | None) -> tuple[str, int]:
 
 def reply_from_push(command: RemotingCommand, received_at: int) -> ReceivedMessage:
     """The reply a PUSH_REPLY_MESSAGE_TO_CLIENT carries (ReplyMessageRequestHeader), ARRIVE_TIME added."""
-    topic = command.require_str("topic")
-    sys_flag = command.require_int("sysFlag")
+    h = ReplyMessageRequestHeader.of(command)
+    topic, sys_flag = h.topic, h.sys_flag
     body = command.body
     if sys_flag & FLAG_COMPRESSED:
         body = zlib.decompress(body)
-    properties = decode_properties(command.get_str("properties") or "")
+    properties = decode_properties(h.properties or "")
     properties[ARRIVE_TIME] = str(received_at)
     return ReceivedMessage(
         topic=topic,
         body=body,
         properties=properties,
-        queue=MessageQueue(topic, "", command.require_int("queueId")),
+        queue=MessageQueue(topic, "", h.queue_id),
         queue_offset=0,
         commit_log_offset=0,
         offset_msg_id="",
-        reconsume_times=command.get_int("reconsumeTimes", 0) or 0,
-        flag=command.require_int("flag"),
+        reconsume_times=h.reconsume_times or 0,
+        flag=h.flag,
         sys_flag=sys_flag,
-        born_timestamp=command.require_long("bornTimestamp"),
-        store_timestamp=command.require_long("storeTimestamp"),
-        born_host=_host(command.get_str("bornHost")),
-        store_host=_host(command.get_str("storeHost")),
+        born_timestamp=h.born_timestamp,
+        store_timestamp=h.store_timestamp,
+        born_host=_host(h.born_host),
+        store_host=_host(h.store_host),
     )
 
 

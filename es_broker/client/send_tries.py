@@ -19,6 +19,7 @@ from es_broker.client.remoting_client import RemotingError
 from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand
+from es_broker.remoting.response_headers import SendMessageResponseHeader
 
 
 class SelectsQueues(Protocol):
@@ -133,11 +134,13 @@ def send_result(mq: MessageQueue, response: RemotingCommand, addr: str, msg_id: 
     status = _STORED.get(response.code)
     if status is None:
         raise BrokerRefused(response.code, response.remark, addr)
+    stored = SendMessageResponseHeader.of(response)
+    queue_id = mq.queue_id if stored.queue_id is None else stored.queue_id
     return SendResult(
         status=status,
         msg_id=msg_id,
-        offset_msg_id=response.get_str("msgId", "") or "",
-        queue=MessageQueue(mq.topic, mq.broker_name, response.get_int("queueId", mq.queue_id) or 0),
-        queue_offset=response.get_long("queueOffset", 0) or 0,
-        region_id=response.get_str("MSG_REGION"),
+        offset_msg_id=stored.msg_id or "",
+        queue=MessageQueue(mq.topic, mq.broker_name, queue_id or 0),
+        queue_offset=stored.queue_offset or 0,
+        region_id=stored.msg_region,
     )

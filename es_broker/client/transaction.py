@@ -29,7 +29,9 @@ from es_broker.client.send_tries import ClientError
 from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand
+from es_broker.remoting.headers import EndTransactionRequestHeader
 from es_broker.remoting.message import StoredMessage, parse_offset_msg_id
+from es_broker.remoting.response_headers import CheckTransactionStateRequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -138,18 +140,20 @@ class TransactionProducer(Producer):
         if addr is None:
             raise ClientError(f"The broker[{result.queue.broker_name}] not exist")
         _, commit_log_offset = parse_offset_msg_id(result.offset_msg_id)
-        header = {
-            "producerGroup": self.group,
-            "tranStateTableOffset": result.queue_offset,
-            "commitLogOffset": commit_log_offset,
-            "commitOrRollback": _COMMIT_OR_ROLLBACK[state],
-            "fromTransactionCheck": False,
-            "msgId": result.msg_id,
-            "transactionId": result.msg_id,
-        }
+        header = EndTransactionRequestHeader(
+            producer_group=self.group,
+            tran_state_table_offset=result.queue_offset,
+            commit_log_offset=commit_log_offset,
+            commit_or_rollback=_COMMIT_OR_ROLLBACK[state],
+            from_transaction_check=False,
+            msg_id=result.msg_id,
+            transaction_id=result.msg_id,
+        )
         await self.instance.invoke_oneway(addr, self._end_request(header, remark))
 
-    def _end_request(self, header: dict[str, Any], remark: str | None) -> RemotingCommand:
+    def _end_request(
+        self, header: EndTransactionRequestHeader, remark: str | None
+    ) -> RemotingCommand:
         command = self.instance.request(RequestCode.END_TRANSACTION, header, oneway=True)
         return dataclasses.replace(command, remark=remark) if remark else command
 
@@ -167,17 +171,16 @@ class TransactionProducer(Producer):
         except Exception as exc:
             log.warning("check listener raised for %s: %r", message.msg_id, exc)
             remark = f"checkLocalTransactionState Exception: {exc!r}"
-        header = {
-            "producerGroup": self.group,
-            "tranStateTableOffset": command.get_long("tranStateTableOffset", 0) or 0,
-            "commitLogOffset": command.get_long("commitLogOffset", 0) or 0,
-            "commitOrRollback": _COMMIT_OR_ROLLBACK[state],
-            "fromTransactionCheck": True,
-            "msgId": message.msg_id,
-        }
-        transaction_id = command.get_str("transactionId")
-        if transaction_id:
-            header["transactionId"] = transaction_id
+        check = CheckTransactionStateRequestHeader.of(command)
+        header = EndTransactionRequestHeader(
+            producer_group=self.group,
+            tran_state_table_offset=check.tran_state_table_offset or 0,
+            commit_log_offset=check.commit_log_offset or 0,
+            commit_or_rollback=_COMMIT_OR_ROLLBACK[state],
+            from_transaction_check=True,
+            msg_id=message.msg_id,
+            transaction_id=check.transaction_id or None,
+        )
         try:
             await self.instance.invoke_oneway(addr, self._end_request(header, remark))
         except RemotingError as exc:

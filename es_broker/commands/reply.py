@@ -33,6 +33,7 @@ from es_broker.remoting.reply_properties import (
     TTL,
 )
 from es_broker.remoting.reply_properties import reply_topic as reply_topic
+from es_broker.remoting.response_headers import ReplyMessageRequestHeader
 
 PUSHED = "pushed"
 UNDELIVERABLE = "undeliverable"
@@ -154,23 +155,22 @@ def push_header(
     A null field is left out, as RemotingCommand#makeCustomHeaderToNet does;
     unitMode and storeTimestamp are primitives, always written.
     """
-    fields: dict[str, object | None] = {
-        "producerGroup": h.producer_group,
-        "topic": h.topic,
-        "defaultTopic": h.default_topic,
-        "defaultTopicQueueNums": h.default_topic_queue_nums,
-        "queueId": h.queue_id,
-        "sysFlag": h.sys_flag,
-        "bornTimestamp": h.born_timestamp,
-        "flag": h.flag,
-        "properties": properties,
-        "reconsumeTimes": h.reconsume_times,
-        "unitMode": "true" if h.unit_mode else "false",
-        "bornHost": socket_text(born_host),
-        "storeHost": socket_text(store_host),
-        "storeTimestamp": store_timestamp,
-    }
-    return {k: str(v) for k, v in fields.items() if v is not None}
+    return ReplyMessageRequestHeader(
+        producer_group=h.producer_group,
+        topic=h.topic,
+        default_topic=h.default_topic,
+        default_topic_queue_nums=h.default_topic_queue_nums,
+        queue_id=h.queue_id,
+        sys_flag=h.sys_flag,
+        born_timestamp=h.born_timestamp,
+        flag=h.flag or 0,
+        properties=properties,
+        reconsume_times=h.reconsume_times,
+        unit_mode=bool(h.unit_mode),
+        born_host=socket_text(born_host),
+        store_host=socket_text(store_host),
+        store_timestamp=store_timestamp,
+    ).to_ext_fields()
 
 
 def record_job(store: Store, reply: ReplyPushed) -> Callable[[AppendContext], int]:

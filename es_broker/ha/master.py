@@ -44,6 +44,7 @@ from es_broker.log.types import (
 )
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.es_headers import HaMergeSlaveOffsetsResponseHeader, RecordSeqResponseHeader
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +340,9 @@ class ReplicationMaster:
             req,
             ResponseCode.SUCCESS,
             None,
-            {"seq": outcome.seq, "policy": outcome.policy, "deliveries": outcome.deliveries},
+            HaMergeSlaveOffsetsResponseHeader(
+                seq=outcome.seq, policy=outcome.policy, deliveries=outcome.deliveries
+            ).to_ext_fields(),
         )
 
     async def record_set_aside(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -371,7 +374,8 @@ class ReplicationMaster:
             record.epoch,
             seq,
         )
-        return response_to(req, ResponseCode.SUCCESS, None, {"seq": seq})
+        answer = RecordSeqResponseHeader(seq=seq)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:

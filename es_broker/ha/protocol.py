@@ -41,6 +41,11 @@ from es_broker.commands.slave_journal import SlaveCommit, SlaveDelivery
 from es_broker.core.slave_broker import ReplicatedBatch
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request, response_to
+from es_broker.remoting.es_headers import (
+    HaFetchRecordsRequestHeader,
+    HaFetchRecordsResponseHeader,
+    HaMergeSlaveOffsetsRequestHeader,
+)
 
 DEFAULT_MAX_BYTES = 1024 * 1024  # per answer; one record is always shipped, whatever its size
 
@@ -48,11 +53,6 @@ DEFAULT_MAX_BYTES = 1024 * 1024  # per answer; one record is always shipped, wha
 def record_crc(raw: bytes | None) -> int:
     """CRC-32 of a stored record; 0 for "no record" (a slave with an empty log)."""
     return zlib.crc32(raw) if raw else 0
-
-
-def _epoch(cmd: RemotingCommand) -> int:
-    epoch = cmd.get_int("epoch")
-    return -1 if epoch is None else epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,30 +67,30 @@ class FetchRequest:
     epoch: int = -1  # the fail-over epoch the slave follows (B-375); -1: no coordinator
 
     def to_command(self) -> RemotingCommand:
-        fields: dict[str, object] = {
-            "slaveId": self.slave_id,
-            "slaveAddr": self.slave_addr,
-            "fromSeq": self.from_seq,
-            "lastRecordCrc": self.last_record_crc,
-            "slavePhyMax": self.slave_phy_max,
-            "maxWaitMillis": self.max_wait_ms,
-            "maxBytes": self.max_bytes,
-        }
-        if self.epoch >= 0:
-            fields["epoch"] = self.epoch
-        return request(EsRequestCode.HA_FETCH_RECORDS, fields)
+        header = HaFetchRecordsRequestHeader(
+            slave_id=self.slave_id,
+            slave_addr=self.slave_addr,
+            from_seq=self.from_seq,
+            last_record_crc=self.last_record_crc,
+            slave_phy_max=self.slave_phy_max,
+            max_wait_millis=self.max_wait_ms,
+            max_bytes=self.max_bytes,
+            epoch=self.epoch if self.epoch >= 0 else None,
+        )
+        return request(EsRequestCode.HA_FETCH_RECORDS, header.to_ext_fields())
 
     @classmethod
     def from_command(cls, cmd: RemotingCommand) -> FetchRequest:
+        h = HaFetchRecordsRequestHeader.of(cmd)
         return cls(
-            cmd.require_int("slaveId"),
-            cmd.require_str("slaveAddr"),
-            max(cmd.require_long("fromSeq"), 1),
-            cmd.require_long("lastRecordCrc"),
-            cmd.require_long("slavePhyMax"),
-            max(cmd.require_int("maxWaitMillis"), 0),
-            max(cmd.get_int("maxBytes", DEFAULT_MAX_BYTES) or 1, 1),
-            _epoch(cmd),
+            h.slave_id,
+            h.slave_addr,
+            max(h.from_seq, 1),
+            h.last_record_crc,
+            h.slave_phy_max,
+            max(h.max_wait_millis, 0),
+            max(DEFAULT_MAX_BYTES if h.max_bytes is None else h.max_bytes or 1, 1),
+            -1 if h.epoch is None else h.epoch,
         )
 
 
@@ -105,38 +105,29 @@ class FetchAnswer:
         body = msgpack.packb(
             [list(self.batch.records), [list(p) for p in self.batch.payloads]], use_bin_type=True
         )
-        return response_to(
-            req,
-            ResponseCode.SUCCESS,
-            None,
-            {
-                "firstSeq": self.batch.first_seq,
-                "count": len(self.batch.records),
-                "masterLastSeq": self.master_last_seq,
-                "masterPhyMax": self.master_phy_max,
-                "epoch": self.epoch,
-            },
-            body,
+        header = HaFetchRecordsResponseHeader(
+            first_seq=self.batch.first_seq,
+            count=len(self.batch.records),
+            master_last_seq=self.master_last_seq,
+            master_phy_max=self.master_phy_max,
+            epoch=self.epoch,
         )
+        return response_to(req, ResponseCode.SUCCESS, None, header.to_ext_fields(), body)
 
     @classmethod
     def from_response(cls, resp: RemotingCommand) -> FetchAnswer:
+        h = HaFetchRecordsResponseHeader.of(resp)
         records, payloads = msgpack.unpackb(resp.body, raw=False) if resp.body else ([], [])
-        if len(records) != resp.require_int("count"):
+        if len(records) != h.count:
             raise ValueError(
-                f"fetch answer holds {len(records)} records, its header says {resp.require_int('count')}"
+                f"fetch answer holds {len(records)} records, its header says {h.count}"
             )
         batch = ReplicatedBatch(
-            resp.require_long("firstSeq"),
+            h.first_seq,
             tuple(records),
             tuple((int(phy), data) for phy, data in payloads),
         )
-        return cls(
-            batch,
-            resp.require_long("masterLastSeq"),
-            resp.require_long("masterPhyMax"),
-            _epoch(resp),
-        )
+        return cls(batch, h.master_last_seq, h.master_phy_max, -1 if h.epoch is None else h.epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,15 +144,10 @@ class MergeRequest:
         if self.deliveries:
             payload = {"commits": commits, "deliveries": [d.row() for d in self.deliveries]}
         body = msgpack.packb(payload, use_bin_type=True)
-        return request(
-            EsRequestCode.HA_MERGE_SLAVE_OFFSETS,
-            {
-                "slaveId": self.slave_id,
-                "slaveAddr": self.slave_addr,
-                "journalUpto": self.journal_upto,
-            },
-            body,
+        header = HaMergeSlaveOffsetsRequestHeader(
+            slave_id=self.slave_id, slave_addr=self.slave_addr, journal_upto=self.journal_upto
         )
+        return request(EsRequestCode.HA_MERGE_SLAVE_OFFSETS, header.to_ext_fields(), body)
 
     @classmethod
     def from_command(cls, cmd: RemotingCommand) -> MergeRequest:
@@ -176,10 +162,11 @@ class MergeRequest:
             )
         if not isinstance(commits, list) or not isinstance(deliveries, list):
             raise ValueError("merge body's commits and deliveries must be lists")
+        h = HaMergeSlaveOffsetsRequestHeader.of(cmd)
         return cls(
-            cmd.require_int("slaveId"),
-            cmd.require_str("slaveAddr"),
-            cmd.require_long("journalUpto"),
+            h.slave_id,
+            h.slave_addr,
+            h.journal_upto,
             tuple(SlaveCommit.from_row(list(r)) for r in commits),
             tuple(SlaveDelivery.from_row(list(r)) for r in deliveries),
         )

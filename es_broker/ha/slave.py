@@ -34,6 +34,7 @@ from es_broker.core.slave_broker import LogDiverged, SlaveBroker
 from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
 from es_broker.log import records
 from es_broker.log.types import RecordType
+from es_broker.remoting.es_headers import HaMergeSlaveOffsetsResponseHeader
 from es_broker.remoting.peer_outcomes import PeerRequests
 
 log = logging.getLogger(__name__)
@@ -261,6 +262,7 @@ class SlaveReplicator:
         if not self.merges.answered(addr, response):
             raise ReplicationRefused(f"master {addr} refused the offset merge: {response.remark}")
         self._shipped_upto = upto
+        answer = HaMergeSlaveOffsetsResponseHeader.of(response)
         log.info(
             "%d offset commits and %d deliveries up to journal position %d merged on master %s (%s), "
             "record %s",
@@ -268,8 +270,8 @@ class SlaveReplicator:
             len(deliveries),
             upto,
             addr,
-            response.ext_fields.get("policy"),
-            response.ext_fields.get("seq"),
+            answer.policy,
+            answer.seq,
         )
 
     # ------------------------------------------------------------------ status

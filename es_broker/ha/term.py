@@ -14,6 +14,7 @@ from es_broker.log import AppendContext
 from es_broker.log.types import HaPromoted
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.es_headers import HaSwitchRequestHeader, HaSwitchResponseHeader
 
 
 @dataclass(slots=True)
@@ -45,7 +46,7 @@ class HaTerm:
 
     async def switch(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """HA_SWITCH (`es-broker admin haSwitch`): stop writes, hand the key to `to` once it holds them all."""
-        to = req.require_str("to")
+        to = HaSwitchRequestHeader.of(req).to
         c = self.coordinator
         if not self.lead.mine or c.fence() is not None:
             raise ServiceNotAvailable(
@@ -64,7 +65,8 @@ class HaTerm:
             raise ServiceNotAvailable(
                 f"node {to} did not reach record {c.position()} in time; node {c.node} leads on"
             )
-        return response_to(req, ResponseCode.SUCCESS, None, {"from": c.node, "to": to})
+        answer = HaSwitchResponseHeader(from_node=c.node, to=to)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     def status(self) -> dict[str, Any]:
         c = self.coordinator

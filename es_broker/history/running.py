@@ -29,7 +29,6 @@ from typing import Any
 import trio
 
 from es_broker.client.channel import Channel
-from es_broker.commands.errors import IllegalRequest
 from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster
@@ -38,6 +37,7 @@ from es_broker.history import seal as sealing
 from es_broker.readmodel.process import read_position
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.es_headers import HistoryArchiveRequestHeader
 from es_broker.server.remoting_server import Handler
 
 log = logging.getLogger(__name__)
@@ -155,10 +155,7 @@ class HistorySealing:
                 ResponseCode.SYSTEM_ERROR,
                 "a slave follows its master's log: seal on the master",
             )
-        try:
-            before = int(req.ext_fields.get("before", ""))
-        except ValueError:
-            raise IllegalRequest("HISTORY_ARCHIVE needs `before`, epoch milliseconds") from None
+        before = HistoryArchiveRequestHeader.of(req).before
         requester = f"es-broker archive -b ({channel.remote_addr})"
         outcome = await self.seal_before(before, requester)
         body = json.dumps(outcome.to_json()).encode()

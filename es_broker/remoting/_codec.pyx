@@ -56,6 +56,8 @@ cdef dict _LANGUAGE_JSON = None  # LanguageCode member -> its name as a JSON str
 cdef dict _SHAPES = None  # requests.SHAPES
 cdef dict _PLANS = {}  # id(shape) -> (shape, plain plan, wire-name plan)
 cdef object _Refusal = None, _NO_HEADER = None
+cdef object _new_object = object.__new__
+from dataclasses import MISSING as _MISSING
 cdef object _STR = None, _INT = None, _LONG = None, _BOOL = None
 cdef int _SEND_MESSAGE = 10
 
@@ -433,8 +435,9 @@ def encode_frame(cmd):
 
 # ------------------------------------------------------------------ requests.decode and check
 
-# a field's plan: (name, attr, kind, required, low, high, max_len, choices, pattern); kind 0 text,
-# 1 integer, 2 boolean; low/high the integer's bounds (the Java type's, narrowed by min/max)
+# a field's plan: (name, attr, kind, required, low, high, max_len, choices, pattern, default); kind
+# 0 text, 1 integer, 2 boolean; low/high the integer's bounds (the Java type's, narrowed by min/max);
+# default what the header class holds when the field is left out
 cdef tuple _plans(object shape):
     cdef list plain = [], wire = []
     for spec, wire_name in zip(shape.fields, shape.wire_names):
@@ -449,7 +452,15 @@ cdef tuple _plans(object shape):
         java = (I32_MIN, I32_MAX) if spec.kind is _INT else (-(1 << 63), (1 << 63) - 1)
         low = java[0] if spec.min is None else max(java[0], spec.min)
         high = java[1] if spec.max is None else min(java[1], spec.max)
-        rest = (spec.attr, kind, spec.required, low, high, spec.max_len, spec.choices, spec.pattern)
+        default = None
+        if shape.header is not None:
+            default = shape.header.__dataclass_fields__[spec.attr].default
+            if default is _MISSING:
+                if not spec.required:
+                    return None
+                default = None  # never used: a missing required field is refused
+        rest = (spec.attr, kind, spec.required, low, high, spec.max_len, spec.choices, spec.pattern,
+                default)
         plain.append((spec.name,) + rest)
         wire.append((wire_name,) + rest)
     return (shape, tuple(plain), tuple(wire))
@@ -502,35 +513,37 @@ def decode(cmd, shape=None):
             return _REF["decode"](cmd, shape)
         plan = (<tuple>entry)[2]
     cdef int kind
-    cdef int64_t value
-    cdef dict values = {}
+    cdef int64_t number
+    header = shape.header
+    # built in place, as dataclasses' own __init__ does for a frozen class (object.__setattr__), with
+    # every field set: the read value or the field's default; dropped if the reference must judge
+    obj = _new_object(header) if header is not None else None
     for item in plan:
-        name, attr, kind, required, low, high, max_len, choices, pattern = <tuple>item
+        name, attr, kind, required, low, high, max_len, choices, pattern, default = <tuple>item
         raw = fields.get(name)
         if raw is None:
             if required:
                 return _REF["decode"](cmd, shape)  # refused there, with its remark
-            continue
-        if type(raw) is not str:
+            value = default
+        elif type(raw) is not str:
             return _REF["decode"](cmd, shape)
-        if kind == 0:
+        elif kind == 0:
             if ((not raw and required) or len(<str>raw) > max_len
                     or (pattern is not None and pattern.fullmatch(raw) is None)
                     or (choices is not None and raw not in choices)):
                 return _REF["decode"](cmd, shape)
-            values[attr] = raw
+            value = raw
         elif kind == 1:
-            if not _integer_in(<str>raw, low, high, &value):
+            if not _integer_in(<str>raw, low, high, &number):
                 return _REF["decode"](cmd, shape)
-            values[attr] = value
+            value = number
         else:
-            values[attr] = (<str>raw).lower() == "true"
+            value = (<str>raw).lower() == "true"
+        if obj is not None:
+            PyObject_GenericSetAttr(obj, attr, value)
     if shape.body is not None and shape.body(cmd) is not None:
         return _REF["decode"](cmd, shape)
-    header = shape.header
-    if header is None:
-        return _NO_HEADER
-    return header(**values)
+    return _NO_HEADER if obj is None else obj
 
 
 def check(cmd, shape=None):

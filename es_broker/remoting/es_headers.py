@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .header_fields import RequestHeader, boolean, i32, i64, text
+from .header_fields import CustomHeader, boolean, i32, i64, text
 
 # -- offsets and dead letters (es_broker/server/query_processors.py, retry_processors.py) ------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ResetOffsetsRequestHeader(RequestHeader):
+class ResetOffsetsRequestHeader(CustomHeader):
     """RESET_OFFSET: a group's offsets moved by time, to an offset, by a shift, or to an end."""
 
     topic: str = text(True)
@@ -25,7 +25,7 @@ class ResetOffsetsRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RedriveDlqRequestHeader(RequestHeader):
+class RedriveDlqRequestHeader(CustomHeader):
     """REDRIVE_DLQ: a group's dead letters sent again, to its retry topic or their own."""
 
     group: str = text(True)
@@ -36,14 +36,14 @@ class RedriveDlqRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MessageTraceRequestHeader(RequestHeader):
+class MessageTraceRequestHeader(CustomHeader):
     """MESSAGE_TRACE: a message's journey, by id."""
 
     msg_id: str = text(True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HistoryArchiveRequestHeader(RequestHeader):
+class HistoryArchiveRequestHeader(CustomHeader):
     """HISTORY_ARCHIVE: seal the log's segments older than `before` (B-411)."""
 
     before: int = i64(True)
@@ -53,7 +53,7 @@ class HistoryArchiveRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetsAtRequestHeader(RequestHeader):
+class OffsetsAtRequestHeader(CustomHeader):
     """OFFSETS_AT: a group's offset table at a moment."""
 
     group: str = text(True)
@@ -63,7 +63,7 @@ class OffsetsAtRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetHistoryRequestHeader(RequestHeader):
+class OffsetHistoryRequestHeader(CustomHeader):
     """OFFSET_HISTORY: a group's newest offset changes and the records that explain them."""
 
     group: str = text(True)
@@ -75,7 +75,7 @@ class OffsetHistoryRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetTimelineRequestHeader(RequestHeader):
+class OffsetTimelineRequestHeader(CustomHeader):
     """OFFSET_TIMELINE: a group's offsets and lag sampled over a window, and its events."""
 
     group: str = text(True)
@@ -87,7 +87,7 @@ class OffsetTimelineRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExplainGroupRequestHeader(RequestHeader):
+class ExplainGroupRequestHeader(CustomHeader):
     """EXPLAIN_GROUP: why a group started where it did on a topic."""
 
     group: str = text(True)
@@ -95,7 +95,7 @@ class ExplainGroupRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AccountScopeRequestHeader(RequestHeader):
+class AccountScopeRequestHeader(CustomHeader):
     """ACCOUNT_SCOPE: the topics and groups the calling account may see, optionally one of each."""
 
     topic: str | None = text()
@@ -103,14 +103,14 @@ class AccountScopeRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OpenTransactionsRequestHeader(RequestHeader):
+class OpenTransactionsRequestHeader(CustomHeader):
     """OPEN_TRANSACTIONS: the open half messages, of one producer group or all."""
 
     producer_group: str | None = text()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StatsHistoryRequestHeader(RequestHeader):
+class StatsHistoryRequestHeader(CustomHeader):
     """STATS_HISTORY: messages in and out per interval, the broker's or a topic's."""
 
     since: int = i64(True, min=0)
@@ -123,7 +123,7 @@ class StatsHistoryRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HaFetchRecordsRequestHeader(RequestHeader):
+class HaFetchRecordsRequestHeader(CustomHeader):
     """HA_FETCH_RECORDS: a slave's fetch of records from `fromSeq`, long-polled on the master."""
 
     slave_id: int = i32(True, min=0)
@@ -133,12 +133,58 @@ class HaFetchRecordsRequestHeader(RequestHeader):
     slave_phy_max: int = i64(True)
     max_wait_millis: int = i32(True, min=0)
     max_bytes: int | None = i32(min=1)
+    epoch: int | None = i32()  # the fail-over epoch the slave follows (B-375); absent: none
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HaMergeSlaveOffsetsRequestHeader(RequestHeader):
+class HaMergeSlaveOffsetsRequestHeader(CustomHeader):
     """HA_MERGE_SLAVE_OFFSETS: the offsets a slave took alone, merged into its master's."""
 
     slave_id: int = i32(True, min=0)
     slave_addr: str = text(True)
     journal_upto: int = i64(True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaSwitchRequestHeader(CustomHeader):
+    """HA_SWITCH (B-386): the leader hands its key to follower node `to`."""
+
+    to: str = text(True)
+
+
+# -- responses ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaFetchRecordsResponseHeader(CustomHeader):
+    """HA_FETCH_RECORDS' answer: where the records of the body start and the master's ends."""
+
+    first_seq: int = i64(True)
+    count: int = i32(True, min=0)
+    master_last_seq: int = i64(True)
+    master_phy_max: int = i64(True)
+    epoch: int | None = i32()  # the master's fail-over epoch; absent or -1: no coordinator
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaMergeSlaveOffsetsResponseHeader(CustomHeader):
+    """HA_MERGE_SLAVE_OFFSETS' answer: the merge record, the policy applied, deliveries appended."""
+
+    seq: int | None = i64()
+    policy: str | None = text()
+    deliveries: int | None = i32(min=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaSwitchResponseHeader(CustomHeader):
+    """HA_SWITCH's answer: the node that led, and the one that leads now."""
+
+    from_node: str = text(True, name="from")
+    to: str = text(True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordSeqResponseHeader(CustomHeader):
+    """The answer of a request that appended one record (HA_REPORT_SET_ASIDE): its sequence."""
+
+    seq: int = i64(True)

@@ -1,7 +1,7 @@
 """How a request header class declares its fields, and the one reader that decodes them.
 
-A request header is a frozen dataclass (headers.py), one per CommandCustomHeader
-shape of RocketMQ 4.9.8. Each field says its rule once, next to itself, through
+A request or response header is a frozen dataclass (headers.py, es_headers.py,
+response_headers.py), one per CommandCustomHeader shape of RocketMQ 4.9.8. Each field says its rule once, next to itself, through
 the constructors here (`text`, `i32`, `i64`, `boolean`, ...): the Java type, whether
 the frame must carry it, its range, length, choices or form, and its Java name
 when that is not the attribute's camelCase (`clientID`) or the one-letter name
@@ -10,7 +10,7 @@ SEND_MESSAGE_V2 gives it on the wire (`v2="b"`).
 Reading a header (`read_fields`) is its shape check: a field that breaks its rule
 raises the `CommandError` whose text is the remark RocketMQ's refusal carries
 (B-135..B-139); requests.py prefixes the request's name and answers SYSTEM_ERROR.
-Writing one (`RequestHeader.to_ext_fields`) gives Java's text of every field set.
+Writing one (`CustomHeader.to_ext_fields`) gives Java's text of every field set.
 """
 
 from __future__ import annotations
@@ -170,9 +170,10 @@ def i64(
     return _declare(HeaderField(name, Kind.LONG, required, min=min, max=max, v2=v2), default)
 
 
-def boolean(*, name: str = "", v2: str | None = None) -> Any:
-    """An optional Java boolean field (Boolean.parseBoolean: never malformed)."""
-    return _declare(HeaderField(name, Kind.BOOL, False, v2=v2), dataclasses.MISSING)
+def boolean(*, name: str = "", v2: str | None = None, default: Any = dataclasses.MISSING) -> Any:
+    """An optional Java boolean field (Boolean.parseBoolean: never malformed); `default`: a Java
+    primitive, always written."""
+    return _declare(HeaderField(name, Kind.BOOL, False, v2=v2), default)
 
 
 def queue_id(required: bool = True) -> Any:
@@ -195,6 +196,21 @@ def _java_name(attr: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+# per class: the attributes, their Java names, their wire names with the V2 letters
+_WRITES: dict[type, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _write_plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    rules = rules_of(cls)
+    plan = (
+        tuple(rule.attr for rule in rules),
+        tuple(rule.name for rule in rules),
+        tuple(rule.v2 or rule.name for rule in rules),
+    )
+    _WRITES[cls] = plan
+    return plan
+
+
 def rules_of(cls: type) -> tuple[HeaderField, ...]:
     """The declared fields of a header class, in the order they are written, with their names."""
     rules = _RULES.get(cls)
@@ -209,9 +225,9 @@ def rules_of(cls: type) -> tuple[HeaderField, ...]:
     return rules
 
 
-class RequestHeader:
-    """Base of the typed request headers (Java's CommandCustomHeader): frozen slotted dataclasses
-    whose construction from a command is their shape check."""
+class CustomHeader:
+    """Base of the typed headers (Java's CommandCustomHeader), of requests and of responses: frozen
+    slotted dataclasses whose construction from a command is their shape check."""
 
     __slots__ = ()
 
@@ -237,18 +253,30 @@ class RequestHeader:
             fields = {renames.get(k, k): v for k, v in fields.items()}
         return cls(**read_fields(rules, fields, names))
 
-    def to_ext_fields(self) -> dict[str, str]:
-        """The extFields that carry this header: Java names, Java's text, absent fields left out."""
+    def to_ext_fields(self, code: int | None = None) -> dict[str, str]:
+        """The extFields that carry this header: Java's text of every field set, under its Java
+        name (its one-letter name when requests of `code` use those: SEND_MESSAGE_V2)."""
+        plan = _WRITES.get(type(self)) or _write_plan(type(self))
+        names = plan[2] if code is not None and self.uses_v2_names(code) else plan[1]
         out = {}
-        for rule in rules_of(type(self)):
-            value = ext_value_to_str(getattr(self, rule.attr))
-            if value is not None:
-                out[rule.name] = value
+        for attr, name in zip(plan[0], names, strict=True):
+            value = getattr(self, attr)
+            if value is None:
+                continue
+            kind = type(value)
+            if kind is str:
+                out[name] = value
+            elif kind is int:
+                out[name] = str(value)
+            elif kind is bool:
+                out[name] = "true" if value else "false"
+            else:
+                out[name] = ext_value_to_str(value) or ""
         return out
 
 
 @dataclass(frozen=True, slots=True)
-class NoHeader(RequestHeader):
+class NoHeader(CustomHeader):
     """The header of a request whose code declares no fields (RocketMQ's null custom header)."""
 
 
@@ -285,7 +313,7 @@ __all__ = [
     "HeaderField",
     "Kind",
     "NoHeader",
-    "RequestHeader",
+    "CustomHeader",
     "boolean",
     "i32",
     "i64",

@@ -20,7 +20,7 @@ from .codes import RequestCode
 from .header_fields import (
     NAME_MAX,
     TEXT_MAX,
-    RequestHeader,
+    CustomHeader,
     boolean,
     i32,
     i64,
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SendMessageRequestHeader(RequestHeader):
+class SendMessageRequestHeader(CustomHeader):
     """SEND_MESSAGE (Java names), SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (one letter a field,
     SendMessageRequestHeaderV2, docs/protocol.md §7.2.1); a V2 header may carry a field under its
     Java name instead. None is a field left out of the frame. Fields are in the order the header is
@@ -71,8 +71,7 @@ class SendMessageRequestHeader(RequestHeader):
 
     def v2_fields(self) -> dict[str, str]:
         """The SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE extFields: one-letter names, Java's text."""
-        v1 = self.to_ext_fields()
-        return {SEND_V1_FIELDS[name]: value for name, value in v1.items()}
+        return self.to_ext_fields(RequestCode.SEND_MESSAGE_V2)
 
     def v1_fields(self) -> dict[str, str]:
         """The SEND_MESSAGE extFields: Java's field names."""
@@ -87,7 +86,7 @@ SEND_V1_FIELDS = {name: short for short, name in SEND_V2_FIELDS.items()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PullMessageRequestHeader(RequestHeader):
+class PullMessageRequestHeader(CustomHeader):
     """PULL_MESSAGE."""
 
     consumer_group: str = text(True)
@@ -104,7 +103,7 @@ class PullMessageRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueryConsumerOffsetRequestHeader(RequestHeader):
+class QueryConsumerOffsetRequestHeader(CustomHeader):
     """QUERY_CONSUMER_OFFSET."""
 
     consumer_group: str = text(True)
@@ -113,7 +112,7 @@ class QueryConsumerOffsetRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UpdateConsumerOffsetRequestHeader(RequestHeader):
+class UpdateConsumerOffsetRequestHeader(CustomHeader):
     """UPDATE_CONSUMER_OFFSET."""
 
     consumer_group: str = text(True)
@@ -123,7 +122,7 @@ class UpdateConsumerOffsetRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SearchOffsetRequestHeader(RequestHeader):
+class SearchOffsetRequestHeader(CustomHeader):
     """SEARCH_OFFSET_BY_TIMESTAMP."""
 
     topic: str = text(True)
@@ -132,7 +131,7 @@ class SearchOffsetRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TopicQueueRequestHeader(RequestHeader):
+class TopicQueueRequestHeader(CustomHeader):
     """GET_MAX_OFFSET, GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME (GetMaxOffsetRequestHeader...)."""
 
     topic: str = text(True)
@@ -140,14 +139,14 @@ class TopicQueueRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ViewMessageRequestHeader(RequestHeader):
+class ViewMessageRequestHeader(CustomHeader):
     """VIEW_MESSAGE_BY_ID: a commit-log offset."""
 
     offset: int = physical_offset()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueryMessageRequestHeader(RequestHeader):
+class QueryMessageRequestHeader(CustomHeader):
     """QUERY_MESSAGE: messages by key (or unique key) within a time range."""
 
     topic: str = text(True)
@@ -155,10 +154,12 @@ class QueryMessageRequestHeader(RequestHeader):
     max_num: int = i32(True, min=0)
     begin_timestamp: int = i64(True)
     end_timestamp: int = i64(True)
+    # MixAll.UNIQUE_MSG_QUERY_FLAG, an extField beside the header: `key` is a UNIQ_KEY (B-202)
+    unique_key_query: bool | None = boolean(name="_UNIQUE_KEY_QUERY")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerSendMsgBackRequestHeader(RequestHeader):
+class ConsumerSendMsgBackRequestHeader(CustomHeader):
     """CONSUMER_SEND_MSG_BACK."""
 
     group: str = text(True)
@@ -174,7 +175,7 @@ class ConsumerSendMsgBackRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UnregisterClientRequestHeader(RequestHeader):
+class UnregisterClientRequestHeader(CustomHeader):
     """UNREGISTER_CLIENT."""
 
     client_id: str | None = text(name="clientID")
@@ -183,7 +184,7 @@ class UnregisterClientRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerGroupRequestHeader(RequestHeader):
+class ConsumerGroupRequestHeader(CustomHeader):
     """GET_CONSUMER_LIST_BY_GROUP, GET_CONSUMER_CONNECTION_LIST (GetConsumerListByGroupRequestHeader,
     GetConsumerConnectionListRequestHeader)."""
 
@@ -191,7 +192,7 @@ class ConsumerGroupRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EndTransactionRequestHeader(RequestHeader):
+class EndTransactionRequestHeader(CustomHeader):
     """END_TRANSACTION: commit or roll back a half message."""
 
     producer_group: str = text(True)
@@ -205,7 +206,7 @@ class EndTransactionRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetConsumerRunningInfoRequestHeader(RequestHeader):
+class GetConsumerRunningInfoRequestHeader(CustomHeader):
     """GET_CONSUMER_RUNNING_INFO."""
 
     consumer_group: str = text(True)
@@ -214,7 +215,7 @@ class GetConsumerRunningInfoRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumeMessageDirectlyResultRequestHeader(RequestHeader):
+class ConsumeMessageDirectlyResultRequestHeader(CustomHeader):
     """CONSUME_MESSAGE_DIRECTLY."""
 
     consumer_group: str = text(True)
@@ -227,7 +228,7 @@ class ConsumeMessageDirectlyResultRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CreateTopicRequestHeader(RequestHeader):
+class CreateTopicRequestHeader(CustomHeader):
     """UPDATE_AND_CREATE_TOPIC."""
 
     topic: str = text(True)
@@ -241,7 +242,7 @@ class CreateTopicRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TopicRequestHeader(RequestHeader):
+class TopicRequestHeader(CustomHeader):
     """DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO, QUERY_TOPIC_CONSUME_BY_WHO,
     DELETE_TOPIC_IN_NAMESRV: a topic name."""
 
@@ -249,7 +250,7 @@ class TopicRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DeleteSubscriptionGroupRequestHeader(RequestHeader):
+class DeleteSubscriptionGroupRequestHeader(CustomHeader):
     """DELETE_SUBSCRIPTIONGROUP."""
 
     group_name: str = text(True)
@@ -257,14 +258,14 @@ class DeleteSubscriptionGroupRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetProducerConnectionListRequestHeader(RequestHeader):
+class GetProducerConnectionListRequestHeader(CustomHeader):
     """GET_PRODUCER_CONNECTION_LIST."""
 
     producer_group: str = text(True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetConsumeStatsRequestHeader(RequestHeader):
+class GetConsumeStatsRequestHeader(CustomHeader):
     """GET_CONSUME_STATS."""
 
     consumer_group: str = text(True)
@@ -272,7 +273,7 @@ class GetConsumeStatsRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ResetOffsetRequestHeader(RequestHeader):
+class ResetOffsetRequestHeader(CustomHeader):
     """INVOKE_BROKER_TO_RESET_OFFSET."""
 
     topic: str = text(True)
@@ -282,7 +283,7 @@ class ResetOffsetRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CloneGroupOffsetRequestHeader(RequestHeader):
+class CloneGroupOffsetRequestHeader(CustomHeader):
     """CLONE_GROUP_OFFSET."""
 
     src_group: str = text(True)
@@ -292,7 +293,7 @@ class CloneGroupOffsetRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ViewBrokerStatsDataRequestHeader(RequestHeader):
+class ViewBrokerStatsDataRequestHeader(CustomHeader):
     """VIEW_BROKER_STATS_DATA (`at`: es-broker's, a moment to read the counts at)."""
 
     stats_name: str = text(True)
@@ -304,7 +305,7 @@ class ViewBrokerStatsDataRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CreateAccessConfigRequestHeader(RequestHeader):
+class CreateAccessConfigRequestHeader(CustomHeader):
     """UPDATE_AND_CREATE_ACL_CONFIG."""
 
     access_key: str = text(True)
@@ -318,14 +319,14 @@ class CreateAccessConfigRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DeleteAccessConfigRequestHeader(RequestHeader):
+class DeleteAccessConfigRequestHeader(CustomHeader):
     """DELETE_ACL_CONFIG."""
 
     access_key: str = text(True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UpdateGlobalWhiteAddrsConfigRequestHeader(RequestHeader):
+class UpdateGlobalWhiteAddrsConfigRequestHeader(CustomHeader):
     """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG."""
 
     global_white_addrs: str | None = text(max_len=TEXT_MAX)
@@ -336,7 +337,7 @@ class UpdateGlobalWhiteAddrsConfigRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RegisterBrokerRequestHeader(RequestHeader):
+class RegisterBrokerRequestHeader(CustomHeader):
     """REGISTER_BROKER."""
 
     broker_name: str = text(True)
@@ -346,10 +347,14 @@ class RegisterBrokerRequestHeader(RequestHeader):
     broker_id: int = i64(True, min=0)
     compressed: bool | None = boolean()
     body_crc32: int | None = i32()
+    # es-broker's (B-391; a 4.9.8 name server ignores them): the body lists every topic of the
+    # broker (its others go), and the topics the broker deleted, `;`-separated
+    topic_table_complete: bool | None = boolean()
+    deleted_topics: str | None = text(max_len=TEXT_MAX)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UnRegisterBrokerRequestHeader(RequestHeader):
+class UnRegisterBrokerRequestHeader(CustomHeader):
     """UNREGISTER_BROKER."""
 
     broker_name: str = text(True)
@@ -359,7 +364,7 @@ class UnRegisterBrokerRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetRouteInfoRequestHeader(RequestHeader):
+class GetRouteInfoRequestHeader(CustomHeader):
     """GET_ROUTEINFO_BY_TOPIC."""
 
     topic: str = text(True)
@@ -367,14 +372,14 @@ class GetRouteInfoRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetTopicsByClusterRequestHeader(RequestHeader):
+class GetTopicsByClusterRequestHeader(CustomHeader):
     """GET_TOPICS_BY_CLUSTER."""
 
     cluster: str = text(True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueryDataVersionRequestHeader(RequestHeader):
+class QueryDataVersionRequestHeader(CustomHeader):
     """QUERY_DATA_VERSION."""
 
     broker_name: str | None = text()
@@ -384,7 +389,7 @@ class QueryDataVersionRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PutKVConfigRequestHeader(RequestHeader):
+class PutKVConfigRequestHeader(CustomHeader):
     """PUT_KV_CONFIG."""
 
     namespace: str = text(True)
@@ -393,7 +398,7 @@ class PutKVConfigRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KVConfigRequestHeader(RequestHeader):
+class KVConfigRequestHeader(CustomHeader):
     """GET_KV_CONFIG, DELETE_KV_CONFIG (GetKVConfigRequestHeader, DeleteKVConfigRequestHeader)."""
 
     namespace: str = text(True)
@@ -401,7 +406,7 @@ class KVConfigRequestHeader(RequestHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetKVListByNamespaceRequestHeader(RequestHeader):
+class GetKVListByNamespaceRequestHeader(CustomHeader):
     """GET_KVLIST_BY_NAMESPACE."""
 
     namespace: str = text(True)

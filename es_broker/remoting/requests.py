@@ -48,9 +48,9 @@ from .header_fields import (
     NAME_MAX,
     NO_HEADER,
     TEXT_MAX,
+    CustomHeader,
     HeaderField,
     Kind,
-    RequestHeader,
     read_fields,
     rules_of,
 )
@@ -94,7 +94,7 @@ class RequestShape:
     fields: tuple[HeaderField, ...] = ()
     body: BodyCheck | None = None
     renames: Mapping[str, str] | None = None  # wire name -> declared name (SEND_MESSAGE_V2)
-    header: type[RequestHeader] | None = None  # what `decode` builds; None: check only
+    header: type[CustomHeader] | None = None  # what `decode` builds; None: check only
     by_name: dict[str, HeaderField] = field(init=False, repr=False, compare=False)
     # each field's declared (Java) name, and with renames its wire name; the renamed declared names
     names: tuple[str, ...] = field(init=False, repr=False, compare=False)
@@ -111,7 +111,7 @@ class RequestShape:
 
 def shape(
     code: RequestCode | EsRequestCode,
-    header: type[RequestHeader] | None = None,
+    header: type[CustomHeader] | None = None,
     body: BodyCheck | None = None,
 ) -> RequestShape:
     """The shape of `code`: its header class's fields (under their one-letter names when the class
@@ -507,6 +507,7 @@ SHAPES: dict[int, RequestShape] = {
         # -- replication (es_broker/ha/protocol.py)
         shape(E.HA_FETCH_RECORDS, es.HaFetchRecordsRequestHeader),
         shape(E.HA_MERGE_SLAVE_OFFSETS, es.HaMergeSlaveOffsetsRequestHeader, ha_merge_body),
+        shape(E.HA_SWITCH, es.HaSwitchRequestHeader),
         # -- name server
         shape(C.REGISTER_BROKER, h.RegisterBrokerRequestHeader),
         shape(C.UNREGISTER_BROKER, h.UnRegisterBrokerRequestHeader),
@@ -542,7 +543,7 @@ def v1_fields(cmd: RemotingCommand) -> dict[str, str]:
 
 def decode(
     cmd: RemotingCommand, shape: RequestShape | None = None
-) -> RequestHeader | Refusal | None:
+) -> CustomHeader | Refusal | None:
     """The typed header of a request, which is its shape check: the header when the request
     conforms (NO_HEADER for a code that declares no fields), else its `Refusal`; None for a code
     without a declared shape (the server answers REQUEST_CODE_NOT_SUPPORTED for codes it does not

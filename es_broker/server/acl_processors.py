@@ -61,7 +61,13 @@ from es_broker.remoting import bodies
 from es_broker.remoting.bodies import AclConfig, PlainAccessConfig
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.headers import (
+    CreateAccessConfigRequestHeader,
+    DeleteAccessConfigRequestHeader,
+    UpdateGlobalWhiteAddrsConfigRequestHeader,
+)
 from es_broker.remoting.query_bodies import AclFileVersions, acl_version_text
+from es_broker.remoting.response_headers import GetBrokerAclConfigResponseHeader
 from es_broker.server.remoting_server import Handler
 
 log = logging.getLogger(__name__)
@@ -111,21 +117,23 @@ class AclProcessors:
         failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
         if self.access is None:
             return response_to(req, failed, NOT_ENABLED)
-        access_key = req.require_str("accessKey")
+        h = CreateAccessConfigRequestHeader.of(req)
+        access_key = h.access_key
         changes: dict[str, Any] = {"accessKey": access_key}
-        secret_key = req.get_str("secretKey")
+        secret_key = h.secret_key
         if secret_key:
             changes["secretKey"] = secret_key
-        white = req.get_str("whiteRemoteAddress")
-        if white is not None:
-            changes["whiteRemoteAddress"] = white
-        changes["admin"] = bool(req.get_bool("admin", False))  # a Java boolean: absent is false
-        for name in ("defaultTopicPerm", "defaultGroupPerm"):
-            value = req.get_str(name)
+        if h.white_remote_address is not None:
+            changes["whiteRemoteAddress"] = h.white_remote_address
+        changes["admin"] = bool(h.admin)  # a Java boolean: absent is false
+        for name, value in (
+            ("defaultTopicPerm", h.default_topic_perm),
+            ("defaultGroupPerm", h.default_group_perm),
+        ):
             if value:
                 changes[name] = value
-        for name in ("topicPerms", "groupPerms"):
-            items = _split(req.get_str(name))
+        for name, text in (("topicPerms", h.topic_perms), ("groupPerms", h.group_perms)):
+            items = _split(text)
             if items is not None:
                 changes[name] = items
         where = self._file_of(access_key)
@@ -143,7 +151,7 @@ class AclProcessors:
         failed = ResponseCode.DELETE_ACL_CONFIG_FAILED
         if self.access is None:
             return response_to(req, failed, NOT_ENABLED)
-        access_key = req.require_str("accessKey")
+        access_key = DeleteAccessConfigRequestHeader.of(req).access_key
         if access_key not in self.access.acl.accounts:
             return self._refuse(
                 req, failed, f"accessKey {access_key}: not deleted: no ACL file defines it"
@@ -168,13 +176,14 @@ class AclProcessors:
         if self.access is None:
             return response_to(req, failed, NOT_ENABLED)
         # blank: an empty list (nobody passes unsigned)
-        patterns = _split(req.get_str("globalWhiteAddrs"))
+        h = UpdateGlobalWhiteAddrsConfigRequestHeader.of(req)
+        patterns = _split(h.global_white_addrs)
         try:
             if patterns is None:
                 raise AclWriteError(
                     "the header field globalWhiteAddrs is required (blank clears the list)"
                 )
-            where = self._named_file(req.get_str("aclFileFullPath"))
+            where = self._named_file(h.acl_file_full_path)
             self._write(where, lambda tree: with_global_white(tree, patterns), channel, req)
         except AclWriteError as exc:
             return self._refuse(req, failed, f"globalWhiteRemoteAddresses not updated: {exc}")
@@ -190,18 +199,14 @@ class AclProcessors:
         versions = AclFileVersions({f.path: wire_version(f.data_version) for f in acl.files})
         version = versions.versions.get(default, bodies.DataVersion())
         cluster, name, addr = self.identity()
-        return response_to(
-            req,
-            ResponseCode.SUCCESS,
-            None,
-            {
-                "version": acl_version_text(version),
-                "allAclFileVersion": versions.encode(),
-                "brokerName": name,
-                "brokerAddr": addr,
-                "clusterName": cluster,
-            },
+        answer = GetBrokerAclConfigResponseHeader(
+            version=acl_version_text(version),
+            all_acl_file_version=versions.encode(),
+            broker_name=name,
+            broker_addr=addr,
+            cluster_name=cluster,
         )
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     async def get_broker_cluster_acl_config(
         self, channel: Channel, req: RemotingCommand

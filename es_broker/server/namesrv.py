@@ -26,6 +26,22 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.headers import (
+    GetKVListByNamespaceRequestHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    KVConfigRequestHeader,
+    PutKVConfigRequestHeader,
+    QueryDataVersionRequestHeader,
+    RegisterBrokerRequestHeader,
+    TopicRequestHeader,
+    UnRegisterBrokerRequestHeader,
+)
+from es_broker.remoting.response_headers import (
+    GetKVConfigResponseHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerResponseHeader,
+)
 from es_broker.server.remoting_server import Handler
 
 log = logging.getLogger(__name__)
@@ -33,8 +49,8 @@ log = logging.getLogger(__name__)
 BROKER_CHANNEL_EXPIRED_MS = 120_000
 NO_ROUTE = "No topic route info in name server for the topic: {topic}"
 STANDARD_JSON_VERSION = 401  # from this client version on, routes are standard JSON
-# es-broker's extensions of REGISTER_BROKER's header (B-391); a 4.9.8 name server ignores them:
-# the body lists every topic of the broker (the others of it go), and topics the broker deleted
+# es-broker's extensions of REGISTER_BROKER's header (B-391; RegisterBrokerRequestHeader's
+# topic_table_complete and deleted_topics), by their Java names
 COMPLETE = "topicTableComplete"
 DELETED = "deletedTopics"
 
@@ -226,12 +242,14 @@ class NameServer:
         self, channel: Channel | None, req: RemotingCommand
     ) -> RemotingCommand:
         body = req.body
-        crc = req.get_int("bodyCrc32", 0)
+        h = RegisterBrokerRequestHeader.of(req)
+        crc = h.body_crc32
         if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        compressed = bool(req.get_bool("compressed", False))
         wrapper = (
-            RegisterBrokerBody.decode(body, compressed=compressed) if body else RegisterBrokerBody()
+            RegisterBrokerBody.decode(body, compressed=bool(h.compressed))
+            if body
+            else RegisterBrokerBody()
         ).topic_config_serialize_wrapper
         return self.apply_registration(channel, req, wrapper)
 
@@ -239,40 +257,35 @@ class NameServer:
         self, channel: Channel | None, req: RemotingCommand, wrapper: TopicConfigSerializeWrapper
     ) -> RemotingCommand:
         """REGISTER_BROKER with its body decoded (this process's broker skips the encoding, B-313)."""
-        deleted = req.get_str(DELETED, "") or ""
+        h = RegisterBrokerRequestHeader.of(req)
         master, ha = self.routes.register(
-            req.require_str("clusterName"),
-            req.require_str("brokerName"),
-            req.require_str("brokerAddr"),
-            req.require_long("brokerId"),
-            req.get_str("haServerAddr", "") or "",
+            h.cluster_name,
+            h.broker_name,
+            h.broker_addr,
+            h.broker_id,
+            h.ha_server_addr or "",
             wrapper.topic_config_table,
             wrapper.data_version,
             channel,
             self.now_ms(),
-            complete=bool(req.get_bool(COMPLETE, False)),
-            deleted=tuple(t for t in deleted.split(";") if t),
+            complete=bool(h.topic_table_complete),
+            deleted=tuple(t for t in (h.deleted_topics or "").split(";") if t),
         )
-        return response_to(
-            req, ResponseCode.SUCCESS, None, {"masterAddr": master, "haServerAddr": ha}
-        )
+        answer = RegisterBrokerResponseHeader(ha_server_addr=ha, master_addr=master)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     async def unregister_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.routes.unregister(
-            req.require_str("brokerName"),
-            req.require_str("brokerAddr"),
-            req.require_long("brokerId"),
-        )
+        h = UnRegisterBrokerRequestHeader.of(req)
+        self.routes.unregister(h.broker_name, h.broker_addr, h.broker_id)
         return response_to(req, ResponseCode.SUCCESS)
 
     async def get_route(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        topic = req.require_str("topic")
+        h = GetRouteInfoRequestHeader.of(req)
+        topic = h.topic
         route = self.routes.route(topic)
         if route is None:
             return response_to(req, ResponseCode.TOPIC_NOT_EXIST, NO_ROUTE.format(topic=topic))
-        standard = req.version >= STANDARD_JSON_VERSION or req.get_bool(
-            "acceptStandardJsonOnly", False
-        )
+        standard = req.version >= STANDARD_JSON_VERSION or h.accept_standard_json_only
         return response_to(
             req,
             ResponseCode.SUCCESS,
@@ -287,44 +300,47 @@ class NameServer:
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def topics_by_cluster(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        names = self.routes.clusters.get(req.require_str("cluster"), set())
+        names = self.routes.clusters.get(GetTopicsByClusterRequestHeader.of(req).cluster, set())
         topics = sorted(t for t, q in self.routes.topic_queues.items() if names & set(q))
         return response_to(req, ResponseCode.SUCCESS, body=TopicList(tuple(topics)).encode())
 
     async def query_data_version(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        live = self.routes.live.get(req.require_str("brokerAddr"))
+        live = self.routes.live.get(QueryDataVersionRequestHeader.of(req).broker_addr)
         theirs = DataVersion.decode(req.body) if req.body else None
         changed = live is None or live.data_version != theirs
         if live is not None:
             live.last_update_ms = self.now_ms()
         body = live.data_version.encode() if live else b""
-        return response_to(req, ResponseCode.SUCCESS, None, {"changed": changed}, body)
+        answer = QueryDataVersionResponseHeader(changed=changed)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields(), body)
 
     async def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.routes.topic_queues.pop(req.require_str("topic"), None)
+        self.routes.topic_queues.pop(TopicRequestHeader.of(req).topic, None)
         return response_to(req, ResponseCode.SUCCESS)
 
     async def put_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.routes.kv.setdefault(req.require_str("namespace"), {})[req.require_str("key")] = (
-            req.require_str("value")
-        )
+        h = PutKVConfigRequestHeader.of(req)
+        self.routes.kv.setdefault(h.namespace, {})[h.key] = h.value
         return response_to(req, ResponseCode.SUCCESS)
 
     async def get_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        ns, key = req.require_str("namespace"), req.require_str("key")
+        h = KVConfigRequestHeader.of(req)
+        ns, key = h.namespace, h.key
         value = self.routes.kv.get(ns, {}).get(key)
         if value is None:
             return response_to(
                 req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}"
             )
-        return response_to(req, ResponseCode.SUCCESS, None, {"value": value})
+        answer = GetKVConfigResponseHeader(value=value)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     async def delete_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.routes.kv.get(req.require_str("namespace"), {}).pop(req.require_str("key"), None)
+        h = KVConfigRequestHeader.of(req)
+        self.routes.kv.get(h.namespace, {}).pop(h.key, None)
         return response_to(req, ResponseCode.SUCCESS)
 
     async def kv_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        ns = req.require_str("namespace")
+        ns = GetKVListByNamespaceRequestHeader.of(req).namespace
         table = self.routes.kv.get(ns)
         if not table:
             return response_to(

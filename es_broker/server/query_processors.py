@@ -37,6 +37,13 @@ from es_broker.commands.explain import explain
 from es_broker.core.broker import Broker
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.es_headers import (
+    AccountScopeRequestHeader,
+    ExplainGroupRequestHeader,
+    OffsetHistoryRequestHeader,
+    OffsetsAtRequestHeader,
+    OffsetTimelineRequestHeader,
+)
 from es_broker.remoting.query_bodies import (
     AccountScopeBody,
     ExplainBody,
@@ -86,8 +93,8 @@ class QueryProcessors:
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def offsets_at(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        group, topic = req.require_str("group"), req.get_str("topic") or None
-        at, durable = req.require_long("at"), bool(req.get_bool("durable", False))
+        h = OffsetsAtRequestHeader.of(req)
+        group, topic, at, durable = h.group, h.topic or None, h.at, bool(h.durable)
         travel = self._travel(req)
         if isinstance(travel, RemotingCommand):
             return travel
@@ -108,10 +115,10 @@ class QueryProcessors:
         return self._answer(req, body)
 
     async def offset_history(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        group, topic = req.require_str("group"), req.get_str("topic") or None
-        since, until = req.get_long("since"), req.get_long("until")
-        limit = req.get_int("maxEntries") or DEFAULT_HISTORY_ENTRIES
-        changes_only = bool(req.get_bool("changesOnly", False))
+        h = OffsetHistoryRequestHeader.of(req)
+        group, topic, since, until = h.group, h.topic or None, h.since, h.until
+        limit = h.max_entries or DEFAULT_HISTORY_ENTRIES
+        changes_only = bool(h.changes_only)
         if not 0 < limit <= MAX_HISTORY_ENTRIES:
             return response_to(
                 req,
@@ -145,10 +152,10 @@ class QueryProcessors:
         )
 
     async def offset_timeline(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        group, topic = req.require_str("group"), req.get_str("topic") or None
-        since, until = req.get_long("since"), req.get_long("until")
-        points = req.get_int("points") or DEFAULT_POINTS
-        max_events = req.get_int("maxEvents") or DEFAULT_EVENTS
+        h = OffsetTimelineRequestHeader.of(req)
+        group, topic, since, until = h.group, h.topic or None, h.since, h.until
+        points = h.points or DEFAULT_POINTS
+        max_events = h.max_events or DEFAULT_EVENTS
         travel = self._travel(req)
         if isinstance(travel, RemotingCommand):
             return travel
@@ -199,7 +206,8 @@ class QueryProcessors:
         )
 
     async def explain_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        group, topic = req.require_str("group"), req.require_str("topic")
+        h = ExplainGroupRequestHeader.of(req)
+        group, topic = h.group, h.topic
         # a pass over the log: off the trio thread, so requests of other clients go on meanwhile
         report = await trio.to_thread.run_sync(explain, self.broker.store, group, topic)
         return self._answer(
@@ -214,12 +222,13 @@ class QueryProcessors:
         )
 
     async def account_scope(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = AccountScopeRequestHeader.of(req)
         topics = set(self.broker.topic_table()[0])
         groups = set(self.broker.group_table()[0])
-        if asked := req.get_str("topic"):
-            topics.add(asked)
-        if asked := req.get_str("group"):
-            groups.add(asked)
+        if h.topic:
+            topics.add(h.topic)
+        if h.group:
+            groups.add(h.group)
         if self.access is None:
             everyone = ResourceScope(perm="ALL", visible=True)
             return self._answer(
@@ -236,9 +245,9 @@ class QueryProcessors:
             )
         scope = self.access.scope(channel, req)
         if not scope.sees_all:  # names the account may not use stay unnamed (B-351)
-            topics = {t for t in topics if scope.may_see(t)} | {req.get_str("topic") or ""}
+            topics = {t for t in topics if scope.may_see(t)} | {h.topic or ""}
             groups = {g for g in groups if scope.may_see(group_resource(g))}
-            groups |= {req.get_str("group") or ""}
+            groups |= {h.group or ""}
             topics.discard("")
             groups.discard("")
 

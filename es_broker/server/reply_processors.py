@@ -80,7 +80,7 @@ class ReplyProcessors:
         return None
 
     async def send_reply(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        h = SendMessageRequestHeader.read(req)
+        h = SendMessageRequestHeader.of(req)
         if h.flag is None:
             raise MissingField("flag")
         props = wire.decode_properties(h.properties or "")

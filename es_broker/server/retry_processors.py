@@ -24,6 +24,8 @@ from es_broker.remoting.admin_bodies import RedriveBody, RedriveItem
 from es_broker.remoting.bodies import DelayOffsetSerializeWrapper
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.es_headers import MessageTraceRequestHeader, RedriveDlqRequestHeader
+from es_broker.remoting.headers import ConsumerSendMsgBackRequestHeader
 from es_broker.remoting.query_bodies import MessageTraceBody
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.remoting_server import Handler
@@ -60,19 +62,18 @@ class RetryProcessors:
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK (B-90): SUCCESS with no header, or the refusal's code and remark."""
-        group = req.require_str("group")
-        offset = req.require_long("offset")
-        delay_level = req.require_int("delayLevel")
-        max_times = req.get_int("maxReconsumeTimes") if req.version >= Version.V3_4_9 else None
+        h = ConsumerSendMsgBackRequestHeader.of(req)
+        group = h.group
+        max_times = h.max_reconsume_times if req.version >= Version.V3_4_9 else None
         before = self._group_topics(group)
         try:
             result = await self.broker.send_back(
                 group,
-                offset,
-                delay_level,
+                h.offset,
+                h.delay_level,
                 max_reconsume_times=max_times,
-                origin_msg_id=req.get_str("originMsgId"),
-                origin_topic=req.get_str("originTopic"),
+                origin_msg_id=h.origin_msg_id,
+                origin_topic=h.origin_topic,
                 requester=self.requester(channel),
             )
         finally:
@@ -90,12 +91,13 @@ class RetryProcessors:
         return response_to(req, ResponseCode.SUCCESS, body=body)
 
     async def redrive_dlq(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = RedriveDlqRequestHeader.of(req)
         result = await self.broker.redrive_dlq(
-            req.require_str("group"),
-            topic=req.get_str("topic") or None,
-            target=req.get_str("target") or "retry",
-            max_count=req.get_int("maxCount"),
-            dry_run=bool(req.get_bool("dryRun", False)),
+            h.group,
+            topic=h.topic or None,
+            target=h.target or "retry",
+            max_count=h.max_count,
+            dry_run=bool(h.dry_run),
             requester=self.requester(channel),
         )
         for item in result.items:
@@ -129,7 +131,7 @@ class RetryProcessors:
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def message_trace(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        msg_id = req.require_str("msgId")
+        msg_id = MessageTraceRequestHeader.of(req).msg_id
         journey = self.broker.message_journey(msg_id)
         if not journey["found"]:
             return response_to(

@@ -21,6 +21,8 @@ from es_broker.core.broker import Broker
 from es_broker.projections import stats
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.es_headers import StatsHistoryRequestHeader
+from es_broker.remoting.headers import TopicRequestHeader, ViewBrokerStatsDataRequestHeader
 from es_broker.remoting.stats_bodies import (
     BrokerStatsData,
     BrokerStatsItem,
@@ -54,10 +56,10 @@ class StatsProcessors:
     async def view_broker_stats_data(
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
-        name, key = req.require_str("statsName"), req.require_str("statsKey")
+        h = ViewBrokerStatsDataRequestHeader.of(req)
+        name, key = h.stats_name, h.stats_key
         store = self.broker.store
-        at = req.get_long("at")
-        at = store.clock.now_ms() if at is None else at
+        at = store.clock.now_ms() if h.at is None else h.at
         kind_index = stats.STATS_NAMES.get(name)
         counted = None
         if kind_index is not None:
@@ -83,7 +85,7 @@ class StatsProcessors:
 
     async def topic_consumed_by(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """4.9.8: ConsumerManager.queryTopicConsumeByWho plus ConsumerOffsetManager.whichGroupByTopic."""
-        topic = req.require_str("topic")
+        topic = TopicRequestHeader.of(req).topic
         groups = {
             group for group, info in self.clients.consumers.items() if topic in info.subscriptions
         }
@@ -92,15 +94,16 @@ class StatsProcessors:
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def stats_history(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        since, until = req.require_long("since"), req.require_long("until")
-        only = req.get_str("topic") or None
+        h = StatsHistoryRequestHeader.of(req)
+        since, until = h.since, h.until
+        only = h.topic or None
         if until <= since:
             return response_to(
                 req, ResponseCode.SYSTEM_ERROR, f"until {until} is not after since {since}"
             )
         first = since // MINUTE_MS
         end = -(-until // MINUTE_MS)
-        step = req.get_int("stepMinutes") or max(1, -(-(end - first) // DEFAULT_POINTS))
+        step = h.step_minutes or max(1, -(-(end - first) // DEFAULT_POINTS))
         n = -(-(end - first) // step)
         if n > MAX_INTERVALS:
             return response_to(
