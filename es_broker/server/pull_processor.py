@@ -211,7 +211,7 @@ class PullMessageProcessor:
     def _pull_answer(
         self, req: RemotingCommand, group: str, result: GetResult, code: int, offset: int
     ) -> RemotingCommand:
-        group_config = self.broker.group_config(group) or {}
+        group_config = result.group_config or {}  # as the pull read it: no second read
         if not self.config.slaveReadEnable:
             suggest = 0
         elif result.slow:
