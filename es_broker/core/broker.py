@@ -779,13 +779,11 @@ class Broker:
     async def delete_group(
         self, group: str, *, requester: str = "", remove_offsets: bool = False
     ) -> int | None:
-        """DELETE_SUBSCRIPTIONGROUP; with remove_offsets every `*@group` offset goes too (B-34)."""
-        seq = await self.submit(topics.delete_group_job(self.store, group, requester))
-        if remove_offsets:
-            await self.submit(
-                offsets.remove_group_offsets_job(self.store, group, requester=requester)
-            )
-        return seq
+        """DELETE_SUBSCRIPTIONGROUP; with remove_offsets every `*@group` offset goes too (B-34),
+        in the same writer job (B-430)."""
+        return await self.submit(
+            topics.delete_group_job(self.store, group, requester, remove_offsets=remove_offsets)
+        )
 
     async def clone_group_offset(
         self,
