@@ -93,6 +93,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert frames.encode_frame is frames.REFERENCE["encode_frame"]
         assert command.response_to is command.REFERENCE["response_to"]
         assert requests.check is requests.REFERENCE["check"]
+        assert requests.decode is requests.REFERENCE["decode"]
         assert consume_queue.queue_units is consume_queue.REFERENCE["queue_units"]
         assert key_index.index_entries is key_index.REFERENCE["index_entries"]
         assert store_messages.encode_batch is store_messages.REFERENCE["encode_batch"]
@@ -111,6 +112,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert frames.encode_frame is codec.encode_frame
         assert command.response_to is codec.response_to
         assert requests.check is codec.check
+        assert requests.decode is codec.decode
         assert consume_queue.queue_units is fast_projections.queue_units
         assert key_index.index_entries is fast_projections.index_entries
         assert key_index.pack_entries is fast_projections.pack_entries
@@ -570,6 +572,20 @@ def test_check(code, data):
     body = data.draw(st.sampled_from([b"", b"{}", b'{"a":1}', b"\xff", b"[1]"]))
     cmd = command.request(code, fields, body)
     same_codec("check", cmd)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(shape_codes, st.data())
+def test_decode_builds_the_reference_header(code, data):
+    """Decoding is the check: the same typed header, or the same refusal, either way."""
+    shape = requests.SHAPES[code]
+    names = [f.name for f in shape.fields] + list(shape.renames or ()) + ["unknown"]
+    fields = data.draw(st.dictionaries(st.sampled_from(names), field_values, max_size=len(names)))
+    if data.draw(st.booleans()):
+        for spec in shape.fields:
+            fields.setdefault(spec.name, "1" if spec.kind is not requests.Kind.STR else "Bench")
+    body = data.draw(st.sampled_from([b"", b"{}", b"\xff"]))
+    same_codec("decode", command.request(code, fields, body))
 
 
 # ---------------------------------------------------------------------- the projections' loops

@@ -30,7 +30,7 @@ from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.connection import CLOSED, NEED_DATA, Connection
 from es_broker.remoting.errors import CommandError
 from es_broker.remoting.frames import encode_frame
-from es_broker.remoting.request_headers import SEND_V1_FIELDS
+from es_broker.remoting.headers import SEND_V1_FIELDS
 from es_broker.remoting.requests import SHAPES, HeaderField, Kind, RequestShape
 from tests.process_fixtures import serve
 

@@ -25,7 +25,7 @@ from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.connection import Connection
-from es_broker.remoting.request_headers import SendMessageRequestHeader
+from es_broker.remoting.headers import SendMessageRequestHeader
 from tests.helpers import admin_json, cli, consumer, topic_ready
 from tests.process_fixtures import serve
 from tests.waiting import poll_until

@@ -37,7 +37,7 @@ from es_broker.acl.plain import Perm, group_resource, is_group_resource
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 from es_broker.remoting.command import RemotingCommand
-from es_broker.remoting.request_headers import SEND_V2_FIELDS
+from es_broker.remoting.headers import SEND_V2_FIELDS
 
 Needs = list[tuple[str, int]]
 TRACE_TOPIC = (

@@ -33,8 +33,8 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
+from es_broker.remoting.headers import SendMessageRequestHeader
 from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
-from es_broker.remoting.request_headers import SendMessageRequestHeader
 from es_broker.remoting.stats_bodies import BrokerStatsData, GroupList, StatsHistoryBody
 
 

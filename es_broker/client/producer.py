@@ -46,6 +46,7 @@ from es_broker.client.tasks import Service, TaskSpawner
 from es_broker.remoting.bodies import MessageQueue, TopicRouteData
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand
+from es_broker.remoting.headers import SendMessageRequestHeader
 from es_broker.remoting.message import (
     FLAG_COMPRESSED,
     FLAG_TRANSACTION_PREPARED,
@@ -53,7 +54,6 @@ from es_broker.remoting.message import (
     encode_properties,
 )
 from es_broker.remoting.reply_properties import MSG_TYPE, REPLY_FLAG
-from es_broker.remoting.request_headers import SendMessageRequestHeader
 
 if TYPE_CHECKING:
     from es_broker.client.request_reply import Reply, RequestHandle

@@ -24,6 +24,7 @@ from es_broker.commands.messages import MessageIn, PutResult
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.types import ReplyPushed
+from es_broker.remoting.headers import SendMessageRequestHeader
 from es_broker.remoting.reply_properties import (
     CORRELATION_ID,
     MSG_TYPE,
@@ -32,7 +33,6 @@ from es_broker.remoting.reply_properties import (
     TTL,
 )
 from es_broker.remoting.reply_properties import reply_topic as reply_topic
-from es_broker.remoting.request_headers import SendMessageRequestHeader
 
 PUSHED = "pushed"
 UNDELIVERABLE = "undeliverable"

@@ -7,20 +7,20 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from es_broker.log.types import RecordType
 from es_broker.timetravel.timeparse import format_time
 
 WIDTH, HEIGHT = 960, 334
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 34, 40  # the title sits in the band above the plot
 
-#: how a history entry's cause is drawn: (colour, label)
+#: how a history entry's cause is drawn: (colour, label). The keys are the cause strings of the
+#: history rows the broker sends (query_bodies.py): the dashboard speaks the wire, not the log.
 CAUSE_STYLE = {
-    RecordType.RESET_REQUESTED: ("#d9480f", "reset"),
+    "reset_requested": ("#d9480f", "reset"),
     "reset": ("#d9480f", "reset"),
-    RecordType.SLAVE_OFFSETS_MERGED: ("#7048e8", "merge after fail-over"),
-    RecordType.PULL_OFFSET_MOVED: ("#1098ad", "retention correction"),
-    RecordType.COMMITLOG_EXPIRED: ("#868e96", "retention"),
-    RecordType.OFFSET_COMMIT_IGNORED: ("#e67700", "commit ignored"),
+    "slave_offsets_merged": ("#7048e8", "merge after fail-over"),
+    "pull_offset_moved": ("#1098ad", "retention correction"),
+    "commitlog_expired": ("#868e96", "retention"),
+    "offset_commit_ignored": ("#e67700", "commit ignored"),
     "clone": ("#5c940d", "clone"),
     "admin": ("#c2255c", "admin"),
     "redrive": ("#5f3dc4", "re-drive"),

@@ -97,7 +97,7 @@ from .header import (
     encode_json_header,
     encode_rocketmq_header,
 )
-from .request_headers import SendMessageRequestHeader
+from .headers import SendMessageRequestHeader
 
 __all__ = [
     "AclConfig",

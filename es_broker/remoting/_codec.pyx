@@ -55,6 +55,7 @@ cdef dict _REF = None
 cdef dict _LANGUAGE_JSON = None  # LanguageCode member -> its name as a JSON string
 cdef dict _SHAPES = None  # requests.SHAPES
 cdef dict _PLANS = {}  # id(shape) -> (shape, plain plan, wire-name plan)
+cdef object _Refusal = None, _NO_HEADER = None
 cdef object _STR = None, _INT = None, _LONG = None, _BOOL = None
 cdef int _SEND_MESSAGE = 10
 
@@ -68,16 +69,18 @@ cdef str _REMARK = "remark"
 cdef str _EXT_FIELDS = "ext_fields"
 cdef str _BODY = "body"
 cdef str _SERIALIZE_TYPE = "serialize_type"
+cdef str _HEADER = "header"
 
 
 cdef int _bind() except -1:
     global _Command, _JAVA, _OTHER, _LanguageCode, _JSON, _LANGUAGE_BY_NAME, _CURRENT_VERSION
     global _FLAG_RESPONSE, _REF, _LANGUAGE_JSON, _SHAPES, _STR, _INT, _LONG, _BOOL, _SEND_MESSAGE
+    global _Refusal, _NO_HEADER
     from es_broker.remoting import codes, command, frames, header, requests
 
     fields = tuple(f.name for f in command.RemotingCommand.__dataclass_fields__.values())
     if fields != (_CODE, _LANGUAGE, _VERSION, _OPAQUE, _FLAG, _REMARK, _EXT_FIELDS, _BODY,
-                  _SERIALIZE_TYPE):
+                  _SERIALIZE_TYPE, _HEADER):
         raise ImportError("es_broker.remoting._codec was built for another RemotingCommand")
     _Command = command.RemotingCommand
     _LanguageCode = codes.LanguageCode
@@ -93,6 +96,8 @@ cdef int _bind() except -1:
     _REF.update(frames.REFERENCE)
     _REF.update(requests.REFERENCE)
     _SHAPES = requests.SHAPES
+    _Refusal = requests.Refusal
+    _NO_HEADER = requests.NO_HEADER
     _STR, _INT, _LONG, _BOOL = requests.Kind.STR, requests.Kind.INT, requests.Kind.LONG, requests.Kind.BOOL
     _SEND_MESSAGE = codes.RequestCode.SEND_MESSAGE
     return 0
@@ -110,6 +115,7 @@ cdef object _new(object code, object language, object version, object opaque, ob
     PyObject_GenericSetAttr(cmd, _EXT_FIELDS, ext_fields)
     PyObject_GenericSetAttr(cmd, _BODY, body)
     PyObject_GenericSetAttr(cmd, _SERIALIZE_TYPE, serialize_type)
+    PyObject_GenericSetAttr(cmd, _HEADER, None)
     return cmd
 
 
@@ -425,10 +431,10 @@ def encode_frame(cmd):
     return out
 
 
-# ------------------------------------------------------------------ requests.check
+# ------------------------------------------------------------------ requests.decode and check
 
-# a field's plan: (name, kind, required, low, high, max_len, choices, pattern); kind 0 text, 1 integer,
-# 2 boolean; low/high the integer's bounds (the Java type's, narrowed by the field's min/max)
+# a field's plan: (name, attr, kind, required, low, high, max_len, choices, pattern); kind 0 text,
+# 1 integer, 2 boolean; low/high the integer's bounds (the Java type's, narrowed by min/max)
 cdef tuple _plans(object shape):
     cdef list plain = [], wire = []
     for spec, wire_name in zip(shape.fields, shape.wire_names):
@@ -443,13 +449,13 @@ cdef tuple _plans(object shape):
         java = (I32_MIN, I32_MAX) if spec.kind is _INT else (-(1 << 63), (1 << 63) - 1)
         low = java[0] if spec.min is None else max(java[0], spec.min)
         high = java[1] if spec.max is None else min(java[1], spec.max)
-        rest = (kind, spec.required, low, high, spec.max_len, spec.choices, spec.pattern)
+        rest = (spec.attr, kind, spec.required, low, high, spec.max_len, spec.choices, spec.pattern)
         plain.append((spec.name,) + rest)
         wire.append((wire_name,) + rest)
     return (shape, tuple(plain), tuple(wire))
 
 
-cdef bint _integer_in(str raw, object low, object high):
+cdef bint _integer_in(str raw, int64_t low, int64_t high, int64_t* out):
     # what the reference accepts: [+-]?[0-9]+ in ASCII, within the bounds; 18 digits at most here
     # (longer ones, in range or not, are the reference's to judge)
     cdef Py_ssize_t n = len(raw), i = 0
@@ -469,10 +475,11 @@ cdef bint _integer_in(str raw, object low, object high):
         i += 1
     if negative:
         value = -value
+    out[0] = value
     return low <= value <= high
 
 
-def check(cmd, shape=None):
+def decode(cmd, shape=None):
     if _REF is None:
         _bind()
     if shape is None:
@@ -480,38 +487,52 @@ def check(cmd, shape=None):
         if shape is None:
             return None
     if type(cmd) is not _Command or type(cmd.ext_fields) is not dict:
-        return _REF["check"](cmd, shape)
+        return _REF["decode"](cmd, shape)
     entry = _PLANS.get(id(shape))
     if entry is None or (<tuple>entry)[0] is not shape:
         entry = _plans(shape)
         if entry is None:
-            return _REF["check"](cmd, shape)
+            return _REF["decode"](cmd, shape)
         if len(_PLANS) < 4096:
             _PLANS[id(shape)] = entry
     cdef dict fields = cmd.ext_fields
     cdef tuple plan = (<tuple>entry)[1]
     if shape.renames is not None and cmd.code != _SEND_MESSAGE:
         if not shape.renamed.isdisjoint(fields):
-            return _REF["check"](cmd, shape)
+            return _REF["decode"](cmd, shape)
         plan = (<tuple>entry)[2]
     cdef int kind
+    cdef int64_t value
+    cdef dict values = {}
     for item in plan:
-        name, kind, required, low, high, max_len, choices, pattern = <tuple>item
+        name, attr, kind, required, low, high, max_len, choices, pattern = <tuple>item
         raw = fields.get(name)
         if raw is None:
             if required:
-                return _REF["check"](cmd, shape)  # refused there, with its remark
+                return _REF["decode"](cmd, shape)  # refused there, with its remark
             continue
         if type(raw) is not str:
-            return _REF["check"](cmd, shape)
+            return _REF["decode"](cmd, shape)
         if kind == 0:
             if ((not raw and required) or len(<str>raw) > max_len
                     or (pattern is not None and pattern.fullmatch(raw) is None)
                     or (choices is not None and raw not in choices)):
-                return _REF["check"](cmd, shape)
+                return _REF["decode"](cmd, shape)
+            values[attr] = raw
         elif kind == 1:
-            if not _integer_in(<str>raw, low, high):
-                return _REF["check"](cmd, shape)
+            if not _integer_in(<str>raw, low, high, &value):
+                return _REF["decode"](cmd, shape)
+            values[attr] = value
+        else:
+            values[attr] = (<str>raw).lower() == "true"
     if shape.body is not None and shape.body(cmd) is not None:
-        return _REF["check"](cmd, shape)
-    return None
+        return _REF["decode"](cmd, shape)
+    header = shape.header
+    if header is None:
+        return _NO_HEADER
+    return header(**values)
+
+
+def check(cmd, shape=None):
+    decoded = decode(cmd, shape)
+    return decoded if type(decoded) is _Refusal else None

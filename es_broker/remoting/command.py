@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Any, overload
 
 from es_broker import compiled
 
@@ -39,6 +39,9 @@ class RemotingCommand:
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     serialize_type: SerializeType = SerializeType.JSON
+    # the typed request header the server's dispatch decoded from ext_fields (requests.decode), read
+    # by processors with `HeaderClass.of(request)`; None until then, and on responses
+    header: Any = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def is_response(self) -> bool:
@@ -116,6 +119,14 @@ class RemotingCommand:
     def require_bool(self, name: str) -> bool:
         """The extField `name` as a boolean (see `get_bool`); raises `MissingField`."""
         return self.require_str(name).lower() == "true"
+
+
+def bind_header(cmd: RemotingCommand, header: object) -> None:
+    """Attach the typed header decoded from `cmd`'s extFields (the one decode, at the server's edge).
+
+    The command stays frozen for everything else: its fields are what was received.
+    """
+    object.__setattr__(cmd, "header", header)
 
 
 def parse_integer(name: str, raw: str, bounds: tuple[int, int], kind: str) -> int:

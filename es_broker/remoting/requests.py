@@ -1,8 +1,11 @@
 """The declared shape of every request the broker and the name server serve.
 
-Each request code names its header fields once (type, range, required or
-not) and the shape of its body, and `check` holds a decoded command against
-that declaration before any processor runs. A violation is a value, not an
+Each request code names its header class (headers.py, es_headers.py: the fields,
+their types, ranges and Java names, declared once next to each field) and the
+shape of its body. `decode` turns a command into its typed header, which is its
+shape check, before any processor runs: the server's dispatch decodes once and
+attaches the header to the command (`RemotingCommand.header`), and processors
+read it with `HeaderClass.of(request)`. A violation is a value, not an
 exception: a `Refusal` with the response code RocketMQ gives for it and a
 one-line remark naming the field. Processors then keep only the checks of
 meaning (the topic exists, the perm allows it), never of type.
@@ -19,14 +22,14 @@ Sans-IO: pure functions over `RemotingCommand`, no sockets, no broker state.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 import msgpack
 
+from . import es_headers as es
+from . import headers as h
 from .bodies import (
     Bean,
     CheckClientRequestBody,
@@ -38,40 +41,37 @@ from .bodies import (
 )
 from .codes import EsRequestCode, RequestCode, ResponseCode
 from .command import RemotingCommand, codec
-from .errors import BodyDecodeError
-from .request_headers import SEND_V2_FIELDS
+from .errors import BodyDecodeError, CommandError
+from .header_fields import (
+    INT32,
+    INT64,
+    NAME_MAX,
+    NO_HEADER,
+    TEXT_MAX,
+    HeaderField,
+    Kind,
+    RequestHeader,
+    read_fields,
+    rules_of,
+)
+from .headers import SEND_V2_FIELDS
 
-INT32 = (-(1 << 31), (1 << 31) - 1)
-INT64 = (-(1 << 63), (1 << 63) - 1)
-_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
-# The longest text a name field may hold: RocketMQ's CHARACTER_MAX_LENGTH (Validators) is 255;
-# other text fields (properties, subscription expressions) are bounded by the frame.
-NAME_MAX = 255
-TEXT_MAX = 1 << 20
-
-
-class Kind(Enum):
-    """The Java type of a header field."""
-
-    STR = "String"
-    INT = "int"
-    LONG = "long"
-    BOOL = "boolean"
-
-
-@dataclass(frozen=True, slots=True)
-class HeaderField:
-    """One extField of a request header, as its CommandCustomHeader declares it."""
-
-    name: str
-    kind: Kind
-    required: bool = False
-    min: int | None = None
-    max: int | None = None
-    max_len: int = NAME_MAX
-    choices: frozenset[str] | None = None
-    pattern: re.Pattern[str] | None = None  # text fields of a fixed form (message ids)
-    form: str = ""  # what the pattern means, for the remark
+__all__ = [
+    "INT32",
+    "INT64",
+    "NAME_MAX",
+    "SEND_V2_FIELDS",
+    "SHAPES",
+    "TEXT_MAX",
+    "HeaderField",
+    "Kind",
+    "Refusal",
+    "RequestShape",
+    "check",
+    "check_text",
+    "decode",
+    "shape_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,74 +87,42 @@ BodyCheck = Callable[[RemotingCommand], str | None]
 
 @dataclass(frozen=True, slots=True)
 class RequestShape:
-    """A request code's header fields and body check."""
+    """A request code's header fields (its header class's, see `shape`) and body check."""
 
     code: int
     name: str
     fields: tuple[HeaderField, ...] = ()
     body: BodyCheck | None = None
     renames: Mapping[str, str] | None = None  # wire name -> declared name (SEND_MESSAGE_V2)
+    header: type[RequestHeader] | None = None  # what `decode` builds; None: check only
     by_name: dict[str, HeaderField] = field(init=False, repr=False, compare=False)
-    # with renames: each field's wire name, and the declared names that have another wire name
+    # each field's declared (Java) name, and with renames its wire name; the renamed declared names
+    names: tuple[str, ...] = field(init=False, repr=False, compare=False)
     wire_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
     renamed: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by_name", {f.name: f for f in self.fields})
         wire = {declared: name for name, declared in (self.renames or {}).items()}
+        object.__setattr__(self, "names", tuple(f.name for f in self.fields))
         object.__setattr__(self, "wire_names", tuple(wire.get(f.name, f.name) for f in self.fields))
         object.__setattr__(self, "renamed", frozenset(wire))
 
 
-# -- field constructors: the vocabulary of the table below ------------------------------------
-
-
-def s(
-    name: str,
-    required: bool = False,
-    *,
-    max_len: int = NAME_MAX,
-    choices: frozenset[str] | None = None,
-) -> HeaderField:
-    return HeaderField(name, Kind.STR, required, max_len=max_len, choices=choices)
-
-
-#: An offset message id: the store host (IPv4 and port) and the physical offset, in hex
-#: (MessageDecoder#createMessageId); decodeMessageId throws on anything else, answered SYSTEM_ERROR.
-#: es-broker's brokers store IPv4 hosts, so their ids are 32 digits.
-OFFSET_MSG_ID = re.compile(r"[0-9A-Fa-f]{32}")
-
-
-def offset_msg_id(name: str = "msgId") -> HeaderField:
-    return HeaderField(
-        name, Kind.STR, True, pattern=OFFSET_MSG_ID, form="an offset message id (32 hex digits)"
-    )
-
-
-def i32(
-    name: str, required: bool = False, *, min: int = INT32[0], max: int = INT32[1]
-) -> HeaderField:
-    return HeaderField(name, Kind.INT, required, min=min, max=max)
-
-
-def i64(
-    name: str, required: bool = False, *, min: int = INT64[0], max: int = INT64[1]
-) -> HeaderField:
-    return HeaderField(name, Kind.LONG, required, min=min, max=max)
-
-
-def flag(name: str, required: bool = False) -> HeaderField:
-    return HeaderField(name, Kind.BOOL, required)
-
-
-def queue_id(required: bool = True) -> HeaderField:
-    """A queue id: an int >= 0 (PullMessageProcessor: "queueId[%d] is illegal")."""
-    return i32("queueId", required, min=0)
-
-
-def physical_offset(name: str = "offset") -> HeaderField:
-    """A commit-log offset: a long >= 0."""
-    return i64(name, True, min=0)
+def shape(
+    code: RequestCode | EsRequestCode,
+    header: type[RequestHeader] | None = None,
+    body: BodyCheck | None = None,
+) -> RequestShape:
+    """The shape of `code`: its header class's fields (under their one-letter names when the class
+    says `code` uses them) and `body`."""
+    if header is None:
+        return RequestShape(int(code), code.name, body=body)
+    rules = rules_of(header)
+    renames = None
+    if header.uses_v2_names(code):
+        renames = {rule.v2: rule.name for rule in rules if rule.v2 is not None}
+    return RequestShape(int(code), code.name, rules, body, renames, header)
 
 
 # -- body checks ----------------------------------------------------------------------------
@@ -468,366 +436,94 @@ def _body_text_error(value: Any, path: str) -> str | None:
 # -- the table ------------------------------------------------------------------------------
 
 C, E = RequestCode, EsRequestCode
-_SEND_FIELDS = (
-    s("producerGroup"),
-    s("topic", True),
-    s("defaultTopic"),
-    i32("defaultTopicQueueNums", min=0),
-    # a negative queue id asks the broker to pick one (SendMessageProcessor#sendMessage)
-    i32("queueId", True),
-    i32("sysFlag", True),
-    i64("bornTimestamp", True),
-    i32("flag"),
-    s("properties", max_len=TEXT_MAX),
-    i32("reconsumeTimes", min=0),
-    flag("unitMode"),
-    i32("maxReconsumeTimes"),
-    flag("batch"),
-)
-_TOPIC_QUEUE = (s("topic", True), queue_id())
-_KV = (s("namespace", True), s("key", True))
 
 SHAPES: dict[int, RequestShape] = {
-    shape.code: shape
-    for shape in (
+    s.code: s
+    for s in (
         # -- producer
-        RequestShape(C.SEND_MESSAGE, "SEND_MESSAGE", _SEND_FIELDS),
-        RequestShape(C.SEND_MESSAGE_V2, "SEND_MESSAGE_V2", _SEND_FIELDS, renames=SEND_V2_FIELDS),
-        RequestShape(
-            C.SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", _SEND_FIELDS, renames=SEND_V2_FIELDS
-        ),
+        shape(C.SEND_MESSAGE, h.SendMessageRequestHeader),
+        shape(C.SEND_MESSAGE_V2, h.SendMessageRequestHeader),
+        shape(C.SEND_BATCH_MESSAGE, h.SendMessageRequestHeader),
         # -- consumer
-        RequestShape(
-            C.PULL_MESSAGE,
-            "PULL_MESSAGE",
-            (
-                s("consumerGroup", True),
-                s("topic", True),
-                queue_id(),
-                i64("queueOffset", True),
-                i32("maxMsgNums", True),
-                i32("sysFlag", True),
-                i64("commitOffset", True),
-                i64("suspendTimeoutMillis", min=0),
-                s("subscription", max_len=TEXT_MAX),
-                i64("subVersion"),
-                s("expressionType"),
-            ),
-        ),
-        RequestShape(
-            C.QUERY_CONSUMER_OFFSET,
-            "QUERY_CONSUMER_OFFSET",
-            (s("consumerGroup", True), *_TOPIC_QUEUE),
-        ),
-        RequestShape(
-            C.UPDATE_CONSUMER_OFFSET,
-            "UPDATE_CONSUMER_OFFSET",
-            (s("consumerGroup", True), *_TOPIC_QUEUE, i64("commitOffset", True)),
-        ),
-        RequestShape(
-            C.SEARCH_OFFSET_BY_TIMESTAMP,
-            "SEARCH_OFFSET_BY_TIMESTAMP",
-            (*_TOPIC_QUEUE, i64("timestamp", True)),
-        ),
-        RequestShape(C.GET_MAX_OFFSET, "GET_MAX_OFFSET", _TOPIC_QUEUE),
-        RequestShape(C.GET_MIN_OFFSET, "GET_MIN_OFFSET", _TOPIC_QUEUE),
-        RequestShape(C.GET_EARLIEST_MSG_STORETIME, "GET_EARLIEST_MSG_STORETIME", _TOPIC_QUEUE),
-        RequestShape(C.VIEW_MESSAGE_BY_ID, "VIEW_MESSAGE_BY_ID", (physical_offset(),)),
-        RequestShape(
-            C.QUERY_MESSAGE,
-            "QUERY_MESSAGE",
-            (
-                s("topic", True),
-                s("key", True, max_len=TEXT_MAX),
-                i32("maxNum", True, min=0),
-                i64("beginTimestamp", True),
-                i64("endTimestamp", True),
-            ),
-        ),
-        RequestShape(
-            C.CONSUMER_SEND_MSG_BACK,
-            "CONSUMER_SEND_MSG_BACK",
-            (
-                s("group", True),
-                physical_offset(),
-                i32("delayLevel", True),
-                s("originMsgId"),
-                s("originTopic"),
-                i32("maxReconsumeTimes"),
-                flag("unitMode"),
-            ),
-        ),
-        RequestShape(C.GET_ALL_DELAY_OFFSET, "GET_ALL_DELAY_OFFSET"),
+        shape(C.PULL_MESSAGE, h.PullMessageRequestHeader),
+        shape(C.QUERY_CONSUMER_OFFSET, h.QueryConsumerOffsetRequestHeader),
+        shape(C.UPDATE_CONSUMER_OFFSET, h.UpdateConsumerOffsetRequestHeader),
+        shape(C.SEARCH_OFFSET_BY_TIMESTAMP, h.SearchOffsetRequestHeader),
+        shape(C.GET_MAX_OFFSET, h.TopicQueueRequestHeader),
+        shape(C.GET_MIN_OFFSET, h.TopicQueueRequestHeader),
+        shape(C.GET_EARLIEST_MSG_STORETIME, h.TopicQueueRequestHeader),
+        shape(C.VIEW_MESSAGE_BY_ID, h.ViewMessageRequestHeader),
+        shape(C.QUERY_MESSAGE, h.QueryMessageRequestHeader),
+        shape(C.CONSUMER_SEND_MSG_BACK, h.ConsumerSendMsgBackRequestHeader),
+        shape(C.GET_ALL_DELAY_OFFSET),
         # -- clients
-        RequestShape(C.HEART_BEAT, "HEART_BEAT", body=json_body(HeartbeatData, optional=True)),
-        RequestShape(
-            C.UNREGISTER_CLIENT,
-            "UNREGISTER_CLIENT",
-            (s("clientID"), s("producerGroup"), s("consumerGroup")),
-        ),
-        RequestShape(
-            C.GET_CONSUMER_LIST_BY_GROUP, "GET_CONSUMER_LIST_BY_GROUP", (s("consumerGroup", True),)
-        ),
-        RequestShape(
-            C.CHECK_CLIENT_CONFIG,
-            "CHECK_CLIENT_CONFIG",
-            body=json_body(CheckClientRequestBody, optional=True),
-        ),
-        RequestShape(C.LOCK_BATCH_MQ, "LOCK_BATCH_MQ", body=json_body(LockBatchRequestBody)),
-        RequestShape(
-            C.UNLOCK_BATCH_MQ,
-            "UNLOCK_BATCH_MQ",
-            body=json_body(UnlockBatchRequestBody, optional=True),
-        ),
-        RequestShape(
-            C.END_TRANSACTION,
-            "END_TRANSACTION",
-            (
-                s("producerGroup", True),
-                i64("tranStateTableOffset", True),
-                physical_offset("commitLogOffset"),
-                i32("commitOrRollback", True),
-                flag("fromTransactionCheck"),
-                s("msgId", True),
-                s("transactionId"),
-                s("bname"),
-            ),
-        ),
-        RequestShape(
-            C.GET_CONSUMER_RUNNING_INFO,
-            "GET_CONSUMER_RUNNING_INFO",
-            (s("consumerGroup", True), s("clientId", True), flag("jstackEnable")),
-        ),
-        RequestShape(
-            C.CONSUME_MESSAGE_DIRECTLY,
-            "CONSUME_MESSAGE_DIRECTLY",
-            (s("consumerGroup", True), s("clientId", True), offset_msg_id(), s("brokerName")),
-        ),
+        shape(C.HEART_BEAT, body=json_body(HeartbeatData, optional=True)),
+        shape(C.UNREGISTER_CLIENT, h.UnregisterClientRequestHeader),
+        shape(C.GET_CONSUMER_LIST_BY_GROUP, h.ConsumerGroupRequestHeader),
+        shape(C.CHECK_CLIENT_CONFIG, body=json_body(CheckClientRequestBody, optional=True)),
+        shape(C.LOCK_BATCH_MQ, body=json_body(LockBatchRequestBody)),
+        shape(C.UNLOCK_BATCH_MQ, body=json_body(UnlockBatchRequestBody, optional=True)),
+        shape(C.END_TRANSACTION, h.EndTransactionRequestHeader),
+        shape(C.GET_CONSUMER_RUNNING_INFO, h.GetConsumerRunningInfoRequestHeader),
+        shape(C.CONSUME_MESSAGE_DIRECTLY, h.ConsumeMessageDirectlyResultRequestHeader),
         # -- admin
-        RequestShape(
-            C.UPDATE_AND_CREATE_TOPIC,
-            "UPDATE_AND_CREATE_TOPIC",
-            (
-                s("topic", True),
-                s("defaultTopic"),
-                i32("readQueueNums", True, min=0),
-                i32("writeQueueNums", True, min=0),
-                i32("perm", True, min=0, max=7),
-                s("topicFilterType"),
-                i32("topicSysFlag"),
-                flag("order"),
-            ),
-        ),
-        RequestShape(C.DELETE_TOPIC_IN_BROKER, "DELETE_TOPIC_IN_BROKER", (s("topic", True),)),
-        RequestShape(C.GET_ALL_TOPIC_CONFIG, "GET_ALL_TOPIC_CONFIG"),
-        RequestShape(
-            C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-            "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
-            body=json_body(SubscriptionGroupConfig),
-        ),
-        RequestShape(C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "GET_ALL_SUBSCRIPTIONGROUP_CONFIG"),
-        RequestShape(
-            C.DELETE_SUBSCRIPTIONGROUP,
-            "DELETE_SUBSCRIPTIONGROUP",
-            (s("groupName", True), flag("removeOffset")),
-        ),
-        RequestShape(C.GET_TOPIC_STATS_INFO, "GET_TOPIC_STATS_INFO", (s("topic", True),)),
-        RequestShape(
-            C.GET_CONSUMER_CONNECTION_LIST,
-            "GET_CONSUMER_CONNECTION_LIST",
-            (s("consumerGroup", True),),
-        ),
-        RequestShape(
-            C.GET_PRODUCER_CONNECTION_LIST,
-            "GET_PRODUCER_CONNECTION_LIST",
-            (s("producerGroup", True),),
-        ),
-        RequestShape(
-            C.GET_CONSUME_STATS, "GET_CONSUME_STATS", (s("consumerGroup", True), s("topic"))
-        ),
-        RequestShape(C.GET_ALL_CONSUMER_OFFSET, "GET_ALL_CONSUMER_OFFSET"),
-        RequestShape(C.GET_BROKER_RUNTIME_INFO, "GET_BROKER_RUNTIME_INFO"),
-        RequestShape(C.GET_BROKER_CONFIG, "GET_BROKER_CONFIG"),
-        RequestShape(C.DELETE_EXPIRED_COMMITLOG, "DELETE_EXPIRED_COMMITLOG"),
-        RequestShape(C.UPDATE_BROKER_CONFIG, "UPDATE_BROKER_CONFIG", body=properties_text),
-        RequestShape(
-            C.INVOKE_BROKER_TO_RESET_OFFSET,
-            "INVOKE_BROKER_TO_RESET_OFFSET",
-            (s("topic", True), s("group", True), i64("timestamp", True), flag("isForce")),
-        ),
-        RequestShape(
-            C.CLONE_GROUP_OFFSET,
-            "CLONE_GROUP_OFFSET",
-            (s("srcGroup", True), s("destGroup", True), s("topic"), flag("offline")),
-        ),
-        RequestShape(
-            E.RESET_OFFSET,
-            "RESET_OFFSET",
-            (
-                s("topic", True),
-                s("group", True),
-                s(
-                    "kind",
-                    True,
-                    choices=frozenset({"time", "offset", "shift", "earliest", "latest"}),
-                ),
-                i64("value"),
-                flag("isForce"),
-                flag("dryRun"),
-                s("mode"),
-                s("scope"),
-            ),
-        ),
-        RequestShape(
-            E.REDRIVE_DLQ,
-            "REDRIVE_DLQ",
-            (
-                s("group", True),
-                s("topic"),
-                s("target", choices=frozenset({"retry", "original"})),
-                i32("maxCount", min=0),
-                flag("dryRun"),
-            ),
-        ),
-        RequestShape(E.MESSAGE_TRACE, "MESSAGE_TRACE", (s("msgId", True),)),
-        RequestShape(E.HISTORY_ARCHIVE, "HISTORY_ARCHIVE", (i64("before", True),)),
-        RequestShape(
-            E.OFFSETS_AT,
-            "OFFSETS_AT",
-            (s("group", True), s("topic"), i64("at", True), flag("durable")),
-        ),
-        RequestShape(
-            E.OFFSET_HISTORY,
-            "OFFSET_HISTORY",
-            (
-                s("group", True),
-                s("topic"),
-                i64("since"),
-                i64("until"),
-                i32("maxEntries", min=1, max=10_000),
-                flag("changesOnly"),
-            ),
-        ),
-        RequestShape(
-            E.OFFSET_TIMELINE,
-            "OFFSET_TIMELINE",
-            (
-                s("group", True),
-                s("topic"),
-                i64("since"),
-                i64("until"),
-                i32("points", min=2, max=1_000),
-                i32("maxEvents", min=1, max=10_000),
-            ),
-        ),
-        RequestShape(E.EXPLAIN_GROUP, "EXPLAIN_GROUP", (s("group", True), s("topic", True))),
-        RequestShape(E.ACCOUNT_SCOPE, "ACCOUNT_SCOPE", (s("topic"), s("group"))),
-        RequestShape(E.OPEN_TRANSACTIONS, "OPEN_TRANSACTIONS", (s("producerGroup"),)),
+        shape(C.UPDATE_AND_CREATE_TOPIC, h.CreateTopicRequestHeader),
+        shape(C.DELETE_TOPIC_IN_BROKER, h.TopicRequestHeader),
+        shape(C.GET_ALL_TOPIC_CONFIG),
+        shape(C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json_body(SubscriptionGroupConfig)),
+        shape(C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG),
+        shape(C.DELETE_SUBSCRIPTIONGROUP, h.DeleteSubscriptionGroupRequestHeader),
+        shape(C.GET_TOPIC_STATS_INFO, h.TopicRequestHeader),
+        shape(C.GET_CONSUMER_CONNECTION_LIST, h.ConsumerGroupRequestHeader),
+        shape(C.GET_PRODUCER_CONNECTION_LIST, h.GetProducerConnectionListRequestHeader),
+        shape(C.GET_CONSUME_STATS, h.GetConsumeStatsRequestHeader),
+        shape(C.GET_ALL_CONSUMER_OFFSET),
+        shape(C.GET_BROKER_RUNTIME_INFO),
+        shape(C.GET_BROKER_CONFIG),
+        shape(C.DELETE_EXPIRED_COMMITLOG),
+        shape(C.UPDATE_BROKER_CONFIG, body=properties_text),
+        shape(C.INVOKE_BROKER_TO_RESET_OFFSET, h.ResetOffsetRequestHeader),
+        shape(C.CLONE_GROUP_OFFSET, h.CloneGroupOffsetRequestHeader),
+        shape(E.RESET_OFFSET, es.ResetOffsetsRequestHeader),
+        shape(E.REDRIVE_DLQ, es.RedriveDlqRequestHeader),
+        shape(E.MESSAGE_TRACE, es.MessageTraceRequestHeader),
+        shape(E.HISTORY_ARCHIVE, es.HistoryArchiveRequestHeader),
+        shape(E.OFFSETS_AT, es.OffsetsAtRequestHeader),
+        shape(E.OFFSET_HISTORY, es.OffsetHistoryRequestHeader),
+        shape(E.OFFSET_TIMELINE, es.OffsetTimelineRequestHeader),
+        shape(E.EXPLAIN_GROUP, es.ExplainGroupRequestHeader),
+        shape(E.ACCOUNT_SCOPE, es.AccountScopeRequestHeader),
+        shape(E.OPEN_TRANSACTIONS, es.OpenTransactionsRequestHeader),
         # -- message counts (es_broker/server/stats_processors.py)
-        RequestShape(
-            C.VIEW_BROKER_STATS_DATA,
-            "VIEW_BROKER_STATS_DATA",
-            (s("statsName", True), s("statsKey", True, max_len=2 * NAME_MAX + 1), i64("at", min=0)),
-        ),
-        RequestShape(
-            C.QUERY_TOPIC_CONSUME_BY_WHO, "QUERY_TOPIC_CONSUME_BY_WHO", (s("topic", True),)
-        ),
-        RequestShape(
-            E.STATS_HISTORY,
-            "STATS_HISTORY",
-            (
-                i64("since", True, min=0),
-                i64("until", True, min=0),
-                i32("stepMinutes", min=1, max=24 * 60),
-                s("topic"),
-            ),
-        ),
+        shape(C.VIEW_BROKER_STATS_DATA, h.ViewBrokerStatsDataRequestHeader),
+        shape(C.QUERY_TOPIC_CONSUME_BY_WHO, h.TopicRequestHeader),
+        shape(E.STATS_HISTORY, es.StatsHistoryRequestHeader),
         # -- ACL administration (es_broker/server/acl_processors.py)
-        RequestShape(
-            C.UPDATE_AND_CREATE_ACL_CONFIG,
-            "UPDATE_AND_CREATE_ACL_CONFIG",
-            (
-                s("accessKey", True),
-                s("secretKey"),
-                s("whiteRemoteAddress", max_len=TEXT_MAX),
-                flag("admin"),
-                s("defaultTopicPerm"),
-                s("defaultGroupPerm"),
-                s("topicPerms", max_len=TEXT_MAX),
-                s("groupPerms", max_len=TEXT_MAX),
-            ),
-        ),
-        RequestShape(C.DELETE_ACL_CONFIG, "DELETE_ACL_CONFIG", (s("accessKey", True),)),
-        RequestShape(
-            C.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
-            "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG",
-            (s("globalWhiteAddrs", max_len=TEXT_MAX), s("aclFileFullPath", max_len=4096)),
-        ),
-        RequestShape(C.GET_BROKER_CLUSTER_ACL_INFO, "GET_BROKER_CLUSTER_ACL_INFO"),
-        RequestShape(C.GET_BROKER_CLUSTER_ACL_CONFIG, "GET_BROKER_CLUSTER_ACL_CONFIG"),
+        shape(C.UPDATE_AND_CREATE_ACL_CONFIG, h.CreateAccessConfigRequestHeader),
+        shape(C.DELETE_ACL_CONFIG, h.DeleteAccessConfigRequestHeader),
+        shape(C.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, h.UpdateGlobalWhiteAddrsConfigRequestHeader),
+        shape(C.GET_BROKER_CLUSTER_ACL_INFO),
+        shape(C.GET_BROKER_CLUSTER_ACL_CONFIG),
         # -- replication (es_broker/ha/protocol.py)
-        RequestShape(
-            E.HA_FETCH_RECORDS,
-            "HA_FETCH_RECORDS",
-            (
-                i32("slaveId", True, min=0),
-                s("slaveAddr", True),
-                i64("fromSeq", True, min=0),
-                i64("lastRecordCrc", True),
-                i64("slavePhyMax", True),
-                i32("maxWaitMillis", True, min=0),
-                i32("maxBytes", min=1),
-            ),
-        ),
-        RequestShape(
-            E.HA_MERGE_SLAVE_OFFSETS,
-            "HA_MERGE_SLAVE_OFFSETS",
-            (i32("slaveId", True, min=0), s("slaveAddr", True), i64("journalUpto", True)),
-            body=ha_merge_body,
-        ),
+        shape(E.HA_FETCH_RECORDS, es.HaFetchRecordsRequestHeader),
+        shape(E.HA_MERGE_SLAVE_OFFSETS, es.HaMergeSlaveOffsetsRequestHeader, ha_merge_body),
         # -- name server
-        RequestShape(
-            C.REGISTER_BROKER,
-            "REGISTER_BROKER",
-            (
-                s("brokerName", True),
-                s("brokerAddr", True),
-                s("clusterName", True),
-                s("haServerAddr"),
-                i64("brokerId", True, min=0),
-                flag("compressed"),
-                i32("bodyCrc32"),
-            ),
-        ),
-        RequestShape(
-            C.UNREGISTER_BROKER,
-            "UNREGISTER_BROKER",
-            (
-                s("brokerName", True),
-                s("brokerAddr", True),
-                s("clusterName"),
-                i64("brokerId", True, min=0),
-            ),
-        ),
-        RequestShape(
-            C.GET_ROUTEINFO_BY_TOPIC,
-            "GET_ROUTEINFO_BY_TOPIC",
-            (s("topic", True), flag("acceptStandardJsonOnly")),
-        ),
-        RequestShape(C.GET_BROKER_CLUSTER_INFO, "GET_BROKER_CLUSTER_INFO"),
-        RequestShape(C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, "GET_ALL_TOPIC_LIST_FROM_NAMESERVER"),
-        RequestShape(C.GET_TOPICS_BY_CLUSTER, "GET_TOPICS_BY_CLUSTER", (s("cluster", True),)),
-        RequestShape(
+        shape(C.REGISTER_BROKER, h.RegisterBrokerRequestHeader),
+        shape(C.UNREGISTER_BROKER, h.UnRegisterBrokerRequestHeader),
+        shape(C.GET_ROUTEINFO_BY_TOPIC, h.GetRouteInfoRequestHeader),
+        shape(C.GET_BROKER_CLUSTER_INFO),
+        shape(C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
+        shape(C.GET_TOPICS_BY_CLUSTER, h.GetTopicsByClusterRequestHeader),
+        shape(
             C.QUERY_DATA_VERSION,
-            "QUERY_DATA_VERSION",
-            (s("brokerName"), s("brokerAddr", True), s("clusterName"), i64("brokerId", min=0)),
-            body=json_body(DataVersion, optional=True),
+            h.QueryDataVersionRequestHeader,
+            json_body(DataVersion, optional=True),
         ),
-        RequestShape(C.DELETE_TOPIC_IN_NAMESRV, "DELETE_TOPIC_IN_NAMESRV", (s("topic", True),)),
-        RequestShape(C.PUT_KV_CONFIG, "PUT_KV_CONFIG", (*_KV, s("value", True, max_len=TEXT_MAX))),
-        RequestShape(C.GET_KV_CONFIG, "GET_KV_CONFIG", _KV),
-        RequestShape(C.DELETE_KV_CONFIG, "DELETE_KV_CONFIG", _KV),
-        RequestShape(C.GET_KVLIST_BY_NAMESPACE, "GET_KVLIST_BY_NAMESPACE", (s("namespace", True),)),
+        shape(C.DELETE_TOPIC_IN_NAMESRV, h.TopicRequestHeader),
+        shape(C.PUT_KV_CONFIG, h.PutKVConfigRequestHeader),
+        shape(C.GET_KV_CONFIG, h.KVConfigRequestHeader),
+        shape(C.DELETE_KV_CONFIG, h.KVConfigRequestHeader),
+        shape(C.GET_KVLIST_BY_NAMESPACE, h.GetKVListByNamespaceRequestHeader),
     )
 }
 
@@ -844,65 +540,42 @@ def v1_fields(cmd: RemotingCommand) -> dict[str, str]:
     return {SEND_V2_FIELDS.get(k, k): v for k, v in cmd.ext_fields.items()}
 
 
-def check(cmd: RemotingCommand, shape: RequestShape | None = None) -> Refusal | None:
-    """Hold a request against its declared shape; None when it conforms.
+def decode(
+    cmd: RemotingCommand, shape: RequestShape | None = None
+) -> RequestHeader | Refusal | None:
+    """The typed header of a request, which is its shape check: the header when the request
+    conforms (NO_HEADER for a code that declares no fields), else its `Refusal`; None for a code
+    without a declared shape (the server answers REQUEST_CODE_NOT_SUPPORTED for codes it does not
+    serve).
 
-    Unknown header fields are ignored, as Java ignores extFields its header
-    class does not declare. A code without a declared shape passes (the
-    server answers REQUEST_CODE_NOT_SUPPORTED for codes it does not serve).
+    Unknown header fields are ignored, as Java ignores extFields its header class does not declare.
     """
     shape = shape or SHAPES.get(cmd.code)
     if shape is None:
         return None
     fields = cmd.ext_fields
-    names: Iterator[str] = (spec.name for spec in shape.fields)
+    names = shape.names
     if shape.renames is not None and cmd.code != RequestCode.SEND_MESSAGE:
         if shape.renamed.isdisjoint(fields):
-            names = iter(shape.wire_names)  # only wire names: read them where they are
+            names = shape.wire_names  # only wire names: read them where they are
         else:
             fields = {shape.renames.get(k, k): v for k, v in fields.items()}
-    for spec, name in zip(shape.fields, names, strict=True):
-        raw = fields.get(name)
-        if raw is None:
-            if spec.required:
-                return _refuse(shape, f"missing required header field {spec.name!r}")
-            continue
-        error = _field_error(spec, raw)
-        if error is not None:
-            return _refuse(shape, error)
+    try:
+        values = read_fields(shape.fields, fields, names)
+    except CommandError as exc:
+        return _refuse(shape, str(exc))
     if shape.body is not None:
         error = shape.body(cmd)
         if error is not None:
             return _refuse(shape, error)
-    return None
+    return NO_HEADER if shape.header is None else shape.header(**values)
 
 
-def _field_error(spec: HeaderField, raw: str) -> str | None:
-    if spec.kind is Kind.STR:
-        # a blank name is as unusable as a missing one (TopicValidator: "blank")
-        if not raw and spec.required:
-            return f"header field {spec.name!r} is blank"
-        if len(raw) > spec.max_len:
-            return f"header field {spec.name!r} is longer than {spec.max_len} characters"
-        if spec.pattern is not None and not spec.pattern.fullmatch(raw):
-            return f"header field {spec.name!r} is not {spec.form}: {raw[:40]!r}"
-        if spec.choices is not None and raw not in spec.choices:
-            return f"header field {spec.name!r} must be one of {', '.join(sorted(spec.choices))}, got {raw[:40]!r}"
-        return None
-    if spec.kind is Kind.BOOL:
-        return (
-            None  # Boolean.parseBoolean reads any text: "true" in any case, everything else false
-        )
-    if not (raw.isascii() and raw.isdigit()) and not _JAVA_INTEGER.fullmatch(raw):
-        return f"header field {spec.name!r} is not a valid {spec.kind.value}: {raw[:40]!r}"
-    value = int(raw)
-    lo, hi = INT32 if spec.kind is Kind.INT else INT64
-    if not lo <= value <= hi:
-        return f"header field {spec.name!r} is out of the range of a Java {spec.kind.value}: {raw[:40]}"
-    if spec.min is not None and value < spec.min or spec.max is not None and value > spec.max:
-        bounds = f">= {spec.min}" if spec.max in (None, hi) else f"in [{spec.min}, {spec.max}]"
-        return f"header field {spec.name!r} must be {bounds}, got {value}"
-    return None
+def check(cmd: RemotingCommand, shape: RequestShape | None = None) -> Refusal | None:
+    """Hold a request against its declared shape: its `Refusal`, or None when it conforms (or its
+    code declares no shape). `decode` without the header."""
+    decoded = decode(cmd, shape)
+    return decoded if type(decoded) is Refusal else None
 
 
 def _refuse(shape: RequestShape, remark: str) -> Refusal:
@@ -910,7 +583,8 @@ def _refuse(shape: RequestShape, remark: str) -> Refusal:
 
 
 # -- the compiled hot path (see command.py) ---------------------------------------
-REFERENCE = {"check": check}
+REFERENCE = {"check": check, "decode": decode}
 
 if codec is not None:
     check = codec.check  # noqa: F811
+    decode = codec.decode  # noqa: F811

@@ -44,9 +44,9 @@ from es_broker.commands.errors import BrokerError
 from es_broker.config import BrokerConfig
 from es_broker.log import hops
 from es_broker.remoting.codes import ResponseCode
-from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.command import RemotingCommand, bind_header, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
-from es_broker.remoting.requests import Refusal, check, check_text
+from es_broker.remoting.requests import Refusal, check_text, decode
 from es_broker.server import malloc
 from es_broker.server.arrival import ORDERED_CODES, ArrivalOrder, Ticket
 from es_broker.server.outbox import HeldAnswers, Outbox
@@ -382,10 +382,15 @@ class RemotingServer:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f" request type {request.code} not supported",
             )
-        # the declared shape first, then text it could not store (B-335): no processor sees either
-        refusal = check(request) or check_text(request)
+        # the declared shape first, then text it could not store (B-335): no processor sees either.
+        # Decoding the typed header is the shape check; the handler reads the header decoded here.
+        header = decode(request)
+        if type(header) is Refusal:
+            return response_to(request, header.code, header.remark)
+        refusal = check_text(request)
         if refusal is not None:
             return response_to(request, refusal.code, refusal.remark)
+        bind_header(request, header)
         # then access (B-160): a refused request runs no handler and records nothing
         if self.guard is not None and (refusal := self.guard.check(channel, request)) is not None:
             return response_to(request, refusal.code, refusal.remark)

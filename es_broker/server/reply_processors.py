@@ -25,13 +25,13 @@ from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.errors import MissingField
+from es_broker.remoting.headers import SendMessageRequestHeader
 from es_broker.remoting.reply_properties import (
     CORRELATION_ID,
     PUSH_REPLY_TIME,
     REPLY_TO_CLIENT,
     TTL,
 )
-from es_broker.remoting.request_headers import SendMessageRequestHeader
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.remoting_server import Handler
 

@@ -7,7 +7,7 @@ import pytest
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
 from es_broker.remoting.errors import BadField, MissingField
-from es_broker.remoting.request_headers import SendMessageRequestHeader
+from es_broker.remoting.headers import SendMessageRequestHeader
 
 HEADER = SendMessageRequestHeader(
     producer_group="PG",

@@ -1,0 +1,298 @@
+"""How a request header class declares its fields, and the one reader that decodes them.
+
+A request header is a frozen dataclass (headers.py), one per CommandCustomHeader
+shape of RocketMQ 4.9.8. Each field says its rule once, next to itself, through
+the constructors here (`text`, `i32`, `i64`, `boolean`, ...): the Java type, whether
+the frame must carry it, its range, length, choices or form, and its Java name
+when that is not the attribute's camelCase (`clientID`) or the one-letter name
+SEND_MESSAGE_V2 gives it on the wire (`v2="b"`).
+
+Reading a header (`read_fields`) is its shape check: a field that breaks its rule
+raises the `CommandError` whose text is the remark RocketMQ's refusal carries
+(B-135..B-139); requests.py prefixes the request's name and answers SYSTEM_ERROR.
+Writing one (`RequestHeader.to_ext_fields`) gives Java's text of every field set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Self
+
+from .command import ext_value_to_str
+from .errors import BadField, CommandError, MissingField
+
+if TYPE_CHECKING:
+    from .command import RemotingCommand
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+INT64 = (-(1 << 63), (1 << 63) - 1)
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+# The longest text a name field may hold: RocketMQ's CHARACTER_MAX_LENGTH (Validators) is 255;
+# other text fields (properties, subscription expressions) are bounded by the frame.
+NAME_MAX = 255
+TEXT_MAX = 1 << 20
+
+#: An offset message id: the store host (IPv4 and port) and the physical offset, in hex
+#: (MessageDecoder#createMessageId); decodeMessageId throws on anything else, answered SYSTEM_ERROR.
+#: es-broker's brokers store IPv4 hosts, so their ids are 32 digits.
+OFFSET_MSG_ID = re.compile(r"[0-9A-Fa-f]{32}")
+
+
+class Kind(Enum):
+    """The Java type of a header field."""
+
+    STR = "String"
+    INT = "int"
+    LONG = "long"
+    BOOL = "boolean"
+
+
+class FieldRefused(CommandError):
+    """A header field is present and of its type but breaks its declared rule (blank, too long,
+    out of range, not one of its choices, not of its form)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderField:
+    """One extField of a request header, as its CommandCustomHeader declares it.
+
+    `name` is the Java field name (the V1 name, the one every remark uses), `attr` the
+    Python attribute of the header class, `v2` the one-letter SEND_MESSAGE_V2 name.
+    """
+
+    name: str
+    kind: Kind
+    required: bool = False
+    min: int | None = None
+    max: int | None = None
+    max_len: int = NAME_MAX
+    choices: frozenset[str] | None = None
+    pattern: re.Pattern[str] | None = None  # text fields of a fixed form (message ids)
+    form: str = ""  # what the pattern means, for the remark
+    attr: str = ""
+    v2: str | None = None
+
+    def parse(self, raw: str) -> str | int | bool:
+        """`raw` as this field's value; raises the `CommandError` that is the refusal's remark."""
+        kind = self.kind
+        if kind is Kind.STR:
+            # a blank name is as unusable as a missing one (TopicValidator: "blank")
+            if not raw and self.required:
+                raise FieldRefused(f"header field {self.name!r} is blank")
+            if len(raw) > self.max_len:
+                raise FieldRefused(
+                    f"header field {self.name!r} is longer than {self.max_len} characters"
+                )
+            if self.pattern is not None and not self.pattern.fullmatch(raw):
+                raise FieldRefused(f"header field {self.name!r} is not {self.form}: {raw[:40]!r}")
+            if self.choices is not None and raw not in self.choices:
+                raise FieldRefused(
+                    f"header field {self.name!r} must be one of "
+                    f"{', '.join(sorted(self.choices))}, got {raw[:40]!r}"
+                )
+            return raw
+        if kind is Kind.BOOL:
+            return raw.lower() == "true"  # Boolean.parseBoolean: "true" in any case, else false
+        if not (raw.isascii() and raw.isdigit()) and not _JAVA_INTEGER.fullmatch(raw):
+            raise BadField(self.name, raw[:40], kind.value)
+        value = int(raw)
+        lo, hi = INT32 if kind is Kind.INT else INT64
+        if not lo <= value <= hi:
+            raise FieldRefused(
+                f"header field {self.name!r} is out of the range of a Java {kind.value}: {raw[:40]}"
+            )
+        if self.min is not None and value < self.min or self.max is not None and value > self.max:
+            bounds = f">= {self.min}" if self.max in (None, hi) else f"in [{self.min}, {self.max}]"
+            raise FieldRefused(f"header field {self.name!r} must be {bounds}, got {value}")
+        return value
+
+
+# -- field constructors: what a header class writes next to each field ------------------------
+
+_RULE = "rule"
+
+
+def _declare(rule: HeaderField, default: Any) -> Any:
+    if default is dataclasses.MISSING and not rule.required:
+        default = None  # an optional field left out of the frame
+    return dataclasses.field(default=default, metadata={_RULE: rule})
+
+
+def text(
+    required: bool = False,
+    *,
+    max_len: int = NAME_MAX,
+    choices: frozenset[str] | None = None,
+    name: str = "",
+    v2: str | None = None,
+    default: Any = dataclasses.MISSING,
+) -> Any:
+    """A String field (`name`: its Java name when not the attribute's camelCase)."""
+    rule = HeaderField(name, Kind.STR, required, max_len=max_len, choices=choices, v2=v2)
+    return _declare(rule, default)
+
+
+def offset_msg_id(name: str = "") -> Any:
+    """A required offset message id (32 hex digits)."""
+    rule = HeaderField(
+        name, Kind.STR, True, pattern=OFFSET_MSG_ID, form="an offset message id (32 hex digits)"
+    )
+    return _declare(rule, dataclasses.MISSING)
+
+
+def i32(
+    required: bool = False,
+    *,
+    min: int = INT32[0],
+    max: int = INT32[1],
+    name: str = "",
+    v2: str | None = None,
+    default: Any = dataclasses.MISSING,
+) -> Any:
+    """A Java int field, within [min, max]."""
+    return _declare(HeaderField(name, Kind.INT, required, min=min, max=max, v2=v2), default)
+
+
+def i64(
+    required: bool = False,
+    *,
+    min: int = INT64[0],
+    max: int = INT64[1],
+    name: str = "",
+    v2: str | None = None,
+    default: Any = dataclasses.MISSING,
+) -> Any:
+    """A Java long field, within [min, max]."""
+    return _declare(HeaderField(name, Kind.LONG, required, min=min, max=max, v2=v2), default)
+
+
+def boolean(*, name: str = "", v2: str | None = None) -> Any:
+    """An optional Java boolean field (Boolean.parseBoolean: never malformed)."""
+    return _declare(HeaderField(name, Kind.BOOL, False, v2=v2), dataclasses.MISSING)
+
+
+def queue_id(required: bool = True) -> Any:
+    """A queue id: an int >= 0 (PullMessageProcessor: "queueId[%d] is illegal")."""
+    return i32(required, min=0)
+
+
+def physical_offset() -> Any:
+    """A commit-log offset: a required long >= 0."""
+    return i64(True, min=0)
+
+
+# -- the header classes' base -----------------------------------------------------------------
+
+_RULES: dict[type, tuple[HeaderField, ...]] = {}
+
+
+def _java_name(attr: str) -> str:
+    head, *rest = attr.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def rules_of(cls: type) -> tuple[HeaderField, ...]:
+    """The declared fields of a header class, in the order they are written, with their names."""
+    rules = _RULES.get(cls)
+    if rules is None:
+        rules = tuple(
+            dataclasses.replace(
+                f.metadata[_RULE], name=f.metadata[_RULE].name or _java_name(f.name), attr=f.name
+            )
+            for f in dataclasses.fields(cls)
+        )
+        _RULES[cls] = rules
+    return rules
+
+
+class RequestHeader:
+    """Base of the typed request headers (Java's CommandCustomHeader): frozen slotted dataclasses
+    whose construction from a command is their shape check."""
+
+    __slots__ = ()
+
+    @classmethod
+    def uses_v2_names(cls, code: int) -> bool:
+        """True if requests of `code` carry this header under the fields' one-letter names."""
+        return False
+
+    @classmethod
+    def of(cls, cmd: RemotingCommand) -> Self:
+        """The header of `cmd`: the one the server decoded at the edge, or decoded now.
+
+        Raises the `CommandError` naming the first field that breaks its rule (a request the
+        server's dispatch checked never does).
+        """
+        if type(cmd.header) is cls:
+            return cmd.header
+        rules = rules_of(cls)
+        fields = cmd.ext_fields
+        names: tuple[str, ...] = tuple(rule.name for rule in rules)
+        if cls.uses_v2_names(cmd.code):
+            renames = {rule.v2: rule.name for rule in rules if rule.v2 is not None}
+            fields = {renames.get(k, k): v for k, v in fields.items()}
+        return cls(**read_fields(rules, fields, names))
+
+    def to_ext_fields(self) -> dict[str, str]:
+        """The extFields that carry this header: Java names, Java's text, absent fields left out."""
+        out = {}
+        for rule in rules_of(type(self)):
+            value = ext_value_to_str(getattr(self, rule.attr))
+            if value is not None:
+                out[rule.name] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NoHeader(RequestHeader):
+    """The header of a request whose code declares no fields (RocketMQ's null custom header)."""
+
+
+NO_HEADER = NoHeader()
+
+
+def read_fields(
+    rules: tuple[HeaderField, ...], fields: Mapping[str, str], names: tuple[str, ...]
+) -> dict[str, Any]:
+    """The values of `rules` in `fields` (each under the name at the same place in `names`), by
+    attribute: what a header class is built from. Fields left out are left out.
+
+    Raises `MissingField`, `BadField` or `FieldRefused` for the first field that breaks its rule.
+    """
+    values: dict[str, Any] = {}
+    for rule, name in zip(rules, names, strict=True):
+        raw = fields.get(name)
+        if raw is None:
+            if rule.required:
+                raise MissingField(rule.name)
+            continue
+        values[rule.attr] = rule.parse(raw)
+    return values
+
+
+__all__ = [
+    "INT32",
+    "INT64",
+    "NAME_MAX",
+    "NO_HEADER",
+    "OFFSET_MSG_ID",
+    "TEXT_MAX",
+    "FieldRefused",
+    "HeaderField",
+    "Kind",
+    "NoHeader",
+    "RequestHeader",
+    "boolean",
+    "i32",
+    "i64",
+    "offset_msg_id",
+    "physical_offset",
+    "queue_id",
+    "read_fields",
+    "rules_of",
+    "text",
+]
