@@ -40,6 +40,21 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, request, response_to
+from es_broker.remoting.es_headers import ResetOffsetsRequestHeader
+from es_broker.remoting.headers import (
+    CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
+    ConsumerGroupRequestHeader,
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    ResetOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicQueueRequestHeader,
+    TopicRequestHeader,
+)
 from es_broker.server.clients import ClientInfo, ClientRegistry
 from es_broker.server.processor_support import ClientNotices, ReadScope, Requester, message_queue
 from es_broker.server.remoting_server import Handler
@@ -149,23 +164,23 @@ class AdminBrokerProcessor:
 
     # ------------------------------------------------------------------ queue offsets
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        offset = self.broker.search_offset(
-            req.require_str("topic"), req.require_int("queueId"), req.require_long("timestamp")
-        )
+        h = SearchOffsetRequestHeader.of(req)
+        offset = self.broker.search_offset(h.topic, h.queue_id, h.timestamp)
         return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
 
     async def get_max_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        offset = self.broker.max_offset(req.require_str("topic"), req.require_int("queueId"))
+        h = TopicQueueRequestHeader.of(req)
+        offset = self.broker.max_offset(h.topic, h.queue_id)
         return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
 
     async def get_min_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        offset = self.broker.min_offset(req.require_str("topic"), req.require_int("queueId"))
+        h = TopicQueueRequestHeader.of(req)
+        offset = self.broker.min_offset(h.topic, h.queue_id)
         return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
 
     async def earliest_store_time(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        ts = self.broker.earliest_msg_store_time(
-            req.require_str("topic"), req.require_int("queueId")
-        )
+        h = TopicQueueRequestHeader.of(req)
+        ts = self.broker.earliest_msg_store_time(h.topic, h.queue_id)
         return response_to(req, ResponseCode.SUCCESS, None, {"timestamp": ts})
 
     # ------------------------------------------------------------------ offset resets
@@ -176,8 +191,9 @@ class AdminBrokerProcessor:
 
     async def invoke_reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET: compute, record, notify online clients oneway (B-74..B-77)."""
-        topic, group = req.require_str("topic"), req.require_str("group")
-        timestamp, force = req.require_long("timestamp"), req.get_bool("isForce", True)
+        h = ResetOffsetRequestHeader.of(req)
+        topic, group, timestamp = h.topic, h.group, h.timestamp
+        force = True if h.is_force is None else h.is_force
         info = self.clients.consumer_group(group)
         members = list(info.channels.items()) if info else []
         supported = [(ch, c) for ch, c in members if c.version >= Version.V3_0_7_SNAPSHOT]
@@ -208,13 +224,14 @@ class AdminBrokerProcessor:
 
     async def clone_group_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """CLONE_GROUP_OFFSET (B-35)."""
-        src = req.require_str("srcGroup")
+        h = CloneGroupOffsetRequestHeader.of(req)
+        src = h.src_group
         info = self.clients.consumer_group(src)
-        online = None if req.get_bool("offline", False) or info is None else set(info.subscriptions)
+        online = None if h.offline or info is None else set(info.subscriptions)
         await self.broker.clone_group_offset(
             src,
-            req.require_str("destGroup"),
-            req.get_str("topic") or None,
+            h.dest_group,
+            h.topic or None,
             online_topics=online,
             requester=self.requester(channel),
         )
@@ -222,21 +239,21 @@ class AdminBrokerProcessor:
 
     async def reset_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """es-broker's reset (S-2, S-13): any target, a dry run, or server-side; answers the per-queue table."""
-        topic, group = req.require_str("topic"), req.require_str("group")
-        kind, value = req.require_str("kind"), req.get_long("value", 0) or 0
-        dry_run = req.get_bool("dryRun", False)
+        h = ResetOffsetsRequestHeader.of(req)
+        topic, group, kind, value = h.topic, h.group, h.kind, h.value or 0
+        dry_run = bool(h.dry_run)
         info = self.clients.consumer_group(group)
         members = list(info.channels.items()) if info else []
         plan = await self.broker.plan_reset(
             group,
             topic,
             value,
-            req.get_bool("isForce", True),
+            True if h.is_force is None else h.is_force,
             requester=self.requester(channel),
             notified=[c.client_id for _, c in members],
             kind=kind,
-            mode=req.get_str("mode"),
-            scope=req.get_str("scope"),
+            mode=h.mode,
+            scope=h.scope,
             dry_run=dry_run,
         )
         if not dry_run and members:
@@ -277,7 +294,12 @@ class AdminBrokerProcessor:
 
     async def forward_to_consumer(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY: relay to the client's channel, answer verbatim."""
-        group, client_id = req.require_str("consumerGroup"), req.require_str("clientId")
+        h = (
+            ConsumeMessageDirectlyResultRequestHeader.of(req)
+            if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY
+            else GetConsumerRunningInfoRequestHeader.of(req)
+        )
+        group, client_id = h.consumer_group, h.client_id
         info = self.clients.consumer_group(group)
         target = next(
             (ch for ch, c in (info.channels.items() if info else ()) if c.client_id == client_id),
@@ -288,9 +310,9 @@ class AdminBrokerProcessor:
                 req, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
             )
         body = req.body
-        if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+        if isinstance(h, ConsumeMessageDirectlyResultRequestHeader):
             # its form checked at the edge
-            (_, phy) = wire.parse_offset_msg_id(req.require_str("msgId"))
+            (_, phy) = wire.parse_offset_msg_id(h.msg_id)
             body = (self.broker.message_at(phy) if phy >= 0 else None) or b""
         forwarded = request(req.code, req.ext_fields, body)
         try:
@@ -318,22 +340,23 @@ class AdminBrokerProcessor:
 
     # ------------------------------------------------------------------ topics and groups
     async def update_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        topic = req.require_str("topic")
+        h = CreateTopicRequestHeader.of(req)
+        topic = h.topic
         config = {
             "topicName": topic,
-            "readQueueNums": req.require_int("readQueueNums"),
-            "writeQueueNums": req.require_int("writeQueueNums"),
-            "perm": req.require_int("perm"),
-            "topicFilterType": req.get_str("topicFilterType", "SINGLE_TAG"),
-            "topicSysFlag": req.get_int("topicSysFlag", 0),
-            "order": req.get_bool("order", False),
+            "readQueueNums": h.read_queue_nums,
+            "writeQueueNums": h.write_queue_nums,
+            "perm": h.perm,
+            "topicFilterType": "SINGLE_TAG" if h.topic_filter_type is None else h.topic_filter_type,
+            "topicSysFlag": 0 if h.topic_sys_flag is None else h.topic_sys_flag,
+            "order": bool(h.order),
         }
         await self.broker.update_topic(config, requester=self.requester(channel))
         await self.registered([topic])  # this topic alone (registerIncrementBrokerData, B-391)
         return response_to(req, ResponseCode.SUCCESS)
 
     async def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        topic = req.require_str("topic")
+        topic = TopicRequestHeader.of(req).topic
         await self.broker.delete_topic(topic, requester=self.requester(channel))
         await self.registered([topic])  # the name server drops this broker's queues of it (B-391)
         return response_to(req, ResponseCode.SUCCESS)
@@ -372,15 +395,14 @@ class AdminBrokerProcessor:
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def delete_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = DeleteSubscriptionGroupRequestHeader.of(req)
         await self.broker.delete_group(
-            req.require_str("groupName"),
-            requester=self.requester(channel),
-            remove_offsets=req.get_bool("removeOffset", False),
+            h.group_name, requester=self.requester(channel), remove_offsets=bool(h.remove_offset)
         )
         return response_to(req, ResponseCode.SUCCESS)
 
     async def topic_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        topic = req.require_str("topic")
+        topic = TopicRequestHeader.of(req).topic
         config = self.broker.topic_config(topic)
         if config is None:
             return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
@@ -392,8 +414,8 @@ class AdminBrokerProcessor:
         return response_to(req, ResponseCode.SUCCESS, body=TopicStatsTable(table).encode())
 
     async def consume_stats(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        group = req.require_str("consumerGroup")
-        only = req.get_str("topic") or None
+        h = GetConsumeStatsRequestHeader.of(req)
+        group, only = h.consumer_group, h.topic or None
         scope = self.scope.limited(channel, req)  # SUB on the group: the access rule (B-350)
         table = {}
         for topic, queue_id, offset in self.broker.group_offsets(group):
@@ -414,7 +436,7 @@ class AdminBrokerProcessor:
         return ClientConnection(client.client_id, ch.remote_addr, client.language, client.version)
 
     async def consumer_connections(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        group = req.require_str("consumerGroup")
+        group = ConsumerGroupRequestHeader.of(req).consumer_group
         info = self.clients.consumer_group(group)
         if info is None or not info.channels:
             return response_to(
@@ -432,7 +454,7 @@ class AdminBrokerProcessor:
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def producer_connections(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        group = req.require_str("producerGroup")
+        group = GetProducerConnectionListRequestHeader.of(req).producer_group
         channels = self.clients.producers.get(group) or {}
         if not channels:
             return response_to(

@@ -28,6 +28,7 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.headers import UnregisterClientRequestHeader
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.processor_support import (
     Requester,
@@ -116,12 +117,11 @@ class ClientManageProcessor:
         return response_to(req, ResponseCode.SUCCESS)
 
     async def unregister_client(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        group = req.get_str("consumerGroup")
-        self.clients.unregister(channel, group, req.get_str("producerGroup"))
+        h = UnregisterClientRequestHeader.of(req)
+        group = h.consumer_group
+        self.clients.unregister(channel, group, h.producer_group)
         if group and not self.is_slave:  # its queue locks of the group go too (B-145)
-            await self.locks.release_client(
-                group, req.get_str("clientID") or self.requester(channel)
-            )
+            await self.locks.release_client(group, h.client_id or self.requester(channel))
         return response_to(req, ResponseCode.SUCCESS)
 
     async def check_client_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:

@@ -17,6 +17,11 @@ from es_broker.log.types import Cause
 from es_broker.remoting.bodies import GetConsumerListByGroupResponseBody
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.headers import (
+    ConsumerGroupRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.outbox import Outbox
 from es_broker.server.processor_support import CommitConfirmation, Requester
@@ -62,11 +67,9 @@ class ConsumerManageProcessor:
     async def query_consumer_offset(
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
+        h = QueryConsumerOffsetRequestHeader.of(req)
         answer = await self.broker.query_consumer_offset(
-            req.require_str("consumerGroup"),
-            req.require_str("topic"),
-            req.require_int("queueId"),
-            requester=self.requester(channel),
+            h.consumer_group, h.topic, h.queue_id, requester=self.requester(channel)
         )
         if answer.code == ResponseCode.SUCCESS:
             return response_to(req, ResponseCode.SUCCESS, None, {"offset": answer.offset})
@@ -90,13 +93,14 @@ class ConsumerManageProcessor:
         )
 
     def _commit(self, channel: Channel, req: RemotingCommand) -> dict[str, Any]:
-        group = req.require_str("consumerGroup")
+        h = UpdateConsumerOffsetRequestHeader.of(req)
+        group = h.consumer_group
         info = self.clients.consumer_group(group)
         return {
             "group": group,
-            "topic": req.require_str("topic"),
-            "queue_id": req.require_int("queueId"),
-            "offset": req.require_long("commitOffset"),
+            "topic": h.topic,
+            "queue_id": h.queue_id,
+            "offset": h.commit_offset,
             # a commit from a connection that is no consumer of the group is an operator's (B-131)
             "cause": Cause.CLIENT_COMMIT if info and channel in info.channels else Cause.ADMIN,
             "requester": self.requester(channel),
@@ -118,7 +122,7 @@ class ConsumerManageProcessor:
         )
 
     async def consumer_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        group = req.require_str("consumerGroup")
+        group = ConsumerGroupRequestHeader.of(req).consumer_group
         info = self.clients.consumer_group(group)
         if info is None or not info.channels:
             return response_to(

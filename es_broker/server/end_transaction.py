@@ -9,6 +9,8 @@ from es_broker.core.broker import Broker
 from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.es_headers import OpenTransactionsRequestHeader
+from es_broker.remoting.headers import EndTransactionRequestHeader
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.processor_support import Requester
 from es_broker.server.remoting_server import Handler
@@ -40,14 +42,15 @@ class EndTransactionProcessor:
         """
         if self.is_slave:
             return response_to(req, ResponseCode.SLAVE_NOT_AVAILABLE)
+        h = EndTransactionRequestHeader.of(req)
         end = transaction.EndRequest(
-            producer_group=req.require_str("producerGroup"),
-            tran_state_table_offset=req.require_long("tranStateTableOffset"),
-            commit_log_offset=req.require_long("commitLogOffset"),
-            commit_or_rollback=req.require_int("commitOrRollback"),
-            from_check=bool(req.get_bool("fromTransactionCheck", False)),
-            msg_id=req.require_str("msgId"),
-            transaction_id=req.get_str("transactionId"),
+            producer_group=h.producer_group,
+            tran_state_table_offset=h.tran_state_table_offset,
+            commit_log_offset=h.commit_log_offset,
+            commit_or_rollback=h.commit_or_rollback,
+            from_check=bool(h.from_transaction_check),
+            msg_id=h.msg_id,
+            transaction_id=h.transaction_id,
         )
         if end.commit_or_rollback == transaction.TRANSACTION_NOT_TYPE:
             return response_to(
@@ -68,6 +71,8 @@ class EndTransactionProcessor:
 
     async def open_transactions(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """OPEN_TRANSACTIONS (es-broker): the half messages still open, per producer group (B-232)."""
-        rows = self.broker.open_transactions(req.get_str("producerGroup") or None)
+        rows = self.broker.open_transactions(
+            OpenTransactionsRequestHeader.of(req).producer_group or None
+        )
         body = OpenTransactionsBody(tuple(OpenTransaction.from_json(row) for row in rows))
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())

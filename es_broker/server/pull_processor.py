@@ -25,6 +25,7 @@ from es_broker.core.broker import Broker
 from es_broker.log.arrival import pass_turn, unordered
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.headers import PullMessageRequestHeader
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.longpoll import PullHoldService
@@ -79,15 +80,12 @@ class PullMessageProcessor:
         return {RequestCode.PULL_MESSAGE: self.pull_message}
 
     async def pull_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        group = req.require_str("consumerGroup")
-        topic = req.require_str("topic")
-        queue_id = req.require_int("queueId")
-        offset = req.require_long("queueOffset")
-        max_nums = req.require_int("maxMsgNums")
-        sys_flag = req.require_int("sysFlag")
-        commit = req.require_long("commitOffset") if sys_flag & PULL_COMMIT_OFFSET else None
-        suspend_ms = req.get_long("suspendTimeoutMillis", 15000) or 0
-        pull_filter = await self._subscription(group, topic, req, sys_flag)
+        h = PullMessageRequestHeader.of(req)
+        group, topic, queue_id, offset = h.consumer_group, h.topic, h.queue_id, h.queue_offset
+        sys_flag = h.sys_flag
+        commit = h.commit_offset if sys_flag & PULL_COMMIT_OFFSET else None
+        suspend_ms = 15000 if h.suspend_timeout_millis is None else h.suspend_timeout_millis
+        pull_filter = await self._subscription(h)
         tags, message_filter = pull_filter.tags_codes, pull_filter.message_filter
         client = self.requester(channel)
         # register for arrivals before reading, so a message stored meanwhile is not missed
@@ -98,7 +96,7 @@ class PullMessageProcessor:
             topic,
             queue_id,
             offset,
-            max_nums,
+            h.max_msg_nums,
             tags_codes=tags,
             message_filter=message_filter,
             client=client,
@@ -126,12 +124,11 @@ class PullMessageProcessor:
             code = response_code(result.status, offset)
         return self._pull_answer(req, group, result, code, offset)
 
-    async def _subscription(
-        self, group: str, topic: str, req: RemotingCommand, sys_flag: int
-    ) -> PullFilter:
+    async def _subscription(self, h: PullMessageRequestHeader) -> PullFilter:
         """The pull's filter: from the request (subscription flag) or the group's heartbeat (B-57, B-215)."""
-        if sys_flag & PULL_SUBSCRIPTION:
-            expression, expression_type = req.get_str("subscription"), req.get_str("expressionType")
+        group, topic = h.consumer_group, h.topic
+        if h.sys_flag & PULL_SUBSCRIPTION:
+            expression, expression_type = h.subscription, h.expression_type
             if expression_type == sql92.SQL92:
                 try:
                     selector = await compile_selector(expression)
@@ -154,7 +151,7 @@ class PullMessageProcessor:
                 f"the consumer's subscription not exist, group: {group}, topic: {topic}",
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
             )
-        if int(sub.get("subVersion", 0)) < (req.get_long("subVersion", 0) or 0):
+        if int(sub.get("subVersion", 0)) < (h.sub_version or 0):
             raise BrokerError(
                 "the consumer's subscription not latest", ResponseCode.SUBSCRIPTION_NOT_LATEST
             )

@@ -11,6 +11,7 @@ from es_broker.core.broker import Broker
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
+from es_broker.remoting.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
 from es_broker.server.processor_support import ReadScope
 from es_broker.server.remoting_server import Handler
 
@@ -37,7 +38,7 @@ class QueryMessageProcessor:
         }
 
     async def view_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        offset = req.require_long("offset")
+        offset = ViewMessageRequestHeader.of(req).offset
         raw = self.broker.message_at(offset)
         if raw is None:
             return response_to(
@@ -50,15 +51,13 @@ class QueryMessageProcessor:
         return response_to(req, ResponseCode.SUCCESS, body=raw)
 
     async def query_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        max_num = req.require_int("maxNum")
+        h = QueryMessageRequestHeader.of(req)
+        max_num = h.max_num
+        # set by the client after signing, beside the header's fields (MixAll)
         if req.get_str(UNIQUE_MSG_QUERY_FLAG) == "true":  # by UNIQ_KEY: the broker's cap (B-202)
             max_num = self.config.defaultQueryMaxNum
         found = self.broker.query_messages_by_key(
-            req.require_str("topic"),
-            req.require_str("key"),
-            max_num,
-            req.require_long("beginTimestamp"),
-            req.require_long("endTimestamp"),
+            h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp
         )
         header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": 0}
         if not found:
