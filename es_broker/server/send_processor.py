@@ -23,7 +23,7 @@ from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import MissingField
-from es_broker.remoting.request_headers import SendMessageRequestHeader
+from es_broker.remoting.headers import SendMessageRequestHeader
 from es_broker.server.outbox import Outbox
 from es_broker.server.processor_support import Requester, StoredSends, decode_batch, ipv4
 from es_broker.server.remoting_server import Handler, Start
@@ -129,7 +129,7 @@ class SendMessageProcessor:
 
     def _put_request(self, channel: Channel, req: RemotingCommand) -> PutRequest:
         """The send as the broker stores it, read from its header; the header's checks here."""
-        h = SendMessageRequestHeader.read(req)
+        h = SendMessageRequestHeader.of(req)
         topic, queue_id, sys_flag, born = h.topic, h.queue_id, h.sys_flag, h.born_timestamp
         born_host = ipv4(channel.remote)
         reconsume = h.reconsume_times or 0
