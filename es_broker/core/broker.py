@@ -350,8 +350,8 @@ class Broker:
             group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
-        result = dataclasses.replace(result, group_config=group_config)
         self.messages_served += len(result.offsets)
+        commit_seq = 0
         if commit_offset is not None and self.config.brokerRole == "SLAVE":
             commit_offset = None
         if pull.recorded(result, offset, commit_offset is not None):
@@ -367,8 +367,8 @@ class Broker:
                     commit_offset=commit_offset,
                 )
             )
-            if isinstance(recorded, int) and recorded:
-                result = dataclasses.replace(result, commit_seq=recorded)
+            if isinstance(recorded, int):
+                commit_seq = recorded
             if recorded is Unrecorded.DISK_FULL and result.status == GetStatus.FOUND:
                 # answered all the same (B-151); summed up and recorded once space returns (B-152)
                 self.unrecorded.add(
@@ -380,7 +380,8 @@ class Broker:
                     client,
                     store.clock.now_ms(),
                 )
-        return result
+        # one copy, with what the answer needs: the commit's record and the group's config
+        return dataclasses.replace(result, commit_seq=commit_seq, group_config=group_config)
 
     # ------------------------------------------------------------------ offsets
     def min_offset(self, topic: str, queue_id: int) -> int:
