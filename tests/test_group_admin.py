@@ -83,3 +83,49 @@ async def test_end_transaction_of_no_half_message_is_refused_B225(running):
     )
     assert r.code == ResponseCode.SYSTEM_ERROR
     assert r.remark == "Find prepared transaction message failed"
+
+
+async def test_b430_delete_group_with_remove_offsets_is_one_writer_job_and_history_shows_the_removal(
+    broker, monkeypatch
+):
+    from es_broker.log.types import RecordType
+    from es_broker.timetravel.query import TimeTravel
+    from tests.conftest import make_topic
+
+    await make_topic(broker, queues=2)
+    await broker.update_group({"groupName": "G"}, requester="ops")
+    await broker.commit_offset("G", "T", 0, 5, requester="c1")
+    await broker.commit_offset("G", "T", 1, 7, requester="c1")
+    jobs = []
+    submit = broker.writer.submit
+
+    async def counted(job):
+        jobs.append(job)
+        return await submit(job)
+
+    monkeypatch.setattr(broker.writer, "submit", counted)
+    seq = await broker.delete_group("G", requester="ops", remove_offsets=True)
+
+    assert len(jobs) == 1  # one writer job, one transaction: never the group gone, offsets kept
+    (deleted_seq, deleted), (removed_seq, removed) = list(broker.store.log.read(seq))
+    assert (deleted_seq, deleted["type"]) == (seq, RecordType.SUBGROUP_DELETED)
+    assert (removed_seq, removed["type"]) == (seq + 1, RecordType.OFFSETS_REMOVED)
+    assert broker.group_config("G") is None
+    assert (broker.stored_offset("G", "T", 0), broker.stored_offset("G", "T", 1)) == (-1, -1)
+    # the history and the audit still say which offsets went, and why
+    with broker.store.read() as txn:
+        history = TimeTravel(broker.store).history(txn, "G", topic="T")
+    gone = [
+        (e.queue_id, e.old, e.new, e.cause, e.seq) for e in history if e.kind == "offset_removed"
+    ]
+    assert gone == [(0, 5, -1, "group_deleted", seq + 1), (1, 7, -1, "group_deleted", seq + 1)]
+
+
+async def test_b430_delete_group_removes_offsets_of_a_group_without_a_config(broker):
+    from tests.conftest import make_topic
+
+    await make_topic(broker, queues=1)
+    await broker.commit_offset("G", "T", 0, 5, requester="c1")
+    assert broker.group_config("G") is None
+    assert await broker.delete_group("G", requester="ops", remove_offsets=True) is None
+    assert broker.stored_offset("G", "T", 0) == -1

@@ -345,6 +345,9 @@ class GetResult:
     offsets: tuple[int, ...] = ()
     slow: bool = False  # the last unit read lies on disk (B-115)
     commit_seq: int = 0  # the record of the pull's piggybacked commit, 0: none recorded
+    # a pull's: the pulling group's config as the pull read it (or created it), for the
+    # broker its answer suggests; None for a read that is no group's
+    group_config: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def body(self) -> bytes:
@@ -394,6 +397,22 @@ def get_message(
     read; one it refuses is skipped like a tag miss, and nextBeginOffset moves past it.
     """
     check_pull_args(offset, max_msg_nums)
+    return read_messages(
+        store, txn, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
+    )
+
+
+def read_messages(
+    store: Store,
+    txn: lmdb.Transaction[bytes],
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msg_nums: int,
+    tags_codes: frozenset[int] | None = None,
+    message_filter: Callable[[bytes], bool] | None = None,
+) -> GetResult:
+    """`get_message` of arguments already checked (`check_pull_args`)."""
     config = store.config
     lo, hi = store.cq.bounds(txn, topic, queue_id)
     if hi == 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from es_broker.commands import names
+from es_broker.commands import names, offsets
 from es_broker.commands.errors import GroupNotExist, IllegalRequest, TopicNotExist
 from es_broker.commands.store import Store
 from es_broker.config import BrokerRole
@@ -153,17 +153,30 @@ def update_group_job(
 
 
 def delete_group_job(
-    store: Store, group: str, requester: str
+    store: Store, group: str, requester: str, *, remove_offsets: bool = False
 ) -> Callable[[AppendContext], int | None]:
+    """DELETE_SUBSCRIPTIONGROUP: `subgroup_deleted` when the group exists; with
+    `remove_offsets`, every `*@group` offset goes too (B-34), recorded as `offsets_removed`
+    in the same job, so both changes are in one transaction, next to each other in the log
+    (B-430). Returns the deletion's record (None: no such group)."""
     names.check_group_name(group)
     _check_master(store)
+    remove = (
+        offsets.remove_group_offsets_job(store, group, requester=requester)
+        if remove_offsets
+        else None
+    )
 
     def job(ctx: AppendContext) -> int | None:
-        if store.groups.get(ctx.txn, group) is None:
-            return None
-        return ctx.append(
-            SubgroupDeleted(group=group, requester=requester).to_record(store.clock.now_ms())
-        )
+        seq = None
+        if store.groups.get(ctx.txn, group) is not None:
+            seq = ctx.append(
+                SubgroupDeleted(group=group, requester=requester).to_record(store.clock.now_ms())
+            )
+        # whether or not the group has a config, as 4.9.8 removes them
+        if remove is not None:
+            remove(ctx)
+        return seq
 
     return job
 

@@ -17,6 +17,7 @@ from es_broker.commands import (
     disk_full,
     messages,
     offsets,
+    pull,
     resets,
     retention,
     topics,
@@ -37,16 +38,10 @@ from es_broker.log.records import RecordOutOfRange
 from es_broker.log.types import (
     Cause,
     ConsumerGroupChanged,
-    MessagesDelivered,
-    PullOffsetMoved,
     TopicUpdated,
 )
 from es_broker.log.writer import WritesFenced
 from es_broker.projections.subscription_groups import default_group_config
-
-MOVED_STATUSES = frozenset(
-    {GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.NO_MESSAGE_IN_QUEUE}
-)
 
 
 class Broker(RetryOperations):
@@ -155,67 +150,38 @@ class Broker(RetryOperations):
         client: str = "",
         commit_offset: int | None = None,
     ) -> GetResult:
-        """PULL_MESSAGE: read, then record the delivery and any piggybacked commit (B-31)."""
-        messages.check_pull_args(offset, max_msg_nums)
-        with self.store.read() as txn:
-            messages.check_readable(self.store, txn, topic, queue_id)
-            group_config = self.store.groups.get(txn, group)
+        """PULL_MESSAGE: read, then record the delivery and any piggybacked commit (B-31).
+
+        The checks, the group's config and the messages come from one read transaction
+        (commands/pull.py); a group not created yet is created before the answer (B-03).
+        """
+        store = self.store
+        result, group_config = pull.read(
+            store, group, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
+        )
         if group_config is None:
             group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
-        result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes, message_filter)
         self.messages_served += len(result.offsets)
-        store = self.store
-        commit = commit_offset is not None and self.config.brokerRole != BrokerRole.SLAVE
-        record_moved = result.status in MOVED_STATUSES and not (
-            result.status == GetStatus.NO_MESSAGE_IN_QUEUE and offset == 0
-        )
-        if result.status == GetStatus.FOUND or record_moved or commit:
-
-            def job(ctx: AppendContext) -> int:
-                ts = store.clock.now_ms()
-                if result.status == GetStatus.FOUND:
-                    ctx.append(
-                        MessagesDelivered(
-                            group=group,
-                            topic=topic,
-                            queue_id=queue_id,
-                            offset=offset,
-                            offsets=list(result.offsets),
-                            next_offset=result.next_begin_offset,
-                            client=client,
-                        ).to_record(ts)
-                    )
-                elif record_moved:
-                    ctx.append(
-                        PullOffsetMoved(
-                            group=group,
-                            topic=topic,
-                            queue_id=queue_id,
-                            offset=offset,
-                            status=result.status.value,
-                            next_offset=result.next_begin_offset,
-                            min_offset=result.min_offset,
-                            max_offset=result.max_offset,
-                            client=client,
-                        ).to_record(ts)
-                    )
-                if commit and commit_offset is not None:
-                    return offsets.commit_job(
-                        store,
-                        group,
-                        topic,
-                        queue_id,
-                        commit_offset,
-                        cause=Cause.PULL_COMMIT,
-                        requester=client,
-                    )(ctx)
-                return 0
-
-            recorded = await self._record_unless_full(job)
-            if isinstance(recorded, int) and recorded:
-                result = dataclasses.replace(result, commit_seq=recorded)
+        commit_seq = 0
+        if commit_offset is not None and self.config.brokerRole == BrokerRole.SLAVE:
+            commit_offset = None
+        if pull.recorded(result, offset, commit_offset is not None):
+            recorded = await self._record_unless_full(
+                pull.record_job(
+                    store,
+                    group,
+                    topic,
+                    queue_id,
+                    offset,
+                    result,
+                    client=client,
+                    commit_offset=commit_offset,
+                )
+            )
+            if isinstance(recorded, int):
+                commit_seq = recorded
             if recorded is Unrecorded.DISK_FULL and result.status == GetStatus.FOUND:
                 # answered all the same (B-151); summed up and recorded once space returns (B-152)
                 self.unrecorded.add(
@@ -227,7 +193,8 @@ class Broker(RetryOperations):
                     client,
                     store.clock.now_ms(),
                 )
-        return result
+        # one copy, with what the answer needs: the commit's record and the group's config
+        return dataclasses.replace(result, commit_seq=commit_seq, group_config=group_config)
 
     # ------------------------------------------------------------------ offsets
     def min_offset(self, topic: str, queue_id: int) -> int:
@@ -523,13 +490,11 @@ class Broker(RetryOperations):
     async def delete_group(
         self, group: str, *, requester: str = "", remove_offsets: bool = False
     ) -> int | None:
-        """DELETE_SUBSCRIPTIONGROUP; with remove_offsets every `*@group` offset goes too (B-34)."""
-        seq = await self.submit(topics.delete_group_job(self.store, group, requester))
-        if remove_offsets:
-            await self.submit(
-                offsets.remove_group_offsets_job(self.store, group, requester=requester)
-            )
-        return seq
+        """DELETE_SUBSCRIPTIONGROUP; with remove_offsets every `*@group` offset goes too (B-34),
+        in the same writer job (B-430)."""
+        return await self.submit(
+            topics.delete_group_job(self.store, group, requester, remove_offsets=remove_offsets)
+        )
 
     async def clone_group_offset(
         self,

@@ -251,7 +251,12 @@ class SlaveBroker(Broker):
         group_config = await self.ensure_group(group, requester=client)
         if not group_config["consumeEnable"]:
             raise NoPermission(f"subscription group no permission, {group}")
-        result = self.get_message(topic, queue_id, offset, max_msg_nums, tags_codes, message_filter)
+        with self.store.read() as txn:
+            messages.check_readable(self.store, txn, topic, queue_id)
+            result = messages.read_messages(
+                self.store, txn, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
+            )
+        result = dataclasses.replace(result, group_config=group_config)
         self.messages_served += len(result.offsets)
         if result.offsets:
             self.journal.record_delivery(

@@ -55,11 +55,6 @@ from es_broker.remoting.headers import (
     TopicQueueRequestHeader,
     TopicRequestHeader,
 )
-from es_broker.remoting.response_headers import (
-    GetBrokerConfigResponseHeader,
-    GetEarliestMsgStoretimeResponseHeader,
-    OffsetResponseHeader,
-)
 from es_broker.server.clients import ClientInfo, ClientRegistry
 from es_broker.server.processor_support import ClientNotices, ReadScope, Requester, message_queue
 from es_broker.server.remoting_server import Handler
@@ -171,21 +166,22 @@ class AdminBrokerProcessor:
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.of(req)
         offset = self.broker.search_offset(h.topic, h.queue_id, h.timestamp)
-        return _offset_answer(req, offset)
+        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
 
     async def get_max_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
-        return _offset_answer(req, self.broker.max_offset(h.topic, h.queue_id))
+        offset = self.broker.max_offset(h.topic, h.queue_id)
+        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
 
     async def get_min_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
-        return _offset_answer(req, self.broker.min_offset(h.topic, h.queue_id))
+        offset = self.broker.min_offset(h.topic, h.queue_id)
+        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
 
     async def earliest_store_time(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
         ts = self.broker.earliest_msg_store_time(h.topic, h.queue_id)
-        answer = GetEarliestMsgStoretimeResponseHeader(timestamp=ts)
-        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
+        return response_to(req, ResponseCode.SUCCESS, None, {"timestamp": ts})
 
     # ------------------------------------------------------------------ offset resets
     def reset_body(self, plan: resets.ResetPlan, list_form: bool) -> bytes:
@@ -212,7 +208,12 @@ class AdminBrokerProcessor:
         if not members and plan.mode != "server_side":
             raise resets.not_online(group, topic, timestamp)
         body = self.reset_body(plan, req.language == LanguageCode.CPP)
-        notice = _reset_notice(topic, group, timestamp, body)
+        notice = request(
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            {"topic": topic, "group": group, "timestamp": timestamp, "isForce": "false"},
+            body,
+            oneway=True,
+        )
         for ch, _ in supported:
             await self.notices.send_oneway(ch, notice)
         if len(supported) < len(members):
@@ -256,7 +257,12 @@ class AdminBrokerProcessor:
             dry_run=dry_run,
         )
         if not dry_run and members:
-            notice = _reset_notice(topic, group, plan.timestamp, self.reset_body(plan, False))
+            notice = request(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                {"topic": topic, "group": group, "timestamp": plan.timestamp, "isForce": "false"},
+                self.reset_body(plan, False),
+                oneway=True,
+            )
             for ch, _ in members:
                 await self.notices.send_oneway(ch, notice)
         if not dry_run and not members and plan.mode != "server_side":
@@ -288,12 +294,12 @@ class AdminBrokerProcessor:
 
     async def forward_to_consumer(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY: relay to the client's channel, answer verbatim."""
-        asked: GetConsumerRunningInfoRequestHeader | ConsumeMessageDirectlyResultRequestHeader
-        if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-            asked = ConsumeMessageDirectlyResultRequestHeader.of(req)
-        else:
-            asked = GetConsumerRunningInfoRequestHeader.of(req)
-        group, client_id = asked.consumer_group, asked.client_id
+        h = (
+            ConsumeMessageDirectlyResultRequestHeader.of(req)
+            if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY
+            else GetConsumerRunningInfoRequestHeader.of(req)
+        )
+        group, client_id = h.consumer_group, h.client_id
         info = self.clients.consumer_group(group)
         target = next(
             (ch for ch, c in (info.channels.items() if info else ()) if c.client_id == client_id),
@@ -304,9 +310,9 @@ class AdminBrokerProcessor:
                 req, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
             )
         body = req.body
-        if isinstance(asked, ConsumeMessageDirectlyResultRequestHeader):
+        if isinstance(h, ConsumeMessageDirectlyResultRequestHeader):
             # its form checked at the edge
-            (_, phy) = wire.parse_offset_msg_id(asked.msg_id)
+            (_, phy) = wire.parse_offset_msg_id(h.msg_id)
             body = (self.broker.message_at(phy) if phy >= 0 else None) or b""
         forwarded = request(req.code, req.ext_fields, body)
         try:
@@ -485,19 +491,10 @@ class AdminBrokerProcessor:
             and not f.metadata.get("account")
             and not (scope is not None and f.metadata.get("admin_only"))
         )
-        answer = GetBrokerConfigResponseHeader(version=DataVersion().encode().decode())
-        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields(), text.encode())
-
-
-def _offset_answer(req: RemotingCommand, offset: int) -> RemotingCommand:
-    """SUCCESS with the offset a GET_MIN/MAX_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP asked for."""
-    answer = OffsetResponseHeader(offset=offset)
-    return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
-
-
-def _reset_notice(topic: str, group: str, timestamp: int, body: bytes) -> RemotingCommand:
-    """RESET_CONSUMER_CLIENT_OFFSET, one way, to a consumer of the group (B-78)."""
-    header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, is_force=False)
-    return request(
-        RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header.to_ext_fields(), body, oneway=True
-    )
+        return response_to(
+            req,
+            ResponseCode.SUCCESS,
+            None,
+            {"version": DataVersion().encode().decode()},
+            text.encode(),
+        )

@@ -71,7 +71,8 @@ class EndTransactionProcessor:
 
     async def open_transactions(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """OPEN_TRANSACTIONS (es-broker): the half messages still open, per producer group (B-232)."""
-        group = OpenTransactionsRequestHeader.of(req).producer_group
-        rows = self.broker.open_transactions(group or None)
+        rows = self.broker.open_transactions(
+            OpenTransactionsRequestHeader.of(req).producer_group or None
+        )
         body = OpenTransactionsBody(tuple(OpenTransaction.from_json(row) for row in rows))
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())

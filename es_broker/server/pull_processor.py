@@ -82,7 +82,7 @@ class PullMessageProcessor:
     async def pull_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.of(req)
         group, topic, queue_id, offset = h.consumer_group, h.topic, h.queue_id, h.queue_offset
-        max_nums, sys_flag = h.max_msg_nums, h.sys_flag
+        sys_flag = h.sys_flag
         commit = h.commit_offset if sys_flag & PULL_COMMIT_OFFSET else None
         suspend_ms = 15000 if h.suspend_timeout_millis is None else h.suspend_timeout_millis
         pull_filter = await self._subscription(h)
@@ -96,7 +96,7 @@ class PullMessageProcessor:
             topic,
             queue_id,
             offset,
-            max_nums,
+            h.max_msg_nums,
             tags_codes=tags,
             message_filter=message_filter,
             client=client,
@@ -208,7 +208,7 @@ class PullMessageProcessor:
     def _pull_answer(
         self, req: RemotingCommand, group: str, result: GetResult, code: int, offset: int
     ) -> RemotingCommand:
-        group_config = self.broker.group_config(group) or {}
+        group_config = result.group_config or {}  # as the pull read it: no second read
         if not self.config.slaveReadEnable:
             suggest = 0
         elif result.slow:

@@ -12,9 +12,10 @@ from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
-from es_broker.remoting.response_headers import QueryMessageResponseHeader
 from es_broker.server.processor_support import ReadScope
 from es_broker.server.remoting_server import Handler
+
+UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll: a QUERY_MESSAGE by UNIQ_KEY
 
 
 class QueryMessageProcessor:
@@ -52,14 +53,13 @@ class QueryMessageProcessor:
     async def query_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = QueryMessageRequestHeader.of(req)
         max_num = h.max_num
-        if h.unique_key_query:  # by UNIQ_KEY: the broker's cap (B-202)
+        # set by the client after signing, beside the header's fields (MixAll)
+        if req.get_str(UNIQUE_MSG_QUERY_FLAG) == "true":  # by UNIQ_KEY: the broker's cap (B-202)
             max_num = self.config.defaultQueryMaxNum
         found = self.broker.query_messages_by_key(
             h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp
         )
-        header = QueryMessageResponseHeader(
-            index_last_update_timestamp=0, index_last_update_phyoffset=0
-        ).to_ext_fields()
+        header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": 0}
         if not found:
             return response_to(
                 req,

@@ -1,0 +1,119 @@
+"""PULL_MESSAGE: the checks and the read in one read transaction, and the job that records it (B-31).
+
+A pull reads without the writer: the topic's checks (B-21, B-13), the
+group's config and the messages come from one read transaction, each check
+made once. What the pull did is then recorded by one writer job: the
+delivery (`messages_delivered`), or the corrected offset a consumer is sent
+to (`pull_offset_moved`), and a piggybacked commit (B-31).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from es_broker.commands import messages, offsets
+from es_broker.commands.messages import GetResult, GetStatus
+from es_broker.commands.store import Store
+from es_broker.log import AppendContext
+from es_broker.log.types import Cause, MessagesDelivered, PullOffsetMoved
+
+# the statuses whose corrected next offset is recorded (B-59, B-60)
+MOVED_STATUSES = frozenset(
+    {GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.NO_MESSAGE_IN_QUEUE}
+)
+
+
+def read(
+    store: Store,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msg_nums: int,
+    tags_codes: frozenset[int] | None = None,
+    message_filter: Callable[[bytes], bool] | None = None,
+) -> tuple[GetResult, dict[str, Any] | None]:
+    """The pull's checks and its messages, and the group's config (None: not created yet).
+
+    Raises as the checks refuse: the arguments, then the broker's and the topic's perms and
+    the queue id (`messages.check_readable`).
+    """
+    messages.check_pull_args(offset, max_msg_nums)
+    with store.read() as txn:
+        messages.check_readable(store, txn, topic, queue_id)
+        group_config = store.groups.get(txn, group)
+        result = messages.read_messages(
+            store, txn, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
+        )
+    return result, group_config
+
+
+def recorded(result: GetResult, offset: int, commit: bool) -> bool:
+    """Whether a pull is recorded: it delivered, its offset was corrected, or it commits."""
+    return result.status == GetStatus.FOUND or moved(result, offset) or commit
+
+
+def moved(result: GetResult, offset: int) -> bool:
+    """The pull's offset was corrected (a first pull of an empty queue at 0 is not a move)."""
+    return result.status in MOVED_STATUSES and not (
+        result.status == GetStatus.NO_MESSAGE_IN_QUEUE and offset == 0
+    )
+
+
+def record_job(
+    store: Store,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    result: GetResult,
+    *,
+    client: str,
+    commit_offset: int | None,
+) -> Callable[[AppendContext], int]:
+    """The writer job recording a pull: its delivery or moved offset, then its commit, if any
+    (`commit_offset`; None: none). Returns the commit's record, 0 when none was recorded."""
+    record_moved = moved(result, offset)
+
+    def job(ctx: AppendContext) -> int:
+        ts = store.clock.now_ms()
+        if result.status == GetStatus.FOUND:
+            ctx.append(
+                MessagesDelivered(
+                    group=group,
+                    topic=topic,
+                    queue_id=queue_id,
+                    offset=offset,
+                    offsets=list(result.offsets),
+                    next_offset=result.next_begin_offset,
+                    client=client,
+                ).to_record(ts)
+            )
+        elif record_moved:
+            ctx.append(
+                PullOffsetMoved(
+                    group=group,
+                    topic=topic,
+                    queue_id=queue_id,
+                    offset=offset,
+                    status=result.status.value,
+                    next_offset=result.next_begin_offset,
+                    min_offset=result.min_offset,
+                    max_offset=result.max_offset,
+                    client=client,
+                ).to_record(ts)
+            )
+        if commit_offset is not None:
+            return offsets.commit_job(
+                store,
+                group,
+                topic,
+                queue_id,
+                commit_offset,
+                cause=Cause.PULL_COMMIT,
+                requester=client,
+            )(ctx)
+        return 0
+
+    return job
