@@ -59,7 +59,14 @@ cdef inline bytes _u64(int64_t value):
 
 
 cdef inline bint _is_unit(object unit) noexcept:
-    return (type(unit) is list or type(unit) is tuple) and len(unit) == 3
+    # exact ints only: Cython would truncate a float where struct.pack refuses it
+    return (
+        (type(unit) is list or type(unit) is tuple)
+        and len(unit) == 3
+        and type(unit[0]) is int
+        and type(unit[1]) is int
+        and type(unit[2]) is int
+    )
 
 
 # ------------------------------------------------------------------ consume queue
@@ -75,6 +82,8 @@ def queue_block(units, ts):
     if type(units) is not list and type(units) is not tuple:
         return _REF["queue_block"](units, ts)
     n = len(units)
+    if type(ts) is not int:
+        return _REF["queue_block"](units, ts)
     try:
         c_ts = ts
     except Exception:
