@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.wire_bench import es_consume, es_produce, es_sync_latency, percentile  # noqa: E402
-from es_broker.client.remoting_client import RemotingClient  # noqa: E402
+from es_broker.net.remoting_client import RemotingClient  # noqa: E402
 from tests.ha_fixtures import _BROKER as BROKER_READY  # noqa: E402
 from tests.ha_fixtures import Wire, caught_up, start, start_cluster, wait_until  # noqa: E402
 

@@ -22,10 +22,10 @@ import time
 
 import trio
 
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.commands.messages import MessageIn
 from es_broker.config import ASYNC_FLUSH, BrokerConfig
 from es_broker.core.broker import Broker
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.message import decode_one

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from wire_bench import BODY, QUEUES, batch_body, create_topics  # noqa: E402
 
-from es_broker.client.remoting_client import RemotingClient  # noqa: E402
+from es_broker.net.remoting_client import RemotingClient  # noqa: E402
 from es_broker.remoting.codes import RequestCode  # noqa: E402
 from es_broker.remoting.command import request  # noqa: E402
 from es_broker.remoting.message import decode_all, encode_properties  # noqa: E402

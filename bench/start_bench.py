@@ -167,7 +167,7 @@ def first_answers(addr: str, n: int) -> None:
     """GET_MAX_OFFSET on queue 0, then a PULL_MESSAGE at its middle; both must succeed."""
     import trio
 
-    from es_broker.client.remoting_client import RemotingClient
+    from es_broker.net.remoting_client import RemotingClient
     from es_broker.remoting.codes import RequestCode
     from es_broker.remoting.command import request
 
@@ -303,7 +303,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     root = Path(args.dir)
-    import es_broker.client.remoting_client  # noqa: F401 (loaded before the clock runs: the bench's cost)
+    import es_broker.net.remoting_client  # noqa: F401 (loaded before the clock runs: the bench's cost)
 
     extra = [] if args.readmodel else ["--readmodel-url", "none"]
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -67,9 +67,9 @@ sys.path.insert(0, str(ROOT))
 
 from es_broker.acl.signing import Credentials  # noqa: E402
 from es_broker.client.blocking import BlockingRemoting  # noqa: E402
-from es_broker.client.remoting_client import RemotingClient  # noqa: E402
-from es_broker.client.tls import TlsClientSettings  # noqa: E402
 from es_broker.log.hops import format_table  # noqa: E402
+from es_broker.net.remoting_client import RemotingClient  # noqa: E402
+from es_broker.net.tls import TlsClientSettings  # noqa: E402
 from es_broker.remoting.codes import RequestCode  # noqa: E402
 from es_broker.remoting.command import RemotingCommand, request  # noqa: E402
 from es_broker.remoting.connection import Connection  # noqa: E402

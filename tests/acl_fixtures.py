@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand
 from tests.ha_fixtures import Wire

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from es_broker.client.channel import next_opaque
+from es_broker.net.channel import next_opaque
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode

@@ -9,8 +9,8 @@ import trio
 
 from es_broker.acl.signing import ACCESS_KEY, ES_SIGNATURE, SIGNATURE, verify_v1
 from es_broker.client import Credentials
-from es_broker.client.channel import Channel
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.channel import Channel
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand
 from es_broker.server.main import BrokerServer, NameServerRole

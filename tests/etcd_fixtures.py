@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from es_broker.client.remoting_client import RemotingError
+from es_broker.net.remoting_client import RemotingError
 from tests.ha_fixtures import _BROKER, _NAMESRV, Proc, Wire, start, write_conf
 from tests.waiting import poll_until
 

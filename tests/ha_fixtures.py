@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode

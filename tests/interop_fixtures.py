@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.command import RemotingCommand, request
 from tests.waiting import poll_until_sync
 

@@ -183,7 +183,7 @@ class ProcessRunning:
 @pytest.fixture
 async def process_running(tmp_path, nursery) -> Iterator[ProcessRunning]:
     """`es-broker serve` in a real process, with a remoting client in the test's nursery."""
-    from es_broker.client.remoting_client import RemotingClient
+    from es_broker.net.remoting_client import RemotingClient
 
     with serve(tmp_path / "data") as broker:
         yield ProcessRunning(broker, RemotingClient(nursery))

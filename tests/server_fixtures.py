@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.config import BrokerConfig
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.server.main import BrokerServer, NameServerRole

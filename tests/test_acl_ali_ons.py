@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
 from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf

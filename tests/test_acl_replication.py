@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import ResponseCode
 from tests.acl_fixtures import ACL_EXCEPTION, ACL_YAML, ADMIN, PRODUCER
 from tests.ha_fixtures import Wire, caught_up, start_cluster

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request

@@ -19,7 +19,7 @@ from es_broker.acl.signing import (
     verify,
     verify_v1,
 )
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request, response_to
 from es_broker.server.remoting_server import RemotingServer

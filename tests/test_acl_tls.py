@@ -9,8 +9,8 @@ import trustme
 
 from es_broker.client import Producer
 from es_broker.client.config import ClientConfig
-from es_broker.client.remoting_client import RemotingClient
-from es_broker.client.tls import TlsClientSettings
+from es_broker.net.remoting_client import RemotingClient
+from es_broker.net.tls import TlsClientSettings
 from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf
 from tests.ha_fixtures import Wire
 from tests.process_fixtures import serve

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from es_broker.client.channel import next_opaque
+from es_broker.net.channel import next_opaque
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from es_broker.remoting.connection import NEED_DATA, Connection

@@ -7,9 +7,9 @@ import json
 import pytest
 import trio
 
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.core.slave_broker import SlaveBroker
 from es_broker.log.types import RecordType
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request

@@ -27,7 +27,7 @@ from es_broker.client import (
 )
 from es_broker.client.admin import Admin
 from es_broker.client.blocking import BlockingRemoting
-from es_broker.client.remoting_client import RemotingError
+from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from tests.credential_fixtures import CREDS, assert_all_signed_by, recorded_topic

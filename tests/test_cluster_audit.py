@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from tests.ha_fixtures import _BROKER, Wire, caught_up, start, start_cluster, wait_until, write_conf
 from tests.helpers import cli_checked
 

@@ -34,7 +34,7 @@ import pytest
 import trio
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf
 from tests.acl_fixtures import wire as acl_wire
 from tests.dashboard_fixtures import Operator, dashboard

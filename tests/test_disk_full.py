@@ -231,7 +231,7 @@ async def pulled_bodies(client, addr: str) -> dict[int, bytes]:
 async def test_a_broker_process_on_a_full_disk_refuses_sends_serves_pulls_and_resumes_by_itself(
     tmp_path, nursery
 ):
-    from es_broker.client.remoting_client import RemotingClient
+    from es_broker.net.remoting_client import RemotingClient
 
     client = RemotingClient(nursery)
     with small_tmpfs(tmp_path / "disk", 32) as disk:

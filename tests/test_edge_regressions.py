@@ -14,7 +14,7 @@ from pathlib import Path
 
 import trio
 
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
 from tests.helpers import cli_ok

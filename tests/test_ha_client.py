@@ -19,7 +19,7 @@ from es_broker.client import ConsumeFromWhere, ConsumeResult, Producer, PushCons
 from es_broker.client.config import ClientConfig
 from es_broker.client.messages import ReceivedMessage
 from es_broker.client.producer import ClientError
-from es_broker.client.remoting_client import RemotingClient, RemotingError
+from es_broker.net.remoting_client import RemotingClient, RemotingError
 from tests.ha_fixtures import (
     SLOW_MACHINE_MS,
     Cluster,

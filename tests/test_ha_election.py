@@ -23,9 +23,9 @@ import trio
 
 from es_broker.client import ConsumeFromWhere, MessageModel, Producer, PushConsumer, SendStatus
 from es_broker.client.config import ClientConfig
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.peer_outcomes import LastingCondition
 from tests.etcd_fixtures import Group, etcd_keys, following, leader, start_group

@@ -15,7 +15,7 @@ from collections import Counter
 
 import trio
 
-from es_broker.client.remoting_client import RemotingClient, RemotingError
+from es_broker.net.remoting_client import RemotingClient, RemotingError
 from es_broker.remoting.codes import ResponseCode
 from tests.ha_fixtures import (
     SLOW_MACHINE_MS,

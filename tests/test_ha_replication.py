@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.commands.slave_journal import JOURNAL_DIR, SlaveOffsetJournal
 from es_broker.config import BrokerConfig
 from es_broker.core.replay import compare, replay
 from es_broker.ha import slave as slave_replication
 from es_broker.ha.protocol import FetchRequest, record_crc
 from es_broker.log import records
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.server.main import BrokerServer, NameServerRole

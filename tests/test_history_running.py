@@ -172,7 +172,7 @@ async def test_b414_broker_processes_a_master_seals_over_the_wire_and_its_slave_
 ):
     """`es-broker serve` processes: a master and its slave (--role slave --master)."""
     from es_broker.client.admin import Admin
-    from es_broker.client.remoting_client import RemotingClient
+    from es_broker.net.remoting_client import RemotingClient
     from tests.ha_fixtures import Wire
     from tests.process_fixtures import serve
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import ResponseCode
 from tests.acl_fixtures import acl_conf
 from tests.disk_fixtures import fill, small_tmpfs

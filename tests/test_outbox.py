@@ -7,8 +7,8 @@ import socket
 import trio
 import trio.testing
 
-from es_broker.client.channel import Channel
 from es_broker.log import GroupCommitWriter, RecordLog, make
+from es_broker.net.channel import Channel
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.connection import Connection
 from es_broker.server.outbox import HeldAnswers, Outbox

@@ -13,7 +13,7 @@ import logging
 import trio
 
 from es_broker.client import ClientConfig, ConsumeResult, PushConsumer, ReceivedMessage
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.peer_outcomes import PeerRequests, peer_problems

@@ -147,7 +147,7 @@ def _body(client: str, queues: list[int]) -> bytes:
 
 async def test_b142_to_b146_two_clients_over_eight_queues_against_a_broker_process(tmp_path):
     """Lock, renew, refuse, unlock, expiry, channel close and unregister, over the wire; then verify and export."""
-    from es_broker.client.remoting_client import RemotingClient
+    from es_broker.net.remoting_client import RemotingClient
 
     conf = tmp_path / "broker.conf"
     conf.write_text("rocketmq.broker.rebalance.lockMaxLiveTime=1500\n")

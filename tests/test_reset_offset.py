@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from es_broker.client.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from es_broker.remoting.command import request

@@ -7,8 +7,8 @@ import tomllib
 
 import trio
 
-from es_broker.client.remoting_client import RemotingClient
-from es_broker.client.tls import TlsClientSettings
+from es_broker.net.remoting_client import RemotingClient
+from es_broker.net.tls import TlsClientSettings
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from tests.process_fixtures import ROOT, serve

@@ -9,10 +9,10 @@ import pytest
 import trio
 
 from es_broker.client import ConsumeFromWhere, MessageSelector, Producer, PushConsumer
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.client.send_tries import BrokerRefused
 from es_broker.core.replay import verify
 from es_broker.log.store import RecordLog
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting import message as wire
 from es_broker.remoting.bodies import (
     CheckClientRequestBody,

@@ -18,9 +18,9 @@ import trio.testing
 import trustme
 
 from es_broker.client import ClientConfig, ConsumeFromWhere, ConsumeResult, Producer, PushConsumer
-from es_broker.client.remoting_client import RemotingClient, RemotingError
-from es_broker.client.tls import TlsClientSettings
 from es_broker.config import load_broker_conf
+from es_broker.net.remoting_client import RemotingClient, RemotingError
+from es_broker.net.tls import TlsClientSettings
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.connection import Connection

@@ -14,8 +14,8 @@ import trio
 
 from es_broker.client import ConsumeResult, Message, PushConsumer, ReceivedMessage
 from es_broker.client.admin import Admin
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.client.transaction import LocalTransactionState, TransactionProducer
+from es_broker.net.remoting_client import RemotingClient
 from tests.helpers import FAST, Signal, cli
 from tests.process_fixtures import ProcessRunning, serve
 from tests.waiting import poll_until

@@ -33,8 +33,8 @@ from es_broker.client import (
     SyncProducer,
 )
 from es_broker.client.admin import Admin
-from es_broker.client.remoting_client import RemotingClient
 from es_broker.client.transaction import TransactionProducer
+from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.bodies import ProducerConnection, TopicStatsTable
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from tests.helpers import FAST, Signal

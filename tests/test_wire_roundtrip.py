@@ -156,7 +156,7 @@ async def test_heartbeat_registers_the_consumer_and_creates_its_retry_topic(runn
 
 
 async def test_consumer_running_info_is_relayed_to_the_client_and_back(running, nursery):
-    from es_broker.client.remoting_client import RemotingClient
+    from es_broker.net.remoting_client import RemotingClient
     from es_broker.remoting.command import response_to
 
     async def answer(channel, command):
@@ -182,7 +182,7 @@ async def test_consumer_running_info_is_relayed_to_the_client_and_back(running, 
 async def test_closing_the_connection_unregisters_the_consumer(running, nursery):
     import trio
 
-    from es_broker.client.remoting_client import RemotingClient
+    from es_broker.net.remoting_client import RemotingClient
 
     consumer = RemotingClient(nursery)
     await consumer.invoke(running.addr, request(RequestCode.HEART_BEAT, {}, HEARTBEAT))

@@ -30,8 +30,8 @@ from es_broker.cli.admin_offsets import parse_reset_time
 from es_broker.cli.admin_verbs import VERBS, table
 from es_broker.cli.credentials import CredentialsError, add_credential_options, admin_credentials
 from es_broker.client.admin import Admin, AdminError
-from es_broker.client.remoting_client import RemotingError
-from es_broker.client.tls import TlsClientSettings, TlsSetupError
+from es_broker.net.remoting_client import RemotingError
+from es_broker.net.tls import TlsClientSettings, TlsSetupError
 from es_broker.remoting.body_view import json_view
 
 # what other modules and the tests read from here

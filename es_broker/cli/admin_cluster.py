@@ -9,8 +9,8 @@ from typing import Any
 from es_broker.cli.admin_verbs import V, opt, table, verb
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.admin_cluster import AclVersionInfo
-from es_broker.client.remoting_client import RemotingError
 from es_broker.config import BrokerRole
+from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting import fastjson
 from es_broker.remoting.peer_outcomes import peer_problems
 from es_broker.timetravel.timeparse import format_time

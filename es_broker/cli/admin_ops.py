@@ -16,7 +16,7 @@ from typing import Any
 
 from es_broker.cli.admin_verbs import java_map, message_fields, opt, verb
 from es_broker.client.admin import Admin, AdminError
-from es_broker.client.remoting_client import RemotingError
+from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.admin_bodies import CleanPassResult
 from es_broker.remoting.bodies import ProducerConnection
 from es_broker.remoting.codes import version_name

@@ -37,7 +37,7 @@ def ask(args: argparse.Namespace, question: Callable[[Admin], Awaitable[T]]) -> 
 
     from es_broker.cli.credentials import admin_credentials
     from es_broker.client.admin import Admin, AdminError
-    from es_broker.client.remoting_client import RemotingError
+    from es_broker.net.remoting_client import RemotingError
 
     credentials = admin_credentials(args, os.environ)
 

@@ -22,7 +22,7 @@ def _archive_over_the_wire(args: argparse.Namespace) -> int:
     from es_broker.cli.admin import admin_tls
     from es_broker.cli.credentials import CredentialsError, admin_credentials
     from es_broker.client.admin import Admin, AdminError
-    from es_broker.client.remoting_client import RemotingError
+    from es_broker.net.remoting_client import RemotingError
 
     try:
         credentials = admin_credentials(args, os.environ)

@@ -10,8 +10,8 @@ from typing import Any, Self
 import anyio
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.remoting_client import RemotingClient
-from es_broker.client.tls import TlsClientSettings
+from es_broker.net.remoting_client import RemotingClient
+from es_broker.net.tls import TlsClientSettings
 from es_broker.remoting.bodies import (
     ClusterInfo,
     TopicList,

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from es_broker.client.admin_base import AdminBase, AdminError
-from es_broker.client.remoting_client import RemotingError
+from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody, RedriveBody
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import request

@@ -20,7 +20,6 @@ import anyio
 
 from es_broker.client.instance import ClientInstance
 from es_broker.client.messages import SendResult
-from es_broker.client.remoting_client import PendingRequest, RemotingError
 from es_broker.client.send_tries import (
     ClientError,
     QueueSelector,
@@ -28,7 +27,8 @@ from es_broker.client.send_tries import (
     SendTries,
     send_result,
 )
-from es_broker.client.tasks import TaskGroup, TaskSpawner
+from es_broker.net.remoting_client import PendingRequest, RemotingError
+from es_broker.net.tasks import TaskGroup, TaskSpawner
 from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.command import RemotingCommand
 

@@ -16,9 +16,9 @@ import ssl
 import time
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.channel import READ_SIZE, next_opaque
-from es_broker.client.remoting_client import DEFAULT_TIMEOUT, RemotingError, split_addr
-from es_broker.client.tls import TlsClientSettings
+from es_broker.net.channel import READ_SIZE, next_opaque
+from es_broker.net.remoting_client import DEFAULT_TIMEOUT, RemotingError, split_addr
+from es_broker.net.tls import TlsClientSettings
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.connection import CLOSED, NEED_DATA, Connection

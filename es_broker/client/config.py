@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from es_broker.acl.signing import Credentials
+from es_broker.net.tls import TlsClientSettings
 
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
@@ -104,3 +105,10 @@ class PushConsumerConfig:
     def replace(self, **changes: Any) -> PushConsumerConfig:
         """A copy with some settings changed."""
         return dataclasses.replace(self, **changes)
+
+
+def client_tls(config: ClientConfig) -> TlsClientSettings | None:
+    """The TLS a ClientConfig asks for (use_tls, tls_ca_file, tls_test_mode); None: plain TCP."""
+    if not config.use_tls:
+        return None
+    return TlsClientSettings(ca_file=config.tls_ca_file, test_mode=config.tls_test_mode)

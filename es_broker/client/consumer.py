@@ -46,7 +46,6 @@ from es_broker.client.pulling import (
     pull_message,
     pull_retry_delay,
 )
-from es_broker.client.remoting_client import RemotingError
 from es_broker.client.send_tries import BrokerRefused, ClientError
 from es_broker.client.subscription import (
     ConsumeFromWhere,
@@ -54,7 +53,8 @@ from es_broker.client.subscription import (
     build_subscription,
     parse_consume_timestamp,
 )
-from es_broker.client.tasks import TaskSpawner
+from es_broker.net.remoting_client import RemotingError
+from es_broker.net.tasks import TaskSpawner
 from es_broker.remoting.bodies import (
     CheckClientRequestBody,
     MessageQueue,

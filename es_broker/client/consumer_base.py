@@ -34,7 +34,7 @@ from es_broker.client.subscription import (
     build_subscription,
     parse_consume_timestamp,
 )
-from es_broker.client.tasks import Service, TaskGroup, TaskSpawner
+from es_broker.net.tasks import Service, TaskGroup, TaskSpawner
 from es_broker.remoting.bodies import (
     ConsumerData,
     ConsumerRunningInfo,

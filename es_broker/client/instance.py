@@ -23,18 +23,18 @@ import anyio
 import anyio.abc
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.channel import Channel
 from es_broker.client.config import (
     AUTO_CREATE_TOPIC_KEY,
     MASTER_ID,
     ClientConfig,
     client_config_with,
+    client_tls,
 )
-from es_broker.client.remoting_client import PendingRequest, RemotingClient, RemotingError
 from es_broker.client.request_reply import ReplyTable
 from es_broker.client.route import from_default_route
-from es_broker.client.tasks import TaskGroup, TaskSpawner
-from es_broker.client.tls import client_tls
+from es_broker.net.channel import Channel
+from es_broker.net.remoting_client import PendingRequest, RemotingClient, RemotingError
+from es_broker.net.tasks import TaskGroup, TaskSpawner
 from es_broker.remoting.bodies import (
     ClusterInfo,
     ConsumerData,

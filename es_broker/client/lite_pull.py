@@ -39,11 +39,11 @@ from es_broker.client.pulling import (
     pull_message,
     pull_retry_delay,
 )
-from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import subscribe_queues
 from es_broker.client.send_tries import ClientError
 from es_broker.client.subscription import build_subscription
-from es_broker.client.tasks import TaskSpawner
+from es_broker.net.remoting_client import RemotingError
+from es_broker.net.tasks import TaskSpawner
 from es_broker.remoting.bodies import (
     MessageQueue,
     SubscriptionData,

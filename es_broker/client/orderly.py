@@ -32,8 +32,8 @@ from es_broker.client.messages import (
     ReceivedMessage,
 )
 from es_broker.client.process_queue import ProcessQueue
-from es_broker.client.remoting_client import RemotingError
-from es_broker.client.tasks import TaskSpawner
+from es_broker.net.remoting_client import RemotingError
+from es_broker.net.tasks import TaskSpawner
 from es_broker.remoting.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,

@@ -34,7 +34,6 @@ from es_broker.client.messages import (
     SendStatus,
     UniqIdGenerator,
 )
-from es_broker.client.remoting_client import RemotingError
 from es_broker.client.route import publish_queues
 from es_broker.client.send_tries import (
     ClientError,
@@ -42,7 +41,8 @@ from es_broker.client.send_tries import (
     SendTries,
     send_result,
 )
-from es_broker.client.tasks import Service, TaskSpawner
+from es_broker.net.remoting_client import RemotingError
+from es_broker.net.tasks import Service, TaskSpawner
 from es_broker.remoting.bodies import MessageQueue, TopicRouteData
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from es_broker.client.config import ProducerConfig
 from es_broker.client.messages import SendResult, SendStatus
-from es_broker.client.remoting_client import RemotingError
+from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand

@@ -20,12 +20,11 @@ from typing import Any, ParamSpec, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from es_broker.client.blocking import BlockingRemoting
-from es_broker.client.config import DEFAULT_PRODUCER_GROUP
+from es_broker.client.config import DEFAULT_PRODUCER_GROUP, client_tls
 from es_broker.client.messages import UNIQ_KEY, Message, SendResult
 from es_broker.client.producer import BATCH_PROPERTIES, Producer
-from es_broker.client.remoting_client import RemotingError
 from es_broker.client.send_tries import ClientError, QueueSelector, SendTries
-from es_broker.client.tls import client_tls
+from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.bodies import MessageQueue
 
 P = ParamSpec("P")

@@ -24,8 +24,8 @@ from typing import Any
 
 from es_broker.client.messages import TRAN_MSG, Message, ReceivedMessage, SendResult, SendStatus
 from es_broker.client.producer import Producer
-from es_broker.client.remoting_client import RemotingError
 from es_broker.client.send_tries import ClientError
+from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand

@@ -93,10 +93,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     from es_broker.acl.signing import Credentials
-    from es_broker.client.tls import ReloadingCertificate
     from es_broker.dashboard.app import Settings, create_app
     from es_broker.dashboard.security import is_loopback, load_auth_file
     from es_broker.dashboard.views import requester_id
+    from es_broker.net.tls import ReloadingCertificate
 
     if not args.namesrv:
         raise ValueError("give --namesrv H:P")
@@ -206,8 +206,8 @@ async def _acl_on(namesrv: str, credentials: object) -> bool | str:
 
     from es_broker.acl.signing import Credentials
     from es_broker.client.admin import Admin, AdminError
-    from es_broker.client.remoting_client import RemotingError
     from es_broker.dashboard.views import acl_refusal
+    from es_broker.net.remoting_client import RemotingError
 
     assert credentials is None or isinstance(credentials, Credentials)
     try:

@@ -41,7 +41,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from es_broker.acl.signing import Credentials
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.admin_timetravel import BrokerAnswer
-from es_broker.client.remoting_client import RemotingError
 from es_broker.dashboard import charts
 from es_broker.dashboard.security import (
     CSRF_FIELD,
@@ -59,6 +58,7 @@ from es_broker.dashboard.security import (
 from es_broker.dashboard.throughput import WINDOWS, throughput_page
 from es_broker.dashboard.views import Forbidden, Views, acl_refusal, now_ms
 from es_broker.log.vocabulary import ResetMode
+from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.body_view import json_view
 from es_broker.remoting.query_bodies import OffsetTimelineBody
 from es_broker.timetravel.timeparse import format_time, parse_time

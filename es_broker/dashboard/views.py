@@ -15,7 +15,7 @@ from typing import Any
 
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.admin_timetravel import BrokerAnswer
-from es_broker.client.remoting_client import RemotingError
+from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting import fastjson
 from es_broker.remoting.bodies import ConsumerConnection
 from es_broker.remoting.body_view import plain

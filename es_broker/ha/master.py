@@ -27,7 +27,6 @@ from typing import Any
 import lmdb
 import trio
 
-from es_broker.client.channel import Channel
 from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable
 from es_broker.commands.slave_offsets import merge_job
 from es_broker.commands.store import Store
@@ -42,6 +41,7 @@ from es_broker.log.types import (
     RecordType,
     SlaveCaughtUp,
 )
+from es_broker.net.channel import Channel
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.es_headers import HaMergeSlaveOffsetsResponseHeader, RecordSeqResponseHeader

@@ -28,12 +28,12 @@ from typing import Any
 
 import trio
 
-from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.commands.slave_journal import SlaveCommit, SlaveDelivery
 from es_broker.core.slave_broker import LogDiverged, SlaveBroker
 from es_broker.ha.protocol import FetchAnswer, FetchRequest, MergeRequest, record_crc
 from es_broker.log import records
 from es_broker.log.types import RecordType
+from es_broker.net.remoting_client import RemotingClient, RemotingError
 from es_broker.remoting.es_headers import HaMergeSlaveOffsetsResponseHeader
 from es_broker.remoting.peer_outcomes import PeerRequests
 

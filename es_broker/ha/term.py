@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from es_broker.client.channel import Channel
 from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable
 from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.ha.election import Coordinator, Leadership
 from es_broker.log import AppendContext
 from es_broker.log.types import HaPromoted
+from es_broker.net.channel import Channel
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.es_headers import HaSwitchRequestHeader, HaSwitchResponseHeader

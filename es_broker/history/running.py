@@ -28,12 +28,12 @@ from typing import Any
 
 import trio
 
-from es_broker.client.channel import Channel
 from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster
 from es_broker.history import horizon
 from es_broker.history import seal as sealing
+from es_broker.net.channel import Channel
 from es_broker.readmodel.process import read_position
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to

@@ -56,7 +56,7 @@ from es_broker.acl.plain import (
     without_account,
 )
 from es_broker.acl.signing import ACCESS_KEY
-from es_broker.client.channel import Channel
+from es_broker.net.channel import Channel
 from es_broker.remoting import bodies
 from es_broker.remoting.bodies import AclConfig, PlainAccessConfig
 from es_broker.remoting.codes import RequestCode, ResponseCode

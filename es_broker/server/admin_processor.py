@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from es_broker.acl.plain import group_resource
-from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands import resets
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
+from es_broker.net.channel import Channel, ChannelClosed
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
 from es_broker.remoting.admin_bodies import QueueResetRow, ResetOffsetResult

@@ -12,11 +12,11 @@ from typing import Any
 
 import trio
 
-from es_broker.client.channel import Channel
 from es_broker.commands import names, sql92
 from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
+from es_broker.net.channel import Channel
 from es_broker.remoting import fastjson, requests
 from es_broker.remoting.bodies import (
     CheckClientRequestBody,

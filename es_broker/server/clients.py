@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from es_broker.client.channel import Channel
+from es_broker.net.channel import Channel
 
 CHANNEL_EXPIRED_MS = 120_000
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from es_broker.client.channel import Channel
 from es_broker.core.broker import Broker
 from es_broker.log.types import Cause
+from es_broker.net.channel import Channel
 from es_broker.remoting.bodies import GetConsumerListByGroupResponseBody
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from es_broker.client.channel import Channel
 from es_broker.commands import transaction
 from es_broker.commands.errors import IllegalRequest
 from es_broker.core.broker import Broker
+from es_broker.net.channel import Channel
 from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to

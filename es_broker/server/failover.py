@@ -21,13 +21,13 @@ from pathlib import Path
 
 import trio
 
-from es_broker.client.remoting_client import RemotingClient, RemotingError
 from es_broker.commands.store import LMDB_DIR, Store
 from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.ha.election import Coordinator, Leadership
 from es_broker.ha.etcd import EtcdClient
 from es_broker.ha.rejoin import pending_report, report_done, set_aside
 from es_broker.ha.term import HaTerm
+from es_broker.net.remoting_client import RemotingClient, RemotingError
 from es_broker.remoting.codes import EsRequestCode
 from es_broker.remoting.command import request
 from es_broker.remoting.peer_outcomes import PeerRequests

@@ -16,8 +16,6 @@ import trio
 from es_broker import compiled
 from es_broker.acl.access import AccessControl
 from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES
-from es_broker.client.channel import Channel
-from es_broker.client.remoting_client import RemotingClient, RemotingError, split_addr
 from es_broker.commands.acl_audit import AclAudit
 from es_broker.commands.errors import BrokerError
 from es_broker.config import BrokerConfig, load_broker_conf
@@ -27,6 +25,8 @@ from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
 from es_broker.ha.term import HaTerm
 from es_broker.history.running import HistorySealing
+from es_broker.net.channel import Channel
+from es_broker.net.remoting_client import RemotingClient, RemotingError, split_addr
 from es_broker.readmodel.process import read_position
 from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper

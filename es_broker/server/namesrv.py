@@ -11,7 +11,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
-from es_broker.client.channel import Channel
+from es_broker.net.channel import Channel
 from es_broker.remoting.bodies import (
     BrokerData,
     ClusterInfo,

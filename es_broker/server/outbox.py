@@ -24,8 +24,8 @@ from typing import cast
 
 import trio
 
-from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.log import hops
+from es_broker.net.channel import Channel, ChannelClosed
 from es_broker.remoting.command import RemotingCommand
 
 log = logging.getLogger(__name__)

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import trio
 
 from es_broker.acl.access import AccessControl, Scope
-from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands import sql92
 from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.messages import PutResult
 from es_broker.core.broker import Broker
+from es_broker.net.channel import Channel, ChannelClosed
 from es_broker.remoting import message as wire
 from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.codes import RequestCode, ResponseCode

@@ -16,13 +16,13 @@ from collections.abc import Callable
 
 import trio
 
-from es_broker.client.channel import Channel
 from es_broker.commands import names, retry, sql92
 from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import GetResult
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.log.arrival import pass_turn, unordered
+from es_broker.net.channel import Channel
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.headers import PullMessageRequestHeader

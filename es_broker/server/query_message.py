@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-from es_broker.client.channel import Channel
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
+from es_broker.net.channel import Channel
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to

@@ -32,9 +32,9 @@ import trio
 
 from es_broker.acl.access import AccessControl
 from es_broker.acl.plain import Perm, group_resource
-from es_broker.client.channel import Channel
 from es_broker.commands.explain import explain
 from es_broker.core.broker import Broker
+from es_broker.net.channel import Channel
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.es_headers import (

@@ -33,16 +33,16 @@ from typing import Protocol
 
 import trio
 
-from es_broker.client.channel import (
+from es_broker.commands.errors import BrokerError
+from es_broker.config import BrokerConfig
+from es_broker.log import hops
+from es_broker.net.channel import (
     Channel,
     ChannelClosed,
     PartialFrameBudget,
     PartialFramesOverCap,
     ReceiveTimeout,
 )
-from es_broker.commands.errors import BrokerError
-from es_broker.config import BrokerConfig
-from es_broker.log import hops
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, bind_header, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError

@@ -16,11 +16,11 @@ from collections.abc import Callable
 
 import trio
 
-from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands import reply
 from es_broker.commands.messages import MessageIn, PutRequest, PutResult
 from es_broker.core.broker import Broker
 from es_broker.log.types import ReplyPushed
+from es_broker.net.channel import Channel, ChannelClosed
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request, response_to

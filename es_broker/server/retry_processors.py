@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from es_broker.client.channel import Channel
 from es_broker.commands import names
 from es_broker.core.broker import Broker
+from es_broker.net.channel import Channel
 from es_broker.remoting.admin_bodies import RedriveBody, RedriveItem
 from es_broker.remoting.bodies import DelayOffsetSerializeWrapper
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode, Version

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from es_broker.client.channel import Channel
 from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import MessageIn, PutRequest, PutResult
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.ha.master import wants_slave_ack
 from es_broker.log import Queued, hops
+from es_broker.net.channel import Channel
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode, Version

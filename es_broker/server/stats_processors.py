@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from es_broker.client.channel import Channel
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
+from es_broker.net.channel import Channel
 from es_broker.projections import stats
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to

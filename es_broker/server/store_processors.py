@@ -9,9 +9,9 @@ fileReservedTime only, B-14..B-18) and answers with what it removed.
 
 from __future__ import annotations
 
-from es_broker.client.channel import Channel
 from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
+from es_broker.net.channel import Channel
 from es_broker.remoting.admin_bodies import CleanPassResult
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import trio
 
-from es_broker.client.tls import (
+from es_broker.config import TLS_PROPERTIES, BrokerConfig, coerce
+from es_broker.net.tls import (
     ReloadingCertificate,
     TlsClientSettings,
     TlsSetupError,
     load_cert_chain,
 )
-from es_broker.config import TLS_PROPERTIES, BrokerConfig, coerce
 
 log = logging.getLogger(__name__)
 

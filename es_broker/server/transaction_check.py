@@ -16,9 +16,9 @@ import logging
 
 import trio
 
-from es_broker.client.channel import Channel, ChannelClosed
 from es_broker.commands.transaction import CheckSent
 from es_broker.core.broker import Broker, WriterClosed
+from es_broker.net.channel import Channel, ChannelClosed
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
 from es_broker.remoting.peer_outcomes import PeerRequests

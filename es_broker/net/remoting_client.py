@@ -20,9 +20,9 @@ import anyio.abc
 from anyio.streams.tls import TLSStream
 
 from es_broker.acl.signing import Credentials
-from es_broker.client.channel import AnyioStream, Channel, ChannelClosed, PendingResponse
-from es_broker.client.tasks import TaskSpawner
-from es_broker.client.tls import TlsClientSettings, open_tls
+from es_broker.net.channel import AnyioStream, Channel, ChannelClosed, PendingResponse
+from es_broker.net.tasks import TaskSpawner
+from es_broker.net.tls import TlsClientSettings, open_tls
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.errors import ProtocolError
 

@@ -18,8 +18,6 @@ import anyio
 import anyio.abc
 from anyio.streams.tls import TLSStream
 
-from es_broker.client.config import ClientConfig
-
 # netty's SslHandler gives a handshake 10 s (handshakeTimeoutMillis)
 HANDSHAKE_TIMEOUT = 10.0
 
@@ -69,13 +67,6 @@ class TlsClientSettings:
         if self.cert_file or self.key_file:
             load_cert_chain(context, self.cert_file, self.key_file, self.key_password, "client")
         return context
-
-
-def client_tls(config: ClientConfig) -> TlsClientSettings | None:
-    """The TLS a ClientConfig asks for (use_tls, tls_ca_file, tls_test_mode); None: plain TCP."""
-    if not config.use_tls:
-        return None
-    return TlsClientSettings(ca_file=config.tls_ca_file, test_mode=config.tls_test_mode)
 
 
 def _readable(path: str, what: str) -> None:
