@@ -19,6 +19,7 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
+from es_broker.remoting.response_headers import OffsetResponseHeader
 
 
 class AdminError(Exception):
@@ -137,7 +138,7 @@ class AdminBase:
             fields["timestamp"] = at
             code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
         r = await self._ok(addr, f"offset of {topic}/{queue_id}", request(code, fields))
-        return int(r.ext_fields["offset"])
+        return OffsetResponseHeader.of(r).offset
 
     async def min_offset(self, addr: str, topic: str, queue_id: int) -> int:
         r = await self._ok(
@@ -145,4 +146,4 @@ class AdminBase:
             f"min offset of {topic}/{queue_id}",
             request(RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": queue_id}),
         )
-        return int(r.ext_fields["offset"])
+        return OffsetResponseHeader.of(r).offset

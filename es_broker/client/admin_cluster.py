@@ -15,7 +15,9 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 from es_broker.remoting.command import request
+from es_broker.remoting.es_headers import HaSwitchResponseHeader
 from es_broker.remoting.query_bodies import AclFileVersions, acl_version_text, read_acl_version
+from es_broker.remoting.response_headers import GetBrokerAclConfigResponseHeader
 from es_broker.remoting.stats_bodies import BrokerStatsData, GroupList, StatsHistoryBody
 
 
@@ -53,7 +55,7 @@ class ClusterAdmin(AdminBase):
         r = await self._ok(
             addr, "switch-over", request(EsRequestCode.HA_SWITCH, {"to": to}), timeout=60.0
         )
-        return dict(r.ext_fields)
+        return HaSwitchResponseHeader.of(r).to_ext_fields()
 
     # ------------------------------------------------------------------ broker operations
     async def broker_config(self, addr: str) -> dict[str, str]:
@@ -145,14 +147,13 @@ class ClusterAdmin(AdminBase):
         r = await self._ok(
             addr, f"ACL config version of {addr}", request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
         )
-        f = r.ext_fields
-        version = f.get("version")
+        f = GetBrokerAclConfigResponseHeader.of(r)
         return AclVersionInfo(
-            cluster_name=f.get("clusterName"),
-            broker_name=f.get("brokerName"),
-            broker_addr=f.get("brokerAddr"),
-            version=read_acl_version(version) if version else None,
-            all_versions=AclFileVersions.decode(f.get("allAclFileVersion")),
+            cluster_name=f.cluster_name,
+            broker_name=f.broker_name,
+            broker_addr=f.broker_addr,
+            version=read_acl_version(f.version) if f.version else None,
+            all_versions=AclFileVersions.decode(f.all_acl_file_version),
         )
 
     async def acl_config(self, addr: str) -> AclConfig:

@@ -14,6 +14,7 @@ from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.headers import SendMessageRequestHeader
 from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
+from es_broker.remoting.response_headers import SendMessageResponseHeader
 
 
 class MessageAdmin(AdminBase):
@@ -128,11 +129,12 @@ class MessageAdmin(AdminBase):
                 body,
             ),
         )
+        stored = SendMessageResponseHeader.of(r)
         return {
             "brokerName": qd.broker_name,
-            "queueId": int(r.ext_fields["queueId"]),
-            "queueOffset": int(r.ext_fields["queueOffset"]),
-            "msgId": r.ext_fields["msgId"],
+            "queueId": stored.queue_id,
+            "queueOffset": stored.queue_offset,
+            "msgId": stored.msg_id,
             "sendStatus": "SEND_OK",
         }
 

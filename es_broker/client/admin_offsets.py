@@ -17,6 +17,7 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
+from es_broker.remoting.response_headers import OffsetResponseHeader
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,11 +181,8 @@ class OffsetAdmin(TopicAdmin):
                 else:
                     code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
                     fields = {"topic": topic, "queueId": qid, "timestamp": timestamp}
-                target = int(
-                    (await self._ok(addr, "offset lookup", request(code, fields))).ext_fields[
-                        "offset"
-                    ]
-                )
+                found = await self._ok(addr, "offset lookup", request(code, fields))
+                target = OffsetResponseHeader.of(found).offset
                 rollback = target if force or target <= consumer_offset else consumer_offset
                 if rollback == target:
                     await self._ok(

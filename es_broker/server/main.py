@@ -33,6 +33,7 @@ from es_broker.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConf
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 from es_broker.remoting.command import request
 from es_broker.remoting.peer_outcomes import NONE, PeerRequests
+from es_broker.remoting.response_headers import RegisterBrokerResponseHeader
 from es_broker.server.acl_processors import AclProcessors
 from es_broker.server.broker_processors import BrokerProcessors
 from es_broker.server.clients import ClientRegistry
@@ -484,7 +485,7 @@ class BrokerServer:
             if not self.registration.answered(addr, answer):
                 continue  # a refusal names no master: a slave keeps the one it has
             if self.replicator is not None:  # a slave learns (or forgets) its master here (B-121)
-                self.replicator.set_master(answer.ext_fields.get("masterAddr"))
+                self.replicator.set_master(RegisterBrokerResponseHeader.of(answer).master_addr)
 
     async def _retention_loop(self) -> None:
         """CleanCommitLogService: a pass every cleanResourceInterval (B-14); passes that delete are records."""
