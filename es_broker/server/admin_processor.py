@@ -14,7 +14,6 @@ from typing import Protocol
 
 from es_broker.acl.plain import group_resource
 from es_broker.commands import resets
-from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.net.channel import Channel, ChannelClosed
 from es_broker.remoting import fastjson
@@ -56,7 +55,13 @@ from es_broker.remoting.headers import (
     TopicRequestHeader,
 )
 from es_broker.server.clients import ClientInfo, ClientRegistry
-from es_broker.server.processor_support import ClientNotices, ReadScope, Requester, message_queue
+from es_broker.server.processor_support import (
+    BrokerSettings,
+    ClientNotices,
+    ReadScope,
+    Requester,
+    message_queue,
+)
 from es_broker.server.remoting_server import Handler
 
 
@@ -94,7 +99,7 @@ def topic_config_wrapper(broker: Broker) -> TopicConfigSerializeWrapper:
     return TopicConfigSerializeWrapper(configs, DataVersion(timestamp=version, counter=version))
 
 
-class AdminBrokerProcessor:
+class AdminBrokerProcessor(BrokerSettings):
     """The admin's requests.
 
     `notices`: the one-way notices of offset resets to a group's clients;
@@ -120,11 +125,6 @@ class AdminBrokerProcessor:
         self.scope = scope
         self.registered = registered
         self.ha_status = ha_status
-
-    @property
-    def config(self) -> BrokerConfig:
-        """The broker's settings as they are now (read through the store's ConfigOwner)."""
-        return self.broker.config
 
     def handlers(self) -> dict[int, Handler]:
         C = RequestCode

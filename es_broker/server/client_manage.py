@@ -14,7 +14,7 @@ import trio
 
 from es_broker.commands import names, sql92
 from es_broker.commands.queue_locks import QueueLocks
-from es_broker.config import BrokerConfig
+from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.net.channel import Channel
 from es_broker.remoting import fastjson, requests
@@ -31,6 +31,7 @@ from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.headers import UnregisterClientRequestHeader
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.processor_support import (
+    BrokerSettings,
     Requester,
     TopicsChanged,
     compile_selector,
@@ -56,7 +57,7 @@ def _consumer_dict(consumer: ConsumerData) -> dict[str, Any]:
     return data
 
 
-class ClientManageProcessor:
+class ClientManageProcessor(BrokerSettings):
     """Heartbeats register producers and consumers (creating a new group and its retry topic),
     and orderly consumers lock their queues.
 
@@ -77,12 +78,7 @@ class ClientManageProcessor:
         self.locks = locks
         self.requester = requester
         self.on_topics_changed = on_topics_changed
-        self.is_slave = broker.config.brokerRole == "SLAVE"
-
-    @property
-    def config(self) -> BrokerConfig:
-        """The broker's settings as they are now (read through the store's ConfigOwner)."""
-        return self.broker.config
+        self.is_slave = broker.config.brokerRole == BrokerRole.SLAVE
 
     def handlers(self) -> dict[int, Handler]:
         C = RequestCode

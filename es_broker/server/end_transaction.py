@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from es_broker.commands import transaction
 from es_broker.commands.errors import IllegalRequest
+from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.net.channel import Channel
 from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody
@@ -23,7 +24,7 @@ class EndTransactionProcessor:
         self.broker = broker
         self.holds = holds
         self.requester = requester
-        self.is_slave = broker.config.brokerRole == "SLAVE"
+        self.is_slave = broker.config.brokerRole == BrokerRole.SLAVE
 
     def handlers(self) -> dict[int, Handler]:
         return {

@@ -20,6 +20,7 @@ from es_broker.acl.access import AccessControl, Scope
 from es_broker.commands import sql92
 from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.messages import PutResult
+from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.net.channel import Channel, ChannelClosed
 from es_broker.remoting import message as wire
@@ -54,6 +55,17 @@ def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
         return wire.decode_batch(body)
     except wire.BatchDecodeError as exc:
         raise IllegalRequest(str(exc)) from None
+
+
+class BrokerSettings:
+    """The `config` of a role processor: the broker's settings as they are now (read through the
+    store's ConfigOwner, so a run-time change is seen at once)."""
+
+    broker: Broker
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.broker.config
 
 
 def message_queue(broker: Broker, topic: str, queue_id: int) -> MessageQueue:

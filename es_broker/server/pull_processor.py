@@ -19,7 +19,7 @@ import trio
 from es_broker.commands import names, retry, sql92
 from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import GetResult
-from es_broker.config import BrokerConfig
+from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.log.arrival import pass_turn, unordered
 from es_broker.net.channel import Channel
@@ -30,6 +30,7 @@ from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION,
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.processor_support import (
+    BrokerSettings,
     CommitConfirmation,
     Requester,
     compile_selector,
@@ -48,7 +49,7 @@ class PullFilter:
     message_filter: Callable[[bytes], bool] | None = None
 
 
-class PullMessageProcessor:
+class PullMessageProcessor(BrokerSettings):
     """Serves pulls from the consume queues.
 
     `clients`: the heartbeats' subscriptions; `holds`: where a suspended pull
@@ -69,12 +70,7 @@ class PullMessageProcessor:
         self.holds = holds
         self.requester = requester
         self.confirm_commit = confirm_commit
-        self.is_slave = broker.config.brokerRole == "SLAVE"
-
-    @property
-    def config(self) -> BrokerConfig:
-        """The broker's settings as they are now (read through the store's ConfigOwner)."""
-        return self.broker.config
+        self.is_slave = broker.config.brokerRole == BrokerRole.SLAVE
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.pull_message}

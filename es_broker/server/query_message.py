@@ -5,31 +5,25 @@
 
 from __future__ import annotations
 
-from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.net.channel import Channel
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
-from es_broker.server.processor_support import ReadScope
+from es_broker.server.processor_support import BrokerSettings, ReadScope
 from es_broker.server.remoting_server import Handler
 
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll: a QUERY_MESSAGE by UNIQ_KEY
 
 
-class QueryMessageProcessor:
+class QueryMessageProcessor(BrokerSettings):
     """Stored messages by KEYS or UNIQ_KEY, or by their commit-log offset; `scope`: what the
     caller may read under ACL (a message of a topic it may not SUB is refused, B-350)."""
 
     def __init__(self, broker: Broker, scope: ReadScope) -> None:
         self.broker = broker
         self.scope = scope
-
-    @property
-    def config(self) -> BrokerConfig:
-        """The broker's settings as they are now (read through the store's ConfigOwner)."""
-        return self.broker.config
 
     def handlers(self) -> dict[int, Handler]:
         return {

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import MessageIn, PutRequest, PutResult
-from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.ha.master import wants_slave_ack
 from es_broker.log import Queued, hops
@@ -25,7 +24,13 @@ from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import MissingField
 from es_broker.remoting.headers import SendMessageRequestHeader
 from es_broker.server.outbox import Outbox
-from es_broker.server.processor_support import Requester, StoredSends, decode_batch, ipv4
+from es_broker.server.processor_support import (
+    BrokerSettings,
+    Requester,
+    StoredSends,
+    decode_batch,
+    ipv4,
+)
 from es_broker.server.remoting_server import Handler, Start
 
 if TYPE_CHECKING:
@@ -35,7 +40,7 @@ if TYPE_CHECKING:
 OnSent = Callable[[list[MessageIn], PutResult], None]
 
 
-class SendMessageProcessor:
+class SendMessageProcessor(BrokerSettings):
     """Stores sends and answers where they went.
 
     `stored`: who waits on a stored send (held pulls, the name server of a new
@@ -58,11 +63,6 @@ class SendMessageProcessor:
         self.stored = stored
         self.on_sent = on_sent
         self.replication = replication
-
-    @property
-    def config(self) -> BrokerConfig:
-        """The broker's settings as they are now (read through the store's ConfigOwner)."""
-        return self.broker.config
 
     def handlers(self) -> dict[int, Handler]:
         C = RequestCode
