@@ -392,7 +392,7 @@ class AccessControl:
                 raise AccessDenied(
                     f"No acl rule for request code={request.code}",
                     _VALIDATE_UNKNOWN,
-                    request.ext_fields.get(ACCESS_KEY),
+                    request.access_key,
                 )
             self.validate(rule, request, address)
         except AccessDenied as denied:
@@ -415,7 +415,7 @@ class AccessControl:
         for pattern in acl.global_white_remote_addresses:
             if pattern.match(address):
                 return
-        fields = request.ext_fields
+        fields = request.signature_fields()
         access_key = fields.get(ACCESS_KEY)
         if access_key is None:
             raise AccessDenied("No accessKey is configured", _VALIDATE_NO_KEY, None)
@@ -552,7 +552,7 @@ class AccessControl:
         if address is False:
             address = channel.attributes[_ADDRESS] = parse_host(channel.remote[0])
         acl = self.acl
-        access_key = request.ext_fields.get(ACCESS_KEY)
+        access_key = request.access_key
         account = acl.accounts.get(access_key) if access_key is not None else None
         admin = account is not None and account.admin
         if any(pattern.match(address) for pattern in acl.global_white_remote_addresses):

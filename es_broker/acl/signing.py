@@ -25,7 +25,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-ACCESS_KEY = "AccessKey"
+from es_broker.remoting.command import ACCESS_KEY as ACCESS_KEY
+
 SECRET_KEY = "SecretKey"
 SIGNATURE = "Signature"
 SECURITY_TOKEN = "SecurityToken"

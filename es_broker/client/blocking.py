@@ -116,11 +116,8 @@ class BlockingRemoting:
     def signed(self, command: RemotingCommand) -> RemotingCommand:
         if self.credentials is None:
             return command
-        return dataclasses.replace(
-            command,
-            ext_fields=self.credentials.sign_request(
-                command.code, command.ext_fields, command.body
-            ),
+        return command.signed_with(
+            self.credentials.sign_request(command.code, command.signature_fields(), command.body)
         )
 
     def invoke(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -96,11 +95,8 @@ class RemotingClient:
         """The command as it goes out: signed when the client has credentials."""
         if self.credentials is None:
             return command
-        return dataclasses.replace(
-            command,
-            ext_fields=self.credentials.sign_request(
-                command.code, command.ext_fields, command.body
-            ),
+        return command.signed_with(
+            self.credentials.sign_request(command.code, command.signature_fields(), command.body)
         )
 
     def signing_as(self, credentials: Credentials | None) -> RemotingClient:

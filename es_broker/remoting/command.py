@@ -19,6 +19,8 @@ _I64 = (-(1 << 63), (1 << 63) - 1)
 # Java's Integer/Long.parseLong syntax: no blanks, no underscores, ASCII digits only
 # (Python's int() is more lenient on all three).
 _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+# AclClientRPCHook's field naming the account that signed a request (SessionCredentials.ACCESS_KEY)
+ACCESS_KEY = "AccessKey"
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -66,6 +68,35 @@ class RemotingCommand:
             f"remark={self.remark!r}, ext_fields={self.ext_fields!r}, "
             f"body=<{len(self.body)} bytes>, serialize_type={self.serialize_type.name})"
         )
+
+    # -- the whole map, for the two readers that need every field ------------------
+
+    def signature_fields(self) -> Mapping[str, str]:
+        """Every extField, as a request signature covers them: RocketMQ's signs every value but
+        `Signature`, es-broker's every name and value (es_broker/acl/signing.py). The ACL reads
+        its keys (AccessKey, esNonce, ...) from this map because they are part of what is
+        signed; every other reader goes through a header class (remoting/headers.py)."""
+        return self.ext_fields
+
+    @property
+    def access_key(self) -> str | None:
+        """The AccessKey a signed request names (AclClientRPCHook); None when unsigned."""
+        return self.ext_fields.get(ACCESS_KEY)
+
+    def signed_with(self, fields: dict[str, str]) -> RemotingCommand:
+        """The request as its signer sends it: `fields` is the signer's answer, this request's
+        fields plus the signature's (Credentials.sign_request)."""
+        return dataclasses.replace(self, ext_fields=fields)
+
+    def relayed(self, body: bytes) -> RemotingCommand:
+        """This request passed on verbatim to the client it is about (GET_CONSUMER_RUNNING_INFO,
+        CONSUME_MESSAGE_DIRECTLY: AdminBrokerProcessor forwards the admin's header as it came),
+        with `body`; the opaque is the forwarding channel's to assign."""
+        return request(self.code, self.ext_fields, body)
+
+    def relayed_answer(self, answer: RemotingCommand) -> RemotingCommand:
+        """A client's `answer` to a relayed request, passed back verbatim as the answer to this one."""
+        return response_to(self, answer.code, answer.remark, answer.ext_fields, answer.body)
 
     # -- typed extFields accessors ---------------------------------------------
 

@@ -155,7 +155,8 @@ class QueryMessageRequestHeader(CustomHeader):
     begin_timestamp: int = i64(True)
     end_timestamp: int = i64(True)
     # MixAll.UNIQUE_MSG_QUERY_FLAG, an extField beside the header: `key` is a UNIQ_KEY (B-202)
-    unique_key_query: bool | None = boolean(name="_UNIQUE_KEY_QUERY")
+    # (QueryMessageProcessor compares it with "true" exactly, not as Boolean.parseBoolean)
+    unique_key_query: str | None = text(name="_UNIQUE_KEY_QUERY")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -55,7 +55,6 @@ from es_broker.acl.plain import (
     with_global_white,
     without_account,
 )
-from es_broker.acl.signing import ACCESS_KEY
 from es_broker.net.channel import Channel
 from es_broker.remoting import bodies
 from es_broker.remoting.bodies import AclConfig, PlainAccessConfig
@@ -281,7 +280,7 @@ class AclProcessors:
             raise AclWriteError(
                 f"the result would not be a valid ACL file: {exc}; {path} is unchanged"
             ) from None
-        requester = f"{req.ext_fields.get(ACCESS_KEY) or 'anonymous'}@{channel.remote[0]}"
+        requester = f"{req.access_key or 'anonymous'}@{channel.remote[0]}"
         _replace(path, data, old_stat)
         if not access.check_reload(LoadCause.ADMIN, requester=requester):
             reason = access.last_error or "the rules did not change"

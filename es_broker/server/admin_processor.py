@@ -314,7 +314,7 @@ class AdminBrokerProcessor(BrokerSettings):
             # its form checked at the edge
             (_, phy) = wire.parse_offset_msg_id(h.msg_id)
             body = (self.broker.message_at(phy) if phy >= 0 else None) or b""
-        forwarded = request(req.code, req.ext_fields, body)
+        forwarded = req.relayed(body)
         try:
             answer = await target.invoke(forwarded, timeout=10.0)
         except (TimeoutError, ChannelClosed):  # Channel.invoke times out with TimeoutError
@@ -323,7 +323,7 @@ class AdminBrokerProcessor(BrokerSettings):
                 ResponseCode.CONSUME_MSG_TIMEOUT,
                 f"consumer <{group}> <{client_id}> did not answer in 10 s",
             )
-        return response_to(req, answer.code, answer.remark, answer.ext_fields, answer.body)
+        return req.relayed_answer(answer)
 
     async def update_broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """UPDATE_BROKER_CONFIG: only keys that are safe to change while running, recorded (B-270)."""

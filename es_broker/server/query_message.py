@@ -14,7 +14,6 @@ from es_broker.remoting.headers import QueryMessageRequestHeader, ViewMessageReq
 from es_broker.server.processor_support import BrokerSettings, ReadScope
 from es_broker.server.remoting_server import Handler
 
-UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll: a QUERY_MESSAGE by UNIQ_KEY
 
 
 class QueryMessageProcessor(BrokerSettings):
@@ -48,7 +47,7 @@ class QueryMessageProcessor(BrokerSettings):
         h = QueryMessageRequestHeader.of(req)
         max_num = h.max_num
         # set by the client after signing, beside the header's fields (MixAll)
-        if req.get_str(UNIQUE_MSG_QUERY_FLAG) == "true":  # by UNIQ_KEY: the broker's cap (B-202)
+        if h.unique_key_query == "true":  # by UNIQ_KEY: the broker's cap (B-202)
             max_num = self.config.defaultQueryMaxNum
         found = self.broker.query_messages_by_key(
             h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp
