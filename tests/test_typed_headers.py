@@ -135,3 +135,12 @@ def test_b420_a_v2_send_naming_its_topic_in_java_is_checked_against_that_topic(
     allowed = dict(letters, topic="TopicA")
     fields = sign(allowed, b"body", PRODUCER.access_key, PRODUCER.secret_key)
     assert control.check(_Channel(), request(RequestCode.SEND_MESSAGE_V2, fields, b"body")) is None
+
+
+def test_reset_modes_on_the_wire_are_the_reset_records_modes() -> None:
+    """The dashboard offers RESET_OFFSET's modes from the wire's vocabulary (it imports nothing of
+    the log); they are the ResetMode values the reset records."""
+    from es_broker.log.vocabulary import ResetMode
+    from es_broker.remoting.es_headers import RESET_MODES
+
+    assert set(RESET_MODES) == {mode.value for mode in ResetMode}

@@ -10,7 +10,7 @@ from typing import Any
 import lmdb
 
 from es_broker.clock import Clock, SystemClock
-from es_broker.config import BrokerConfig, ConfigOwner
+from es_broker.config import BrokerConfig, BrokerRole, ConfigOwner
 from es_broker.log import RecordLog
 from es_broker.projections import (
     CommitLogProjection,
@@ -103,7 +103,7 @@ class Store:
     def upgrade(self, *, record: bool | None = None) -> None:
         """Bring the projections to the current store format, recorded unless a slave (B-470)."""
         if record is None:  # a slave's log is its master's; an HA node's role is not known yet
-            record = self.config.brokerRole != "SLAVE" and not self.config.ha_coordinator
+            record = self.config.brokerRole != BrokerRole.SLAVE and not self.config.ha_coordinator
         steps = (
             Step(2, key_index.LEGACY_DATABASES, self._rebuild_key_index),
             Step(3, message_trace.LEGACY_DATABASES, self._convert_deliveries),

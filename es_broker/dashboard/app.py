@@ -57,9 +57,9 @@ from es_broker.dashboard.security import (
 )
 from es_broker.dashboard.throughput import WINDOWS, throughput_page
 from es_broker.dashboard.views import Forbidden, Views, acl_refusal, now_ms
-from es_broker.log.vocabulary import ResetMode
 from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.body_view import json_view
+from es_broker.remoting.es_headers import RESET_KINDS, RESET_MODES
 from es_broker.remoting.query_bodies import OffsetTimelineBody
 from es_broker.timetravel.timeparse import format_time, parse_time
 
@@ -634,8 +634,8 @@ def create_app(settings: Settings) -> Starlette:
         group_name = request.path_params["group"]
         topic_name = f.get("topic", "").strip()
         kind = f.get("kind") or "time"
-        if not topic_name or kind not in ("time", "offset", "shift", "earliest", "latest"):
-            raise PageError(400, "give a topic and a kind: time, offset, shift, earliest, latest")
+        if not topic_name or kind not in RESET_KINDS:
+            raise PageError(400, f"give a topic and a kind: {', '.join(RESET_KINDS)}")
         value = (
             _time(f.get("value"), "time")
             if kind == "time"
@@ -644,8 +644,8 @@ def create_app(settings: Settings) -> Starlette:
         if value is None:
             raise PageError(400, "give the time to reset to")
         mode = f.get("mode") or None
-        if mode not in (None, *ResetMode):
-            raise PageError(400, f"mode is {' or '.join(ResetMode)}")
+        if mode not in (None, *RESET_MODES):
+            raise PageError(400, f"mode is {' or '.join(RESET_MODES)}")
         dry_run = f.get("confirm") != "yes"
         plan = await views(request).reset(
             group_name,

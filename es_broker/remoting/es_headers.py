@@ -7,6 +7,11 @@ from dataclasses import dataclass
 
 from .header_fields import CustomHeader, boolean, i32, i64, text
 
+# What RESET_OFFSET's `kind` and `mode` take on the wire (`mode`: the values of the reset record's
+# ResetMode, es_broker/log/vocabulary.py; an unknown mode is refused by the reset itself).
+RESET_KINDS = ("time", "offset", "shift", "earliest", "latest")
+RESET_MODES = ("compat", "server_side")
+
 # -- offsets and dead letters (es_broker/server/query_processors.py, retry_processors.py) ------
 
 
@@ -16,7 +21,7 @@ class ResetOffsetsRequestHeader(CustomHeader):
 
     topic: str = text(True)
     group: str = text(True)
-    kind: str = text(True, choices=frozenset({"time", "offset", "shift", "earliest", "latest"}))
+    kind: str = text(True, choices=frozenset(RESET_KINDS))
     value: int | None = i64()
     is_force: bool | None = boolean()
     dry_run: bool | None = boolean()

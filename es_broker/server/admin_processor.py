@@ -15,6 +15,7 @@ from typing import Protocol
 from es_broker.acl.plain import group_resource
 from es_broker.commands import resets
 from es_broker.core.broker import Broker
+from es_broker.log.vocabulary import ResetMode
 from es_broker.net.channel import Channel, ChannelClosed
 from es_broker.remoting import fastjson
 from es_broker.remoting import message as wire
@@ -205,7 +206,7 @@ class AdminBrokerProcessor(BrokerSettings):
             requester=self.requester(channel),
             notified=[c.client_id for _, c in supported],
         )
-        if not members and plan.mode != "server_side":
+        if not members and plan.mode != ResetMode.SERVER_SIDE:
             raise resets.not_online(group, topic, timestamp)
         body = self.reset_body(plan, req.language == LanguageCode.CPP)
         notice = request(
@@ -265,7 +266,7 @@ class AdminBrokerProcessor(BrokerSettings):
             )
             for ch, _ in members:
                 await self.notices.send_oneway(ch, notice)
-        if not dry_run and not members and plan.mode != "server_side":
+        if not dry_run and not members and plan.mode != ResetMode.SERVER_SIDE:
             outcome = (
                 "consumer_not_online: nothing changes until a consumer of the group applies it"
             )

@@ -18,7 +18,7 @@ from es_broker.acl.access import AccessControl
 from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES
 from es_broker.commands.acl_audit import AclAudit
 from es_broker.commands.errors import BrokerError
-from es_broker.config import BrokerConfig, load_broker_conf
+from es_broker.config import BrokerConfig, BrokerRole, load_broker_conf
 from es_broker.core.broker import WriterClosed
 from es_broker.core.slave_broker import SlaveBroker, merge_own_journal, open_broker
 from es_broker.ha.master import ReplicationMaster
@@ -115,12 +115,14 @@ class BrokerServer:
         self.clients = ClientRegistry(notify_changed=self._consumer_ids_changed)
         # master/slave (es_broker/ha): a master serves its log to slaves, a slave follows its master's
         self.master_addr = master_addr  # --master; else learned from the name server (B-121)
-        self.replication = ReplicationMaster(self.broker) if config.brokerRole != "SLAVE" else None
+        self.replication = (
+            ReplicationMaster(self.broker) if config.brokerRole != BrokerRole.SLAVE else None
+        )
         self.replicator: SlaveReplicator | None = None
         if ha is not None and ha.lead.mine and self.replication is not None:
             coordinator = ha.coordinator
             self.replication.epoch = ha.lead.epoch
-            if config.brokerRole == "SYNC_MASTER":
+            if config.brokerRole == BrokerRole.SYNC_MASTER:
                 self.replication.publish_acked = coordinator.publish_acked
             self.replication.on_superseded = coordinator.note_superseded
             self.broker.writer.fence = coordinator.fence
@@ -133,7 +135,7 @@ class BrokerServer:
             ha_status=self.ha_status,
             access=access,  # reads filtered to the caller's perms (B-350, B-351)
             # SYNC_MASTER: answers SEND_OK only once a slave holds the record (es_broker.ha.master)
-            replication=self.replication if config.brokerRole == "SYNC_MASTER" else None,
+            replication=self.replication if config.brokerRole == BrokerRole.SYNC_MASTER else None,
         )
         self.delays = DelayDeliveryService(self.broker, self.holds)
         self.transaction_check = TransactionCheckService(self.broker, self.clients)
@@ -312,9 +314,9 @@ class BrokerServer:
                 await nursery.start(self.broker.run)
                 if self.ha is not None and self.ha.lead.mine:
                     await self.ha.record_promotion(self.broker)
-                    if self.config.brokerRole == "SYNC_MASTER":
+                    if self.config.brokerRole == BrokerRole.SYNC_MASTER:
                         nursery.start_soon(self.ha.coordinator.acked_publisher, self.ha.lead.epoch)
-                if self.config.brokerRole != "SLAVE":
+                if self.config.brokerRole != BrokerRole.SLAVE:
                     await self._merge_journal_of_a_former_slave()
                 self.port = await nursery.start(
                     functools.partial(
@@ -351,7 +353,7 @@ class BrokerServer:
                 nursery.start_soon(self.processors.client_manage.lock_expiry_loop)
                 if self.readmodel_url:  # the SQL read model follows the log in a child process
                     await nursery.start(self._follower().run)
-                if self.config.brokerRole != "SLAVE":
+                if self.config.brokerRole != BrokerRole.SLAVE:
                     nursery.start_soon(self._retention_loop)
                     # the delay schedule runs on a master only (B-98)
                     nursery.start_soon(self.delays.run)
@@ -569,7 +571,7 @@ async def serve(args: ServeOptions) -> None:
     # ACL (B-160): an invalid or missing file stops the start here, with the file and entry named
     audit = (
         AclAudit.for_data_dir(config.storePathRootDir, config.aclDenialSummaryInterval)
-        if config.aclEnable and args.role != "namesrv" and config.brokerRole != "SLAVE"
+        if config.aclEnable and args.role != "namesrv" and config.brokerRole != BrokerRole.SLAVE
         else None
     )
     broker_access = (
@@ -639,7 +641,7 @@ async def serve(args: ServeOptions) -> None:
         server: BrokerServer = await nursery.start(make_server(config).run, host)
         role = (
             ""
-            if config.brokerRole == "ASYNC_MASTER"
+            if config.brokerRole == BrokerRole.ASYNC_MASTER
             else f", {config.brokerRole} brokerId {config.brokerId}"
         )
         master = f", master {args.master}" if args.master else ""
@@ -653,20 +655,16 @@ async def serve(args: ServeOptions) -> None:
 def _with_role(config: BrokerConfig, args: ServeOptions) -> BrokerConfig:
     """--role slave / --broker-id over broker.conf's brokerRole and brokerId, checked as BrokerStartup does."""
     if args.role == "slave":
-        config = config.replace(brokerRole="SLAVE", brokerId=config.brokerId or 1)
+        config = config.replace(brokerRole=BrokerRole.SLAVE, brokerId=config.brokerId or 1)
     if args.broker_id is not None:
         config = config.replace(brokerId=args.broker_id)
-    if config.brokerRole not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
-        raise ValueError(
-            f"brokerRole {config.brokerRole!r} is not ASYNC_MASTER, SYNC_MASTER or SLAVE"
-        )
     if config.ha_coordinator:  # brokerRole is the role a leader takes; ids come from etcd (B-370)
         if args.master:
             raise ValueError(
                 "--master and ha_coordinator exclude each other: etcd names the master"
             )
         return config.replace(brokerId=0)
-    if config.brokerRole == "SLAVE":
+    if config.brokerRole == BrokerRole.SLAVE:
         if config.brokerId <= 0:
             raise ValueError("a slave's brokerId must be > 0 (--broker-id N)")
     else:
