@@ -12,13 +12,20 @@ import sys
 from collections.abc import Callable
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from es_broker.cli import admin, history, readmodel, replay, serve, timetravel
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given the `command` about to run (not `admin`), the admin verbs' parsers
+    are left out: they import the admin client and every verb's module, which `serve` never uses."""
+    from es_broker.cli import history, readmodel, replay, serve, timetravel
 
     parser = argparse.ArgumentParser(prog="es-broker", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     replay.add_parsers(sub)  # replay, verify, explain
-    admin.add_parser(sub)
+    if command in (None, "admin"):
+        from es_broker.cli import admin
+
+        admin.add_parser(sub)
+    else:
+        sub.add_parser("admin", help=ADMIN_HELP)
     serve.add_parser(sub)
     timetravel.add_parsers(sub)  # offsets, history, acl, export
     readmodel.add_parser(sub)
@@ -29,8 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+ADMIN_HELP = "mqadmin's verbs against a running broker"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    command = given[0] if given and not given[0].startswith("-") else None
+    args = build_parser(command).parse_args(given)
     run: Callable[[argparse.Namespace], int] = args.func  # each subcommand sets its own
     try:
         return run(args)

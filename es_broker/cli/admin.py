@@ -24,6 +24,7 @@ from es_broker.cli import admin_ops, admin_stats  # noqa: F401
 from es_broker.cli import admin_topics, admin_offsets, admin_messages, admin_cluster  # noqa: F401
 
 # isort: on
+from es_broker.cli import ADMIN_HELP
 from es_broker.cli.admin_cluster import ha_columns
 from es_broker.cli.admin_messages import fmt_ms, message_view, render_message, render_trace
 from es_broker.cli.admin_offsets import parse_reset_time
@@ -52,7 +53,7 @@ __all__ = [
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("admin", help="mqadmin's verbs against a running broker")
+    p = sub.add_parser("admin", help=ADMIN_HELP)
     p.add_argument("-n", "--namesrvAddr", default="127.0.0.1:9876", help="name server HOST:PORT")
     add_credential_options(p, None)
     add_tls_options(p, None)
