@@ -1,15 +1,22 @@
 """One bench that says it all: every figure of the performance goals, compiled and pure Python.
 
 Run: python bench/report.py [--messages 100000] [--start-messages 1000000]
-                            [--key-messages 1000000] [--modes compiled,pure]
+                            [--key-messages 1000000] [--disk-messages 200000]
+                            [--modes compiled,pure] [--phases client,wire,disk,...]
 
 For each mode (the compiled hot path, then ES_BROKER_PURE_PYTHON=1), in
 processes of their own so the mode holds everywhere, broker and bench alike:
+- client: what a user sees, through the public Python client (Producer.send_batch,
+  a PushConsumer, Producer.send one at a time) against redis-py (bench/client_bench.py);
 - wire: produce (batches of 32, 16 in flight), consume with commits (reads
   of 32), sync send p50/p99 (async client, and a blocking socket as redis-py
   uses; and as raw frames on both sides, the servers without a client
   library) against Redis Streams with AOF everysec, and the
-  broker's CPU per request and peak RSS (bench/wire_bench.py);
+  broker's CPU per request and peak RSS; the server CPU per message of
+  produce and of consume + commit, es-broker's process beside redis-server's
+  (bench/wire_bench.py);
+- disk: bytes per message in LMDB for 256 B bodies with 2 keys read by 2
+  groups, beside RocketMQ 4.9.8's for the same messages (bench/disk_bench.py);
 - SYNC_FLUSH produce and sync p50 against Redis with appendfsync always;
 - core: puts through the broker core against raw LMDB appends (bench/core_bench.py);
 - start: `es-broker serve` to ready and to a first answer with N stored (bench/start_bench.py);
@@ -46,6 +53,25 @@ def phase_wire(args) -> dict:
     )
     rd_sync = wire_bench.run_redis(args.sync_flush_messages, 32, args.sync // 4, fsync="always")
     return {"es": es, "redis": rd, "es_sync_flush": es_sync, "redis_always": rd_sync}
+
+
+def phase_client(args) -> dict:
+    import client_bench
+
+    es = client_bench.run_es_broker(args.messages, args.sync, {"produce", "consume", "sync"})
+    return {"es": es, "redis": client_bench.run_redis(args.messages, args.sync)}
+
+
+def phase_disk(args) -> dict:
+    import disk_bench
+
+    out = disk_bench.run(args.disk_messages, 256, readmodel=False)
+    n = args.disk_messages
+    return {
+        "lmdb": out["lmdb_total_bytes"] / n,
+        "databases": {r["database"]: r["bytes"] / n for r in out["databases"] if r["bytes"]},
+        "rocketmq": out["rocketmq_4_9_8_measured"]["total"],
+    }
 
 
 def phase_core(args) -> dict:
@@ -99,7 +125,14 @@ def phase_keys(args) -> dict:
     }
 
 
-PHASES = {"wire": phase_wire, "core": phase_core, "start": phase_start, "keys": phase_keys}
+PHASES = {
+    "client": phase_client,
+    "wire": phase_wire,
+    "disk": phase_disk,
+    "core": phase_core,
+    "start": phase_start,
+    "keys": phase_keys,
+}
 
 
 def run_phase(name: str, mode: str, args) -> dict:
@@ -119,6 +152,8 @@ def run_phase(name: str, mode: str, args) -> dict:
         str(args.start_messages),
         "--key-messages",
         str(args.key_messages),
+        "--disk-messages",
+        str(args.disk_messages),
         "--dir",
         args.dir,
     ]
@@ -134,6 +169,29 @@ def row(name: str, value: str, ratio: str = "", goal: str = "") -> None:
 
 def report(mode: str, results: dict) -> None:
     print(f"\n== {mode}")
+    client = results.get("client", {})
+    if "es" in client:  # what a user sees: the public client against redis-py
+        es, rd = client["es"], client["redis"]
+        row(
+            "produce, Producer.send_batch (msg/s)",
+            f"{es['produce']:,.0f}",
+            f"{es['produce'] / rd['produce']:.2f}x",
+            f"Redis pipelines of 32 XADD ({rd['produce']:,.0f})",
+        )
+        row(
+            "consume, PushConsumer (msg/s)",
+            f"{es['consume']:,.0f}",
+            f"{es['consume'] / rd['consume']:.2f}x",
+            f"XREADGROUP + XACK ({rd['consume']:,.0f})",
+        )
+        row(
+            "Producer.send p50 / p99 (ms)",
+            f"{es['p50'] * 1000:.3f} / {es['p99'] * 1000:.3f}",
+            f"{es['p50'] / rd['p50']:.2f}x",
+            f"<= 2x Redis XADD ({rd['p50'] * 1000:.3f} / {rd['p99'] * 1000:.3f})",
+        )
+    elif client:
+        row("client", "failed", "", str(client.get("error")))
     wire = results.get("wire", {})
     if "es" in wire:
         es, rd = wire["es"], wire["redis"]
@@ -205,6 +263,18 @@ def report(mode: str, results: dict) -> None:
             "",
             "this machine's floor, any server",
         )
+        row(
+            "server CPU per message, produce (µs)",
+            f"{es['cpu_produce_us']:.1f}",
+            f"{es['cpu_produce_us'] / rd['cpu_produce_us']:.2f}x",
+            f"<= 1.5x redis-server ({rd['cpu_produce_us']:.1f})",
+        )
+        row(
+            "server CPU per message, consume + commit (µs)",
+            f"{es['cpu_consume_us']:.1f}",
+            f"{es['cpu_consume_us'] / rd['cpu_consume_us']:.2f}x",
+            f"<= 1.5x redis-server ({rd['cpu_consume_us']:.1f})",
+        )
         row("broker CPU per request (µs)", f"{es['cpu'] / es['requests'] * 1e6:.0f}")
         row("broker peak RSS (MiB)", f"{es['rss_mb']:.0f}")
         es_s, rd_s = wire["es_sync_flush"], wire["redis_always"]
@@ -222,6 +292,18 @@ def report(mode: str, results: dict) -> None:
         )
     elif wire:
         row("wire", "failed", "", str(wire.get("error")))
+    disk = results.get("disk", {})
+    if "lmdb" in disk:
+        row(
+            "disk per message, 256 B + 2 keys, 2 groups (B)",
+            f"{disk['lmdb']:,.0f}",
+            f"{disk['lmdb'] / disk['rocketmq']:.2f}x",
+            f"<= RocketMQ 4.9.8 ({disk['rocketmq']:,.0f})",
+        )
+        biggest = sorted(disk["databases"].items(), key=lambda kv: -kv[1])[:5]
+        row("  of which", ", ".join(f"{k} {v:.0f}" for k, v in biggest))
+    elif disk:
+        row("disk", "failed", "", str(disk.get("error")))
     core = results.get("core", {})
     if "raw_async" in core:
         row(
@@ -270,6 +352,7 @@ def main() -> None:
     parser.add_argument("--sync-flush-messages", type=int, default=20_000)
     parser.add_argument("--start-messages", type=int, default=1_000_000)
     parser.add_argument("--key-messages", type=int, default=1_000_000)
+    parser.add_argument("--disk-messages", type=int, default=200_000)
     parser.add_argument("--modes", default="compiled,pure")
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument(

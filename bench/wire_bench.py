@@ -582,7 +582,9 @@ def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, fl
     children = child_pids(pid)
     cpu0, child0 = cpu_seconds(pid), sum(cpu_seconds(c) for c in children)
     produce = trio.run(es_produce, broker.broker, n, batch, window)
+    cpu_produced = cpu_seconds(pid)
     consume = trio.run(es_consume, broker.broker, n // batch * batch)
+    cpu_consumed = cpu_seconds(pid)
     latencies = trio.run(es_sync_latency, broker.broker, sync)
     blocking = es_sync_latency_blocking(broker.broker, sync)
     floor = trio.run(es_floor_latency, broker.broker, sync)
@@ -610,6 +612,9 @@ def _measure(broker, n: int, batch: int, window: int, sync: int) -> dict[str, fl
         "raw send p99": percentile(raw["send"], 0.99),
         "cpu": cpu,
         "child_cpu": child,
+        # the broker process's CPU per message of each phase (its read-model child not counted)
+        "cpu_produce_us": (cpu_produced - cpu0) / n * 1e6,
+        "cpu_consume_us": (cpu_consumed - cpu_produced) / (n // batch * batch) * 1e6,
         "requests": requests,
         "rss_mb": peak_rss_mb(pid),
     }
@@ -657,6 +662,7 @@ def redis_server(fsync: str = "everysec") -> Iterator[Any]:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.05)  # waiting for a separate server process to accept; not a test
+            r.server_pid = proc.pid  # its CPU, read by run_redis
             yield r
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -665,6 +671,7 @@ def redis_server(fsync: str = "everysec") -> Iterator[Any]:
 
 def run_redis(n: int, batch: int, sync: int, fsync: str = "everysec") -> dict[str, float]:
     with redis_server(fsync) as r:
+        cpu0 = cpu_seconds(r.server_pid)
         start = time.perf_counter()
         for i in range(n // batch):
             pipe = r.pipeline(transaction=False)
@@ -672,6 +679,7 @@ def run_redis(n: int, batch: int, sync: int, fsync: str = "everysec") -> dict[st
                 pipe.xadd(f"bench{i % QUEUES}", {"tags": "A", "body": BODY})
             pipe.execute()
         produce = (n // batch * batch) / (time.perf_counter() - start)
+        cpu_produced = cpu_seconds(r.server_pid)
         got = 0
         for q in range(QUEUES):
             r.xgroup_create(f"bench{q}", "BENCH", id="0")
@@ -691,6 +699,7 @@ def run_redis(n: int, batch: int, sync: int, fsync: str = "everysec") -> dict[st
                 got += len(entries)
                 acked = [entry[0] for entry in entries]
         consume = got / (time.perf_counter() - start)
+        cpu_consumed = cpu_seconds(r.server_pid)
         latencies = []
         for i in range(sync):
             t = time.perf_counter()
@@ -704,6 +713,9 @@ def run_redis(n: int, batch: int, sync: int, fsync: str = "everysec") -> dict[st
         "p99": percentile(latencies, 0.99),
         "raw p50": percentile(raw, 0.5),
         "raw p99": percentile(raw, 0.99),
+        # redis-server's CPU per message of each phase (XADD pipelines; XREADGROUP + XACK)
+        "cpu_produce_us": (cpu_produced - cpu0) / (n // batch * batch) * 1e6,
+        "cpu_consume_us": (cpu_consumed - cpu_produced) / max(got, 1) * 1e6,
     }
 
 
