@@ -15,7 +15,6 @@ from es_broker.server.processor_support import BrokerSettings, ReadScope
 from es_broker.server.remoting_server import Handler
 
 
-
 class QueryMessageProcessor(BrokerSettings):
     """Stored messages by KEYS or UNIQ_KEY, or by their commit-log offset; `scope`: what the
     caller may read under ACL (a message of a topic it may not SUB is refused, B-350)."""
