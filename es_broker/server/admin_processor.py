@@ -210,7 +210,7 @@ class AdminBrokerProcessor(BrokerSettings):
         body = self.reset_body(plan, req.language == LanguageCode.CPP)
         notice = request(
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-            {"topic": topic, "group": group, "timestamp": timestamp, "isForce": "false"},
+            ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, is_force=False),
             body,
             oneway=True,
         )
@@ -259,7 +259,9 @@ class AdminBrokerProcessor(BrokerSettings):
         if not dry_run and members:
             notice = request(
                 RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                {"topic": topic, "group": group, "timestamp": plan.timestamp, "isForce": "false"},
+                ResetOffsetRequestHeader(
+                    topic=topic, group=group, timestamp=plan.timestamp, is_force=False
+                ),
                 self.reset_body(plan, False),
                 oneway=True,
             )
