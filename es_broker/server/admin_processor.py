@@ -54,6 +54,10 @@ from es_broker.remoting.headers import (
     TopicQueueRequestHeader,
     TopicRequestHeader,
 )
+from es_broker.remoting.response_headers import (
+    GetEarliestMsgStoretimeResponseHeader,
+    OffsetResponseHeader,
+)
 from es_broker.server.clients import ClientInfo, ClientRegistry
 from es_broker.server.processor_support import (
     BrokerSettings,
@@ -86,6 +90,13 @@ def topic_configs_of(broker: Broker, topics: Iterable[str]) -> tuple[dict[str, T
         # a read-only or write-only broker shows its perm on every topic (B-23)
         configs[name] = config if perm & 4 and perm & 2 else dataclasses.replace(config, perm=perm)
     return configs, version
+
+
+def _offset_answer(req: RemotingCommand, offset: int) -> RemotingCommand:
+    """GET_MIN_OFFSET, GET_MAX_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP's answer: one offset."""
+    return response_to(
+        req, ResponseCode.SUCCESS, None, OffsetResponseHeader(offset=offset).to_ext_fields()
+    )
 
 
 def topic_config_wrapper(broker: Broker) -> TopicConfigSerializeWrapper:
@@ -166,22 +177,23 @@ class AdminBrokerProcessor(BrokerSettings):
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.of(req)
         offset = self.broker.search_offset(h.topic, h.queue_id, h.timestamp)
-        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+        return _offset_answer(req, offset)
 
     async def get_max_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
         offset = self.broker.max_offset(h.topic, h.queue_id)
-        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+        return _offset_answer(req, offset)
 
     async def get_min_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
         offset = self.broker.min_offset(h.topic, h.queue_id)
-        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+        return _offset_answer(req, offset)
 
     async def earliest_store_time(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
         ts = self.broker.earliest_msg_store_time(h.topic, h.queue_id)
-        return response_to(req, ResponseCode.SUCCESS, None, {"timestamp": ts})
+        answer = GetEarliestMsgStoretimeResponseHeader(timestamp=ts)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     # ------------------------------------------------------------------ offset resets
     def reset_body(self, plan: resets.ResetPlan, list_form: bool) -> bytes:
