@@ -19,6 +19,7 @@ from es_broker.commands.names import DLQ_PREFIX, RETRY_PREFIX
 from es_broker.remoting.bodies import ConsumeStats
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
+from es_broker.remoting.headers import GetConsumeStatsRequestHeader
 from es_broker.remoting.stats_bodies import BrokerStatsData
 from es_broker.timetravel.timeparse import parse_time
 
@@ -85,6 +86,7 @@ async def _accumulation(
 ) -> int:
     """ConsumeStats.computeTotalDiff over the masters (negative as 0); at `at`, the offset table then."""
     diff = 0
+    stats_of_group = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)
     if at is not None:
         for answer in await admin.offsets_at(group, at, topic=topic):
             for q in answer.body.queues:
@@ -95,7 +97,7 @@ async def _accumulation(
             r = await admin._ok(
                 addr,
                 f"consume stats of {group}",
-                request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}),
+                request(RequestCode.GET_CONSUME_STATS, stats_of_group),
             )
         except AdminError:
             continue

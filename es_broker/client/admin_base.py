@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Self
+from typing import Self
 
 import anyio
 
@@ -19,6 +19,12 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
+from es_broker.remoting.header_fields import CustomHeader
+from es_broker.remoting.headers import (
+    GetRouteInfoRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicQueueRequestHeader,
+)
 from es_broker.remoting.response_headers import OffsetResponseHeader
 
 
@@ -71,18 +77,18 @@ class AdminBase:
         return response
 
     async def _namesrv(
-        self, code: int, fields: dict[str, Any] | None = None, what: str = ""
+        self, code: int, header: CustomHeader | None = None, what: str = ""
     ) -> RemotingCommand:
         return await self._ok(
-            self.namesrv_addrs[0],
-            what or f"name server request {code}",
-            request(code, fields or {}),
+            self.namesrv_addrs[0], what or f"name server request {code}", request(code, header)
         )
 
     # ------------------------------------------------------------------ name server
     async def route(self, topic: str) -> TopicRouteData:
         r = await self._namesrv(
-            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, f"topic route of {topic}"
+            RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            GetRouteInfoRequestHeader(topic=topic),
+            f"topic route of {topic}",
         )
         return TopicRouteData.decode(r.body)  # standard JSON's quoted broker ids read as ints
 
@@ -132,18 +138,29 @@ class AdminBase:
         self, addr: str, topic: str, queue_id: int, *, at: int | None = None
     ) -> int:
         """GET_MAX_OFFSET, or SEARCH_OFFSET_BY_TIMESTAMP with `at` (ms)."""
-        fields: dict[str, Any] = {"topic": topic, "queueId": queue_id}
-        code = RequestCode.GET_MAX_OFFSET
-        if at is not None:
-            fields["timestamp"] = at
-            code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
-        r = await self._ok(addr, f"offset of {topic}/{queue_id}", request(code, fields))
+        r = await self._ok(
+            addr, f"offset of {topic}/{queue_id}", offset_lookup(topic, queue_id, at)
+        )
         return OffsetResponseHeader.of(r).offset
 
     async def min_offset(self, addr: str, topic: str, queue_id: int) -> int:
         r = await self._ok(
             addr,
             f"min offset of {topic}/{queue_id}",
-            request(RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": queue_id}),
+            request(
+                RequestCode.GET_MIN_OFFSET, TopicQueueRequestHeader(topic=topic, queue_id=queue_id)
+            ),
         )
         return OffsetResponseHeader.of(r).offset
+
+
+def offset_lookup(topic: str, queue_id: int, at: int | None) -> RemotingCommand:
+    """GET_MAX_OFFSET of a queue, or SEARCH_OFFSET_BY_TIMESTAMP with `at` (ms)."""
+    if at is None:
+        return request(
+            RequestCode.GET_MAX_OFFSET, TopicQueueRequestHeader(topic=topic, queue_id=queue_id)
+        )
+    return request(
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+        SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=at),
+    )

@@ -15,7 +15,19 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 from es_broker.remoting.command import request
-from es_broker.remoting.es_headers import HaSwitchResponseHeader
+from es_broker.remoting.es_headers import (
+    HaSwitchRequestHeader,
+    HaSwitchResponseHeader,
+    HistoryArchiveRequestHeader,
+    StatsHistoryRequestHeader,
+)
+from es_broker.remoting.headers import (
+    CreateAccessConfigRequestHeader,
+    DeleteAccessConfigRequestHeader,
+    TopicRequestHeader,
+    UpdateGlobalWhiteAddrsConfigRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
+)
 from es_broker.remoting.query_bodies import AclFileVersions, acl_version_text, read_acl_version
 from es_broker.remoting.response_headers import GetBrokerAclConfigResponseHeader
 from es_broker.remoting.stats_bodies import BrokerStatsData, GroupList, StatsHistoryBody
@@ -53,7 +65,10 @@ class ClusterAdmin(AdminBase):
     async def ha_switch(self, addr: str, to: str) -> dict[str, str]:
         """HA_SWITCH (B-386): the leader at addr hands its group's leader key to follower node `to`."""
         r = await self._ok(
-            addr, "switch-over", request(EsRequestCode.HA_SWITCH, {"to": to}), timeout=60.0
+            addr,
+            "switch-over",
+            request(EsRequestCode.HA_SWITCH, HaSwitchRequestHeader(to=to)),
+            timeout=60.0,
         )
         return HaSwitchResponseHeader.of(r).to_ext_fields()
 
@@ -72,7 +87,7 @@ class ClusterAdmin(AdminBase):
         """UPDATE_BROKER_CONFIG: key=value lines, as java.util.Properties writes them."""
         body = "".join(f"{k}={v}\n" for k, v in settings.items()).encode()
         await self._ok(
-            addr, "update broker config", request(RequestCode.UPDATE_BROKER_CONFIG, {}, body)
+            addr, "update broker config", request(RequestCode.UPDATE_BROKER_CONFIG, body=body)
         )
 
     async def delete_expired_commitlog(self, addr: str) -> CleanPassResult:
@@ -87,7 +102,7 @@ class ClusterAdmin(AdminBase):
         r = await self._ok(
             addr,
             "seal the log's old segments",
-            request(EsRequestCode.HISTORY_ARCHIVE, {"before": before}),
+            request(EsRequestCode.HISTORY_ARCHIVE, HistoryArchiveRequestHeader(before=before)),
             timeout,
         )
         answer: dict[str, Any] = json.loads(r.body)
@@ -108,38 +123,42 @@ class ClusterAdmin(AdminBase):
         group_perms: list[str] | None = None,
     ) -> None:
         """UPDATE_AND_CREATE_ACL_CONFIG: create the account, or update the keys given (None: kept)."""
-        fields: dict[str, Any] = {"accessKey": access_key, "secretKey": secret_key, "admin": admin}
-        optional = {
-            "whiteRemoteAddress": white_remote_address,
-            "defaultTopicPerm": default_topic_perm,
-            "defaultGroupPerm": default_group_perm,
-            "topicPerms": None if topic_perms is None else ",".join(topic_perms),
-            "groupPerms": None if group_perms is None else ",".join(group_perms),
-        }
-        fields.update((k, v) for k, v in optional.items() if v is not None)
+        header = CreateAccessConfigRequestHeader(
+            access_key=access_key,
+            secret_key=secret_key,
+            white_remote_address=white_remote_address,
+            admin=admin,
+            default_topic_perm=default_topic_perm,
+            default_group_perm=default_group_perm,
+            topic_perms=None if topic_perms is None else ",".join(topic_perms),
+            group_perms=None if group_perms is None else ",".join(group_perms),
+        )
         await self._ok(
             addr,
             f"update ACL account {access_key} on {addr}",
-            request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields),
+            request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, header),
         )
 
     async def delete_acl_config(self, addr: str, access_key: str) -> None:
         await self._ok(
             addr,
             f"delete ACL account {access_key} on {addr}",
-            request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key}),
+            request(
+                RequestCode.DELETE_ACL_CONFIG,
+                DeleteAccessConfigRequestHeader(access_key=access_key),
+            ),
         )
 
     async def update_global_white_addrs(
         self, addr: str, addrs: list[str], acl_file: str | None = None
     ) -> None:
-        fields = {"globalWhiteAddrs": ",".join(addrs)}
-        if acl_file:
-            fields["aclFileFullPath"] = acl_file
+        header = UpdateGlobalWhiteAddrsConfigRequestHeader(
+            global_white_addrs=",".join(addrs), acl_file_full_path=acl_file or None
+        )
         await self._ok(
             addr,
             f"update the global white list on {addr}",
-            request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, fields),
+            request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, header),
         )
 
     async def acl_config_version(self, addr: str) -> AclVersionInfo:
@@ -168,13 +187,13 @@ class ClusterAdmin(AdminBase):
         self, addr: str, name: str, key: str, at: int | None = None
     ) -> BrokerStatsData:
         """VIEW_BROKER_STATS_DATA (B-363): `at` asks es-broker for a past moment."""
-        fields: dict[str, Any] = {"statsName": name, "statsKey": key}
-        if at is not None:
-            fields["at"] = at
         r = await self._ok(
             addr,
             f"stats {name} {key}",
-            request(RequestCode.VIEW_BROKER_STATS_DATA, fields),
+            request(
+                RequestCode.VIEW_BROKER_STATS_DATA,
+                ViewBrokerStatsDataRequestHeader(stats_name=name, stats_key=key, at=at),
+            ),
         )
         return BrokerStatsData.decode(r.body)
 
@@ -183,7 +202,7 @@ class ClusterAdmin(AdminBase):
         r = await self._ok(
             addr,
             f"groups of {topic}",
-            request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}),
+            request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, TopicRequestHeader(topic=topic)),
         )
         return list(GroupList.decode(r.body).group_list)
 
@@ -196,12 +215,10 @@ class ClusterAdmin(AdminBase):
         topic: str | None = None,
     ) -> StatsHistoryBody:
         """STATS_HISTORY (B-368): messages in and out per interval of one broker and its topics."""
-        fields: dict[str, Any] = {"since": since, "until": until}
-        if step_minutes is not None:
-            fields["stepMinutes"] = step_minutes
-        if topic:
-            fields["topic"] = topic
+        header = StatsHistoryRequestHeader(
+            since=since, until=until, step_minutes=step_minutes, topic=topic or None
+        )
         r = await self._ok(
-            addr, "stats history", request(EsRequestCode.STATS_HISTORY, fields), timeout=30.0
+            addr, "stats history", request(EsRequestCode.STATS_HISTORY, header), timeout=30.0
         )
         return StatsHistoryBody.decode(r.body)

@@ -12,7 +12,17 @@ from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody, RedriveBody
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import request
-from es_broker.remoting.headers import SendMessageRequestHeader
+from es_broker.remoting.es_headers import (
+    MessageTraceRequestHeader,
+    OpenTransactionsRequestHeader,
+    RedriveDlqRequestHeader,
+)
+from es_broker.remoting.headers import (
+    PullMessageRequestHeader,
+    QueryMessageRequestHeader,
+    SendMessageRequestHeader,
+    ViewMessageRequestHeader,
+)
 from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
 from es_broker.remoting.response_headers import SendMessageResponseHeader
 
@@ -25,7 +35,7 @@ class MessageAdmin(AdminBase):
         r = await self._ok(
             f"{host}:{port}",
             f"message {msg_id}",
-            request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy}),
+            request(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset=phy)),
         )
         return decode_all(r.body)[0]
 
@@ -38,18 +48,18 @@ class MessageAdmin(AdminBase):
             f"message at {topic}/{broker_name}/{queue_id}/{offset}",
             request(
                 RequestCode.PULL_MESSAGE,
-                {
-                    "consumerGroup": "TOOLS_CONSUMER",
-                    "topic": topic,
-                    "queueId": queue_id,
-                    "queueOffset": offset,
-                    "maxMsgNums": 1,
-                    "sysFlag": 4,
-                    "commitOffset": 0,
-                    "suspendTimeoutMillis": 0,
-                    "subscription": "*",
-                    "subVersion": 0,
-                },
+                PullMessageRequestHeader(
+                    consumer_group="TOOLS_CONSUMER",
+                    topic=topic,
+                    queue_id=queue_id,
+                    queue_offset=offset,
+                    max_msg_nums=1,
+                    sys_flag=4,
+                    commit_offset=0,
+                    suspend_timeout_millis=0,
+                    subscription="*",
+                    sub_version=0,
+                ),
             ),
             allowed=(0, 19, 20, 21),
         )
@@ -67,13 +77,13 @@ class MessageAdmin(AdminBase):
                 f"messages with key {key}",
                 request(
                     RequestCode.QUERY_MESSAGE,
-                    {
-                        "topic": topic,
-                        "key": key,
-                        "maxNum": max_num,
-                        "beginTimestamp": 0,
-                        "endTimestamp": 2**62,
-                    },
+                    QueryMessageRequestHeader(
+                        topic=topic,
+                        key=key,
+                        max_num=max_num,
+                        begin_timestamp=0,
+                        end_timestamp=2**62,
+                    ),
                 ),
                 allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
             )
@@ -125,7 +135,7 @@ class MessageAdmin(AdminBase):
                     reconsume_times=0,
                     unit_mode=False,
                     batch=False,
-                ).v2_fields(),
+                ),
                 body,
             ),
         )
@@ -149,14 +159,14 @@ class MessageAdmin(AdminBase):
                 f"messages with unique key {uniq_key}",
                 request(
                     RequestCode.QUERY_MESSAGE,
-                    {
-                        "topic": topic,
-                        "key": uniq_key,
-                        "maxNum": max_num,
-                        "beginTimestamp": 0,
-                        "endTimestamp": 2**62,
-                        "_UNIQUE_KEY_QUERY": "true",
-                    },
+                    QueryMessageRequestHeader(
+                        topic=topic,
+                        key=uniq_key,
+                        max_num=max_num,
+                        begin_timestamp=0,
+                        end_timestamp=2**62,
+                        unique_key_query="true",
+                    ),
                 ),
                 allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
             )
@@ -179,15 +189,17 @@ class MessageAdmin(AdminBase):
         for addr in await self.master_addrs():
             remaining = max_count
             while remaining is None or remaining > 0:
-                fields: dict[str, Any] = {"group": group, "target": target, "dryRun": dry_run}
-                if topic:
-                    fields["topic"] = topic
-                if remaining is not None:
-                    fields["maxCount"] = remaining
+                header = RedriveDlqRequestHeader(
+                    group=group,
+                    topic=topic or None,
+                    target=target,
+                    max_count=remaining,
+                    dry_run=dry_run,
+                )
                 r = await self._ok(
                     addr,
                     f"re-drive dead letters of {group}",
-                    request(EsRequestCode.REDRIVE_DLQ, fields),
+                    request(EsRequestCode.REDRIVE_DLQ, header),
                     timeout=60.0,
                     allowed=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST),
                 )
@@ -208,11 +220,11 @@ class MessageAdmin(AdminBase):
     ) -> list[tuple[str, OpenTransaction]]:
         """OPEN_TRANSACTIONS on every master: the half messages not yet committed or rolled back,
         each with the address of the master that holds it."""
-        fields = {"producerGroup": producer_group} if producer_group else {}
+        header = OpenTransactionsRequestHeader(producer_group=producer_group or None)
         rows: list[tuple[str, OpenTransaction]] = []
         for addr in await self.master_addrs():
             r = await self.client.invoke(
-                addr, request(EsRequestCode.OPEN_TRANSACTIONS, fields), 30.0
+                addr, request(EsRequestCode.OPEN_TRANSACTIONS, header), 30.0
             )
             if r.code != ResponseCode.SUCCESS:
                 raise AdminError(f"open transactions at {addr}", r)
@@ -232,7 +244,9 @@ class MessageAdmin(AdminBase):
         for addr in addrs:
             try:
                 r = await self.client.invoke(
-                    addr, request(EsRequestCode.MESSAGE_TRACE, {"msgId": msg_id}), 30.0
+                    addr,
+                    request(EsRequestCode.MESSAGE_TRACE, MessageTraceRequestHeader(msg_id=msg_id)),
+                    30.0,
                 )
             except RemotingError:
                 continue  # an old store host (the broker restarted on another port), or gone

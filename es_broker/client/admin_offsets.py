@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from es_broker.client.admin_base import AdminError
+from es_broker.client.admin_base import AdminError, offset_lookup
 from es_broker.client.admin_topics import TopicAdmin
 from es_broker.remoting import fastjson
 from es_broker.remoting.admin_bodies import ResetOffsetResult
@@ -15,8 +15,17 @@ from es_broker.remoting.bodies import (
     ProducerConnection,
     ResetOffsetBody,
 )
-from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.codes import EsRequestCode, LanguageCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request
+from es_broker.remoting.es_headers import ResetOffsetsRequestHeader
+from es_broker.remoting.headers import (
+    ConsumerGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    ResetOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from es_broker.remoting.response_headers import OffsetResponseHeader
 
 
@@ -60,7 +69,10 @@ class OffsetAdmin(TopicAdmin):
             r = await self._ok(
                 addr,
                 f"consume stats of {group}",
-                request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group}),
+                request(
+                    RequestCode.GET_CONSUME_STATS,
+                    GetConsumeStatsRequestHeader(consumer_group=group),
+                ),
             )
             for mq, stats in ConsumeStats.decode(r.body).offset_table.items():
                 rows.append(
@@ -79,7 +91,11 @@ class OffsetAdmin(TopicAdmin):
         """GET_CONSUMER_CONNECTION_LIST on the masters; the first that has the group online."""
         for addr in await self.master_addrs():
             r = await self.client.invoke(
-                addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+                addr,
+                request(
+                    RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                    ConsumerGroupRequestHeader(consumer_group=group),
+                ),
             )
             if r.code == ResponseCode.SUCCESS:
                 return ConsumerConnection.decode(r.body)
@@ -89,15 +105,16 @@ class OffsetAdmin(TopicAdmin):
         self, group: str, topic: str, timestamp: int, force: bool, cpp: bool = False
     ) -> dict[str, Any]:
         """resetOffsetByTime: the broker path, or the old path when the group is offline (B-73, B-81)."""
-        from es_broker.remoting.codes import LanguageCode
-
+        header = ResetOffsetRequestHeader(
+            topic=topic, group=group, timestamp=timestamp, is_force=force
+        )
         rows = []
         for _name, addr in await self.topic_brokers(topic):
             r = await self.client.invoke(
                 addr,
                 request(
                     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-                    {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force},
+                    header,
                     language=LanguageCode.CPP if cpp else LanguageCode.JAVA,
                 ),
             )
@@ -134,24 +151,22 @@ class OffsetAdmin(TopicAdmin):
 
         Each broker plans, records and tells its online consumers itself; this only asks.
         """
-        from es_broker.remoting.codes import EsRequestCode
-
+        header = ResetOffsetsRequestHeader(
+            topic=topic,
+            group=group,
+            kind=kind,
+            value=value,
+            is_force=force,
+            dry_run=dry_run,
+            mode=mode,
+            scope=scope,
+        )
         out: list[ResetOffsetResult] = []
         for _name, addr in await self.topic_brokers(topic):
-            fields = {
-                "topic": topic,
-                "group": group,
-                "kind": kind,
-                "value": value,
-                "isForce": force,
-                "dryRun": dry_run,
-                "mode": mode,
-                "scope": scope,
-            }
             r = await self._ok(
                 addr,
                 f"reset offset of {group} on {topic}",
-                request(EsRequestCode.RESET_OFFSET, fields),
+                request(EsRequestCode.RESET_OFFSET, header),
             )
             out.append(ResetOffsetResult.decode(r.body))
         return out
@@ -161,11 +176,12 @@ class OffsetAdmin(TopicAdmin):
     ) -> list[dict[str, Any]]:
         """resetOffsetByTimestampOld: the admin writes each queue's offset itself (B-81)."""
         rows = []
+        stats_of_group = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)
         for name, addr in await self.topic_brokers(topic):
             r = await self._ok(
                 addr,
                 f"consume stats of {group}",
-                request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}),
+                request(RequestCode.GET_CONSUME_STATS, stats_of_group),
             )
             queues = {}
             for mq, stats in ConsumeStats.decode(r.body).offset_table.items():
@@ -176,12 +192,8 @@ class OffsetAdmin(TopicAdmin):
                     if row["brokerName"] == name:
                         queues[row["queueId"]] = (row["maxOffset"], row["minOffset"])
             for qid, (broker_offset, consumer_offset) in sorted(queues.items()):
-                if timestamp == -1:
-                    code, fields = RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": qid}
-                else:
-                    code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
-                    fields = {"topic": topic, "queueId": qid, "timestamp": timestamp}
-                found = await self._ok(addr, "offset lookup", request(code, fields))
+                lookup = offset_lookup(topic, qid, None if timestamp == -1 else timestamp)
+                found = await self._ok(addr, "offset lookup", lookup)
                 target = OffsetResponseHeader.of(found).offset
                 rollback = target if force or target <= consumer_offset else consumer_offset
                 if rollback == target:
@@ -190,12 +202,12 @@ class OffsetAdmin(TopicAdmin):
                         "update consumer offset",
                         request(
                             RequestCode.UPDATE_CONSUMER_OFFSET,
-                            {
-                                "consumerGroup": group,
-                                "topic": topic,
-                                "queueId": qid,
-                                "commitOffset": target,
-                            },
+                            UpdateConsumerOffsetRequestHeader(
+                                consumer_group=group,
+                                topic=topic,
+                                queue_id=qid,
+                                commit_offset=target,
+                            ),
                         ),
                     )
                 rows.append(
@@ -215,7 +227,11 @@ class OffsetAdmin(TopicAdmin):
         r: RemotingCommand | None = None
         for _, addr in await self.topic_brokers(topic):
             r = await self.client.invoke(
-                addr, request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+                addr,
+                request(
+                    RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                    GetProducerConnectionListRequestHeader(producer_group=group),
+                ),
             )
             if r.code == ResponseCode.SUCCESS:
                 return ProducerConnection.decode(r.body)
@@ -227,11 +243,13 @@ class OffsetAdmin(TopicAdmin):
         self, group: str, client_id: str, jstack: bool = False
     ) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO relayed by a broker the consumer is connected to."""
-        fields = {"consumerGroup": group, "clientId": client_id, "jstackEnable": jstack}
+        header = GetConsumerRunningInfoRequestHeader(
+            consumer_group=group, client_id=client_id, jstack_enable=jstack
+        )
         r: RemotingCommand | None = None
         for addr in await self.master_addrs():
             r = await self.client.invoke(
-                addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields), timeout=15.0
+                addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO, header), timeout=15.0
             )
             if r.code == ResponseCode.SUCCESS:
                 # the consumer's own document, relayed as it wrote it (a Java client's fields too)

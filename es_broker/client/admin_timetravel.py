@@ -9,6 +9,14 @@ from es_broker.client.admin_base import AdminBase
 from es_broker.remoting.body_view import plain
 from es_broker.remoting.codes import EsRequestCode
 from es_broker.remoting.command import request
+from es_broker.remoting.es_headers import (
+    AccountScopeRequestHeader,
+    ExplainGroupRequestHeader,
+    OffsetHistoryRequestHeader,
+    OffsetsAtRequestHeader,
+    OffsetTimelineRequestHeader,
+)
+from es_broker.remoting.header_fields import CustomHeader
 from es_broker.remoting.query_bodies import (
     AccountScopeBody,
     ExplainBody,
@@ -39,14 +47,13 @@ class TimeTravelAdmin(AdminBase):
     """es-broker's queries of the past, asked of every broker of the cluster."""
 
     async def _group_query(
-        self, code: int, what: str, fields: dict[str, Any], body: type[B]
+        self, code: int, what: str, header: CustomHeader, body: type[B]
     ) -> list[BrokerAnswer[B]]:
         """One es-broker query on every master (else a slave) of the cluster; each answer names its broker."""
         answers = []
         for name, addrs in sorted((await self.broker_names()).items()):
             addr = addrs.get(0) or next(iter(addrs.values()))
-            given = {k: v for k, v in fields.items() if v is not None}
-            r = await self._ok(addr, what, request(code, given), timeout=60.0)
+            r = await self._ok(addr, what, request(code, header), timeout=60.0)
             answers.append(BrokerAnswer(name, addr, body.decode(r.body)))
         return answers
 
@@ -54,9 +61,9 @@ class TimeTravelAdmin(AdminBase):
         self, group: str, at: int, topic: str | None = None, durable: bool = False
     ) -> list[BrokerAnswer[OffsetsAtBody]]:
         """OFFSETS_AT: `es-broker offsets --at` of every broker, from its own time index."""
-        fields = {"group": group, "topic": topic, "at": at, "durable": durable}
+        header = OffsetsAtRequestHeader(group=group, topic=topic, at=at, durable=durable)
         return await self._group_query(
-            EsRequestCode.OFFSETS_AT, f"offsets of {group}", fields, OffsetsAtBody
+            EsRequestCode.OFFSETS_AT, f"offsets of {group}", header, OffsetsAtBody
         )
 
     async def offset_history(
@@ -72,16 +79,16 @@ class TimeTravelAdmin(AdminBase):
 
         `changes_only`: the offset changes alone, each once (not the reset or merge record beside them).
         """
-        fields = {
-            "group": group,
-            "topic": topic,
-            "since": since,
-            "until": until,
-            "maxEntries": max_entries,
-            "changesOnly": changes_only or None,
-        }
+        header = OffsetHistoryRequestHeader(
+            group=group,
+            topic=topic,
+            since=since,
+            until=until,
+            max_entries=max_entries,
+            changes_only=changes_only or None,
+        )
         return await self._group_query(
-            EsRequestCode.OFFSET_HISTORY, f"history of {group}", fields, OffsetHistoryBody
+            EsRequestCode.OFFSET_HISTORY, f"history of {group}", header, OffsetHistoryBody
         )
 
     async def offset_timeline(
@@ -93,23 +100,29 @@ class TimeTravelAdmin(AdminBase):
         points: int | None = None,
     ) -> list[BrokerAnswer[OffsetTimelineBody]]:
         """OFFSET_TIMELINE: a group's offsets and lag sampled over a window, and its events, per broker."""
-        fields = {"group": group, "topic": topic, "since": since, "until": until, "points": points}
+        header = OffsetTimelineRequestHeader(
+            group=group, topic=topic, since=since, until=until, points=points
+        )
         return await self._group_query(
-            EsRequestCode.OFFSET_TIMELINE, f"timeline of {group}", fields, OffsetTimelineBody
+            EsRequestCode.OFFSET_TIMELINE, f"timeline of {group}", header, OffsetTimelineBody
         )
 
     async def account_scope(
         self, topic: str | None = None, group: str | None = None
     ) -> list[BrokerAnswer[AccountScopeBody]]:
         """ACCOUNT_SCOPE of every broker: the topics and groups this client's account may see."""
-        fields = {"topic": topic, "group": group}
         return await self._group_query(
-            EsRequestCode.ACCOUNT_SCOPE, "account scope", fields, AccountScopeBody
+            EsRequestCode.ACCOUNT_SCOPE,
+            "account scope",
+            AccountScopeRequestHeader(topic=topic, group=group),
+            AccountScopeBody,
         )
 
     async def explain_group(self, group: str, topic: str) -> list[BrokerAnswer[ExplainBody]]:
         """EXPLAIN_GROUP: `es-broker explain` of every broker."""
-        fields = {"group": group, "topic": topic}
         return await self._group_query(
-            EsRequestCode.EXPLAIN_GROUP, f"explain {group}", fields, ExplainBody
+            EsRequestCode.EXPLAIN_GROUP,
+            f"explain {group}",
+            ExplainGroupRequestHeader(group=group, topic=topic),
+            ExplainBody,
         )

@@ -14,6 +14,12 @@ from es_broker.remoting.bodies import (
 )
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
+from es_broker.remoting.headers import (
+    CloneGroupOffsetRequestHeader,
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    TopicRequestHeader,
+)
 
 
 class TopicAdmin(AdminBase):
@@ -33,16 +39,16 @@ class TopicAdmin(AdminBase):
             f"create topic {topic} on {addr}",
             request(
                 RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {
-                    "topic": topic,
-                    "defaultTopic": "TBW102",
-                    "readQueueNums": read,
-                    "writeQueueNums": write,
-                    "perm": perm,
-                    "topicFilterType": "SINGLE_TAG",
-                    "topicSysFlag": 0,
-                    "order": order,
-                },
+                CreateTopicRequestHeader(
+                    topic=topic,
+                    default_topic="TBW102",
+                    read_queue_nums=read,
+                    write_queue_nums=write,
+                    perm=perm,
+                    topic_filter_type="SINGLE_TAG",
+                    topic_sys_flag=0,
+                    order=order,
+                ),
             ),
         )
 
@@ -60,17 +66,18 @@ class TopicAdmin(AdminBase):
         return {"broker": addr, "topic": topic, "oldPerm": config.perm, "perm": perm}
 
     async def delete_topic(self, addrs: list[str], topic: str) -> None:
+        header = TopicRequestHeader(topic=topic)
         for addr in addrs:
             await self._ok(
                 addr,
                 f"delete topic {topic}",
-                request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}),
+                request(RequestCode.DELETE_TOPIC_IN_BROKER, header),
             )
         for ns in self.namesrv_addrs:
             await self._ok(
                 ns,
                 f"delete topic {topic} in name server",
-                request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}),
+                request(RequestCode.DELETE_TOPIC_IN_NAMESRV, header),
             )
 
     async def topic_status(self, topic: str) -> list[dict[str, Any]]:
@@ -79,7 +86,7 @@ class TopicAdmin(AdminBase):
             r = await self._ok(
                 addr,
                 f"topic status of {topic}",
-                request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}),
+                request(RequestCode.GET_TOPIC_STATS_INFO, TopicRequestHeader(topic=topic)),
             )
             for mq, stats in TopicStatsTable.decode(r.body).offset_table.items():
                 rows.append(
@@ -98,7 +105,8 @@ class TopicAdmin(AdminBase):
             addr,
             f"update group {config['groupName']}",
             request(
-                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, fastjson.dumps(config).encode()
+                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                body=fastjson.dumps(config).encode(),
             ),
         )
 
@@ -108,7 +116,7 @@ class TopicAdmin(AdminBase):
             f"delete group {group}",
             request(
                 RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                {"groupName": group, "removeOffset": remove_offset},
+                DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset),
             ),
         )
 
@@ -121,7 +129,9 @@ class TopicAdmin(AdminBase):
             f"clone offsets of {src} to {dest}",
             request(
                 RequestCode.CLONE_GROUP_OFFSET,
-                {"srcGroup": src, "destGroup": dest, "topic": topic, "offline": offline},
+                CloneGroupOffsetRequestHeader(
+                    src_group=src, dest_group=dest, topic=topic, offline=offline
+                ),
             ),
         )
 

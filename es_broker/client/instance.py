@@ -271,8 +271,7 @@ class ClientInstance:
     ) -> RemotingCommand:
         """A request as this client sends it: its header class's fields (their one-letter names
         where `code` uses those), and `body`."""
-        fields = None if header is None else header.to_ext_fields(code)
-        return request(code, fields, body, oneway=oneway, language=LANGUAGE)
+        return request(code, header, body, oneway=oneway, language=LANGUAGE)
 
     async def invoke(
         self, addr: str, command: RemotingCommand, timeout: float | None = None

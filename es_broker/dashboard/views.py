@@ -206,7 +206,7 @@ class Views:
         }
         # best effort: refused (e.g. an ACL account without the right), the broker records the address
         await self.admin.client.invoke(
-            addr, request(RequestCode.HEART_BEAT, {}, fastjson.dumps(body).encode()), 5.0
+            addr, request(RequestCode.HEART_BEAT, body=fastjson.dumps(body).encode()), 5.0
         )
 
     async def announce_everywhere(self) -> None:

@@ -7,12 +7,15 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from es_broker import compiled
 
 from .codes import CURRENT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from .errors import BadField, MissingField
+
+if TYPE_CHECKING:
+    from .header_fields import CustomHeader
 
 _I32 = (-(1 << 31), (1 << 31) - 1)
 _I64 = (-(1 << 63), (1 << 63) - 1)
@@ -214,7 +217,7 @@ def with_ext_fields(cmd: RemotingCommand, ext_fields: dict[str, str]) -> Remotin
 
 def request(
     code: int,
-    ext_fields: Mapping[str, object] | None = None,
+    header: CustomHeader | Mapping[str, object] | None = None,
     body: bytes = b"",
     *,
     opaque: int = 0,
@@ -224,7 +227,17 @@ def request(
     version: int = CURRENT_VERSION,
     serialize_type: SerializeType = SerializeType.JSON,
 ) -> RemotingCommand:
-    """Build a request; extFields values may be ints/bools and are stored as strings."""
+    """Build a request of `code` carrying `header`: its typed header (remoting/headers.py,
+    es_headers.py), written as the class declares it (`to_ext_fields(code)`), or None for a code
+    whose header declares no fields.
+
+    A mapping of extFields is taken too (values may be ints/bools, stored as Java's text): what
+    tests use to send a header no class would write, and what a relay passes on as it came.
+    """
+    if header is None or isinstance(header, Mapping):
+        fields = normalize_ext_fields(header)
+    else:
+        fields = header.to_ext_fields(code)
     return RemotingCommand(
         code=int(code),
         language=language,
@@ -232,7 +245,7 @@ def request(
         opaque=opaque,
         flag=FLAG_ONEWAY if oneway else 0,
         remark=remark,
-        ext_fields=normalize_ext_fields(ext_fields),
+        ext_fields=fields,
         body=bytes(body),
         serialize_type=serialize_type,
     )

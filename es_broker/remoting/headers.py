@@ -5,8 +5,9 @@ nothing), with each field's rule written once next to it (header_fields.py).
 Where several codes carry the same fields, one class serves them all, as
 RocketMQ reuses its classes. requests.py derives every code's declared shape
 from these classes; the server decodes a request into its class once, at the
-edge, and the processor reads it with `Class.of(request)`; clients build their
-requests from them (`to_ext_fields`).
+edge, and the processor reads it with `Class.of(request)`; clients, the admin
+client and the broker's own requests are built from them (`request(code, header)`,
+which writes the header's `to_ext_fields(code)`).
 
 es-broker's own request codes have theirs in es_headers.py.
 """

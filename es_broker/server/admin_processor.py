@@ -55,6 +55,10 @@ from es_broker.remoting.headers import (
     TopicQueueRequestHeader,
     TopicRequestHeader,
 )
+from es_broker.remoting.response_headers import (
+    GetEarliestMsgStoretimeResponseHeader,
+    OffsetResponseHeader,
+)
 from es_broker.server.clients import ClientInfo, ClientRegistry
 from es_broker.server.processor_support import (
     BrokerSettings,
@@ -87,6 +91,13 @@ def topic_configs_of(broker: Broker, topics: Iterable[str]) -> tuple[dict[str, T
         # a read-only or write-only broker shows its perm on every topic (B-23)
         configs[name] = config if perm & 4 and perm & 2 else dataclasses.replace(config, perm=perm)
     return configs, version
+
+
+def _offset_answer(req: RemotingCommand, offset: int) -> RemotingCommand:
+    """GET_MIN_OFFSET, GET_MAX_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP's answer: one offset."""
+    return response_to(
+        req, ResponseCode.SUCCESS, None, OffsetResponseHeader(offset=offset).to_ext_fields()
+    )
 
 
 def topic_config_wrapper(broker: Broker) -> TopicConfigSerializeWrapper:
@@ -167,22 +178,23 @@ class AdminBrokerProcessor(BrokerSettings):
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.of(req)
         offset = self.broker.search_offset(h.topic, h.queue_id, h.timestamp)
-        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+        return _offset_answer(req, offset)
 
     async def get_max_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
         offset = self.broker.max_offset(h.topic, h.queue_id)
-        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+        return _offset_answer(req, offset)
 
     async def get_min_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
         offset = self.broker.min_offset(h.topic, h.queue_id)
-        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+        return _offset_answer(req, offset)
 
     async def earliest_store_time(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
         ts = self.broker.earliest_msg_store_time(h.topic, h.queue_id)
-        return response_to(req, ResponseCode.SUCCESS, None, {"timestamp": ts})
+        answer = GetEarliestMsgStoretimeResponseHeader(timestamp=ts)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     # ------------------------------------------------------------------ offset resets
     def reset_body(self, plan: resets.ResetPlan, list_form: bool) -> bytes:
@@ -211,7 +223,7 @@ class AdminBrokerProcessor(BrokerSettings):
         body = self.reset_body(plan, req.language == LanguageCode.CPP)
         notice = request(
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-            {"topic": topic, "group": group, "timestamp": timestamp, "isForce": "false"},
+            ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, is_force=False),
             body,
             oneway=True,
         )
@@ -260,7 +272,9 @@ class AdminBrokerProcessor(BrokerSettings):
         if not dry_run and members:
             notice = request(
                 RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                {"topic": topic, "group": group, "timestamp": plan.timestamp, "isForce": "false"},
+                ResetOffsetRequestHeader(
+                    topic=topic, group=group, timestamp=plan.timestamp, is_force=False
+                ),
                 self.reset_body(plan, False),
                 oneway=True,
             )

@@ -184,7 +184,7 @@ async def _report_set_aside(server: BrokerServer, leader: str) -> None:
             }
         ).encode()
         while True:
-            cmd = request(EsRequestCode.HA_REPORT_SET_ASIDE, {}, body)
+            cmd = request(EsRequestCode.HA_REPORT_SET_ASIDE, body=body)
             try:
                 answer = await client.invoke(leader, cmd, timeout=10.0)
             except RemotingError as exc:

@@ -32,6 +32,7 @@ from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 from es_broker.remoting.command import request
+from es_broker.remoting.headers import RegisterBrokerRequestHeader
 from es_broker.remoting.peer_outcomes import NONE, PeerRequests
 from es_broker.remoting.response_headers import RegisterBrokerResponseHeader
 from es_broker.server.acl_processors import AclProcessors
@@ -40,7 +41,7 @@ from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.metrics_config import check_exporter_type
-from es_broker.server.namesrv import COMPLETE, DELETED, InProcessNameServer, NameServer
+from es_broker.server.namesrv import InProcessNameServer, NameServer
 from es_broker.server.outbox import HeldAnswers
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.serve_access import (
@@ -438,7 +439,7 @@ class BrokerServer:
         """registerBrokerAll: every topic (compressed on the wire when compressedRegister, B-392)."""
         wrapper = self.processors.admin.topic_config_wrapper()
         self._data_version = wrapper.data_version
-        await self._register(client, wrapper, {COMPLETE: True}, self.config.compressedRegister)
+        await self._register(client, wrapper, self.config.compressedRegister, complete=True)
 
     async def _register_changed(self, client: RemotingClient, topics: set[str]) -> None:
         """registerIncrementBrokerData: the changed topics only, with the current data version (B-391)."""
@@ -447,26 +448,32 @@ class BrokerServer:
         if version > self._data_version.counter:
             self._data_version = DataVersion(timestamp=version, counter=version)
         wrapper = TopicConfigSerializeWrapper(configs, self._data_version)
-        extra: dict[str, object] = {DELETED: ";".join(gone)} if gone else {}
-        await self._register(client, wrapper, extra, self.config.compressedRegister)
+        await self._register(
+            client, wrapper, self.config.compressedRegister, deleted=";".join(gone) or None
+        )
 
     async def _register(
         self,
         client: RemotingClient,
         wrapper: TopicConfigSerializeWrapper,
-        extra: dict[str, object],
         compressed: bool,
+        *,
+        complete: bool | None = None,
+        deleted: str | None = None,
     ) -> None:
+        """REGISTER_BROKER to every name server; `complete`: the wrapper holds every topic of the
+        broker, `deleted`: the topics it deleted, `;`-separated (B-391)."""
         cfg = self.config
-        fields: dict[str, object] = {
-            "brokerName": cfg.brokerName,
-            "brokerAddr": self.addr,
-            "clusterName": cfg.brokerClusterName,
-            "haServerAddr": f"{cfg.brokerIP1}:{cfg.haListenPort}",
-            "brokerId": cfg.brokerId,
-            "compressed": compressed,
-            **extra,
-        }
+        header = RegisterBrokerRequestHeader(
+            broker_name=cfg.brokerName,
+            broker_addr=self.addr,
+            cluster_name=cfg.brokerClusterName,
+            ha_server_addr=f"{cfg.brokerIP1}:{cfg.haListenPort}",
+            broker_id=cfg.brokerId,
+            compressed=compressed,
+            topic_table_complete=complete,
+            deleted_topics=deleted,
+        )
         body: bytes | None = None  # encoded once, and only for a name server over the wire
         for addr in self.namesrv_addrs:
             local = self.local_namesrv
@@ -474,12 +481,12 @@ class BrokerServer:
                 if local is not None and local.serves(addr, (cfg.brokerIP1,)):
                     # this process's own name server: called directly, the body not encoded (B-313)
                     answer = local.namesrv.apply_registration(
-                        None, request(RequestCode.REGISTER_BROKER, fields), wrapper
+                        None, request(RequestCode.REGISTER_BROKER, header), wrapper
                     )
                 else:
                     if body is None:
                         body = RegisterBrokerBody(wrapper).encode(compressed=compressed)
-                    cmd = request(RequestCode.REGISTER_BROKER, fields, body)
+                    cmd = request(RequestCode.REGISTER_BROKER, header, body)
                     answer = await client.invoke(addr, cmd, timeout=6.0)
             except RemotingError as exc:
                 self.registration.no_answer(addr, exc)

@@ -28,6 +28,7 @@ from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.peer_outcomes import PeerRequests
+from es_broker.remoting.response_headers import ConsumerGroupNoticeHeader
 from es_broker.server.longpoll import PullHoldService
 
 if TYPE_CHECKING:
@@ -170,14 +171,13 @@ class ClientNotices:
             and group_config.get("notifyConsumerIdsChangedEnable", True)
         ):
             return
+        notice = request(
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+            ConsumerGroupNoticeHeader(consumer_group=group),
+            oneway=True,
+        )
         for ch in channels:
-            nursery.start_soon(
-                self.send_oneway,
-                ch,
-                request(
-                    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True
-                ),
-            )
+            nursery.start_soon(self.send_oneway, ch, notice)
 
 
 # ------------------------------------------------------------------ stored and replicated
