@@ -121,7 +121,7 @@ async def test_check_waits_for_the_timeout_then_checks_each_interval_then_discar
         done = await broker.check_transactions(live)
         (check,) = done.checks
         assert check.attempt == attempt and check.client == "client-a"
-        assert check.header["commitLogOffset"] == result.physical_offsets[0]
+        assert check.header.commit_log_offset == result.physical_offsets[0]
         body = wire.decode_one(check.body)[0]
         assert body.topic == "T" and body.queue_id == 3
         assert body.properties["TRANSACTION_CHECK_TIMES"] == str(attempt)

@@ -42,6 +42,7 @@ from es_broker.log.types import (
 )
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import ResponseCode
+from es_broker.remoting.response_headers import CheckTransactionStateRequestHeader
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
@@ -319,7 +320,7 @@ class CheckSent:
     producer_group: str
     client: str  # "" when the group had no live producer: the check counted, nothing was sent
     attempt: int
-    header: dict[str, Any]
+    header: CheckTransactionStateRequestHeader
     body: bytes
 
 
@@ -439,16 +440,14 @@ def _check(
         None,
     )
     uniq = entry["transaction_id"] or None
-    header = {
-        "tranStateTableOffset": entry["half_queue_offset"],
-        "commitLogOffset": phy,
-        "msgId": uniq,
-        "transactionId": uniq,
-        "offsetMsgId": wire.offset_msg_id(half.store_host, phy),
-    }
-    return CheckSent(
-        group, client, attempt, {k: v for k, v in header.items() if v is not None}, body
+    header = CheckTransactionStateRequestHeader(
+        tran_state_table_offset=entry["half_queue_offset"],
+        commit_log_offset=phy,
+        msg_id=uniq,
+        transaction_id=uniq,
+        offset_msg_id=wire.offset_msg_id(half.store_host, phy),
     )
+    return CheckSent(group, client, attempt, header, body)
 
 
 def _discard(
