@@ -156,9 +156,10 @@ def delete_group_job(
     store: Store, group: str, requester: str, *, remove_offsets: bool = False
 ) -> Callable[[AppendContext], int | None]:
     """DELETE_SUBSCRIPTIONGROUP: `subgroup_deleted` when the group exists; with
-    `remove_offsets`, every `*@group` offset goes too (B-34), recorded as `offsets_removed`
-    in the same job, so both changes are in one transaction, next to each other in the log
-    (B-430). Returns the deletion's record (None: no such group)."""
+    `remove_offsets`, every `*@group` offset goes too (B-34), in that same record (B-431),
+    so no crash or full disk can leave the group gone and its offsets kept. A group with
+    offsets but no config loses them by `offsets_removed`, as 4.9.8 removes them whether or
+    not the config existed. Returns the deletion's record (None: no such group)."""
     names.check_group_name(group)
     _check_master(store)
     remove = (
@@ -168,15 +169,16 @@ def delete_group_job(
     )
 
     def job(ctx: AppendContext) -> int | None:
-        seq = None
-        if store.groups.get(ctx.txn, group) is not None:
-            seq = ctx.append(
-                SubgroupDeleted(group=group, requester=requester).to_record(store.clock.now_ms())
+        if store.groups.get(ctx.txn, group) is None:
+            if remove is not None:
+                remove(ctx)
+            return None
+        removed = offsets.group_offsets(store, ctx.txn, group) if remove_offsets else []
+        return ctx.append(
+            SubgroupDeleted(group=group, requester=requester, offsets=removed or None).to_record(
+                store.clock.now_ms()
             )
-        # whether or not the group has a config, as 4.9.8 removes them
-        if remove is not None:
-            remove(ctx)
-        return seq
+        )
 
     return job
 

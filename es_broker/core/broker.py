@@ -491,7 +491,7 @@ class Broker(RetryOperations):
         self, group: str, *, requester: str = "", remove_offsets: bool = False
     ) -> int | None:
         """DELETE_SUBSCRIPTIONGROUP; with remove_offsets every `*@group` offset goes too (B-34),
-        in the same writer job (B-430)."""
+        in the same record (B-431)."""
         return await self.submit(
             topics.delete_group_job(self.store, group, requester, remove_offsets=remove_offsets)
         )
