@@ -96,7 +96,7 @@ def scan_lookup(
     store = broker.store
     with store.read() as txn:
         config = store.topics.get(txn, topic)
-        queues = max(config["readQueueNums"], config["writeQueueNums"]) if config else 0
+        queues = max(config.read_queue_nums, config.write_queue_nums) if config else 0
         for q in range(queues):
             lo, hi = store.cq.bounds(txn, topic, q)
             for unit in store.cq.units(txn, topic, q, lo, hi):

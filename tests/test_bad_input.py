@@ -117,7 +117,7 @@ async def test_b021_pull_from_write_only_topic_is_no_permission(broker):
 async def test_b020_perm_change_is_recorded_with_old_and_new(broker):
     await make_topic(broker)
     await broker.update_topic_perm("T", 2, requester="ops")
-    assert broker.topic_config("T")["perm"] == 2
+    assert broker.topic_config("T").perm == 2
     _, record = list(broker.store.log.read())[-1]
     assert (record["type"], record["old_perm"], record["perm"], record["requester"]) == (
         "topic_perm_changed",
@@ -153,5 +153,5 @@ async def test_auto_create_from_tbw102_on_send(broker):
         "NEWT", -1, MessageIn(b"x"), default_topic="TBW102", default_topic_queue_nums=4
     )
     config = broker.topic_config("NEWT")
-    assert (config["writeQueueNums"], config["perm"]) == (4, 6)
+    assert (config.write_queue_nums, config.perm) == (4, 6)
     assert 0 <= result.queue_id < 4

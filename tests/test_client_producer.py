@@ -101,7 +101,7 @@ async def test_a_topic_unknown_to_the_name_server_is_created_through_tbw102(runn
     assert result.status == SendStatus.SEND_OK
     config = running.server.broker.topic_config("NewTopic")
     # defaultTopicQueueNums 4 (docs/protocol.md §7.2.1 step 3)
-    assert (config["writeQueueNums"], config["perm"]) == (
+    assert (config.write_queue_nums, config.perm) == (
         4,
         6,
     )

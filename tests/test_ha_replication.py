@@ -142,7 +142,7 @@ async def test_b111_slave_projections_equal_the_masters_byte_for_byte_at_the_sam
     await w.ok(m.addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Gone"})
     await brokers.caught_up(m, s)
     # metadata came with the log (B-121..B-125)
-    assert s.server.broker.group_config("G")["brokerId"] == 1
+    assert s.server.broker.group_config("G").broker_id == 1
     assert s.server.broker.topic_config("Gone") is None  # deletions too (S-14)
     await s.stop()
     await m.stop()

@@ -42,7 +42,7 @@ async def test_s009_redrive_resends_dead_letters_to_the_retry_topic_with_reconsu
     await make_topic(broker, "T1", queues=1)
     await make_topic(broker, "T2", queues=1)
     first, second = await dead_letter(broker, "T1", b"a"), await dead_letter(broker, "T2", b"b")
-    assert broker.topic_config("%DLQ%G")["perm"] == 2  # no read permission is needed to re-drive
+    assert broker.topic_config("%DLQ%G").perm == 2  # no read permission is needed to re-drive
     result = await broker.redrive_dlq("G", requester="ops")
     assert [(i.physical_offset, i.original_topic, i.target_topic) for i in result.items] == [
         (first, "T1", "%RETRY%G"),

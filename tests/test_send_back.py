@@ -92,7 +92,7 @@ async def test_b090_unknown_offset_is_system_error_but_the_retry_topic_stays_cre
     assert refused.value.code == ResponseCode.SYSTEM_ERROR
     assert refused.value.remark == "look message by offset failed, 123456"
     retry = broker.topic_config("%RETRY%G")
-    assert (retry["readQueueNums"], retry["writeQueueNums"], retry["perm"]) == (1, 1, 6)
+    assert (retry.read_queue_nums, retry.write_queue_nums, retry.perm) == (1, 1, 6)
     assert broker.group_config("G") is not None
 
 
@@ -104,7 +104,7 @@ async def test_b090_retry_queue_is_random_over_retry_queue_nums_and_recorded(bro
         (await broker.send_back("G", sent.physical_offsets[0])).target_queue_id for _ in range(40)
     }
     assert chosen <= {0, 1, 2, 3} and len(chosen) > 1
-    assert broker.topic_config("%RETRY%G")["writeQueueNums"] == 4
+    assert broker.topic_config("%RETRY%G").write_queue_nums == 4
     recorded = [r["target_queue_id"] for r in records(broker, "message_sent_back")]
     assert set(recorded) == chosen  # the decision is in the record: replay does not draw again
     assert closed_and_verified(broker)
@@ -285,7 +285,7 @@ async def test_b095_send_to_the_retry_topic_at_max_reconsume_times_goes_to_the_d
     dead = stored(broker, at.physical_offsets[0])
     assert dead.properties["DELAY"] == "0"  # diverted with the delay cleared
     dlq = broker.topic_config("%DLQ%G")
-    assert (dlq["readQueueNums"], dlq["writeQueueNums"], dlq["perm"]) == (1, 1, 2)
+    assert (dlq.read_queue_nums, dlq.write_queue_nums, dlq.perm) == (1, 1, 2)
     header = await send(
         broker, "%RETRY%G", -1, props=fallback, reconsume_times=3, max_reconsume_times=3
     )
@@ -330,10 +330,10 @@ async def test_b103_dlq_topic_has_one_queue_and_dlq_topic_perm_and_keeps_an_exis
     sent = await send(broker)
     await broker.send_back("G", sent.physical_offsets[0], -1)
     dlq = broker.topic_config("%DLQ%G")
-    assert (dlq["readQueueNums"], dlq["writeQueueNums"], dlq["perm"]) == (1, 1, 6)
+    assert (dlq.read_queue_nums, dlq.write_queue_nums, dlq.perm) == (1, 1, 6)
     await broker.update_topic_perm("%DLQ%G", 2)
     await broker.send_back("G", sent.physical_offsets[0], -1)
-    assert broker.topic_config("%DLQ%G")["perm"] == 2
+    assert broker.topic_config("%DLQ%G").perm == 2
     assert broker.max_offset("%DLQ%G", 0) == 2
 
 
@@ -341,7 +341,7 @@ async def test_b104_a_write_only_dlq_refuses_reads_until_its_perm_is_6(broker):
     await make_topic(broker)
     sent = await send(broker)
     await broker.send_back("G", sent.physical_offsets[0], -1)
-    assert broker.topic_config("%DLQ%G")["perm"] == 2  # dlq_topic_perm default (B-103)
+    assert broker.topic_config("%DLQ%G").perm == 2  # dlq_topic_perm default (B-103)
     with pytest.raises(NoPermission, match=r"the topic\[%DLQ%G\] pulling message is forbidden"):
         await broker.pull("TOOLS_CONSUMER", "%DLQ%G", 0, 0)
     # topicStatus still works

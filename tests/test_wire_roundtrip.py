@@ -152,7 +152,7 @@ async def test_heartbeat_registers_the_consumer_and_creates_its_retry_topic(runn
     listed = await running.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "GR"})
     assert fastjson.loads(listed.body) == {"consumerIdList": ["10.0.0.5@7"]}
     retry = running.server.broker.topic_config("%RETRY%GR")
-    assert (retry["readQueueNums"], retry["writeQueueNums"], retry["perm"]) == (1, 1, 6)
+    assert (retry.read_queue_nums, retry.write_queue_nums, retry.perm) == (1, 1, 6)
 
 
 async def test_consumer_running_info_is_relayed_to_the_client_and_back(running, nursery):

@@ -94,7 +94,7 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
     elif kind == "commit_all":
         group, topic, offset = args
         config = broker.topic_config(topic)
-        for qid in range(config["writeQueueNums"] if config else 0):
+        for qid in range(config.write_queue_nums if config else 0):
             await broker.commit_offset(group, topic, qid, offset, requester="c2")
     elif kind == "reset":
         group, topic, back, force, mode = args

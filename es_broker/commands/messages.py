@@ -12,7 +12,6 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 import lmdb
 
@@ -30,13 +29,14 @@ from es_broker.commands.placement import PutResult as PutResult
 from es_broker.commands.placement import encode_message as encode_message
 from es_broker.commands.placement import place as place
 from es_broker.commands.store import Store
-from es_broker.commands.topics import find_or_create_group, topic_config_record
+from es_broker.commands.topics import auto_create_topic, find_or_create_group
 from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
-from es_broker.log.types import Cause, TopicUpdated
+from es_broker.log.types import Cause
 from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.projections.topics import PERM_INHERIT, PERM_READ, PERM_WRITE
 from es_broker.remoting import message as wire
+from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
 
 _PHY_KEY = struct.Struct(">Q").pack  # commit-log payload key
 
@@ -162,9 +162,9 @@ def put_job(store: Store, prepared: _Prepared) -> Callable[[AppendContext], PutR
         created = put(ctx, _auto_create(store, ctx, request))
         return dataclasses.replace(created, created_topic=True)
 
-    def put(ctx: AppendContext, config: dict[str, Any]) -> PutResult:
+    def put(ctx: AppendContext, config: TopicConfig) -> PutResult:
         topic = request.topic
-        write_nums, read_nums = config["writeQueueNums"], config["readQueueNums"]
+        write_nums, read_nums = config.write_queue_nums, config.read_queue_nums
         queue_id = request.queue_id
         if queue_id < 0:
             if write_nums <= 0:
@@ -298,25 +298,20 @@ def park(
     )
 
 
-def _auto_create(store: Store, ctx: AppendContext, request: PutRequest) -> dict[str, Any]:
+def _auto_create(store: Store, ctx: AppendContext, request: PutRequest) -> TopicConfig:
     """Create a topic on first send when RocketMQ would (docs/protocol.md §7.2.1 step 3, B-25)."""
     topic = request.topic
     if topic.startswith(names.RETRY_PREFIX):
-        config = topic_config_record(topic, 1, 1, PERM_READ | PERM_WRITE)
+        config = TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE)
     else:
         template = (
             store.topics.get(ctx.txn, request.default_topic) if request.default_topic else None
         )
-        if template is None or not template["perm"] & PERM_INHERIT:
+        if template is None or not template.perm & PERM_INHERIT:
             raise TopicNotExist(f"topic[{topic}] not exist, apply first please!")
-        nums = max(1, min(request.default_topic_queue_nums, template["writeQueueNums"]))
-        config = topic_config_record(topic, nums, nums, template["perm"] & ~PERM_INHERIT)
-    ctx.append(
-        TopicUpdated(
-            topic=topic, config=config, requester=request.requester, cause=Cause.AUTO_CREATE
-        ).to_record(store.clock.now_ms())
-    )
-    return config
+        nums = max(1, min(request.default_topic_queue_nums, template.write_queue_nums))
+        config = TopicConfig(topic, nums, nums, template.perm & ~PERM_INHERIT)
+    return auto_create_topic(store, ctx, config, request.requester)
 
 
 # ---------------------------------------------------------------------- pull
@@ -347,7 +342,7 @@ class GetResult:
     commit_seq: int = 0  # the record of the pull's piggybacked commit, 0: none recorded
     # a pull's: the pulling group's config as the pull read it (or created it), for the
     # broker its answer suggests; None for a read that is no group's
-    group_config: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
+    group_config: SubscriptionGroupConfig | None = dataclasses.field(default=None, compare=False)
 
     @property
     def body(self) -> bytes:
@@ -357,19 +352,19 @@ class GetResult:
 
 def check_readable(
     store: Store, txn: lmdb.Transaction[bytes], topic: str, queue_id: int
-) -> dict[str, Any]:
+) -> TopicConfig:
     """The pull pre-checks on the topic (B-21, B-13); returns the topic config."""
     if not store.config.brokerPermission & PERM_READ:
         raise NoPermission(f"the broker[{store.config.brokerIP1}] pulling message is forbidden")
     config = store.topics.get(txn, topic)
     if config is None:
         raise TopicNotExist(f"topic[{topic}] not exist, apply first please!")
-    if not config["perm"] & PERM_READ:
+    if not config.perm & PERM_READ:
         raise NoPermission(f"the topic[{topic}] pulling message is forbidden")
-    if not isinstance(queue_id, int) or queue_id < 0 or queue_id >= config["readQueueNums"]:
+    if not isinstance(queue_id, int) or queue_id < 0 or queue_id >= config.read_queue_nums:
         raise IllegalRequest(
             f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
-            f"[{config['readQueueNums']}] consumer:[...]"
+            f"[{config.read_queue_nums}] consumer:[...]"
         )
     return config
 

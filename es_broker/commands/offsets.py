@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import lmdb
 
@@ -244,6 +245,11 @@ def _bound(
     return a
 
 
+def group_offsets(store: Store, txn: lmdb.Transaction[bytes], group: str) -> list[list[Any]]:
+    """Every `*@group` entry as removal records hold them: [topic, queue id, offset]."""
+    return [[t, q, o] for t, g, q, o in store.offsets.table(txn) if g == group]
+
+
 def remove_group_offsets_job(
     store: Store, group: str, *, requester: str, cause: Cause = Cause.GROUP_DELETED
 ) -> Callable[[AppendContext], int | None]:
@@ -251,7 +257,7 @@ def remove_group_offsets_job(
     names.check_group_name(group)
 
     def job(ctx: AppendContext) -> int | None:
-        entries = [[t, q, o] for t, g, q, o in store.offsets.table(ctx.txn) if g == group]
+        entries = group_offsets(store, ctx.txn, group)
         if not entries:
             return None
         return ctx.append(

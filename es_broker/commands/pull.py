@@ -10,13 +10,13 @@ to (`pull_offset_moved`), and a piggybacked commit (B-31).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from es_broker.commands import messages, offsets
 from es_broker.commands.messages import GetResult, GetStatus
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, MessagesDelivered, PullOffsetMoved
+from es_broker.remoting.bodies import SubscriptionGroupConfig
 
 # the statuses whose corrected next offset is recorded (B-59, B-60)
 MOVED_STATUSES = frozenset(
@@ -33,7 +33,7 @@ def read(
     max_msg_nums: int,
     tags_codes: frozenset[int] | None = None,
     message_filter: Callable[[bytes], bool] | None = None,
-) -> tuple[GetResult, dict[str, Any] | None]:
+) -> tuple[GetResult, SubscriptionGroupConfig | None]:
     """The pull's checks and its messages, and the group's config (None: not created yet).
 
     Raises as the checks refuse: the arguments, then the broker's and the topic's perms and

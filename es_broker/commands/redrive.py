@@ -32,6 +32,7 @@ from es_broker.log.types import Cause, DeadLetterRedriven, RecordType
 from es_broker.projections.message_trace import FROM
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import message as wire
+from es_broker.remoting.bodies import TopicConfig
 
 TO_RETRY = "retry"
 TO_ORIGINAL = "original"
@@ -162,7 +163,7 @@ def redrive_job(
             if config is None:
                 done.append(Redrive(**{**_fields(item), "skipped": skipped}))
                 continue
-            queue_id = random.randrange(config["writeQueueNums"])  # decided here, recorded below
+            queue_id = random.randrange(config.write_queue_nums)  # decided here, recorded below
             props = {k: v for k, v in message.properties.items() if k not in DROPPED_PROPERTIES}
             # reconsume times reset
             copy = messages.MessageIn(
@@ -231,11 +232,11 @@ def _destination(
     target: str,
     requester: str,
     created: list[str],
-) -> tuple[dict[str, Any] | None, str | None]:
+) -> tuple[TopicConfig | None, str | None]:
     """The destination's config, creating `%RETRY%G` as a send-back would (B-25); None and why if unusable."""
-    config: dict[str, Any] | None
+    config: TopicConfig | None
     if target == TO_RETRY:
-        queues = max(find_or_create_group(store, ctx, group, requester)["retryQueueNums"], 1)
+        queues = max(find_or_create_group(store, ctx, group, requester).retry_queue_nums, 1)
         config, made = retry.ensure_topic(store, ctx, topic, queues, retry.RETRY_PERM, requester)
         if made:
             created.append(topic)
@@ -243,6 +244,6 @@ def _destination(
         config = store.topics.get(ctx.txn, topic)
         if config is None:
             return None, f"topic[{topic}] not exist"
-    if not config["perm"] & PERM_WRITE or config["writeQueueNums"] <= 0:
-        return None, f"topic[{topic}] is not writable (perm {config['perm']})"
+    if not config.perm & PERM_WRITE or config.write_queue_nums <= 0:
+        return None, f"topic[{topic}] is not writable (perm {config.perm})"
     return config, None

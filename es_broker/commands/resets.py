@@ -123,7 +123,7 @@ def reset_job(
                 f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
             )
         read_queues = reset_scope == ResetScope.READ_QUEUES
-        nums = config["readQueueNums"] if read_queues else config["writeQueueNums"]
+        nums = config.read_queue_nums if read_queues else config.write_queue_nums
         plan = []
         for q in range(nums):
             current = store.offsets.query(txn, topic, group, q)

@@ -7,13 +7,11 @@ a job and append the creation record themselves.
 
 from __future__ import annotations
 
-from typing import Any
-
 from es_broker.commands import names, topics
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext
-from es_broker.log.types import Cause, TopicUpdated
 from es_broker.projections.topics import PERM_READ, PERM_WRITE
+from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
 
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
@@ -27,7 +25,7 @@ def group_of_retry_topic(topic: str) -> str:
 
 def ensure_topic(
     store: Store, ctx: AppendContext, topic: str, queue_nums: int, perm: int, requester: str
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[TopicConfig, bool]:
     """createTopicInSendMessageBackMethod: the existing config (whatever its perm), else a new one, recorded.
 
     Returns (config, created).
@@ -35,18 +33,13 @@ def ensure_topic(
     config = store.topics.get(ctx.txn, topic)
     if config is not None:
         return config, False
-    config = topics.topic_config_record(topic, queue_nums, queue_nums, perm)
-    ctx.append(
-        TopicUpdated(
-            topic=topic, config=config, requester=requester, cause=Cause.AUTO_CREATE
-        ).to_record(store.clock.now_ms())
-    )
-    return config, True
+    created = TopicConfig(topic, queue_nums, queue_nums, perm)
+    return topics.auto_create_topic(store, ctx, created, requester), True
 
 
 def ensure_dlq_topic(
     store: Store, ctx: AppendContext, group: str, requester: str
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[TopicConfig, bool]:
     """`%DLQ%G`: 1 queue and perm `dlq_topic_perm` when created; an existing one keeps its perm (B-103)."""
     return ensure_topic(
         store,
@@ -58,9 +51,9 @@ def ensure_dlq_topic(
     )
 
 
-def max_reconsume_times(group_config: dict[str, Any], from_header: int | None) -> int:
+def max_reconsume_times(group_config: SubscriptionGroupConfig, from_header: int | None) -> int:
     """The header's value when the client sent one (version >= V3_4_9), else the group's retryMaxTimes (B-91)."""
-    return group_config["retryMaxTimes"] if from_header is None else from_header
+    return group_config.retry_max_times if from_header is None else from_header
 
 
 def send_path_dead_letters(store: Store, reconsume_times: int, max_times: int) -> bool:

@@ -89,7 +89,7 @@ def send_back_job(
             return refused(
                 NoPermission(f"the broker[{config.brokerIP1}] sending message is forbidden")
             )
-        retry_queues = group_config["retryQueueNums"]
+        retry_queues = group_config.retry_queue_nums
         strict = config.strict_retry_config
         # 3. no retry queues: the failed message is dropped (B-94), or dead-lettered (S-10)
         if retry_queues <= 0 and not strict:
@@ -116,7 +116,7 @@ def send_back_job(
             )
             if made:
                 created.append(retry_topic)
-            if not retry_config["perm"] & PERM_WRITE:
+            if not retry_config.perm & PERM_WRITE:
                 return refused(
                     NoPermission(f"the topic[{retry_topic}] sending message is forbidden")
                 )

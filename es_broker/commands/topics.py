@@ -18,7 +18,8 @@ from es_broker.log.types import (
     TopicPermChanged,
     TopicUpdated,
 )
-from es_broker.projections.subscription_groups import default_group_config
+from es_broker.projections.configs import as_record
+from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
 
 SLAVE_REFUSAL = (
     "Can't modify topic or subscription group from slave broker, "
@@ -27,26 +28,19 @@ SLAVE_REFUSAL = (
 MAX_QUEUE_NUMS = 1024
 
 
-def topic_config_record(
-    topic: str,
-    read_queue_nums: int = 16,
-    write_queue_nums: int = 16,
-    perm: int = 6,
-    *,
-    topic_filter_type: str = "SINGLE_TAG",
-    topic_sys_flag: int = 0,
-    order: bool = False,
-) -> dict[str, Any]:
-    """A topic config as TopicConfig holds it (defaults 16/16, perm 6, B-02)."""
-    return {
-        "topicName": topic,
-        "readQueueNums": read_queue_nums,
-        "writeQueueNums": write_queue_nums,
-        "perm": perm,
-        "topicFilterType": topic_filter_type,
-        "topicSysFlag": topic_sys_flag,
-        "order": order,
-    }
+def auto_create_topic(
+    store: Store, ctx: AppendContext, config: TopicConfig, requester: str
+) -> TopicConfig:
+    """Record a topic the broker creates on first use (cause `auto_create`); returns its config."""
+    ctx.append(
+        TopicUpdated(
+            topic=config.topic_name,
+            config=as_record(config),
+            requester=requester,
+            cause=Cause.AUTO_CREATE,
+        ).to_record(store.clock.now_ms())
+    )
+    return config
 
 
 def _check_master(store: Store) -> None:
@@ -68,7 +62,7 @@ def update_topic_job(
     if not system and names.is_system_topic(topic):
         raise IllegalRequest(f"The topic[{topic}] is conflict with system topic.")
     _check_master(store)
-    full = topic_config_record(topic)
+    full = as_record(TopicConfig(topic))  # defaults 16/16, perm 6 (B-02)
     full.update({k: v for k, v in config.items() if k in full})
     _check_int("readQueueNums", full["readQueueNums"], 0, MAX_QUEUE_NUMS)
     _check_int("writeQueueNums", full["writeQueueNums"], 0, MAX_QUEUE_NUMS)
@@ -98,7 +92,7 @@ def update_topic_perm_job(
             raise TopicNotExist(f"topic[{topic}] not exist, apply first please!")
         return ctx.append(
             TopicPermChanged(
-                topic=topic, old_perm=config["perm"], perm=perm, requester=requester
+                topic=topic, old_perm=config.perm, perm=perm, requester=requester
             ).to_record(store.clock.now_ms())
         )
 
@@ -129,7 +123,7 @@ def update_group_job(
     """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: replace a group's config."""
     group = names.check_group_name(config.get("groupName"))
     _check_master(store)
-    full = default_group_config(group)
+    full = as_record(SubscriptionGroupConfig(group))  # the defaults of B-03
     full.update({k: v for k, v in config.items() if k in full})
     _check_int("retryQueueNums", full["retryQueueNums"], 0, MAX_QUEUE_NUMS)
     if store.config.strict_retry_config and full["retryQueueNums"] <= 0:
@@ -156,9 +150,10 @@ def delete_group_job(
     store: Store, group: str, requester: str, *, remove_offsets: bool = False
 ) -> Callable[[AppendContext], int | None]:
     """DELETE_SUBSCRIPTIONGROUP: `subgroup_deleted` when the group exists; with
-    `remove_offsets`, every `*@group` offset goes too (B-34), recorded as `offsets_removed`
-    in the same job, so both changes are in one transaction, next to each other in the log
-    (B-430). Returns the deletion's record (None: no such group)."""
+    `remove_offsets`, every `*@group` offset goes too (B-34), in that same record (B-431),
+    so no crash or full disk can leave the group gone and its offsets kept. A group with
+    offsets but no config loses them by `offsets_removed`, as 4.9.8 removes them whether or
+    not the config existed. Returns the deletion's record (None: no such group)."""
     names.check_group_name(group)
     _check_master(store)
     remove = (
@@ -168,32 +163,33 @@ def delete_group_job(
     )
 
     def job(ctx: AppendContext) -> int | None:
-        seq = None
-        if store.groups.get(ctx.txn, group) is not None:
-            seq = ctx.append(
-                SubgroupDeleted(group=group, requester=requester).to_record(store.clock.now_ms())
+        if store.groups.get(ctx.txn, group) is None:
+            if remove is not None:
+                remove(ctx)
+            return None
+        removed = offsets.group_offsets(store, ctx.txn, group) if remove_offsets else []
+        return ctx.append(
+            SubgroupDeleted(group=group, requester=requester, offsets=removed or None).to_record(
+                store.clock.now_ms()
             )
-        # whether or not the group has a config, as 4.9.8 removes them
-        if remove is not None:
-            remove(ctx)
-        return seq
+        )
 
     return job
 
 
 def find_or_create_group(
     store: Store, ctx: AppendContext, group: str, requester: str
-) -> dict[str, Any]:
+) -> SubscriptionGroupConfig:
     """The group's config, created with the defaults when RocketMQ would (B-03)."""
     config = store.groups.get(ctx.txn, group)
     if config is not None:
         return config
     if not (store.config.autoCreateSubscriptionGroup or group.startswith("CID_RMQ_SYS_")):
         raise GroupNotExist(f"subscription group [{group}] does not exist, apply first please!")
-    config = default_group_config(group)
+    config = SubscriptionGroupConfig(group)
     ctx.append(
         SubgroupUpdated(
-            group=group, config=config, requester=requester, cause=Cause.AUTO_CREATE
+            group=group, config=as_record(config), requester=requester, cause=Cause.AUTO_CREATE
         ).to_record(store.clock.now_ms())
     )
     return config

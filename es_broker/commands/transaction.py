@@ -31,16 +31,15 @@ from typing import Any
 from es_broker.commands import delay, placement
 from es_broker.commands.errors import BrokerError, NoPermission
 from es_broker.commands.store import Store
-from es_broker.commands.topics import topic_config_record
+from es_broker.commands.topics import auto_create_topic
 from es_broker.log import AppendContext
 from es_broker.log.types import (
-    Cause,
-    TopicUpdated,
     TransactionChecked,
     TransactionEnded,
     TransactionState,
 )
 from es_broker.remoting import message as wire
+from es_broker.remoting.bodies import TopicConfig
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.response_headers import CheckTransactionStateRequestHeader
 
@@ -96,14 +95,7 @@ def check_accepted(store: Store) -> None:
 def _ensure_topic(store: Store, ctx: AppendContext, topic: str, requester: str) -> None:
     """The system topic with 1 queue, perm RW, created on first use as 4.9.8 creates it."""
     if store.topics.get(ctx.txn, topic) is None:
-        ctx.append(
-            TopicUpdated(
-                topic=topic,
-                config=topic_config_record(topic, 1, 1, 6),
-                requester=requester,
-                cause=Cause.AUTO_CREATE,
-            ).to_record(store.clock.now_ms())
-        )
+        auto_create_topic(store, ctx, TopicConfig(topic, 1, 1, 6), requester)
 
 
 def store_half(

@@ -25,6 +25,8 @@ from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.log import AppendContext, GroupCommitWriter, Queued, Record, StoreFullError
 from es_broker.log.records import RecordOutOfRange
 from es_broker.log.writer import WritesFenced
+from es_broker.projections.configs import as_record
+from es_broker.remoting.bodies import TopicConfig
 from es_broker.remoting.reply_properties import reply_topic
 
 T = TypeVar("T")
@@ -178,19 +180,18 @@ class BrokerBase:
         """Topics RocketMQ's TopicConfigManager creates at a master's first start."""
         cfg = self.config
         wanted = [
-            topics.topic_config_record("SELF_TEST_TOPIC", 1, 1),
-            topics.topic_config_record(OFFSET_MOVED_EVENT, 1, 1),
-            topics.topic_config_record(
-                SCHEDULE_TOPIC, len(cfg.delay_levels_ms()), len(cfg.delay_levels_ms())
-            ),
-            topics.topic_config_record(cfg.brokerClusterName, 16, 16, cfg.brokerPermission | 1),
-            topics.topic_config_record(cfg.brokerName, 1, 1, cfg.brokerPermission | 1),
-            topics.topic_config_record(reply_topic(cfg.brokerClusterName), 1, 1),
+            TopicConfig("SELF_TEST_TOPIC", 1, 1),
+            TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
+            TopicConfig(SCHEDULE_TOPIC, len(cfg.delay_levels_ms()), len(cfg.delay_levels_ms())),
+            TopicConfig(cfg.brokerClusterName, 16, 16, cfg.brokerPermission | 1),
+            TopicConfig(cfg.brokerName, 1, 1, cfg.brokerPermission | 1),
+            TopicConfig(reply_topic(cfg.brokerClusterName), 1, 1),
         ]
         if cfg.autoCreateTopicEnable:
             n = cfg.defaultTopicQueueNums
-            wanted.append(topics.topic_config_record(AUTO_CREATE_TEMPLATE, n, n, 7))
+            wanted.append(TopicConfig(AUTO_CREATE_TEMPLATE, n, n, 7))
         with self.store.read() as txn:
-            missing = [c for c in wanted if self.store.topics.get(txn, c["topicName"]) is None]
+            missing = [c for c in wanted if self.store.topics.get(txn, c.topic_name) is None]
         for config in missing:
-            await self.submit(topics.update_topic_job(self.store, config, SYSTEM, system=True))
+            job = topics.update_topic_job(self.store, as_record(config), SYSTEM, system=True)
+            await self.submit(job)

@@ -10,7 +10,7 @@ read would have recorded is kept aside (deliveries) or left unrecorded.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from es_broker.commands import (
@@ -38,10 +38,9 @@ from es_broker.log.records import RecordOutOfRange
 from es_broker.log.types import (
     Cause,
     ConsumerGroupChanged,
-    TopicUpdated,
 )
 from es_broker.log.writer import WritesFenced
-from es_broker.projections.subscription_groups import default_group_config
+from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
 
 
 class Broker(RetryOperations):
@@ -161,7 +160,7 @@ class Broker(RetryOperations):
         )
         if group_config is None:
             group_config = await self.ensure_group(group, requester=client)
-        if not group_config["consumeEnable"]:
+        if not group_config.consume_enable:
             raise NoPermission(f"subscription group no permission, {group}")
         self.messages_served += len(result.offsets)
         commit_seq = 0
@@ -300,23 +299,31 @@ class Broker(RetryOperations):
             found = [self.store.log.payload(txn, phy) for phy in phys]
         return [raw for raw in found if raw is not None]
 
-    def topic_table(self) -> tuple[dict[str, dict[str, Any]], int]:
+    def topic_table(self) -> tuple[dict[str, TopicConfig], int]:
         """Every topic config, and the data version (the last sequence that changed one)."""
-        table: dict[str, dict[str, Any]] = {}
+        with self.store.read() as txn:
+            stored = list(self.store.topics.all(txn))
+        table = {s.config.topic_name: s.config for s in stored}
+        return table, max((s.data_version for s in stored), default=0)
+
+    def topic_configs(self, topics: Iterable[str]) -> tuple[dict[str, TopicConfig], int]:
+        """The configs of those of `topics` that exist, and the newest data version among them."""
+        table: dict[str, TopicConfig] = {}
         version = 0
         with self.store.read() as txn:
-            for config in self.store.topics.all(txn):  # one pass over the table
-                version = max(version, config.pop("dataVersion", 0))
-                table[config["topicName"]] = config
+            for name in topics:
+                stored = self.store.topics.versioned(txn, name)
+                if stored is not None:
+                    table[name] = stored.config
+                    version = max(version, stored.data_version)
         return table, version
 
-    def group_table(self) -> tuple[dict[str, dict[str, Any]], int]:
+    def group_table(self) -> tuple[dict[str, SubscriptionGroupConfig], int]:
+        """Every subscription group config, and the data version (the last sequence that changed one)."""
         with self.store.read() as txn:
-            configs = list(self.store.groups.all(txn))
-        table = {
-            c["groupName"]: {k: v for k, v in c.items() if k != "dataVersion"} for c in configs
-        }
-        return table, max((c.get("dataVersion", 0) for c in configs), default=0)
+            stored = list(self.store.groups.all(txn))
+        table = {s.config.group_name: s.config for s in stored}
+        return table, max((s.data_version for s in stored), default=0)
 
     def offset_table(self) -> list[tuple[str, str, int, int]]:
         """The whole offset table: (topic, group, queue id, offset)."""
@@ -354,7 +361,7 @@ class Broker(RetryOperations):
             **self.rates.rates(self.store.clock.now_ms()),
         }
 
-    async def ensure_group(self, group: str, *, requester: str = "") -> dict[str, Any]:
+    async def ensure_group(self, group: str, *, requester: str = "") -> SubscriptionGroupConfig:
         """The group's config, created with RocketMQ's defaults when absent (B-03).
 
         While the disk is full the defaults are answered without recording
@@ -370,7 +377,7 @@ class Broker(RetryOperations):
             return created
         if not (self.config.autoCreateSubscriptionGroup or group.startswith("CID_RMQ_SYS_")):
             raise GroupNotExist(f"subscription group [{group}] does not exist, apply first please!")
-        return default_group_config(group)
+        return SubscriptionGroupConfig(group)  # the defaults of B-03
 
     async def ensure_retry_topic(self, group: str, queue_nums: int, *, requester: str = "") -> bool:
         """Create %RETRY%group with retryQueueNums queues, perm 6, if absent (B-25); True if created."""
@@ -379,16 +386,12 @@ class Broker(RetryOperations):
         topic = retry_topic(group)
         if self.topic_config(topic) is not None or self.config.brokerRole == BrokerRole.SLAVE:
             return False
-        config = topics.topic_config_record(topic, queue_nums, queue_nums, 6)
+        config = TopicConfig(topic, queue_nums, queue_nums, 6)
 
         def job(ctx: AppendContext) -> bool:
             if self.store.topics.get(ctx.txn, topic) is not None:
                 return False
-            ctx.append(
-                TopicUpdated(
-                    topic=topic, config=config, requester=requester, cause=Cause.AUTO_CREATE
-                ).to_record(self.store.clock.now_ms())
-            )
+            topics.auto_create_topic(self.store, ctx, config, requester)
             return True
 
         return await self.submit(job)
@@ -467,11 +470,11 @@ class Broker(RetryOperations):
         return trace.journey(self.store, msg_id)
 
     # ------------------------------------------------------------------ topics and groups
-    def topic_config(self, topic: str) -> dict[str, Any] | None:
+    def topic_config(self, topic: str) -> TopicConfig | None:
         with self.store.read() as txn:
             return self.store.topics.get(txn, topic)
 
-    def group_config(self, group: str) -> dict[str, Any] | None:
+    def group_config(self, group: str) -> SubscriptionGroupConfig | None:
         with self.store.read() as txn:
             return self.store.groups.get(txn, group)
 
@@ -491,7 +494,7 @@ class Broker(RetryOperations):
         self, group: str, *, requester: str = "", remove_offsets: bool = False
     ) -> int | None:
         """DELETE_SUBSCRIPTIONGROUP; with remove_offsets every `*@group` offset goes too (B-34),
-        in the same writer job (B-430)."""
+        in the same record (B-431)."""
         return await self.submit(
             topics.delete_group_job(self.store, group, requester, remove_offsets=remove_offsets)
         )

@@ -38,7 +38,7 @@ from es_broker.core.broker import Broker
 from es_broker.log import AppendContext, Record
 from es_broker.log.arrival import take_turn
 from es_broker.log.types import Cause, RecordType, ResetMode, SlaveOffsetsMerged
-from es_broker.projections.subscription_groups import default_group_config
+from es_broker.remoting.bodies import SubscriptionGroupConfig
 from es_broker.remoting.codes import ResponseCode
 
 T = TypeVar("T")
@@ -249,7 +249,7 @@ class SlaveBroker(Broker):
         """
         messages.check_pull_args(offset, max_msg_nums)
         group_config = await self.ensure_group(group, requester=client)
-        if not group_config["consumeEnable"]:
+        if not group_config.consume_enable:
             raise NoPermission(f"subscription group no permission, {group}")
         with self.store.read() as txn:
             messages.check_readable(self.store, txn, topic, queue_id)
@@ -273,14 +273,14 @@ class SlaveBroker(Broker):
             self.on_commit()
         return result
 
-    async def ensure_group(self, group: str, *, requester: str = "") -> dict[str, Any]:
+    async def ensure_group(self, group: str, *, requester: str = "") -> SubscriptionGroupConfig:
         """The replicated config, else RocketMQ's defaults kept in memory only, as a slave does (B-03)."""
         config = self.group_config(group)
         if config is not None:
             return config
         if not (self.config.autoCreateSubscriptionGroup or group.startswith("CID_RMQ_SYS_")):
             raise GroupNotExist(f"subscription group [{group}] does not exist, apply first please!")
-        return default_group_config(group)
+        return SubscriptionGroupConfig(group)  # the defaults of B-03
 
     async def record_consumer_group(
         self,

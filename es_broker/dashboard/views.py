@@ -17,7 +17,7 @@ from es_broker.client.admin import Admin, AdminError
 from es_broker.client.admin_timetravel import BrokerAnswer
 from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting import fastjson
-from es_broker.remoting.bodies import ConsumerConnection
+from es_broker.remoting.bodies import ConsumerConnection, SubscriptionGroupWrapper
 from es_broker.remoting.body_view import plain
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
@@ -359,7 +359,7 @@ class Views:
             )
             if r.code != ResponseCode.SUCCESS:
                 raise AdminError("subscription groups", r)
-            table = fastjson.loads(r.body).get("subscriptionGroupTable", {})
+            table = SubscriptionGroupWrapper.decode(r.body).subscription_group_table
             for group, config in table.items():
                 if not scope.sees_group(group):
                     continue
@@ -368,8 +368,8 @@ class Views:
                     {
                         "group": group,
                         "brokers": [],
-                        "retryMaxTimes": config.get("retryMaxTimes"),
-                        "consumeBroadcastEnable": config.get("consumeBroadcastEnable"),
+                        "retryMaxTimes": config.retry_max_times,
+                        "consumeBroadcastEnable": config.consume_broadcast_enable,
                         "system": group in SYSTEM_GROUPS,
                     },
                 )

@@ -472,6 +472,9 @@ class SubgroupDeleted(TypedRecord):
     TYPE = RecordType.SUBGROUP_DELETED
     group: str
     requester: str
+    # deleted with removeOffset: the group's offsets, gone in this same record (B-431);
+    # [topic, queue id, offset] as `offsets_removed` holds them
+    offsets: list[list[Any]] | None = None
 
 
 @typed

@@ -9,8 +9,12 @@ to the table, so a record type that moves offsets is taught here once:
 - `reset_requested` with mode `server_side`: the reset record moves every
   queue itself (S-2); in mode `compat` it only leaves each queue a pending
   target that the consumers' commits will apply (B-74).
-- `offsets_removed`: a group deleted with its offsets, or a clone replacing a
-  whole queue map (B-34, B-35); the entry leaves the table with its pending reset.
+- `offsets_removed`: the offsets of a group deleted without a config (and, in a
+  log written before B-431, of any deleted group), or a clone replacing a whole
+  queue map (B-34, B-35); the entry leaves the table with its pending reset.
+- `subgroup_deleted` holding `offsets`: a group deleted with its offsets in one
+  record (B-431); each leaves the table as an `offsets_removed` entry does, with
+  cause `group_deleted`.
 - `slave_offsets_merged`: the commits a slave took while the master was away,
   where they won the merge (S-5).
 
@@ -90,6 +94,15 @@ def _removed(record: Record) -> list[OffsetEffect]:
     ]
 
 
+def _group_deleted(record: Record) -> list[OffsetEffect]:
+    # the form B-431 writes; a log written before holds `offsets_removed` after the deletion
+    group, requester = record["group"], record["requester"]
+    return [
+        OffsetChange(group, topic, qid, old, -1, Cause.GROUP_DELETED.value, requester, removed=True)
+        for topic, qid, old in record.get("offsets") or ()
+    ]
+
+
 def _slave_merged(record: Record) -> list[OffsetEffect]:
     # commits a slave took while the master was away; only the queues where they won move (S-5)
     return [
@@ -107,6 +120,7 @@ _RULES: dict[str, Callable[[Record], list[OffsetEffect]]] = {
     RecordType.OFFSET_COMMITTED: _committed,
     RecordType.RESET_REQUESTED: _reset,
     RecordType.OFFSETS_REMOVED: _removed,
+    RecordType.SUBGROUP_DELETED: _group_deleted,
     RecordType.SLAVE_OFFSETS_MERGED: _slave_merged,
 }
 

@@ -1,32 +1,22 @@
-"""Subscription group configs (SubscriptionGroupManager, B-03)."""
+"""Subscription group configs (SubscriptionGroupManager, B-03).
+
+Stored as the records' camelCase maps plus `dataVersion`, read as `SubscriptionGroupConfig`
+(configs.py), whose defaults are those a group created implicitly gets (B-03).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import lmdb
 import msgpack
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.types import RecordType, SubgroupDeleted, SubgroupUpdated
+from es_broker.projections.configs import Versioned, stored_group
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import MAX_KEY
-
-
-def default_group_config(group: str) -> dict[str, Any]:
-    """The config a group gets when created implicitly (B-03)."""
-    return {
-        "groupName": group,
-        "consumeEnable": True,
-        "consumeFromMinEnable": True,
-        "consumeBroadcastEnable": True,
-        "retryQueueNums": 1,
-        "retryMaxTimes": 16,
-        "brokerId": 0,
-        "whichBrokerWhenConsumeSlowly": 1,
-        "notifyConsumerIdsChangedEnable": True,
-    }
+from es_broker.remoting.bodies import SubscriptionGroupConfig
 
 
 class SubscriptionGroupProjection(Dispatching):
@@ -48,13 +38,19 @@ class SubscriptionGroupProjection(Dispatching):
         {RecordType.SUBGROUP_UPDATED: _updated, RecordType.SUBGROUP_DELETED: _deleted}
     )
 
-    def get(self, txn: lmdb.Transaction[bytes], group: str) -> dict[str, Any] | None:
+    def _raw(self, txn: lmdb.Transaction[bytes], group: str) -> bytes | None:
         key = group.encode()
         if not 0 < len(key) <= MAX_KEY:  # no such name can exist; LMDB refuses such keys
             return None
-        raw = txn.get(key, db=self.db)
-        return msgpack.unpackb(raw) if raw else None
+        raw: bytes | None = txn.get(key, db=self.db)
+        return raw
 
-    def all(self, txn: lmdb.Transaction[bytes]) -> Iterator[dict[str, Any]]:
+    def get(self, txn: lmdb.Transaction[bytes], group: str) -> SubscriptionGroupConfig | None:
+        """The group's config, or None when there is no such group."""
+        raw = self._raw(txn, group)
+        return None if raw is None else stored_group(bytes(raw)).config
+
+    def all(self, txn: lmdb.Transaction[bytes]) -> Iterator[Versioned[SubscriptionGroupConfig]]:
+        """Every group's config with its dataVersion, by name."""
         for _, raw in txn.cursor(db=self.db):
-            yield msgpack.unpackb(raw)
+            yield stored_group(bytes(raw))

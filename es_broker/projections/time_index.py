@@ -29,9 +29,10 @@ from __future__ import annotations
 import lmdb
 
 from es_broker.log import Record, RecordLog, records
-from es_broker.log.types import OffsetsRemoved, RecordType, as_view
+from es_broker.log.types import RecordType, as_view
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U64, offset_key, queue_key
+from es_broker.projections.offset_rule import offset_changes
 
 # records that name a group but do not explain an offset change: deliveries and the
 # group's own config are audited elsewhere, and offset_committed is the change itself
@@ -104,12 +105,21 @@ class TimeIndexProjection(Dispatching):
         )
 
     def _removed(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        removed = OffsetsRemoved.from_record(record)
-        # the offset projection writes a history entry with new = -1; only this tells it from a commit of -1
-        for topic, qid, _ in removed.entries:
-            txn.put(offset_key(topic, removed.group, qid) + U64.pack(seq), b"", db=self.removed_db)
+        # the offset projection writes a history entry with new = -1; only this tells it from a
+        # commit of -1. `offsets_removed`, or a group deleted with its offsets (B-431)
+        for change in offset_changes(record):
+            if not change.removed:
+                continue
+            key = offset_key(change.topic, change.group, change.queue_id)
+            txn.put(key + U64.pack(seq), b"", db=self.removed_db)
 
-    HANDLERS = handlers({RecordType.MESSAGES_STORED: _stored, RecordType.OFFSETS_REMOVED: _removed})
+    HANDLERS = handlers(
+        {
+            RecordType.MESSAGES_STORED: _stored,
+            RecordType.OFFSETS_REMOVED: _removed,
+            RecordType.SUBGROUP_DELETED: _removed,
+        }
+    )
 
     def ensure_built(self, log: RecordLog) -> bool:
         """Index a log written before this projection existed; True if it had to.

@@ -1,17 +1,21 @@
-"""Topic configs (TopicConfigManager): name, queue numbers, perm, flags (B-20..B-26)."""
+"""Topic configs (TopicConfigManager): name, queue numbers, perm, flags (B-20..B-26).
+
+Stored as the records' camelCase maps plus `dataVersion`, read as `TopicConfig` (configs.py).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import lmdb
 import msgpack
 
 from es_broker.log import Record, RecordLog
 from es_broker.log.types import RecordType, TopicDeleted, TopicPermChanged, TopicUpdated
+from es_broker.projections.configs import Versioned, stored_topic
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import MAX_KEY
+from es_broker.remoting.bodies import TopicConfig
 
 PERM_PRIORITY = 8
 PERM_READ = 4
@@ -33,8 +37,9 @@ class TopicConfigProjection(Dispatching):
 
     def _perm_changed(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         changed = TopicPermChanged.from_record(record)
-        current = self.get(txn, changed.topic)
-        if current is not None:
+        raw = self._raw(txn, changed.topic)
+        if raw is not None:  # the stored map itself, so its other keys keep their bytes
+            current = msgpack.unpackb(raw)
             current.update(perm=changed.perm, dataVersion=seq)
             txn.put(changed.topic.encode(), msgpack.packb(current), db=self.db)
 
@@ -49,13 +54,24 @@ class TopicConfigProjection(Dispatching):
         }
     )
 
-    def get(self, txn: lmdb.Transaction[bytes], topic: str) -> dict[str, Any] | None:
+    def _raw(self, txn: lmdb.Transaction[bytes], topic: str) -> bytes | None:
         key = topic.encode()
         if not 0 < len(key) <= MAX_KEY:  # no such name can exist; LMDB refuses such keys
             return None
-        raw = txn.get(key, db=self.db)
-        return msgpack.unpackb(raw) if raw else None
+        raw: bytes | None = txn.get(key, db=self.db)
+        return raw
 
-    def all(self, txn: lmdb.Transaction[bytes]) -> Iterator[dict[str, Any]]:
+    def get(self, txn: lmdb.Transaction[bytes], topic: str) -> TopicConfig | None:
+        """The topic's config, or None when there is no such topic."""
+        raw = self._raw(txn, topic)
+        return None if raw is None else stored_topic(bytes(raw)).config
+
+    def versioned(self, txn: lmdb.Transaction[bytes], topic: str) -> Versioned[TopicConfig] | None:
+        """The topic's config with its dataVersion, or None when there is no such topic."""
+        raw = self._raw(txn, topic)
+        return None if raw is None else stored_topic(bytes(raw))
+
+    def all(self, txn: lmdb.Transaction[bytes]) -> Iterator[Versioned[TopicConfig]]:
+        """Every topic's config with its dataVersion, by name."""
         for _, raw in txn.cursor(db=self.db):
-            yield msgpack.unpackb(raw)
+            yield stored_topic(bytes(raw))

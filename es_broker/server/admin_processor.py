@@ -79,18 +79,8 @@ class Registered(Protocol):
 
 def topic_configs_of(broker: Broker, topics: Iterable[str]) -> tuple[dict[str, TopicConfig], int]:
     """The configs of those of `topics` that exist, as registered (B-23), and their newest change."""
-    perm = broker.config.brokerPermission
-    configs: dict[str, TopicConfig] = {}
-    version = 0
-    for name in topics:
-        stored = broker.topic_config(name)
-        if stored is None:
-            continue
-        version = max(version, stored.get("dataVersion", 0))
-        config = TopicConfig.from_json({k: v for k, v in stored.items() if k != "dataVersion"})
-        # a read-only or write-only broker shows its perm on every topic (B-23)
-        configs[name] = config if perm & 4 and perm & 2 else dataclasses.replace(config, perm=perm)
-    return configs, version
+    configs, version = broker.topic_configs(topics)
+    return _as_registered(broker, configs), version
 
 
 def _offset_answer(req: RemotingCommand, offset: int) -> RemotingCommand:
@@ -103,12 +93,16 @@ def _offset_answer(req: RemotingCommand, offset: int) -> RemotingCommand:
 def topic_config_wrapper(broker: Broker) -> TopicConfigSerializeWrapper:
     """Every topic as registered (B-23), with the newest change as the data version."""
     table, version = broker.topic_table()
-    perm = broker.config.brokerPermission
-    configs = {name: TopicConfig.from_json(config) for name, config in table.items()}
-    # a read-only or write-only broker shows its perm on every topic (B-23)
-    if not (perm & 4 and perm & 2):
-        configs = {name: dataclasses.replace(c, perm=perm) for name, c in configs.items()}
+    configs = _as_registered(broker, table)
     return TopicConfigSerializeWrapper(configs, DataVersion(timestamp=version, counter=version))
+
+
+def _as_registered(broker: Broker, configs: dict[str, TopicConfig]) -> dict[str, TopicConfig]:
+    """A read-only or write-only broker shows its perm on every topic (B-23)."""
+    perm = broker.config.brokerPermission
+    if perm & 4 and perm & 2:
+        return configs
+    return {name: dataclasses.replace(c, perm=perm) for name, c in configs.items()}
 
 
 class AdminBrokerProcessor(BrokerSettings):
@@ -403,10 +397,7 @@ class AdminBrokerProcessor(BrokerSettings):
         scope = self.scope.limited(channel, req)
         if scope is not None:  # the groups the account may use (B-351)
             table = {name: c for name, c in table.items() if scope.may_see(group_resource(name))}
-        body = SubscriptionGroupWrapper(
-            {name: SubscriptionGroupConfig.from_json(config) for name, config in table.items()},
-            DataVersion(timestamp=version, counter=version),
-        )
+        body = SubscriptionGroupWrapper(table, DataVersion(timestamp=version, counter=version))
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())
 
     async def delete_group(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -422,7 +413,7 @@ class AdminBrokerProcessor(BrokerSettings):
         if config is None:
             return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         table = {}
-        for q in range(config["writeQueueNums"]):
+        for q in range(config.write_queue_nums):
             lo, hi = self.broker.min_offset(topic, q), self.broker.max_offset(topic, q)
             last = self.broker.store_time_at(topic, q, hi - 1) if hi > 0 else 0
             table[message_queue(self.broker, topic, q)] = TopicOffset(lo, hi, last)

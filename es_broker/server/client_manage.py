@@ -99,7 +99,7 @@ class ClientManageProcessor(BrokerSettings):
             group = names.check_group_name(consumer.group_name)
             group_config = await self.broker.ensure_group(group, requester=client_id)
             created = await self.broker.ensure_retry_topic(
-                group, group_config["retryQueueNums"], requester=client_id
+                group, group_config.retry_queue_nums, requester=client_id
             )
             if created:
                 self.on_topics_changed([names.retry_topic(group)])

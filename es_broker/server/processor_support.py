@@ -165,10 +165,10 @@ class ClientNotices:
         self, group: str, channels: Iterable[Channel], nursery: trio.Nursery
     ) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED to each member, unless the broker or the group turns it off."""
-        group_config = self.broker.group_config(group) or {}
+        group_config = self.broker.group_config(group)
         if not (
             self.broker.config.notifyConsumerIdsChangedEnable
-            and group_config.get("notifyConsumerIdsChangedEnable", True)
+            and (group_config is None or group_config.notify_consumer_ids_changed_enable)
         ):
             return
         notice = request(

@@ -23,6 +23,7 @@ from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.log.arrival import pass_turn, unordered
 from es_broker.net.channel import Channel
+from es_broker.remoting.bodies import SubscriptionGroupConfig
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.headers import PullMessageRequestHeader
@@ -204,19 +205,20 @@ class PullMessageProcessor(BrokerSettings):
     def _pull_answer(
         self, req: RemotingCommand, group: str, result: GetResult, code: int, offset: int
     ) -> RemotingCommand:
-        group_config = result.group_config or {}  # as the pull read it: no second read
+        # as the pull read it: no second read; a read that is no group's takes the defaults
+        group_config = result.group_config or SubscriptionGroupConfig()
         if not self.config.slaveReadEnable:
             suggest = 0
         elif result.slow:
-            suggest = group_config.get("whichBrokerWhenConsumeSlowly", 1)
+            suggest = group_config.which_broker_when_consume_slowly
         else:
-            suggest = group_config.get("brokerId", 0)
+            suggest = group_config.broker_id
         if self.is_slave:
             result = slave_correction(result, offset, self.config.offsetCheckInSlave)
             if code == ResponseCode.PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
                 # no correction on a slave: retry the same offset, asked to go to the group's broker (B-61, B-119)
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
-                suggest = group_config.get("brokerId", 0)
+                suggest = group_config.broker_id
         header = {
             "suggestWhichBrokerId": suggest,
             "nextBeginOffset": result.next_begin_offset,

@@ -135,7 +135,7 @@ class SendMessageProcessor(BrokerSettings):
         reconsume = h.reconsume_times or 0
         if not self.config.brokerPermission & PERM_WRITE:
             config = self.broker.topic_config(topic)
-            if config and config.get("order"):
+            if config is not None and config.order:
                 raise BrokerError(
                     f"the broker[{self.config.brokerIP1}] sending message is forbidden",
                     ResponseCode.NO_PERMISSION,
