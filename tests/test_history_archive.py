@@ -411,10 +411,23 @@ def test_b465_a_directory_sealed_by_older_code_loses_the_store_index_at_its_upgr
     assert _left_before(data_dir)["stored"] == 0
     assert verify(data_dir) == []
     assert verify(data_dir, full=True) == []
+    traces = {k: v for k, v in _without_sources(before_sealing).items() if k.startswith("trace")}
     after = answers(data_dir, ids)
-    assert {k: v for k, v in _without_sources(after).items() if k.startswith("trace")} == {
-        k: v for k, v in _without_sources(before_sealing).items() if k.startswith("trace")
-    }
+    assert {k: v for k, v in _without_sources(after).items() if k.startswith("trace")} == traces
+    # an archive index an older es-broker built (no store index, no format number) is emptied
+    # and built again from the archive: the traces stay
+    from es_broker.history import horizon
+
+    index = horizon._OPEN[(data_dir / "history" / horizon.INDEX_DIR).resolve()]
+    with index.log.env.begin(write=True) as txn:
+        txn.drop(index.trace.stored, delete=False)
+        txn.delete(b"format", db=index.log.meta)
+    index._check_format()  # what opening it does
+    index.log.last_seq = index.upto()
+    assert index.upto() == 0
+    again = answers(data_dir, ids)
+    assert {k: v for k, v in _without_sources(again).items() if k.startswith("trace")} == traces
+    assert index.upto() == _hot_first(data_dir)[2]
 
 
 @pytest.mark.parametrize("step", sealing.STEPS)
