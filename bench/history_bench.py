@@ -375,7 +375,7 @@ def plot(rows: list[dict[str, float]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     n = [r["records"] for r in rows]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 5))
     a.plot(n, [r["lmdb_mb"] for r in rows], "o-", label="LMDB in use")
     a.plot(n, [r["log_mb"] for r in rows], "o-", label="`log` database")
     a.plot(n, [r["file_mb"] for r in rows], "o--", label="data.mdb file")
@@ -395,7 +395,7 @@ def plot(rows: list[dict[str, float]], path: Path) -> None:
     b.set_yscale("log")
     b.set_xlabel("records written")
     b.set_ylabel("median ms")
-    b.legend()
+    b.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
     b.set_title("verb latency")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
