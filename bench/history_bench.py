@@ -21,7 +21,10 @@ At each size it prints:
   freed pages);
 - latency, median over repeated calls: `explain` (the audit index, B-415),
   `explain` by scanning the records (the archive's and the hot log's, what it
-  did before B-415; one call), `history` (one group, the last minute) and
+  did before B-415; one call), `history` (one group, the last minute: its
+  rows are printed too, the answer grows with the traffic of that minute), a
+  page of it (`timeline.recent_changes`, the newest 100: what the dashboard
+  and `history --max-entries` read) and
   `offsets --at` (one group, a random moment; and a random moment after the
   horizon, "hot");
 - the archive index's and the archive's sizes on disk (B-460).
@@ -57,6 +60,7 @@ from es_broker.config import BrokerConfig
 from es_broker.history import seal as sealing
 from es_broker.log import types
 from es_broker.remoting import message as wire
+from es_broker.timetravel import timeline
 from es_broker.timetravel.query import TimeTravel
 
 START = 1_700_000_000_000
@@ -131,7 +135,7 @@ class Writer:
         self.tops[(topic, qid)] = first + UNITS
         old = self.offsets.get(key, -1)
         start = max(old, 0)
-        got = list(range(start, first + UNITS))[:32]
+        got = list(range(start, min(first + UNITS, start + 32)))  # a pull's 32 at most
         out.append(
             types.MessagesDelivered(
                 group=group,
@@ -222,6 +226,15 @@ def measure(store: Store, data_dir: Path, rnd: random.Random) -> dict[str, float
         with store.read() as txn:
             travel.history(txn, rnd.choice(GROUPS), since=end - 60_000, until=end)
 
+    def one_page() -> None:  # the newest 100 of the same minute: the dashboard's, `--max-entries`
+        with store.read() as txn:
+            timeline.recent_changes(
+                travel, txn, rnd.choice(GROUPS), since=end - 60_000, until=end, limit=100
+            )
+
+    with store.read() as txn:
+        history_rows = len(travel.history(txn, GROUPS[0], since=end - 60_000, until=end))
+
     def one_offsets_at() -> None:
         with store.read() as txn:
             travel.offsets_at(txn, rnd.randint(START, end), group=rnd.choice(GROUPS))
@@ -245,7 +258,9 @@ def measure(store: Store, data_dir: Path, rnd: random.Random) -> dict[str, float
         "file_mb": (data_dir / "lmdb" / "data.mdb").stat().st_size / 2**20,
         "explain_ms": median_ms(one_explain, 200),
         "explain_scan_ms": median_ms(one_scan, 1),
-        "history_ms": median_ms(one_history, 200),
+        "history_ms": median_ms(one_history, 50),
+        "history_rows": history_rows,
+        "page_ms": median_ms(one_page, 200),
         "offsets_at_ms": median_ms(one_offsets_at, 200),
         "offsets_at_hot_ms": median_ms(one_offsets_at_hot, 200),
         "catch_up_s": catch_up_s,
@@ -305,7 +320,7 @@ def run(
 
 HEADER = (
     f"{'records':>9} {'sealed':>9} {'LMDB MB':>8} {'log MB':>7} {'file MB':>8} "
-    f"{'explain':>8} {'scan':>9} {'history':>8} {'off@':>7} {'off@hot':>7} {'write s':>8} "
+    f"{'explain':>8} {'scan':>9} {'history':>8} {'rows':>5} {'page':>6} {'off@':>7} {'off@hot':>7} {'write s':>8} "
     f"{'seal s':>7} {'index MB':>8} {'arch MB':>8}"
 )
 
@@ -317,7 +332,7 @@ def print_row(r: dict[str, float]) -> None:
     print(
         f"{r['records']:>9.0f} {r['sealed']:>9.0f} {r['lmdb_mb']:>8.1f} {r['log_mb']:>7.1f} "
         f"{r['file_mb']:>8.1f} {r['explain_ms']:>8.3f} {r['explain_scan_ms']:>9.1f} "
-        f"{r['history_ms']:>8.3f} {r['offsets_at_ms']:>7.3f} {r['offsets_at_hot_ms']:>7.3f} "
+        f"{r['history_ms']:>8.3f} {r['history_rows']:>5.0f} {r['page_ms']:>6.2f} {r['offsets_at_ms']:>7.3f} {r['offsets_at_hot_ms']:>7.3f} "
         f"{r['write_s']:>8.1f} {r['seal_s']:>7.1f} {r['index_mb']:>8.1f} {r['archive_mb']:>8.1f}",
         flush=True,
     )
@@ -332,6 +347,8 @@ COLUMNS = [
     "explain_ms",
     "explain_scan_ms",
     "history_ms",
+    "history_rows",
+    "page_ms",
     "offsets_at_ms",
     "offsets_at_hot_ms",
     "write_s",
@@ -358,7 +375,7 @@ def plot(rows: list[dict[str, float]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     n = [r["records"] for r in rows]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 5))
     a.plot(n, [r["lmdb_mb"] for r in rows], "o-", label="LMDB in use")
     a.plot(n, [r["log_mb"] for r in rows], "o-", label="`log` database")
     a.plot(n, [r["file_mb"] for r in rows], "o--", label="data.mdb file")
@@ -370,6 +387,7 @@ def plot(rows: list[dict[str, float]], path: Path) -> None:
         ("explain_ms", "explain (index)"),
         ("explain_scan_ms", "explain (scan)"),
         ("history_ms", "history (1 min)"),
+        ("page_ms", "history page (newest 100)"),
         ("offsets_at_ms", "offsets --at (any moment)"),
         ("offsets_at_hot_ms", "offsets --at (hot)"),
     ):
@@ -377,7 +395,7 @@ def plot(rows: list[dict[str, float]], path: Path) -> None:
     b.set_yscale("log")
     b.set_xlabel("records written")
     b.set_ylabel("median ms")
-    b.legend()
+    b.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
     b.set_title("verb latency")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -127,3 +127,27 @@ def test_b473_retention_drops_the_blocks_wholly_below_the_new_minimum(tmp_path):
     assert kept[1][0] == lo - lo % BLOCK_UNITS  # then the block holding the minimum
     store.close()
     assert verify(tmp_path) == []
+
+
+def test_b473_sizes_count_the_units_left_whatever_the_gaps(tmp_path):
+    """A delivery's byte count (the stats, B-356) reads one seek per block or gap: the same total
+    as a unit looked up per offset, over the head block, the expired gap and the live blocks."""
+    import random
+
+    import trio
+
+    store = trio.run(expiring, str(tmp_path))
+    rnd = random.Random(5)
+    with store.read() as txn:
+        lo, hi = store.cq.bounds(txn, "T", 0)
+        assert lo > BLOCK_UNITS  # a gap between the head block and the minimum
+        for _ in range(300):
+            offsets = sorted(rnd.sample(range(hi + 40), rnd.randrange(1, 40)))
+            if rnd.random() < 0.3:
+                rnd.shuffle(offsets)
+            one_by_one = 0
+            for offset in offsets:
+                unit = store.cq.unit(txn, "T", 0, offset)
+                one_by_one += unit.size if unit is not None else 0
+            assert store.cq.sizes(txn, "T", 0, offsets) == one_by_one
+    store.close()

@@ -265,6 +265,12 @@ def _left_before(data_dir: Path, horizon: int | None = None) -> dict[str, int]:
                 "expired": sum(lo for lo in mins.values()),
                 "expired units": expired_units,
                 "expired deliveries": expired_deliveries,
+                # the store index's entries of sealed records (B-465)
+                "stored": sum(
+                    1
+                    for v in txn.cursor(db=store.trace.stored).iternext(keys=False)
+                    if U64.unpack(v)[0] <= upto
+                ),
             }
     finally:
         store.close()
@@ -308,6 +314,9 @@ def test_b401_sealing_all_but_the_last_day_keeps_every_answer(built, before_seal
     assert left["history"] == left["history queues"]  # one floor entry per queue
     assert left["events"] == 0 and left["seq"] <= 2  # tt_seq: the first entry and the floor
     assert left["expired"] > 0 and left["expired units"] == left["expired deliveries"] == 0
+    # B-465: the store index of the sealed records left LMDB; every message's trace (above)
+    # found its store record in the archive index
+    assert before["stored"] > 0 and left["stored"] == 0
     expired_traced = [
         i for i in ids if any(e["event"] == "delivered" for e in after[f"trace {i}"]["events"])
     ]
@@ -358,6 +367,67 @@ def test_b404_nothing_an_export_has_not_exported_is_sealed(built, tmp_path):
     )
     assert [s["last_seq"] for s in sealed["sealed"]] == [SEGMENT]
     assert sealed["limited_by"] == [f"the export to {out}"]
+
+
+def test_b465_a_directory_sealed_by_older_code_loses_the_store_index_at_its_upgrade(
+    built, before_sealing, ids, tmp_path
+):
+    """B-465: a directory sealed before sealing removed the store index of sealed records
+    (format 4) has those entries taken out by the upgrade to format 5, as a replay would;
+    every answer stays, verify passes."""
+    from es_broker.history.archive import raw_records
+    from es_broker.log import records
+    from es_broker.projections.keys import I64, U64
+
+    data_dir = tmp_path / "data"
+    shutil.copytree(built, data_dir)
+    cli_checked(
+        "archive",
+        "--data-dir",
+        str(data_dir),
+        "--before",
+        str(_last_day()),
+        "--config",
+        str(_conf(tmp_path)),
+    )
+    # what the older code left: the store index of every sealed record, in format 4
+    store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)))
+    with store.log.env.begin(write=True) as txn:
+        for segment in list(store.history.segments(txn)):
+            for seq, raw in raw_records(segment["location"]):
+                record = records.unpack(raw)
+                if record["type"] == "messages_stored":
+                    first = record["units"][0][0]
+                    txn.put(I64.pack(first), U64.pack(seq), db=store.trace.stored)
+        store.format.set_number(txn, 4)
+    store.close()
+    assert _left_before(data_dir)["stored"] > 0
+    store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)))
+    with store.read() as txn:
+        assert store.format.number(txn) == 5
+    upgraded = [r for _, r in store.log.read() if r["type"] == RecordType.STORE_UPGRADED]
+    assert [(r["from_format"], r["to_format"]) for r in upgraded] == [(4, 5)]
+    store.close()
+    assert _left_before(data_dir)["stored"] == 0
+    assert verify(data_dir) == []
+    assert verify(data_dir, full=True) == []
+    traces = {k: v for k, v in _without_sources(before_sealing).items() if k.startswith("trace")}
+    after = answers(data_dir, ids)
+    assert {k: v for k, v in _without_sources(after).items() if k.startswith("trace")} == traces
+    # an archive index an older es-broker built (no store index, no format number) is emptied
+    # and built again from the archive: the traces stay
+    from es_broker.history import horizon
+
+    index = horizon._OPEN[(data_dir / "history" / horizon.INDEX_DIR).resolve()]
+    with index.log.env.begin(write=True) as txn:
+        txn.drop(index.trace.stored, delete=False)
+        txn.delete(b"format", db=index.log.meta)
+    index._check_format()  # what opening it does
+    index.log.last_seq = index.upto()
+    assert index.upto() == 0
+    again = answers(data_dir, ids)
+    assert {k: v for k, v in _without_sources(again).items() if k.startswith("trace")} == traces
+    assert index.upto() == _hot_first(data_dir)[2]
 
 
 @pytest.mark.parametrize("step", sealing.STEPS)

@@ -58,20 +58,27 @@ def test_b470_a_start_upgrades_an_older_directory_and_records_it(old_dir):
     store = Store.open(old_dir, BrokerConfig(storePathRootDir=str(old_dir)))
     last = store.log.last_seq
     upgraded = [(s, r) for s, r in store.log.read() if r["type"] == RecordType.STORE_UPGRADED]
-    assert [seq for seq, _ in upgraded] == [last - 2, last - 1, last]  # one record per step
+    assert [seq for seq, _ in upgraded] == [last - 3, last - 2, last - 1, last]  # one per step
     steps = [(r["from_format"], r["to_format"], r["dropped"]) for _, r in upgraded]
     assert steps == [
         (FIRST, 2, ["key_index", "key_expiry", "key_meta"]),
         (2, 3, ["trace_deliveries"]),
-        (3, CURRENT, ["cq"]),
+        (3, 4, ["cq"]),
+        (4, CURRENT, []),  # nothing sealed: the store index keeps every entry (B-465)
     ]
     with store.read() as txn:
         assert store.format.number(txn) == CURRENT
         keys = txn.stat(store.keyindex.index_db)["entries"]
         pulls = txn.stat(store.trace.pulls)["entries"]
         blocks = txn.stat(store.cq.db)["entries"]
+        stored = txn.stat(store.trace.stored)["entries"]
     counts = [dict(r["counts"]) for _, r in upgraded]
-    assert counts == [{"key_hash": keys}, {"trace_pulls": pulls}, {"cq_blocks": blocks}]
+    assert counts == [
+        {"key_hash": keys},
+        {"trace_pulls": pulls},
+        {"cq_blocks": blocks},
+        {"trace_stored": stored},
+    ]
     store.close()
     assert not set(LEGACY_DATABASES) & names_in(old_dir)
     # a second start finds the current format: nothing more is written
@@ -102,7 +109,7 @@ def test_b470_a_crash_before_the_upgrade_committed_leaves_the_old_format(old_dir
     monkeypatch.undo()
     assert set(LEGACY_DATABASES) <= names_in(old_dir)
     store = Store.open(old_dir)  # the next start upgrades it
-    assert store.log.last_seq == last + 3
+    assert store.log.last_seq == last + 4
     store.close()
     assert verify(old_dir) == []
 

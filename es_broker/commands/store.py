@@ -108,6 +108,7 @@ class Store:
             Step(2, key_index.LEGACY_DATABASES, self._rebuild_key_index),
             Step(3, message_trace.LEGACY_DATABASES, self._convert_deliveries),
             Step(4, consume_queue.LEGACY_DATABASES, self._convert_consume_queues),
+            Step(5, (), self._seal_store_index),
         )
         self.format.upgrade(steps, now_ms=self.clock.now_ms(), record=record)
 
@@ -134,6 +135,12 @@ class Store:
         if legacy is not None:
             self.cq.convert(txn, legacy)
         return [["cq_blocks", txn.stat(self.cq.db)["entries"]]]
+
+    def _seal_store_index(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        # a directory sealed by older code kept the store index of its sealed records; a sealing
+        # now removes them (B-465), and a replay of the history would not have them
+        message_trace.seal_stored(txn, self.trace.stored, self.history.sealed_upto(txn))
+        return [["trace_stored", txn.stat(self.trace.stored)["entries"]]]
 
     def read(self) -> lmdb.Transaction[bytes]:
         """A read transaction: a consistent snapshot of every projection."""

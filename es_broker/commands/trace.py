@@ -29,7 +29,7 @@ from typing import Any
 import lmdb
 
 from es_broker.commands.store import Store
-from es_broker.history.horizon import deliveries, offset_changes
+from es_broker.history.horizon import deliveries, offset_changes, store_seq
 from es_broker.log import Record
 from es_broker.log.types import Cause, RecordType, SendBackDecision, TransactionState
 from es_broker.projections.message_trace import FROM, TO
@@ -49,7 +49,7 @@ def _stored_unit(
     store: Store, txn: lmdb.Transaction[bytes], phy: int
 ) -> tuple[int, Record, int] | None:
     """(seq, store record, index of the unit) of the message stored at physical offset phy."""
-    seq = store.trace.store_seq(txn, phy)
+    seq = store_seq(store, txn, phy)  # the archive index's once its record is sealed (B-465)
     if seq is None:
         return None
     rec = record_at(store, txn, seq)

@@ -21,7 +21,11 @@ answer comes from the same code over the same entries
 
 The same application removes expired messages' consume-queue units and
 delivery trace entries (B-461, `projections.history.prune_expired`); their
-deliveries are then read from the archive (`deliveries`). The pruning itself
+deliveries are then read from the archive (`deliveries`). It also removes
+the sealed records' entries of the store index (`trace_stored`, B-465): the
+archive index keeps them (the message trace projection applied to the
+archived store records), and `store_seq` asks it for an offset below the
+first entry left in LMDB. The pruning itself
 is in es_broker/projections/history.py, applied in the record's transaction.
 """
 
@@ -37,10 +41,15 @@ import lmdb
 from es_broker.config import BrokerConfig
 from es_broker.log import records
 from es_broker.projections.keys import U64
+from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.offsets import OffsetTableProjection
 from es_broker.projections.time_index import TimeIndexProjection
 
 INDEX_DIR = "index"
+# 2: the index also holds the store index of the archived records (B-465); an index of an older
+# format is emptied and built again from the archive (it is a cache)
+INDEX_FORMAT = 2
+_TRACE_DATABASES = ("trace_stored", "trace_links")
 
 
 # ---------------------------------------------------------------------- the archive index
@@ -57,28 +66,45 @@ class _SideLog:
         self.last_seq = 0
 
     def db(self, name: str) -> Any:
-        return self._dbs[name]
+        return self._dbs.get(name)  # None: a database the index does not keep (trace_pulls)
 
     def read_txn(self) -> lmdb.Transaction[bytes]:
         return self.env.begin(buffers=False)
 
 
 class ArchiveIndex:
-    """The time index and the offset table's history of the archived records, for moments
-    before the horizon: quacks like a Store for TimeTravel (`timeindex`, `offsets`, `log`, `config`)."""
+    """The time index, the offset table's history and the store index (`trace_stored`,
+    `trace_links`) of the archived records, for moments before the horizon: quacks like a Store
+    for TimeTravel (`timeindex`, `offsets`, `log`, `config`)."""
 
     def __init__(self, path: Path, config: BrokerConfig) -> None:
         path.mkdir(parents=True, exist_ok=True)
         env = lmdb.open(str(path), map_size=1 << 30, max_dbs=16, sync=False, metasync=False)
         self.timeindex = TimeIndexProjection()
         self.offsets = OffsetTableProjection()
-        names = list(self.timeindex.databases) + list(self.offsets.databases)
+        self.trace = MessageTraceProjection()
+        names = [*self.timeindex.databases, *self.offsets.databases, *_TRACE_DATABASES]
         self.log = _SideLog(env, names, path)
-        self.timeindex.bind(self.log)  # type: ignore[arg-type]
-        self.offsets.bind(self.log)  # type: ignore[arg-type]
+        self.projections = (self.timeindex, self.offsets, self.trace)
+        for projection in self.projections:
+            projection.bind(self.log)  # type: ignore[arg-type]
         self.config = config
         self._lock = threading.Lock()
+        self._check_format()
         self.log.last_seq = self.upto()
+
+    def _check_format(self) -> None:
+        """Empty an index an older es-broker built (it lacks what this one keeps): it is built
+        again from the archive, segment by segment, on the next question."""
+        with self.log.env.begin(write=True) as txn:
+            raw = txn.get(b"format", db=self.log.meta)
+            if raw is not None and U64.unpack(raw)[0] == INDEX_FORMAT:
+                return
+            if txn.get(b"upto", db=self.log.meta) is not None:
+                for db in self.log._dbs.values():
+                    txn.drop(db, delete=False)
+                txn.delete(b"upto", db=self.log.meta)
+            txn.put(b"format", U64.pack(INDEX_FORMAT), db=self.log.meta)
 
     def read(self) -> lmdb.Transaction[bytes]:
         return self.log.read_txn()
@@ -107,8 +133,8 @@ class ArchiveIndex:
                                 break  # another process applied it meanwhile
                             for seq, data in raws:
                                 record = records.unpack(data)
-                                self.timeindex.apply(txn, seq, record)
-                                self.offsets.apply(txn, seq, record)
+                                for projection in self.projections:
+                                    projection.apply(txn, seq, record)
                             txn.put(b"upto", U64.pack(segment["last_seq"]), db=self.log.meta)
                         break
                     except lmdb.MapFullError:
@@ -146,6 +172,18 @@ def offset_changes(
     for change in store.offsets.changes(txn, topic, group, queue_id):
         if change.seq > horizon:
             yield change
+
+
+def store_seq(store: Any, txn: lmdb.Transaction[bytes], phy: int) -> int | None:
+    """Seq of the store record whose messages begin at or before phy: from the store index, and
+    below its first entry (sealing removed the entries of archived records, B-465) from the
+    archive index."""
+    seq: int | None = store.trace.store_seq(txn, phy)
+    if seq is None and phy >= 0 and store.history.sealed_upto(txn):
+        index = archive_index(store, txn)
+        with index.read() as stxn:
+            seq = index.trace.store_seq(stxn, phy)
+    return seq
 
 
 def deliveries(

@@ -230,18 +230,49 @@ class ConsumeQueueProjection:
     def sizes(
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offsets: list[int]
     ) -> int:
-        """The total size of the messages at offsets (those still in the queue)."""
-        total, block = 0, None
+        """The total size of the messages at offsets (those still in the queue).
+
+        One seek finds an offset's block and where the next block starts, so
+        the offsets of a gap (expired units, B-473) cost no seek each."""
+        total = 0
         queue, size = queue_key(topic, queue_id), UNIT.size
+        first, units, gap_end = 0, b"", -1  # the block last found, and where the next starts
         for offset in offsets:
-            if block is None or not 0 <= (offset - block[0]) * size < len(block[1]):
-                block = self._block_before(txn, queue, offset + 1)
-                if block is None:
-                    continue
-            at = (offset - block[0]) * size
-            if 0 <= at < len(block[1]):
-                total += UNIT.unpack_from(block[1], at)[1]
+            at = (offset - first) * size
+            if 0 <= at < len(units):
+                total += UNIT.unpack_from(units, at)[1]
+                continue
+            if first + len(units) // size <= offset < gap_end:
+                continue  # between the block last found and the next: no unit there
+            first, units, gap_end = self._block_around(txn, queue, offset)
+            at = (offset - first) * size
+            if 0 <= at < len(units):
+                total += UNIT.unpack_from(units, at)[1]
         return total
+
+    def _block_around(
+        self, txn: lmdb.Transaction[bytes], queue: bytes, offset: int
+    ) -> tuple[int, bytes, int]:
+        """(first offset, units) of the queue's last block starting at or before offset ((0, b"")
+        when none), and the first offset of the block after it (2**64 when none)."""
+        if self.db is None:  # a read-only view of a directory in an older store format
+            return 0, b"", -1
+        qlen = len(queue)
+        cur = txn.cursor(db=self.db)
+        gap_end = 2**64
+        if cur.set_range(queue + U64.pack(offset + 1)):
+            key = cur.key()
+            if len(key) == qlen + 8 and key[:qlen] == queue:
+                gap_end = U64.unpack_from(key, qlen)[0]
+            found = cur.prev()
+        else:
+            found = cur.last()
+        if not found:
+            return 0, b"", gap_end
+        key = cur.key()
+        if len(key) != qlen + 8 or key[:qlen] != queue:
+            return 0, b"", gap_end
+        return U64.unpack_from(key, qlen)[0], bytes(cur.value()), gap_end
 
     def queues(self, txn: lmdb.Transaction[bytes]) -> Iterator[tuple[str, int, int, int]]:
         """Every queue with data: (topic, queue id, min, max)."""

@@ -13,7 +13,8 @@ at the same position and reaches the same databases. The same application
 removes what only history needs before the segment's end (B-460, `prune`):
 the offset history's and the time index's entries that no answer after the
 horizon reads; moments before it are answered from the archive
-(es_broker/history/horizon.py).
+(es_broker/history/horizon.py). The store index of the sealed records
+(`trace_stored`) goes too, kept in the archive index instead (B-465).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import msgpack
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.types import RecordType
 from es_broker.projections.keys import U64
-from es_broker.projections.message_trace import expire_pulls
+from es_broker.projections.message_trace import expire_pulls, seal_stored
 
 HISTORY_ARCHIVED = RecordType.HISTORY_ARCHIVED
 SLAVE_CAUGHT_UP = RecordType.SLAVE_CAUGHT_UP
@@ -70,6 +71,8 @@ class HistoryProjection:
         # what only history needs goes with the records (B-460, B-461)
         prune(txn, self.pruned, last)
         prune_expired(txn, self.pruned, last)
+        if self.pruned["trace_stored"] is not None:  # the store index of sealed records (B-465)
+            seal_stored(txn, self.pruned["trace_stored"], last)
 
     def _held(self, txn: lmdb.Transaction[bytes], broker_id: int, seq: int) -> None:
         key = U64.pack(broker_id)
@@ -235,4 +238,5 @@ PRUNED = (
     "tt_time",
     "cq_meta",
     "trace_pulls",
+    "trace_stored",
 )

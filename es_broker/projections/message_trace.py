@@ -5,7 +5,10 @@ remove those), so a replay rebuilds it byte for byte:
 
 - `trace_stored`: first physical offset of each store record -> its seq; the
   record that stored the message at physical offset X is the entry with the
-  greatest key <= X (store records never overlap and grow with seq).
+  greatest key <= X (store records never overlap and grow with seq). A
+  sealing removes the entries of the records it archived (B-465, `seal_stored`):
+  they are kept in the archive index (es_broker/history/horizon.py), which
+  answers an offset below the first entry left.
 - `trace_links`: (physical offset, seq) -> b"from" | b"to" for the records that
   turn one stored message into another: a send-back (`message_sent_back`), a
   delayed delivery (a store record with `delivery`), a re-drive
@@ -71,7 +74,9 @@ class MessageTraceProjection:
     def bind(self, log: RecordLog) -> None:
         self.stored = log.db("trace_stored")
         self.links = log.db("trace_links")
-        self.pulls = log.db("trace_pulls")
+        self.pulls = log.db(
+            "trace_pulls"
+        )  # None in the archive index (es_broker/history/horizon.py)
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         kind = record["type"]
@@ -87,7 +92,7 @@ class MessageTraceProjection:
             if tx is not None and "prepared_phy" in tx:  # a commit or a discard of a half message
                 self._link(txn, tx["prepared_phy"], seq, FROM)
                 self._link(txn, first, seq, TO)
-        elif kind == MESSAGES_DELIVERED:
+        elif kind == MESSAGES_DELIVERED and self.pulls is not None:  # the archive index has none
             delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
             offsets = delivered["offsets"]
             if offsets:
@@ -190,6 +195,21 @@ def delivered_offsets(value: bytes) -> range | list[int]:
         return range(U32.unpack(value)[0])
     step = 4 if value[0] == 0 else 8
     return [int.from_bytes(value[i : i + step], "big") for i in range(1, len(value), step)]
+
+
+def seal_stored(txn: lmdb.Transaction[bytes], stored: Any, horizon: int) -> int:
+    """Drop the `trace_stored` entries of records at or before `horizon`, from the lowest key on,
+    up to the first entry of a later record; how many went (B-465).
+
+    What is left is every entry from some key K on, so the lookup of an offset
+    >= K answers as before, and the lookup of an offset below K finds nothing
+    here and asks the archive index, which holds every entry dropped."""
+    cur = txn.cursor(db=stored)
+    dropped = 0
+    while cur.first() and U64.unpack(cur.value())[0] <= horizon:
+        cur.delete()
+        dropped += 1
+    return dropped
 
 
 def expire_pulls(

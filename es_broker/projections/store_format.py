@@ -24,6 +24,7 @@ of reporting as differences what is only the older layout.
 | 2      | key_hash: the key index in IndexService's shape, no key_expiry (B-471) |
 | 3      | trace_pulls: a delivery entry per record, not per message (B-472)      |
 | 4      | cq_blocks: consume-queue units in blocks of 32 (B-473)                 |
+| 5      | trace_stored: no entry of a sealed record (B-465)                      |
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ LEGACY_DATABASES = (
 )
 
 FIRST = 1  # a directory written before the number was kept
-CURRENT = 4
+CURRENT = 5
 _KEY = b"store_format"
 
 

@@ -8,7 +8,7 @@ is <= t (B-132, see `es_broker.projections.time_index`), i.e. after log position
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ import lmdb
 import msgpack
 
 from es_broker.log import records
-from es_broker.log.scan import prefixed
+from es_broker.log.scan import prefixed, prefixed_keys
 from es_broker.projections.keys import I64, U64, queue_key, split_offset_key
 
 # B-32/B-133: ConsumerOffsetManager persists first 10 s after start, then every
@@ -277,9 +277,13 @@ class TimeTravel:
             for prefix, t, g, q in self._queue_prefixes(txn, group, topic)
         ]
         streams.append(self._events(txn, group, topic, lo, hi))
-        merged = list(heapq.merge(*streams, key=lambda e: e[0]))
-        times = self._times_of(txn, [seq for seq, _ in merged])
-        return out + [make(time) for (_, make), time in zip(merged, times, strict=True)]
+        merged = list(heapq.merge(*streams, key=_first))
+        times = self._times_of(txn, [row[0] for row in merged])
+        # positional: HistoryEntry's field order (seq, time, ts, group, topic, kind, queue_id,
+        # old, new, cause, requester, detail); built once the times are known
+        return out + [
+            HistoryEntry(row[0], time, *row[1:]) for row, time in zip(merged, times, strict=True)
+        ]
 
     def _changes(
         self,
@@ -290,29 +294,30 @@ class TimeTravel:
         queue_id: int,
         lo: int,
         hi: int,
-    ) -> Iterator[tuple[int, PendingEntry]]:
-        for key, raw in prefixed(txn, self.history_db, prefix, start=prefix + U64.pack(lo)):
-            if len(key) != len(prefix) + 8:
+    ) -> Iterator[tuple[Any, ...]]:
+        """A queue's offset changes between two positions, as HistoryEntry fields but the time."""
+        start, stop = prefix + U64.pack(lo), prefix + U64.pack(hi + 1)
+        # the removals among them (B-34, rare): one scan of the range, not a lookup per change
+        removed = set(prefixed_keys(txn, self.index.removed_db, prefix, start=start, stop=stop))
+        size = len(prefix) + 8
+        unpack = msgpack.unpackb
+        for key, raw in prefixed(txn, self.history_db, prefix, start=start, stop=stop):
+            if len(key) != size:
                 return
-            seq = U64.unpack(key[-8:])[0]
-            if seq > hi:
-                return
-            ts, old, new, cause, requester = msgpack.unpackb(raw)
-            kind = "offset_removed" if self._removed(txn, key) else "offset_change"
+            ts, old, new, cause, requester = unpack(raw)
+            kind = "offset_removed" if removed and key in removed else "offset_change"
             yield (
-                seq,
-                _entry(
-                    seq=seq,
-                    ts=ts,
-                    group=group,
-                    topic=topic,
-                    kind=kind,
-                    queue_id=queue_id,
-                    old=old,
-                    new=new,
-                    cause=cause,
-                    requester=requester,
-                ),
+                U64.unpack(key[-8:])[0],
+                ts,
+                group,
+                topic,
+                kind,
+                queue_id,
+                old,
+                new,
+                cause,
+                requester,
+                {},
             )
 
     def _removed(self, txn: lmdb.Transaction[bytes], history_key: bytes) -> bool:
@@ -321,7 +326,8 @@ class TimeTravel:
 
     def _events(
         self, txn: lmdb.Transaction[bytes], group: str, topic: str | None, lo: int, hi: int
-    ) -> Iterator[tuple[int, PendingEntry]]:
+    ) -> Iterator[tuple[Any, ...]]:
+        """The records about the group between two positions, as HistoryEntry fields but the time."""
         prefix = group.encode() + b"\x00"
         for key, raw in prefixed(txn, self.index.events_db, prefix, start=prefix + U64.pack(lo)):
             if len(key) != len(prefix) + 8:
@@ -337,17 +343,16 @@ class TimeTravel:
             }
             yield (
                 seq,
-                _entry(
-                    seq=seq,
-                    ts=record["ts"],
-                    group=group,
-                    topic=record.get("topic", ""),
-                    kind=record["type"],
-                    queue_id=record.get("queue_id"),
-                    cause=record["type"],
-                    requester=str(record.get("requester") or record.get("client") or ""),
-                    detail=detail,
-                ),
+                record["ts"],
+                group,
+                record.get("topic", ""),
+                record["type"],
+                record.get("queue_id"),
+                None,
+                None,
+                record["type"],
+                str(record.get("requester") or record.get("client") or ""),
+                detail,
             )
 
     def _times_of(self, txn: lmdb.Transaction[bytes], seqs: list[int]) -> list[int]:
@@ -374,13 +379,9 @@ def _topics_for(record: Mapping[str, Any], group: str) -> set[str]:
     return topics | {x[1] for x in record.get("lost") or () if x[0] == group}
 
 
-# a history entry made once its effective time is known
-PendingEntry = Callable[[int], HistoryEntry]
-
-
-def _entry(**fields: Any) -> PendingEntry:
-    """A HistoryEntry waiting for its effective time (looked up in one pass afterwards)."""
-    return lambda time: HistoryEntry(time=time, **fields)
+def _first(row: tuple[Any, ...]) -> int:
+    seq: int = row[0]
+    return seq
 
 
 def _latest(cur: lmdb.Cursor[bytes], prefix: bytes, position: int) -> tuple[bytes, bytes] | None:
