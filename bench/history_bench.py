@@ -52,18 +52,31 @@ import time
 from pathlib import Path
 from typing import Any
 
+from es_broker.acl.plain import combine, parse_file
+from es_broker.cli.timetravel import acl_answer_in
 from es_broker.clock import ManualClock
+from es_broker.commands.acl_audit import denial_record, load_fields
 from es_broker.commands.explain import explain, explain_by_scan
 from es_broker.commands.retention import retention_job
 from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.history import seal as sealing
-from es_broker.log import types
+from es_broker.log import make, types
+from es_broker.log.types import RecordType
 from es_broker.remoting import message as wire
 from es_broker.timetravel import timeline
 from es_broker.timetravel.query import TimeTravel
 
 START = 1_700_000_000_000
+BENCH_ACL = combine(
+    [
+        parse_file(
+            "/etc/plain_acl.yml",
+            b"accounts:\n- accessKey: ProducerKey\n  secretKey: ProducerSecret\n"
+            b"  defaultTopicPerm: DENY\n  topicPerms: [T1=PUB]\n",
+        )
+    ]
+)
 GROUPS = [f"G{i:02d}" for i in range(20)]
 TOPICS = ["T1", "T2"]
 QUEUES = 8
@@ -84,6 +97,7 @@ class Writer:
         self.phy = 0
         self.ts = START
         self.seen: set[tuple[str, str, int]] = set()
+        self.acl_version = 0
 
     def round(self) -> list[dict[str, Any]]:
         self.ts += 1
@@ -162,6 +176,23 @@ class Writer:
         return out
 
     def write(self, upto: int) -> None:
+        # an operator's ACL reload and a minute of refusals per chunk, as `acl --at` reads them
+        self.acl_version += 1
+        audit = [
+            make(
+                RecordType.ACL_LOADED,
+                self.ts,
+                **load_fields(BENCH_ACL, "admin request", "ops", self.acl_version, b"s" * 32),
+            ),
+            denial_record(
+                {("ProducerKey", "10.0.0.7", 10): 3},
+                self.ts - 60_000,
+                self.ts,
+                60,
+                self.acl_version,
+            ),
+        ]
+        self.store.log.write_batch([lambda ctx: [ctx.append(r) for r in audit]])
         while self.store.log.last_seq < upto:
             batch: list[dict[str, Any]] = []
             while len(batch) < min(PER_TXN, upto - self.store.log.last_seq):
@@ -235,6 +266,9 @@ def measure(store: Store, data_dir: Path, rnd: random.Random) -> dict[str, float
     with store.read() as txn:
         history_rows = len(travel.history(txn, GROUPS[0], since=end - 60_000, until=end))
 
+    def one_acl_at() -> None:
+        acl_answer_in(store, rnd.randint(START, end), rnd.choice(TOPICS), None, 600_000)
+
     def one_offsets_at() -> None:
         with store.read() as txn:
             travel.offsets_at(txn, rnd.randint(START, end), group=rnd.choice(GROUPS))
@@ -262,6 +296,7 @@ def measure(store: Store, data_dir: Path, rnd: random.Random) -> dict[str, float
         "history_rows": history_rows,
         "page_ms": median_ms(one_page, 200),
         "offsets_at_ms": median_ms(one_offsets_at, 200),
+        "acl_at_ms": median_ms(one_acl_at, 200),
         "offsets_at_hot_ms": median_ms(one_offsets_at_hot, 200),
         "catch_up_s": catch_up_s,
         "index_mb": _du(data_dir / "history" / "index") / 2**20,
@@ -320,7 +355,7 @@ def run(
 
 HEADER = (
     f"{'records':>9} {'sealed':>9} {'LMDB MB':>8} {'log MB':>7} {'file MB':>8} "
-    f"{'explain':>8} {'scan':>9} {'history':>8} {'rows':>5} {'page':>6} {'off@':>7} {'off@hot':>7} {'write s':>8} "
+    f"{'explain':>8} {'scan':>9} {'history':>8} {'rows':>5} {'page':>6} {'off@':>7} {'off@hot':>7} {'acl@':>6} {'write s':>8} "
     f"{'seal s':>7} {'index MB':>8} {'arch MB':>8}"
 )
 
@@ -332,7 +367,7 @@ def print_row(r: dict[str, float]) -> None:
     print(
         f"{r['records']:>9.0f} {r['sealed']:>9.0f} {r['lmdb_mb']:>8.1f} {r['log_mb']:>7.1f} "
         f"{r['file_mb']:>8.1f} {r['explain_ms']:>8.3f} {r['explain_scan_ms']:>9.1f} "
-        f"{r['history_ms']:>8.3f} {r['history_rows']:>5.0f} {r['page_ms']:>6.2f} {r['offsets_at_ms']:>7.3f} {r['offsets_at_hot_ms']:>7.3f} "
+        f"{r['history_ms']:>8.3f} {r['history_rows']:>5.0f} {r['page_ms']:>6.2f} {r['offsets_at_ms']:>7.3f} {r['offsets_at_hot_ms']:>7.3f} {r.get('acl_at_ms', 0):>6.2f} "
         f"{r['write_s']:>8.1f} {r['seal_s']:>7.1f} {r['index_mb']:>8.1f} {r['archive_mb']:>8.1f}",
         flush=True,
     )

@@ -276,30 +276,38 @@ def acl_answer(
 ) -> dict[str, Any]:
     """`acl --at`'s answer: the load in force and the refusals around `at`, found in the audit index
     (B-416) and read by seq, from the hot log or the archive (B-408)."""
-    from es_broker.commands.acl_audit import access_at
     from es_broker.commands.store import Store
     from es_broker.config import BrokerConfig
-    from es_broker.history.reader import records_at, sources_of
-    from es_broker.history.seal import time_of
 
     open_log_readonly(data_dir).close()  # FileNotFoundError without broker data
     store = Store.open(data_dir, BrokerConfig(storePathRootDir=data_dir), readonly=True)
     try:
-        with store.read() as txn:
-            indexed = store.audit.is_built(txn, store.log.last_seq)
-        if not indexed:  # written before the audit index, not opened by a broker since
-            return _acl_by_scan(store, at, topic, group, window_ms)
-        with store.read() as txn:
-            load = store.audit.load_at(txn, at)
-            seqs = store.audit.denials_near(txn, at - window_ms, at + window_ms)
-            seqs = sorted(seqs + ([load[0]] if load else []))
-            times = {seq: time_of(store, txn, seq) for seq in seqs}
-        found = records_at(store, seqs)
-        items = [(seq, found[seq], times[seq]) for seq in seqs]
-        answer = access_at(items, at, topic, group, window_ms=window_ms)
-        answer["read_from"] = sources_of(store, seqs) or ["hot"]
+        return acl_answer_in(store, at, topic, group, window_ms)
     finally:
         store.close()
+
+
+def acl_answer_in(
+    store: Any, at: int, topic: str, group: str | None, window_ms: int
+) -> dict[str, Any]:
+    """`acl_answer` on an open Store."""
+    from es_broker.commands.acl_audit import access_at
+    from es_broker.history.reader import records_at, sources_of
+    from es_broker.history.seal import time_of
+
+    with store.read() as txn:
+        indexed = store.audit.is_built(txn, store.log.last_seq)
+    if not indexed:  # written before the audit index, not opened by a broker since
+        return _acl_by_scan(store, at, topic, group, window_ms)
+    with store.read() as txn:
+        load = store.audit.load_at(txn, at)
+        seqs = store.audit.denials_near(txn, at - window_ms, at + window_ms)
+        seqs = sorted(seqs + ([load[0]] if load else []))
+        times = {seq: time_of(store, txn, seq) for seq in seqs}
+    found = records_at(store, seqs)
+    items = [(seq, found[seq], times[seq]) for seq in seqs]
+    answer = access_at(items, at, topic, group, window_ms=window_ms)
+    answer["read_from"] = sources_of(store, seqs) or ["hot"]
     return answer
 
 
