@@ -4,7 +4,9 @@ A projection lists, in `HANDLERS`, the function applying each record type it
 keeps state for; `apply` finds the record's and calls it, and a record of any
 other type leaves the projection alone. A handler that reads a hot record's
 fields takes its dict view (`es_broker.log.types.as_view`), so mypy checks
-each key it reads.
+each key it reads. A projection with work for every record as well (the time
+index's clock, the mark that stats and history write at seq 1) keeps its own
+`apply`, which looks its table up the same way.
 """
 
 from __future__ import annotations
