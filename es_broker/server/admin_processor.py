@@ -54,6 +54,11 @@ from es_broker.remoting.headers import (
     TopicQueueRequestHeader,
     TopicRequestHeader,
 )
+from es_broker.remoting.response_headers import (
+    GetBrokerConfigResponseHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    OffsetResponseHeader,
+)
 from es_broker.server.clients import ClientInfo, ClientRegistry
 from es_broker.server.processor_support import (
     BrokerSettings,
@@ -166,22 +171,29 @@ class AdminBrokerProcessor(BrokerSettings):
     async def search_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.of(req)
         offset = self.broker.search_offset(h.topic, h.queue_id, h.timestamp)
-        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+        return response_to(
+            req, ResponseCode.SUCCESS, None, OffsetResponseHeader(offset=offset).to_ext_fields()
+        )
 
     async def get_max_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
         offset = self.broker.max_offset(h.topic, h.queue_id)
-        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+        return response_to(
+            req, ResponseCode.SUCCESS, None, OffsetResponseHeader(offset=offset).to_ext_fields()
+        )
 
     async def get_min_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
         offset = self.broker.min_offset(h.topic, h.queue_id)
-        return response_to(req, ResponseCode.SUCCESS, None, {"offset": offset})
+        return response_to(
+            req, ResponseCode.SUCCESS, None, OffsetResponseHeader(offset=offset).to_ext_fields()
+        )
 
     async def earliest_store_time(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.of(req)
         ts = self.broker.earliest_msg_store_time(h.topic, h.queue_id)
-        return response_to(req, ResponseCode.SUCCESS, None, {"timestamp": ts})
+        answer = GetEarliestMsgStoretimeResponseHeader(timestamp=ts)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
 
     # ------------------------------------------------------------------ offset resets
     def reset_body(self, plan: resets.ResetPlan, list_form: bool) -> bytes:
@@ -495,6 +507,6 @@ class AdminBrokerProcessor(BrokerSettings):
             req,
             ResponseCode.SUCCESS,
             None,
-            {"version": DataVersion().encode().decode()},
+            GetBrokerConfigResponseHeader(version=DataVersion().encode().decode()).to_ext_fields(),
             text.encode(),
         )

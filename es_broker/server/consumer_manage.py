@@ -22,6 +22,7 @@ from es_broker.remoting.headers import (
     QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from es_broker.remoting.response_headers import QueryConsumerOffsetResponseHeader
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.outbox import Outbox
 from es_broker.server.processor_support import CommitConfirmation, Requester
@@ -72,7 +73,8 @@ class ConsumerManageProcessor:
             h.consumer_group, h.topic, h.queue_id, requester=self.requester(channel)
         )
         if answer.code == ResponseCode.SUCCESS:
-            return response_to(req, ResponseCode.SUCCESS, None, {"offset": answer.offset})
+            header = QueryConsumerOffsetResponseHeader(offset=answer.offset)
+            return response_to(req, ResponseCode.SUCCESS, None, header.to_ext_fields())
         return response_to(req, int(answer.code), answer.remark)
 
     async def update_consumer_offset(
