@@ -8,6 +8,7 @@ import pytest
 
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import request, response_to
+from es_broker.remoting.frames import encode_frame
 from es_broker.remoting.response_headers import (
     DEFAULT_REGION,
     PullMessageResponseHeader,
@@ -67,4 +68,24 @@ def test_an_answer_written_directly_reads_back_as_its_class() -> None:
     )
     assert PullMessageResponseHeader.of(pulled) == PullMessageResponseHeader(
         suggest_which_broker_id=1, next_begin_offset=5, min_offset=0, max_offset=9
+    )
+
+
+def test_the_answer_frames_are_byte_for_byte_those_of_the_field_literals() -> None:
+    """The frames the send and pull answers had when their fields were written out by hand."""
+    req = request(310, {"a": "G"}, opaque=77)
+    sent = response_to(req, 0, None, SendMessageResponseHeader.stored("AB,CD", 3, 1 << 40))
+    assert encode_frame(sent) == (
+        b'\x00\x00\x00\xdd\x00\x00\x00\xd9{"code":0,"extFields":{"MSG_REGION":"DefaultRegion",'
+        b'"TRACE_ON":"true","msgId":"AB,CD","queueId":"3","queueOffset":"1099511627776"},'
+        b'"flag":1,"language":"JAVA","opaque":77,"serializeTypeCurrentRPC":"JSON","version":409}'
+    )
+    pulled = response_to(req, 20, "NO_NEW_MSG", PullMessageResponseHeader.pulled(0, 64, 0, 64))
+    assert encode_frame(pulled) == encode_frame(
+        response_to(
+            req,
+            20,
+            "NO_NEW_MSG",
+            {"suggestWhichBrokerId": 0, "nextBeginOffset": 64, "minOffset": 0, "maxOffset": 64},
+        )
     )
