@@ -5,7 +5,8 @@ keyed by dense sequence numbers from 1. Database `commitlog` holds message
 bytes by physical offset: the payload that send records point at, written in
 the same transaction as the record. Projections register their own databases
 and an `apply(txn, seq, record)` that runs inside the writing transaction, so
-the log and every projection always agree.
+the log and every projection always agree. A projection that says which
+record types it keeps something of (`applier`) is only called for those.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ class Projection(Protocol):
     def bind(self, log: RecordLog) -> None: ...
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None: ...
+
+
+# what applies one record type in a projection: (txn, seq, record); lmdb's Transaction is
+# generic to the type checker only
+Applier = Callable[["lmdb.Transaction[bytes]", int, Record], None]
 
 
 class StoreFullError(Exception):
@@ -128,6 +134,7 @@ class RecordLog:
             max_readers=256,
         )
         self.projections: list[Projection] = list(projections or [])
+        self._appliers: dict[str, tuple[Applier, ...]] = {}  # by record type, as first applied
         self._dbs: dict[str, Any] = {}
         create = not readonly
         names = ["log", "commitlog"] + [d for p in self.projections for d in p.databases]
@@ -169,8 +176,24 @@ class RecordLog:
             return records.key_seq(cur.key()) if cur.last() else 0
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        calls = self._appliers.get(record["type"])
+        if calls is None:
+            calls = self._appliers_of(record["type"])
+        for call in calls:
+            call(txn, seq, record)
+
+    def _appliers_of(self, kind: str) -> tuple[Applier, ...]:
+        """The calls applying a record of type `kind`, in the projections' order: a projection's
+        own for that type when it names them (`applier`, es_broker/projections/dispatch.py),
+        else its `apply`; none for a projection that keeps nothing of such records."""
+        calls = []
         for projection in self.projections:
-            projection.apply(txn, seq, record)
+            applier = getattr(projection, "applier", None)
+            call = projection.apply if applier is None else applier(kind)
+            if call is not None:
+                calls.append(call)
+        found = self._appliers[kind] = tuple(calls)
+        return found
 
     # ------------------------------------------------------------------ writing
     def write_batch(self, jobs: list[Callable[[AppendContext], Any]]) -> list[tuple[bool, Any]]:

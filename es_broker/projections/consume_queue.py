@@ -26,11 +26,8 @@ import lmdb
 from es_broker import compiled
 from es_broker.log import LogCorruptError, Record, RecordLog
 from es_broker.log.types import CommitlogExpired, RecordType, as_view
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64, queue_key
-
-COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-
 
 UNIT = struct.Struct(">qiqq")
 _BOUNDS = struct.Struct(">qq")
@@ -59,7 +56,7 @@ def queue_block(units: list[list[int]], ts: int) -> bytes:
 REFERENCE = {"queue_block": queue_block}
 
 
-class ConsumeQueueProjection:
+class ConsumeQueueProjection(Dispatching):
     name = "consume_queue"
     databases = ("cq_blocks", "cq_meta")
 
@@ -67,16 +64,7 @@ class ConsumeQueueProjection:
         self.db = log.db("cq_blocks")
         self.meta = log.db("cq_meta")
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        if record["type"] == COMMITLOG_EXPIRED:
-            expired = CommitlogExpired.from_record(record)
-            for topic, qid, _, new_min in expired.queues:  # min-offset correction (B-18)
-                _, hi = self.bounds(txn, topic, qid)
-                txn.put(queue_key(topic, qid), _BOUNDS.pack(new_min, hi), db=self.meta)
-                self._expire(txn, queue_key(topic, qid), new_min)
-            return
-        if record["type"] != MESSAGES_STORED:
-            return
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         stored = as_view(record, RecordType.MESSAGES_STORED)
         topic, qid, offset, ts, units = (
             stored["topic"],
@@ -88,6 +76,17 @@ class ConsumeQueueProjection:
         self._append(txn, queue_key(topic, qid), offset, queue_block(units, ts))
         lo, _ = self.bounds(txn, topic, qid)
         txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(units)), db=self.meta)
+
+    def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        expired = CommitlogExpired.from_record(record)
+        for topic, qid, _, new_min in expired.queues:  # min-offset correction (B-18)
+            _, hi = self.bounds(txn, topic, qid)
+            txn.put(queue_key(topic, qid), _BOUNDS.pack(new_min, hi), db=self.meta)
+            self._expire(txn, queue_key(topic, qid), new_min)
+
+    HANDLERS = handlers(
+        {RecordType.MESSAGES_STORED: _stored, RecordType.COMMITLOG_EXPIRED: _expired}
+    )
 
     def _append(
         self, txn: lmdb.Transaction[bytes], queue: bytes, offset: int, packed: bytes

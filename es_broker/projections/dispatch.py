@@ -4,11 +4,14 @@ A projection lists, in `HANDLERS`, the function applying each record type it
 keeps state for; `apply` finds the record's and calls it, and a record of any
 other type leaves the projection alone. A handler that reads a hot record's
 fields takes its dict view (`es_broker.log.types.as_view`), so mypy checks
-each key it reads.
+each key it reads. A projection with work for every record as well (the time
+index's clock, the mark that stats and history write at seq 1) keeps its own
+`apply`, which looks its table up the same way.
 """
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
@@ -39,3 +42,15 @@ class Dispatching:
         handler = self.HANDLERS.get(record["type"])
         if handler is not None:
             handler(self, txn, seq, record)
+
+    def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
+        """What applies a record of type `kind`: its handler bound to this projection, None when
+        it keeps nothing of such records, or `apply` itself when the projection has its own.
+
+        The log asks once per record type and calls these in order (RecordLog.apply), so a
+        record costs a call to each projection that keeps something of it, and no other.
+        """
+        if type(self).apply is not Dispatching.apply:
+            return self.apply
+        handler = self.HANDLERS.get(kind)
+        return None if handler is None else types.MethodType(handler, self)

@@ -28,16 +28,16 @@ import msgpack
 
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.types import RecordType
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64
 from es_broker.projections.message_trace import expire_pulls, seal_stored
 
-HISTORY_ARCHIVED = RecordType.HISTORY_ARCHIVED
 SLAVE_CAUGHT_UP = RecordType.SLAVE_CAUGHT_UP
 BUILT = b"built"  # 5 bytes: never a broker id's key (8 bytes)
 _AFTER_EVERY_SEQ = b"\xff" * 9  # sorts after every (prefix + U64 seq) key of a prefix
 
 
-class HistoryProjection:
+class HistoryProjection(Dispatching):
     name = "history"
     databases = ("history_segments", "history_slaves")
 
@@ -50,11 +50,14 @@ class HistoryProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         if seq == 1:
             txn.put(BUILT, b"", db=self.slaves_db)
-        if record["type"] == SLAVE_CAUGHT_UP:
-            self._held(txn, int(record["broker_id"]), int(record["seq"]))
-            return
-        if record["type"] != HISTORY_ARCHIVED:
-            return
+        handler = self.HANDLERS.get(record["type"])
+        if handler is not None:
+            handler(self, txn, seq, record)
+
+    def _caught_up(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._held(txn, int(record["broker_id"]), int(record["seq"]))
+
+    def _archived(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         for broker_id, held in record.get("slaves") or ():
             self._held(txn, int(broker_id), int(held))
         first, last = int(record["first_seq"]), int(record["last_seq"])
@@ -73,6 +76,10 @@ class HistoryProjection:
         prune_expired(txn, self.pruned, last)
         if self.pruned["trace_stored"] is not None:  # the store index of sealed records (B-465)
             seal_stored(txn, self.pruned["trace_stored"], last)
+
+    HANDLERS = handlers(
+        {RecordType.SLAVE_CAUGHT_UP: _caught_up, RecordType.HISTORY_ARCHIVED: _archived}
+    )
 
     def _held(self, txn: lmdb.Transaction[bytes], broker_id: int, seq: int) -> None:
         key = U64.pack(broker_id)

@@ -60,13 +60,10 @@ import lmdb
 
 from es_broker import compiled
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType, as_view
+from es_broker.log.types import CommitlogExpired, RecordType, as_view
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64
 from es_broker.remoting import message as wire
-
-COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-
 
 KEY_SEPARATOR = b" "  # MessageConst.KEY_SEPARATOR
 BUCKET = struct.Struct(">H")
@@ -196,7 +193,7 @@ def payload_entries(phy: int, raw: bytes) -> list[tuple[bytes, bytes]]:
     return index_entries(_Payloads(phy, raw), None, [[phy, 0, 0]], topic)
 
 
-class KeyIndexProjection:
+class KeyIndexProjection(Dispatching):
     name = "key_index"
     databases = ("key_hash",)
     dupsort = frozenset({"key_hash"})
@@ -205,19 +202,19 @@ class KeyIndexProjection:
         self.index_db = log.db("key_hash")
         self.payloads = log.commitlog_db
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        kind = record["type"]
-        if kind == MESSAGES_STORED:
-            stored = as_view(record, RecordType.MESSAGES_STORED)
-            self._index(txn, stored)
-        elif kind == COMMITLOG_EXPIRED:
-            self._expire(txn, CommitlogExpired.from_record(record).phy_min)
-
-    def _index(self, txn: lmdb.Transaction[bytes], record: MessagesStoredRecord) -> None:
-        topic = record["topic"].encode() + b"\x00"
-        written = index_entries(txn, self.payloads, record["units"], topic)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        stored = as_view(record, RecordType.MESSAGES_STORED)
+        topic = stored["topic"].encode() + b"\x00"
+        written = index_entries(txn, self.payloads, stored["units"], topic)
         if written:
             txn.cursor(db=self.index_db).putmulti(written, dupdata=True)
+
+    def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._expire(txn, CommitlogExpired.from_record(record).phy_min)
+
+    HANDLERS = handlers(
+        {RecordType.MESSAGES_STORED: _stored, RecordType.COMMITLOG_EXPIRED: _expired}
+    )
 
     def _expire(self, txn: lmdb.Transaction[bytes], phy_min: int) -> None:
         """Delete the entries of the message bytes below phy_min, still there (read before the

@@ -49,25 +49,15 @@ from es_broker.log.types import (
     TransactionEnded,
     as_view,
 )
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U32, U64, queue_key
-
-COMMITLOG_EXPIRED = RecordType.COMMITLOG_EXPIRED
-DEAD_LETTER_REDRIVEN = RecordType.DEAD_LETTER_REDRIVEN
-DELAYED_MESSAGE_SKIPPED = RecordType.DELAYED_MESSAGE_SKIPPED
-MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-MESSAGE_SENT_BACK = RecordType.MESSAGE_SENT_BACK
-REPLY_PUSHED = RecordType.REPLY_PUSHED
-TRANSACTION_CHECKED = RecordType.TRANSACTION_CHECKED
-TRANSACTION_ENDED = RecordType.TRANSACTION_ENDED
-
 
 FROM = b"from"
 TO = b"to"
 LEGACY_DATABASES = ("trace_deliveries",)  # store format 2 and before
 
 
-class MessageTraceProjection:
+class MessageTraceProjection(Dispatching):
     name = "message_trace"
     databases = ("trace_stored", "trace_links", "trace_pulls")
 
@@ -78,48 +68,73 @@ class MessageTraceProjection:
             "trace_pulls"
         )  # None in the archive index (es_broker/history/horizon.py)
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        kind = record["type"]
-        if kind == MESSAGES_STORED:
-            stored = as_view(record, RecordType.MESSAGES_STORED)
-            first = stored["units"][0][0]
-            txn.put(I64.pack(first), U64.pack(seq), db=self.stored)
-            delivery = stored.get("delivery")
-            if delivery is not None:
-                self._link(txn, delivery["schedule_phy"], seq, FROM)
-                self._link(txn, first, seq, TO)
-            tx = stored.get("transaction")
-            if tx is not None and "prepared_phy" in tx:  # a commit or a discard of a half message
-                self._link(txn, tx["prepared_phy"], seq, FROM)
-                self._link(txn, first, seq, TO)
-        elif kind == MESSAGES_DELIVERED and self.pulls is not None:  # the archive index has none
-            delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
-            offsets = delivered["offsets"]
-            if offsets:
-                key = queue_key(delivered["topic"], delivered["queue_id"])
-                self._delivered(txn, key, sorted(set(offsets)), seq)
-        elif kind in (MESSAGE_SENT_BACK, DEAD_LETTER_REDRIVEN):
-            back = (
-                MessageSentBack.from_record(record)
-                if kind == MESSAGE_SENT_BACK
-                else DeadLetterRedriven.from_record(record)
-            )
-            self._link(txn, back.offset, seq, FROM)
-            if back.stored_phy is not None:
-                self._link(txn, back.stored_phy, seq, TO)
-        elif kind == DELAYED_MESSAGE_SKIPPED:
-            self._link(txn, DelayedMessageSkipped.from_record(record).schedule_phy, seq, FROM)
-        elif kind == TRANSACTION_CHECKED:
-            self._link(txn, TransactionChecked.from_record(record).prepared_phy, seq, FROM)
-        elif kind == TRANSACTION_ENDED:
-            self._link(txn, TransactionEnded.from_record(record).prepared_phy, seq, FROM)
-        elif kind == REPLY_PUSHED:
-            reply = ReplyPushed.from_record(record)
-            if reply.request_phy is not None:
-                self._link(txn, reply.request_phy, seq, FROM)
-                self._link(txn, reply.reply_phy, seq, TO)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        stored = as_view(record, RecordType.MESSAGES_STORED)
+        first = stored["units"][0][0]
+        txn.put(I64.pack(first), U64.pack(seq), db=self.stored)
+        delivery = stored.get("delivery")
+        if delivery is not None:
+            self._link(txn, delivery["schedule_phy"], seq, FROM)
+            self._link(txn, first, seq, TO)
+        tx = stored.get("transaction")
+        if tx is not None and "prepared_phy" in tx:  # a commit or a discard of a half message
+            self._link(txn, tx["prepared_phy"], seq, FROM)
+            self._link(txn, first, seq, TO)
 
-    def _delivered(
+    def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        if self.pulls is None:  # the archive index keeps no deliveries
+            return
+        delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
+        offsets = delivered["offsets"]
+        if offsets:
+            key = queue_key(delivered["topic"], delivered["queue_id"])
+            self._record_delivery(txn, key, sorted(set(offsets)), seq)
+
+    def _sent_back(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        back = MessageSentBack.from_record(record)
+        self._copied(txn, seq, back.offset, back.stored_phy)
+
+    def _redriven(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        redriven = DeadLetterRedriven.from_record(record)
+        self._copied(txn, seq, redriven.offset, redriven.stored_phy)
+
+    def _skipped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._link(txn, DelayedMessageSkipped.from_record(record).schedule_phy, seq, FROM)
+
+    def _checked(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._link(txn, TransactionChecked.from_record(record).prepared_phy, seq, FROM)
+
+    def _ended(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._link(txn, TransactionEnded.from_record(record).prepared_phy, seq, FROM)
+
+    def _reply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        reply = ReplyPushed.from_record(record)
+        if reply.request_phy is not None:
+            self._link(txn, reply.request_phy, seq, FROM)
+            self._link(txn, reply.reply_phy, seq, TO)
+
+    HANDLERS = handlers(
+        {
+            RecordType.MESSAGES_STORED: _stored,
+            RecordType.MESSAGES_DELIVERED: _delivered,
+            RecordType.MESSAGE_SENT_BACK: _sent_back,
+            RecordType.DEAD_LETTER_REDRIVEN: _redriven,
+            RecordType.DELAYED_MESSAGE_SKIPPED: _skipped,
+            RecordType.TRANSACTION_CHECKED: _checked,
+            RecordType.TRANSACTION_ENDED: _ended,
+            RecordType.REPLY_PUSHED: _reply,
+        }
+    )
+
+    def _copied(
+        self, txn: lmdb.Transaction[bytes], seq: int, offset: int, stored_phy: int | None
+    ) -> None:
+        """Link a message sent back or re-driven (at `offset`) to its copy, when one was stored."""
+        self._link(txn, offset, seq, FROM)
+        if stored_phy is not None:
+            self._link(txn, stored_phy, seq, TO)
+
+    def _record_delivery(
         self, txn: lmdb.Transaction[bytes], queue: bytes, offsets: list[int], seq: int
     ) -> None:
         """The entry of a delivery of `offsets` (ascending, distinct) of a queue, and its span."""
@@ -137,7 +152,7 @@ class MessageTraceProjection:
             queue, offset, seq = key[:-16], U64.unpack(key[-16:-8])[0], U64.unpack(key[-8:])[0]
             grouped.setdefault((bytes(queue), seq), []).append(offset)
         for (queue, seq), offsets in sorted(grouped.items(), key=lambda item: item[0][1]):
-            self._delivered(txn, queue, sorted(offsets), seq)
+            self._record_delivery(txn, queue, sorted(offsets), seq)
 
     def _link(self, txn: lmdb.Transaction[bytes], phy: int, seq: int, role: bytes) -> None:
         txn.put(I64.pack(phy) + U64.pack(seq), role, db=self.links)

@@ -42,12 +42,8 @@ from es_broker.log import Record, RecordLog, records
 from es_broker.log.scan import prefixed
 from es_broker.log.types import MessagesStoredRecord, RecordType, as_view
 from es_broker.projections.consume_queue import ConsumeQueueProjection
+from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64
-
-MESSAGES_STORED = RecordType.MESSAGES_STORED
-MESSAGES_DELIVERED = RecordType.MESSAGES_DELIVERED
-MESSAGE_SENT_BACK = RecordType.MESSAGE_SENT_BACK
-ACCESS_DENIED = RecordType.ACCESS_DENIED
 
 VALUE = struct.Struct(">QQQ")
 BUILT = b"\x00built"
@@ -111,7 +107,7 @@ def put_of(record: MessagesStoredRecord) -> tuple[str, str] | None:
     return record["topic"], "normal"
 
 
-class StatsProjection:
+class StatsProjection(Dispatching):
     name = "stats"
     databases = ("stats_total", "stats_minute")
 
@@ -128,46 +124,61 @@ class StatsProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         if seq == 1:
             txn.put(BUILT, b"", db=self.total_db)
-        kind = record["type"]
-        if kind == MESSAGES_STORED:
-            stored = as_view(record, RecordType.MESSAGES_STORED)
-            put = put_of(stored)
-            if put is None:
-                return
-            topic, message_type = put
-            n, size = len(stored["units"]), sum(u[1] for u in stored["units"])
-            minute = stored["ts"] // MINUTE_MS
-            self._add(txn, TOPIC_PUT + f"{topic}\x00{message_type}".encode(), minute, n, size)
-            self._add(txn, TOPIC_PUT + topic.encode(), minute, n, size, total=False)
-            self._add(txn, BROKER_PUT, minute, n, size)
-            buckets: dict[int, list[int]] = {}
-            for unit in stored["units"]:
-                which = bisect.bisect_left(MESSAGE_SIZE_BOUNDS, unit[1])
-                acc = buckets.setdefault(which, [0, 0])
-                acc[0] += 1
-                acc[1] += unit[1]
-            for which, (k, s) in sorted(buckets.items()):
-                key = SIZE_BUCKETS + f"{topic}\x00{message_type}\x00{which}".encode()
-                _bump(txn, key, self.total_db, k, s)
-        elif kind == MESSAGES_DELIVERED:
-            delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
-            topic, qid = delivered["topic"], delivered["queue_id"]
-            size = self.cq.sizes(txn, topic, qid, delivered["offsets"])
-            n, minute = len(delivered["offsets"]), delivered["ts"] // MINUTE_MS
-            name = f"{topic}@{delivered['group']}".encode()
-            self._add(txn, GROUP_GET + name, minute, n, size)
-            self._add(txn, BROKER_GET, minute, n, size)
-        elif kind == MESSAGE_SENT_BACK:
-            if record.get("decision") not in ("retry", "dlq") or not record.get("topic"):
-                return
-            name = f"{record['topic']}@{record['group']}".encode()
-            self._add(txn, SNDBCK_PUT + name, int(record["ts"]) // MINUTE_MS, 1, 0)
-        elif kind == ACCESS_DENIED:
-            reasons = record.get("reasons") or ()
-            for entry in reasons:  # [who, host, code, reason, n] (B-347)
-                _bump(txn, ACL_DENIED + str(entry[3]).encode(), self.total_db, int(entry[4]), 0)
-            if not reasons and int(record.get("requests") or 0):
-                _bump(txn, ACL_DENIED + b"unknown", self.total_db, int(record["requests"]), 0)
+        handler = self.HANDLERS.get(record["type"])
+        if handler is not None:
+            handler(self, txn, seq, record)
+
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        stored = as_view(record, RecordType.MESSAGES_STORED)
+        put = put_of(stored)
+        if put is None:
+            return
+        topic, message_type = put
+        n, size = len(stored["units"]), sum(u[1] for u in stored["units"])
+        minute = stored["ts"] // MINUTE_MS
+        self._add(txn, TOPIC_PUT + f"{topic}\x00{message_type}".encode(), minute, n, size)
+        self._add(txn, TOPIC_PUT + topic.encode(), minute, n, size, total=False)
+        self._add(txn, BROKER_PUT, minute, n, size)
+        buckets: dict[int, list[int]] = {}
+        for unit in stored["units"]:
+            which = bisect.bisect_left(MESSAGE_SIZE_BOUNDS, unit[1])
+            acc = buckets.setdefault(which, [0, 0])
+            acc[0] += 1
+            acc[1] += unit[1]
+        for which, (k, s) in sorted(buckets.items()):
+            key = SIZE_BUCKETS + f"{topic}\x00{message_type}\x00{which}".encode()
+            _bump(txn, key, self.total_db, k, s)
+
+    def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
+        topic, qid = delivered["topic"], delivered["queue_id"]
+        size = self.cq.sizes(txn, topic, qid, delivered["offsets"])
+        n, minute = len(delivered["offsets"]), delivered["ts"] // MINUTE_MS
+        name = f"{topic}@{delivered['group']}".encode()
+        self._add(txn, GROUP_GET + name, minute, n, size)
+        self._add(txn, BROKER_GET, minute, n, size)
+
+    def _sent_back(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        if record.get("decision") not in ("retry", "dlq") or not record.get("topic"):
+            return
+        name = f"{record['topic']}@{record['group']}".encode()
+        self._add(txn, SNDBCK_PUT + name, int(record["ts"]) // MINUTE_MS, 1, 0)
+
+    def _denied(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        reasons = record.get("reasons") or ()
+        for entry in reasons:  # [who, host, code, reason, n] (B-347)
+            _bump(txn, ACL_DENIED + str(entry[3]).encode(), self.total_db, int(entry[4]), 0)
+        if not reasons and int(record.get("requests") or 0):
+            _bump(txn, ACL_DENIED + b"unknown", self.total_db, int(record["requests"]), 0)
+
+    HANDLERS = handlers(
+        {
+            RecordType.MESSAGES_STORED: _stored,
+            RecordType.MESSAGES_DELIVERED: _delivered,
+            RecordType.MESSAGE_SENT_BACK: _sent_back,
+            RecordType.ACCESS_DENIED: _denied,
+        }
+    )
 
     def _add(
         self,

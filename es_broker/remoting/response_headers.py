@@ -14,6 +14,9 @@ from .header_fields import TEXT_MAX, CustomHeader, boolean, i32, i64, text
 
 # -- answers ------------------------------------------------------------------------------------
 
+#: The region a send's answer names (4.9.8: BrokerConfig#regionId's default, MixAll.DEFAULT_TRACE_REGION_ID)
+DEFAULT_REGION = "DefaultRegion"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SendMessageResponseHeader(CustomHeader):
@@ -26,6 +29,23 @@ class SendMessageResponseHeader(CustomHeader):
     msg_region: str | None = text(name="MSG_REGION")
     trace_on: str | None = text(name="TRACE_ON")
 
+    @staticmethod
+    def stored(msg_id: str, queue_id: int, queue_offset: int) -> dict[str, str]:
+        """The extFields of a stored send's answer, in the default region with trace on.
+
+        What `SendMessageResponseHeader(msg_id=..., queue_id=..., queue_offset=...,
+        msg_region=DEFAULT_REGION, trace_on="true").to_ext_fields()` gives, written
+        directly: every send is answered with it, and building the frozen class first
+        costs more than the dict (tests/test_response_headers.py holds the two equal).
+        """
+        return {
+            "msgId": msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(queue_offset),
+            "MSG_REGION": DEFAULT_REGION,
+            "TRACE_ON": "true",
+        }
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PullMessageResponseHeader(CustomHeader):
@@ -35,6 +55,20 @@ class PullMessageResponseHeader(CustomHeader):
     next_begin_offset: int = i64(True)
     min_offset: int = i64(True)
     max_offset: int = i64(True)
+
+    @staticmethod
+    def pulled(
+        suggest_which_broker_id: int, next_begin_offset: int, min_offset: int, max_offset: int
+    ) -> dict[str, str]:
+        """The extFields of a pull's answer: what `PullMessageResponseHeader(...).to_ext_fields()`
+        gives for these values, written directly, as every pull is answered with it
+        (tests/test_response_headers.py holds the two equal)."""
+        return {
+            "suggestWhichBrokerId": str(suggest_which_broker_id),
+            "nextBeginOffset": str(next_begin_offset),
+            "minOffset": str(min_offset),
+            "maxOffset": str(max_offset),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

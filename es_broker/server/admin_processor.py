@@ -56,6 +56,7 @@ from es_broker.remoting.headers import (
     TopicRequestHeader,
 )
 from es_broker.remoting.response_headers import (
+    GetBrokerConfigResponseHeader,
     GetEarliestMsgStoretimeResponseHeader,
     OffsetResponseHeader,
 )
@@ -501,6 +502,6 @@ class AdminBrokerProcessor(BrokerSettings):
             req,
             ResponseCode.SUCCESS,
             None,
-            {"version": DataVersion().encode().decode()},
+            GetBrokerConfigResponseHeader(version=DataVersion().encode().decode()).to_ext_fields(),
             text.encode(),
         )

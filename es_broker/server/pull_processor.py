@@ -28,6 +28,7 @@ from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.headers import PullMessageRequestHeader
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
+from es_broker.remoting.response_headers import PullMessageResponseHeader
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.processor_support import (
@@ -219,11 +220,8 @@ class PullMessageProcessor(BrokerSettings):
                 # no correction on a slave: retry the same offset, asked to go to the group's broker (B-61, B-119)
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
                 suggest = group_config.broker_id
-        header = {
-            "suggestWhichBrokerId": suggest,
-            "nextBeginOffset": result.next_begin_offset,
-            "minOffset": result.min_offset,
-            "maxOffset": result.max_offset,
-        }
+        header = PullMessageResponseHeader.pulled(
+            suggest, result.next_begin_offset, result.min_offset, result.max_offset
+        )
         body = result.body if code == ResponseCode.SUCCESS else b""
         return response_to(req, int(code), result.status.value, header, body)

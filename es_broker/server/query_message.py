@@ -11,6 +11,7 @@ from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
+from es_broker.remoting.response_headers import QueryMessageResponseHeader
 from es_broker.server.processor_support import BrokerSettings, ReadScope
 from es_broker.server.remoting_server import Handler
 
@@ -51,7 +52,9 @@ class QueryMessageProcessor(BrokerSettings):
         found = self.broker.query_messages_by_key(
             h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp
         )
-        header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": 0}
+        header = QueryMessageResponseHeader(
+            index_last_update_timestamp=0, index_last_update_phyoffset=0
+        ).to_ext_fields()
         if not found:
             return response_to(
                 req,

@@ -32,6 +32,7 @@ from es_broker.remoting.reply_properties import (
     REPLY_TO_CLIENT,
     TTL,
 )
+from es_broker.remoting.response_headers import SendMessageResponseHeader
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.remoting_server import Handler
 
@@ -151,18 +152,10 @@ class ReplyProcessors:
                 reply.remark(reason, reply_to, deadline, stored_at),
             )
             log.warning("reply %s: %s", correlation_id, text)
-        return response_to(
-            req,
-            code,
-            text,
-            {
-                "msgId": result.msg_ids[0],
-                "queueId": result.answer_queue_id,
-                "queueOffset": result.queue_offset,
-                "MSG_REGION": "DefaultRegion",
-                "TRACE_ON": "true",
-            },
+        header = SendMessageResponseHeader.stored(
+            result.msg_ids[0], result.answer_queue_id, result.queue_offset
         )
+        return response_to(req, code, text, header)
 
     async def _push(
         self,

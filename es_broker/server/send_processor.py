@@ -23,6 +23,7 @@ from es_broker.remoting.codes import RequestCode, ResponseCode, Version
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import MissingField
 from es_broker.remoting.headers import SendMessageRequestHeader
+from es_broker.remoting.response_headers import SendMessageResponseHeader
 from es_broker.server.outbox import Outbox
 from es_broker.server.processor_support import (
     BrokerSettings,
@@ -182,15 +183,7 @@ class SendMessageProcessor(BrokerSettings):
     @staticmethod
     def _send_response(req: RemotingCommand, result: PutResult, code: int) -> RemotingCommand:
         """The answer to a stored send: its message ids and where it went."""
-        return response_to(
-            req,
-            code,
-            None,
-            {
-                "msgId": ",".join(result.msg_ids),
-                "queueId": result.answer_queue_id,
-                "queueOffset": result.queue_offset,
-                "MSG_REGION": "DefaultRegion",
-                "TRACE_ON": "true",
-            },
+        header = SendMessageResponseHeader.stored(
+            ",".join(result.msg_ids), result.answer_queue_id, result.queue_offset
         )
+        return response_to(req, code, None, header)
