@@ -133,12 +133,12 @@ async def test_every_admin_request_is_written_by_the_header_class_of_its_code(
     for command in client.sent:
         header = requests.decode(command)
         assert isinstance(header, CustomHeader), (command.code, header)
-        assert list(header.to_ext_fields(command.code).items()) == list(command.ext_fields.items())
+        assert list(header.to_fields(command.code).items()) == list(command.ext_fields.items())
 
 
 def test_a_request_carries_its_header_as_the_class_writes_it() -> None:
     header = SendMessageRequestHeader(topic="T", queue_id=1, born_timestamp=5, flag=0)
     for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
-        assert request(code, header).ext_fields == header.to_ext_fields(code)
-        assert request(code, header.to_ext_fields(code)) == request(code, header)
+        assert request(code, header).ext_fields == header.to_fields(code)
+        assert request(code, header.to_fields(code)) == request(code, header)
     assert request(RequestCode.GET_BROKER_CLUSTER_INFO).ext_fields == {}

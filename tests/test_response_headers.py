@@ -37,7 +37,7 @@ def test_a_stored_sends_fields_are_its_header_classes(
         queue_offset=queue_offset,
         msg_region=DEFAULT_REGION,
         trace_on="true",
-    ).to_ext_fields()
+    ).to_fields()
     assert list(direct.items()) == list(built.items())
 
 
@@ -51,7 +51,7 @@ def test_a_pulls_fields_are_its_header_classes(
     direct = PullMessageResponseHeader.pulled(suggest, next_begin, lo, hi)
     built = PullMessageResponseHeader(
         suggest_which_broker_id=suggest, next_begin_offset=next_begin, min_offset=lo, max_offset=hi
-    ).to_ext_fields()
+    ).to_fields()
     assert list(direct.items()) == list(built.items())
 
 

@@ -64,7 +64,7 @@ def test_decoding_builds_the_header_its_fields_write(code: int) -> None:
         assert decoded is NO_HEADER
         return
     assert type(decoded) is shape.header
-    again = requests.decode(request(code, decoded.to_ext_fields(code)))
+    again = requests.decode(request(code, decoded.to_fields(code)))
     assert again == decoded
 
 
@@ -95,13 +95,13 @@ def test_a_header_read_without_the_edge_names_its_first_missing_field() -> None:
 
 def test_a_client_writes_the_v2_letters_and_the_java_names_from_one_class() -> None:
     header = SendMessageRequestHeader(topic="T", queue_id=1, sys_flag=0, born_timestamp=2)
-    assert header.to_ext_fields(RequestCode.SEND_MESSAGE_V2) == {
+    assert header.to_fields(RequestCode.SEND_MESSAGE_V2) == {
         "b": "T",
         "e": "1",
         "f": "0",
         "g": "2",
     }
-    assert header.to_ext_fields(RequestCode.SEND_MESSAGE) == {
+    assert header.to_fields(RequestCode.SEND_MESSAGE) == {
         "topic": "T",
         "queueId": "1",
         "sysFlag": "0",

@@ -70,7 +70,7 @@ class ClusterAdmin(AdminBase):
             request(EsRequestCode.HA_SWITCH, HaSwitchRequestHeader(to=to)),
             timeout=60.0,
         )
-        return HaSwitchResponseHeader.of(r).to_ext_fields()
+        return HaSwitchResponseHeader.of(r).to_fields()
 
     # ------------------------------------------------------------------ broker operations
     async def broker_config(self, addr: str) -> dict[str, str]:

@@ -170,7 +170,7 @@ def push_header(
         born_host=socket_text(born_host),
         store_host=socket_text(store_host),
         store_timestamp=store_timestamp,
-    ).to_ext_fields()
+    ).to_fields()
 
 
 def record_job(store: Store, reply: ReplyPushed) -> Callable[[AppendContext], int]:

@@ -342,7 +342,7 @@ class ReplicationMaster:
             None,
             HaMergeSlaveOffsetsResponseHeader(
                 seq=outcome.seq, policy=outcome.policy, deliveries=outcome.deliveries
-            ).to_ext_fields(),
+            ).to_fields(),
         )
 
     async def record_set_aside(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -375,7 +375,7 @@ class ReplicationMaster:
             seq,
         )
         answer = RecordSeqResponseHeader(seq=seq)
-        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_fields())
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:

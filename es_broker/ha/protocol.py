@@ -77,7 +77,7 @@ class FetchRequest:
             max_bytes=self.max_bytes,
             epoch=self.epoch if self.epoch >= 0 else None,
         )
-        return request(EsRequestCode.HA_FETCH_RECORDS, header.to_ext_fields())
+        return request(EsRequestCode.HA_FETCH_RECORDS, header.to_fields())
 
     @classmethod
     def from_command(cls, cmd: RemotingCommand) -> FetchRequest:
@@ -112,7 +112,7 @@ class FetchAnswer:
             master_phy_max=self.master_phy_max,
             epoch=self.epoch,
         )
-        return response_to(req, ResponseCode.SUCCESS, None, header.to_ext_fields(), body)
+        return response_to(req, ResponseCode.SUCCESS, None, header.to_fields(), body)
 
     @classmethod
     def from_response(cls, resp: RemotingCommand) -> FetchAnswer:
@@ -147,7 +147,7 @@ class MergeRequest:
         header = HaMergeSlaveOffsetsRequestHeader(
             slave_id=self.slave_id, slave_addr=self.slave_addr, journal_upto=self.journal_upto
         )
-        return request(EsRequestCode.HA_MERGE_SLAVE_OFFSETS, header.to_ext_fields(), body)
+        return request(EsRequestCode.HA_MERGE_SLAVE_OFFSETS, header.to_fields(), body)
 
     @classmethod
     def from_command(cls, cmd: RemotingCommand) -> MergeRequest:

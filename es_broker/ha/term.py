@@ -66,7 +66,7 @@ class HaTerm:
                 f"node {to} did not reach record {c.position()} in time; node {c.node} leads on"
             )
         answer = HaSwitchResponseHeader(from_node=c.node, to=to)
-        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_fields())
 
     def status(self) -> dict[str, Any]:
         c = self.coordinator

@@ -228,7 +228,7 @@ def request(
     serialize_type: SerializeType = SerializeType.JSON,
 ) -> RemotingCommand:
     """Build a request of `code` carrying `header`: its typed header (remoting/headers.py,
-    es_headers.py), written as the class declares it (`to_ext_fields(code)`), or None for a code
+    es_headers.py), written as the class declares it (`to_fields(code)`), or None for a code
     whose header declares no fields.
 
     A mapping of extFields is taken too (values may be ints/bools, stored as Java's text): what
@@ -237,7 +237,7 @@ def request(
     if header is None or isinstance(header, Mapping):
         fields = normalize_ext_fields(header)
     else:
-        fields = header.to_ext_fields(code)
+        fields = header.to_fields(code)
     return RemotingCommand(
         code=int(code),
         language=language,

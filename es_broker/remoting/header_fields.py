@@ -10,7 +10,7 @@ SEND_MESSAGE_V2 gives it on the wire (`v2="b"`).
 Reading a header (`read_fields`) is its shape check: a field that breaks its rule
 raises the `CommandError` whose text is the remark RocketMQ's refusal carries
 (B-135..B-139); requests.py prefixes the request's name and answers SYSTEM_ERROR.
-Writing one (`CustomHeader.to_ext_fields`) gives Java's text of every field set.
+Writing one (`CustomHeader.to_fields`) gives Java's text of every field set.
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ class CustomHeader:
             fields = {renames.get(k, k): v for k, v in fields.items()}
         return cls(**read_fields(rules, fields, names))
 
-    def to_ext_fields(self, code: int | None = None) -> dict[str, str]:
+    def to_fields(self, code: int | None = None) -> dict[str, str]:
         """The extFields that carry this header: Java's text of every field set, under its Java
         name (its one-letter name when requests of `code` use those: SEND_MESSAGE_V2)."""
         plan = _WRITES.get(type(self)) or _write_plan(type(self))

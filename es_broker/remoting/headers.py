@@ -7,7 +7,7 @@ RocketMQ reuses its classes. requests.py derives every code's declared shape
 from these classes; the server decodes a request into its class once, at the
 edge, and the processor reads it with `Class.of(request)`; clients, the admin
 client and the broker's own requests are built from them (`request(code, header)`,
-which writes the header's `to_ext_fields(code)`).
+which writes the header's `to_fields(code)`).
 
 es-broker's own request codes have theirs in es_headers.py.
 """
@@ -72,11 +72,11 @@ class SendMessageRequestHeader(CustomHeader):
 
     def v2_fields(self) -> dict[str, str]:
         """The SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE extFields: one-letter names, Java's text."""
-        return self.to_ext_fields(RequestCode.SEND_MESSAGE_V2)
+        return self.to_fields(RequestCode.SEND_MESSAGE_V2)
 
     def v1_fields(self) -> dict[str, str]:
         """The SEND_MESSAGE extFields: Java's field names."""
-        return self.to_ext_fields()
+        return self.to_fields()
 
 
 #: SEND_MESSAGE_V2's one-letter names, Java name by letter and letter by Java name.

@@ -2,7 +2,7 @@
 
 Declared as headers.py declares the requests' (header_fields.py): each field's
 rule once, next to it. The side that writes one builds the class and sends
-`to_ext_fields()`; the side that reads one calls `Class.of(command)`, which
+`to_fields()`; the side that reads one calls `Class.of(command)`, which
 raises the `CommandError` naming a missing or malformed field.
 """
 
@@ -34,7 +34,7 @@ class SendMessageResponseHeader(CustomHeader):
         """The extFields of a stored send's answer, in the default region with trace on.
 
         What `SendMessageResponseHeader(msg_id=..., queue_id=..., queue_offset=...,
-        msg_region=DEFAULT_REGION, trace_on="true").to_ext_fields()` gives, written
+        msg_region=DEFAULT_REGION, trace_on="true").to_fields()` gives, written
         directly: every send is answered with it, and building the frozen class first
         costs more than the dict (tests/test_response_headers.py holds the two equal).
         """
@@ -60,7 +60,7 @@ class PullMessageResponseHeader(CustomHeader):
     def pulled(
         suggest_which_broker_id: int, next_begin_offset: int, min_offset: int, max_offset: int
     ) -> dict[str, str]:
-        """The extFields of a pull's answer: what `PullMessageResponseHeader(...).to_ext_fields()`
+        """The extFields of a pull's answer: what `PullMessageResponseHeader(...).to_fields()`
         gives for these values, written directly, as every pull is answered with it
         (tests/test_response_headers.py holds the two equal)."""
         return {

@@ -205,7 +205,7 @@ class AclProcessors:
             broker_addr=addr,
             cluster_name=cluster,
         )
-        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_fields())
 
     async def get_broker_cluster_acl_config(
         self, channel: Channel, req: RemotingCommand

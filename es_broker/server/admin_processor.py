@@ -87,7 +87,7 @@ def topic_configs_of(broker: Broker, topics: Iterable[str]) -> tuple[dict[str, T
 def _offset_answer(req: RemotingCommand, offset: int) -> RemotingCommand:
     """GET_MIN_OFFSET, GET_MAX_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP's answer: one offset."""
     return response_to(
-        req, ResponseCode.SUCCESS, None, OffsetResponseHeader(offset=offset).to_ext_fields()
+        req, ResponseCode.SUCCESS, None, OffsetResponseHeader(offset=offset).to_fields()
     )
 
 
@@ -189,7 +189,7 @@ class AdminBrokerProcessor(BrokerSettings):
         h = TopicQueueRequestHeader.of(req)
         ts = self.broker.earliest_msg_store_time(h.topic, h.queue_id)
         answer = GetEarliestMsgStoretimeResponseHeader(timestamp=ts)
-        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_fields())
 
     # ------------------------------------------------------------------ offset resets
     def reset_body(self, plan: resets.ResetPlan, list_form: bool) -> bytes:
@@ -502,6 +502,6 @@ class AdminBrokerProcessor(BrokerSettings):
             req,
             ResponseCode.SUCCESS,
             None,
-            GetBrokerConfigResponseHeader(version=DataVersion().encode().decode()).to_ext_fields(),
+            GetBrokerConfigResponseHeader(version=DataVersion().encode().decode()).to_fields(),
             text.encode(),
         )

@@ -74,7 +74,7 @@ class ConsumerManageProcessor:
         )
         if answer.code == ResponseCode.SUCCESS:
             stored = QueryConsumerOffsetResponseHeader(offset=answer.offset)
-            return response_to(req, ResponseCode.SUCCESS, None, stored.to_ext_fields())
+            return response_to(req, ResponseCode.SUCCESS, None, stored.to_fields())
         return response_to(req, int(answer.code), answer.remark)
 
     async def update_consumer_offset(

@@ -272,7 +272,7 @@ class NameServer:
             deleted=tuple(t for t in (h.deleted_topics or "").split(";") if t),
         )
         answer = RegisterBrokerResponseHeader(ha_server_addr=ha, master_addr=master)
-        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_fields())
 
     async def unregister_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = UnRegisterBrokerRequestHeader.of(req)
@@ -312,7 +312,7 @@ class NameServer:
             live.last_update_ms = self.now_ms()
         body = live.data_version.encode() if live else b""
         answer = QueryDataVersionResponseHeader(changed=changed)
-        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields(), body)
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_fields(), body)
 
     async def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         self.routes.topic_queues.pop(TopicRequestHeader.of(req).topic, None)
@@ -332,7 +332,7 @@ class NameServer:
                 req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}"
             )
         answer = GetKVConfigResponseHeader(value=value)
-        return response_to(req, ResponseCode.SUCCESS, None, answer.to_ext_fields())
+        return response_to(req, ResponseCode.SUCCESS, None, answer.to_fields())
 
     async def delete_kv(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = KVConfigRequestHeader.of(req)

@@ -54,7 +54,7 @@ class QueryMessageProcessor(BrokerSettings):
         )
         header = QueryMessageResponseHeader(
             index_last_update_timestamp=0, index_last_update_phyoffset=0
-        ).to_ext_fields()
+        ).to_fields()
         if not found:
             return response_to(
                 req,
