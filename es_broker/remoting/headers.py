@@ -63,7 +63,8 @@ class SendMessageRequestHeader(CustomHeader):
 
     @classmethod
     def uses_v2_names(cls, code: int) -> bool:
-        return code != RequestCode.SEND_MESSAGE
+        # SEND_MESSAGE and SEND_REPLY_MESSAGE carry SendMessageRequestHeader's Java names
+        return code not in (RequestCode.SEND_MESSAGE, RequestCode.SEND_REPLY_MESSAGE)
 
     @classmethod
     def read(cls, cmd: RemotingCommand) -> Self:

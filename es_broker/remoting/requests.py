@@ -444,6 +444,9 @@ SHAPES: dict[int, RequestShape] = {
         shape(C.SEND_MESSAGE, h.SendMessageRequestHeader),
         shape(C.SEND_MESSAGE_V2, h.SendMessageRequestHeader),
         shape(C.SEND_BATCH_MESSAGE, h.SendMessageRequestHeader),
+        # request-reply: SendMessageRequestHeader under Java names (324) or V2's letters (325), B-327
+        shape(C.SEND_REPLY_MESSAGE, h.SendMessageRequestHeader),
+        shape(C.SEND_REPLY_MESSAGE_V2, h.SendMessageRequestHeader),
         # -- consumer
         shape(C.PULL_MESSAGE, h.PullMessageRequestHeader),
         shape(C.QUERY_CONSUMER_OFFSET, h.QueryConsumerOffsetRequestHeader),
@@ -508,6 +511,7 @@ SHAPES: dict[int, RequestShape] = {
         shape(E.HA_FETCH_RECORDS, es.HaFetchRecordsRequestHeader),
         shape(E.HA_MERGE_SLAVE_OFFSETS, es.HaMergeSlaveOffsetsRequestHeader, ha_merge_body),
         shape(E.HA_SWITCH, es.HaSwitchRequestHeader),
+        shape(E.HA_REPORT_SET_ASIDE),  # no header; its JSON report is read by the master (B-381)
         # -- name server
         shape(C.REGISTER_BROKER, h.RegisterBrokerRequestHeader),
         shape(C.UNREGISTER_BROKER, h.UnRegisterBrokerRequestHeader),
