@@ -292,3 +292,60 @@ def test_b462_a_directory_written_before_the_slaves_index_is_indexed_once(tmp_pa
         assert store.history.slaves_held(txn) == {1: 2, 2: 1}
     store.close()
     assert verify(data_dir) == []
+
+
+async def test_b466_broker_status_and_metrics_show_the_hot_log_the_horizon_and_the_archive(
+    brokers, tmp_path
+):
+    import trio
+    from prometheus_client.core import CollectorRegistry
+    from prometheus_client.exposition import generate_latest
+
+    from es_broker.remoting.bodies import KVTable
+    from es_broker.remoting.codes import RequestCode
+    from es_broker.server.metrics import BrokerCollector
+
+    m = await brokers.master("ASYNC_MASTER", **SETTINGS)
+    await brokers.w.create_topic(m.addr, TOPIC, 2)
+    await _send(brokers, m, 40)
+
+    async def status() -> dict[str, str]:
+        answer = await brokers.w.client.invoke(
+            m.addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5
+        )
+        return KVTable.decode(answer.body).table
+
+    before = await status()
+    assert before["historySealedUpto"] == "0" and before["historyHorizonTime"] == "-1"
+    assert int(before["historyHotRecords"]) == int(before["recordLogLastSeq"])
+    assert before["historyArchiveBytes"] == "0"
+
+    sealed = (await _archive(m))["sealed"]
+    last = sealed[-1]["last_seq"]
+    after = await status()
+    store = m.server.broker.store
+    with store.read() as txn:
+        horizon = store.history.latest(txn)["last_time"]
+    assert int(after["historySealedUpto"]) == last
+    assert int(after["historyHorizonTime"]) == horizon
+    assert int(after["historyHotRecords"]) == int(after["recordLogLastSeq"]) - last
+    assert 0 < int(after["historyHotLogBytes"]) < int(before["historyHotLogBytes"]) + 4096
+    on_disk = sum(
+        f.stat().st_size for f in (tmp_path / "master" / "archive").rglob("*") if f.is_file()
+    )
+    assert int(after["historyArchiveBytes"]) == on_disk > 0
+
+    registry = CollectorRegistry()
+    registry.register(BrokerCollector(m.server, trio.lowlevel.current_trio_token()))
+    text = (await trio.to_thread.run_sync(generate_latest, registry)).decode()
+    assert "esbroker_history_sealed_sequence{" in text
+    values = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("esbroker_history_")
+    }
+    assert values["esbroker_history_sealed_sequence"] == last
+    assert values["esbroker_history_hot_records"] == int(after["historyHotRecords"])
+    assert values["esbroker_history_archive_bytes"] == on_disk
+    assert values["esbroker_history_horizon_timestamp_seconds"] == horizon / 1000
+    await m.stop()

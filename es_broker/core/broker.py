@@ -30,6 +30,7 @@ from es_broker.commands.runtime_stats import dir_capacity, store_size
 from es_broker.config import BrokerRole
 from es_broker.core.base import ReadOnly, Unrecorded
 from es_broker.core.retries import RetryOperations
+from es_broker.history.status import HistoryStatus, history_status
 from es_broker.log import AppendContext, Queued, StoreFullError
 from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
 from es_broker.log.arrival import ArrivalOrder as ArrivalOrder  # re-exported for the server
@@ -359,7 +360,12 @@ class Broker(RetryOperations):
             "commitLogDirCapacity": dir_capacity(self.store.log.path),
             "storeSizeBytes": store_size(self.store.log.path),
             **self.rates.rates(self.store.clock.now_ms()),
+            **self.history_status().runtime_fields(),
         }
+
+    def history_status(self) -> HistoryStatus:
+        """The hot log, the horizon and the archive (B-466)."""
+        return history_status(self.store, self.config.storePathRootDir, self.config.history_archive)
 
     async def ensure_group(self, group: str, *, requester: str = "") -> SubscriptionGroupConfig:
         """The group's config, created with RocketMQ's defaults when absent (B-03).

@@ -294,6 +294,32 @@ class BrokerCollector(Collector):
             disk_full.disk_usage(log_.path),
             unit="ratio",
         )
+        # the history (B-466): what the hot log holds, where the horizon is, the archive's size
+        history = broker.history_status()
+        gauge("esbroker_history_hot_records", "Records in the hot log", history.hot_records)
+        gauge(
+            "esbroker_history_hot_log",
+            "Pages of the hot log's LMDB database",
+            history.hot_log_bytes,
+            unit="bytes",
+        )
+        gauge(
+            "esbroker_history_sealed_sequence",
+            "Last sequence sealed to the archive (0: none)",
+            history.sealed_upto,
+        )
+        gauge(
+            "esbroker_history_horizon_timestamp",
+            "Broker time of the last sealed record (-1: none)",
+            history.horizon_time / 1000 if history.horizon_time >= 0 else -1,
+            unit="seconds",
+        )
+        gauge(
+            "esbroker_history_archive",
+            "Files in a local archive (-1: a remote filesystem, not listed)",
+            history.archive_bytes,
+            unit="bytes",
+        )
         # the read-model follower (B-..): records and seconds of broker time behind the log's head
         if server.readmodel_url:
             position = read_position(server.config.storePathRootDir)
