@@ -173,6 +173,7 @@ async def test_b414_broker_processes_a_master_seals_over_the_wire_and_its_slave_
     """`es-broker serve` processes: a master and its slave (--role slave --master)."""
     from es_broker.client.admin import Admin
     from es_broker.net.remoting_client import RemotingClient
+    from es_broker.readmodel.process import read_position
     from tests.ha_fixtures import Wire
     from tests.process_fixtures import serve
 
@@ -195,6 +196,14 @@ async def test_b414_broker_processes_a_master_seals_over_the_wire_and_its_slave_
             return await last_seq(s.addr) == await last_seq(m.addr)
 
         await wait_until("the slave holds the master's log", same)
+        # the SQL read model `serve` runs is a consumer of the log too: until its follower has
+        # reported a checkpoint, sealing holds everything (B-412)
+        head = await last_seq(m.addr)
+
+        def read_model_caught_up() -> bool:
+            return (read_position(tmp_path / "master") or 0) >= head
+
+        await wait_until("the read model's checkpoint reaches the head", read_model_caught_up)
         done = await cli_ok("archive", "-b", m.addr, "--before", FAR, "--json")
         answer = json.loads(done.stdout)
         # `serve` runs the SQL read model too: its checkpoint bounds sealing as the slave does
