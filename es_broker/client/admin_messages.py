@@ -70,21 +70,26 @@ class MessageAdmin(AdminBase):
         return decode_all(r.body)[0]
 
     async def messages_by_key(self, topic: str, key: str, max_num: int = 64) -> list[StoredMessage]:
-        found = []
+        return await self._query_messages(topic, key, max_num, f"messages with key {key}")
+
+    async def _query_messages(
+        self, topic: str, key: str, max_num: int, what: str, unique_key_query: str | None = None
+    ) -> list[StoredMessage]:
+        """QUERY_MESSAGE on each broker of the topic, over all time; what every broker found."""
+        header = QueryMessageRequestHeader(
+            topic=topic,
+            key=key,
+            max_num=max_num,
+            begin_timestamp=0,
+            end_timestamp=2**62,
+            unique_key_query=unique_key_query,
+        )
+        found: list[StoredMessage] = []
         for _, addr in await self.topic_brokers(topic):
             r = await self._ok(
                 addr,
-                f"messages with key {key}",
-                request(
-                    RequestCode.QUERY_MESSAGE,
-                    QueryMessageRequestHeader(
-                        topic=topic,
-                        key=key,
-                        max_num=max_num,
-                        begin_timestamp=0,
-                        end_timestamp=2**62,
-                    ),
-                ),
+                what,
+                request(RequestCode.QUERY_MESSAGE, header),
                 allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
             )
             if r.code == ResponseCode.SUCCESS:
@@ -152,29 +157,10 @@ class MessageAdmin(AdminBase):
         self, topic: str, uniq_key: str, max_num: int = 32
     ) -> list[StoredMessage]:
         """QUERY_MESSAGE with the unique-key flag on each broker of the topic (B-202)."""
-        found: list[StoredMessage] = []
-        for _, addr in await self.topic_brokers(topic):
-            r = await self._ok(
-                addr,
-                f"messages with unique key {uniq_key}",
-                request(
-                    RequestCode.QUERY_MESSAGE,
-                    QueryMessageRequestHeader(
-                        topic=topic,
-                        key=uniq_key,
-                        max_num=max_num,
-                        begin_timestamp=0,
-                        end_timestamp=2**62,
-                        unique_key_query="true",
-                    ),
-                ),
-                allowed=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
-            )
-            if r.code == ResponseCode.SUCCESS:
-                found.extend(
-                    m for m in decode_all(r.body) if m.properties.get("UNIQ_KEY") == uniq_key
-                )
-        return found
+        found = await self._query_messages(
+            topic, uniq_key, max_num, f"messages with unique key {uniq_key}", "true"
+        )
+        return [m for m in found if m.properties.get("UNIQ_KEY") == uniq_key]
 
     async def redrive_dlq(
         self,
