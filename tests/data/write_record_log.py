@@ -32,7 +32,7 @@ from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.core.replay import checksums, replay, verify
 from es_broker.log import make
-from es_broker.log.types import Cause
+from es_broker.log.types import Cause, RecordType
 from es_broker.remoting import message as wire
 
 START = 1_700_000_000_000
@@ -133,7 +133,7 @@ async def drive(broker: Broker, clock: ManualClock) -> None:
     now = clock.now_ms()
     fields = acl_audit.load_fields(acl, "startup", None, 1, b"s" * 16)
     denied = acl_audit.denial_record({("RocketMQ", "10.0.0.1", 16): 3}, now - 60_000, now, 60, 1)
-    loaded = make(acl_audit.LOADED, now, **fields)
+    loaded = make(RecordType.ACL_LOADED, now, **fields)
     await broker.submit(lambda ctx: [ctx.append(loaded), ctx.append(denied)])
     # a slave's deliveries and commits merged into the master
     now = clock.now_ms()
