@@ -1,7 +1,8 @@
 """A data directory in an older store format: upgraded by a start, recorded, answers unchanged (B-470).
 
-The fixture is a directory written by es-broker before the store format was kept
-(tests/data/write_old_store.py at 6573b9b: format 1), with the answers that code gave from it.
+The fixtures are directories written by older es-broker (tests/data/write_old_store.py): at
+6573b9b, before the store format was kept (format 1), and at 75c846d (format 5), each with the
+answers that code gave from it.
 """
 
 from __future__ import annotations
@@ -20,18 +21,36 @@ from es_broker.projections.store_format import CURRENT, FIRST, LEGACY_DATABASES,
 from tests.data.write_old_store import answers
 from tests.helpers import cli
 
-FIXTURE = Path(__file__).parent / "data" / "store-format-1-6573b9b"
+DATA = Path(__file__).parent / "data"
+FIXTURES = {FIRST: DATA / "store-format-1-6573b9b", 5: DATA / "store-format-5-75c846d"}
+# every step, (from, to, the older layout's databases it drops)
+STEPS = [
+    (FIRST, 2, ["key_index", "key_expiry", "key_meta"]),
+    (2, 3, ["trace_deliveries"]),
+    (3, 4, ["cq"]),
+    (4, 5, []),  # nothing sealed: the store index keeps every entry (B-465)
+    (5, 6, ["cq_blocks"]),
+]
+
+
+@pytest.fixture(params=sorted(FIXTURES), ids=lambda found: f"format-{found}")
+def found(request) -> int:
+    return request.param
 
 
 @pytest.fixture()
-def old_dir(tmp_path: Path) -> Path:
-    with tarfile.open(FIXTURE.with_suffix(".tar.gz")) as tar:
+def old_dir(tmp_path: Path, found: int) -> Path:
+    with tarfile.open(FIXTURES[found].with_suffix(".tar.gz")) as tar:
         tar.extractall(tmp_path, filter="data")
     return tmp_path
 
 
-def expected() -> dict:
-    return json.loads(FIXTURE.with_suffix(".json").read_text())
+def expected(found: int) -> dict:
+    return json.loads(FIXTURES[found].with_suffix(".json").read_text())
+
+
+def steps_from(found: int) -> list[tuple[int, int, list[str]]]:
+    return [step for step in STEPS if step[0] >= found]
 
 
 def names_in(data_dir: Path) -> set[str]:
@@ -43,42 +62,40 @@ def names_in(data_dir: Path) -> set[str]:
         store.close()
 
 
-def test_b470_verify_of_an_older_directory_says_run_serve_once(old_dir):
+def test_b470_verify_of_an_older_directory_says_run_serve_once(old_dir, found):
+    legacy = names_in(old_dir) & set(LEGACY_DATABASES)
+    assert legacy and legacy <= {name for step in steps_from(found) for name in step[2]}
     with pytest.raises(OldStoreFormat) as raised:
         verify(old_dir)
-    assert raised.value.found == FIRST
+    assert raised.value.found == found
     assert "old format" in str(raised.value) and "serve" in str(raised.value)
     result = cli("verify", "--data-dir", str(old_dir))
     assert result.returncode == 2
     assert "old format" in result.stdout and "run `es-broker serve`" in result.stdout
-    assert set(LEGACY_DATABASES) <= names_in(old_dir)  # nothing was converted by looking
+    assert names_in(old_dir) & set(LEGACY_DATABASES) == legacy  # nothing converted by looking
 
 
-def test_b470_a_start_upgrades_an_older_directory_and_records_it(old_dir):
+def test_b470_a_start_upgrades_an_older_directory_and_records_it(old_dir, found):
     store = Store.open(old_dir, BrokerConfig(storePathRootDir=str(old_dir)))
     last = store.log.last_seq
     upgraded = [(s, r) for s, r in store.log.read() if r["type"] == RecordType.STORE_UPGRADED]
-    assert [seq for seq, _ in upgraded] == [last - 3, last - 2, last - 1, last]  # one per step
-    steps = [(r["from_format"], r["to_format"], r["dropped"]) for _, r in upgraded]
-    assert steps == [
-        (FIRST, 2, ["key_index", "key_expiry", "key_meta"]),
-        (2, 3, ["trace_deliveries"]),
-        (3, 4, ["cq"]),
-        (4, CURRENT, []),  # nothing sealed: the store index keeps every entry (B-465)
-    ]
+    steps = steps_from(found)
+    assert steps[-1][1] == CURRENT
+    first_new = last - len(steps) + 1
+    assert [seq for seq, _ in upgraded if seq >= first_new] == list(range(first_new, last + 1))
+    upgraded = upgraded[-len(steps) :]  # one per step
+    assert [(r["from_format"], r["to_format"], r["dropped"]) for _, r in upgraded] == steps
     with store.read() as txn:
         assert store.format.number(txn) == CURRENT
-        keys = txn.stat(store.keyindex.index_db)["entries"]
-        pulls = txn.stat(store.trace.pulls)["entries"]
-        blocks = txn.stat(store.cq.db)["entries"]
-        stored = txn.stat(store.trace.stored)["entries"]
+        entries = {
+            "key_hash": txn.stat(store.keyindex.index_db)["entries"],
+            "trace_pulls": txn.stat(store.trace.pulls)["entries"],
+            "cq_pages": txn.stat(store.cq.db)["entries"],
+            "trace_stored": txn.stat(store.trace.stored)["entries"],
+        }
+    written = {2: "key_hash", 3: "trace_pulls", 4: "cq_pages", 5: "trace_stored", 6: "cq_pages"}
     counts = [dict(r["counts"]) for _, r in upgraded]
-    assert counts == [
-        {"key_hash": keys},
-        {"trace_pulls": pulls},
-        {"cq_blocks": blocks},
-        {"trace_stored": stored},
-    ]
+    assert counts == [{written[to]: entries[written[to]]} for _, to, _ in steps]
     store.close()
     assert not set(LEGACY_DATABASES) & names_in(old_dir)
     # a second start finds the current format: nothing more is written
@@ -88,28 +105,36 @@ def test_b470_a_start_upgrades_an_older_directory_and_records_it(old_dir):
     store.close()
 
 
-def test_b470_after_the_upgrade_verify_passes_and_every_answer_is_the_old_codes(old_dir):
+def test_b470_after_the_upgrade_verify_passes_and_every_answer_is_the_old_codes(old_dir, found):
     Store.open(old_dir, BrokerConfig(storePathRootDir=str(old_dir))).close()
     assert verify(old_dir) == []
     assert verify(old_dir, full=True) == []
-    assert answers(old_dir) == expected()
+    assert answers(old_dir) == expected(found)
 
 
-def test_b470_a_crash_before_the_upgrade_committed_leaves_the_old_format(old_dir, monkeypatch):
+def test_b470_a_crash_before_the_upgrade_committed_leaves_the_old_format(
+    old_dir, found, monkeypatch
+):
     store = Store.open(old_dir, readonly=True)
     last = store.log.last_seq
     store.close()
+    legacy = names_in(old_dir) & set(LEGACY_DATABASES)
 
-    def crash(self, txn):
+    def crash(self, *args):
         raise RuntimeError("killed mid-upgrade")
 
-    monkeypatch.setattr("es_broker.projections.key_index.KeyIndexProjection.rebuild", crash)
+    # the first step each fixture takes
+    first_step = {
+        FIRST: "es_broker.projections.key_index.KeyIndexProjection.rebuild",
+        5: "es_broker.projections.consume_queue.ConsumeQueueProjection.convert",
+    }
+    monkeypatch.setattr(first_step[found], crash)
     with pytest.raises(RuntimeError):
         Store.open(old_dir)
     monkeypatch.undo()
-    assert set(LEGACY_DATABASES) <= names_in(old_dir)
+    assert names_in(old_dir) & set(LEGACY_DATABASES) == legacy
     store = Store.open(old_dir)  # the next start upgrades it
-    assert store.log.last_seq == last + 4
+    assert store.log.last_seq == last + len(steps_from(found))
     store.close()
     assert verify(old_dir) == []
 

@@ -109,6 +109,7 @@ class Store:
             Step(3, message_trace.LEGACY_DATABASES, self._convert_deliveries),
             Step(4, consume_queue.LEGACY_DATABASES, self._convert_consume_queues),
             Step(5, (), self._seal_store_index),
+            Step(6, consume_queue.BLOCKS_OF_32, self._convert_consume_queue_blocks),
         )
         self.format.upgrade(steps, now_ms=self.clock.now_ms(), record=record)
 
@@ -131,10 +132,16 @@ class Store:
         return [["trace_pulls", txn.stat(self.trace.pulls)["entries"]]]
 
     def _convert_consume_queues(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
-        legacy = self.format.legacy(txn, "cq")
-        if legacy is not None:
+        return self._convert_units(txn, "cq")
+
+    def _convert_consume_queue_blocks(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        return self._convert_units(txn, "cq_blocks")
+
+    def _convert_units(self, txn: lmdb.Transaction[bytes], name: str) -> list[list[Any]]:
+        legacy = self.format.legacy(txn, name)
+        if legacy is not None:  # else an earlier step wrote the current blocks already
             self.cq.convert(txn, legacy)
-        return [["cq_blocks", txn.stat(self.cq.db)["entries"]]]
+        return [["cq_pages", txn.stat(self.cq.db)["entries"]]]
 
     def _seal_store_index(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
         # a directory sealed by older code kept the store index of its sealed records; a sealing

@@ -4,14 +4,18 @@ A unit is RocketMQ's 20 bytes (physical offset i64, size i32, tags code i64)
 followed by the message's store time i64, which the time lookup (B-68) needs.
 Database `cq_meta` holds (min, max) per queue (B-11).
 
-Units are kept in blocks (store format 4, B-473): `cq_blocks` maps (topic,
-queue id, first offset) to the units of up to BLOCK_UNITS consecutive
-offsets, a block starting at a multiple of BLOCK_UNITS (or after a gap), so
-the queue costs a B-tree entry per block instead of one per message, and the
-blocks are a function of the units alone: a replay, and the upgrade from an
-older directory's `cq` (an entry per unit), write the same ones. A
-`commitlog_expired` record drops the blocks wholly below a queue's new
-minimum, but the one at offset 0 (B-37 judges the queue's head by it).
+Units are kept in blocks (B-473): `cq_pages` maps (topic, queue id, first
+offset) to the units of up to BLOCK_UNITS consecutive offsets, a block
+starting at a multiple of BLOCK_UNITS (or after a gap), so the queue costs a
+B-tree entry per block instead of one per message, and the blocks are a
+function of the units alone: a replay, and the upgrades from an older
+directory's `cq` (an entry per unit) or `cq_blocks` (blocks of 32), write the
+same ones. A whole block is 145 units, 4,060 bytes: the most one LMDB
+overflow page holds (store format 6, B-474), so a queue's blocks fill their
+pages whatever order the queues' writes interleave in, where smaller blocks
+shared leaf pages that split half empty. A `commitlog_expired` record drops
+the blocks wholly below a queue's new minimum, but the one at offset 0 (B-37
+judges the queue's head by it).
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from es_broker.projections.keys import U64, queue_key
 UNIT = struct.Struct(">qiqq")
 _BOUNDS = struct.Struct(">qq")
 UNITS_PER_FILE = 300_000  # mappedFileSizeConsumeQueue / 20 (B-01, B-09)
-BLOCK_UNITS = 32
+BLOCK_UNITS = 145  # (4096 - 16 page header) // 28: one overflow page a block (B-474)
 LEGACY_DATABASES = ("cq",)  # store format 3 and before: an entry per unit
+BLOCKS_OF_32 = ("cq_blocks",)  # store formats 4 and 5: blocks of 32 units (B-473)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +63,10 @@ REFERENCE = {"queue_block": queue_block}
 
 class ConsumeQueueProjection(Dispatching):
     name = "consume_queue"
-    databases = ("cq_blocks", "cq_meta")
+    databases = ("cq_pages", "cq_meta")
 
     def bind(self, log: RecordLog) -> None:
-        self.db = log.db("cq_blocks")
+        self.db = log.db("cq_pages")
         self.meta = log.db("cq_meta")
 
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
@@ -135,18 +140,21 @@ class ConsumeQueueProjection(Dispatching):
                 return
 
     def convert(self, txn: lmdb.Transaction[bytes], legacy: Any) -> None:
-        """Write cq_blocks from an older directory's cq (a unit per entry), trimmed at each
-        queue's minimum as retention trims them."""
+        """Write the blocks from an older directory's units (`cq`: one per entry; `cq_blocks`:
+        up to 32 per entry), trimmed at each queue's minimum as retention trims them."""
         txn.drop(self.db, delete=False)
+        size = UNIT.size
         run: tuple[bytes, int, list[bytes]] | None = None  # consecutive units of one queue
+        end = 0  # the offset after the run's last unit
         for key, raw in txn.cursor(db=legacy):
             queue, offset = bytes(key[:-8]), U64.unpack(key[-8:])[0]
-            if run is not None and (run[0] != queue or run[1] + len(run[2]) != offset):
+            if run is not None and (run[0] != queue or end != offset):
                 self._append(txn, run[0], run[1], b"".join(run[2]))
                 run = None
             if run is None:
                 run = (queue, offset, [])
             run[2].append(bytes(raw))
+            end = offset + len(raw) // size
         if run is not None:
             self._append(txn, run[0], run[1], b"".join(run[2]))
         for key, bounds in txn.cursor(db=self.meta):

@@ -25,6 +25,7 @@ of reporting as differences what is only the older layout.
 | 3      | trace_pulls: a delivery entry per record, not per message (B-472)      |
 | 4      | cq_blocks: consume-queue units in blocks of 32 (B-473)                 |
 | 5      | trace_stored: no entry of a sealed record (B-465)                      |
+| 6      | cq_pages: consume-queue blocks of 145 units, a page each (B-474)       |
 """
 
 from __future__ import annotations
@@ -42,11 +43,14 @@ from es_broker.projections.keys import U32
 
 # every database of an older layout (a directory holding one of them predates the number)
 LEGACY_DATABASES = (
-    key_index.LEGACY_DATABASES + message_trace.LEGACY_DATABASES + consume_queue.LEGACY_DATABASES
+    key_index.LEGACY_DATABASES
+    + message_trace.LEGACY_DATABASES
+    + consume_queue.LEGACY_DATABASES
+    + consume_queue.BLOCKS_OF_32
 )
 
 FIRST = 1  # a directory written before the number was kept
-CURRENT = 5
+CURRENT = 6
 _KEY = b"store_format"
 
 
