@@ -244,3 +244,38 @@ def test_offset_msg_id_is_the_hex_of_host_port_and_offset_of_spec_8_5(ip, port, 
     expected = (ip.packed + struct.pack(">iq", port, offset)).hex().upper()
     assert offset_msg_id(host, offset) == expected
     assert parse_offset_msg_id(expected) == (host, offset)
+
+
+def test_a_request_takes_its_opaque_with_every_other_field_kept():
+    """The channel numbers each request it writes: a copy with the opaque set, what
+    `dataclasses.replace` makes, every field of the command included."""
+    import dataclasses
+
+    from es_broker.net.channel import _with_opaque
+    from es_broker.remoting.codes import LanguageCode, SerializeType
+    from es_broker.remoting.command import RemotingCommand
+
+    command = RemotingCommand(
+        code=310,
+        language=LanguageCode.PYTHON,
+        version=399,
+        opaque=7,
+        flag=2,
+        remark="r",
+        ext_fields={"a": "1"},
+        body=b"body",
+        serialize_type=SerializeType.ROCKETMQ,
+    )
+    renumbered = _with_opaque(command, 42)
+    assert renumbered == dataclasses.replace(command, opaque=42)
+    assert [f.name for f in dataclasses.fields(RemotingCommand) if f.init] == [
+        "code",
+        "language",
+        "version",
+        "opaque",
+        "flag",
+        "remark",
+        "ext_fields",
+        "body",
+        "serialize_type",
+    ]  # a field added to the command must be added to _with_opaque too

@@ -10,7 +10,6 @@ frame may stall, and the listener's budget for partial frames.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import os
@@ -152,6 +151,9 @@ class Channel:
         self.stream = stream
         self._socket = socket
         self._wait_readable = wait_readable if socket is not None else None
+        # a channel read through the event loop's own wait is on trio (the broker's, or the client's
+        # on trio): its response waits use trio's event and deadline, without anyio's dispatch
+        self._native = self._wait_readable is not None
         self._clock = clock
         self.received_at = 0
         self._unsent = b""  # the rest of a frame `write_now` began: the next write sends it first
@@ -323,7 +325,7 @@ class Channel:
         caller pipelines without a task per request.
         """
         opaque = next_opaque()
-        waiter = self._pending[opaque] = _ResponseWaiter()
+        waiter = self._pending[opaque] = _ResponseWaiter(self._native)
         try:
             await self.send(_with_opaque(command, opaque))
         except BaseException:
@@ -371,7 +373,7 @@ class PendingResponse:
     async def response(self, timeout: float) -> RemotingCommand:
         """The response; TimeoutError after `timeout` s, ChannelClosed if the peer left."""
         try:
-            with anyio.fail_after(timeout):
+            with trio.fail_after(timeout) if self._channel._native else anyio.fail_after(timeout):
                 response = await self._waiter.wait()
         finally:
             self._channel._pending.pop(self._opaque, None)
@@ -385,8 +387,8 @@ class _ResponseWaiter:
 
     __slots__ = ("_event", "_response")
 
-    def __init__(self) -> None:
-        self._event = anyio.Event()
+    def __init__(self, native: bool = False) -> None:
+        self._event: trio.Event | anyio.Event = trio.Event() if native else anyio.Event()
         self._response: RemotingCommand | None = None
 
     def set(self, response: RemotingCommand | None) -> None:
@@ -401,7 +403,18 @@ class _ResponseWaiter:
 
 
 def _with_opaque(command: RemotingCommand, opaque: int) -> RemotingCommand:
-    return dataclasses.replace(command, opaque=opaque)
+    # what dataclasses.replace(command, opaque=opaque) makes, without its per-call field walk
+    return RemotingCommand(
+        command.code,
+        command.language,
+        command.version,
+        opaque,
+        command.flag,
+        command.remark,
+        command.ext_fields,
+        command.body,
+        command.serialize_type,
+    )
 
 
 def _address(stream: ByteStream, which: str) -> tuple[str, int]:

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
+import sniffio
+import trio
 from anyio.streams.tls import TLSStream
 
 from es_broker.acl.signing import Credentials
@@ -135,7 +137,14 @@ class RemotingClient:
                 stream = await self._handshake(addr, host, tcp)
             else:  # plain TCP: requests are written to the socket directly when nothing else is
                 raw = tcp.extra(anyio.abc.SocketAttribute.raw_socket)
-            channel = Channel(AnyioStream(stream), socket=raw)
+            # on trio, responses are read from the socket directly too: anyio's trio stream reads
+            # only when asked, where asyncio's transport reads the socket by itself
+            native = raw is not None and sniffio.current_async_library() == "trio"
+            channel = Channel(
+                AnyioStream(stream),
+                socket=raw,
+                wait_readable=trio.lowlevel.wait_readable if native else None,
+            )
             self._channels[addr] = channel
             self._nursery.start_soon(self._read_loop, addr, channel)
             return channel
