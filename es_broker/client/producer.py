@@ -426,27 +426,30 @@ class Producer(Service):
     ) -> SendResult | None:
         if not self._started:
             raise ClientError("the producer is not started")
-        deadline = anyio.current_time() + self.config.send_msg_timeout
+        now = anyio.current_time()  # read once per attempt: the loop's clock is not free
+        deadline = now + self.config.send_msg_timeout
         queues = await self.find_publish_queues(topic)
         if not queues:
             raise ClientError(f"No route info of this topic: {topic}")
         if queue_selector is not None:
             selected = queue_selector(queues)
             return await self._send_kernel(
-                selected, body, props, flag, batch, oneway, deadline, msg_id
+                selected, body, props, flag, batch, oneway, deadline, msg_id, now
             )
         tries = SendTries(self, topic, queues, oneway)
-        while (mq := tries.next_queue(anyio.current_time() >= deadline)) is not None:
+        while (mq := tries.next_queue(now >= deadline)) is not None:
             try:
                 result = await self._send_kernel(
-                    mq, body, props, flag, batch, oneway, deadline, msg_id
+                    mq, body, props, flag, batch, oneway, deadline, msg_id, now
                 )
             except (RemotingError, ClientError) as exc:
                 if not tries.keep_going(exc):
                     raise
+                now = anyio.current_time()
                 continue
             if not self.retry_on_result(result):
                 return result
+            now = anyio.current_time()
         raise tries.exhausted() from tries.last_error
 
     def retry_on_result(self, result: SendResult | None) -> bool:
@@ -467,18 +470,21 @@ class Producer(Service):
         oneway: bool,
         deadline: float,
         msg_id: str,
+        now: float,
     ) -> SendResult | None:
+        """One attempt, begun at `now` (the loop's clock)."""
         addr = self.instance.find_broker_address_in_publish(mq.broker_name)
         if addr is None:
             await self.find_publish_queues(mq.topic)
             addr = self.instance.find_broker_address_in_publish(mq.broker_name)
+            now = anyio.current_time()  # the lookup took time of the attempt's
         if addr is None:
             raise ClientError(f"The broker[{mq.broker_name}] not exist")
         command = self.send_request(mq, body, props, flag, batch, oneway)
         if oneway:
             await self.instance.invoke_oneway(addr, command)
             return None
-        timeout = max(deadline - anyio.current_time(), 0.001)
+        timeout = max(deadline - now, 0.001)
         return self.send_result(
             mq, await self.instance.invoke(addr, command, timeout), addr, msg_id
         )

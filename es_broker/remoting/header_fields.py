@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Self
@@ -211,6 +211,54 @@ def _write_plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str,
     return plan
 
 
+def _text_of(value: Any) -> str:
+    """Java's text of a header value: what `to_fields` writes for a field that is set."""
+    kind = type(value)
+    if kind is str:
+        return str(value)
+    if kind is int:
+        return str(value)
+    if kind is bool:
+        return "true" if value else "false"
+    return ext_value_to_str(value) or ""
+
+
+_Writer = Callable[[Any], dict[str, str]]
+_WRITERS: dict[tuple[type, bool], _Writer] = {}
+
+
+def _writer(cls: type, v2: bool) -> _Writer:
+    """The function writing a header of `cls` as extFields (under the one-letter names if `v2`).
+
+    Generated once per class, as dataclasses generates `__init__`: a statement per field, in
+    the declared order, in place of a loop over the fields with a lookup each, since every
+    request and answer is written through it. A field set to a str is written as it is, any
+    other value as `_text_of` says; a field left None is left out.
+    """
+    _, names, v2_names = _WRITES.get(cls) or _write_plan(cls)
+    # the declared kind's value written inline; any other value (an enum, a str in a number's
+    # field) as `_text_of` writes it, which is what this field's kind would get if it held it
+    inline = {
+        Kind.STR: "value if type(value) is str",
+        Kind.INT: "str(value) if type(value) is int",
+        Kind.LONG: "str(value) if type(value) is int",
+        Kind.BOOL: '("true" if value else "false") if type(value) is bool',
+    }
+    lines = ["def write(self):", "    out = {}"]
+    for rule, name in zip(rules_of(cls), v2_names if v2 else names, strict=True):
+        lines += [
+            f"    value = self.{rule.attr}",
+            "    if value is not None:",
+            f"        out[{name!r}] = {inline[rule.kind]} else text_of(value)",
+        ]
+    lines.append("    return out")
+    namespace: dict[str, Any] = {"text_of": _text_of}
+    exec("\n".join(lines), namespace)  # the source holds only the class's own field names
+    write: _Writer = namespace["write"]
+    _WRITERS[(cls, v2)] = write
+    return write
+
+
 def rules_of(cls: type) -> tuple[HeaderField, ...]:
     """The declared fields of a header class, in the order they are written, with their names."""
     rules = _RULES.get(cls)
@@ -246,8 +294,8 @@ class CustomHeader:
         if type(cmd.header) is cls:
             return cmd.header
         rules = rules_of(cls)
+        names = (_WRITES.get(cls) or _write_plan(cls))[1]
         fields = cmd.ext_fields
-        names: tuple[str, ...] = tuple(rule.name for rule in rules)
         if cls.uses_v2_names(cmd.code):
             renames = {rule.v2: rule.name for rule in rules if rule.v2 is not None}
             fields = {renames.get(k, k): v for k, v in fields.items()}
@@ -256,23 +304,9 @@ class CustomHeader:
     def to_fields(self, code: int | None = None) -> dict[str, str]:
         """The extFields that carry this header: Java's text of every field set, under its Java
         name (its one-letter name when requests of `code` use those: SEND_MESSAGE_V2)."""
-        plan = _WRITES.get(type(self)) or _write_plan(type(self))
-        names = plan[2] if code is not None and self.uses_v2_names(code) else plan[1]
-        out = {}
-        for attr, name in zip(plan[0], names, strict=True):
-            value = getattr(self, attr)
-            if value is None:
-                continue
-            kind = type(value)
-            if kind is str:
-                out[name] = value
-            elif kind is int:
-                out[name] = str(value)
-            elif kind is bool:
-                out[name] = "true" if value else "false"
-            else:
-                out[name] = ext_value_to_str(value) or ""
-        return out
+        v2 = code is not None and self.uses_v2_names(code)
+        write = _WRITERS.get((type(self), v2)) or _writer(type(self), v2)
+        return write(self)
 
 
 @dataclass(frozen=True, slots=True)
