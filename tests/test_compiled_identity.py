@@ -610,17 +610,6 @@ def test_queue_block(units, ts):
     same_projection("queue_block", consume_queue.REFERENCE, units, ts)
 
 
-class _Payloads:
-    """A read transaction's `get` over message bytes by physical offset (8-byte big-endian keys)."""
-
-    def __init__(self, stored: dict[int, bytes]) -> None:
-        self.stored = {struct.pack(">Q", phy): raw for phy, raw in stored.items()}
-
-    def get(self, key, default=None, db=None):
-        assert db == "payloads"
-        return self.stored.get(key, default)
-
-
 def _keyed_message(topic: str, props: dict[str, str], sys_flag: int) -> bytes:
     return ref.encode_fields(
         topic,
@@ -673,9 +662,9 @@ def test_index_entries(messages, topic, data):
         unit_list[-1] = data.draw(
             st.one_of(st.tuples(ints, ints, ints), st.lists(ints, max_size=4))
         )
-    txn = _Payloads(stored)
-    same_projection("index_entries", key_index.REFERENCE, txn, "payloads", unit_list, topic)
-    same_projection("index_entries", key_index.REFERENCE, txn, "payloads", tuple(unit_list), topic)
+    read = stored.get  # message bytes by physical offset, as the commit log's chunks answer
+    same_projection("index_entries", key_index.REFERENCE, read, unit_list, topic)
+    same_projection("index_entries", key_index.REFERENCE, read, tuple(unit_list), topic)
 
 
 # ---------------------------------------------------------------------- the send path's loop

@@ -58,13 +58,20 @@ def test_b470_a_start_upgrades_an_older_directory_and_records_it(old_dir):
     store = Store.open(old_dir, BrokerConfig(storePathRootDir=str(old_dir)))
     last = store.log.last_seq
     upgraded = [(s, r) for s, r in store.log.read() if r["type"] == RecordType.STORE_UPGRADED]
-    assert [seq for seq, _ in upgraded] == [last - 3, last - 2, last - 1, last]  # one per step
+    assert [seq for seq, _ in upgraded] == [
+        last - 4,
+        last - 3,
+        last - 2,
+        last - 1,
+        last,
+    ]  # a step each
     steps = [(r["from_format"], r["to_format"], r["dropped"]) for _, r in upgraded]
     assert steps == [
         (FIRST, 2, ["key_index", "key_expiry", "key_meta"]),
         (2, 3, ["trace_deliveries"]),
         (3, 4, ["cq"]),
-        (4, CURRENT, []),  # nothing sealed: the store index keeps every entry (B-465)
+        (4, 5, []),  # nothing sealed: the store index keeps every entry (B-465)
+        (5, CURRENT, ["commitlog"]),  # the message bytes in chunks (B-475)
     ]
     with store.read() as txn:
         assert store.format.number(txn) == CURRENT
@@ -72,12 +79,15 @@ def test_b470_a_start_upgrades_an_older_directory_and_records_it(old_dir):
         pulls = txn.stat(store.trace.pulls)["entries"]
         blocks = txn.stat(store.cq.db)["entries"]
         stored = txn.stat(store.trace.stored)["entries"]
+        chunked = txn.stat(store.log.commitlog_db)["entries"]
+        marks = txn.stat(store.commitlog.marks)["entries"]
     counts = [dict(r["counts"]) for _, r in upgraded]
     assert counts == [
         {"key_hash": keys},
         {"trace_pulls": pulls},
         {"cq_blocks": blocks},
         {"trace_stored": stored},
+        {"commitlog_chunks": chunked, "commitlog_marks": marks},
     ]
     store.close()
     assert not set(LEGACY_DATABASES) & names_in(old_dir)
@@ -100,7 +110,7 @@ def test_b470_a_crash_before_the_upgrade_committed_leaves_the_old_format(old_dir
     last = store.log.last_seq
     store.close()
 
-    def crash(self, txn):
+    def crash(self, txn, messages):
         raise RuntimeError("killed mid-upgrade")
 
     monkeypatch.setattr("es_broker.projections.key_index.KeyIndexProjection.rebuild", crash)
@@ -109,9 +119,36 @@ def test_b470_a_crash_before_the_upgrade_committed_leaves_the_old_format(old_dir
     monkeypatch.undo()
     assert set(LEGACY_DATABASES) <= names_in(old_dir)
     store = Store.open(old_dir)  # the next start upgrades it
-    assert store.log.last_seq == last + 4
+    assert store.log.last_seq == last + 5
     store.close()
     assert verify(old_dir) == []
+
+
+def test_b475_a_crash_while_chunking_the_commit_log_redoes_that_step(old_dir, monkeypatch):
+    store = Store.open(old_dir, readonly=True)
+    last = store.log.last_seq
+    store.close()
+
+    def crash(txn, db, payloads):
+        raise RuntimeError("killed mid-upgrade")
+
+    monkeypatch.setattr("es_broker.log.chunks.write", crash)
+    with pytest.raises(RuntimeError):
+        Store.open(old_dir)
+    monkeypatch.undo()
+    assert "commitlog" in names_in(old_dir)  # the steps before it are done, this one is not
+    store = Store.open(old_dir, readonly=True)
+    with store.read() as txn:
+        assert store.format.number(txn) == 5
+    assert list(store.log.payloads()) == []  # the bytes are still an entry per message
+    assert store.log.last_seq == last + 4
+    store.close()
+    store = Store.open(old_dir)  # the next start chunks the commit log
+    assert store.log.last_seq == last + 5
+    store.close()
+    assert "commitlog" not in names_in(old_dir)
+    assert verify(old_dir) == []
+    assert answers(old_dir) == expected()
 
 
 def test_b470_a_slave_upgrades_without_a_record_of_its_own(old_dir):

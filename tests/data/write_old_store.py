@@ -86,9 +86,8 @@ def answers(data_dir: str | Path) -> dict[str, Any]:
                 for topic, qid, lo, hi in queues
                 for u in store.cq.units(txn, topic, qid, lo, hi)
             }
-            payloads = {
-                str(int.from_bytes(key, "big")): hashlib.sha256(raw).hexdigest()
-                for key, raw in txn.cursor(db=store.log.commitlog_db)
+            payloads = {  # by message, whatever the layout keeping the bytes
+                str(phy): hashlib.sha256(raw).hexdigest() for phy, raw in store.log.payloads_in(txn)
             }
         keys: dict[str, list[int]] = {}
         ids: list[str] = []
