@@ -25,11 +25,13 @@ A reader finds a message at its physical offset (`read`, `Reader`): its
 TOTALSIZE (the first 4 bytes) says how many bytes follow. A TOTALSIZE of 0
 is a gap: no message there (retention removed it, or it never reached this
 directory), as a missing key was before. A walk over the messages
-(`messages`) goes message by message by TOTALSIZE; in a gap it skips the
+(`messages`) goes message by message by TOTALSIZE, and checks MAGICCODE at
++4 of each: a gap (a file's blank may be 1 to 3 bytes, shorter than a
+TOTALSIZE) shows a TOTALSIZE of 0 or no code there. It skips the gap's
 zeros and takes as the next message's start the first offset, among the
 three before the first non-zero byte and that byte itself, whose 4 bytes
-at +4 are MAGICCODE (TOTALSIZE's high bytes may be zero, its last cannot
-all be; a shifted candidate cannot show the code, whose four bytes differ).
+at +4 are MAGICCODE (TOTALSIZE's high bytes may be zero, not all four; a
+shifted candidate cannot show the code, whose four bytes differ).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from collections.abc import Callable, Iterator
 
 import lmdb
 
+from es_broker import compiled
 from es_broker.log.records import seq_key
 from es_broker.remoting.message import MAGIC_CODE
 
@@ -59,64 +62,57 @@ Read = Callable[[int], "bytes | None"]
 def reader(txn: lmdb.Transaction[bytes], db: lmdb._Database | None) -> Read:
     """A function reading the message at a physical offset, None where none is.
 
-    It keeps the last chunk it read, so a loop over nearby messages (a pull's
-    batch, a record's messages) reads each chunk once: use it within one
-    read loop only, with no write to the chunks in between.
+    It keeps a window of the bytes it read (a chunk, or a message's start and
+    the chunks after it), so a loop over nearby messages (a pull's batch, a
+    record's messages) reads each chunk once and joins only what straddles:
+    use it within one read loop only, with no write to the chunks in between.
     """
     get, key, size_at, chunk = txn.get, _KEY.pack, _SIZE_AT, CHUNK
-    cached_at, cached = -1, b""
+    buf_at, buf = 0, b""  # the window: bytes from buf_at on, ending where a chunk ends
+
+    def extend(phy: int, n: int) -> bool:
+        """Make the window hold n bytes from phy on (phy is in it), reading the next chunks."""
+        nonlocal buf_at, buf
+        parts, have, at = [buf[phy - buf_at :]], buf_at + len(buf) - phy, buf_at + len(buf)
+        while have < n:
+            value = get(key(at), db=db)
+            if value is None:
+                return False
+            parts.append(value)
+            have += len(value)
+            at += len(value)
+        buf_at, buf = phy, b"".join(parts)
+        return True
 
     def read(phy: int) -> bytes | None:
-        nonlocal cached_at, cached
-        at = phy - phy % chunk
-        if at != cached_at:
+        nonlocal buf_at, buf
+        if type(phy) is not int:  # what it does with another type would depend on the window
+            raise TypeError(f"a physical offset is an int, not {type(phy).__name__}")
+        o = phy - buf_at
+        if o < 0 or o >= len(buf):
+            at = phy - phy % chunk
             value = get(key(at), db=db)
             if value is None:
                 return None
-            cached_at, cached = at, value
-        o = phy - at
-        if o + 4 <= len(cached):
-            size = size_at(cached, o)[0]
-            if size <= 0:
+            buf_at, buf, o = at, value, phy - at
+        if o + 8 > len(buf):  # its TOTALSIZE and MAGICCODE go on in the next chunk
+            if not extend(phy, 8):
                 return None
-            if o + size <= len(cached):
-                return cached[o : o + size]
-        else:
-            size = 0
-        # the message (or its size) goes on in the next chunks
-        span = _span(get, db, at, cached, o, max(size, 4))
-        if span is None:
-            return None
-        if not size:
-            size = size_at(span, 0)[0]
-            if size <= 0:
+            o = 0
+        size = size_at(buf, o)[0]
+        if size < 8:
+            return None  # zeros: no message here
+        if o + size > len(buf):
+            if not extend(phy, size):
                 return None
-            span = _span(get, db, at, cached, o, size)
-            if span is None:
-                return None
-        return span
+            o = 0
+        return buf[o : o + size]
 
     return read
 
 
-def _span(
-    get: Callable[..., bytes | None],
-    db: lmdb._Database | None,
-    at: int,
-    first: bytes,
-    o: int,
-    n: int,
-) -> bytes | None:
-    """n bytes from offset o of the chunk `first` at `at` on, reading the next chunks."""
-    parts, have = [first[o:]], len(first) - o
-    while have < n:
-        at += CHUNK
-        value = get(_KEY.pack(at), db=db)
-        if value is None:
-            return None
-        parts.append(value)
-        have += len(value)
-    return b"".join(parts)[:n]
+# the pure-Python function that has a compiled twin (es_broker/log/_speedups.pyx)
+REFERENCE = {"reader": reader}
 
 
 def read(txn: lmdb.Transaction[bytes], db: lmdb._Database | None, phy: int) -> bytes | None:
@@ -134,6 +130,17 @@ def write(
         return
     tail_at, tail = _tail(txn, db)
     end = tail_at + len(tail)
+    if tail_at >= 0 and payloads[0][0] == end:  # the usual batch: appended at the end
+        datas = [data for _, data in payloads]
+        base = tail_at if len(tail) < CHUNK else end
+        if base == tail_at:
+            datas.insert(0, tail)
+        stream = b"".join(datas)
+        last_phy, last = payloads[-1]
+        if base + len(stream) == last_phy + len(last):  # back to back: no gap to zero-fill
+            if stream:
+                _put_stream(txn, db, base, stream, base == tail_at)
+            return
     i = 0
     while i < len(payloads):
         phy = payloads[i][0]
@@ -159,14 +166,25 @@ def write(
             end = phy + len(data)
             i += 1
         stream = b"".join(parts)
-        items = [(_KEY.pack(base + o), stream[o : o + CHUNK]) for o in range(0, len(stream), CHUNK)]
-        rewrite = 1 if base == tail_at else 0  # the partial tail: rewritten, not appended
-        if rewrite:
-            txn.put(*items[0], db=db)
-        if len(items) > rewrite:
-            txn.cursor(db=db).putmulti(items[rewrite:], append=True)
-        tail_at = base + (len(stream) - 1) // CHUNK * CHUNK
-        tail = items[-1][1]
+        if stream:  # nothing when the messages were empty
+            tail_at, tail = _put_stream(txn, db, base, stream, base == tail_at)
+
+
+def _put_stream(
+    txn: lmdb.Transaction[bytes],
+    db: lmdb._Database | None,
+    base: int,
+    stream: bytes,
+    rewrite: bool,
+) -> tuple[int, bytes]:
+    """Write stream's bytes as the chunks from `base` on: the first rewritten when it is the
+    partial tail, the others appended. Returns the new tail's offset and bytes."""
+    items = [(_KEY.pack(base + o), stream[o : o + CHUNK]) for o in range(0, len(stream), CHUNK)]
+    if rewrite:
+        txn.put(*items[0], db=db)
+    if len(items) > rewrite:
+        txn.cursor(db=db).putmulti(items[rewrite:], append=True)
+    return base + (len(stream) - 1) // CHUNK * CHUNK, items[-1][1]
 
 
 def _tail(txn: lmdb.Transaction[bytes], db: lmdb._Database | None) -> tuple[int, bytes]:
@@ -218,9 +236,9 @@ def messages(
     cur = txn.cursor(db=db)
     if not cur.set_range(seq_key(start - start % CHUNK)):
         return
+    buf_at, buf = int.from_bytes(cur.key(), "big"), cur.value()
     values = cur.iternext(keys=False)
-    buf_at = int.from_bytes(cur.key(), "big")
-    buf = b""
+    next(values)  # the chunk in buf
     pos = max(start, buf_at)
     more = True
 
@@ -240,18 +258,16 @@ def messages(
         buf, buf_at = b"".join(parts), pos
         return have >= n
 
-    while fill(4):
+    while fill(8):
         o = pos - buf_at
         size = _SIZE_AT(buf, o)[0]
-        if size > 0:
+        if size > 0 and buf[o + 4 : o + 8] == _MAGIC:
             if not fill(size):
                 raise ChunkCorrupt(f"the message at {pos} ({size} bytes) runs past the last chunk")
             o = pos - buf_at
             yield pos, buf[o : o + size]
             pos += size
             continue
-        if size < 0:
-            raise ChunkCorrupt(f"a negative size at {pos}")
         # a gap: skip its zeros, then find the message that ends it
         while True:
             o = pos - buf_at
@@ -269,3 +285,8 @@ def messages(
                 break
         else:
             raise ChunkCorrupt(f"no message starts where the gap before {first_nonzero} ends")
+
+
+_compiled = compiled.load("es_broker.log._speedups")
+if _compiled is not None:
+    reader = _compiled.Reader  # noqa: F811

@@ -15,7 +15,7 @@ the messages after the last mark before the file's end only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 import lmdb
 
@@ -29,9 +29,11 @@ _PHY_MIN = b"phy_min"
 MARK_SPAN = 1 << 16  # 64 KiB: a mark per 145 messages of 450 bytes, 18 bytes each in LMDB
 
 
-def marks_of(units: Iterable[tuple[int, int] | list[int]]) -> list[int]:
-    """The walk marks of messages (physical offset, size, ...): the ends of those crossing a
-    multiple of MARK_SPAN."""
+def marks_of(units: Sequence[tuple[int, int] | list[int]]) -> list[int]:
+    """The walk marks of messages (physical offset, size, ...), ascending: the ends of those
+    crossing a multiple of MARK_SPAN."""
+    if not units or units[0][0] // MARK_SPAN == (units[-1][0] + units[-1][1]) // MARK_SPAN:
+        return []  # a record's messages within one span, the usual case: no loop over them
     return [phy + size for phy, size, *_ in units if phy // MARK_SPAN != (phy + size) // MARK_SPAN]
 
 
@@ -106,7 +108,7 @@ class CommitLogProjection(Dispatching):
         return last if last is not None and last[0] >= start else None
 
     def rebuild_marks(
-        self, txn: lmdb.Transaction[bytes], messages: Iterable[tuple[int, int]]
+        self, txn: lmdb.Transaction[bytes], messages: Sequence[tuple[int, int]]
     ) -> None:
         """Write the marks of messages (physical offset, size) above phyMin (the upgrade to format 7)."""
         floor = self.phy_min(txn)
