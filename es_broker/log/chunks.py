@@ -21,9 +21,9 @@ slave or a replay received in its first chunk. The chunks are thus a
 function of the surviving messages: the original directory, a replay, a
 slave and a rejoin hold the same bytes.
 
-A reader finds a message at its physical offset (`read`, `Reader`): its
-TOTALSIZE (the first 4 bytes) says how many bytes follow. A TOTALSIZE of 0
-is a gap: no message there (retention removed it, or it never reached this
+A reader finds a message at its physical offset (`read`, `reader`, whose
+compiled twin is in _speedups.pyx): its TOTALSIZE (the first 4 bytes) says
+how many bytes follow. A TOTALSIZE of 0 is a gap: no message there (retention removed it, or it never reached this
 directory), as a missing key was before. A walk over the messages
 (`messages`) goes message by message by TOTALSIZE, and checks MAGICCODE at
 +4 of each: a gap (a file's blank may be 1 to 3 bytes, shorter than a
@@ -125,7 +125,8 @@ def write(
 ) -> None:
     """Write messages at ascending physical offsets: the tail chunk is read once and rewritten,
     the chunks after it are appended. Offsets past the tail are zero-filled from it; an offset
-    inside the bytes already written overwrites them in place (never done by the broker)."""
+    inside the bytes already written overwrites them in place (never done by the broker; an
+    offset below the first chunk would leave a hole between chunks, which the layout has not)."""
     if not payloads:
         return
     tail_at, tail = _tail(txn, db)
