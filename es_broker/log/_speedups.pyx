@@ -15,6 +15,7 @@ bound at the first call.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t
+from libc.string cimport memcpy
 
 from es_broker._bigendian cimport _get32, _put64
 
@@ -117,8 +118,30 @@ cdef class Reader:
         if size < 8:
             return None  # zeros: no message here
         if o + size > PyBytes_GET_SIZE(self.buf):
-            done = self._extend(p, size)
-            if done <= 0:
-                return None if done == 0 else self._reference(phy)
-            o = 0
+            return self._straddling(phy, p, o, size)
         return PyBytes_FromStringAndSize(PyBytes_AS_STRING(self.buf) + o, size)
+
+    cdef object _straddling(self, phy, int64_t p, int64_t o, int64_t size):
+        """The message of `size` bytes at window offset o that goes on in the next chunks: copied
+        into its own bytes chunk by chunk; the window becomes the last chunk read (where the
+        next message starts), so nothing is joined."""
+        cdef int64_t n = PyBytes_GET_SIZE(self.buf)
+        cdef int64_t at = self.buf_at + n
+        cdef int64_t have = n - o
+        cdef int64_t take
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
+        cdef char* dst = PyBytes_AS_STRING(out)
+        memcpy(dst, PyBytes_AS_STRING(self.buf) + o, have)
+        while have < size:
+            value = self.get(_key(at), None, self.db)
+            if value is None:
+                return None
+            if type(value) is not bytes:
+                return self._reference(phy)
+            take = min(size - have, PyBytes_GET_SIZE(value))
+            memcpy(dst + have, PyBytes_AS_STRING(value), take)
+            have += take
+            self.buf_at = at
+            self.buf = <bytes>value
+            at += PyBytes_GET_SIZE(value)
+        return out

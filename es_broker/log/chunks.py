@@ -179,13 +179,15 @@ def _put_stream(
     rewrite: bool,
 ) -> tuple[int, bytes]:
     """Write stream's bytes as the chunks from `base` on: the first rewritten when it is the
-    partial tail, the others appended. Returns the new tail's offset and bytes."""
-    items = [(_KEY.pack(base + o), stream[o : o + CHUNK]) for o in range(0, len(stream), CHUNK)]
+    partial tail, the others appended. Returns the new tail's offset and bytes (LMDB copies
+    each chunk from a view of the stream: no copy of its own)."""
+    view = memoryview(stream)
+    items = [(_KEY.pack(base + o), view[o : o + CHUNK]) for o in range(0, len(stream), CHUNK)]
     if rewrite:
         txn.put(*items[0], db=db)
     if len(items) > rewrite:
         txn.cursor(db=db).putmulti(items[rewrite:], append=True)
-    return base + (len(stream) - 1) // CHUNK * CHUNK, items[-1][1]
+    return base + (len(stream) - 1) // CHUNK * CHUNK, bytes(items[-1][1])
 
 
 def _tail(txn: lmdb.Transaction[bytes], db: lmdb._Database | None) -> tuple[int, bytes]:
