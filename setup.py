@@ -1,5 +1,6 @@
 """Builds the compiled hot path (es_broker/remoting/_speedups.pyx and _codec.pyx,
-es_broker/projections/_speedups.pyx, es_broker/commands/_speedups.pyx) at install time.
+es_broker/projections/_speedups.pyx, es_broker/commands/_speedups.pyx,
+es_broker/log/_speedups.pyx) at install time.
 
 The compiled modules are optional, as msgpack's, PyYAML's and aiohttp's are: when one
 cannot be built (no C compiler, no Python headers, a compile error) the install goes on
@@ -24,6 +25,7 @@ SOURCES = {
     "es_broker.remoting._codec": "es_broker/remoting/_codec.pyx",
     "es_broker.projections._speedups": "es_broker/projections/_speedups.pyx",
     "es_broker.commands._speedups": "es_broker/commands/_speedups.pyx",
+    "es_broker.log._speedups": "es_broker/log/_speedups.pyx",
 }
 
 # what a failed build of one extension raises: no compiler, a compiler that fails, no headers

@@ -47,6 +47,7 @@ from es_broker.client import (  # noqa: E402
     Producer,
     PushConsumer,
 )
+from es_broker.log import chunks  # noqa: E402
 from es_broker.remoting import message as wire  # noqa: E402
 from tests.process_fixtures import serve  # noqa: E402
 
@@ -149,10 +150,9 @@ def lmdb_stats(path: Path) -> tuple[list[dict], dict]:
             db = env.open_db(name, create=False)
             with env.begin() as txn:
                 st = txn.stat(db)
-                if name == b"commitlog":
-                    cur = txn.cursor(db=db)
+                if name == chunks.DATABASE.encode():
                     count = total = props = topic = 0
-                    for _, raw in cur:
+                    for _, raw in chunks.messages(txn, db):
                         sys_flag, topic_at, start, end = wire.property_span(raw)
                         body = int.from_bytes(raw[wire.BODY_LENGTH_AT : wire.BODY_LENGTH_AT + 4])
                         stored_total = int.from_bytes(raw[:4])

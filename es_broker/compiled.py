@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 # the compiled twins setup.py builds, each with the modules whose reference it replaces
 MODULES = (
     "es_broker.commands._speedups",
+    "es_broker.log._speedups",
     "es_broker.projections._speedups",
     "es_broker.remoting._codec",
     "es_broker.remoting._speedups",

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from es_broker import compiled
 from es_broker.client import messages as client_messages
 from es_broker.commands import messages as store_messages
+from es_broker.log import chunks
 from es_broker.projections import consume_queue, key_index
 from es_broker.remoting import command, frames, header, message, requests
 from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -36,6 +37,7 @@ fast = importlib.import_module("es_broker.remoting._speedups")
 codec = importlib.import_module("es_broker.remoting._codec")
 fast_projections = importlib.import_module("es_broker.projections._speedups")
 fast_commands = importlib.import_module("es_broker.commands._speedups")
+fast_log = importlib.import_module("es_broker.log._speedups")
 
 
 def _pure_copy() -> ModuleType:
@@ -96,10 +98,12 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert requests.decode is requests.REFERENCE["decode"]
         assert consume_queue.queue_block is consume_queue.REFERENCE["queue_block"]
         assert key_index.index_entries is key_index.REFERENCE["index_entries"]
+        assert chunks.reader is chunks.REFERENCE["reader"]
         assert store_messages.encode_batch is store_messages.REFERENCE["encode_batch"]
         assert client_messages.decode_pull_body is client_messages.REFERENCE["decode_pull_body"]
         assert compiled.active() == {
             "es_broker.commands._speedups": False,
+            "es_broker.log._speedups": False,
             "es_broker.projections._speedups": False,
             "es_broker.remoting._codec": False,
             "es_broker.remoting._speedups": False,
@@ -115,10 +119,12 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert requests.decode is codec.decode
         assert consume_queue.queue_block is fast_projections.queue_block
         assert key_index.index_entries is fast_projections.index_entries
+        assert chunks.reader is fast_log.Reader
         assert store_messages.encode_batch is fast_commands.encode_batch
         assert client_messages.decode_pull_body is fast.decode_pull_body
         assert compiled.active() == {
             "es_broker.commands._speedups": True,
+            "es_broker.log._speedups": True,
             "es_broker.projections._speedups": True,
             "es_broker.remoting._codec": True,
             "es_broker.remoting._speedups": True,
@@ -610,17 +616,6 @@ def test_queue_block(units, ts):
     same_projection("queue_block", consume_queue.REFERENCE, units, ts)
 
 
-class _Payloads:
-    """A read transaction's `get` over message bytes by physical offset (8-byte big-endian keys)."""
-
-    def __init__(self, stored: dict[int, bytes]) -> None:
-        self.stored = {struct.pack(">Q", phy): raw for phy, raw in stored.items()}
-
-    def get(self, key, default=None, db=None):
-        assert db == "payloads"
-        return self.stored.get(key, default)
-
-
 def _keyed_message(topic: str, props: dict[str, str], sys_flag: int) -> bytes:
     return ref.encode_fields(
         topic,
@@ -673,9 +668,74 @@ def test_index_entries(messages, topic, data):
         unit_list[-1] = data.draw(
             st.one_of(st.tuples(ints, ints, ints), st.lists(ints, max_size=4))
         )
-    txn = _Payloads(stored)
-    same_projection("index_entries", key_index.REFERENCE, txn, "payloads", unit_list, topic)
-    same_projection("index_entries", key_index.REFERENCE, txn, "payloads", tuple(unit_list), topic)
+    read = stored.get  # message bytes by physical offset, as the commit log's chunks answer
+    same_projection("index_entries", key_index.REFERENCE, read, unit_list, topic)
+    same_projection("index_entries", key_index.REFERENCE, read, tuple(unit_list), topic)
+
+
+# ---------------------------------------------------------------------- the commit log's reader
+
+
+class _Chunks:
+    """A transaction's `get` over commit-log chunks by their 8-byte big-endian offsets."""
+
+    def __init__(self, stored: dict[bytes, object]) -> None:
+        self.stored = stored
+        self.gets = 0
+
+    def get(self, key, default=None, db=None):
+        assert db == "chunks"
+        self.gets += 1
+        return self.stored.get(key, default)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 6), st.integers(8, 5000), st.sampled_from([0, 1, 2, 3, 7, 900])),
+        max_size=12,
+    ),
+    st.integers(0, 5000),
+    st.data(),
+)
+def test_commit_log_reader(messages, start, data):
+    stream, phys = bytearray(start), []
+    for seed, size, gap in messages:
+        stream += bytes(gap)
+        phys.append(len(stream))
+        stream += struct.pack(">ii", size, -626843481) + bytes([seed]) * (size - 8)
+    first = start - start % chunks.CHUNK
+    stored: dict[bytes, object] = {
+        struct.pack(">Q", at): bytes(stream[at : at + chunks.CHUNK])
+        for at in range(first, len(stream), chunks.CHUNK)
+    }
+    if stored and data.draw(st.booleans()):  # a transaction answering memoryviews
+        key = data.draw(st.sampled_from(sorted(stored)))
+        stored[key] = memoryview(stored[key])  # type: ignore[arg-type]
+    probes = st.one_of(
+        st.sampled_from(phys or [0]),
+        st.integers(0, len(stream) + 3000),
+        st.sampled_from([-1, 1 << 63, 1 << 70, True, 2.0, "7"]),
+    )
+    reads = data.draw(st.lists(probes, max_size=20))
+    fast_reader = fast_log.Reader(_Chunks(stored), "chunks")
+    reference = chunks.REFERENCE["reader"](_Chunks(stored), "chunks")
+    for phy in reads:  # in turn: each keeps a window of what it read before
+        assert outcome(fast_reader, phy) == outcome(reference, phy)
+
+
+def test_commit_log_reader_reads_each_chunk_once_for_adjacent_messages():
+    stream = b"".join(struct.pack(">ii", 700, -626843481) + bytes([i]) * 692 for i in range(30))
+    stored = {
+        struct.pack(">Q", at): stream[at : at + chunks.CHUNK]
+        for at in range(0, len(stream), chunks.CHUNK)
+    }
+    for make in (fast_log.Reader, chunks.REFERENCE["reader"]):
+        txn = _Chunks(stored)
+        read = make(txn, "chunks")
+        assert [read(700 * i) for i in range(30)] == [
+            stream[700 * i : 700 * (i + 1)] for i in range(30)
+        ]
+        assert txn.gets == len(stored)
 
 
 # ---------------------------------------------------------------------- the send path's loop

@@ -149,6 +149,23 @@ async def test_b111_slave_projections_equal_the_masters_byte_for_byte_at_the_sam
     assert compare(tmp_path / "master", tmp_path / "slave") == []
 
 
+async def test_b475_a_slave_started_after_retention_holds_the_masters_chunks(brokers, tmp_path):
+    """The master's first chunk has zeros below phyMin; a slave that gets the surviving messages
+    only (the bytes below went before it connected) writes the same chunks (B-475, B-476)."""
+    m = await brokers.master("ASYNC_MASTER", mappedFileSizeCommitLog=3000, fileReservedTime=0)
+    await brokers.w.create_topic(m.addr, TOPIC, 2)
+    for q in range(2):
+        await _send(brokers, m, 40, q)
+    done = await m.server.broker.retention_pass(manual=True)
+    assert done.phy_min % 2022 and done.deleted_files  # phyMin inside a chunk
+    await _send(brokers, m, 5, 1)
+    s = await brokers.slave(m)
+    await brokers.caught_up(m, s)
+    await s.stop()
+    await m.stop()
+    assert compare(tmp_path / "master", tmp_path / "slave") == []
+
+
 async def test_b111_a_restarted_slave_resumes_from_its_last_applied_sequence(brokers, tmp_path):
     m = await brokers.master("ASYNC_MASTER")
     s = await brokers.slave(m)

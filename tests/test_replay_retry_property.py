@@ -78,9 +78,7 @@ async def apply(broker: Broker, clock: ManualClock, op: tuple) -> None:
     elif kind == "send_back":
         group, pick, level, max_times = args
         with broker.store.read() as txn:
-            phys = [
-                int.from_bytes(k, "big") for k, _ in txn.cursor(db=broker.store.log.commitlog_db)
-            ]
+            phys = [phy for phy, _ in broker.store.log.payloads_in(txn)]
         offset = phys[pick % len(phys)] if phys else pick
         await broker.send_back(group, offset, level, max_reconsume_times=max_times, requester="c")
     elif kind == "deliver":

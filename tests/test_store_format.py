@@ -30,6 +30,7 @@ STEPS = [
     (3, 4, ["cq"]),
     (4, 5, []),  # nothing sealed: the store index keeps every entry (B-465)
     (5, 6, ["cq_blocks"]),
+    (6, 7, ["commitlog"]),
 ]
 
 
@@ -87,15 +88,21 @@ def test_b470_a_start_upgrades_an_older_directory_and_records_it(old_dir, found)
     assert [(r["from_format"], r["to_format"], r["dropped"]) for _, r in upgraded] == steps
     with store.read() as txn:
         assert store.format.number(txn) == CURRENT
-        entries = {
-            "key_hash": txn.stat(store.keyindex.index_db)["entries"],
-            "trace_pulls": txn.stat(store.trace.pulls)["entries"],
-            "cq_pages": txn.stat(store.cq.db)["entries"],
-            "trace_stored": txn.stat(store.trace.stored)["entries"],
+        keys = txn.stat(store.keyindex.index_db)["entries"]
+        pages = txn.stat(store.cq.db)["entries"]
+        written = {
+            2: {"key_hash": keys},
+            3: {"trace_pulls": txn.stat(store.trace.pulls)["entries"]},
+            4: {"cq_pages": pages},
+            5: {"trace_stored": txn.stat(store.trace.stored)["entries"]},
+            6: {"cq_pages": pages},
+            7: {  # the message bytes in chunks (B-475)
+                "commitlog_chunks": txn.stat(store.log.commitlog_db)["entries"],
+                "commitlog_marks": txn.stat(store.commitlog.marks)["entries"],
+            },
         }
-    written = {2: "key_hash", 3: "trace_pulls", 4: "cq_pages", 5: "trace_stored", 6: "cq_pages"}
     counts = [dict(r["counts"]) for _, r in upgraded]
-    assert counts == [{written[to]: entries[written[to]]} for _, to, _ in steps]
+    assert counts == [written[to] for _, to, _ in steps]
     store.close()
     assert not set(LEGACY_DATABASES) & names_in(old_dir)
     # a second start finds the current format: nothing more is written
@@ -137,6 +144,33 @@ def test_b470_a_crash_before_the_upgrade_committed_leaves_the_old_format(
     assert store.log.last_seq == last + len(steps_from(found))
     store.close()
     assert verify(old_dir) == []
+
+
+def test_b475_a_crash_while_chunking_the_commit_log_redoes_that_step(old_dir, found, monkeypatch):
+    store = Store.open(old_dir, readonly=True)
+    last = store.log.last_seq
+    store.close()
+
+    def crash(txn, db, payloads):
+        raise RuntimeError("killed mid-upgrade")
+
+    monkeypatch.setattr("es_broker.log.chunks.write", crash)
+    with pytest.raises(RuntimeError):
+        Store.open(old_dir)
+    monkeypatch.undo()
+    assert "commitlog" in names_in(old_dir)  # the steps before it are done, this one is not
+    store = Store.open(old_dir, readonly=True)
+    with store.read() as txn:
+        assert store.format.number(txn) == 6
+    assert list(store.log.payloads()) == []  # the bytes are still an entry per message
+    assert store.log.last_seq == last + len(steps_from(found)) - 1
+    store.close()
+    store = Store.open(old_dir)  # the next start chunks the commit log
+    assert store.log.last_seq == last + len(steps_from(found))
+    store.close()
+    assert "commitlog" not in names_in(old_dir)
+    assert verify(old_dir) == []
+    assert answers(old_dir) == expected(found)
 
 
 def test_b470_a_slave_upgrades_without_a_record_of_its_own(old_dir):

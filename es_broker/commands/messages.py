@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -37,8 +36,6 @@ from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.projections.topics import PERM_INHERIT, PERM_READ, PERM_WRITE
 from es_broker.remoting import message as wire
 from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
-
-_PHY_KEY = struct.Struct(">Q").pack  # commit-log payload key
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,7 +440,7 @@ def read_messages(
         config.maxTransferBytesOnMessageInDisk,
         config.maxTransferCountOnMessageInDisk,
     )
-    payload_db, get = store.log.commitlog_db, txn.get
+    read = store.log.payload_reader(txn)  # reads each chunk once for the batch
     for unit_offset, phy, size, tags_code in store.cq.unit_tuples(
         txn, topic, queue_id, offset, end
     ):
@@ -462,7 +459,7 @@ def read_messages(
         next_offset = unit_offset + 1
         if tags_codes is not None and tags_code not in tags_codes:
             continue
-        raw = get(_PHY_KEY(phy), db=payload_db) if phy >= phy_min else None
+        raw = read(phy) if phy >= phy_min else None
         if raw is None:
             if not messages:
                 status = GetStatus.MESSAGE_WAS_REMOVING

@@ -21,7 +21,6 @@ import lmdb
 
 from es_broker.commands.store import Store
 from es_broker.log import AppendContext
-from es_broker.log.records import seq_key
 from es_broker.log.types import CommitlogExpired
 from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.remoting import message as wire
@@ -47,16 +46,11 @@ def _last_store_time(
     store: Store, txn: lmdb.Transaction[bytes], start: int, end: int
 ) -> int | None:
     """Store time of the last message in [start, end) of the commit log, None if the file is empty."""
-    cur = txn.cursor(db=store.log.commitlog_db)
-    found = cur.set_range(seq_key(end))
-    found = cur.prev() if found else cur.last()
-    if not found:
-        return None
-    phy = int.from_bytes(cur.key(), "big")
-    if phy < start:
+    found = store.commitlog.last_before(txn, start, end)
+    if found is None:
         return None
     at = wire.STORE_TIMESTAMP_AT
-    return int.from_bytes(cur.value()[at : at + 8], "big", signed=True)
+    return int.from_bytes(found[1][at : at + 8], "big", signed=True)
 
 
 def _first_unit_at_or_after(

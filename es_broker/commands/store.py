@@ -11,7 +11,7 @@ import lmdb
 
 from es_broker.clock import Clock, SystemClock
 from es_broker.config import BrokerConfig, BrokerRole, ConfigOwner
-from es_broker.log import RecordLog
+from es_broker.log import RecordLog, chunks
 from es_broker.projections import (
     CommitLogProjection,
     ConsumeQueueProjection,
@@ -22,6 +22,7 @@ from es_broker.projections import (
     consume_queue,
     key_index,
     message_trace,
+    store_format,
 )
 from es_broker.projections.audit import AuditProjection
 from es_broker.projections.broker_settings import BrokerSettingsProjection
@@ -110,11 +111,20 @@ class Store:
             Step(4, consume_queue.LEGACY_DATABASES, self._convert_consume_queues),
             Step(5, (), self._seal_store_index),
             Step(6, consume_queue.BLOCKS_OF_32, self._convert_consume_queue_blocks),
+            Step(7, store_format.LEGACY_COMMITLOG, self._chunk_commit_log),
         )
         self.format.upgrade(steps, now_ms=self.clock.now_ms(), record=record)
 
+    def _stored_messages(self, txn: lmdb.Transaction[bytes]) -> Iterator[tuple[int, bytes]]:
+        """(physical offset, bytes) of every stored message, in the layout the directory has
+        while it upgrades: an entry per message before format 7, else the chunks."""
+        legacy = self.format.legacy(txn, store_format.LEGACY_COMMITLOG[0])
+        if legacy is None:
+            return self.log.payloads_in(txn)
+        return ((int.from_bytes(k, "big"), v) for k, v in txn.cursor(db=legacy))
+
     def _rebuild_key_index(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
-        self.keyindex.rebuild(txn)
+        self.keyindex.rebuild(txn, self._stored_messages(txn))
         return [["key_hash", txn.stat(self.keyindex.index_db)["entries"]]]
 
     def _convert_deliveries(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
@@ -148,6 +158,27 @@ class Store:
         # now removes them (B-465), and a replay of the history would not have them
         message_trace.seal_stored(txn, self.trace.stored, self.history.sealed_upto(txn))
         return [["trace_stored", txn.stat(self.trace.stored)["entries"]]]
+
+    def _chunk_commit_log(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        # the message bytes in chunks (a directory restored from an older snapshot has them
+        # already: a replay copied them) and the walk marks of the messages above phyMin (B-475)
+        sizes: list[tuple[int, int]] = []
+        if self.format.legacy(txn, store_format.LEGACY_COMMITLOG[0]) is None:
+            sizes = [(phy, len(raw)) for phy, raw in self.log.payloads_in(txn)]
+        else:
+            batch: list[tuple[int, bytes]] = []
+            for phy, raw in self._stored_messages(txn):
+                batch.append((phy, raw))
+                sizes.append((phy, len(raw)))
+                if len(batch) >= 1024:
+                    chunks.write(txn, self.log.commitlog_db, batch)
+                    batch = []
+            chunks.write(txn, self.log.commitlog_db, batch)
+        self.commitlog.rebuild_marks(txn, sizes)
+        return [
+            [chunks.DATABASE, txn.stat(self.log.commitlog_db)["entries"]],
+            ["commitlog_marks", txn.stat(self.commitlog.marks)["entries"]],
+        ]
 
     def read(self) -> lmdb.Transaction[bytes]:
         """A read transaction: a consistent snapshot of every projection."""

@@ -297,7 +297,8 @@ class Broker(RetryOperations):
         limit = min(max_num, self.store.config.maxMsgsNumBatch)
         with self.store.read() as txn:
             phys = sorted(self.store.keyindex.newest(txn, topic, key, begin, end, limit))
-            found = [self.store.log.payload(txn, phy) for phy in phys]
+            read = self.store.log.payload_reader(txn)
+            found = [read(phy) for phy in phys]
         return [raw for raw in found if raw is not None]
 
     def topic_table(self) -> tuple[dict[str, TopicConfig], int]:

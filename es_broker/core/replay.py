@@ -157,8 +157,7 @@ def _chunks(items: Iterator[T]) -> Iterator[list[T]]:
 
 def _payload_job(chunk: list[tuple[int, bytes]]) -> Callable[[AppendContext], None]:
     def job(ctx: AppendContext) -> None:
-        for phy, data in chunk:
-            ctx.put_payload(phy, data)
+        ctx.put_payloads(chunk)
 
     return job
 

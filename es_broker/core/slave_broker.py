@@ -77,8 +77,8 @@ def replication_job(batch: ReplicatedBatch) -> Callable[[AppendContext], int]:
             raise LogDiverged(
                 f"replicated batch starts at {batch.first_seq}, the slave's log is at {ctx.next_seq}"
             )
-        for phy, data in batch.payloads:  # the bytes first: the records' projections may read them
-            ctx.put_payload(phy, data)
+        # the bytes first: the records' projections may read them
+        ctx.put_payloads(list(batch.payloads))
         for raw in batch.records:
             ctx.append_raw(raw)
         return ctx.next_seq - 1

@@ -399,8 +399,9 @@ def _add_payloads(
         return 0
     stored: MessagesStoredRecord = record  # type: ignore[assignment]
     size = 0
+    read = store.log.payload_reader(txn)
     for phy, _, _ in stored["units"]:
-        data = store.log.payload(txn, phy)
+        data = read(phy)
         if data is not None:
             out.append((phy, bytes(data)))
             size += len(data)

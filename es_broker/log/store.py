@@ -1,8 +1,9 @@
 """The append-only record log in LMDB.
 
 One LMDB environment per data directory. Database `log` holds the records,
-keyed by dense sequence numbers from 1. Database `commitlog` holds message
-bytes by physical offset: the payload that send records point at, written in
+keyed by dense sequence numbers from 1. Database `commitlog_chunks` holds the
+message bytes (the commit log's byte stream in page-filling chunks,
+es_broker/log/chunks.py): the payload that send records point at, written in
 the same transaction as the record. Projections register their own databases
 and an `apply(txn, seq, record)` that runs inside the writing transaction, so
 the log and every projection always agree. A projection that says which
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 
 import lmdb
 
-from es_broker.log import records
+from es_broker.log import chunks, records
 from es_broker.log.records import Record
 
 MAX_DBS = 64
@@ -98,14 +99,14 @@ class AppendContext:
         return seq
 
     def put_payload(self, physical_offset: int, data: bytes) -> None:
-        """Store message bytes at a physical offset of the commit log."""
-        self.txn.put(records.seq_key(physical_offset), data, db=self.log.commitlog_db, append=True)
+        """Store message bytes at a physical offset of the commit log (past its end: the bytes
+        between are zeros; see chunks.write)."""
+        chunks.write(self.txn, self.log.commitlog_db, [(physical_offset, data)])
 
     def put_payloads(self, payloads: list[tuple[int, bytes]]) -> None:
-        """Store several messages' bytes at ascending physical offsets past the commit log's end, in one call."""
-        key = records.seq_key
-        items = [(key(phy), data) for phy, data in payloads]
-        self.txn.cursor(db=self.log.commitlog_db).putmulti(items, append=True)
+        """Store several messages' bytes at ascending physical offsets past the commit log's end,
+        in one call: the tail chunk is read once, the rest appended in whole chunks."""
+        chunks.write(self.txn, self.log.commitlog_db, payloads)
 
 
 class RecordLog:
@@ -137,7 +138,7 @@ class RecordLog:
         self._appliers: dict[str, tuple[Applier, ...]] = {}  # by record type, as first applied
         self._dbs: dict[str, Any] = {}
         create = not readonly
-        names = ["log", "commitlog"] + [d for p in self.projections for d in p.databases]
+        names = ["log", chunks.DATABASE] + [d for p in self.projections for d in p.databases]
         fixed = {d for p in self.projections for d in getattr(p, "dupsort", ())}
         if len(set(names)) != len(names):
             raise ValueError(f"database names collide: {names}")
@@ -155,7 +156,7 @@ class RecordLog:
             else:
                 self._dbs[name] = None
         self.log_db = self._dbs["log"]
-        self.commitlog_db = self._dbs["commitlog"]
+        self.commitlog_db = self._dbs[chunks.DATABASE]
         for projection in self.projections:
             projection.bind(self)
         self.last_seq = self._read_last_seq()
@@ -296,14 +297,35 @@ class RecordLog:
             for key, value in cur:
                 yield records.key_seq(key), value
 
-    def payloads(self) -> Iterator[tuple[int, bytes]]:
-        """Every (physical offset, message bytes) of the commit log, in order."""
+    def payloads(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
+        """Every (physical offset, message bytes) of the commit log from `start` on, in order
+        (in a read transaction of its own)."""
+        if self.commitlog_db is None:  # a read-only view of a directory before format 7
+            return
         with self.env.begin() as txn:
-            for key, value in txn.cursor(db=self.commitlog_db):
-                yield records.key_seq(key), value
+            yield from chunks.messages(txn, self.commitlog_db, start)
+
+    def payloads_in(
+        self, txn: lmdb.Transaction[bytes], start: int = 0
+    ) -> Iterator[tuple[int, bytes]]:
+        """The same within a transaction of the caller's."""
+        if self.commitlog_db is None:
+            return iter(())
+        return chunks.messages(txn, self.commitlog_db, start)
 
     def payload(self, txn: lmdb.Transaction[bytes], physical_offset: int) -> bytes | None:
-        return txn.get(records.seq_key(physical_offset), db=self.commitlog_db)
+        """The message bytes at a physical offset, None where there are none (expired, or never
+        received), read from the chunk(s) holding them."""
+        if self.commitlog_db is None:
+            return None
+        return chunks.read(txn, self.commitlog_db, physical_offset)
+
+    def payload_reader(self, txn: lmdb.Transaction[bytes]) -> chunks.Read:
+        """`payload` for a loop over nearby messages in one transaction: it reads each chunk once
+        (no write to the commit log may happen while it is used)."""
+        if self.commitlog_db is None:
+            return lambda phy: None
+        return chunks.reader(txn, self.commitlog_db)
 
 
 class _SpoiledBatch(Exception):

@@ -110,38 +110,36 @@ def queue_block(units, ts):
 
 # ------------------------------------------------------------------ key index
 
-def index_entries(txn, payloads, units, topic):
+def index_entries(read, units, topic):
     cdef int64_t phy, ts
     cdef uint32_t seed, h, near
     cdef Py_ssize_t near_len
     cdef Py_ssize_t at
     cdef list written = []
-    cdef bytes phy_key, bucket, entry
+    cdef bytes bucket, entry
     cdef char* p
     if _REF is None:
         _bind()
     if type(topic) is not bytes or (type(units) is not list and type(units) is not tuple):
-        return _REF["index_entries"](txn, payloads, units, topic)
+        return _REF["index_entries"](read, units, topic)
     seed = _crc32(topic)
-    get = txn.get
     for unit in units:
         if not _is_unit(unit) or type(unit[0]) is not int:
-            return _REF["index_entries"](txn, payloads, units, topic)
+            return _REF["index_entries"](read, units, topic)
         try:
             phy = unit[0]
         except OverflowError:
-            return _REF["index_entries"](txn, payloads, units, topic)
+            return _REF["index_entries"](read, units, topic)
         if phy < 0:
-            return _REF["index_entries"](txn, payloads, units, topic)
-        phy_key = _u64(phy)
-        raw = get(phy_key, None, payloads)
+            return _REF["index_entries"](read, units, topic)
+        raw = read(phy)
         if raw is None:
             continue
         keys, uniq, sys_flag = _message_keys(raw)
         if sys_flag & ROLLBACK == ROLLBACK:
             continue
         if (uniq and type(uniq) is not bytes) or (keys and type(keys) is not bytes):
-            return _REF["index_entries"](txn, payloads, units, topic)
+            return _REF["index_entries"](read, units, topic)
         tokens = [t for t in (<bytes>keys).split(b" ") if t] if keys else []
         if uniq:
             tokens.insert(0, uniq)  # UNIQ_KEY first, then KEYS
@@ -149,7 +147,7 @@ def index_entries(txn, payloads, units, topic):
             continue
         at = STORE_TIMESTAMP_AT + (12 if sys_flag & BORNHOST_V6 else 0)
         if phy >= PHY_LIMIT or type(raw) is not bytes or PyBytes_GET_SIZE(raw) < at + 8:
-            return _REF["index_entries"](txn, payloads, units, topic)
+            return _REF["index_entries"](read, units, topic)
         ts = _get64(<const uint8_t*>PyBytes_AS_STRING(raw) + at)
         if ts < 0:
             ts = 0

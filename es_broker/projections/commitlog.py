@@ -1,40 +1,65 @@
-"""Commit-log bounds: phyMin and phyMax of the message bytes (B-08, B-11).
+"""Commit-log bounds: phyMin and phyMax of the message bytes (B-08, B-11), and walk marks.
 
-The bytes themselves are the log's payload (database `commitlog`, keyed by
-physical offset), written with the record that places them. This projection
-keeps the bounds that the "in memory" verdict (B-38) and retention need.
+The bytes themselves are the log's payload (database `commitlog_chunks`,
+es_broker/log/chunks.py), written with the record that places them. This
+projection keeps the bounds that the "in memory" verdict (B-38) and
+retention need, and `commitlog_marks`: offsets from which a walk over the
+messages may start (B-475). The chunks do not say where a message starts;
+a walk goes from a known start by each message's TOTALSIZE. A message whose
+bytes cross a multiple of MARK_SPAN marks the offset where it ends (the next
+message's start, or a gap's zeros, which a walk skips), so a walk to any
+offset starts at most MARK_SPAN bytes (and a file's blank) before it.
+Retention's question "when was the last message of this file stored" reads
+the messages after the last mark before the file's end only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import lmdb
 
-from es_broker.log import Record, RecordLog
+from es_broker.log import Record, RecordLog, chunks
 from es_broker.log.types import CommitlogExpired, RecordType, as_view
 from es_broker.projections.dispatch import Dispatching, handlers
-from es_broker.projections.keys import I64
+from es_broker.projections.keys import I64, U64
 
 _PHY_MAX = b"phy_max"
 _PHY_MIN = b"phy_min"
+MARK_SPAN = 1 << 16  # 64 KiB: a mark per 145 messages of 450 bytes, 18 bytes each in LMDB
+
+
+def marks_of(units: Sequence[tuple[int, int] | list[int]]) -> list[int]:
+    """The walk marks of messages (physical offset, size, ...), ascending: the ends of those
+    crossing a multiple of MARK_SPAN."""
+    if not units or units[0][0] // MARK_SPAN == (units[-1][0] + units[-1][1]) // MARK_SPAN:
+        return []  # a record's messages within one span, the usual case: no loop over them
+    return [phy + size for phy, size, *_ in units if phy // MARK_SPAN != (phy + size) // MARK_SPAN]
 
 
 class CommitLogProjection(Dispatching):
     name = "commitlog"
-    databases = ("commitlog_meta",)
+    databases = ("commitlog_meta", "commitlog_marks")
 
     def bind(self, log: RecordLog) -> None:
         self.db = log.db("commitlog_meta")
+        self.marks = log.db("commitlog_marks")
         self.payloads = log.commitlog_db
 
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        phy, size, _ = as_view(record, RecordType.MESSAGES_STORED)["units"][-1]
+        units = as_view(record, RecordType.MESSAGES_STORED)["units"]
+        phy, size, _ = units[-1]
         txn.put(_PHY_MAX, I64.pack(phy + size), db=self.db)
+        for mark in marks_of(units):
+            txn.put(U64.pack(mark), b"", db=self.marks)
 
     def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         expired = CommitlogExpired.from_record(record)
-        # retention removes the bodies below the new phyMin; the records about them stay
-        cur = txn.cursor(db=self.payloads)
-        while cur.first() and int.from_bytes(cur.key(), "big") < expired.phy_min:
+        # retention removes the bodies below the new phyMin (whole chunks, and the straddling
+        # chunk's bytes below it); the records about them stay
+        chunks.expire(txn, self.payloads, expired.phy_min)
+        cur = txn.cursor(db=self.marks)
+        while cur.first() and U64.unpack(cur.key())[0] <= expired.phy_min:
             cur.delete()
         txn.put(_PHY_MIN, I64.pack(expired.phy_min), db=self.db)
 
@@ -49,3 +74,45 @@ class CommitLogProjection(Dispatching):
     def phy_min(self, txn: lmdb.Transaction[bytes]) -> int:
         raw = txn.get(_PHY_MIN, db=self.db)
         return I64.unpack(raw)[0] if raw else 0
+
+    def walk_start(self, txn: lmdb.Transaction[bytes], before: int) -> int:
+        """An offset below `before` from which a walk over the messages may start: the last mark
+        below it, else the start of the commit log."""
+        if self.marks is None:
+            return 0
+        cur = txn.cursor(db=self.marks)
+        found = cur.set_range(U64.pack(before))
+        found = cur.prev() if found else cur.last()
+        return U64.unpack(cur.key())[0] if found else 0
+
+    def last_before(
+        self, txn: lmdb.Transaction[bytes], start: int, end: int
+    ) -> tuple[int, bytes] | None:
+        """The last message stored in [start, end) of the commit log, None if none is.
+
+        A mark may lie in the blank at a file's end, after the last message before `end`: then
+        the walk from the mark before it finds that message.
+        """
+        if self.payloads is None:
+            return None
+        before = end
+        while True:
+            begin, last = self.walk_start(txn, before), None
+            for phy, raw in chunks.messages(txn, self.payloads, begin):
+                if phy >= end:
+                    break
+                last = (phy, raw)
+            if last is not None or begin == 0:
+                break
+            before = begin
+        return last if last is not None and last[0] >= start else None
+
+    def rebuild_marks(
+        self, txn: lmdb.Transaction[bytes], messages: Sequence[tuple[int, int]]
+    ) -> None:
+        """Write the marks of messages (physical offset, size) above phyMin (the upgrade to format 7)."""
+        floor = self.phy_min(txn)
+        txn.drop(self.marks, delete=False)
+        for mark in marks_of(messages):
+            if mark > floor:
+                txn.put(U64.pack(mark), b"", db=self.marks)

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import lmdb
 
@@ -62,7 +62,6 @@ from es_broker import compiled
 from es_broker.log import Record, RecordLog
 from es_broker.log.types import CommitlogExpired, RecordType, as_view
 from es_broker.projections.dispatch import Dispatching, handlers
-from es_broker.projections.keys import U64
 from es_broker.remoting import message as wire
 
 KEY_SEPARATOR = b" "  # MessageConst.KEY_SEPARATOR
@@ -132,23 +131,22 @@ def _entry_time(ts: int) -> int:
 
 
 def index_entries(
-    txn: lmdb.Transaction[bytes] | _Payloads,
-    payloads: lmdb._Database | None,
+    read: Callable[[int], bytes | None],
     units: list[list[int]],
     topic: bytes,
 ) -> list[tuple[bytes, bytes]]:
     """The key_hash (bucket, entry) pairs of a `messages_stored` record's messages, in order.
 
-    `topic` is the topic's bytes and a NUL; each message's bytes are read at
-    its physical offset in `payloads`. A message without bytes (expired
-    before the index was built: a replay copies the surviving bytes only) or
-    a rolled-back transaction message (B-201) has none.
+    `topic` is the topic's bytes and a NUL; `read` gives each message's bytes
+    by its physical offset (the commit log's chunks, RecordLog.payload_reader).
+    A message without bytes (expired before the index was built: a replay
+    copies the surviving bytes only) or a rolled-back transaction message
+    (B-201) has none.
     """
-    get, pack = txn.get, U64.pack
     written: list[tuple[bytes, bytes]] = []
     seed = zlib.crc32(topic)
     for phy, _, _ in units:
-        raw = get(pack(phy), None, payloads)
+        raw = read(phy)
         if raw is None:
             continue
         keys, uniq, sys_flag = message_keys(raw)
@@ -171,18 +169,6 @@ def index_entries(
 REFERENCE = {"index_entries": index_entries}
 
 
-class _Payloads:
-    """One message's bytes at its offset, as index_entries reads a transaction."""
-
-    __slots__ = ("key", "raw")
-
-    def __init__(self, phy: int, raw: bytes) -> None:
-        self.key, self.raw = U64.pack(phy), raw
-
-    def get(self, key: bytes, default: None = None, db: object = None) -> bytes | None:
-        return self.raw if key == self.key else default
-
-
 def payload_entries(phy: int, raw: bytes) -> list[tuple[bytes, bytes]]:
     """The key_hash pairs of stored message bytes at phy, their topic read from the bytes."""
     try:
@@ -190,7 +176,7 @@ def payload_entries(phy: int, raw: bytes) -> list[tuple[bytes, bytes]]:
     except (IndexError, ValueError, struct.error):
         return []
     topic = bytes(raw[topic_at : start - 2]) + b"\x00"
-    return index_entries(_Payloads(phy, raw), None, [[phy, 0, 0]], topic)
+    return index_entries(lambda at: raw if at == phy else None, [[phy, 0, 0]], topic)
 
 
 class KeyIndexProjection(Dispatching):
@@ -200,12 +186,12 @@ class KeyIndexProjection(Dispatching):
 
     def bind(self, log: RecordLog) -> None:
         self.index_db = log.db("key_hash")
-        self.payloads = log.commitlog_db
+        self.log = log
 
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         stored = as_view(record, RecordType.MESSAGES_STORED)
         topic = stored["topic"].encode() + b"\x00"
-        written = index_entries(txn, self.payloads, stored["units"], topic)
+        written = index_entries(self.log.payload_reader(txn), stored["units"], topic)
         if written:
             txn.cursor(db=self.index_db).putmulti(written, dupdata=True)
 
@@ -220,23 +206,22 @@ class KeyIndexProjection(Dispatching):
         """Delete the entries of the message bytes below phy_min, still there (read before the
         commit log's projection deletes them)."""
         delete, db = txn.delete, self.index_db
-        for key, raw in txn.cursor(db=self.payloads):
-            phy = int.from_bytes(key, "big")
+        for phy, raw in self.log.payloads_in(txn):
             if phy >= phy_min:
                 break
             for bucket, entry in payload_entries(phy, raw):
                 delete(bucket, entry, db=db)
 
-    def rebuild(self, txn: lmdb.Transaction[bytes]) -> None:
-        """Build key_hash from every message's bytes in the commit log.
+    def rebuild(self, txn: lmdb.Transaction[bytes], messages: Iterable[tuple[int, bytes]]) -> None:
+        """Build key_hash from every message's bytes in the commit log, (physical offset, bytes).
 
         What the records' application builds, as the bytes are all it reads
         (store format 2's upgrade, and a snapshot older than it).
         """
         txn.drop(self.index_db, delete=False)
         put, db = txn.put, self.index_db
-        for key, raw in txn.cursor(db=self.payloads):
-            for bucket, entry in payload_entries(int.from_bytes(key, "big"), raw):
+        for phy, raw in messages:
+            for bucket, entry in payload_entries(phy, raw):
                 put(bucket, entry, dupdata=True, db=db)
 
     # ------------------------------------------------------------------ reads
@@ -274,7 +259,7 @@ class KeyIndexProjection(Dispatching):
             if not cur.set_range_dup(bucket, low + (first << 48).to_bytes(12, "big")):
                 return
             entries = cur.iternext_dup(keys=False)
-        get, payloads = txn.get, self.payloads
+        read = self.log.payload_reader(txn)
         for entry in entries:
             if entry[:2] != low:
                 if (entry[:2] < low) == newest_first:
@@ -287,7 +272,7 @@ class KeyIndexProjection(Dispatching):
                     return
                 continue
             phy = value & (_PHY_LIMIT - 1)
-            raw = get(U64.pack(phy), db=payloads)
+            raw = read(phy)
             if raw is not None:
                 yield phy, raw
 

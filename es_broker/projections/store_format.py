@@ -26,6 +26,9 @@ of reporting as differences what is only the older layout.
 | 4      | cq_blocks: consume-queue units in blocks of 32 (B-473)                 |
 | 5      | trace_stored: no entry of a sealed record (B-465)                      |
 | 6      | cq_pages: consume-queue blocks of 145 units, a page each (B-474)       |
+| 7      | commitlog_chunks: the commit log's bytes in 2022-byte chunks, two to a |
+|        | leaf page, instead of `commitlog`'s entry per message; commitlog_marks |
+|        | (B-475)                                                                |
 """
 
 from __future__ import annotations
@@ -41,16 +44,19 @@ from es_broker.log.types import StoreUpgraded
 from es_broker.projections import consume_queue, key_index, message_trace
 from es_broker.projections.keys import U32
 
+LEGACY_COMMITLOG = ("commitlog",)  # message bytes, an entry per message (before format 7)
+
 # every database of an older layout (a directory holding one of them predates the number)
 LEGACY_DATABASES = (
     key_index.LEGACY_DATABASES
     + message_trace.LEGACY_DATABASES
     + consume_queue.LEGACY_DATABASES
     + consume_queue.BLOCKS_OF_32
+    + LEGACY_COMMITLOG
 )
 
 FIRST = 1  # a directory written before the number was kept
-CURRENT = 6
+CURRENT = 7
 _KEY = b"store_format"
 
 
@@ -94,7 +100,9 @@ class StoreFormatProjection:
 
     def _holds_data(self, txn: lmdb.Transaction[bytes]) -> bool:
         log = self.log
-        if txn.stat(log.log_db)["entries"] or txn.stat(log.commitlog_db)["entries"]:
+        if txn.stat(log.log_db)["entries"]:
+            return True
+        if log.commitlog_db is not None and txn.stat(log.commitlog_db)["entries"]:
             return True
         names = {bytes(key) for key, _ in txn.cursor()}
         return any(name.encode() in names for name in LEGACY_DATABASES)

@@ -86,7 +86,9 @@ def answers(data_dir: str | Path) -> dict[str, Any]:
                 for topic, qid, lo, hi in queues
                 for u in store.cq.units(txn, topic, qid, lo, hi)
             }
-        payloads = {str(phy): hashlib.sha256(raw).hexdigest() for phy, raw in store.log.payloads()}
+            payloads = {  # by message, whatever the layout keeping the bytes
+                str(phy): hashlib.sha256(raw).hexdigest() for phy, raw in store.log.payloads_in(txn)
+            }
         keys: dict[str, list[int]] = {}
         ids: list[str] = []
         for phy in sorted(int(p) for p in payloads):

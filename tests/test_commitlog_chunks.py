@@ -1,0 +1,165 @@
+"""The commit log's bytes in page-filling chunks (store format 7, B-475)."""
+
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from es_broker.commands.messages import MessageIn
+from es_broker.core.broker import Broker
+from es_broker.log import chunks
+from es_broker.remoting.message import MAGIC_CODE
+from tests.conftest import make_topic
+from tests.helpers import local_ms
+
+
+def message(size: int, seed: int) -> bytes:
+    """Bytes shaped as a stored message: TOTALSIZE, MAGICCODE, then filler (zeros at its end)."""
+    rng = random.Random(seed)
+    body = bytes(rng.randrange(256) for _ in range(size - 12)) + bytes(4)
+    return struct.pack(">ii", size, MAGIC_CODE) + body
+
+
+def laid_out(
+    sizes: list[int], start: int = 0, gaps: dict[int, int] | None = None
+) -> list[tuple[int, bytes]]:
+    """Messages back to back from `start`, with `gaps[i]` zero bytes before the i-th."""
+    out, phy = [], start
+    for i, size in enumerate(sizes):
+        phy += (gaps or {}).get(i, 0)
+        out.append((phy, message(size, i)))
+        phy += size
+    return out
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    env = lmdb.open(str(tmp_path / "a"), max_dbs=4, map_size=256 << 20)
+    yield env
+    env.close()
+
+
+def write_in_batches(env, db, payloads, rng: random.Random | None = None) -> None:
+    i = 0
+    while i < len(payloads):
+        n = rng.randrange(1, 40) if rng else len(payloads)
+        with env.begin(write=True) as txn:
+            chunks.write(txn, db, payloads[i : i + n])
+        i += n
+
+
+def entries(env, db) -> list[tuple[bytes, bytes]]:
+    with env.begin() as txn:
+        return list(txn.cursor(db=db))
+
+
+def test_b475_two_chunks_fill_a_leaf_page_and_nothing_overflows(env):
+    db = env.open_db(b"c")
+    rng = random.Random(7)
+    payloads = laid_out([rng.randrange(60, 1500) for _ in range(3000)])
+    write_in_batches(env, db, payloads, rng)
+    stored = entries(env, db)
+    assert [int.from_bytes(k, "big") for k, _ in stored] == [
+        i * chunks.CHUNK for i in range(len(stored))
+    ]
+    assert all(len(v) == chunks.CHUNK for _, v in stored[:-1])
+    with env.begin() as txn:
+        stat = txn.stat(db)
+    assert stat["overflow_pages"] == 0
+    assert stat["leaf_pages"] == (len(stored) + 1) // 2  # two chunks to each 4 KiB page
+
+
+def test_b475_messages_straddling_chunks_read_back_and_batches_do_not_matter(env, tmp_path):
+    db = env.open_db(b"c")
+    rng = random.Random(3)
+    # small ones, and some longer than a chunk (they straddle three)
+    sizes = [rng.choice([20, 300, 900, 2021, 2022, 2023, 5000]) for _ in range(400)]
+    payloads = laid_out(sizes)
+    write_in_batches(env, db, payloads, rng)
+    with env.begin() as txn:
+        read = chunks.reader(txn, db)
+        assert all(read(phy) == data for phy, data in payloads)
+        assert all(chunks.read(txn, db, phy) == data for phy, data in reversed(payloads))
+        assert list(chunks.messages(txn, db)) == payloads
+        assert read(payloads[-1][0] + sizes[-1]) is None  # past the end
+    other = lmdb.open(str(tmp_path / "b"), max_dbs=4, map_size=256 << 20)
+    try:
+        db2 = other.open_db(b"c")
+        write_in_batches(other, db2, payloads)  # one batch
+        assert entries(other, db2) == entries(env, db)
+        for phy, data in payloads:  # one message a transaction, as a replay of old did
+            with other.begin(write=True) as txn:
+                chunks.write(txn, db2, [(phy, data)])  # the same bytes again: unchanged
+        assert entries(other, db2) == entries(env, db)
+    finally:
+        other.close()
+
+
+def test_b475_gaps_are_zeros_that_a_walk_skips(env):
+    db = env.open_db(b"c")
+    payloads = laid_out([100, 200, 3000, 50, 700], start=5000, gaps={2: 333, 3: 4500, 4: 1})
+    write_in_batches(env, db, payloads, random.Random(1))
+    stored = entries(env, db)
+    assert int.from_bytes(stored[0][0], "big") == 5000 - 5000 % chunks.CHUNK
+    assert stored[0][1][: 5000 % chunks.CHUNK] == bytes(5000 % chunks.CHUNK)
+    with env.begin() as txn:
+        assert list(chunks.messages(txn, db)) == payloads
+        assert list(chunks.messages(txn, db, payloads[2][0])) == payloads[2:]
+        assert chunks.read(txn, db, payloads[2][0] - 100) is None  # in the gap
+        assert chunks.read(txn, db, 0) is None  # before the first chunk
+
+
+def test_b475_retention_zeros_below_phy_min_and_a_copy_of_the_survivors_is_identical(env, tmp_path):
+    db = env.open_db(b"c")
+    payloads = laid_out([random.Random(i).randrange(80, 2500) for i in range(200)])
+    write_in_batches(env, db, payloads, random.Random(5))
+    for cut in (37, 120):
+        phy_min = payloads[cut][0]
+        with env.begin(write=True) as txn:
+            chunks.expire(txn, db, phy_min)
+        stored = entries(env, db)
+        first = int.from_bytes(stored[0][0], "big")
+        assert first == phy_min - phy_min % chunks.CHUNK
+        assert stored[0][1][: phy_min - first] == bytes(phy_min - first)
+        with env.begin() as txn:
+            assert list(chunks.messages(txn, db)) == payloads[cut:]
+            assert chunks.read(txn, db, payloads[cut - 1][0]) is None
+        # a replay or a slave: the surviving messages into an empty database
+        copy = lmdb.open(str(tmp_path / f"copy{cut}"), max_dbs=4, map_size=256 << 20)
+        try:
+            db2 = copy.open_db(b"c")
+            write_in_batches(copy, db2, payloads[cut:], random.Random(cut))
+            assert entries(copy, db2) == stored
+        finally:
+            copy.close()
+
+
+async def test_b475_a_broker_reads_every_message_after_retention_and_verify_passes(
+    config, clock, nursery
+):
+    # files of 1000 bytes: blanks at their ends, phyMin not on a chunk's boundary
+    clock.set(local_ms(1, 10))
+    b = Broker.open(config.storePathRootDir, config.replace(mappedFileSizeCommitLog=1000), clock)
+    await nursery.start(b.run)
+    await make_topic(b, queues=1)
+    for i in range(60):
+        await b.put_message("T", 0, MessageIn(b"m%03d" % i * (1 + i % 5)))
+    clock.set(local_ms(5, 4, 30))
+    done = await b.retention_pass()
+    assert done.phy_min % chunks.CHUNK and done.deleted_files
+    with b.store.read() as txn:
+        lo, hi = b.store.cq.bounds(txn, "T", 0)
+        units = list(b.store.cq.units(txn, "T", 0, 0, hi))
+        walked = list(b.store.log.payloads_in(txn))
+    kept = [u.physical_offset for u in units if u.physical_offset >= done.phy_min]
+    assert [phy for phy, _ in walked] == kept
+    assert all(b.message_at(u.physical_offset) is None for u in units[:lo])
+    assert all(len(b.message_at(phy) or b"") > 0 for phy in kept)
+    from tests.helpers import cli
+
+    finished = cli("verify", "--data-dir", config.storePathRootDir)
+    assert finished.returncode == 0, finished.stdout
