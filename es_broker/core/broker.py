@@ -194,27 +194,27 @@ class Broker(RetryOperations):
         offset: int,
         result: GetResult,
         group_config: SubscriptionGroupConfig,
-        then: Callable[[Callable[[], GetResult]], None],
+        then: Callable[[Callable[[], int]], None],
         *,
         client: str = "",
         commit_offset: int | None = None,
     ) -> None:
         """The rest of `pull` after `read_pull` found the group, without waiting: the pull's record is
         queued when this returns (its checks raise here), and once it is committed (at once when
-        there is nothing to record) `then` is handed a call that returns what `pull` returns, or
-        raises the refusal the commit met."""
+        there is nothing to record) `then` is handed a call that returns the commit's record (0:
+        none; `pull`'s `commit_seq`), or raises the refusal the commit met. `result` and
+        `group_config` are the rest of what `pull` returns, as they are (no copy)."""
         job = self._pulled(
             group, topic, queue_id, offset, result, group_config, client, commit_offset
         )
         if job is None:
-            then(lambda: dataclasses.replace(result, group_config=group_config))
+            then(int)  # int() == 0: nothing recorded
             return
 
         def done(queued: Queued[int]) -> None:
-            def outcome() -> GetResult:
+            def outcome() -> int:
                 recorded = self._unrecorded_outcome(queued)
-                commit_seq = self._pull_recorded(recorded, group, topic, queue_id, result, client)
-                return dataclasses.replace(result, commit_seq=commit_seq, group_config=group_config)
+                return self._pull_recorded(recorded, group, topic, queue_id, result, client)
 
             then(outcome)
 

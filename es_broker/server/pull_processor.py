@@ -111,10 +111,10 @@ class PullMessageProcessor(BrokerSettings):
             return DECLINED  # a long poll, which registers for arrivals before its read
         trace = hops.current() if hops.ON else None
 
-        def answer(outcome: Callable[[], GetResult]) -> None:
+        def answer(outcome: Callable[[], int]) -> None:
             try:
-                pulled = outcome()
-                response = self._pull_answer(req, group, pulled, code, offset)
+                outcome()
+                response = self._pull_answer(req, group, result, code, offset, group_config)
             except Exception as exc:
                 outbox.fail(req, exc, trace)
                 return
@@ -198,7 +198,7 @@ class PullMessageProcessor(BrokerSettings):
             # the re-run neither suspends nor stores the commit again (B-63)
             result = await read()
             code = response_code(result.status, offset)
-        return self._pull_answer(req, group, result, code, offset)
+        return self._pull_answer(req, group, result, code, offset, result.group_config)
 
     async def _subscription(self, h: PullMessageRequestHeader) -> PullFilter:
         """The pull's filter: from the request (subscription flag) or the group's heartbeat (B-57, B-215)."""
@@ -282,10 +282,16 @@ class PullMessageProcessor(BrokerSettings):
         return matches
 
     def _pull_answer(
-        self, req: RemotingCommand, group: str, result: GetResult, code: int, offset: int
+        self,
+        req: RemotingCommand,
+        group: str,
+        result: GetResult,
+        code: int,
+        offset: int,
+        group_config: SubscriptionGroupConfig | None,
     ) -> RemotingCommand:
         # as the pull read it: no second read; a read that is no group's takes the defaults
-        group_config = result.group_config or SubscriptionGroupConfig()
+        group_config = group_config or SubscriptionGroupConfig()
         if not self.config.slaveReadEnable:
             suggest = 0
         elif result.slow:
