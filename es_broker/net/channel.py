@@ -255,9 +255,7 @@ class Channel:
                     before_wait()
                 if self._wait_readable is not None:  # a cancel scope only if the read waits
                     data = await self._read_socket(deadline)
-                elif (
-                    deadline == math.inf
-                ):  # no timeout: no cancel scope to enter and leave per read
+                elif deadline == math.inf:  # no timeout: no scope to enter and leave per read
                     data = await self._read()
                 else:
                     with anyio.CancelScope(deadline=deadline):
