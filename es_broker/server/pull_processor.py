@@ -75,6 +75,9 @@ class PullMessageProcessor(BrokerSettings):
         self.requester = requester
         self.confirm_commit = confirm_commit
         self.is_slave = broker.config.brokerRole == BrokerRole.SLAVE
+        # a broker whose pull is not Broker's own (a slave's journals its deliveries) is served by
+        # its pull alone: `start_pull` stands in for Broker.pull only
+        self._broker_pull = type(broker).pull is Broker.pull
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.pull_message}
@@ -91,7 +94,7 @@ class PullMessageProcessor(BrokerSettings):
         returns (the requests read after it queue theirs after it, B-312), and the writer's
         completion answers it into `outbox`. Anything else is DECLINED before anything is recorded
         (the read is side-effect free), for `pull_message` to serve from the start."""
-        if not self.confirm_commit.at_once:
+        if not self._broker_pull or not self.confirm_commit.at_once:
             return DECLINED
         h = PullMessageRequestHeader.of(req)
         pull_filter = self._subscription_now(h)
