@@ -240,7 +240,7 @@ def main() -> None:
                         "-p",
                         str(process.pid),
                         "-r",
-                        "500",
+                        os.environ.get("SPY_RATE", "500"),
                         "-f",
                         "raw",
                         "--nonblocking",

@@ -176,6 +176,19 @@ class BrokerBase:
         except RecordOutOfRange as exc:  # nothing was appended: a refusal (B-138, B-139)
             raise self._refusal(exc) from None
 
+    def _unrecorded_outcome(
+        self, queued: Queued[T]
+    ) -> T | Literal[Unrecorded.DISK_FULL, Unrecorded.FENCED]:
+        """`_record_unless_full` of a job queued with a `then` callback, once its commit is done."""
+        try:
+            return queued.result()
+        except StoreFullError:
+            return Unrecorded.DISK_FULL
+        except WritesFenced:
+            return Unrecorded.FENCED
+        except RecordOutOfRange as exc:  # nothing was appended: a refusal (B-138, B-139)
+            raise self._refusal(exc) from None
+
     async def _ensure_system_topics(self) -> None:
         """Topics RocketMQ's TopicConfigManager creates at a master's first start."""
         cfg = self.config

@@ -155,46 +155,125 @@ class Broker(RetryOperations):
         The checks, the group's config and the messages come from one read transaction
         (commands/pull.py); a group not created yet is created before the answer (B-03).
         """
-        store = self.store
-        result, group_config = pull.read(
-            store, group, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
+        result, group_config = self.read_pull(
+            group, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
         )
         if group_config is None:
             group_config = await self.ensure_group(group, requester=client)
+        job = self._pulled(
+            group, topic, queue_id, offset, result, group_config, client, commit_offset
+        )
+        commit_seq = 0
+        if job is not None:
+            commit_seq = self._pull_recorded(
+                await self._record_unless_full(job), group, topic, queue_id, result, client
+            )
+        # one copy, with what the answer needs: the commit's record and the group's config
+        return dataclasses.replace(result, commit_seq=commit_seq, group_config=group_config)
+
+    def read_pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        tags_codes: frozenset[int] | None = None,
+        message_filter: Callable[[bytes], bool] | None = None,
+    ) -> tuple[GetResult, SubscriptionGroupConfig | None]:
+        """A pull's checks and read (commands/pull.py), and the group's config (None: not created yet)."""
+        return pull.read(
+            self.store, group, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
+        )
+
+    def enqueue_pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        result: GetResult,
+        group_config: SubscriptionGroupConfig,
+        then: Callable[[Callable[[], int]], None],
+        *,
+        client: str = "",
+        commit_offset: int | None = None,
+    ) -> None:
+        """The rest of `pull` after `read_pull` found the group, without waiting: the pull's record is
+        queued when this returns (its checks raise here), and once it is committed (at once when
+        there is nothing to record) `then` is handed a call that returns the commit's record (0:
+        none; `pull`'s `commit_seq`), or raises the refusal the commit met. `result` and
+        `group_config` are the rest of what `pull` returns, as they are (no copy)."""
+        job = self._pulled(
+            group, topic, queue_id, offset, result, group_config, client, commit_offset
+        )
+        if job is None:
+            then(int)  # int() == 0: nothing recorded
+            return
+
+        def done(queued: Queued[int]) -> None:
+            def outcome() -> int:
+                recorded = self._unrecorded_outcome(queued)
+                return self._pull_recorded(recorded, group, topic, queue_id, result, client)
+
+            then(outcome)
+
+        self.writer.enqueue(job, done)
+
+    def _pulled(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        result: GetResult,
+        group_config: SubscriptionGroupConfig,
+        client: str,
+        commit_offset: int | None,
+    ) -> Callable[[AppendContext], int] | None:
+        """The group's check, the count of messages served, and the job recording the pull (None:
+        nothing to record)."""
         if not group_config.consume_enable:
             raise NoPermission(f"subscription group no permission, {group}")
         self.messages_served += len(result.offsets)
-        commit_seq = 0
         if commit_offset is not None and self.config.brokerRole == BrokerRole.SLAVE:
             commit_offset = None
-        if pull.recorded(result, offset, commit_offset is not None):
-            recorded = await self._record_unless_full(
-                pull.record_job(
-                    store,
-                    group,
-                    topic,
-                    queue_id,
-                    offset,
-                    result,
-                    client=client,
-                    commit_offset=commit_offset,
-                )
+        if not pull.recorded(result, offset, commit_offset is not None):
+            return None
+        return pull.record_job(
+            self.store,
+            group,
+            topic,
+            queue_id,
+            offset,
+            result,
+            client=client,
+            commit_offset=commit_offset,
+        )
+
+    def _pull_recorded(
+        self,
+        recorded: int | Unrecorded,
+        group: str,
+        topic: str,
+        queue_id: int,
+        result: GetResult,
+        client: str,
+    ) -> int:
+        """The record of the pull's commit (0: none) from its job's outcome; a delivery the full disk
+        kept from the log is kept aside (B-151, B-152)."""
+        if recorded is Unrecorded.DISK_FULL and result.status == GetStatus.FOUND:
+            # answered all the same (B-151); summed up and recorded once space returns (B-152)
+            self.unrecorded.add(
+                group,
+                topic,
+                queue_id,
+                result.offsets,
+                result.next_begin_offset,
+                client,
+                self.store.clock.now_ms(),
             )
-            if isinstance(recorded, int):
-                commit_seq = recorded
-            if recorded is Unrecorded.DISK_FULL and result.status == GetStatus.FOUND:
-                # answered all the same (B-151); summed up and recorded once space returns (B-152)
-                self.unrecorded.add(
-                    group,
-                    topic,
-                    queue_id,
-                    result.offsets,
-                    result.next_begin_offset,
-                    client,
-                    store.clock.now_ms(),
-                )
-        # one copy, with what the answer needs: the commit's record and the group's config
-        return dataclasses.replace(result, commit_seq=commit_seq, group_config=group_config)
+        return recorded if isinstance(recorded, int) else 0
 
     # ------------------------------------------------------------------ offsets
     def min_offset(self, topic: str, queue_id: int) -> int:

@@ -105,7 +105,7 @@ def _fits(value: Any) -> bool:
             if len(item) > MAX_TEXT or not (item.isascii() or _utf8(item)):
                 return False
         elif kind is list or kind is tuple:
-            for inner in item:  # one level down in this loop: a batch's units are 32 tuples of ints
+            for inner in item:  # two levels down in this loop: a batch's units are 32 lists of ints
                 kind = type(inner)
                 if kind is int:
                     if inner > INT64_MAX or inner < INT64_MIN:
@@ -113,6 +113,13 @@ def _fits(value: Any) -> bool:
                 elif kind is str:
                     if len(inner) > MAX_TEXT or not (inner.isascii() or _utf8(inner)):
                         return False
+                elif kind is list or kind is tuple:
+                    for leaf in inner:  # a unit's ints, without a call per unit
+                        if type(leaf) is int:
+                            if leaf > INT64_MAX or leaf < INT64_MIN:
+                                return False
+                        elif not _fits(leaf):
+                            return False
                 elif not _fits(inner):
                     return False
         elif not _fits(item):

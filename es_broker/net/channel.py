@@ -255,7 +255,9 @@ class Channel:
             else:
                 if before_wait is not None:
                     before_wait()
-                if deadline == math.inf:  # no timeout: no cancel scope to enter and leave per read
+                if self._wait_readable is not None:  # a cancel scope only if the read waits
+                    data = await self._read_socket(deadline)
+                elif deadline == math.inf:  # no timeout: no scope to enter and leave per read
                     data = await self._read()
                 else:
                     with anyio.CancelScope(deadline=deadline):
@@ -276,16 +278,18 @@ class Channel:
     async def _read(self) -> bytes | bytearray:
         """What the stream has next; b"" once it is gone."""
         if self._wait_readable is not None:
-            return await self._read_socket()
+            return await self._read_socket() or b""
         try:
             return await self.stream.receive_some(READ_SIZE)
         except STREAM_GONE:
             return b""
 
-    async def _read_socket(self) -> bytes:
+    async def _read_socket(self, deadline: float = math.inf) -> bytes | None:
         """What the plain socket has next, read with one scheduler pass: the wait for it to be
         readable, or, when bytes were there already, a checkpoint after the read (so a peer that
-        keeps the socket full cannot keep its read loop from yielding)."""
+        keeps the socket full cannot keep its read loop from yielding). None: nothing came by
+        `deadline`, whose cancel scope is entered only when the read has to wait (a busy
+        connection's bytes are mostly there already, and a scope costs microseconds)."""
         sock = self._socket
         assert sock is not None and self._wait_readable is not None
         waited = False
@@ -294,7 +298,13 @@ class Channel:
                 data = os.read(sock.fileno(), READ_SIZE)
             except BlockingIOError:
                 try:
-                    await self._wait_readable(sock)
+                    if deadline == math.inf:
+                        await self._wait_readable(sock)
+                    else:
+                        with anyio.CancelScope(deadline=deadline) as scope:
+                            await self._wait_readable(sock)
+                        if scope.cancelled_caught:
+                            return None
                 except STREAM_GONE:  # closed by another task meanwhile
                     return b""
                 waited = True

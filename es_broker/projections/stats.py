@@ -134,18 +134,13 @@ class StatsProjection(Dispatching):
         if put is None:
             return
         topic, message_type = put
-        n, size = len(stored["units"]), sum(u[1] for u in stored["units"])
+        sizes = [u[1] for u in stored["units"]]
+        n, size = len(sizes), sum(sizes)
         minute = stored["ts"] // MINUTE_MS
         self._add(txn, TOPIC_PUT + f"{topic}\x00{message_type}".encode(), minute, n, size)
         self._add(txn, TOPIC_PUT + topic.encode(), minute, n, size, total=False)
         self._add(txn, BROKER_PUT, minute, n, size)
-        buckets: dict[int, list[int]] = {}
-        for unit in stored["units"]:
-            which = bisect.bisect_left(MESSAGE_SIZE_BOUNDS, unit[1])
-            acc = buckets.setdefault(which, [0, 0])
-            acc[0] += 1
-            acc[1] += unit[1]
-        for which, (k, s) in sorted(buckets.items()):
+        for which, (k, s) in size_buckets(sizes):
             key = SIZE_BUCKETS + f"{topic}\x00{message_type}\x00{which}".encode()
             _bump(txn, key, self.total_db, k, s)
 
@@ -277,6 +272,24 @@ class StatsProjection(Dispatching):
                 return True
             except lmdb.MapFullError:
                 log.env.set_mapsize(log.env.info()["map_size"] * 2)
+
+
+def size_buckets(sizes: list[int]) -> list[tuple[int, tuple[int, int]]]:
+    """(bucket index, (messages, bytes)) of message sizes, by MESSAGE_SIZE_BOUNDS, in bucket order.
+
+    A send's messages mostly share one bucket: found by its smallest and largest size alone.
+    """
+    if not sizes:
+        return []
+    low = bisect.bisect_left(MESSAGE_SIZE_BOUNDS, min(sizes))
+    if low == bisect.bisect_left(MESSAGE_SIZE_BOUNDS, max(sizes)):
+        return [(low, (len(sizes), sum(sizes)))]
+    buckets: dict[int, list[int]] = {}
+    for size in sizes:
+        acc = buckets.setdefault(bisect.bisect_left(MESSAGE_SIZE_BOUNDS, size), [0, 0])
+        acc[0] += 1
+        acc[1] += size
+    return [(which, (k, s)) for which, (k, s) in sorted(buckets.items())]
 
 
 def _bump(txn: lmdb.Transaction[bytes], key: bytes, db: Any, n: int, size: int) -> None:

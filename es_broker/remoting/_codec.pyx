@@ -14,7 +14,8 @@ Strings are decoded as the reference does: the whole header through UTF-8 with
 "replace", then JSON strings without escapes are slices of that text and those
 with escapes go through the json module's own C `scanstring`. Encoding writes
 strings with the json module's own C `encode_basestring`, so the bytes are the
-reference's by construction.
+reference's by construction (an ASCII string with nothing to escape is written as
+it is, in quotes: what `encode_basestring` writes of it).
 
 Imported at the end of command.py; what it uses of the remoting modules is
 bound at the first call.
@@ -34,6 +35,8 @@ cdef extern from "Python.h":
     int PyUnicode_KIND(object)
     void* PyUnicode_DATA(object)
     uint32_t PyUnicode_READ(int kind, void* data, Py_ssize_t index)
+    bint PyUnicode_IS_ASCII(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
     object PyUnicode_Substring(object, Py_ssize_t start, Py_ssize_t end)
 
@@ -174,6 +177,22 @@ cdef inline bint _i32(object value):
     return type(value) is int and I32_MIN <= value <= I32_MAX
 
 
+cdef str _json_string(str text):
+    """`encode_basestring(text)`: an ASCII text that holds nothing it escapes (a quote, a
+    backslash, a control character) is itself in quotes; anything else is its own answer."""
+    cdef const unsigned char* p
+    cdef Py_ssize_t i
+    cdef unsigned char c
+    if PyUnicode_IS_ASCII(text):
+        p = <const unsigned char*>PyUnicode_DATA(text)
+        for i in range(PyUnicode_GET_LENGTH(text)):
+            c = p[i]
+            if c < 0x20 or c == 34 or c == 92:  # control, ", \
+                return _encode_string(text)
+        return '"' + text + '"'
+    return _encode_string(text)
+
+
 def encode_json_header(cmd):
     if _REF is None:
         _bind()
@@ -202,9 +221,9 @@ def encode_json_header(cmd):
             if not first:
                 parts.append(",")
             first = False
-            parts.append(_encode_string(key))
+            parts.append(_json_string(key))
             parts.append(":")
-            parts.append(_encode_string(value))
+            parts.append(_json_string(value))
         parts.append("}")
     parts.append(',"flag":')
     parts.append(str(flag))
@@ -214,7 +233,7 @@ def encode_json_header(cmd):
     parts.append(str(opaque))
     if remark is not None:
         parts.append(',"remark":')
-        parts.append(_encode_string(remark))
+        parts.append(_json_string(remark))
     parts.append(',"serializeTypeCurrentRPC":"JSON","version":')
     parts.append(str(version))
     parts.append("}")

@@ -100,6 +100,10 @@ class RequestShape:
     names: tuple[str, ...] = field(init=False, repr=False, compare=False)
     wire_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
     renamed: frozenset[str] = field(init=False, repr=False, compare=False)
+    # (wire name, declared name) of the topic and group fields, with renames and without (what
+    # `check_text` holds against the name rules, for each request)
+    name_fields: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
+    plain_name_fields: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by_name", {f.name: f for f in self.fields})
@@ -107,6 +111,8 @@ class RequestShape:
         object.__setattr__(self, "names", tuple(f.name for f in self.fields))
         object.__setattr__(self, "wire_names", tuple(wire.get(f.name, f.name) for f in self.fields))
         object.__setattr__(self, "renamed", frozenset(wire))
+        object.__setattr__(self, "name_fields", _name_fields(self, self.renames))
+        object.__setattr__(self, "plain_name_fields", _name_fields(self, None))
 
 
 def shape(
@@ -372,8 +378,8 @@ def check_text(cmd: RemotingCommand, shape: RequestShape | None = None) -> Refus
             return _refuse(shape, f"header field {_shown(key)!r} is not UTF-8 text")
     if cmd.remark is not None and not is_utf8(cmd.remark):
         return _refuse(shape, "the remark is not UTF-8 text")
-    renames = shape.renames if cmd.code != RequestCode.SEND_MESSAGE else None
-    for wire, declared in _name_fields(shape, renames):
+    names = shape.name_fields if cmd.code != RequestCode.SEND_MESSAGE else shape.plain_name_fields
+    for wire, declared in names:
         raw = fields.get(wire)
         if raw is None and wire != declared:
             raw = fields.get(declared)

@@ -144,6 +144,6 @@ class BrokerProcessors:
 
     def starts(self) -> dict[int, tuple[Handler, Start]]:
         """The requests whose first part the listener runs as their frame is decoded, each with the
-        handler it stands in for: sends (`start_send`), and offset commits (`start_commit_offset`),
-        so a consumer's next offset query finds its commit queued (B-312)."""
-        return {**self.send.starts(), **self.consumer_manage.starts()}
+        handler it stands in for: sends (`start_send`), pulls (`start_pull`), and offset commits
+        (`start_commit_offset`), so a consumer's next offset query finds its commit queued (B-312)."""
+        return {**self.send.starts(), **self.pull.starts(), **self.consumer_manage.starts()}

@@ -206,6 +206,11 @@ class CommitConfirmation:
     def __init__(self, replication: ReplicationMaster | None) -> None:
         self.replication = replication
 
+    @property
+    def at_once(self) -> bool:
+        """Every commit is answered at once (no follower's confirmation to wait for)."""
+        return self.replication is None or self.replication.publish_acked is None
+
     async def __call__(self, seq: int) -> ResponseCode:
         if self.replication is None or self.replication.publish_acked is None:
             return ResponseCode.SUCCESS

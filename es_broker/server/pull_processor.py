@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import functools
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -21,6 +21,7 @@ from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import GetResult
 from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
+from es_broker.log import hops
 from es_broker.log.arrival import pass_turn, unordered
 from es_broker.net.channel import Channel
 from es_broker.remoting.bodies import SubscriptionGroupConfig
@@ -31,6 +32,7 @@ from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION,
 from es_broker.remoting.response_headers import PullMessageResponseHeader
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.longpoll import PullHoldService
+from es_broker.server.outbox import Outbox
 from es_broker.server.processor_support import (
     BrokerSettings,
     CommitConfirmation,
@@ -40,7 +42,7 @@ from es_broker.server.processor_support import (
     property_filter_refusal,
 )
 from es_broker.server.pull_codes import response_code, slave_correction
-from es_broker.server.remoting_server import Handler
+from es_broker.server.remoting_server import DECLINED, Declined, Handler, Start
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,9 +75,88 @@ class PullMessageProcessor(BrokerSettings):
         self.requester = requester
         self.confirm_commit = confirm_commit
         self.is_slave = broker.config.brokerRole == BrokerRole.SLAVE
+        # a broker whose pull is not Broker's own (a slave's journals its deliveries) is served by
+        # its pull alone: `start_pull` stands in for Broker.pull only
+        self._broker_pull = type(broker).pull is Broker.pull
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.pull_message}
+
+    def starts(self) -> dict[int, tuple[Handler, Start]]:
+        """The pull's first part, run by the listener as its frame is decoded (`start_pull`)."""
+        return {RequestCode.PULL_MESSAGE: (self.pull_message, self.start_pull)}
+
+    def start_pull(
+        self, channel: Channel, req: RemotingCommand, outbox: Outbox
+    ) -> Awaitable[RemotingCommand | None] | Declined | None:
+        """`pull_message` without a task, when nothing in it waits: a tag filter, the group created,
+        messages found or no long poll, a commit answered at once. Its record is queued when this
+        returns (the requests read after it queue theirs after it, B-312), and the writer's
+        completion answers it into `outbox`. Anything else is DECLINED before anything is recorded
+        (the read is side-effect free), for `pull_message` to serve from the start."""
+        if not self._broker_pull or not self.confirm_commit.at_once:
+            return DECLINED
+        h = PullMessageRequestHeader.of(req)
+        pull_filter = self._subscription_now(h)
+        if pull_filter is None:
+            return DECLINED
+        group, topic, queue_id, offset = h.consumer_group, h.topic, h.queue_id, h.queue_offset
+        sys_flag = h.sys_flag
+        tags, message_filter = pull_filter.tags_codes, pull_filter.message_filter
+        broker = self.broker
+        result, group_config = broker.read_pull(
+            group, topic, queue_id, offset, h.max_msg_nums, tags, message_filter
+        )
+        if group_config is None:  # created by the handler (B-03)
+            return DECLINED
+        code = response_code(result.status, offset)
+        if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
+            return DECLINED  # a long poll, which registers for arrivals before its read
+        trace = hops.current() if hops.ON else None
+
+        def answer(outcome: Callable[[], int]) -> None:
+            try:
+                outcome()
+                response = self._pull_answer(req, group, result, code, offset, group_config)
+            except Exception as exc:
+                outbox.fail(req, exc, trace)
+                return
+            if trace is not None:
+                trace.mark(hops.ANSWERED)
+            outbox.answer(req, response, trace)
+
+        broker.enqueue_pull(
+            group,
+            topic,
+            queue_id,
+            offset,
+            result,
+            group_config,
+            answer,
+            client=self.requester(channel),
+            commit_offset=h.commit_offset if sys_flag & PULL_COMMIT_OFFSET else None,
+        )
+        return None
+
+    def _subscription_now(self, h: PullMessageRequestHeader) -> PullFilter | None:
+        """`_subscription` when it needs no wait: a tag filter (SQL92 compiles in a thread, a retry
+        topic's filterSupportRetry may too); None otherwise. Refuses as `_subscription` refuses."""
+        group, topic = h.consumer_group, h.topic
+        if self.config.filterSupportRetry and topic.startswith(names.RETRY_PREFIX):
+            return None
+        if h.sys_flag & PULL_SUBSCRIPTION:
+            if h.expression_type == sql92.SQL92:
+                return None
+            return PullFilter(parse_subscription(h.subscription, h.expression_type))
+        info = self.clients.consumer_group(group)
+        if info is None or topic not in info.subscriptions:
+            return None  # refused by `_subscription`
+        sub = info.subscriptions[topic]
+        if int(sub.get("subVersion", 0)) < (h.sub_version or 0):
+            return None
+        if sub.get("expressionType") == sql92.SQL92:
+            return None
+        return PullFilter(parse_subscription(sub.get("subString"), sub.get("expressionType")))
 
     async def pull_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.of(req)
@@ -120,7 +201,7 @@ class PullMessageProcessor(BrokerSettings):
             # the re-run neither suspends nor stores the commit again (B-63)
             result = await read()
             code = response_code(result.status, offset)
-        return self._pull_answer(req, group, result, code, offset)
+        return self._pull_answer(req, group, result, code, offset, result.group_config)
 
     async def _subscription(self, h: PullMessageRequestHeader) -> PullFilter:
         """The pull's filter: from the request (subscription flag) or the group's heartbeat (B-57, B-215)."""
@@ -204,10 +285,16 @@ class PullMessageProcessor(BrokerSettings):
         return matches
 
     def _pull_answer(
-        self, req: RemotingCommand, group: str, result: GetResult, code: int, offset: int
+        self,
+        req: RemotingCommand,
+        group: str,
+        result: GetResult,
+        code: int,
+        offset: int,
+        group_config: SubscriptionGroupConfig | None,
     ) -> RemotingCommand:
         # as the pull read it: no second read; a read that is no group's takes the defaults
-        group_config = result.group_config or SubscriptionGroupConfig()
+        group_config = group_config or SubscriptionGroupConfig()
         if not self.config.slaveReadEnable:
             suggest = 0
         elif result.slow:

@@ -29,6 +29,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 import trio
@@ -55,10 +56,23 @@ from es_broker.server.tls import ServerTls
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+class Declined(Enum):
+    """What a start returns when it leaves the request to its handler, run as a task of its own."""
+
+    DECLINED = "declined"
+
+
+DECLINED = Declined.DECLINED
+
 # the first part of a handler, run in the connection's read loop as the checked frame is decoded: it
 # must not block. It returns None once it has arranged for its answer to reach the outbox (the
-# writer's completion puts it there), or the rest of the handler, which runs as a task of its own.
-Start = Callable[[Channel, RemotingCommand, Outbox], Awaitable[RemotingCommand | None] | None]
+# writer's completion puts it there), or the rest of the handler, which runs as a task of its own,
+# or DECLINED before doing anything, for the handler to serve the request as it serves any other.
+Start = Callable[
+    [Channel, RemotingCommand, Outbox], Awaitable[RemotingCommand | None] | Declined | None
+]
 
 
 class AccessGuard(Protocol):
@@ -278,11 +292,13 @@ class RemotingServer:
                 if trace is not None:
                     trace.mark(hops.CHECKED)
                 start = starts.get(command.code)
-                if start is not None and arrivals.settled():
-                    # no earlier ordered request of this connection is still to be queued: queue this
-                    # one now; its answer comes from the writer's completion, or from a task it returns
-                    self._start(channel, command, start, outbox, nursery, trace)
-                else:
+                # no earlier ordered request of this connection is still to be queued: queue this one
+                # now; its answer comes from the writer's completion, or from a task it returns
+                if (
+                    start is None
+                    or not arrivals.settled()
+                    or not self._start(channel, command, start, outbox, nursery, trace)
+                ):
                     ticket = arrivals.ticket() if command.code in ORDERED_CODES else None
                     nursery.start_soon(
                         self._handle_and_answer, channel, command, outbox, ticket, trace
@@ -298,15 +314,19 @@ class RemotingServer:
         outbox: Outbox,
         nursery: trio.Nursery,
         trace: hops.Trace | None,
-    ) -> None:
-        """Run a checked request's `start` in the read loop; a rest it returns runs as a task."""
+    ) -> bool:
+        """Run a checked request's `start` in the read loop; a rest it returns runs as a task. False:
+        the start declined, nothing was done."""
         try:
             rest = start(channel, request, outbox)
         except Exception as exc:
             outbox.fail(request, exc, trace)
-            return
+            return True
+        if rest is DECLINED:
+            return False
         if rest is not None:
             nursery.start_soon(self._finish, request, rest, outbox, trace)
+        return True
 
     async def _finish(
         self,

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 OnSent = Callable[[list[MessageIn], PutResult], None]
 
 
+_new = tuple.__new__
+
+
 class SendMessageProcessor(BrokerSettings):
     """Stores sends and answers where they went.
 
@@ -142,8 +145,10 @@ class SendMessageProcessor(BrokerSettings):
                     ResponseCode.NO_PERMISSION,
                 )
         if req.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+            # MessageIn's fields in order, built by tuple.__new__ (a named tuple's own __new__ is a
+            # Python function: a call per message of every batch)
             batch = [
-                MessageIn(body, props, flag, sys_flag, born, born_host, reconsume)
+                _new(MessageIn, (body, props, flag, sys_flag, born, born_host, reconsume))
                 for flag, body, props in decode_batch(req.body)
             ]
         else:
