@@ -237,7 +237,10 @@ class Channel:
         not buffered (`PartialFramesOverCap`). `before_wait` is called each
         time every buffered frame is decoded and the stream is to be read.
         """
-        idle_deadline = anyio.current_time() + idle_timeout
+        # the loop's clock (trio's own when native: anyio's asks which loop runs, each call), read
+        # only for a finite timeout
+        now = trio.current_time if self._native else anyio.current_time
+        idle_deadline = idle_timeout if idle_timeout == math.inf else now() + idle_timeout
         while True:
             try:
                 event = self.conn.next_event()
@@ -248,7 +251,10 @@ class Channel:
             if event is not NEED_DATA:
                 return event
             buffered = self.conn.buffered
-            deadline = anyio.current_time() + read_timeout if buffered else idle_deadline
+            if not buffered:
+                deadline = idle_deadline
+            else:
+                deadline = read_timeout if read_timeout == math.inf else now() + read_timeout
             data: bytes | bytearray | None = None
             if self._head:
                 data, self._head = self._head, b""
