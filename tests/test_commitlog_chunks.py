@@ -163,3 +163,36 @@ async def test_b475_a_broker_reads_every_message_after_retention_and_verify_pass
 
     finished = cli("verify", "--data-dir", config.storePathRootDir)
     assert finished.returncode == 0, finished.stdout
+
+
+async def test_b478_an_offset_from_a_request_finds_only_a_message_placed_there(broker):
+    """VIEW_MESSAGE_BY_ID and CONSUMER_SEND_MSG_BACK name a physical offset. Inside a message, or
+    at bytes a producer's body lays out as a message (its own offset written in, claiming
+    another topic's unit), there is none: as with an entry per message, not bytes read there."""
+    from es_broker.remoting import message as wire
+
+    await make_topic(broker, "T", queues=1)
+    await make_topic(broker, "Secret", queues=1)
+    secret = await broker.put_messages("Secret", 0, [MessageIn(b"s" * 40)])
+    plain = await broker.put_messages("T", 0, [MessageIn(b"p" * 300)])
+    with broker.store.read() as txn:
+        secret_raw = broker.store.log.payload(txn, secret.physical_offsets[0])
+        plain_raw = broker.store.log.payload(txn, plain.physical_offsets[0])
+    assert secret_raw is not None and plain_raw is not None
+    # the next message's body starts BODY_LENGTH_AT + 4 bytes in (IPv4 hosts): a copy of the
+    # secret message, stamped with the offset it will have there, as its body
+    forged_at = plain.physical_offsets[0] + len(plain_raw) + wire.BODY_LENGTH_AT + 4
+    forged = wire.stamp(secret_raw, 0, 0, forged_at, secret.store_timestamp)
+    carrier = await broker.put_messages("T", 0, [MessageIn(forged)])
+    assert carrier.physical_offsets[0] + wire.BODY_LENGTH_AT + 4 == forged_at
+
+    assert broker.message_at(plain.physical_offsets[0]) == plain_raw  # a message placed there
+    for phy in (
+        plain.physical_offsets[0] + 1,  # inside a message
+        plain.physical_offsets[0] + 100,
+        forged_at,  # the forged one: its topic's unit 0 is the real secret message's
+        10**9,  # past the end
+    ):
+        assert broker.message_at(phy) is None
+        with pytest.raises(Exception, match="look message by offset failed"):
+            await broker.send_back("G", phy, requester="t")

@@ -121,7 +121,7 @@ def send_back_job(
                     NoPermission(f"the topic[{retry_topic}] sending message is forbidden")
                 )
         # 5. the failed message
-        raw = store.log.payload(txn, offset) if offset >= store.commitlog.phy_min(txn) else None
+        raw = store.message_at(txn, offset) if offset >= store.commitlog.phy_min(txn) else None
         if raw is None:
             return refused(BrokerError(f"look message by offset failed, {offset}"))
         original = wire.decode_one(raw)[0]

@@ -35,6 +35,7 @@ from es_broker.projections.stats import StatsProjection
 from es_broker.projections.store_format import Step, StoreFormatProjection
 from es_broker.projections.time_index import TimeIndexProjection
 from es_broker.projections.transactions import TransactionProjection
+from es_broker.remoting import message as wire
 
 LMDB_DIR = "lmdb"
 
@@ -183,6 +184,26 @@ class Store:
     def read(self) -> lmdb.Transaction[bytes]:
         """A read transaction: a consistent snapshot of every projection."""
         return self.log.read_txn()
+
+    def message_at(self, txn: lmdb.Transaction[bytes], physical_offset: int) -> bytes | None:
+        """The bytes of the message stored at a physical offset a request named (a send-back's
+        offset, a message id's), None unless one was placed there and is kept.
+
+        Beyond the bytes' own MAGICCODE and PHYSICALOFFSET (`RecordLog.payload`), the consume
+        queue they name must hold a unit at that offset: a producer's body may carry bytes laid
+        out as a message, its own offset written in, and they are never taken for one.
+        """
+        raw = self.log.payload(txn, physical_offset)
+        if raw is None:
+            return None
+        try:
+            message = wire.decode_one(raw)[0]
+        except wire.MessageDecodeError:
+            return None
+        unit = self.cq.unit(txn, message.topic, message.queue_id, message.queue_offset)
+        if unit is None or unit.physical_offset != physical_offset or unit.size != len(raw):
+            return None
+        return raw
 
     def close(self) -> None:
         self.log.close()

@@ -230,7 +230,7 @@ def end_job(store: Store, end: EndRequest, requester: str) -> Callable[[AppendCo
 
 def _discarded_entry(store: Store, txn: Any, phy: int) -> dict[str, Any] | None:
     """The transaction of a discarded half message, rebuilt from its bytes, for a late END (B-225)."""
-    raw = store.log.payload(txn, phy) if phy >= store.commitlog.phy_min(txn) else None
+    raw = store.message_at(txn, phy) if phy >= store.commitlog.phy_min(txn) else None
     if raw is None:
         return None
     half = wire.decode_one(raw)[0]

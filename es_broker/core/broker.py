@@ -359,7 +359,7 @@ class Broker(RetryOperations):
     def message_at(self, physical_offset: int) -> bytes | None:
         """The stored message at a commit-log offset (VIEW_MESSAGE_BY_ID)."""
         with self.store.read() as txn:
-            return self.store.log.payload(txn, physical_offset)
+            return self.store.message_at(txn, physical_offset)
 
     def store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
         with self.store.read() as txn:

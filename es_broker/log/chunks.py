@@ -43,13 +43,15 @@ import lmdb
 
 from es_broker import compiled
 from es_broker.log.records import seq_key
-from es_broker.remoting.message import MAGIC_CODE
+from es_broker.remoting.message import MAGIC_CODE, QUEUE_OFFSET_AT
 
 DATABASE = "commitlog_chunks"
 CHUNK = 2022  # two to a 4 KiB leaf page (see the module's docstring)
 _SIZE_AT = struct.Struct(">i").unpack_from
 _MAGIC = struct.pack(">i", MAGIC_CODE)
 _KEY = struct.Struct(">Q")
+_PHY = struct.Struct(">q")
+_PHY_AT = QUEUE_OFFSET_AT + 8  # PHYSICALOFFSET follows QUEUEOFFSET
 
 
 class ChunkCorrupt(Exception):
@@ -118,6 +120,19 @@ REFERENCE = {"reader": reader}
 def read(txn: lmdb.Transaction[bytes], db: lmdb._Database | None, phy: int) -> bytes | None:
     """The message stored at physical offset phy, None where none is."""
     return reader(txn, db)(phy)
+
+
+def stored_at(raw: bytes, phy: int) -> bool:
+    """Whether `raw`, read at physical offset phy, is a message stored there: its MAGICCODE, and
+    its PHYSICALOFFSET field (written when it was placed) phy.
+
+    The readers trust the offset they are given, as a pull trusts its consume queue's units; an
+    offset from a request (a send-back's, a message id's) may point inside a message or a
+    file's blank, where the bytes are not one. An entry per message answered None there.
+    """
+    return (
+        len(raw) >= _PHY_AT + 8 and raw[4:8] == _MAGIC and _PHY.unpack_from(raw, _PHY_AT)[0] == phy
+    )
 
 
 def write(

@@ -314,11 +314,14 @@ class RecordLog:
         return chunks.messages(txn, self.commitlog_db, start)
 
     def payload(self, txn: lmdb.Transaction[bytes], physical_offset: int) -> bytes | None:
-        """The message bytes at a physical offset, None where there are none (expired, or never
-        received), read from the chunk(s) holding them."""
+        """The message bytes at a physical offset, None where there are none (expired, never
+        received, or no message starts there), read from the chunk(s) holding them."""
         if self.commitlog_db is None:
             return None
-        return chunks.read(txn, self.commitlog_db, physical_offset)
+        raw = chunks.read(txn, self.commitlog_db, physical_offset)
+        if raw is None or not chunks.stored_at(raw, physical_offset):
+            return None
+        return raw
 
     def payload_reader(self, txn: lmdb.Transaction[bytes]) -> chunks.Read:
         """`payload` for a loop over nearby messages in one transaction: it reads each chunk once
