@@ -16,16 +16,14 @@ bound at the first call.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t
-from libc.string cimport memcpy
 
-from es_broker._bigendian cimport _put32, _put64
+from es_broker._stored_layout cimport STORED_MAGIC_CODE, _write_stored
 
 import zlib
 
 cdef object _crc32 = zlib.crc32
 
 # the stored message's layout (es_broker/remoting/message.py; its compiled twin checks LAYOUT)
-cdef int32_t MAGIC_CODE = -626843481  # 0xDAA320A7
 cdef int32_t V6_FLAGS = 0x10 | 0x20  # FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6
 
 cdef dict _REF = None
@@ -42,7 +40,7 @@ cdef int _bind() except -1:
     from es_broker.commands import delay, messages
     from es_broker.remoting import message as wire
 
-    if wire.MAGIC_CODE != MAGIC_CODE or wire.FIXED_SIZE != 91 or wire.LAYOUT[1:6] != (
+    if wire.MAGIC_CODE != STORED_MAGIC_CODE or wire.FIXED_SIZE != 91 or wire.LAYOUT[1:6] != (
         12, 20, 36, 56, 84
     ):
         raise ImportError("es_broker.commands._speedups was built for another stored layout")
@@ -61,35 +59,15 @@ cdef bytes _stored(bytes topic_raw, int32_t queue_id, bytes body, bytes props, i
                    int32_t crc):
     """`encode_fields(topic, queue_id, body, props, flag, sys_flag, 0, 0, born_ts, born_host, 0,
     store_host, reconsume, 0, None)` of fields already converted and checked."""
-    cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
-    cdef Py_ssize_t topic_len = PyBytes_GET_SIZE(topic_raw)
-    cdef Py_ssize_t props_len = PyBytes_GET_SIZE(props)
-    cdef Py_ssize_t total = _FIXED_SIZE + body_len + topic_len + props_len
+    cdef Py_ssize_t total = (
+        _FIXED_SIZE + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(topic_raw) + PyBytes_GET_SIZE(props)
+    )
     cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
-    cdef char* p = PyBytes_AS_STRING(out)
-    _put32(p, <int32_t>total)
-    _put32(p + 4, MAGIC_CODE)
-    _put32(p + 8, crc)
-    _put32(p + 12, queue_id)
-    _put32(p + 16, flag)
-    _put64(p + 20, 0)  # queue offset and physical offset: placeholders, stamped at placement
-    _put64(p + 28, 0)
-    _put32(p + 36, sys_flag)
-    _put64(p + 40, born_ts)
-    memcpy(p + 48, PyBytes_AS_STRING(born), 8)
-    _put64(p + 56, 0)  # store time: stamped at placement
-    memcpy(p + 64, PyBytes_AS_STRING(store), 8)
-    _put32(p + 72, reconsume)
-    _put64(p + 76, 0)  # prepared transaction offset
-    _put32(p + 84, <int32_t>body_len)
-    memcpy(p + 88, PyBytes_AS_STRING(body), body_len)
-    p += 88 + body_len
-    p[0] = <char>topic_len
-    memcpy(p + 1, PyBytes_AS_STRING(topic_raw), topic_len)
-    p += 1 + topic_len
-    p[0] = <char>(props_len >> 8)
-    p[1] = <char>props_len
-    memcpy(p + 2, PyBytes_AS_STRING(props), props_len)
+    # queue offset, physical offset and store time: 0, stamped at placement
+    _write_stored(
+        PyBytes_AS_STRING(out), total, crc, queue_id, flag, 0, 0, sys_flag, born_ts, born, 0,
+        store, reconsume, 0, body, topic_raw, props,
+    )
     return out
 
 

@@ -18,6 +18,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 
+from es_broker._stored_layout cimport _write_stored
 from es_broker._bigendian cimport _get16, _get32, _get64, _put32, _put64
 
 import zlib
@@ -181,30 +182,11 @@ def encode_fields(topic, queue_id, body, properties, flag, sys_flag, queue_offse
     if PyBytes_GET_SIZE(born) != 8 or PyBytes_GET_SIZE(store) != 8:
         return _REF["encode_fields"](*args)
     out = PyBytes_FromStringAndSize(NULL, total)
-    p = PyBytes_AS_STRING(out)
-    _put32(p, <int32_t>total)
-    _put32(p + 4, MAGIC_CODE)
-    _put32(p + 8, c_crc)
-    _put32(p + QUEUE_ID_AT, c_queue_id)
-    _put32(p + 16, c_flag)
-    _put64(p + QUEUE_OFFSET_AT, c_queue_offset)
-    _put64(p + 28, c_physical)
-    _put32(p + SYS_FLAG_AT, c_sys_flag)
-    _put64(p + 40, c_born_ts)
-    memcpy(p + 48, PyBytes_AS_STRING(born), 8)
-    _put64(p + STORE_TIMESTAMP_AT, c_store_ts)
-    memcpy(p + 64, PyBytes_AS_STRING(store), 8)
-    _put32(p + 72, c_reconsume)
-    _put64(p + 76, c_prepared)
-    _put32(p + BODY_LENGTH_AT, <int32_t>body_len)
-    memcpy(p + 88, PyBytes_AS_STRING(body), body_len)
-    p += 88 + body_len
-    p[0] = <char>topic_len
-    memcpy(p + 1, PyBytes_AS_STRING(topic_raw), topic_len)
-    p += 1 + topic_len
-    p[0] = <char>(props_len >> 8)
-    p[1] = <char>props_len
-    memcpy(p + 2, PyBytes_AS_STRING(props), props_len)
+    _write_stored(
+        PyBytes_AS_STRING(out), total, c_crc, c_queue_id, c_flag, c_queue_offset, c_physical,
+        c_sys_flag, c_born_ts, born, c_store_ts, store, c_reconsume, c_prepared, body, topic_raw,
+        props,
+    )
     return out
 
 
