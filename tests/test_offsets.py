@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
@@ -241,12 +242,24 @@ async def test_b312_settled_waits_for_the_jobs_queued_before_it_and_no_longer(tm
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize(
+    ("suspend", "queued"),
+    [
+        # a pull that may long-poll runs as a task holding the turn: its record waits in a held
+        # commit, and the commit behind it waits for the pull's turn
+        (True, 1),
+        # one that cannot queues its record as its frame is decoded: the commit behind it
+        # queues at once
+        (False, 2),
+    ],
+    ids=["pull-holding-the-turn", "pull-served-as-decoded"],
+)
 async def test_b480_a_oneway_commit_behind_a_pull_is_stored_when_the_connection_closes(
-    running, monkeypatch
+    running, monkeypatch, suspend, queued
 ):
     """ali-ons on close: a oneway commit per queue, then the socket closed. A commit that arrived
-    while a pull of its connection still held the turn (its record not yet committed) is stored
-    although the connection closes before the pull's record is in."""
+    behind a pull of its connection (its record not yet committed) is stored, after the pull's,
+    although the connection closes before either is committed."""
     await running.create_topic("T", queues=1)
     conn = await Loopback.open(running)
     await conn.send_together(_pull(1, 1))  # the group's first pull creates it
@@ -255,42 +268,11 @@ async def test_b480_a_oneway_commit_behind_a_pull_is_stored_when_the_connection_
     held: list = []
     commit_now = writer._commit_now
     monkeypatch.setattr(writer, "_commit_now", held.append)  # group commits held back
-    # a pull that may long-poll runs as a task holding the turn (one that finds messages, or may
-    # not wait, queues its record as its frame is decoded: the commit behind it queues at once)
-    await conn.send_together(_pull(5, 2, suspend=True), _commit(9, 3))
+    await conn.send_together(_pull(5, 2, suspend=suspend), _commit(9, 3))
     await trio.testing.wait_all_tasks_blocked()
-    # the pull's record waits in a held commit; the commit waits for the pull's turn
-    assert sum(len(batch) for batch in held) == 1
+    assert sum(len(batch) for batch in held) == queued
     await conn.stream.aclose()
     await trio.testing.wait_all_tasks_blocked()  # the listener saw the close and cancelled
-    monkeypatch.setattr(writer, "_commit_now", commit_now)
-    for batch in held:
-        commit_now(batch)
-    await writer.settled()
-    with running.server.broker.store.read() as txn:
-        changes = list(running.server.broker.store.offsets.changes(txn, "T", "G", 0))
-    assert [c.new for c in changes] == [1, 5, 9]
-
-
-async def test_b480_a_pull_served_as_decoded_and_the_commit_behind_it_are_both_stored_on_close(
-    running, monkeypatch
-):
-    """A pull that cannot long-poll queues its record as its frame is decoded, and the oneway commit
-    read after it queues behind it at once: both are stored, in that order, though the connection
-    closes before their commit."""
-    await running.create_topic("T", queues=1)
-    conn = await Loopback.open(running)
-    await conn.send_together(_pull(1, 1))  # the group's first pull creates it
-    await conn.next_answer()
-    writer = running.server.broker.writer
-    held: list = []
-    commit_now = writer._commit_now
-    monkeypatch.setattr(writer, "_commit_now", held.append)  # group commits held back
-    await conn.send_together(_pull(5, 2), _commit(9, 3))
-    await trio.testing.wait_all_tasks_blocked()
-    assert sum(len(batch) for batch in held) == 2
-    await conn.stream.aclose()
-    await trio.testing.wait_all_tasks_blocked()
     monkeypatch.setattr(writer, "_commit_now", commit_now)
     for batch in held:
         commit_now(batch)
