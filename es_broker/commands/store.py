@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,10 +198,10 @@ class Store:
         if raw is None:
             return None
         try:
-            message = wire.decode_one(raw)[0]
-        except wire.MessageDecodeError:
+            topic, queue_id, queue_offset = wire.placement_of(raw)
+        except (IndexError, struct.error, ValueError):
             return None
-        unit = self.cq.unit(txn, message.topic, message.queue_id, message.queue_offset)
+        unit = self.cq.unit(txn, topic, queue_id, queue_offset)
         if unit is None or unit.physical_offset != physical_offset or unit.size != len(raw):
             return None
         return raw

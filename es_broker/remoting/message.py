@@ -286,6 +286,7 @@ KEYS_NAME = b"KEYS\x01"  # property names as they precede a value
 UNIQ_KEY_NAME = b"UNIQ_KEY\x01"
 _I32_AT = struct.Struct(">i").unpack_from
 _U16_AT = struct.Struct(">H").unpack_from
+_I64_AT = struct.Struct(">q").unpack_from
 
 
 def last_property(raw: bytes, start: int, end: int, needle: bytes) -> bytes | None:
@@ -320,6 +321,17 @@ def property_span(raw: bytes) -> tuple[int, int, int, int]:
     if props_end > len(raw):
         raise ValueError("properties past the end")
     return sys_flag, topic_at, props_at + 2, props_end
+
+
+def placement_of(raw: bytes) -> tuple[str, int, int]:
+    """(topic, queue id, queue offset) of stored message bytes: the consume-queue unit they name.
+
+    Raises IndexError, struct.error or ValueError (UnicodeDecodeError too) on bytes too short
+    for what they declare, as `property_span` does.
+    """
+    _, topic_at, props_at, _ = property_span(raw)
+    topic = raw[topic_at : props_at - 2].decode()
+    return topic, _I32_AT(raw, QUEUE_ID_AT)[0], _I64_AT(raw, QUEUE_OFFSET_AT)[0]
 
 
 def message_keys(raw: bytes) -> tuple[bytes | None, bytes | None, int]:
