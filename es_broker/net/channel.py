@@ -282,15 +282,13 @@ class Channel:
             self.conn.receive_data(data)
 
     async def _read(self) -> bytes | bytearray:
-        """What the stream has next; b"" once it is gone."""
-        if self._wait_readable is not None:
-            return await self._read_socket() or b""
+        """What the stream has next; b"" once it is gone (a plain socket is read by `_read_socket`)."""
         try:
             return await self.stream.receive_some(READ_SIZE)
         except STREAM_GONE:
             return b""
 
-    async def _read_socket(self, deadline: float = math.inf) -> bytes | None:
+    async def _read_socket(self, deadline: float) -> bytes | None:
         """What the plain socket has next, read with one scheduler pass: the wait for it to be
         readable, or, when bytes were there already, a checkpoint after the read (so a peer that
         keeps the socket full cannot keep its read loop from yielding). None: nothing came by
