@@ -52,12 +52,6 @@ cdef int _bind() except -1:
     return 0
 
 
-cdef inline bytes _u64(int64_t value):
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, 8)
-    _put64(PyBytes_AS_STRING(out), value)
-    return out
-
-
 cdef inline bint _is_unit(object unit) noexcept:
     # exact ints only: Cython would truncate a float where struct.pack refuses it
     return (
