@@ -1,0 +1,398 @@
+"""RocketMQ's own benchmark, in its load shape, as raw frames: the figures a RocketMQ shop measures first.
+
+`tools.sh org.apache.rocketmq.example.benchmark.Producer` and `...Consumer` of the 4.9.8 release
+(example/src/main/java/org/apache/rocketmq/example/benchmark/) put this load on a broker:
+
+* producer: one DefaultMQProducer, so one TCP connection per broker, shared by N sending threads;
+  up to N SEND_MESSAGE_V2 requests in flight, each one message of 1 KiB with a key (`-k true`), the
+  queues taken round-robin, sync sends, the round trip measured per send;
+* consumer: one DefaultMQPushConsumer on its own connection, one PULL_MESSAGE in flight per queue,
+  maxMsgNums 32, suspendTimeoutMillis 15000, sysFlag commitOffset|suspend|subscription, the offset
+  committed through each pull and by UPDATE_CONSUMER_OFFSET every 5 s, a heartbeat every 30 s.
+
+This script puts the same load on a broker with one process and no framework: both connections are
+plain sockets driven by one selector, the frames written as the Java client writes them (a JSON
+header whose extFields are strings). The generator costs a few microseconds a message, so the
+broker is what is measured. It prints, per run:
+
+* send TPS (messages acknowledged a second over the measured window) and the send RT average / p50 / p99;
+* the share of what was sent that the consumer received while the producer ran;
+* born-to-consume latency (the consumer's receipt time minus the born timestamp in the stored
+  message) median and p99;
+* the broker's CPU per message sent and delivered: user + system seconds of the broker process and
+  its children (the read model) over the window, divided by the messages sent.
+
+    python bench/rocketmq_shape.py --inflight 8 --seconds 20
+    python bench/rocketmq_shape.py --inflight 64 --seconds 20
+    python bench/rocketmq_shape.py --broker 127.0.0.1:10911 --inflight 8   # a broker already running
+
+Against a running broker (RocketMQ's own, say), `--broker` names it and `--pid` the process whose
+CPU to count; the topic is created through UPDATE_AND_CREATE_TOPIC first in either case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import socket
+import struct
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.wire_bench import child_pids, cpu_seconds  # noqa: E402
+from tests.process_fixtures import serve  # noqa: E402
+
+SEND_MESSAGE_V2 = 310
+PULL_MESSAGE = 11
+UPDATE_CONSUMER_OFFSET = 15
+HEART_BEAT = 34
+UPDATE_AND_CREATE_TOPIC = 17
+
+TOPIC = "BenchmarkShape"
+GROUP_P = "benchmark_producer"
+GROUP_C = "benchmark_consumer"
+QUEUES = 8
+BODY = b"x" * 1024
+# the born timestamp's place in a stored message (docs/protocol.md §8): after TOTALSIZE, MAGICCODE,
+# BODYCRC, QUEUEID, FLAG (4 bytes each), QUEUEOFFSET, PHYSICALOFFSET (8 each) and SYSFLAG (4)
+BORN_AT = 40
+
+
+def frame(
+    code: int, opaque: int, ext: dict[str, str], body: bytes = b"", oneway: bool = False
+) -> bytes:
+    """One request as the Java client writes it: JSON header, every extFields value a string."""
+    header = json.dumps(
+        {
+            "code": code,
+            "extFields": ext,
+            "flag": 2 if oneway else 0,
+            "language": "JAVA",
+            "opaque": opaque,
+            "serializeTypeCurrentRPC": "JSON",
+            "version": 395,
+        },
+        separators=(",", ":"),
+    ).encode()
+    return struct.pack(">II", 4 + len(header) + len(body), len(header)) + header + body
+
+
+class Conn:
+    """A plain socket with a receive buffer that yields whole frames: (header dict, body)."""
+
+    def __init__(self, addr: str) -> None:
+        host, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setblocking(False)
+        self.buf = bytearray()
+        self.out = bytearray()
+
+    def send(self, data: bytes) -> None:
+        self.out += data
+        self.flush()
+
+    def flush(self) -> None:
+        while self.out:
+            try:
+                n = self.sock.send(self.out)
+            except BlockingIOError:
+                return
+            del self.out[:n]
+
+    def frames(self) -> list[tuple[dict, bytes]]:
+        try:
+            data = self.sock.recv(1 << 20)
+        except BlockingIOError:
+            return []
+        if not data:
+            raise ConnectionError("the broker closed the connection")
+        self.buf += data
+        out = []
+        while len(self.buf) >= 4:
+            (length,) = struct.unpack_from(">I", self.buf, 0)
+            if len(self.buf) < 4 + length:
+                break
+            (mark,) = struct.unpack_from(">I", self.buf, 4)
+            hlen = mark & 0xFFFFFF
+            header = json.loads(bytes(self.buf[8 : 8 + hlen]))
+            out.append((header, bytes(self.buf[8 + hlen : 4 + length])))
+            del self.buf[: 4 + length]
+        return out
+
+
+def call(conn: Conn, code: int, ext: dict[str, str], body: bytes = b"") -> dict:
+    conn.sock.setblocking(True)
+    conn.send(frame(code, 1, ext, body))
+    while True:
+        for header, _ in conn.frames():
+            conn.sock.setblocking(False)
+            return header
+
+
+def stored_messages(body: bytes) -> list[int]:
+    """The born timestamps (ms) of the stored messages in a pull answer's body."""
+    out = []
+    pos = 0
+    while pos + BORN_AT + 8 <= len(body):
+        (size,) = struct.unpack_from(">i", body, pos)
+        (born,) = struct.unpack_from(">q", body, pos + BORN_AT)
+        out.append(born)
+        pos += size
+    return out
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+class Run:
+    def __init__(self, addr: str, inflight: int) -> None:
+        self.addr = addr
+        self.inflight = inflight
+        self.prod = Conn(addr)
+        self.cons = Conn(addr)
+        self.opaque = 10
+        self.sent_at: dict[int, float] = {}
+        self.pulls: dict[int, int] = {}  # opaque -> queue id
+        self.offsets = [0] * QUEUES
+        self.next_queue = 0
+        self.rts: list[float] = []
+        self.acked = 0
+        self.received = 0
+        self.latencies: list[float] = []
+        self.counting = False
+        self.producing = True
+        self.last_commit = self.last_heartbeat = time.monotonic()
+        self.key = str(int(time.time()))
+
+    def next_opaque(self) -> int:
+        self.opaque += 1
+        return self.opaque
+
+    def send_one(self) -> None:
+        q = self.next_queue
+        self.next_queue = (q + 1) % QUEUES
+        props = f"KEYS\x01{self.key}\x02UNIQ_KEY\x01{uuid.uuid4().hex.upper()}\x02WAIT\x01true\x02"
+        ext = {
+            "a": GROUP_P,
+            "b": TOPIC,
+            "c": "TBW102",
+            "d": "4",
+            "e": str(q),
+            "f": "0",
+            "g": str(int(time.time() * 1000)),
+            "h": "0",
+            "i": props,
+            "j": "0",
+            "k": "false",
+            "m": "false",
+        }
+        opaque = self.next_opaque()
+        self.sent_at[opaque] = time.perf_counter()
+        self.prod.send(frame(SEND_MESSAGE_V2, opaque, ext, BODY))
+
+    def pull(self, q: int) -> None:
+        ext = {
+            "consumerGroup": GROUP_C,
+            "topic": TOPIC,
+            "queueId": str(q),
+            "queueOffset": str(self.offsets[q]),
+            "maxMsgNums": "32",
+            "sysFlag": "7",  # commitOffset | suspend | subscription
+            "commitOffset": str(self.offsets[q]),
+            "suspendTimeoutMillis": "15000",
+            "subscription": "*",
+            "subVersion": str(int(time.time() * 1000)),
+            "expressionType": "TAG",
+        }
+        opaque = self.next_opaque()
+        self.pulls[opaque] = q
+        self.cons.send(frame(PULL_MESSAGE, opaque, ext))
+
+    def housekeeping(self, now: float) -> None:
+        if now - self.last_commit >= 5:
+            self.last_commit = now
+            for q in range(QUEUES):
+                ext = {
+                    "consumerGroup": GROUP_C,
+                    "topic": TOPIC,
+                    "queueId": str(q),
+                    "commitOffset": str(self.offsets[q]),
+                }
+                self.cons.send(frame(UPDATE_CONSUMER_OFFSET, self.next_opaque(), ext, oneway=True))
+        if now - self.last_heartbeat >= 30:
+            self.last_heartbeat = now
+            self.cons.send(frame(HEART_BEAT, self.next_opaque(), {}, heartbeat_body()))
+
+    def on_send_answer(self, header: dict) -> None:
+        started = self.sent_at.pop(header["opaque"], None)
+        if started is None:
+            return
+        if header["code"] != 0:
+            raise RuntimeError(f"send refused: {header.get('remark')}")
+        if self.counting:
+            self.rts.append(time.perf_counter() - started)
+            self.acked += 1
+        if self.producing:
+            self.send_one()
+
+    def on_pull_answer(self, header: dict, body: bytes) -> None:
+        q = self.pulls.pop(header["opaque"], None)
+        if q is None:
+            return
+        ext = header.get("extFields") or {}
+        if header["code"] == 0:
+            now_ms = time.time() * 1000
+            borns = stored_messages(body)
+            if self.counting:
+                self.received += len(borns)
+                self.latencies.extend(now_ms - b for b in borns)
+        if "nextBeginOffset" in ext:
+            self.offsets[q] = int(ext["nextBeginOffset"])
+        self.pull(q)
+
+    def run(self, warmup: float, seconds: float, pids: list[int]) -> dict[str, float]:
+        sel = selectors.DefaultSelector()
+        sel.register(self.prod.sock, selectors.EVENT_READ, "prod")
+        sel.register(self.cons.sock, selectors.EVENT_READ, "cons")
+        self.cons.send(frame(HEART_BEAT, self.next_opaque(), {}, heartbeat_body()))
+        for q in range(QUEUES):
+            self.pull(q)
+        for _ in range(self.inflight):
+            self.send_one()
+        start = time.monotonic()
+        cpu0 = 0.0
+        t0 = 0.0
+        while True:
+            now = time.monotonic()
+            if not self.counting and now - start >= warmup:
+                self.counting = True
+                cpu0 = sum(cpu_seconds(p) for p in pids)
+                t0 = now
+            if self.counting and now - t0 >= seconds:
+                break
+            self.housekeeping(now)
+            for key, _ in sel.select(timeout=0.5):
+                conn = self.prod if key.data == "prod" else self.cons
+                for header, body in conn.frames():
+                    if key.data == "prod":
+                        self.on_send_answer(header)
+                    else:
+                        self.on_pull_answer(header, body)
+            self.prod.flush()
+            self.cons.flush()
+        elapsed = time.monotonic() - t0
+        cpu = sum(cpu_seconds(p) for p in pids) - cpu0
+        return {
+            "inflight": self.inflight,
+            "seconds": round(elapsed, 1),
+            "send_tps": round(self.acked / elapsed),
+            "send_rt_avg_ms": round(1000 * sum(self.rts) / max(1, len(self.rts)), 3),
+            "send_rt_p50_ms": round(1000 * pct(self.rts, 0.5), 3),
+            "send_rt_p99_ms": round(1000 * pct(self.rts, 0.99), 3),
+            "consumed_share": round(self.received / max(1, self.acked), 3),
+            "consume_latency_p50_ms": round(pct(self.latencies, 0.5), 2),
+            "consume_latency_p99_ms": round(pct(self.latencies, 0.99), 2),
+            "broker_cpu_us_per_msg": round(1e6 * cpu / max(1, self.acked), 1)
+            if pids
+            else float("nan"),
+        }
+
+
+def heartbeat_body() -> bytes:
+    consumer = {
+        "groupName": GROUP_C,
+        "consumeType": "CONSUME_PASSIVELY",
+        "messageModel": "CLUSTERING",
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+        "subscriptionDataSet": [
+            {
+                "topic": TOPIC,
+                "subString": "*",
+                "tagsSet": [],
+                "codeSet": [],
+                "subVersion": int(time.time() * 1000),
+                "expressionType": "TAG",
+                "classFilterMode": False,
+            }
+        ],
+        "unitMode": False,
+    }
+    return json.dumps(
+        {
+            "clientID": f"127.0.0.1@{os.getpid()}",
+            "consumerDataSet": [consumer],
+            "producerDataSet": [],
+        }
+    ).encode()
+
+
+def create_topic(addr: str) -> None:
+    conn = Conn(addr)
+    ext = {
+        "topic": TOPIC,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(QUEUES),
+        "writeQueueNums": str(QUEUES),
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "false",
+    }
+    answer = call(conn, UPDATE_AND_CREATE_TOPIC, ext)
+    conn.sock.close()
+    if answer["code"] != 0:
+        raise RuntimeError(f"topic not created: {answer.get('remark')}")
+
+
+def measure(addr: str, pids: list[int], inflight: int, warmup: float, seconds: float) -> dict:
+    create_topic(addr)
+    return Run(addr, inflight).run(warmup, seconds, pids)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--inflight", type=int, nargs="+", default=[8, 64])
+    p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--warmup", type=float, default=3.0)
+    p.add_argument("--broker", help="host:port of a broker already running (default: start one)")
+    p.add_argument(
+        "--pid", type=int, help="with --broker: the process whose CPU (and children's) to count"
+    )
+    p.add_argument(
+        "--serve-arg", action="append", default=[], help="an extra argument to es-broker serve"
+    )
+    args = p.parse_args()
+    results = []
+    if args.broker:
+        pids = [args.pid, *child_pids(args.pid)] if args.pid else []
+        for n in args.inflight:
+            results.append(measure(args.broker, pids, n, args.warmup, args.seconds))
+    else:
+        for n in args.inflight:
+            with tempfile.TemporaryDirectory() as tmp:
+                log = Path(tmp) / "broker.log"
+                with serve(Path(tmp) / "data", *args.serve_arg, log_file=log) as broker:
+                    pid = broker.process.pid
+                    results.append(
+                        measure(
+                            broker.broker, [pid, *child_pids(pid)], n, args.warmup, args.seconds
+                        )
+                    )
+    for r in results:
+        print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()
