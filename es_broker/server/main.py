@@ -373,7 +373,7 @@ class BrokerServer:
 
     def _start_metrics(self) -> None:
         """/metrics on its own thread (B-355); a port that cannot be bound is logged, the broker goes on."""
-        from es_broker.server.metrics import MetricsExporter
+        from es_broker.server.metrics import MetricsExporter  # loads prometheus_client: PROM only
 
         cfg = self.config
         host = cfg.metricsPromExporterHost or cfg.brokerIP1
@@ -630,7 +630,7 @@ async def serve(args: ServeOptions) -> None:
             )
 
         if config.ha_coordinator:  # the role comes from the group's election (B-370)
-            from es_broker.server.failover import serve_ha
+            from es_broker.server.failover import serve_ha  # loads httpx (etcd): an HA node only
 
             def announce(server: BrokerServer, term: HaTerm) -> None:
                 lead = term.lead
