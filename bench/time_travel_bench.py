@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import make
+from es_broker.store import Store
 
 START = 1_700_000_000_000
 GROUPS = [f"G{i:02d}" for i in range(50)]

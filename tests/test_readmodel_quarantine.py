@@ -18,7 +18,6 @@ import pytest
 from sqlalchemy import create_engine, func, select, text, update
 from sqlalchemy.exc import OperationalError
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import make
 from es_broker.readmodel import db
@@ -26,6 +25,7 @@ from es_broker.readmodel.export import QUARANTINE, export, read_quarantine
 from es_broker.readmodel.families import Source
 from es_broker.readmodel.follower import Follower, follow_log, open_follower
 from es_broker.readmodel.models import Checkpoint, FailureRow, OffsetQueryRow, RecordRow
+from es_broker.store import Store
 from tests.conftest import START
 from tests.helpers import cli_checked
 from tests.process_fixtures import ROOT

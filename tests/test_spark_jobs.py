@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.readmodel import queries
 from es_broker.readmodel.export import export
 from es_broker.readmodel.families import Source
 from es_broker.readmodel.follower import open_follower
+from es_broker.store import Store
 from es_broker.timetravel.query import TimeTravel
 from tests.conftest import START
 from tests.timetravel_histories import PRELUDE, build, histories, moments, reset_by_time

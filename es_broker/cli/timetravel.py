@@ -276,8 +276,8 @@ def acl_answer(
 ) -> dict[str, Any]:
     """`acl --at`'s answer: the load in force and the refusals around `at`, found in the audit index
     (B-416) and read by seq, from the hot log or the archive (B-408)."""
-    from es_broker.commands.store import Store
     from es_broker.config import BrokerConfig
+    from es_broker.store import Store
 
     open_log_readonly(data_dir).close()  # FileNotFoundError without broker data
     store = Store.open(data_dir, BrokerConfig(storePathRootDir=data_dir), readonly=True)

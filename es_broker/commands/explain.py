@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from es_broker.commands.store import Store
 from es_broker.log.types import RecordType
+from es_broker.store import Store
 
 START_RULES = {
     # (B-37 row, consumeFromWhere family) -> what the client does next (B-45)

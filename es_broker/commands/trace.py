@@ -28,12 +28,12 @@ from typing import Any
 
 import lmdb
 
-from es_broker.commands.store import Store
 from es_broker.history.horizon import deliveries, offset_changes, store_seq
 from es_broker.log import Record
 from es_broker.log.types import Cause, RecordType, SendBackDecision, TransactionState
 from es_broker.projections.message_trace import FROM, TO
 from es_broker.remoting import message as wire
+from es_broker.store import Store
 
 MAX_HOPS = 1000  # a journey is a chain; this only guards against a corrupt index
 

@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import records
 from es_broker.log.store import AppendContext
 from es_broker.projections.store_format import FIRST
+from es_broker.store import Store
 
 BATCH = 5000
 # databases added after the checksums of existing directories were taken: left out while empty

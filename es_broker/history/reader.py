@@ -14,8 +14,8 @@ from typing import Any
 
 import lmdb
 
-from es_broker.commands.store import Store
 from es_broker.log import LogCorruptError, Record, records
+from es_broker.store import Store
 
 HOT = "hot"
 ARCHIVE = "archive"

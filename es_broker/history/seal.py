@@ -42,10 +42,10 @@ from typing import Any
 import lmdb
 import msgpack
 
-from es_broker.commands.store import Store
 from es_broker.log import AppendContext, records
 from es_broker.log.types import HistoryArchived
 from es_broker.projections.keys import U64
+from es_broker.store import Store
 
 CRASH_ENV = "ES_BROKER_SEAL_CRASH_AT"
 STEPS = ("written", "verified", "snapshot", "recorded", "cleaned")

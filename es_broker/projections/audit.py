@@ -36,7 +36,7 @@ from es_broker.projections.dispatch import handlers
 from es_broker.projections.keys import U64
 
 if TYPE_CHECKING:
-    from es_broker.commands.store import Store
+    from es_broker.store import Store
 
 TIMED = frozenset({RecordType.ACL_LOADED, RecordType.ACCESS_DENIED})
 INDEXED = TIMED | {

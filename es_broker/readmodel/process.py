@@ -25,7 +25,7 @@ from es_broker.readmodel.families import Source
 logger = logging.getLogger("es_broker.readmodel")
 
 PR_SET_PDEATHSIG = 1
-LMDB_DIR = "lmdb"  # es_broker.commands.store.LMDB_DIR
+LMDB_DIR = "lmdb"  # es_broker.store.LMDB_DIR
 
 
 POSITION_FILE = "readmodel.position"  # the follower's checkpoint, for the broker's runtime info

@@ -23,7 +23,6 @@ from typing import Any, Protocol, TypeVar
 import trio
 
 from es_broker.acl.signing import Credentials
-from es_broker.commands.store import LMDB_DIR, Store
 from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.ha.election import Coordinator, Leadership
@@ -36,6 +35,7 @@ from es_broker.net.tls import TlsClientSettings
 from es_broker.remoting.codes import EsRequestCode
 from es_broker.remoting.command import request
 from es_broker.remoting.peer_outcomes import PeerRequests
+from es_broker.store import LMDB_DIR, Store
 
 log = logging.getLogger(__name__)
 
