@@ -74,7 +74,9 @@ def replay(
             dst.log.write_batch([_records_job(chunk)])
             if progress is not None:
                 progress(chunk[-1][0], total)
-        dst.audit.ensure_built(dst)  # a snapshot older than the audit indexes (B-417)
+        dst.audit.ensure_built(
+            dst.log, dst.audit_records()
+        )  # a snapshot older than the audit indexes (B-417)
         dst.log.flush()
         return dst.log.last_seq
     finally:

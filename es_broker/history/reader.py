@@ -10,15 +10,30 @@ where it read from: `["hot"]`, or `["archive", "hot"]`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import lmdb
 
-from es_broker.log import LogCorruptError, Record, records
-from es_broker.store import Store
+from es_broker.log import LogCorruptError, Record, RecordLog, records
+from es_broker.projections.history import HistoryProjection
+from es_broker.projections.time_index import TimeIndexProjection
 
 HOT = "hot"
 ARCHIVE = "archive"
+
+
+class StoreView(Protocol):
+    """What the history reads and seals of a broker's store: its log, the history and time
+    projections, a read transaction. `es_broker.store.Store` is one; it reads the history when it
+    opens a directory, so the history does not import it."""
+
+    @property
+    def log(self) -> RecordLog: ...
+    @property
+    def history(self) -> HistoryProjection: ...
+    @property
+    def timeindex(self) -> TimeIndexProjection: ...
+    def read(self) -> lmdb.Transaction[bytes]: ...
 
 
 class Reading:
@@ -26,7 +41,7 @@ class Reading:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreView,
         *,
         group: str | None = None,
         topic: str | None = None,
@@ -75,7 +90,7 @@ class Reading:
             reader.close()
 
 
-def record_at(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> Record:
+def record_at(store: StoreView, txn: lmdb.Transaction[bytes], seq: int) -> Record:
     """The record with sequence number seq, from the hot log or else from its sealed segment."""
     raw = txn.get(records.seq_key(seq), db=store.log.log_db)
     if raw is not None:
@@ -89,7 +104,7 @@ def record_at(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> Record:
     raise LogCorruptError(f"the log has no record {seq}")
 
 
-def records_at(store: Store, seqs: Iterable[int]) -> dict[int, Record]:
+def records_at(store: StoreView, seqs: Iterable[int]) -> dict[int, Record]:
     """The records of these seqs: from the hot log, the sealed ones from their segments (one read
     of each segment holding some, pushed down on `seq`)."""
     out: dict[int, Record] = {}
@@ -112,7 +127,7 @@ def records_at(store: Store, seqs: Iterable[int]) -> dict[int, Record]:
     return out
 
 
-def sources_of(store: Store, seqs: Iterable[int]) -> list[str]:
+def sources_of(store: StoreView, seqs: Iterable[int]) -> list[str]:
     """Where records of these seqs are read from."""
     with store.read() as txn:
         upto = store.history.sealed_upto(txn)
