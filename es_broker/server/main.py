@@ -24,7 +24,6 @@ from es_broker.core.slave_broker import SlaveBroker, merge_own_journal, open_bro
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
 from es_broker.ha.term import HaTerm
-from es_broker.history.running import HistorySealing
 from es_broker.net.channel import Channel
 from es_broker.net.remoting_client import RemotingClient, RemotingError, split_addr
 from es_broker.readmodel.process import read_position
@@ -44,6 +43,7 @@ from es_broker.server.metrics_config import check_exporter_type
 from es_broker.server.namesrv import InProcessNameServer, NameServer
 from es_broker.server.outbox import HeldAnswers
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
+from es_broker.server.sealing import HistorySealing
 from es_broker.server.serve_access import (
     access_control,
     open_listener_warning,
