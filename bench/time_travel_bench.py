@@ -156,8 +156,8 @@ def bench_export(data_dir: Path, out_dir: Path) -> dict[str, float]:
 
 
 def bench_sql(data_dir: Path, tmp: Path) -> dict[str, float]:
-    from es_broker.readmodel.families import Source
     from es_broker.readmodel.follower import open_follower
+    from es_broker.schema.families import Source
 
     store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
     follower = open_follower(f"sqlite:///{tmp / 'bench.sqlite'}", store.log, Source())

@@ -22,8 +22,8 @@ from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.readmodel import queries
 from es_broker.readmodel.export import export
-from es_broker.readmodel.families import Source
 from es_broker.readmodel.follower import open_follower
+from es_broker.schema.families import Source
 from es_broker.store import Store
 from es_broker.timetravel.query import TimeTravel
 from tests.conftest import START
@@ -257,8 +257,8 @@ def test_audit_report_tells_who_reset_when_from_what_to_what(spark, scenario):
 
 
 def test_the_data_source_stamps_the_default_source_when_no_broker_is_named(tmp_path):
-    from es_broker.readmodel.families import DEFAULT_SOURCE
     from es_broker.readmodel.spark_source import EsBrokerReader
+    from es_broker.schema.families import DEFAULT_SOURCE
 
     assert EsBrokerReader({"path": str(tmp_path)}).source == DEFAULT_SOURCE
     named = EsBrokerReader({"path": str(tmp_path), "broker": "b", "role": "SLAVE"})

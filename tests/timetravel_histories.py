@@ -26,7 +26,7 @@ from es_broker.commands.messages import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.projections.offset_rule import offset_changes
-from es_broker.readmodel.families import RunningTime
+from es_broker.schema.families import RunningTime
 from es_broker.store import Store
 from tests.replay_histories import play
 
@@ -178,7 +178,7 @@ FOLLOWER_SCRIPT = """
 import sys
 from es_broker.store import Store
 from es_broker.config import BrokerConfig
-from es_broker.readmodel.families import Source
+from es_broker.schema.families import Source
 from es_broker.readmodel.follower import open_follower
 data_dir, url, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = Store.open(data_dir, BrokerConfig(storePathRootDir=data_dir), readonly=True)

@@ -12,7 +12,7 @@ from es_broker.config import BrokerConfig, default_data_dir, load_broker_conf
 
 if TYPE_CHECKING:
     from es_broker.log import RecordLog
-    from es_broker.readmodel.families import Source
+    from es_broker.schema.families import Source
     from es_broker.store import Store
 
 
@@ -26,7 +26,7 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
 
 def source(config: BrokerConfig) -> Source:
     """The read-model source a broker's records are stamped with: its name and role."""
-    from es_broker.readmodel.families import Source
+    from es_broker.schema.families import Source
 
     return Source(config.brokerName, config.brokerRole, config.brokerId)
 

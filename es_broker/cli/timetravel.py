@@ -378,7 +378,7 @@ def _cmd_acl(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from es_broker.cli.progress import progress
     from es_broker.readmodel.export import export
-    from es_broker.readmodel.families import Source
+    from es_broker.schema.families import Source
 
     try:
         import pyarrow  # noqa: F401

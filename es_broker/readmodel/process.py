@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from es_broker.log import RecordLog
-from es_broker.readmodel.families import Source
+from es_broker.schema.families import Source
 
 logger = logging.getLogger("es_broker.readmodel")
 
