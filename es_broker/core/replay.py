@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from es_broker.config import BrokerConfig
+from es_broker.history.seal import read_snapshot, snapshot_path
 from es_broker.log import records
 from es_broker.log.store import AppendContext
 from es_broker.projections.store_format import FIRST
@@ -63,7 +64,9 @@ def replay(
             base = _restore_snapshot(src_dir, latest, dst)
             hot = _copy_until(dst, hot, base)
         elif latest is not None:
-            from es_broker.history.archive import raw_records
+            from es_broker.history.archive import (
+                raw_records,  # the archive loads once something is sealed
+            )
 
             for segment in segments:
                 for chunk in _chunks(raw_records(segment["location"])):
@@ -86,8 +89,7 @@ def replay(
 
 def _restore_snapshot(src_dir: str | Path, latest: dict[str, Any], dst: Store) -> int:
     """Load the snapshot the latest `history_archived` record names into dst; its seq."""
-    from es_broker.history.archive import get_snapshot
-    from es_broker.history.seal import read_snapshot, snapshot_path
+    from es_broker.history.archive import get_snapshot  # the archive loads once something is sealed
 
     path = snapshot_path(src_dir, latest["snapshot_seq"])
     with tempfile.TemporaryDirectory() as tmp:

@@ -254,7 +254,9 @@ class ReplicationMaster:
                     else None
                 )
             if segment is not None:  # sealed since the slave fetched it: the archive has it
-                from es_broker.history.archive import raw_at
+                from es_broker.history.archive import (
+                    raw_at,  # the archive loads once something is sealed
+                )
 
                 mine = raw_at(segment["location"], fr.from_seq - 1)
             if record_crc(mine) != fr.last_record_crc:

@@ -59,7 +59,7 @@ class Reading:
 
     def __iter__(self) -> Iterator[tuple[int, Record]]:
         if self.segments:
-            from es_broker.history.archive import scan
+            from es_broker.history.archive import scan  # the archive loads once something is sealed
 
             yield from scan(self.segments, group=self.group, topic=self.topic, types=self.types)
         reader = self.store.log.read(self.sealed_upto + 1)
@@ -71,7 +71,7 @@ class Reading:
     def timed(self) -> Iterator[tuple[int, Record, int]]:
         """(seq, record, effective time): the archive's from its `time` column, the hot log's running on."""
         if self.segments:
-            from es_broker.history.archive import scan
+            from es_broker.history.archive import scan  # the archive loads once something is sealed
 
             yield from scan(
                 self.segments,
@@ -97,7 +97,7 @@ def record_at(store: StoreView, txn: lmdb.Transaction[bytes], seq: int) -> Recor
         return records.unpack(raw)
     segment = store.history.segment_of(txn, seq)
     if segment is not None:
-        from es_broker.history.archive import scan
+        from es_broker.history.archive import scan  # the archive loads once something is sealed
 
         for _, record in scan([segment], seqs=[seq]):
             return record
@@ -118,7 +118,7 @@ def records_at(store: StoreView, seqs: Iterable[int]) -> dict[int, Record]:
                 sealed.append(seq)
         segments = list(store.history.segments(txn)) if sealed else []
     if sealed:
-        from es_broker.history.archive import scan
+        from es_broker.history.archive import scan  # the archive loads once something is sealed
 
         out.update(scan(segments, seqs=sealed))
     missing = [s for s in sealed if s not in out]

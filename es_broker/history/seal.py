@@ -242,7 +242,11 @@ def prepare(
     The snapshot is also copied to the archive (`<archive>/snapshots/`), where a
     slave, whose directory has no snapshot of its own, finds it (B-413).
     """
-    from es_broker.history.archive import put_snapshot, read_back, write_segment
+    from es_broker.history.archive import (  # loads when a sealing runs
+        put_snapshot,
+        read_back,
+        write_segment,
+    )
 
     written = []
     with store.read() as txn:

@@ -135,7 +135,7 @@ def die_with_parent(parent: int) -> None:
 
 def open_log(data_dir: str | Path, stop: Stop) -> RecordLog | None:
     """The data directory's log, read-only; waits for the broker to create it. None if stopped first."""
-    from es_broker.readmodel.follower import POLL, pause
+    from es_broker.readmodel.follower import POLL, pause  # SQLAlchemy: the follower's process only
 
     path = Path(data_dir) / LMDB_DIR
     while not stop():
@@ -160,7 +160,7 @@ def run(
     nice: int = 0,
 ) -> int:
     """Follow the log of `data_dir` into `url` until stopped; the exit status."""
-    from es_broker.readmodel.follower import BATCH, follow_log
+    from es_broker.readmodel.follower import BATCH, follow_log  # SQLAlchemy: as above
 
     if nice > 0:
         try:

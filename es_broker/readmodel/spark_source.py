@@ -129,7 +129,7 @@ class EsBrokerReader(DataSourceReader):
             env.close()
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        from es_broker.log import records
+        from es_broker.log import records  # imported where it runs: on the Spark worker
 
         if not isinstance(partition, LogRange):  # Spark hands back what partitions() gave
             raise TypeError(f"not a partition of the es_broker source: {partition!r}")
@@ -168,7 +168,7 @@ def _records(
     if dbs["history_segments"] is not None:
         import msgpack
 
-        from es_broker.history.archive import raw_records
+        from es_broker.history.archive import raw_records  # on the Spark worker, as msgpack
 
         for _, value in txn.cursor(db=dbs["history_segments"]):
             segment = msgpack.unpackb(value)

@@ -26,6 +26,7 @@ from es_broker.ha.slave import SlaveReplicator
 from es_broker.ha.term import HaTerm
 from es_broker.net.channel import Channel
 from es_broker.net.remoting_client import RemotingClient, RemotingError, split_addr
+from es_broker.readmodel.db import default_url
 from es_broker.readmodel.process import read_position
 from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -630,7 +631,7 @@ async def serve(args: ServeOptions) -> None:
             )
 
         if config.ha_coordinator:  # the role comes from the group's election (B-370)
-            from es_broker.server.failover import serve_ha  # loads httpx (etcd): an HA node only
+            from es_broker.server.failover import serve_ha  # loads readmodel.export: HA nodes only
 
             def announce(server: BrokerServer, term: HaTerm) -> None:
                 lead = term.lead
@@ -690,8 +691,6 @@ async def _stop_on_signal(scope: trio.CancelScope) -> None:
 
 
 def readmodel_url_for(url: str | None, data_dir: str) -> str | None:
-    from es_broker.readmodel.db import default_url
-
     if url and url.lower() == "none":
         return None
     return url or default_url(data_dir)

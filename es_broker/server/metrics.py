@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import trio
 from prometheus_client import (
@@ -38,18 +38,16 @@ from prometheus_client.registry import Collector
 
 from es_broker.commands import disk_full
 from es_broker.commands.names import DLQ_PREFIX, RETRY_PREFIX
+from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.ha.master import ReplicationMaster
 from es_broker.projections import stats
 from es_broker.projections.keys import U64
 from es_broker.readmodel.process import read_position, read_quarantined
+from es_broker.readmodel.supervisor import FollowerSupervisor
 from es_broker.remoting.peer_outcomes import NONE, NOT_YET
-
-if TYPE_CHECKING:
-    from es_broker.config import BrokerConfig
-    from es_broker.core.broker import Broker
-    from es_broker.ha.master import ReplicationMaster
-    from es_broker.readmodel.supervisor import FollowerSupervisor
-    from es_broker.server.broker_processors import BrokerProcessors
-    from es_broker.server.remoting_server import RemotingServer
+from es_broker.server.broker_processors import BrokerProcessors
+from es_broker.server.remoting_server import RemotingServer
 
 
 class BrokerServer(Protocol):
