@@ -4,15 +4,18 @@ Imports run down the layers, from cli at the top to remoting, log and the top-le
 modules at the bottom, with no cycle among the modules of any package; the client and the
 dashboard reach the broker over the wire only. `lint-imports` (the venv's, next to this
 interpreter) checks the checkout's es_broker against them, as .ci/run does. An import inside a
-function or under `if TYPE_CHECKING:` counts as much as one at module level.
+function or under `if TYPE_CHECKING:` counts as much as one at module level. docs/design.md §2
+lists the layers of the contract, and is held to them here.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -40,6 +43,14 @@ def test_the_checkout_keeps_the_import_contracts():
     result = _lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+
+
+def test_the_layers_of_design_section_2_are_the_contract():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [layers] = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    section = (ROOT / "docs" / "design.md").read_text().split("\n## 2.")[1].split("\n## ")[0]
+    blocks = re.findall(r"```\n(.*?)```", section, re.S)
+    assert [line.strip() for line in blocks[1].splitlines()] == layers
 
 
 @pytest.mark.parametrize(
