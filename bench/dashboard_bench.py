@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from es_broker.commands.store import Store  # noqa: E402
 from es_broker.config import BrokerConfig  # noqa: E402
 from es_broker.log import make  # noqa: E402
+from es_broker.store import Store  # noqa: E402
 from tests.process_fixtures import _env, serve  # noqa: E402
 
 START = 1_700_000_000_000

@@ -58,12 +58,12 @@ from es_broker.clock import ManualClock
 from es_broker.commands.acl_audit import denial_record, load_fields
 from es_broker.commands.explain import explain, explain_by_scan
 from es_broker.commands.retention import retention_job
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.history import seal as sealing
 from es_broker.log import make, types
 from es_broker.log.types import RecordType
 from es_broker.remoting import message as wire
+from es_broker.store import Store
 from es_broker.timetravel import timeline
 from es_broker.timetravel.query import TimeTravel
 

@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import make
+from es_broker.store import Store
 
 START = 1_700_000_000_000
 GROUPS = [f"G{i:02d}" for i in range(50)]
@@ -156,8 +156,8 @@ def bench_export(data_dir: Path, out_dir: Path) -> dict[str, float]:
 
 
 def bench_sql(data_dir: Path, tmp: Path) -> dict[str, float]:
-    from es_broker.readmodel.families import Source
     from es_broker.readmodel.follower import open_follower
+    from es_broker.schema.families import Source
 
     store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
     follower = open_follower(f"sqlite:///{tmp / 'bench.sqlite'}", store.log, Source())

@@ -2,7 +2,7 @@
 
 Inputs: an export directory (`es-broker export --out DIR`, Parquet by family
 and day) or a live data directory through the `es_broker` Python data source.
-Both give the same rows (es_broker/readmodel/families.py, rows.py), so every job runs
+Both give the same rows (es_broker/schema/families.py, rows.py), so every job runs
 on either. Only DataFrame expressions run on the executors, so a cluster
 needs es_broker installed only to read a live log (the data source).
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from es_broker.readmodel.families import FAMILIES, spark_ddl
+from es_broker.schema.families import FAMILIES, spark_ddl
 from es_broker.timetravel.query import persist_tick
 from es_broker.timetravel.timeparse import parse_time
 

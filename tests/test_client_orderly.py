@@ -20,9 +20,9 @@ import trio
 from es_broker.client import ConsumeFromWhere, Message, Producer
 from es_broker.client.orderly import ConsumeOrderlyStatus, OrderlyPushConsumer
 from es_broker.client.selectors import by_hash
-from es_broker.commands.store import Store
 from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
+from es_broker.store import Store
 from tests.helpers import topic_ready
 from tests.orderly_worker import CONFIG, ORDERLY
 from tests.process_fixtures import ROOT, ProcessRunning, _env, serve

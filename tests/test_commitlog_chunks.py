@@ -12,7 +12,7 @@ import pytest
 from es_broker.commands.messages import MessageIn
 from es_broker.core.broker import Broker
 from es_broker.log import chunks
-from es_broker.remoting.message import MAGIC_CODE
+from es_broker.stored_layout import MAGIC_CODE
 from tests.conftest import make_topic
 from tests.helpers import local_ms
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from es_broker.commands.store import Store
 from es_broker.log.types import RecordType
 from es_broker.projections.configs import as_record
 from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
+from es_broker.store import Store
 from tests.conftest import make_topic
 
 # what the broker wrote before configs were typed (commands/topics.py, projections/subscription_groups.py)

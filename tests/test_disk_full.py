@@ -286,7 +286,7 @@ async def test_a_broker_process_on_a_full_disk_refuses_sends_serves_pulls_and_re
 
         verified = cli("verify", "--data-dir", str(data))
         assert verified.returncode == 0, verified.stdout + verified.stderr
-        from es_broker.commands.store import Store
+        from es_broker.store import Store
 
         store = Store.open(data, readonly=True)
         try:

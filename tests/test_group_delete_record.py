@@ -16,7 +16,7 @@ from es_broker.core.broker import Broker
 from es_broker.core.replay import verify
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, OffsetsRemoved, RecordType, SubgroupDeleted
-from es_broker.readmodel.rows import rows_of
+from es_broker.schema.rows import rows_of
 from es_broker.timetravel.query import TimeTravel
 from tests.conftest import START, make_topic
 

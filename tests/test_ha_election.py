@@ -23,11 +23,11 @@ import trio
 
 from es_broker.client import ConsumeFromWhere, MessageModel, Producer, PushConsumer, SendStatus
 from es_broker.client.config import ClientConfig
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.peer_outcomes import LastingCondition
+from es_broker.store import Store
 from tests.etcd_fixtures import Group, etcd_keys, following, leader, start_group
 from tests.ha_fixtures import SLOW_MACHINE_MS, Wire, bodies
 from tests.helpers import FAST, Collector, cli_checked, cli_ok, wait_until

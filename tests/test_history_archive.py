@@ -18,7 +18,6 @@ from es_broker.commands import transaction as tx
 from es_broker.commands.acl_audit import denial_record, load_fields
 from es_broker.commands.explain import explain
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.store import Store
 from es_broker.commands.trace import journey
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
@@ -28,6 +27,7 @@ from es_broker.log import make
 from es_broker.log.types import RecordType
 from es_broker.projections.store_format import CURRENT
 from es_broker.remoting import message as wire
+from es_broker.store import Store
 from es_broker.timetravel import timeline
 from es_broker.timetravel.query import TimeTravel
 from tests.acl_fixtures import ACL_YAML

@@ -15,11 +15,11 @@ import trio
 from es_broker.cli import timetravel
 from es_broker.cli.timetravel import acl_answer
 from es_broker.commands.explain import explain, explain_by_scan
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.replay import checksums, verify
 from es_broker.history import reader
 from es_broker.history import seal as sealing
+from es_broker.store import Store
 from tests.test_history_archive import DAYS, HOUR, SEGMENT, START, _history, _last_day
 
 PAIRS = [("G1", "T1"), ("G2", "T2"), ("%RETRY%G1", "%RETRY%G1"), ("G1", "T2"), ("nobody", "T1")]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.history import seal as sealing
 from es_broker.history.archive import read_manifest
 from es_broker.net.remoting_client import RemotingClient
+from es_broker.store import Store
 from tests.ha_fixtures import Wire
 from tests.helpers import cli, cli_ok
 from tests.process_fixtures import serve

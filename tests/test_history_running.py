@@ -278,10 +278,10 @@ async def test_b462_a_restarted_master_still_does_not_seal_what_an_absent_slave_
 def test_b462_a_directory_written_before_the_slaves_index_is_indexed_once(tmp_path):
     """B-462: opened writable, a directory whose `history_slaves` has no marker is indexed from its
     records, and then equals what a replay builds."""
-    from es_broker.commands.store import Store
     from es_broker.config import BrokerConfig
     from es_broker.core.replay import verify
     from es_broker.log.types import SlaveCaughtUp
+    from es_broker.store import Store
 
     data_dir = tmp_path / "data"
     config = BrokerConfig(storePathRootDir=str(data_dir))

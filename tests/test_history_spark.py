@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.history import seal as sealing
+from es_broker.store import Store
 from tests.test_history_archive import DAYS, HOUR, SEGMENT, START, _history, _last_day
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))

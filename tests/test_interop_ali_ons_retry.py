@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.remoting.codes import RequestCode
+from es_broker.store import Store
 from tests.interop_fixtures import NEEDS_ALI_ONS, BrokerProcess, poll, remoting_call, run_node
 from tests.process_fixtures import serve
 

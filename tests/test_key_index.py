@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from es_broker.clock import ManualClock
 from es_broker.commands import trace
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.core.replay import verify
 from es_broker.projections.store_format import CURRENT
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.message import decode_all, decode_one
+from es_broker.store import Store
 from tests.conftest import make_topic
 from tests.helpers import cli, local_ms
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import trio
 
 from es_broker.commands.queue_locks import QueueLocks
-from es_broker.commands.store import Store
-from es_broker.readmodel.families import RunningTime
-from es_broker.readmodel.rows import lock_holder_at, rows_of
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
+from es_broker.schema.families import RunningTime
+from es_broker.schema.rows import lock_holder_at, rows_of
+from es_broker.store import Store
 from tests.helpers import cli_checked
 from tests.process_fixtures import serve
 

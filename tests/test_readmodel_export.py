@@ -10,12 +10,12 @@ import trio
 
 from es_broker.clock import ManualClock
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.readmodel.export import CHECKPOINT, export
-from es_broker.readmodel.families import FAMILIES, RunningTime, schema_markdown
-from es_broker.readmodel.rows import rows_of
+from es_broker.schema.families import FAMILIES, RunningTime, schema_markdown
+from es_broker.schema.rows import rows_of
+from es_broker.store import Store
 from es_broker.timetravel.timeparse import utc_day
 from tests.conftest import START
 from tests.process_fixtures import ROOT

@@ -19,13 +19,13 @@ from sqlalchemy.exc import OperationalError
 
 from es_broker.clock import ManualClock
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.readmodel import db, queries
-from es_broker.readmodel.families import Source
 from es_broker.readmodel.follower import Follower, FollowerConflict, open_follower
 from es_broker.readmodel.models import Base, Checkpoint, OffsetChangeRow, RecordRow, ResetQueueRow
+from es_broker.schema.families import Source
+from es_broker.store import Store
 from es_broker.timetravel.query import TimeTravel
 from tests.conftest import START
 from tests.helpers import cli_checked

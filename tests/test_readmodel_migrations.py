@@ -14,13 +14,13 @@ from sqlalchemy import inspect, select
 
 from es_broker.clock import ManualClock
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.readmodel import db
-from es_broker.readmodel.families import FAMILIES, Source
 from es_broker.readmodel.follower import open_follower
 from es_broker.readmodel.models import FAMILY_TABLES, Base
+from es_broker.schema.families import FAMILIES, Source
+from es_broker.store import Store
 from tests.conftest import START
 from tests.process_fixtures import ROOT
 from tests.timetravel_histories import fresh_pg, reset_by_time  # noqa: F401  (fixture)

@@ -18,14 +18,14 @@ import pytest
 from sqlalchemy import create_engine, func, select, text, update
 from sqlalchemy.exc import OperationalError
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.log import make
 from es_broker.readmodel import db
 from es_broker.readmodel.export import QUARANTINE, export, read_quarantine
-from es_broker.readmodel.families import Source
 from es_broker.readmodel.follower import Follower, follow_log, open_follower
 from es_broker.readmodel.models import Checkpoint, FailureRow, OffsetQueryRow, RecordRow
+from es_broker.schema.families import Source
+from es_broker.store import Store
 from tests.conftest import START
 from tests.helpers import cli_checked
 from tests.process_fixtures import ROOT
@@ -381,8 +381,8 @@ def test_a_follower_on_a_thread_is_stopped_by_its_stop_condition(bad_log, tmp_pa
 def test_the_export_quarantines_only_the_record_whose_row_arrow_cannot_convert():
     """Rows that pass the families' mapping but not Arrow's schema: the one record goes, its chunk stays."""
     from es_broker.readmodel.export import _tables
-    from es_broker.readmodel.families import DEFAULT_SOURCE
-    from es_broker.readmodel.rows import rows_of
+    from es_broker.schema.families import DEFAULT_SOURCE
+    from es_broker.schema.rows import rows_of
     from es_broker.timetravel.timeparse import utc_day
 
     by_record = []

@@ -23,10 +23,10 @@ from es_broker.commands.acl_audit import AclAudit
 from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.queue_locks import QueueLocks
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.log.records import INT64_MAX, INT64_MIN, MAX_TEXT, RecordOutOfRange, make
+from es_broker.store import Store
 from tests.conftest import START
 from tests.helpers import cli_checked
 from tests.timetravel_histories import fresh_pg  # noqa: F401  (fixture)

@@ -14,10 +14,10 @@ from es_broker.commands.errors import TopicNotExist
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.slave_journal import SlaveDelivery
 from es_broker.commands.slave_offsets import merge_job
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.replay import replay
 from es_broker.remoting.message import decode_one
+from es_broker.store import Store
 from es_broker.timetravel.timeparse import format_time
 from tests.conftest import make_topic
 

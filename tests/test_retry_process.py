@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.replay import verify
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.message import StoredMessage
+from es_broker.store import Store
 from tests.process_fixtures import serve
 from tests.wire_session import CLIENT_ID, Session, conf, on_wire
 

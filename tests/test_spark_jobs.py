@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.readmodel import queries
 from es_broker.readmodel.export import export
-from es_broker.readmodel.families import Source
 from es_broker.readmodel.follower import open_follower
+from es_broker.schema.families import Source
+from es_broker.store import Store
 from es_broker.timetravel.query import TimeTravel
 from tests.conftest import START
 from tests.timetravel_histories import PRELUDE, build, histories, moments, reset_by_time
@@ -257,8 +257,8 @@ def test_audit_report_tells_who_reset_when_from_what_to_what(spark, scenario):
 
 
 def test_the_data_source_stamps_the_default_source_when_no_broker_is_named(tmp_path):
-    from es_broker.readmodel.families import DEFAULT_SOURCE
     from es_broker.readmodel.spark_source import EsBrokerReader
+    from es_broker.schema.families import DEFAULT_SOURCE
 
     assert EsBrokerReader({"path": str(tmp_path)}).source == DEFAULT_SOURCE
     named = EsBrokerReader({"path": str(tmp_path), "broker": "b", "role": "SLAVE"})

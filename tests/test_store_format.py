@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.replay import verify
 from es_broker.log.types import RecordType
 from es_broker.projections.store_format import CURRENT, FIRST, LEGACY_DATABASES, OldStoreFormat
+from es_broker.store import Store
 from tests.data.write_old_store import answers
 from tests.helpers import cli
 

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.replay import verify
+from es_broker.store import Store
 from es_broker.timetravel import timeline
 from es_broker.timetravel.query import IndexMissing, TimeTravel, persist_tick
 from es_broker.timetravel.timeparse import parse_time

@@ -13,7 +13,6 @@ from typing import Any, TypedDict
 import msgpack
 import pytest
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.replay import checksums, replay
 from es_broker.log import records, types
@@ -21,6 +20,7 @@ from es_broker.log import typed as record_classes
 from es_broker.log.store import AppendContext
 from es_broker.log.types import Cause, RecordType
 from es_broker.projections.store_format import LEGACY_DATABASES as LEGACY
+from es_broker.store import Store
 
 FIXTURE = Path(__file__).parent / "data" / "records-6d35145.msgpack"
 

@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
 from es_broker.commands.messages import MessageIn
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.projections.offset_rule import offset_changes
-from es_broker.readmodel.families import RunningTime
+from es_broker.schema.families import RunningTime
+from es_broker.store import Store
 from tests.replay_histories import play
 
 START = 1_700_000_000_000
@@ -176,9 +176,9 @@ def moments(data_dir: Path, picks: list[float]) -> list[int]:
 
 FOLLOWER_SCRIPT = """
 import sys
-from es_broker.commands.store import Store
+from es_broker.store import Store
 from es_broker.config import BrokerConfig
-from es_broker.readmodel.families import Source
+from es_broker.schema.families import Source
 from es_broker.readmodel.follower import open_follower
 data_dir, url, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = Store.open(data_dir, BrokerConfig(storePathRootDir=data_dir), readonly=True)

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from es_broker.config import BrokerConfig, default_data_dir, load_broker_conf
 
 if TYPE_CHECKING:
-    from es_broker.commands.store import Store
     from es_broker.log import RecordLog
-    from es_broker.readmodel.families import Source
+    from es_broker.schema.families import Source
+    from es_broker.store import Store
 
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
@@ -26,7 +26,7 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
 
 def source(config: BrokerConfig) -> Source:
     """The read-model source a broker's records are stamped with: its name and role."""
-    from es_broker.readmodel.families import Source
+    from es_broker.schema.families import Source
 
     return Source(config.brokerName, config.brokerRole, config.brokerId)
 
@@ -34,7 +34,7 @@ def source(config: BrokerConfig) -> Source:
 @contextmanager
 def open_store(args: argparse.Namespace) -> Iterator[Store]:
     """The data directory, read-only; its time index is built first if an older es-broker wrote it."""
-    from es_broker.commands.store import LMDB_DIR, Store
+    from es_broker.store import LMDB_DIR, Store
     from es_broker.timetravel.query import IndexMissing, TimeTravel
 
     if not (Path(args.data_dir) / LMDB_DIR / "data.mdb").exists():
@@ -55,8 +55,8 @@ def open_store(args: argparse.Namespace) -> Iterator[Store]:
 
 def open_log_readonly(data_dir: str) -> RecordLog:
     """The record log of a data directory, read-only (FileNotFoundError if there is none)."""
-    from es_broker.commands.store import LMDB_DIR
     from es_broker.log import RecordLog
+    from es_broker.store import LMDB_DIR
 
     if not (Path(data_dir) / LMDB_DIR / "data.mdb").exists():
         raise FileNotFoundError(f"no broker data in {data_dir}")

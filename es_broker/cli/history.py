@@ -70,9 +70,9 @@ def _cmd_archive(args: argparse.Namespace) -> int:
             return 2
         return _archive_over_the_wire(args)
     from es_broker.cli.datadir import open_log_readonly
-    from es_broker.commands.store import Store
     from es_broker.config import BrokerConfig, load_broker_conf
     from es_broker.history import seal as sealing
+    from es_broker.store import Store
 
     data_dir = args.data_dir
     config = BrokerConfig(storePathRootDir=data_dir)

@@ -20,7 +20,7 @@ from es_broker.cli.timetravel import TIME_HELP, print_offsets
 from es_broker.timetravel.timeparse import format_time, parse_time
 
 if TYPE_CHECKING:  # imported where it runs, for a quick start of the other commands
-    from es_broker.readmodel.families import Source
+    from es_broker.schema.families import Source
 
 
 def _url(args: argparse.Namespace) -> str:
@@ -45,7 +45,7 @@ def _cmd_readmodel_sync(args: argparse.Namespace) -> int:
 
 def _readmodel_source(args: argparse.Namespace) -> Source:
     """The source a command works on: the broker.conf's name and role, unless given."""
-    from es_broker.readmodel.families import Source
+    from es_broker.schema.families import Source
 
     configured = source(broker_config(args))
     return Source(

@@ -75,7 +75,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             )  # the report as `explain` of a data directory gives it
         return 0
     from es_broker.commands.explain import explain
-    from es_broker.commands.store import Store
+    from es_broker.store import Store
 
     store = Store.open(args.data_dir, BrokerConfig(storePathRootDir=args.data_dir), readonly=True)
     try:

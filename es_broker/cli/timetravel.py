@@ -276,8 +276,8 @@ def acl_answer(
 ) -> dict[str, Any]:
     """`acl --at`'s answer: the load in force and the refusals around `at`, found in the audit index
     (B-416) and read by seq, from the hot log or the archive (B-408)."""
-    from es_broker.commands.store import Store
     from es_broker.config import BrokerConfig
+    from es_broker.store import Store
 
     open_log_readonly(data_dir).close()  # FileNotFoundError without broker data
     store = Store.open(data_dir, BrokerConfig(storePathRootDir=data_dir), readonly=True)
@@ -378,7 +378,7 @@ def _cmd_acl(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from es_broker.cli.progress import progress
     from es_broker.readmodel.export import export
-    from es_broker.readmodel.families import Source
+    from es_broker.schema.families import Source
 
     try:
         import pyarrow  # noqa: F401

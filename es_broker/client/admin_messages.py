@@ -23,7 +23,12 @@ from es_broker.remoting.headers import (
     SendMessageRequestHeader,
     ViewMessageRequestHeader,
 )
-from es_broker.remoting.message import StoredMessage, decode_all, parse_offset_msg_id
+from es_broker.remoting.message import (
+    StoredMessage,
+    decode_all,
+    encode_properties,
+    parse_offset_msg_id,
+)
 from es_broker.remoting.response_headers import SendMessageResponseHeader
 
 
@@ -105,8 +110,6 @@ class MessageAdmin(AdminBase):
         broker_name: str | None = None,
         queue_id: int | None = None,
     ) -> dict[str, Any]:
-        from es_broker.remoting.message import encode_properties
-
         route = await self.route(topic)
         writable = [
             q

@@ -14,7 +14,6 @@ import time
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import anyio
 
@@ -34,7 +33,9 @@ from es_broker.client.messages import (
     SendStatus,
     UniqIdGenerator,
 )
+from es_broker.client.request_reply import Reply, RequestHandle
 from es_broker.client.route import publish_queues
+from es_broker.client.selectors import by_queue_id
 from es_broker.client.send_tries import (
     ClientError,
     QueueSelector,
@@ -53,10 +54,13 @@ from es_broker.remoting.message import (
     encode_batch,
     encode_properties,
 )
-from es_broker.remoting.reply_properties import MSG_TYPE, REPLY_FLAG
-
-if TYPE_CHECKING:
-    from es_broker.client.request_reply import Reply, RequestHandle
+from es_broker.remoting.reply_properties import (
+    CORRELATION_ID,
+    MSG_TYPE,
+    REPLY_FLAG,
+    REPLY_TO_CLIENT,
+    TTL,
+)
 
 log = logging.getLogger(__name__)
 
@@ -298,8 +302,6 @@ class Producer(Service):
         The request is sent as `send_async` sends (not a coroutine: call it
         without await); the handle waits for the reply the broker pushes.
         """
-        from es_broker.remoting.reply_properties import CORRELATION_ID, REPLY_TO_CLIENT, TTL
-
         correlation_id = str(uuid.uuid4())  # CorrelationIdUtil.createCorrelationId
         props = dict(properties or {})
         props[CORRELATION_ID] = correlation_id
@@ -329,8 +331,6 @@ class Producer(Service):
         self, topic: str, queue_id: int, message: Message, *, broker_name: str | None = None
     ) -> SendResult:
         """Send to the topic's queue `queue_id` (Java's `send(msg, mq)`); no retry on another queue."""
-        from es_broker.client.selectors import by_queue_id
-
         try:
             return await self.send_message(
                 topic, message, queue_selector=by_queue_id(queue_id, broker_name)

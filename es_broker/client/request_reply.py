@@ -20,7 +20,7 @@ import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 
@@ -42,9 +42,6 @@ from es_broker.remoting.reply_properties import (
 )
 from es_broker.remoting.response_headers import ReplyMessageRequestHeader
 
-if TYPE_CHECKING:
-    from es_broker.client.async_send import SendHandle
-
 log = logging.getLogger(__name__)
 
 SCAN_SLACK = 1.0  # s past its timeout before a forgotten request is dropped (scanExpiredRequest)
@@ -56,6 +53,13 @@ class RequestError(Exception):
 
 class RequestTimeout(RequestError):
     pass
+
+
+class SendHandle(Protocol):
+    """The send of a request's message: async_send.py's `SendHandle`, which the producer
+    (above both modules) hands to the request."""
+
+    async def result(self) -> SendResult: ...
 
 
 class RequestHandle:

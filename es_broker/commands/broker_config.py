@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from es_broker.commands.errors import IllegalRequest
-from es_broker.commands.store import Store
 from es_broker.config import RUNTIME_KEYS, BrokerConfig, ConfigOwner, coerce
 from es_broker.log import AppendContext
 from es_broker.log.types import BrokerConfigUpdated
+from es_broker.store import Store
 
 
 def as_text(value: object) -> str:

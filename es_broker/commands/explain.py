@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from es_broker.commands.store import Store
+from es_broker.history.reader import Reading, sources_of
 from es_broker.log.types import RecordType
+from es_broker.store import Store
 
 START_RULES = {
     # (B-37 row, consumeFromWhere family) -> what the client does next (B-45)
@@ -72,8 +73,6 @@ def explain(store: Store, group: str, topic: str) -> dict[str, Any]:
     Read from the audit index (B-415), kept as the records arrived: a seek per
     queue, whatever the length of the log or of the archive.
     """
-    from es_broker.history.reader import sources_of
-
     queues: list[QueueExplanation] = []
     cited: list[int] = []
     with store.read() as txn:
@@ -119,8 +118,6 @@ def explain_by_scan(store: Store, group: str, topic: str) -> dict[str, Any]:
                 current = store.offsets.query(txn, topic, group, qid)
             queues[qid] = QueueExplanation(qid, current)
         return queues[qid]
-
-    from es_broker.history.reader import Reading
 
     reading = Reading(store, group=group, types=EXPLAINED)
     for seq, r in reading:

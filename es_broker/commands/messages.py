@@ -27,7 +27,6 @@ from es_broker.commands.placement import MessageIn as MessageIn
 from es_broker.commands.placement import PutResult as PutResult
 from es_broker.commands.placement import encode_message as encode_message
 from es_broker.commands.placement import place as place
-from es_broker.commands.store import Store
 from es_broker.commands.topics import auto_create_topic, find_or_create_group
 from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
@@ -36,6 +35,7 @@ from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.projections.topics import PERM_INHERIT, PERM_READ, PERM_WRITE
 from es_broker.remoting import message as wire
 from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
+from es_broker.store import Store
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ import lmdb
 
 from es_broker.commands import names
 from es_broker.commands.errors import IllegalRequest
-from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.types import (
     Cause,
@@ -21,6 +20,7 @@ from es_broker.log.types import (
 )
 from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.remoting.codes import ResponseCode
+from es_broker.store import Store
 
 QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from es_broker.commands.errors import MessageIllegal
-from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, MessagesStored
 from es_broker.remoting import message as wire
+from es_broker.store import Store
 
 
 class MessageIn(NamedTuple):

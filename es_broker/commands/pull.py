@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 from es_broker.commands import messages, offsets
 from es_broker.commands.messages import GetResult, GetStatus
-from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, MessagesDelivered, PullOffsetMoved
 from es_broker.remoting.bodies import SubscriptionGroupConfig
+from es_broker.store import Store
 
 # the statuses whose corrected next offset is recorded (B-59, B-60)
 MOVED_STATUSES = frozenset(

@@ -23,7 +23,6 @@ import lmdb
 
 from es_broker.commands import delay, messages, names, retry
 from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable, TopicNotExist
-from es_broker.commands.store import Store
 from es_broker.commands.topics import find_or_create_group
 from es_broker.commands.trace import record_at
 from es_broker.config import BrokerRole
@@ -33,6 +32,7 @@ from es_broker.projections.message_trace import FROM
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import message as wire
 from es_broker.remoting.bodies import TopicConfig
+from es_broker.store import Store
 
 TO_RETRY = "retry"
 TO_ORIGINAL = "original"

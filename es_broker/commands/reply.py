@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from es_broker.commands.messages import MessageIn, PutResult
-from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.types import ReplyPushed
 from es_broker.remoting.headers import SendMessageRequestHeader
@@ -34,6 +33,7 @@ from es_broker.remoting.reply_properties import (
 )
 from es_broker.remoting.reply_properties import reply_topic as reply_topic
 from es_broker.remoting.response_headers import ReplyMessageRequestHeader
+from es_broker.store import Store
 
 PUSHED = "pushed"
 UNDELIVERABLE = "undeliverable"

@@ -19,11 +19,11 @@ import lmdb
 
 from es_broker.commands import names, offsets
 from es_broker.commands.errors import BrokerError, IllegalRequest
-from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.records import INT64_MAX
 from es_broker.log.types import ResetMode, ResetOutcome, ResetRequested, ResetScope
 from es_broker.remoting.codes import ResponseCode
+from es_broker.store import Store
 
 TARGET_KINDS = ("time", "offset", "shift", "earliest", "latest")
 

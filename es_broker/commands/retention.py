@@ -19,11 +19,11 @@ from typing import Any
 
 import lmdb
 
-from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.types import CommitlogExpired
 from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.remoting import message as wire
+from es_broker.store import Store
 
 FILES_PER_PASS = 10  # MappedFileQueue.DELETE_FILES_BATCH_MAX
 

@@ -8,10 +8,10 @@ a job and append the creation record themselves.
 from __future__ import annotations
 
 from es_broker.commands import names, topics
-from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.projections.topics import PERM_READ, PERM_WRITE
 from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
+from es_broker.store import Store
 
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"

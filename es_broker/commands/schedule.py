@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from es_broker.commands import delay, messages
 from es_broker.commands.names import SCHEDULE_TOPIC
-from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.types import DelayedMessageSkipped
 from es_broker.remoting import message as wire
+from es_broker.store import Store
 
 MAX_PER_PASS = 64  # deliveries per write transaction, so one pass never holds the writer long
 

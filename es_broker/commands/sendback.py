@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from es_broker.commands import delay, messages, names, retry
 from es_broker.commands.errors import BrokerError, IllegalRequest, NoPermission, ServiceNotAvailable
 from es_broker.commands.messages import PutResult
-from es_broker.commands.store import Store
 from es_broker.commands.topics import find_or_create_group
 from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, MessageSentBack, SendBackDecision
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import message as wire
+from es_broker.store import Store
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,6 @@ from es_broker.commands.slave_journal import (
     check_delivery,
     latest_per_queue,
 )
-from es_broker.commands.store import Store
 from es_broker.log import AppendContext
 from es_broker.log.scan import prefixed
 from es_broker.log.types import (
@@ -65,6 +64,7 @@ from es_broker.log.types import (
     SlaveOffsetsMerged,
 )
 from es_broker.projections.keys import U64, offset_key
+from es_broker.store import Store
 
 
 @dataclass(frozen=True, slots=True)

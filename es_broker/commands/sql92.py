@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from es_broker.remoting.message import decode_properties, property_span
+
 SQL92 = "SQL92"  # ExpressionType.SQL92
 MAX_NESTING = 100  # es-broker's bound on nested parentheses / unary operators
 MAX_LENGTH = 64 * 1024  # es-broker's bound on an expression's length (characters)
@@ -620,8 +622,6 @@ def message_properties(raw: bytes) -> dict[str, str]:
     string2messageProperties does; the last pair of a name wins. Raises
     IndexError, ValueError or struct.error on bytes that hold no message.
     """
-    from es_broker.remoting.message import decode_properties, property_span
-
     _, _, start, end = property_span(raw)
     section = raw[start:end]
     props = decode_properties(section)  # compiled; it keeps empty values

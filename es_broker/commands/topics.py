@@ -7,7 +7,6 @@ from typing import Any
 
 from es_broker.commands import names, offsets
 from es_broker.commands.errors import GroupNotExist, IllegalRequest, TopicNotExist
-from es_broker.commands.store import Store
 from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
 from es_broker.log.types import (
@@ -20,6 +19,7 @@ from es_broker.log.types import (
 )
 from es_broker.projections.configs import as_record
 from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
+from es_broker.store import Store
 
 SLAVE_REFUSAL = (
     "Can't modify topic or subscription group from slave broker, "

@@ -28,20 +28,20 @@ from typing import Any
 
 import lmdb
 
-from es_broker.commands.store import Store
 from es_broker.history.horizon import deliveries, offset_changes, store_seq
+from es_broker.history.reader import record_at as read_record
+from es_broker.history.reader import sources_of
 from es_broker.log import Record
 from es_broker.log.types import Cause, RecordType, SendBackDecision, TransactionState
 from es_broker.projections.message_trace import FROM, TO
 from es_broker.remoting import message as wire
+from es_broker.store import Store
 
 MAX_HOPS = 1000  # a journey is a chain; this only guards against a corrupt index
 
 
 def record_at(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> Record:
     """The record with sequence number seq (from the archive once its segment was sealed, B-408)."""
-    from es_broker.history.reader import record_at as read_record
-
     return read_record(store, txn, seq)
 
 
@@ -128,8 +128,6 @@ def journey(store: Store, msg_id: str) -> dict[str, Any]:
             hops.append(hop)
             pending.extend(_onward(store, txn, hop, events))
         events.sort(key=lambda e: e["seq"])
-    from es_broker.history.reader import sources_of
-
     return {
         "msgId": msg_id,
         "found": True,

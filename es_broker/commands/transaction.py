@@ -30,7 +30,6 @@ from typing import Any
 
 from es_broker.commands import delay, placement
 from es_broker.commands.errors import BrokerError, NoPermission
-from es_broker.commands.store import Store
 from es_broker.commands.topics import auto_create_topic
 from es_broker.log import AppendContext
 from es_broker.log.types import (
@@ -42,6 +41,7 @@ from es_broker.remoting import message as wire
 from es_broker.remoting.bodies import TopicConfig
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.response_headers import CheckTransactionStateRequestHeader
+from es_broker.store import Store
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"

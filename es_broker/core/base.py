@@ -20,7 +20,6 @@ from es_broker.commands import broker_config, disk_full, topics
 from es_broker.commands.errors import BrokerError, IllegalRequest, ServiceNotAvailable
 from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
 from es_broker.commands.runtime_stats import RecordRates
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.log import AppendContext, GroupCommitWriter, Queued, Record, StoreFullError
 from es_broker.log.records import RecordOutOfRange
@@ -28,6 +27,7 @@ from es_broker.log.writer import WritesFenced
 from es_broker.projections.configs import as_record
 from es_broker.remoting.bodies import TopicConfig
 from es_broker.remoting.reply_properties import reply_topic
+from es_broker.store import Store
 
 T = TypeVar("T")
 

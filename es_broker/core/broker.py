@@ -25,6 +25,7 @@ from es_broker.commands import (
 )
 from es_broker.commands.errors import GroupNotExist, NoPermission
 from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutRequest, PutResult
+from es_broker.commands.names import retry_topic
 from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.runtime_stats import dir_capacity, store_size
 from es_broker.config import BrokerRole
@@ -467,8 +468,6 @@ class Broker(RetryOperations):
 
     async def ensure_retry_topic(self, group: str, queue_nums: int, *, requester: str = "") -> bool:
         """Create %RETRY%group with retryQueueNums queues, perm 6, if absent (B-25); True if created."""
-        from es_broker.commands.names import retry_topic
-
         topic = retry_topic(group)
         if self.topic_config(topic) is not None or self.config.brokerRole == BrokerRole.SLAVE:
             return False

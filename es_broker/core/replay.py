@@ -17,11 +17,12 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
+from es_broker.history.seal import read_snapshot, snapshot_path
 from es_broker.log import records
 from es_broker.log.store import AppendContext
 from es_broker.projections.store_format import FIRST
+from es_broker.store import Store
 
 BATCH = 5000
 # databases added after the checksums of existing directories were taken: left out while empty
@@ -63,7 +64,9 @@ def replay(
             base = _restore_snapshot(src_dir, latest, dst)
             hot = _copy_until(dst, hot, base)
         elif latest is not None:
-            from es_broker.history.archive import raw_records
+            from es_broker.history.archive import (
+                raw_records,  # the archive loads once something is sealed
+            )
 
             for segment in segments:
                 for chunk in _chunks(raw_records(segment["location"])):
@@ -74,7 +77,9 @@ def replay(
             dst.log.write_batch([_records_job(chunk)])
             if progress is not None:
                 progress(chunk[-1][0], total)
-        dst.audit.ensure_built(dst)  # a snapshot older than the audit indexes (B-417)
+        dst.audit.ensure_built(
+            dst.log, dst.audit_records()
+        )  # a snapshot older than the audit indexes (B-417)
         dst.log.flush()
         return dst.log.last_seq
     finally:
@@ -84,8 +89,7 @@ def replay(
 
 def _restore_snapshot(src_dir: str | Path, latest: dict[str, Any], dst: Store) -> int:
     """Load the snapshot the latest `history_archived` record names into dst; its seq."""
-    from es_broker.history.archive import get_snapshot
-    from es_broker.history.seal import read_snapshot, snapshot_path
+    from es_broker.history.archive import get_snapshot  # the archive loads once something is sealed
 
     path = snapshot_path(src_dir, latest["snapshot_seq"])
     with tempfile.TemporaryDirectory() as tmp:

@@ -32,7 +32,6 @@ from es_broker.commands.messages import GetResult
 from es_broker.commands.offsets import OffsetAnswer
 from es_broker.commands.slave_journal import JOURNAL_DIR, SlaveOffsetJournal, check_commit
 from es_broker.commands.slave_offsets import MergeOutcome, effective_offset, merge_job
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.log import AppendContext, Record
@@ -40,6 +39,7 @@ from es_broker.log.arrival import take_turn
 from es_broker.log.types import Cause, RecordType, ResetMode, SlaveOffsetsMerged
 from es_broker.remoting.bodies import SubscriptionGroupConfig
 from es_broker.remoting.codes import ResponseCode
+from es_broker.store import Store
 
 T = TypeVar("T")
 

@@ -29,7 +29,6 @@ import trio
 
 from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable
 from es_broker.commands.slave_offsets import merge_job
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.core.slave_broker import LogDiverged, ReplicatedBatch
@@ -45,6 +44,7 @@ from es_broker.net.channel import Channel
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.es_headers import HaMergeSlaveOffsetsResponseHeader, RecordSeqResponseHeader
+from es_broker.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,9 @@ class ReplicationMaster:
                     else None
                 )
             if segment is not None:  # sealed since the slave fetched it: the archive has it
-                from es_broker.history.archive import raw_at
+                from es_broker.history.archive import (
+                    raw_at,  # the archive loads once something is sealed
+                )
 
                 mine = raw_at(segment["location"], fr.from_seq - 1)
             if record_crc(mine) != fr.last_record_crc:

@@ -28,14 +28,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from es_broker.commands.store import LMDB_DIR, Store
 from es_broker.config import BrokerConfig
 from es_broker.core.replay import _chunks, _payload_job, _records_job
 from es_broker.log import records
 from es_broker.log.types import RecordType
 from es_broker.readmodel.export import export_records
-from es_broker.readmodel.families import Source
 from es_broker.remoting import message as wire
+from es_broker.schema.families import Source
+from es_broker.store import LMDB_DIR, Store
 
 log = logging.getLogger(__name__)
 

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from es_broker.log import Record, records
-from es_broker.readmodel.families import (
+from es_broker.schema.families import (
     FAMILIES,
     RECORDS,
     RunningTime,
     arrow_schema,
 )
-from es_broker.readmodel.rows import record_row, rows_of
+from es_broker.schema.rows import record_row, rows_of
 
 MANIFEST = "manifest.json"
 RECORDS_FILE = "records.parquet"

@@ -40,6 +40,7 @@ import lmdb
 
 from es_broker.config import BrokerConfig
 from es_broker.log import records
+from es_broker.log.types import RecordType
 from es_broker.projections.keys import U64
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.offsets import OffsetTableProjection
@@ -116,7 +117,9 @@ class ArchiveIndex:
 
     def catch_up(self, segments: list[dict[str, Any]]) -> None:
         """Apply the records of every segment not applied yet, one write transaction each."""
-        from es_broker.history.archive import raw_records
+        from es_broker.history.archive import (
+            raw_records,  # the archive loads once something is sealed
+        )
 
         if not segments or segments[-1]["last_seq"] <= self.log.last_seq:
             return  # caught up already (last_seq: what this process applied or found)
@@ -195,8 +198,7 @@ def deliveries(
     seqs = set(store.trace.deliveries_of(txn, topic, queue_id, offset))
     low, _ = store.cq.bounds(txn, topic, queue_id)
     if offset < low and store.history.sealed_upto(txn):
-        from es_broker.history.archive import scan
-        from es_broker.log.types import RecordType
+        from es_broker.history.archive import scan  # the archive loads once something is sealed
 
         segments = list(store.history.segments(txn))
         wanted = {RecordType.MESSAGES_DELIVERED.value}

@@ -10,15 +10,30 @@ where it read from: `["hot"]`, or `["archive", "hot"]`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import lmdb
 
-from es_broker.commands.store import Store
-from es_broker.log import LogCorruptError, Record, records
+from es_broker.log import LogCorruptError, Record, RecordLog, records
+from es_broker.projections.history import HistoryProjection
+from es_broker.projections.time_index import TimeIndexProjection
 
 HOT = "hot"
 ARCHIVE = "archive"
+
+
+class StoreView(Protocol):
+    """What the history reads and seals of a broker's store: its log, the history and time
+    projections, a read transaction. `es_broker.store.Store` is one; it reads the history when it
+    opens a directory, so the history does not import it."""
+
+    @property
+    def log(self) -> RecordLog: ...
+    @property
+    def history(self) -> HistoryProjection: ...
+    @property
+    def timeindex(self) -> TimeIndexProjection: ...
+    def read(self) -> lmdb.Transaction[bytes]: ...
 
 
 class Reading:
@@ -26,7 +41,7 @@ class Reading:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreView,
         *,
         group: str | None = None,
         topic: str | None = None,
@@ -44,7 +59,7 @@ class Reading:
 
     def __iter__(self) -> Iterator[tuple[int, Record]]:
         if self.segments:
-            from es_broker.history.archive import scan
+            from es_broker.history.archive import scan  # the archive loads once something is sealed
 
             yield from scan(self.segments, group=self.group, topic=self.topic, types=self.types)
         reader = self.store.log.read(self.sealed_upto + 1)
@@ -56,7 +71,7 @@ class Reading:
     def timed(self) -> Iterator[tuple[int, Record, int]]:
         """(seq, record, effective time): the archive's from its `time` column, the hot log's running on."""
         if self.segments:
-            from es_broker.history.archive import scan
+            from es_broker.history.archive import scan  # the archive loads once something is sealed
 
             yield from scan(
                 self.segments,
@@ -75,21 +90,21 @@ class Reading:
             reader.close()
 
 
-def record_at(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> Record:
+def record_at(store: StoreView, txn: lmdb.Transaction[bytes], seq: int) -> Record:
     """The record with sequence number seq, from the hot log or else from its sealed segment."""
     raw = txn.get(records.seq_key(seq), db=store.log.log_db)
     if raw is not None:
         return records.unpack(raw)
     segment = store.history.segment_of(txn, seq)
     if segment is not None:
-        from es_broker.history.archive import scan
+        from es_broker.history.archive import scan  # the archive loads once something is sealed
 
         for _, record in scan([segment], seqs=[seq]):
             return record
     raise LogCorruptError(f"the log has no record {seq}")
 
 
-def records_at(store: Store, seqs: Iterable[int]) -> dict[int, Record]:
+def records_at(store: StoreView, seqs: Iterable[int]) -> dict[int, Record]:
     """The records of these seqs: from the hot log, the sealed ones from their segments (one read
     of each segment holding some, pushed down on `seq`)."""
     out: dict[int, Record] = {}
@@ -103,7 +118,7 @@ def records_at(store: Store, seqs: Iterable[int]) -> dict[int, Record]:
                 sealed.append(seq)
         segments = list(store.history.segments(txn)) if sealed else []
     if sealed:
-        from es_broker.history.archive import scan
+        from es_broker.history.archive import scan  # the archive loads once something is sealed
 
         out.update(scan(segments, seqs=sealed))
     missing = [s for s in sealed if s not in out]
@@ -112,7 +127,7 @@ def records_at(store: Store, seqs: Iterable[int]) -> dict[int, Record]:
     return out
 
 
-def sources_of(store: Store, seqs: Iterable[int]) -> list[str]:
+def sources_of(store: StoreView, seqs: Iterable[int]) -> list[str]:
     """Where records of these seqs are read from."""
     with store.read() as txn:
         upto = store.history.sealed_upto(txn)

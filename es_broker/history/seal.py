@@ -42,7 +42,7 @@ from typing import Any
 import lmdb
 import msgpack
 
-from es_broker.commands.store import Store
+from es_broker.history.reader import StoreView
 from es_broker.log import AppendContext, records
 from es_broker.log.types import HistoryArchived
 from es_broker.projections.keys import U64
@@ -100,7 +100,7 @@ def lowest(*bounds: tuple[int | None, list[str]]) -> tuple[int | None, list[str]
     return low, [w for seq, who in known if seq == low for w in who]
 
 
-def recorded_slaves(store: Store) -> tuple[int | None, list[str]]:
+def recorded_slaves(store: StoreView) -> tuple[int | None, list[str]]:
     """The lowest seq a slave is recorded to hold (B-462), and which slaves: what bounds sealing
     of a stopped master's directory, whose slaves cannot be asked."""
     with store.read() as txn:
@@ -111,7 +111,7 @@ def recorded_slaves(store: Store) -> tuple[int | None, list[str]]:
     return low, [f"slave {bid}" for bid, seq in sorted(held.items()) if seq == low]
 
 
-def time_of(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> int:
+def time_of(store: StoreView, txn: lmdb.Transaction[bytes], seq: int) -> int:
     """The effective time of a record (0 before the first)."""
     if seq <= 0:
         return 0
@@ -121,7 +121,7 @@ def time_of(store: Store, txn: lmdb.Transaction[bytes], seq: int) -> int:
 
 
 def plan(
-    store: Store, before: int, segment_records: int, limit: int | None
+    store: StoreView, before: int, segment_records: int, limit: int | None
 ) -> list[tuple[int, int]]:
     """The (first, last) seqs of every segment the rules let seal now, oldest first."""
     if segment_records <= 0:
@@ -147,7 +147,7 @@ def snapshot_path(data_dir: str | Path, seq: int) -> Path:
     return Path(data_dir) / SNAPSHOT_DIR / f"snapshot-{seq:012d}.msgpack"
 
 
-def write_snapshot(store: Store, data_dir: str | Path) -> tuple[int, str]:
+def write_snapshot(store: StoreView, data_dir: str | Path) -> tuple[int, str]:
     """The projections' state after the log's last record, as a file; (seq, SHA-256 of the file).
 
     Format: a msgpack stream, first a header map {format, seq, databases}, then
@@ -235,14 +235,18 @@ class Prepared:
 
 
 def prepare(
-    store: Store, data_dir: str | Path, location: str, segments: list[tuple[int, int]]
+    store: StoreView, data_dir: str | Path, location: str, segments: list[tuple[int, int]]
 ) -> Prepared:
     """Steps 1 to 3 (`written`, `verified`, `snapshot`): nothing here goes through the writer.
 
     The snapshot is also copied to the archive (`<archive>/snapshots/`), where a
     slave, whose directory has no snapshot of its own, finds it (B-413).
     """
-    from es_broker.history.archive import put_snapshot, read_back, write_segment
+    from es_broker.history.archive import (  # loads when a sealing runs
+        put_snapshot,
+        read_back,
+        write_segment,
+    )
 
     written = []
     with store.read() as txn:
@@ -262,7 +266,7 @@ def prepare(
 
 
 def record_job(
-    store: Store,
+    store: StoreView,
     prepared: Prepared,
     requester: str,
     ts: int,
@@ -331,7 +335,7 @@ def sealed_of(prepared: Prepared, seqs: list[int]) -> list[Sealed]:
 
 
 def seal(
-    store: Store,
+    store: StoreView,
     data_dir: str | Path,
     location: str,
     segments: list[tuple[int, int]],
@@ -362,7 +366,7 @@ def clean_snapshots(data_dir: str | Path, keep: int) -> None:
             path.unlink(missing_ok=True)
 
 
-def _raw_range(store: Store, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+def _raw_range(store: StoreView, first: int, last: int) -> Iterator[tuple[int, bytes]]:
     for seq, raw in store.log.read_raw(first):
         if seq > last:
             return

@@ -43,7 +43,7 @@ import lmdb
 
 from es_broker import compiled
 from es_broker.log.records import seq_key
-from es_broker.remoting.message import MAGIC_CODE, QUEUE_OFFSET_AT
+from es_broker.stored_layout import MAGIC_CODE, PHYSICAL_OFFSET_AT
 
 DATABASE = "commitlog_chunks"
 CHUNK = 2022  # two to a 4 KiB leaf page (see the module's docstring)
@@ -51,7 +51,6 @@ _SIZE_AT = struct.Struct(">i").unpack_from
 _MAGIC = struct.pack(">i", MAGIC_CODE)
 _KEY = struct.Struct(">Q")
 _PHY = struct.Struct(">q")
-_PHY_AT = QUEUE_OFFSET_AT + 8  # PHYSICALOFFSET follows QUEUEOFFSET
 
 
 class ChunkCorrupt(Exception):
@@ -131,7 +130,9 @@ def stored_at(raw: bytes, phy: int) -> bool:
     file's blank, where the bytes are not one. An entry per message answered None there.
     """
     return (
-        len(raw) >= _PHY_AT + 8 and raw[4:8] == _MAGIC and _PHY.unpack_from(raw, _PHY_AT)[0] == phy
+        len(raw) >= PHYSICAL_OFFSET_AT + 8
+        and raw[4:8] == _MAGIC
+        and _PHY.unpack_from(raw, PHYSICAL_OFFSET_AT)[0] == phy
     )
 
 

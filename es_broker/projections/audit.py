@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import lmdb
 import msgpack
@@ -34,9 +34,6 @@ from es_broker.log import Record, RecordLog
 from es_broker.log.types import RecordType
 from es_broker.projections.dispatch import handlers
 from es_broker.projections.keys import U64
-
-if TYPE_CHECKING:
-    from es_broker.commands.store import Store
 
 TIMED = frozenset({RecordType.ACL_LOADED, RecordType.ACCESS_DENIED})
 INDEXED = TIMED | {
@@ -231,15 +228,16 @@ class AuditProjection:
         return sorted(out)
 
     # ------------------------------------------------------------------ a log older than this
-    def ensure_built(self, store: Store) -> bool:
-        """Index a log written before these indexes existed; True if it had to (one transaction)."""
-        log = store.log
+    def ensure_built(self, log: RecordLog, records: Iterable[tuple[int, Record, int]]) -> bool:
+        """Index a log written before these indexes existed; True if it had to (one transaction).
+
+        `records`: (seq, record, effective time) of the INDEXED types, the archive's and the hot
+        log's, read only if iterated (`Store.audit_records`).
+        """
         with log.env.begin() as txn:
             if self.is_built(txn, log.last_seq):
                 return False
-        from es_broker.history.reader import Reading
-
-        items = list(Reading(store, types=INDEXED).timed())
+        items = list(records)
         while True:
             try:
                 with log.env.begin(write=True) as txn:

@@ -1,7 +1,7 @@
 """How a record changes the consumer offset table: the one rule, without storage.
 
 The LMDB projection (`offsets.py`) and the SQL read model, the export and Spark
-(`es_broker.readmodel.rows`) all learn from `offset_effects` what a record does
+(`es_broker.schema.rows`) all learn from `offset_effects` what a record does
 to the table, so a record type that moves offsets is taught here once:
 
 - `offset_committed`: a client, pull, admin or clone commit sets one queue's

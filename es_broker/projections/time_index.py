@@ -6,7 +6,7 @@ step back (NTP), so time travel uses a record's *effective time*: the largest
 decreases along the log, so "the state at time t" is the state after a
 prefix of the log, a state that really existed, and it is plain `ts` while
 the clock only moves forward (B-132). The SQL read model, the Parquet export
-and Spark use the same rule (`es_broker.readmodel.families.RunningTime`).
+and Spark use the same rule (`es_broker.schema.families.RunningTime`).
 
 Offset values themselves are not copied: the offset table's history
 (`offset_history`, keyed by queue then seq) already holds every change,

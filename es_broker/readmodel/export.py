@@ -41,13 +41,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from es_broker.log import Record, RecordLog
-from es_broker.readmodel.families import (
-    DEFAULT_SOURCE,
-    FAMILIES,
-    RunningTime,
-    Source,
-    arrow_schema,
-)
 from es_broker.readmodel.quarantine import (
     effective_time,
     error_text,
@@ -55,7 +48,14 @@ from es_broker.readmodel.quarantine import (
     now_ms,
     running_version,
 )
-from es_broker.readmodel.rows import rows_of
+from es_broker.schema.families import (
+    DEFAULT_SOURCE,
+    FAMILIES,
+    RunningTime,
+    Source,
+    arrow_schema,
+)
+from es_broker.schema.rows import rows_of
 from es_broker.timetravel.timeparse import utc_day
 
 if TYPE_CHECKING:  # imported where it runs: export is the only user of pyarrow here

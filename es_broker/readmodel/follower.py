@@ -34,13 +34,6 @@ from sqlalchemy import Engine, delete, func, insert, select, update
 
 from es_broker.log import Record, RecordLog
 from es_broker.readmodel import db
-from es_broker.readmodel.families import (
-    DEFAULT_SOURCE,
-    Row,
-    RunningTime,
-    Source,
-    to_json,
-)
 from es_broker.readmodel.models import FAMILY_TABLES as _FAMILY_MODELS
 from es_broker.readmodel.models import Base, Checkpoint, FailureRow, RecordRow, ResetQueueRow
 from es_broker.readmodel.quarantine import (
@@ -50,7 +43,14 @@ from es_broker.readmodel.quarantine import (
     now_ms,
     running_version,
 )
-from es_broker.readmodel.rows import record_row, rows_of
+from es_broker.schema.families import (
+    DEFAULT_SOURCE,
+    Row,
+    RunningTime,
+    Source,
+    to_json,
+)
+from es_broker.schema.rows import record_row, rows_of
 
 logger = logging.getLogger("es_broker.readmodel")
 

@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 from es_broker.log import RecordLog
-from es_broker.readmodel.families import Source
+from es_broker.schema.families import Source
 
 logger = logging.getLogger("es_broker.readmodel")
 
 PR_SET_PDEATHSIG = 1
-LMDB_DIR = "lmdb"  # es_broker.commands.store.LMDB_DIR
+LMDB_DIR = "lmdb"  # es_broker.store.LMDB_DIR
 
 
 POSITION_FILE = "readmodel.position"  # the follower's checkpoint, for the broker's runtime info
@@ -135,7 +135,7 @@ def die_with_parent(parent: int) -> None:
 
 def open_log(data_dir: str | Path, stop: Stop) -> RecordLog | None:
     """The data directory's log, read-only; waits for the broker to create it. None if stopped first."""
-    from es_broker.readmodel.follower import POLL, pause
+    from es_broker.readmodel.follower import POLL, pause  # SQLAlchemy: the follower's process only
 
     path = Path(data_dir) / LMDB_DIR
     while not stop():
@@ -160,7 +160,7 @@ def run(
     nice: int = 0,
 ) -> int:
     """Follow the log of `data_dir` into `url` until stopped; the exit status."""
-    from es_broker.readmodel.follower import BATCH, follow_log
+    from es_broker.readmodel.follower import BATCH, follow_log  # SQLAlchemy: as above
 
     if nice > 0:
         try:

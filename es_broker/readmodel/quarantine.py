@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from es_broker.readmodel.families import RunningTime
+from es_broker.schema.families import RunningTime
 
 INT64_MAX = 2**63 - 1
 ERROR_TEXT = 2000  # characters of an error kept with a quarantined record

@@ -5,7 +5,7 @@
     spark.read.format("es_broker").load(DATA_DIR)                          # every record (family `records`)
     spark.read.format("es_broker").option("family", "offsets").load(DATA_DIR)
 
-Rows have the schema of the family (es_broker.readmodel.families, the same
+Rows have the schema of the family (es_broker.schema.families, the same
 as the Parquet export's) plus `day`. Options: `family` (default `records`),
 `partitions` (default 4), `from_seq` / `to_seq` (a range of the log),
 `broker` and `role` (stamped on rows whose record carries none). Each partition is a range of sequence numbers read by a
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from es_broker.readmodel.families import (
+from es_broker.schema.families import (
     DEFAULT_SOURCE,
     FAMILIES,
     RECORDS,
@@ -31,7 +31,7 @@ from es_broker.readmodel.families import (
     Source,
     spark_ddl,
 )
-from es_broker.readmodel.rows import record_row, rows_of
+from es_broker.schema.rows import record_row, rows_of
 from es_broker.timetravel.timeparse import utc_day
 
 if TYPE_CHECKING:  # imported where it runs: on the Spark workers
@@ -129,7 +129,7 @@ class EsBrokerReader(DataSourceReader):
             env.close()
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        from es_broker.log import records
+        from es_broker.log import records  # imported where it runs: on the Spark worker
 
         if not isinstance(partition, LogRange):  # Spark hands back what partitions() gave
             raise TypeError(f"not a partition of the es_broker source: {partition!r}")
@@ -168,7 +168,7 @@ def _records(
     if dbs["history_segments"] is not None:
         import msgpack
 
-        from es_broker.history.archive import raw_records
+        from es_broker.history.archive import raw_records  # on the Spark worker, as msgpack
 
         for _, value in txn.cursor(db=dbs["history_segments"]):
             segment = msgpack.unpackb(value)

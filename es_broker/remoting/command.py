@@ -7,15 +7,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, Protocol, overload
 
 from es_broker import compiled
 
 from .codes import CURRENT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from .errors import BadField, MissingField
-
-if TYPE_CHECKING:
-    from .header_fields import CustomHeader
 
 _I32 = (-(1 << 31), (1 << 31) - 1)
 _I64 = (-(1 << 63), (1 << 63) - 1)
@@ -215,9 +212,16 @@ def with_ext_fields(cmd: RemotingCommand, ext_fields: dict[str, str]) -> Remotin
     return dataclasses.replace(cmd, ext_fields=ext_fields)
 
 
+class WritesFields(Protocol):
+    """A typed header as `request` writes it: `CustomHeader` (header_fields.py, which builds on
+    this module) gives the extFields that carry it for a request code."""
+
+    def to_fields(self, code: int | None = None) -> dict[str, str]: ...
+
+
 def request(
     code: int,
-    header: CustomHeader | Mapping[str, object] | None = None,
+    header: WritesFields | Mapping[str, object] | None = None,
     body: bytes = b"",
     *,
     opaque: int = 0,

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from es_broker import compiled
+from es_broker.stored_layout import MAGIC_CODE, QUEUE_OFFSET_AT
 
-MAGIC_CODE = -626843481  # 0xDAA320A7
 FIXED_SIZE = 91  # every field but body, topic and properties, IPv4 hosts
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -46,7 +46,7 @@ _BATCH_ENTRY_SIZE = _BATCH_ENTRY.size
 # host is 12 bytes longer). _speedups.pyx compiles the same numbers: LAYOUT is what the two must
 # agree on, and tests/test_compiled_identity.py holds them to it.
 QUEUE_ID_AT = 12
-QUEUE_OFFSET_AT = 20  # PHYSICALOFFSET follows
+# QUEUE_OFFSET_AT (20, PHYSICALOFFSET follows) is in es_broker/stored_layout.py, as MAGIC_CODE is
 SYS_FLAG_AT = 36
 STORE_TIMESTAMP_AT = 56
 BODY_LENGTH_AT = 84

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from es_broker.acl.access import AccessControl
 from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
+from es_broker.ha.master import ReplicationMaster
 from es_broker.server.admin_processor import AdminBrokerProcessor, Registered
 from es_broker.server.client_manage import ClientManageProcessor
 from es_broker.server.clients import ClientRegistry
@@ -42,9 +42,6 @@ from es_broker.server.retry_processors import RetryProcessors
 from es_broker.server.send_processor import SendMessageProcessor
 from es_broker.server.stats_processors import StatsProcessors
 from es_broker.server.store_processors import StoreProcessors
-
-if TYPE_CHECKING:
-    from es_broker.ha.master import ReplicationMaster
 
 
 @dataclass(frozen=True, slots=True)

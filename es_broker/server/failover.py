@@ -18,26 +18,50 @@ import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import trio
 
-from es_broker.commands.store import LMDB_DIR, Store
+from es_broker.acl.signing import Credentials
 from es_broker.config import BrokerConfig, BrokerRole
+from es_broker.core.broker import Broker
 from es_broker.ha.election import Coordinator, Leadership
 from es_broker.ha.etcd import EtcdClient
 from es_broker.ha.rejoin import pending_report, report_done, set_aside
+from es_broker.ha.slave import SlaveReplicator
 from es_broker.ha.term import HaTerm
 from es_broker.net.remoting_client import RemotingClient, RemotingError
+from es_broker.net.tls import TlsClientSettings
 from es_broker.remoting.codes import EsRequestCode
 from es_broker.remoting.command import request
 from es_broker.remoting.peer_outcomes import PeerRequests
-from es_broker.server.main import BrokerServer
+from es_broker.store import LMDB_DIR, Store
 
 log = logging.getLogger(__name__)
 
 REPORT_RETRY = 0.5  # s between two tries of the set-aside report while the leader refuses it
 
-MakeServer = Callable[[BrokerConfig, HaTerm], BrokerServer]
+
+class BrokerServer(Protocol):
+    """What fail-over drives of the broker server it runs in each role (es_broker/server/main.py,
+    whose `serve` hands it `make_server` and so is not imported by it)."""
+
+    @property
+    def broker(self) -> Broker: ...
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def replicator(self) -> SlaveReplicator | None: ...
+    @property
+    def credentials(self) -> Credentials | None: ...
+    @property
+    def client_tls(self) -> TlsClientSettings | None: ...
+    async def run(
+        self, host: str, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None: ...
+
+
+Server = TypeVar("Server", bound=BrokerServer)
 
 
 def free_port(host: str) -> int:
@@ -60,9 +84,9 @@ def last_seq_on_disk(config: BrokerConfig) -> int:
 
 async def serve_ha(
     config: BrokerConfig,
-    make_server: MakeServer,
+    make_server: Callable[[BrokerConfig, HaTerm], Server],
     host: str,
-    announce: Callable[[BrokerServer, HaTerm], None],
+    announce: Callable[[Server, HaTerm], None],
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -108,9 +132,9 @@ async def _run_term(
     coordinator: Coordinator,
     lead: Leadership,
     leader_role: BrokerRole,
-    make_server: MakeServer,
+    make_server: Callable[[BrokerConfig, HaTerm], Server],
     host: str,
-    announce: Callable[[BrokerServer, HaTerm], None],
+    announce: Callable[[Server, HaTerm], None],
 ) -> Leadership:
     """Run one BrokerServer for `lead`; return the leadership the next run is for."""
     if lead.mine:

@@ -24,9 +24,9 @@ from es_broker.core.slave_broker import SlaveBroker, merge_own_journal, open_bro
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
 from es_broker.ha.term import HaTerm
-from es_broker.history.running import HistorySealing
 from es_broker.net.channel import Channel
 from es_broker.net.remoting_client import RemotingClient, RemotingError, split_addr
+from es_broker.readmodel.db import default_url
 from es_broker.readmodel.process import read_position
 from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -44,6 +44,7 @@ from es_broker.server.metrics_config import check_exporter_type
 from es_broker.server.namesrv import InProcessNameServer, NameServer
 from es_broker.server.outbox import HeldAnswers
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
+from es_broker.server.sealing import HistorySealing
 from es_broker.server.serve_access import (
     access_control,
     open_listener_warning,
@@ -373,7 +374,7 @@ class BrokerServer:
 
     def _start_metrics(self) -> None:
         """/metrics on its own thread (B-355); a port that cannot be bound is logged, the broker goes on."""
-        from es_broker.server.metrics import MetricsExporter
+        from es_broker.server.metrics import MetricsExporter  # loads prometheus_client: PROM only
 
         cfg = self.config
         host = cfg.metricsPromExporterHost or cfg.brokerIP1
@@ -630,7 +631,7 @@ async def serve(args: ServeOptions) -> None:
             )
 
         if config.ha_coordinator:  # the role comes from the group's election (B-370)
-            from es_broker.server.failover import serve_ha
+            from es_broker.server.failover import serve_ha  # loads readmodel.export: HA nodes only
 
             def announce(server: BrokerServer, term: HaTerm) -> None:
                 lead = term.lead
@@ -690,8 +691,6 @@ async def _stop_on_signal(scope: trio.CancelScope) -> None:
 
 
 def readmodel_url_for(url: str | None, data_dir: str) -> str | None:
-    from es_broker.readmodel.db import default_url
-
     if url and url.lower() == "none":
         return None
     return url or default_url(data_dir)

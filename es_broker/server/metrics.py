@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 from prometheus_client import (
@@ -38,13 +38,38 @@ from prometheus_client.registry import Collector
 
 from es_broker.commands import disk_full
 from es_broker.commands.names import DLQ_PREFIX, RETRY_PREFIX
+from es_broker.config import BrokerConfig
+from es_broker.core.broker import Broker
+from es_broker.ha.master import ReplicationMaster
 from es_broker.projections import stats
 from es_broker.projections.keys import U64
 from es_broker.readmodel.process import read_position, read_quarantined
+from es_broker.readmodel.supervisor import FollowerSupervisor
 from es_broker.remoting.peer_outcomes import NONE, NOT_YET
+from es_broker.server.broker_processors import BrokerProcessors
+from es_broker.server.remoting_server import RemotingServer
 
-if TYPE_CHECKING:
-    from es_broker.server.main import BrokerServer
+
+class BrokerServer(Protocol):
+    """What /metrics reads of the broker server it serves (es_broker/server/main.py, which starts
+    this exporter and so is not imported by it)."""
+
+    @property
+    def broker(self) -> Broker: ...
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def replication(self) -> ReplicationMaster | None: ...
+    @property
+    def processors(self) -> BrokerProcessors: ...
+    @property
+    def remoting(self) -> RemotingServer: ...
+    @property
+    def readmodel_url(self) -> str | None: ...
+    @property
+    def follower(self) -> FollowerSupervisor | None: ...
+    def ha_status(self) -> dict[str, object]: ...
+
 
 log = logging.getLogger("es_broker")
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -22,6 +21,7 @@ from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.messages import PutResult
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
+from es_broker.ha.master import ReplicationMaster
 from es_broker.net.channel import Channel, ChannelClosed
 from es_broker.remoting import message as wire
 from es_broker.remoting.bodies import MessageQueue
@@ -30,9 +30,6 @@ from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.peer_outcomes import PeerRequests
 from es_broker.remoting.response_headers import ConsumerGroupNoticeHeader
 from es_broker.server.longpoll import PullHoldService
-
-if TYPE_CHECKING:
-    from es_broker.ha.master import ReplicationMaster
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,11 @@ SYNC_MASTER that waits for a slave's ack returns that wait, run as a task.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import MessageIn, PutRequest, PutResult
 from es_broker.core.broker import Broker
-from es_broker.ha.master import wants_slave_ack
+from es_broker.ha.master import ReplicationMaster, wants_slave_ack
 from es_broker.log import Queued, hops
 from es_broker.net.channel import Channel
 from es_broker.projections.topics import PERM_WRITE
@@ -33,9 +32,6 @@ from es_broker.server.processor_support import (
     ipv4,
 )
 from es_broker.server.remoting_server import Handler, Start
-
-if TYPE_CHECKING:
-    from es_broker.ha.master import ReplicationMaster
 
 #: told of every stored send: request-reply remembers requests (server/reply_processors.py)
 OnSent = Callable[[list[MessageIn], PutResult], None]

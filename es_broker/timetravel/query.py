@@ -15,6 +15,7 @@ from typing import Any
 import lmdb
 import msgpack
 
+from es_broker.history.horizon import archive_index
 from es_broker.log import records
 from es_broker.log.scan import prefixed, prefixed_keys
 from es_broker.projections.keys import I64, U64, queue_key, split_offset_key
@@ -96,8 +97,6 @@ class TimeTravel:
 
     def before_horizon(self, txn: lmdb.Transaction[bytes]) -> TimeTravel:
         """A TimeTravel over the archive index: the same answers for positions before the horizon."""
-        from es_broker.history.horizon import archive_index
-
         index = archive_index(self.store, txn)
         return TimeTravel(index, archive=False)
 

@@ -198,8 +198,8 @@ def upgrade() -> None:
 
 def backfill(tables: dict[str, sa.Table]) -> None:
     """Rows of the new tables for the records already applied (they are all in `records`)."""
-    from es_broker.readmodel.families import Source, from_json
     from es_broker.readmodel.follower import table_rows
+    from es_broker.schema.families import Source, from_json
 
     conn = op.get_bind()
     records = sa.table(

@@ -27,13 +27,13 @@ from es_broker.commands import acl_audit, slave_offsets
 from es_broker.commands import transaction as tx
 from es_broker.commands.messages import MessageIn
 from es_broker.commands.queue_locks import QueueLocks
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.core.replay import checksums, replay, verify
 from es_broker.log import make
 from es_broker.log.types import Cause, RecordType
 from es_broker.remoting import message as wire
+from es_broker.store import Store
 
 START = 1_700_000_000_000
 GROUP = "PG"

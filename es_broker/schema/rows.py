@@ -17,7 +17,7 @@ from typing import Any
 from es_broker.log import Record
 from es_broker.log.types import Cause, RecordType, SendBackDecision, as_view
 from es_broker.projections.offset_rule import offset_changes
-from es_broker.readmodel.families import DEFAULT_SOURCE, Source, to_json
+from es_broker.schema.families import DEFAULT_SOURCE, Source, to_json
 
 _COMMON_FIELDS = frozenset({"type", "v", "ts"})
 DLQ_PREFIX = "%DLQ%"

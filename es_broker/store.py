@@ -12,7 +12,9 @@ import lmdb
 
 from es_broker.clock import Clock, SystemClock
 from es_broker.config import BrokerConfig, BrokerRole, ConfigOwner
-from es_broker.log import RecordLog, chunks
+from es_broker.history.reader import Reading
+from es_broker.log import Record, RecordLog, chunks
+from es_broker.log.types import RecordType
 from es_broker.projections import (
     CommitLogProjection,
     ConsumeQueueProjection,
@@ -25,7 +27,7 @@ from es_broker.projections import (
     message_trace,
     store_format,
 )
-from es_broker.projections.audit import AuditProjection
+from es_broker.projections.audit import INDEXED, AuditProjection
 from es_broker.projections.broker_settings import BrokerSettingsProjection
 from es_broker.projections.delivery_schedule import DeliveryScheduleProjection
 from es_broker.projections.history import HistoryProjection
@@ -96,7 +98,9 @@ class Store:
                 store.upgrade()  # a directory in an older layout (B-470)
                 store.timeindex.ensure_built(log)  # a log written before the time index existed
                 store.stats.ensure_built(log)  # ... or before the message counts existed (B-356)
-                store.audit.ensure_built(store)  # ... or before the audit indexes existed (B-417)
+                store.audit.ensure_built(
+                    log, store.audit_records()
+                )  # ... or the audit indexes (B-417)
                 store.history.ensure_built(log, _held_by_slaves(store))  # ... or before B-462
             except BaseException:
                 log.close()
@@ -206,15 +210,17 @@ class Store:
             return None
         return raw
 
+    def audit_records(self) -> Iterator[tuple[int, Record, int]]:
+        """(seq, record, effective time) of the records the audit indexes keep, from the archive
+        and the hot log, read only when iterated (`AuditProjection.ensure_built`, B-417)."""
+        yield from Reading(self, types=INDEXED).timed()
+
     def close(self) -> None:
         self.log.close()
 
 
 def _held_by_slaves(store: Store) -> Iterator[tuple[int, Any]]:
     """The records that tell what a slave holds (archive and hot log), read only when iterated."""
-    from es_broker.history.reader import Reading
-    from es_broker.log.types import RecordType
-
     yield from Reading(
         store, types={RecordType.SLAVE_CAUGHT_UP.value, RecordType.HISTORY_ARCHIVED.value}
     )

@@ -3,7 +3,7 @@
 A *family* is a set of rows with one schema (offset changes, resets, topic
 changes, ...); `FAMILIES` names them and their columns, and this module gives
 their Arrow and Spark schemas and spark/SCHEMA.md. Which rows a record makes is
-`es_broker.readmodel.rows`; a record no family claims becomes a row of
+`es_broker.schema.rows`; a record no family claims becomes a row of
 `other`, so record types added later are kept too (their fields as JSON),
 and every row keeps the fields its columns do not name in `extra`.
 
@@ -436,7 +436,7 @@ def schema_markdown() -> str:
     lines = [
         "# es-broker export: datasets and columns",
         "",
-        "Generated from `es_broker/readmodel/families.py` (a test checks that this file is current).",
+        "Generated from `es_broker/schema/families.py` (a test checks that this file is current).",
         "`es-broker export --data-dir D --out DIR` writes `DIR/<dataset>/day=YYYY-MM-DD/part-<seq>.parquet`;",
         '`day` is the UTC day of `time`. The Spark data source (`spark.read.format("es_broker")`) gives',
         'the same columns for `.option("family", <dataset>)`, plus `day`; its default family `records` has',
