@@ -59,6 +59,7 @@ class Summary:
     """What an import carried, for its closing note."""
 
     target: Path
+    requester: str  # what the records name as their requester: the import and its source
     messages: int = 0
     per_topic: dict[str, int] = field(default_factory=dict)
     topics: int = 0
@@ -143,7 +144,7 @@ def _write(
     progress: Progress | None,
 ) -> Summary:
     """The messages, then topics, groups and offsets: every one a record."""
-    summary = Summary(source)
+    summary = Summary(source, f"import rocketmq {source}")
     total = sum(len(units) for units in queues.values())
     starts = _starts(queues)
     pending: list[rmq.Stored] = []
@@ -273,7 +274,7 @@ def _record(
         queue_offset=first.queue_offset,
         units=units,
         producer_group=props.get(PROPERTY_PRODUCER_GROUP, ""),
-        requester="import",
+        requester=summary.requester,
         delay=delay,
         cause=Cause.IMPORT,
         transaction=transaction,
@@ -354,18 +355,27 @@ def _write_configs(store: Store, source: Path, configs: rmq.Configs, summary: Su
             config = {**topic_config, "topicName": topic_config.get("topicName", name)}
             _run(
                 store,
-                topics.update_topic_job(store, config, "import", system=True, cause=Cause.IMPORT),
+                topics.update_topic_job(
+                    store, config, summary.requester, system=True, cause=Cause.IMPORT
+                ),
             )
     for name, group_config in sorted(configs.groups.items()):
         with _refused_as(config_dir / "subscriptionGroup.json", f"group {name}"):
             config = {**group_config, "groupName": group_config.get("groupName", name)}
-            _run(store, topics.update_group_job(store, config, "import", cause=Cause.IMPORT))
+            job = topics.update_group_job(store, config, summary.requester, cause=Cause.IMPORT)
+            _run(store, job)
     for group, by_topic in sorted(configs.offsets.items()):
         for topic, table in sorted(by_topic.items()):
             with _refused_as(config_dir / "consumerOffset.json", f"{topic}@{group}"):
                 for qid, offset in sorted(table.items()):
                     job = offsets.commit_job(
-                        store, group, topic, qid, offset, cause=Cause.IMPORT, requester="import"
+                        store,
+                        group,
+                        topic,
+                        qid,
+                        offset,
+                        cause=Cause.IMPORT,
+                        requester=summary.requester,
                     )
                     _run(store, job)
                     summary.offsets += 1
@@ -409,7 +419,7 @@ def _finish(
         open_transactions=summary.open_transactions,
         not_carried=summary.not_carried,
         checkpoint=checkpoint,
-        requester="import",
+        requester=summary.requester,
     )
 
     _run(store, lambda ctx: ctx.append(record.to_record(store.clock.now_ms())))
