@@ -503,3 +503,30 @@ def test_b526_the_command_refuses_with_the_message_and_builds_nothing(tmp_path):
     assert "import refused, nothing was written" in done.stderr
     assert "at byte 1054: bad MAGICCODE" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
+def test_b521_a_store_whose_oldest_file_was_deleted_starts_where_it_starts(tmp_path):
+    source = extract(tmp_path / "store", read_only=False)
+    (source / FIRST_FILE).unlink()  # as the broker's retention deletes a file
+    target = tmp_path / "data"
+    import_store(source, target, BrokerConfig(storePathRootDir=str(target)))
+    queues = rmq.consume_queues(source)
+    store = Store.open(target, readonly=True)
+    try:
+        with store.read() as txn:
+            assert store.commitlog.phy_min(txn) == 1_048_576
+            for (topic, qid), units in queues.items():
+                assert store.cq.bounds(txn, topic, qid) == (min(units), max(units) + 1)
+            assert store.cq.bounds(txn, "MIG_ORDERS", 0)[0] > 0
+            unit = store.cq.unit_at(txn, "MIG_ORDERS", 0, min(queues[("MIG_ORDERS", 0)]))
+            assert store.message_at(txn, unit.physical_offset) is not None
+    finally:
+        store.close()
+    done = cli("verify", "--data-dir", str(target))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_b526_a_store_whose_broker_runs_or_crashed_is_refused(tmp_path):
+    source = extract(tmp_path / "store", read_only=False)
+    (source / "abort").write_bytes(b"")
+    _refused(tmp_path, source, r"abort: its broker is running or did not stop cleanly")

@@ -132,6 +132,13 @@ def check_layout(root: Path) -> None:
         raise StoreCorrupt(
             root, None, f"not a RocketMQ store root: no {', '.join(missing)} folder in it"
         )
+    if (root / "abort").exists():  # DefaultMessageStore#createTempFile, deleted by a clean stop
+        raise StoreCorrupt(
+            root / "abort",
+            None,
+            "its broker is running or did not stop cleanly (its consume queues and config may "
+            "lag the commit log): stop it cleanly (mqshutdown broker) and import again",
+        )
 
 
 def commit_log_files(root: Path) -> list[tuple[int, Path]]:
@@ -208,7 +215,11 @@ def _file_messages(path: Path, start: int, data: mmap.mmap) -> Iterator[Stored]:
 
 
 def consume_queues(root: Path) -> Queues:
-    """(topic, queue id) -> queue offset -> unit, of every unit written."""
+    """(topic, queue id) -> queue offset -> unit, of every unit written whose message the commit
+    log still holds: units below its first file name messages the broker's retention deleted
+    (ConsumeQueue#correctMinOffset)."""
+    files = commit_log_files(root)
+    phy_min = files[0][0] if files else 0
     out: Queues = {}
     for topic_dir in sorted((root / "consumequeue").iterdir()):
         for queue_dir in sorted(topic_dir.iterdir()):
@@ -218,11 +229,11 @@ def consume_queues(root: Path) -> Queues:
                 )
             units = out.setdefault((topic_dir.name, int(queue_dir.name)), {})
             for path in sorted(queue_dir.iterdir()):
-                _read_units(path, units)
+                _read_units(path, units, phy_min)
     return out
 
 
-def _read_units(path: Path, units: dict[int, Unit]) -> None:
+def _read_units(path: Path, units: dict[int, Unit], phy_min: int) -> None:
     if not _NAME.match(path.name):
         raise StoreCorrupt(path, None, "a consume-queue file is named by its 20-digit offset")
     data = path.read_bytes()
@@ -235,7 +246,8 @@ def _read_units(path: Path, units: dict[int, Unit]) -> None:
             return  # never written: the queue ends here (ConsumeQueue#recover)
         if phy < 0 or size < 0:
             raise StoreCorrupt(path, at, f"a unit with commit-log offset {phy} and size {size}")
-        units[(first + at) // CQ_UNIT.size] = Unit(phy, size, tags, path, at)
+        if phy >= phy_min:
+            units[(first + at) // CQ_UNIT.size] = Unit(phy, size, tags, path, at)
 
 
 def read_message(root: Path, unit: Unit) -> Stored:
