@@ -515,10 +515,10 @@ def test_b521_a_store_whose_oldest_file_was_deleted_starts_where_it_starts(tmp_p
     try:
         with store.read() as txn:
             assert store.commitlog.phy_min(txn) == 1_048_576
-            for (topic, qid), units in queues.items():
-                assert store.cq.bounds(txn, topic, qid) == (min(units), max(units) + 1)
+            for (topic, qid), queue in queues.items():
+                assert store.cq.bounds(txn, topic, qid) == (queue.lo, queue.hi)
             assert store.cq.bounds(txn, "MIG_ORDERS", 0)[0] > 0
-            unit = store.cq.unit_at(txn, "MIG_ORDERS", 0, min(queues[("MIG_ORDERS", 0)]))
+            unit = store.cq.unit_at(txn, "MIG_ORDERS", 0, queues[("MIG_ORDERS", 0)].lo)
             assert store.message_at(txn, unit.physical_offset) is not None
     finally:
         store.close()
@@ -530,3 +530,16 @@ def test_b526_a_store_whose_broker_runs_or_crashed_is_refused(tmp_path):
     source = extract(tmp_path / "store", read_only=False)
     (source / "abort").write_bytes(b"")
     _refused(tmp_path, source, r"abort: its broker is running or did not stop cleanly")
+
+
+def test_b526_a_message_without_its_consume_queue_unit_is_refused(tmp_path):
+    source = extract(tmp_path / "store", read_only=False)
+    queue = source / "consumequeue" / "MIG_EVENTS" / "1" / "00000000000000006000"
+    with queue.open("r+b") as f:
+        f.truncate((410 - 300) * rmq.CQ_UNIT.size)  # the queue's last unit, offset 410, gone
+    _refused(
+        tmp_path,
+        source,
+        r"commitlog at offset \d+: the message of MIG_EVENTS queue 1 offset 410 has no "
+        r"consume-queue unit",
+    )

@@ -24,6 +24,7 @@ Every defect found names its file and byte offset (`StoreCorrupt`).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import mmap
@@ -91,9 +92,6 @@ class Unit:
     at: int
 
 
-Queues = dict[tuple[str, int], dict[int, Unit]]
-
-
 @dataclass(slots=True)
 class Configs:
     """What config/*.json hold."""
@@ -103,6 +101,9 @@ class Configs:
     offsets: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)  # group/topic/q
     delay_offsets: dict[int, int] = field(default_factory=dict)  # level -> next offset
     filters: int = 0  # consumer filter entries (not carried: heartbeats bring them back)
+
+
+Queues = dict[tuple[str, int], "ConsumeQueue"]
 
 
 def manifest(root: Path) -> list[SourceFile]:
@@ -215,9 +216,11 @@ def _file_messages(path: Path, start: int, data: mmap.mmap) -> Iterator[Stored]:
 
 
 def consume_queues(root: Path) -> Queues:
-    """(topic, queue id) -> queue offset -> unit, of every unit written whose message the commit
-    log still holds: units below its first file name messages the broker's retention deleted
-    (ConsumeQueue#correctMinOffset)."""
+    """(topic, queue id) -> its consume queue, every unit checked (B-526).
+
+    Units below the first commit-log file name messages the broker's retention deleted
+    (ConsumeQueue#correctMinOffset): the queue starts past them.
+    """
     files = commit_log_files(root)
     phy_min = files[0][0] if files else 0
     out: Queues = {}
@@ -227,27 +230,82 @@ def consume_queues(root: Path) -> Queues:
                 raise StoreCorrupt(
                     queue_dir, None, "a consume-queue folder is named by its queue id"
                 )
-            units = out.setdefault((topic_dir.name, int(queue_dir.name)), {})
-            for path in sorted(queue_dir.iterdir()):
-                _read_units(path, units, phy_min)
+            queue = ConsumeQueue(topic_dir.name, int(queue_dir.name))
+            queue.load(sorted(queue_dir.iterdir()), phy_min)
+            out[(queue.topic, queue.queue_id)] = queue
     return out
 
 
-def _read_units(path: Path, units: dict[int, Unit], phy_min: int) -> None:
-    if not _NAME.match(path.name):
-        raise StoreCorrupt(path, None, "a consume-queue file is named by its 20-digit offset")
-    data = path.read_bytes()
-    first = int(path.name)
-    if first % CQ_UNIT.size:
-        raise StoreCorrupt(path, None, f"its name {first} is not a multiple of {CQ_UNIT.size}")
-    for at in range(0, len(data) - len(data) % CQ_UNIT.size, CQ_UNIT.size):
+class ConsumeQueue:
+    """One queue's files: the units from `lo` to `hi` (one past the last), read from the files
+    when asked (a few kept in memory), so a store of any size costs its queues' file lists."""
+
+    CACHED = 64  # files kept read
+
+    def __init__(self, topic: str, queue_id: int) -> None:
+        self.topic, self.queue_id = topic, queue_id
+        self.files: list[tuple[int, Path]] = []  # (first queue offset, path)
+        self.lo = self.hi = 0
+        self.cursor = 0  # the next unit a message of the commit log is to match
+        self._read: dict[int, bytes] = {}
+
+    def load(self, paths: list[Path], phy_min: int) -> None:
+        """Check every unit of the files; find where the queue starts and ends."""
+        started = False
+        for path in paths:
+            if not _NAME.match(path.name):
+                raise StoreCorrupt(
+                    path, None, "a consume-queue file is named by its 20-digit offset"
+                )
+            first = int(path.name)
+            if first % CQ_UNIT.size:
+                raise StoreCorrupt(
+                    path, None, f"its name {first} is not a multiple of {CQ_UNIT.size}"
+                )
+            self.files.append((first // CQ_UNIT.size, path))
+            data = path.read_bytes()
+            for n, (phy, size, _) in enumerate(
+                CQ_UNIT.iter_unpack(data[: len(data) - len(data) % 20])
+            ):
+                if size == 0 and phy == 0:
+                    self.hi = first // CQ_UNIT.size + n  # never written: the queue ends here
+                    return
+                if phy < 0 or size < 0:
+                    raise StoreCorrupt(
+                        path,
+                        n * CQ_UNIT.size,
+                        f"a unit with commit-log offset {phy} and size {size}",
+                    )
+                if not started and phy >= phy_min:
+                    started, self.lo = True, first // CQ_UNIT.size + n
+            self.hi = first // CQ_UNIT.size + len(data) // CQ_UNIT.size
+        if not started:
+            self.lo = self.hi
+        self.cursor = self.lo
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    def unit(self, offset: int) -> Unit | None:
+        """The unit at a queue offset, None outside [lo, hi)."""
+        if not self.lo <= offset < self.hi:
+            return None
+        i = bisect.bisect_right(self.files, offset, key=lambda f: f[0]) - 1
+        first, path = self.files[i]
+        data = self._read.get(i)
+        if data is None:
+            if len(self._read) >= self.CACHED:
+                self._read.pop(next(iter(self._read)))
+            data = self._read[i] = path.read_bytes()
+        at = (offset - first) * CQ_UNIT.size
         phy, size, tags = CQ_UNIT.unpack_from(data, at)
-        if size == 0 and phy == 0:
-            return  # never written: the queue ends here (ConsumeQueue#recover)
-        if phy < 0 or size < 0:
-            raise StoreCorrupt(path, at, f"a unit with commit-log offset {phy} and size {size}")
-        if phy >= phy_min:
-            units[(first + at) // CQ_UNIT.size] = Unit(phy, size, tags, path, at)
+        return Unit(phy, size, tags, path, at)
+
+    def units(self) -> Iterator[tuple[int, Unit]]:
+        for offset in range(self.lo, self.hi):
+            unit = self.unit(offset)
+            assert unit is not None
+            yield offset, unit
 
 
 def read_message(root: Path, unit: Unit) -> Stored:

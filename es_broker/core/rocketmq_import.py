@@ -124,15 +124,17 @@ class _TransactionPlan:
     def of(cls, source: Path, configs: rmq.Configs, queues: rmq.Queues) -> _TransactionPlan:
         """Open: at or past CID_RMQ_SYS_TRANS's offset on the half queue and named by no op
         message (an op's body lists the half-queue offsets it ended)."""
-        half = queues.get((HALF_TOPIC, 0), {})
+        half = queues.get((HALF_TOPIC, 0))
+        ops = queues.get((OP_TOPIC, 0))
         done: set[int] = set()
-        for unit in queues.get((OP_TOPIC, 0), {}).values():
+        for _, unit in ops.units() if ops is not None else ():
             op = rmq.read_message(source, unit)
             for part in op.message.body.decode("ascii", "replace").split(","):
                 if part.strip().isdigit():
                     done.add(int(part))
         checked = configs.offsets.get(CHECK_GROUP, {}).get(HALF_TOPIC, {}).get(0, 0)
-        return cls(frozenset(o for o in half if o >= checked and o not in done))
+        offsets = range(half.lo, half.hi) if half is not None else range(0)
+        return cls(frozenset(o for o in offsets if o >= checked and o not in done))
 
 
 def _write(
@@ -145,7 +147,7 @@ def _write(
 ) -> Summary:
     """The messages, then topics, groups and offsets: every one a record."""
     summary = Summary(source, f"import rocketmq {source}")
-    total = sum(len(units) for units in queues.values())
+    total = sum(len(queue) for queue in queues.values())
     starts = _starts(queues)
     pending: list[rmq.Stored] = []
     first_phy: int | None = None
@@ -282,15 +284,19 @@ def _record(
 
 
 def _unit_of(stored: rmq.Stored, queues: rmq.Queues) -> rmq.Unit:
-    """The consume-queue unit naming this message, taken out of `queues`; it must match."""
+    """The consume-queue unit naming this message: its queue's next (a queue's offsets rise
+    with the commit log, CommitLog#doAppend); it must name the message."""
     msg = stored.message
-    unit = queues.get((msg.topic, msg.queue_id), {}).pop(msg.queue_offset, None)
-    if unit is None:
+    queue = queues.get((msg.topic, msg.queue_id))
+    if queue is not None and queue.lo <= queue.cursor < msg.queue_offset:
+        _left_over(queue)  # the units before this message's name none of its queue
+    unit = queue.unit(msg.queue_offset) if queue is not None else None
+    if queue is None or unit is None or msg.queue_offset < queue.cursor:
         raise rmq.StoreCorrupt(
             f"commitlog at offset {stored.phy}",
             None,
             f"the message of {msg.topic} queue {msg.queue_id} offset {msg.queue_offset} has no "
-            "consume-queue unit (was its broker stopped cleanly?)",
+            "consume-queue unit of its own (was its broker stopped cleanly?)",
         )
     if unit.phy != stored.phy or unit.size != len(stored.raw):
         raise rmq.StoreCorrupt(
@@ -299,28 +305,33 @@ def _unit_of(stored: rmq.Stored, queues: rmq.Queues) -> rmq.Unit:
             f"the unit of queue offset {msg.queue_offset} names commit-log offset {unit.phy} "
             f"({unit.size} bytes); the message is at {stored.phy} ({len(stored.raw)} bytes)",
         )
+    queue.cursor = msg.queue_offset + 1
     return unit
 
 
 def _check_all_units_used(queues: rmq.Queues) -> None:
     """A unit left over points where no message of its queue is (B-526)."""
-    for (topic, qid), units in queues.items():
-        for offset, unit in sorted(units.items()):
-            raise rmq.StoreCorrupt(
-                unit.path,
-                unit.at,
-                f"the unit of {topic} queue {qid} offset {offset} points at commit-log offset "
-                f"{unit.phy} ({unit.size} bytes), where no message of that queue is",
-            )
+    for queue in queues.values():
+        if queue.cursor < queue.hi:
+            _left_over(queue)
+
+
+def _left_over(queue: rmq.ConsumeQueue) -> None:
+    unit = queue.unit(queue.cursor)
+    assert unit is not None
+    raise rmq.StoreCorrupt(
+        unit.path,
+        unit.at,
+        f"the unit of {queue.topic} queue {queue.queue_id} offset {queue.cursor} points at "
+        f"commit-log offset {unit.phy} ({unit.size} bytes), where no message of that queue is",
+    )
 
 
 def _starts(queues: rmq.Queues) -> list[list[Any]]:
     """[topic, queue id, 0, first offset] of the queues whose first units the source's broker
     had deleted (its retention): they start past 0."""
     return [
-        [topic, qid, 0, min(units)]
-        for (topic, qid), units in sorted(queues.items())
-        if units and min(units) > 0
+        [topic, qid, 0, queue.lo] for (topic, qid), queue in sorted(queues.items()) if queue.lo > 0
     ]
 
 
