@@ -279,6 +279,7 @@ def test_b520_every_item_is_a_record_that_names_the_import(imported, store):
     assert last["delay_offsets"] == [[3, 80], [4, 40]]
     assert last["open_transactions"] == 5
     assert "4130 messages" in imported["out"] and "messages a second" in imported["out"]
+    assert "commit-log files are 1048576 bytes" in imported["out"]  # the default is 1 GiB
     explained = cli(
         "explain", "--data-dir", str(imported["data"]), "-g", "GID_MIG_HALF", "-t", "MIG_ORDERS"
     )

@@ -28,6 +28,12 @@ def _cmd_import_rocketmq(args: argparse.Namespace) -> int:
         f"from {Path(args.store).resolve()} into {summary.target} in {summary.seconds:.1f} s "
         f"({rate:.0f} messages a second)"
     )
+    if summary.file_size and summary.file_size != config.mappedFileSizeCommitLog:
+        print(
+            f"note: the store's commit-log files are {summary.file_size} bytes, the target's "
+            f"mappedFileSizeCommitLog is {config.mappedFileSizeCommitLog}: set it in the "
+            "target's broker.conf for the same file boundaries (retention deletes whole files)"
+        )
     for what, count in sorted(summary.not_carried.items()):
         print(
             f"not carried: {count} {what.replace('_', ' ')} (see README, Migrating from RocketMQ)"

@@ -67,6 +67,7 @@ class Summary:
     offsets: int = 0
     open_transactions: int = 0
     seconds: float = 0.0
+    file_size: int = 0  # the store's commit-log file size (its mappedFileSizeCommitLog)
     not_carried: dict[str, int] = field(default_factory=dict)
 
 
@@ -111,6 +112,8 @@ def import_store(
         shutil.rmtree(building, ignore_errors=True)
         raise
     summary.seconds = time.monotonic() - started
+    files_found = rmq.commit_log_files(source)
+    summary.file_size = files_found[0][1].stat().st_size if files_found else 0
     return summary
 
 
