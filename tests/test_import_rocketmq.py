@@ -544,3 +544,21 @@ def test_b526_a_message_without_its_consume_queue_unit_is_refused(tmp_path):
         r"commitlog at offset \d+: the message of MIG_EVENTS queue 1 offset 410 has no "
         r"consume-queue unit",
     )
+
+
+def test_b520_the_export_spark_reads_says_where_an_offset_came_from(imported, tmp_path):
+    import pyarrow.dataset as ds
+
+    done = cli("export", "--data-dir", str(_copy(imported, tmp_path)), "--out", str(tmp_path / "x"))
+    assert done.returncode == 0, done.stderr
+    rows = ds.dataset(tmp_path / "x" / "offsets", format="parquet", partitioning="hive")
+    half = [r for r in rows.to_table().to_pylist() if r["group"] == "GID_MIG_HALF"]
+    assert sorted((r["queue_id"], r["old"], r["new"]) for r in half) == [
+        (0, -1, 281),
+        (1, -1, 361),
+        (2, -1, 390),
+        (3, -1, 468),
+    ]
+    assert {(r["cause"], r["requester"]) for r in half} == {
+        ("import", f"import rocketmq {imported['source']}")
+    }
