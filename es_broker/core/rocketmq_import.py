@@ -75,8 +75,8 @@ def check_target(target: Path) -> None:
     """The target must be new, or an empty directory (B-520)."""
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise FileExistsError(
-            f"{target} is not empty: an import builds a new data directory, give an empty or "
-            "new path"
+            f"{target} is not empty: an import builds a new data directory, give a new path "
+            "or an empty directory"
         )
 
 
