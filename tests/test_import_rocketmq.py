@@ -562,3 +562,23 @@ def test_b520_the_export_spark_reads_says_where_an_offset_came_from(imported, tm
     assert {(r["cause"], r["requester"]) for r in half} == {
         ("import", f"import rocketmq {imported['source']}")
     }
+
+
+def test_b520_an_import_into_a_slave_is_refused(tmp_path):
+    source = extract(tmp_path / "store")
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerRole=SLAVE\nbrokerId=1\n")
+    done = cli(
+        "import",
+        "rocketmq",
+        "--store",
+        str(source),
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--config",
+        str(conf),
+    )
+    assert done.returncode == 2
+    assert "brokerRole=SLAVE" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broker.conf", "store"]
+    writable(source)

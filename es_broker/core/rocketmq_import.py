@@ -42,7 +42,7 @@ from es_broker.commands.transaction import (
     TRANSACTION_ROLLBACK_TYPE,
     immunity_seconds,
 )
-from es_broker.config import BrokerConfig
+from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, CommitlogExpired, Imported, MessagesStored, TransactionState
 
@@ -86,6 +86,10 @@ def import_store(
     """Import the store at `source` into the new data directory `target` (B-520)."""
     started = time.monotonic()
     source, target = source.resolve(), target.resolve()
+    if config.brokerRole == BrokerRole.SLAVE:  # a slave's log is its master's, never its own
+        raise ValueError(
+            "import into a master's data directory: the --config given says brokerRole=SLAVE"
+        )
     rmq.check_layout(source)
     check_target(target)
     files = rmq.manifest(source)
