@@ -15,7 +15,7 @@ from collections.abc import Callable
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; given the `command` about to run (not `admin`), the admin verbs' parsers
     are left out: they import the admin client and every verb's module, which `serve` never uses."""
-    from es_broker.cli import history, readmodel, replay, serve, timetravel
+    from es_broker.cli import history, importing, readmodel, replay, serve, timetravel
 
     parser = argparse.ArgumentParser(prog="es-broker", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -30,6 +30,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     timetravel.add_parsers(sub)  # offsets, history, acl, export
     readmodel.add_parser(sub)
     history.add_parser(sub)  # archive
+    importing.add_parser(sub)  # import rocketmq
     from es_broker.dashboard import add_parser as add_dashboard_parser
 
     add_dashboard_parser(sub)

@@ -55,9 +55,15 @@ def _check_int(name: str, value: object, lo: int, hi: int) -> int:
 
 
 def update_topic_job(
-    store: Store, config: dict[str, Any], requester: str, *, system: bool = False
+    store: Store,
+    config: dict[str, Any],
+    requester: str,
+    *,
+    system: bool = False,
+    cause: Cause = Cause.UPDATE,
 ) -> Callable[[AppendContext], int]:
-    """UPDATE_AND_CREATE_TOPIC: replace the whole config of a topic (B-26)."""
+    """UPDATE_AND_CREATE_TOPIC: replace the whole config of a topic (B-26); an import's topics
+    come this way too (cause `import`, B-522)."""
     topic = names.check_topic_name(config.get("topicName"))
     if not system and names.is_system_topic(topic):
         raise IllegalRequest(f"The topic[{topic}] is conflict with system topic.")
@@ -70,9 +76,9 @@ def update_topic_job(
 
     def job(ctx: AppendContext) -> int:
         return ctx.append(
-            TopicUpdated(
-                topic=topic, config=full, requester=requester, cause=Cause.UPDATE
-            ).to_record(store.clock.now_ms())
+            TopicUpdated(topic=topic, config=full, requester=requester, cause=cause).to_record(
+                store.clock.now_ms()
+            )
         )
 
     return job
@@ -118,9 +124,10 @@ def delete_topic_job(
 
 
 def update_group_job(
-    store: Store, config: dict[str, Any], requester: str
+    store: Store, config: dict[str, Any], requester: str, *, cause: Cause = Cause.UPDATE
 ) -> Callable[[AppendContext], int]:
-    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: replace a group's config."""
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: replace a group's config; an import's groups come
+    this way too (cause `import`, B-522)."""
     group = names.check_group_name(config.get("groupName"))
     _check_master(store)
     full = as_record(SubscriptionGroupConfig(group))  # the defaults of B-03
@@ -138,9 +145,9 @@ def update_group_job(
 
     def job(ctx: AppendContext) -> int:
         return ctx.append(
-            SubgroupUpdated(
-                group=group, config=full, requester=requester, cause=Cause.UPDATE
-            ).to_record(store.clock.now_ms())
+            SubgroupUpdated(group=group, config=full, requester=requester, cause=cause).to_record(
+                store.clock.now_ms()
+            )
         )
 
     return job

@@ -552,6 +552,30 @@ class StoreUpgraded(TypedRecord):
 
 @typed
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Imported(TypedRecord):
+    """A RocketMQ store imported into a new data directory (B-520..B-526): the last record of the
+    import, after the `messages_stored`, `topic_updated`, `subgroup_updated` and
+    `offset_committed` records (cause `import`) it wrote. Applying it sets the delay cursors."""
+
+    TYPE = RecordType.IMPORTED
+    source: str  # the store root it read
+    kind: str  # "rocketmq-4.x"
+    files: list[list[Any]]  # [path below the root, size, sha256] of every file read
+    messages: int
+    messages_per_topic: dict[str, int]
+    commit_log: list[int]  # [first offset, end offset] of the messages carried
+    topics: int
+    groups: int
+    offsets: int  # committed (topic@group, queue) entries
+    delay_offsets: list[list[int]]  # [level, next schedule-queue offset] (delayOffset.json)
+    open_transactions: int
+    not_carried: dict[str, int]  # what the store held that no record carries, by kind
+    checkpoint: list[int]  # StoreCheckpoint's three times
+    requester: str
+
+
+@typed
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class AccessDenied(TypedRecord):
     TYPE = RecordType.ACCESS_DENIED
     listener: str
@@ -601,6 +625,7 @@ __all__ = [
     "HaPromoted",
     "HaRecordsSetAside",
     "HistoryArchived",
+    "Imported",
     "MessageSentBack",
     "MessagesDelivered",
     "MessagesDeliveredRecord",

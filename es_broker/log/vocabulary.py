@@ -23,6 +23,7 @@ class RecordType(enum.StrEnum):
     HA_PROMOTED = "ha_promoted"
     HA_RECORDS_SET_ASIDE = "ha_records_set_aside"
     HISTORY_ARCHIVED = "history_archived"
+    IMPORTED = "imported"
     MESSAGE_SENT_BACK = "message_sent_back"
     MESSAGES_DELIVERED = "messages_delivered"
     MESSAGES_STORED = "messages_stored"
@@ -70,6 +71,8 @@ class Cause(enum.StrEnum):
     EXPIRED = "expired"  # not renewed for more than lockMaxLiveTime
     # the offset history of a queue a slave_offsets_merged record moved
     SLAVE_MERGE = "slave_merge"  # a slave's commit, merged back by the master (S-5)
+    # every record `es-broker import rocketmq` writes: messages, topics, groups, offsets (B-520)
+    IMPORT = "import"
 
 
 class TransactionState(enum.StrEnum):

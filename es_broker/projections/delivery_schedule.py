@@ -6,7 +6,8 @@ projection holds what ScheduleMessageService keeps in delayOffset.json: per
 level, the queue offset of the next message to deliver. A cursor moves only
 with the record that delivers the message (a `messages_stored` record with a
 `delivery` map) or skips it (`delayed_message_skipped`), so a delayed message
-is delivered exactly once, across restarts and replays.
+is delivered exactly once, across restarts and replays; an `imported` record
+sets the cursors a RocketMQ store had (B-523).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 import lmdb
 
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import DelayedMessageSkipped, RecordType, as_view
+from es_broker.log.types import DelayedMessageSkipped, Imported, RecordType, as_view
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U32
 
@@ -37,8 +38,17 @@ class DeliveryScheduleProjection(Dispatching):
         skipped = DelayedMessageSkipped.from_record(record)
         txn.put(U32.pack(skipped.level), I64.pack(skipped.next_cursor), db=self.db)
 
+    def _imported(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        # the cursors of delayOffset.json, carried by an import (B-523)
+        for level, cursor in Imported.from_record(record).delay_offsets:
+            txn.put(U32.pack(level), I64.pack(cursor), db=self.db)
+
     HANDLERS = handlers(
-        {RecordType.MESSAGES_STORED: _stored, RecordType.DELAYED_MESSAGE_SKIPPED: _skipped}
+        {
+            RecordType.MESSAGES_STORED: _stored,
+            RecordType.DELAYED_MESSAGE_SKIPPED: _skipped,
+            RecordType.IMPORTED: _imported,
+        }
     )
 
     # ------------------------------------------------------------------ reads

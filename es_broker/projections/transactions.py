@@ -70,7 +70,7 @@ class TransactionProjection(Dispatching):
                 "born_ts": tx["born_ts"],
                 "store_ts": stored["ts"],
                 "immunity_s": tx.get("immunity_s"),
-                "checks": 0,
+                "checks": tx.get("checks", 0),  # an imported put-back copy's (B-524)
                 "last_check_ts": None,
                 "seq": seq,
             }
