@@ -26,11 +26,11 @@ from es_broker.client import PushConsumer
 from es_broker.clock import ManualClock
 from es_broker.commands import rocketmq_store as rmq
 from es_broker.commands import schedule, transaction
-from es_broker.commands.store import Store
 from es_broker.config import BrokerConfig
 from es_broker.core.rocketmq_import import import_store
 from es_broker.log.types import RecordType
 from es_broker.remoting import message as wire
+from es_broker.store import Store
 from tests.helpers import FAST, Collector, admin_json, topic_ready
 from tests.process_fixtures import ROOT, _env, serve
 

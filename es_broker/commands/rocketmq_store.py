@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from es_broker.remoting import message as wire
+from es_broker.stored_layout import MAGIC_CODE
 
 BLANK_MAGIC = -875286124  # 0xcbd43194: CommitLog.BLANK_MAGIC_CODE
 CQ_UNIT = struct.Struct(">qiq")  # ConsumeQueue.CQ_STORE_UNIT_SIZE = 20
@@ -189,7 +190,7 @@ def _file_messages(path: Path, start: int, data: mmap.mmap) -> Iterator[Stored]:
             if pos + total != size:
                 raise StoreCorrupt(path, pos, f"a BLANK of {total} bytes does not end the file")
             return
-        if magic != wire.MAGIC_CODE:
+        if magic != MAGIC_CODE:
             raise StoreCorrupt(path, pos, f"bad MAGICCODE 0x{magic & 0xFFFFFFFF:08x}")
         if total < wire.FIXED_SIZE or pos + total > size:
             raise StoreCorrupt(

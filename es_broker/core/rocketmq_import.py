@@ -32,7 +32,6 @@ from typing import Any
 from es_broker.commands import names, offsets, topics
 from es_broker.commands import rocketmq_store as rmq
 from es_broker.commands.errors import BrokerError
-from es_broker.commands.store import Store
 from es_broker.commands.transaction import (
     HALF_TOPIC,
     PROPERTY_CHECK_TIMES,
@@ -45,6 +44,7 @@ from es_broker.commands.transaction import (
 from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.log import AppendContext
 from es_broker.log.types import Cause, CommitlogExpired, Imported, MessagesStored, TransactionState
+from es_broker.store import Store
 
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # TransactionalMessageUtil.buildConsumerGroup
