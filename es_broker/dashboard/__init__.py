@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import logging
 import os
 import socket
 import ssl
@@ -93,11 +94,15 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     from es_broker.acl.signing import Credentials
-    from es_broker.dashboard.app import Settings, create_app
+    from es_broker.dashboard.app import create_app
     from es_broker.dashboard.security import is_loopback, load_auth_file
     from es_broker.dashboard.views import requester_id
+    from es_broker.dashboard.web import Settings
     from es_broker.net.tls import ReloadingCertificate
 
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if not args.namesrv:
         raise ValueError("give --namesrv H:P")
     host, _, port = args.listen.rpartition(":")
