@@ -480,20 +480,21 @@ class AccessControl:
             )
         try:
             needs = rule.needs(request) if rule.needs is not None else []
+            admin_only = rule.admin or (rule.admin_when is not None and rule.admin_when(request))
         except (
             Exception
         ) as exc:  # PlainAccessValidator#parse: whatever it cannot read is an AclException
             raise AccessDenied(f"{type(exc).__name__}: {exc}", _PARSE, access_key) from None
         if (TRACE_TOPIC, Perm.PUB) in needs:  # message traces may always be written (4.9.8)
             return
-        if rule.admin and not account.admin:
+        if admin_only and not account.admin:
             raise AccessDenied(
                 f"Need admin permission for request code={request.code}, but accessKey="
                 f"{access_key} is not",
                 _CHECK_ADMIN,
                 access_key,
             )
-        if rule.admin and not bound and not self.admin_rocketmq:
+        if admin_only and not bound and not self.admin_rocketmq:
             raise AccessDenied(
                 f"Request code={request.code} is admin-only and takes es-broker's signature "
                 f"(esSignature) only, not RocketMQ's (accessKey={access_key}; "

@@ -22,7 +22,6 @@ from urllib.parse import quote
 
 import anyio.to_thread
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -54,7 +53,8 @@ from es_broker.dashboard.security import (
 )
 from es_broker.dashboard.throttle import LoginThrottle, metrics_route
 from es_broker.dashboard.throughput import WINDOWS, throughput_page
-from es_broker.dashboard.views import Forbidden, Views, acl_refusal, now_ms
+from es_broker.dashboard.timeline_page import timeline_page
+from es_broker.dashboard.views import Forbidden, Views, acl_refusal, acting_as, now_ms
 from es_broker.dashboard.web import (
     PageError,
     SecureHeaders,
@@ -100,7 +100,7 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with Admin.open(settings.namesrv, credentials=settings.credentials) as admin:
             state["admin"] = admin
-            state["views"] = Views(admin, settings.client_id)
+            state["writes"] = anyio.Lock()  # one write at a time, named by its operator
             yield
 
     def views(request: Request) -> Views:
@@ -191,16 +191,14 @@ def create_app(settings: Settings) -> Starlette:
                     if refused is not None:
                         return JSONResponse({"error": refused}, status_code=403)
                 request.state.session = session
-                request.state.views = (
-                    Views(
-                        Admin(
-                            state["admin"].client.signing_as(session.credentials), settings.namesrv
-                        ),
-                        settings.client_id,
-                    )
+                admin = (
+                    Admin(state["admin"].client.signing_as(session.credentials), settings.namesrv)
                     if mode == "acl" and session is not None
-                    else state["views"]
+                    else state["admin"]
                 )
+                operator = session.operator if session is not None and session.signed_in else None
+                author = acting_as(settings.client_id, operator)
+                request.state.views = Views(admin, author, state["writes"])
                 return await handler(request)
             except PageError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=exc.status)
@@ -448,7 +446,6 @@ def create_app(settings: Settings) -> Starlette:
         data = await views(request).timeline(group_name, since, until, points)
         answers: list[BrokerAnswer[OffsetTimelineBody]] = data["brokers"]
         samples = [s for b in answers for s in b.body.samples]
-        events = [e for b in answers for e in b.body.events]
         window = (min(s.at for s in samples), max(s.at for s in samples)) if samples else None
         chosen = at if at is not None else (window[1] if window else now_ms())
         table = await views(request).offsets_at(group_name, chosen)
@@ -458,47 +455,7 @@ def create_app(settings: Settings) -> Starlette:
             base += f"since={since}&"
         if until is not None:
             base += f"until={until}&"
-        lines = []
-        several = len(answers) > 1
-        for b in answers:
-            moments = [s.at for s in b.body.samples]
-            for q in b.body.queues:
-                name = f"{q.topic} #{q.queue_id}" + (f" @{b.broker_name}" if several else "")
-                lines.append((name, moments, q))
-        lines.sort(key=lambda line: line[0])
-        offset_series, lag_series = [], []
-        for i, (name, moments, q) in enumerate(lines):
-            colour = charts.queue_colour(i, len(lines))
-            offset_series.append(
-                charts.Series(name, colour, list(zip(moments, q.offsets, strict=True)), "offset")
-            )
-            lag_series.append(
-                charts.Series(name, colour, list(zip(moments, q.lags, strict=True)), "lag")
-            )
-        moments = sorted({s.at for s in samples})
-        data["chart"] = Markup(
-            charts.timeline_svg(
-                offset_series,
-                events,
-                chosen=chosen,
-                link=base + "at=",
-                moments=moments,
-                title="consumer offset per queue",
-            )
-        )
-        data["lag_chart"] = Markup(
-            charts.timeline_svg(
-                lag_series,
-                events,
-                chosen=chosen,
-                link=base + "at=",
-                moments=moments,
-                title="lag per queue (max offset - consumer offset)",
-            )
-        )
-        data["queue_legend"] = [{"name": s.name, "colour": s.colour} for s in offset_series]
-        data["cause_legend"] = charts.cause_legend(events)
-        data["base"] = base
+        data.update(timeline_page(data, chosen=chosen, base=base, show_noop=p.get("noop") == "1"))
         return "timeline.html", data
 
     async def offsets_at(request: Request) -> tuple[str, dict[str, Any]]:
