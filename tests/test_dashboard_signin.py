@@ -14,7 +14,12 @@ from urllib.parse import urlsplit
 import pytest
 from prometheus_client import CollectorRegistry
 
-from es_broker.dashboard.security import MAX_SESSIONS, MAX_SESSIONS_PER_ADDRESS, SessionStore
+from es_broker.dashboard.security import (
+    MAX_SESSIONS,
+    MAX_SESSIONS_PER_ADDRESS,
+    AnonymousTokens,
+    SessionStore,
+)
 from es_broker.dashboard.throttle import ACCOUNT_FREE, ADDRESS_FREE, BASE, FORGET, LoginThrottle
 from tests.dashboard_fixtures import Operator, dashboard
 from tests.process_fixtures import ServedBroker, serve
@@ -147,3 +152,23 @@ def test_b513_each_lock_out_doubles_and_refusals_are_forgotten():
     throttle.failed("alice", "10.0.0.1")  # counted from one again
     assert throttle.retry_after("alice", "10.0.0.1") == 0
     throttle.succeeded("alice")
+
+
+def test_b512_an_anonymous_token_lives_idle_seconds_from_issue_and_matches_its_cookie_only():
+    """B-512: the anonymous CSRF token is the HMAC of its own cookie; past its life it is gone,
+    past half of it a page renews it; another process's cookie has no session here."""
+    now = [500.0]
+    tokens = AnonymousTokens(idle_seconds=60, clock=lambda: now[0])
+    cookie, session = tokens.new()
+    assert cookie.startswith("anon.") and not session.stored and not session.signed_in
+    again = tokens.get(cookie)
+    assert again is not None and again.csrf == session.csrf
+    other_cookie, other = tokens.new()
+    assert other.csrf != session.csrf
+    assert AnonymousTokens(60, clock=lambda: now[0]).get(cookie).csrf != session.csrf
+    assert tokens.get(cookie.replace("anon.500.0", "anon.530.0")) is None  # issued later than now
+    assert tokens.get(cookie.replace("anon.500.0", "anon.490.0")).csrf != session.csrf
+    now[0] += 31
+    assert tokens.due(tokens.get(cookie)) and tokens.get(cookie, signed_in=True).signed_in
+    now[0] += 30
+    assert tokens.get(cookie) is None and tokens.get("anon.x.y") is None

@@ -100,9 +100,9 @@ def run(args: argparse.Namespace) -> int:
     from es_broker.dashboard.web import Settings
     from es_broker.net.tls import ReloadingCertificate
 
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    said = logging.StreamHandler()  # es_broker's own lines (hypercorn has its own handler)
+    said.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("es_broker").addHandler(said)
     if not args.namesrv:
         raise ValueError("give --namesrv H:P")
     host, _, port = args.listen.rpartition(":")

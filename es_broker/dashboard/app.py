@@ -177,6 +177,8 @@ def create_app(settings: Settings) -> Starlette:
             session = session_of(request)
             try:
                 mode = await login_mode()
+                if mode is None:  # the open dashboard's anonymous session, now known to be open
+                    session = session_of(request)
                 if mode is not None and (session is None or not session.signed_in):
                     if request.method == "GET" and not request.url.path.startswith("/api"):
                         target = request.url.path + (
