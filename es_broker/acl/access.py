@@ -142,6 +142,26 @@ class Reason(enum.Enum):
     NONCES_FULL = "nonces-full"  # the account's replay cache is full: refused rather than forgotten
     SCHEME = "scheme"  # RocketMQ's signature on an admin-only code (or on any, aclStrictSignatures)
     READ = "read"  # a read of what the account may not SUB (B-350): refused by the handler
+    # 4.9.8's own refusals, named for esbroker_acl_denied_total (their answer stays 4.9.8's)
+    NO_KEY = "no-access-key"  # unsigned, from an address no global white list lets through
+    NO_ACCOUNT = "no-account"  # an accessKey no rule names
+    SIGNATURE = "bad-signature"  # the signature does not hold for the account's secret
+    NOT_ADMIN = "not-admin"  # an admin-only request code from an account that is not admin
+    NO_PERM = "no-perm"  # the account's perm on the topic or group does not allow it
+    UNREADABLE = "unreadable"  # the request's fields could not be read to check them
+    NO_RULE = "no-rule"  # a request code without an ACL rule (fail closed)
+
+
+#: the reason counted for a 4.9.8 refusal, by the frame it is thrown from
+_FRAME_REASONS = {
+    _VALIDATE_NO_KEY: Reason.NO_KEY,
+    _VALIDATE_UNKNOWN: Reason.NO_ACCOUNT,
+    _VALIDATE_SIGNATURE: Reason.SIGNATURE,
+    _CHECK_ADMIN: Reason.NOT_ADMIN,
+    _CHECK_DEFAULT: Reason.NO_PERM,
+    _CHECK_OWNED: Reason.NO_PERM,
+    _PARSE: Reason.UNREADABLE,
+}
 
 
 class AccessDenied(Exception):
@@ -162,6 +182,15 @@ class AccessDenied(Exception):
         self.frame = frame
         self.access_key = access_key
         self.reason = reason
+
+    @property
+    def counted_as(self) -> Reason:
+        """The reason it is counted under: es-broker's, else the 4.9.8 check that refused it."""
+        if self.reason is not None:
+            return self.reason
+        if self.message.startswith("No acl rule for request code"):
+            return Reason.NO_RULE
+        return _FRAME_REASONS.get(self.frame, Reason.NO_PERM)
 
     def refusal(self) -> Refusal:
         if self.reason is not None:
@@ -275,7 +304,7 @@ class AccessControl:
         )  # the edge's clock: never recorded, never replayed
         self.nonces_max = nonces_max
         self.nonces: dict[str, NonceCache] = {}  # per accessKey
-        # refusals with an es-broker reason, by (who, host, code, reason); also counted in `denials`
+        # every refusal by (who, host, code, reason); also counted in `denials`
         self.reasons: Counter[tuple[str, str, int, str]] = Counter()
         self.version = 0  # 1 after the startup load, +1 on every reload that changed the rules
         self.denials: Counter[tuple[str, str, int]] = Counter()
@@ -324,7 +353,7 @@ class AccessControl:
 
     def _changed(self, cause: LoadCause, requester: str | None = None) -> None:
         self.version += 1
-        log.warning(
+        log.info(
             "%s: ACL rules version %d loaded (%s): %s",
             self.name,
             self.version,
@@ -396,7 +425,7 @@ class AccessControl:
                 )
             self.validate(rule, request, address)
         except AccessDenied as denied:
-            self._count(denied.access_key, channel.remote[0], request.code, denied.reason)
+            self._count(denied.access_key, channel.remote[0], request.code, denied.counted_as)
             refusal = denied.refusal()
             # at INFO (`serve -v`) only: refusals are counted (take_denials), a flood must not fill the log
             log.info(
@@ -451,20 +480,21 @@ class AccessControl:
             )
         try:
             needs = rule.needs(request) if rule.needs is not None else []
+            admin_only = rule.admin or (rule.admin_when is not None and rule.admin_when(request))
         except (
             Exception
         ) as exc:  # PlainAccessValidator#parse: whatever it cannot read is an AclException
             raise AccessDenied(f"{type(exc).__name__}: {exc}", _PARSE, access_key) from None
         if (TRACE_TOPIC, Perm.PUB) in needs:  # message traces may always be written (4.9.8)
             return
-        if rule.admin and not account.admin:
+        if admin_only and not account.admin:
             raise AccessDenied(
                 f"Need admin permission for request code={request.code}, but accessKey="
                 f"{access_key} is not",
                 _CHECK_ADMIN,
                 access_key,
             )
-        if rule.admin and not bound and not self.admin_rocketmq:
+        if admin_only and not bound and not self.admin_rocketmq:
             raise AccessDenied(
                 f"Request code={request.code} is admin-only and takes es-broker's signature "
                 f"(esSignature) only, not RocketMQ's (accessKey={access_key}; "
@@ -598,7 +628,7 @@ class AccessControl:
         return taken
 
     def take_reasons(self) -> Counter[tuple[str, str, int, str]]:
-        """Of those, the ones es-broker's signature checks refused, by (who, host, code, reason); resets them."""
+        """The same refusals by (who, host, code, reason): every refusal has a reason; resets them."""
         taken, self.reasons = self.reasons, Counter()
         return taken
 

@@ -38,6 +38,7 @@ from es_broker.remoting import fastjson
 from es_broker.remoting import headers as h
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 from es_broker.remoting.command import RemotingCommand
+from es_broker.remoting.es_headers import StatsHistoryRequestHeader
 
 Needs = list[tuple[str, int]]
 _Needs = Callable[[RemotingCommand], Needs]
@@ -57,6 +58,7 @@ class Rule:
 
     admin: bool = False
     needs: Callable[[RemotingCommand], Needs] | None = None
+    admin_when: Callable[[RemotingCommand], bool] | None = None  # admin for some requests only
     open: bool = False
     beyond_rocketmq: str = (
         ""  # why es-broker checks more than 4.9.8 does, for the docs and the reader
@@ -192,6 +194,19 @@ def _stats_key_sub(req: RemotingCommand) -> Needs:
 
 STATS_READ = Rule(needs=_stats_key_sub, beyond_rocketmq=READ_BEYOND)
 
+
+def _history_topic(req: RemotingCommand) -> str | None:
+    return StatsHistoryRequestHeader.of(req).topic or None
+
+
+# STATS_HISTORY (B-515): a topic's history needs SUB on it (its own topics for a normal account,
+# the dashboard's throughput page); the whole broker's, every topic's, is an admin's
+STATS_HISTORY = Rule(
+    needs=lambda req: [(topic, Perm.SUB)] if (topic := _history_topic(req)) else [],
+    admin_when=lambda req: _history_topic(req) is None,
+    beyond_rocketmq="es-broker's code: every topic's counts are an admin's, one topic's its readers'",
+)
+
 C, E = RequestCode, EsRequestCode
 SIGNED = Rule()  # the signature (and white lists) only, as 4.9.8 for codes it does not name
 ADMIN = Rule(admin=True)  # Permission.ADMIN_CODE in 4.9.8
@@ -256,7 +271,7 @@ BROKER_RULES: dict[int, Rule] = {
     E.EXPLAIN_GROUP: ADMIN_ES,
     E.ACCOUNT_SCOPE: SIGNED,  # an account asks about itself only; lists filtered (B-351)
     E.OPEN_TRANSACTIONS: ADMIN_ES,
-    E.STATS_HISTORY: ADMIN_ES,
+    E.STATS_HISTORY: STATS_HISTORY,
     E.HA_FETCH_RECORDS: ADMIN_ES,
     E.HA_MERGE_SLAVE_OFFSETS: ADMIN_ES,
     # automatic fail-over (B-381, B-386): a returning node's set-aside report, a planned switch-over

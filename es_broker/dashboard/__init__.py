@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import logging
 import os
 import socket
 import ssl
@@ -93,11 +94,15 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     from es_broker.acl.signing import Credentials
-    from es_broker.dashboard.app import Settings, create_app
+    from es_broker.dashboard.app import create_app
     from es_broker.dashboard.security import is_loopback, load_auth_file
     from es_broker.dashboard.views import requester_id
+    from es_broker.dashboard.web import Settings
     from es_broker.net.tls import ReloadingCertificate
 
+    said = logging.StreamHandler()  # es_broker's own lines (hypercorn has its own handler)
+    said.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("es_broker").addHandler(said)
     if not args.namesrv:
         raise ValueError("give --namesrv H:P")
     host, _, port = args.listen.rpartition(":")

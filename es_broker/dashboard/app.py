@@ -16,14 +16,13 @@ import contextlib
 import json
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
 import anyio.to_thread
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -36,7 +35,6 @@ from starlette.responses import (
 )
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from es_broker.acl.signing import Credentials
 from es_broker.client.admin import Admin, AdminError
@@ -45,43 +43,38 @@ from es_broker.dashboard import charts
 from es_broker.dashboard.security import (
     CSRF_FIELD,
     CSRF_HEADER,
-    SECURITY_HEADERS,
+    AnonymousTokens,
     Session,
     SessionStore,
     csrf_matches,
     hash_password,
-    host_name,
-    is_loopback,
     same_origin,
     verify_password,
 )
+from es_broker.dashboard.throttle import LoginThrottle, metrics_route
 from es_broker.dashboard.throughput import WINDOWS, throughput_page
-from es_broker.dashboard.views import Forbidden, Views, acl_refusal, now_ms
+from es_broker.dashboard.timeline_page import timeline_page
+from es_broker.dashboard.views import Forbidden, Views, acl_refusal, acting_as, now_ms
+from es_broker.dashboard.web import (
+    PageError,
+    SecureHeaders,
+    Settings,
+    _int,
+    _time,
+    client_address,
+    form,
+    safe_next,
+)
 from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.body_view import json_view
 from es_broker.remoting.es_headers import RESET_KINDS, RESET_MODES
 from es_broker.remoting.query_bodies import OffsetTimelineBody
-from es_broker.timetravel.timeparse import format_time, parse_time
+from es_broker.timetravel.timeparse import format_time
 
 HERE = Path(__file__).parent
 READ_ONLY = "read-only dashboard: start it with --allow-writes to change anything"
 #: checked against when the name is unknown, so an unknown name costs what a wrong password does
 UNKNOWN_OPERATOR = hash_password(secrets.token_urlsafe(16))
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    namesrv: str
-    allow_writes: bool = False
-    credentials: Credentials | None = None  # the dashboard's own account (None: unsigned)
-    client_id: str = "dashboard"
-    #: operator name -> `scrypt$...`: sign-in with these (the brokers see `credentials`)
-    accounts: dict[str, str] | None = None
-    tls: bool = False
-    session_idle: float = 900.0
-    cookie_name: str = "es_dashboard"
-    #: it listens on a loopback address: a request naming another host is refused (DNS rebinding)
-    loopback: bool = True
 
 
 def _templates() -> Environment:
@@ -95,73 +88,19 @@ def _templates() -> Environment:
     return env
 
 
-class PageError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _int(value: str | None, what: str) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise PageError(400, f"{what} must be an integer, not {value!r}") from None
-
-
-def _time(value: str | None, what: str) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        return parse_time(value)
-    except ValueError as exc:
-        raise PageError(400, f"{what}: {exc}") from None
-
-
-class SecureHeaders:
-    """ASGI middleware: the headers of B-342 on every answer, and the Host check of B-341."""
-
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
-        self.app = app
-        self.settings = settings
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path = str(scope.get("path", ""))
-
-        async def send_secured(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [*message.get("headers", []), *SECURITY_HEADERS]
-                if not path.startswith("/static/"):
-                    headers.append((b"cache-control", b"no-store"))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        host = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1")
-        if self.settings.loopback and not is_loopback(host_name(host)):
-            refusal = PlainTextResponse(
-                "this dashboard listens on a loopback address: "
-                "open it as http://127.0.0.1:PORT or http://localhost:PORT",
-                status_code=400,
-            )
-            await refusal(scope, receive, send_secured)
-            return
-        await self.app(scope, receive, send_secured)
-
-
 def create_app(settings: Settings) -> Starlette:
     env = _templates()
-    sessions = SessionStore(settings.session_idle)
+    sessions = SessionStore(settings.session_idle)  # signed-in operators only (B-512)
+    anonymous = AnonymousTokens(settings.session_idle)
+    registry = CollectorRegistry(auto_describe=True)
+    throttle = LoginThrottle(registry)
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with Admin.open(settings.namesrv, credentials=settings.credentials) as admin:
             state["admin"] = admin
-            state["views"] = Views(admin, settings.client_id)
+            state["writes"] = anyio.Lock()  # one write at a time, named by its operator
             yield
 
     def views(request: Request) -> Views:
@@ -191,7 +130,9 @@ def create_app(settings: Settings) -> Starlette:
         return "acl" if await acl_on() else None
 
     def session_of(request: Request) -> Session | None:
-        return sessions.get(request.cookies.get(settings.cookie_name))
+        token = request.cookies.get(settings.cookie_name)
+        open_ = settings.accounts is None and state.get("acl") is False
+        return sessions.get(token) or anonymous.get(token, signed_in=open_)
 
     def set_cookie(response: Response, token: str) -> None:
         response.set_cookie(
@@ -236,6 +177,8 @@ def create_app(settings: Settings) -> Starlette:
             session = session_of(request)
             try:
                 mode = await login_mode()
+                if mode is None:  # the open dashboard's anonymous session, now known to be open
+                    session = session_of(request)
                 if mode is not None and (session is None or not session.signed_in):
                     if request.method == "GET" and not request.url.path.startswith("/api"):
                         target = request.url.path + (
@@ -250,16 +193,14 @@ def create_app(settings: Settings) -> Starlette:
                     if refused is not None:
                         return JSONResponse({"error": refused}, status_code=403)
                 request.state.session = session
-                request.state.views = (
-                    Views(
-                        Admin(
-                            state["admin"].client.signing_as(session.credentials), settings.namesrv
-                        ),
-                        settings.client_id,
-                    )
+                admin = (
+                    Admin(state["admin"].client.signing_as(session.credentials), settings.namesrv)
                     if mode == "acl" and session is not None
-                    else state["views"]
+                    else state["admin"]
                 )
+                operator = session.operator if session is not None and session.signed_in else None
+                author = acting_as(settings.client_id, operator)
+                request.state.views = Views(admin, author, state["writes"])
                 return await handler(request)
             except PageError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=exc.status)
@@ -300,8 +241,10 @@ def create_app(settings: Settings) -> Starlette:
                 return answer
             session = getattr(request.state, "session", None) or session_of(request)
             token = None
-            if session is None and settings.accounts is None and state.get("acl") is False:
-                token, session = sessions.new(signed_in=True)  # open dashboard: a session for CSRF
+            if (session is None or anonymous.due(session)) and (
+                settings.accounts is None and state.get("acl") is False
+            ):
+                token, session = anonymous.new(signed_in=True)  # open dashboard: CSRF, unstored
             if isinstance(answer, Response):
                 error = json.loads(bytes(answer.body))["error"]
                 response: Response = HTMLResponse(
@@ -331,20 +274,14 @@ def create_app(settings: Settings) -> Starlette:
         )
 
     # ------------------------------------------------------------------ sign-in (B-340, B-344)
-    def safe_next(target: str | None) -> str:
-        """A path of this dashboard only (`//host` and `/\\host` would lead elsewhere)."""
-        if not target or not target.startswith("/") or target.startswith("//"):
-            return "/"
-        return "/" if "\\" in target or any(ord(c) < 32 for c in target) else target
-
     async def login_page(request: Request) -> Response:
         mode = await login_mode()
         if mode is None:
             return RedirectResponse("/", status_code=303)
         session = session_of(request)
         token = None
-        if session is None:
-            token, session = sessions.new()
+        if session is None or anonymous.due(session):
+            token, session = anonymous.new()
         response = HTMLResponse(
             render(
                 "login.html",
@@ -396,22 +333,34 @@ def create_app(settings: Settings) -> Starlette:
             fields = await form(request, body_only=True)
         except PageError as exc:
             return PlainTextResponse(str(exc), status_code=exc.status)
-        try:
-            who = await check_operator(mode, fields)
-        except (AdminError, RemotingError, OSError, ValueError) as exc:
-            return PlainTextResponse(f"could not ask the brokers: {exc}", status_code=502)
-        if who is None:
+        account = fields.get("name") or fields.get("access_key", "").strip()
+        address = client_address(request)
+
+        def refused_page(error: str, status: int, **headers: str) -> Response:
             page = render(
                 "login.html",
                 session,
                 request,
                 mode=mode,
                 next=safe_next(fields.get("next")),
-                error="sign-in refused: unknown name or wrong secret",
+                error=error,
             )
-            return HTMLResponse(page, status_code=401)
+            return HTMLResponse(page, status_code=status, headers=headers)
+
+        wait = throttle.retry_after(account, address)
+        if wait:  # B-513: answered at once, the secret not checked
+            why = f"sign-in refused: too many refused sign-ins; try again in {wait} s"
+            return refused_page(why, 429, **{"retry-after": str(wait)})
+        try:
+            who = await check_operator(mode, fields)
+        except (AdminError, RemotingError, OSError, ValueError) as exc:
+            return PlainTextResponse(f"could not ask the brokers: {exc}", status_code=502)
+        if who is None:
+            throttle.failed(account, address)
+            return refused_page("sign-in refused: unknown name or wrong secret", 401)
+        throttle.succeeded(account)
         sessions.drop(session)  # a new token once signed in: none known before sign-in stays valid
-        token, _ = sessions.new(signed_in=True, **who)
+        token, _ = sessions.new(address, signed_in=True, **who)
         response = RedirectResponse(safe_next(fields.get("next")), status_code=303)
         set_cookie(response, token)
         return response
@@ -433,7 +382,7 @@ def create_app(settings: Settings) -> Starlette:
         session = session_of(request)
         token = None
         if session is None:
-            token, session = sessions.new(signed_in=mode is None)
+            token, session = anonymous.new(signed_in=mode is None)
         response = JSONResponse(
             {
                 "login": mode,
@@ -446,24 +395,6 @@ def create_app(settings: Settings) -> Starlette:
         if token is not None:
             set_cookie(response, token)
         return response
-
-    async def form(request: Request, *, body_only: bool = False) -> dict[str, str]:
-        """The POSTed fields (urlencoded form or JSON object), and the query string's."""
-        fields = {} if body_only else {k: v for k, v in request.query_params.items()}
-        raw = await request.body()
-        if not raw:
-            return fields
-        try:
-            if request.headers.get("content-type", "").startswith("application/json"):
-                body = json.loads(raw)
-                if not isinstance(body, dict):
-                    raise PageError(400, "a JSON body must be an object of fields")
-                fields.update({str(k): str(v) for k, v in body.items()})
-            else:
-                fields.update({k: v[-1] for k, v in parse_qs(raw.decode()).items()})
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise PageError(400, f"the body is not a form or JSON object: {exc}") from None
-        return fields
 
     # ------------------------------------------------------------------ handlers
     async def cluster(request: Request) -> tuple[str, dict[str, Any]]:
@@ -517,7 +448,6 @@ def create_app(settings: Settings) -> Starlette:
         data = await views(request).timeline(group_name, since, until, points)
         answers: list[BrokerAnswer[OffsetTimelineBody]] = data["brokers"]
         samples = [s for b in answers for s in b.body.samples]
-        events = [e for b in answers for e in b.body.events]
         window = (min(s.at for s in samples), max(s.at for s in samples)) if samples else None
         chosen = at if at is not None else (window[1] if window else now_ms())
         table = await views(request).offsets_at(group_name, chosen)
@@ -527,47 +457,7 @@ def create_app(settings: Settings) -> Starlette:
             base += f"since={since}&"
         if until is not None:
             base += f"until={until}&"
-        lines = []
-        several = len(answers) > 1
-        for b in answers:
-            moments = [s.at for s in b.body.samples]
-            for q in b.body.queues:
-                name = f"{q.topic} #{q.queue_id}" + (f" @{b.broker_name}" if several else "")
-                lines.append((name, moments, q))
-        lines.sort(key=lambda line: line[0])
-        offset_series, lag_series = [], []
-        for i, (name, moments, q) in enumerate(lines):
-            colour = charts.queue_colour(i, len(lines))
-            offset_series.append(
-                charts.Series(name, colour, list(zip(moments, q.offsets, strict=True)), "offset")
-            )
-            lag_series.append(
-                charts.Series(name, colour, list(zip(moments, q.lags, strict=True)), "lag")
-            )
-        moments = sorted({s.at for s in samples})
-        data["chart"] = Markup(
-            charts.timeline_svg(
-                offset_series,
-                events,
-                chosen=chosen,
-                link=base + "at=",
-                moments=moments,
-                title="consumer offset per queue",
-            )
-        )
-        data["lag_chart"] = Markup(
-            charts.timeline_svg(
-                lag_series,
-                events,
-                chosen=chosen,
-                link=base + "at=",
-                moments=moments,
-                title="lag per queue (max offset - consumer offset)",
-            )
-        )
-        data["queue_legend"] = [{"name": s.name, "colour": s.colour} for s in offset_series]
-        data["cause_legend"] = charts.cause_legend(events)
-        data["base"] = base
+        data.update(timeline_page(data, chosen=chosen, base=base, show_noop=p.get("noop") == "1"))
         return "timeline.html", data
 
     async def offsets_at(request: Request) -> tuple[str, dict[str, Any]]:
@@ -690,6 +580,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/api/session", session_api, methods=["GET"]),
+        metrics_route(registry),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return Starlette(

@@ -39,6 +39,18 @@ class Series:
     colour: str
     points: list[tuple[int, int | None]]  # (time ms, value); None: no value then (a gap)
     kind: str = ""
+    dash: str = ""  # stroke-dasharray ("": solid)
+    index: int = 0  # its place among the lines: which SPREAD offset it is drawn at
+
+
+#: dash patterns cycled through the queues' lines, so lines of one colour family differ
+DASHES = ("", "7,3", "2,3", "10,3,2,3", "4,4", "1,2")
+#: pixels a queue's line is drawn above or below its value, so equal lines lie side by side
+SPREAD = (0.0, 2.0, -2.0, 4.0, -4.0)
+
+
+def queue_dash(i: int) -> str:
+    return DASHES[i % len(DASHES)]
 
 
 def queue_colour(i: int, n: int) -> str:
@@ -155,8 +167,11 @@ def timeline_svg(
         if not path:
             continue
         last = next((v for _, v in reversed(s.points) if v is not None), None)
+        dy = SPREAD[s.index % len(SPREAD)]
+        dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
         out.append(
-            f'<path d="{path}" fill="none" stroke="{s.colour}" stroke-width="1.6" '
+            f'<path d="{path}" fill="none" stroke="{s.colour}" stroke-width="1.8"{dash} '
+            f'transform="translate(0,{dy:g})" '
             f'class="series" data-series="{escape(s.name)}" data-kind="{escape(s.kind)}">'
             f"<title>{escape(s.name)} {escape(s.kind)}: {last} at the end</title></path>"
         )

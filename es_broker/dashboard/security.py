@@ -2,8 +2,12 @@
 
 - operator accounts of an `--auth-file` (lines `name:scrypt$N$r$p$salt$hash`, hashed with
   hashlib.scrypt) or, with ACL on the brokers, the operator's own access key and secret;
-- sessions kept in memory: the cookie holds a random token only, the store keys it by its
-  SHA-256; an idle session expires;
+- sessions kept in memory for signed-in operators only: the cookie holds a random token only,
+  the store keys it by its SHA-256; an idle session expires; an address keeps at most
+  MAX_SESSIONS_PER_ADDRESS (its own least recently used goes first, B-512);
+- a browser that has not signed in has nothing stored: its cookie holds `anon.<issued>.<nonce>`
+  and its CSRF token is an HMAC of that cookie under the process's own key (a signed
+  double-submit), valid `idle_seconds` from issue (B-512);
 - a per-session CSRF token and a same-origin Origin (or Referer) on every POST;
 - the headers every answer carries (CSP without inline script, no framing, no sniffing).
 """
@@ -27,8 +31,11 @@ from es_broker.acl.signing import Credentials
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
-#: at most this many sessions are kept; the least recently used goes first
+#: at most this many signed-in sessions are kept; the least recently used goes first
 MAX_SESSIONS = 10_000
+#: at most this many of them per client address; that address's least recently used goes first
+MAX_SESSIONS_PER_ADDRESS = 32
+ANONYMOUS_PREFIX = "anon."
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -118,6 +125,8 @@ class Session:
     operator: str | None = None
     credentials: Credentials | None = field(default=None, repr=False)
     admin: bool = True  # with ACL: the brokers call the account admin (writes are admin requests)
+    address: str = ""  # the client address it was made for
+    stored: bool = True  # False: an anonymous session, from its cookie alone (AnonymousTokens)
 
 
 class SessionStore:
@@ -132,14 +141,21 @@ class SessionStore:
     def _key(token: str) -> str:
         return hashlib.sha256(token.encode()).hexdigest()
 
-    def new(self, **who: object) -> tuple[str, Session]:
-        """A fresh session (token, session); the token goes in the cookie only."""
+    def new(self, address: str = "", **who: object) -> tuple[str, Session]:
+        """A fresh signed-in session (token, session) of a client at `address`; the token goes
+        in the cookie only. Room is made among that address's sessions first (B-512)."""
         self._expire()
+        mine = [k for k, s in self._sessions.items() if s.address == address]
+        for key in mine[: max(0, len(mine) - MAX_SESSIONS_PER_ADDRESS + 1)]:
+            del self._sessions[key]  # the address's least recently used
         while len(self._sessions) >= MAX_SESSIONS:
             del self._sessions[next(iter(self._sessions))]
         token = secrets.token_urlsafe(32)
         session = Session(
-            key=self._key(token), csrf=secrets.token_urlsafe(32), last_seen=self.clock()
+            key=self._key(token),
+            csrf=secrets.token_urlsafe(32),
+            last_seen=self.clock(),
+            address=address,
         )
         for name, value in who.items():
             setattr(session, name, value)
@@ -172,6 +188,47 @@ class SessionStore:
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+
+class AnonymousTokens:
+    """Sessions of browsers that have not signed in, kept nowhere (B-512).
+
+    The cookie is `anon.<issued>.<nonce>`; the CSRF token is HMAC-SHA256 of the
+    cookie under a key made when the process starts, so only a cookie this process
+    issued has a token that matches, and no request can fill a store.
+    """
+
+    def __init__(self, idle_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.idle_seconds = idle_seconds
+        self.clock = clock
+        self._key = secrets.token_bytes(32)
+
+    def _session(self, token: str, issued: float, signed_in: bool) -> Session:
+        csrf = hmac.new(self._key, token.encode(), hashlib.sha256).hexdigest()
+        return Session(key="", csrf=csrf, last_seen=issued, signed_in=signed_in, stored=False)
+
+    def new(self, *, signed_in: bool = False) -> tuple[str, Session]:
+        """A fresh anonymous session (token, session); `signed_in`: the dashboard has no sign-in."""
+        issued = self.clock()
+        token = f"{ANONYMOUS_PREFIX}{issued!r}.{secrets.token_urlsafe(16)}"
+        return token, self._session(token, issued, signed_in)
+
+    def get(self, token: str | None, *, signed_in: bool = False) -> Session | None:
+        """The anonymous session of a cookie this process issued less than idle_seconds ago."""
+        if not token or not token.startswith(ANONYMOUS_PREFIX):
+            return None
+        issued_text, _, nonce = token[len(ANONYMOUS_PREFIX) :].rpartition(".")
+        try:
+            issued = float(issued_text)
+        except ValueError:
+            return None
+        if not nonce or not 0 <= self.clock() - issued <= self.idle_seconds:
+            return None
+        return self._session(token, issued, signed_in)
+
+    def due(self, session: Session) -> bool:
+        """Whether an anonymous session is past half its life (its page renews it)."""
+        return not session.stored and self.clock() - session.last_seen > self.idle_seconds / 2
 
 
 def csrf_matches(session: Session, given: str | None) -> bool:

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.admin_timetravel import BrokerAnswer
 from es_broker.net.remoting_client import RemotingError
@@ -25,7 +27,14 @@ from es_broker.remoting.message import StoredMessage
 from es_broker.remoting.peer_outcomes import peer_problems
 from es_broker.remoting.query_bodies import AccountScopeBody
 
-PERMS = {2: "W", 4: "R", 6: "RW", 0: "-"}
+
+def perm_text(perm: int) -> str:
+    """A topic's perm in one form everywhere (B-514): R and W as the forms name them, `-` for
+    none, `+inherit` for PermName.PERM_INHERIT (1), which only a template topic like TBW102 has."""
+    text = ("R" if perm & 4 else "") + ("W" if perm & 2 else "") or "-"
+    return text + ("+inherit" if perm & 1 else "")
+
+
 SYSTEM_GROUPS = frozenset(
     {
         "TOOLS_CONSUMER",
@@ -132,6 +141,11 @@ def requester_id(listen: str) -> str:
     return f"dashboard@{socket.gethostname()}@{listen}"
 
 
+def acting_as(client_id: str, operator: str | None) -> str:
+    """The client id of a signed-in operator's writes: its account first (B-514)."""
+    return f"{operator}@{client_id}" if operator else client_id
+
+
 def tps(value: str | None) -> list[float | None]:
     """RocketMQ's "10s 1min 10min" rates (putTps, getTransferedTps): None where it has none yet."""
     parts = (value or "").split(" ")
@@ -192,9 +206,12 @@ def readmodel_words(rt: dict[str, str]) -> str:
 class Views:
     """The data of every page, from one Admin (its connections live as long as the app)."""
 
-    def __init__(self, admin: Admin, client_id: str) -> None:
+    def __init__(self, admin: Admin, client_id: str, writes: anyio.Lock | None = None) -> None:
         self.admin = admin
         self.client_id = client_id
+        # operators share the connections: a write and the announce naming its author go
+        # together, one write at a time (the broker names a write by its connection's client id)
+        self.writes = writes or anyio.Lock()
 
     # ------------------------------------------------------------------ identity of writes
     async def announce(self, addr: str) -> None:
@@ -296,7 +313,7 @@ class Views:
                         "readQueueNums": config.read_queue_nums,
                         "writeQueueNums": config.write_queue_nums,
                         "perm": config.perm,
-                        "permText": PERMS.get(config.perm, str(config.perm)),
+                        "permText": perm_text(config.perm),
                         "system": topic.startswith(("%RETRY%", "%DLQ%", "RMQ_SYS", "SCHEDULE_"))
                         or topic in ("TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT")
                         or topic == name,
@@ -316,7 +333,7 @@ class Views:
             "topic": topic,
             "route": {
                 "queueDatas": [
-                    dict(fastjson.loads(q.encode()), permText=PERMS.get(q.perm, str(q.perm)))
+                    dict(fastjson.loads(q.encode()), permText=perm_text(q.perm))
                     for q in route.queue_datas
                 ],
                 "brokerDatas": [
@@ -334,18 +351,20 @@ class Views:
     async def create_topic(self, topic: str, queues: int, perm: int) -> dict[str, Any]:
         """mqadmin updateTopic on every master (-c of each cluster), as `es-broker admin updateTopic`."""
         addrs = await self.admin.master_addrs()
-        for addr in addrs:
-            await self.announce(addr)
-            await self.admin.update_topic(addr, topic, queues, queues, perm)
+        async with self.writes:
+            for addr in addrs:
+                await self.announce(addr)
+                await self.admin.update_topic(addr, topic, queues, queues, perm)
         return {"topic": topic, "brokers": addrs, "queues": queues, "perm": perm}
 
     async def update_topic_perm(self, topic: str, perm: int) -> dict[str, Any]:
         """mqadmin updateTopicPerm on every broker of the topic's route."""
         await self.require_topic(topic)
         changed = []
-        for _name, addr in await self.admin.topic_brokers(topic):
-            await self.announce(addr)
-            changed.append(await self.admin.update_topic_perm(addr, topic, perm))
+        async with self.writes:
+            for _name, addr in await self.admin.topic_brokers(topic):
+                await self.announce(addr)
+                changed.append(await self.admin.update_topic_perm(addr, topic, perm))
         return {"topic": topic, "changes": changed}
 
     # ------------------------------------------------------------------ groups
@@ -374,10 +393,19 @@ class Views:
                     },
                 )
                 entry["brokers"].append(name)
+        for entry in found.values():  # B-514: how its consumers consume, not whether they may
+            entry["messageModel"] = await self.message_model(entry["group"])
         return {
             "groups": sorted(found.values(), key=lambda g: (g["system"], g["group"])),
             "account": scope.access_key if scope.acl else None,
         }
+
+    async def message_model(self, group: str) -> str | None:
+        """CLUSTERING or BROADCASTING, as the group's online consumers say; None: none online."""
+        try:
+            return (await self.admin.consumer_connection(group)).message_model or None
+        except AdminError:
+            return None
 
     async def group(self, group: str) -> dict[str, Any]:
         """consumerProgress's numbers, the connections, and consumeFromWhere.
@@ -438,15 +466,59 @@ class Views:
         """STATS_HISTORY of every broker (its master, else a slave): messages in and out per
         interval of the broker and of each topic, from its records (B-368)."""
         brokers: list[dict[str, Any]] = []
+        readable: list[str] | None = None  # an account that may not see every topic: its own
         for name, addrs in sorted((await self.admin.broker_names()).items()):
             addr = addrs.get(0) or next(iter(addrs.values()))
             try:
-                body = await self.admin.stats_history(addr, since, until, step_minutes, topic)
-            except (AdminError, RemotingError) as exc:  # shown as the broker's answer
+                history: dict[str, Any] | None
+                if readable is None:
+                    body = await self.admin.stats_history(addr, since, until, step_minutes, topic)
+                    history = dataclasses.asdict(body)
+                else:
+                    history = await self.own_history(addr, since, until, step_minutes, readable)
+            except AdminError as exc:
+                if acl_refusal(exc) is None or readable is not None or topic is not None:
+                    brokers.append({"brokerName": name, "error": str(exc)})
+                    continue
+                # B-515: not an admin: the history of each topic the account may read
+                scope = await self.scope()
+                readable = sorted(t for t, perm in scope.topics.items() if "SUB" in perm)
+                history = await self.own_history(addr, since, until, step_minutes, readable)
+            except RemotingError as exc:  # shown as the broker's answer
                 brokers.append({"brokerName": name, "error": str(exc)})
                 continue
-            brokers.append({"brokerName": name, "history": dataclasses.asdict(body)})
-        return {"since": since, "until": until, "topic": topic, "brokers": brokers}
+            if history is None:
+                brokers.append({"brokerName": name, "error": "the account may read no topic"})
+                continue
+            brokers.append({"brokerName": name, "history": history})
+        account = (await self.scope()).access_key if readable is not None else None
+        return {
+            "since": since,
+            "until": until,
+            "topic": topic,
+            "brokers": brokers,
+            "ownTopics": readable,
+            "account": account,
+        }
+
+    async def own_history(
+        self, addr: str, since: int, until: int, step_minutes: int | None, topics: list[str]
+    ) -> dict[str, Any] | None:
+        """STATS_HISTORY of each of `topics` from one broker, as one answer of those topics only;
+        its `broker` series, the whole broker's, left at zero (an admin's to see)."""
+        merged: dict[str, Any] | None = None
+        for name in topics:
+            history = dataclasses.asdict(
+                await self.admin.stats_history(addr, since, until, step_minutes, name)
+            )
+            if merged is None:
+                merged = history
+                merged["topics"] = list(history["topics"])
+                for key in ("in_messages", "out_messages"):
+                    merged["broker"][key] = [0] * len(history["broker"][key])
+            else:
+                merged["topics"] += history["topics"]
+        return merged
 
     async def offsets_at(self, group: str, at: int) -> dict[str, Any]:
         await self.require_group(group)
@@ -499,9 +571,10 @@ class Views:
 
     async def redrive(self, group: str, target: str, dry_run: bool) -> dict[str, Any]:
         await self.require_group(group)
-        if not dry_run:
-            await self.announce_everywhere()
-        items = await self.admin.redrive_dlq(group, target=target, dry_run=dry_run)
+        async with self.writes:
+            if not dry_run:
+                await self.announce_everywhere()
+            items = await self.admin.redrive_dlq(group, target=target, dry_run=dry_run)
         return {"group": group, "target": target, "dryRun": dry_run, "items": items}
 
     async def reset(
@@ -517,11 +590,12 @@ class Views:
     ) -> dict[str, Any]:
         """The reset asked of every broker of the topic; `brokers` are their answers (ResetOffsetResult)."""
         (await self.require_group(group)).require_topic(topic)
-        if not dry_run:
-            await self.announce_everywhere()
-        brokers = await self.admin.reset_offset(
-            group, topic, kind, value, force=force, dry_run=dry_run, mode=mode
-        )
+        async with self.writes:
+            if not dry_run:
+                await self.announce_everywhere()
+            brokers = await self.admin.reset_offset(
+                group, topic, kind, value, force=force, dry_run=dry_run, mode=mode
+            )
         return {
             "group": group,
             "topic": topic,

@@ -427,7 +427,7 @@ class Coordinator:
             return None
         self.renewed_at = max(self.renewed_at, sent)  # the key was written on a live lease
         self.leader_lease = self.lease
-        log.warning(
+        log.info(  # a fail-over doing its work: nothing for a person to do
             "ha: node %s took the leader key of epoch %d at record %d (old leader %s, acked %d)",
             self.node,
             epoch,

@@ -160,11 +160,13 @@ class StatsProjection(Dispatching):
         self._add(txn, SNDBCK_PUT + name, int(record["ts"]) // MINUTE_MS, 1, 0)
 
     def _denied(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        reasons = record.get("reasons") or ()
-        for entry in reasons:  # [who, host, code, reason, n] (B-347)
+        named = 0
+        for entry in record.get("reasons") or ():  # [who, host, code, reason, n] (B-347, B-510)
             _bump(txn, ACL_DENIED + str(entry[3]).encode(), self.total_db, int(entry[4]), 0)
-        if not reasons and int(record.get("requests") or 0):
-            _bump(txn, ACL_DENIED + b"unknown", self.total_db, int(record["requests"]), 0)
+            named += int(entry[4])
+        rest = int(record.get("requests") or 0) - named  # summaries written before B-510
+        if rest > 0:
+            _bump(txn, ACL_DENIED + b"unknown", self.total_db, rest, 0)
 
     HANDLERS = handlers(
         {

@@ -168,7 +168,7 @@ async def _run_term(
                 and server.replicator is not None
                 and server.broker.store.log.last_seq <= new.start_seq
             ):
-                log.warning(
+                log.info(
                     "ha: node %s follows %s (%s) in epoch %d",
                     coordinator.node,
                     new.node,

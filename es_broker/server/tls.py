@@ -401,10 +401,11 @@ class ServerTls:
             try:
                 await tls.do_handshake()
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                log.warning(
+                # a client's own failure (untrusted CA, a scanner): routine, not for a person
+                log.info(
                     "%s: closing %s: TLS handshake failed: %s", name, peer, exc.__cause__ or exc
                 )
                 return None
             return tls, b""
-        log.warning("%s: closing %s: TLS handshake not done within %g s", name, peer, read_timeout)
+        log.info("%s: closing %s: TLS handshake not done within %g s", name, peer, read_timeout)
         return None
