@@ -73,6 +73,7 @@ def _cmd_archive(args: argparse.Namespace) -> int:
     from es_broker.commands.store import Store
     from es_broker.config import BrokerConfig, load_broker_conf
     from es_broker.history import seal as sealing
+    from es_broker.log.dirlock import holding
 
     data_dir = args.data_dir
     config = BrokerConfig(storePathRootDir=data_dir)
@@ -81,16 +82,17 @@ def _cmd_archive(args: argparse.Namespace) -> int:
     open_log_readonly(data_dir).close()  # FileNotFoundError without broker data
     before = parse_time(args.before)
     location = args.to or sealing.archive_location(data_dir, config.history_archive)
-    limit, limited_by = sealing.consumers_position(data_dir, args.export_dir or [])
-    store = Store.open(data_dir, config)
-    try:
-        # a master's slaves, as its log recorded them (B-462)
-        limit, limited_by = sealing.lowest((limit, limited_by), sealing.recorded_slaves(store))
-        segments = sealing.plan(store, before, config.history_segment_records, limit)
-        sealed = sealing.seal(store, Path(data_dir), location, segments)
-        remaining = store.log.last_seq
-    finally:
-        store.close()
+    with holding(data_dir):  # a stopped broker's: DataDirInUse while one serves it (B-490)
+        limit, limited_by = sealing.consumers_position(data_dir, args.export_dir or [])
+        store = Store.open(data_dir, config)
+        try:
+            # a master's slaves, as its log recorded them (B-462)
+            limit, limited_by = sealing.lowest((limit, limited_by), sealing.recorded_slaves(store))
+            segments = sealing.plan(store, before, config.history_segment_records, limit)
+            sealed = sealing.seal(store, Path(data_dir), location, segments)
+            remaining = store.log.last_seq
+        finally:
+            store.close()
     if args.json:
         print(
             json.dumps(
