@@ -7,6 +7,7 @@ away (`| head`) stops quietly, without a BrokenPipeError traceback.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
@@ -72,3 +73,12 @@ def test_admin_output_to_a_closed_pipe_ends_without_a_traceback(tmp_path):
     assert "BrokenPipeError" not in errors
     assert len(errors.strip().splitlines()) <= 1
     assert code != 0  # the output was not all written
+
+
+def test_a_dashboard_port_in_use_stops_it_with_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        addr = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = cli("dashboard", "--namesrv", "127.0.0.1:9", "--listen", addr, timeout=60)
+    _one_line(done, "the dashboard cannot listen on", addr, "Address already in use")
