@@ -9,10 +9,14 @@ changes nothing; the first broker goes on. The lock dies with its process
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from es_broker.client import SendStatus, SyncProducer
+from es_broker.log.dirlock import DataDirInUse, DataDirLock, holding, in_use
 from tests.helpers import cli
 from tests.process_fixtures import serve
 
@@ -99,3 +103,16 @@ def test_b490_read_only_verbs_read_a_served_directory(tmp_path):
             assert done.returncode == 0, (verb, done.stdout, done.stderr)
             assert "Traceback" not in done.stderr
         _send(served.namesrv, b"still served")
+
+
+def test_b490_the_lock_names_its_holder_and_a_probe_leaves_it_free(tmp_path):
+    assert in_use(tmp_path) is None  # no lock file yet
+    with holding(tmp_path):
+        assert (tmp_path / "lock").read_text() == f"{os.getpid()}\n"
+        assert in_use(tmp_path) == os.getpid()
+        with pytest.raises(DataDirInUse, match=f"in use by process {os.getpid()}"):
+            DataDirLock.acquire(tmp_path)  # a second open file: refused as another process is
+    assert in_use(tmp_path) is None
+    assert (tmp_path / "lock").read_text() == ""  # no PID left that names a holder gone
+    with holding(tmp_path):
+        assert in_use(tmp_path) == os.getpid()

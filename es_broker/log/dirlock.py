@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 LOCK_FILE = "lock"
+PROBE_WAIT = 0.25  # seconds: longer than any reader's probe of the lock (`in_use`) holds it
 
 
 class DataDirInUse(Exception):
@@ -57,7 +59,7 @@ class DataDirLock:
         path.mkdir(parents=True, exist_ok=True)
         fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock_now(fd)
         except BlockingIOError:
             os.close(fd)
             raise DataDirInUse(path, holder_pid(path)) from None
@@ -73,6 +75,20 @@ class DataDirLock:
             os.ftruncate(self._fd, 0)  # no PID left behind that names a process gone
             os.close(self._fd)  # closing the descriptor drops the flock
             self._fd = None
+
+
+def _lock_now(fd: int) -> None:
+    """flock(LOCK_EX) without waiting for a holder, only for a reader's probe (`in_use`), which
+    holds the lock for a moment: tried again within PROBE_WAIT, then BlockingIOError."""
+    deadline = time.monotonic() + PROBE_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(PROBE_WAIT / 10)
 
 
 @contextmanager
