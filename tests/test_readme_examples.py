@@ -1,24 +1,22 @@
 """The README's Python client examples run as written against `es-broker serve`.
 
-Every ```python block of the `## Python client` section is one test: the block
-runs with top-level await (as the README shows it) against a broker process
-of its own, with the README's name server address replaced by the process's;
-a block that starts its own event loop (`asyncio.run`, `trio.run`) runs in a
-thread.
-Blocks under a heading in SKIPPED need a broker set up otherwise (an ACL
-account) and are not run here; tests/test_acl_*.py cover what they show.
+Every ```python block of the `## Python client` section is a whole program: one
+test saves it as a file, with the README's name server address replaced by the
+process's, and runs it with `python FILE` against a broker process of its own,
+as a reader who copies it does. Blocks under a heading in SKIPPED need a broker
+set up otherwise (an ACL account) and are not run here (tests/test_acl_*.py
+cover what they show); they still compile as files.
 """
 
 from __future__ import annotations
 
-import ast
-import inspect
 import re
+import subprocess
+import sys
 
 import pytest
-import trio
 
-from tests.process_fixtures import ROOT, serve
+from tests.process_fixtures import ROOT, _env, serve
 
 SECTION = "## Python client"
 README_NAMESRV = "127.0.0.1:9876"
@@ -27,8 +25,8 @@ SKIPPED = {"Signed requests (ACL)"}
 CONF = {"SQL92 filters": ["enablePropertyFilter=true"]}
 
 
-def python_client_examples() -> list[tuple[str, int, str]]:
-    """(subsection, line number, code) of each runnable ```python block of the section."""
+def python_client_examples(skipped: set[str] | tuple[()] = SKIPPED) -> list[tuple[str, int, str]]:
+    """(subsection, line number, code) of each ```python block of the section, but `skipped`'s."""
     lines = (ROOT / "README.md").read_text().splitlines()
     start = lines.index(SECTION)
     examples = []
@@ -38,7 +36,7 @@ def python_client_examples() -> list[tuple[str, int, str]]:
     for number, line in enumerate(lines[start + 1 :], start + 2):
         if block is not None:
             if line.strip() == "```":
-                if heading not in SKIPPED:
+                if heading not in skipped:
                     examples.append((heading, block_line, "\n".join(block)))
                 block = None
             else:
@@ -74,22 +72,31 @@ def test_the_section_has_the_examples_it_promises():
         assert wanted in headings
 
 
+def test_every_python_block_of_the_readme_is_a_program_python_can_run():
+    """`python example.py` of any block: no top-level `await` or `async with` (a SyntaxError)."""
+    for heading, line, code in python_client_examples(skipped=()):
+        try:
+            compile(code, f"README.md:{line}", "exec")
+        except SyntaxError as exc:
+            raise AssertionError(f"the {heading!r} example at README.md:{line}: {exc}") from None
+
+
 @pytest.mark.parametrize(
     ("heading", "line", "code"),
     EXAMPLES,
     ids=[re.sub(r"\W+", "-", h).strip("-").lower() for h, _, _ in EXAMPLES],
 )
-async def test_readme_example_runs(tmp_path, heading, line, code):
+def test_readme_example_runs_as_a_file(tmp_path, heading, line, code):
     assert README_NAMESRV in code, f"the example at README.md:{line} names no name server"
+    example = tmp_path / f"readme_{line}.py"
     with serve(tmp_path / "data", conf=CONF.get(heading, ())) as served:
-        source = code.replace(README_NAMESRV, served.namesrv)
-        compiled = compile(
-            source, f"README.md:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        example.write_text(code.replace(README_NAMESRV, served.namesrv))
+        done = subprocess.run(
+            [sys.executable, str(example)],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            cwd=tmp_path,
+            timeout=180,
         )
-        namespace: dict = {"__name__": "readme_example"}
-        if compiled.co_flags & inspect.CO_COROUTINE:
-            await eval(compiled, namespace)  # noqa: S307 (the README's own examples)
-        else:
-            # a block that runs an event loop of its own (asyncio.run, trio.run) runs in a
-            # thread, away from the test's trio loop
-            await trio.to_thread.run_sync(eval, compiled, namespace)
+    assert done.returncode == 0, f"README.md:{line}:\n{done.stdout}\n{done.stderr}"

@@ -11,6 +11,9 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from es_broker.cli.errors import reader_gone, sole_error
+from es_broker.log.dirlock import DataDirInUse
+
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; given the `command` about to run (not `admin`), the admin verbs' parsers
@@ -50,3 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, FileExistsError, ValueError) as exc:
         print(f"es-broker: {exc}", file=sys.stderr)
         return 2
+    except DataDirInUse as exc:  # B-490: another process writes the directory; nothing changed
+        print(f"es-broker {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return reader_gone()
+    except BaseExceptionGroup as group:  # raised out of a trio.run
+        if isinstance(sole_error(group), BrokenPipeError):
+            return reader_gone()
+        raise

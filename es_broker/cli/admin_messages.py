@@ -43,9 +43,10 @@ def render_message(m: dict[str, Any]) -> str:
 
 
 @verb("queryMsgById", render_message)
-@opt("-i", "--msgId", required=True)
+@opt("-i", "--msgId", required=True, help="an offset message id, or a unique key (B-491)")
+@opt("-t", "--topic", help="where to look a unique key up (default: every topic)")
 async def query_msg_by_id(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
-    return message_view(await admin.view_message(a.msgId))
+    return message_view(await admin.message_by_id(a.msgId.strip(), a.topic))
 
 
 @verb("queryMsgByOffset", render_message)

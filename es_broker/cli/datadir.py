@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from es_broker.config import BrokerConfig, default_data_dir, load_broker_conf
+from es_broker.log.dirlock import holding
 
 if TYPE_CHECKING:
     from es_broker.log import RecordLog
@@ -45,7 +46,10 @@ def open_store(args: argparse.Namespace) -> Iterator[Store]:
         TimeTravel(store)
     except IndexMissing:
         store.close()
-        Store.open(args.data_dir, config).close()  # builds the index in one write transaction
+        # builds the index in one write transaction, as the one writer of the directory (B-490):
+        # a broker serving it built the index when it started, so this is a stopped directory
+        with holding(args.data_dir):
+            Store.open(args.data_dir, config).close()
         store = Store.open(args.data_dir, config, readonly=True)
     try:
         yield store

@@ -53,10 +53,25 @@ def _archive_over_the_wire(args: argparse.Namespace) -> int:
             f"{s['location']}, recorded as #{s['seq']}"
         )
     if not answer["sealed"]:
-        why = answer["limited_by"]
-        held = f" (consumers at {answer['consumers_position']}: {', '.join(why)})" if why else ""
-        print(f"nothing to seal before {format_time(before)} on {args.brokerAddr}{held}")
+        why = held_back_text(answer.get("held_back"), before)
+        print(f"nothing to seal before {format_time(before)} on {args.brokerAddr}{why}")
     return 0
+
+
+def held_back_text(held: dict[str, Any] | None, before: int) -> str:
+    """`: <the condition that held the next segment back>` (sealing.held_back), or ""."""
+    if not held:
+        return ""
+    span = f"the next segment, records {held['first_seq']}..{held['last_seq']},"
+    if held["reason"] == "not_full":
+        return f": {span} is not full (the log ends at #{held['log_end']})"
+    if held["reason"] == "consumers":
+        who = ", ".join(held["who"])
+        return f": {span} is not yet read by {who} (at #{held['position']})"
+    return (
+        f": {span} ends with a record of {format_time(held['last_time'])}, "
+        f"not before {format_time(before)}"
+    )
 
 
 def _cmd_archive(args: argparse.Namespace) -> int:
@@ -72,6 +87,7 @@ def _cmd_archive(args: argparse.Namespace) -> int:
     from es_broker.cli.datadir import open_log_readonly
     from es_broker.config import BrokerConfig, load_broker_conf
     from es_broker.history import seal as sealing
+    from es_broker.log.dirlock import holding
     from es_broker.store import Store
 
     data_dir = args.data_dir
@@ -81,16 +97,20 @@ def _cmd_archive(args: argparse.Namespace) -> int:
     open_log_readonly(data_dir).close()  # FileNotFoundError without broker data
     before = parse_time(args.before)
     location = args.to or sealing.archive_location(data_dir, config.history_archive)
-    limit, limited_by = sealing.consumers_position(data_dir, args.export_dir or [])
-    store = Store.open(data_dir, config)
-    try:
-        # a master's slaves, as its log recorded them (B-462)
-        limit, limited_by = sealing.lowest((limit, limited_by), sealing.recorded_slaves(store))
-        segments = sealing.plan(store, before, config.history_segment_records, limit)
-        sealed = sealing.seal(store, Path(data_dir), location, segments)
-        remaining = store.log.last_seq
-    finally:
-        store.close()
+    with holding(data_dir):  # a stopped broker's: DataDirInUse while one serves it (B-490)
+        limit, limited_by = sealing.consumers_position(data_dir, args.export_dir or [])
+        store = Store.open(data_dir, config)
+        try:
+            # a master's slaves, as its log recorded them (B-462)
+            limit, limited_by = sealing.lowest((limit, limited_by), sealing.recorded_slaves(store))
+            segments = sealing.plan(store, before, config.history_segment_records, limit)
+            sealed = sealing.seal(store, Path(data_dir), location, segments)
+            remaining = store.log.last_seq
+            held = sealing.held_back(
+                store, before, config.history_segment_records, limit, limited_by
+            )
+        finally:
+            store.close()
     if args.json:
         print(
             json.dumps(
@@ -98,12 +118,13 @@ def _cmd_archive(args: argparse.Namespace) -> int:
                     "sealed": [s.to_json() for s in sealed],
                     "limited_by": limited_by,
                     "consumers_position": limit,
+                    "held_back": None if sealed else held,
                 }
             )
         )
         return 0
     if not sealed:
-        why = f" (consumers at {limit}: {', '.join(limited_by)})" if limited_by else ""
+        why = held_back_text(held, before)
         print(f"nothing to seal before {format_time(before)} in {data_dir}{why}")
         return 0
     for s in sealed:

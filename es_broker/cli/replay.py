@@ -14,8 +14,9 @@ from es_broker.timetravel.timeparse import format_time
 def _cmd_replay(args: argparse.Namespace) -> int:
     from es_broker.cli.progress import progress
     from es_broker.core.replay import replay
+    from es_broker.log.dirlock import holding
 
-    with progress("replay") as tell:
+    with holding(args.into), progress("replay") as tell:  # the directory it writes (B-490)
         last = replay(args.data_dir, args.into, tell)
     print(f"replayed {last} records from {args.data_dir} into {args.into}")
     return 0

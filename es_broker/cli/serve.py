@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 from es_broker.config import default_data_dir
 
@@ -11,7 +12,10 @@ from es_broker.config import default_data_dir
 def _cmd_serve(args: argparse.Namespace) -> int:
     import trio
 
-    from es_broker.server.main import ServeOptions, serve
+    from es_broker.cli.errors import sole_error
+    from es_broker.server.main import serve
+    from es_broker.server.remoting_server import CannotListen
+    from es_broker.server.serve_options import ServeOptions
 
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -31,7 +35,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         readmodel_url=args.readmodel_url,
     )
-    trio.run(serve, options)
+    try:
+        trio.run(serve, options)
+    except BaseExceptionGroup as group:  # out of the broker's nursery
+        error = sole_error(group)
+        if not isinstance(error, CannotListen):
+            raise
+        print(f"es-broker serve: {error.strerror}", file=sys.stderr)
+        return 1
     return 0
 
 

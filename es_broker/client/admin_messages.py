@@ -165,6 +165,35 @@ class MessageAdmin(AdminBase):
         )
         return [m for m in found if m.properties.get("UNIQ_KEY") == uniq_key]
 
+    async def message_by_id(self, msg_id: str, topic: str | None = None) -> StoredMessage:
+        """The message an id names: an offset message id, else a unique key (B-491).
+
+        `Producer.send` prints the unique key (UNIQ_KEY, 32 hex digits like an IPv4 offset id),
+        so an id whose port is not a port is no offset id; nor is one the broker it names
+        does not answer for. As mqadmin's `viewMessage(topic, msgId)`, the unique key is then
+        looked up (QUERY_MESSAGE with the unique-key flag) in `topic`, or in every topic the
+        name server lists; the oldest message carrying it is the one sent (a retry keeps it).
+        """
+        try:
+            (host, port), _ = parse_offset_msg_id(msg_id)
+        except ValueError as exc:
+            raise ValueError(f"no message {msg_id}: {exc}") from None
+        tried = f"port {port} is not a port, so it is no offset message id"
+        if 0 < port < 65536:
+            try:
+                return await self.view_message(msg_id)
+            except (AdminError, RemotingError) as exc:
+                tried = f"as an offset message id of {host}:{port}: {exc}"
+        topics = [topic] if topic else sorted(await self.topic_list())
+        for name in topics:
+            found = await self.messages_by_uniq_key(name, msg_id)
+            if found:
+                return min(found, key=lambda m: (m.store_timestamp, m.physical_offset))
+        where = f"topic {topic}" if topic else f"any of the {len(topics)} topics"
+        raise ValueError(
+            f"no message {msg_id}: {tried}; and no message in {where} has it as its unique key"
+        )
+
     async def redrive_dlq(
         self,
         group: str,

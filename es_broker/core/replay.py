@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,10 +20,11 @@ import lmdb
 
 from es_broker.config import BrokerConfig
 from es_broker.history.seal import read_snapshot, snapshot_path
-from es_broker.log import records
+from es_broker.log import RecordLog, records
+from es_broker.log.dirlock import LOCK_FILE, in_use
 from es_broker.log.store import AppendContext
 from es_broker.projections.store_format import FIRST
-from es_broker.store import Store
+from es_broker.store import LMDB_DIR, Store
 
 BATCH = 5000
 # databases added after the checksums of existing directories were taken: left out while empty
@@ -266,6 +268,9 @@ def verify(
     record, the archive's segments first (B-407). A directory in an older
     store format raises OldStoreFormat: a start upgrades it first (B-470).
     """
+    if in_use(data_dir) is not None:  # a broker writes it as we read: verify one moment of it
+        with consistent_copy(data_dir) as copy:
+            return verify(copy, progress, full=full)
     store = Store.open(data_dir, BrokerConfig(storePathRootDir=str(data_dir)), readonly=True)
     try:
         store.format.check()
@@ -274,3 +279,27 @@ def verify(
     with tempfile.TemporaryDirectory(prefix="es-broker-verify-") as tmp:
         replay(data_dir, tmp, progress, full=full)
         return compare(data_dir, tmp)
+
+
+@contextmanager
+def consistent_copy(data_dir: str | Path) -> Iterator[Path]:
+    """A copy of a served data directory as it was at one moment (B-490).
+
+    LMDB copies its environment within one read transaction (mdb_env_copy), so
+    the log and every projection are of the same commit however the broker
+    goes on writing; the directory's other entries (snapshots, the archive,
+    the read model) are linked, not copied: verify only reads them.
+    """
+    src = Path(data_dir)
+    with tempfile.TemporaryDirectory(prefix="es-broker-copy-") as tmp:
+        root = Path(tmp)
+        for entry in src.iterdir():
+            if entry.name not in (LMDB_DIR, LOCK_FILE):
+                (root / entry.name).symlink_to(entry.resolve())
+        (root / LMDB_DIR).mkdir()
+        log = RecordLog(src / LMDB_DIR, readonly=True)
+        try:
+            log.env.copy(str(root / LMDB_DIR))
+        finally:
+            log.close()
+        yield root

@@ -139,7 +139,11 @@ def run(args: argparse.Namespace) -> int:
         )
     listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host.strip("[]"), int(port)))
+    try:
+        listener.bind((host.strip("[]"), int(port)))
+    except OSError as exc:  # one line, as `serve` says it, not a traceback
+        listener.close()
+        raise ValueError(f"the dashboard cannot listen on {host}:{port}: {exc.strerror}") from None
     listener.listen(128)
     bound_port = listener.getsockname()[1]
     bound = f"{host}:{bound_port}"

@@ -140,6 +140,31 @@ def plan(
     return out
 
 
+def held_back(
+    store: StoreView, before: int, segment_records: int, limit: int | None, limited_by: list[str]
+) -> dict[str, Any]:
+    """Why the first segment `plan` left unsealed was not sealed: the condition that held it.
+
+    `reason` is `not_full` (the log does not reach the segment's end yet), `consumers`
+    (`limited_by` have not read to its end: they are at `limit`) or `not_before` (its last
+    record is from `last_time`, not before `before`); with the segment's seqs and the log's end.
+    """
+    with store.read() as txn:
+        first = store.history.sealed_upto(txn) + 1
+        last = first + segment_records - 1
+        end = store.log.last_seq
+        while (
+            last <= end and (limit is None or last <= limit) and time_of(store, txn, last) < before
+        ):
+            first, last = last + 1, last + segment_records  # sealed by this run
+        held: dict[str, Any] = {"first_seq": first, "last_seq": last, "log_end": end}
+        if last > end:
+            return {"reason": "not_full", **held}
+        if limit is not None and last > limit:
+            return {"reason": "consumers", "position": limit, "who": limited_by, **held}
+        return {"reason": "not_before", "last_time": time_of(store, txn, last), **held}
+
+
 # ---------------------------------------------------------------------- snapshots
 
 

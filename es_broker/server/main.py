@@ -7,7 +7,6 @@ import functools
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from es_broker.core.slave_broker import SlaveBroker, merge_own_journal, open_bro
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
 from es_broker.ha.term import HaTerm
+from es_broker.log.dirlock import DataDirLock
 from es_broker.net.channel import Channel
 from es_broker.net.remoting_client import RemotingClient, RemotingError, split_addr
 from es_broker.readmodel.db import default_url
@@ -51,6 +51,8 @@ from es_broker.server.serve_access import (
     peer_credentials,
     say_who_registers,
 )
+from es_broker.server.serve_options import ServeOptions
+from es_broker.server.serve_options import with_role as _with_role
 from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
 from es_broker.server.transaction_check import TransactionCheckService
 
@@ -59,24 +61,6 @@ log = logging.getLogger("es_broker")
 REGISTER_PERIOD = 30.0  # registerNameServerPeriod
 SCAN_PERIOD = 10.0  # channel expiry scans, broker and name server
 REGISTER_WAIT = 6.0  # longest an admin answer waits for the registration carrying its change
-
-
-@dataclass(frozen=True, slots=True)
-class ServeOptions:
-    """What `es-broker serve` was asked for, over the broker.conf (es_broker/cli/serve.py reads them)."""
-
-    data_dir: str  # storePathRootDir unless a broker.conf names one and --data-dir was not given
-    data_dir_given: bool = False
-    config: str | None = None  # a broker.conf
-    listen: str | None = None  # broker HOST:PORT
-    namesrv_listen: str = "127.0.0.1:9876"
-    namesrv: str | None = None  # external name server(s); no embedded one
-    role: str = "all"  # all | broker | slave | namesrv
-    master: str | None = None
-    broker_id: int | None = None
-    broker_name: str | None = None
-    cluster: str | None = None
-    readmodel_url: str | None = None
 
 
 class BrokerServer:
@@ -575,6 +559,16 @@ async def serve(args: ServeOptions) -> None:
     )
     config = config.replace(brokerIP1=host, listenPort=port)
     check_exporter_type(config.metricsExporterType)  # before anything listens (B-355)
+    # one process writes a data directory: taken before anything in it is opened or made (B-490)
+    lock = None if args.role == "namesrv" else DataDirLock.acquire(config.storePathRootDir)
+    try:
+        await _serve_locked(args, config, host, port)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+async def _serve_locked(args: ServeOptions, config: BrokerConfig, host: str, port: int) -> None:
     Path(config.storePathRootDir).mkdir(parents=True, exist_ok=True)
     # ACL (B-160): an invalid or missing file stops the start here, with the file and entry named
     audit = (
@@ -658,28 +652,6 @@ async def serve(args: ServeOptions) -> None:
             f"name server {namesrv}{role}{master}",
             flush=True,
         )
-
-
-def _with_role(config: BrokerConfig, args: ServeOptions) -> BrokerConfig:
-    """--role slave / --broker-id over broker.conf's brokerRole and brokerId, checked as BrokerStartup does."""
-    if args.role == "slave":
-        config = config.replace(brokerRole=BrokerRole.SLAVE, brokerId=config.brokerId or 1)
-    if args.broker_id is not None:
-        config = config.replace(brokerId=args.broker_id)
-    if config.ha_coordinator:  # brokerRole is the role a leader takes; ids come from etcd (B-370)
-        if args.master:
-            raise ValueError(
-                "--master and ha_coordinator exclude each other: etcd names the master"
-            )
-        return config.replace(brokerId=0)
-    if config.brokerRole == BrokerRole.SLAVE:
-        if config.brokerId <= 0:
-            raise ValueError("a slave's brokerId must be > 0 (--broker-id N)")
-    else:
-        if args.master:
-            raise ValueError("--master names the master a slave follows; this broker is a master")
-        config = config.replace(brokerId=0)  # a master is always brokerId 0 (MixAll.MASTER_ID)
-    return config
 
 
 async def _stop_on_signal(scope: trio.CancelScope) -> None:

@@ -55,6 +55,17 @@ from es_broker.server.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
+
+class CannotListen(OSError):
+    """A listener could not bind its address (in use, not this host's, a privileged port):
+    what `es-broker serve` prints in one line instead of a traceback."""
+
+    @classmethod
+    def at(cls, what: str, host: str, port: int, error: OSError) -> CannotListen:
+        what = {"namesrv": "the name server", "broker": "the broker"}.get(what, what)
+        return cls(error.errno, f"{what} cannot listen on {host}:{port}: {error.strerror}")
+
+
 Handler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
 
 
@@ -171,7 +182,10 @@ class RemotingServer:
     ) -> None:
         """Listen on host:port (0 picks a free port, reported through task_status); `tls`: its TLS mode."""
         self.tls = tls
-        listeners = await trio.open_tcp_listeners(port, host=host)
+        try:
+            listeners = await trio.open_tcp_listeners(port, host=host)
+        except OSError as exc:
+            raise CannotListen.at(self.name, host, port, exc) from exc
         bound = listeners[0].socket.getsockname()[1]
         log.info("%s listening on %s:%d", self.name, host, bound)
         task_status.started(bound)

@@ -51,6 +51,7 @@ class Outcome:
     sealed: list[sealing.Sealed]
     bound: int | None  # the last seq every consumer (slaves, read model) holds; None: no bound
     limited_by: list[str]
+    held_back: dict[str, Any] | None = None  # why nothing was sealed (sealing.held_back)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +59,7 @@ class Outcome:
             "sealed": [s.to_json() for s in self.sealed],
             "limited_by": self.limited_by,
             "consumers_position": self.bound,
+            "held_back": self.held_back,
         }
 
 
@@ -95,7 +97,15 @@ class HistorySealing:
                 sealing.plan, store, before, config.history_segment_records, limit
             )
             if not segments:
-                return Outcome(before, [], limit, limited_by)
+                held = await trio.to_thread.run_sync(
+                    sealing.held_back,
+                    store,
+                    before,
+                    config.history_segment_records,
+                    limit,
+                    limited_by,
+                )
+                return Outcome(before, [], limit, limited_by, held)
             location = sealing.archive_location(self.data_dir, config.history_archive)
             prepared = await trio.to_thread.run_sync(
                 sealing.prepare, store, self.data_dir, location, segments

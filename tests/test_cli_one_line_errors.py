@@ -1,0 +1,84 @@
+"""What `es-broker` prints when the world is not as it expects: one line, no traceback.
+
+A listen address in use stops `serve` with one line naming the listener and
+the address, and a non-zero exit; an `es-broker admin ...` whose reader went
+away (`| head`) stops quietly, without a BrokenPipeError traceback.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+from tests.helpers import cli
+from tests.process_fixtures import _env, serve
+
+
+def _one_line(done: subprocess.CompletedProcess[str], *parts: str) -> None:
+    text = done.stdout + done.stderr
+    assert "Traceback" not in text
+    assert done.returncode != 0
+    line = done.stderr.strip()
+    assert len(line.splitlines()) == 1, done.stderr
+    for part in parts:
+        assert part in line
+
+
+def test_a_broker_port_in_use_stops_serve_with_one_line(tmp_path):
+    with serve(tmp_path / "first", "--readmodel-url", "none") as first:
+        done = cli(
+            "serve",
+            "--data-dir",
+            str(tmp_path / "second"),
+            "--listen",
+            first.broker,
+            "--namesrv-listen",
+            "127.0.0.1:0",
+            "--readmodel-url",
+            "none",
+            timeout=60,
+        )
+    _one_line(done, "the broker cannot listen on", first.broker, "Address already in use")
+
+
+def test_a_name_server_port_in_use_stops_serve_with_one_line(tmp_path):
+    with serve(tmp_path / "first", "--readmodel-url", "none") as first:
+        done = cli(
+            "serve",
+            "--data-dir",
+            str(tmp_path / "second"),
+            "--listen",
+            "127.0.0.1:0",
+            "--namesrv-listen",
+            first.namesrv,
+            timeout=60,
+        )
+    _one_line(done, "the name server cannot listen on", first.namesrv, "Address already in use")
+
+
+def test_admin_output_to_a_closed_pipe_ends_without_a_traceback(tmp_path):
+    with serve(tmp_path / "data", "--readmodel-url", "none") as served:
+        admin = subprocess.Popen(
+            [sys.executable, "-m", "es_broker.cli", "admin", "-n", served.namesrv, "topicList"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        admin.stdout.close()  # as `| head` does once it has its lines: the reader is gone
+        errors = admin.stderr.read()
+        code = admin.wait(timeout=60)
+    assert "Traceback" not in errors
+    assert "BrokenPipeError" not in errors
+    assert len(errors.strip().splitlines()) <= 1
+    assert code != 0  # the output was not all written
+
+
+def test_a_dashboard_port_in_use_stops_it_with_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        addr = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = cli("dashboard", "--namesrv", "127.0.0.1:9", "--listen", addr, timeout=60)
+    _one_line(done, "the dashboard cannot listen on", addr, "Address already in use")
