@@ -582,3 +582,33 @@ def test_b520_an_import_into_a_slave_is_refused(tmp_path):
     assert "brokerRole=SLAVE" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broker.conf", "store"]
     writable(source)
+
+
+def test_b490_an_import_into_a_directory_another_process_writes_is_refused(tmp_path):
+    """The import takes the target's lock (B-490): an empty directory another process holds is
+    refused with its holder's PID, and left as it was."""
+    source = extract(tmp_path / "store")
+    target = tmp_path / "target"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from es_broker.log.dirlock import DataDirLock; "
+            f"DataDirLock.acquire({str(target)!r}); print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        done = cli("import", "rocketmq", "--store", str(source), "--data-dir", str(target))
+        assert done.returncode != 0
+        assert f"{target} is in use by process {holder.pid}" in done.stderr + done.stdout
+        assert [p.name for p in target.iterdir()] == ["lock"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["store", "target"]
+    finally:
+        holder.communicate("")
+    writable(source)

@@ -43,6 +43,7 @@ from es_broker.commands.transaction import (
 )
 from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.log import AppendContext
+from es_broker.log.dirlock import LOCK_FILE, holding
 from es_broker.log.types import Cause, CommitlogExpired, Imported, MessagesStored, TransactionState
 from es_broker.store import Store
 
@@ -72,8 +73,10 @@ class Summary:
 
 
 def check_target(target: Path) -> None:
-    """The target must be new, or an empty directory (B-520)."""
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+    """The target must be new, or an empty directory (B-520); its lock file (B-490) aside."""
+    if target.exists() and (
+        not target.is_dir() or any(p.name != LOCK_FILE for p in target.iterdir())
+    ):
         raise FileExistsError(
             f"{target} is not empty: an import builds a new data directory, give a new path "
             "or an empty directory"
@@ -98,26 +101,53 @@ def import_store(
     queues = rmq.consume_queues(source)
     plan = _TransactionPlan.of(source, configs, queues)
     building = target.parent / f".{target.name}.importing-{os.getpid()}"
-    # the data-directory lock on `target` belongs here, held until the rename below
+    created = not target.exists()
+    held = False
     try:
-        store = Store.open(building, config.replace(storePathRootDir=str(target)))
-        try:
-            summary = _write(store, source, configs, queues, plan, progress)
-            summary.target = target
-            summary.not_carried = _not_carried(configs)
-            _finish(store, source, files, configs, checkpoint, summary)
-            store.log.flush()
-        finally:
-            store.close()
-        if target.exists():
-            target.rmdir()  # empty, checked above
-        building.rename(target)
+        with holding(target):  # one writer per data directory (B-490), until the move below
+            held = True
+            check_target(target)  # nothing else appeared before the lock was taken
+            read = _Read(files, configs, checkpoint, queues, plan, progress)
+            summary = _build(building, source, target, config, read)
+            for entry in building.iterdir():
+                entry.rename(target / entry.name)
+            building.rmdir()
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
+        if created and held:  # the directory this import made, never another writer's
+            shutil.rmtree(target, ignore_errors=True)
         raise
     summary.seconds = time.monotonic() - started
     files_found = rmq.commit_log_files(source)
     summary.file_size = files_found[0][1].stat().st_size if files_found else 0
+    return summary
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What was read of the source before anything is written."""
+
+    files: list[rmq.SourceFile]
+    configs: rmq.Configs
+    checkpoint: list[int]
+    queues: rmq.Queues
+    plan: _TransactionPlan
+    progress: Progress | None
+
+
+def _build(
+    building: Path, source: Path, target: Path, config: BrokerConfig, read: _Read
+) -> Summary:
+    """Write the whole import into `building`, a directory beside the target, moved in after."""
+    store = Store.open(building, config.replace(storePathRootDir=str(target)))
+    try:
+        summary = _write(store, source, read.configs, read.queues, read.plan, read.progress)
+        summary.target = target
+        summary.not_carried = _not_carried(read.configs)
+        _finish(store, source, read.files, read.configs, read.checkpoint, summary)
+        store.log.flush()
+    finally:
+        store.close()
     return summary
 
 
