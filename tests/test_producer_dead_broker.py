@@ -119,9 +119,9 @@ async def test_b541_sends_pass_over_a_broker_that_stopped_answering_until_it_ans
             except Exception as exc:  # the send timed out at broker-a
                 outcomes.append(f"failed: {exc}")
         failed = [o for o in outcomes if o.startswith("failed")]
-        # the first send to broker-a finds it dead; none is chosen for it after that
+        # the first send to broker-a finds it dead; no later one is chosen for it
         assert len(failed) <= 1, failed
-        assert outcomes[-(SENDS - 2) :] == [b.addr] * (SENDS - 2)
+        assert set(outcomes) - set(failed) == {b.addr}
 
         a.process.send_signal(signal.SIGCONT)
         sent = 0

@@ -222,9 +222,12 @@ class AsyncSends:
         producer = self.producer
         try:
             while True:
-                # a route a failed broker outdated is read again before each choice (B-540)
-                tries.queues = await producer.find_publish_queues(job.handle.topic)
-                mq = tries.next_queue(anyio.current_time() >= job.deadline)
+                expired = anyio.current_time() >= job.deadline
+                if not expired:
+                    # a route a failed broker outdated is read again before each choice (B-540)
+                    tries.queues = await producer.find_publish_queues(job.handle.topic)
+                    expired = anyio.current_time() >= job.deadline
+                mq = tries.next_queue(expired)
                 if mq is None:
                     break
                 try:

@@ -22,9 +22,8 @@ class BrokerFailures:
         # address -> the number of its last failure; present until it answers again
         self.failed: dict[str, int] = {}
         self._count = 0
-        self._route_read_at: dict[
-            str, int
-        ] = {}  # topic -> failures counted when its route was read
+        # topic -> the failures counted when its route was read
+        self._route_read_at: dict[str, int] = {}
 
     def record(self, addr: str) -> None:
         self._count += 1

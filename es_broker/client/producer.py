@@ -460,9 +460,11 @@ class Producer(Service):
             except (RemotingError, ClientError) as exc:
                 if not tries.keep_going(exc):
                     raise
-                # after a broker failed, its route is read again before the next choice (B-540)
-                tries.queues = await self.find_publish_queues(topic)
                 now = anyio.current_time()
+                if now < deadline:
+                    # after a broker failed, its route is read again before the next choice (B-540)
+                    tries.queues = await self.find_publish_queues(topic)
+                    now = anyio.current_time()
                 continue
             if not self.retry_on_result(result):
                 return result

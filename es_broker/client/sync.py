@@ -191,8 +191,9 @@ class SyncProducer:
             except (RemotingError, ClientError) as exc:
                 if not tries.keep_going(exc):
                     raise
-                # after a broker failed, its route is read again before the next choice (B-540)
-                tries.queues = self._publish_queues(topic)
+                if time.monotonic() < deadline:
+                    # after a broker failed, its route is read again before the next choice (B-540)
+                    tries.queues = self._publish_queues(topic)
                 continue
             if not producer.retry_on_result(result):
                 return result
