@@ -9,6 +9,7 @@ query of its state) the test polls under a deadline.
 
 from __future__ import annotations
 
+import socket
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -35,6 +36,9 @@ from es_broker.client import (
 )
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.consumer_base import GroupConsumer
+from es_broker.net.remoting_client import RemotingClient, RemotingError
+from es_broker.remoting.codes import RequestCode
+from es_broker.remoting.command import request
 from tests.process_fixtures import ServedBroker, serve
 from tests.waiting import poll_until
 
@@ -395,3 +399,21 @@ async def test_b285_admin_api_creates_topics_and_reports_progress(
             rows = [q for q in await admin.consumer_progress("AG") if q.topic == "AdminT"]
     assert sum(q.broker_offset for q in rows) == 2
     assert all(q.diff == 0 for q in rows)
+
+
+async def test_b540_a_request_left_unanswered_is_a_remoting_error_on_either_backend() -> None:
+    """A timed-out answer is RemotingError on trio too (its deadline raised trio.TooSlowError, which
+    nothing caught: a send to a stopped broker escaped the producer's retries)."""
+    with socket.socket() as silent:  # accepts (the kernel does) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        addr = f"127.0.0.1:{silent.getsockname()[1]}"
+        async with anyio.create_task_group() as tasks:
+            client = RemotingClient(tasks)
+            with pytest.raises(RemotingError, match="no answer from .* within 0.2 s"):
+                await client.invoke(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 0.2)
+            pending = await client.start_request(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO))
+            with pytest.raises(RemotingError, match="no answer from .* within 0.2 s"):
+                await pending.response(0.2)
+            await client.aclose()
+            tasks.cancel_scope.cancel()

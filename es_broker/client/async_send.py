@@ -202,7 +202,7 @@ class AsyncSends:
     ) -> None:
         try:
             timeout = max(job.deadline - anyio.current_time(), 0.001)
-            response = await pending.response(timeout)
+            response = await self.producer.instance.response(pending, timeout)
             result = send_result(mq, response, pending.addr, job.handle.msg_id)
         except (RemotingError, ClientError) as exc:
             if tries is not None and tries.keep_going(exc):
@@ -221,13 +221,20 @@ class AsyncSends:
         """The attempts left, one after the other, as a synchronous send makes them."""
         producer = self.producer
         try:
-            while (mq := tries.next_queue(anyio.current_time() >= job.deadline)) is not None:
+            while True:
+                expired = anyio.current_time() >= job.deadline
+                if not expired:
+                    # a route a failed broker outdated is read again before each choice (B-540)
+                    tries.queues = await producer.find_publish_queues(job.handle.topic)
+                    expired = anyio.current_time() >= job.deadline
+                mq = tries.next_queue(expired)
+                if mq is None:
+                    break
                 try:
                     pending = await self._write(mq, job)
                     timeout = max(job.deadline - anyio.current_time(), 0.001)
-                    result = send_result(
-                        mq, await pending.response(timeout), pending.addr, job.handle.msg_id
-                    )
+                    response = await producer.instance.response(pending, timeout)
+                    result = send_result(mq, response, pending.addr, job.handle.msg_id)
                 except (RemotingError, ClientError) as exc:
                     if not tries.keep_going(exc):
                         job.handle._fail(exc)

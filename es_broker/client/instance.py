@@ -23,6 +23,7 @@ import anyio
 import anyio.abc
 
 from es_broker.acl.signing import Credentials
+from es_broker.client.broker_failures import BrokerFailures
 from es_broker.client.config import (
     AUTO_CREATE_TOPIC_KEY,
     MASTER_ID,
@@ -154,6 +155,7 @@ class ClientInstance:
         self._reset_lock = anyio.Lock()  # Java's synchronized resetOffset
         self._heartbeat_now = anyio.Event()
         self._routes_now = anyio.Event()  # a broker's connection was lost: refresh the routes now
+        self.failures = BrokerFailures()  # brokers a request found dead (B-540, B-541)
         self._tasks = TaskGroup()
         self._users = 0
         self._remoting: RemotingClient | None = None
@@ -277,16 +279,58 @@ class ClientInstance:
         self, addr: str, command: RemotingCommand, timeout: float | None = None
     ) -> RemotingCommand:
         """Send a request and wait for its answer; raises RemotingError."""
-        return await self.remoting.invoke(
-            addr, command, self.config.rpc_timeout if timeout is None else timeout
-        )
+        try:
+            response = await self.remoting.invoke(
+                addr, command, self.config.rpc_timeout if timeout is None else timeout
+            )
+        except RemotingError:
+            self.broker_failed(addr)
+            raise
+        if self.failures.failed:
+            self.failures.answered(addr)
+        return response
 
     async def invoke_oneway(self, addr: str, command: RemotingCommand) -> None:
-        await self.remoting.invoke_oneway(addr, command)
+        try:
+            await self.remoting.invoke_oneway(addr, command)
+        except RemotingError:
+            self.broker_failed(addr)
+            raise
 
     async def start_request(self, addr: str, command: RemotingCommand) -> PendingRequest:
         """Write a request now and return what waits for its answer (pipelined sends)."""
-        return await self.remoting.start_request(addr, command)
+        try:
+            return await self.remoting.start_request(addr, command)
+        except RemotingError:
+            self.broker_failed(addr)
+            raise
+
+    async def response(self, pending: PendingRequest, timeout: float) -> RemotingCommand:
+        """The answer to a request start_request wrote; raises RemotingError."""
+        try:
+            response = await pending.response(timeout)
+        except RemotingError:
+            self.broker_failed(pending.addr)
+            raise
+        if self.failures.failed:
+            self.failures.answered(pending.addr)
+        return response
+
+    def broker_failed(self, addr: str) -> None:
+        """A request to broker `addr` found no connection or no answer (refused, reset, timed out).
+
+        A route naming it is read again before the next send chooses a queue
+        (B-540), producers prefer other brokers until it answers again (B-541),
+        and the routes of every topic in use are refreshed now (B-385). Not a
+        coroutine: the blocking producer calls it through its portal.
+        """
+        if any(addr in addrs.values() for addrs in tuple(self.broker_addrs.values())):
+            self.failures.record(addr)  # a name server's address is not a broker's
+            self._routes_now.set()
+
+    def route_outdated(self, topic: str) -> bool:
+        """Whether a broker the topic's route names failed after that route was read (B-540)."""
+        return self.failures.outdated(topic, self.routes.get(topic))
 
     # ------------------------------------------------------------------ routes
     async def _ask_name_server(
@@ -350,18 +394,31 @@ class ClientInstance:
     async def update_route(self, topic: str) -> TopicRouteData | None:
         """Refresh one topic's route (updateTopicRouteInfoFromNameServer); None if there is none."""
         async with self._route_lock:
-            route = await self._fetch_route(topic)
-            if route is not None:
-                self._apply_route(topic, route, consumers=True)
-            return route
+            return await self._read_route(topic)
+
+    async def reread_route(self, topic: str) -> None:
+        """Read the topic's route again if it is outdated; sends asking at once make one read (B-540)."""
+        async with self._route_lock:
+            if self.route_outdated(topic):
+                await self._read_route(topic)
+
+    async def _read_route(self, topic: str) -> TopicRouteData | None:
+        mark = self.failures.mark()
+        route = await self._fetch_route(topic)
+        if route is not None:
+            self.failures.route_read(topic, mark)
+            self._apply_route(topic, route, consumers=True)
+        return route
 
     async def update_route_from_default(self, topic: str, queue_nums: int) -> TopicRouteData | None:
         """Use TBW102's route for a topic the name server does not know, so a send auto-creates it."""
         async with self._route_lock:
+            mark = self.failures.mark()
             template = await self._fetch_route(AUTO_CREATE_TOPIC_KEY)
             if template is None:
                 return None
             route = from_default_route(template, queue_nums)
+            self.failures.route_read(topic, mark)
             self._apply_route(topic, route, consumers=False)
             return route
 
@@ -429,6 +486,7 @@ class ClientInstance:
                 self.broker_addrs[name] = alive
             else:
                 del self.broker_addrs[name]
+        self.failures.keep_only(listed)
 
     # ------------------------------------------------------------------ broker addresses
     def find_broker_address_in_publish(self, broker_name: str) -> str | None:

@@ -150,8 +150,14 @@ class Producer(Service):
 
     # ------------------------------------------------------------------ routes
     async def find_publish_queues(self, topic: str) -> tuple[MessageQueue, ...]:
-        """The topic's writable queues (tryToFindTopicPublishInfo), TBW102's route for a new topic."""
+        """The topic's writable queues (tryToFindTopicPublishInfo), TBW102's route for a new topic.
+
+        A route read before a broker it names failed is read again first (B-540).
+        """
         queues = self._publish.get(topic)
+        if queues and self.instance.route_outdated(topic):
+            await self.instance.reread_route(topic)
+            return self._publish.get(topic, ())
         if not queues:
             self._publish.setdefault(topic, ())
             await self.instance.update_route(topic)
@@ -168,15 +174,24 @@ class Producer(Service):
     def select_queue(
         self, topic: str, queues: Sequence[MessageQueue], last_broker: str | None
     ) -> MessageQueue:
-        """Round robin; after a failure, the next queue of another broker if there is one."""
+        """Round robin; after a failure, the next queue of another broker if there is one.
+
+        Brokers whose master failed and has not answered since are passed over
+        while another broker has a queue (B-541).
+        """
         index = self._which_queue.get(topic)
         if index is None:
             index = random.randrange(1 << 16)
+        failed = self.instance.failures.names(self.instance.broker_addrs)
+        passed_over: list[frozenset[str]] = [failed] if failed else []
         if last_broker is not None:
+            last = frozenset((last_broker,))
+            passed_over = [failed | last, failed, last] if failed else [last]
+        for names in passed_over:
             for _ in range(len(queues)):
                 index += 1
                 mq = queues[index % len(queues)]
-                if mq.broker_name != last_broker:
+                if mq.broker_name not in names:
                     self._which_queue[topic] = index
                     return mq
         index += 1
@@ -446,6 +461,10 @@ class Producer(Service):
                 if not tries.keep_going(exc):
                     raise
                 now = anyio.current_time()
+                if now < deadline:
+                    # after a broker failed, its route is read again before the next choice (B-540)
+                    tries.queues = await self.find_publish_queues(topic)
+                    now = anyio.current_time()
                 continue
             if not self.retry_on_result(result):
                 return result

@@ -108,8 +108,11 @@ class SendTries:
         self._select_lock = select_lock or contextlib.nullcontext()
 
     def next_queue(self, expired: bool) -> MessageQueue | None:
-        """The queue of the next attempt; None once the attempts or the time are used up."""
-        if expired or self.made >= self.attempts:
+        """The queue of the next attempt; None once the attempts, the time or the queues are used up.
+
+        `queues` may be replaced between attempts by the route read again (B-540).
+        """
+        if expired or self.made >= self.attempts or not self.queues:
             return None
         self.made += 1
         last_broker = self.mq.broker_name if self.mq else None
@@ -126,6 +129,10 @@ class SendTries:
 
     def exhausted(self) -> ClientError:
         """The error of a send whose every attempt failed (raise it `from last_error`)."""
+        if not self.queues:  # the route read again after a failure has no writable queue
+            return ClientError(
+                f"No route info of this topic: {self.topic}, after: {self.last_error}"
+            )
         return send_failed(self.attempts, self.topic, self.last_error)
 
 

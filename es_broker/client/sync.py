@@ -73,6 +73,12 @@ class SyncProducer:
             raise RuntimeError("the producer is not started")
         return self._portal.call(functools.partial(fn, *args, **kwargs))
 
+    def _on_loop(self, fn: Callable[[str], None], addr: str) -> None:
+        """Call fn(addr) in the background loop, which owns the client instance's state."""
+        if self._portal is None:
+            raise RuntimeError("the producer is not started")
+        self._portal.call(fn, addr)
+
     # ------------------------------------------------------------------ sending
     def send(
         self,
@@ -185,6 +191,9 @@ class SyncProducer:
             except (RemotingError, ClientError) as exc:
                 if not tries.keep_going(exc):
                     raise
+                if time.monotonic() < deadline:
+                    # after a broker failed, its route is read again before the next choice (B-540)
+                    tries.queues = self._publish_queues(topic)
                 continue
             if not producer.retry_on_result(result):
                 return result
@@ -192,7 +201,7 @@ class SyncProducer:
 
     def _publish_queues(self, topic: str) -> tuple[MessageQueue, ...]:
         queues = self.producer.cached_publish_queues(topic)
-        if queues:
+        if queues and not self.producer.instance.route_outdated(topic):
             return queues
         # a lookup: the background loop's job
         return self._call(self.producer.find_publish_queues, topic)
@@ -220,10 +229,18 @@ class SyncProducer:
             raise ClientError(f"The broker[{mq.broker_name}] not exist")
         command = self.producer.send_request(mq, body, props, flag, batch, oneway)
         timeout = max(deadline - time.monotonic(), 0.001)
-        if oneway:
-            remoting.invoke_oneway(addr, command, timeout)
-            return None
-        return self.producer.send_result(mq, remoting.invoke(addr, command, timeout), addr, msg_id)
+        try:
+            if oneway:
+                remoting.invoke_oneway(addr, command, timeout)
+                return None
+            response = remoting.invoke(addr, command, timeout)
+        except RemotingError:
+            # what the async producer's requests tell the client instance by themselves (B-540)
+            self._on_loop(instance.broker_failed, addr)
+            raise
+        if addr in instance.failures.failed:
+            self._on_loop(instance.failures.answered, addr)
+        return self.producer.send_result(mq, response, addr, msg_id)
 
     # ------------------------------------------------------------------ life cycle
     def shutdown(self) -> None:

@@ -389,6 +389,8 @@ class PendingResponse:
         try:
             with trio.fail_after(timeout) if self._channel._native else anyio.fail_after(timeout):
                 response = await self._waiter.wait()
+        except trio.TooSlowError:  # trio's deadline: not a TimeoutError
+            raise TimeoutError from None
         finally:
             self._channel._pending.pop(self._opaque, None)
         if response is None:
