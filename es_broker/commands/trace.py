@@ -28,6 +28,7 @@ from typing import Any
 
 import lmdb
 
+from es_broker.commands import client_trace
 from es_broker.commands.store import Store
 from es_broker.history.horizon import deliveries, offset_changes, store_seq
 from es_broker.log import Record
@@ -128,6 +129,8 @@ def journey(store: Store, msg_id: str) -> dict[str, Any]:
             hops.append(hop)
             pending.extend(_onward(store, txn, hop, events))
         events.sort(key=lambda e: e["seq"])
+        ids = [msg_id] + [i for h in hops for i in (h.get("msgId"), h.get("uniqKey")) if i]
+        clients = client_trace.contexts_of(store, txn, ids)
     from es_broker.history.reader import sources_of
 
     return {
@@ -135,6 +138,7 @@ def journey(store: Store, msg_id: str) -> dict[str, Any]:
         "found": True,
         "hops": hops,
         "events": events,
+        "clientTrace": clients,
         "readFrom": sources_of(store, [h["seq"] for h in hops] + [e["seq"] for e in events]),
     }
 
