@@ -251,7 +251,7 @@ class Producer(Service):
     ) -> SendResult:
         """`send` for a prepared `Message`."""
         props = self.prepare(message)
-        began = trace_now_ms()
+        began = trace_now_ms() if self.trace is not None else 0
         result = await self._send(
             topic,
             message.body,

@@ -133,14 +133,16 @@ def journey(store: Store, msg_id: str) -> dict[str, Any]:
         clients = client_trace.contexts_of(store, txn, ids)
     from es_broker.history.reader import sources_of
 
-    return {
+    out = {
         "msgId": msg_id,
         "found": True,
         "hops": hops,
         "events": events,
-        "clientTrace": clients,
         "readFrom": sources_of(store, [h["seq"] for h in hops] + [e["seq"] for e in events]),
     }
+    if clients:  # the clients' own contexts, when a client with message trace on wrote some (B-483)
+        out["clientTrace"] = clients
+    return out
 
 
 def _hop(
