@@ -15,11 +15,14 @@ import json
 import time
 from pathlib import Path
 
+import trio
+
 from es_broker.client import Producer
+from es_broker.client.orderly import ConsumeOrderlyStatus, OrderlyPushConsumer
 from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
-from tests.helpers import Collector, admin_json, consumer, topic_ready
+from tests.helpers import FAST, Collector, admin_json, consumer, topic_ready
 from tests.process_fixtures import serve
 from tests.waiting import poll_until
 
@@ -150,24 +153,54 @@ async def test_b483_b484_client_trace_round_trip_through_a_broker_process(tmp_pa
         received = Collector()
         c = consumer(broker, "G_TRACED", received, {"ORDERS": "*"}, enable_msg_trace=True)
         await c.start(nursery)
+        in_order = trio.Event()
+
+        async def orderly_handler(msgs, context):
+            in_order.set()
+            return ConsumeOrderlyStatus.SUCCESS
+
+        orderly = OrderlyPushConsumer(
+            broker.namesrv_addr,
+            "G_ORDERLY",
+            orderly_handler,
+            subscriptions={"ORDERS": "*"},
+            config=FAST,
+            client_ip="127.0.0.1",
+            enable_msg_trace=True,
+        )
+        await orderly.start(nursery)
         async with Producer(
             broker.namesrv_addr, "P_TRACED", client_ip="127.0.0.1", enable_msg_trace=True
         ) as producer:
             sent = await producer.send("ORDERS", b"order-1", tags="TagA", keys="order-1")
             await received.wait_count(1)
+            with trio.fail_after(30):
+                await in_order.wait()
 
             async def both_sides() -> dict | None:
                 j = await admin_json(broker, "messageTrace", "--msg-id", sent.offset_msg_id)
-                kinds = {c["type"] for c in j.get("clientTrace", [])}
-                return j if {"Pub", "SubBefore", "SubAfter"} <= kinds else None
+                seen = {(c["type"], c["group"]) for c in j.get("clientTrace", [])}
+                wanted = {("Pub", "P_TRACED")} | {
+                    (kind, group)
+                    for kind in ("SubBefore", "SubAfter")
+                    for group in ("G_TRACED", "G_ORDERLY")
+                }
+                return j if wanted <= seen else None
 
             journey = await poll_until(both_sides, 30, "the client trace contexts")
         await c.shutdown()
+        await orderly.shutdown()
         by_id = await admin_json(broker, "queryMsgTraceById", "-i", sent.msg_id)
 
     # the broker's own records of the message
     assert {e["event"] for e in journey["events"]} >= {"sent", "delivered"}
-    clients = {ctx["type"]: ctx for ctx in journey["clientTrace"]}
+    clients = {ctx["type"]: ctx for ctx in journey["clientTrace"] if ctx["group"] != "G_ORDERLY"}
+    (in_order_after,) = [
+        ctx
+        for ctx in journey["clientTrace"]
+        if (ctx["type"], ctx["group"]) == ("SubAfter", "G_ORDERLY")
+    ]
+    assert (in_order_after["status"], in_order_after["consumeReturnType"]) == ("success", "SUCCESS")
     pub, before, after = clients["Pub"], clients["SubBefore"], clients["SubAfter"]
     assert (pub["group"], pub["topic"], pub["msgId"]) == ("P_TRACED", "ORDERS", sent.msg_id)
     assert (pub["tags"], pub["keys"], pub["status"]) == ("TagA", "order-1", "success")
@@ -182,8 +215,13 @@ async def test_b483_b484_client_trace_round_trip_through_a_broker_process(tmp_pa
     assert after["requestId"] == before["requestId"] and after["costTime"] >= 0
     assert after["clientHost"].startswith("127.0.0.1:")
     # mqadmin's verb: the Pub and the consumers' contexts of the message, from the trace topic
-    assert sorted(v["type"] for v in by_id) == ["Pub", "SubAfter", "SubBefore"]
-    assert {v["group"] for v in by_id} == {"P_TRACED", "G_TRACED"}
+    assert sorted((v["type"], v["group"]) for v in by_id) == [
+        ("Pub", "P_TRACED"),
+        ("SubAfter", "G_ORDERLY"),
+        ("SubAfter", "G_TRACED"),
+        ("SubBefore", "G_ORDERLY"),
+        ("SubBefore", "G_TRACED"),
+    ]
 
 
 def test_b483_trace_contexts_in_4_9_8_format_and_bad_ones_skipped():
