@@ -204,6 +204,7 @@ async def test_b483_b484_client_trace_round_trip_through_a_broker_process(tmp_pa
     pub, before, after = clients["Pub"], clients["SubBefore"], clients["SubAfter"]
     assert (pub["group"], pub["topic"], pub["msgId"]) == ("P_TRACED", "ORDERS", sent.msg_id)
     assert (pub["tags"], pub["keys"], pub["status"]) == ("TagA", "order-1", "success")
+    assert pub["msgType"] == "Normal_Msg"
     assert pub["offsetMsgId"] == sent.offset_msg_id and pub["storeHost"] == broker.addr
     assert pub["costTime"] >= 0 and pub["clientHost"].startswith("127.0.0.1:")
     assert (before["group"], before["retryTimes"]) == ("G_TRACED", 0)

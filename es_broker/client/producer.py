@@ -42,7 +42,7 @@ from es_broker.client.send_tries import (
     SendTries,
     send_result,
 )
-from es_broker.client.trace import TraceDispatcher, pub_context
+from es_broker.client.trace import TraceDispatcher, message_type, pub_context
 from es_broker.client.trace import now_ms as trace_now_ms
 from es_broker.net.remoting_client import RemotingError
 from es_broker.net.tasks import Service, TaskSpawner
@@ -177,7 +177,7 @@ class Producer(Service):
                 store_host=store_host,
                 body_length=len(message.body),
                 began_ms=began,
-                delayed=message.delay_level > 0,
+                msg_type=message_type(props),
             )
         )
 

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
-from es_broker.client.messages import ReceivedMessage, SendResult
+from es_broker.client.messages import DELAY, TRAN_MSG, ReceivedMessage, SendResult
 from es_broker.remoting import trace_data
 from es_broker.remoting.trace_data import TraceContext, TraceType
 
@@ -95,7 +95,7 @@ def pub_context(
     store_host: str,
     body_length: int,
     began_ms: int,
-    delayed: bool,
+    msg_type: int,
 ) -> TraceContext:
     """A send's context (SendMessageTraceHookImpl): msgId is the UNIQ_KEY, storeHost the broker."""
     return TraceContext(
@@ -110,10 +110,20 @@ def pub_context(
         store_host=store_host,
         body_length=body_length,
         cost_time=max(0, now_ms() - began_ms),
-        msg_type=3 if delayed else 0,  # MessageType Delay_Msg / Normal_Msg
+        msg_type=msg_type,
         offset_msg_id=result.offset_msg_id,
         success=True,
     )
+
+
+def message_type(props: dict[str, str]) -> int:
+    """The send's MessageType ordinal, as sendKernelImpl sets it: a half message, a delayed one, or
+    a normal one."""
+    if props.get(TRAN_MSG, "").lower() == "true":
+        return 1  # Trans_Msg_Half
+    if props.get(DELAY):
+        return 3  # Delay_Msg
+    return 0  # Normal_Msg
 
 
 def traced(msgs: Sequence[ReceivedMessage]) -> list[ReceivedMessage]:
