@@ -99,6 +99,12 @@ class BrokerConfig:
     autoCreateTopicEnable: bool = True
     autoCreateSubscriptionGroup: bool = True
     defaultTopicQueueNums: int = 8
+    # the topics TopicConfigManager makes at start (B-481): the cluster's and the broker's own topic
+    # are readable and writable when these are on, and the trace topic exists when traceTopicEnable is
+    clusterTopicEnable: bool = True
+    brokerTopicEnable: bool = True
+    traceTopicEnable: bool = False
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
     longPollingEnable: bool = True
     shortPollingTimeMills: int = 1000
     flushConsumerOffsetInterval: int = 5000

@@ -20,7 +20,7 @@ import trio
 
 # isort: off
 # the verbs register in this order, which is the order `es-broker admin --help` lists them in
-from es_broker.cli import admin_ops, admin_stats  # noqa: F401
+from es_broker.cli import admin_ops, admin_stats, admin_trace  # noqa: F401
 from es_broker.cli import admin_topics, admin_offsets, admin_messages, admin_cluster  # noqa: F401
 
 # isort: on

@@ -262,7 +262,31 @@ def render_trace(j: dict[str, Any]) -> str:
     rows = [
         [format_time(e["ts"]), e["seq"], e["event"].upper(), _trace_line(e)] for e in j["events"]
     ]
-    return head + "\n" + table(["#Time", "#Seq", "#Event", "#Details"], rows)
+    text = head + "\n" + table(["#Time", "#Seq", "#Event", "#Details"], rows)
+    clients = j.get("clientTrace") or []
+    if clients:  # the clients' own trace contexts, from the trace topic (B-483)
+        rows = [
+            [format_time(c["timestamp"]), c["type"], c["group"], c["clientHost"], _client_line(c)]
+            for c in clients
+        ]
+        text += "\n\nClient trace\n" + table(
+            ["#Time", "#Type", "#Group", "#ClientHost", "#Details"], rows
+        )
+    return text
+
+
+def _client_line(c: dict[str, Any]) -> str:
+    kind = c["type"]
+    if kind == "Pub":
+        return f"to {c['topic']} at {c['storeHost']}, cost {c['costTime']}ms, {c['status']}"
+    if kind == "SubBefore":
+        return f"request {c['requestId']}, retry {c['retryTimes']}"
+    if kind == "SubAfter":
+        return (
+            f"request {c['requestId']}, cost {c['costTime']}ms, {c['status']} "
+            f"({c['consumeReturnType']})"
+        )
+    return f"transaction {c['transactionId']}: {c['transactionState']}"
 
 
 @verb("messageTrace", render_trace)

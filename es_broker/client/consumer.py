@@ -20,6 +20,7 @@ from typing import Unpack
 
 import anyio
 
+from es_broker.client import trace
 from es_broker.client.config import (
     CLIENT_INNER_PRODUCER_GROUP,
     PushConsumerConfig,
@@ -38,7 +39,7 @@ from es_broker.client.messages import (
 )
 from es_broker.client.offset_store import OffsetStore, ReadOffsetType
 from es_broker.client.process_queue import ProcessQueue
-from es_broker.client.producer import Producer
+from es_broker.client.producer import Producer, start_trace_dispatcher, stop_trace_dispatcher
 from es_broker.client.pulling import (
     PullRequest,
     PullResult,
@@ -53,6 +54,7 @@ from es_broker.client.subscription import (
     build_subscription,
     parse_consume_timestamp,
 )
+from es_broker.client.trace import TraceDispatcher
 from es_broker.net.remoting_client import RemotingError
 from es_broker.net.tasks import TaskSpawner
 from es_broker.remoting.bodies import (
@@ -63,6 +65,7 @@ from es_broker.remoting.bodies import (
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.headers import ConsumerSendMsgBackRequestHeader
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
+from es_broker.remoting.trace_data import TraceContext
 
 __all__ = [
     "ConsumeFromWhere",
@@ -81,6 +84,8 @@ log = logging.getLogger(__name__)
 
 # a worker takes at most this many queued consume requests before it lets the scheduler run others
 _TAKEN_WITHOUT_YIELDING = 32
+# ConsumeReturnType's ordinals, a SubAfter context's contextCode
+CONSUME_SUCCESS_CODE, CONSUME_EXCEPTION_CODE, CONSUME_NULL_CODE, CONSUME_FAILED_CODE = 0, 2, 3, 4
 
 
 class ConsumeResult(Enum):
@@ -113,9 +118,15 @@ class PushConsumer(GroupConsumer):
         *,
         subscriptions: Mapping[str, str | MessageSelector] | None = None,
         config: PushConsumerConfig | None = None,
+        enable_msg_trace: bool = False,
+        trace_topic: str | None = None,
         **options: Unpack[GroupConsumerOptions],
     ) -> None:
+        """`enable_msg_trace` (Java's enableMsgTrace): the SubBefore and SubAfter contexts of each
+        consume go to `trace_topic` (RMQ_SYS_TRACE_TOPIC by default), 4.9.8's format (B-483)."""
         self.config = config or PushConsumerConfig()
+        self._trace_wanted, self._trace_topic = enable_msg_trace, trace_topic
+        self._trace: tuple[TraceDispatcher, Producer] | None = None
         super().__init__(
             namesrv_addr,
             group,
@@ -187,6 +198,11 @@ class PushConsumer(GroupConsumer):
                     )
                     await self._inner_producer.start(nursery)
                     self._owns_inner_producer = True
+            if self._trace_wanted:
+                # the trace dispatcher's inner producer sends the contexts (Java's AsyncTraceDispatcher)
+                self._trace = await start_trace_dispatcher(
+                    self.instance, self.group, self._trace_topic, nursery
+                )
             await store.load()
             await self._tasks.start(nursery)
             self._started = True
@@ -209,6 +225,9 @@ class PushConsumer(GroupConsumer):
             await self._stop()
 
     async def _stop(self) -> None:
+        if self._trace is not None:
+            await stop_trace_dispatcher(*self._trace)
+            self._trace = None
         await self._leave_instance()
         self._process_queues.clear()
         if self._inner_producer is not None and self._owns_inner_producer:
@@ -435,16 +454,36 @@ class PushConsumer(GroupConsumer):
         if pq.dropped:
             return
         msgs = [self._with_original_topic(m) for m in msgs]
+        before = self._trace_before(msgs)
+        code = CONSUME_SUCCESS_CODE
         try:
             result = await self.handler(list(msgs))
         except Exception:
             log.exception("handler of %s failed on %s", self.group, mq)
-            result = ConsumeResult.RECONSUME_LATER
+            result, code = ConsumeResult.RECONSUME_LATER, CONSUME_EXCEPTION_CODE
         if not isinstance(result, ConsumeResult):
-            result = ConsumeResult.RECONSUME_LATER  # null counts as a failure (B-87)
+            result, code = ConsumeResult.RECONSUME_LATER, CONSUME_NULL_CODE  # a failure (B-87)
+        elif result == ConsumeResult.RECONSUME_LATER and code == CONSUME_SUCCESS_CODE:
+            code = CONSUME_FAILED_CODE
+        self._trace_after(before, result == ConsumeResult.SUCCESS, code)
         if pq.dropped:
             return  # results for a dropped queue are discarded (B-78, B-85)
         await self._process_consume_result(result, msgs, pq, mq)
+
+    def _trace_before(self, msgs: list[ReceivedMessage]) -> list[TraceContext]:
+        """SubBefore contexts of a consume call, queued when message trace is on."""
+        if self._trace is None:
+            return []
+        dispatcher = self._trace[0]
+        contexts = trace.sub_before(self.group, trace.traced(msgs))
+        for ctx in contexts:
+            dispatcher.append(ctx)
+        return contexts
+
+    def _trace_after(self, before: list[TraceContext], success: bool, code: int) -> None:
+        if self._trace is not None:
+            for ctx in trace.sub_after(before, success, code):
+                self._trace[0].append(ctx)
 
     def _with_original_topic(self, msg: ReceivedMessage) -> ReceivedMessage:
         """A retry shows its original topic to the handler (B-99)."""

@@ -27,7 +27,15 @@ from typing import Any
 import anyio
 
 from es_broker.client.config import MASTER_ID
-from es_broker.client.consumer import ConsumeResult, MessageModel, PushConsumer
+from es_broker.client.consumer import (
+    CONSUME_EXCEPTION_CODE,
+    CONSUME_FAILED_CODE,
+    CONSUME_NULL_CODE,
+    CONSUME_SUCCESS_CODE,
+    ConsumeResult,
+    MessageModel,
+    PushConsumer,
+)
 from es_broker.client.messages import (
     ReceivedMessage,
 )
@@ -387,13 +395,19 @@ class OrderlyPushConsumer(PushConsumer):
                 if pq.dropped:
                     return
                 shown = [self._with_original_topic(m) for m in msgs]
+                before = self._trace_before(shown)
+                code = CONSUME_SUCCESS_CODE
                 try:
                     status: Any = await self.orderly_handler(shown, context)
                 except Exception:
                     log.exception("orderly handler of %s failed on %s", self.group, mq)
-                    status = None
+                    status, code = None, CONSUME_EXCEPTION_CODE
             if not isinstance(status, ConsumeOrderlyStatus):
+                code = code if code != CONSUME_SUCCESS_CODE else CONSUME_NULL_CODE
                 status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT  # null or a failure
+            elif status != ConsumeOrderlyStatus.SUCCESS:
+                code = CONSUME_FAILED_CODE
+            self._trace_after(before, status == ConsumeOrderlyStatus.SUCCESS, code)
             if pq.dropped:
                 return
             if not await self._process_consume_result_orderly(msgs, status, context, pq, mq):

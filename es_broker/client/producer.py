@@ -22,6 +22,7 @@ from es_broker.client.async_send import AsyncSends, SendHandle
 from es_broker.client.config import DEFAULT_PRODUCER_GROUP, ClientConfig, ProducerConfig
 from es_broker.client.instance import ClientInstance
 from es_broker.client.messages import (
+    KEYS,
     MAX_RECONSUME_TIMES,
     RECONSUME_TIME,
     RETRY_PREFIX,
@@ -42,6 +43,8 @@ from es_broker.client.send_tries import (
     SendTries,
     send_result,
 )
+from es_broker.client.trace import TraceDispatcher, message_type, pub_context
+from es_broker.client.trace import now_ms as trace_now_ms
 from es_broker.net.remoting_client import RemotingError
 from es_broker.net.tasks import Service, TaskSpawner
 from es_broker.remoting.bodies import MessageQueue, TopicRouteData
@@ -61,6 +64,7 @@ from es_broker.remoting.reply_properties import (
     REPLY_TO_CLIENT,
     TTL,
 )
+from es_broker.remoting.trace_data import TRACE_PRODUCER_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +92,11 @@ class Producer(Service):
         client_config: ClientConfig | None = None,
         instance: ClientInstance | None = None,
         credentials: Credentials | None = None,
+        enable_msg_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
+        """`enable_msg_trace` (Java's enableMsgTrace): each send's Pub context goes to
+        `trace_topic` (RMQ_SYS_TRACE_TOPIC by default) in 4.9.8's trace format (B-483)."""
         self.group = group
         self.config = config or ProducerConfig()
         if instance is not None:
@@ -106,6 +114,10 @@ class Producer(Service):
         self._ids = UniqIdGenerator(self.instance.client_ip)
         self._async: AsyncSends | None = None
         self._started = False
+        self._trace_topic = trace_topic
+        self._trace_wanted = enable_msg_trace
+        self.trace: TraceDispatcher | None = None
+        self._trace_producer: Producer | None = None
 
     # ------------------------------------------------------------------ life cycle
     async def start(self, nursery: TaskSpawner) -> None:
@@ -124,6 +136,8 @@ class Producer(Service):
             await self.instance.release()
             raise
         self._started = True
+        if self._trace_wanted:
+            await self._start_trace(nursery)
         # Java's start heartbeats every broker it knows; learning them first from the
         # name server lets a restarted transactional producer be checked before it sends (B-320).
         await self.instance.update_cluster_brokers()
@@ -135,9 +149,41 @@ class Producer(Service):
             return
         if self._async is not None:
             await self._async.stop()
+        await self._stop_trace()
         self._started = False
         await self.instance.unregister_producer(self.group)
         await self.instance.release()
+
+    async def _start_trace(self, nursery: TaskSpawner) -> None:
+        self.trace, self._trace_producer = await start_trace_dispatcher(
+            self.instance, self.group, self._trace_topic, nursery
+        )
+
+    async def _stop_trace(self) -> None:
+        if self.trace is not None and self._trace_producer is not None:
+            await stop_trace_dispatcher(self.trace, self._trace_producer)
+        self.trace, self._trace_producer = None, None
+
+    def _trace_pub(
+        self, topic: str, message: Message, props: dict[str, str], result: SendResult, began: int
+    ) -> None:
+        """Queue a send's Pub context; nothing for a send to the trace topic itself."""
+        if self.trace is None or topic == self.trace.topic:
+            return
+        store_host = self.instance.find_broker_address_in_publish(result.queue.broker_name) or ""
+        self.trace.append(
+            pub_context(
+                self.group,
+                topic,
+                result,
+                tags=message.tags,
+                keys=props.get(KEYS, ""),
+                store_host=store_host,
+                body_length=len(message.body),
+                began_ms=began,
+                msg_type=message_type(props),
+            )
+        )
 
     # ------------------------------------------------------------------ instance member
     def published_topics(self) -> Iterable[str]:
@@ -224,6 +270,7 @@ class Producer(Service):
     ) -> SendResult:
         """`send` for a prepared `Message`."""
         props = self.prepare(message)
+        began = trace_now_ms() if self.trace is not None else 0
         result = await self._send(
             topic,
             message.body,
@@ -235,6 +282,7 @@ class Producer(Service):
             msg_id=props[UNIQ_KEY],
         )
         assert result is not None
+        self._trace_pub(topic, message, props, result, began)
         return result
 
     def send_async(
@@ -552,3 +600,27 @@ class Producer(Service):
         return self.instance.request(code, header, body, oneway=oneway)
 
     send_result = staticmethod(send_result)
+
+
+async def start_trace_dispatcher(
+    instance: ClientInstance, group: str, topic: str | None, nursery: TaskSpawner
+) -> tuple[TraceDispatcher, Producer]:
+    """A client's trace dispatcher, sending with an inner producer `_INNER_TRACE_PRODUCER-<group>`
+    of the same client instance (B-483)."""
+    inner = Producer(
+        ";".join(instance.namesrv_addrs), TRACE_PRODUCER_PREFIX + group, instance=instance
+    )
+    await inner.start(nursery)
+
+    async def send(trace_topic: str, body: bytes, keys: list[str]) -> object:
+        return await inner.send(trace_topic, body, keys=keys)
+
+    dispatcher = TraceDispatcher(send, topic)
+    nursery.start_soon(dispatcher.run)
+    return dispatcher, inner
+
+
+async def stop_trace_dispatcher(dispatcher: TraceDispatcher, inner: Producer) -> None:
+    """Send what the dispatcher holds (waiting a little), then stop its inner producer."""
+    await dispatcher.stop()
+    await inner.shutdown()

@@ -11,6 +11,9 @@ DLQ_PREFIX = "%DLQ%"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 AUTO_CREATE_TEMPLATE = "TBW102"
+BENCHMARK_TOPIC = "BenchmarkTest"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # BrokerConfig.msgTraceTopicName's default
 MAX_NAME_LENGTH = 127
 
 _LEGAL = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -20,12 +23,12 @@ SYSTEM_TOPICS = frozenset(
         SCHEDULE_TOPIC,
         OFFSET_MOVED_EVENT,
         AUTO_CREATE_TEMPLATE,
-        "BenchmarkTest",
+        BENCHMARK_TOPIC,
         "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
+        TRACE_TOPIC,
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
+        SELF_TEST_TOPIC,
     }
 )
 NOT_SENDABLE = frozenset(
@@ -35,7 +38,7 @@ NOT_SENDABLE = frozenset(
         "RMQ_SYS_TRANS_HALF_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
+        SELF_TEST_TOPIC,
     }
 )
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import lmdb
 
+from es_broker.commands import client_trace
 from es_broker.history.horizon import deliveries, offset_changes, store_seq
 from es_broker.history.reader import record_at as read_record
 from es_broker.history.reader import sources_of
@@ -128,13 +129,18 @@ def journey(store: Store, msg_id: str) -> dict[str, Any]:
             hops.append(hop)
             pending.extend(_onward(store, txn, hop, events))
         events.sort(key=lambda e: e["seq"])
-    return {
+        ids = [msg_id] + [i for h in hops for i in (h.get("msgId"), h.get("uniqKey")) if i]
+        clients = client_trace.contexts_of(store, txn, ids)
+    out = {
         "msgId": msg_id,
         "found": True,
         "hops": hops,
         "events": events,
         "readFrom": sources_of(store, [h["seq"] for h in hops] + [e["seq"] for e in events]),
     }
+    if clients:  # the clients' own contexts, when a client with message trace on wrote some (B-483)
+        out["clientTrace"] = clients
+    return out
 
 
 def _hop(

@@ -16,17 +16,14 @@ from typing import Literal, Self, TypeVar
 import trio
 
 from es_broker.clock import Clock
-from es_broker.commands import broker_config, disk_full, topics
+from es_broker.commands import broker_config, defaults, disk_full, topics
 from es_broker.commands.errors import BrokerError, IllegalRequest, ServiceNotAvailable
-from es_broker.commands.names import AUTO_CREATE_TEMPLATE, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
 from es_broker.commands.runtime_stats import RecordRates
 from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.log import AppendContext, GroupCommitWriter, Queued, Record, StoreFullError
 from es_broker.log.records import RecordOutOfRange
 from es_broker.log.writer import WritesFenced
 from es_broker.projections.configs import as_record
-from es_broker.remoting.bodies import TopicConfig
-from es_broker.remoting.reply_properties import reply_topic
 from es_broker.store import Store
 
 T = TypeVar("T")
@@ -190,21 +187,19 @@ class BrokerBase:
             raise self._refusal(exc) from None
 
     async def _ensure_system_topics(self) -> None:
-        """Topics RocketMQ's TopicConfigManager creates at a master's first start."""
-        cfg = self.config
-        wanted = [
-            TopicConfig("SELF_TEST_TOPIC", 1, 1),
-            TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
-            TopicConfig(SCHEDULE_TOPIC, len(cfg.delay_levels_ms()), len(cfg.delay_levels_ms())),
-            TopicConfig(cfg.brokerClusterName, 16, 16, cfg.brokerPermission | 1),
-            TopicConfig(cfg.brokerName, 1, 1, cfg.brokerPermission | 1),
-            TopicConfig(reply_topic(cfg.brokerClusterName), 1, 1),
-        ]
-        if cfg.autoCreateTopicEnable:
-            n = cfg.defaultTopicQueueNums
-            wanted.append(TopicConfig(AUTO_CREATE_TEMPLATE, n, n, 7))
+        """The topics and groups RocketMQ's TopicConfigManager and SubscriptionGroupManager hold at a
+        master's start, recorded when missing (B-481, B-482): one deleted comes back at the next start."""
+        wanted_topics = defaults.system_topics(self.config)
+        wanted_groups = defaults.default_groups()
         with self.store.read() as txn:
-            missing = [c for c in wanted if self.store.topics.get(txn, c.topic_name) is None]
-        for config in missing:
+            topics_missing = [
+                c for c in wanted_topics if self.store.topics.get(txn, c.topic_name) is None
+            ]
+            groups_missing = [
+                g for g in wanted_groups if self.store.groups.get(txn, g.group_name) is None
+            ]
+        for config in topics_missing:
             job = topics.update_topic_job(self.store, as_record(config), SYSTEM, system=True)
             await self.submit(job)
+        for group in groups_missing:
+            await self.submit(topics.update_group_job(self.store, as_record(group), SYSTEM))

@@ -316,6 +316,8 @@ class Views:
                         "permText": perm_text(config.perm),
                         "system": topic.startswith(("%RETRY%", "%DLQ%", "RMQ_SYS", "SCHEDULE_"))
                         or topic in ("TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT")
+                        or topic == "BenchmarkTest"  # 4.9.8's start-up topics (B-481)
+                        or topic.endswith("_REPLY_TOPIC")
                         or topic == name,
                     },
                 )

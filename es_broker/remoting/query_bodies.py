@@ -324,6 +324,8 @@ class MessageTraceBody(PythonJsonBean):
     found: bool = False
     hops: tuple[TraceHop, ...] = ()
     events: tuple[dict[str, Any], ...] = ()
+    # the clients' own trace contexts of the message, from the trace topic (B-483)
+    client_trace: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_journey(cls, journey: dict[str, Any]) -> MessageTraceBody:
@@ -333,6 +335,7 @@ class MessageTraceBody(PythonJsonBean):
             found=journey["found"],
             hops=tuple(TraceHop.from_json(hop) for hop in journey["hops"]),
             events=tuple(journey["events"]),
+            client_trace=tuple(journey.get("clientTrace", ())),
         )
 
 
