@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tarfile
 import time
 from pathlib import Path
 
@@ -26,9 +27,8 @@ from tests.helpers import FAST, Collector, admin_json, consumer, topic_ready
 from tests.process_fixtures import serve
 from tests.waiting import poll_until
 
-FIXTURE = Path("/work/shared/fixtures/rocketmq-4.9.8-store/config")
-if not FIXTURE.exists():  # the fixture beside the checkout, as the issue names it
-    FIXTURE = Path(__file__).resolve().parents[2] / "shared/fixtures/rocketmq-4.9.8-store/config"
+# The store of a real RocketMQ 4.9.8 broker (tests/data, as the store import's tests read it)
+ARCHIVE = Path(__file__).resolve().parent / "data" / "rocketmq-4.9.8-store.tar.gz"
 
 # The fixture broker's own topics and groups (its test traffic), not what 4.9.8 makes at start.
 # RMQ_SYS_TRANS_HALF_TOPIC is made by 4.9.8 at the first half message (the fixture sent some),
@@ -38,7 +38,10 @@ FIXTURE_OWN_GROUP_PREFIXES = ("GID_MIG_",)
 
 
 def fixture_system_entries(name: str, table: str, own: tuple[str, ...]) -> dict[str, dict]:
-    entries = json.loads((FIXTURE / name).read_text())[table]
+    with tarfile.open(ARCHIVE) as tar:
+        member = tar.extractfile(f"./config/{name}")
+        assert member is not None, name
+        entries = json.loads(member.read())[table]
     return {k: v for k, v in entries.items() if not k.startswith(own)}
 
 
