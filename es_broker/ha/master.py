@@ -418,10 +418,12 @@ class ReplicationMaster:
 
 
 def _field(report: dict[Any, Any], name: str, kind: type[Any]) -> Any:
-    """report[name], which must be a `kind` (an int is no bool)."""
+    """report[name], which must be a `kind` (an int is no bool, and fits a record's int64)."""
     value = report[name]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise TypeError(f"{name!r} must be a {kind.__name__}")
+    if kind is int and not -(2**63) <= value < 2**63:
+        raise ValueError(f"{name!r} is out of range: {str(value)[:40]}")
     return value
 
 
