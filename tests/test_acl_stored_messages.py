@@ -10,6 +10,7 @@ TopicSecret half message would decide another producer's transaction (B-503).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -176,3 +177,36 @@ async def test_b503_end_transaction_of_a_half_message_of_a_topic_without_pub_is_
     done = await admin.call(acl_broker.broker, RequestCode.END_TRANSACTION, end("TopicSecret"))
     assert done.code == ResponseCode.SUCCESS, done.remark
     assert await _max(nursery, acl_broker, "TopicSecret") == before + 1
+
+
+async def test_b502_send_back_needs_a_topic_the_group_subscribes_when_its_subscriptions_are_known(
+    acl_broker, nursery
+):
+    """B-502: a group whose heartbeat subscribes only its retry topic sends back a TopicA message
+    (which the account may SUB): its first topic is none the group subscribes, refused."""
+    phys = await _offsets(nursery, acl_broker)
+    producer = wire(nursery, PRODUCER)
+    heartbeat = {
+        "clientID": "127.0.0.1@b502",
+        "producerDataSet": [],
+        "consumerDataSet": [
+            {
+                "groupName": "GroupA",
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet": [
+                    {"topic": "%RETRY%GroupA", "subString": "*", "subVersion": 1}
+                ],
+                "unitMode": False,
+            }
+        ],
+    }
+    await producer.ok(
+        acl_broker.broker, RequestCode.HEART_BEAT, body=json.dumps(heartbeat).encode()
+    )
+    r = await producer.call(
+        acl_broker.broker, RequestCode.CONSUMER_SEND_MSG_BACK, _send_back(phys["TopicA"])
+    )
+    assert r.code == ResponseCode.NO_PERMISSION, (r.code, r.remark)
+    assert "its topic is none that group GroupA subscribes" in r.remark
