@@ -118,6 +118,7 @@ class Store:
             Step(5, (), self._seal_store_index),
             Step(6, consume_queue.BLOCKS_OF_32, self._convert_consume_queue_blocks),
             Step(7, store_format.LEGACY_COMMITLOG, self._chunk_commit_log),
+            Step(8, (), self._reindex_audit),
         )
         self.format.upgrade(steps, now_ms=self.clock.now_ms(), record=record)
 
@@ -164,6 +165,12 @@ class Store:
         # now removes them (B-465), and a replay of the history would not have them
         message_trace.seal_stored(txn, self.trace.stored, self.history.sealed_upto(txn))
         return [["trace_stored", txn.stat(self.trace.stored)["entries"]]]
+
+    def _reindex_audit(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        # the audit index of an older directory holds the commits only; `explain` now shows
+        # every change the offset rule knows (B-504): the index is marked unbuilt, and
+        # `ensure_built` (run after the upgrade at every writable open) builds it again
+        return [["audit_explain", self.audit.forget(txn)]]
 
     def _chunk_commit_log(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
         # the message bytes in chunks (a directory restored from an older snapshot has them

@@ -265,6 +265,12 @@ class Scope:
             self.account is not None and self.account.may(resource, Perm.SUB)
         )
 
+    def may_publish(self, resource: str) -> bool:
+        """True if the caller may publish to the resource (B-503: ending a transaction of it)."""
+        return self.everything or (
+            self.account is not None and self.account.may(resource, Perm.PUB)
+        )
+
     @property
     def sees_all(self) -> bool:
         """True if lists and reads are not filtered for the caller: white-listed, or an admin (B-351)."""
@@ -596,14 +602,22 @@ class AccessControl:
         return Scope(access_key, admin, False, "the account's perms", account)
 
     def refuse_read(
-        self, channel: Any, request: RemotingCommand, scope: Scope, what: str
+        self,
+        channel: Any,
+        request: RemotingCommand,
+        scope: Scope,
+        what: str,
+        *,
+        action: str = "read",
+        perm: str = "SUB",
     ) -> Refusal:
-        """A handler's refusal of a read outside the caller's perms (B-350): counted, NO_PERMISSION."""
+        """A handler's refusal of a read (or, `action`, another use of a stored message, B-502,
+        B-503) outside the caller's perms (B-350): counted, NO_PERMISSION."""
         self._count(scope.access_key, channel.remote[0], request.code, Reason.READ)
         key = (scope.access_key or ANONYMOUS)[:REMARK_KEY_MAX]
         return Refusal(
             int(ResponseCode.NO_PERMISSION),
-            f"{_EXCEPTION}: No permission to read {what}: accessKey={key} has no SUB on it",
+            f"{_EXCEPTION}: No permission to {action} {what}: accessKey={key} has no {perm} on it",
         )
 
     def _count(

@@ -3,7 +3,9 @@
 From the records (through the audit index, B-415): the QUERY_CONSUMER_OFFSET answer each queue got while the
 group had no offset (with the min offset and the in-memory verdict of that
 moment, B-37), the consumeFromWhere its consumers announced, what the client
-then does (B-45), and the latest change of each queue's offset.
+then does (B-45), and the latest change of each queue's offset: every change
+the offset rule knows (commits, server-side resets, removals, group deletions,
+slave merges), as `history` shows them (B-504).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from es_broker.history.reader import Reading, sources_of
 from es_broker.log.types import RecordType
+from es_broker.projections.offset_rule import OFFSET_RECORD_TYPES, change_view, offset_changes
 from es_broker.store import Store
 
 START_RULES = {
@@ -43,7 +46,7 @@ START_RULES = {
 EXPLAINED = (
     RecordType.CONSUMER_GROUP_CHANGED,
     RecordType.OFFSET_QUERIED,
-    RecordType.OFFSET_COMMITTED,
+    *sorted(OFFSET_RECORD_TYPES),
 )
 
 
@@ -65,6 +68,12 @@ class QueueExplanation:
     first_change: dict[str, Any] | None = None
     latest_change: dict[str, Any] | None = None
     changes: int = 0
+
+    def note(self, change: dict[str, Any]) -> None:
+        """Count a change (a `change_view`) in, as the audit index's `note_change` does."""
+        self.first_change = self.first_change or change
+        self.latest_change = change
+        self.changes += 1
 
 
 def explain(store: Store, group: str, topic: str) -> dict[str, Any]:
@@ -119,7 +128,9 @@ def explain_by_scan(store: Store, group: str, topic: str) -> dict[str, Any]:
             queues[qid] = QueueExplanation(qid, current)
         return queues[qid]
 
-    reading = Reading(store, group=group, types=EXPLAINED)
+    # not read by group: a slave merge holds its groups inside its queues (B-504); this is the
+    # path of a directory no broker indexed yet, read once
+    reading = Reading(store, types=EXPLAINED)
     for seq, r in reading:
         kind = r["type"]
         if kind == RecordType.CONSUMER_GROUP_CHANGED and r["group"] == group:
@@ -140,19 +151,10 @@ def explain_by_scan(store: Store, group: str, topic: str) -> dict[str, Any]:
                     "consume_from_where": consume_from_where,
                     "why": START_RULES[(r["row"], family)],
                 }
-        elif kind == RecordType.OFFSET_COMMITTED and r["group"] == group and r["topic"] == topic:
-            q = queue(r["queue_id"])
-            change = {
-                "seq": seq,
-                "ts": r["ts"],
-                "old": r["old"],
-                "new": r["offset"],
-                "cause": r["cause"],
-                "requester": r["requester"],
-            }
-            q.first_change = q.first_change or change
-            q.latest_change = change
-            q.changes += 1
+        elif kind in OFFSET_RECORD_TYPES:  # what the offset rule says it moved (B-504)
+            for change in offset_changes(r):
+                if change.group == group and change.topic == topic:
+                    queue(change.queue_id).note(change_view(seq, r["ts"], change))
     return {
         "group": group,
         "topic": topic,

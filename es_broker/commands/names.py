@@ -51,6 +51,11 @@ def check_topic_name(topic: object) -> str:
         raise IllegalRequest(
             f"The specified topic is longer than topic max length {MAX_NAME_LENGTH}."
         )
+    if topic in (RETRY_PREFIX, DLQ_PREFIX):  # B-500: the prefix alone names no group
+        raise IllegalRequest(
+            f"The specified topic[{topic}] names no group: a retry or dead-letter topic is the "
+            "prefix followed by its consumer group's name"
+        )
     if not _LEGAL.match(topic):
         raise IllegalRequest(
             f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"

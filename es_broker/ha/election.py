@@ -303,6 +303,10 @@ class Coordinator:
                 v.ids[rest] = int(kv.value or 0)
         return v
 
+    async def member_addrs(self) -> list[str]:
+        """The addresses the group's members published (B-501: who may send the HA codes)."""
+        return [str(m.get("addr", "")) for m in (await self.view()).members.values()]
+
     def leadership(self, v: GroupView) -> Leadership | None:
         if v.leader is None:
             return None

@@ -18,7 +18,7 @@ have completed a round.
 
 from __future__ import annotations
 
-import json
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ from typing import Any
 import lmdb
 import trio
 
-from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable
+from es_broker.commands.errors import IllegalRequest, NoPermission, ServiceNotAvailable
 from es_broker.commands.slave_offsets import merge_job
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
@@ -41,6 +41,7 @@ from es_broker.log.types import (
     SlaveCaughtUp,
 )
 from es_broker.net.channel import Channel
+from es_broker.remoting import fastjson
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.es_headers import HaMergeSlaveOffsetsResponseHeader, RecordSeqResponseHeader
@@ -108,6 +109,11 @@ class ReplicationMaster:
         self.epoch = -1
         self.publish_acked: Callable[[int, float], Awaitable[bool]] | None = None
         self.on_superseded: Callable[[int], None] = lambda epoch: None
+        # the group's own nodes, who alone may send the codes that write records (B-501): the
+        # hosts of the slaves that fetched from this master, and, under a coordinator, those of
+        # the members it knows (their addresses as published in etcd)
+        self.node_hosts: set[str] = set()
+        self.member_addrs: Callable[[], Awaitable[list[str]]] | None = None
 
     @property
     def config(self) -> BrokerConfig:
@@ -211,6 +217,7 @@ class ReplicationMaster:
                 fr.from_seq - 1,
             )
         session.last_fetch = trio.current_time()
+        self.node_hosts.add(channel.remote[0])
         self._acknowledge(session, fr.from_seq - 1, fr.slave_phy_max)
         session.fetching += 1
         try:
@@ -314,7 +321,27 @@ class ReplicationMaster:
         )
 
     # ------------------------------------------------------------------ merge
+    async def _check_node(self, channel: Channel, what: str) -> None:
+        """Refuse `what` unless the peer is a node of this broker group (B-501)."""
+        host = channel.remote[0]
+        if host in self.node_hosts:
+            return
+        if self.member_addrs is not None:
+            try:
+                members = await self.member_addrs()
+            except Exception:  # etcd unreachable: the peer cannot be told from an outsider
+                log.info("ha: members of the group unknown (etcd unreachable)", exc_info=True)
+                members = []
+            if host in await _hosts_of(members):
+                return
+        raise NoPermission(
+            f"{what} is accepted only from a node of broker group {self.config.brokerName} "
+            f"(a slave fetching from this master, or a member of the group in etcd); "
+            f"{channel.remote_addr} is none"
+        )
+
     async def merge(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        await self._check_node(channel, "HA_MERGE_SLAVE_OFFSETS")
         try:
             mr = MergeRequest.from_command(req)
         except (TypeError, ValueError) as exc:
@@ -349,20 +376,23 @@ class ReplicationMaster:
 
     async def record_set_aside(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """A rejoining node's report of the records it set aside becomes `ha_records_set_aside` (B-381)."""
+        await self._check_node(channel, "HA_REPORT_SET_ASIDE")
         try:
-            report = json.loads(req.body or b"{}")
+            report = fastjson.loads(req.body or b"{}")  # depth-bounded (B-501)
+            if not isinstance(report, dict):
+                raise TypeError("the report is not a JSON object")
             record = HaRecordsSetAside(
-                node=str(report["node"]),
-                epoch=int(report["epoch"]),
-                common_seq=int(report["common_seq"]),
-                first_seq=int(report["first_seq"]),
-                last_seq=int(report["last_seq"]),
-                messages=int(report["messages"]),
-                msg_ids=[str(m) for m in report["msg_ids"]],
-                export=str(report["export"]),
-                reason=str(report["reason"]),
+                node=_field(report, "node", str),
+                epoch=_field(report, "epoch", int),
+                common_seq=_field(report, "common_seq", int),
+                first_seq=_field(report, "first_seq", int),
+                last_seq=_field(report, "last_seq", int),
+                messages=_field(report, "messages", int),
+                msg_ids=[_text(m, "msg_ids") for m in _field(report, "msg_ids", list)],
+                export=_field(report, "export", str),
+                reason=_field(report, "reason", str),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:  # BodyDecodeError is a ValueError
             raise IllegalRequest(f"set-aside report is malformed: {exc}") from None
         seq = await self.broker.submit(
             lambda ctx: ctx.append(record.to_record(self.broker.store.clock.now_ms()))
@@ -387,6 +417,38 @@ class ReplicationMaster:
             "haSlaveAckedSeq": self.acked_seq,
             "haSlaves": "; ".join(s.describe() for s in live),
         }
+
+
+def _field(report: dict[Any, Any], name: str, kind: type[Any]) -> Any:
+    """report[name], which must be a `kind` (an int is no bool, and fits a record's int64)."""
+    value = report[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"{name!r} must be a {kind.__name__}")
+    if kind is int and not -(2**63) <= value < 2**63:
+        raise ValueError(f"{name!r} is out of range: {str(value)[:40]}")
+    return value
+
+
+def _text(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name!r} must hold text")
+    return value
+
+
+async def _hosts_of(addrs: list[str]) -> set[str]:
+    """The IP addresses `host:port` addresses name (a host name resolved)."""
+    hosts: set[str] = set()
+    for addr in addrs:
+        host = addr.rsplit(":", 1)[0].strip("[]")
+        try:
+            hosts.add(str(ipaddress.ip_address(host)))
+        except ValueError:
+            try:
+                infos = await trio.socket.getaddrinfo(host, None)
+            except OSError:
+                continue
+            hosts.update(str(info[4][0]) for info in infos)
+    return hosts
 
 
 def _add_payloads(

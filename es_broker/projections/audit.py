@@ -34,13 +34,14 @@ from es_broker.log import Record, RecordLog
 from es_broker.log.types import RecordType
 from es_broker.projections.dispatch import handlers
 from es_broker.projections.keys import U64
+from es_broker.projections.offset_rule import OFFSET_RECORD_TYPES, change_view, offset_changes
 
 TIMED = frozenset({RecordType.ACL_LOADED, RecordType.ACCESS_DENIED})
-INDEXED = TIMED | {
-    RecordType.CONSUMER_GROUP_CHANGED,
-    RecordType.OFFSET_QUERIED,
-    RecordType.OFFSET_COMMITTED,
-}
+# every record type the offset rule says moves offsets (commits, server-side resets, removals,
+# group deletions, slave merges): `explain` sees each change `history` sees (B-504)
+INDEXED = (
+    TIMED | {RecordType.CONSUMER_GROUP_CHANGED, RecordType.OFFSET_QUERIED} | OFFSET_RECORD_TYPES
+)
 U32 = struct.Struct(">I")
 LOAD = b"L"
 DENIAL = b"D"
@@ -50,6 +51,17 @@ BUILT = b"\x00built"
 
 def explain_key(group: str, topic: str, queue_id: int) -> bytes:
     return f"{group}\x00{topic}\x00".encode() + U32.pack(queue_id)
+
+
+def note_change(entry: dict[str, Any], change: dict[str, Any]) -> None:
+    """Count a change (a `change_view`) into an `explain` entry: the first, the latest, how many."""
+    entry["first_change"] = entry["first_change"] or change
+    entry["latest_change"] = change
+    entry["changes"] += 1
+
+
+def empty_entry() -> dict[str, Any]:
+    return {"start": None, "first_change": None, "latest_change": None, "changes": 0}
 
 
 def _pack(value: Any) -> bytes:
@@ -118,23 +130,15 @@ class AuditProjection:
             }
             txn.put(key, _pack(entry), db=self.explain_db)
 
-    def _offset_committed(
+    def _offset_moved(
         self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int
     ) -> None:
-        key = explain_key(record["group"], record["topic"], record["queue_id"])
-        entry = self._entry(txn, key)
-        change = {
-            "seq": seq,
-            "ts": record["ts"],
-            "old": record["old"],
-            "new": record["offset"],
-            "cause": record["cause"],
-            "requester": record["requester"],
-        }
-        entry["first_change"] = entry["first_change"] or change
-        entry["latest_change"] = change
-        entry["changes"] += 1
-        txn.put(key, _pack(entry), db=self.explain_db)
+        """Each queue the offset rule says the record moves or removes (B-504)."""
+        for change in offset_changes(record):
+            key = explain_key(change.group, change.topic, change.queue_id)
+            entry = self._entry(txn, key)
+            note_change(entry, change_view(seq, record["ts"], change))
+            txn.put(key, _pack(entry), db=self.explain_db)
 
     def _acl_loaded(
         self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int
@@ -155,10 +159,10 @@ class AuditProjection:
         {
             RecordType.CONSUMER_GROUP_CHANGED: _group_changed,
             RecordType.OFFSET_QUERIED: _offset_queried,
-            RecordType.OFFSET_COMMITTED: _offset_committed,
             RecordType.ACL_LOADED: _acl_loaded,
             RecordType.ACCESS_DENIED: _access_denied,
         }
+        | dict.fromkeys(map(RecordType, OFFSET_RECORD_TYPES), _offset_moved)
     )
 
     def _entry(self, txn: lmdb.Transaction[bytes], key: bytes) -> dict[str, Any]:
@@ -166,7 +170,7 @@ class AuditProjection:
         if raw is not None:
             entry: dict[str, Any] = msgpack.unpackb(raw)
             return entry
-        return {"start": None, "first_change": None, "latest_change": None, "changes": 0}
+        return empty_entry()
 
     # ------------------------------------------------------------------ reads
     def group(self, txn: lmdb.Transaction[bytes], group: str) -> tuple[str | None, list[str]]:
@@ -226,6 +230,13 @@ class AuditProjection:
                 if U64.unpack(raw)[0] <= hi:
                     out.append(U64.unpack(key[9:17])[0])
         return sorted(out)
+
+    def forget(self, txn: lmdb.Transaction[bytes]) -> int:
+        """Mark the indexes unbuilt, so `ensure_built` builds them again; the entries they held."""
+        held = txn.stat(self.explain_db)["entries"] if self.explain_db is not None else 0
+        if self.acl_db is not None:
+            txn.delete(BUILT, db=self.acl_db)
+        return int(held)
 
     # ------------------------------------------------------------------ a log older than this
     def ensure_built(self, log: RecordLog, records: Iterable[tuple[int, Record, int]]) -> bool:

@@ -18,6 +18,11 @@ to the table, so a record type that moves offsets is taught here once:
 - `slave_offsets_merged`: the commits a slave took while the master was away,
   where they won the merge (S-5).
 
+Every reader of offset changes learns them here: the offset history that
+`history` reads, and the audit index `explain` reads (B-504), so the two
+answers agree on every cause. A new cause (an import, say) is one entry of
+`_RULES`.
+
 Pure: a record in, effects out. Where they are stored is the caller's business.
 """
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from es_broker.log.records import Record
 from es_broker.log.types import Cause, RecordType, ResetMode, SlaveMergeOutcome, as_view
@@ -136,3 +142,16 @@ def offset_effects(record: Record) -> list[OffsetEffect]:
 def offset_changes(record: Record) -> list[OffsetChange]:
     """The offsets a record moves or removes (a compat reset's pending targets left out)."""
     return [e for e in offset_effects(record) if isinstance(e, OffsetChange)]
+
+
+def change_view(seq: int, ts: int, change: OffsetChange) -> dict[str, Any]:
+    """One change as the audit answers show it (`explain`'s first and latest change; `history`
+    stores the same fields): whatever record type made it, the rule above says what it did."""
+    return {
+        "seq": seq,
+        "ts": ts,
+        "old": change.old,
+        "new": change.new,
+        "cause": change.cause,
+        "requester": change.requester,
+    }

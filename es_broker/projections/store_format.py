@@ -29,6 +29,8 @@ of reporting as differences what is only the older layout.
 | 7      | commitlog_chunks: the commit log's bytes in 2022-byte chunks, two to a |
 |        | leaf page, instead of `commitlog`'s entry per message; commitlog_marks |
 |        | (B-475)                                                                |
+| 8      | audit_explain: every offset change the offset rule knows, not only     |
+|        | commits (B-504); rebuilt by the audit index's `ensure_built`           |
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ LEGACY_DATABASES = (
 )
 
 FIRST = 1  # a directory written before the number was kept
-CURRENT = 7
+CURRENT = 8
 _KEY = b"store_format"
 
 

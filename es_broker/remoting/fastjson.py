@@ -70,6 +70,8 @@ def loads(data: bytes | str) -> Any:
     (object keys); arrays as lists, objects as dicts.
     """
     text = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else data
+    if too_deep(text):  # B-501: refused before a parser (or a reader of its result) recurses
+        raise BodyDecodeError(f"JSON body nests deeper than {MAX_DEPTH} levels")
     try:
         return json.loads(text)  # fast path: most bodies are standard JSON
     except RecursionError:
@@ -84,6 +86,26 @@ def loads(data: bytes | str) -> Any:
     if end != len(text):
         raise BodyDecodeError(f"body is not fastjson text: extra data at char {end}")
     return value
+
+
+_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def too_deep(text: str) -> bool:
+    """True if `text` opens more than MAX_DEPTH arrays or objects inside one another (strings
+    skipped). Only text with that many brackets at all is scanned."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for match in _STRUCTURE.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif token in ("]", "}"):
+            depth -= 1
+    return False
 
 
 def _describe(exc: BaseException) -> str:

@@ -319,6 +319,8 @@ _BEAN_RULES: dict[type, Callable[[Any], str | None]] = {
 TOPIC_BYTES_MAX = 127
 GROUP_BYTES_MAX = 255
 DERIVED_GROUP_BYTES_MAX = TOPIC_BYTES_MAX - len("%RETRY%")
+#: a group's derived topic prefixes alone: topics of no group, invalid (B-500)
+GROUPLESS_TOPICS = frozenset({"%RETRY%", "%DLQ%"})
 #: the codes whose `group` names the derived topics they store messages in
 DERIVING = frozenset({int(RequestCode.CONSUMER_SEND_MSG_BACK), int(EsRequestCode.REDRIVE_DLQ)})
 #: the header fields that name a topic or a group, by their declared (V1) names
@@ -348,6 +350,11 @@ def name_error(what: str, value: str, kind: str, *, deriving: bool = False) -> s
     `deriving`: the group's retry and dead-letter topics will hold messages."""
     if "\x00" in value:
         return f"{what} holds a NUL character, which a {kind} name cannot hold"
+    if kind == "topic" and value in GROUPLESS_TOPICS:
+        return (
+            f"{what} {value!r} names no group: a retry or dead-letter topic is the prefix "
+            "followed by its consumer group's name"
+        )
     limit = TOPIC_BYTES_MAX if kind == "topic" else GROUP_BYTES_MAX
     if deriving and len(value) * 4 > DERIVED_GROUP_BYTES_MAX:
         if len(value.encode("utf-8")) > DERIVED_GROUP_BYTES_MAX:

@@ -107,8 +107,8 @@ class BrokerProcessors:
             admin=AdminBrokerProcessor(
                 broker, clients, requester, notices, scope, registered, ha_status
             ),
-            end_transaction=EndTransactionProcessor(broker, holds, requester),
-            retry=RetryProcessors(broker, holds, requester, topics_changed),
+            end_transaction=EndTransactionProcessor(broker, holds, requester, scope),
+            retry=RetryProcessors(broker, holds, requester, topics_changed, scope, clients),
             replies=replies,
             queries=QueryProcessors(broker, access),
             store=StoreProcessors(broker),

@@ -112,6 +112,8 @@ class BrokerServer:
                 self.replication.publish_acked = coordinator.publish_acked
             self.replication.on_superseded = coordinator.note_superseded
             self.broker.writer.fence = coordinator.fence
+        if ha is not None and self.replication is not None:
+            self.replication.member_addrs = ha.coordinator.member_addrs  # B-501
         self.processors = BrokerProcessors.build(
             self.broker,
             self.clients,

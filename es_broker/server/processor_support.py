@@ -133,10 +133,17 @@ class ReadScope:
         return None if scope.sees_all else scope
 
     def refuse(
-        self, channel: Channel, req: RemotingCommand, scope: Scope, what: str
+        self,
+        channel: Channel,
+        req: RemotingCommand,
+        scope: Scope,
+        what: str,
+        *,
+        action: str = "read",
+        perm: str = "SUB",
     ) -> RemotingCommand:
         assert self.access is not None
-        refusal = self.access.refuse_read(channel, req, scope, what)
+        refusal = self.access.refuse_read(channel, req, scope, what, action=action, perm=perm)
         return response_to(req, refusal.code, refusal.remark)
 
 

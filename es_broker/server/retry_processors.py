@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from es_broker.commands import names
+from es_broker.commands import names, retry
 from es_broker.core.broker import Broker
 from es_broker.net.channel import Channel
+from es_broker.remoting import message as wire
 from es_broker.remoting.admin_bodies import RedriveBody, RedriveItem
 from es_broker.remoting.bodies import DelayOffsetSerializeWrapper
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode, Version
@@ -27,7 +28,9 @@ from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.es_headers import MessageTraceRequestHeader, RedriveDlqRequestHeader
 from es_broker.remoting.headers import ConsumerSendMsgBackRequestHeader
 from es_broker.remoting.query_bodies import MessageTraceBody
+from es_broker.server.clients import ClientRegistry
 from es_broker.server.longpoll import PullHoldService
+from es_broker.server.processor_support import ReadScope
 from es_broker.server.remoting_server import Handler
 
 
@@ -38,11 +41,15 @@ class RetryProcessors:
         holds: PullHoldService,
         requester: Callable[[Channel], str],
         on_topics_changed: Callable[[list[str]], object],
+        scope: ReadScope | None = None,
+        clients: ClientRegistry | None = None,
     ) -> None:
         self.broker = broker
         self.holds = holds
         self.requester = requester
         self.on_topics_changed = on_topics_changed
+        self.scope = scope or ReadScope(None)  # what the caller may use under ACL (B-502)
+        self.clients = clients
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -65,6 +72,9 @@ class RetryProcessors:
         h = ConsumerSendMsgBackRequestHeader.of(req)
         group = h.group
         max_times = h.max_reconsume_times if req.version >= Version.V3_4_9 else None
+        refused = self._send_back_refusal(channel, req, group, h.offset)
+        if refused is not None:
+            return refused
         before = self._group_topics(group)
         try:
             result = await self.broker.send_back(
@@ -84,6 +94,40 @@ class RetryProcessors:
             # a dead letter, stored at once
             self.holds.notify(result.stored.topic, result.stored.queue_id)
         return response_to(req, ResponseCode.SUCCESS)
+
+    def _send_back_refusal(
+        self, channel: Channel, req: RemotingCommand, group: str, offset: int
+    ) -> RemotingCommand | None:
+        """Under ACL, a send-back names a stored message the caller must be able to read (B-502):
+        SUB on its topic (a retry topic as its group) and on the topic it was first sent to (a
+        retry message's RETRY_TOPIC), which must be one the group subscribes when the broker
+        knows the group's subscriptions. None: go on."""
+        scope = self.scope.limited(channel, req)
+        if scope is None:
+            return None
+        raw = self.broker.message_at(offset) if isinstance(offset, int) and offset >= 0 else None
+        if raw is None:
+            return None  # the job answers "look message by offset failed", naming no topic
+        message = wire.decode_one(raw)[0]
+        topic = message.topic
+        original = topic
+        if topic.startswith((names.RETRY_PREFIX, names.DLQ_PREFIX)):
+            original = message.properties.get(retry.PROPERTY_RETRY_TOPIC) or topic
+        what = f"the message at offset {offset}"
+        # the same answer whatever the topic: the refusal names neither it nor the message
+        for resource in dict.fromkeys((topic, original)):
+            if not scope.may_read(resource):
+                return self.scope.refuse(channel, req, scope, what, action="send back")
+        known = self.clients.consumer_group(group) if self.clients is not None else None
+        subscribed = known.subscriptions if known is not None else None
+        if subscribed and original not in subscribed and topic != names.retry_topic(group):
+            return response_to(
+                req,
+                ResponseCode.NO_PERMISSION,
+                f"No permission to send back {what}: its topic is none that group {group} "
+                "subscribes",
+            )
+        return None
 
     async def all_delay_offset(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """GET_ALL_DELAY_OFFSET: delayOffset.json's content, `{"offsetTable":{level:offset}}`."""
