@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from es_broker.commands.store import Store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +34,7 @@ from es_broker.log.types import (
     SlaveOffsetsMerged,
     SubgroupDeleted,
 )
+from es_broker.store import Store
 from es_broker.timetravel.query import TimeTravel
 
 GROUPS = ("G", "H")
