@@ -153,7 +153,8 @@ class BrokerConfig:
     aclEnable: bool = False  # BrokerConfig.aclEnable: check every request against plain_acl.yml
     # the default ACL file (RocketMQ's Java property rocketmq.acl.plain.file); "" is conf/plain_acl.yml
     # under ROCKETMQ_HOME, or under the data directory when ROCKETMQ_HOME is not set; relative paths too
-    acl_plain_file: str = field(default="", metadata={"admin_only": True})  # not in GET_BROKER_CONFIG (B-352)
+    # admin_only: left out of GET_BROKER_CONFIG's answer (B-352)
+    acl_plain_file: str = field(default="", metadata={"admin_only": True})
     aclDenialSummaryInterval: int = (
         60  # s between `access_denied` summaries of refused requests (B-191)
     )

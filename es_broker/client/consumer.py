@@ -137,7 +137,8 @@ class PushConsumer(GroupConsumer):
         for topic, expression in (subscriptions or {}).items():
             self._subscriptions[topic] = build_subscription(topic, expression)
         self._process_queues: dict[MessageQueue, ProcessQueue] = {}
-        self._pull_from_which_node: dict[MessageQueue, int] = {}  # the broker id to pull from (B-117)
+        # per queue, the broker id the last pull suggested to pull from next (B-117)
+        self._pull_from_which_node: dict[MessageQueue, int] = {}
         self._inner_producer: Producer | None = None
         self._owns_inner_producer = False
         self._paused = False
@@ -363,7 +364,8 @@ class PushConsumer(GroupConsumer):
                     log.info("pull %s at %d: %s", mq, next_offset, exc)
                     await anyio.sleep(pull_retry_delay(exc, cfg))
                     continue
-                self._pull_from_which_node[mq] = result.suggest_which_broker_id  # every pull's suggestion (B-117)
+                # every decoded pull answer's suggestion is followed (B-117)
+                self._pull_from_which_node[mq] = result.suggest_which_broker_id
                 next_offset = result.next_begin_offset
                 if result.status == PullStatus.FOUND:
                     if result.messages and not pq.dropped:
