@@ -7,8 +7,7 @@ import struct
 
 import trio
 
-from es_broker.core.broker import ArrivalOrder
-from es_broker.log.arrival import current_ticket
+from es_broker.log.arrival import ArrivalOrder, current_ticket
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
 from es_broker.remoting.connection import NEED_DATA, Connection

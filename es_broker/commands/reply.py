@@ -31,7 +31,6 @@ from es_broker.remoting.reply_properties import (
     REPLY_TO_CLIENT,
     TTL,
 )
-from es_broker.remoting.reply_properties import reply_topic as reply_topic
 from es_broker.remoting.response_headers import ReplyMessageRequestHeader
 from es_broker.store import Store
 

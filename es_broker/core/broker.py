@@ -33,9 +33,7 @@ from es_broker.core.base import ReadOnly, Unrecorded
 from es_broker.core.retries import RetryOperations
 from es_broker.history.status import HistoryStatus, history_status
 from es_broker.log import AppendContext, Queued, StoreFullError
-from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
-from es_broker.log.arrival import ArrivalOrder as ArrivalOrder  # re-exported for the server
-from es_broker.log.arrival import Ticket as Ticket
+from es_broker.log import WriterClosed as WriterClosed  # server/main.py imports it from here
 from es_broker.log.records import RecordOutOfRange
 from es_broker.log.types import (
     Cause,
