@@ -480,6 +480,4 @@ def read_messages(
     return GetResult(status, next_offset, lo, hi, tuple(messages), tuple(offsets), slow)
 
 
-_compiled = compiled.load("es_broker.commands._speedups")
-if _compiled is not None:
-    encode_batch = _compiled.encode_batch  # noqa: F811
+compiled.install(globals(), "es_broker.commands._speedups", "encode_batch")

@@ -306,6 +306,4 @@ def messages(
             raise ChunkCorrupt(f"no message starts where the gap before {first_nonzero} ends")
 
 
-_compiled = compiled.load("es_broker.log._speedups")
-if _compiled is not None:
-    reader = _compiled.Reader  # noqa: F811
+compiled.install(globals(), "es_broker.log._speedups", reader="Reader")
