@@ -126,7 +126,7 @@ class BrokerConfig:
     time_lookup: str = "compat"  # compat | lower_bound | upper_bound (S-7)
     reset_mode: str = "compat"  # compat | server_side (S-2)
     reset_scope: str = "compat"  # compat | read_queues (S-13)
-    reset_fence: bool = False  # S-3
+    reset_fence: bool = False  # a reset fences off late commits until the owner catches up (S-3)
     slave_offset_merge: str = "latest_wins"  # latest_wins | compat_overwrite (S-5, B-123)
     initial_map_size: int = 64 * 1024 * 1024  # LMDB map; grows by itself
     # --- history archive (B-401..B-419)

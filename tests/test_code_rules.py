@@ -21,8 +21,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "es_broker"
 MAX_FUNCTION_LINES = 120
 MAX_MODULE_LINES = 700
 
-# A comment that is only behaviour ids: "# B-123", "# (B-12, B-13)", "# B-160..B-179".
-ONLY_IDS = re.compile(r"#\s*\(?\s*B-\d+(\s*(,|\.\.|/|and)\s*B-\d+)*\s*\)?\s*\.?\s*$")
+# A comment that is only behaviour ids (B-) or semantic choices (S-): "# B-123", "# (B-12, S-3)".
+ONLY_IDS = re.compile(r"#\s*\(?\s*[BS]-\d+(\s*(,|\.\.|/|and)\s*[BS]-\d+)*\s*\)?\s*[.:]?\s*$")
 # History told in a comment or docstring. "used to" only after a subject, not in "is used to
 # build" (a purpose); "as before" alone is not a hit, since "answers as before sealing" is not
 # history.
