@@ -193,7 +193,7 @@ async def test_b140_jobs_of_one_connection_enter_the_writer_in_ticket_order_in_o
     async def send(t) -> None:
         t.bind()
         assert current_ticket() is t
-        from es_broker.commands.messages import MessageIn
+        from es_broker.commands.placement import MessageIn
 
         await broker.put_message(
             TOPIC, 0, MessageIn(b"%d" % t.number, {}, 0, 0, 0, ("127.0.0.1", 1), 0)

@@ -23,10 +23,11 @@ from es_broker.commands.errors import (
     ServiceNotAvailable,
     TopicNotExist,
 )
-from es_broker.commands.placement import MessageIn as MessageIn
+
+# _speedups.pyx reads MessageIn from this module; server/processor_support.py imports PutResult
+# from here
+from es_broker.commands.placement import MessageIn, encode_message, place
 from es_broker.commands.placement import PutResult as PutResult
-from es_broker.commands.placement import encode_message as encode_message
-from es_broker.commands.placement import place as place
 from es_broker.commands.topics import auto_create_topic, find_or_create_group
 from es_broker.config import BrokerRole
 from es_broker.log import AppendContext

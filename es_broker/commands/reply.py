@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from es_broker.commands.messages import MessageIn, PutResult
+from es_broker.commands.placement import MessageIn, PutResult
 from es_broker.log import AppendContext
 from es_broker.log.types import ReplyPushed
 from es_broker.remoting.headers import SendMessageRequestHeader

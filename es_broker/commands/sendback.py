@@ -19,9 +19,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from es_broker.commands import delay, messages, names, retry
+from es_broker.commands import delay, messages, names, placement, retry
 from es_broker.commands.errors import BrokerError, IllegalRequest, NoPermission, ServiceNotAvailable
-from es_broker.commands.messages import PutResult
+from es_broker.commands.placement import PutResult
 from es_broker.commands.topics import find_or_create_group
 from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
@@ -126,7 +126,7 @@ def _send_back(store: Store, request: _SendBack, ctx: AppendContext) -> SendBack
     # 7. retry or dead letter (B-91, B-92), and the queue, decided here and recorded
     limit = retry.max_reconsume_times(group_config, request.max_reconsume_times)
     decision, reason = _decision(request.delay_level, retry_queues, original, limit)
-    copy = messages.MessageIn(
+    copy = placement.MessageIn(
         original.body,
         {},
         original.flag,
@@ -220,7 +220,7 @@ def _park_retry(
     retry_topic: str,
     retry_queues: int,
     original: wire.StoredMessage,
-    copy: messages.MessageIn,
+    copy: placement.MessageIn,
     props: dict[str, str],
     ts: int,
 ) -> _Placed:
@@ -247,7 +247,7 @@ def _dead_letter(
     store: Store,
     ctx: AppendContext,
     request: _SendBack,
-    copy: messages.MessageIn,
+    copy: placement.MessageIn,
     props: dict[str, str],
     ts: int,
     host: tuple[str, int],
@@ -259,8 +259,8 @@ def _dead_letter(
     if made:
         created.append(target)
     props[delay.PROPERTY_DELAY] = "0"
-    encoded, code = messages.encode_message(target, 0, copy, props, host)
-    stored = messages.place(
+    encoded, code = placement.encode_message(target, 0, copy, props, host)
+    stored = placement.place(
         store,
         ctx,
         target,

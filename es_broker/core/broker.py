@@ -24,9 +24,10 @@ from es_broker.commands import (
     trace,
 )
 from es_broker.commands.errors import GroupNotExist, NoPermission
-from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutRequest, PutResult
+from es_broker.commands.messages import GetResult, GetStatus, PutRequest
 from es_broker.commands.names import retry_topic
 from es_broker.commands.offsets import OffsetAnswer
+from es_broker.commands.placement import MessageIn, PutResult
 from es_broker.commands.runtime_stats import dir_capacity, store_size
 from es_broker.config import BrokerRole
 from es_broker.core.base import ReadOnly, Unrecorded
