@@ -1,6 +1,6 @@
 """One handler, two routes: the page (its template) and the JSON API under /api.
 
-A handler (app_pages.py) answers (template, data) for a request whose `Views` acts as the
+A handler (pages.py) answers (template, data) for a request whose `Views` acts as the
 operator; `answer` first signs in, checks a POST and picks the account, and turns the
 errors a handler raises into the status they mean.
 """

@@ -2,7 +2,7 @@
 
 The settings, the templates, the operators' sessions, the sign-in throttle, and what the
 lifespan opens: the shared `Admin` over the name server and the lock writes queue on.
-Routes (app_pages.py, signin.py) take it as their first argument.
+Routes (pages.py, signin.py) take it as their first argument.
 """
 
 from __future__ import annotations
