@@ -15,7 +15,7 @@ import time
 import lmdb
 import trio
 
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import ASYNC_FLUSH, SYNC_FLUSH, BrokerConfig
 from es_broker.core.broker import Broker
 

@@ -22,7 +22,7 @@ import time
 
 import trio
 
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import ASYNC_FLUSH, BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.net.remoting_client import RemotingClient

@@ -16,7 +16,7 @@ import time
 import trio
 
 from es_broker.commands import sql92
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.remoting.message import tag_hash

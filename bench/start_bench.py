@@ -76,7 +76,7 @@ def build(data_dir: Path, n: int) -> None:
     """N messages through Broker.put_messages (batches of 32), then half of each queue consumed."""
     import trio
 
-    from es_broker.commands.messages import MessageIn
+    from es_broker.commands.placement import MessageIn
     from es_broker.config import ASYNC_FLUSH, BrokerConfig
     from es_broker.core.broker import Broker
 

@@ -20,6 +20,7 @@ import importlib
 import logging
 import os
 from types import ModuleType
+from typing import Any
 
 ENV = "ES_BROKER_PURE_PYTHON"
 
@@ -57,6 +58,25 @@ def load(name: str) -> ModuleType | None:
         _why_not.setdefault(name, "not built" if built else f"not loadable: {exc}")
         return None
     _loaded.setdefault(name, True)
+    return module
+
+
+def install(
+    namespace: dict[str, Any], name: str, *functions: str, **renamed: str
+) -> ModuleType | None:
+    """Put the compiled twins of `functions` in `namespace`, a module's globals(), in place of
+    its pure-Python reference of the same name; `renamed` maps a reference's name to its twin's
+    when they differ. The compiled module `name`, or None when the reference stays.
+
+    The one seam through which a compiled twin takes a reference's place: the module keeps its
+    typed reference (mypy reads that) and its REFERENCE table, and whatever the module calls by
+    these names, or imports from it afterwards, gets the twin."""
+    module = load(name)
+    if module is not None:
+        for function in functions:
+            namespace[function] = getattr(module, function)
+        for function, twin in renamed.items():
+            namespace[function] = getattr(module, twin)
     return module
 
 

@@ -120,13 +120,13 @@ class BrokerConfig:
     # --- es-broker switches (docs/design.md §10; defaults are RocketMQ-compatible)
     total_physical_memory_bytes: int = field(default_factory=_host_ram)
     overflow_badly_next: str = "max"  # max | legacy (B-60)
-    dlq_topic_perm: int = 2  # B-103
+    dlq_topic_perm: int = 2  # a new %DLQ%G's perm: 2 (write only), as 4.x up to 4.9.1 (B-103)
     strict_retry_config: bool = False  # S-10: no silent drop, one DLQ threshold for both paths
     new_group_start: str = "compat"  # compat | strict (S-6)
     time_lookup: str = "compat"  # compat | lower_bound | upper_bound (S-7)
     reset_mode: str = "compat"  # compat | server_side (S-2)
     reset_scope: str = "compat"  # compat | read_queues (S-13)
-    reset_fence: bool = False  # S-3
+    reset_fence: bool = False  # a reset fences off late commits until the owner catches up (S-3)
     slave_offset_merge: str = "latest_wins"  # latest_wins | compat_overwrite (S-5, B-123)
     initial_map_size: int = 64 * 1024 * 1024  # LMDB map; grows by itself
     # --- history archive (B-401..B-419)
@@ -153,7 +153,8 @@ class BrokerConfig:
     aclEnable: bool = False  # BrokerConfig.aclEnable: check every request against plain_acl.yml
     # the default ACL file (RocketMQ's Java property rocketmq.acl.plain.file); "" is conf/plain_acl.yml
     # under ROCKETMQ_HOME, or under the data directory when ROCKETMQ_HOME is not set; relative paths too
-    acl_plain_file: str = field(default="", metadata={"admin_only": True})  # B-352
+    # admin_only: left out of GET_BROKER_CONFIG's answer (B-352)
+    acl_plain_file: str = field(default="", metadata={"admin_only": True})
     aclDenialSummaryInterval: int = (
         60  # s between `access_denied` summaries of refused requests (B-191)
     )

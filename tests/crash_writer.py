@@ -11,7 +11,7 @@ import sys
 
 import trio
 
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 import pytest
 import trio
 
-from es_broker.acl.signing import ACCESS_KEY, ES_SIGNATURE, SIGNATURE, verify_v1
+from es_broker.acl.signing import ES_SIGNATURE, SIGNATURE, verify_v1
 from es_broker.client import Credentials
 from es_broker.net.channel import Channel
 from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
-from es_broker.remoting.command import RemotingCommand
+from es_broker.remoting.command import ACCESS_KEY, RemotingCommand
 from es_broker.server.main import BrokerServer, NameServerRole
 from es_broker.server.remoting_server import Handler, RemotingServer
 from tests.server_fixtures import QUICK_DELAYS, Running, in_process_config

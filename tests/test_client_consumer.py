@@ -9,7 +9,7 @@ import pytest
 
 from es_broker.client import ConsumeFromWhere, ConsumeResult, MessageModel, Producer, PushConsumer
 from es_broker.client.offset_store import LocalFileOffsetStore
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.bodies import ConsumerRunningInfo, MessageQueue, TopicRouteData

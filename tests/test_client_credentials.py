@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from es_broker import cli
-from es_broker.acl.signing import ACCESS_KEY, verify_v1
+from es_broker.acl.signing import verify_v1
 from es_broker.cli.credentials import CredentialsError, admin_credentials, read_tools_yml
 from es_broker.client import (
     ClientConfig,
@@ -29,6 +29,7 @@ from es_broker.client import (
 )
 from es_broker.client.admin import Admin
 from es_broker.remoting.codes import RequestCode
+from es_broker.remoting.command import ACCESS_KEY
 from tests.credential_fixtures import (
     CREDS,
     TIMEOUT,

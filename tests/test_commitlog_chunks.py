@@ -9,7 +9,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.core.broker import Broker
 from es_broker.log import chunks
 from es_broker.stored_layout import MAGIC_CODE

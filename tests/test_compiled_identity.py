@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from es_broker import compiled
 from es_broker.client import messages as client_messages
 from es_broker.commands import messages as store_messages
+from es_broker.commands import placement
 from es_broker.log import chunks
 from es_broker.projections import consume_queue, key_index
 from es_broker.remoting import command, frames, header, message, requests
@@ -746,7 +747,7 @@ send_properties = st.dictionaries(
     max_size=5,
 )
 messages_in = st.builds(
-    store_messages.MessageIn,
+    placement.MessageIn,
     st.one_of(st.binary(max_size=60), st.just(bytearray(b"b"))),
     send_properties,
     ints,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.projections.consume_queue import BLOCK_UNITS, UNIT
 from es_broker.projections.keys import U64, queue_key
 from es_broker.store import Store

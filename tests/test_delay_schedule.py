@@ -12,8 +12,8 @@ import pytest
 import trio
 
 from es_broker.commands.errors import MessageIllegal
-from es_broker.commands.messages import MessageIn
 from es_broker.commands.names import SCHEDULE_TOPIC
+from es_broker.commands.placement import MessageIn
 from es_broker.core.broker import Broker
 from es_broker.core.replay import verify
 from es_broker.remoting import fastjson

@@ -14,7 +14,8 @@ import trio
 
 from es_broker.clock import ManualClock
 from es_broker.commands.errors import ServiceNotAvailable
-from es_broker.commands.messages import GetStatus, MessageIn
+from es_broker.commands.messages import GetStatus
+from es_broker.commands.placement import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.remoting.codes import RequestCode, ResponseCode

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from es_broker.commands.explain import explain
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from tests.conftest import make_topic
 
 

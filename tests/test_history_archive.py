@@ -17,7 +17,7 @@ from es_broker.clock import ManualClock
 from es_broker.commands import transaction as tx
 from es_broker.commands.acl_audit import denial_record, load_fields
 from es_broker.commands.explain import explain
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.commands.trace import journey
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from es_broker.clock import ManualClock
 from es_broker.commands import trace
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.core.replay import verify

@@ -6,8 +6,8 @@ import pytest
 import trio
 import trio.testing
 
-from es_broker.commands.messages import MessageIn
 from es_broker.commands.offsets import QUERY_NOT_FOUND_REMARK
+from es_broker.commands.placement import MessageIn
 from es_broker.core.broker import Broker
 from es_broker.log import GroupCommitWriter, RecordLog, make
 from es_broker.log.arrival import ArrivalOrder

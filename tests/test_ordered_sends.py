@@ -7,8 +7,7 @@ import struct
 
 import trio
 
-from es_broker.core.broker import ArrivalOrder
-from es_broker.log.arrival import current_ticket
+from es_broker.log.arrival import ArrivalOrder, current_ticket
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
 from es_broker.remoting.connection import NEED_DATA, Connection
@@ -194,7 +193,7 @@ async def test_b140_jobs_of_one_connection_enter_the_writer_in_ticket_order_in_o
     async def send(t) -> None:
         t.bind()
         assert current_ticket() is t
-        from es_broker.commands.messages import MessageIn
+        from es_broker.commands.placement import MessageIn
 
         await broker.put_message(
             TOPIC, 0, MessageIn(b"%d" % t.number, {}, 0, 0, 0, ("127.0.0.1", 1), 0)

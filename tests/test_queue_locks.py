@@ -209,7 +209,8 @@ async def test_b142_to_b146_two_clients_over_eight_queues_against_a_broker_proce
 
 async def test_b148_a_pull_from_a_client_that_does_not_hold_the_lock_is_served(broker):
     """PullMessageProcessor (4.9.8) never consults the lock table: orderly consumption is the client's rule."""
-    from es_broker.commands.messages import GetStatus, MessageIn
+    from es_broker.commands.messages import GetStatus
+    from es_broker.commands.placement import MessageIn
     from tests.conftest import make_topic
 
     await make_topic(broker, "T", 8)

@@ -9,7 +9,7 @@ import pyarrow.dataset as ds
 import trio
 
 from es_broker.clock import ManualClock
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.readmodel.export import CHECKPOINT, export

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
 from es_broker.clock import ManualClock
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.readmodel import db, queries

@@ -13,7 +13,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect, select
 
 from es_broker.clock import ManualClock
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.readmodel import db

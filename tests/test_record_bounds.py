@@ -21,7 +21,7 @@ from es_broker.acl.plain import combine, parse_file
 from es_broker.clock import ManualClock
 from es_broker.commands.acl_audit import AclAudit
 from es_broker.commands.errors import BrokerError, IllegalRequest
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker

@@ -11,7 +11,7 @@ import pytest
 from es_broker.cli.admin import render_trace
 from es_broker.commands import trace
 from es_broker.commands.errors import TopicNotExist
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.commands.slave_journal import SlaveDelivery
 from es_broker.commands.slave_offsets import merge_job
 from es_broker.config import BrokerConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from es_broker.commands.errors import BrokerError
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from tests.conftest import make_topic
 
 

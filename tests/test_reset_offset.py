@@ -20,7 +20,7 @@ async def prepare(running, clock_times=(1000, 2000, 3000, 4000)):
     """Topic T with 2 queues, messages stored at the given times, group G at offsets {0: 3, 1: 1}."""
     await running.create_topic("T", queues=2)
     broker = running.server.broker
-    from es_broker.commands.messages import MessageIn
+    from es_broker.commands.placement import MessageIn
 
     for q in (0, 1):
         for _ in clock_times:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from es_broker.commands.messages import GetStatus, MessageIn
+from es_broker.commands.messages import GetStatus
+from es_broker.commands.placement import MessageIn
 from es_broker.core.broker import Broker
 from es_broker.remoting.codes import ResponseCode
 from tests.conftest import make_topic

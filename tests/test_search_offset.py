@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from tests.conftest import make_topic
 
 

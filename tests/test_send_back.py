@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from es_broker.commands.errors import BrokerError, GroupNotExist, NoPermission
-from es_broker.commands.messages import MessageIn
 from es_broker.commands.names import SCHEDULE_TOPIC
+from es_broker.commands.placement import MessageIn
 from es_broker.core.broker import Broker
 from es_broker.core.replay import verify
 from es_broker.remoting.codes import ResponseCode

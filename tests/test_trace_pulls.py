@@ -6,7 +6,7 @@ import trio
 
 from es_broker.clock import ManualClock
 from es_broker.commands import trace
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.core.replay import verify

@@ -6,7 +6,7 @@ import pytest
 
 from es_broker.commands import transaction as tx
 from es_broker.commands.errors import BrokerError, NoPermission
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.remoting import message as wire
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import START, make_topic

@@ -137,7 +137,8 @@ class PushConsumer(GroupConsumer):
         for topic, expression in (subscriptions or {}).items():
             self._subscriptions[topic] = build_subscription(topic, expression)
         self._process_queues: dict[MessageQueue, ProcessQueue] = {}
-        self._pull_from_which_node: dict[MessageQueue, int] = {}  # B-117
+        # per queue, the broker id the last pull suggested to pull from next (B-117)
+        self._pull_from_which_node: dict[MessageQueue, int] = {}
         self._inner_producer: Producer | None = None
         self._owns_inner_producer = False
         self._paused = False
@@ -178,7 +179,7 @@ class PushConsumer(GroupConsumer):
     async def start(self, nursery: TaskSpawner) -> None:
         """Connect, announce the group, rebalance once; pulling and timers then run in `nursery`."""
         if self.message_model == MessageModel.CLUSTERING:
-            # B-55
+            # CLUSTERING also subscribes to %RETRY%G (B-55)
             self._subscriptions[retry_topic(self.group)] = build_subscription(
                 retry_topic(self.group), "*"
             )
@@ -363,7 +364,8 @@ class PushConsumer(GroupConsumer):
                     log.info("pull %s at %d: %s", mq, next_offset, exc)
                     await anyio.sleep(pull_retry_delay(exc, cfg))
                     continue
-                self._pull_from_which_node[mq] = result.suggest_which_broker_id  # B-117
+                # every decoded pull answer's suggestion is followed (B-117)
+                self._pull_from_which_node[mq] = result.suggest_which_broker_id
                 next_offset = result.next_begin_offset
                 if result.status == PullStatus.FOUND:
                     if result.messages and not pq.dropped:
@@ -498,7 +500,7 @@ class PushConsumer(GroupConsumer):
         failed = msgs if result == ConsumeResult.RECONSUME_LATER else []
         if failed and self.message_model == MessageModel.BROADCASTING:
             for msg in failed:
-                # B-87
+                # BROADCASTING drops a failed message: no send-back (B-87)
                 log.warning("BROADCASTING, the message %s consume failed, drop it", msg.msg_id)
         elif failed:
             back_failed = []

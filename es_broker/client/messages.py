@@ -208,9 +208,7 @@ def _decode_until_bad(body: bytes) -> list[StoredMessage]:
 
 # the pure-Python function that has a compiled twin (in es_broker/remoting/_speedups.pyx)
 REFERENCE = {"decode_pull_body": decode_pull_body}
-_compiled = compiled.load("es_broker.remoting._speedups")
-if _compiled is not None:
-    decode_pull_body = _compiled.decode_pull_body  # noqa: F811
+compiled.install(globals(), "es_broker.remoting._speedups", "decode_pull_body")
 
 
 class UniqIdGenerator:

@@ -19,7 +19,8 @@ import anyio
 from es_broker.client.config import MASTER_ID
 from es_broker.client.instance import ClientInstance, FoundBroker
 from es_broker.net.remoting_client import RemotingError
-from es_broker.remoting.bodies import Bean, MessageQueue
+from es_broker.remoting.bean import Bean
+from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.errors import BodyDecodeError
 from es_broker.remoting.headers import (

@@ -235,7 +235,3 @@ def reply(request: ReceivedMessage, body: bytes) -> Reply:
         if value is not None:
             props[name] = value
     return Reply(reply_topic(cluster), Message(body, properties=props))
-
-
-def is_reply(properties: Mapping[str, str]) -> bool:
-    return properties.get(MSG_TYPE) == REPLY_FLAG

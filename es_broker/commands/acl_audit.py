@@ -461,7 +461,8 @@ def access_at(
             lo, hi = int(record.get("window_from", time)), int(record.get("window_to", time))
             if lo <= at + window_ms and hi >= at - window_ms:
                 why: dict[tuple[str, str, int], dict[str, int]] = {}
-                for w, h, c, reason, n in record.get("reasons") or ():  # B-347
+                # why each was refused, e.g. an admin code signed RocketMQ's way (B-347)
+                for w, h, c, reason, n in record.get("reasons") or ():
                     why.setdefault((w, h, int(c)), {})[reason] = int(n)
                 denials += [
                     {

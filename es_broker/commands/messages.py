@@ -23,10 +23,11 @@ from es_broker.commands.errors import (
     ServiceNotAvailable,
     TopicNotExist,
 )
-from es_broker.commands.placement import MessageIn as MessageIn
+
+# _speedups.pyx reads MessageIn from this module; server/processor_support.py imports PutResult
+# from here
+from es_broker.commands.placement import MessageIn, encode_message, place
 from es_broker.commands.placement import PutResult as PutResult
-from es_broker.commands.placement import encode_message as encode_message
-from es_broker.commands.placement import place as place
 from es_broker.commands.topics import auto_create_topic, find_or_create_group
 from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
@@ -480,6 +481,4 @@ def read_messages(
     return GetResult(status, next_offset, lo, hi, tuple(messages), tuple(offsets), slow)
 
 
-_compiled = compiled.load("es_broker.commands._speedups")
-if _compiled is not None:
-    encode_batch = _compiled.encode_batch  # noqa: F811
+compiled.install(globals(), "es_broker.commands._speedups", "encode_batch")

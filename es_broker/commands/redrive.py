@@ -21,7 +21,7 @@ from typing import Any
 
 import lmdb
 
-from es_broker.commands import delay, messages, names, retry
+from es_broker.commands import delay, names, placement, retry
 from es_broker.commands.errors import IllegalRequest, ServiceNotAvailable, TopicNotExist
 from es_broker.commands.topics import find_or_create_group
 from es_broker.commands.trace import record_at
@@ -166,7 +166,7 @@ def redrive_job(
             queue_id = random.randrange(config.write_queue_nums)  # decided here, recorded below
             props = {k: v for k, v in message.properties.items() if k not in DROPPED_PROPERTIES}
             # reconsume times reset
-            copy = messages.MessageIn(
+            copy = placement.MessageIn(
                 message.body,
                 {},
                 message.flag,
@@ -175,9 +175,9 @@ def redrive_job(
                 message.born_host,
                 0,
             )
-            raw, code = messages.encode_message(item.target_topic, queue_id, copy, props, host)
+            raw, code = placement.encode_message(item.target_topic, queue_id, copy, props, host)
             ts = store.clock.now_ms()
-            stored = messages.place(
+            stored = placement.place(
                 store,
                 ctx,
                 item.target_topic,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from es_broker.commands.messages import MessageIn, PutResult
+from es_broker.commands.placement import MessageIn, PutResult
 from es_broker.log import AppendContext
 from es_broker.log.types import ReplyPushed
 from es_broker.remoting.headers import SendMessageRequestHeader
@@ -31,7 +31,6 @@ from es_broker.remoting.reply_properties import (
     REPLY_TO_CLIENT,
     TTL,
 )
-from es_broker.remoting.reply_properties import reply_topic as reply_topic
 from es_broker.remoting.response_headers import ReplyMessageRequestHeader
 from es_broker.store import Store
 

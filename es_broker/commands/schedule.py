@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from es_broker.commands import delay, messages
+from es_broker.commands import delay, placement
 from es_broker.commands.names import SCHEDULE_TOPIC
 from es_broker.log import AppendContext
 from es_broker.log.types import DelayedMessageSkipped
@@ -123,7 +123,7 @@ def _deliver(
     The copy keeps the parked message's store host, as RocketMQ copies it.
     """
     topic, queue_id = real
-    copy = messages.MessageIn(
+    copy = placement.MessageIn(
         parked.body,
         {},
         parked.flag,
@@ -132,10 +132,10 @@ def _deliver(
         parked.born_host,
         parked.reconsume_times,
     )
-    raw, code = messages.encode_message(
+    raw, code = placement.encode_message(
         topic, queue_id, copy, delay.delivered_properties(parked.properties), parked.store_host
     )
-    result = messages.place(
+    result = placement.place(
         store,
         ctx,
         topic,

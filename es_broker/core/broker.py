@@ -24,18 +24,17 @@ from es_broker.commands import (
     trace,
 )
 from es_broker.commands.errors import GroupNotExist, NoPermission
-from es_broker.commands.messages import GetResult, GetStatus, MessageIn, PutRequest, PutResult
+from es_broker.commands.messages import GetResult, GetStatus, PutRequest
 from es_broker.commands.names import retry_topic
 from es_broker.commands.offsets import OffsetAnswer
+from es_broker.commands.placement import MessageIn, PutResult
 from es_broker.commands.runtime_stats import dir_capacity, store_size
 from es_broker.config import BrokerRole
 from es_broker.core.base import ReadOnly, Unrecorded
 from es_broker.core.retries import RetryOperations
 from es_broker.history.status import HistoryStatus, history_status
 from es_broker.log import AppendContext, Queued, StoreFullError
-from es_broker.log import WriterClosed as WriterClosed  # re-exported for the server
-from es_broker.log.arrival import ArrivalOrder as ArrivalOrder  # re-exported for the server
-from es_broker.log.arrival import Ticket as Ticket
+from es_broker.log import WriterClosed as WriterClosed  # server/main.py imports it from here
 from es_broker.log.records import RecordOutOfRange
 from es_broker.log.types import (
     Cause,

@@ -25,7 +25,7 @@ CAUSE_STYLE: dict[str, tuple[str, str]] = {
     "clone": ("#5c940d", "clone"),
     "admin": ("#c2255c", "admin"),
     "redrive": ("#5f3dc4", "re-drive"),
-    "import": ("#2b8a3e", "imported from RocketMQ"),  # B-520
+    "import": ("#2b8a3e", "imported from RocketMQ"),  # import rocketmq (B-520)
 }
 
 

@@ -23,9 +23,9 @@ slave and a rejoin hold the same bytes.
 
 A reader finds a message at its physical offset (`read`, `reader`, whose
 compiled twin is in _speedups.pyx): its TOTALSIZE (the first 4 bytes) says
-how many bytes follow. A TOTALSIZE of 0 is a gap: no message there (retention removed it, or it never reached this
-directory), as a missing key was before. A walk over the messages
-(`messages`) goes message by message by TOTALSIZE, and checks MAGICCODE at
+how many bytes follow. A TOTALSIZE of 0 is a gap: no message there
+(retention removed it, or it never reached this directory). A walk over the
+messages (`messages`) goes message by message by TOTALSIZE, and checks MAGICCODE at
 +4 of each: a gap (a file's blank may be 1 to 3 bytes, shorter than a
 TOTALSIZE) shows a TOTALSIZE of 0 or no code there. It skips the gap's
 zeros and takes as the next message's start the first offset, among the
@@ -306,6 +306,4 @@ def messages(
             raise ChunkCorrupt(f"no message starts where the gap before {first_nonzero} ends")
 
 
-_compiled = compiled.load("es_broker.log._speedups")
-if _compiled is not None:
-    reader = _compiled.Reader  # noqa: F811
+compiled.install(globals(), "es_broker.log._speedups", reader="Reader")

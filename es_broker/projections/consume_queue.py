@@ -289,6 +289,4 @@ class ConsumeQueueProjection(Dispatching):
             yield topic.decode(), struct.unpack(">I", qid)[0], lo, hi
 
 
-_compiled = compiled.load("es_broker.projections._speedups")
-if _compiled is not None:
-    queue_block = _compiled.queue_block  # noqa: F811
+compiled.install(globals(), "es_broker.projections._speedups", "queue_block")

@@ -310,6 +310,4 @@ class KeyIndexProjection(Dispatching):
         yield from txn.cursor(db=self.index_db).iternext()
 
 
-_compiled = compiled.load("es_broker.projections._speedups")
-if _compiled is not None:
-    index_entries = _compiled.index_entries  # noqa: F811
+compiled.install(globals(), "es_broker.projections._speedups", "index_entries")

@@ -18,10 +18,6 @@ def queue_key(topic: str, queue_id: int) -> bytes:
     return topic.encode() + b"\x00" + U32.pack(queue_id)
 
 
-def unit_key(topic: str, queue_id: int, offset: int) -> bytes:
-    return queue_key(topic, queue_id) + U64.pack(offset)
-
-
 def offset_key(topic: str, group: str, queue_id: int) -> bytes:
     """Key of the offset table entry (`topic@group`, queue id), as RocketMQ names it (B-27)."""
     return f"{topic}@{group}".encode() + b"\x00" + U32.pack(queue_id)

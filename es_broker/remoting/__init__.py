@@ -5,9 +5,9 @@ commands into bytes; `bodies` holds the JSON bodies in the fastjson dialect.
 Stored-message records (docs/protocol.md §8) are in `message`, imported separately.
 """
 
+from .bean import Bean
 from .bodies import (
     AclConfig,
-    Bean,
     BrokerData,
     ClientConnection,
     ClusterInfo,

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .bodies import Bean
+from .bean import Bean
 
 
 def _python_json(bean: Bean) -> bytes:

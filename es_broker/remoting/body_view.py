@@ -13,7 +13,7 @@ import json
 from typing import Any, Protocol, runtime_checkable
 
 from . import fastjson
-from .bodies import Bean
+from .bean import Bean
 from .query_bodies import PythonJsonBean
 
 

@@ -292,8 +292,6 @@ REFERENCE = {
     "with_ext_fields": with_ext_fields,
 }
 
-codec = compiled.load("es_broker.remoting._codec")
-if codec is not None:
-    normalize_ext_fields = codec.normalize_ext_fields  # noqa: F811
-    response_to = codec.response_to  # noqa: F811
-    with_ext_fields = codec.with_ext_fields  # noqa: F811
+codec = compiled.install(
+    globals(), "es_broker.remoting._codec", "normalize_ext_fields", "response_to", "with_ext_fields"
+)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import struct
 
+from es_broker import compiled
+
 from .codes import SerializeType
-from .command import RemotingCommand, codec
+from .command import RemotingCommand
 from .errors import (
     EncodeError,
     FrameLengthInvalid,
@@ -115,5 +117,4 @@ def _decode_span(data: bytes | bytearray | memoryview, start: int, end: int) -> 
 # -- the compiled hot path (see command.py) ---------------------------------------
 REFERENCE = {"encode_frame": encode_frame}
 
-if codec is not None:
-    encode_frame = codec.encode_frame  # noqa: F811
+compiled.install(globals(), "es_broker.remoting._codec", "encode_frame")

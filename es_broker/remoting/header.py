@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import struct
 
+from es_broker import compiled
+
 from .codes import LanguageCode, SerializeType
-from .command import RemotingCommand, codec, ext_value_to_str
+from .command import RemotingCommand, ext_value_to_str
 from .errors import EncodeError, HeaderDecodeError
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -316,6 +318,4 @@ REFERENCE = {
     "decode_json_header": decode_json_header,
 }
 
-if codec is not None:
-    encode_json_header = codec.encode_json_header  # noqa: F811
-    decode_json_header = codec.decode_json_header  # noqa: F811
+compiled.install(globals(), "es_broker.remoting._codec", "encode_json_header", "decode_json_header")

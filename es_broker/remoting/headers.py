@@ -15,7 +15,7 @@ es-broker's own request codes have theirs in es_headers.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 from .codes import RequestCode
 from .header_fields import (
@@ -33,7 +33,7 @@ from .header_fields import (
 )
 
 if TYPE_CHECKING:
-    from .command import RemotingCommand
+    pass
 
 # -- producer -----------------------------------------------------------------------------------
 
@@ -65,11 +65,6 @@ class SendMessageRequestHeader(CustomHeader):
     def uses_v2_names(cls, code: int) -> bool:
         # SEND_MESSAGE and SEND_REPLY_MESSAGE carry SendMessageRequestHeader's Java names
         return code not in (RequestCode.SEND_MESSAGE, RequestCode.SEND_REPLY_MESSAGE)
-
-    @classmethod
-    def read(cls, cmd: RemotingCommand) -> Self:
-        """`of`, by its earlier name."""
-        return cls.of(cmd)
 
     def v2_fields(self) -> dict[str, str]:
         """The SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE extFields: one-letter names, Java's text."""

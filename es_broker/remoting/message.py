@@ -497,15 +497,4 @@ REFERENCE = {
     "decode_batch": decode_batch,
 }
 
-_compiled = compiled.load("es_broker.remoting._speedups")
-if _compiled is not None:
-    tag_hash = _compiled.tag_hash  # noqa: F811
-    encode_properties = _compiled.encode_properties  # noqa: F811
-    decode_properties = _compiled.decode_properties  # noqa: F811
-    encode_fields = _compiled.encode_fields  # noqa: F811
-    stamp = _compiled.stamp  # noqa: F811
-    place_batch = _compiled.place_batch  # noqa: F811
-    message_keys = _compiled.message_keys  # noqa: F811
-    decode_one = _compiled.decode_one  # noqa: F811
-    decode_all = _compiled.decode_all  # noqa: F811
-    decode_batch = _compiled.decode_batch  # noqa: F811
+compiled.install(globals(), "es_broker.remoting._speedups", *REFERENCE)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .bodies import Bean
+from .bean import Bean
 
 # -- VIEW_BROKER_STATS_DATA (315) -------------------------------------------------------------
 

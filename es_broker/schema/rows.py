@@ -491,7 +491,8 @@ _BY_TYPE: dict[str, list[tuple[str, Callable[[Record], list[dict[str, Any]]]]]] 
     RecordType.TOPIC_PERM_CHANGED: [("topics", _topics)],
     RecordType.TOPIC_DELETED: [("topics", _topics)],
     RecordType.SUBGROUP_UPDATED: [("groups", _groups)],
-    RecordType.SUBGROUP_DELETED: [("groups", _groups), ("offsets", _offsets)],  # B-431
+    # a group and its offsets are deleted by one record (B-431)
+    RecordType.SUBGROUP_DELETED: [("groups", _groups), ("offsets", _offsets)],
     RecordType.CONSUMER_GROUP_CHANGED: [("groups", _groups)],
     RecordType.MESSAGES_STORED: [("messages", _messages)],
     RecordType.MESSAGES_DELIVERED: [("deliveries", _deliveries)],

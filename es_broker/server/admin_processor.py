@@ -484,7 +484,8 @@ class AdminBrokerProcessor(BrokerSettings):
 
     async def runtime_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         table = {k: str(v) for k, v in {**self.broker.runtime_info(), **self.ha_status()}.items()}
-        table["aclEnable"] = "true" if self.config.aclEnable else "false"  # B-353
+        # says whether ACL is on, so an open broker is seen to be open (B-353)
+        table["aclEnable"] = "true" if self.config.aclEnable else "false"
         return response_to(req, ResponseCode.SUCCESS, body=KVTable(table).encode())
 
     async def broker_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:

@@ -12,7 +12,7 @@ and never waits behind them.
 
 from __future__ import annotations
 
-from es_broker.core.broker import ArrivalOrder, Ticket
+from es_broker.log.arrival import ArrivalOrder, Ticket
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 
 ORDERED_CODES = frozenset(

@@ -13,7 +13,8 @@ import logging
 
 import trio
 
-from es_broker.core.broker import Broker, WriterClosed
+from es_broker.core.broker import Broker
+from es_broker.log import WriterClosed
 from es_broker.server.longpoll import PullHoldService
 
 log = logging.getLogger(__name__)

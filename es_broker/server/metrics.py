@@ -283,96 +283,101 @@ class BrokerCollector(Collector):
 
     # ------------------------------------------------------------------ es-broker's own
     def _esbroker(self, names: list[str], values: list[str]) -> Iterable[Metric]:
-        server, broker = self.server, self.server.broker
-        writer, log_ = broker.writer, broker.store.log
-        out: list[Metric] = []
+        out = _Families(names, values)
+        last_seq = self.server.broker.store.log.last_seq
+        self._writer_metrics(out, last_seq)
+        self._history_metrics(out)
+        if self.server.readmodel_url:
+            self._readmodel_metrics(out, last_seq)
+        self._peer_metrics(out)
+        return out.metrics
 
-        def gauge(name: str, doc: str, value: float, unit: str = "") -> None:
-            g = GaugeMetricFamily(name, doc, labels=names, unit=unit)
-            g.add_metric(values, value)
-            out.append(g)
-
-        def counter(name: str, doc: str, value: float) -> None:
-            c = CounterMetricFamily(name, doc, labels=names)
-            c.add_metric(values, value)
-            out.append(c)
-
-        last_seq = log_.last_seq
-        gauge("esbroker_log_sequence", "Sequence of the last record applied", last_seq)
-        counter(
+    def _writer_metrics(self, out: _Families, last_seq: int) -> None:
+        """The log's head, the writer's group commits and the disk it writes to."""
+        writer, log_ = self.server.broker.writer, self.server.broker.store.log
+        out.gauge("esbroker_log_sequence", "Sequence of the last record applied", last_seq)
+        out.counter(
             "esbroker_group_commits", "Write transactions committed since start", writer.batches
         )
-        counter("esbroker_group_commit_jobs", "Jobs written since start", writer.jobs)
-        gauge(
+        out.counter("esbroker_group_commit_jobs", "Jobs written since start", writer.jobs)
+        out.gauge(
             "esbroker_disk_full",
             "1 while the disk is full and writes are refused",
             int(writer.disk_full),
         )
-        counter(
+        out.counter(
             "esbroker_refused_writes_while_full",
             "Writes refused while the disk was full, since start",
             writer.refused_while_full,
         )
-        gauge(
+        out.gauge(
             "esbroker_disk_used",
             "Used fraction of the data directory's file system",
             disk_full.disk_usage(log_.path),
             unit="ratio",
         )
-        # the history (B-466): what the hot log holds, where the horizon is, the archive's size
-        history = broker.history_status()
-        gauge("esbroker_history_hot_records", "Records in the hot log", history.hot_records)
-        gauge(
+
+    def _history_metrics(self, out: _Families) -> None:
+        """The history (B-466): what the hot log holds, where the horizon is, the archive's size."""
+        history = self.server.broker.history_status()
+        out.gauge("esbroker_history_hot_records", "Records in the hot log", history.hot_records)
+        out.gauge(
             "esbroker_history_hot_log",
             "Pages of the hot log's LMDB database",
             history.hot_log_bytes,
             unit="bytes",
         )
-        gauge(
+        out.gauge(
             "esbroker_history_sealed_sequence",
             "Last sequence sealed to the archive (0: none)",
             history.sealed_upto,
         )
-        gauge(
+        out.gauge(
             "esbroker_history_horizon_timestamp",
             "Broker time of the last sealed record (-1: none)",
             history.horizon_time / 1000 if history.horizon_time >= 0 else -1,
             unit="seconds",
         )
-        gauge(
+        out.gauge(
             "esbroker_history_archive",
             "Files in a local archive (-1: a remote filesystem, not listed)",
             history.archive_bytes,
             unit="bytes",
         )
-        # the read-model follower (B-..): records and seconds of broker time behind the log's head
-        if server.readmodel_url:
-            position = read_position(server.config.storePathRootDir)
-            behind = -1 if position is None else max(last_seq - position, 0)
-            gauge(
-                "esbroker_readmodel_lag_records",
-                "Records the SQL read model has not applied",
-                behind,
-            )
-            gauge(
-                "esbroker_readmodel_lag",
-                "Broker time between the log's head and the read model's position",
-                self._seconds_between(position, last_seq),
-                unit="seconds",
-            )
-            quarantined = read_quarantined(server.config.storePathRootDir)
-            gauge(
-                "esbroker_readmodel_quarantined_records",
-                "Records the read model quarantined (-1 before the follower counted)",
-                -1 if quarantined is None else quarantined,
-            )
-            follower = server.follower
-            gauge(
-                "esbroker_readmodel_follower_up",
-                "1 while the follower process runs",
-                int(bool(follower and follower.pid)),
-            )
-        # the requests this broker sends on its own (B-315, B-316): 1 for the state they are in
+
+    def _readmodel_metrics(self, out: _Families, last_seq: int) -> None:
+        """The read-model follower: records and seconds of broker time behind the log's head."""
+        server = self.server
+        position = read_position(server.config.storePathRootDir)
+        behind = -1 if position is None else max(last_seq - position, 0)
+        out.gauge(
+            "esbroker_readmodel_lag_records",
+            "Records the SQL read model has not applied",
+            behind,
+        )
+        out.gauge(
+            "esbroker_readmodel_lag",
+            "Broker time between the log's head and the read model's position",
+            self._seconds_between(position, last_seq),
+            unit="seconds",
+        )
+        quarantined = read_quarantined(server.config.storePathRootDir)
+        out.gauge(
+            "esbroker_readmodel_quarantined_records",
+            "Records the read model quarantined (-1 before the follower counted)",
+            -1 if quarantined is None else quarantined,
+        )
+        follower = server.follower
+        out.gauge(
+            "esbroker_readmodel_follower_up",
+            "1 while the follower process runs",
+            int(bool(follower and follower.pid)),
+        )
+
+    def _peer_metrics(self, out: _Families) -> None:
+        """The requests this broker sends on its own (B-315, B-316): 1 for the state they are in;
+        then replication, transactions, queue locks and connections, read on trio's side."""
+        names, values = out.names, out.values
         peer = GaugeMetricFamily(
             "esbroker_peer_state",
             "State of the requests the broker sends on its own: 1 for the current one",
@@ -392,25 +397,26 @@ class BrokerCollector(Collector):
             "clientNotice",
         ):
             peer.add_metric([*values, field, _peer_state(str(status.get(field, NONE)))], 1)
-        out.append(peer)
-        gauge(
+        out.metrics.append(peer)
+        out.gauge(
             "esbroker_nameserver_registration_ok",
             "1 when every name server accepted the last registration",
             int(status.get("nameServerRegistration") == "ok"),
         )
-        out.extend(self._replication(names, values, trio_side["sessions"], status))
-        gauge(
+        out.metrics.extend(self._replication(names, values, trio_side["sessions"], status))
+        out.gauge(
             "esbroker_open_transactions",
             "Half messages neither committed nor rolled back",
-            len(broker.open_transactions()),
+            len(self.server.broker.open_transactions()),
         )
-        gauge("esbroker_queue_locks_held", "Queues locked by orderly consumers", trio_side["locks"])
+        out.gauge(
+            "esbroker_queue_locks_held", "Queues locked by orderly consumers", trio_side["locks"]
+        )
         conns = GaugeMetricFamily(
             "esbroker_connections", "Open connections", labels=[*names, "listener"]
         )
         conns.add_metric([*values, "broker"], trio_side["connections"])
-        out.append(conns)
-        return out
+        out.metrics.append(conns)
 
     def _replication(
         self,
@@ -515,3 +521,22 @@ class _Guarded(Collector):
         except Exception:
             log.exception("metrics: a scrape failed")
             raise
+
+
+class _Families:
+    """The metric families of one broker, in the order they are added, labelled alike."""
+
+    def __init__(self, names: list[str], values: list[str]) -> None:
+        self.names = names
+        self.values = values
+        self.metrics: list[Metric] = []
+
+    def gauge(self, name: str, doc: str, value: float, unit: str = "") -> None:
+        g = GaugeMetricFamily(name, doc, labels=self.names, unit=unit)
+        g.add_metric(self.values, value)
+        self.metrics.append(g)
+
+    def counter(self, name: str, doc: str, value: float) -> None:
+        c = CounterMetricFamily(name, doc, labels=self.names)
+        c.add_metric(self.values, value)
+        self.metrics.append(c)

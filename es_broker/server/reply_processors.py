@@ -17,7 +17,8 @@ from collections.abc import Callable
 import trio
 
 from es_broker.commands import reply
-from es_broker.commands.messages import MessageIn, PutRequest, PutResult
+from es_broker.commands.messages import PutRequest
+from es_broker.commands.placement import MessageIn, PutResult
 from es_broker.core.broker import Broker
 from es_broker.log.types import ReplyPushed
 from es_broker.net.channel import Channel, ChannelClosed

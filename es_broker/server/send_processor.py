@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from es_broker.commands.errors import BrokerError
-from es_broker.commands.messages import MessageIn, PutRequest, PutResult
+from es_broker.commands.messages import PutRequest
+from es_broker.commands.placement import MessageIn, PutResult
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster, wants_slave_ack
 from es_broker.log import Queued, hops

@@ -17,7 +17,8 @@ import logging
 import trio
 
 from es_broker.commands.transaction import CheckSent
-from es_broker.core.broker import Broker, WriterClosed
+from es_broker.core.broker import Broker
+from es_broker.log import WriterClosed
 from es_broker.net.channel import Channel, ChannelClosed
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request

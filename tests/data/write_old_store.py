@@ -25,7 +25,7 @@ import trio
 
 from es_broker.clock import ManualClock
 from es_broker.commands import explain, trace
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.remoting import message as wire

@@ -25,7 +25,7 @@ from es_broker.acl.plain import combine, parse_file
 from es_broker.clock import ManualClock
 from es_broker.commands import acl_audit, slave_offsets
 from es_broker.commands import transaction as tx
-from es_broker.commands.messages import MessageIn
+from es_broker.commands.placement import MessageIn
 from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker

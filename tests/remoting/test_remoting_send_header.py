@@ -71,20 +71,20 @@ def test_v1_header_uses_java_field_names() -> None:
     ],
 )
 def test_the_broker_reads_back_what_either_form_wrote(code: int, fields: dict[str, str]) -> None:
-    assert SendMessageRequestHeader.read(request(code, fields)) == HEADER
+    assert SendMessageRequestHeader.of(request(code, fields)) == HEADER
 
 
 def test_a_v2_header_may_carry_a_v1_name_for_a_field() -> None:
     fields = dict(HEADER.v2_fields())
     fields["topic"] = fields.pop("b")
-    assert SendMessageRequestHeader.read(request(RequestCode.SEND_MESSAGE_V2, fields)) == HEADER
+    assert SendMessageRequestHeader.of(request(RequestCode.SEND_MESSAGE_V2, fields)) == HEADER
 
 
 def test_a_missing_or_malformed_field_is_named_by_its_v1_name() -> None:
     fields = dict(HEADER.v2_fields())
     del fields["b"]
     with pytest.raises(MissingField, match="'topic'"):
-        SendMessageRequestHeader.read(request(RequestCode.SEND_MESSAGE_V2, fields))
+        SendMessageRequestHeader.of(request(RequestCode.SEND_MESSAGE_V2, fields))
     fields = dict(HEADER.v2_fields(), e="x1")
     with pytest.raises(BadField, match="queueId"):
-        SendMessageRequestHeader.read(request(RequestCode.SEND_MESSAGE_V2, fields))
+        SendMessageRequestHeader.of(request(RequestCode.SEND_MESSAGE_V2, fields))
