@@ -20,6 +20,12 @@ Rows:
 
 The jobs wait in the queue for up to `--window` messages at a time before the writer commits
 them, so a group commit holds as many jobs as a busy edge would hand it (512 at most).
+
+CPU seconds drift on a shared machine; instructions do not. Per message, under callgrind: run a
+row with N and with 2N messages and divide the difference of the totals by N, e.g.
+
+    for n in 2000 4000; do valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        python bench/writer_ceiling.py --rows 0 --messages $n 2>&1 | grep Collected; done
 """
 
 from __future__ import annotations
@@ -86,9 +92,7 @@ async def _run(n: int, per_record: int, pulls: bool, window: int) -> tuple[float
                     if pulls and i % QUEUES == 0:
                         writer.commit_waiting()
                         for q in range(QUEUES):
-                            result, group_config = broker.read_pull(
-                                GROUP, TOPIC, q, offsets[q], 32
-                            )
+                            result, group_config = broker.read_pull(GROUP, TOPIC, q, offsets[q], 32)
                             assert group_config is not None
                             broker.enqueue_pull(
                                 GROUP,
@@ -116,17 +120,19 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--window", type=int, default=64, help="messages queued before a commit")
     parser.add_argument("--pure", action="store_true", help="ES_BROKER_PURE_PYTHON=1")
+    parser.add_argument("--rows", default="0,1,2", help="which rows to run (0, 1, 2)")
     args = parser.parse_args()
     n = args.messages
     print(
         f"the writer alone, 1 KiB messages with KEYS and UNIQ_KEY, {n} per row, "
         f"{'pure Python' if args.pure else 'compiled'}, ASYNC_FLUSH, up to {args.window} queued"
     )
-    for name, per_record, pulls in (
+    rows = (
         ("one message per record (sync send)", 1, False),
         ("32 messages per record (batch send)", 32, False),
         ("shape: one per record + a pull/commit per 1", 1, True),
-    ):
+    )
+    for name, per_record, pulls in (rows[int(r)] for r in args.rows.split(",")):
         cpu, messages, batches = trio.run(_run, n, per_record, pulls, args.window)
         print(
             f"{name:45s} {messages / cpu:10,.0f} msg/s  {cpu / messages * 1e6:7.1f} µs CPU/msg  "
