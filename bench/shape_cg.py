@@ -30,7 +30,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from rocketmq_shape import QUEUES, Run, create_topic, frame, heartbeat_body  # noqa: E402
+from rocketmq_shape import (  # noqa: E402
+    QUEUES,
+    Run,
+    create_topic,
+    frame,
+    group_commits,
+    heartbeat_body,
+)
 from server_cg import _BROKER, _dump, self_costs  # noqa: E402
 
 HEART_BEAT = 34
@@ -134,13 +141,17 @@ def main() -> None:
             ["callgrind_control", "-z", str(process.pid)], check=True, capture_output=True
         )
         before = set(out_dir.glob("cg.out*"))
+        commits0 = group_commits(addr)
         messages, requests = run.drive(args.messages)
         instructions, dump = _dump(process.pid, out_dir, before)
+        commits1 = group_commits(addr)
+        txns, jobs = commits1[0] - commits0[0], commits1[1] - commits0[1]
         mode = "pure Python" if args.pure else "compiled"
         print(
             f"shape, {args.inflight} in flight ({mode}; callgrind, every thread of the broker): "
             f"{messages} messages, {requests} requests, {instructions / 1e6:.1f} M Ir, "
-            f"{instructions / messages / 1e3:.1f} k Ir/msg, {instructions / requests / 1e3:.1f} k Ir/req"
+            f"{instructions / messages / 1e3:.1f} k Ir/msg, {instructions / requests / 1e3:.1f} k Ir/req; "
+            f"{txns} write transactions of {jobs / max(1, txns):.1f} jobs"
         )
         if args.annotate:
             print(f"\n== top {args.annotate} C functions by self Ir")
