@@ -1,4 +1,4 @@
-"""The stats projection's counts of a group commit (B-355): the same sums whatever the batches.
+"""The stats projection's counts of a group commit (B-356): the same sums whatever the batches.
 
 The projection adds a write transaction's counts in memory and writes each count once before the
 commit (`StatsProjection.settle`). These tests hold that the counts of sends committed together
@@ -48,7 +48,7 @@ async def _with_broker(path: str, body: Any) -> Any:
         broker.close()
 
 
-def test_b355_counts_of_one_group_commit_equal_those_of_sends_one_by_one(tmp_path) -> None:
+def test_b356_counts_of_one_group_commit_equal_those_of_sends_one_by_one(tmp_path) -> None:
     async def body(broker: Broker) -> dict[str, Counts]:
         for i in range(20):  # T: twenty sends queued together, written by one group commit
             broker.enqueue_put(_send("T", i), _ignore)
@@ -65,7 +65,7 @@ def test_b355_counts_of_one_group_commit_equal_those_of_sends_one_by_one(tmp_pat
     assert verify(tmp_path / "d") == []  # replayed in batches of its own: the same bytes
 
 
-def test_b355_a_rolled_back_group_commit_leaves_none_of_its_counts(tmp_path) -> None:
+def test_b356_a_rolled_back_group_commit_leaves_none_of_its_counts(tmp_path) -> None:
     async def body(broker: Broker) -> dict[str, Counts]:
         good = [broker.enqueue_put(_send("T", i), _ignore) for i in range(3)]
         put = broker._put_job(_send("T", 3))
