@@ -43,6 +43,10 @@ class Projection(Protocol):
 
     def bind(self, log: RecordLog) -> None: ...
 
+    # A projection may also have `settle(txn)`: it may keep what its records change in memory
+    # while a write transaction applies them, and writes it in `settle`, which the log calls
+    # before every commit of a transaction that applied records (`RecordLog.settle`).
+
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None: ...
 
 
@@ -159,6 +163,10 @@ class RecordLog:
         self.commitlog_db = self._dbs[chunks.DATABASE]
         for projection in self.projections:
             projection.bind(self)
+        # the projections that keep part of a transaction's changes until its commit
+        self._settlers: tuple[Callable[[lmdb.Transaction[bytes]], None], ...] = tuple(
+            settle for p in self.projections if (settle := getattr(p, "settle", None)) is not None
+        )
         self.last_seq = self._read_last_seq()
 
     # ------------------------------------------------------------------ basics
@@ -244,6 +252,7 @@ class RecordLog:
                     if ctx.appended != before or isinstance(exc, lmdb.Error):
                         raise _SpoiledBatch(exc) from exc
                     results.append((False, exc))
+            self.settle(txn)
             txn.commit()
         except BaseException as exc:
             txn.abort()
@@ -257,6 +266,12 @@ class RecordLog:
             raise
         self.last_seq = ctx.next_seq - 1
         return results
+
+    def settle(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Write what the projections kept in memory of the records `txn` applied; called before
+        it commits (a transaction that applies records outside `write_batch` calls it too)."""
+        for settle in self._settlers:
+            settle(txn)
 
     def flush(self) -> None:
         """Force everything committed so far to disk (the ASYNC_FLUSH flush tick)."""

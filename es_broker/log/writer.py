@@ -156,6 +156,11 @@ class GroupCommitWriter:
         self.fence: Callable[[], str | None] = lambda: None
 
     @property
+    def waiting(self) -> int:
+        """Jobs queued and not yet taken into a group commit."""
+        return len(self._queue)
+
+    @property
     def disk_full(self) -> bool:
         return self.disk_full_since is not None
 

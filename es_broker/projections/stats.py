@@ -114,6 +114,11 @@ class StatsProjection(Dispatching):
     def bind(self, log: RecordLog) -> None:
         self.total_db = log.db("stats_total")
         self.minute_db = log.db("stats_minute")
+        # the counts the records of the write transaction `_txn` add, by (database, key), written
+        # once by `settle` before it commits: a group commit of many sends to one topic reads and
+        # writes each count once, not once a record. The sums are those the records add one by one.
+        self._txn: lmdb.Transaction[bytes] | None = None
+        self._pending: dict[tuple[Any, bytes], list[int]] = {}
         # the consume queue, applied before: the delivered messages' sizes
         self.cq = next(p for p in log.projections if isinstance(p, ConsumeQueueProjection))
 
@@ -142,7 +147,7 @@ class StatsProjection(Dispatching):
         self._add(txn, BROKER_PUT, minute, n, size)
         for which, (k, s) in size_buckets(sizes):
             key = SIZE_BUCKETS + f"{topic}\x00{message_type}\x00{which}".encode()
-            _bump(txn, key, self.total_db, k, s)
+            self._bump(txn, key, self.total_db, k, s)
 
     def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
@@ -162,11 +167,11 @@ class StatsProjection(Dispatching):
     def _denied(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         named = 0
         for entry in record.get("reasons") or ():  # [who, host, code, reason, n] (B-347, B-510)
-            _bump(txn, ACL_DENIED + str(entry[3]).encode(), self.total_db, int(entry[4]), 0)
+            self._bump(txn, ACL_DENIED + str(entry[3]).encode(), self.total_db, int(entry[4]), 0)
             named += int(entry[4])
         rest = int(record.get("requests") or 0) - named  # summaries written before B-510
         if rest > 0:
-            _bump(txn, ACL_DENIED + b"unknown", self.total_db, rest, 0)
+            self._bump(txn, ACL_DENIED + b"unknown", self.total_db, rest, 0)
 
     HANDLERS = handlers(
         {
@@ -188,10 +193,31 @@ class StatsProjection(Dispatching):
         total: bool = True,
     ) -> None:
         if total:
-            _bump(txn, key, self.total_db, n, size)
+            self._bump(txn, key, self.total_db, n, size)
         if b"\x00" in key:  # the per-type total's minute is kept under the topic alone
             return
-        _bump(txn, key + b"\x00" + U64.pack(max(minute, 0)), self.minute_db, n, size)
+        self._bump(txn, key + b"\x00" + U64.pack(max(minute, 0)), self.minute_db, n, size)
+
+    def _bump(self, txn: lmdb.Transaction[bytes], key: bytes, db: Any, n: int, size: int) -> None:
+        """Add a record's n messages of `size` bytes to a count, kept until `settle`."""
+        if txn is not self._txn:  # a new transaction: what an aborted one kept is dropped
+            self._txn = txn
+            self._pending.clear()
+        pending = self._pending.get((db, key))
+        if pending is None:
+            self._pending[(db, key)] = [n, size, 1]
+        else:
+            pending[0] += n
+            pending[1] += size
+            pending[2] += 1
+
+    def settle(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Write the counts `txn`'s records added (before it commits)."""
+        if txn is self._txn:
+            for (db, key), (n, size, recs) in self._pending.items():
+                _bump(txn, key, db, n, size, recs)
+        self._txn = None
+        self._pending.clear()
 
     # ------------------------------------------------------------------ reads
     def totals(self, txn: lmdb.Transaction[bytes], kind: bytes) -> Iterator[tuple[str, Counts]]:
@@ -271,6 +297,7 @@ class StatsProjection(Dispatching):
                         txn.drop(db, delete=False)
                     for key, raw in txn.cursor(db=log.log_db):
                         self.apply(txn, records.key_seq(key), records.unpack(raw))
+                    self.settle(txn)
                 return True
             except lmdb.MapFullError:
                 log.env.set_mapsize(log.env.info()["map_size"] * 2)
@@ -294,7 +321,9 @@ def size_buckets(sizes: list[int]) -> list[tuple[int, tuple[int, int]]]:
     return [(which, (k, s)) for which, (k, s) in sorted(buckets.items())]
 
 
-def _bump(txn: lmdb.Transaction[bytes], key: bytes, db: Any, n: int, size: int) -> None:
+def _bump(
+    txn: lmdb.Transaction[bytes], key: bytes, db: Any, n: int, size: int, recs: int = 1
+) -> None:
     raw = txn.get(key, db=db)
     m, s, r = VALUE.unpack(raw) if raw is not None else (0, 0, 0)
-    txn.put(key, VALUE.pack(m + n, s + size, r + 1), db=db)
+    txn.put(key, VALUE.pack(m + n, s + size, r + recs), db=db)
