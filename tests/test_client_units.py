@@ -251,7 +251,6 @@ def test_a_request_takes_its_opaque_with_every_other_field_kept():
     `dataclasses.replace` makes, every field of the command included."""
     import dataclasses
 
-    from es_broker.net.channel import _with_opaque
     from es_broker.remoting.codes import LanguageCode, SerializeType
     from es_broker.remoting.command import RemotingCommand
 
@@ -266,7 +265,7 @@ def test_a_request_takes_its_opaque_with_every_other_field_kept():
         body=b"body",
         serialize_type=SerializeType.ROCKETMQ,
     )
-    renumbered = _with_opaque(command, 42)
+    renumbered = command.with_opaque(42)
     assert renumbered == dataclasses.replace(command, opaque=42)
     assert [f.name for f in dataclasses.fields(RemotingCommand) if f.init] == [
         "code",
@@ -278,4 +277,4 @@ def test_a_request_takes_its_opaque_with_every_other_field_kept():
         "ext_fields",
         "body",
         "serialize_type",
-    ]  # a field added to the command must be added to _with_opaque too
+    ]  # a field added to the command must be added to with_opaque too

@@ -50,7 +50,6 @@ from es_broker.acl.plain import (
 )
 from es_broker.acl.rules import TRACE_TOPIC, Rule
 from es_broker.acl.signing import (
-    ACCESS_KEY,
     ES_NONCE,
     ES_SIG_VERSION,
     ES_SIGNATURE,
@@ -64,7 +63,7 @@ from es_broker.acl.signing import (
 )
 from es_broker.clock import SystemClock
 from es_broker.remoting.codes import ResponseCode
-from es_broker.remoting.command import RemotingCommand
+from es_broker.remoting.command import ACCESS_KEY, RemotingCommand
 from es_broker.remoting.requests import Refusal
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# acl/access.py imports ACCESS_KEY from here
-from es_broker.remoting.command import ACCESS_KEY as ACCESS_KEY
+from es_broker.remoting.command import ACCESS_KEY
 
 SECRET_KEY = "SecretKey"
 SIGNATURE = "Signature"

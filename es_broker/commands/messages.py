@@ -24,10 +24,8 @@ from es_broker.commands.errors import (
     TopicNotExist,
 )
 
-# _speedups.pyx reads MessageIn from this module; server/processor_support.py imports PutResult
-# from here
-from es_broker.commands.placement import MessageIn, encode_message, place
-from es_broker.commands.placement import PutResult as PutResult
+# _speedups.pyx reads MessageIn from this module
+from es_broker.commands.placement import MessageIn, PutResult, encode_message, place
 from es_broker.commands.topics import auto_create_topic, find_or_create_group
 from es_broker.config import BrokerRole
 from es_broker.log import AppendContext

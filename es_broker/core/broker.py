@@ -34,7 +34,6 @@ from es_broker.core.base import ReadOnly, Unrecorded
 from es_broker.core.retries import RetryOperations
 from es_broker.history.status import HistoryStatus, history_status
 from es_broker.log import AppendContext, Queued, StoreFullError
-from es_broker.log import WriterClosed as WriterClosed  # server/main.py imports it from here
 from es_broker.log.records import RecordOutOfRange
 from es_broker.log.types import (
     Cause,

@@ -341,14 +341,14 @@ class Channel:
         opaque = next_opaque()
         waiter = self._pending[opaque] = _ResponseWaiter(self._native)
         try:
-            await self.send(_with_opaque(command, opaque))
+            await self.send(command.with_opaque(opaque))
         except BaseException:
             self._pending.pop(opaque, None)
             raise
         return PendingResponse(self, opaque, waiter)
 
     async def invoke_oneway(self, command: RemotingCommand) -> None:
-        await self.send(_with_opaque(command, next_opaque()))
+        await self.send(command.with_opaque(next_opaque()))
 
     def deliver_response(self, response: RemotingCommand) -> bool:
         """Hand a response to whoever waits for it; False if nobody does (dropped)."""
@@ -416,21 +416,6 @@ class _ResponseWaiter:
     async def wait(self) -> RemotingCommand | None:
         await self._event.wait()  # a checkpoint even when answered while the request was written
         return self._response
-
-
-def _with_opaque(command: RemotingCommand, opaque: int) -> RemotingCommand:
-    # what dataclasses.replace(command, opaque=opaque) makes, without its per-call field walk
-    return RemotingCommand(
-        command.code,
-        command.language,
-        command.version,
-        opaque,
-        command.flag,
-        command.remark,
-        command.ext_fields,
-        command.body,
-        command.serialize_type,
-    )
 
 
 def _address(stream: ByteStream, which: str) -> tuple[str, int]:

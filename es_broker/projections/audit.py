@@ -1,7 +1,7 @@
 """Audit indexes (B-415..B-417): what `explain` and `acl --at` need, kept as the records arrive.
 
-`explain` used to read every record of a group, `acl --at` every ACL record:
-their cost grew with the log, and once sealed, with the archive. These
+Read from the records alone, `explain` would read every record of a group and `acl --at`
+every ACL record: their cost would grow with the log, and once sealed, with the archive. These
 databases keep, in the same write transaction as the record, what their
 answers are made of, so each answer is a few seeks and reads at most a few
 records by sequence.

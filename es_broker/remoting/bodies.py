@@ -19,8 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from .bean import Bean as Bean  # remoting/requests.py imports it from here
-from .bean import bean_from_json, converter, encode_bean, to_int
+from .bean import Bean, bean_from_json, converter, encode_bean, to_int
 from .codes import Version
 from .command import RemotingCommand
 from .errors import BodyDecodeError

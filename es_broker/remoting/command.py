@@ -45,6 +45,21 @@ class RemotingCommand:
     # by processors with `HeaderClass.of(request)`; None until then, and on responses
     header: Any = field(default=None, init=False, repr=False, compare=False)
 
+    def with_opaque(self, opaque: int) -> RemotingCommand:
+        """This command under another opaque (what a request sent again needs), without
+        dataclasses.replace's per-call walk of the fields."""
+        return RemotingCommand(
+            self.code,
+            self.language,
+            self.version,
+            opaque,
+            self.flag,
+            self.remark,
+            self.ext_fields,
+            self.body,
+            self.serialize_type,
+        )
+
     @property
     def is_response(self) -> bool:
         """True if flag bit 0 is set: the command answers one of our requests."""

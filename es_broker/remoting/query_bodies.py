@@ -324,8 +324,9 @@ class MessageTraceBody(PythonJsonBean):
     found: bool = False
     hops: tuple[TraceHop, ...] = ()
     events: tuple[dict[str, Any], ...] = ()
-    # the clients' own trace contexts of the message, from the trace topic (B-483)
-    client_trace: tuple[dict[str, Any], ...] = ()
+    # the clients' own trace contexts of the message, from the trace topic (B-483); None (left out
+    # of the body) when no client with message trace on wrote any
+    client_trace: tuple[dict[str, Any], ...] | None = field(default=None, metadata=_OMIT_NONE)
 
     @classmethod
     def from_journey(cls, journey: dict[str, Any]) -> MessageTraceBody:
@@ -335,7 +336,7 @@ class MessageTraceBody(PythonJsonBean):
             found=journey["found"],
             hops=tuple(TraceHop.from_json(hop) for hop in journey["hops"]),
             events=tuple(journey["events"]),
-            client_trace=tuple(journey.get("clientTrace", ())),
+            client_trace=tuple(journey.get("clientTrace", ())) or None,
         )
 
 

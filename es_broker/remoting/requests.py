@@ -30,8 +30,8 @@ import msgpack
 
 from . import es_headers as es
 from . import headers as h
+from .bean import Bean
 from .bodies import (
-    Bean,
     CheckClientRequestBody,
     DataVersion,
     HeartbeatData,

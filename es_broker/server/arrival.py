@@ -12,7 +12,6 @@ and never waits behind them.
 
 from __future__ import annotations
 
-from es_broker.log.arrival import ArrivalOrder, Ticket
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 
 ORDERED_CODES = frozenset(
@@ -27,5 +26,3 @@ ORDERED_CODES = frozenset(
         RequestCode.QUERY_CONSUMER_OFFSET,
     }
 )
-
-__all__ = ["ORDERED_CODES", "ArrivalOrder", "Ticket"]

@@ -18,11 +18,11 @@ from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES
 from es_broker.commands.acl_audit import AclAudit
 from es_broker.commands.errors import BrokerError
 from es_broker.config import BrokerConfig, BrokerRole, load_broker_conf
-from es_broker.core.broker import WriterClosed
 from es_broker.core.slave_broker import SlaveBroker, merge_own_journal, open_broker
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
 from es_broker.ha.term import HaTerm
+from es_broker.log import WriterClosed
 from es_broker.log.dirlock import DataDirLock
 from es_broker.net.channel import Channel
 from es_broker.net.remoting_client import RemotingClient, RemotingError, split_addr
@@ -113,7 +113,8 @@ class BrokerServer:
             self.replication.on_superseded = coordinator.note_superseded
             self.broker.writer.fence = coordinator.fence
         if ha is not None and self.replication is not None:
-            self.replication.member_addrs = ha.coordinator.member_addrs  # B-501
+            # B-501: HA reports are taken only from the group's own nodes
+            self.replication.member_addrs = ha.coordinator.member_addrs
         self.processors = BrokerProcessors.build(
             self.broker,
             self.clients,

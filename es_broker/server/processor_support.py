@@ -18,7 +18,7 @@ import trio
 from es_broker.acl.access import AccessControl, Scope
 from es_broker.commands import sql92
 from es_broker.commands.errors import BrokerError, IllegalRequest
-from es_broker.commands.messages import PutResult
+from es_broker.commands.placement import PutResult
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster

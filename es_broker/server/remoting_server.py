@@ -37,6 +37,7 @@ import trio
 from es_broker.commands.errors import BrokerError
 from es_broker.config import BrokerConfig
 from es_broker.log import hops
+from es_broker.log.arrival import ArrivalOrder, Ticket
 from es_broker.net.channel import (
     Channel,
     ChannelClosed,
@@ -49,7 +50,7 @@ from es_broker.remoting.command import RemotingCommand, bind_header, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
 from es_broker.remoting.requests import Refusal, check_text, decode
 from es_broker.server import malloc
-from es_broker.server.arrival import ORDERED_CODES, ArrivalOrder, Ticket
+from es_broker.server.arrival import ORDERED_CODES
 from es_broker.server.outbox import HeldAnswers, Outbox
 from es_broker.server.tls import ServerTls
 
@@ -165,7 +166,7 @@ class RemotingServer:
 
     # connections being opened (first bytes, TLS handshake): they count against max_connections too
     opening: int = 0
-    tls: ServerTls | None = None  # None: plain text only, no peek (as before TLS existed)
+    tls: ServerTls | None = None  # None: plain text only, no peek at the first bytes
 
     @property
     def connections(self) -> int:
