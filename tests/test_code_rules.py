@@ -1,4 +1,4 @@
-"""The written rules of how es_broker/ reads, held in CI (docs/design.md, /work/shared/STYLE.md).
+"""The written rules of how es_broker/ reads, held in CI (docs/design.md §2 and the README's architecture).
 
 - no function over 120 lines, no module over 700;
 - a behaviour id in a comment comes with the rule it names: never `# B-123` alone;
