@@ -281,6 +281,18 @@ class Run:
             self.offsets[q] = int(ext["nextBeginOffset"])
         self.pull(q)
 
+    def pump(self, sel: selectors.BaseSelector, timeout: float) -> None:
+        """One round: every answer that arrived within `timeout` handled, then what is unsent sent."""
+        for key, _ in sel.select(timeout=timeout):
+            conn = self.prod if key.data == "prod" else self.cons
+            for header, body in conn.frames():
+                if key.data == "prod":
+                    self.on_send_answer(header)
+                else:
+                    self.on_pull_answer(header, body)
+        self.prod.flush()
+        self.cons.flush()
+
     def run(self, warmup: float, seconds: float, pids: list[int]) -> dict[str, float]:
         sel = selectors.DefaultSelector()
         sel.register(self.prod.sock, selectors.EVENT_READ, "prod")
@@ -305,15 +317,7 @@ class Run:
             if self.counting and now - t0 >= seconds:
                 break
             self.housekeeping(now)
-            for key, _ in sel.select(timeout=0.5):
-                conn = self.prod if key.data == "prod" else self.cons
-                for header, body in conn.frames():
-                    if key.data == "prod":
-                        self.on_send_answer(header)
-                    else:
-                        self.on_pull_answer(header, body)
-            self.prod.flush()
-            self.cons.flush()
+            self.pump(sel, 0.5)
         elapsed = time.monotonic() - t0
         cpu = sum(cpu_seconds(p) for p in pids) - cpu0
         own = (cpu_seconds(pids[0]) - own0) if pids else 0.0

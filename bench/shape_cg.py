@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from rocketmq_shape import (  # noqa: E402
+    HEART_BEAT,
     QUEUES,
     Run,
     create_topic,
@@ -39,8 +40,6 @@ from rocketmq_shape import (  # noqa: E402
     heartbeat_body,
 )
 from server_cg import _BROKER, _dump, self_costs  # noqa: E402
-
-HEART_BEAT = 34
 
 
 class CountedRun(Run):
@@ -84,15 +83,7 @@ class CountedRun(Run):
         for _ in range(self.inflight):
             self.send_one()
         while self.sent_at or self.received - received0 < self.sent - sent0:
-            for key, _ in self.sel.select(timeout=1):
-                conn = self.prod if key.data == "prod" else self.cons
-                for header, body in conn.frames():
-                    if key.data == "prod":
-                        self.on_send_answer(header)
-                    else:
-                        self.on_pull_answer(header, body)
-            self.prod.flush()
-            self.cons.flush()
+            self.pump(self.sel, 1)
         sends = self.acked - acked0
         return sends, sends + self.pull_requests - pulls0
 
