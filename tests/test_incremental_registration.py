@@ -196,12 +196,18 @@ def _admin(namesrv: str, *args: str, check: bool = True) -> subprocess.Completed
 
 def _routed(namesrv: str) -> dict[str, int]:
     """Every topic the name server routes, with the write queues broker-a has for it."""
-    topics = json.loads(_admin(namesrv, "topicList", "--json").stdout)
+    return trio.run(_routes_of_every_topic, namesrv)
+
+
+async def _routes_of_every_topic(namesrv: str) -> dict[str, int]:
+    # one admin client for the whole table (the CLI's topicList and topicRoute ask the same
+    # GET_ALL_TOPIC_LIST_FROM_NAMESERVER and GET_ROUTEINFO_BY_TOPIC, one process per call)
     out = {}
-    for topic in topics:
-        route = json.loads(_admin(namesrv, "topicRoute", "-t", topic, "--json").stdout)
-        (queue_data,) = [q for q in route["queueDatas"] if q["brokerName"] == "broker-a"]
-        out[topic] = queue_data["writeQueueNums"]
+    async with Admin.open(namesrv) as admin:
+        for topic in await admin.topic_list():
+            route = json.loads((await admin.route(topic)).encode(standard_json=True))
+            (queue_data,) = [q for q in route["queueDatas"] if q["brokerName"] == "broker-a"]
+            out[topic] = queue_data["writeQueueNums"]
     return out
 
 
