@@ -35,15 +35,16 @@ from es_broker.remoting.command import request
 from es_broker.remoting.headers import RegisterBrokerRequestHeader
 from es_broker.remoting.peer_outcomes import NONE, PeerRequests
 from es_broker.remoting.response_headers import RegisterBrokerResponseHeader
-from es_broker.server.acl_processors import AclProcessors
-from es_broker.server.broker_processors import BrokerProcessors
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
+from es_broker.server.edge.outbox import HeldAnswers
+from es_broker.server.edge.remoting_server import EdgeLimits, RemotingServer
+from es_broker.server.edge.tls import ServerTls, broker_client_tls, with_tls_config_file
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.metrics_config import check_exporter_type
 from es_broker.server.namesrv import InProcessNameServer, NameServer
-from es_broker.server.outbox import HeldAnswers
-from es_broker.server.remoting_server import EdgeLimits, RemotingServer
+from es_broker.server.processors.acl import AclProcessors
+from es_broker.server.processors.build import BrokerProcessors
 from es_broker.server.sealing import HistorySealing
 from es_broker.server.serve_access import (
     access_control,
@@ -53,7 +54,6 @@ from es_broker.server.serve_access import (
 )
 from es_broker.server.serve_options import ServeOptions
 from es_broker.server.serve_options import with_role as _with_role
-from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
 from es_broker.server.transaction_check import TransactionCheckService
 
 log = logging.getLogger("es_broker")

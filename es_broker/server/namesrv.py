@@ -42,7 +42,7 @@ from es_broker.remoting.response_headers import (
     QueryDataVersionResponseHeader,
     RegisterBrokerResponseHeader,
 )
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import Handler
 
 log = logging.getLogger(__name__)
 

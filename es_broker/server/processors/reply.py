@@ -35,7 +35,7 @@ from es_broker.remoting.reply_properties import (
 )
 from es_broker.remoting.response_headers import SendMessageResponseHeader
 from es_broker.server.clients import ClientRegistry
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import Handler
 
 log = logging.getLogger(__name__)
 

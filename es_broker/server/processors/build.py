@@ -20,28 +20,28 @@ from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster
-from es_broker.server.admin_processor import AdminBrokerProcessor, Registered
-from es_broker.server.client_manage import ClientManageProcessor
 from es_broker.server.clients import ClientRegistry
-from es_broker.server.consumer_manage import ConsumerManageProcessor
-from es_broker.server.end_transaction import EndTransactionProcessor
+from es_broker.server.edge.remoting_server import Handler, Start
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.processor_support import (
+from es_broker.server.processors.admin import AdminBrokerProcessor, Registered
+from es_broker.server.processors.client_manage import ClientManageProcessor
+from es_broker.server.processors.common import (
     ClientNotices,
     CommitConfirmation,
     ReadScope,
     StoredSends,
     TopicsChanged,
 )
-from es_broker.server.pull_processor import PullMessageProcessor
-from es_broker.server.query_message import QueryMessageProcessor
-from es_broker.server.query_processors import QueryProcessors
-from es_broker.server.remoting_server import Handler, Start
-from es_broker.server.reply_processors import ReplyProcessors
-from es_broker.server.retry_processors import RetryProcessors
-from es_broker.server.send_processor import SendMessageProcessor
-from es_broker.server.stats_processors import StatsProcessors
-from es_broker.server.store_processors import StoreProcessors
+from es_broker.server.processors.consumer_manage import ConsumerManageProcessor
+from es_broker.server.processors.end_transaction import EndTransactionProcessor
+from es_broker.server.processors.pull import PullMessageProcessor
+from es_broker.server.processors.query import QueryMessageProcessor
+from es_broker.server.processors.reply import ReplyProcessors
+from es_broker.server.processors.retry import RetryProcessors
+from es_broker.server.processors.send import SendMessageProcessor
+from es_broker.server.processors.stats import StatsProcessors
+from es_broker.server.processors.store import StoreProcessors
+from es_broker.server.processors.time_travel import QueryProcessors
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,14 +61,14 @@ from es_broker.remoting.response_headers import (
     OffsetResponseHeader,
 )
 from es_broker.server.clients import ClientInfo, ClientRegistry
-from es_broker.server.processor_support import (
+from es_broker.server.edge.remoting_server import Handler
+from es_broker.server.processors.common import (
     BrokerSettings,
     ClientNotices,
     ReadScope,
     Requester,
     message_queue,
 )
-from es_broker.server.remoting_server import Handler
 
 
 class Registered(Protocol):

@@ -58,7 +58,7 @@ from es_broker.remoting.query_bodies import (
     TimelineQueue,
     TimelineSample,
 )
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import Handler
 from es_broker.timetravel import timeline
 from es_broker.timetravel.query import HistoryEntry, IndexMissing, TimeTravel
 

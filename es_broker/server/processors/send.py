@@ -24,17 +24,17 @@ from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import MissingField
 from es_broker.remoting.headers import SendMessageRequestHeader
 from es_broker.remoting.response_headers import SendMessageResponseHeader
-from es_broker.server.outbox import Outbox
-from es_broker.server.processor_support import (
+from es_broker.server.edge.outbox import Outbox
+from es_broker.server.edge.remoting_server import Handler, Start
+from es_broker.server.processors.common import (
     BrokerSettings,
     Requester,
     StoredSends,
     decode_batch,
     ipv4,
 )
-from es_broker.server.remoting_server import Handler, Start
 
-#: told of every stored send: request-reply remembers requests (server/reply_processors.py)
+#: told of every stored send: request-reply remembers requests (server/processors/reply.py)
 OnSent = Callable[[list[MessageIn], PutResult], None]
 
 

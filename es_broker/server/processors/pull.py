@@ -31,9 +31,10 @@ from es_broker.remoting.headers import PullMessageRequestHeader
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from es_broker.remoting.response_headers import PullMessageResponseHeader
 from es_broker.server.clients import ClientRegistry
+from es_broker.server.edge.outbox import Outbox
+from es_broker.server.edge.remoting_server import DECLINED, Declined, Handler, Start
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.outbox import Outbox
-from es_broker.server.processor_support import (
+from es_broker.server.processors.common import (
     BrokerSettings,
     CommitConfirmation,
     Requester,
@@ -41,8 +42,7 @@ from es_broker.server.processor_support import (
     parse_subscription,
     property_filter_refusal,
 )
-from es_broker.server.pull_codes import response_code, slave_correction
-from es_broker.server.remoting_server import DECLINED, Declined, Handler, Start
+from es_broker.server.processors.pull_codes import response_code, slave_correction
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
