@@ -27,6 +27,7 @@ from es_broker.remoting.bodies import (
     ConsumeStats,
     DataVersion,
     KVTable,
+    MessageQueue,
     OffsetWrapper,
     ProducerConnection,
     ResetOffsetBody,
@@ -67,7 +68,6 @@ from es_broker.server.processors.common import (
     ClientNotices,
     ReadScope,
     Requester,
-    message_queue,
 )
 
 
@@ -506,3 +506,8 @@ class AdminBrokerProcessor(BrokerSettings):
             GetBrokerConfigResponseHeader(version=DataVersion().encode().decode()).to_fields(),
             text.encode(),
         )
+
+
+def message_queue(broker: Broker, topic: str, queue_id: int) -> MessageQueue:
+    """A queue of this broker as the admin bodies name it."""
+    return MessageQueue(topic, broker.config.brokerName, queue_id)

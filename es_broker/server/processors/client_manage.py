@@ -31,10 +31,8 @@ from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.headers import UnregisterClientRequestHeader
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.edge.remoting_server import Handler
-from es_broker.server.processors.common import (
-    BrokerSettings,
-    Requester,
-    TopicsChanged,
+from es_broker.server.processors.common import BrokerSettings, Requester, TopicsChanged
+from es_broker.server.processors.subscription import (
     compile_selector,
     is_tag_type,
     parse_subscription,

@@ -34,15 +34,13 @@ from es_broker.server.clients import ClientRegistry
 from es_broker.server.edge.outbox import Outbox
 from es_broker.server.edge.remoting_server import DECLINED, Declined, Handler, Start
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.processors.common import (
-    BrokerSettings,
-    CommitConfirmation,
-    Requester,
+from es_broker.server.processors.common import BrokerSettings, CommitConfirmation, Requester
+from es_broker.server.processors.pull_codes import response_code, slave_correction
+from es_broker.server.processors.subscription import (
     compile_selector,
     parse_subscription,
     property_filter_refusal,
 )
-from es_broker.server.processors.pull_codes import response_code, slave_correction
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
