@@ -48,7 +48,7 @@ def broker_routes(
         p.end_transaction.handlers(),  # EndTransactionProcessor, OPEN_TRANSACTIONS
         p.retry.handlers(),  # send-back, delay offsets, dead letters, a message's journey
         p.replies.handlers(),  # ReplyMessageProcessor
-        p.queries.handlers(),  # time travel: offsets at a moment, history, explain
+        p.time_travel.handlers(),  # time travel: offsets at a moment, history, explain
         p.store.handlers(),  # DELETE_EXPIRED_COMMITLOG
         p.stats.handlers(),  # message counts
         replication.handlers() if replication is not None else {},  # a slave's fetches

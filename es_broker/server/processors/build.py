@@ -42,7 +42,7 @@ from es_broker.server.processors.retry import RetryProcessors
 from es_broker.server.processors.send import SendMessageProcessor
 from es_broker.server.processors.stats import StatsProcessors
 from es_broker.server.processors.store import StoreProcessors
-from es_broker.server.processors.time_travel import QueryProcessors
+from es_broker.server.processors.time_travel import TimeTravelProcessors
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class BrokerProcessors:
     end_transaction: EndTransactionProcessor
     retry: RetryProcessors
     replies: ReplyProcessors
-    queries: QueryProcessors
+    time_travel: TimeTravelProcessors
     store: StoreProcessors
     stats: StatsProcessors
     acl: AclProcessors
@@ -114,7 +114,7 @@ class BrokerProcessors:
             end_transaction=EndTransactionProcessor(broker, holds, requester, scope),
             retry=RetryProcessors(broker, holds, requester, topics_changed, scope, clients),
             replies=replies,
-            queries=QueryProcessors(broker, access),
+            time_travel=TimeTravelProcessors(broker, access),
             store=StoreProcessors(broker),
             stats=StatsProcessors(broker, lambda: broker.config, clients),
             acl=AclProcessors(

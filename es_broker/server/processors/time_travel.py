@@ -68,7 +68,7 @@ DEFAULT_POINTS = 120
 DEFAULT_EVENTS = 500
 
 
-class QueryProcessors:
+class TimeTravelProcessors:
     def __init__(self, broker: Broker, access: AccessControl | None = None) -> None:
         self.broker = broker
         self.access = access  # the plain ACL when aclEnable; None: every caller sees everything
