@@ -7,6 +7,8 @@ RocketMQ's (org.apache.rocketmq.broker.processor): `send.py` (SendMessageProcess
 (AdminBrokerProcessor), `reply.py` (ReplyMessageProcessor), `acl.py` (the ACL codes of
 AdminBrokerProcessor), `retry.py` (send-back, delay offsets, dead letters). es-broker's
 own: `time_travel.py` (offsets at a moment, history, explain), `stats.py` (message counts),
-`store.py` (store maintenance). `build.py` makes one of each for a broker; `common.py`
-holds what several of them share.
+`store.py` (store maintenance). `subscription.py` checks a consumer's subscription for
+`pull.py` and `client_manage.py`; `common.py` holds what several processors share;
+`build.py` makes one of each for a broker. Which code goes to which processor is the
+dispatch table of server/routes.py.
 """
