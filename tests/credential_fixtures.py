@@ -13,8 +13,9 @@ from es_broker.net.channel import Channel
 from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import ACCESS_KEY, RemotingCommand
-from es_broker.server.main import BrokerServer, NameServerRole
-from es_broker.server.remoting_server import Handler, RemotingServer
+from es_broker.server.edge.remoting_server import Handler, RemotingServer
+from es_broker.server.main import BrokerServer
+from es_broker.server.namesrv import NameServerRole
 from tests.server_fixtures import QUICK_DELAYS, Running, in_process_config
 
 CREDS = Credentials("client-ak", "client-secret")

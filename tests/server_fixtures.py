@@ -12,7 +12,8 @@ from es_broker.config import BrokerConfig
 from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import RemotingCommand, request
-from es_broker.server.main import BrokerServer, NameServerRole
+from es_broker.server.main import BrokerServer
+from es_broker.server.namesrv import NameServerRole
 
 
 @dataclass

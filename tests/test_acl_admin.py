@@ -32,7 +32,7 @@ from es_broker.client.producer import ClientError
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.requests import shape_of
-from es_broker.server.acl_processors import MASK, NOT_ENABLED, AclProcessors
+from es_broker.server.processors.acl import MASK, NOT_ENABLED, AclProcessors
 from tests.acl_fixtures import (
     ACL_EXCEPTION,
     ACL_YAML,

@@ -18,17 +18,17 @@ from es_broker.config import BrokerConfig
 from es_broker.ha.master import ReplicationMaster
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
-from es_broker.server.acl_processors import AclProcessors
-from es_broker.server.admin_processor import AdminBrokerProcessor
-from es_broker.server.client_manage import ClientManageProcessor
-from es_broker.server.consumer_manage import ConsumerManageProcessor
-from es_broker.server.end_transaction import EndTransactionProcessor
 from es_broker.server.namesrv import NameServer
-from es_broker.server.pull_processor import PullMessageProcessor
-from es_broker.server.query_message import QueryMessageProcessor
-from es_broker.server.reply_processors import ReplyProcessors
-from es_broker.server.retry_processors import RetryProcessors
-from es_broker.server.send_processor import SendMessageProcessor
+from es_broker.server.processors.acl import AclProcessors
+from es_broker.server.processors.admin import AdminBrokerProcessor
+from es_broker.server.processors.client_manage import ClientManageProcessor
+from es_broker.server.processors.consumer_manage import ConsumerManageProcessor
+from es_broker.server.processors.end_transaction import EndTransactionProcessor
+from es_broker.server.processors.pull import PullMessageProcessor
+from es_broker.server.processors.query import QueryMessageProcessor
+from es_broker.server.processors.reply import ReplyProcessors
+from es_broker.server.processors.retry import RetryProcessors
+from es_broker.server.processors.send import SendMessageProcessor
 from tests.acl_fixtures import ACL_YAML, ACL_YAML_TOPIC_C, ADMIN, PRODUCER
 
 

@@ -22,7 +22,7 @@ from es_broker.acl.signing import (
 from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request, response_to
-from es_broker.server.remoting_server import RemotingServer
+from es_broker.server.edge.remoting_server import RemotingServer
 
 
 def test_the_content_is_the_values_in_name_order_then_the_body():

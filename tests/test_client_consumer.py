@@ -15,7 +15,8 @@ from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting.bodies import ConsumerRunningInfo, MessageQueue, TopicRouteData
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
-from es_broker.server.main import BrokerServer, NameServerRole
+from es_broker.server.main import BrokerServer
+from es_broker.server.namesrv import NameServerRole
 from tests.helpers import (
     FAST,
     TIMEOUT,

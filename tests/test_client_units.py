@@ -21,7 +21,7 @@ from es_broker.client.process_queue import ProcessQueue
 from es_broker.client.route import from_default_route, publish_queues, subscribe_queues
 from es_broker.remoting.bodies import BrokerData, MessageQueue, QueueData, TopicRouteData
 from es_broker.remoting.message import encode_batch, offset_msg_id, parse_offset_msg_id
-from es_broker.server.processor_support import decode_batch
+from es_broker.server.processors.send import decode_batch
 
 # ---------------------------------------------------------------------- B-51, B-52
 

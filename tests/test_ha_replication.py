@@ -22,7 +22,8 @@ from es_broker.log import records
 from es_broker.net.remoting_client import RemotingClient
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
-from es_broker.server.main import BrokerServer, NameServerRole
+from es_broker.server.main import BrokerServer
+from es_broker.server.namesrv import NameServerRole
 from tests.ha_fixtures import Wire, bodies
 from tests.helpers import wait_until
 
@@ -594,7 +595,7 @@ async def _journal_forgotten(s: Node) -> bool:
 )
 def test_serve_role_and_broker_id(conf, argv, role, broker_id):
     from es_broker.cli import build_parser
-    from es_broker.server.main import _with_role
+    from es_broker.server.serve_options import with_role as _with_role
 
     config = _with_role(BrokerConfig(**conf), build_parser().parse_args(["serve", *argv]))
     assert (config.brokerRole, config.brokerId) == (role, broker_id)
@@ -605,7 +606,7 @@ def test_serve_role_and_broker_id(conf, argv, role, broker_id):
 )
 def test_serve_refuses_a_slave_with_broker_id_0_and_a_master_with_a_master(argv):
     from es_broker.cli import build_parser
-    from es_broker.server.main import _with_role
+    from es_broker.server.serve_options import with_role as _with_role
 
     with pytest.raises(ValueError):
         _with_role(BrokerConfig(), build_parser().parse_args(["serve", *argv]))

@@ -19,7 +19,7 @@ from es_broker.history.archive import raw_at
 from es_broker.log import records
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import request
-from es_broker.server.main import NameServerRole
+from es_broker.server.namesrv import NameServerRole
 from tests.helpers import cli_ok, wait_until
 from tests.test_ha_replication import TOPIC, Brokers, Node
 

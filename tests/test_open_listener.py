@@ -8,7 +8,7 @@ from __future__ import annotations
 from es_broker.config import BrokerConfig
 from es_broker.remoting.bodies import KVTable
 from es_broker.remoting.codes import RequestCode
-from es_broker.server.main import open_listener_warning
+from es_broker.server.serve_access import open_listener_warning
 from tests.acl_fixtures import ADMIN, acl_conf, wire
 from tests.process_fixtures import serve
 

@@ -11,7 +11,7 @@ from es_broker.log import GroupCommitWriter, RecordLog, make
 from es_broker.net.channel import Channel
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.connection import Connection
-from es_broker.server.outbox import HeldAnswers, Outbox
+from es_broker.server.edge.outbox import HeldAnswers, Outbox
 
 
 def _failed(_request: RemotingCommand, _exc: Exception) -> None:

@@ -94,13 +94,13 @@ async def test_b058_scan_is_capped_at_800_units(broker):
     ],
 )
 def test_b059_store_status_maps_to_response_code(status, code):
-    from es_broker.server.pull_codes import response_code
+    from es_broker.server.processors.pull_codes import response_code
 
     assert response_code(status, requested_offset=5) == code
 
 
 def test_b059_no_message_in_queue_is_moved_unless_offset_zero():
-    from es_broker.server.pull_codes import response_code
+    from es_broker.server.processors.pull_codes import response_code
 
     assert response_code(GetStatus.NO_MESSAGE_IN_QUEUE, requested_offset=0) == 19
     assert response_code(GetStatus.NO_MESSAGE_IN_QUEUE, requested_offset=3) == 21
@@ -128,7 +128,7 @@ async def test_b060_legacy_overflow_badly_restarts_at_zero_when_min_is_zero(
 
 
 async def test_b061_slave_never_corrects_next_offset(broker, tmp_path, clock, nursery):
-    from es_broker.server.pull_codes import slave_correction
+    from es_broker.server.processors.pull_codes import slave_correction
 
     await make_topic(broker)
     await fill(broker, 5)

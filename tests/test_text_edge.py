@@ -392,7 +392,7 @@ def test_b335_bytes_that_are_not_utf8_in_a_rocketmq_header_are_refused(broker):
 
 
 async def test_b337_an_unexpected_error_is_answered_with_an_id_that_finds_its_log_line(caplog):
-    from es_broker.server.remoting_server import RemotingServer
+    from es_broker.server.edge.remoting_server import RemotingServer
 
     async def broken(channel, req):
         raise UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates not allowed")

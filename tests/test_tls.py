@@ -24,7 +24,7 @@ from es_broker.net.tls import TlsClientSettings
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.connection import Connection
-from es_broker.server.tls import ReplayStream, TlsMode, read_properties, with_tls_config_file
+from es_broker.server.edge.tls import ReplayStream, TlsMode, read_properties, with_tls_config_file
 from tests.helpers import FAST
 from tests.process_fixtures import ROOT, ServedBroker, _env, serve
 from tests.tls_fixtures import KEY_PASSWORD, Certs, tls_conf

@@ -371,7 +371,7 @@ def _data_version(where: str, value: Any) -> DataVersion:
     return DataVersion(**out)
 
 
-# -- writing (the ACL admin codes, es_broker/server/acl_processors.py) ---------------------------
+# -- writing (the ACL admin codes, es_broker/server/processors/acl.py) ---------------------------
 # As PlainPermissionManager 4.9.8 does: the file is read as a plain YAML tree, one entry is changed,
 # dataVersion is bumped and the whole tree written back (comments are not kept, as in RocketMQ).
 # The result is parsed with `parse_file` before it may replace anything.

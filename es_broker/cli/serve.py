@@ -13,8 +13,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import trio
 
     from es_broker.cli.errors import sole_error
-    from es_broker.server.main import serve
-    from es_broker.server.remoting_server import CannotListen
+    from es_broker.server.edge.remoting_server import CannotListen
+    from es_broker.server.serve import serve
     from es_broker.server.serve_options import ServeOptions
 
     logging.basicConfig(

@@ -2,7 +2,7 @@
 
 Every function here is the body of one JSON endpoint; the HTML page of the
 same path renders exactly that data. Nothing reads a data directory: the
-broker answers time-travel questions itself (es_broker/server/query_processors.py).
+broker answers time-travel questions itself (es_broker/server/processors/time_travel.py).
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ class GroupCommitWriter:
         self._closed = False
         self._committed = trio.Event()
         # wraps each batch's completions: the server holds the answers they put and writes each
-        # connection's with one write at its end (server/outbox.py HeldAnswers)
+        # connection's with one write at its end (server/edge/outbox.py HeldAnswers)
         self.completing: Callable[[], AbstractContextManager[None]] = nullcontext
         self._pushed = 0  # jobs ever queued; `jobs` counts those completed
         self.batches = 0

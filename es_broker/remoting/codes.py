@@ -240,7 +240,7 @@ class EsRequestCode(IntEnum):
     HISTORY_ARCHIVE = 9102  # seal the log's old segments now (`es-broker archive -b`, B-411)
     REDRIVE_DLQ = 9201  # re-send dead letters of a group, each re-drive a record (S-9)
     MESSAGE_TRACE = 9202  # a message's whole journey from the records, as JSON
-    # time travel over the wire (es_broker/server/query_processors.py), answered from the broker's
+    # time travel over the wire (es_broker/server/processors/time_travel.py), answered from the broker's
     # own projections, so a dashboard or an admin on another host needs no data directory
     OFFSETS_AT = 9203  # a group's offset table at a moment (`es-broker offsets --at`)
     OFFSET_HISTORY = 9204  # a group's newest offset changes and the records that explain them

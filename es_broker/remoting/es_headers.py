@@ -12,7 +12,7 @@ from .header_fields import CustomHeader, boolean, i32, i64, text
 RESET_KINDS = ("time", "offset", "shift", "earliest", "latest")
 RESET_MODES = ("compat", "server_side")
 
-# -- offsets and dead letters (es_broker/server/query_processors.py, retry_processors.py) ------
+# -- offsets and dead letters (es_broker/server/processors/time_travel.py, retry.py) ---------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,7 +54,7 @@ class HistoryArchiveRequestHeader(CustomHeader):
     before: int = i64(True)
 
 
-# -- time travel (es_broker/server/query_processors.py) -----------------------------------------
+# -- time travel (es_broker/server/processors/time_travel.py) -----------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

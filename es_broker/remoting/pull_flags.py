@@ -1,6 +1,6 @@
 """The sysFlag bits of a PULL_MESSAGE request (RocketMQ 4.9.8 PullSysFlag).
 
-One definition for both sides: the broker reads them (`server/broker_processors.py`),
+One definition for both sides: the broker reads them (`server/processors/build.py`),
 the push, orderly and lite pull consumers set them.
 """
 

@@ -510,11 +510,11 @@ SHAPES: dict[int, RequestShape] = {
         shape(E.EXPLAIN_GROUP, es.ExplainGroupRequestHeader),
         shape(E.ACCOUNT_SCOPE, es.AccountScopeRequestHeader),
         shape(E.OPEN_TRANSACTIONS, es.OpenTransactionsRequestHeader),
-        # -- message counts (es_broker/server/stats_processors.py)
+        # -- message counts (es_broker/server/processors/stats.py)
         shape(C.VIEW_BROKER_STATS_DATA, h.ViewBrokerStatsDataRequestHeader),
         shape(C.QUERY_TOPIC_CONSUME_BY_WHO, h.TopicRequestHeader),
         shape(E.STATS_HISTORY, es.StatsHistoryRequestHeader),
-        # -- ACL administration (es_broker/server/acl_processors.py)
+        # -- ACL administration (es_broker/server/processors/acl.py)
         shape(C.UPDATE_AND_CREATE_ACL_CONFIG, h.CreateAccessConfigRequestHeader),
         shape(C.DELETE_ACL_CONFIG, h.DeleteAccessConfigRequestHeader),
         shape(C.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, h.UpdateGlobalWhiteAddrsConfigRequestHeader),

@@ -1,65 +1,62 @@
-"""`es-broker serve`: the broker, and by default the name server role, in one trio nursery."""
+"""The broker's composition root: `BrokerServer` builds a broker's parts and runs them.
+
+One place makes what a running broker is made of, each part given what it
+uses: the core (`open_broker`), held pulls and the clients table, a master's
+replication, the request processors (processors/build.py), the background
+services (delay delivery, transaction check, sealing), and the listener,
+handed the dispatch table of server/routes.py. `run` starts them in one
+nursery with the name-server registration and the housekeeping loops. The
+process around it, `es-broker serve`, is server/serve.py.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import logging
-import signal
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from es_broker import compiled
 from es_broker.acl.access import AccessControl
-from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES
 from es_broker.commands.acl_audit import AclAudit
 from es_broker.commands.errors import BrokerError
-from es_broker.config import BrokerConfig, BrokerRole, load_broker_conf
+from es_broker.config import BrokerConfig, BrokerRole
 from es_broker.core.slave_broker import SlaveBroker, merge_own_journal, open_broker
 from es_broker.ha.master import ReplicationMaster
 from es_broker.ha.slave import SlaveReplicator
 from es_broker.ha.term import HaTerm
 from es_broker.log import WriterClosed
-from es_broker.log.dirlock import DataDirLock
 from es_broker.net.channel import Channel
-from es_broker.net.remoting_client import RemotingClient, RemotingError, split_addr
-from es_broker.readmodel.db import default_url
+from es_broker.net.remoting_client import RemotingClient, RemotingError
 from es_broker.readmodel.process import read_position
 from es_broker.readmodel.supervisor import FollowerCommand, FollowerSupervisor
 from es_broker.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
-from es_broker.remoting.codes import EsRequestCode, RequestCode
+from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.command import request
 from es_broker.remoting.headers import RegisterBrokerRequestHeader
 from es_broker.remoting.peer_outcomes import NONE, PeerRequests
 from es_broker.remoting.response_headers import RegisterBrokerResponseHeader
-from es_broker.server.acl_processors import AclProcessors
-from es_broker.server.broker_processors import BrokerProcessors
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
+from es_broker.server.edge.outbox import HeldAnswers
+from es_broker.server.edge.remoting_server import EdgeLimits, RemotingServer
+from es_broker.server.edge.tls import ServerTls, broker_client_tls, with_tls_config_file
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.metrics_config import check_exporter_type
-from es_broker.server.namesrv import InProcessNameServer, NameServer
-from es_broker.server.outbox import HeldAnswers
-from es_broker.server.remoting_server import EdgeLimits, RemotingServer
+from es_broker.server.namesrv import SCAN_PERIOD, InProcessNameServer
+from es_broker.server.processors.build import BrokerProcessors
+from es_broker.server.routes import broker_routes
 from es_broker.server.sealing import HistorySealing
 from es_broker.server.serve_access import (
-    access_control,
-    open_listener_warning,
     peer_credentials,
-    say_who_registers,
 )
-from es_broker.server.serve_options import ServeOptions
-from es_broker.server.serve_options import with_role as _with_role
-from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
 from es_broker.server.transaction_check import TransactionCheckService
 
 log = logging.getLogger("es_broker")
 
 REGISTER_PERIOD = 30.0  # registerNameServerPeriod
-SCAN_PERIOD = 10.0  # channel expiry scans, broker and name server
 REGISTER_WAIT = 6.0  # longest an admin answer waits for the registration carrying its change
 
 
@@ -122,44 +119,25 @@ class BrokerServer:
             topics_changed=self._topics_changed,
             registered=self.registered,
             ha_status=self.ha_status,
+            addr=lambda: self.addr,
             access=access,  # reads filtered to the caller's perms (B-350, B-351)
             # SYNC_MASTER: answers SEND_OK only once a slave holds the record (es_broker.ha.master)
             replication=self.replication if config.brokerRole == BrokerRole.SYNC_MASTER else None,
         )
         self.delays = DelayDeliveryService(self.broker, self.holds)
         self.transaction_check = TransactionCheckService(self.broker, self.clients)
-        ha_handlers = self.replication.handlers() if self.replication else {}
         # sealing the log's old segments while running (B-411..B-414)
         self.sealing = HistorySealing(self.broker, self.replication, follower=bool(readmodel_url))
-        if ha is not None:
-            ha_handlers[EsRequestCode.HA_SWITCH] = ha.switch
-        acl_handlers = AclProcessors(
-            access,
-            lambda: self.broker.store.clock.now_ms(),
-            lambda: (self.config.brokerClusterName, self.config.brokerName, self.addr),
-        ).handlers()
-        handlers = {
-            **self.processors.handlers(),
-            **ha_handlers,
-            **acl_handlers,
-            **self.sealing.handlers(),
-        }
-        # the first part of a send or an offset commit runs as its frame is decoded, where the
-        # processor's own handler serves the code (not one a later table replaced)
-        starts = {
-            code: start
-            for code, (handler, start) in self.processors.starts().items()
-            if handlers.get(code) == handler
-        }
+        routes = broker_routes(self.processors, self.sealing, self.replication, ha)
         held = HeldAnswers()
         self.broker.writer.completing = held.holding
         self.remoting = RemotingServer(
             "broker",
-            handlers,
+            routes.handlers,
             on_close=self._channel_closed,
             limits=EdgeLimits.of(config),
             guard=access,
-            starts=starts,
+            starts=routes.starts,
             before_wait=self.broker.writer.commit_waiting,
             held=held,
         )
@@ -501,171 +479,3 @@ class BrokerServer:
             await trio.sleep(SCAN_PERIOD)
             for channel in self.clients.scan_expired():
                 log.info("dropped client channel %s: no heartbeat for 120 s", channel.remote_addr)
-
-
-class NameServerRole:
-    def __init__(
-        self,
-        limits: EdgeLimits | None = None,
-        access: AccessControl | None = None,
-        tls: ServerTls | None = None,
-    ) -> None:
-        self.tls = tls
-        self.namesrv = NameServer()
-        self.access = access  # B-176: registration needs an admin account when set
-        self.remoting = RemotingServer(
-            "namesrv",
-            self.namesrv.handlers(),
-            on_close=self.namesrv.channel_closed,
-            limits=limits,
-            guard=access,
-        )
-
-    async def run(
-        self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        async with trio.open_nursery() as nursery:
-            if self.access is not None:
-                nursery.start_soon(self.access.watch)
-            bound = await nursery.start(
-                functools.partial(self.remoting.serve, host, port, tls=self.tls)
-            )
-            nursery.start_soon(self._scan)
-            task_status.started(bound)
-
-    async def _scan(self) -> None:
-        while True:
-            await trio.sleep(SCAN_PERIOD)
-            self.namesrv.scan_not_active()
-
-
-def _listen(value: str, default_port: int) -> tuple[str, int]:
-    if ":" in value:
-        return split_addr(value)
-    return value or "127.0.0.1", default_port
-
-
-async def serve(args: ServeOptions) -> None:
-    log.log(*compiled.status())  # first: compiled or pure, and why (quiet when compiled)
-    config = BrokerConfig(storePathRootDir=args.data_dir)
-    if args.config:
-        config = load_broker_conf(args.config, config)
-        if args.data_dir_given:
-            config = config.replace(storePathRootDir=args.data_dir)
-    if args.broker_name:
-        config = config.replace(brokerName=args.broker_name)
-    if args.cluster:
-        config = config.replace(brokerClusterName=args.cluster)
-    config = _with_role(config, args)
-    host, port = _listen(
-        args.listen or f"{config.brokerIP1}:{config.listenPort}", config.listenPort
-    )
-    config = config.replace(brokerIP1=host, listenPort=port)
-    check_exporter_type(config.metricsExporterType)  # before anything listens (B-355)
-    # one process writes a data directory: taken before anything in it is opened or made (B-490)
-    lock = None if args.role == "namesrv" else DataDirLock.acquire(config.storePathRootDir)
-    try:
-        await _serve_locked(args, config, host, port)
-    finally:
-        if lock is not None:
-            lock.release()
-
-
-async def _serve_locked(args: ServeOptions, config: BrokerConfig, host: str, port: int) -> None:
-    Path(config.storePathRootDir).mkdir(parents=True, exist_ok=True)
-    # ACL (B-160): an invalid or missing file stops the start here, with the file and entry named
-    audit = (
-        AclAudit.for_data_dir(config.storePathRootDir, config.aclDenialSummaryInterval)
-        if config.aclEnable and args.role != "namesrv" and config.brokerRole != BrokerRole.SLAVE
-        else None
-    )
-    broker_access = (
-        access_control(config, BROKER_RULES, "broker", audit.on_change if audit else None)
-        if args.role != "namesrv"
-        else None
-    )
-    namesrv_access = access_control(config, NAMESRV_RULES, "namesrv")
-    peer_credentials(config)  # both keys or neither, checked before anything listens
-    tls = ServerTls.of(config)  # both listeners; a bad TLS setting or file stops the start here
-
-    runs_namesrv = args.role in ("all", "slave", "namesrv") and not (
-        args.role in ("all", "slave") and args.namesrv
-    )
-    listeners = {} if args.role == "namesrv" else {"broker": host}
-    if runs_namesrv:
-        listeners["name server"] = _listen(args.namesrv_listen, 9876)[0]
-    if (warning := open_listener_warning(config, listeners)) is not None:
-        log.warning("%s", warning)  # once, as Redis's protected mode warns (B-353)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
-        namesrv = args.namesrv or config.namesrvAddr
-        local_namesrv: InProcessNameServer | None = None
-        if runs_namesrv:
-            ns_host, ns_port = _listen(args.namesrv_listen, 9876)
-            ns_role = NameServerRole(EdgeLimits.of(config), namesrv_access, tls)
-            bound = await nursery.start(ns_role.run, ns_host, ns_port)
-            local_namesrv = InProcessNameServer(ns_role.namesrv, ns_host, bound)
-            print(f"es-broker name server listening on {ns_host}:{bound}", flush=True)
-            if namesrv_access is not None:
-                say_who_registers(namesrv_access, f"{ns_host}:{bound}", args.role == "namesrv")
-            if not namesrv:
-                namesrv = f"{ns_host}:{bound}"
-        if args.role == "namesrv":
-            return
-
-        def make_server(cfg: BrokerConfig, ha: HaTerm | None = None) -> BrokerServer:
-            return BrokerServer(
-                cfg,
-                [a for a in namesrv.split(";") if a],
-                readmodel_url=readmodel_url_for(args.readmodel_url, cfg.storePathRootDir),
-                master_addr=args.master,
-                access=broker_access,
-                tls=tls,
-                audit=audit,
-                local_namesrv=local_namesrv,
-                ha=ha,
-            )
-
-        if config.ha_coordinator:  # the role comes from the group's election (B-370)
-            from es_broker.server.failover import serve_ha  # loads readmodel.export: HA nodes only
-
-            def announce(server: BrokerServer, term: HaTerm) -> None:
-                lead = term.lead
-                role = "leader" if lead.mine else f"follower of {lead.node} ({lead.addr})"
-                print(
-                    f"es-broker {config.brokerName} listening on {server.addr}, data in "
-                    f"{config.storePathRootDir}, name server {namesrv}, ha node "
-                    f"{config.ha_node_id} {role} epoch {lead.epoch}, "
-                    f"{server.config.brokerRole} brokerId {server.config.brokerId}",
-                    flush=True,
-                )
-
-            await nursery.start(serve_ha, config, make_server, host, announce)
-            return
-        server: BrokerServer = await nursery.start(make_server(config).run, host)
-        role = (
-            ""
-            if config.brokerRole == BrokerRole.ASYNC_MASTER
-            else f", {config.brokerRole} brokerId {config.brokerId}"
-        )
-        master = f", master {args.master}" if args.master else ""
-        print(
-            f"es-broker {config.brokerName} listening on {server.addr}, data in {config.storePathRootDir}, "
-            f"name server {namesrv}{role}{master}",
-            flush=True,
-        )
-
-
-async def _stop_on_signal(scope: trio.CancelScope) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            print(f"es-broker: {signal.Signals(signum).name}, shutting down", flush=True)
-            scope.cancel()
-            return
-
-
-def readmodel_url_for(url: str | None, data_dir: str) -> str | None:
-    if url and url.lower() == "none":
-        return None
-    return url or default_url(data_dir)

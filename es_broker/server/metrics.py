@@ -46,8 +46,8 @@ from es_broker.projections.keys import U64
 from es_broker.readmodel.process import read_position, read_quarantined
 from es_broker.readmodel.supervisor import FollowerSupervisor
 from es_broker.remoting.peer_outcomes import NONE, NOT_YET
-from es_broker.server.broker_processors import BrokerProcessors
-from es_broker.server.remoting_server import RemotingServer
+from es_broker.server.edge.remoting_server import RemotingServer
+from es_broker.server.processors.build import BrokerProcessors
 
 
 class BrokerServer(Protocol):

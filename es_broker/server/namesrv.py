@@ -1,16 +1,22 @@
 """The name server role (RouteInfoManager): broker registration and topic routes (docs/protocol.md §7.1).
 
 State is in memory, as in RocketMQ: brokers re-register every 30 s, so a
-restarted name server is whole again within one period.
+restarted name server is whole again within one period. `NameServerRole` is
+the role as `es-broker serve` runs it: the route table behind a listener of
+its own, and the scan that drops brokers gone quiet.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import zlib
 from dataclasses import dataclass, field
 
+import trio
+
+from es_broker.acl.access import AccessControl
 from es_broker.net.channel import Channel
 from es_broker.remoting.bodies import (
     BrokerData,
@@ -42,11 +48,13 @@ from es_broker.remoting.response_headers import (
     QueryDataVersionResponseHeader,
     RegisterBrokerResponseHeader,
 )
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import EdgeLimits, Handler, RemotingServer
+from es_broker.server.edge.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
 BROKER_CHANNEL_EXPIRED_MS = 120_000
+SCAN_PERIOD = 10.0  # channel expiry scans, broker and name server
 NO_ROUTE = "No topic route info in name server for the topic: {topic}"
 STANDARD_JSON_VERSION = 401  # from this client version on, routes are standard JSON
 # es-broker's extensions of REGISTER_BROKER's header (B-391; RegisterBrokerRequestHeader's
@@ -347,3 +355,41 @@ class NameServer:
                 req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}"
             )
         return response_to(req, ResponseCode.SUCCESS, body=KVTable(dict(table)).encode())
+
+
+class NameServerRole:
+    """The name server role of `es-broker serve`: its route table, its listener, its expiry scan."""
+
+    def __init__(
+        self,
+        limits: EdgeLimits | None = None,
+        access: AccessControl | None = None,
+        tls: ServerTls | None = None,
+    ) -> None:
+        self.tls = tls
+        self.namesrv = NameServer()
+        self.access = access  # B-176: registration needs an admin account when set
+        self.remoting = RemotingServer(
+            "namesrv",
+            self.namesrv.handlers(),
+            on_close=self.namesrv.channel_closed,
+            limits=limits,
+            guard=access,
+        )
+
+    async def run(
+        self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            if self.access is not None:
+                nursery.start_soon(self.access.watch)
+            bound = await nursery.start(
+                functools.partial(self.remoting.serve, host, port, tls=self.tls)
+            )
+            nursery.start_soon(self._scan)
+            task_status.started(bound)
+
+    async def _scan(self) -> None:
+        while True:
+            await trio.sleep(SCAN_PERIOD)
+            self.namesrv.scan_not_active()

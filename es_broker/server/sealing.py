@@ -38,7 +38,7 @@ from es_broker.readmodel.process import read_position
 from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.es_headers import HistoryArchiveRequestHeader
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import Handler
 
 log = logging.getLogger(__name__)
 

@@ -67,7 +67,7 @@ from es_broker.remoting.headers import (
 )
 from es_broker.remoting.query_bodies import AclFileVersions, acl_version_text
 from es_broker.remoting.response_headers import GetBrokerAclConfigResponseHeader
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import Handler
 
 log = logging.getLogger(__name__)
 

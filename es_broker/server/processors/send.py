@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from es_broker.commands.errors import BrokerError
+from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.messages import PutRequest
 from es_broker.commands.placement import MessageIn, PutResult
 from es_broker.core.broker import Broker
@@ -24,17 +24,11 @@ from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.errors import MissingField
 from es_broker.remoting.headers import SendMessageRequestHeader
 from es_broker.remoting.response_headers import SendMessageResponseHeader
-from es_broker.server.outbox import Outbox
-from es_broker.server.processor_support import (
-    BrokerSettings,
-    Requester,
-    StoredSends,
-    decode_batch,
-    ipv4,
-)
-from es_broker.server.remoting_server import Handler, Start
+from es_broker.server.edge.outbox import Outbox
+from es_broker.server.edge.remoting_server import Handler, Start
+from es_broker.server.processors.common import BrokerSettings, Requester, StoredSends, ipv4
 
-#: told of every stored send: request-reply remembers requests (server/reply_processors.py)
+#: told of every stored send: request-reply remembers requests (server/processors/reply.py)
 OnSent = Callable[[list[MessageIn], PutResult], None]
 
 
@@ -189,3 +183,11 @@ class SendMessageProcessor(BrokerSettings):
             ",".join(result.msg_ids), result.answer_queue_id, result.queue_offset
         )
         return response_to(req, code, None, header)
+
+
+def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
+    """SEND_BATCH_MESSAGE body: (flag, body, properties) per entry; a malformed one is refused."""
+    try:
+        return wire.decode_batch(body)
+    except wire.BatchDecodeError as exc:
+        raise IllegalRequest(str(exc)) from None

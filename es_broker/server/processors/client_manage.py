@@ -30,17 +30,15 @@ from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.headers import UnregisterClientRequestHeader
 from es_broker.server.clients import ClientRegistry
-from es_broker.server.processor_support import (
-    BrokerSettings,
-    Requester,
-    TopicsChanged,
+from es_broker.server.edge.remoting_server import Handler
+from es_broker.server.processors.common import BrokerSettings, Requester, TopicsChanged
+from es_broker.server.processors.subscription import (
     compile_selector,
     is_tag_type,
     parse_subscription,
     property_filter_refusal,
     shortened,
 )
-from es_broker.server.remoting_server import Handler
 
 LOCK_EXPIRY_PERIOD = 10.0  # s between passes releasing lapsed queue locks (at most lockMaxLiveTime)
 

@@ -15,7 +15,7 @@ timeout, the partial frames of all connections share one byte budget (the
 connection whose read would exceed it is closed), and connections beyond the
 limit are closed as they are accepted.
 
-With TLS (`ServerTls`, es_broker/server/tls.py) the first bytes of a
+With TLS (`ServerTls`, es_broker/server/edge/tls.py) the first bytes of a
 connection pick TLS or plain text as tls.server.mode says; the handshake
 runs under the same limits: it counts against max_connections and must be
 done within the read timeout.
@@ -49,10 +49,10 @@ from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.command import RemotingCommand, bind_header, response_to
 from es_broker.remoting.errors import CommandError, ProtocolError
 from es_broker.remoting.requests import Refusal, check_text, decode
-from es_broker.server import malloc
-from es_broker.server.arrival import ORDERED_CODES
-from es_broker.server.outbox import HeldAnswers, Outbox
-from es_broker.server.tls import ServerTls
+from es_broker.server.edge import malloc
+from es_broker.server.edge.arrival import ORDERED_CODES
+from es_broker.server.edge.outbox import HeldAnswers, Outbox
+from es_broker.server.edge.tls import ServerTls
 
 log = logging.getLogger(__name__)
 

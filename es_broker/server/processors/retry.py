@@ -29,9 +29,9 @@ from es_broker.remoting.es_headers import MessageTraceRequestHeader, RedriveDlqR
 from es_broker.remoting.headers import ConsumerSendMsgBackRequestHeader
 from es_broker.remoting.query_bodies import MessageTraceBody
 from es_broker.server.clients import ClientRegistry
+from es_broker.server.edge.remoting_server import Handler
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.processor_support import ReadScope
-from es_broker.server.remoting_server import Handler
+from es_broker.server.processors.common import ReadScope
 
 
 class RetryProcessors:

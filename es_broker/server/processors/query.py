@@ -1,6 +1,6 @@
 """QUERY_MESSAGE and VIEW_MESSAGE_BY_ID (4.9.8's QueryMessageProcessor): messages by key or offset.
 
-(es-broker's own time-travel queries are in query_processors.py.)
+(es-broker's own time-travel queries are in time_travel.py.)
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
 from es_broker.remoting.response_headers import QueryMessageResponseHeader
-from es_broker.server.processor_support import BrokerSettings, ReadScope
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import Handler
+from es_broker.server.processors.common import BrokerSettings, ReadScope
 
 
 class QueryMessageProcessor(BrokerSettings):

@@ -15,7 +15,7 @@ from es_broker.net.channel import Channel
 from es_broker.remoting.admin_bodies import CleanPassResult
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import Handler
 
 
 class StoreProcessors:

@@ -27,6 +27,7 @@ from es_broker.remoting.bodies import (
     ConsumeStats,
     DataVersion,
     KVTable,
+    MessageQueue,
     OffsetWrapper,
     ProducerConnection,
     ResetOffsetBody,
@@ -61,14 +62,13 @@ from es_broker.remoting.response_headers import (
     OffsetResponseHeader,
 )
 from es_broker.server.clients import ClientInfo, ClientRegistry
-from es_broker.server.processor_support import (
+from es_broker.server.edge.remoting_server import Handler
+from es_broker.server.processors.common import (
     BrokerSettings,
     ClientNotices,
     ReadScope,
     Requester,
-    message_queue,
 )
-from es_broker.server.remoting_server import Handler
 
 
 class Registered(Protocol):
@@ -506,3 +506,8 @@ class AdminBrokerProcessor(BrokerSettings):
             GetBrokerConfigResponseHeader(version=DataVersion().encode().decode()).to_fields(),
             text.encode(),
         )
+
+
+def message_queue(broker: Broker, topic: str, queue_id: int) -> MessageQueue:
+    """A queue of this broker as the admin bodies name it."""
+    return MessageQueue(topic, broker.config.brokerName, queue_id)

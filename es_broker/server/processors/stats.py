@@ -31,7 +31,7 @@ from es_broker.remoting.stats_bodies import (
     ThroughputSeries,
 )
 from es_broker.server.clients import ClientRegistry
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import Handler
 
 MINUTE_MS = stats.MINUTE_MS
 DEFAULT_POINTS = 120  # intervals when stepMinutes is not given

@@ -35,18 +35,12 @@ from es_broker.remoting.reply_properties import (
 )
 from es_broker.remoting.response_headers import SendMessageResponseHeader
 from es_broker.server.clients import ClientRegistry
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import Handler
+from es_broker.server.processors.common import ipv4
 
 log = logging.getLogger(__name__)
 
 PUSH_TIMEOUT = 10.0  # s: Broker2Client#callClient's timeout
-
-
-def _ipv4(addr: tuple[str, int]) -> tuple[str, int]:
-    host = addr[0]
-    if host.startswith("::ffff:"):
-        host = host[7:]
-    return (host if ":" not in host else "127.0.0.1", addr[1])
 
 
 class ReplyProcessors:
@@ -86,7 +80,7 @@ class ReplyProcessors:
         if h.flag is None:
             raise MissingField("flag")
         props = wire.decode_properties(h.properties or "")
-        born_host = _ipv4(channel.remote)
+        born_host = ipv4(channel.remote)
         message = MessageIn(
             req.body, props, h.flag, h.sys_flag, h.born_timestamp, born_host, h.reconsume_times or 0
         )

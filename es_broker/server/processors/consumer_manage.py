@@ -24,9 +24,9 @@ from es_broker.remoting.headers import (
 )
 from es_broker.remoting.response_headers import QueryConsumerOffsetResponseHeader
 from es_broker.server.clients import ClientRegistry
-from es_broker.server.outbox import Outbox
-from es_broker.server.processor_support import CommitConfirmation, Requester
-from es_broker.server.remoting_server import Handler, Start
+from es_broker.server.edge.outbox import Outbox
+from es_broker.server.edge.remoting_server import Handler, Start
+from es_broker.server.processors.common import CommitConfirmation, Requester
 
 
 class ConsumerManageProcessor:

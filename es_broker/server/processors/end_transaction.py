@@ -13,9 +13,9 @@ from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.es_headers import OpenTransactionsRequestHeader
 from es_broker.remoting.headers import EndTransactionRequestHeader
+from es_broker.server.edge.remoting_server import Handler
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.processor_support import ReadScope, Requester
-from es_broker.server.remoting_server import Handler
+from es_broker.server.processors.common import ReadScope, Requester
 
 
 class EndTransactionProcessor:

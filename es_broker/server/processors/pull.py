@@ -31,18 +31,16 @@ from es_broker.remoting.headers import PullMessageRequestHeader
 from es_broker.remoting.pull_flags import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from es_broker.remoting.response_headers import PullMessageResponseHeader
 from es_broker.server.clients import ClientRegistry
+from es_broker.server.edge.outbox import Outbox
+from es_broker.server.edge.remoting_server import DECLINED, Declined, Handler, Start
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.outbox import Outbox
-from es_broker.server.processor_support import (
-    BrokerSettings,
-    CommitConfirmation,
-    Requester,
+from es_broker.server.processors.common import BrokerSettings, CommitConfirmation, Requester
+from es_broker.server.processors.pull_codes import response_code, slave_correction
+from es_broker.server.processors.subscription import (
     compile_selector,
     parse_subscription,
     property_filter_refusal,
 )
-from es_broker.server.pull_codes import response_code, slave_correction
-from es_broker.server.remoting_server import DECLINED, Declined, Handler, Start
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

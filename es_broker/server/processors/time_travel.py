@@ -58,7 +58,7 @@ from es_broker.remoting.query_bodies import (
     TimelineQueue,
     TimelineSample,
 )
-from es_broker.server.remoting_server import Handler
+from es_broker.server.edge.remoting_server import Handler
 from es_broker.timetravel import timeline
 from es_broker.timetravel.query import HistoryEntry, IndexMissing, TimeTravel
 
@@ -68,7 +68,7 @@ DEFAULT_POINTS = 120
 DEFAULT_EVENTS = 500
 
 
-class QueryProcessors:
+class TimeTravelProcessors:
     def __init__(self, broker: Broker, access: AccessControl | None = None) -> None:
         self.broker = broker
         self.access = access  # the plain ACL when aclEnable; None: every caller sees everything

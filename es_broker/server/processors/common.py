@@ -1,11 +1,15 @@
-"""What more than one of the broker's request processors needs, kept in one place.
+"""What several request processors share, each piece named for what it is.
 
-The processors (send_processor, pull_processor, consumer_manage,
-client_manage, query_message, admin_processor, end_transaction) each take
-what they use in their constructor; the small pieces they share are here:
-the subscription checks of a pull and of CHECK_CLIENT_CONFIG, the ACL read
-scope, the one-way notices to clients, what a stored send tells, and the
-commit confirmation of a SYNC_MASTER under the fail-over coordinator.
+The processors each take what they use in their constructor (`build.py` wires
+them); the pieces more than one of them takes are here: who asked (`Requester`,
+the client id a request is recorded under), the broker's settings as they are
+now (`BrokerSettings`), a peer's address as a message's BORNHOST (`ipv4`), the
+ACL read scope of admin and query reads (`ReadScope`, B-350, B-351), the one-way
+notices to clients (`ClientNotices`, B-319), who is told of a stored send
+(`StoredSends`: held pulls, the name server of a new topic), and when an offset
+commit is answered under the fail-over coordinator (`CommitConfirmation`, B-376,
+B-383). A piece one processor alone uses lives in that processor's module; the
+subscription checks of a pull and of CHECK_CLIENT_CONFIG are `subscription.py`.
 """
 
 from __future__ import annotations
@@ -16,15 +20,11 @@ from collections.abc import Callable, Iterable
 import trio
 
 from es_broker.acl.access import AccessControl, Scope
-from es_broker.commands import sql92
-from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.placement import PutResult
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster
 from es_broker.net.channel import Channel, ChannelClosed
-from es_broker.remoting import message as wire
-from es_broker.remoting.bodies import MessageQueue
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, request, response_to
 from es_broker.remoting.peer_outcomes import PeerRequests
@@ -47,14 +47,6 @@ def ipv4(addr: tuple[str, int]) -> tuple[str, int]:
     return (host if ":" not in host else "127.0.0.1", addr[1])
 
 
-def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
-    """SEND_BATCH_MESSAGE body: (flag, body, properties) per entry; a malformed one is refused."""
-    try:
-        return wire.decode_batch(body)
-    except wire.BatchDecodeError as exc:
-        raise IllegalRequest(str(exc)) from None
-
-
 class BrokerSettings:
     """The `config` of a role processor: the broker's settings as they are now (read through the
     store's ConfigOwner, so a run-time change is seen at once)."""
@@ -64,58 +56,6 @@ class BrokerSettings:
     @property
     def config(self) -> BrokerConfig:
         return self.broker.config
-
-
-def message_queue(broker: Broker, topic: str, queue_id: int) -> MessageQueue:
-    """A queue of this broker as the admin bodies name it."""
-    return MessageQueue(topic, broker.config.brokerName, queue_id)
-
-
-# ------------------------------------------------------------------ subscriptions
-def parse_subscription(
-    expression: str | None, expression_type: str | None
-) -> frozenset[int] | None:
-    """A TAG expression -> the tag hash codes it accepts; None accepts every message."""
-    if expression_type and expression_type.upper() != "TAG":
-        raise BrokerError(
-            f"The broker does not support consumer to filter message by {expression_type}",
-            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-        )
-    text = (expression or "").strip()
-    if text in ("", "*"):
-        return None
-    tags = [t.strip() for t in text.split("||") if t.strip()]
-    if not tags:
-        raise BrokerError(
-            f"parse the consumer's subscription[{expression}] failed",
-            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-        )
-    return frozenset(wire.tag_hash(t) for t in tags)
-
-
-def is_tag_type(expression_type: str | None) -> bool:
-    """A TAG subscription: no type, or TAG (es-broker takes it in any case)."""
-    return not expression_type or expression_type.upper() == "TAG"
-
-
-def property_filter_refusal(expression_type: str | None) -> BrokerError:
-    """A SQL92 subscription on a broker with enablePropertyFilter=false (B-214)."""
-    return BrokerError(
-        f"The broker does not support consumer to filter message by {expression_type}",
-        ResponseCode.SYSTEM_ERROR,
-    )
-
-
-async def compile_selector(text: str | None) -> sql92.Selector:
-    """A SQL92 selector from the cache, else compiled in a worker thread (it is CPU work)."""
-    found = sql92.cached_selector(text)
-    if found is None:
-        found = await trio.to_thread.run_sync(sql92.compile_selector, text)
-    return found
-
-
-def shortened(text: str, limit: int = 256) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 # ------------------------------------------------------------------ ACL

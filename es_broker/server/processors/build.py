@@ -1,13 +1,14 @@
 """The broker's request processors by role, built together: what `BrokerServer` serves.
 
-As 4.9.8's BrokerController registers SendMessageProcessor,
-PullMessageProcessor, ConsumerManageProcessor, ClientManageProcessor,
-QueryMessageProcessor, AdminBrokerProcessor and EndTransactionProcessor,
-`BrokerProcessors.build` makes one of each (and es-broker's retry, reply,
+As 4.9.8's BrokerController makes SendMessageProcessor, PullMessageProcessor,
+ConsumerManageProcessor, ClientManageProcessor, QueryMessageProcessor,
+AdminBrokerProcessor, EndTransactionProcessor and ReplyMessageProcessor,
+`BrokerProcessors.build` makes one of each (and es-broker's retry, ACL,
 time-travel, store and stats processors), each given in its constructor
 what it uses, in the order their dependencies need: the send processor tells
 the reply processor of every stored send, the reply processor tells held
-pulls and the name server of a stored reply as a send does.
+pulls and the name server of a stored reply as a send does. Which request
+code goes to which of them is the dispatch table of server/routes.py.
 """
 
 from __future__ import annotations
@@ -20,28 +21,28 @@ from es_broker.commands.queue_locks import QueueLocks
 from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster
-from es_broker.server.admin_processor import AdminBrokerProcessor, Registered
-from es_broker.server.client_manage import ClientManageProcessor
 from es_broker.server.clients import ClientRegistry
-from es_broker.server.consumer_manage import ConsumerManageProcessor
-from es_broker.server.end_transaction import EndTransactionProcessor
 from es_broker.server.longpoll import PullHoldService
-from es_broker.server.processor_support import (
+from es_broker.server.processors.acl import AclProcessors
+from es_broker.server.processors.admin import AdminBrokerProcessor, Registered
+from es_broker.server.processors.client_manage import ClientManageProcessor
+from es_broker.server.processors.common import (
     ClientNotices,
     CommitConfirmation,
     ReadScope,
     StoredSends,
     TopicsChanged,
 )
-from es_broker.server.pull_processor import PullMessageProcessor
-from es_broker.server.query_message import QueryMessageProcessor
-from es_broker.server.query_processors import QueryProcessors
-from es_broker.server.remoting_server import Handler, Start
-from es_broker.server.reply_processors import ReplyProcessors
-from es_broker.server.retry_processors import RetryProcessors
-from es_broker.server.send_processor import SendMessageProcessor
-from es_broker.server.stats_processors import StatsProcessors
-from es_broker.server.store_processors import StoreProcessors
+from es_broker.server.processors.consumer_manage import ConsumerManageProcessor
+from es_broker.server.processors.end_transaction import EndTransactionProcessor
+from es_broker.server.processors.pull import PullMessageProcessor
+from es_broker.server.processors.query import QueryMessageProcessor
+from es_broker.server.processors.reply import ReplyProcessors
+from es_broker.server.processors.retry import RetryProcessors
+from es_broker.server.processors.send import SendMessageProcessor
+from es_broker.server.processors.stats import StatsProcessors
+from es_broker.server.processors.store import StoreProcessors
+from es_broker.server.processors.time_travel import TimeTravelProcessors
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +59,10 @@ class BrokerProcessors:
     end_transaction: EndTransactionProcessor
     retry: RetryProcessors
     replies: ReplyProcessors
-    queries: QueryProcessors
+    time_travel: TimeTravelProcessors
     store: StoreProcessors
     stats: StatsProcessors
+    acl: AclProcessors
     # orderly consumers' queue locks, in memory; owner changes are records (B-142..B-147)
     locks: QueueLocks
     # the one-way notices to clients (consumer ids changed, offset resets) not written (B-319)
@@ -76,6 +78,7 @@ class BrokerProcessors:
         topics_changed: TopicsChanged,
         registered: Registered,
         ha_status: Callable[[], Mapping[str, object]],
+        addr: Callable[[], str],
         access: AccessControl | None = None,
         replication: ReplicationMaster | None = None,
     ) -> BrokerProcessors:
@@ -84,6 +87,7 @@ class BrokerProcessors:
         `topics_changed`: registers the topics a request created soon;
         `registered`: registers now and waits for it (admin changes);
         `ha_status`: replication state for GET_BROKER_RUNTIME_INFO;
+        `addr`: the broker's address as it registers it (the ACL answers name it);
         `access`: the plain ACL when aclEnable (reads filtered, B-350, B-351);
         `replication`: the master's replication in SYNC_MASTER, else None.
         """
@@ -110,9 +114,14 @@ class BrokerProcessors:
             end_transaction=EndTransactionProcessor(broker, holds, requester, scope),
             retry=RetryProcessors(broker, holds, requester, topics_changed, scope, clients),
             replies=replies,
-            queries=QueryProcessors(broker, access),
+            time_travel=TimeTravelProcessors(broker, access),
             store=StoreProcessors(broker),
             stats=StatsProcessors(broker, lambda: broker.config, clients),
+            acl=AclProcessors(
+                access,
+                lambda: broker.store.clock.now_ms(),
+                lambda: (broker.config.brokerClusterName, broker.config.brokerName, addr()),
+            ),
             locks=locks,
             notices=notices,
         )
@@ -121,26 +130,3 @@ class BrokerProcessors:
     def config(self) -> BrokerConfig:
         """The broker's settings as they are now (read through the store's ConfigOwner)."""
         return self.broker.config
-
-    def handlers(self) -> dict[int, Handler]:
-        """Every request code these processors serve, with its handler."""
-        return {
-            **self.send.handlers(),
-            **self.pull.handlers(),
-            **self.consumer_manage.handlers(),
-            **self.client_manage.handlers(),
-            **self.query_message.handlers(),
-            **self.admin.handlers(),
-            **self.end_transaction.handlers(),
-            **self.retry.handlers(),
-            **self.replies.handlers(),
-            **self.queries.handlers(),
-            **self.store.handlers(),
-            **self.stats.handlers(),
-        }
-
-    def starts(self) -> dict[int, tuple[Handler, Start]]:
-        """The requests whose first part the listener runs as their frame is decoded, each with the
-        handler it stands in for: sends (`start_send`), pulls (`start_pull`), and offset commits
-        (`start_commit_offset`), so a consumer's next offset query finds its commit queued (B-312)."""
-        return {**self.send.starts(), **self.pull.starts(), **self.consumer_manage.starts()}

@@ -1,0 +1,172 @@
+"""`es-broker serve`: the broker, and by default the name server role, in one trio nursery.
+
+`serve` settles what the process was asked for (broker.conf, role, listen
+addresses), takes the data directory's lock, checks the ACL files, TLS and the
+metrics exporter before anything listens, then starts the name server role
+(server/namesrv.py) and the broker (`BrokerServer`, server/main.py), or under
+the fail-over coordinator the node whose role its group's election decides
+(server/failover.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from pathlib import Path
+
+import trio
+
+from es_broker import compiled
+from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES
+from es_broker.commands.acl_audit import AclAudit
+from es_broker.config import BrokerConfig, BrokerRole, load_broker_conf
+from es_broker.ha.term import HaTerm
+from es_broker.log.dirlock import DataDirLock
+from es_broker.net.remoting_client import split_addr
+from es_broker.readmodel.db import default_url
+from es_broker.server.edge.remoting_server import EdgeLimits
+from es_broker.server.edge.tls import ServerTls
+from es_broker.server.main import BrokerServer
+from es_broker.server.metrics_config import check_exporter_type
+from es_broker.server.namesrv import InProcessNameServer, NameServerRole
+from es_broker.server.serve_access import (
+    access_control,
+    open_listener_warning,
+    peer_credentials,
+    say_who_registers,
+)
+from es_broker.server.serve_options import ServeOptions, with_role
+
+log = logging.getLogger("es_broker")
+
+
+def _listen(value: str, default_port: int) -> tuple[str, int]:
+    if ":" in value:
+        return split_addr(value)
+    return value or "127.0.0.1", default_port
+
+
+async def serve(args: ServeOptions) -> None:
+    log.log(*compiled.status())  # first: compiled or pure, and why (quiet when compiled)
+    config = BrokerConfig(storePathRootDir=args.data_dir)
+    if args.config:
+        config = load_broker_conf(args.config, config)
+        if args.data_dir_given:
+            config = config.replace(storePathRootDir=args.data_dir)
+    if args.broker_name:
+        config = config.replace(brokerName=args.broker_name)
+    if args.cluster:
+        config = config.replace(brokerClusterName=args.cluster)
+    config = with_role(config, args)
+    host, port = _listen(
+        args.listen or f"{config.brokerIP1}:{config.listenPort}", config.listenPort
+    )
+    config = config.replace(brokerIP1=host, listenPort=port)
+    check_exporter_type(config.metricsExporterType)  # before anything listens (B-355)
+    # one process writes a data directory: taken before anything in it is opened or made (B-490)
+    lock = None if args.role == "namesrv" else DataDirLock.acquire(config.storePathRootDir)
+    try:
+        await _serve_locked(args, config, host, port)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+async def _serve_locked(args: ServeOptions, config: BrokerConfig, host: str, port: int) -> None:
+    Path(config.storePathRootDir).mkdir(parents=True, exist_ok=True)
+    # ACL (B-160): an invalid or missing file stops the start here, with the file and entry named
+    audit = (
+        AclAudit.for_data_dir(config.storePathRootDir, config.aclDenialSummaryInterval)
+        if config.aclEnable and args.role != "namesrv" and config.brokerRole != BrokerRole.SLAVE
+        else None
+    )
+    broker_access = (
+        access_control(config, BROKER_RULES, "broker", audit.on_change if audit else None)
+        if args.role != "namesrv"
+        else None
+    )
+    namesrv_access = access_control(config, NAMESRV_RULES, "namesrv")
+    peer_credentials(config)  # both keys or neither, checked before anything listens
+    tls = ServerTls.of(config)  # both listeners; a bad TLS setting or file stops the start here
+
+    runs_namesrv = args.role in ("all", "slave", "namesrv") and not (
+        args.role in ("all", "slave") and args.namesrv
+    )
+    listeners = {} if args.role == "namesrv" else {"broker": host}
+    if runs_namesrv:
+        listeners["name server"] = _listen(args.namesrv_listen, 9876)[0]
+    if (warning := open_listener_warning(config, listeners)) is not None:
+        log.warning("%s", warning)  # once, as Redis's protected mode warns (B-353)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+        namesrv = args.namesrv or config.namesrvAddr
+        local_namesrv: InProcessNameServer | None = None
+        if runs_namesrv:
+            ns_host, ns_port = _listen(args.namesrv_listen, 9876)
+            ns_role = NameServerRole(EdgeLimits.of(config), namesrv_access, tls)
+            bound = await nursery.start(ns_role.run, ns_host, ns_port)
+            local_namesrv = InProcessNameServer(ns_role.namesrv, ns_host, bound)
+            print(f"es-broker name server listening on {ns_host}:{bound}", flush=True)
+            if namesrv_access is not None:
+                say_who_registers(namesrv_access, f"{ns_host}:{bound}", args.role == "namesrv")
+            if not namesrv:
+                namesrv = f"{ns_host}:{bound}"
+        if args.role == "namesrv":
+            return
+
+        def make_server(cfg: BrokerConfig, ha: HaTerm | None = None) -> BrokerServer:
+            return BrokerServer(
+                cfg,
+                [a for a in namesrv.split(";") if a],
+                readmodel_url=readmodel_url_for(args.readmodel_url, cfg.storePathRootDir),
+                master_addr=args.master,
+                access=broker_access,
+                tls=tls,
+                audit=audit,
+                local_namesrv=local_namesrv,
+                ha=ha,
+            )
+
+        if config.ha_coordinator:  # the role comes from the group's election (B-370)
+            from es_broker.server.failover import serve_ha  # loads readmodel.export: HA nodes only
+
+            def announce(server: BrokerServer, term: HaTerm) -> None:
+                lead = term.lead
+                role = "leader" if lead.mine else f"follower of {lead.node} ({lead.addr})"
+                print(
+                    f"es-broker {config.brokerName} listening on {server.addr}, data in "
+                    f"{config.storePathRootDir}, name server {namesrv}, ha node "
+                    f"{config.ha_node_id} {role} epoch {lead.epoch}, "
+                    f"{server.config.brokerRole} brokerId {server.config.brokerId}",
+                    flush=True,
+                )
+
+            await nursery.start(serve_ha, config, make_server, host, announce)
+            return
+        server: BrokerServer = await nursery.start(make_server(config).run, host)
+        role = (
+            ""
+            if config.brokerRole == BrokerRole.ASYNC_MASTER
+            else f", {config.brokerRole} brokerId {config.brokerId}"
+        )
+        master = f", master {args.master}" if args.master else ""
+        print(
+            f"es-broker {config.brokerName} listening on {server.addr}, data in {config.storePathRootDir}, "
+            f"name server {namesrv}{role}{master}",
+            flush=True,
+        )
+
+
+async def _stop_on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            print(f"es-broker: {signal.Signals(signum).name}, shutting down", flush=True)
+            scope.cancel()
+            return
+
+
+def readmodel_url_for(url: str | None, data_dir: str) -> str | None:
+    if url and url.lower() == "none":
+        return None
+    return url or default_url(data_dir)
