@@ -450,7 +450,9 @@ def test_b526_a_truncated_commit_log_is_refused(tmp_path):
     with last.open("r+b") as f:
         f.truncate(200_000)
     _refused(
-        tmp_path, source, r"commitlog/00000000000002097152: truncated: 200000 bytes, not 1048576"
+        tmp_path,
+        source,
+        r"commitlog/00000000000002097152 at byte 200000: truncated: 200000 bytes, not 1048576",
     )
 
 
@@ -473,7 +475,7 @@ def test_b526_a_consume_queue_unit_pointing_past_the_log_is_refused(tmp_path):
         tmp_path,
         source,
         r"MIG_ORDERS/0/00000000000000012000 at byte 20: the unit of queue offset 601 names "
-        r"commit-log offset 5000000",
+        r"commit-log offset 5000000 \(400 bytes\), past the commit log's end \(3145728\)",
     )
 
 
@@ -541,8 +543,8 @@ def test_b526_a_message_without_its_consume_queue_unit_is_refused(tmp_path):
     _refused(
         tmp_path,
         source,
-        r"commitlog at offset \d+: the message of MIG_EVENTS queue 1 offset 410 has no "
-        r"consume-queue unit",
+        r"commitlog/00000000000002097152 at byte 78935: the message of MIG_EVENTS queue 1 "
+        r"offset 410 has no consume-queue unit",
     )
 
 
