@@ -9,6 +9,7 @@ frames by the 4.9.8 rules.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -23,10 +24,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import trio
+
+from es_broker.client import Producer, PushConsumer
+from es_broker.client.config import ClientConfig
+from es_broker.client.subscription import ConsumeFromWhere
 from es_broker.clock import ManualClock
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.frames import decode_frame
 from es_broker.server.namesrv import NameServer
+from tests.helpers import FAST, Collector
 from tests.process_fixtures import _env, serve
 from tests.rocketmq_498_frames import (
     Broker498,
@@ -299,3 +306,93 @@ def test_b530_es_brokers_registration_reads_as_4_9_8s_name_server_reads_it(tmp_p
             assert routes.queue_perm[("MIG_ORDERS", "es-broker-a")] == 4
             assert routes.queue_perm[("TBW102", "es-broker-a")] == 4
             assert regs[2].data_version != regs[1].data_version
+
+
+# ------------------------------------------------------------------ add and drain
+
+
+async def _run(fn, *args):
+    return await trio.to_thread.run_sync(fn, *args)
+
+
+async def _until(what: str, check, timeout: float = 30.0):
+    """Poll `check` until true (a deadline bounds it; no sleep stands for an event)."""
+    with trio.fail_after(timeout):
+        while not (got := check()):
+            await trio.sleep(0.1)
+    return got
+
+
+async def test_b531_add_and_drain_two_brokers_on_one_name_server(tmp_path, nursery):
+    """RocketMQ's way to move a cluster: add a broker, make the old one read-only
+    (`updateBrokerConfig -k brokerPermission -v 4`), let its consumers drain it, then stop it."""
+    fast = ClientConfig(poll_name_server_interval=0.5, heartbeat_broker_interval=1.0)
+    ns_args = ["serve", "--role", "namesrv", "--namesrv-listen", "127.0.0.1:0"]
+    with contextlib.ExitStack() as stack:
+        namesrv = stack.enter_context(process(ns_args, NAMESRV_READY, tmp_path / "namesrv.log"))
+        # two brokers on one host: each its own HA port
+        new = stack.enter_context(
+            broker_process(tmp_path, "broker-new", namesrv, "haListenPort=10922")
+        )
+        stopping = stack.enter_context(contextlib.ExitStack())  # the old broker, stopped first
+        old = stopping.enter_context(broker_process(tmp_path, "broker-old", namesrv))
+        for addr in (old, new):
+            await _run(admin, namesrv, "updateTopic", "-b", addr, "-t", "MIG", "-r", "4", "-w", "4")
+        producer = Producer(namesrv, "PID_DRAIN", client_config=fast)
+        await producer.start(nursery)
+        sent: dict[str, set[bytes]] = {"broker-old": set(), "broker-new": set()}
+
+        async def send(n: int, tag: str) -> list[str]:
+            names = []
+            for i in range(n):
+                result = await producer.send("MIG", f"{tag}-{i}".encode())
+                sent[result.queue.broker_name].add(f"{tag}-{i}".encode())
+                names.append(result.queue.broker_name)
+            return names
+
+        assert set(await send(40, "before")) == {"broker-old", "broker-new"}
+
+        await _run(
+            admin, namesrv, "updateBrokerConfig", "-b", old, "-k", "brokerPermission", "-v", "4"
+        )
+        # the name server's route: the old broker's queues read-only, the new one's read-write
+        assert await _run(_perms, namesrv, "MIG") == {"broker-old": 4, "broker-new": 6}
+        # after the producer's next route refresh (pollNameServerInterval), every send goes to
+        # the new broker
+        await _until(
+            "the producer's route refreshed",
+            lambda: (
+                {q.broker_name: q.perm for q in producer.instance.routes["MIG"].queue_datas}
+                == {"broker-old": 4, "broker-new": 6}
+            ),
+        )
+        assert set(await send(40, "after")) == {"broker-new"}
+
+        # a consumer drains what the old broker still holds (its queues stay readable)
+        collector = Collector()
+        consumer = PushConsumer(
+            namesrv,
+            "GID_DRAIN",
+            collector,
+            subscriptions={"MIG": "*"},
+            config=FAST,
+            client_config=fast,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        await consumer.start(nursery)
+        await collector.wait_count(80, timeout=60)
+        by_broker = {
+            name: {m.body for m in collector.received if m.queue.broker_name == name}
+            for name in sent
+        }
+        assert by_broker == sent and len(sent["broker-old"]) > 0
+        await consumer.shutdown()
+
+        # the old broker stopped: the name server forgets it, sends go on to the new one
+        await _run(stopping.close)
+        await _until(
+            "the old broker gone",
+            lambda: _perms(namesrv, "MIG") == {"broker-new": 6},
+        )
+        assert set(await send(10, "stopped")) == {"broker-new"}
+        await producer.shutdown()
