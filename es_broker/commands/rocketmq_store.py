@@ -131,7 +131,9 @@ Queues = dict[tuple[str, int], "ConsumeQueue"]
 
 def manifest(root: Path) -> list[SourceFile]:
     """Every file the import reads or accounts for, with its size and SHA-256, sorted by path."""
-    paths = [root / "checkpoint"] + [root / "config" / name for name in _CONFIGS]
+    paths = [root / "checkpoint"] + [
+        root / "config" / f"{name}{bak}" for name in _CONFIGS for bak in ("", ".bak")
+    ]
     for folder in ("commitlog", "consumequeue", "index"):
         if (root / folder).is_dir():
             paths.extend(p for p in (root / folder).rglob("*") if p.is_file())
