@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from es_broker.commands import messages
 from es_broker.commands import rocketmq_store as rmq
 from es_broker.commands.messages import GetStatus
@@ -238,3 +240,40 @@ def test_b527_a_unit_past_the_log_is_rebuilt_from_the_message_claiming_its_offse
     finally:
         store.close()
     _verified(target)
+
+
+def test_b527_a_unit_no_message_claims_is_left_out_at_its_queues_end(tmp_path):
+    source = extract(tmp_path / "store", read_only=False)
+    target = tmp_path / "data"
+    queue = rmq.consume_queues(source)[("MIG_EVENTS", 1)]
+    first, path = queue.files[-1]
+    at = (queue.hi - first) * rmq.CQ_UNIT.size  # one unit more, past the log
+    _poke(path, at, rmq.CQ_UNIT.pack(9_000_000, 300, 5))
+    skipped, imported = _import(source, target)
+    (record,) = skipped
+    assert (record["file"], record["offset"], record["kind"], record["phy"], record["units"]) == (
+        "consumequeue/MIG_EVENTS/1/00000000000000006000",
+        at,
+        "consume_queue",
+        9_000_000,
+        [],
+    )
+    assert record["why"].endswith("left out, the queue ends before it")
+    assert imported["messages"] == 4130
+    bounds, found = _bounds_and_messages(target)
+    assert bounds == _expected_bounds(source) and found == 4130
+    _verified(target)
+
+
+def test_b527_a_unit_no_message_claims_within_its_queue_still_refuses(tmp_path):
+    """A pull reads a unit's offset as a message's start: a unit in the middle of its queue that
+    names no message, whose own message is gone too, has no place to be kept."""
+    source = extract(tmp_path / "store", read_only=False)
+    unit = rmq.consume_queues(source)[("MIG_ORDERS", 0)].unit(0)
+    assert unit is not None
+    _poke(source / FIRST_FILE, 1054 + 4, b"\x00\x00\x00\x01")  # its message unreadable
+    _poke(unit.path, unit.at, rmq.CQ_UNIT.pack(9_000_000, 399, unit.tags))  # its unit astray
+    target = tmp_path / "data"
+    with pytest.raises(rmq.StoreCorrupt, match="cannot be left out, even with --skip-corrupt"):
+        _import(source, target)
+    assert not target.exists()

@@ -383,12 +383,17 @@ def _unit_of(
             raise rmq.StoreCorrupt(stored.where(), None, why)
         notes.append(skips.message(stored, why))
         return None
-    while queue.cursor < msg.queue_offset:  # units before it name no message of its queue
+    if queue.cursor < msg.queue_offset:  # a unit before it names no message of its queue
         unit = queue.unit(queue.cursor)
         assert unit is not None
-        if not skips.on:
-            _left_over(queue)
-        notes.append(skips.orphan(queue, unit, _left_over_why(queue, unit)))
+        if skips.on:  # B-527: no place to keep it where a read finds no message
+            raise rmq.StoreCorrupt(
+                unit.path,
+                unit.at,
+                f"{_left_over_why(queue, unit)}, and no message of the commit log claims its "
+                "offset: within its queue it cannot be left out, even with --skip-corrupt",
+            )
+        _left_over(queue)
     unit = queue.unit(msg.queue_offset)
     assert unit is not None
     entry = [unit.phy, unit.size, unit.tags]
@@ -405,20 +410,19 @@ def _unit_of(
         notes.append(skips.rebuilt(unit, stored, why))
         entry = [stored.phy, len(stored.raw), skips.tags_code(msg)]
     queue.cursor = msg.queue_offset + 1
-    skips.carried(msg.topic, msg.queue_id, stored.phy)
     return entry
 
 
 def _units_left(queues: rmq.Queues, skips: Skips) -> Iterator[dict[str, Any]]:
     """A unit left over points where no message of its queue is (B-526); skipping, each is
-    kept without a message (B-527)."""
+    left out, its queue ending before it (B-527)."""
     for queue in queues.values():
         while queue.cursor < queue.hi:
             unit = queue.unit(queue.cursor)
             assert unit is not None
             if not skips.on:
                 _left_over(queue)
-            yield skips.orphan(queue, unit, _left_over_why(queue, unit))
+            yield skips.trailing(queue, unit, _left_over_why(queue, unit))
 
 
 def _left_over_why(queue: rmq.ConsumeQueue, unit: rmq.Unit) -> str:

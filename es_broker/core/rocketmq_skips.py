@@ -13,15 +13,17 @@ record naming the file, the byte offset and why, and the import goes on:
   message of the commit log claims its queue offset, the message is carried and
   its unit rebuilt from it as 4.9.8's recovery dispatches a message
   (CommitLog#checkMessageAndReturnSize: the tags' hash, or in
-  SCHEDULE_TOPIC_XXXX the due time); when none does, the unit is kept without a
-  message, pointed inside the queue's previous message (where no message
-  starts) so the queue's offsets and commit-log offsets still rise together;
+  SCHEDULE_TOPIC_XXXX the due time); when none does and it ends its queue, it is
+  left out (the queue ends before it). One that no message claims in the middle
+  of its queue still refuses the import: a unit kept there would need a place
+  where a read finds no message, and a pull reads a unit's offset as a
+  message's start;
 - a message that has no unit of its own: its bytes are not carried.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +48,9 @@ class Skips:
     records: int = 0  # the `import_skipped` records written
     units: int = 0  # the units they kept without a message
     last_ts: int = 0  # the store time of the last message walked
-    last_phy: dict[tuple[str, int], int] = field(default_factory=dict)  # by queue
 
     def walked(self, stored: rmq.Stored) -> None:
         self.last_ts = stored.message.store_timestamp
-
-    def carried(self, topic: str, queue_id: int, phy: int) -> None:
-        self.last_phy[(topic, queue_id)] = phy
 
     def span(self, span: rmq.Skipped, queues: rmq.Queues) -> dict[str, Any]:
         """The record of a skipped span of the commit log, with the units pointing into it (each
@@ -62,18 +60,14 @@ class Skips:
         for (topic, qid), queue in sorted(queues.items()):
             while (unit := queue.unit(queue.cursor)) is not None and span.phy <= unit.phy < end:
                 kept.append([topic, qid, queue.cursor, unit.phy, unit.size, unit.tags])
-                self.carried(topic, qid, unit.phy)
                 queue.cursor += 1
         return self._record(span.path, span.at, COMMIT_LOG, span.phy, span.size, span.why, kept)
 
-    def orphan(self, queue: rmq.ConsumeQueue, unit: rmq.Unit, why: str) -> dict[str, Any]:
-        """The record of a unit naming no message, kept without one at its queue offset."""
-        phy = self.last_phy.get((queue.topic, queue.queue_id), -2) + 1
-        self.carried(queue.topic, queue.queue_id, phy)
-        kept = [[queue.topic, queue.queue_id, queue.cursor, phy, unit.size, unit.tags]]
+    def trailing(self, queue: rmq.ConsumeQueue, unit: rmq.Unit, why: str) -> dict[str, Any]:
+        """The record of a unit naming no message after its queue's last one: left out."""
         queue.cursor += 1
-        why = f"{why}; kept without a message at commit-log offset {phy}"
-        return self._record(unit.path, unit.at, CONSUME_QUEUE, unit.phy, unit.size, why, kept)
+        why = f"{why}; left out, the queue ends before it"
+        return self._record(unit.path, unit.at, CONSUME_QUEUE, unit.phy, unit.size, why, [])
 
     def rebuilt(self, unit: rmq.Unit, stored: rmq.Stored, why: str) -> dict[str, Any]:
         """The record of a unit replaced by one rebuilt from the message claiming its offset."""
