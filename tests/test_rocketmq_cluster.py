@@ -330,10 +330,7 @@ async def test_b531_add_and_drain_two_brokers_on_one_name_server(tmp_path, nurse
     ns_args = ["serve", "--role", "namesrv", "--namesrv-listen", "127.0.0.1:0"]
     with contextlib.ExitStack() as stack:
         namesrv = stack.enter_context(process(ns_args, NAMESRV_READY, tmp_path / "namesrv.log"))
-        # two brokers on one host: each its own HA port
-        new = stack.enter_context(
-            broker_process(tmp_path, "broker-new", namesrv, "haListenPort=10922")
-        )
+        new = stack.enter_context(broker_process(tmp_path, "broker-new", namesrv))
         stopping = stack.enter_context(contextlib.ExitStack())  # the old broker, stopped first
         old = stopping.enter_context(broker_process(tmp_path, "broker-old", namesrv))
         for addr in (old, new):
