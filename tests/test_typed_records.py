@@ -81,6 +81,7 @@ def test_every_record_of_the_old_log_parses_into_its_class_and_encodes_to_the_sa
         RecordType.HA_RECORDS_SET_ASIDE,
         RecordType.HISTORY_ARCHIVED,  # newer than the fixture: tests/test_history_archive.py
         RecordType.IMPORTED,  # newer than the fixture: tests/test_import_rocketmq.py
+        RecordType.IMPORT_SKIPPED,  # newer than the fixture: tests/test_import_rocketmq.py
         RecordType.OFFSET_COMMIT_IGNORED,
         RecordType.REPLY_PUSHED,  # newer than the fixture: tests/test_request_reply.py
         RecordType.SLAVE_CAUGHT_UP,

@@ -16,7 +16,13 @@ def _cmd_import_rocketmq(args: argparse.Namespace) -> int:
     config = broker_config(args)
     try:
         with progress("import: messages") as tell:
-            summary = import_store(Path(args.store), Path(args.data_dir), config, tell)
+            summary = import_store(
+                Path(args.store),
+                Path(args.data_dir),
+                config,
+                tell,
+                skip_corrupt=args.skip_corrupt,
+            )
     except StoreCorrupt as exc:
         print(f"es-broker: import refused, nothing was written: {exc}", file=sys.stderr)
         return 2
@@ -33,6 +39,12 @@ def _cmd_import_rocketmq(args: argparse.Namespace) -> int:
             f"note: the store's commit-log files are {summary.file_size} bytes, the target's "
             f"mappedFileSizeCommitLog is {config.mappedFileSizeCommitLog}: set it in the "
             "target's broker.conf for the same file boundaries (retention deletes whole files)"
+        )
+    if summary.skipped:
+        print(
+            f"skipped {summary.skipped} corrupt items ({summary.skipped_units} consume-queue units "
+            "kept without their message): each is an import_skipped record naming its file, "
+            "byte offset and why"
         )
     for what, count in sorted(summary.not_carried.items()):
         print(
@@ -53,4 +65,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--data-dir", required=True, help="the new es-broker data directory (new or empty)"
     )
     r.add_argument("--config", help="the target broker's broker.conf")
+    r.add_argument(
+        "--skip-corrupt",
+        action="store_true",
+        help="record each corrupt message or unit (an import_skipped record: file, offset, why) "
+        "and go on, instead of refusing the import",
+    )
     r.set_defaults(func=_cmd_import_rocketmq)

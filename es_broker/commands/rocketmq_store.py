@@ -19,7 +19,9 @@ The layout (4.9.8 DefaultMessageStore and friends):
 
 Nothing here writes: files are opened for reading and mapped read-only, so a store
 on a read-only file system (or with every write permission removed) is read as is.
-Every defect found names its file and byte offset (`StoreCorrupt`).
+Every defect found names its file and byte offset (`StoreCorrupt`); read with
+`skip=True` (`--skip-corrupt`, B-527), a defect of the commit log is passed over
+instead: the walk yields a `Skipped` span for it and goes on at the next message.
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from es_broker.remoting import message as wire
-from es_broker.stored_layout import MAGIC_CODE
+from es_broker.stored_layout import MAGIC_CODE, PHYSICAL_OFFSET_AT
 
 BLANK_MAGIC = -875286124  # 0xcbd43194: CommitLog.BLANK_MAGIC_CODE
 CQ_UNIT = struct.Struct(">qiq")  # ConsumeQueue.CQ_STORE_UNIT_SIZE = 20
 _HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
+_MAGIC = struct.pack(">i", MAGIC_CODE)
+_I64 = struct.Struct(">q")
 _NAME = re.compile(r"^\d{20}$")
 _CONFIGS = (
     "topics.json",
@@ -80,6 +84,24 @@ class Stored:
     phy: int
     raw: bytes
     message: wire.StoredMessage
+    path: Path | None = None  # its commit-log file, and its byte offset there
+    at: int = 0
+
+    def where(self) -> str:
+        """Its file and byte offset, as a refusal names them."""
+        return f"{self.path} at byte {self.at}" if self.path else f"commit-log offset {self.phy}"
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Commit-log bytes that hold no message to carry (B-527): `size` bytes at commit-log offset
+    `phy`, byte `at` of `path`, and why (the refusal's words)."""
+
+    path: Path
+    at: int
+    phy: int
+    size: int
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +131,9 @@ Queues = dict[tuple[str, int], "ConsumeQueue"]
 
 def manifest(root: Path) -> list[SourceFile]:
     """Every file the import reads or accounts for, with its size and SHA-256, sorted by path."""
-    paths = [root / "checkpoint"] + [root / "config" / name for name in _CONFIGS]
+    paths = [root / "checkpoint"] + [
+        root / "config" / f"{name}{bak}" for name in _CONFIGS for bak in ("", ".bak")
+    ]
     for folder in ("commitlog", "consumequeue", "index"):
         if (root / folder).is_dir():
             paths.extend(p for p in (root / folder).rglob("*") if p.is_file())
@@ -143,8 +167,9 @@ def check_layout(root: Path) -> None:
         )
 
 
-def commit_log_files(root: Path) -> list[tuple[int, Path]]:
-    """(first offset, path) of the commit-log files in order; they must follow each other."""
+def commit_log_files(root: Path, *, skip: bool = False) -> list[tuple[int, Path]]:
+    """(first offset, path) of the commit-log files in order; they must follow each other, each
+    as long as the first (with `skip`, a short file or a missing one is left to `messages`)."""
     files = []
     for path in (root / "commitlog").iterdir():
         if not _NAME.match(path.name):
@@ -155,74 +180,122 @@ def commit_log_files(root: Path) -> list[tuple[int, Path]]:
         return files
     size = files[0][1].stat().st_size
     for (start, path), (nxt, _) in zip(files, files[1:], strict=False):
-        if path.stat().st_size != size:
-            raise StoreCorrupt(
-                path, None, f"truncated: {path.stat().st_size} bytes, its first sibling {size}"
-            )
-        if start + size != nxt:
+        if start + size > nxt or (start + size != nxt and not skip):
             raise StoreCorrupt(
                 path, None, f"the next file should start at {start + size}, not {nxt}"
             )
-    last = files[-1][1]
-    if len(files) > 1 and last.stat().st_size != size:
-        raise StoreCorrupt(last, None, f"truncated: {last.stat().st_size} bytes, not {size}")
+    for _, path in files[1:] if not skip else ():
+        if path.stat().st_size != size:
+            raise StoreCorrupt(
+                path,
+                path.stat().st_size,
+                f"truncated: {path.stat().st_size} bytes, not {size} as the first file",
+            )
     return files
 
 
-def messages(root: Path) -> Iterator[Stored]:
+def messages(root: Path, *, skip: bool = False) -> Iterator[Stored | Skipped]:
     """Every message of the commit log in order (CommitLog#checkMessageAndReturnSize), checked:
-    MAGICCODE, TOTALSIZE within the file, the PHYSICALOFFSET field, the body CRC."""
-    for start, path in commit_log_files(root):
-        with path.open("rb") as f:
-            if path.stat().st_size == 0:
-                continue
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                yield from _file_messages(path, start, data)
+    MAGICCODE, TOTALSIZE within the file, the PHYSICALOFFSET field, the body CRC.
 
-
-def _file_messages(path: Path, start: int, data: mmap.mmap) -> Iterator[Stored]:
-    size, pos = len(data), 0
-    while pos + 8 <= size:
-        total, magic = _HEAD.unpack_from(data, pos)
-        if total == 0 and magic == 0:
-            return  # never written: the end of the log's data in this file
-        if magic == BLANK_MAGIC:
-            if pos + total != size:
-                raise StoreCorrupt(path, pos, f"a BLANK of {total} bytes does not end the file")
-            return
-        if magic != MAGIC_CODE:
-            raise StoreCorrupt(path, pos, f"bad MAGICCODE 0x{magic & 0xFFFFFFFF:08x}")
-        if total < wire.FIXED_SIZE or pos + total > size:
-            raise StoreCorrupt(
+    A defect raises `StoreCorrupt`; with `skip` it is yielded as a `Skipped` span instead
+    (B-527): a message whose header holds (its CRC, say) is passed over by its TOTALSIZE,
+    otherwise the walk goes on at the next offset that starts a message (its MAGICCODE, and
+    its PHYSICALOFFSET field that offset), or at the file's end; the bytes a short file lacks,
+    and a missing file's, are a span too.
+    """
+    files = commit_log_files(root, skip=skip)
+    size = files[0][1].stat().st_size if files else 0
+    for n, (start, path) in enumerate(files):
+        length = path.stat().st_size
+        if length:
+            with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                yield from _file_messages(path, start, data, skip)
+        end = files[n + 1][0] if n + 1 < len(files) else start + size
+        if skip and start + length < end:
+            missing = "no file holds them" if length >= size else f"the file ends at {length}"
+            yield Skipped(
                 path,
-                pos,
-                f"truncated message: TOTALSIZE {total}, {size - pos} bytes left in the file",
+                length,
+                start + length,
+                end - start - length,
+                f"truncated: {end - start - length} bytes missing ({missing}; its files are "
+                f"{size} bytes)",
             )
-        raw = bytes(data[pos : pos + total])
-        try:
-            msg = wire.decode_one(raw)[0]
-        except wire.MessageDecodeError as exc:
-            raise StoreCorrupt(path, pos, f"not a stored message: {exc}") from None
-        if msg.physical_offset != start + pos:
-            raise StoreCorrupt(
-                path, pos, f"PHYSICALOFFSET {msg.physical_offset}, not {start + pos}"
-            )
-        crc = zlib.crc32(msg.body) & 0x7FFFFFFF  # UtilAll.crc32
-        if msg.body_crc != crc:
-            raise StoreCorrupt(path, pos, f"body CRC {msg.body_crc} stored, {crc} computed")
-        yield Stored(start + pos, raw, msg)
-        pos += total
-    if pos != size:
-        raise StoreCorrupt(path, pos, f"truncated: {size - pos} bytes left, too few for a message")
 
 
-def consume_queues(root: Path) -> Queues:
+def _file_messages(
+    path: Path, start: int, data: mmap.mmap, skip: bool
+) -> Iterator[Stored | Skipped]:
+    size, pos = len(data), 0
+    while pos < size:
+        found = _at(path, start, data, pos)
+        if found is None:
+            return  # the end of the log's data in this file: zeros, or the BLANK filling it
+        if isinstance(found, Stored):
+            yield found
+            pos += len(found.raw)
+            continue
+        why, whole = found
+        if not skip:
+            raise StoreCorrupt(path, pos, why)
+        nxt = pos + whole if whole else _next_start(start, data, pos + 1)
+        yield Skipped(path, pos, start + pos, nxt - pos, why)
+        pos = nxt
+
+
+def _at(path: Path, start: int, data: mmap.mmap, pos: int) -> Stored | tuple[str, int] | None:
+    """The message at pos; None at the end of the file's data; or (the defect, the bytes to pass
+    over it: its TOTALSIZE where the message's header holds, else 0)."""
+    size = len(data)
+    if pos + 8 > size:
+        return f"truncated: {size - pos} bytes left, too few for a message", 0
+    total, magic = _HEAD.unpack_from(data, pos)
+    if total == 0 and magic == 0:
+        return None  # never written: the end of the log's data in this file
+    if magic == BLANK_MAGIC:
+        return (
+            None if pos + total == size else (f"a BLANK of {total} bytes does not end the file", 0)
+        )
+    if magic != MAGIC_CODE:
+        return f"bad MAGICCODE 0x{magic & 0xFFFFFFFF:08x}", 0
+    if total < wire.FIXED_SIZE or pos + total > size:
+        return f"truncated message: TOTALSIZE {total}, {size - pos} bytes left in the file", 0
+    raw = bytes(data[pos : pos + total])
+    try:
+        msg = wire.decode_one(raw)[0]
+    except wire.MessageDecodeError as exc:
+        return f"not a stored message: {exc}", 0
+    if msg.physical_offset != start + pos:
+        return f"PHYSICALOFFSET {msg.physical_offset}, not {start + pos}", 0
+    crc = zlib.crc32(msg.body) & 0x7FFFFFFF  # UtilAll.crc32
+    if msg.body_crc != crc:
+        return f"body CRC {msg.body_crc} stored, {crc} computed", total
+    return Stored(start + pos, raw, msg, path, pos)
+
+
+def _next_start(start: int, data: mmap.mmap, pos: int) -> int:
+    """The first offset from pos that starts a message (its MAGICCODE, its own offset in its
+    PHYSICALOFFSET field), else the file's size."""
+    size = len(data)
+    while (found := data.find(_MAGIC, pos + 4)) >= 0:
+        at = found - 4
+        if (
+            at + PHYSICAL_OFFSET_AT + 8 <= size
+            and _I64.unpack_from(data, at + PHYSICAL_OFFSET_AT)[0] == start + at
+        ):
+            return at
+        pos = at + 1
+    return size
+
+
+def consume_queues(root: Path, *, skip: bool = False) -> Queues:
     """(topic, queue id) -> its consume queue, every unit checked (B-526).
 
     Units below the first commit-log file name messages the broker's retention deleted
     (ConsumeQueue#correctMinOffset): the queue starts past them.
     """
-    files = commit_log_files(root)
+    files = commit_log_files(root, skip=skip)
     phy_min = files[0][0] if files else 0
     out: Queues = {}
     for topic_dir in sorted((root / "consumequeue").iterdir()):
@@ -270,7 +343,7 @@ class ConsumeQueue:
             ):
                 if size == 0 and phy == 0:
                     self.hi = first // CQ_UNIT.size + n  # never written: the queue ends here
-                    return
+                    break
                 if phy < 0 or size < 0:
                     raise StoreCorrupt(
                         path,
@@ -279,7 +352,10 @@ class ConsumeQueue:
                     )
                 if not started and phy >= phy_min:
                     started, self.lo = True, first // CQ_UNIT.size + n
-            self.hi = first // CQ_UNIT.size + len(data) // CQ_UNIT.size
+            else:
+                self.hi = first // CQ_UNIT.size + len(data) // CQ_UNIT.size
+                continue
+            break
         if not started:
             self.lo = self.hi
         self.cursor = self.lo
@@ -309,9 +385,9 @@ class ConsumeQueue:
             yield offset, unit
 
 
-def read_message(root: Path, unit: Unit) -> Stored:
+def read_message(root: Path, unit: Unit, *, skip: bool = False) -> Stored:
     """The message a consume-queue unit names, read from its commit-log file and checked."""
-    for start, path in commit_log_files(root):
+    for start, path in commit_log_files(root, skip=skip):
         size = path.stat().st_size
         if start <= unit.phy < start + size:
             if unit.phy + unit.size > start + size:
@@ -324,7 +400,7 @@ def read_message(root: Path, unit: Unit) -> Stored:
             except wire.MessageDecodeError:
                 break
             if msg.physical_offset == unit.phy:
-                return Stored(unit.phy, data, msg)
+                return Stored(unit.phy, data, msg, path, unit.phy - start)
             break
     raise StoreCorrupt(
         unit.path,

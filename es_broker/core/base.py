@@ -77,6 +77,9 @@ class BrokerBase:
         # putTps, getFoundTps, getTransferedTps of GET_BROKER_RUNTIME_INFO, from the records applied
         self.rates = RecordRates(store.clock.now_ms())
         store.log.projections.append(self.rates)
+        # the record of the last brokerPermission change: the topics' data version registered with
+        # the name servers is at least it, as 4.9.8's updateBrokerConfig moves it on (B-530)
+        self.permission_version = 0
 
     @property
     def config(self) -> BrokerConfig:
@@ -100,6 +103,8 @@ class BrokerBase:
                 return None
             seq = await self.submit(broker_config.update_job(self.store, values, requester))
             self.store.settings.apply(values)
+            if "brokerPermission" in values:
+                self.permission_version = seq
             return seq
 
     def _reapply_recorded_config(self) -> None:

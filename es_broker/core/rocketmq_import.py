@@ -14,6 +14,8 @@ into place at the end, so a refused or failed import leaves nothing behind:
 - each topic and subscription group: `topic_updated` / `subgroup_updated`, and each
   committed offset `offset_committed`, through the broker's own commands, cause
   `import`;
+- with `--skip-corrupt`, an `import_skipped` record for each defect passed over
+  (es_broker/core/rocketmq_skips.py, B-527), in its place among the messages;
 - last, an `imported` record: the source, every file's size and SHA-256, the
   counts, and delayOffset.json's cursors (which its applying sets).
 """
@@ -27,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from es_broker.commands import names, offsets, topics
 from es_broker.commands import rocketmq_store as rmq
@@ -42,6 +44,7 @@ from es_broker.commands.transaction import (
     immunity_seconds,
 )
 from es_broker.config import BrokerConfig, BrokerRole
+from es_broker.core.rocketmq_skips import Skips
 from es_broker.log import AppendContext
 from es_broker.log.dirlock import LOCK_FILE, holding
 from es_broker.log.types import Cause, CommitlogExpired, Imported, MessagesStored, TransactionState
@@ -70,6 +73,8 @@ class Summary:
     seconds: float = 0.0
     file_size: int = 0  # the store's commit-log file size (its mappedFileSizeCommitLog)
     not_carried: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0  # `import_skipped` records (--skip-corrupt, B-527)
+    skipped_units: int = 0  # the units they kept without a message
 
 
 def check_target(target: Path) -> None:
@@ -84,9 +89,15 @@ def check_target(target: Path) -> None:
 
 
 def import_store(
-    source: Path, target: Path, config: BrokerConfig, progress: Progress | None = None
+    source: Path,
+    target: Path,
+    config: BrokerConfig,
+    progress: Progress | None = None,
+    *,
+    skip_corrupt: bool = False,
 ) -> Summary:
-    """Import the store at `source` into the new data directory `target` (B-520)."""
+    """Import the store at `source` into the new data directory `target` (B-520); with
+    `skip_corrupt`, a defect is recorded and passed over instead of refusing it (B-527)."""
     started = time.monotonic()
     source, target = source.resolve(), target.resolve()
     if config.brokerRole == BrokerRole.SLAVE:  # a slave's log is its master's, never its own
@@ -98,8 +109,8 @@ def import_store(
     files = rmq.manifest(source)
     configs = rmq.read_configs(source)
     checkpoint = rmq.read_checkpoint(source)
-    queues = rmq.consume_queues(source)
-    plan = _TransactionPlan.of(source, configs, queues)
+    queues = rmq.consume_queues(source, skip=skip_corrupt)
+    plan = _TransactionPlan.of(source, configs, queues, skip_corrupt)
     building = target.parent / f".{target.name}.importing-{os.getpid()}"
     created = not target.exists()
     held = False
@@ -107,7 +118,14 @@ def import_store(
         with holding(target):  # one writer per data directory (B-490), until the move below
             held = True
             check_target(target)  # nothing else appeared before the lock was taken
-            read = _Read(files, configs, checkpoint, queues, plan, progress)
+            skips = Skips(
+                skip_corrupt,
+                source,
+                f"import rocketmq {source}",
+                config.delay_levels_ms(),
+                _log_end(source, skip_corrupt),
+            )
+            read = _Read(files, configs, checkpoint, queues, plan, progress, skips)
             summary = _build(building, source, target, config, read)
             for entry in building.iterdir():
                 entry.rename(target / entry.name)
@@ -118,9 +136,15 @@ def import_store(
             shutil.rmtree(target, ignore_errors=True)
         raise
     summary.seconds = time.monotonic() - started
-    files_found = rmq.commit_log_files(source)
+    files_found = rmq.commit_log_files(source, skip=skip_corrupt)
     summary.file_size = files_found[0][1].stat().st_size if files_found else 0
     return summary
+
+
+def _log_end(source: Path, skip: bool) -> int:
+    """Where the source's commit log ends: its last file's end, each file as long as the first."""
+    files = rmq.commit_log_files(source, skip=skip)
+    return files[-1][0] + files[0][1].stat().st_size if files else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +157,7 @@ class _Read:
     queues: rmq.Queues
     plan: _TransactionPlan
     progress: Progress | None
+    skips: Skips
 
 
 def _build(
@@ -141,7 +166,7 @@ def _build(
     """Write the whole import into `building`, a directory beside the target, moved in after."""
     store = Store.open(building, config.replace(storePathRootDir=str(target)))
     try:
-        summary = _write(store, source, read.configs, read.queues, read.plan, read.progress)
+        summary = _write(store, source, read)
         summary.target = target
         summary.not_carried = _not_carried(read.configs)
         _finish(store, source, read.files, read.configs, read.checkpoint, summary)
@@ -158,14 +183,23 @@ class _TransactionPlan:
     open_offsets: frozenset[int]  # half-queue offsets of the open ones
 
     @classmethod
-    def of(cls, source: Path, configs: rmq.Configs, queues: rmq.Queues) -> _TransactionPlan:
+    def of(
+        cls, source: Path, configs: rmq.Configs, queues: rmq.Queues, skip: bool
+    ) -> _TransactionPlan:
         """Open: at or past CID_RMQ_SYS_TRANS's offset on the half queue and named by no op
-        message (an op's body lists the half-queue offsets it ended)."""
+        message (an op's body lists the half-queue offsets it ended). With `skip`, an op
+        message that cannot be read ends nothing (the walk records it, B-527): its half
+        message is checked again, and its producer answers once more."""
         half = queues.get((HALF_TOPIC, 0))
         ops = queues.get((OP_TOPIC, 0))
         done: set[int] = set()
         for _, unit in ops.units() if ops is not None else ():
-            op = rmq.read_message(source, unit)
+            try:
+                op = rmq.read_message(source, unit, skip=skip)
+            except rmq.StoreCorrupt:
+                if not skip:
+                    raise
+                continue
             for part in op.message.body.decode("ascii", "replace").split(","):
                 if part.strip().isdigit():
                     done.add(int(part))
@@ -174,80 +208,92 @@ class _TransactionPlan:
         return cls(frozenset(o for o in offsets if o >= checked and o not in done))
 
 
-def _write(
-    store: Store,
-    source: Path,
-    configs: rmq.Configs,
-    queues: rmq.Queues,
-    plan: _TransactionPlan,
-    progress: Progress | None,
-) -> Summary:
+def _write(store: Store, source: Path, read: _Read) -> Summary:
     """The messages, then topics, groups and offsets: every one a record."""
-    summary = Summary(source, f"import rocketmq {source}")
+    queues, progress, skips = read.queues, read.progress, read.skips
+    summary = Summary(source, skips.requester)
     total = sum(len(queue) for queue in queues.values())
     starts = _starts(queues)
-    pending: list[rmq.Stored] = []
+    pending: list[rmq.Stored | rmq.Skipped] = []
     first_phy: int | None = None
-    for stored in rmq.messages(source):
-        first_phy = stored.phy if first_phy is None else first_phy
-        pending.append(stored)
+    for item in rmq.messages(source, skip=skips.on):
+        first_phy = item.phy if first_phy is None else first_phy
+        pending.append(item)
         if len(pending) >= BATCH_MESSAGES:
-            _write_messages(store, pending, queues, plan, summary)
+            _write_messages(store, pending, read, summary)
             pending = []
             if progress is not None:
                 progress(summary.messages, total)
-    _write_messages(store, pending, queues, plan, summary)
+    _write_messages(store, pending, read, summary)
     if progress is not None:
         progress(summary.messages, total)
-    _check_all_units_used(queues)
+    left = list(_units_left(queues, skips))
+    if left:
+        _run(store, lambda ctx: [ctx.append(record) for record in left])
+    summary.skipped, summary.skipped_units = skips.records, skips.units
     _expire_below(store, starts, first_phy)
-    _write_configs(store, source, configs, summary)
+    _write_configs(store, source, read.configs, summary)
     return summary
 
 
 def _write_messages(
-    store: Store,
-    batch: list[rmq.Stored],
-    queues: rmq.Queues,
-    plan: _TransactionPlan,
-    summary: Summary,
+    store: Store, batch: list[rmq.Stored | rmq.Skipped], read: _Read, summary: Summary
 ) -> None:
     if not batch:
         return
-    groups = list(_records_of(batch, queues, plan, summary))
+    groups = list(_records_of(batch, read.queues, read.plan, summary, read.skips))
 
     def job(ctx: AppendContext) -> None:
         for messages, record in groups:
-            ctx.put_payloads([(s.phy, s.raw) for s in messages])
+            if messages:
+                ctx.put_payloads([(s.phy, s.raw) for s in messages])
             ctx.append(record)
 
     _run(store, job)
-    for stored in batch:
-        topic = stored.message.topic
-        summary.per_topic[topic] = summary.per_topic.get(topic, 0) + 1
-    summary.messages += len(batch)
+    for messages, _ in groups:
+        for stored in messages:
+            topic = stored.message.topic
+            summary.per_topic[topic] = summary.per_topic.get(topic, 0) + 1
+        summary.messages += len(messages)
+
+
+Records = Iterator[tuple[list[rmq.Stored], dict[str, Any]]]
 
 
 def _records_of(
-    batch: list[rmq.Stored],
+    batch: list[rmq.Stored | rmq.Skipped],
     queues: rmq.Queues,
     plan: _TransactionPlan,
     summary: Summary,
-) -> Iterator[tuple[list[rmq.Stored], dict[str, Any]]]:
+    skips: Skips,
+) -> Records:
     """(messages, their `messages_stored` record): a run of one queue's consecutive offsets,
-    stored at the same time, back to back, shares one; a transactional message has its own."""
+    stored at the same time, back to back, shares one; a transactional message has its own.
+    An `import_skipped` record (B-527) comes with no message, in its place among them."""
     run: list[rmq.Stored] = []
     units: list[list[int]] = []
-    for stored in batch:
-        unit = _unit_of(stored, queues)
-        units_entry = [stored.phy, len(stored.raw), unit.tags]
-        if run and _continues(run[-1], stored) and _plain(run[-1]) and _plain(stored):
-            run.append(stored)
-            units.append(units_entry)
+    for item in batch:
+        notes: list[dict[str, Any]] = []
+        if isinstance(item, rmq.Skipped):
+            notes.append(skips.span(item, queues))
+            entry = None
+        else:
+            skips.walked(item)
+            entry = _unit_of(item, queues, skips, notes)
+        if notes or entry is None:
+            if run:
+                yield run, _record(run, units, plan, summary)
+            run, units = [], []
+            yield from (([], note) for note in notes)
+        if entry is None or not isinstance(item, rmq.Stored):
+            continue
+        if run and _continues(run[-1], item) and _plain(run[-1]) and _plain(item):
+            run.append(item)
+            units.append(entry)
             continue
         if run:
             yield run, _record(run, units, plan, summary)
-        run, units = [stored], [units_entry]
+        run, units = [item], [entry]
     if run:
         yield run, _record(run, units, plan, summary)
 
@@ -320,48 +366,76 @@ def _record(
     ).to_record(first.store_timestamp)
 
 
-def _unit_of(stored: rmq.Stored, queues: rmq.Queues) -> rmq.Unit:
+def _unit_of(
+    stored: rmq.Stored, queues: rmq.Queues, skips: Skips, notes: list[dict[str, Any]]
+) -> list[int] | None:
     """The consume-queue unit naming this message: its queue's next (a queue's offsets rise
-    with the commit log, CommitLog#doAppend); it must name the message."""
+    with the commit log, CommitLog#doAppend); it must name the message. Skipping (B-527), the
+    defects found are appended to `notes` as records; None: the message is not carried."""
     msg = stored.message
     queue = queues.get((msg.topic, msg.queue_id))
-    if queue is not None and queue.lo <= queue.cursor < msg.queue_offset:
-        _left_over(queue)  # the units before this message's name none of its queue
-    unit = queue.unit(msg.queue_offset) if queue is not None else None
-    if queue is None or unit is None or msg.queue_offset < queue.cursor:
-        raise rmq.StoreCorrupt(
-            f"commitlog at offset {stored.phy}",
-            None,
+    if queue is None or not queue.cursor <= msg.queue_offset < queue.hi:
+        why = (
             f"the message of {msg.topic} queue {msg.queue_id} offset {msg.queue_offset} has no "
-            "consume-queue unit of its own (was its broker stopped cleanly?)",
+            "consume-queue unit of its own (was its broker stopped cleanly?)"
         )
+        if not skips.on:
+            raise rmq.StoreCorrupt(stored.where(), None, why)
+        notes.append(skips.message(stored, why))
+        return None
+    if queue.cursor < msg.queue_offset:  # a unit before it names no message of its queue
+        unit = queue.unit(queue.cursor)
+        assert unit is not None
+        if skips.on:  # B-527: no place to keep it where a read finds no message
+            raise rmq.StoreCorrupt(
+                unit.path,
+                unit.at,
+                f"{_left_over_why(queue, unit)}, and no message of the commit log claims its "
+                "offset: within its queue it cannot be left out, even with --skip-corrupt",
+            )
+        _left_over(queue)
+    unit = queue.unit(msg.queue_offset)
+    assert unit is not None
+    entry = [unit.phy, unit.size, unit.tags]
     if unit.phy != stored.phy or unit.size != len(stored.raw):
-        raise rmq.StoreCorrupt(
-            unit.path,
-            unit.at,
+        past = unit.phy + unit.size > skips.log_end
+        why = (
             f"the unit of queue offset {msg.queue_offset} names commit-log offset {unit.phy} "
-            f"({unit.size} bytes); the message is at {stored.phy} ({len(stored.raw)} bytes)",
+            f"({unit.size} bytes)"
+            + (f", past the commit log's end ({skips.log_end})" if past else "")
+            + f"; the message is at {stored.phy} ({len(stored.raw)} bytes)"
         )
+        if not skips.on:
+            raise rmq.StoreCorrupt(unit.path, unit.at, why)
+        notes.append(skips.rebuilt(unit, stored, why))
+        entry = [stored.phy, len(stored.raw), skips.tags_code(msg)]
     queue.cursor = msg.queue_offset + 1
-    return unit
+    return entry
 
 
-def _check_all_units_used(queues: rmq.Queues) -> None:
-    """A unit left over points where no message of its queue is (B-526)."""
+def _units_left(queues: rmq.Queues, skips: Skips) -> Iterator[dict[str, Any]]:
+    """A unit left over points where no message of its queue is (B-526); skipping, each is
+    left out, its queue ending before it (B-527)."""
     for queue in queues.values():
-        if queue.cursor < queue.hi:
-            _left_over(queue)
+        while queue.cursor < queue.hi:
+            unit = queue.unit(queue.cursor)
+            assert unit is not None
+            if not skips.on:
+                _left_over(queue)
+            yield skips.trailing(queue, unit, _left_over_why(queue, unit))
 
 
-def _left_over(queue: rmq.ConsumeQueue) -> None:
+def _left_over_why(queue: rmq.ConsumeQueue, unit: rmq.Unit) -> str:
+    return (
+        f"the unit of {queue.topic} queue {queue.queue_id} offset {queue.cursor} points at "
+        f"commit-log offset {unit.phy} ({unit.size} bytes), where no message of that queue is"
+    )
+
+
+def _left_over(queue: rmq.ConsumeQueue) -> NoReturn:
     unit = queue.unit(queue.cursor)
     assert unit is not None
-    raise rmq.StoreCorrupt(
-        unit.path,
-        unit.at,
-        f"the unit of {queue.topic} queue {queue.queue_id} offset {queue.cursor} points at "
-        f"commit-log offset {unit.phy} ({unit.size} bytes), where no message of that queue is",
-    )
+    raise rmq.StoreCorrupt(unit.path, unit.at, _left_over_why(queue, unit))
 
 
 def _starts(queues: rmq.Queues) -> list[list[Any]]:
@@ -468,6 +542,7 @@ def _finish(
         not_carried=summary.not_carried,
         checkpoint=checkpoint,
         requester=summary.requester,
+        skipped=summary.skipped if summary.skipped else None,
     )
 
     _run(store, lambda ctx: ctx.append(record.to_record(store.clock.now_ms())))

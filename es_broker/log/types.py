@@ -572,6 +572,32 @@ class Imported(TypedRecord):
     not_carried: dict[str, int]  # what the store held that no record carries, by kind
     checkpoint: list[int]  # StoreCheckpoint's three times
     requester: str
+    skipped: int | None = None  # the `import_skipped` records before it (--skip-corrupt, B-527)
+
+
+@typed
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ImportSkipped(TypedRecord):
+    """What an import with --skip-corrupt passed over (B-527): a span of the source's commit log
+    that holds no message to carry, or a consume-queue unit that names no message of its queue.
+
+    `units` are the consume-queue units kept without a message ([topic, queue id, queue offset,
+    physical offset, size, tags code]), so the queues keep their offsets and committed offsets
+    stay valid; a read finds no message at them and passes on, as 4.9.8's getMessage does at a
+    unit whose message is gone. The commit log's end moves past the span and those units, so no
+    later message is written where they point. The record's time is the store time of the last
+    message before it (the units' store time)."""
+
+    TYPE = RecordType.IMPORT_SKIPPED
+    source: str  # the store root
+    file: str  # the file below the root
+    offset: int  # the byte offset in that file
+    kind: str  # "commit_log" (a span of bytes) or "consume_queue" (a unit)
+    phy: int  # the span's commit-log offset, or the offset the unit named
+    size: int  # the span's bytes, or the unit's size
+    why: str
+    units: list[list[Any]]
+    requester: str
 
 
 @typed

@@ -24,6 +24,7 @@ class RecordType(enum.StrEnum):
     HA_RECORDS_SET_ASIDE = "ha_records_set_aside"
     HISTORY_ARCHIVED = "history_archived"
     IMPORTED = "imported"
+    IMPORT_SKIPPED = "import_skipped"
     MESSAGE_SENT_BACK = "message_sent_back"
     MESSAGES_DELIVERED = "messages_delivered"
     MESSAGES_STORED = "messages_stored"

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import lmdb
 
 from es_broker.log import Record, RecordLog, chunks
-from es_broker.log.types import CommitlogExpired, RecordType, as_view
+from es_broker.log.types import CommitlogExpired, ImportSkipped, RecordType, as_view
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U64
 
@@ -53,6 +53,17 @@ class CommitLogProjection(Dispatching):
         for mark in marks_of(units):
             txn.put(U64.pack(mark), b"", db=self.marks)
 
+    def _import_skipped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        """An import's skipped span, and the units it kept without a message (B-527): the commit
+        log's end moves past them, so no later message lies where they point."""
+        skipped = ImportSkipped.from_record(record)
+        ends = [phy + size for _, _, _, phy, size, _ in skipped.units]
+        if skipped.kind == "commit_log":
+            ends.append(skipped.phy + skipped.size)
+        end = max(ends, default=0)
+        if end > self.phy_max(txn):
+            txn.put(_PHY_MAX, I64.pack(end), db=self.db)
+
     def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         expired = CommitlogExpired.from_record(record)
         # retention removes the bodies below the new phyMin (whole chunks, and the straddling
@@ -64,7 +75,11 @@ class CommitLogProjection(Dispatching):
         txn.put(_PHY_MIN, I64.pack(expired.phy_min), db=self.db)
 
     HANDLERS = handlers(
-        {RecordType.MESSAGES_STORED: _stored, RecordType.COMMITLOG_EXPIRED: _expired}
+        {
+            RecordType.MESSAGES_STORED: _stored,
+            RecordType.IMPORT_SKIPPED: _import_skipped,
+            RecordType.COMMITLOG_EXPIRED: _expired,
+        }
     )
 
     def phy_max(self, txn: lmdb.Transaction[bytes]) -> int:

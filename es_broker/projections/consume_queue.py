@@ -29,7 +29,7 @@ import lmdb
 
 from es_broker import compiled
 from es_broker.log import LogCorruptError, Record, RecordLog
-from es_broker.log.types import CommitlogExpired, RecordType, as_view
+from es_broker.log.types import CommitlogExpired, ImportSkipped, RecordType, as_view
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64, queue_key
 
@@ -82,6 +82,14 @@ class ConsumeQueueProjection(Dispatching):
         lo, _ = self.bounds(txn, topic, qid)
         txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(units)), db=self.meta)
 
+    def _import_skipped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        """The units an import kept without their message (B-527), each at its queue offset."""
+        for topic, qid, offset, phy, size, tags_code in ImportSkipped.from_record(record).units:
+            block = queue_block([[phy, size, tags_code]], record["ts"])
+            self._append(txn, queue_key(topic, qid), offset, block)
+            lo, _ = self.bounds(txn, topic, qid)
+            txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + 1), db=self.meta)
+
     def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         expired = CommitlogExpired.from_record(record)
         for topic, qid, _, new_min in expired.queues:  # min-offset correction (B-18)
@@ -90,7 +98,11 @@ class ConsumeQueueProjection(Dispatching):
             self._expire(txn, queue_key(topic, qid), new_min)
 
     HANDLERS = handlers(
-        {RecordType.MESSAGES_STORED: _stored, RecordType.COMMITLOG_EXPIRED: _expired}
+        {
+            RecordType.MESSAGES_STORED: _stored,
+            RecordType.IMPORT_SKIPPED: _import_skipped,
+            RecordType.COMMITLOG_EXPIRED: _expired,
+        }
     )
 
     def _append(

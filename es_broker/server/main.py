@@ -12,8 +12,10 @@ process around it, `es-broker serve`, is server/serve.py.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
+import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -441,6 +443,7 @@ class BrokerServer:
             deleted_topics=deleted,
         )
         body: bytes | None = None  # encoded once, and only for a name server over the wire
+        wire_header = header
         for addr in self.namesrv_addrs:
             local = self.local_namesrv
             try:
@@ -452,7 +455,10 @@ class BrokerServer:
                 else:
                     if body is None:
                         body = RegisterBrokerBody(wrapper).encode(compressed=compressed)
-                    cmd = request(RequestCode.REGISTER_BROKER, header, body)
+                        # as 4.9.8's registerBrokerAll: the name server checks it (B-530)
+                        crc = zlib.crc32(body) & 0x7FFFFFFF
+                        wire_header = dataclasses.replace(header, body_crc32=crc)
+                    cmd = request(RequestCode.REGISTER_BROKER, wire_header, body)
                     answer = await client.invoke(addr, cmd, timeout=6.0)
             except RemotingError as exc:
                 self.registration.no_answer(addr, exc)

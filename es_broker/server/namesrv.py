@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 import zlib
 from dataclasses import dataclass, field
 
 import trio
 
 from es_broker.acl.access import AccessControl
+from es_broker.clock import Clock, SystemClock
 from es_broker.net.channel import Channel
 from es_broker.remoting.bodies import (
     BrokerData,
@@ -211,12 +211,14 @@ class InProcessNameServer:
 class NameServer:
     """Request processors of the name server role."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
+        """`clock`: the time registrations are stamped with and the 120 s expiry reads (the
+        wall clock; a test gives a ManualClock to move it)."""
         self.routes = RouteInfo()
+        self.clock = clock or SystemClock()
 
-    @staticmethod
-    def now_ms() -> int:
-        return time.time_ns() // 1_000_000
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
 
     def handlers(self) -> dict[int, Handler]:
         return {

@@ -92,8 +92,11 @@ def _offset_answer(req: RemotingCommand, offset: int) -> RemotingCommand:
 
 
 def topic_config_wrapper(broker: Broker) -> TopicConfigSerializeWrapper:
-    """Every topic as registered (B-23), with the newest change as the data version."""
+    """Every topic as registered (B-23), with the newest change as the data version: of a topic,
+    or of the broker's permission, which every topic shows (a 4.9.8 name server takes a
+    master's topics only when their data version changed, B-530)."""
     table, version = broker.topic_table()
+    version = max(version, broker.permission_version)
     configs = _as_registered(broker, table)
     return TopicConfigSerializeWrapper(configs, DataVersion(timestamp=version, counter=version))
 
