@@ -3,6 +3,7 @@ POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME (docs/semantics.md B-580.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,7 @@ import trio
 
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.message import encode_properties
 from tests.helpers import cli
 from tests.pop_session import ack, change, committed, handle, journey, last_seq, pop, send
 from tests.process_fixtures import ServedBroker, serve
@@ -273,6 +275,10 @@ def test_b590_replay_rebuilds_the_same_projections_after_pop_traffic(tmp_path):
 
             await poll_until(dead, 20, "six dead letters")
             await pop(s, "GReplay", "PopReplay", order=True)
+            # and a timer message, parked then delivered (B-589)
+            await s.create_topic("PopReplayTimer", 1)
+            await send(s, "PopReplayTimer", b"timed", props={"TIMER_DELAY_MS": "300"})
+            assert (await pop(s, "GReplay", "PopReplayTimer", poll_ms=20_000)).bodies == [b"timed"]
 
         on_wire(served, scenario)
     done = cli("verify", "--data-dir", str(data))
@@ -303,3 +309,46 @@ def test_b591_message_trace_tells_who_held_the_message_until_when_and_who_acked_
         "OFFSET_COMMITTED",
     ], text
     assert "delivery 2" in lines[2] and "not acked by" in lines[1]
+
+
+def test_b589_a_message_sent_for_a_time_is_neither_pulled_nor_popped_before_it(broker):
+    async def scenario(s: Session) -> None:
+        await s.create_topic("PopTimer", 1)
+        at = int(time.time() * 1000) + 3_000
+        sent = await send(s, "PopTimer", b"later", props={"TIMER_DELIVER_MS": str(at)})
+        assert sent.ext_fields["queueId"] == "0"
+        await send(s, "PopTimer", b"now")
+        assert (await pop(s, "GTimer", "PopTimer")).bodies == [b"now"]
+        assert [m.body for m in await s.pull("PopTimer", 0, group="GPull")] == [b"now"]
+        (late,) = (await pop(s, "GTimer", "PopTimer", poll_ms=20_000)).messages
+        assert late.body == b"later" and late.store_timestamp >= at
+        assert late.properties["TIMER_DELIVER_MS"] == str(at)
+        assert "TIMER_OUT_MS" not in late.properties
+        for props in (
+            {"TIMER_DELAY_SEC": "x"},
+            {"TIMER_DELIVER_MS": str(at + 4 * 24 * 3600 * 1000)},  # beyond timerMaxDelaySec
+        ):
+            r = await s.call(RequestCode.SEND_MESSAGE_V2, _send_fields("PopTimer", props), b"no")
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL, (props, r.remark)
+        await send(s, "PopTimer", b"soon", props={"TIMER_DELAY_MS": "500"})
+        (soon,) = (await pop(s, "GTimer", "PopTimer", poll_ms=20_000)).messages
+        assert soon.body == b"soon" and soon.properties["TIMER_DELAY_MS"] == "500"
+
+    on_wire(broker, scenario)
+
+
+def _send_fields(topic: str, props: dict[str, str]) -> dict:
+    return {
+        "a": "PG",
+        "b": topic,
+        "c": "TBW102",
+        "d": 4,
+        "e": 0,
+        "f": 0,
+        "g": int(time.time() * 1000),
+        "h": 0,
+        "i": encode_properties(props).decode(),
+        "j": 0,
+        "k": False,
+        "m": False,
+    }

@@ -81,7 +81,14 @@ class PopOperations:
         return await self.broker.submit(pop_ack.change_job(self.broker.store, use, invisible_time))
 
     async def revive(self) -> RevivePass:
-        """One pass of the pop revive service; nothing while writes are refused (a full disk)."""
+        """One pass of the pop revive service; nothing while writes are refused (a full disk),
+        nor while no invisible time has ended (a look in a read transaction)."""
+        store = self.broker.store
+        with store.read() as txn:
+            next_due = store.pop.next_deadline(txn)
+        now = store.clock.now_ms()
+        if next_due is None or next_due > now:
+            return RevivePass((), 0, next_due, now, False)
         try:
             return await self.broker.submit(pop_revive.revive_job(self.broker.store))
         except ServiceNotAvailable:
