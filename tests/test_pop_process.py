@@ -3,6 +3,7 @@ POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME (docs/semantics.md B-580.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -11,7 +12,7 @@ import trio
 
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
-from es_broker.remoting.message import encode_properties
+from es_broker.remoting.message import StoredMessage, encode_properties
 from tests.helpers import cli
 from tests.pop_session import ack, change, committed, handle, journey, last_seq, pop, send
 from tests.process_fixtures import ServedBroker, serve
@@ -352,3 +353,49 @@ def _send_fields(topic: str, props: dict[str, str]) -> dict:
         "k": False,
         "m": False,
     }
+
+
+def test_b585_a_reset_of_a_pop_group_restarts_its_pops_and_history_tells_every_move(broker):
+    async def scenario(s: Session) -> list[StoredMessage]:
+        await s.create_topic("PopReset", 1)
+        await s.wait_for_route("PopReset")
+        for i in range(5):
+            await send(s, "PopReset", f"p{i}".encode())
+        first = await pop(s, "GReset", "PopReset", max_nums=2)
+        assert (await ack(s, "GReset", first.messages[0])).code == ResponseCode.SUCCESS
+        assert await committed(s, "GReset", "PopReset") == 1
+        return first.messages
+
+    first = on_wire(broker, scenario)
+    cli_ok = cli(
+        "admin", "-n", broker.namesrv, "resetOffset", "-g", "GReset", "-t", "PopReset",
+        "--to-offset", "3", "--mode", "server_side",
+    )  # fmt: skip
+    assert cli_ok.returncode == 0, cli_ok.stderr
+
+    async def after_reset(s: Session) -> None:
+        again = await pop(s, "GReset", "PopReset")
+        assert again.offsets == [3, 4]
+        stale = await ack(s, "GReset", first[1])
+        assert stale.code == ResponseCode.NO_MESSAGE, stale.remark
+        for m in again.messages:
+            assert (await ack(s, "GReset", m)).code == ResponseCode.SUCCESS
+        assert await committed(s, "GReset", "PopReset") == 5
+
+    on_wire(broker, after_reset)
+    done = cli(
+        "history", "--data-dir", str(broker.data_dir), "--group", "GReset", "--topic", "PopReset",
+        "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    changes = [e for e in json.loads(done.stdout)["entries"] if e["kind"] == "offset_change"]
+    assert [(c["old"], c["new"], c["cause"]) for c in changes] == [
+        (-1, 0, "pop"),
+        (0, 1, "pop_ack"),
+        (1, 3, "reset"),
+        (3, 4, "pop_ack"),
+        (4, 5, "pop_ack"),
+    ]
+    done = cli("explain", "--namesrv", broker.namesrv, "-g", "GReset", "-t", "PopReset")
+    assert done.returncode == 0, done.stderr
+    assert "4 -> 5 by" in done.stdout and "(pop_ack); 5 changes in all" in done.stdout, done.stdout
