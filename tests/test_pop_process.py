@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from es_broker.client.admin import Admin
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.message import StoredMessage, encode_properties
@@ -58,6 +59,11 @@ def test_b580_b581_b585_pop_and_ack_every_message_then_the_group_offset_is_past_
         assert held[0]["invisibleUntil"] == held[0]["popTime"] + 60_000
         moved = [e for e in events if e["event"] == "offset_committed"]
         assert moved and moved[-1]["cause"] in ("pop", "pop_ack")
+        # the messages popped count as the group's messages out, as pulled ones do
+        async with Admin.open(broker.namesrv) as admin:
+            at = (int(time.time() * 1000) // 60_000 + 1) * 60_000
+            got_nums = await admin.broker_stats(broker.broker, "GROUP_GET_NUMS", "PopAll@GAll", at)
+            assert got_nums.stats_day is not None and got_nums.stats_day.sum == 6
 
     on_wire(broker, scenario)
 

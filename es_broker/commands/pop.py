@@ -197,6 +197,7 @@ def _pop_queue(
                 gone.append(lease.offset)  # retention removed it while it waited
             else:
                 picked.append((lease.offset, lease.times + 1, raw))
+    ready_left = len(ready) - len(picked) - len(gone)
     next_cursor = state.cursor
     if want > len(picked) and not blocked:
         result = messages.read_messages(
@@ -216,7 +217,7 @@ def _pop_queue(
     low = min(kept + [offset for offset, _, _ in picked], default=next_cursor)
     commit = [state.table, low] if low != state.table else None
     _, hi = store.cq.bounds(txn, topic, queue_id)
-    rest = max(hi - next_cursor, 0) + max(len(ready) - len(picked) - len(gone), 0)
+    rest = max(hi - next_cursor, 0) + ready_left
     stored = store.pop.cursor(txn, request.group, topic, queue_id)
     moved = stored is not None and stored != next_cursor
     if not (picked or gone or commit or moved or state.resynced is not None):

@@ -81,6 +81,9 @@ async def any_of(events: list[trio.Event], deadline: float) -> None:
     """Wait until one of `events` is set, or until `deadline` (trio time)."""
     if any(e.is_set() for e in events):
         return
+    if not events:
+        await trio.sleep_until(deadline)
+        return
     with trio.move_on_at(deadline):
         async with trio.open_nursery() as nursery:
 
