@@ -301,8 +301,12 @@ def test_b591_message_trace_tells_who_held_the_message_until_when_and_who_acked_
         await s.create_topic("PopTrace", 1)
         await send(s, "PopTrace", b"traced")
         (message,) = (await pop(s, "GTrace", "PopTrace", invisible_ms=200)).messages
-        (again,) = (await pop(s, "GTrace", "PopTrace", poll_ms=20_000)).messages
-        assert (await ack(s, "GTrace", again)).code == ResponseCode.SUCCESS
+        # a proxy says which RocketMQ 5 client it pops and acks for
+        (again,) = (
+            await pop(s, "GTrace", "PopTrace", poll_ms=20_000, for_client="app-7@10.1.1.7")
+        ).messages
+        r = await ack(s, "GTrace", again, for_client="app-7@10.1.1.7")
+        assert r.code == ResponseCode.SUCCESS
         return message.msg_id
 
     msg_id = on_wire(broker, scenario)
@@ -316,6 +320,8 @@ def test_b591_message_trace_tells_who_held_the_message_until_when_and_who_acked_
         "OFFSET_COMMITTED",
     ], text
     assert "delivery 2" in lines[2] and "not acked by" in lines[1]
+    assert "client app-7@10.1.1.7 (via 127.0.0.1:" in lines[2]
+    assert "client app-7@10.1.1.7 (via" in lines[3] and "acked" in lines[3]
 
 
 def test_b589_a_message_sent_for_a_time_is_neither_pulled_nor_popped_before_it(broker):

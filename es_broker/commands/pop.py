@@ -55,6 +55,7 @@ class PopRequest:
     client: str
     tags_codes: frozenset[int] | None = None
     message_filter: Callable[[bytes], bool] | None = None
+    for_client: str | None = None  # the client a proxy pops for
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +240,7 @@ def _pop_queue(
             commit=commit,
             resynced=state.resynced,
             gone=gone or None,
+            for_client=request.for_client,
         ).to_record(now)
     )
     start = picked[0][0] if picked else next_cursor

@@ -61,11 +61,18 @@ class PopOperations:
         )
 
     def use(
-        self, group: str, topic: str, queue_id: int, offset: int, extra_info: str, client: str
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        extra_info: str,
+        client: str,
+        for_client: str | None = None,
     ) -> HandleUse:
         """An ack's or change's handle, its MAC checked (InvalidHandle: nothing recorded)."""
         handle = pop_handles.verify(self.key, group, topic, queue_id, offset, extra_info)
-        return HandleUse(group, topic, queue_id, offset, handle.pop_time, client)
+        return HandleUse(group, topic, queue_id, offset, handle.pop_time, client, for_client)
 
     @staticmethod
     def decoded(extra_info: str) -> ReceiptHandle:

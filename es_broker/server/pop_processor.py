@@ -138,6 +138,7 @@ class PopProcessor:
             bool(h.order),
             h.init_mode,
             self.requester(channel),
+            for_client=h.for_client,
         )
         request = await self._filtered(request, h.exp, h.exp_type)
         deadline = trio.current_time() + h.poll_time / 1000
@@ -222,7 +223,13 @@ class PopProcessor:
     async def ack_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = AckMessageRequestHeader.of(req)
         use = self.ops.use(
-            h.consumer_group, h.topic, h.queue_id, h.offset, h.extra_info, self.requester(channel)
+            h.consumer_group,
+            h.topic,
+            h.queue_id,
+            h.offset,
+            h.extra_info,
+            self.requester(channel),
+            h.for_client,
         )
         await self.ops.ack(use)
         self.wakeups.freed(h.topic, h.queue_id)  # a FIFO queue's next message may go out now
@@ -233,7 +240,13 @@ class PopProcessor:
     ) -> RemotingCommand:
         h = ChangeInvisibleTimeRequestHeader.of(req)
         use = self.ops.use(
-            h.consumer_group, h.topic, h.queue_id, h.offset, h.extra_info, self.requester(channel)
+            h.consumer_group,
+            h.topic,
+            h.queue_id,
+            h.offset,
+            h.extra_info,
+            self.requester(channel),
+            h.for_client,
         )
         changed = await self.ops.change(use, h.invisible_time)
         old = self.ops.decoded(h.extra_info)
