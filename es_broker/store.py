@@ -34,9 +34,11 @@ from es_broker.projections.history import HistoryProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.keys import queue_key
 from es_broker.projections.message_trace import MessageTraceProjection
+from es_broker.projections.pop import PopProjection
 from es_broker.projections.stats import StatsProjection
 from es_broker.projections.store_format import Step, StoreFormatProjection
 from es_broker.projections.time_index import TimeIndexProjection
+from es_broker.projections.timer import TimerProjection
 from es_broker.projections.transactions import TransactionProjection
 from es_broker.remoting import message as wire
 
@@ -60,6 +62,8 @@ class Store:
     stats: StatsProjection
     history: HistoryProjection
     audit: AuditProjection
+    pop: PopProjection
+    timers: TimerProjection
     format: StoreFormatProjection
     settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock

@@ -49,11 +49,13 @@ from es_broker.server.edge.tls import ServerTls, broker_client_tls, with_tls_con
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.namesrv import SCAN_PERIOD, InProcessNameServer
 from es_broker.server.processors.build import BrokerProcessors
+from es_broker.server.processors.pop import PopProcessor
 from es_broker.server.routes import broker_routes
 from es_broker.server.sealing import HistorySealing
 from es_broker.server.serve_access import (
     peer_credentials,
 )
+from es_broker.server.timer_delivery import TimerDeliveryService
 from es_broker.server.transaction_check import TransactionCheckService
 
 log = logging.getLogger("es_broker")
@@ -128,9 +130,14 @@ class BrokerServer:
         )
         self.delays = DelayDeliveryService(self.broker, self.holds)
         self.transaction_check = TransactionCheckService(self.broker, self.clients)
+        # RocketMQ 5's pop consumption and its revive service, and its timer messages (B-580..B-599)
+        self.timers = TimerDeliveryService(self.broker, self.holds)
+        self.pop, self.pop_revive = PopProcessor.serving(
+            self.broker, self.holds, self.clients.client_id
+        )
         # sealing the log's old segments while running (B-411..B-414)
         self.sealing = HistorySealing(self.broker, self.replication, follower=bool(readmodel_url))
-        routes = broker_routes(self.processors, self.sealing, self.replication, ha)
+        routes = broker_routes(self.processors, self.pop, self.sealing, self.replication, ha)
         held = HeldAnswers()
         self.broker.writer.completing = held.holding
         self.remoting = RemotingServer(
@@ -328,6 +335,8 @@ class BrokerServer:
                     nursery.start_soon(self.delays.run)
                     # so is the transaction check (4.9.8 starts it only on a master)
                     nursery.start_soon(self.transaction_check.run)
+                    nursery.start_soon(self.pop_revive.run)  # masters only, as 5.x's
+                    nursery.start_soon(self.timers.run)
                     if self.config.history_hot_days > 0:  # sealing by itself (B-411)
                         nursery.start_soon(self.sealing.run)
                 task_status.started(self)

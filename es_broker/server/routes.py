@@ -17,6 +17,7 @@ from es_broker.ha.term import HaTerm
 from es_broker.remoting.codes import EsRequestCode
 from es_broker.server.edge.remoting_server import Handler, Start
 from es_broker.server.processors.build import BrokerProcessors
+from es_broker.server.processors.pop import PopProcessor
 from es_broker.server.sealing import HistorySealing
 
 
@@ -31,11 +32,12 @@ class Routes:
 
 def broker_routes(
     processors: BrokerProcessors,
+    pop: PopProcessor,
     sealing: HistorySealing,
     replication: ReplicationMaster | None,
     ha: HaTerm | None,
 ) -> Routes:
-    """The dispatch table of a built broker: its processors, a master's replication, the HA switch
+    """The dispatch table of a built broker: its processors, RocketMQ 5's pop codes, a master's replication, the HA switch
     under the fail-over coordinator, and HISTORY_ARCHIVE."""
     p = processors
     tables: list[Mapping[int, Handler]] = [
@@ -48,6 +50,7 @@ def broker_routes(
         p.end_transaction.handlers(),  # EndTransactionProcessor, OPEN_TRANSACTIONS
         p.retry.handlers(),  # send-back, delay offsets, dead letters, a message's journey
         p.replies.handlers(),  # ReplyMessageProcessor
+        pop.handlers(),  # RocketMQ 5's Pop-, AckMessage- and ChangeInvisibleTimeProcessor
         p.time_travel.handlers(),  # time travel: offsets at a moment, history, explain
         p.store.handlers(),  # DELETE_EXPIRED_COMMITLOG
         p.stats.handlers(),  # message counts
