@@ -9,20 +9,14 @@ frames by the 4.9.8 rules.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
-import signal
 import socket
 import socketserver
 import struct
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import trio
 
@@ -33,8 +27,9 @@ from es_broker.clock import ManualClock
 from es_broker.remoting.codes import ResponseCode
 from es_broker.remoting.frames import decode_frame
 from es_broker.server.namesrv import NameServer
+from tests.cluster_fixtures import admin, broker_process, drain_cluster, route_perms
 from tests.helpers import FAST, Collector
-from tests.process_fixtures import _env, serve
+from tests.process_fixtures import serve
 from tests.rocketmq_498_frames import (
     Broker498,
     RouteTable498,
@@ -44,71 +39,6 @@ from tests.rocketmq_498_frames import (
 )
 
 PEER = "127.0.0.1:30911"  # the 4.9.8 broker's address (no process listens there)
-BROKER_READY = re.compile(r"listening on (\S+), data in")
-NAMESRV_READY = re.compile(r"name server listening on (\S+)")
-
-
-@contextmanager
-def process(args: list[str], ready: re.Pattern[str], log: Path) -> Iterator[str]:
-    """`es-broker <args>` until its ready line (its address), SIGTERMed at the end."""
-    sink = open(log, "w")  # noqa: SIM115 (the process owns it until it ends)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=sink,
-        text=True,
-        env=_env(),
-    )
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if m := ready.search(line):
-                break
-        else:
-            raise RuntimeError(f"{args} did not start (exit {proc.wait()}): {log.read_text()}")
-        yield m.group(1)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        sink.close()
-
-
-def broker_process(tmp_path: Path, name: str, namesrv: str, *conf: str) -> Iterator[str]:
-    """`serve --role broker` named `name`, registering with `namesrv`; yields its address."""
-    conf_file = tmp_path / f"{name}.conf"
-    conf_file.write_text("\n".join([f"brokerName={name}", *conf]) + "\n")
-    args = [
-        "serve",
-        "--role",
-        "broker",
-        "--namesrv",
-        namesrv,
-        "--data-dir",
-        str(tmp_path / name),
-        "--listen",
-        "127.0.0.1:0",
-        "--readmodel-url",
-        "none",
-        "--config",
-        str(conf_file),
-    ]
-    return process(args, BROKER_READY, tmp_path / f"{name}.log")
-
-
-def admin(namesrv: str, *args: str) -> dict | list:
-    done = subprocess.run(
-        [sys.executable, "-m", "es_broker.cli", "admin", "-n", namesrv, *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(),
-    )
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return json.loads(done.stdout)
 
 
 def _read_frame(sock: socket.socket) -> bytes:
@@ -130,11 +60,6 @@ def _register_498(sock: socket.socket, peer: Broker498) -> dict:
     sock.sendall(peer.register_frame())
     header, _ = split_frame(_read_frame(sock))
     return header
-
-
-def _perms(namesrv: str, topic: str) -> dict[str, int]:
-    route = admin(namesrv, "topicRoute", "-t", topic)
-    return {q["brokerName"]: q["perm"] for q in route["queueDatas"]}
 
 
 def _wait(what: str, check, timeout: float = 30.0):
@@ -179,7 +104,7 @@ def test_b528_a_4_9_8_brokers_registration_is_routed_beside_an_es_broker_broker(
             brokers = {b["brokerName"]: b["brokerAddrs"] for b in route["brokerDatas"]}
             assert brokers == {"es-broker-a": {"0": served.broker}, "rmq-broker-b": {"0": PEER}}
             # its own topics too: the broker-name topic routes to it alone
-            assert _perms(served.namesrv, "rmq-broker-b") == {"rmq-broker-b": 7}
+            assert route_perms(served.namesrv, "rmq-broker-b") == {"rmq-broker-b": 7}
             clusters = admin(served.namesrv, "clusterList")
             listed = json.dumps(clusters)
             assert "es-broker-a" in listed and "rmq-broker-b" in listed and PEER in listed
@@ -188,11 +113,14 @@ def test_b528_a_4_9_8_brokers_registration_is_routed_beside_an_es_broker_broker(
             # registration carries perm 4 on every topic, with the data version moved on
             peer.update_permission(4, now_ms=peer.timestamp + 1000)
             assert _register_498(sock, peer)["code"] == ResponseCode.SUCCESS
-            assert _perms(served.namesrv, "MIG_ORDERS") == {"es-broker-a": 6, "rmq-broker-b": 4}
+            assert route_perms(served.namesrv, "MIG_ORDERS") == {
+                "es-broker-a": 6,
+                "rmq-broker-b": 4,
+            }
         # its connection closed (the broker stopped): RouteInfoManager#onChannelDestroy forgets it
         _wait(
             "the 4.9.8 broker forgotten",
-            lambda: _perms(served.namesrv, "MIG_ORDERS") == {"es-broker-a": 6},
+            lambda: route_perms(served.namesrv, "MIG_ORDERS") == {"es-broker-a": 6},
         )
 
 
@@ -327,14 +255,8 @@ async def test_b531_add_and_drain_two_brokers_on_one_name_server(tmp_path, nurse
     """RocketMQ's way to move a cluster: add a broker, make the old one read-only
     (`updateBrokerConfig -k brokerPermission -v 4`), let its consumers drain it, then stop it."""
     fast = ClientConfig(poll_name_server_interval=0.5, heartbeat_broker_interval=1.0)
-    ns_args = ["serve", "--role", "namesrv", "--namesrv-listen", "127.0.0.1:0"]
-    with contextlib.ExitStack() as stack:
-        namesrv = stack.enter_context(process(ns_args, NAMESRV_READY, tmp_path / "namesrv.log"))
-        new = stack.enter_context(broker_process(tmp_path, "broker-new", namesrv))
-        stopping = stack.enter_context(contextlib.ExitStack())  # the old broker, stopped first
-        old = stopping.enter_context(broker_process(tmp_path, "broker-old", namesrv))
-        for addr in (old, new):
-            await _run(admin, namesrv, "updateTopic", "-b", addr, "-t", "MIG", "-r", "4", "-w", "4")
+    with drain_cluster(tmp_path, "MIG") as cluster:
+        namesrv, old = cluster.namesrv, cluster.old
         producer = Producer(namesrv, "PID_DRAIN", client_config=fast)
         await producer.start(nursery)
         sent: dict[str, set[bytes]] = {"broker-old": set(), "broker-new": set()}
@@ -353,7 +275,7 @@ async def test_b531_add_and_drain_two_brokers_on_one_name_server(tmp_path, nurse
             admin, namesrv, "updateBrokerConfig", "-b", old, "-k", "brokerPermission", "-v", "4"
         )
         # the name server's route: the old broker's queues read-only, the new one's read-write
-        assert await _run(_perms, namesrv, "MIG") == {"broker-old": 4, "broker-new": 6}
+        assert await _run(route_perms, namesrv, "MIG") == {"broker-old": 4, "broker-new": 6}
         # after the producer's next route refresh (pollNameServerInterval), every send goes to
         # the new broker
         await _until(
@@ -386,10 +308,10 @@ async def test_b531_add_and_drain_two_brokers_on_one_name_server(tmp_path, nurse
         await consumer.shutdown()
 
         # the old broker stopped: the name server forgets it, sends go on to the new one
-        await _run(stopping.close)
+        await _run(cluster.stop_old)
         await _until(
             "the old broker gone",
-            lambda: _perms(namesrv, "MIG") == {"broker-new": 6},
+            lambda: route_perms(namesrv, "MIG") == {"broker-new": 6},
         )
         assert set(await send(10, "stopped")) == {"broker-new"}
         await producer.shutdown()
