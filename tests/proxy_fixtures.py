@@ -1,0 +1,100 @@
+"""A broker process and the gRPC proxy (`es-broker proxy`) in front of it, for RocketMQ 5 clients.
+
+The 5.x client under test is the official one from PyPI (rocketmq-python-client);
+it runs its own threads and blocks, so the tests using it are plain functions.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.process_fixtures import ServedBroker, _env, serve
+
+_PROXY = re.compile(r"proxy listening on (\S+) \(gRPC\)")
+
+
+@dataclass
+class Proxied:
+    broker: ServedBroker
+    process: subprocess.Popen
+    endpoint: str  # HOST:PORT of the proxy's gRPC server
+
+    def topic(self, name: str, *extra: str, queues: int = 4) -> str:
+        self.broker.admin(
+            "updateTopic",
+            "-t",
+            name,
+            "-c",
+            "DefaultCluster",
+            "-r",
+            str(queues),
+            "-w",
+            str(queues),
+            *extra,
+        )
+        return name
+
+
+@contextmanager
+def proxy(
+    namesrv: str, *extra: str, log_file: Path | None = None
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    args = [
+        sys.executable,
+        "-m",
+        "es_broker.cli",
+        "proxy",
+        "-n",
+        namesrv,
+        "--grpcServerPort",
+        "0",
+        *extra,
+    ]
+    sink = open(log_file, "a") if log_file is not None else None  # noqa: SIM115 (closed in finally)
+    process = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=sink or subprocess.STDOUT, text=True, env=_env()
+    )
+    try:
+        assert process.stdout is not None
+        endpoint = None
+        for line in process.stdout:
+            if m := _PROXY.search(line):
+                endpoint = m.group(1)
+                break
+        if endpoint is None:
+            raise RuntimeError(f"es-broker proxy did not start (exit {process.wait()})")
+        yield process, endpoint
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if sink is not None:
+            sink.close()
+
+
+@contextmanager
+def proxied(
+    tmp_path: Path, conf: Sequence[str] = (), proxy_args: Sequence[str] = ()
+) -> Iterator[Proxied]:
+    with (
+        serve(tmp_path / "data", conf=conf, log_file=tmp_path / "broker.log") as broker,
+        proxy(broker.namesrv, *proxy_args, log_file=tmp_path / "proxy.log") as (process, endpoint),
+    ):
+        yield Proxied(broker, process, endpoint)
+
+
+def config(endpoint: str, ak: str = "", sk: str = "") -> Any:
+    from rocketmq import ClientConfiguration, Credentials
+
+    return ClientConfiguration(endpoint, Credentials(ak, sk), request_timeout=10)

@@ -1,0 +1,196 @@
+"""RocketMQ 5 clients through the gRPC proxy: the official Python client (PyPI) against a broker
+process behind `es-broker proxy` (B-600..B-629, docs/protocol.md §15).
+
+The 5.x client blocks and runs threads of its own; a test that also runs the
+project's 4.x client (trio) calls the 5.x one through trio.to_thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+import trio
+from rocketmq import Message as V5Message
+from rocketmq import Producer as V5Producer
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.v5.exception import IllegalArgumentException
+
+from es_broker.client import ConsumeResult, PushConsumer, ReceivedMessage
+from tests.helpers import FAST
+from tests.process_fixtures import ServedBroker
+from tests.proxy_fixtures import Proxied, config, proxied
+from tests.waiting import poll_until_sync
+
+SETTINGS_TIMEOUT = 1.0
+
+
+@pytest.fixture(scope="module")
+def px(tmp_path_factory) -> Iterator[Proxied]:
+    tmp: Path = tmp_path_factory.mktemp("proxy")
+    conf = ["transactionTimeOut=200", "transactionCheckInterval=200", "transactionCheckMax=50"]
+    with proxied(tmp, conf=conf, proxy_args=("--settings-timeout", str(SETTINGS_TIMEOUT))) as p:
+        yield p
+
+
+def message(topic: str, body: bytes, **fields) -> V5Message:
+    m = V5Message()
+    m.topic = topic
+    m.body = body
+    for name, value in fields.items():
+        if name == "properties":
+            for k, v in value.items():
+                m.add_property(k, v)
+        else:
+            setattr(m, name, value)
+    return m
+
+
+def producer(px: Proxied, *topics: str, checker=None) -> V5Producer:
+    p = V5Producer(config(px.endpoint), topics=topics, checker=checker)
+    p.startup()
+    return p
+
+
+def queue_counts(broker: ServedBroker, topic: str) -> dict[int, int]:
+    rows = broker.admin_json("topicStatus", "-t", topic)
+    return {int(r["queueId"]): int(r["maxOffset"]) for r in rows}
+
+
+def stored(broker: ServedBroker, topic: str) -> int:
+    return sum(queue_counts(broker, topic).values())
+
+
+class Received:
+    def __init__(self) -> None:
+        self.messages: list[ReceivedMessage] = []
+
+    async def __call__(self, msgs: list[ReceivedMessage]) -> ConsumeResult:
+        self.messages.extend(msgs)
+        return ConsumeResult.SUCCESS
+
+
+# ------------------------------------------------------------------ sending
+async def test_b601_a_5x_send_with_keys_and_tags_reaches_a_4x_push_consumer(px, nursery):
+    topic = px.topic("P601")
+    received = Received()
+    consumer = PushConsumer(
+        px.broker.namesrv,
+        "G601",
+        received,
+        subscriptions={topic: "TagA"},
+        client_ip="127.0.0.1",
+        config=FAST,
+    )
+    await consumer.start(nursery)
+
+    def send() -> list[str]:
+        p = producer(px, topic)
+        try:
+            ids = []
+            for i in range(5):
+                m = message(
+                    topic, f"m{i}".encode(), tag="TagA", keys=f"key{i}", properties={"color": "red"}
+                )
+                ids.append(p.send(m).message_id)
+            p.send(message(topic, b"other", tag="TagB"))
+            return ids
+        finally:
+            p.shutdown()
+
+    ids = await trio.to_thread.run_sync(send)
+    with trio.fail_after(30):
+        while len(received.messages) < 5:
+            await trio.sleep(0.02)
+    got = sorted(received.messages, key=lambda m: m.body)
+    assert [m.body for m in got] == [f"m{i}".encode() for i in range(5)]
+    assert [m.properties["UNIQ_KEY"] for m in got] == ids  # the 5.x message id is the UNIQ_KEY
+    assert all(m.properties["TAGS"] == "TagA" and m.properties["color"] == "red" for m in got)
+    assert [m.properties["KEYS"] for m in got] == [f"key{i}" for i in range(5)]
+    await consumer.shutdown()
+
+
+def test_b602_a_message_group_keeps_to_one_queue_in_send_order(px):
+    topic = px.topic("P602", "-a", "+message.type=FIFO", queues=4)
+    p = producer(px, topic)
+    try:
+        order = [(f"g{i % 3}", n) for n, i in enumerate(range(12))]
+        for group, n in order:
+            p.send(message(topic, f"{group}-{n}".encode(), message_group=group))
+    finally:
+        p.shutdown()
+    counts = queue_counts(px.broker, topic)
+    assert sum(counts.values()) == 12
+    # each group is in exactly one queue: the queues hold multiples of the groups' 4 messages
+    assert all(c % 4 == 0 for c in counts.values())
+
+
+def raw(px: Proxied, method: str, request, response_type, *, metadata=(), timeout: float = 10):
+    """One unary call with grpc itself: `request` may be a message or bytes."""
+    with grpc.insecure_channel(px.endpoint) as channel:
+        call = channel.unary_unary(
+            f"/apache.rocketmq.v2.MessagingService/{method}",
+            request_serializer=lambda r: r if isinstance(r, bytes) else r.SerializeToString(),
+            response_deserializer=response_type.FromString,
+        )
+        return call(request, timeout=timeout, metadata=(("x-mq-client-id", "raw-test"), *metadata))
+
+
+def v5(topic: str, body: bytes, msg_id: str, **system) -> pb.Message:
+    m = pb.Message(topic=pb.Resource(name=topic), body=body)
+    m.system_properties.message_id = msg_id
+    for name, value in system.items():
+        setattr(m.system_properties, name, value)
+    return m
+
+
+def test_b603_a_type_the_topic_does_not_take_is_refused_and_nothing_is_stored(px):
+    topic = px.topic("P603", "-a", "+message.type=FIFO")
+    p = producer(px, topic)
+    try:  # the client reads the accepted types from the route and refuses by itself
+        with pytest.raises(IllegalArgumentException):
+            p.send(message(topic, b"plain"))
+    finally:
+        p.shutdown()
+    answer = raw(
+        px,
+        "SendMessage",
+        spb.SendMessageRequest(
+            messages=[v5(topic, b"plain", "01AA", message_type=pb.MessageType.NORMAL)]
+        ),
+        spb.SendMessageResponse,
+    )  # the proxy refuses it too (a client that does not check)
+    assert answer.status.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert "takes FIFO messages, not NORMAL" in answer.status.message
+    shaped = raw(
+        px,
+        "SendMessage",
+        spb.SendMessageRequest(
+            messages=[v5(topic, b"x", "01AB", message_type=pb.MessageType.FIFO)]
+        ),
+        spb.SendMessageResponse,
+    )  # FIFO without a message group
+    assert shaped.status.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert stored(px.broker, topic) == 0
+
+
+# ------------------------------------------------------------------ routes
+def test_b604_query_route_names_the_proxy_and_the_topic_type(px):
+    topic = px.topic("P604", "-a", "+message.type=DELAY", queues=2)
+    with grpc.insecure_channel(px.endpoint) as channel:
+        call = channel.unary_unary(
+            "/apache.rocketmq.v2.MessagingService/QueryRoute",
+            request_serializer=spb.QueryRouteRequest.SerializeToString,
+            response_deserializer=spb.QueryRouteResponse.FromString,
+        )
+        answer = call(spb.QueryRouteRequest(topic=pb.Resource(name=topic)), timeout=10)
+    assert answer.status.code == pb.Code.OK
+    host, port = px.endpoint.rsplit(":", 1)
+    assert [q.id for q in answer.message_queues] == [0, 1]
+    for q in answer.message_queues:
+        assert q.permission == pb.Permission.READ_WRITE and q.broker.id == 0
+        assert [(a.host, a.port) for a in q.broker.endpoints.addresses] == [(host, int(port))]
+        assert list(q.accept_message_types) == [pb.MessageType.DELAY]
