@@ -7,6 +7,7 @@ project's 4.x client (trio) calls the 5.x one through trio.to_thread.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 import trio
 from rocketmq import Message as V5Message
 from rocketmq import Producer as V5Producer
+from rocketmq import TransactionChecker, TransactionResolution
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.v5.exception import IllegalArgumentException
@@ -194,3 +196,171 @@ def test_b604_query_route_names_the_proxy_and_the_topic_type(px):
         assert q.permission == pb.Permission.READ_WRITE and q.broker.id == 0
         assert [(a.host, a.port) for a in q.broker.endpoints.addresses] == [(host, int(port))]
         assert list(q.accept_message_types) == [pb.MessageType.DELAY]
+
+
+# ------------------------------------------------------------------ transactions
+class Checker(TransactionChecker):
+    def __init__(self, answer: int) -> None:
+        self.answer = answer
+        self.asked: list[V5Message] = []
+
+    def check(self, message: V5Message) -> int:
+        self.asked.append(message)
+        return self.answer
+
+
+def test_b605_commit_and_rollback_end_a_5x_transaction(px):
+    topic = px.topic("P605", "-a", "+message.type=TRANSACTION")
+    p = producer(px, topic, checker=Checker(TransactionResolution.ROLLBACK))
+    try:
+        committed = p.begin_transaction()
+        kept = p.send(message(topic, b"commit", tag="tx"), committed)
+        committed.commit()
+        dropped = p.begin_transaction()
+        p.send(message(topic, b"rollback", tag="tx"), dropped)
+        dropped.rollback()
+    finally:
+        p.shutdown()
+    poll_until_sync(lambda: stored(px.broker, topic) == 1, what="the committed message stored")
+    trace = px.broker.admin_json("messageTrace", "-i", kept.message_id)
+    assert "committed" in [e["event"] for e in trace["events"]]
+
+
+def test_b606_an_unresolved_transaction_is_checked_over_telemetry_and_committed(px):
+    topic = px.topic("P606", "-a", "+message.type=TRANSACTION")
+    checker = Checker(TransactionResolution.COMMIT)
+    p = producer(px, topic, checker=checker)
+    try:
+        tx = p.begin_transaction()
+        receipt = p.send(
+            message(topic, b"left open", keys="open-1"), tx
+        )  # neither commit nor rollback
+        poll_until_sync(lambda: checker.asked, what="the broker's check forwarded over Telemetry")
+        assert checker.asked[0].message_id == receipt.message_id
+        assert checker.asked[0].body == b"left open" and checker.asked[0].topic == topic
+        poll_until_sync(lambda: stored(px.broker, topic) == 1, what="the checked message committed")
+    finally:
+        p.shutdown()
+    events = [
+        e["event"] for e in px.broker.admin_json("messageTrace", "-i", receipt.message_id)["events"]
+    ]
+    assert "checked" in events and "committed" in events
+
+
+# ------------------------------------------------------------------ bad input
+def _still_serves(px: Proxied, topic: str) -> None:
+    assert px.process.poll() is None
+    answer = raw(
+        px,
+        "SendMessage",
+        spb.SendMessageRequest(
+            messages=[v5(topic, b"after", "01FF", message_type=pb.MessageType.NORMAL)]
+        ),
+        spb.SendMessageResponse,
+    )
+    assert answer.status.code == pb.Code.OK, answer.status.message
+
+
+def test_b607_malformed_protobuf_is_invalid_argument_and_nothing_is_stored(px):
+    topic = px.topic("P607")
+    with pytest.raises(grpc.RpcError) as failed:
+        raw(px, "SendMessage", b"\x0a\xff\xff\xff\xff\x0f", spb.SendMessageResponse)
+    assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "malformed SendMessageRequest" in failed.value.details()
+    assert stored(px.broker, topic) == 0
+    _still_serves(px, topic)
+
+
+def test_b608_unknown_enum_values_are_refused_with_their_status(px):
+    topic = px.topic("P608")
+    beat = raw(px, "Heartbeat", spb.HeartbeatRequest(client_type=99), spb.HeartbeatResponse)
+    assert beat.status.code == pb.Code.UNRECOGNIZED_CLIENT_TYPE
+    assert "client type 99 is unknown" in beat.status.message
+    send = raw(
+        px,
+        "SendMessage",
+        spb.SendMessageRequest(messages=[v5(topic, b"x", "01A1", message_type=42)]),
+        spb.SendMessageResponse,
+    )
+    assert send.status.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert "message type 42 is not served" in send.status.message
+    end = raw(
+        px,
+        "EndTransaction",
+        spb.EndTransactionRequest(
+            topic=pb.Resource(name=topic), message_id="01A1", transaction_id="b:1:2", resolution=9
+        ),
+        spb.EndTransactionResponse,
+    )
+    assert end.status.code == pb.Code.BAD_REQUEST and "resolution 9" in end.status.message
+    forged = raw(
+        px,
+        "EndTransaction",
+        spb.EndTransactionRequest(
+            topic=pb.Resource(name=topic), message_id="01A1", transaction_id="forged", resolution=1
+        ),
+        spb.EndTransactionResponse,
+    )
+    assert forged.status.code == pb.Code.INVALID_TRANSACTION_ID
+    assert stored(px.broker, topic) == 0
+    _still_serves(px, topic)
+
+
+def test_b609_oversized_messages_are_refused_and_nothing_is_stored(px):
+    topic = px.topic("P609")
+    big = raw(
+        px,
+        "SendMessage",
+        spb.SendMessageRequest(
+            messages=[
+                v5(topic, b"x" * (4 * 1024 * 1024 + 1), "01B1", message_type=pb.MessageType.NORMAL)
+            ]
+        ),
+        spb.SendMessageResponse,
+    )
+    assert big.status.code == pb.Code.MESSAGE_BODY_TOO_LARGE
+    assert "over the limit of 4194304" in big.status.message
+    with pytest.raises(grpc.RpcError) as failed:  # over what the server reads at all
+        raw(px, "SendMessage", b"\x0a" + b"\xff" * 8 * 1024 * 1024, spb.SendMessageResponse)
+    assert failed.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert stored(px.broker, topic) == 0
+    _still_serves(px, topic)
+
+
+def test_b610_a_telemetry_stream_without_settings_is_closed(px):
+    with grpc.insecure_channel(px.endpoint) as channel:
+        stream = channel.stream_stream(
+            "/apache.rocketmq.v2.MessagingService/Telemetry",
+            request_serializer=spb.TelemetryCommand.SerializeToString,
+            response_deserializer=spb.TelemetryCommand.FromString,
+        )
+        silent = threading.Event()
+
+        def nothing():
+            silent.wait(60)  # the client keeps its side open and sends nothing
+            return
+            yield
+
+        call = stream(nothing(), metadata=(("x-mq-client-id", "silent"),), timeout=30)
+        try:
+            with pytest.raises(grpc.RpcError) as closed:
+                next(iter(call))
+        finally:
+            silent.set()
+    assert closed.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert (
+        f"no Settings on this Telemetry stream within {SETTINGS_TIMEOUT:g} s"
+        in closed.value.details()
+    )
+    _still_serves(px, px.topic("P610"))
+
+
+def test_b611_an_rpc_not_served_is_unimplemented_and_says_why(px):
+    for method, request, response in [
+        ("RecallMessage", spb.RecallMessageRequest(), spb.RecallMessageResponse),
+        ("QueryOffset", spb.QueryOffsetRequest(), spb.QueryOffsetResponse),
+    ]:
+        with pytest.raises(grpc.RpcError) as refused:
+            raw(px, method, request, response)
+        assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert f"{method} is not served" in refused.value.details()
