@@ -10,6 +10,7 @@ broker's.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +90,8 @@ async def run(options: ProxyOptions) -> None:
         await server.start()
         acl = f", ACL {sources.default_file}" if sources else ""
         print(
-            f"es-broker proxy listening on {options.host}:{port} (gRPC), name server "
-            f"{options.namesrv}{acl}",
+            f"es-broker proxy listening on {options.host}:{port} (gRPC), pid {os.getpid()}, "
+            f"name server {options.namesrv}{acl}",
             flush=True,
         )
         try:

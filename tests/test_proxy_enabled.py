@@ -1,0 +1,62 @@
+"""`es-broker serve --enable-proxy`: the gRPC proxy as the broker's child process (B-612)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from pathlib import Path
+
+from rocketmq import Message, Producer
+
+from tests.process_fixtures import serve
+from tests.proxy_fixtures import config
+from tests.waiting import poll_until_sync
+
+_READY = re.compile(r"proxy listening on (\S+) \(gRPC\), pid (\d+)")
+
+
+def _proxies(log: Path) -> list[tuple[str, int]]:
+    return [(m.group(1), int(m.group(2))) for m in _READY.finditer(log.read_text())]
+
+
+def _send(endpoint: str, topic: str, body: bytes) -> str:
+    producer = Producer(config(endpoint), topics=(topic,))
+    producer.startup()
+    try:
+        m = Message()
+        m.topic, m.body = topic, body
+        return str(producer.send(m).message_id)
+    finally:
+        producer.shutdown()
+
+
+def test_b612_the_broker_outlives_its_proxy_and_starts_it_again(tmp_path):
+    log = tmp_path / "broker.log"
+    with serve(tmp_path / "data", "--enable-proxy", "--grpcServerPort", "0", log_file=log) as b:
+        first = poll_until_sync(lambda: _proxies(log), what="the proxy's ready line")[0]
+        b.admin("updateTopic", "-t", "PE", "-c", "DefaultCluster", "-r", "2", "-w", "2")
+        _send(first[0], "PE", b"through the first proxy")
+        os.kill(first[1], signal.SIGKILL)
+        again = poll_until_sync(
+            lambda: [p for p in _proxies(log) if p[1] != first[1]], what="the proxy started again"
+        )[0]
+        assert f"the gRPC proxy (pid {first[1]}) exited with -9" in log.read_text()
+        assert b.process.poll() is None  # the broker did not die with it
+        _send(again[0], "PE", b"through the second proxy")
+        rows = b.admin_json("topicStatus", "-t", "PE")
+        assert sum(int(r["maxOffset"]) for r in rows) == 2
+    assert not any(_alive(pid) for _, pid in _proxies(log))  # the broker's stop stopped its proxy
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie of an exited child of the (gone) broker is reaped by init; a live one answers
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
