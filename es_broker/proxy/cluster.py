@@ -228,9 +228,11 @@ class Cluster:
         self._lock = anyio.Lock()
         self._nursery: TaskSpawner | None = None
 
-    async def start(self, nursery: TaskSpawner) -> None:
+    async def start(self, nursery: TaskSpawner, *, unsigned: bool = True) -> None:
+        """Open the unsigned side now unless every call is signed (ACL): sides open on first use."""
         self._nursery = nursery
-        await self.side(None)
+        if unsigned:
+            await self.side(None)
 
     async def side(self, account: Account | None) -> Side:
         key = None if account is None else account.access_key

@@ -75,7 +75,7 @@ async def run(options: ProxyOptions) -> None:
 
         sessions = Sessions(options.settings_timeout, fifo_of)
         sessions_box.append(sessions)
-        await cluster.start(nursery)
+        await cluster.start(nursery, unsigned=not auth.enabled)
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", MAX_REQUEST),

@@ -72,8 +72,11 @@ class Call:
 
 def translate(exc: Exception, what: str) -> Refused | Abort:
     """A failure of the cluster side as the 5.x client is told it."""
-    if isinstance(exc, BrokerRefused):
-        return broker_refusal(exc.code, exc.remark, what)
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, BrokerRefused):
+        cause = cause.__cause__  # the last refusal behind a send's "still failed"
+    if isinstance(cause, BrokerRefused):
+        return broker_refusal(cause.code, cause.remark, what)
     if isinstance(exc, RemotingError):
         return Refused(Code.PROXY_TIMEOUT, f"{what}: no broker answered: {exc}")
     return Refused(Code.INTERNAL_ERROR, f"{what}: {exc}")

@@ -43,6 +43,7 @@ def status(code: int, message: str = "OK") -> pb.Status:
 
 
 OK = Code.OK
+ACL_REFUSAL = "org.apache.rocketmq.acl.common.AclException"
 
 # a broker's refusal (4.x ResponseCode) as the 5.x status RocketMQ 5's proxy gives it
 _BROKER_CODES: dict[int, int] = {
@@ -59,7 +60,8 @@ _BROKER_CODES: dict[int, int] = {
 def broker_refusal(code: int, remark: str | None, what: str) -> Refused | Abort:
     """What a broker's error answer to `what` becomes; NO_PERMISSION ends the call."""
     text = f"{what}: the broker refused ({code}): {remark or ''}".rstrip(": ")
-    if code == ResponseCode.NO_PERMISSION:
+    # 4.9.8 answers an ACL refusal with SYSTEM_ERROR and the AclException's text (B-161)
+    if code == ResponseCode.NO_PERMISSION or ACL_REFUSAL in (remark or ""):
         return Abort(grpc.StatusCode.PERMISSION_DENIED, text)
     return Refused(_BROKER_CODES.get(code, Code.INTERNAL_ERROR), text)
 
