@@ -130,7 +130,13 @@ class Side:
 
     # ------------------------------------------------------------------ routes and topics
     async def route(self, topic: str) -> TopicRouteData | None:
+        """The topic's route read now from the name server (QueryRoute, a client's every 30 s)."""
         return await self.instance.update_route(topic)
+
+    async def known_route(self, topic: str) -> TopicRouteData | None:
+        """The route the client instance holds (its poll keeps it fresh), else read now."""
+        route = self.instance.routes.get(topic)
+        return route if route is not None else await self.route(topic)
 
     def broker_name_of(self, addr: str) -> str | None:
         for name, addrs in self.instance.broker_addrs.items():

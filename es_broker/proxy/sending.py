@@ -89,7 +89,7 @@ async def send_one(side: Side, message: Any) -> Any:
     topic = message.topic.name
     if not topic:
         raise Refused(Code.ILLEGAL_TOPIC, "the message names no topic")
-    route = await side.route(topic)
+    route = await side.known_route(topic)
     if route is None or not route.queue_datas:
         raise Refused(Code.TOPIC_NOT_FOUND, f"the topic {topic} does not exist")
     declared = message_type_of(message)
