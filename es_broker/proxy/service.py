@@ -27,7 +27,7 @@ from es_broker.proxy import receiving, sending
 from es_broker.proxy.auth import Authenticator
 from es_broker.proxy.cluster import Cluster, Side
 from es_broker.proxy.sessions import Sessions
-from es_broker.proxy.status import Abort, Code, Refused, broker_refusal, parse, status
+from es_broker.proxy.status import Abort, Code, Refused, parse, status, translate
 from es_broker.remoting.bodies import TopicRouteData
 
 log = logging.getLogger(__name__)
@@ -68,18 +68,6 @@ class Call:
     client_id: str
     account: Account | None
     side: Side
-
-
-def translate(exc: Exception, what: str) -> Refused | Abort:
-    """A failure of the cluster side as the 5.x client is told it."""
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, BrokerRefused):
-        cause = cause.__cause__  # the last refusal behind a send's "still failed"
-    if isinstance(cause, BrokerRefused):
-        return broker_refusal(cause.code, cause.remark, what)
-    if isinstance(exc, RemotingError):
-        return Refused(Code.PROXY_TIMEOUT, f"{what}: no broker answered: {exc}")
-    return Refused(Code.INTERNAL_ERROR, f"{what}: {exc}")
 
 
 class MessagingService:

@@ -15,6 +15,8 @@ import grpc
 from google.protobuf.message import DecodeError
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
+from es_broker.client.send_tries import BrokerRefused
+from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.codes import ResponseCode
 
 Code = pb.Code
@@ -75,3 +77,18 @@ def parse(cls: Any, raw: bytes) -> Any:
             grpc.StatusCode.INVALID_ARGUMENT,
             f"malformed {cls.DESCRIPTOR.name}: the bytes are not that protobuf message ({exc})",
         ) from None
+
+
+def translate(exc: Exception, what: str) -> Refused | Abort:
+    """A failure toward the brokers as the 5.x client is told it."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, BrokerRefused):
+        cause = cause.__cause__  # the last refusal behind a send's "still failed"
+    if isinstance(cause, BrokerRefused):
+        return broker_refusal(cause.code, cause.remark, what)
+    if isinstance(exc, RemotingError):
+        return Refused(Code.PROXY_TIMEOUT, f"{what}: no broker answered: {exc}")
+    text = str(exc)
+    if text.startswith("No route info of this topic"):
+        return Refused(Code.TOPIC_NOT_FOUND, f"{what}: {text}")
+    return Refused(Code.INTERNAL_ERROR, f"{what}: {text}")
