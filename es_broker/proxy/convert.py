@@ -46,6 +46,8 @@ SYSTEM_PROPERTY_NAMES = frozenset(
         RECONSUME_TIME,
         RETRY_TOPIC,
         POP_CK,
+        "1ST_POP_TIME",
+        "POP_ORDER_COUNT",
         "DELAY",
         "WAIT",
         "MIN_OFFSET",
