@@ -364,3 +364,64 @@ def test_b611_an_rpc_not_served_is_unimplemented_and_says_why(px):
             raw(px, method, request, response)
         assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
         assert f"{method} is not served" in refused.value.details()
+
+
+# ------------------------------------------------------------------ telemetry
+def _telemetry(px: Proxied, commands: list, answers: int) -> list:
+    """Send `commands` on one Telemetry stream and read `answers` commands back."""
+    with grpc.insecure_channel(px.endpoint) as channel:
+        stream = channel.stream_stream(
+            "/apache.rocketmq.v2.MessagingService/Telemetry",
+            request_serializer=spb.TelemetryCommand.SerializeToString,
+            response_deserializer=spb.TelemetryCommand.FromString,
+        )
+        done = threading.Event()
+
+        def outgoing():
+            yield from commands
+            done.wait(30)
+
+        call = stream(outgoing(), metadata=(("x-mq-client-id", "telemetry-test"),), timeout=30)
+        try:
+            got = []
+            for answer in call:
+                got.append(answer)
+                if len(got) == answers:
+                    return got
+            raise AssertionError(f"the stream ended after {len(got)} answers")
+        finally:
+            done.set()
+            call.cancel()
+
+
+def test_b623_settings_are_answered_with_the_proxys_and_stacks_are_given(px):
+    fifo = px.topic("P623", "-a", "+message.type=FIFO")
+    consumer = pb.Settings(client_type=pb.ClientType.SIMPLE_CONSUMER)
+    consumer.request_timeout.seconds = 3
+    consumer.subscription.group.name = "G623"
+    consumer.subscription.subscriptions.add().topic.name = fifo
+    producer = pb.Settings(client_type=pb.ClientType.PRODUCER)
+    producer.publishing.topics.add(name=fifo)
+    stack = spb.TelemetryCommand(
+        print_thread_stack_trace_command=spb.PrintThreadStackTraceCommand(nonce="n-1")
+    )
+    first, second, third = _telemetry(
+        px,
+        [spb.TelemetryCommand(settings=consumer), spb.TelemetryCommand(settings=producer), stack],
+        3,
+    )
+    sub = first.settings.subscription
+    assert first.status.code == pb.Code.OK
+    assert sub.fifo and sub.receive_batch_size == 32 and sub.long_polling_timeout.seconds == 30
+    assert first.settings.backoff_policy.max_attempts == 17
+    assert [d.seconds for d in first.settings.backoff_policy.customized_backoff.next][:3] == [
+        10,
+        30,
+        60,
+    ]
+    pub = second.settings.publishing
+    assert pub.max_body_size == 4 * 1024 * 1024 and pub.validate_message_type
+    assert [t.name for t in pub.topics] == [fifo]
+    assert second.settings.backoff_policy.exponential_backoff.multiplier == 2.0
+    assert third.thread_stack_trace.nonce == "n-1"
+    assert "Thread" in third.thread_stack_trace.thread_stack_trace

@@ -103,6 +103,9 @@ class MessagingService:
                 return response_type(status=status(refused.code, refused.message))
             except Abort as abort:
                 failure = abort
+            except Exception as exc:  # a defect of the proxy: said, logged, the proxy goes on
+                log.exception("%s failed", name)
+                failure = Abort(grpc.StatusCode.INTERNAL, f"{name}: the proxy failed: {exc!r}")
             await context.abort(failure.code, failure.message)
 
         return grpc.unary_unary_rpc_method_handler(
@@ -274,8 +277,14 @@ class MessagingService:
         except Abort as abort:
             await context.abort(abort.code, abort.message)
             return
-        async for response in receiving.receive(call.side, request, context):
-            yield response
+        try:
+            async for response in receiving.receive(call.side, request, context):
+                yield response
+            return
+        except Exception as exc:  # a defect of the proxy: said, logged, the proxy goes on
+            log.exception("ReceiveMessage failed")
+            failure = Abort(grpc.StatusCode.INTERNAL, f"ReceiveMessage: the proxy failed: {exc!r}")
+        await context.abort(failure.code, failure.message)
 
     async def telemetry(self, requests: Any, context: Any) -> None:
         try:
@@ -289,4 +298,7 @@ class MessagingService:
             return
         except Abort as abort:
             failure = abort
+        except Exception as exc:  # a defect of the proxy: said, logged, the proxy goes on
+            log.exception("Telemetry failed")
+            failure = Abort(grpc.StatusCode.INTERNAL, f"Telemetry: the proxy failed: {exc!r}")
         await context.abort(failure.code, failure.message)

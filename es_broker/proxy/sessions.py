@@ -162,7 +162,7 @@ class Sessions:
             await session.write(spb.TelemetryCommand(status=status(Code.OK), settings=answer))
         elif which == "print_thread_stack_trace_command":
             nonce = command.print_thread_stack_trace_command.nonce
-            trace = pb.ThreadStackTrace(nonce=nonce, thread_stack_trace=_stacks())
+            trace = spb.ThreadStackTrace(nonce=nonce, thread_stack_trace=_stacks())
             await session.write(
                 spb.TelemetryCommand(status=status(Code.OK), thread_stack_trace=trace)
             )
