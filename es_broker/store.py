@@ -34,6 +34,7 @@ from es_broker.projections.history import HistoryProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.keys import queue_key
 from es_broker.projections.message_trace import MessageTraceProjection
+from es_broker.projections.pop import PopProjection
 from es_broker.projections.stats import StatsProjection
 from es_broker.projections.store_format import Step, StoreFormatProjection
 from es_broker.projections.time_index import TimeIndexProjection
@@ -60,6 +61,7 @@ class Store:
     stats: StatsProjection
     history: HistoryProjection
     audit: AuditProjection
+    pop: PopProjection
     format: StoreFormatProjection
     settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock

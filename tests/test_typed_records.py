@@ -85,6 +85,11 @@ def test_every_record_of_the_old_log_parses_into_its_class_and_encodes_to_the_sa
         RecordType.REPLY_PUSHED,  # newer than the fixture: tests/test_request_reply.py
         RecordType.SLAVE_CAUGHT_UP,
         RecordType.STORE_UPGRADED,  # newer than the fixture: tests/test_store_format.py
+        # RocketMQ 5's pop consumption, newer than the fixture: tests/test_pop_process.py
+        RecordType.MESSAGES_POPPED,
+        RecordType.POP_ACKED,
+        RecordType.POP_EXPIRED,
+        RecordType.POP_INVISIBLE_CHANGED,
     }
     assert seen == set(RecordType) - unreached
 

@@ -36,6 +36,7 @@ from typing import Any
 from es_broker.acl.plain import Perm, group_resource, is_group_resource
 from es_broker.remoting import fastjson
 from es_broker.remoting import headers as h
+from es_broker.remoting import pop_headers as pop
 from es_broker.remoting.codes import EsRequestCode, RequestCode
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.es_headers import StatsHistoryRequestHeader
@@ -90,6 +91,20 @@ def _group_and_topic(group: str, topic: str) -> Needs:
 def _pull(req: RemotingCommand) -> Needs:
     pulled = h.PullMessageRequestHeader.of(req)
     return _group_and_topic(pulled.consumer_group, pulled.topic)
+
+
+def _popped(
+    header: type[pop.PopMessageRequestHeader]
+    | type[pop.AckMessageRequestHeader]
+    | type[pop.ChangeInvisibleTimeRequestHeader],
+) -> _Needs:
+    """RocketMQ 5's pop codes: SUB on the group and the topic (their @RocketMQAction is SUB)."""
+
+    def needs(req: RemotingCommand) -> Needs:
+        asked = header.of(req)
+        return _group_and_topic(asked.consumer_group, asked.topic)
+
+    return needs
 
 
 def _query_offset(req: RemotingCommand) -> Needs:
@@ -237,6 +252,9 @@ BROKER_RULES: dict[int, Rule] = {
     ),
     C.UPDATE_CONSUMER_OFFSET: Rule(needs=_update_offset),
     C.CONSUMER_SEND_MSG_BACK: Rule(needs=_send_back),
+    C.POP_MESSAGE: Rule(needs=_popped(pop.PopMessageRequestHeader)),
+    C.ACK_MESSAGE: Rule(needs=_popped(pop.AckMessageRequestHeader)),
+    C.CHANGE_MESSAGE_INVISIBLETIME: Rule(needs=_popped(pop.ChangeInvisibleTimeRequestHeader)),
     C.QUERY_MESSAGE: Rule(needs=_query_message),
     C.HEART_BEAT: Rule(needs=_heartbeat),
     C.UNREGISTER_CLIENT: Rule(needs=_unregister),

@@ -250,7 +250,39 @@ def _trace_line(e: dict[str, Any]) -> str:
         return f"level {e['level']} due {format_time(e['due'])}: to {where} as {e['newMsgId']}"
     if kind == "redriven":
         return f"by {e['requester'] or '-'}: to {e['targetTopic']} queue {e['targetQueueId']} as {e['newMsgId']}"
+    if kind in _POP_EVENTS:
+        return _pop_line(e)
     return json.dumps({k: v for k, v in e.items() if k not in ("seq", "ts", "event")})
+
+
+_POP_EVENTS = frozenset(
+    {"popped", "acked", "invisible_changed", "pop_revived", "pop_dead_lettered"}
+)
+
+
+def _pop_line(e: dict[str, Any]) -> str:
+    """A RocketMQ 5 pop event of the message (B-591)."""
+    kind, who = e["event"], f"group {e['group']}"
+    if kind == "popped":
+        fifo = ", FIFO" if e["order"] else ""
+        return (
+            f"{who}, client {e['client'] or '-'}: delivery {e['deliveryCount']}{fifo}, "
+            f"invisible until {format_time(e['invisibleUntil'])}"
+        )
+    if kind == "acked":
+        return f"{who}, client {e['client'] or '-'}: acked (handle of {format_time(e['popTime'])})"
+    if kind == "invisible_changed":
+        return (
+            f"{who}, client {e['client'] or '-'}: invisible until "
+            f"{format_time(e['invisibleUntil'])} under a new handle"
+        )
+    held = f"{who}: not acked by {e['heldBy'] or '-'} within its invisible time"
+    if kind == "pop_revived":
+        return f"{held}, visible again (delivery {e['deliveryCount']})"
+    return (
+        f"{held} after {e['deliveryCount']} deliveries (max reconsume {e['maxReconsumeTimes']}): "
+        f"to {e['targetTopic']} as {e.get('newMsgId') or '- (message gone)'}"
+    )
 
 
 def render_trace(j: dict[str, Any]) -> str:

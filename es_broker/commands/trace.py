@@ -28,7 +28,7 @@ from typing import Any
 
 import lmdb
 
-from es_broker.commands import client_trace
+from es_broker.commands import client_trace, pop_trace
 from es_broker.history.horizon import deliveries, offset_changes, store_seq
 from es_broker.history.reader import record_at as read_record
 from es_broker.history.reader import sources_of
@@ -128,6 +128,8 @@ def journey(store: Store, msg_id: str) -> dict[str, Any]:
                 continue
             hops.append(hop)
             pending.extend(_onward(store, txn, hop, events))
+            # a popped message's dead letter (B-591)
+            pending.extend(pop_trace.onward(events))
         events.sort(key=lambda e: e["seq"])
         ids = [msg_id] + [i for h in hops for i in (h.get("msgId"), h.get("uniqKey")) if i]
         clients = client_trace.contexts_of(store, txn, ids)
@@ -223,6 +225,9 @@ def _hop(
                 queue_offset,
             )
         )
+    # RocketMQ 5's pops of it: who held it, until when, who acked it (B-591), each before the
+    # offset commit its record made
+    events.extend(pop_trace.events_of(store, txn, topic, queue_id, queue_offset, hop["msgId"]))
     events.extend(_commits_past(store, txn, topic, queue_id, queue_offset, seq, hop["msgId"]))
     return hop
 

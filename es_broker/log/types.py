@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from es_broker.log.pop_types import MessagesPopped, PopAcked, PopExpired, PopInvisibleChanged
 from es_broker.log.typed import TypedRecord, parse, typed, unregistered_types
 from es_broker.log.views import (
     MessagesDeliveredRecord,
@@ -628,6 +629,7 @@ __all__ = [
     "Imported",
     "MessageSentBack",
     "MessagesDelivered",
+    "MessagesPopped",
     "MessagesDeliveredRecord",
     "MessagesStored",
     "MessagesStoredRecord",
@@ -636,6 +638,9 @@ __all__ = [
     "OffsetCommittedRecord",
     "OffsetQueried",
     "OffsetsRemoved",
+    "PopAcked",
+    "PopExpired",
+    "PopInvisibleChanged",
     "PullOffsetMoved",
     "QueueLocksChanged",
     "RecordType",

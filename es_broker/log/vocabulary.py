@@ -31,6 +31,11 @@ class RecordType(enum.StrEnum):
     OFFSET_COMMITTED = "offset_committed"
     OFFSET_QUERIED = "offset_queried"
     OFFSETS_REMOVED = "offsets_removed"
+    # RocketMQ 5's pop consumption (es_broker/log/pop_types.py)
+    MESSAGES_POPPED = "messages_popped"
+    POP_ACKED = "pop_acked"
+    POP_EXPIRED = "pop_expired"
+    POP_INVISIBLE_CHANGED = "pop_invisible_changed"
     PULL_OFFSET_MOVED = "pull_offset_moved"
     QUEUE_LOCKS_CHANGED = "queue_locks_changed"
     REPLY_PUSHED = "reply_pushed"
@@ -73,6 +78,10 @@ class Cause(enum.StrEnum):
     SLAVE_MERGE = "slave_merge"  # a slave's commit, merged back by the master (S-5)
     # every record `es-broker import rocketmq` writes: messages, topics, groups, offsets (B-520)
     IMPORT = "import"
+    # the offset a pop group's records move to its lowest message not acked (B-580..B-599)
+    POP = "pop"  # messages_popped: the group's first pop of a queue, or messages filtered out
+    POP_ACK = "pop_ack"  # pop_acked
+    POP_DEAD_LETTER = "pop_dead_letter"  # pop_expired: dead-lettered; also its copy in %DLQ%G
 
 
 class TransactionState(enum.StrEnum):

@@ -9,6 +9,7 @@ from es_broker.projections.history import HistoryProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.offsets import OffsetTableProjection
+from es_broker.projections.pop import PopProjection
 from es_broker.projections.stats import StatsProjection
 from es_broker.projections.store_format import StoreFormatProjection
 from es_broker.projections.subscription_groups import SubscriptionGroupProjection
@@ -32,6 +33,7 @@ def all_projections() -> tuple[
     StatsProjection,
     HistoryProjection,
     AuditProjection,
+    PopProjection,
     StoreFormatProjection,
 ]:
     """Every LMDB projection, in the order they are applied and in the order of Store's fields."""
@@ -51,6 +53,7 @@ def all_projections() -> tuple[
         StatsProjection(),  # after the consume queue: it reads delivered messages' sizes
         HistoryProjection(),
         AuditProjection(),  # after the time index: it reads effective times
+        PopProjection(),  # RocketMQ 5's pop consumption: cursors and handles (B-580..B-599)
         StoreFormatProjection(),
     )
 
@@ -65,6 +68,7 @@ __all__ = [
     "KeyIndexProjection",
     "MessageTraceProjection",
     "OffsetTableProjection",
+    "PopProjection",
     "StatsProjection",
     "StoreFormatProjection",
     "SubscriptionGroupProjection",

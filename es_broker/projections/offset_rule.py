@@ -17,6 +17,10 @@ to the table, so a record type that moves offsets is taught here once:
   cause `group_deleted`.
 - `slave_offsets_merged`: the commits a slave took while the master was away,
   where they won the merge (S-5).
+- `messages_popped`, `pop_acked`, `pop_expired` holding `commit`: a pop group's
+  offset moved to its lowest message not yet acked (B-585), causes `pop`,
+  `pop_ack`, `pop_dead_letter`; the requester is the client (the pop revive
+  service for a dead letter).
 
 Every reader of offset changes learns them here: the offset history that
 `history` reads, and the audit index `explain` reads (B-504), so the two
@@ -118,6 +122,23 @@ def _slave_merged(record: Record) -> list[OffsetEffect]:
     ]
 
 
+def _pop_moved(cause: Cause) -> Callable[[Record], list[OffsetEffect]]:
+    # a pop group's records carry the move of its offset they decided, when there was one (B-585)
+    def effects(record: Record) -> list[OffsetEffect]:
+        commit = record.get("commit")
+        if commit is None:
+            return []
+        old, new = commit
+        requester = record.get("client", "pop_revive")
+        return [
+            OffsetChange(
+                record["group"], record["topic"], record["queue_id"], old, new, cause, requester
+            )
+        ]
+
+    return effects
+
+
 def _none(record: Record) -> list[OffsetEffect]:
     return []
 
@@ -128,6 +149,9 @@ _RULES: dict[str, Callable[[Record], list[OffsetEffect]]] = {
     RecordType.OFFSETS_REMOVED: _removed,
     RecordType.SUBGROUP_DELETED: _group_deleted,
     RecordType.SLAVE_OFFSETS_MERGED: _slave_merged,
+    RecordType.MESSAGES_POPPED: _pop_moved(Cause.POP),
+    RecordType.POP_ACKED: _pop_moved(Cause.POP_ACK),
+    RecordType.POP_EXPIRED: _pop_moved(Cause.POP_DEAD_LETTER),
 }
 
 # the record types that change the offset table: every other type leaves it alone

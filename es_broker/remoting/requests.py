@@ -30,6 +30,7 @@ import msgpack
 
 from . import es_headers as es
 from . import headers as h
+from . import pop_headers as pop
 from .bean import Bean
 from .bodies import (
     CheckClientRequestBody,
@@ -472,6 +473,10 @@ SHAPES: dict[int, RequestShape] = {
         shape(C.QUERY_MESSAGE, h.QueryMessageRequestHeader),
         shape(C.CONSUMER_SEND_MSG_BACK, h.ConsumerSendMsgBackRequestHeader),
         shape(C.GET_ALL_DELAY_OFFSET),
+        # -- RocketMQ 5's pop consumption (es_broker/server/pop_processor.py)
+        shape(C.POP_MESSAGE, pop.PopMessageRequestHeader),
+        shape(C.ACK_MESSAGE, pop.AckMessageRequestHeader),
+        shape(C.CHANGE_MESSAGE_INVISIBLETIME, pop.ChangeInvisibleTimeRequestHeader),
         # -- clients
         shape(C.HEART_BEAT, body=json_body(HeartbeatData, optional=True)),
         shape(C.UNREGISTER_CLIENT, h.UnregisterClientRequestHeader),

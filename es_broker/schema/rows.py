@@ -501,6 +501,10 @@ _BY_TYPE: dict[str, list[tuple[str, Callable[[Record], list[dict[str, Any]]]]]] 
     RecordType.OFFSET_COMMIT_IGNORED: [("corrections", _corrections)],
     RecordType.OFFSETS_REMOVED: [("offsets", _offsets)],
     RecordType.SLAVE_OFFSETS_MERGED: [("offsets", _offsets)],
+    # a pop group's offset, moved by its pops, acks and dead letters (B-585)
+    RecordType.MESSAGES_POPPED: [("offsets", _offsets)],
+    RecordType.POP_ACKED: [("offsets", _offsets)],
+    RecordType.POP_EXPIRED: [("offsets", _offsets)],
     RecordType.COMMITLOG_EXPIRED: [("corrections", _corrections)],
     RecordType.QUEUE_LOCKS_CHANGED: [("queue_locks", _queue_locks)],
     RecordType.ACL_LOADED: [("acl_changes", _acl_changes)],

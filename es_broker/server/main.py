@@ -43,6 +43,7 @@ from es_broker.server.longpoll import PullHoldService
 from es_broker.server.metrics_config import check_exporter_type
 from es_broker.server.namesrv import InProcessNameServer, NameServer
 from es_broker.server.outbox import HeldAnswers
+from es_broker.server.pop_processor import PopProcessor
 from es_broker.server.proxy_process import proxy_command, supervise
 from es_broker.server.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.sealing import HistorySealing
@@ -129,6 +130,10 @@ class BrokerServer:
         )
         self.delays = DelayDeliveryService(self.broker, self.holds)
         self.transaction_check = TransactionCheckService(self.broker, self.clients)
+        # RocketMQ 5's pop consumption and its revive service (B-580..B-599)
+        self.pop, self.pop_revive = PopProcessor.serving(
+            self.broker, self.holds, self.clients.client_id
+        )
         ha_handlers = self.replication.handlers() if self.replication else {}
         # sealing the log's old segments while running (B-411..B-414)
         self.sealing = HistorySealing(self.broker, self.replication, follower=bool(readmodel_url))
@@ -141,6 +146,7 @@ class BrokerServer:
         ).handlers()
         handlers = {
             **self.processors.handlers(),
+            **self.pop.handlers(),
             **ha_handlers,
             **acl_handlers,
             **self.sealing.handlers(),
@@ -349,6 +355,7 @@ class BrokerServer:
                     nursery.start_soon(self.delays.run)
                     # so is the transaction check (4.9.8 starts it only on a master)
                     nursery.start_soon(self.transaction_check.run)
+                    nursery.start_soon(self.pop_revive.run)  # masters only, as 5.x's
                     if self.config.history_hot_days > 0:  # sealing by itself (B-411)
                         nursery.start_soon(self.sealing.run)
                 task_status.started(self)
