@@ -244,7 +244,10 @@ class Cluster:
         key = None if account is None else account.access_key
         async with self._lock:
             side = self._sides.get(key)
-            if side is None or _credentials(account) != side.instance.config.credentials:
+            if side is not None and _credentials(account) != side.instance.config.credentials:
+                await side.stop()  # the account's secret changed in the ACL files
+                side = None
+            if side is None:
                 assert self._nursery is not None, "the cluster is not started"
                 side = Side(self.namesrv, _credentials(account), self.on_check, self.client_ip)
                 await side.start(self._nursery)

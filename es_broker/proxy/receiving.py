@@ -77,7 +77,10 @@ def _pop_header(request: Any, order: bool, poll_ms: int) -> PopMessageRequestHea
             Code.BAD_REQUEST, f"the batch size must be 1..{MAX_BATCH}, not {request.batch_size}"
         )
     if request.auto_renew:
-        raise Refused(Code.BAD_REQUEST, "auto_renew (the push consumer's) is not served")
+        raise Refused(
+            Code.UNSUPPORTED,
+            "auto_renew (a 5.x PushConsumer's receive) is not served: the proxy renews no handles",
+        )
     invisible = _invisible_ms(request.invisible_duration)
     exp_type = EXP_TYPES.get(request.filter_expression.type)
     if exp_type is None:
