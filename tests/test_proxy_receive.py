@@ -6,13 +6,14 @@ waits are polls with deadlines, never sleeps.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
-from rocketmq import FilterExpression, SimpleConsumer
+from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer, SimpleConsumer
 from rocketmq import Message as V5Message
 from rocketmq import Producer as V5Producer
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -20,8 +21,10 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.v5.exception import UnsupportedException
 
 from es_broker.client import Producer
+from es_broker.proxy.renewal import SLICE_MS, Renewals
 from tests.proxy_fixtures import Proxied, config, proxied
 from tests.test_proxy_grpc import raw
+from tests.waiting import poll_until_sync
 
 INVISIBLE = 10  # s: RocketMQ 5's shortest invisible duration for a receive
 
@@ -209,3 +212,57 @@ def test_b622_forward_to_dead_letter_queue(px):
         c.shutdown()
     rows = px.broker.admin_json("topicStatus", "-t", "%DLQ%G622")
     assert sum(int(r["maxOffset"]) for r in rows) == 1
+
+
+# ------------------------------------------------------------------ push consumers (auto_renew)
+class Listener(MessageListener):
+    def __init__(self, fail_first: bytes) -> None:
+        self.fail_first = fail_first
+        self.seen: list[tuple[bytes, int]] = []
+        self.lock = threading.Lock()
+
+    def consume(self, message) -> ConsumeResult:
+        with self.lock:
+            self.seen.append((message.body, message.delivery_attempt))
+        if message.body == self.fail_first and message.delivery_attempt == 1:
+            return ConsumeResult.FAILURE
+        return ConsumeResult.SUCCESS
+
+
+def test_b624_a_5x_push_consumer_consumes_and_a_failure_comes_back(px):
+    topic = px.topic("R624")
+    listener = Listener(b"p3")
+    c = PushConsumer(config(px.endpoint), "G624", listener, {topic: FilterExpression()})
+    c.startup()
+    try:
+        send5(px, topic, [f"p{i}".encode() for i in range(6)])
+        poll_until_sync(
+            lambda: (b"p3", 2) in listener.seen and len(listener.seen) >= 7,
+            timeout=90,
+            what="every message consumed, the failed one again",
+        )
+    finally:
+        c.shutdown()
+    bodies = sorted(b for b, _ in listener.seen)
+    assert bodies == sorted([f"p{i}".encode() for i in range(6)] + [b"p3"])  # acked ones once
+
+
+async def test_b625_a_held_handle_is_renewed_and_the_newest_one_answers_an_ack():
+    renewed: list[tuple[str, int]] = []
+
+    async def renew(group: str, topic: str, handle: str, invisible_ms: int) -> str:
+        renewed.append((handle, invisible_ms))
+        return handle + "+"
+
+    renewals = Renewals()
+    renewals.hold(renew, "client", "G", "T", "h")
+    renewals._held[("G", "h")].due = 0  # due now
+    with trio.move_on_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(renewals.run)
+            while not renewed:
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+    assert renewed == [("h", SLICE_MS)]
+    assert await renewals.take("G", "h") == "h+"  # the client's handle names the newest one
+    assert len(renewals) == 0 and await renewals.take("G", "h") == "h"

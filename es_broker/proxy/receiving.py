@@ -24,6 +24,7 @@ from es_broker.client.send_tries import BrokerRefused, ClientError
 from es_broker.net.remoting_client import RemotingError
 from es_broker.proxy.cluster import Side
 from es_broker.proxy.convert import POP_CK, RETRY_TOPIC, to_v5
+from es_broker.proxy.renewal import FIRST_MS, Renewals
 from es_broker.proxy.status import Abort, Code, Refused, status, translate
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.headers import ConsumerSendMsgBackRequestHeader
@@ -76,12 +77,8 @@ def _pop_header(request: Any, order: bool, poll_ms: int) -> PopMessageRequestHea
         raise Refused(
             Code.BAD_REQUEST, f"the batch size must be 1..{MAX_BATCH}, not {request.batch_size}"
         )
-    if request.auto_renew:
-        raise Refused(
-            Code.UNSUPPORTED,
-            "auto_renew (a 5.x PushConsumer's receive) is not served: the proxy renews no handles",
-        )
-    invisible = _invisible_ms(request.invisible_duration)
+    # a PushConsumer's receive: the proxy keeps its messages invisible until it acks (renewal.py)
+    invisible = FIRST_MS if request.auto_renew else _invisible_ms(request.invisible_duration)
     exp_type = EXP_TYPES.get(request.filter_expression.type)
     if exp_type is None:
         raise Refused(
@@ -127,10 +124,12 @@ def _poll_ms(request: Any, context: Any) -> int:
     return poll
 
 
-async def receive(side: Side, request: Any, context: Any) -> AsyncIterator[Any]:
+async def receive(
+    side: Side, request: Any, context: Any, renewals: Renewals, client_id: str
+) -> AsyncIterator[Any]:
     """ReceiveMessage: one POP_MESSAGE, its messages streamed, then the status."""
     try:
-        async for response in _receive(side, request, context):
+        async for response in _receive(side, request, context, renewals, client_id):
             yield response
     except Refused as refused:
         yield spb.ReceiveMessageResponse(status=status(refused.code, refused.message))
@@ -141,7 +140,9 @@ async def receive(side: Side, request: Any, context: Any) -> AsyncIterator[Any]:
         yield spb.ReceiveMessageResponse(status=status(failure.code, failure.message))
 
 
-async def _receive(side: Side, request: Any, context: Any) -> AsyncIterator[Any]:
+async def _receive(
+    side: Side, request: Any, context: Any, renewals: Renewals, client_id: str
+) -> AsyncIterator[Any]:
     topic = request.message_queue.topic.name
     if not topic:
         raise Refused(Code.ILLEGAL_TOPIC, "ReceiveMessage names no topic")
@@ -154,6 +155,10 @@ async def _receive(side: Side, request: Any, context: Any) -> AsyncIterator[Any]
     addr = side.master(broker)
     command = side.instance.request(RequestCode.POP_MESSAGE, header)
     answer = await side.instance.invoke(addr, command, header.poll_time / 1000 + 10)
+
+    async def renew(group: str, topic: str, handle: str, invisible_ms: int) -> str:
+        return await _change(side, group, topic, handle, invisible_ms)
+
     if answer.code in NOT_FOUND:
         yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
         return
@@ -165,6 +170,9 @@ async def _receive(side: Side, request: Any, context: Any) -> AsyncIterator[Any]
         raise Refused(
             Code.INTERNAL_ERROR, f"the broker's pop answer is unreadable: {exc}"
         ) from None
+    delivered = spb.ReceiveMessageResponse()
+    delivered.delivery_timestamp.GetCurrentTime()  # when the proxy hands them over (5.x's metric)
+    yield delivered
     for stored in messages:
         handle = stored.properties.get(POP_CK)
         if handle is None:
@@ -173,21 +181,25 @@ async def _receive(side: Side, request: Any, context: Any) -> AsyncIterator[Any]
         real = stored.properties.get(RETRY_TOPIC, topic)
         message = to_v5(stored, real, receipt=handle)
         message.system_properties.invisible_duration.FromMilliseconds(header.invisible_time)
+        if request.auto_renew:
+            renewals.hold(renew, client_id, header.consumer_group, topic, handle)
         yield spb.ReceiveMessageResponse(message=message)
     yield spb.ReceiveMessageResponse(status=status(Code.OK))
 
 
-async def _ack_one(side: Side, group: str, topic: str, entry: Any) -> Any:
+async def _ack_one(side: Side, group: str, topic: str, entry: Any, renewals: Renewals) -> Any:
     result = spb.AckMessageResultEntry(
         message_id=entry.message_id, receipt_handle=entry.receipt_handle
     )
     try:
-        handle = _handle(entry.receipt_handle)
+        _handle(entry.receipt_handle)
+        current = await renewals.take(group, entry.receipt_handle)
+        handle = _handle(current)
         header = AckMessageRequestHeader(
             consumer_group=group,
             topic=topic,
             queue_id=handle.queue_id,
-            extra_info=entry.receipt_handle,
+            extra_info=current,
             offset=handle.queue_offset,
         )
         addr = side.master(handle.broker_name)
@@ -212,7 +224,7 @@ async def _ack_one(side: Side, group: str, topic: str, entry: Any) -> Any:
     return result
 
 
-async def ack_message(side: Side, request: Any) -> Any:
+async def ack_message(side: Side, request: Any, renewals: Renewals) -> Any:
     """AckMessage: each entry's handle back to its broker; each entry its own status."""
     if not request.group.name:
         raise Refused(Code.ILLEGAL_CONSUMER_GROUP, "AckMessage names no group")
@@ -221,7 +233,8 @@ async def ack_message(side: Side, request: Any) -> Any:
     if not request.entries or len(request.entries) > 1024:
         raise Refused(Code.BAD_REQUEST, "AckMessage carries 1..1024 entries")
     entries = [
-        await _ack_one(side, request.group.name, request.topic.name, e) for e in request.entries
+        await _ack_one(side, request.group.name, request.topic.name, e, renewals)
+        for e in request.entries
     ]
     codes = {e.status.code for e in entries}
     head = (
@@ -232,18 +245,16 @@ async def ack_message(side: Side, request: Any) -> Any:
     return spb.AckMessageResponse(status=head, entries=entries)
 
 
-async def change_invisible_duration(side: Side, request: Any) -> Any:
-    """ChangeInvisibleDuration: the message stays invisible that long from now; a new handle."""
-    if not request.group.name:
-        raise Refused(Code.ILLEGAL_CONSUMER_GROUP, "ChangeInvisibleDuration names no group")
-    handle = _handle(request.receipt_handle)
+async def _change(side: Side, group: str, topic: str, text: str, invisible_ms: int) -> str:
+    """CHANGE_MESSAGE_INVISIBLETIME of the message `text` names: the broker's new handle."""
+    handle = _handle(text)
     header = ChangeInvisibleTimeRequestHeader(
-        consumer_group=request.group.name,
-        topic=request.topic.name,
+        consumer_group=group,
+        topic=topic,
         queue_id=handle.queue_id,
-        extra_info=request.receipt_handle,
+        extra_info=text,
         offset=handle.queue_offset,
-        invisible_time=_invisible_ms(request.invisible_duration),
+        invisible_time=invisible_ms,
     )
     addr = side.master(handle.broker_name)
     command = side.instance.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header)
@@ -257,10 +268,21 @@ async def change_invisible_duration(side: Side, request: Any) -> Any:
     new = ChangeInvisibleTimeResponseHeader.of(answer).extra_info
     if not new:
         raise Refused(Code.INTERNAL_ERROR, "the broker answered no new receipt handle")
+    return new
+
+
+async def change_invisible_duration(side: Side, request: Any, renewals: Renewals) -> Any:
+    """ChangeInvisibleDuration: the message stays invisible that long from now; a new handle."""
+    if not request.group.name:
+        raise Refused(Code.ILLEGAL_CONSUMER_GROUP, "ChangeInvisibleDuration names no group")
+    invisible = _invisible_ms(request.invisible_duration)
+    _handle(request.receipt_handle)
+    current = await renewals.take(request.group.name, request.receipt_handle)
+    new = await _change(side, request.group.name, request.topic.name, current, invisible)
     return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=new)
 
 
-async def forward_to_dlq(side: Side, request: Any) -> Any:
+async def forward_to_dlq(side: Side, request: Any, renewals: Renewals) -> Any:
     """ForwardMessageToDeadLetterQueue: the message to the group's DLQ, then its handle acked."""
     group = request.group.name
     if not group:
@@ -283,7 +305,7 @@ async def forward_to_dlq(side: Side, request: Any) -> Any:
     entry = spb.AckMessageEntry(
         message_id=request.message_id, receipt_handle=request.receipt_handle
     )
-    acked = await _ack_one(side, group, request.topic.name, entry)
+    acked = await _ack_one(side, group, request.topic.name, entry, renewals)
     if acked.status.code != Code.OK:
         raise Refused(
             acked.status.code, f"moved to the dead letter queue, but: {acked.status.message}"

@@ -23,6 +23,7 @@ from es_broker.acl.access import AclSources
 from es_broker.client.instance import local_ip
 from es_broker.proxy.auth import Authenticator
 from es_broker.proxy.cluster import Check, Cluster
+from es_broker.proxy.renewal import Renewals
 from es_broker.proxy.service import MessagingService
 from es_broker.proxy.sessions import MAX_BODY, Sessions
 
@@ -85,7 +86,9 @@ async def run(options: ProxyOptions) -> None:
         port = server.add_insecure_port(f"{options.host}:{options.port}")
         if port == 0:
             raise OSError(f"cannot listen on {options.host}:{options.port}")
-        service = MessagingService(cluster, auth, sessions, (options.host, port))
+        renewals = Renewals()
+        nursery.start_soon(renewals.run)
+        service = MessagingService(cluster, auth, sessions, (options.host, port), renewals)
         server.add_generic_rpc_handlers((service.handler(),))
         await server.start()
         acl = f", ACL {sources.default_file}" if sources else ""

@@ -26,6 +26,7 @@ from es_broker.net.remoting_client import RemotingError
 from es_broker.proxy import receiving, sending
 from es_broker.proxy.auth import Authenticator
 from es_broker.proxy.cluster import Cluster, Side
+from es_broker.proxy.renewal import Renewals
 from es_broker.proxy.sessions import Sessions
 from es_broker.proxy.status import Abort, Code, Refused, parse, status, translate
 from es_broker.remoting.bodies import TopicRouteData
@@ -74,12 +75,18 @@ class MessagingService:
     """The servicer: `handler()` is what the grpc.aio server is given."""
 
     def __init__(
-        self, cluster: Cluster, auth: Authenticator, sessions: Sessions, endpoint: tuple[str, int]
+        self,
+        cluster: Cluster,
+        auth: Authenticator,
+        sessions: Sessions,
+        endpoint: tuple[str, int],
+        renewals: Renewals,
     ) -> None:
         self.cluster = cluster
         self.auth = auth
         self.sessions = sessions
         self.endpoint = endpoint
+        self.renewals = renewals
 
     # ------------------------------------------------------------------ plumbing
     async def call_of(self, context: Any) -> Call:
@@ -155,19 +162,19 @@ class MessagingService:
                 "AckMessage",
                 rs.AckMessageRequest,
                 rs.AckMessageResponse,
-                lambda r, c: receiving.ack_message(c.side, r),
+                lambda r, c: receiving.ack_message(c.side, r, self.renewals),
             ),
             "ChangeInvisibleDuration": U(
                 "ChangeInvisibleDuration",
                 rs.ChangeInvisibleDurationRequest,
                 rs.ChangeInvisibleDurationResponse,
-                lambda r, c: receiving.change_invisible_duration(c.side, r),
+                lambda r, c: receiving.change_invisible_duration(c.side, r, self.renewals),
             ),
             "ForwardMessageToDeadLetterQueue": U(
                 "ForwardMessageToDeadLetterQueue",
                 rs.ForwardMessageToDeadLetterQueueRequest,
                 rs.ForwardMessageToDeadLetterQueueResponse,
-                lambda r, c: receiving.forward_to_dlq(c.side, r),
+                lambda r, c: receiving.forward_to_dlq(c.side, r, self.renewals),
             ),
             "ReceiveMessage": grpc.unary_stream_rpc_method_handler(
                 self.receive_message,
@@ -242,7 +249,7 @@ class MessagingService:
         endpoints = self._endpoints(request.endpoints if request.HasField("endpoints") else None)
         masters = {b.broker_name for b in route.broker_datas if 0 in b.broker_addrs}
         assignments = [
-            spb.Assignment(
+            pb.Assignment(
                 message_queue=self._queue(
                     request.topic, -1, pb.Permission.READ_WRITE, d.broker_name, endpoints, types
                 )
@@ -267,6 +274,7 @@ class MessagingService:
     async def notify_client_termination(self, request: Any, call: Call) -> Any:
         if call.client_id:
             self.sessions.forget(call.client_id)
+            self.renewals.forget_client(call.client_id)
         return spb.NotifyClientTerminationResponse(status=status(Code.OK))
 
     # ------------------------------------------------------------------ streams
@@ -278,7 +286,9 @@ class MessagingService:
             await context.abort(abort.code, abort.message)
             return
         try:
-            async for response in receiving.receive(call.side, request, context):
+            async for response in receiving.receive(
+                call.side, request, context, self.renewals, call.client_id
+            ):
                 yield response
             return
         except Exception as exc:  # a defect of the proxy: said, logged, the proxy goes on
