@@ -114,6 +114,8 @@ class BrokerConfig:
     transactionTimeOut: int = 6_000  # ms after its born time before a half message is first checked
     transactionCheckMax: int = 15  # checks of one half message before it is discarded
     transactionCheckInterval: int = 60_000  # ms between check passes
+    # --- RocketMQ 5's timer messages (its MessageStoreConfig, B-589)
+    timerMaxDelaySec: int = 259_200  # 3 days: a message due later than this is refused
     # --- SQL92 property filters (BrokerConfig; ExpressionMessageFilter, B-210..B-219)
     enablePropertyFilter: bool = False  # SQL92 subscriptions are served (B-214)
     filterSupportRetry: bool = False  # a group's SQL92 filters apply to its retry topic too (B-217)

@@ -38,6 +38,7 @@ from es_broker.projections.pop import PopProjection
 from es_broker.projections.stats import StatsProjection
 from es_broker.projections.store_format import Step, StoreFormatProjection
 from es_broker.projections.time_index import TimeIndexProjection
+from es_broker.projections.timer import TimerProjection
 from es_broker.projections.transactions import TransactionProjection
 from es_broker.remoting import message as wire
 
@@ -62,6 +63,7 @@ class Store:
     history: HistoryProjection
     audit: AuditProjection
     pop: PopProjection
+    timers: TimerProjection
     format: StoreFormatProjection
     settings: ConfigOwner  # the broker's current settings: the one place they are kept
     clock: Clock

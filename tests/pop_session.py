@@ -39,6 +39,7 @@ async def pop(
     poll_ms: int = 0,
     order: bool = False,
     exp: str | None = None,
+    for_client: str | None = None,
 ) -> Popped:
     fields = {
         "consumerGroup": group,
@@ -53,6 +54,8 @@ async def pop(
     }
     if exp is not None:
         fields.update(exp=exp, expType="TAG")
+    if for_client is not None:
+        fields["forClient"] = for_client
     r = await s.call(RequestCode.POP_MESSAGE, fields, timeout=poll_ms / 1000 + 15)
     assert r.code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND), (r.code, r.remark)
     return Popped(r, decode_all(r.body) if r.code == ResponseCode.SUCCESS else [])
@@ -63,18 +66,22 @@ def handle(message: StoredMessage) -> str:
 
 
 async def ack(
-    s: Session, group: str, message: StoredMessage, extra_info: str | None = None
+    s: Session,
+    group: str,
+    message: StoredMessage,
+    extra_info: str | None = None,
+    for_client: str | None = None,
 ) -> RemotingCommand:
-    return await s.call(
-        RequestCode.ACK_MESSAGE,
-        {
-            "consumerGroup": group,
-            "topic": message.topic,
-            "queueId": message.queue_id,
-            "extraInfo": extra_info if extra_info is not None else handle(message),
-            "offset": message.queue_offset,
-        },
-    )
+    fields = {
+        "consumerGroup": group,
+        "topic": message.topic,
+        "queueId": message.queue_id,
+        "extraInfo": extra_info if extra_info is not None else handle(message),
+        "offset": message.queue_offset,
+    }
+    if for_client is not None:
+        fields["forClient"] = for_client
+    return await s.call(RequestCode.ACK_MESSAGE, fields)
 
 
 async def change(

@@ -3,13 +3,17 @@ POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME (docs/semantics.md B-580.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 
 import pytest
 import trio
 
+from es_broker.client.admin import Admin
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
+from es_broker.remoting.message import StoredMessage, encode_properties
 from tests.helpers import cli
 from tests.pop_session import ack, change, committed, handle, journey, last_seq, pop, send
 from tests.process_fixtures import ServedBroker, serve
@@ -55,6 +59,11 @@ def test_b580_b581_b585_pop_and_ack_every_message_then_the_group_offset_is_past_
         assert held[0]["invisibleUntil"] == held[0]["popTime"] + 60_000
         moved = [e for e in events if e["event"] == "offset_committed"]
         assert moved and moved[-1]["cause"] in ("pop", "pop_ack")
+        # the messages popped count as the group's messages out, as pulled ones do
+        async with Admin.open(broker.namesrv) as admin:
+            at = (int(time.time() * 1000) // 60_000 + 1) * 60_000
+            got_nums = await admin.broker_stats(broker.broker, "GROUP_GET_NUMS", "PopAll@GAll", at)
+            assert got_nums.stats_day is not None and got_nums.stats_day.sum == 6
 
     on_wire(broker, scenario)
 
@@ -273,6 +282,10 @@ def test_b590_replay_rebuilds_the_same_projections_after_pop_traffic(tmp_path):
 
             await poll_until(dead, 20, "six dead letters")
             await pop(s, "GReplay", "PopReplay", order=True)
+            # and a timer message, parked then delivered (B-589)
+            await s.create_topic("PopReplayTimer", 1)
+            await send(s, "PopReplayTimer", b"timed", props={"TIMER_DELAY_MS": "300"})
+            assert (await pop(s, "GReplay", "PopReplayTimer", poll_ms=20_000)).bodies == [b"timed"]
 
         on_wire(served, scenario)
     done = cli("verify", "--data-dir", str(data))
@@ -288,8 +301,12 @@ def test_b591_message_trace_tells_who_held_the_message_until_when_and_who_acked_
         await s.create_topic("PopTrace", 1)
         await send(s, "PopTrace", b"traced")
         (message,) = (await pop(s, "GTrace", "PopTrace", invisible_ms=200)).messages
-        (again,) = (await pop(s, "GTrace", "PopTrace", poll_ms=20_000)).messages
-        assert (await ack(s, "GTrace", again)).code == ResponseCode.SUCCESS
+        # a proxy says which RocketMQ 5 client it pops and acks for
+        (again,) = (
+            await pop(s, "GTrace", "PopTrace", poll_ms=20_000, for_client="app-7@10.1.1.7")
+        ).messages
+        r = await ack(s, "GTrace", again, for_client="app-7@10.1.1.7")
+        assert r.code == ResponseCode.SUCCESS
         return message.msg_id
 
     msg_id = on_wire(broker, scenario)
@@ -303,3 +320,94 @@ def test_b591_message_trace_tells_who_held_the_message_until_when_and_who_acked_
         "OFFSET_COMMITTED",
     ], text
     assert "delivery 2" in lines[2] and "not acked by" in lines[1]
+    assert "client app-7@10.1.1.7 (via 127.0.0.1:" in lines[2]
+    assert "client app-7@10.1.1.7 (via" in lines[3] and "acked" in lines[3]
+
+
+def test_b589_a_message_sent_for_a_time_is_neither_pulled_nor_popped_before_it(broker):
+    async def scenario(s: Session) -> None:
+        await s.create_topic("PopTimer", 1)
+        at = int(time.time() * 1000) + 3_000
+        sent = await send(s, "PopTimer", b"later", props={"TIMER_DELIVER_MS": str(at)})
+        assert sent.ext_fields["queueId"] == "0"
+        await send(s, "PopTimer", b"now")
+        assert (await pop(s, "GTimer", "PopTimer")).bodies == [b"now"]
+        assert [m.body for m in await s.pull("PopTimer", 0, group="GPull")] == [b"now"]
+        (late,) = (await pop(s, "GTimer", "PopTimer", poll_ms=20_000)).messages
+        assert late.body == b"later" and late.store_timestamp >= at
+        assert late.properties["TIMER_DELIVER_MS"] == str(at)
+        assert "TIMER_OUT_MS" not in late.properties
+        for props in (
+            {"TIMER_DELAY_SEC": "x"},
+            {"TIMER_DELIVER_MS": str(at + 4 * 24 * 3600 * 1000)},  # beyond timerMaxDelaySec
+        ):
+            r = await s.call(RequestCode.SEND_MESSAGE_V2, _send_fields("PopTimer", props), b"no")
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL, (props, r.remark)
+        await send(s, "PopTimer", b"soon", props={"TIMER_DELAY_MS": "500"})
+        (soon,) = (await pop(s, "GTimer", "PopTimer", poll_ms=20_000)).messages
+        assert soon.body == b"soon" and soon.properties["TIMER_DELAY_MS"] == "500"
+
+    on_wire(broker, scenario)
+
+
+def _send_fields(topic: str, props: dict[str, str]) -> dict:
+    return {
+        "a": "PG",
+        "b": topic,
+        "c": "TBW102",
+        "d": 4,
+        "e": 0,
+        "f": 0,
+        "g": int(time.time() * 1000),
+        "h": 0,
+        "i": encode_properties(props).decode(),
+        "j": 0,
+        "k": False,
+        "m": False,
+    }
+
+
+def test_b585_a_reset_of_a_pop_group_restarts_its_pops_and_history_tells_every_move(broker):
+    async def scenario(s: Session) -> list[StoredMessage]:
+        await s.create_topic("PopReset", 1)
+        await s.wait_for_route("PopReset")
+        for i in range(5):
+            await send(s, "PopReset", f"p{i}".encode())
+        first = await pop(s, "GReset", "PopReset", max_nums=2)
+        assert (await ack(s, "GReset", first.messages[0])).code == ResponseCode.SUCCESS
+        assert await committed(s, "GReset", "PopReset") == 1
+        return first.messages
+
+    first = on_wire(broker, scenario)
+    cli_ok = cli(
+        "admin", "-n", broker.namesrv, "resetOffset", "-g", "GReset", "-t", "PopReset",
+        "--to-offset", "3", "--mode", "server_side",
+    )  # fmt: skip
+    assert cli_ok.returncode == 0, cli_ok.stderr
+
+    async def after_reset(s: Session) -> None:
+        again = await pop(s, "GReset", "PopReset")
+        assert again.offsets == [3, 4]
+        stale = await ack(s, "GReset", first[1])
+        assert stale.code == ResponseCode.NO_MESSAGE, stale.remark
+        for m in again.messages:
+            assert (await ack(s, "GReset", m)).code == ResponseCode.SUCCESS
+        assert await committed(s, "GReset", "PopReset") == 5
+
+    on_wire(broker, after_reset)
+    done = cli(
+        "history", "--data-dir", str(broker.data_dir), "--group", "GReset", "--topic", "PopReset",
+        "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    changes = [e for e in json.loads(done.stdout)["entries"] if e["kind"] == "offset_change"]
+    assert [(c["old"], c["new"], c["cause"]) for c in changes] == [
+        (-1, 0, "pop"),
+        (0, 1, "pop_ack"),
+        (1, 3, "reset"),
+        (3, 4, "pop_ack"),
+        (4, 5, "pop_ack"),
+    ]
+    done = cli("explain", "--namesrv", broker.namesrv, "-g", "GReset", "-t", "PopReset")
+    assert done.returncode == 0, done.stderr
+    assert "4 -> 5 by" in done.stdout and "(pop_ack); 5 changes in all" in done.stdout, done.stdout

@@ -263,17 +263,20 @@ _POP_EVENTS = frozenset(
 def _pop_line(e: dict[str, Any]) -> str:
     """A RocketMQ 5 pop event of the message (B-591)."""
     kind, who = e["event"], f"group {e['group']}"
+    client = e.get("client") or "-"
+    if e.get("forClient"):  # popped, acked or changed by a proxy for a RocketMQ 5 client
+        client = f"{e['forClient']} (via {client})"
     if kind == "popped":
         fifo = ", FIFO" if e["order"] else ""
         return (
-            f"{who}, client {e['client'] or '-'}: delivery {e['deliveryCount']}{fifo}, "
+            f"{who}, client {client}: delivery {e['deliveryCount']}{fifo}, "
             f"invisible until {format_time(e['invisibleUntil'])}"
         )
     if kind == "acked":
-        return f"{who}, client {e['client'] or '-'}: acked (handle of {format_time(e['popTime'])})"
+        return f"{who}, client {client}: acked (handle of {format_time(e['popTime'])})"
     if kind == "invisible_changed":
         return (
-            f"{who}, client {e['client'] or '-'}: invisible until "
+            f"{who}, client {client}: invisible until "
             f"{format_time(e['invisibleUntil'])} under a new handle"
         )
     held = f"{who}: not acked by {e['heldBy'] or '-'} within its invisible time"

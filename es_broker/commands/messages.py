@@ -15,7 +15,7 @@ from enum import Enum
 import lmdb
 
 from es_broker import compiled
-from es_broker.commands import delay, names, retry, transaction
+from es_broker.commands import delay, names, retry, timer, transaction
 from es_broker.commands.errors import (
     IllegalRequest,
     MessageIllegal,
@@ -64,6 +64,7 @@ class _Prepared:
     tags_codes: tuple[int, ...]
     delay_level: int = 0
     half: bool = False  # a transactional half message (TRAN_MSG=true), B-220
+    timer: timer.Timer | None = None  # RocketMQ 5's delivery at a time (B-589)
 
 
 def prepare_put(store: Store, request: PutRequest) -> _Prepared:
@@ -86,6 +87,9 @@ def prepare_put(store: Store, request: PutRequest) -> _Prepared:
     half = len(messages) == 1 and transaction.is_half(messages[0].properties)
     if half:
         transaction.check_accepted(store)
+    timers = [timer.requested(m.properties) for m in messages]
+    if len(messages) > 1 and any(timers):
+        raise MessageIllegal("a batch message cannot be delivered at a time (TIMER_DELIVER_MS)")
     encoded, codes = encode_batch(
         topic,
         queue_id,
@@ -95,7 +99,7 @@ def prepare_put(store: Store, request: PutRequest) -> _Prepared:
         store.config.maxMessageSize,
         store.config.mappedFileSizeCommitLog,
     )
-    return _Prepared(request, tuple(encoded), tuple(codes), max(levels), half)
+    return _Prepared(request, tuple(encoded), tuple(codes), max(levels), half, timers[0])
 
 
 def encode_batch(
@@ -227,6 +231,24 @@ def put_job(store: Store, prepared: _Prepared) -> Callable[[AppendContext], PutR
                 producer_group=producer_group,
                 requester=requester,
             )
+        if prepared.timer is not None:  # a DELAY level won above, as in 5.x (B-589)
+            due = timer.park_due(prepared.timer, ts, store.config.timerMaxDelaySec)
+            if due is not None:
+                (msg,) = request.messages
+                return timer.park(
+                    store,
+                    ctx,
+                    topic,
+                    queue_id,
+                    msg,
+                    _stored_properties(store, msg),
+                    prepared.timer,
+                    due,
+                    ts=ts,
+                    host=host,
+                    producer_group=producer_group,
+                    requester=requester,
+                )
         return place(
             store,
             ctx,

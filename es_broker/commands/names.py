@@ -14,6 +14,7 @@ AUTO_CREATE_TEMPLATE = "TBW102"
 BENCHMARK_TOPIC = "BenchmarkTest"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # BrokerConfig.msgTraceTopicName's default
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # RocketMQ 5's timer messages wait here (B-589)
 MAX_NAME_LENGTH = 127
 
 _LEGAL = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -29,11 +30,13 @@ SYSTEM_TOPICS = frozenset(
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",
         SELF_TEST_TOPIC,
+        TIMER_TOPIC,
     }
 )
 NOT_SENDABLE = frozenset(
     {
         SCHEDULE_TOPIC,
+        TIMER_TOPIC,
         OFFSET_MOVED_EVENT,
         "RMQ_SYS_TRANS_HALF_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",

@@ -55,6 +55,7 @@ class PopRequest:
     client: str
     tags_codes: frozenset[int] | None = None
     message_filter: Callable[[bytes], bool] | None = None
+    for_client: str | None = None  # the client a proxy pops for
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +198,7 @@ def _pop_queue(
                 gone.append(lease.offset)  # retention removed it while it waited
             else:
                 picked.append((lease.offset, lease.times + 1, raw))
+    ready_left = len(ready) - len(picked) - len(gone)
     next_cursor = state.cursor
     if want > len(picked) and not blocked:
         result = messages.read_messages(
@@ -216,7 +218,7 @@ def _pop_queue(
     low = min(kept + [offset for offset, _, _ in picked], default=next_cursor)
     commit = [state.table, low] if low != state.table else None
     _, hi = store.cq.bounds(txn, topic, queue_id)
-    rest = max(hi - next_cursor, 0) + max(len(ready) - len(picked) - len(gone), 0)
+    rest = max(hi - next_cursor, 0) + ready_left
     stored = store.pop.cursor(txn, request.group, topic, queue_id)
     moved = stored is not None and stored != next_cursor
     if not (picked or gone or commit or moved or state.resynced is not None):
@@ -238,6 +240,7 @@ def _pop_queue(
             commit=commit,
             resynced=state.resynced,
             gone=gone or None,
+            for_client=request.for_client,
         ).to_record(now)
     )
     start = picked[0][0] if picked else next_cursor

@@ -40,6 +40,7 @@ class HandleUse:
     offset: int
     pop_time: int  # the handle's
     client: str
+    for_client: str | None = None  # the client a proxy acts for
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,7 @@ def ack_job(store: Store, use: HandleUse) -> Callable[[AppendContext], int]:
                 pop_time=use.pop_time,
                 client=use.client,
                 commit=commit,
+                for_client=use.for_client,
             ).to_record(store.clock.now_ms())
         )
 
@@ -164,6 +166,7 @@ def change_job(
                 invisible_until=until,
                 times=lease.times,
                 client=use.client,
+                for_client=use.for_client,
             ).to_record(now)
         )
         return Changed(pop_time, invisible_time, until, lease.times, seq)

@@ -43,6 +43,8 @@ def events_of(
             "queueId": queue_id,
             "queueOffset": offset,
         }
+        if record.get("for_client"):  # a proxy's pop, ack or change: for this client
+            base["forClient"] = record["for_client"]
         out.extend({**base, **event} for event in _events(record, offset))
     return out
 

@@ -61,11 +61,18 @@ class PopOperations:
         )
 
     def use(
-        self, group: str, topic: str, queue_id: int, offset: int, extra_info: str, client: str
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        extra_info: str,
+        client: str,
+        for_client: str | None = None,
     ) -> HandleUse:
         """An ack's or change's handle, its MAC checked (InvalidHandle: nothing recorded)."""
         handle = pop_handles.verify(self.key, group, topic, queue_id, offset, extra_info)
-        return HandleUse(group, topic, queue_id, offset, handle.pop_time, client)
+        return HandleUse(group, topic, queue_id, offset, handle.pop_time, client, for_client)
 
     @staticmethod
     def decoded(extra_info: str) -> ReceiptHandle:
@@ -81,7 +88,14 @@ class PopOperations:
         return await self.broker.submit(pop_ack.change_job(self.broker.store, use, invisible_time))
 
     async def revive(self) -> RevivePass:
-        """One pass of the pop revive service; nothing while writes are refused (a full disk)."""
+        """One pass of the pop revive service; nothing while writes are refused (a full disk),
+        nor while no invisible time has ended (a look in a read transaction)."""
+        store = self.broker.store
+        with store.read() as txn:
+            next_due = store.pop.next_deadline(txn)
+        now = store.clock.now_ms()
+        if next_due is None or next_due > now:
+            return RevivePass((), 0, next_due, now, False)
         try:
             return await self.broker.submit(pop_revive.revive_job(self.broker.store))
         except ServiceNotAvailable:

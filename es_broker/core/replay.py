@@ -23,14 +23,16 @@ from es_broker.history.seal import read_snapshot, snapshot_path
 from es_broker.log import RecordLog, records
 from es_broker.log.dirlock import LOCK_FILE, in_use
 from es_broker.log.store import AppendContext
-from es_broker.projections import pop
+from es_broker.projections import pop, timer
 from es_broker.projections.store_format import FIRST
 from es_broker.store import LMDB_DIR, Store
 
 BATCH = 5000
 # databases added after the checksums of existing directories were taken: left out while empty
 LATER_DATABASES = frozenset(
-    {"history_segments", "audit_explain", "audit_groups", "audit_acl"} | set(pop.DATABASES)
+    {"history_segments", "audit_explain", "audit_groups", "audit_acl"}
+    | set(pop.DATABASES)
+    | set(timer.DATABASES)
 )
 
 Progress = Callable[[int, int], None]

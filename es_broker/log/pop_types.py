@@ -50,6 +50,8 @@ class MessagesPopped(TypedRecord):
     resynced: int | None = None
     # messages that were due for redelivery but retention removed: their handles end
     gone: list[int] | None = None
+    # the client a proxy popped for (its `forClient`); `client` is the connection's
+    for_client: str | None = None
 
 
 @typed
@@ -65,6 +67,7 @@ class PopAcked(TypedRecord):
     pop_time: int  # of the handle acked
     client: str
     commit: list[int] | None = None  # [old, new] of the group's offset, when this ack moved it
+    for_client: str | None = None  # the client a proxy acked for
 
 
 @typed
@@ -84,6 +87,7 @@ class PopInvisibleChanged(TypedRecord):
     invisible_until: int
     times: int  # the message's delivery count, unchanged
     client: str
+    for_client: str | None = None  # the client a proxy changed it for
 
 
 @typed

@@ -14,6 +14,7 @@ from es_broker.projections.stats import StatsProjection
 from es_broker.projections.store_format import StoreFormatProjection
 from es_broker.projections.subscription_groups import SubscriptionGroupProjection
 from es_broker.projections.time_index import TimeIndexProjection
+from es_broker.projections.timer import TimerProjection
 from es_broker.projections.topics import TopicConfigProjection
 from es_broker.projections.transactions import TransactionProjection
 
@@ -34,6 +35,7 @@ def all_projections() -> tuple[
     HistoryProjection,
     AuditProjection,
     PopProjection,
+    TimerProjection,
     StoreFormatProjection,
 ]:
     """Every LMDB projection, in the order they are applied and in the order of Store's fields."""
@@ -54,6 +56,7 @@ def all_projections() -> tuple[
         HistoryProjection(),
         AuditProjection(),  # after the time index: it reads effective times
         PopProjection(),  # RocketMQ 5's pop consumption: cursors and handles (B-580..B-599)
+        TimerProjection(),  # RocketMQ 5's timer messages waiting for their time (B-589)
         StoreFormatProjection(),
     )
 
@@ -73,6 +76,7 @@ __all__ = [
     "StoreFormatProjection",
     "SubscriptionGroupProjection",
     "TimeIndexProjection",
+    "TimerProjection",
     "TopicConfigProjection",
     "TransactionProjection",
     "all_projections",

@@ -31,11 +31,14 @@ class DeliveryScheduleProjection(Dispatching):
 
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         delivery = as_view(record, RecordType.MESSAGES_STORED).get("delivery")
-        if delivery is not None:
+        # level 0: a timer message's delivery, the timer projection's (B-589)
+        if delivery is not None and delivery["level"] > 0:
             txn.put(U32.pack(delivery["level"]), I64.pack(delivery["next_cursor"]), db=self.db)
 
     def _skipped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         skipped = DelayedMessageSkipped.from_record(record)
+        if skipped.level == 0:  # a timer message's, the timer projection's
+            return
         txn.put(U32.pack(skipped.level), I64.pack(skipped.next_cursor), db=self.db)
 
     def _imported(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:

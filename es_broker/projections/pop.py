@@ -95,9 +95,8 @@ class PopProjection(Dispatching):
             self._end_at(txn, queue, offset)
         for offset, times in popped.offsets:
             self._end_at(txn, queue, offset)
-            lease = Lease(
-                offset, popped.pop_time, popped.invisible_until, times, popped.client, False
-            )
+            holder = popped.for_client or popped.client
+            lease = Lease(offset, popped.pop_time, popped.invisible_until, times, holder, False)
             self._put(txn, queue, lease)
         txn.put(queue, msgpack.packb([popped.next_cursor]), db=self.queues)
         self._traced(txn, popped.topic, popped.queue_id, [o for o, _ in popped.offsets], seq)
@@ -117,7 +116,7 @@ class PopProjection(Dispatching):
             changed.pop_time,
             changed.invisible_until,
             changed.times,
-            changed.client,
+            changed.for_client or changed.client,
             False,
         )
         self._put(txn, queue, lease)

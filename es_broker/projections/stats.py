@@ -13,6 +13,7 @@ Which records count:
   real topic, with message type `transaction` or `delay` (else `normal`).
 - GROUP_GET (kind `G`, name `topic@group`): a `messages_delivered` record: its offsets are the
   messages, their sizes read from the consume queue applied before this projection.
+  A `messages_popped` record (RocketMQ 5's pop) counts its messages handed out the same way.
 - SNDBCK_PUT (kind `S`, name `topic@group`): a `message_sent_back` record that stored a copy
   (retry or dead letter), on the message's original topic.
 - BROKER_PUT / BROKER_GET (kinds `p`, `g`, name ``): the sums of the two above.
@@ -158,6 +159,18 @@ class StatsProjection(Dispatching):
         self._add(txn, GROUP_GET + name, minute, n, size)
         self._add(txn, BROKER_GET, minute, n, size)
 
+    def _popped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        # RocketMQ 5's pops are messages out to the group as a pull's are (B-580)
+        offsets = [offset for offset, _ in record["offsets"]]
+        if not offsets:
+            return
+        topic, qid = record["topic"], record["queue_id"]
+        size = self.cq.sizes(txn, topic, qid, offsets)
+        minute = int(record["ts"]) // MINUTE_MS
+        name = f"{topic}@{record['group']}".encode()
+        self._add(txn, GROUP_GET + name, minute, len(offsets), size)
+        self._add(txn, BROKER_GET, minute, len(offsets), size)
+
     def _sent_back(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         if record.get("decision") not in ("retry", "dlq") or not record.get("topic"):
             return
@@ -179,6 +192,7 @@ class StatsProjection(Dispatching):
             RecordType.MESSAGES_DELIVERED: _delivered,
             RecordType.MESSAGE_SENT_BACK: _sent_back,
             RecordType.ACCESS_DENIED: _denied,
+            RecordType.MESSAGES_POPPED: _popped,
         }
     )
 

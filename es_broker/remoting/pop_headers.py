@@ -50,6 +50,8 @@ class PopMessageRequestHeader(CustomHeader):
     exp: str | None = text(max_len=TEXT_MAX)
     order: bool | None = boolean()
     attempt_id: str | None = text()
+    # es-broker's: the client a proxy pops for, recorded as who holds the messages
+    for_client: str | None = text()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +63,7 @@ class AckMessageRequestHeader(CustomHeader):
     queue_id: int = queue_id()
     extra_info: str = text(True, max_len=1024)
     offset: int = i64(True, min=0)
+    for_client: str | None = text()  # es-broker's: the client a proxy acks for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +76,7 @@ class ChangeInvisibleTimeRequestHeader(CustomHeader):
     extra_info: str = text(True, max_len=1024)
     offset: int = i64(True, min=0)
     invisible_time: int = i64(True, min=1, max=INVISIBLE_TIME_MAX)
+    for_client: str | None = text()  # es-broker's: the client a proxy changes it for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -55,6 +55,7 @@ from es_broker.server.serve_access import (
 )
 from es_broker.server.serve_options import ServeOptions
 from es_broker.server.serve_options import with_role as _with_role
+from es_broker.server.timer_delivery import TimerDeliveryService
 from es_broker.server.tls import ServerTls, broker_client_tls, with_tls_config_file
 from es_broker.server.transaction_check import TransactionCheckService
 
@@ -130,7 +131,8 @@ class BrokerServer:
         )
         self.delays = DelayDeliveryService(self.broker, self.holds)
         self.transaction_check = TransactionCheckService(self.broker, self.clients)
-        # RocketMQ 5's pop consumption and its revive service (B-580..B-599)
+        # RocketMQ 5's pop consumption and its revive service, and its timer messages (B-580..B-599)
+        self.timers = TimerDeliveryService(self.broker, self.holds)
         self.pop, self.pop_revive = PopProcessor.serving(
             self.broker, self.holds, self.clients.client_id
         )
@@ -356,6 +358,7 @@ class BrokerServer:
                     # so is the transaction check (4.9.8 starts it only on a master)
                     nursery.start_soon(self.transaction_check.run)
                     nursery.start_soon(self.pop_revive.run)  # masters only, as 5.x's
+                    nursery.start_soon(self.timers.run)
                     if self.config.history_hot_days > 0:  # sealing by itself (B-411)
                         nursery.start_soon(self.sealing.run)
                 task_status.started(self)

@@ -81,6 +81,9 @@ async def any_of(events: list[trio.Event], deadline: float) -> None:
     """Wait until one of `events` is set, or until `deadline` (trio time)."""
     if any(e.is_set() for e in events):
         return
+    if not events:
+        await trio.sleep_until(deadline)
+        return
     with trio.move_on_at(deadline):
         async with trio.open_nursery() as nursery:
 
@@ -135,6 +138,7 @@ class PopProcessor:
             bool(h.order),
             h.init_mode,
             self.requester(channel),
+            for_client=h.for_client,
         )
         request = await self._filtered(request, h.exp, h.exp_type)
         deadline = trio.current_time() + h.poll_time / 1000
@@ -219,7 +223,13 @@ class PopProcessor:
     async def ack_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = AckMessageRequestHeader.of(req)
         use = self.ops.use(
-            h.consumer_group, h.topic, h.queue_id, h.offset, h.extra_info, self.requester(channel)
+            h.consumer_group,
+            h.topic,
+            h.queue_id,
+            h.offset,
+            h.extra_info,
+            self.requester(channel),
+            h.for_client,
         )
         await self.ops.ack(use)
         self.wakeups.freed(h.topic, h.queue_id)  # a FIFO queue's next message may go out now
@@ -230,7 +240,13 @@ class PopProcessor:
     ) -> RemotingCommand:
         h = ChangeInvisibleTimeRequestHeader.of(req)
         use = self.ops.use(
-            h.consumer_group, h.topic, h.queue_id, h.offset, h.extra_info, self.requester(channel)
+            h.consumer_group,
+            h.topic,
+            h.queue_id,
+            h.offset,
+            h.extra_info,
+            self.requester(channel),
+            h.for_client,
         )
         changed = await self.ops.change(use, h.invisible_time)
         old = self.ops.decoded(h.extra_info)
