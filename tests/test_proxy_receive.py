@@ -18,7 +18,6 @@ from rocketmq import Message as V5Message
 from rocketmq import Producer as V5Producer
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
-from rocketmq.v5.exception import UnsupportedException
 
 from es_broker.client import Producer
 from es_broker.proxy.renewal import SLICE_MS, Renewals
@@ -117,13 +116,20 @@ def test_b617_fifo_message_groups_arrive_in_order(px):
         c.shutdown()
 
 
-def test_b618_a_delayed_message_is_refused_while_the_brokers_cannot_hold_it(px):
+def test_b618_a_delayed_message_is_not_received_before_its_timestamp(px):
     topic = px.topic("R618", "-a", "+message.type=DELAY")
-    with pytest.raises(UnsupportedException) as refused:
-        send5(px, topic, [b"later"], delivery_timestamp=int(time.time()) + 3)
-    assert "DELAY messages are not served yet" in str(refused.value)
-    rows = px.broker.admin_json("topicStatus", "-t", topic)
-    assert sum(int(r["maxOffset"]) for r in rows) == 0
+    c = consumer(px, "G618", topic)
+    try:
+        assert c.receive(16, INVISIBLE) == []  # the group starts before the send
+        at = int(time.time()) + 3  # the Python client's delivery_timestamp is in seconds
+        send5(px, topic, [b"later"], delivery_timestamp=at)
+        [m] = receive_until(c, 1)
+        received = time.time()
+    finally:
+        c.shutdown()
+    assert received >= at  # not handed out before its time (one clock: this machine's)
+    assert m.body == b"later" and m.delivery_timestamp == at * 1000
+    assert m.message_type == pb.MessageType.DELAY
 
 
 async def test_b619_a_4x_send_is_received_by_a_5x_simple_consumer(px, nursery):
@@ -266,3 +272,18 @@ async def test_b625_a_held_handle_is_renewed_and_the_newest_one_answers_an_ack()
     assert renewed == [("h", SLICE_MS)]
     assert await renewals.take("G", "h") == "h+"  # the client's handle names the newest one
     assert len(renewals) == 0 and await renewals.take("G", "h") == "h"
+
+
+def test_b626_message_trace_names_the_5x_client_that_held_and_acked(px):
+    topic = px.topic("R626")
+    [msg_id] = send5(px, topic, [b"traced"])
+    c = consumer(px, "G626", topic)
+    try:
+        [m] = receive_until(c, 1)
+        client = c.client_id
+    finally:
+        c.shutdown()
+    events = px.broker.admin_json("messageTrace", "-i", msg_id)["events"]
+    held = {e["event"]: e for e in events if e["event"] in ("popped", "acked")}
+    assert held["popped"]["forClient"] == client and held["popped"]["group"] == "G626"
+    assert held["acked"]["forClient"] == client

@@ -69,7 +69,7 @@ def _invisible_ms(duration: Any) -> int:
     return ms
 
 
-def _pop_header(request: Any, order: bool, poll_ms: int) -> PopMessageRequestHeader:
+def _pop_header(request: Any, order: bool, poll_ms: int, client_id: str) -> PopMessageRequestHeader:
     group = request.group.name
     if not group:
         raise Refused(Code.ILLEGAL_CONSUMER_GROUP, "ReceiveMessage names no group")
@@ -99,6 +99,7 @@ def _pop_header(request: Any, order: bool, poll_ms: int) -> PopMessageRequestHea
         exp=request.filter_expression.expression or "*",
         order=order,
         attempt_id=request.attempt_id or None,
+        for_client=client_id or None,
     )
 
 
@@ -150,14 +151,14 @@ async def _receive(
     if route is None or not route.queue_datas:
         raise Refused(Code.TOPIC_NOT_FOUND, f"the topic {topic} does not exist")
     order = await side.message_type(topic, route) == "FIFO"
-    header = _pop_header(request, order, _poll_ms(request, context))
+    header = _pop_header(request, order, _poll_ms(request, context), client_id)
     broker = request.message_queue.broker.name or route.queue_datas[0].broker_name
     addr = side.master(broker)
     command = side.instance.request(RequestCode.POP_MESSAGE, header)
     answer = await side.instance.invoke(addr, command, header.poll_time / 1000 + 10)
 
     async def renew(group: str, topic: str, handle: str, invisible_ms: int) -> str:
-        return await _change(side, group, topic, handle, invisible_ms)
+        return await _change(side, group, topic, handle, invisible_ms, client_id)
 
     if answer.code in NOT_FOUND:
         yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
@@ -187,7 +188,9 @@ async def _receive(
     yield spb.ReceiveMessageResponse(status=status(Code.OK))
 
 
-async def _ack_one(side: Side, group: str, topic: str, entry: Any, renewals: Renewals) -> Any:
+async def _ack_one(
+    side: Side, group: str, topic: str, entry: Any, renewals: Renewals, client_id: str
+) -> Any:
     result = spb.AckMessageResultEntry(
         message_id=entry.message_id, receipt_handle=entry.receipt_handle
     )
@@ -201,6 +204,7 @@ async def _ack_one(side: Side, group: str, topic: str, entry: Any, renewals: Ren
             queue_id=handle.queue_id,
             extra_info=current,
             offset=handle.queue_offset,
+            for_client=client_id or None,
         )
         addr = side.master(handle.broker_name)
         answer = await side.instance.invoke(
@@ -224,7 +228,7 @@ async def _ack_one(side: Side, group: str, topic: str, entry: Any, renewals: Ren
     return result
 
 
-async def ack_message(side: Side, request: Any, renewals: Renewals) -> Any:
+async def ack_message(side: Side, request: Any, renewals: Renewals, client_id: str) -> Any:
     """AckMessage: each entry's handle back to its broker; each entry its own status."""
     if not request.group.name:
         raise Refused(Code.ILLEGAL_CONSUMER_GROUP, "AckMessage names no group")
@@ -233,7 +237,7 @@ async def ack_message(side: Side, request: Any, renewals: Renewals) -> Any:
     if not request.entries or len(request.entries) > 1024:
         raise Refused(Code.BAD_REQUEST, "AckMessage carries 1..1024 entries")
     entries = [
-        await _ack_one(side, request.group.name, request.topic.name, e, renewals)
+        await _ack_one(side, request.group.name, request.topic.name, e, renewals, client_id)
         for e in request.entries
     ]
     codes = {e.status.code for e in entries}
@@ -245,7 +249,9 @@ async def ack_message(side: Side, request: Any, renewals: Renewals) -> Any:
     return spb.AckMessageResponse(status=head, entries=entries)
 
 
-async def _change(side: Side, group: str, topic: str, text: str, invisible_ms: int) -> str:
+async def _change(
+    side: Side, group: str, topic: str, text: str, invisible_ms: int, client_id: str
+) -> str:
     """CHANGE_MESSAGE_INVISIBLETIME of the message `text` names: the broker's new handle."""
     handle = _handle(text)
     header = ChangeInvisibleTimeRequestHeader(
@@ -255,6 +261,7 @@ async def _change(side: Side, group: str, topic: str, text: str, invisible_ms: i
         extra_info=text,
         offset=handle.queue_offset,
         invisible_time=invisible_ms,
+        for_client=client_id or None,
     )
     addr = side.master(handle.broker_name)
     command = side.instance.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header)
@@ -271,18 +278,20 @@ async def _change(side: Side, group: str, topic: str, text: str, invisible_ms: i
     return new
 
 
-async def change_invisible_duration(side: Side, request: Any, renewals: Renewals) -> Any:
+async def change_invisible_duration(
+    side: Side, request: Any, renewals: Renewals, client_id: str
+) -> Any:
     """ChangeInvisibleDuration: the message stays invisible that long from now; a new handle."""
     if not request.group.name:
         raise Refused(Code.ILLEGAL_CONSUMER_GROUP, "ChangeInvisibleDuration names no group")
     invisible = _invisible_ms(request.invisible_duration)
     _handle(request.receipt_handle)
     current = await renewals.take(request.group.name, request.receipt_handle)
-    new = await _change(side, request.group.name, request.topic.name, current, invisible)
+    new = await _change(side, request.group.name, request.topic.name, current, invisible, client_id)
     return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=new)
 
 
-async def forward_to_dlq(side: Side, request: Any, renewals: Renewals) -> Any:
+async def forward_to_dlq(side: Side, request: Any, renewals: Renewals, client_id: str) -> Any:
     """ForwardMessageToDeadLetterQueue: the message to the group's DLQ, then its handle acked."""
     group = request.group.name
     if not group:
@@ -305,7 +314,7 @@ async def forward_to_dlq(side: Side, request: Any, renewals: Renewals) -> Any:
     entry = spb.AckMessageEntry(
         message_id=request.message_id, receipt_handle=request.receipt_handle
     )
-    acked = await _ack_one(side, group, request.topic.name, entry, renewals)
+    acked = await _ack_one(side, group, request.topic.name, entry, renewals, client_id)
     if acked.status.code != Code.OK:
         raise Refused(
             acked.status.code, f"moved to the dead letter queue, but: {acked.status.message}"

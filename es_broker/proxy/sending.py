@@ -33,7 +33,6 @@ TYPE_NAMES = {
     pb.MessageType.TRANSACTION: "TRANSACTION",
 }
 MAX_BATCH = 1024
-DELAY_SERVED = False  # the brokers' delay by TIMER_DELIVER_MS
 _STATUS = {
     SendStatus.SEND_OK: Code.OK,
     SendStatus.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
@@ -95,12 +94,6 @@ async def send_one(side: Side, message: Any) -> Any:
         raise Refused(Code.TOPIC_NOT_FOUND, f"the topic {topic} does not exist")
     declared = message_type_of(message)
     check_type(message, declared, await side.message_type(topic, route), topic)
-    if declared == pb.MessageType.DELAY and not DELAY_SERVED:
-        raise Refused(
-            Code.UNSUPPORTED,
-            "DELAY messages are not served yet: the brokers do not hold a message to its "
-            "delivery time (TIMER_DELIVER_MS)",
-        )
     props = properties_of(message, int(time.time() * 1000))
     outgoing = Message(body_of(message, MAX_BODY), properties=props)
     txid: TransactionId | None = None

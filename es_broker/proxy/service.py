@@ -162,19 +162,21 @@ class MessagingService:
                 "AckMessage",
                 rs.AckMessageRequest,
                 rs.AckMessageResponse,
-                lambda r, c: receiving.ack_message(c.side, r, self.renewals),
+                lambda r, c: receiving.ack_message(c.side, r, self.renewals, c.client_id),
             ),
             "ChangeInvisibleDuration": U(
                 "ChangeInvisibleDuration",
                 rs.ChangeInvisibleDurationRequest,
                 rs.ChangeInvisibleDurationResponse,
-                lambda r, c: receiving.change_invisible_duration(c.side, r, self.renewals),
+                lambda r, c: receiving.change_invisible_duration(
+                    c.side, r, self.renewals, c.client_id
+                ),
             ),
             "ForwardMessageToDeadLetterQueue": U(
                 "ForwardMessageToDeadLetterQueue",
                 rs.ForwardMessageToDeadLetterQueueRequest,
                 rs.ForwardMessageToDeadLetterQueueResponse,
-                lambda r, c: receiving.forward_to_dlq(c.side, r, self.renewals),
+                lambda r, c: receiving.forward_to_dlq(c.side, r, self.renewals, c.client_id),
             ),
             "ReceiveMessage": grpc.unary_stream_rpc_method_handler(
                 self.receive_message,
