@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from rocketmq import Message, Producer
 
-from tests.process_fixtures import serve
+from tests.process_fixtures import _env, serve
 from tests.proxy_fixtures import config
 from tests.waiting import poll_until_sync
 
@@ -60,3 +63,21 @@ def _alive(pid: int) -> bool:
             return stat.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_b627_a_grpc_port_in_use_is_one_line_and_exit_1():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "es_broker.cli", "proxy", "-n", "127.0.0.1:1"]
+            + ["--grpcServerPort", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_env(),
+        )
+    assert done.returncode == 1
+    assert f"es-broker proxy: cannot listen on 127.0.0.1:{port} (gRPC)" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -68,6 +68,13 @@ async def run(options: ProxyOptions) -> None:
     async def on_check(check: Check) -> None:
         await sessions_box[0].forward_check(check)
 
+    server = grpc.aio.server(
+        options=[("grpc.max_receive_message_length", MAX_REQUEST), ("grpc.so_reuseport", 0)]
+    )
+    try:  # bound before anything starts: a port in use is one line and exit 1
+        port = server.add_insecure_port(f"{options.host}:{options.port}")
+    except RuntimeError:
+        raise OSError(f"cannot listen on {options.host}:{options.port} (gRPC)") from None
     async with anyio.create_task_group() as nursery:
         cluster = Cluster(options.namesrv, on_check, local_ip())
 
@@ -77,15 +84,6 @@ async def run(options: ProxyOptions) -> None:
         sessions = Sessions(options.settings_timeout, fifo_of)
         sessions_box.append(sessions)
         await cluster.start(nursery, unsigned=not auth.enabled)
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", MAX_REQUEST),
-                ("grpc.so_reuseport", 0),
-            ]
-        )
-        port = server.add_insecure_port(f"{options.host}:{options.port}")
-        if port == 0:
-            raise OSError(f"cannot listen on {options.host}:{options.port}")
         renewals = Renewals()
         nursery.start_soon(renewals.run)
         service = MessagingService(cluster, auth, sessions, (options.host, port), renewals)
