@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
 from tests.process_fixtures import ServedBroker, _env, serve
 
 _PROXY = re.compile(r"proxy listening on (\S+) \(gRPC\)")
@@ -98,3 +101,22 @@ def config(endpoint: str, ak: str = "", sk: str = "") -> Any:
     from rocketmq import ClientConfiguration, Credentials
 
     return ClientConfiguration(endpoint, Credentials(ak, sk), request_timeout=10)
+
+
+def raw(px: Proxied, method: str, request, response_type, *, metadata=(), timeout: float = 10):
+    """One unary call with grpc itself: `request` may be a message or bytes."""
+    with grpc.insecure_channel(px.endpoint) as channel:
+        call = channel.unary_unary(
+            f"/apache.rocketmq.v2.MessagingService/{method}",
+            request_serializer=lambda r: r if isinstance(r, bytes) else r.SerializeToString(),
+            response_deserializer=response_type.FromString,
+        )
+        return call(request, timeout=timeout, metadata=(("x-mq-client-id", "raw-test"), *metadata))
+
+
+def v5(topic: str, body: bytes, msg_id: str, **system) -> pb.Message:
+    m = pb.Message(topic=pb.Resource(name=topic), body=body)
+    m.system_properties.message_id = msg_id
+    for name, value in system.items():
+        setattr(m.system_properties, name, value)
+    return m

@@ -24,7 +24,7 @@ from rocketmq.v5.exception import IllegalArgumentException
 from es_broker.client import ConsumeResult, PushConsumer, ReceivedMessage
 from tests.helpers import FAST
 from tests.process_fixtures import ServedBroker
-from tests.proxy_fixtures import Proxied, config, proxied
+from tests.proxy_fixtures import Proxied, config, proxied, raw, v5
 from tests.waiting import poll_until_sync
 
 SETTINGS_TIMEOUT = 1.0
@@ -128,25 +128,6 @@ def test_b602_a_message_group_keeps_to_one_queue_in_send_order(px):
     assert sum(counts.values()) == 12
     # each group is in exactly one queue: the queues hold multiples of the groups' 4 messages
     assert all(c % 4 == 0 for c in counts.values())
-
-
-def raw(px: Proxied, method: str, request, response_type, *, metadata=(), timeout: float = 10):
-    """One unary call with grpc itself: `request` may be a message or bytes."""
-    with grpc.insecure_channel(px.endpoint) as channel:
-        call = channel.unary_unary(
-            f"/apache.rocketmq.v2.MessagingService/{method}",
-            request_serializer=lambda r: r if isinstance(r, bytes) else r.SerializeToString(),
-            response_deserializer=response_type.FromString,
-        )
-        return call(request, timeout=timeout, metadata=(("x-mq-client-id", "raw-test"), *metadata))
-
-
-def v5(topic: str, body: bytes, msg_id: str, **system) -> pb.Message:
-    m = pb.Message(topic=pb.Resource(name=topic), body=body)
-    m.system_properties.message_id = msg_id
-    for name, value in system.items():
-        setattr(m.system_properties, name, value)
-    return m
 
 
 def test_b603_a_type_the_topic_does_not_take_is_refused_and_nothing_is_stored(px):

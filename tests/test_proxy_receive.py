@@ -21,8 +21,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 
 from es_broker.client import Producer
 from es_broker.proxy.renewal import SLICE_MS, Renewals
-from tests.proxy_fixtures import Proxied, config, proxied
-from tests.test_proxy_grpc import raw
+from tests.proxy_fixtures import Proxied, config, proxied, raw
 from tests.waiting import poll_until_sync
 
 INVISIBLE = 10  # s: RocketMQ 5's shortest invisible duration for a receive
