@@ -79,6 +79,7 @@ class PopProjection(Dispatching):
     databases = DATABASES
 
     def bind(self, log: RecordLog) -> None:
+        # each None in a read-only view of a directory written before pop consumption
         self.queues = log.db("pop_queues")
         self.leases = log.db("pop_leases")
         self.deadlines = log.db("pop_deadlines")
@@ -226,6 +227,8 @@ class PopProjection(Dispatching):
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offset: int
     ) -> list[int]:
         """Seqs of the pop records that name the message at (topic, queue, offset), in order."""
+        if self.trace is None:  # a read-only view of a directory older than pop consumption
+            return []
         prefix = queue_key(topic, queue_id) + U64.pack(offset)
         return [
             U64.unpack(key[-8:])[0]
