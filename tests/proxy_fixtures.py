@@ -6,6 +6,8 @@ it runs its own threads and blocks, so the tests using it are plain functions.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 import signal
 import subprocess
@@ -18,6 +20,7 @@ from typing import Any
 
 import grpc
 from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
 
 from tests.process_fixtures import ServedBroker, _env, serve
 
@@ -120,3 +123,22 @@ def v5(topic: str, body: bytes, msg_id: str, **system) -> pb.Message:
     for name, value in system.items():
         setattr(m.system_properties, name, value)
     return m
+
+
+def signed(ak: str, sk: str, date: str = "20261128T120000Z") -> tuple[tuple[str, str], ...]:
+    sig = hmac.new(sk.encode(), date.encode(), hashlib.sha1).hexdigest()
+    auth = f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={sig}"
+    return (("x-mq-client-id", "acl-test"), ("x-mq-date-time", date), ("authorization", auth))
+
+
+def send_raw(endpoint: str, topic: str, metadata) -> spb.SendMessageResponse:
+    m = pb.Message(topic=pb.Resource(name=topic), body=b"raw")
+    m.system_properties.message_id = "01C0FFEE"
+    m.system_properties.message_type = pb.MessageType.NORMAL
+    with grpc.insecure_channel(endpoint) as channel:
+        call = channel.unary_unary(
+            "/apache.rocketmq.v2.MessagingService/SendMessage",
+            request_serializer=spb.SendMessageRequest.SerializeToString,
+            response_deserializer=spb.SendMessageResponse.FromString,
+        )
+        return call(spb.SendMessageRequest(messages=[m]), metadata=metadata, timeout=10)

@@ -3,8 +3,6 @@ the account, so the broker checks its permissions as for a 4.x client (B-613, B-
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,11 +11,10 @@ import pytest
 import trio
 from rocketmq import Message, Producer
 from rocketmq.grpc_protocol import definition_pb2 as pb
-from rocketmq.grpc_protocol import service_pb2 as spb
 
 from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf, max_offset, topics
 from tests.process_fixtures import ServedBroker, serve
-from tests.proxy_fixtures import config, proxy
+from tests.proxy_fixtures import config, proxy, send_raw, signed
 
 
 @pytest.fixture(scope="module")
@@ -39,25 +36,6 @@ def acl_proxy(tmp_path_factory) -> Iterator[tuple[ServedBroker, str]]:
         ),
     ):
         yield broker, endpoint
-
-
-def signed(ak: str, sk: str, date: str = "20261128T120000Z") -> tuple[tuple[str, str], ...]:
-    sig = hmac.new(sk.encode(), date.encode(), hashlib.sha1).hexdigest()
-    auth = f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={sig}"
-    return (("x-mq-client-id", "acl-test"), ("x-mq-date-time", date), ("authorization", auth))
-
-
-def send_raw(endpoint: str, topic: str, metadata) -> spb.SendMessageResponse:
-    m = pb.Message(topic=pb.Resource(name=topic), body=b"raw")
-    m.system_properties.message_id = "01C0FFEE"
-    m.system_properties.message_type = pb.MessageType.NORMAL
-    with grpc.insecure_channel(endpoint) as channel:
-        call = channel.unary_unary(
-            "/apache.rocketmq.v2.MessagingService/SendMessage",
-            request_serializer=spb.SendMessageRequest.SerializeToString,
-            response_deserializer=spb.SendMessageResponse.FromString,
-        )
-        return call(spb.SendMessageRequest(messages=[m]), metadata=metadata, timeout=10)
 
 
 async def test_b613_a_signed_5x_client_sends_as_its_account(acl_proxy, nursery):

@@ -10,10 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
+import pytest
 from rocketmq import Message, Producer
+from rocketmq.grpc_protocol import definition_pb2 as pb
 
+from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf
 from tests.process_fixtures import _env, serve
-from tests.proxy_fixtures import config
+from tests.proxy_fixtures import config, send_raw, signed
 from tests.waiting import poll_until_sync
 
 _READY = re.compile(r"proxy listening on (\S+) \(gRPC\), pid (\d+)")
@@ -81,3 +85,35 @@ def test_b627_a_grpc_port_in_use_is_one_line_and_exit_1():
     assert done.returncode == 1
     assert f"es-broker proxy: cannot listen on 127.0.0.1:{port} (gRPC)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_b612_with_acl_the_brokers_proxy_reads_the_brokers_acl_files(tmp_path):
+    conf, acl_file = acl_conf(tmp_path)
+    log = tmp_path / "broker.log"
+    with serve(
+        tmp_path / "data",
+        "--config",
+        str(conf),
+        "--enable-proxy",
+        "--grpcServerPort",
+        "0",
+        log_file=log,
+    ) as b:
+        endpoint = poll_until_sync(lambda: _proxies(log), what="the proxy's ready line")[0][0]
+        assert f"ACL {acl_file}" in log.read_text()
+        b.admin(
+            "updateTopic",
+            "-t",
+            "TopicA",
+            "-c",
+            "DefaultCluster",
+            "--access-key",
+            ADMIN.access_key,
+            "--secret-key",
+            ADMIN.secret_key,
+        )
+        with pytest.raises(grpc.RpcError) as refused:
+            send_raw(endpoint, "TopicA", (("x-mq-client-id", "t"),))
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        signed_ok = send_raw(endpoint, "TopicA", signed(PRODUCER.access_key, PRODUCER.secret_key))
+        assert signed_ok.status.code == pb.Code.OK
