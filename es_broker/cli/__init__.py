@@ -37,6 +37,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from es_broker.dashboard import add_parser as add_dashboard_parser
 
     add_dashboard_parser(sub)
+    from es_broker.proxy import add_parser as add_proxy_parser
+
+    add_proxy_parser(sub)
     return parser
 
 

@@ -32,21 +32,28 @@ def _topic_opts(fn: V) -> V:
 @opt("-w", "--writeQueueNums", type=int, default=8)
 @opt("-p", "--perm", type=int, default=6)
 @opt("-o", "--order", default="false")
+@opt("-a", "--attributes", help="RocketMQ 5's topic attributes: +message.type=FIFO,-key")
 async def update_topic(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     addrs = await admin.targets(a.brokerAddr, a.clusterName)
     for addr in addrs:
         await admin.update_topic(
-            addr, a.topic, a.readQueueNums, a.writeQueueNums, a.perm, a.order == "true"
+            addr,
+            a.topic,
+            a.readQueueNums,
+            a.writeQueueNums,
+            a.perm,
+            a.order == "true",
+            attributes=a.attributes,
         )
-    return {
-        "brokers": addrs,
-        "config": {
-            "topicName": a.topic,
-            "readQueueNums": a.readQueueNums,
-            "writeQueueNums": a.writeQueueNums,
-            "perm": a.perm,
-        },
+    config: dict[str, Any] = {
+        "topicName": a.topic,
+        "readQueueNums": a.readQueueNums,
+        "writeQueueNums": a.writeQueueNums,
+        "perm": a.perm,
     }
+    if a.attributes:
+        config["attributes"] = a.attributes
+    return {"brokers": addrs, "config": config}
 
 
 @verb(

@@ -34,6 +34,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         broker_name=args.broker_name,
         cluster=args.cluster,
         readmodel_url=args.readmodel_url,
+        enable_proxy=args.enable_proxy,
+        grpc_port=args.grpcServerPort,
     )
     try:
         trio.run(serve, options)
@@ -81,5 +83,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--readmodel-url",
         help="SQL read model database, any SQLAlchemy URL (default: sqlite "
         "readmodel.sqlite in the data directory; 'none' runs no follower)",
+    )
+    p.add_argument(
+        "--enable-proxy",
+        action="store_true",
+        help="also run RocketMQ 5's gRPC proxy (es-broker proxy) as a child process, for 5.x "
+        "clients; it never takes the broker down with it",
+    )
+    p.add_argument(
+        "--grpcServerPort", type=int, default=8081, help="the proxy's gRPC port (default 8081)"
     )
     p.set_defaults(func=_cmd_serve)

@@ -33,7 +33,9 @@ class TopicAdmin(AdminBase):
         write: int = 8,
         perm: int = 6,
         order: bool = False,
+        attributes: str | None = None,
     ) -> None:
+        """UPDATE_AND_CREATE_TOPIC; `attributes` is RocketMQ 5's `+key=value,-key` text."""
         await self._ok(
             addr,
             f"create topic {topic} on {addr}",
@@ -48,6 +50,7 @@ class TopicAdmin(AdminBase):
                     topic_filter_type="SINGLE_TAG",
                     topic_sys_flag=0,
                     order=order,
+                    attributes=attributes or None,
                 ),
             ),
         )

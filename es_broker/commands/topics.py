@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from es_broker.commands import names, offsets
@@ -18,7 +18,7 @@ from es_broker.log.types import (
     TopicUpdated,
 )
 from es_broker.projections.configs import as_record
-from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
+from es_broker.remoting.bodies import MESSAGE_TYPE, SubscriptionGroupConfig, TopicConfig
 from es_broker.store import Store
 
 SLAVE_REFUSAL = (
@@ -54,6 +54,60 @@ def _check_int(name: str, value: object, lo: int, hi: int) -> int:
     return value
 
 
+# B-600: RocketMQ 5's topic attributes, of which es-broker knows `message.type`
+# (TopicAttributes#TOPIC_MESSAGE_TYPE_ATTRIBUTE): the values a topic may declare
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+_ATTRIBUTES: dict[str, tuple[str, ...]] = {MESSAGE_TYPE: MESSAGE_TYPES}
+MAX_ATTRIBUTES_TEXT = 1024
+
+
+def parse_attributes(text: object) -> dict[str, str | None]:
+    """`+key=value,-key` (AttributeParser#parseToMap): a value to set, or None to remove."""
+    if text is None or text == "":
+        return {}
+    if isinstance(text, Mapping):  # a stored topic's attributes (an import): each one set
+        text = ",".join(f"+{k}={v}" for k, v in text.items())
+    if not isinstance(text, str) or len(text) > MAX_ATTRIBUTES_TEXT:
+        raise IllegalRequest(f"attributes must be text of at most {MAX_ATTRIBUTES_TEXT} characters")
+    changes: dict[str, str | None] = {}
+    for item in text.split(","):
+        sign, body = item[:1], item[1:]
+        key, eq, value = body.partition("=")
+        if sign == "+" and eq and key and value:
+            changes[key] = value
+        elif sign == "-" and key and not eq:
+            changes[key] = None
+        else:
+            raise IllegalRequest(f"attribute {item!r} is neither +key=value nor -key")
+        if key not in _ATTRIBUTES:
+            raise IllegalRequest(
+                f"unsupported attribute {key!r}; supported: {', '.join(_ATTRIBUTES)}"
+            )
+        if value and value not in _ATTRIBUTES[key]:
+            raise IllegalRequest(
+                f"value {value!r} of attribute {key} is not one of {', '.join(_ATTRIBUTES[key])}"
+            )
+    return changes
+
+
+def alter_attributes(
+    current: Mapping[str, str] | None, changes: Mapping[str, str | None], *, creating: bool
+) -> dict[str, str]:
+    """A topic's attributes after an update (AttributeUtil#alterCurrentAttributes): a new topic
+    takes only additions; an update sets and removes over what the topic had."""
+    out = dict(current or {})
+    for key, value in changes.items():
+        if value is None:
+            if creating:
+                raise IllegalRequest(f"only +key=value attributes are taken when creating: -{key}")
+            if key not in out:
+                raise IllegalRequest(f"attribute {key} is not set on the topic: cannot remove it")
+            out.pop(key)
+        else:
+            out[key] = value
+    return out
+
+
 def update_topic_job(
     store: Store,
     config: dict[str, Any],
@@ -73,10 +127,15 @@ def update_topic_job(
     _check_int("readQueueNums", full["readQueueNums"], 0, MAX_QUEUE_NUMS)
     _check_int("writeQueueNums", full["writeQueueNums"], 0, MAX_QUEUE_NUMS)
     _check_int("perm", full["perm"], 0, 15)
+    changes = parse_attributes(full.pop("attributes", None))  # the request's +key=value,-key
 
     def job(ctx: AppendContext) -> int:
+        current = store.topics.get(ctx.txn, topic)
+        kept = current.attributes if current is not None else None
+        attributes = alter_attributes(kept, changes, creating=current is None)
+        record = dict(full, attributes=attributes) if attributes else full
         return ctx.append(
-            TopicUpdated(topic=topic, config=full, requester=requester, cause=cause).to_record(
+            TopicUpdated(topic=topic, config=record, requester=requester, cause=cause).to_record(
                 store.clock.now_ms()
             )
         )

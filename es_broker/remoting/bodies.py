@@ -118,6 +118,9 @@ class ClusterInfo(Bean):
 # -- broker metadata (9.7) -----------------------------------------------------------
 
 
+MESSAGE_TYPE = "message.type"  # the topic attribute naming a RocketMQ 5 topic's message type
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfig(Bean):
     """A topic's configuration on a broker; defaults are Java's."""
@@ -129,6 +132,11 @@ class TopicConfig(Bean):
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict[str, str] | None = None  # RocketMQ 5's topic attributes (message.type)
+
+    def message_type(self) -> str | None:
+        """The `message.type` attribute (RocketMQ 5's topic type); None when not set."""
+        return (self.attributes or {}).get(MESSAGE_TYPE)
 
 
 @dataclass(frozen=True, slots=True)

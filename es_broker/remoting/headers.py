@@ -237,6 +237,7 @@ class CreateTopicRequestHeader(CustomHeader):
     topic_filter_type: str | None = text()
     topic_sys_flag: int | None = i32()
     order: bool | None = boolean()
+    attributes: str | None = text()  # RocketMQ 5: +key=value,-key
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

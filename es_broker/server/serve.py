@@ -17,6 +17,7 @@ from pathlib import Path
 import trio
 
 from es_broker import compiled
+from es_broker.acl.access import default_acl_sources
 from es_broker.acl.rules import BROKER_RULES, NAMESRV_RULES
 from es_broker.commands.acl_audit import AclAudit
 from es_broker.config import BrokerConfig, BrokerRole, load_broker_conf
@@ -29,6 +30,7 @@ from es_broker.server.edge.tls import ServerTls
 from es_broker.server.main import BrokerServer
 from es_broker.server.metrics_config import check_exporter_type
 from es_broker.server.namesrv import InProcessNameServer, NameServerRole
+from es_broker.server.proxy_process import proxy_command, supervise
 from es_broker.server.serve_access import (
     access_control,
     open_listener_warning,
@@ -142,8 +144,12 @@ async def _serve_locked(args: ServeOptions, config: BrokerConfig, host: str, por
                     flush=True,
                 )
 
+            if args.enable_proxy:
+                nursery.start_soon(supervise, _proxy_command(config, namesrv, args.grpc_port))
             await nursery.start(serve_ha, config, make_server, host, announce)
             return
+        if args.enable_proxy:
+            nursery.start_soon(supervise, _proxy_command(config, namesrv, args.grpc_port))
         server: BrokerServer = await nursery.start(make_server(config).run, host)
         role = (
             ""
@@ -156,6 +162,14 @@ async def _serve_locked(args: ServeOptions, config: BrokerConfig, host: str, por
             f"name server {namesrv}{role}{master}",
             flush=True,
         )
+
+
+def _proxy_command(config: BrokerConfig, namesrv: str, port: int) -> list[str]:
+    """`es-broker proxy` in front of this broker's name server(s), with its ACL files if any."""
+    if not config.aclEnable:
+        return proxy_command(namesrv, port, None, None)
+    sources = default_acl_sources(config.acl_plain_file, config.storePathRootDir)
+    return proxy_command(namesrv, port, sources.default_file, sources.directory)
 
 
 async def _stop_on_signal(scope: trio.CancelScope) -> None:

@@ -23,6 +23,8 @@ class ServeOptions:
     broker_name: str | None = None
     cluster: str | None = None
     readmodel_url: str | None = None
+    enable_proxy: bool = False  # RocketMQ 5's --enable-proxy: the gRPC proxy as a child process
+    grpc_port: int = 8081  # grpcServerPort
 
 
 def with_role(config: BrokerConfig, args: ServeOptions) -> BrokerConfig:

@@ -363,6 +363,7 @@ class AdminBrokerProcessor(BrokerSettings):
             "topicFilterType": "SINGLE_TAG" if h.topic_filter_type is None else h.topic_filter_type,
             "topicSysFlag": 0 if h.topic_sys_flag is None else h.topic_sys_flag,
             "order": bool(h.order),
+            "attributes": h.attributes,
         }
         await self.broker.update_topic(config, requester=self.requester(channel))
         await self.registered([topic])  # this topic alone (registerIncrementBrokerData, B-391)

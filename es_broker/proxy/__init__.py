@@ -1,0 +1,66 @@
+"""The gRPC proxy: RocketMQ 5's `apache.rocketmq.v2.MessagingService` in front of the brokers.
+
+A 5.x client (Java, Go, Python, ...) speaks gRPC to the proxy; the proxy
+speaks the 4.x remoting protocol to the brokers through the project's own
+client (es_broker/client), as RocketMQ 5's proxy does in cluster mode.
+Modules: server.py (the process and its grpc.aio server), service.py (the
+RPCs), sending.py (SendMessage, EndTransaction), receiving.py (ReceiveMessage,
+AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue),
+sessions.py (Telemetry), cluster.py (the client side toward the brokers),
+auth.py (the 5.x signature against the plain ACL), convert.py (messages
+between the wires), status.py (refusals). docs/protocol.md §15 says what is
+served and what is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _cmd_proxy(args: argparse.Namespace) -> int:
+    import logging
+
+    import anyio
+
+    from es_broker.proxy.server import ProxyOptions, run
+
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    options = ProxyOptions(
+        namesrv=args.namesrv,
+        host=args.host,
+        port=args.grpcServerPort,
+        acl_file=Path(args.acl_file) if args.acl_file else None,
+        acl_dir=Path(args.acl_dir) if args.acl_dir else None,
+        settings_timeout=args.settings_timeout,
+    )
+    try:
+        anyio.run(run, options, backend="asyncio")
+    except OSError as exc:
+        print(f"es-broker proxy: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "proxy",
+        help="RocketMQ 5's gRPC proxy (MessagingService) in front of the brokers a name server lists",
+    )
+    p.add_argument("-n", "--namesrv", required=True, help="name server(s) HOST:PORT[;HOST:PORT]")
+    p.add_argument("--grpcServerPort", type=int, default=8081, help="gRPC port (default 8081)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--acl-file", help="plain_acl.yml: 5.x clients must sign with its accounts")
+    p.add_argument("--acl-dir", help="a directory of more ACL *.yml files (conf/acl)")
+    p.add_argument(
+        "--settings-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a Telemetry stream has to send its Settings before it is closed",
+    )
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=_cmd_proxy)

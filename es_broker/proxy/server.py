@@ -1,0 +1,109 @@
+"""The proxy process: a grpc.aio server of MessagingService over the project's asyncio client.
+
+`es-broker proxy -n NS --grpcServerPort P` runs it in front of every broker
+group the name server lists (RocketMQ 5's cluster mode); `es-broker serve
+--enable-proxy` starts the same command as a child process of the broker
+(es_broker/server/proxy_process.py), so that the proxy's failure is never the
+broker's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import grpc
+
+from es_broker.acl.access import AclSources
+from es_broker.client.instance import local_ip
+from es_broker.proxy.auth import Authenticator
+from es_broker.proxy.cluster import Check, Cluster
+from es_broker.proxy.renewal import Renewals
+from es_broker.proxy.service import MessagingService
+from es_broker.proxy.sessions import MAX_BODY, Sessions
+
+log = logging.getLogger(__name__)
+
+# the largest request taken: a 4 MiB body and room for its properties; grpc answers a larger one
+# with RESOURCE_EXHAUSTED before any handler runs
+MAX_REQUEST = MAX_BODY + 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyOptions:
+    namesrv: str
+    host: str = "127.0.0.1"
+    port: int = 8081  # grpcServerPort
+    acl_file: Path | None = None  # the default plain_acl.yml; None: no ACL
+    acl_dir: Path | None = None  # more *.yml files (conf/acl)
+    settings_timeout: float = 10.0  # s a Telemetry stream has to send its Settings
+
+
+async def _fifo_of(cluster: Cluster, subscription: Any, account: str | None) -> bool:
+    """Whether a consumer's subscription is of a FIFO topic (it then pops in order)."""
+    side = cluster.existing(account)
+    if side is None:
+        return False
+    for entry in subscription.subscriptions:
+        try:
+            route = await side.route(entry.topic.name)
+            if route is not None and await side.message_type(entry.topic.name, route) == "FIFO":
+                return True
+        except Exception as exc:  # settings are still answered; the topic's type is read later
+            log.info("the type of topic %s is unknown for now: %r", entry.topic.name, exc)
+    return False
+
+
+async def run(options: ProxyOptions) -> None:
+    """Serve until SIGTERM or SIGINT."""
+    sources = AclSources(options.acl_file.resolve(), options.acl_dir) if options.acl_file else None
+    auth = Authenticator(sources)
+    sessions_box: list[Sessions] = []
+
+    async def on_check(check: Check) -> None:
+        await sessions_box[0].forward_check(check)
+
+    server = grpc.aio.server(
+        options=[("grpc.max_receive_message_length", MAX_REQUEST), ("grpc.so_reuseport", 0)]
+    )
+    try:  # bound before anything starts: a port in use is one line and exit 1
+        port = server.add_insecure_port(f"{options.host}:{options.port}")
+    except RuntimeError:
+        raise OSError(f"cannot listen on {options.host}:{options.port} (gRPC)") from None
+    async with anyio.create_task_group() as nursery:
+        cluster = Cluster(options.namesrv, on_check, local_ip())
+
+        async def fifo_of(subscription: Any, account: str | None) -> bool:
+            return await _fifo_of(cluster, subscription, account)
+
+        sessions = Sessions(options.settings_timeout, fifo_of)
+        sessions_box.append(sessions)
+        await cluster.start(nursery, unsigned=not auth.enabled)
+        renewals = Renewals()
+        nursery.start_soon(renewals.run)
+        service = MessagingService(cluster, auth, sessions, (options.host, port), renewals)
+        server.add_generic_rpc_handlers((service.handler(),))
+        await server.start()
+        acl = f", ACL {sources.default_file}" if sources else ""
+        print(
+            f"es-broker proxy listening on {options.host}:{port} (gRPC), pid {os.getpid()}, "
+            f"name server {options.namesrv}{acl}",
+            flush=True,
+        )
+        try:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    print(
+                        f"es-broker proxy: {signal.Signals(signum).name}, shutting down", flush=True
+                    )
+                    break
+        finally:
+            with anyio.CancelScope(shield=True):
+                await server.stop(1.0)
+                await cluster.stop()
+            nursery.cancel_scope.cancel()
