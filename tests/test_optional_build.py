@@ -12,9 +12,11 @@ from __future__ import annotations
 import importlib.util
 import logging
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
+import setuptools
 from setuptools import Distribution, Extension
 
 from es_broker import compiled
@@ -22,6 +24,12 @@ from tests.process_fixtures import ROOT, serve
 
 
 def _setup_module():
+    # setuptools (71 and newer) finds its vendored packages (more_itertools, ...) through a folder
+    # it appends to sys.path when first imported; a test that restored sys.path since would leave
+    # setup.py's build_ext import unable to find them
+    vendored = Path(setuptools.__file__).parent / "_vendor"
+    if vendored.is_dir() and str(vendored) not in sys.path:
+        sys.path.append(str(vendored))
     spec = importlib.util.spec_from_file_location("es_broker_setup", ROOT / "setup.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
