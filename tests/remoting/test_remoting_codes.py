@@ -30,8 +30,14 @@ def test_request_codes_used_by_ali_ons_have_their_4_9_numbers() -> None:
 
 
 def test_request_code_table_spans_section_6_1() -> None:
-    # the 97 codes of docs/protocol.md §6.1, and 4.9.0's GET_BROKER_CLUSTER_ACL_CONFIG (removed by 4.9.8, served with masked secrets)
-    assert len(RequestCode) == 97 + 1
+    # the 97 codes of docs/protocol.md §6.1, 4.9.0's GET_BROKER_CLUSTER_ACL_CONFIG (removed by
+    # 4.9.8, served with masked secrets), and RocketMQ 5's three pop codes (docs/protocol.md §14)
+    assert len(RequestCode) == 97 + 1 + 3
+    assert (
+        RequestCode.POP_MESSAGE,
+        RequestCode.ACK_MESSAGE,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+    ) == (200050, 200051, 200053)
     assert RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG == 54
     assert min(RequestCode) == 10
     assert max(RequestCode) == 329
