@@ -40,7 +40,7 @@ def test_request_code_table_spans_section_6_1() -> None:
     ) == (200050, 200051, 200053)
     assert RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG == 54
     assert min(RequestCode) == 10
-    assert max(RequestCode) == 329
+    assert max(code for code in RequestCode if code < 200000) == 329
     assert RequestCode.GET_KV_CONFIG_BY_VALUE == 217
 
 
