@@ -34,6 +34,7 @@ from sqlalchemy import Engine, delete, func, insert, select, update
 
 from es_broker.log import Record, RecordLog
 from es_broker.readmodel import db
+from es_broker.readmodel.bulk import BulkInsert
 from es_broker.readmodel.models import FAMILY_TABLES as _FAMILY_MODELS
 from es_broker.readmodel.models import Base, Checkpoint, FailureRow, RecordRow, ResetQueueRow
 from es_broker.readmodel.quarantine import (
@@ -126,6 +127,7 @@ class Follower:
         self.log = log
         self.source = source
         self.batch = batch
+        self.bulk = BulkInsert(engine.dialect)
         self.version = running_version()
         self.position = self.checkpoint()[0]
 
@@ -241,7 +243,7 @@ class Follower:
                 # parents first is not needed (no foreign keys) but keeps it stable
                 for name in _ALL_TABLES:
                     if tables.get(name):
-                        conn.execute(_ALL_TABLES[name].insert(), tables[name])
+                        self.bulk.insert(conn, _ALL_TABLES[name], tables[name])
             except Exception as exc:
                 if isolated and is_data_error(exc):
                     raise _Refused(batch[0][0], batch[0][1], clock.value, exc) from exc
@@ -356,7 +358,7 @@ class Follower:
                     rows = table_rows(self.source.broker, seq, record, failure.time, self.source)
                     for name in _ALL_TABLES:
                         if rows.get(name):
-                            conn.execute(_ALL_TABLES[name].insert(), rows[name])
+                            self.bulk.insert(conn, _ALL_TABLES[name], rows[name])
             except Exception as exc:
                 if not is_data_error(exc):
                     raise
