@@ -319,23 +319,25 @@ def _b64(value: Any) -> dict[str, str]:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-_CONTAINERS = (dict, list, tuple)  # a tuple, not `dict | list | tuple`: built once, checked faster
+_CONTAINERS = (dict, list, tuple)
 _SEQUENCES = (list, tuple)
 
 
 def _str_keys_only(value: Any) -> bool:
     """True when every map key in `value`, at any depth of its dicts, lists and tuples, is text."""
     if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return False
-            if isinstance(item, _CONTAINERS) and not _str_keys_only(item):
-                return False
+        try:
+            "".join(value)  # in C: a TypeError at the first key that is not a str
+        except TypeError:
+            return False
+        items: Any = value.values()
+    elif isinstance(value, _SEQUENCES):
+        items = value
+    else:
         return True
-    if isinstance(value, _SEQUENCES):
-        for item in value:
-            if isinstance(item, _CONTAINERS) and not _str_keys_only(item):
-                return False
+    for item in items:
+        if isinstance(item, _CONTAINERS) and not _str_keys_only(item):
+            return False
     return True
 
 
