@@ -335,7 +335,7 @@ def _str_keys_only(value: Any) -> bool:
         items = value
     else:
         return True
-    for item in items:
+    for item in items:  # noqa: SIM110 (a loop, not all(): no generator on the follower's hot path)
         if isinstance(item, _CONTAINERS) and not _str_keys_only(item):
             return False
     return True
