@@ -85,27 +85,33 @@ def table_rows(
     source: str, seq: int, record: Record, time: int, src: Source
 ) -> dict[str, list[Row]]:
     """The SQL rows of one record, by table name (records, the family tables, reset_queues)."""
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    out[RecordRow.__tablename__].append(
-        {"source": source, "n": 0, **record_row(seq, record, time, src)}
-    )
-    counts: dict[str, int] = defaultdict(int)
+    # record_row and rows_of make a fresh dict per row: they are completed in place, not copied
+    generic = record_row(seq, record, time, src)
+    generic["source"] = source
+    generic["n"] = 0
+    out: dict[str, list[Row]] = {_RECORDS: [generic]}
+    counts: dict[str, int] = {}
     for family, row in rows_of(seq, record, time, src):
         table = TABLES.get(family)
         if table is None:
             continue  # `other`: the records table has it already
-        row = dict(row, source=source, n=counts[family])
-        counts[family] += 1
+        n = counts.get(family, 0)
+        counts[family] = n + 1
+        row["source"] = source
+        row["n"] = n
         if family == "resets":
+            resets = out.setdefault(_RESET_QUEUES, [])
             for q in row.pop("queues"):
-                out[ResetQueueRow.__tablename__].append({"source": source, "seq": seq, **q})
+                resets.append({"source": source, "seq": seq, **q})
             row["notified"] = to_json(row["notified"])
         elif family == "deliveries":
             row["offsets"] = to_json(row["offsets"])
-        out[table.name].append(row)
+        out.setdefault(table.name, []).append(row)
     return out
 
 
+_RECORDS = RecordRow.__tablename__
+_RESET_QUEUES = ResetQueueRow.__tablename__
 _ALL_TABLES = {t.name: t for t in Base.metadata.sorted_tables}
 
 
