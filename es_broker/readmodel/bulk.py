@@ -28,7 +28,9 @@ class _Plan:
     sql: str
     columns: tuple[str, ...]  # column keys, in the statement's parameter order
     names: tuple[str, ...] | None  # parameter names for a named paramstyle, None when positional
-    processors: tuple[Callable[[Any], Any] | None, ...]
+    processed: tuple[
+        tuple[int, Callable[[Any], Any]], ...
+    ]  # (place, bind processor) of some columns
 
 
 class BulkInsert:
@@ -59,23 +61,26 @@ class BulkInsert:
             table.columns[key].type.dialect_impl(self.dialect).bind_processor(self.dialect)
             for key in order
         )
-        plan = _Plan(compiled.string, tuple(order), names, processors)
+        processed = tuple((i, p) for i, p in enumerate(processors) if p is not None)
+        plan = _Plan(compiled.string, tuple(order), names, processed)
         self._plans[table.name] = plan
         return plan
 
     def insert(self, conn: Connection, table: Table, rows: Sequence[Row]) -> None:
         plan = self._plan(table)
-        columns, processors = plan.columns, plan.processors
-        values: list[Any] = []
-        if any(processors):
-            pairs = tuple(zip(columns, processors, strict=True))
-            for row in rows:
-                values.append(
-                    tuple(row.get(key) if p is None else p(row.get(key)) for key, p in pairs)
-                )
-        else:
-            for row in rows:
-                values.append(tuple(map(row.get, columns)))
+        columns = plan.columns
+        values: list[Any] = [tuple(map(row.get, columns)) for row in rows]
+        if plan.processed:
+            values = [_processed(v, plan.processed) for v in values]
         if plan.names is not None:
             values = [dict(zip(plan.names, v, strict=True)) for v in values]
         conn.exec_driver_sql(plan.sql, values)
+
+
+def _processed(
+    values: tuple[Any, ...], processors: tuple[tuple[int, Callable[[Any], Any]], ...]
+) -> tuple[Any, ...]:
+    out = list(values)
+    for i, process in processors:
+        out[i] = process(out[i])
+    return tuple(out)
