@@ -9,6 +9,10 @@ gets the same values SQLAlchemy would give it. A column a row does not name
 is NULL, as it is when SQLAlchemy leaves it out (the read model's columns
 have no defaults). A value a bind processor refuses raises its own error
 (TypeError, ValueError), which `quarantine.is_data_error` takes for a data error.
+
+Only SQLite is fed so: for other databases SQLAlchemy's insert() stays, as
+it sends many rows in one statement ("insertmanyvalues") where a driver's
+executemany may make a round trip per row (psycopg2).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class BulkInsert:
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
+        self.direct = dialect.name == "sqlite"
         self._plans: dict[str, _Plan] = {}
 
     def _plan(self, table: Table) -> _Plan:
@@ -67,6 +72,9 @@ class BulkInsert:
         return plan
 
     def insert(self, conn: Connection, table: Table, rows: Sequence[Row]) -> None:
+        if not self.direct:
+            conn.execute(table.insert(), list(rows))
+            return
         plan = self._plan(table)
         columns = plan.columns
         values: list[Any] = [tuple(map(row.get, columns)) for row in rows]
