@@ -34,6 +34,7 @@ from sqlalchemy import Engine, delete, func, insert, select, update
 
 from es_broker.log import Record, RecordLog
 from es_broker.readmodel import db
+from es_broker.readmodel.bulk import BulkInsert
 from es_broker.readmodel.models import FAMILY_TABLES as _FAMILY_MODELS
 from es_broker.readmodel.models import Base, Checkpoint, FailureRow, RecordRow, ResetQueueRow
 from es_broker.readmodel.quarantine import (
@@ -84,27 +85,33 @@ def table_rows(
     source: str, seq: int, record: Record, time: int, src: Source
 ) -> dict[str, list[Row]]:
     """The SQL rows of one record, by table name (records, the family tables, reset_queues)."""
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    out[RecordRow.__tablename__].append(
-        {"source": source, "n": 0, **record_row(seq, record, time, src)}
-    )
-    counts: dict[str, int] = defaultdict(int)
+    # record_row and rows_of make a fresh dict per row: they are completed in place, not copied
+    generic = record_row(seq, record, time, src)
+    generic["source"] = source
+    generic["n"] = 0
+    out: dict[str, list[Row]] = {_RECORDS: [generic]}
+    counts: dict[str, int] = {}
     for family, row in rows_of(seq, record, time, src):
         table = TABLES.get(family)
         if table is None:
             continue  # `other`: the records table has it already
-        row = dict(row, source=source, n=counts[family])
-        counts[family] += 1
+        n = counts.get(family, 0)
+        counts[family] = n + 1
+        row["source"] = source
+        row["n"] = n
         if family == "resets":
+            resets = out.setdefault(_RESET_QUEUES, [])
             for q in row.pop("queues"):
-                out[ResetQueueRow.__tablename__].append({"source": source, "seq": seq, **q})
+                resets.append({"source": source, "seq": seq, **q})
             row["notified"] = to_json(row["notified"])
         elif family == "deliveries":
             row["offsets"] = to_json(row["offsets"])
-        out[table.name].append(row)
+        out.setdefault(table.name, []).append(row)
     return out
 
 
+_RECORDS = RecordRow.__tablename__
+_RESET_QUEUES = ResetQueueRow.__tablename__
 _ALL_TABLES = {t.name: t for t in Base.metadata.sorted_tables}
 
 
@@ -126,6 +133,7 @@ class Follower:
         self.log = log
         self.source = source
         self.batch = batch
+        self.bulk = BulkInsert(engine.dialect)
         self.version = running_version()
         self.position = self.checkpoint()[0]
 
@@ -241,7 +249,7 @@ class Follower:
                 # parents first is not needed (no foreign keys) but keeps it stable
                 for name in _ALL_TABLES:
                     if tables.get(name):
-                        conn.execute(_ALL_TABLES[name].insert(), tables[name])
+                        self.bulk.insert(conn, _ALL_TABLES[name], tables[name])
             except Exception as exc:
                 if isolated and is_data_error(exc):
                     raise _Refused(batch[0][0], batch[0][1], clock.value, exc) from exc
@@ -356,7 +364,7 @@ class Follower:
                     rows = table_rows(self.source.broker, seq, record, failure.time, self.source)
                     for name in _ALL_TABLES:
                         if rows.get(name):
-                            conn.execute(_ALL_TABLES[name].insert(), rows[name])
+                            self.bulk.insert(conn, _ALL_TABLES[name], rows[name])
             except Exception as exc:
                 if not is_data_error(exc):
                     raise
@@ -400,8 +408,12 @@ def follow_log(
 ) -> None:
     """Catch up, then apply new records as they land, until `stop()` is true.
 
-    `on_position` is told the checkpoint after each step that applied records
-    and when it caught up (True), so the broker can report how far the read model is.
+    Once at the log's end, the follower looks again every `poll` seconds and
+    applies what landed meanwhile in one step (one transaction), so under a
+    steady flow of records it commits a few times a second, not once per record.
+
+    `on_position` is told the checkpoint after each step, and whether the step
+    reached the log's end (True), so the broker can report how far the read model is.
     `on_quarantine` is told the number of quarantined records at the start and then at most
     every QUARANTINE_RECOUNT seconds (a retry from another process lowers it meanwhile).
 
@@ -436,7 +448,7 @@ def follow_log(
                         )
                 applied = follower.step()
                 if on_position is not None:
-                    on_position(follower.position, applied == 0)
+                    on_position(follower.position, applied < follower.batch)
                 recount()
             except Exception as exc:  # the database's trouble: wait, then try again
                 logger.warning(
@@ -449,13 +461,18 @@ def follow_log(
                 delay = min(delay * 2, RETRY_MAX)
                 continue
             delay = RETRY_FIRST
-            if applied == 0:
-                while not stop() and log_last_seq(log) <= follower.position:
+            if applied < follower.batch:
+                # at the log's end: wait a poll at least before the next step, so that it takes
+                # what landed meanwhile in one transaction (a transaction costs about as much
+                # as 40 records' rows) instead of a transaction for each few records
+                while not stop():
                     _time.sleep(poll)
                     try:
                         recount()
                     except Exception as exc:  # a report only: the next step retries the database
                         logger.warning("read model: quarantine not counted: %s", error_text(exc))
+                    if log_last_seq(log) > follower.position:
+                        break
     finally:
         if follower is not None:
             follower.engine.dispose()

@@ -18,8 +18,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
-
 from es_broker.config import BrokerRole
 
 COMMON = (
@@ -321,13 +319,31 @@ def _b64(value: Any) -> dict[str, str]:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
+_CONTAINERS = (dict, list, tuple)
+_SEQUENCES = (list, tuple)
+
+
 def _str_keys_only(value: Any) -> bool:
-    """True when every map key in `value` is text (msgpack checks it in C)."""
-    try:
-        msgpack.unpackb(msgpack.packb(value, use_bin_type=True), strict_map_key=True)
-    except (TypeError, ValueError, OverflowError):
-        return False
+    """True when every map key in `value`, at any depth of its dicts, lists and tuples, is text."""
+    if isinstance(value, dict):
+        try:
+            "".join(value)  # in C: a TypeError at the first key that is not a str
+        except TypeError:
+            return False
+        items: Any = value.values()
+    elif isinstance(value, _SEQUENCES):
+        items = value
+    else:
+        return True
+    for item in items:  # noqa: SIM110 (a loop, not all(): no generator on the follower's hot path)
+        if isinstance(item, _CONTAINERS) and not _str_keys_only(item):
+            return False
     return True
+
+
+# one encoder for every call: json.dumps would build one per call for these options
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_b64)
+_PLAIN_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
 def to_json(value: Any) -> str:
@@ -339,10 +355,10 @@ def to_json(value: Any) -> str:
     """
     if _str_keys_only(value):
         try:
-            return json.dumps(value, sort_keys=True, separators=(",", ":"), default=_b64)
+            return _ENCODER.encode(value)
         except (TypeError, ValueError):
             pass
-    return json.dumps(_jsonable(value), sort_keys=True, separators=(",", ":"))
+    return _PLAIN_ENCODER.encode(_jsonable(value))
 
 
 def from_json(text: str) -> Any:

@@ -1,0 +1,94 @@
+"""Many rows into one table in one driver call: the follower's INSERTs without per-row SQLAlchemy work.
+
+`conn.execute(table.insert(), rows)` builds and type-processes a parameter
+set per row in Python (most of the follower's SQL time under load). Here
+each table's INSERT is compiled once for the engine's dialect, naming every
+column, and each row becomes a tuple (or a dict, for a named paramstyle)
+passed through the columns' bind processors, so the driver's `executemany`
+gets the same values SQLAlchemy would give it. A column a row does not name
+is NULL, as it is when SQLAlchemy leaves it out (the read model's columns
+have no defaults). A value a bind processor refuses raises its own error
+(TypeError, ValueError), which `quarantine.is_data_error` takes for a data error.
+
+Only SQLite is fed so: for other databases SQLAlchemy's insert() stays, as
+it sends many rows in one statement ("insertmanyvalues") where a driver's
+executemany may make a round trip per row (psycopg2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Table
+from sqlalchemy.engine import Dialect
+
+from es_broker.schema.families import Row
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    sql: str
+    columns: tuple[str, ...]  # column keys, in the statement's parameter order
+    names: tuple[str, ...] | None  # parameter names for a named paramstyle, None when positional
+    processed: tuple[
+        tuple[int, Callable[[Any], Any]], ...
+    ]  # (place, bind processor) of some columns
+
+
+class BulkInsert:
+    """Compiled INSERTs of one dialect, by table; `insert` sends a table's rows in one executemany."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.direct = dialect.name == "sqlite"
+        self._plans: dict[str, _Plan] = {}
+
+    def _plan(self, table: Table) -> _Plan:
+        plan = self._plans.get(table.name)
+        if plan is not None:
+            return plan
+        keys = [c.key for c in table.columns]
+        compiled = table.insert().compile(dialect=self.dialect, column_keys=keys)
+        if compiled.positional:
+            order = list(compiled.positiontup or ())
+            names = None
+        else:
+            order = list(compiled.binds)
+            escaped = compiled.escaped_bind_names
+            names = tuple(escaped.get(name, name) for name in order)
+        if sorted(order) != sorted(
+            keys
+        ):  # a bind parameter that is not one column: not planned for
+            raise RuntimeError(f"INSERT of {table.name} binds {order}, not its columns {keys}")
+        processors = tuple(
+            table.columns[key].type.dialect_impl(self.dialect).bind_processor(self.dialect)
+            for key in order
+        )
+        processed = tuple((i, p) for i, p in enumerate(processors) if p is not None)
+        plan = _Plan(compiled.string, tuple(order), names, processed)
+        self._plans[table.name] = plan
+        return plan
+
+    def insert(self, conn: Connection, table: Table, rows: Sequence[Row]) -> None:
+        if not self.direct:
+            conn.execute(table.insert(), list(rows))
+            return
+        plan = self._plan(table)
+        columns = plan.columns
+        values: list[Any] = [tuple(map(row.get, columns)) for row in rows]
+        if plan.processed:
+            values = [_processed(v, plan.processed) for v in values]
+        if plan.names is not None:
+            values = [dict(zip(plan.names, v, strict=True)) for v in values]
+        conn.exec_driver_sql(plan.sql, values)
+
+
+def _processed(
+    values: tuple[Any, ...], processors: tuple[tuple[int, Callable[[Any], Any]], ...]
+) -> tuple[Any, ...]:
+    out = list(values)
+    for i, process in processors:
+        out[i] = process(out[i])
+    return tuple(out)

@@ -1,0 +1,85 @@
+"""The follower's compiled bulk INSERT (readmodel/bulk.py) stores what SQLAlchemy's insert() stores.
+
+The follower hands each table's rows to the driver's executemany itself,
+without SQLAlchemy's per-row parameter processing; these check that the
+rows stored are the same, and that a value SQLAlchemy refuses is refused
+too, as a data error (so the record is quarantined, not retried forever).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from sqlalchemy import Engine, select
+
+from es_broker.readmodel import db
+from es_broker.readmodel.bulk import BulkInsert
+from es_broker.readmodel.follower import _ALL_TABLES, table_rows
+from es_broker.readmodel.models import Base
+from es_broker.readmodel.quarantine import effective_time, is_data_error
+from es_broker.schema.families import RunningTime, Source
+from tests.test_readmodel_follower import busy_log, open_log  # noqa: F401  (fixture)
+
+
+def _engine(url: str) -> Engine:
+    engine = db.open_engine(url)
+    db.upgrade(engine)
+    return engine
+
+
+def _dump(engine: Engine) -> dict[str, list[tuple]]:
+    with engine.connect() as conn:
+        return {
+            t.name: [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key.columns))]
+            for t in Base.metadata.sorted_tables
+        }
+
+
+def test_bulk_insert_stores_the_rows_sqlalchemy_insert_stores(busy_log, tmp_path):  # noqa: F811
+    store = open_log(busy_log)
+    source = Source()
+    tables: dict[str, list[dict]] = defaultdict(list)
+    clock = RunningTime(0)
+    try:
+        for seq, record in store.log.read(1):
+            time = effective_time(clock, record)
+            for name, rows in table_rows(source.broker, seq, record, time, source).items():
+                tables[name].extend(rows)
+    finally:
+        store.close()
+    # resets and offset_changes have Boolean columns (a bind processor on SQLite)
+    assert {"records", "resets", "reset_queues", "offset_changes", "deliveries"} <= set(tables)
+    core = _engine(f"sqlite:///{tmp_path / 'core.sqlite'}")
+    bulk = _engine(f"sqlite:///{tmp_path / 'bulk.sqlite'}")
+    try:
+        with core.begin() as conn:
+            for name, rows in tables.items():
+                conn.execute(_ALL_TABLES[name].insert(), rows)
+        inserter = BulkInsert(bulk.dialect)
+        with bulk.begin() as conn:
+            for name, rows in tables.items():
+                inserter.insert(conn, _ALL_TABLES[name], rows)
+        stored = _dump(bulk)
+        assert stored == _dump(core)
+        assert sum(len(rows) for rows in stored.values()) > 1000
+    finally:
+        core.dispose()
+        bulk.dispose()
+
+
+def test_bulk_insert_refuses_a_value_sqlalchemy_refuses_as_a_data_error(tmp_path):
+    table = _ALL_TABLES["offset_changes"]
+    row = {c.key: None for c in table.columns}
+    row.update(source="b", seq=1, n=0, ts=1, time=1, type="t", broker="b", role="r")
+    row.update(group="g", topic="t", queue_id=0, removed="not a boolean")
+    engine = _engine(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    try:
+        with pytest.raises(Exception) as core, engine.begin() as conn:
+            conn.execute(table.insert(), [row])
+        with pytest.raises(Exception) as bulk, engine.begin() as conn:
+            BulkInsert(engine.dialect).insert(conn, table, [row])
+    finally:
+        engine.dispose()
+    assert is_data_error(core.value)
+    assert is_data_error(bulk.value)
