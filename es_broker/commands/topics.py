@@ -127,7 +127,7 @@ def update_topic_job(
     _check_int("readQueueNums", full["readQueueNums"], 0, MAX_QUEUE_NUMS)
     _check_int("writeQueueNums", full["writeQueueNums"], 0, MAX_QUEUE_NUMS)
     _check_int("perm", full["perm"], 0, 15)
-    changes = parse_attributes(full.pop("attributes", None))  # the request's +key=value,-key
+    changes = parse_attributes(config.get("attributes"))  # the request's +key=value,-key
 
     def job(ctx: AppendContext) -> int:
         current = store.topics.get(ctx.txn, topic)

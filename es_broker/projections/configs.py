@@ -31,8 +31,12 @@ class Versioned(Generic[C]):
 
 
 def as_record(config: TopicConfig | SubscriptionGroupConfig) -> dict[str, Any]:
-    """The config as records hold it: every field by its JSON name, in the Bean's order."""
-    return config.__fastjson__()
+    """The config as records hold it: every field by its JSON name, in the Bean's order; a topic's
+    RocketMQ 5 attributes only when it has some, so a topic without them keeps its bytes."""
+    record = config.__fastjson__()
+    if "attributes" in record and record["attributes"] is None:
+        del record["attributes"]
+    return record
 
 
 # A stored value is immutable bytes and its conversion pure, so each is converted once: the send
