@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import ParamSpec, Self, TypeVar
 
 import trio
 
@@ -57,6 +57,7 @@ class BrokerBase:
     def __init__(self, store: Store, role: Role | None = None) -> None:
         self.store = store
         self.role: Role = MasterRole() if role is None else role
+        self._refuse = self._refusal  # bound once: every started change carries it
         # one change of the settings at a time, so each record's old values are the ones it replaced
         self._config_lock = trio.Lock()
         self.writer = GroupCommitWriter(
@@ -148,25 +149,16 @@ class BrokerBase:
         """A change started: `job` enters the next group commit's queue now (core/pending.py); a full
         disk refuses it with SERVICE_NOT_AVAILABLE (B-150), and so does a broker whose log follows
         its master's, before anything is queued."""
-        return self._start(job, then, None, False)
+        if self.role.follows_master:
+            raise ServiceNotAvailable(SLAVE_LOG_REFUSAL)
+        return self.writer.push(Pending(job, then, None, self._refuse))
 
     def start_unless_full(self, job: Callable[[AppendContext], T]) -> Pending[T | Unrecorded]:
         """`start` of a read that records: its outcome is `Unrecorded` when its record could not be
         written (a full disk, a fenced log, a slave's), and the read goes on (B-151..B-153)."""
-        return self._start(job, None, None, True)
-
-    def _start(
-        self,
-        job: Callable[[AppendContext], Any],
-        then: Callable[[Pending[T]], None] | None,
-        finish: Callable[[Any], T] | None,
-        unrecorded: bool,
-    ) -> Pending[T]:
         if self.role.follows_master:
-            if not unrecorded:
-                raise ServiceNotAvailable(SLAVE_LOG_REFUSAL)
-            return Pending.at_once(Unrecorded.FOLLOWER, then, finish)
-        return self.writer.push(Pending(job, then, finish, self._refusal, unrecorded))
+            return Pending.at_once(Unrecorded.FOLLOWER)
+        return self.writer.push(Pending(job, None, None, self._refuse, unrecorded=True))
 
     async def in_turn(self, start: Callable[P, Pending[T]], *args: P.args, **kwargs: P.kwargs) -> T:
         """`start(*args, **kwargs)`, then its outcome awaited: the async form of every start.

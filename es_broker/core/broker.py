@@ -77,7 +77,9 @@ class Broker(RetryOperations):
         A message with DELAY > 0 is parked in SCHEDULE_TOPIC_XXXX (B-96); a send to
         `%RETRY%G` past max_reconsume_times goes to `%DLQ%G` (B-95).
         """
-        return self._start(self._put_job(request), then, self._put_stored, False)
+        # no role to ask: a slave refuses a send in its checks (the broker is a slave)
+        job = self._put_job(request)
+        return self.writer.push(Pending(job, then, self._put_stored, self._refuse))
 
     # the name tests/test_stats_group_commit.py starts a put by
     enqueue_put = start_put
@@ -144,9 +146,10 @@ class Broker(RetryOperations):
         if not group_config.consume_enable:
             raise NoPermission(f"subscription group no permission, {request.group}")
         self.messages_served += len(result.offsets)
-        if self.role.keeps_pull(self.store, request, result) or not pull.recorded(
-            result, request.offset, request.commit_offset is not None
-        ):
+        if self.role.follows_master:  # a slave journals its delivery (B-31, B-118)
+            self.role.keep_pull(self.store, request, result)
+            return Pending.at_once(0, then)
+        if not pull.recorded(result, request.offset, request.commit_offset is not None):
             return Pending.at_once(0, then)
 
         def recorded(outcome: int | Unrecorded) -> int:
@@ -163,7 +166,8 @@ class Broker(RetryOperations):
                 )
             return outcome if isinstance(outcome, int) else 0
 
-        return self._start(pull.record_job(self.store, request, result), then, recorded, True)
+        job = pull.record_job(self.store, request, result)
+        return self.writer.push(Pending(job, then, recorded, self._refuse, unrecorded=True))
 
     # ------------------------------------------------------------------ offsets
     def min_offset(self, topic: str, queue_id: int) -> int:
@@ -199,9 +203,8 @@ class Broker(RetryOperations):
         """UPDATE_CONSUMER_OFFSET: its checks raise here, and its record is queued when this returns
         (B-312); its outcome is the record's sequence. A slave keeps it in its journal instead
         (B-30): done at once, its outcome the journal position."""
-        kept = self.role.keep_commit(self.store, commit)
-        if kept is not None:
-            return Pending.at_once(kept, then)
+        if self.role.follows_master:  # a slave journals it (B-30)
+            return Pending.at_once(self.role.keep_commit(self.store, commit), then)
         job = offsets.commit_job(
             self.store,
             commit.group,

@@ -18,6 +18,8 @@ from collections.abc import Callable, Generator
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
+import trio
+
 from es_broker.log import AppendContext, Queued, StoreFullError, hops
 from es_broker.log.records import RecordOutOfRange
 from es_broker.log.writer import WritesFenced
@@ -61,7 +63,13 @@ class Pending(Queued[Any], Generic[T]):
         refuse: Callable[[NotWritten], Exception],
         unrecorded: bool = False,
     ) -> None:
-        super().__init__(job, then)
+        # Queued's fields, set here rather than by a call to its __init__ (one per request)
+        self.job = job
+        self.then = then
+        self.done = trio.Event() if then is None else None
+        self.ok = False
+        self.value = None
+        self.trace = None
         self.finish = finish
         self.refuse = refuse
         self.unrecorded = unrecorded

@@ -31,17 +31,18 @@ class Role(Protocol):
     """The decisions a broker leaves to its role."""
 
     #: its log takes only its master's records: a change of its own is refused
-    #: (SLAVE_LOG_REFUSAL), a read that records goes unrecorded (`Unrecorded.FOLLOWER`)
+    #: (SLAVE_LOG_REFUSAL), a read that records goes unrecorded (`Unrecorded.FOLLOWER`), and
+    #: its offset commits and what its pulls did are kept by the role (`keep_commit`, `keep_pull`)
     follows_master: bool
 
-    def keep_commit(self, store: Store, commit: OffsetCommit) -> int | None:
-        """An offset commit kept outside the log, and its place there (a slave's journal, B-30);
-        None: the broker records it."""
+    def keep_commit(self, store: Store, commit: OffsetCommit) -> int:
+        """An offset commit of a role that follows its master, kept outside the log (a slave's
+        journal, B-30); its place there."""
         ...
 
-    def keeps_pull(self, store: Store, pull: PullRequest, result: GetResult) -> bool:
-        """Whether what a pull did is kept outside the log (a slave journals its delivery and
-        ignores a piggybacked commit, B-31, B-118); False: the broker records it."""
+    def keep_pull(self, store: Store, pull: PullRequest, result: GetResult) -> None:
+        """What a pull did on a role that follows its master, kept outside the log (a slave
+        journals its delivery and ignores a piggybacked commit, B-31, B-118)."""
         ...
 
     def own_offset(
@@ -75,11 +76,11 @@ class MasterRole:
 
     follows_master = False
 
-    def keep_commit(self, store: Store, commit: OffsetCommit) -> int | None:
-        return None
+    def keep_commit(self, store: Store, commit: OffsetCommit) -> int:
+        raise RuntimeError("a master records its offset commits")
 
-    def keeps_pull(self, store: Store, pull: PullRequest, result: GetResult) -> bool:
-        return False
+    def keep_pull(self, store: Store, pull: PullRequest, result: GetResult) -> None:
+        raise RuntimeError("a master records its pulls")
 
     def own_offset(
         self, store: Store, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int

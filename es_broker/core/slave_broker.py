@@ -83,7 +83,7 @@ class SlaveRole:
         self.journal = journal
         self.on_commit: Callable[[], None] = lambda: None
 
-    def keep_commit(self, store: Store, commit: OffsetCommit) -> int | None:
+    def keep_commit(self, store: Store, commit: OffsetCommit) -> int:
         """UPDATE_CONSUMER_OFFSET on a slave (B-30): journaled now; its journal position."""
         group, topic, queue_id, offset = commit.group, commit.topic, commit.queue_id, commit.offset
         check_commit(group, topic, queue_id, offset)
@@ -103,7 +103,7 @@ class SlaveRole:
         self.on_commit()
         return entry.local_seq
 
-    def keeps_pull(self, store: Store, pull: PullRequest, result: GetResult) -> bool:
+    def keep_pull(self, store: Store, pull: PullRequest, result: GetResult) -> None:
         """A pull on a slave: a piggybacked commit is ignored (B-31, B-118); a delivery is journaled,
         to be recorded by the master as the `messages_delivered` it would have been at the next
         merge (S-5)."""
@@ -120,7 +120,6 @@ class SlaveRole:
                 replicated_seq=store.log.last_seq,
             )
             self.on_commit()
-        return True
 
     def own_offset(
         self, store: Store, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
