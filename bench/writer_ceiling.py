@@ -5,7 +5,7 @@ Run: python bench/writer_ceiling.py [--messages 20000] [--pure]
 
 No socket, no frame, no task per request: the sends are built as the send path builds them
 (`PutRequest` of `MessageIn`s with a KEYS and a UNIQ_KEY, as RocketMQ's benchmark producer sends
-with `-k true`), their jobs queued on the writer with `Broker.enqueue_put` (the checks of a put
+with `-k true`), their jobs queued on the writer with `Broker.start_put` (the checks of a put
 run there, as in the read loop), and the writer commits what is queued in group commits of at
 most `max_batch` jobs on this thread (ASYNC_FLUSH, as `es-broker serve` runs by default). The
 time counted is from the first job queued to the last committed, the jobs' checks included, in
@@ -47,6 +47,7 @@ if "--pure" in sys.argv:
     os.environ["ES_BROKER_PURE_PYTHON"] = "1"
 
 from es_broker.commands.messages import MessageIn, PutRequest  # noqa: E402
+from es_broker.commands.pull import PullRequest  # noqa: E402
 from es_broker.config import ASYNC_FLUSH, BrokerConfig  # noqa: E402
 from es_broker.core.broker import Broker  # noqa: E402
 
@@ -87,24 +88,22 @@ async def _run(n: int, per_record: int, pulls: bool, window: int) -> tuple[float
                 for _ in range(min(window // per_record, records - i) or 1):
                     msgs = [_message(i * per_record + k) for k in range(per_record)]
                     request = PutRequest(TOPIC, i % QUEUES, msgs, "127.0.0.1:1", "bench_producer")
-                    broker.enqueue_put(request, _ignore)
+                    broker.start_put(request, _ignore)
                     i += 1
                     if pulls and i % QUEUES == 0:
                         writer.commit_waiting()
                         for q in range(QUEUES):
-                            result, group_config = broker.read_pull(GROUP, TOPIC, q, offsets[q], 32)
-                            assert group_config is not None
-                            broker.enqueue_pull(
+                            pull = PullRequest(
                                 GROUP,
                                 TOPIC,
                                 q,
                                 offsets[q],
-                                result,
-                                group_config,
-                                _ignore,
                                 client="127.0.0.1@bench",
                                 commit_offset=offsets[q],
                             )
+                            result, group_config = broker.read_pull(pull)
+                            assert group_config is not None
+                            broker.start_pull(pull, result, group_config, _ignore)
                             offsets[q] = result.next_begin_offset
                 while writer.waiting:
                     writer.commit_waiting()

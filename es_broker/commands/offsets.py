@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import lmdb
 
@@ -25,6 +25,20 @@ from es_broker.store import Store
 QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
 FENCE_MS = 60_000  # a reset fence holds at most this long (S-3)
+
+
+class OffsetCommit(NamedTuple):
+    """An offset commit as UPDATE_CONSUMER_OFFSET asks for it, built once from its header.
+
+    `cause` tells a consumer's commit from an operator's (B-131); `requester` is who sent it.
+    """
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    cause: Cause = Cause.CLIENT_COMMIT
+    requester: str = ""
 
 
 def _check_queue_id(queue_id: object) -> int:

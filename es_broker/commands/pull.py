@@ -10,6 +10,7 @@ to (`pull_offset_moved`), and a piggybacked commit (B-31).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from es_broker.commands import messages, offsets
 from es_broker.commands.messages import GetResult, GetStatus
@@ -24,27 +25,43 @@ MOVED_STATUSES = frozenset(
 )
 
 
-def read(
-    store: Store,
-    group: str,
-    topic: str,
-    queue_id: int,
-    offset: int,
-    max_msg_nums: int,
-    tags_codes: frozenset[int] | None = None,
-    message_filter: Callable[[bytes], bool] | None = None,
-) -> tuple[GetResult, SubscriptionGroupConfig | None]:
+class PullRequest(NamedTuple):
+    """A pull as PULL_MESSAGE asks for it, built once from its header and passed through as it is.
+
+    `tags_codes` (None: every tag) and `message_filter` (SQL92) select what it delivers; `client`
+    is who pulls; `commit_offset` the offset it commits on the way (None: none, B-31). A named
+    tuple: built per request on the hot path, where a frozen dataclass sets each field by a call.
+    """
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    max_msg_nums: int = 32
+    tags_codes: frozenset[int] | None = None
+    message_filter: Callable[[bytes], bool] | None = None
+    client: str = ""
+    commit_offset: int | None = None
+
+
+def read(store: Store, pull: PullRequest) -> tuple[GetResult, SubscriptionGroupConfig | None]:
     """The pull's checks and its messages, and the group's config (None: not created yet).
 
     Raises as the checks refuse: the arguments, then the broker's and the topic's perms and
     the queue id (`messages.check_readable`).
     """
+    topic, queue_id, offset, max_msg_nums = (
+        pull.topic,
+        pull.queue_id,
+        pull.offset,
+        pull.max_msg_nums,
+    )
     messages.check_pull_args(offset, max_msg_nums)
     with store.read() as txn:
         messages.check_readable(store, txn, topic, queue_id)
-        group_config = store.groups.get(txn, group)
+        group_config = store.groups.get(txn, pull.group)
         result = messages.read_messages(
-            store, txn, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
+            store, txn, topic, queue_id, offset, max_msg_nums, pull.tags_codes, pull.message_filter
         )
     return result, group_config
 
@@ -62,57 +79,49 @@ def moved(result: GetResult, offset: int) -> bool:
 
 
 def record_job(
-    store: Store,
-    group: str,
-    topic: str,
-    queue_id: int,
-    offset: int,
-    result: GetResult,
-    *,
-    client: str,
-    commit_offset: int | None,
+    store: Store, pull: PullRequest, result: GetResult
 ) -> Callable[[AppendContext], int]:
     """The writer job recording a pull: its delivery or moved offset, then its commit, if any
     (`commit_offset`; None: none). Returns the commit's record, 0 when none was recorded."""
-    record_moved = moved(result, offset)
+    record_moved = moved(result, pull.offset)
 
     def job(ctx: AppendContext) -> int:
         ts = store.clock.now_ms()
         if result.status == GetStatus.FOUND:
             ctx.append(
                 MessagesDelivered(
-                    group=group,
-                    topic=topic,
-                    queue_id=queue_id,
-                    offset=offset,
+                    group=pull.group,
+                    topic=pull.topic,
+                    queue_id=pull.queue_id,
+                    offset=pull.offset,
                     offsets=list(result.offsets),
                     next_offset=result.next_begin_offset,
-                    client=client,
+                    client=pull.client,
                 ).to_record(ts)
             )
         elif record_moved:
             ctx.append(
                 PullOffsetMoved(
-                    group=group,
-                    topic=topic,
-                    queue_id=queue_id,
-                    offset=offset,
+                    group=pull.group,
+                    topic=pull.topic,
+                    queue_id=pull.queue_id,
+                    offset=pull.offset,
                     status=result.status.value,
                     next_offset=result.next_begin_offset,
                     min_offset=result.min_offset,
                     max_offset=result.max_offset,
-                    client=client,
+                    client=pull.client,
                 ).to_record(ts)
             )
-        if commit_offset is not None:
+        if pull.commit_offset is not None:
             return offsets.commit_job(
                 store,
-                group,
-                topic,
-                queue_id,
-                commit_offset,
+                pull.group,
+                pull.topic,
+                pull.queue_id,
+                pull.commit_offset,
                 cause=Cause.PULL_COMMIT,
-                requester=client,
+                requester=pull.client,
             )(ctx)
         return 0
 

@@ -156,7 +156,7 @@ def check_commit(group: str, topic: str, queue_id: object, offset: object) -> No
 
 
 def check_delivery(d: SlaveDelivery) -> None:
-    """The checks of a shipped delivery: names, queue, offsets (what Broker.pull would have recorded)."""
+    """The checks of a shipped delivery: names, queue, offsets (what a master's Broker.start_pull would have recorded)."""
     _check_queue(d.group, d.topic, d.queue_id)
     if not (
         _is_int(d.local_seq) and _is_int(d.ts) and _is_int(d.offset) and _is_int(d.next_offset)
@@ -181,7 +181,7 @@ class SlaveOffsetJournal:
     SlaveDelivery; the positions come from the same counter as the commits'.
     Database `meta`: the last journal position handed out. (A crash between
     applying a merge record and forgetting its entries is repaired at the next
-    start from the oldest entry's replicated sequence: SlaveBroker.open.)
+    start from the oldest entry's replicated sequence: SlaveBroker.__init__.)
     """
 
     def __init__(self, path: str | Path, *, sync: bool = False) -> None:

@@ -1,17 +1,19 @@
 """What every operation of the broker core builds on: its store, writer, settings and lifecycle.
 
-Every change is a job handed to the group-commit writer (`submit`), refused the
-way a client is answered when the disk is full or writes are fenced; a read that
-records uses `_record_unless_full` and goes on unrecorded then. The operations
-themselves are the subclasses': `retries.RetryOperations`, then `broker.Broker`.
+Every change is a job started with the group-commit writer (`start`, core/pending.py),
+refused the way a client is answered when the disk is full or writes are fenced;
+a read that records goes on unrecorded then (`start_unless_full`). The async form
+of every start is the start in the caller's arrival turn, then its outcome
+awaited (`in_turn`; `submit` for a plain job). What differs between a master and
+a slave is the broker's role (core/roles.py). The operations themselves are the
+subclasses': `retries.RetryOperations`, then `broker.Broker`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
-from typing import Literal, Self, TypeVar
+from typing import ParamSpec, Self, TypeVar
 
 import trio
 
@@ -20,21 +22,19 @@ from es_broker.commands import broker_config, defaults, disk_full, topics
 from es_broker.commands.errors import BrokerError, IllegalRequest, ServiceNotAvailable
 from es_broker.commands.runtime_stats import RecordRates
 from es_broker.config import BrokerConfig, BrokerRole
-from es_broker.log import AppendContext, GroupCommitWriter, Queued, Record, StoreFullError
+from es_broker.core.pending import NotWritten, Pending, Unrecorded
+from es_broker.core.roles import SLAVE_LOG_REFUSAL, MasterRole, Role
+from es_broker.log import AppendContext, GroupCommitWriter, Record, StoreFullError
+from es_broker.log.arrival import current_ticket
 from es_broker.log.records import RecordOutOfRange
 from es_broker.log.writer import WritesFenced
 from es_broker.projections.configs import as_record
 from es_broker.store import Store
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
-
-class Unrecorded(Enum):
-    """A read that records, when its record could not be written."""
-
-    DISK_FULL = "disk_full"
-    FENCED = "fenced"  # not the leader now (B-374): the read is answered, nothing recorded
-
+__all__ = ["SYSTEM", "BrokerBase", "ReadOnly", "Unrecorded"]
 
 SYSTEM = "system"
 
@@ -54,8 +54,10 @@ class ReadOnly(AppendContext):
 class BrokerBase:
     """A broker's store, writer and settings, and the writing of its jobs."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, role: Role | None = None) -> None:
         self.store = store
+        self.role: Role = MasterRole() if role is None else role
+        self._refuse = self._refusal  # bound once: every started change carries it
         # one change of the settings at a time, so each record's old values are the ones it replaced
         self._config_lock = trio.Lock()
         self.writer = GroupCommitWriter(
@@ -95,10 +97,13 @@ class BrokerBase:
 
         A refused key or value (IllegalRequest, SYSTEM_ERROR) changes and records nothing.
         Returns the sequence of the `broker_config_updated` record (None: nothing to change, or a
-        slave, which records nothing).
+        slave, whose settings change in memory only, B-273: a restart goes back to broker.conf).
         """
         async with self._config_lock:
             values = broker_config.check_changes(self.store.settings, changes)
+            if self.role.follows_master:  # its log is the master's: nothing of its own recorded
+                self.store.settings.apply(values)
+                return None
             if not values:  # an empty body: RocketMQ answers SUCCESS and changes nothing
                 return None
             seq = await self.submit(broker_config.update_job(self.store, values, requester))
@@ -133,8 +138,9 @@ class BrokerBase:
 
     def close(self) -> None:
         self.store.close()
+        self.role.close()
 
-    def _refusal(self, exc: StoreFullError | RecordOutOfRange | WritesFenced) -> BrokerError:
+    def _refusal(self, exc: NotWritten) -> BrokerError:
         """A job the writer could not append, as the refusal a client gets."""
         if isinstance(exc, WritesFenced):  # B-374: SERVICE_NOT_AVAILABLE with the reason
             return ServiceNotAvailable(f"service not available now, writes are stopped: {exc}")
@@ -142,19 +148,55 @@ class BrokerBase:
             return self.disk_full_refusal()
         return IllegalRequest(str(exc))  # nothing was appended: a refusal, not a failure (B-138)
 
+    def start(
+        self, job: Callable[[AppendContext], T], then: Callable[[Pending[T]], None] | None = None
+    ) -> Pending[T]:
+        """A change started: `job` enters the next group commit's queue now (core/pending.py); a full
+        disk refuses it with SERVICE_NOT_AVAILABLE (B-150), and so does a broker whose log follows
+        its master's, before anything is queued."""
+        if self.role.follows_master:
+            raise ServiceNotAvailable(SLAVE_LOG_REFUSAL)
+        return self.writer.push(Pending(job, then, None, self._refuse))
+
+    def start_unless_full(self, job: Callable[[AppendContext], T]) -> Pending[T | Unrecorded]:
+        """`start` of a read that records: its outcome is `Unrecorded` when its record could not be
+        written (a full disk, a fenced log, a slave's), and the read goes on (B-151..B-153)."""
+        if self.role.follows_master:
+            return Pending.at_once(Unrecorded.FOLLOWER)
+        return self.writer.push(Pending(job, None, None, self._refuse, unrecorded=True))
+
+    async def in_turn(self, start: Callable[P, Pending[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`start(*args, **kwargs)`, then its outcome awaited: the async form of every start.
+
+        Started under an arrival ticket (es_broker.log.arrival), it starts once its connection's
+        earlier ordered requests have started theirs (B-140, B-312), even if the connection
+        closes meanwhile (B-480): the earlier requests' tasks, cancelled too, give their turns up
+        on the way out. A refusal raised by the start gives the turn up as well.
+        """
+        ticket = current_ticket()
+        if ticket is None:
+            return await start(*args, **kwargs)
+        try:
+            with trio.CancelScope(shield=True):
+                await ticket.wait_turn()
+            pending = start(*args, **kwargs)
+        finally:
+            ticket.release()
+        return await pending
+
     async def submit(self, job: Callable[[AppendContext], T]) -> T:
-        """Run a job in the next group commit; a full disk refuses it with SERVICE_NOT_AVAILABLE (B-150)."""
+        """Run a job in the next group commit, in the caller's arrival turn (the writer's `submit`,
+        which is its enqueue, then its outcome); refused as `start` refuses."""
+        if self.role.follows_master:
+            raise ServiceNotAvailable(SLAVE_LOG_REFUSAL)
         try:
             return await self.writer.submit(job)
         except (StoreFullError, RecordOutOfRange, WritesFenced) as exc:
             raise self._refusal(exc) from None
 
-    async def outcome(self, queued: Queued[T]) -> T:
-        """The result of a job enqueued with the writer, refused as `submit` refuses."""
-        try:
-            return await self.writer.outcome(queued)
-        except (StoreFullError, RecordOutOfRange, WritesFenced) as exc:
-            raise self._refusal(exc) from None
+    async def _record_unless_full(self, job: Callable[[AppendContext], T]) -> T | Unrecorded:
+        """`start_unless_full` of a job, then its outcome (`in_turn`)."""
+        return await self.in_turn(self.start_unless_full, job)
 
     @property
     def disk_full(self) -> bool:
@@ -164,32 +206,6 @@ class BrokerBase:
         return disk_full.refusal(
             self.store.log.path, self.writer.disk_full_since, self.writer.disk_full_error
         )
-
-    async def _record_unless_full(
-        self, job: Callable[[AppendContext], T]
-    ) -> T | Literal[Unrecorded.DISK_FULL, Unrecorded.FENCED]:
-        """For reads that record: the job's result, or DISK_FULL when the disk is full (nothing recorded)."""
-        try:
-            return await self.writer.submit(job)
-        except StoreFullError:
-            return Unrecorded.DISK_FULL
-        except WritesFenced:
-            return Unrecorded.FENCED
-        except RecordOutOfRange as exc:  # nothing was appended: a refusal (B-138, B-139)
-            raise self._refusal(exc) from None
-
-    def _unrecorded_outcome(
-        self, queued: Queued[T]
-    ) -> T | Literal[Unrecorded.DISK_FULL, Unrecorded.FENCED]:
-        """`_record_unless_full` of a job queued with a `then` callback, once its commit is done."""
-        try:
-            return queued.result()
-        except StoreFullError:
-            return Unrecorded.DISK_FULL
-        except WritesFenced:
-            return Unrecorded.FENCED
-        except RecordOutOfRange as exc:  # nothing was appended: a refusal (B-138, B-139)
-            raise self._refusal(exc) from None
 
     async def _ensure_system_topics(self) -> None:
         """The topics and groups RocketMQ's TopicConfigManager and SubscriptionGroupManager hold at a

@@ -5,12 +5,18 @@ a job handed to the group-commit writer, which decides, records and applies
 it in one LMDB write transaction. While the disk is full (commands/disk_full.py)
 every change is refused with SERVICE_NOT_AVAILABLE and reads go on: what a
 read would have recorded is kept aside (deliveries) or left unrecorded.
+
+Each operation that records has one implementation, its start (`start_put`,
+`start_pull`, `start_commit_offset`: checks, then the job queued, core/pending.py);
+its async form is that start in the caller's arrival turn and its outcome
+awaited (`in_turn`). A slave is this class given the slave's role (core/roles.py,
+core/slave_broker.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from es_broker.commands import (
@@ -26,21 +32,19 @@ from es_broker.commands import (
 from es_broker.commands.errors import GroupNotExist, NoPermission
 from es_broker.commands.messages import GetResult, GetStatus, PutRequest
 from es_broker.commands.names import retry_topic
-from es_broker.commands.offsets import OffsetAnswer
+from es_broker.commands.offsets import OffsetAnswer, OffsetCommit
 from es_broker.commands.placement import MessageIn, PutResult
+from es_broker.commands.pull import PullRequest
 from es_broker.commands.runtime_stats import dir_capacity, store_size
 from es_broker.config import BrokerRole
-from es_broker.core.base import ReadOnly, Unrecorded
+from es_broker.core.base import ReadOnly
+from es_broker.core.pending import Pending, Unrecorded
 from es_broker.core.retries import RetryOperations
 from es_broker.history.status import HistoryStatus, history_status
-from es_broker.log import AppendContext, Queued, StoreFullError
-from es_broker.log.records import RecordOutOfRange
-from es_broker.log.types import (
-    Cause,
-    ConsumerGroupChanged,
-)
-from es_broker.log.writer import WritesFenced
+from es_broker.log import AppendContext
+from es_broker.log.types import ConsumerGroupChanged
 from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
+from es_broker.remoting.codes import ResponseCode
 
 
 class Broker(RetryOperations):
@@ -48,72 +52,41 @@ class Broker(RetryOperations):
 
     # ------------------------------------------------------------------ messages
     async def put_message(
-        self, topic: str, queue_id: int, message: MessageIn, **kw: Any
+        self, topic: str, queue_id: int, message: MessageIn, **fields: Any
     ) -> PutResult:
         """Store one message (SEND_MESSAGE); queue_id < 0 lets the broker pick a write queue."""
-        return await self.put_messages(topic, queue_id, [message], **kw)
+        return await self.put(PutRequest(topic, queue_id, [message], **fields))
 
     async def put_messages(
-        self,
-        topic: str,
-        queue_id: int,
-        batch: list[MessageIn],
-        *,
-        requester: str = "",
-        producer_group: str = "",
-        default_topic: str | None = None,
-        default_topic_queue_nums: int = 4,
-        max_reconsume_times: int | None = None,
+        self, topic: str, queue_id: int, batch: list[MessageIn], **fields: Any
     ) -> PutResult:
-        """`put` of a batch in one queue, for callers in process (the CLI, tests, benches)."""
-        return await self.put(
-            PutRequest(
-                topic,
-                queue_id,
-                batch,
-                requester,
-                producer_group,
-                default_topic,
-                default_topic_queue_nums,
-                max_reconsume_times,
-            )
-        )
+        """`put` of a batch in one queue, for callers in process (the CLI, tests, benches); `fields`
+        are PutRequest's."""
+        return await self.put(PutRequest(topic, queue_id, batch, **fields))
 
     async def put(self, request: PutRequest) -> PutResult:
-        """Store a send's messages in one queue, one record (SEND_MESSAGE, SEND_BATCH_MESSAGE).
+        """`start_put`, then its outcome (`in_turn`)."""
+        return await self.in_turn(self.start_put, request)
+
+    def start_put(
+        self, request: PutRequest, then: Callable[[Pending[PutResult]], None] | None = None
+    ) -> Pending[PutResult]:
+        """Store a send's messages in one queue, one record (SEND_MESSAGE, SEND_BATCH_MESSAGE): its
+        checks raise here, and its job is queued when this returns (core/pending.py).
 
         A message with DELAY > 0 is parked in SCHEDULE_TOPIC_XXXX (B-96); a send to
         `%RETRY%G` past max_reconsume_times goes to `%DLQ%G` (B-95).
         """
-        return self._put_stored(await self.submit(self._put_job(request)))
+        # no role to ask: a slave refuses a send in its checks (the broker is a slave)
+        job = self._put_job(request)
+        return self.writer.push(Pending(job, then, self._put_stored, self._refuse))
 
-    def enqueue_put(
-        self, request: PutRequest, then: Callable[[Queued[PutResult]], None] | None = None
-    ) -> Queued[PutResult]:
-        """`put` up to the writer's queue, without waiting: the job is queued when this returns.
-
-        For a caller that keeps arrival order itself (the listener queues a
-        connection's sends as their frames are decoded); `put_result` waits,
-        or, given `then`, the writer calls it at the commit (`put_done` reads
-        the result there).
-        """
-        return self.writer.enqueue(self._put_job(request), then)
+    # the name tests/test_stats_group_commit.py starts a put by
+    enqueue_put = start_put
 
     def _put_job(self, request: PutRequest) -> Callable[[AppendContext], PutResult]:
         """The checks of a put (raised here, before anything is queued) and its writer job."""
         return messages.put_job(self.store, messages.prepare_put(self.store, request))
-
-    async def put_result(self, queued: Queued[PutResult]) -> PutResult:
-        """What `put` returns, for a put queued with `enqueue_put`."""
-        return self._put_stored(await self.outcome(queued))
-
-    def put_done(self, queued: Queued[PutResult]) -> PutResult:
-        """`put_result` of a put whose commit is done (in its `then`), refused as `submit` refuses."""
-        try:
-            result = queued.result()
-        except (StoreFullError, RecordOutOfRange, WritesFenced) as exc:
-            raise self._refusal(exc) from None
-        return self._put_stored(result)
 
     def _put_stored(self, result: PutResult) -> PutResult:
         if result.real_topic is not None:
@@ -136,143 +109,65 @@ class Broker(RetryOperations):
                 self.store, txn, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
             )
 
-    async def pull(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msg_nums: int = 32,
-        *,
-        tags_codes: frozenset[int] | None = None,
-        message_filter: Callable[[bytes], bool] | None = None,
-        client: str = "",
-        commit_offset: int | None = None,
-    ) -> GetResult:
+    async def pull(self, *fields: Any, **named: Any) -> GetResult:
+        """`serve_pull` for callers in process (the CLI, tests, benches): PullRequest's fields."""
+        return await self.serve_pull(PullRequest(*fields, **named))
+
+    async def serve_pull(self, request: PullRequest) -> GetResult:
         """PULL_MESSAGE: read, then record the delivery and any piggybacked commit (B-31).
 
-        The checks, the group's config and the messages come from one read transaction
-        (commands/pull.py); a group not created yet is created before the answer (B-03).
+        `read_pull`, the group created if it is not yet (B-03), then `start_pull` and its outcome
+        (`in_turn`). The answer is the read with the commit's record and the group's config.
         """
-        result, group_config = self.read_pull(
-            group, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
-        )
+        result, group_config = self.read_pull(request)
         if group_config is None:
-            group_config = await self.ensure_group(group, requester=client)
-        job = self._pulled(
-            group, topic, queue_id, offset, result, group_config, client, commit_offset
-        )
-        commit_seq = 0
-        if job is not None:
-            commit_seq = self._pull_recorded(
-                await self._record_unless_full(job), group, topic, queue_id, result, client
-            )
+            group_config = await self.ensure_group(request.group, requester=request.client)
+        commit_seq = await self.in_turn(self.start_pull, request, result, group_config)
         # one copy, with what the answer needs: the commit's record and the group's config
         return dataclasses.replace(result, commit_seq=commit_seq, group_config=group_config)
 
-    def read_pull(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msg_nums: int,
-        tags_codes: frozenset[int] | None = None,
-        message_filter: Callable[[bytes], bool] | None = None,
-    ) -> tuple[GetResult, SubscriptionGroupConfig | None]:
-        """A pull's checks and read (commands/pull.py), and the group's config (None: not created yet)."""
-        return pull.read(
-            self.store, group, topic, queue_id, offset, max_msg_nums, tags_codes, message_filter
-        )
+    def read_pull(self, request: PullRequest) -> tuple[GetResult, SubscriptionGroupConfig | None]:
+        """A pull's checks and read (commands/pull.py), and the group's config (None: not created
+        yet). The checks, the config and the messages come from one read transaction."""
+        return pull.read(self.store, request)
 
-    def enqueue_pull(
+    def start_pull(
         self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
+        request: PullRequest,
         result: GetResult,
         group_config: SubscriptionGroupConfig,
-        then: Callable[[Callable[[], int]], None],
-        *,
-        client: str = "",
-        commit_offset: int | None = None,
-    ) -> None:
-        """The rest of `pull` after `read_pull` found the group, without waiting: the pull's record is
-        queued when this returns (its checks raise here), and once it is committed (at once when
-        there is nothing to record) `then` is handed a call that returns the commit's record (0:
-        none; `pull`'s `commit_seq`), or raises the refusal the commit met. `result` and
-        `group_config` are the rest of what `pull` returns, as they are (no copy)."""
-        job = self._pulled(
-            group, topic, queue_id, offset, result, group_config, client, commit_offset
-        )
-        if job is None:
-            then(int)  # int() == 0: nothing recorded
-            return
-
-        def done(queued: Queued[int]) -> None:
-            def outcome() -> int:
-                recorded = self._unrecorded_outcome(queued)
-                return self._pull_recorded(recorded, group, topic, queue_id, result, client)
-
-            then(outcome)
-
-        self.writer.enqueue(job, done)
-
-    def _pulled(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        result: GetResult,
-        group_config: SubscriptionGroupConfig,
-        client: str,
-        commit_offset: int | None,
-    ) -> Callable[[AppendContext], int] | None:
-        """The group's check, the count of messages served, and the job recording the pull (None:
-        nothing to record)."""
+        then: Callable[[Pending[int]], None] | None = None,
+    ) -> Pending[int]:
+        """What a pull read (`read_pull`, its group found) recorded: the group's check raises here,
+        and the record of its delivery, moved offset or commit is queued when this returns (done at
+        once when there is nothing to record, or when the role keeps it, a slave's journal). Its
+        outcome is the commit's record (0: none; `serve_pull`'s `commit_seq`). A delivery the full
+        disk kept from the log is kept aside (B-151, B-152)."""
         if not group_config.consume_enable:
-            raise NoPermission(f"subscription group no permission, {group}")
+            raise NoPermission(f"subscription group no permission, {request.group}")
         self.messages_served += len(result.offsets)
-        if commit_offset is not None and self.config.brokerRole == BrokerRole.SLAVE:
-            commit_offset = None
-        if not pull.recorded(result, offset, commit_offset is not None):
-            return None
-        return pull.record_job(
-            self.store,
-            group,
-            topic,
-            queue_id,
-            offset,
-            result,
-            client=client,
-            commit_offset=commit_offset,
-        )
+        if self.role.follows_master:  # a slave journals its delivery (B-31, B-118)
+            self.role.keep_pull(self.store, request, result)
+            return Pending.at_once(0, then)
+        if not pull.recorded(result, request.offset, request.commit_offset is not None):
+            return Pending.at_once(0, then)
 
-    def _pull_recorded(
-        self,
-        recorded: int | Unrecorded,
-        group: str,
-        topic: str,
-        queue_id: int,
-        result: GetResult,
-        client: str,
-    ) -> int:
-        """The record of the pull's commit (0: none) from its job's outcome; a delivery the full disk
-        kept from the log is kept aside (B-151, B-152)."""
-        if recorded is Unrecorded.DISK_FULL and result.status == GetStatus.FOUND:
-            # answered all the same (B-151); summed up and recorded once space returns (B-152)
-            self.unrecorded.add(
-                group,
-                topic,
-                queue_id,
-                result.offsets,
-                result.next_begin_offset,
-                client,
-                self.store.clock.now_ms(),
-            )
-        return recorded if isinstance(recorded, int) else 0
+        def recorded(outcome: int | Unrecorded) -> int:
+            if outcome is Unrecorded.DISK_FULL and result.status == GetStatus.FOUND:
+                # answered all the same (B-151); summed up and recorded once space returns (B-152)
+                self.unrecorded.add(
+                    request.group,
+                    request.topic,
+                    request.queue_id,
+                    result.offsets,
+                    result.next_begin_offset,
+                    request.client,
+                    self.store.clock.now_ms(),
+                )
+            return outcome if isinstance(outcome, int) else 0
+
+        job = pull.record_job(self.store, request, result)
+        return self.writer.push(Pending(job, then, recorded, self._refuse, unrecorded=True))
 
     # ------------------------------------------------------------------ offsets
     def min_offset(self, topic: str, queue_id: int) -> int:
@@ -297,54 +192,52 @@ class Broker(RetryOperations):
         with self.store.read() as txn:
             return offsets.search_offset(self.store, txn, topic, queue_id, timestamp, mode)
 
-    def begin_commit_offset(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        *,
-        cause: Cause = Cause.CLIENT_COMMIT,
-        requester: str = "",
-    ) -> Awaitable[int]:
-        """`commit_offset` with its record queued now, before this returns; await the result for its
-        sequence number (a refusal is raised here or there)."""
-        queued = self.writer.enqueue(
-            offsets.commit_job(
-                self.store, group, topic, queue_id, offset, cause=cause, requester=requester
-            )
-        )
-        return self.outcome(queued)
+    async def commit_offset(self, *fields: Any, **named: Any) -> int:
+        """`start_commit_offset`, then its outcome (`in_turn`), for callers in process: OffsetCommit's
+        fields."""
+        return await self.in_turn(self.start_commit_offset, OffsetCommit(*fields, **named))
 
-    async def commit_offset(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        *,
-        cause: Cause = Cause.CLIENT_COMMIT,
-        requester: str = "",
-    ) -> int:
-        """UPDATE_CONSUMER_OFFSET: record the commit; returns its sequence number."""
-        return await self.submit(
-            offsets.commit_job(
-                self.store, group, topic, queue_id, offset, cause=cause, requester=requester
-            )
+    def start_commit_offset(
+        self, commit: OffsetCommit, then: Callable[[Pending[int]], None] | None = None
+    ) -> Pending[int]:
+        """UPDATE_CONSUMER_OFFSET: its checks raise here, and its record is queued when this returns
+        (B-312); its outcome is the record's sequence. A slave keeps it in its journal instead
+        (B-30): done at once, its outcome the journal position."""
+        if self.role.follows_master:  # a slave journals it (B-30)
+            return Pending.at_once(self.role.keep_commit(self.store, commit), then)
+        job = offsets.commit_job(
+            self.store,
+            commit.group,
+            commit.topic,
+            commit.queue_id,
+            commit.offset,
+            cause=commit.cause,
+            requester=commit.requester,
         )
+        return self.start(job, then)
 
     def stored_offset(self, group: str, topic: str, queue_id: int) -> int:
-        """The offset table's value, or -1 (B-29)."""
+        """The offset table's value, or -1 (B-29); a slave's own commit over it (B-120)."""
         with self.store.read() as txn:
-            return self.store.offsets.query(txn, topic, group, queue_id)
+            own = self.role.own_offset(self.store, txn, topic, group, queue_id)
+            return self.store.offsets.query(txn, topic, group, queue_id) if own is None else own
 
     async def query_consumer_offset(
         self, group: str, topic: str, queue_id: int, *, requester: str = ""
     ) -> OffsetAnswer:
-        """QUERY_CONSUMER_OFFSET with the B-37 decision table, after the writes queued before it (B-312)."""
+        """QUERY_CONSUMER_OFFSET with the B-37 decision table, after the writes queued before it (B-312).
+
+        A slave answers its own commit of the queue when it holds one (B-120); a "nothing stored"
+        answer it does not record.
+        """
         await self.writer.settled()
         with self.store.read() as txn:
             answer = offsets.decide_query(self.store, txn, group, topic, queue_id)
+            own = self.role.own_offset(self.store, txn, topic, group, queue_id)
+        if own is not None:
+            return dataclasses.replace(
+                answer, code=ResponseCode.SUCCESS, offset=own, row=1, stored=own
+            )
         if answer.row == 1:
             return answer  # a stored offset: nothing new to record
         answer_recorded = await self._record_unless_full(
@@ -352,7 +245,7 @@ class Broker(RetryOperations):
         )
         if not isinstance(answer_recorded, Unrecorded):
             return answer_recorded
-        with self.store.read() as txn:  # the disk is full: the same answer, unrecorded (B-153)
+        with self.store.read() as txn:  # unrecorded (a full disk, B-153; a slave): the same answer
             return offsets.decide_query(self.store, txn, group, topic, queue_id)
 
     def message_at(self, physical_offset: int) -> bytes | None:
@@ -406,9 +299,18 @@ class Broker(RetryOperations):
         return table, max((s.data_version for s in stored), default=0)
 
     def offset_table(self) -> list[tuple[str, str, int, int]]:
-        """The whole offset table: (topic, group, queue id, offset)."""
+        """The whole offset table: (topic, group, queue id, offset); a slave's own commits over it
+        (B-120: its own table)."""
+        mine = self.role.own_offsets()
         with self.store.read() as txn:
-            return list(self.store.offsets.table(txn))
+            if not mine:
+                return list(self.store.offsets.table(txn))
+            table = {(t, g, q): o for t, g, q, o in self.store.offsets.table(txn)}
+            for topic, group, queue_id in mine:
+                own = self.role.own_offset(self.store, txn, topic, group, queue_id)
+                if own is not None:
+                    table[(topic, group, queue_id)] = own
+        return [(t, g, q, o) for (t, g, q), o in sorted(table.items())]
 
     def group_offsets(self, group: str) -> list[tuple[str, int, int]]:
         return [(t, q, o) for t, g, q, o in self.offset_table() if g == group]
@@ -440,6 +342,7 @@ class Broker(RetryOperations):
             "storeSizeBytes": store_size(self.store.log.path),
             **self.rates.rates(self.store.clock.now_ms()),
             **self.history_status().runtime_fields(),
+            **self.role.runtime_fields(),
         }
 
     def history_status(self) -> HistoryStatus:
@@ -493,7 +396,13 @@ class Broker(RetryOperations):
         scope: str | None = None,
         dry_run: bool = False,
     ) -> resets.ResetPlan:
-        """Compute a reset table and record it (B-74, B-75, S-2, S-12, S-13); a dry run records nothing."""
+        """Compute a reset table and record it (B-74, B-75, S-2, S-12, S-13); a dry run records nothing.
+
+        A slave computes it from its own store and tells its clients (B-120) but records nothing:
+        the clients' commits that follow land in its journal; a server-side reset, which writes
+        offsets itself, is refused there (it needs the master).
+        """
+        mode, dry_run = self.role.reset_as(mode, self.config.reset_mode, dry_run)
         job = resets.reset_job(
             self.store,
             group,

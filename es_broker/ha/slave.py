@@ -79,7 +79,7 @@ class SlaveReplicator:
         self._journal_grew = trio.Event()
         self._fetched = trio.Event()  # set (and replaced) after each fetch answer is applied
         # a commit or delivery taken here is shipped as soon as a master listens
-        broker.on_commit = self._wake_shipper
+        broker.role.on_commit = self._wake_shipper
         self._failing_since: float | None = None
         # how the master answered the fetches and the merges (B-318): logged, shown in brokerStatus
         self.fetches = PeerRequests("replication fetch from master", log)

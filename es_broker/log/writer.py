@@ -22,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 import trio
 
@@ -31,6 +31,7 @@ from es_broker.log.arrival import current_ticket, take_turn
 from es_broker.log.store import AppendContext, RecordLog, StoreFullError
 
 T = TypeVar("T")
+Q = TypeVar("Q", bound="Queued[Any]")
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ class Queued(Generic[T]):
     Its result is `value` when `ok`, else the error in `value`. Without a
     `then` callback, `GroupCommitWriter.outcome` waits for it; with one, the
     writer calls `then(self)` once the group commit is done, on the trio
-    thread, and nothing waits.
+    thread, and nothing waits. A subclass may read its outcome its own way
+    (`es_broker.core.pending.Pending`); `GroupCommitWriter.push` queues one.
     """
 
     __slots__ = ("job", "done", "then", "ok", "value", "trace")
@@ -72,7 +74,7 @@ class Queued(Generic[T]):
     def __init__(
         self,
         job: Callable[[AppendContext], T],
-        then: Callable[[Queued[T]], None] | None = None,
+        then: Callable[[Self], None] | None = None,
     ) -> None:
         self.job = job
         self.then = then
@@ -201,9 +203,12 @@ class GroupCommitWriter:
         these calls, so a caller that enqueues as frames are decoded keeps
         their arrival order by itself.
         """
+        return self.push(Queued(job, then))
+
+    def push(self, pending: Q) -> Q:
+        """`enqueue` of a job already wrapped in its `Queued` (or a subclass of it); returns it."""
         if self._closed:
             raise WriterClosed("the broker is shutting down")
-        pending: Queued[T] = Queued(job, then)
         self._push(pending)
         pending.trace = hops.mark(hops.SUBMITTED)
         return pending

@@ -9,9 +9,10 @@ queued (B-312).
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any
 
+from es_broker.commands.offsets import OffsetCommit
 from es_broker.core.broker import Broker
+from es_broker.core.pending import Pending
 from es_broker.log.types import Cause
 from es_broker.net.channel import Channel
 from es_broker.remoting.bodies import GetConsumerListByGroupResponseBody
@@ -82,7 +83,8 @@ class ConsumerManageProcessor:
     ) -> RemotingCommand:
         """UPDATE_CONSUMER_OFFSET as a task: its record enters the writer's queue in its connection's
         arrival order (after an earlier pull's piggybacked commit, B-312)."""
-        seq = await self.broker.commit_offset(**self._commit(channel, req))
+        commit = self._commit(channel, req)
+        seq = await self.broker.in_turn(self.broker.start_commit_offset, commit)
         return self._commit_response(req, await self.confirm_commit(seq))
 
     def start_commit_offset(
@@ -91,25 +93,25 @@ class ConsumerManageProcessor:
         """UPDATE_CONSUMER_OFFSET up to the writer's queue as the frame is decoded (the listener
         starts it only when no earlier ordered request of the connection is still to be queued)."""
         return self._offset_committed(
-            req, self.broker.begin_commit_offset(**self._commit(channel, req))
+            req, self.broker.start_commit_offset(self._commit(channel, req))
         )
 
-    def _commit(self, channel: Channel, req: RemotingCommand) -> dict[str, Any]:
+    def _commit(self, channel: Channel, req: RemotingCommand) -> OffsetCommit:
         h = UpdateConsumerOffsetRequestHeader.of(req)
         group = h.consumer_group
         info = self.clients.consumer_group(group)
-        return {
-            "group": group,
-            "topic": h.topic,
-            "queue_id": h.queue_id,
-            "offset": h.commit_offset,
+        return OffsetCommit(
+            group,
+            h.topic,
+            h.queue_id,
+            h.commit_offset,
             # a commit from a connection that is no consumer of the group is an operator's (B-131)
-            "cause": Cause.CLIENT_COMMIT if info and channel in info.channels else Cause.ADMIN,
-            "requester": self.requester(channel),
-        }
+            Cause.CLIENT_COMMIT if info and channel in info.channels else Cause.ADMIN,
+            self.requester(channel),
+        )
 
     async def _offset_committed(
-        self, req: RemotingCommand, committed: Awaitable[int]
+        self, req: RemotingCommand, committed: Pending[int]
     ) -> RemotingCommand:
         seq = await committed
         return self._commit_response(req, await self.confirm_commit(seq))

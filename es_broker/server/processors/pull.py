@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import struct
 from collections.abc import Awaitable, Callable
 
@@ -19,8 +18,9 @@ import trio
 from es_broker.commands import names, retry, sql92
 from es_broker.commands.errors import BrokerError
 from es_broker.commands.messages import GetResult
-from es_broker.config import BrokerRole
+from es_broker.commands.pull import PullRequest
 from es_broker.core.broker import Broker
+from es_broker.core.pending import Pending
 from es_broker.log import hops
 from es_broker.log.arrival import pass_turn, unordered
 from es_broker.net.channel import Channel
@@ -72,10 +72,7 @@ class PullMessageProcessor(BrokerSettings):
         self.holds = holds
         self.requester = requester
         self.confirm_commit = confirm_commit
-        self.is_slave = broker.config.brokerRole == BrokerRole.SLAVE
-        # a broker whose pull is not Broker's own (a slave's journals its deliveries) is served by
-        # its pull alone: `start_pull` stands in for Broker.pull only
-        self._broker_pull = type(broker).pull is Broker.pull
+        self.is_slave = broker.role.follows_master
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.pull_message}
@@ -92,30 +89,27 @@ class PullMessageProcessor(BrokerSettings):
         returns (the requests read after it queue theirs after it, B-312), and the writer's
         completion answers it into `outbox`. Anything else is DECLINED before anything is recorded
         (the read is side-effect free), for `pull_message` to serve from the start."""
-        if not self._broker_pull or not self.confirm_commit.at_once:
+        if not self.confirm_commit.at_once:
             return DECLINED
         h = PullMessageRequestHeader.of(req)
         pull_filter = self._subscription_now(h)
         if pull_filter is None:
             return DECLINED
-        group, topic, queue_id, offset = h.consumer_group, h.topic, h.queue_id, h.queue_offset
-        sys_flag = h.sys_flag
-        tags, message_filter = pull_filter.tags_codes, pull_filter.message_filter
+        request = self._pull_request(channel, h, pull_filter)
         broker = self.broker
-        result, group_config = broker.read_pull(
-            group, topic, queue_id, offset, h.max_msg_nums, tags, message_filter
-        )
+        result, group_config = broker.read_pull(request)
         if group_config is None:  # created by the handler (B-03)
             return DECLINED
+        offset = request.offset
         code = response_code(result.status, offset)
-        if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
+        if code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & PULL_SUSPEND:
             return DECLINED  # a long poll, which registers for arrivals before its read
         trace = hops.current() if hops.ON else None
 
-        def answer(outcome: Callable[[], int]) -> None:
+        def answer(pending: Pending[int]) -> None:
             try:
-                outcome()
-                response = self._pull_answer(req, group, result, code, offset, group_config)
+                pending.result()
+                response = self._pull_answer(req, request.group, result, code, offset, group_config)
             except Exception as exc:
                 outbox.fail(req, exc, trace)
                 return
@@ -123,18 +117,24 @@ class PullMessageProcessor(BrokerSettings):
                 trace.mark(hops.ANSWERED)
             outbox.answer(req, response, trace)
 
-        broker.enqueue_pull(
-            group,
-            topic,
-            queue_id,
-            offset,
-            result,
-            group_config,
-            answer,
-            client=self.requester(channel),
-            commit_offset=h.commit_offset if sys_flag & PULL_COMMIT_OFFSET else None,
-        )
+        broker.start_pull(request, result, group_config, answer)
         return None
+
+    def _pull_request(
+        self, channel: Channel, h: PullMessageRequestHeader, pull_filter: PullFilter
+    ) -> PullRequest:
+        """The pull as the broker serves it, from its header and its filter."""
+        return PullRequest(
+            h.consumer_group,
+            h.topic,
+            h.queue_id,
+            h.queue_offset,
+            h.max_msg_nums,
+            pull_filter.tags_codes,
+            pull_filter.message_filter,
+            self.requester(channel),
+            h.commit_offset if h.sys_flag & PULL_COMMIT_OFFSET else None,
+        )
 
     def _subscription_now(self, h: PullMessageRequestHeader) -> PullFilter | None:
         """`_subscription` when it needs no wait: a tag filter (SQL92 compiles in a thread, a retry
@@ -158,31 +158,17 @@ class PullMessageProcessor(BrokerSettings):
 
     async def pull_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.of(req)
-        group, topic, queue_id, offset = h.consumer_group, h.topic, h.queue_id, h.queue_offset
         sys_flag = h.sys_flag
-        commit = h.commit_offset if sys_flag & PULL_COMMIT_OFFSET else None
         suspend_ms = 15000 if h.suspend_timeout_millis is None else h.suspend_timeout_millis
-        pull_filter = await self._subscription(h)
-        tags, message_filter = pull_filter.tags_codes, pull_filter.message_filter
-        client = self.requester(channel)
+        request = self._pull_request(channel, h, await self._subscription(h))
+        group, offset = request.group, request.offset
         # register for arrivals before reading, so a message stored meanwhile is not missed
-        arrival = self.holds.arrival(topic, queue_id)
-        read = functools.partial(
-            self.broker.pull,
-            group,
-            topic,
-            queue_id,
-            offset,
-            h.max_msg_nums,
-            tags_codes=tags,
-            message_filter=message_filter,
-            client=client,
-        )
+        arrival = self.holds.arrival(request.topic, request.queue_id)
         # a pull waits for no earlier request (a consumer has one pull per queue in flight), but the
         # commits and queries after it wait for its record (B-312): its turn is given up once that
         # is queued (or there is none), before it long-polls
         with unordered():
-            result = await read(commit_offset=commit)
+            result = await self.broker.serve_pull(request)
         pass_turn()
         if result.commit_seq:
             # answered either way: the messages are read, only the commit waits (B-383)
@@ -197,7 +183,7 @@ class PullMessageProcessor(BrokerSettings):
             with trio.move_on_after(hold):
                 await arrival.wait()
             # the re-run neither suspends nor stores the commit again (B-63)
-            result = await read()
+            result = await self.broker.serve_pull(request._replace(commit_offset=None))
             code = response_code(result.status, offset)
         return self._pull_answer(req, group, result, code, offset, result.group_config)
 

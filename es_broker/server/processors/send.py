@@ -14,8 +14,9 @@ from es_broker.commands.errors import BrokerError, IllegalRequest
 from es_broker.commands.messages import PutRequest
 from es_broker.commands.placement import MessageIn, PutResult
 from es_broker.core.broker import Broker
+from es_broker.core.pending import Pending
 from es_broker.ha.master import ReplicationMaster, wants_slave_ack
-from es_broker.log import Queued, hops
+from es_broker.log import hops
 from es_broker.net.channel import Channel
 from es_broker.projections.topics import PERM_WRITE
 from es_broker.remoting import message as wire
@@ -95,14 +96,14 @@ class SendMessageProcessor(BrokerSettings):
         if self.replication is not None and all(
             wants_slave_ack(m.properties) for m in send.messages
         ):
-            return self._finish_send(req, send, self.broker.enqueue_put(send))
+            return self._finish_send(req, send, self.broker.start_put(send))
         trace = hops.current() if hops.ON else None
 
-        def answer(queued: Queued[PutResult]) -> None:
+        def answer(pending: Pending[PutResult]) -> None:
             if trace is not None:
                 trace.mark(hops.WOKEN)
             try:
-                result = self.broker.put_done(queued)
+                result = pending.result()
                 self.stored(result)
                 if self.on_sent is not None:
                     self.on_sent(send.messages, result)
@@ -114,13 +115,13 @@ class SendMessageProcessor(BrokerSettings):
                 trace.mark(hops.ANSWERED)
             outbox.answer(req, response, trace)
 
-        self.broker.enqueue_put(send, answer)
+        self.broker.start_put(send, answer)
         return None
 
     async def _finish_send(
-        self, req: RemotingCommand, send: PutRequest, queued: Queued[PutResult]
+        self, req: RemotingCommand, send: PutRequest, pending: Pending[PutResult]
     ) -> RemotingCommand:
-        return await self._send_answer(req, send, await self.broker.put_result(queued))
+        return await self._send_answer(req, send, await pending)
 
     def _put_request(self, channel: Channel, req: RemotingCommand) -> PutRequest:
         """The send as the broker stores it, read from its header; the header's checks here."""
