@@ -51,7 +51,7 @@ async def _with_broker(path: str, body: Any) -> Any:
 def test_b356_counts_of_one_group_commit_equal_those_of_sends_one_by_one(tmp_path) -> None:
     async def body(broker: Broker) -> dict[str, Counts]:
         for i in range(20):  # T: twenty sends queued together, written by one group commit
-            broker.enqueue_put(_send("T", i), _ignore)
+            broker.start_put(_send("T", i), _ignore)
         batches = broker.writer.batches
         broker.writer.commit_waiting()
         assert broker.writer.batches == batches + 1
@@ -67,7 +67,7 @@ def test_b356_counts_of_one_group_commit_equal_those_of_sends_one_by_one(tmp_pat
 
 def test_b356_a_rolled_back_group_commit_leaves_none_of_its_counts(tmp_path) -> None:
     async def body(broker: Broker) -> dict[str, Counts]:
-        good = [broker.enqueue_put(_send("T", i), _ignore) for i in range(3)]
+        good = [broker.start_put(_send("T", i), _ignore) for i in range(3)]
         put = broker._put_job(_send("T", 3))
 
         def spoiled(ctx: AppendContext) -> None:
@@ -75,7 +75,7 @@ def test_b356_a_rolled_back_group_commit_leaves_none_of_its_counts(tmp_path) -> 
             raise ValueError("spoiled after appending")
 
         bad = broker.writer.enqueue(spoiled, _ignore)
-        good += [broker.enqueue_put(_send("T", i), _ignore) for i in range(4, 6)]
+        good += [broker.start_put(_send("T", i), _ignore) for i in range(4, 6)]
         broker.writer.commit_waiting()  # the batch rolls back; each job is then tried alone
         assert all(q.ok for q in good) and not bad.ok
         return _totals(broker)

@@ -81,9 +81,6 @@ class Broker(RetryOperations):
         job = self._put_job(request)
         return self.writer.push(Pending(job, then, self._put_stored, self._refuse))
 
-    # the name tests/test_stats_group_commit.py starts a put by
-    enqueue_put = start_put
-
     def _put_job(self, request: PutRequest) -> Callable[[AppendContext], PutResult]:
         """The checks of a put (raised here, before anything is queued) and its writer job."""
         return messages.put_job(self.store, messages.prepare_put(self.store, request))
