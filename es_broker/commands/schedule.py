@@ -93,7 +93,9 @@ def deliver_due_job(
                     )
                     skipped += 1
                 else:
-                    delivered.append(_deliver(store, ctx, parked, real, level, cursor, due, now))
+                    delivered.append(
+                        deliver_parked(store, ctx, parked, real, level, cursor, due, now)
+                    )
                 cursor += 1
         return DeliveryPass(tuple(delivered), skipped, next_due, now)
 
@@ -108,7 +110,7 @@ def _real_destination(parked: wire.StoredMessage) -> tuple[str, int] | None:
     return topic, int(qid)
 
 
-def _deliver(
+def deliver_parked(
     store: Store,
     ctx: AppendContext,
     parked: wire.StoredMessage,
@@ -117,10 +119,14 @@ def _deliver(
     cursor: int,
     due: int,
     now: int,
+    *,
+    timer: bool = False,
+    drop: tuple[str, ...] = (),
 ) -> Delivered:
     """messageTimeup + putMessage: the copy, stored with the cursor advance in its own record.
 
-    The copy keeps the parked message's store host, as RocketMQ copies it.
+    The copy keeps the parked message's store host, as RocketMQ copies it. `timer`: a message of
+    the timer topic (level 0; its delivery says so); `drop`: properties the copy leaves behind.
     """
     topic, queue_id = real
     copy = placement.MessageIn(
@@ -132,9 +138,11 @@ def _deliver(
         parked.born_host,
         parked.reconsume_times,
     )
-    raw, code = placement.encode_message(
-        topic, queue_id, copy, delay.delivered_properties(parked.properties), parked.store_host
-    )
+    props = delay.delivered_properties(parked.properties)
+    for name in drop:
+        props.pop(name, None)
+    raw, code = placement.encode_message(topic, queue_id, copy, props, parked.store_host)
+    marks: dict[str, object] = {"level": level, "timer": True} if timer else {"level": level}
     result = placement.place(
         store,
         ctx,
@@ -144,9 +152,9 @@ def _deliver(
         [code],
         ts=now,
         host=parked.store_host,
-        requester="schedule",
+        requester="timer" if timer else "schedule",
         delivery={
-            "level": level,
+            **marks,
             "schedule_offset": cursor,
             "schedule_phy": parked.physical_offset,
             "next_cursor": cursor + 1,

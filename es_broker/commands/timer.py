@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from es_broker.commands import delay, placement
 from es_broker.commands.errors import MessageIllegal
-from es_broker.commands.schedule import Delivered, DeliveryPass
+from es_broker.commands.schedule import Delivered, DeliveryPass, deliver_parked
 from es_broker.config import BrokerRole
 from es_broker.log import AppendContext
 from es_broker.log.types import DelayedMessageSkipped
@@ -178,7 +178,20 @@ def deliver_due_job(
                 )
                 skipped += 1
                 continue
-            delivered.append(_deliver(store, ctx, parked, real, offset, due, now))
+            delivered.append(
+                deliver_parked(
+                    store,
+                    ctx,
+                    parked,
+                    real,
+                    0,
+                    offset,
+                    due,
+                    now,
+                    timer=True,
+                    drop=(PROPERTY_TIMER_OUT_MS,),
+                )
+            )
         return DeliveryPass(tuple(delivered), skipped, store.timers.next_due(txn), now)
 
     return job
@@ -190,53 +203,6 @@ def _real_destination(parked: wire.StoredMessage) -> tuple[str, int] | None:
     if not topic or not qid.strip().isdigit():
         return None
     return topic, int(qid)
-
-
-def _deliver(
-    store: Store,
-    ctx: AppendContext,
-    parked: wire.StoredMessage,
-    real: tuple[str, int],
-    offset: int,
-    due: int,
-    now: int,
-) -> Delivered:
-    """The copy in the real queue, its store record carrying the delivery (level 0, timer)."""
-    topic, queue_id = real
-    copy = placement.MessageIn(
-        parked.body,
-        {},
-        parked.flag,
-        parked.sys_flag,
-        parked.born_timestamp,
-        parked.born_host,
-        parked.reconsume_times,
-    )
-    props = delay.delivered_properties(parked.properties)
-    props.pop(PROPERTY_TIMER_OUT_MS, None)
-    raw, code = placement.encode_message(topic, queue_id, copy, props, parked.store_host)
-    result = placement.place(
-        store,
-        ctx,
-        topic,
-        queue_id,
-        [raw],
-        [code],
-        ts=now,
-        host=parked.store_host,
-        requester="timer",
-        delivery={
-            "level": 0,
-            "timer": True,
-            "schedule_offset": offset,
-            "schedule_phy": parked.physical_offset,
-            "next_cursor": offset + 1,
-            "due": due,
-        },
-    )
-    return Delivered(
-        0, offset, topic, queue_id, result.queue_offset, result.physical_offsets[0], result.seq
-    )
 
 
 __all__ = ["TIMER_TOPIC", "Timer", "deliver_due_job", "park", "park_due", "requested"]
