@@ -22,6 +22,7 @@ import trio
 from es_broker.commands import sql92
 from es_broker.commands.errors import BrokerError
 from es_broker.commands.pop import Handed, PopRequest, PopResult
+from es_broker.commands.pop_ack import HandleUse
 from es_broker.core.broker import Broker
 from es_broker.core.pop import PopOperations
 from es_broker.net.channel import Channel
@@ -220,9 +221,11 @@ class PopProcessor:
         )
         return wire.encode(shown)
 
-    async def ack_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        h = AckMessageRequestHeader.of(req)
-        use = self.ops.use(
+    def _handle_use(
+        self, channel: Channel, h: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader
+    ) -> HandleUse:
+        """The handle an ack or a change names, its MAC checked (nothing recorded when refused)."""
+        return self.ops.use(
             h.consumer_group,
             h.topic,
             h.queue_id,
@@ -231,6 +234,10 @@ class PopProcessor:
             self.requester(channel),
             h.for_client,
         )
+
+    async def ack_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = AckMessageRequestHeader.of(req)
+        use = self._handle_use(channel, h)
         await self.ops.ack(use)
         self.wakeups.freed(h.topic, h.queue_id)  # a FIFO queue's next message may go out now
         return response_to(req, ResponseCode.SUCCESS)
@@ -239,15 +246,7 @@ class PopProcessor:
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
         h = ChangeInvisibleTimeRequestHeader.of(req)
-        use = self.ops.use(
-            h.consumer_group,
-            h.topic,
-            h.queue_id,
-            h.offset,
-            h.extra_info,
-            self.requester(channel),
-            h.for_client,
-        )
+        use = self._handle_use(channel, h)
         changed = await self.ops.change(use, h.invisible_time)
         old = self.ops.decoded(h.extra_info)
         handle = self.ops.handle(
