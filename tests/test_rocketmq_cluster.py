@@ -37,6 +37,7 @@ from tests.rocketmq_498_frames import (
     read_registration,
     split_frame,
 )
+from tests.waiting import poll_until, poll_until_sync
 
 PEER = "127.0.0.1:30911"  # the 4.9.8 broker's address (no process listens there)
 
@@ -60,17 +61,6 @@ def _register_498(sock: socket.socket, peer: Broker498) -> dict:
     sock.sendall(peer.register_frame())
     header, _ = split_frame(_read_frame(sock))
     return header
-
-
-def _wait(what: str, check, timeout: float = 30.0):
-    """Poll `check` until it returns a true value (a deadline, not a sleep to synchronise)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_b528_a_4_9_8_brokers_registration_is_routed_beside_an_es_broker_broker(tmp_path):
@@ -118,9 +108,9 @@ def test_b528_a_4_9_8_brokers_registration_is_routed_beside_an_es_broker_broker(
                 "rmq-broker-b": 4,
             }
         # its connection closed (the broker stopped): RouteInfoManager#onChannelDestroy forgets it
-        _wait(
-            "the 4.9.8 broker forgotten",
+        poll_until_sync(
             lambda: route_perms(served.namesrv, "MIG_ORDERS") == {"es-broker-a": 6},
+            what="the 4.9.8 broker forgotten",
         )
 
 
@@ -243,14 +233,6 @@ async def _run(fn, *args):
     return await trio.to_thread.run_sync(fn, *args)
 
 
-async def _until(what: str, check, timeout: float = 30.0):
-    """Poll `check` until true (a deadline bounds it; no sleep stands for an event)."""
-    with trio.fail_after(timeout):
-        while not (got := check()):
-            await trio.sleep(0.1)
-    return got
-
-
 async def test_b531_add_and_drain_two_brokers_on_one_name_server(tmp_path, nursery):
     """RocketMQ's way to move a cluster: add a broker, make the old one read-only
     (`updateBrokerConfig -k brokerPermission -v 4`), let its consumers drain it, then stop it."""
@@ -278,12 +260,12 @@ async def test_b531_add_and_drain_two_brokers_on_one_name_server(tmp_path, nurse
         assert await _run(route_perms, namesrv, "MIG") == {"broker-old": 4, "broker-new": 6}
         # after the producer's next route refresh (pollNameServerInterval), every send goes to
         # the new broker
-        await _until(
-            "the producer's route refreshed",
+        await poll_until(
             lambda: (
                 {q.broker_name: q.perm for q in producer.instance.routes["MIG"].queue_datas}
                 == {"broker-old": 4, "broker-new": 6}
             ),
+            what="the producer's route refreshed",
         )
         assert set(await send(40, "after")) == {"broker-new"}
 
@@ -309,9 +291,9 @@ async def test_b531_add_and_drain_two_brokers_on_one_name_server(tmp_path, nurse
 
         # the old broker stopped: the name server forgets it, sends go on to the new one
         await _run(cluster.stop_old)
-        await _until(
-            "the old broker gone",
+        await poll_until(
             lambda: route_perms(namesrv, "MIG") == {"broker-new": 6},
+            what="the old broker gone",
         )
         assert set(await send(10, "stopped")) == {"broker-new"}
         await producer.shutdown()
