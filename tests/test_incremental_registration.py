@@ -12,8 +12,6 @@ byte for byte against a frame made by Java's Deflater(BEST_COMPRESSION) over 4.9
 from __future__ import annotations
 
 import json
-import re
-import signal
 import subprocess
 import sys
 import zlib
@@ -34,10 +32,8 @@ from es_broker.remoting.bodies import (
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.server.namesrv import COMPLETE, DELETED, NameServer
+from tests.cluster_fixtures import NAMESRV_READY, broker_process, process
 from tests.process_fixtures import _env, serve
-
-NAMESRV = re.compile(r"name server listening on (\S+)")
-BROKER = re.compile(r"listening on (\S+), data in")
 
 # RegisterBrokerBody.encode(true) of 4.9.8 for the wrapper of _golden_wrapper(): a
 # DeflaterOutputStream(Deflater(BEST_COMPRESSION)) over [len][DataVersion JSON], [count],
@@ -122,63 +118,15 @@ async def test_the_name_server_applies_bodies_as_4_9_8_and_es_brokers_complete_o
     assert sorted(ns.routes.topic_queues) == ["A", "D", "E"]
 
 
-def _spawn(args: list[str], ready: re.Pattern[str], log: Path) -> tuple[subprocess.Popen, str]:
-    sink = open(log, "w")  # noqa: SIM115 (the process owns it until it ends)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "es_broker.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=sink,
-        text=True,
-        env=_env(),
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if m := ready.search(line):
-            return process, m.group(1)
-    raise RuntimeError(f"{args} did not start (exit {process.wait()}): {log.read_text()}")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=30)
-
-
 @contextmanager
 def _separate(tmp_path: Path, *conf: str) -> Iterator[tuple[str, str]]:
-    """A name server process and a broker process registering with it over the wire."""
-    ns, namesrv = _spawn(
-        ["serve", "--role", "namesrv", "--namesrv-listen", "127.0.0.1:0"],
-        NAMESRV,
-        tmp_path / "namesrv.log",
-    )
-    try:
-        conf_file = tmp_path / "broker.conf"
-        conf_file.write_text("\n".join(conf) + "\n")
-        broker, addr = _spawn(
-            [
-                "serve",
-                "--role",
-                "broker",
-                "--namesrv",
-                namesrv,
-                "--data-dir",
-                str(tmp_path / "data"),
-                "--listen",
-                "127.0.0.1:0",
-                "--readmodel-url",
-                "none",
-                "--config",
-                str(conf_file),
-            ],
-            BROKER,
-            tmp_path / "broker.log",
-        )
-        try:
-            yield namesrv, addr
-        finally:
-            _stop(broker)
-    finally:
-        _stop(ns)
+    """A name server process and a broker process (broker-a) registering with it over the wire."""
+    namesrv_args = ["serve", "--role", "namesrv", "--namesrv-listen", "127.0.0.1:0"]
+    with (
+        process(namesrv_args, NAMESRV_READY, tmp_path / "namesrv.log") as namesrv,
+        broker_process(tmp_path, "broker-a", namesrv, *conf) as addr,
+    ):
+        yield namesrv, addr
 
 
 def _admin(namesrv: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
