@@ -45,6 +45,12 @@ from es_broker.remoting import message as wire
 LMDB_DIR = "lmdb"
 
 
+def require_broker_data(data_dir: str | Path) -> None:
+    """FileNotFoundError unless data_dir holds a broker's log (read-only verbs create nothing)."""
+    if not (Path(data_dir) / LMDB_DIR / "data.mdb").exists():
+        raise FileNotFoundError(f"no broker data in {data_dir}")
+
+
 @dataclass(slots=True)
 class Store:
     log: RecordLog
@@ -87,6 +93,8 @@ class Store:
         readonly: bool = False,
     ) -> Store:
         """Open (or create) the LMDB environment of a broker data directory."""
+        if readonly:
+            require_broker_data(data_dir)
         config = config or BrokerConfig(storePathRootDir=str(data_dir))
         projections = all_projections()
         log = RecordLog(

@@ -11,6 +11,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import cli
 from tests.process_fixtures import _env, serve
 
@@ -82,3 +84,24 @@ def test_a_dashboard_port_in_use_stops_it_with_one_line():
         addr = f"127.0.0.1:{taken.getsockname()[1]}"
         done = cli("dashboard", "--namesrv", "127.0.0.1:9", "--listen", addr, timeout=60)
     _one_line(done, "the dashboard cannot listen on", addr, "Address already in use")
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["verify"],
+        ["explain", "--group", "G", "--topic", "T"],
+        ["replay", "--into", "{into}"],
+        ["offsets", "--group", "G", "--at", "now"],
+    ],
+    ids=lambda verb: verb[0],
+)
+def test_an_offline_verb_on_a_directory_without_a_broker_says_so_and_creates_nothing(
+    tmp_path, verb
+):
+    """A mistyped --data-dir: one line naming it; neither it nor replay's --into is created."""
+    missing, into = tmp_path / "no-such-dir", tmp_path / "into"
+    done = cli(*(a.format(into=into) for a in verb), "--data-dir", str(missing))
+    _one_line(done, "no broker data in", str(missing))
+    assert not missing.exists()
+    assert not into.exists()

@@ -35,11 +35,9 @@ def source(config: BrokerConfig) -> Source:
 @contextmanager
 def open_store(args: argparse.Namespace) -> Iterator[Store]:
     """The data directory, read-only; its time index is built first if an older es-broker wrote it."""
-    from es_broker.store import LMDB_DIR, Store
+    from es_broker.store import Store
     from es_broker.timetravel.query import IndexMissing, TimeTravel
 
-    if not (Path(args.data_dir) / LMDB_DIR / "data.mdb").exists():
-        raise FileNotFoundError(f"no broker data in {args.data_dir}")
     config = broker_config(args)
     store = Store.open(args.data_dir, config, readonly=True)
     try:
@@ -60,10 +58,9 @@ def open_store(args: argparse.Namespace) -> Iterator[Store]:
 def open_log_readonly(data_dir: str) -> RecordLog:
     """The record log of a data directory, read-only (FileNotFoundError if there is none)."""
     from es_broker.log import RecordLog
-    from es_broker.store import LMDB_DIR
+    from es_broker.store import LMDB_DIR, require_broker_data
 
-    if not (Path(data_dir) / LMDB_DIR / "data.mdb").exists():
-        raise FileNotFoundError(f"no broker data in {data_dir}")
+    require_broker_data(data_dir)
     return RecordLog(Path(data_dir) / LMDB_DIR, readonly=True)
 
 

@@ -15,7 +15,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from es_broker.cli.progress import progress
     from es_broker.core.replay import replay
     from es_broker.log.dirlock import holding
+    from es_broker.store import require_broker_data
 
+    require_broker_data(args.data_dir)  # before --into is created and locked
     with holding(args.into), progress("replay") as tell:  # the directory it writes (B-490)
         last = replay(args.data_dir, args.into, tell)
     print(f"replayed {last} records from {args.data_dir} into {args.into}")

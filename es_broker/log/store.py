@@ -126,7 +126,8 @@ class RecordLog:
         readonly: bool = False,
     ) -> None:
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        if not readonly:  # a reader creates nothing: LMDB refuses a missing directory
+            self.path.mkdir(parents=True, exist_ok=True)
         self.sync_on_commit = sync
         self.env = lmdb.open(
             str(self.path),
