@@ -11,6 +11,7 @@ once it answers again.
 from __future__ import annotations
 
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ import trio
 from es_broker.client import Producer, SendResult
 from es_broker.client.config import ClientConfig, ProducerConfig
 from es_broker.client.sync import SyncProducer
-from es_broker.net.remoting_client import RemotingClient
+from es_broker.net.remoting_client import RemotingClient, RemotingError
+from es_broker.remoting.command import request
 from es_broker.remoting.message import parse_offset_msg_id
 from tests.ha_fixtures import _BROKER, _NAMESRV, Proc, Wire, start, write_conf
 from tests.helpers import wait_until
@@ -140,3 +142,26 @@ async def test_b541_sends_pass_over_a_broker_that_stopped_answering_until_it_ans
         for proc in reversed(procs):
             proc.process.send_signal(signal.SIGCONT)
             proc.stop()
+
+
+def test_a_peer_that_never_takes_the_connection_fails_it_after_the_connect_timeout():
+    """A SYN nobody answers (here: a listener whose backlog is full) ends in a RemotingError after
+    the client's connect timeout (RocketMQ's connectTimeoutMillis), not the kernel's two minutes."""
+    with socket.socket() as full, socket.socket() as queued:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)  # one connection in the accept queue, never accepted: later SYNs dropped
+        queued.connect(full.getsockname())
+        addr = f"127.0.0.1:{full.getsockname()[1]}"
+
+        async def main() -> str:
+            async with trio.open_nursery() as nursery:
+                client = RemotingClient(nursery, connect_timeout=0.5)
+                try:
+                    await client.invoke(addr, request(34), timeout=60)
+                except RemotingError as exc:
+                    return str(exc)
+                finally:
+                    nursery.cancel_scope.cancel()
+            raise AssertionError("connected to a listener that takes no connection")
+
+        assert trio.run(main) == f"connect to {addr} failed: no answer within 0.5 s"

@@ -79,8 +79,12 @@ class RemotingClient:
         *,
         credentials: Credentials | None = None,
         tls: TlsClientSettings | None = None,
+        connect_timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self._nursery = nursery
+        # RocketMQ's connectTimeoutMillis (3 s): a peer that never answers the SYN fails here,
+        # not after the kernel's two minutes of retries
+        self.connect_timeout = connect_timeout
         self._channels: dict[str, Channel] = {}
         self._connecting: dict[str, anyio.Event] = {}
         self.on_request = on_request
@@ -126,11 +130,18 @@ class RemotingClient:
             host, port = split_addr(addr)
             if not 0 < port < 65536:  # the socket layer would raise OverflowError, not OSError
                 raise RemotingError(f"connect to {addr} failed: port {port} out of range")
-            try:
-                tcp = await anyio.connect_tcp(host, port)
-            except OSError as exc:
+            tcp = None
+            failure: object = f"no answer within {self.connect_timeout:g} s"
+            # anyio's connect_tcp turns its cancelled attempt into an OSError: the scope tells
+            with anyio.move_on_after(self.connect_timeout) as connecting:
+                try:
+                    tcp = await anyio.connect_tcp(host, port)
+                except OSError as exc:
+                    if not connecting.cancel_called:
+                        failure = exc
+            if tcp is None:
                 self.on_connection_lost(addr)
-                raise RemotingError(f"connect to {addr} failed: {exc}") from None
+                raise RemotingError(f"connect to {addr} failed: {failure}")
             stream: anyio.abc.ByteStream = tcp
             raw = None
             if self._tls_context is not None:
