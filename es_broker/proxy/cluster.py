@@ -30,7 +30,11 @@ from es_broker.client.producer import Producer
 from es_broker.client.selectors import by_queue_id
 from es_broker.client.send_tries import BrokerRefused, ClientError
 from es_broker.net.tasks import TaskSpawner
-from es_broker.remoting.bodies import TopicConfigSerializeWrapper, TopicRouteData
+from es_broker.remoting.bodies import (
+    SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
+    TopicRouteData,
+)
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.headers import EndTransactionRequestHeader
@@ -42,6 +46,7 @@ log = logging.getLogger(__name__)
 SEND_GROUP = "PROXY_SEND_GROUP"
 TX_GROUP_PREFIX = "PROXY_TX_"
 TYPE_TTL = 3.0  # s a topic's message.type is kept before it is read again
+GROUP_TTL = 3.0  # s a group's retryMaxTimes is kept before it is read again
 COMMIT = 0x8  # MessageSysFlag.TRANSACTION_COMMIT_TYPE
 ROLLBACK = 0xC  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 
@@ -116,6 +121,7 @@ class Side:
         self.producer = Producer(namesrv, SEND_GROUP, instance=self.instance)
         self.tx_producers: dict[str, TxProducer] = {}
         self._types: dict[str, tuple[float, str | None]] = {}
+        self._groups: dict[str, tuple[float, int | None]] = {}
         self._nursery: TaskSpawner | None = None
         self._tx_lock = anyio.Lock()
 
@@ -157,21 +163,42 @@ class Side:
         if kept is not None and now - kept[0] < TYPE_TTL:
             return kept[1]
         found: str | None = None
+        body = await self._ask_first_master(route, RequestCode.GET_ALL_TOPIC_CONFIG)
+        if body is not None:
+            config = TopicConfigSerializeWrapper.decode(body).topic_config_table.get(topic)
+            if config is not None:
+                found = config.message_type()
+        self._types[topic] = (now, found)
+        return found
+
+    async def retry_max_times(self, group: str, route: TopicRouteData) -> int | None:
+        """The subscription group's retryMaxTimes on the first master of `route` (None: the
+        broker has no such group), kept GROUP_TTL s (RocketMQ 5's subscription group cache)."""
+        now = time.monotonic()
+        kept = self._groups.get(group)
+        if kept is not None and now - kept[0] < GROUP_TTL:
+            return kept[1]
+        found: int | None = None
+        body = await self._ask_first_master(route, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        if body is not None:
+            table = SubscriptionGroupWrapper.decode(body).subscription_group_table
+            config = table.get(group)
+            if config is not None:
+                found = config.retry_max_times
+        self._groups[group] = (now, found)
+        return found
+
+    async def _ask_first_master(self, route: TopicRouteData, code: int) -> bytes | None:
+        """The body of `code` answered by the first master `route` lists (None: it lists none)."""
         for data in route.broker_datas:
             addr = data.broker_addrs.get(0)
             if addr is None:
                 continue
-            answer = await self.instance.invoke(
-                addr, self.instance.request(RequestCode.GET_ALL_TOPIC_CONFIG)
-            )
+            answer = await self.instance.invoke(addr, self.instance.request(code))
             if answer.code != ResponseCode.SUCCESS:
                 raise BrokerRefused(answer.code, answer.remark, addr)
-            config = TopicConfigSerializeWrapper.decode(answer.body).topic_config_table.get(topic)
-            if config is not None:
-                found = config.message_type()
-            break
-        self._types[topic] = (now, found)
-        return found
+            return answer.body
+        return None
 
     # ------------------------------------------------------------------ sending
     async def send(
