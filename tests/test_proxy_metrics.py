@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.helpers import Collector, admin_json, numbered, produce, topic_ready, wait_until
-from tests.helpers import consumer as consumer4
+from tests.helpers import numbered
 from tests.proxy_fixtures import Proxied, proxied
-from tests.test_metrics_prometheus import CONF, metrics_url, sample, scrape
+from tests.test_metrics_prometheus import CONF, lagging_group, metrics_url, sample, scrape
 from tests.test_proxy_receive import consumer as consumer5
 from tests.test_proxy_receive import receive_until, send5
 
@@ -32,24 +31,6 @@ def px(tmp_path_factory) -> Iterator[Proxied]:
     tmp: Path = tmp_path_factory.mktemp("proxymetrics")
     with proxied(tmp, conf=CONF) as p:
         yield p
-
-
-async def consumed_by_4x(px: Proxied, nursery) -> None:
-    """T4: 10 messages sent and consumed by G4's push consumer, then 5 more not consumed."""
-    broker = px.broker
-    await topic_ready(broker, "T4", 1)
-    await produce(broker, nursery, "T4", numbered("a", 10))
-    got = Collector()
-    c = consumer4(broker, "G4", got, {"T4": "*"})
-    await c.start(nursery)
-    await got.wait_count(10)
-
-    async def caught_up() -> bool:
-        return (await admin_json(broker, "consumerProgress", "-g", "G4"))["diffTotal"] == 0
-
-    await wait_until("G4 caught up", caught_up)
-    await c.shutdown()
-    await produce(broker, nursery, "T4", numbered("b", 5))
 
 
 def consumed_by_5x(px: Proxied) -> None:
@@ -76,7 +57,7 @@ def group_samples(text: str, topic: str, group: str) -> dict[str, float]:
 
 
 async def test_b640_5x_sends_and_receives_count_as_4x_ones(px, nursery):
-    await consumed_by_4x(px, nursery)
+    await lagging_group(px.broker, nursery, px.broker.data_dir.parent, "T4", "G4", queues=1)
     await trio.to_thread.run_sync(consumed_by_5x, px)
     url = metrics_url(px.broker.data_dir.parent / "broker.log")
     text = scrape(url)

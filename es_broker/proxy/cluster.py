@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import anyio
 
@@ -49,6 +50,7 @@ TYPE_TTL = 3.0  # s a topic's message.type is kept before it is read again
 GROUP_TTL = 3.0  # s a group's retryMaxTimes is kept before it is read again
 COMMIT = 0x8  # MessageSysFlag.TRANSACTION_COMMIT_TYPE
 ROLLBACK = 0xC  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,23 @@ class TxProducer(Producer):
         await self.side.on_check(Check(self.side, self.topic, stored, txid))
 
 
+class Kept(Generic[T]):
+    """Values read from the brokers by name, each kept `ttl` seconds before it is read again."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._values: dict[str, tuple[float, T]] = {}
+
+    async def get(self, name: str, read: Callable[[], Awaitable[T]]) -> T:
+        now = time.monotonic()
+        kept = self._values.get(name)
+        if kept is not None and now - kept[0] < self.ttl:
+            return kept[1]
+        value = await read()
+        self._values[name] = (now, value)
+        return value
+
+
 class Side:
     """One client instance of the cluster and the producers the proxy sends with."""
 
@@ -120,8 +139,8 @@ class Side:
         self.on_check = on_check
         self.producer = Producer(namesrv, SEND_GROUP, instance=self.instance)
         self.tx_producers: dict[str, TxProducer] = {}
-        self._types: dict[str, tuple[float, str | None]] = {}
-        self._groups: dict[str, tuple[float, int | None]] = {}
+        self._types: Kept[str | None] = Kept(TYPE_TTL)
+        self._groups: Kept[int | None] = Kept(GROUP_TTL)
         self._nursery: TaskSpawner | None = None
         self._tx_lock = anyio.Lock()
 
@@ -158,35 +177,28 @@ class Side:
 
     async def message_type(self, topic: str, route: TopicRouteData) -> str | None:
         """The topic's `message.type` attribute on its brokers (None: not set), kept TYPE_TTL s."""
-        now = time.monotonic()
-        kept = self._types.get(topic)
-        if kept is not None and now - kept[0] < TYPE_TTL:
-            return kept[1]
-        found: str | None = None
-        body = await self._ask_first_master(route, RequestCode.GET_ALL_TOPIC_CONFIG)
-        if body is not None:
+
+        async def read() -> str | None:
+            body = await self._ask_first_master(route, RequestCode.GET_ALL_TOPIC_CONFIG)
+            if body is None:
+                return None
             config = TopicConfigSerializeWrapper.decode(body).topic_config_table.get(topic)
-            if config is not None:
-                found = config.message_type()
-        self._types[topic] = (now, found)
-        return found
+            return config.message_type() if config is not None else None
+
+        return await self._types.get(topic, read)
 
     async def retry_max_times(self, group: str, route: TopicRouteData) -> int | None:
         """The subscription group's retryMaxTimes on the first master of `route` (None: the
         broker has no such group), kept GROUP_TTL s (RocketMQ 5's subscription group cache)."""
-        now = time.monotonic()
-        kept = self._groups.get(group)
-        if kept is not None and now - kept[0] < GROUP_TTL:
-            return kept[1]
-        found: int | None = None
-        body = await self._ask_first_master(route, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        if body is not None:
-            table = SubscriptionGroupWrapper.decode(body).subscription_group_table
-            config = table.get(group)
-            if config is not None:
-                found = config.retry_max_times
-        self._groups[group] = (now, found)
-        return found
+
+        async def read() -> int | None:
+            body = await self._ask_first_master(route, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            if body is None:
+                return None
+            config = SubscriptionGroupWrapper.decode(body).subscription_group_table.get(group)
+            return config.retry_max_times if config is not None else None
+
+        return await self._groups.get(group, read)
 
     async def _ask_first_master(self, route: TopicRouteData, code: int) -> bytes | None:
         """The body of `code` answered by the first master `route` lists (None: it lists none)."""
