@@ -119,22 +119,29 @@ class Prometheus:
         self.log.close()
 
 
-async def lagging_group(broker: ServedBroker, nursery, tmp_path: Path) -> None:
-    """10 messages to T consumed by G, then 5 more it has not consumed: G lags 5."""
-    await topic_ready(broker, "T", 2)
-    await produce(broker, nursery, "T", numbered("a", 10))
+async def lagging_group(
+    broker: ServedBroker,
+    nursery,
+    tmp_path: Path,
+    topic: str = "T",
+    group: str = "G",
+    queues: int = 2,
+) -> None:
+    """10 messages to `topic` consumed by `group`, then 5 more it has not consumed: it lags 5."""
+    await topic_ready(broker, topic, queues)
+    await produce(broker, nursery, topic, numbered("a", 10))
     got = Collector()
-    c = consumer(broker, "G", got, {"T": "*"})
+    c = consumer(broker, group, got, {topic: "*"})
     await c.start(nursery)
     await got.wait_count(10)
 
     async def caught_up() -> bool:
-        progress = await admin_json(broker, "consumerProgress", "-g", "G")
+        progress = await admin_json(broker, "consumerProgress", "-g", group)
         return progress["diffTotal"] == 0
 
-    await wait_until("G caught up", caught_up)
+    await wait_until(f"{group} caught up", caught_up)
     await c.shutdown()
-    await produce(broker, nursery, "T", numbered("b", 5))
+    await produce(broker, nursery, topic, numbered("b", 5))
 
 
 @needs_prometheus

@@ -286,3 +286,19 @@ def test_b626_message_trace_names_the_5x_client_that_held_and_acked(px):
     held = {e["event"]: e for e in events if e["event"] in ("popped", "acked")}
     assert held["popped"]["forClient"] == client and held["popped"]["group"] == "G626"
     assert held["acked"]["forClient"] == client
+
+
+def test_b641_a_consumer_gets_its_groups_retry_max_times_plus_one_attempts(px):
+    """Settings give max_attempts = the subscription group's retryMaxTimes + 1; a group the
+    broker does not have gets the default group's 17."""
+    topic = px.topic("R641")
+    px.broker.admin("updateSubGroup", "-c", "DefaultCluster", "-g", "G641", "-r", "3")
+    attempts = {}
+    for group in ("G641", "G641-none"):
+        c = PushConsumer(config(px.endpoint), group, Listener(b""), {topic: FilterExpression()})
+        c.startup()  # returns once the proxy's Settings are applied
+        try:
+            attempts[group] = c._PushConsumer__consumption.backoff_policy.max_attempts
+        finally:
+            c.shutdown()
+    assert attempts == {"G641": 4, "G641-none": 17}

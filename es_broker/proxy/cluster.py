@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import anyio
 
@@ -30,7 +31,11 @@ from es_broker.client.producer import Producer
 from es_broker.client.selectors import by_queue_id
 from es_broker.client.send_tries import BrokerRefused, ClientError
 from es_broker.net.tasks import TaskSpawner
-from es_broker.remoting.bodies import TopicConfigSerializeWrapper, TopicRouteData
+from es_broker.remoting.bodies import (
+    SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
+    TopicRouteData,
+)
 from es_broker.remoting.codes import RequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.headers import EndTransactionRequestHeader
@@ -42,8 +47,10 @@ log = logging.getLogger(__name__)
 SEND_GROUP = "PROXY_SEND_GROUP"
 TX_GROUP_PREFIX = "PROXY_TX_"
 TYPE_TTL = 3.0  # s a topic's message.type is kept before it is read again
+GROUP_TTL = 3.0  # s a group's retryMaxTimes is kept before it is read again
 COMMIT = 0x8  # MessageSysFlag.TRANSACTION_COMMIT_TYPE
 ROLLBACK = 0xC  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,23 @@ class TxProducer(Producer):
         await self.side.on_check(Check(self.side, self.topic, stored, txid))
 
 
+class Kept(Generic[T]):
+    """Values read from the brokers by name, each kept `ttl` seconds before it is read again."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._values: dict[str, tuple[float, T]] = {}
+
+    async def get(self, name: str, read: Callable[[], Awaitable[T]]) -> T:
+        now = time.monotonic()
+        kept = self._values.get(name)
+        if kept is not None and now - kept[0] < self.ttl:
+            return kept[1]
+        value = await read()
+        self._values[name] = (now, value)
+        return value
+
+
 class Side:
     """One client instance of the cluster and the producers the proxy sends with."""
 
@@ -115,7 +139,8 @@ class Side:
         self.on_check = on_check
         self.producer = Producer(namesrv, SEND_GROUP, instance=self.instance)
         self.tx_producers: dict[str, TxProducer] = {}
-        self._types: dict[str, tuple[float, str | None]] = {}
+        self._types: Kept[str | None] = Kept(TYPE_TTL)
+        self._groups: Kept[int | None] = Kept(GROUP_TTL)
         self._nursery: TaskSpawner | None = None
         self._tx_lock = anyio.Lock()
 
@@ -152,26 +177,40 @@ class Side:
 
     async def message_type(self, topic: str, route: TopicRouteData) -> str | None:
         """The topic's `message.type` attribute on its brokers (None: not set), kept TYPE_TTL s."""
-        now = time.monotonic()
-        kept = self._types.get(topic)
-        if kept is not None and now - kept[0] < TYPE_TTL:
-            return kept[1]
-        found: str | None = None
+
+        async def read() -> str | None:
+            body = await self._ask_first_master(route, RequestCode.GET_ALL_TOPIC_CONFIG)
+            if body is None:
+                return None
+            config = TopicConfigSerializeWrapper.decode(body).topic_config_table.get(topic)
+            return config.message_type() if config is not None else None
+
+        return await self._types.get(topic, read)
+
+    async def retry_max_times(self, group: str, route: TopicRouteData) -> int | None:
+        """The subscription group's retryMaxTimes on the first master of `route` (None: the
+        broker has no such group), kept GROUP_TTL s (RocketMQ 5's subscription group cache)."""
+
+        async def read() -> int | None:
+            body = await self._ask_first_master(route, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            if body is None:
+                return None
+            config = SubscriptionGroupWrapper.decode(body).subscription_group_table.get(group)
+            return config.retry_max_times if config is not None else None
+
+        return await self._groups.get(group, read)
+
+    async def _ask_first_master(self, route: TopicRouteData, code: int) -> bytes | None:
+        """The body of `code` answered by the first master `route` lists (None: it lists none)."""
         for data in route.broker_datas:
             addr = data.broker_addrs.get(0)
             if addr is None:
                 continue
-            answer = await self.instance.invoke(
-                addr, self.instance.request(RequestCode.GET_ALL_TOPIC_CONFIG)
-            )
+            answer = await self.instance.invoke(addr, self.instance.request(code))
             if answer.code != ResponseCode.SUCCESS:
                 raise BrokerRefused(answer.code, answer.remark, addr)
-            config = TopicConfigSerializeWrapper.decode(answer.body).topic_config_table.get(topic)
-            if config is not None:
-                found = config.message_type()
-            break
-        self._types[topic] = (now, found)
-        return found
+            return answer.body
+        return None
 
     # ------------------------------------------------------------------ sending
     async def send(

@@ -59,6 +59,26 @@ async def _fifo_of(cluster: Cluster, subscription: Any, account: str | None) -> 
     return False
 
 
+async def _retry_max_times_of(
+    cluster: Cluster, subscription: Any, account: str | None
+) -> int | None:
+    """The consumer group's retryMaxTimes on the first broker of its subscribed topics' routes;
+    None when that broker has no such group, or none could be read (its Settings then get the
+    default group's attempts, as RocketMQ 5's proxy answers when it finds no group config)."""
+    side = cluster.existing(account)
+    if side is None:
+        return None
+    group = subscription.group.name
+    for entry in subscription.subscriptions:
+        try:
+            route = await side.known_route(entry.topic.name)
+            if route is not None and route.broker_datas:
+                return await side.retry_max_times(group, route)
+        except Exception as exc:  # settings are still answered, with the default attempts
+            log.info("the retryMaxTimes of group %s is unknown for now: %r", group, exc)
+    return None
+
+
 async def run(options: ProxyOptions) -> None:
     """Serve until SIGTERM or SIGINT."""
     sources = AclSources(options.acl_file.resolve(), options.acl_dir) if options.acl_file else None
@@ -81,7 +101,10 @@ async def run(options: ProxyOptions) -> None:
         async def fifo_of(subscription: Any, account: str | None) -> bool:
             return await _fifo_of(cluster, subscription, account)
 
-        sessions = Sessions(options.settings_timeout, fifo_of)
+        async def retry_max_times_of(subscription: Any, account: str | None) -> int | None:
+            return await _retry_max_times_of(cluster, subscription, account)
+
+        sessions = Sessions(options.settings_timeout, fifo_of, retry_max_times_of)
         sessions_box.append(sessions)
         await cluster.start(nursery, unsigned=not auth.enabled)
         renewals = Renewals()

@@ -35,7 +35,9 @@ log = logging.getLogger(__name__)
 MAX_BODY = 4 * 1024 * 1024  # maxMessageSize
 RECEIVE_BATCH = 32  # RocketMQ 5's receive batch size of a consumer's settings
 LONG_POLLING = 30  # s, when the client names none
-CONSUMER_ATTEMPTS = 17  # a group's retryMaxTimes (16) + 1
+# a consumer's attempts: its group's retryMaxTimes + 1; when the brokers have no such group, those
+# of a group with the default retryMaxTimes (16)
+CONSUMER_ATTEMPTS = 17
 PRODUCER_ATTEMPTS = 3
 # a consumer's redelivery backoff: the broker's delay levels 3..18 (10s .. 2h) as 5.x gives them
 RETRY_LEVELS_S = (10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
@@ -76,14 +78,28 @@ def _stacks() -> str:
 
 
 FifoOf = Callable[[Any, str | None], Awaitable[bool]]
+# a consumer's subscription, the account -> its group's retryMaxTimes (None: no such group)
+RetryMaxTimesOf = Callable[[Any, str | None], Awaitable[int | None]]
+
+
+def consumer_attempts(retry_max_times: int | None) -> int:
+    """A consumer's max attempts: its group's retryMaxTimes + 1 (GrpcClientSettingsManager), at
+    least 1 (retryMaxTimes -1: 4.x dead-letters at the first failure); the default group's
+    without a group."""
+    if retry_max_times is None:
+        return CONSUMER_ATTEMPTS
+    return max(retry_max_times + 1, 1)
 
 
 class Sessions:
     """The Telemetry streams open now, by client id."""
 
-    def __init__(self, settings_timeout: float, fifo_of: FifoOf) -> None:
+    def __init__(
+        self, settings_timeout: float, fifo_of: FifoOf, retry_max_times_of: RetryMaxTimesOf
+    ) -> None:
         self.settings_timeout = settings_timeout
         self.fifo_of = fifo_of  # whether a consumer's subscription is of a FIFO topic
+        self.retry_max_times_of = retry_max_times_of
         self.by_client: dict[str, Session] = {}
         self._turn = 0
 
@@ -112,7 +128,8 @@ class Sessions:
                 out.subscription.long_polling_timeout.seconds = LONG_POLLING
             out.subscription.fifo = await self.fifo_of(mine.subscription, account)
             policy = out.backoff_policy
-            policy.max_attempts = CONSUMER_ATTEMPTS
+            retry_max_times = await self.retry_max_times_of(mine.subscription, account)
+            policy.max_attempts = consumer_attempts(retry_max_times)
             for seconds in RETRY_LEVELS_S:
                 policy.customized_backoff.next.add(seconds=seconds)
         else:
