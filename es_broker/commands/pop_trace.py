@@ -1,7 +1,8 @@
 """A message's pop events, from the records: who held it, from when to when, who acked it (B-591).
 
 The pop projection indexes every pop record by the messages it names
-(`pop_trace`); each becomes an event of the message's journey (messageTrace,
+(`pop_trace`; an expired message's sealed records are read from the archive,
+B-642: `history.horizon.pop_records`); each becomes an event of the message's journey (messageTrace,
 `trace.journey`): `popped` (the group and client that took it, its pop time,
 the time it stays invisible until, the delivery count), `acked`,
 `invisible_changed` (the new handle's times), `pop_revived` (its invisible time
@@ -16,6 +17,7 @@ from typing import Any
 import lmdb
 
 from es_broker.commands import names
+from es_broker.history.horizon import pop_records
 from es_broker.history.reader import record_at
 from es_broker.log import Record
 from es_broker.log.types import RecordType
@@ -32,7 +34,7 @@ def events_of(
 ) -> list[dict[str, Any]]:
     """The pop events of the message at (topic, queue, offset), in log order."""
     out: list[dict[str, Any]] = []
-    for seq in store.pop.records_of(txn, topic, queue_id, offset):
+    for seq in pop_records(store, txn, topic, queue_id, offset):
         record = record_at(store, txn, seq)
         base = {
             "seq": seq,

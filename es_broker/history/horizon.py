@@ -19,9 +19,10 @@ rebuilt from the archive at will, never part of the verified state), so the
 answer comes from the same code over the same entries
 (`es_broker.timetravel.query.TimeTravel` routes there).
 
-The same application removes expired messages' consume-queue units and
-delivery trace entries (B-461, `projections.history.prune_expired`); their
-deliveries are then read from the archive (`deliveries`). It also removes
+The same application removes expired messages' consume-queue units,
+delivery trace entries (B-461) and pop trace entries (B-642,
+`projections.history.prune_expired`); their deliveries and pop records are
+then read from the archive (`deliveries`, `pop_records`). It also removes
 the sealed records' entries of the store index (`trace_stored`, B-465): the
 archive index keeps them (the message trace projection applied to the
 archived store records), and `store_seq` asks it for an offset below the
@@ -44,6 +45,7 @@ from es_broker.log.types import RecordType
 from es_broker.projections.keys import U64
 from es_broker.projections.message_trace import MessageTraceProjection
 from es_broker.projections.offsets import OffsetTableProjection
+from es_broker.projections.pop import TRACED, named_offsets
 from es_broker.projections.time_index import TimeIndexProjection
 
 INDEX_DIR = "index"
@@ -204,6 +206,25 @@ def deliveries(
         wanted = {RecordType.MESSAGES_DELIVERED.value}
         for seq, record in scan(segments, topic=topic, types=wanted):
             if record.get("queue_id") == queue_id and offset in (record.get("offsets") or ()):
+                seqs.add(seq)
+    return sorted(seqs)
+
+
+def pop_records(
+    store: Any, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offset: int
+) -> list[int]:
+    """Seqs of the pop records (pop, ack, change, expiry) that name (topic, queue, offset), oldest
+    first: from the pop trace index, and for an expired message also from the archive, whose
+    entries sealing removed (B-642)."""
+    seqs = set(store.pop.records_of(txn, topic, queue_id, offset))
+    low, _ = store.cq.bounds(txn, topic, queue_id)
+    if offset < low and store.history.sealed_upto(txn):
+        from es_broker.history.archive import scan  # the archive loads once something is sealed
+
+        segments = list(store.history.segments(txn))
+        wanted = {kind.value for kind in TRACED}
+        for seq, record in scan(segments, topic=topic, types=wanted):
+            if record.get("queue_id") == queue_id and offset in named_offsets(record):
                 seqs.add(seq)
     return sorted(seqs)
 

@@ -31,6 +31,7 @@ from es_broker.log.types import RecordType
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64
 from es_broker.projections.message_trace import expire_pulls, seal_stored
+from es_broker.projections.pop import expire_traced
 
 SLAVE_CAUGHT_UP = RecordType.SLAVE_CAUGHT_UP
 BUILT = b"built"  # 5 bytes: never a broker id's key (8 bytes)
@@ -218,21 +219,25 @@ def prune(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], horizon: int) -> No
 
 
 def prune_expired(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], horizon: int) -> None:
-    """Remove the delivery trace entries of expired messages whose records are sealed.
+    """Remove the delivery and pop trace entries of expired messages whose records are sealed.
 
     An expired message is one below its queue's minimum (`cq_meta`, moved by
-    retention, B-18); its `trace_pulls` entries of records at or before the
-    horizon go (messageTrace finds those deliveries in the archive:
-    es_broker/history/horizon.py `deliveries`). Retention itself drops the
-    consume-queue blocks of expired messages (B-473).
+    retention, B-18); its `trace_pulls` entries (B-461) and its `pop_trace`
+    entries (B-642) of records at or before the horizon go (messageTrace finds
+    those deliveries and pop records in the archive: es_broker/history/horizon.py
+    `deliveries`, `pop_records`). Retention itself drops the consume-queue
+    blocks of expired messages (B-473).
     """
-    meta, pulls = dbs["cq_meta"], dbs["trace_pulls"]
-    if meta is None or pulls is None:
+    meta, pulls, pops = dbs["cq_meta"], dbs["trace_pulls"], dbs["pop_trace"]
+    if meta is None:
         return
     for queue, bounds in txn.cursor(db=meta):
         low = _BOUNDS.unpack(bounds)[0]
         if low > 0:
-            expire_pulls(txn, pulls, bytes(queue), low, horizon)
+            if pulls is not None:
+                expire_pulls(txn, pulls, bytes(queue), low, horizon)
+            if pops is not None:
+                expire_traced(txn, pops, bytes(queue), low, horizon)
 
 
 _BOUNDS = struct.Struct(">qq")  # cq_meta's value (projections/consume_queue.py)
@@ -246,4 +251,5 @@ PRUNED = (
     "cq_meta",
     "trace_pulls",
     "trace_stored",
+    "pop_trace",
 )

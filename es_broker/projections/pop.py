@@ -13,6 +13,8 @@
   handle out and not ready: what the revive service reads, earliest first.
 - `pop_trace`: (topic, queue, offset, seq) of every pop record that names the
   message, so its pops, acks, changes and expiry are found from the message.
+  A sealing removes the entries of an expired message's sealed records
+  (`expire_traced`, B-642); those are read from the archive then.
 
 Everything is taken from the records' fields; nothing here reads the clock.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import lmdb
 import msgpack
@@ -100,13 +103,13 @@ class PopProjection(Dispatching):
             lease = Lease(offset, popped.pop_time, popped.invisible_until, times, holder, False)
             self._put(txn, queue, lease)
         txn.put(queue, msgpack.packb([popped.next_cursor]), db=self.queues)
-        self._traced(txn, popped.topic, popped.queue_id, [o for o, _ in popped.offsets], seq)
+        self._traced(txn, popped.topic, popped.queue_id, named_offsets(record), seq)
 
     def _acked(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         acked = PopAcked.from_record(record)
         queue = pop_queue_key(acked.group, acked.topic, acked.queue_id)
         self._end_at(txn, queue, acked.offset)
-        self._traced(txn, acked.topic, acked.queue_id, [acked.offset], seq)
+        self._traced(txn, acked.topic, acked.queue_id, named_offsets(record), seq)
 
     def _changed(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         changed = PopInvisibleChanged.from_record(record)
@@ -121,7 +124,7 @@ class PopProjection(Dispatching):
             False,
         )
         self._put(txn, queue, lease)
-        self._traced(txn, changed.topic, changed.queue_id, [changed.offset], seq)
+        self._traced(txn, changed.topic, changed.queue_id, named_offsets(record), seq)
 
     def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         expired = PopExpired.from_record(record)
@@ -131,8 +134,7 @@ class PopProjection(Dispatching):
             self._put(txn, queue, Lease(offset, pop_time, 0, times, client, True))
         for offset, *_ in expired.dead:
             self._end_at(txn, queue, offset)
-        offsets = [e[0] for e in expired.revived] + [e[0] for e in expired.dead]
-        self._traced(txn, expired.topic, expired.queue_id, sorted(offsets), seq)
+        self._traced(txn, expired.topic, expired.queue_id, named_offsets(record), seq)
 
     HANDLERS = handlers(
         {
@@ -235,6 +237,51 @@ class PopProjection(Dispatching):
             for key, _ in prefixed(txn, self.trace, prefix)
             if len(key) == len(prefix) + 8
         ]
+
+
+def named_offsets(record: Record) -> list[int]:
+    """The queue offsets of the messages a pop record names (its `pop_trace` entries): those a
+    pop handed out, the one an ack or change used, those an expiry revived or dead-lettered."""
+    kind = record["type"]
+    if kind == RecordType.MESSAGES_POPPED:
+        return [int(offset) for offset, _ in record["offsets"]]
+    if kind in (RecordType.POP_ACKED, RecordType.POP_INVISIBLE_CHANGED):
+        return [int(record["offset"])]
+    if kind == RecordType.POP_EXPIRED:
+        return sorted(int(e[0]) for e in [*record["revived"], *record["dead"]])
+    return []
+
+
+TRACED = (
+    RecordType.MESSAGES_POPPED,
+    RecordType.POP_ACKED,
+    RecordType.POP_INVISIBLE_CHANGED,
+    RecordType.POP_EXPIRED,
+)
+"""The record types `pop_trace` indexes."""
+
+
+def expire_traced(
+    txn: lmdb.Transaction[bytes], trace: Any, queue: bytes, low: int, horizon: int
+) -> None:
+    """Drop a queue's `pop_trace` entries of messages below `low` (its minimum, moved by
+    retention) whose record is at or before `horizon`: sealing calls it, so a message's pop
+    records leave the hot index only when the archive holds them (B-642)."""
+    cur = txn.cursor(db=trace)
+    if not cur.set_range(queue + U64.pack(0)):
+        return
+    size = len(queue) + 16
+    while True:
+        key = cur.key()
+        if key[: len(queue)] != queue or len(key) != size:
+            return
+        if U64.unpack_from(key, len(queue))[0] >= low:
+            return
+        if U64.unpack_from(key, len(queue) + 8)[0] <= horizon:
+            if not cur.delete():  # the cursor moves on to the next entry itself
+                return
+        elif not cur.next():
+            return
 
 
 def _lease(offset: int, raw: bytes) -> Lease:
