@@ -13,7 +13,7 @@ import lmdb
 from es_broker.clock import Clock, SystemClock
 from es_broker.config import BrokerConfig, BrokerRole, ConfigOwner
 from es_broker.history.reader import Reading
-from es_broker.log import Record, RecordLog, chunks
+from es_broker.log import Record, RecordLog, chunks, records
 from es_broker.log.types import RecordType
 from es_broker.projections import (
     CommitLogProjection,
@@ -34,7 +34,7 @@ from es_broker.projections.history import HistoryProjection
 from es_broker.projections.key_index import KeyIndexProjection
 from es_broker.projections.keys import queue_key
 from es_broker.projections.message_trace import MessageTraceProjection
-from es_broker.projections.pop import PopProjection
+from es_broker.projections.pop import PopProjection, expire_traced
 from es_broker.projections.stats import StatsProjection
 from es_broker.projections.store_format import Step, StoreFormatProjection
 from es_broker.projections.time_index import TimeIndexProjection
@@ -131,6 +131,7 @@ class Store:
             Step(6, consume_queue.BLOCKS_OF_32, self._convert_consume_queue_blocks),
             Step(7, store_format.LEGACY_COMMITLOG, self._chunk_commit_log),
             Step(8, (), self._reindex_audit),
+            Step(9, (), self._prune_pop_trace),
         )
         self.format.upgrade(steps, now_ms=self.clock.now_ms(), record=record)
 
@@ -177,6 +178,26 @@ class Store:
         # now removes them (B-465), and a replay of the history would not have them
         message_trace.seal_stored(txn, self.trace.stored, self.history.sealed_upto(txn))
         return [["trace_stored", txn.stat(self.trace.stored)["entries"]]]
+
+    def _prune_pop_trace(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
+        # a directory sealed by older code kept the pop trace of expired messages' sealed records;
+        # a sealing now removes them (B-642), each with the queues' minimums as they were then
+        latest = self.history.latest(txn)
+        if latest is not None:
+            then: dict[bytes, int] = {}
+            cur = txn.cursor(db=self.log.log_db)
+            found = cur.set_range(records.seq_key(int(latest["seq"]) + 1))
+            while found:  # retention after the last sealing: the minimums it found
+                record = records.unpack(cur.value())
+                if record["type"] == RecordType.COMMITLOG_EXPIRED:
+                    for topic, queue_id, old_min, _ in record["queues"]:
+                        then.setdefault(queue_key(topic, queue_id), int(old_min))
+                found = cur.next()
+            lows = {queue_key(t, q): low for t, q, low, _ in self.cq.queues(txn)} | then
+            for queue, low in lows.items():
+                if low > 0:
+                    expire_traced(txn, self.pop.trace, queue, low, int(latest["last_seq"]))
+        return [["pop_trace", txn.stat(self.pop.trace)["entries"]]]
 
     def _reindex_audit(self, txn: lmdb.Transaction[bytes]) -> list[list[Any]]:
         # the audit index of an older directory holds the commits only; `explain` now shows

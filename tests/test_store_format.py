@@ -33,6 +33,7 @@ STEPS = [
     (5, 6, ["cq_blocks"]),
     (6, 7, ["commitlog"]),
     (7, 8, []),  # the audit index marked unbuilt, and built again at the same open (B-504)
+    (8, 9, []),  # nothing sealed: the pop trace keeps every entry (B-642)
 ]
 
 
@@ -129,6 +130,7 @@ def test_b470_a_start_upgrades_an_older_directory_and_records_it(old_dir, found)
                 "commitlog_marks": txn.stat(store.commitlog.marks)["entries"],
             },
             8: {"audit_explain": explained},  # the entries it held, marked unbuilt (B-504)
+            9: {"pop_trace": txn.stat(store.pop.trace)["entries"]},
         }
     counts = [dict(r["counts"]) for _, r in upgraded]
     assert counts == [written[to] for _, to, _ in steps]

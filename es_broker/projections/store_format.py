@@ -31,6 +31,7 @@ of reporting as differences what is only the older layout.
 |        | (B-475)                                                                |
 | 8      | audit_explain: every offset change the offset rule knows, not only     |
 |        | commits (B-504); rebuilt by the audit index's `ensure_built`           |
+| 9      | pop_trace: no entry of an expired message's sealed record (B-642)      |
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ LEGACY_DATABASES = (
 )
 
 FIRST = 1  # a directory written before the number was kept
-CURRENT = 8
+CURRENT = 9
 _KEY = b"store_format"
 
 
