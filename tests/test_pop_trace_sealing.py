@@ -17,7 +17,11 @@ from es_broker.config import BrokerConfig
 from es_broker.core.broker import Broker
 from es_broker.core.pop import PopOperations
 from es_broker.core.replay import verify
+from es_broker.history.archive import raw_records
+from es_broker.log import records
 from es_broker.projections.keys import U64, queue_key
+from es_broker.projections.pop import TRACED, named_offsets
+from es_broker.projections.store_format import CURRENT
 from es_broker.remoting import message as wire
 from es_broker.store import Store
 from tests.conftest import make_topic
@@ -55,8 +59,8 @@ async def _history(data_dir: str) -> tuple[list[int], int]:
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
         await make_topic(broker, TOPIC, queues=1)
-        for i in range(EARLY):
-            put = await broker.put_messages(TOPIC, 0, [MessageIn(b"x" * 200, {"KEYS": f"k{i}"})])
+        for _ in range(EARLY):
+            put = await broker.put_messages(TOPIC, 0, [MessageIn(b"x" * 200)])
             phys.extend(put.physical_offsets)
             clock.advance(60_000)
         await _pop_and_ack(broker, clock, ops, EARLY)
@@ -143,3 +147,65 @@ def test_b642_sealing_prunes_the_pop_trace_of_expired_messages_and_trace_reads_t
         assert _pop_events(answer) == traced_before[offset], offset
     assert verify(data_dir) == []
     assert verify(data_dir, full=True) == []
+
+
+async def _later(data_dir: str, start: int) -> None:
+    """After the sealing: newer messages, then retention moves the queue's minimum again."""
+    clock = ManualClock(start)
+    config = BrokerConfig(storePathRootDir=data_dir, mappedFileSizeCommitLog=2000)
+    broker = Broker.open(data_dir, config, clock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.run)
+        for _ in range(20):
+            await broker.put_messages(TOPIC, 0, [MessageIn(b"y" * 200)])
+        clock.set(local_ms(30, 4, 30))
+        await broker.retention_pass(manual=True)
+        nursery.cancel_scope.cancel()
+    broker.close()
+
+
+def test_b642_a_directory_sealed_by_older_code_loses_those_pop_trace_entries_at_its_upgrade(
+    tmp_path,
+):
+    """Format 9: a directory sealed before sealing pruned the pop trace (format 8) has the
+    entries a replay would not have taken out by the upgrade, each queue's minimum as it was at
+    the last sealing (retention moved it since); verify passes."""
+    data_dir = tmp_path / "data"
+    phys, late = trio.run(_history, str(data_dir))
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"history_segment_records={SEGMENT}\n")
+    cli_checked(
+        "archive", "--data-dir", str(data_dir), "--before", str(late), "--config", str(conf)
+    )
+    horizon, low, pruned = _pop_trace(data_dir)
+    trio.run(_later, str(data_dir), late + 3_600_000)
+    _, low_now, _ = _pop_trace(data_dir)
+    kept = [o for o in pruned if low <= o < low_now and min(pruned[o]) <= horizon]
+    assert low < low_now and kept  # sealed records of messages that expired after the sealing
+    # what the older code left: the pop trace of every sealed pop record, in format 8
+    config = BrokerConfig(storePathRootDir=str(data_dir))
+    store = Store.open(data_dir, config)
+    with store.log.env.begin(write=True) as txn:
+        for segment in list(store.history.segments(txn)):
+            for seq, raw in raw_records(segment["location"]):
+                record = records.unpack(raw)
+                if record["type"] in TRACED:
+                    for offset in named_offsets(record):
+                        key = queue_key(TOPIC, 0) + U64.pack(offset) + U64.pack(seq)
+                        txn.put(key, b"", db=store.pop.trace)
+        store.format.set_number(txn, 8)
+    store.close()
+    assert [o for o in _pop_trace(data_dir)[2] if o < low]  # the older code's entries
+    store = Store.open(data_dir, config)  # the upgrade
+    with store.read() as txn:
+        assert store.format.number(txn) == CURRENT
+    store.close()
+    _, _, after = _pop_trace(data_dir)
+    assert [o for o in after if o < low] == []
+    assert {o: after.get(o) for o in kept} == {o: pruned[o] for o in kept}
+    assert verify(data_dir) == []
+    assert verify(data_dir, full=True) == []
+    answer = _trace(data_dir, phys[0])
+    assert _pop_events(answer) == [("popped", "app-1"), ("invisible_changed", "app-1")] + [
+        ("acked", "app-2")
+    ]
