@@ -23,7 +23,7 @@ from es_broker.history.seal import read_snapshot, snapshot_path
 from es_broker.log import RecordLog, records
 from es_broker.log.dirlock import LOCK_FILE, in_use
 from es_broker.log.store import AppendContext
-from es_broker.projections import pop, timer
+from es_broker.projections import key_index, pop, timer
 from es_broker.projections.store_format import FIRST
 from es_broker.store import LMDB_DIR, Store
 
@@ -106,11 +106,14 @@ def _restore_snapshot(src_dir: str | Path, latest: dict[str, Any], dst: Store) -
             path = get_snapshot(latest["location"], path.name, Path(tmp) / path.name)
         seq, names, entries = read_snapshot(path, latest["snapshot_sha256"])
         known = set(dst.log.database_names())
+        first = _first_message(dst)
         for chunk in _chunks(iter(entries)):
 
             def job(ctx: AppendContext, chunk: list[list[Any]] = chunk) -> None:
                 for n, key, value in chunk:
                     name = names[n]
+                    if name == key_index.DATABASE and key_index.expired_since(value, first):
+                        continue  # retention deleted it after the snapshot, reading the bytes (B-670)
                     # a snapshot in an older store format: its layout's databases, upgraded below
                     db = (
                         dst.log.db(name)
@@ -124,6 +127,14 @@ def _restore_snapshot(src_dir: str | Path, latest: dict[str, Any], dst: Store) -
         dst.log.write_batch([lambda ctx: dst.format.set_number(ctx.txn, FIRST)])
     dst.upgrade(record=False)  # the upgrade's record, if any, is among the records replayed
     return seq
+
+
+def _first_message(dst: Store) -> int | None:
+    """The physical offset of the first message bytes the replay copied, None if none."""
+    with dst.read() as txn:
+        for phy, _ in dst.log.payloads_in(txn):
+            return phy
+    return None
 
 
 def _copy_until(

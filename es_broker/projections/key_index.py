@@ -43,7 +43,10 @@ new phyMin. This projection is applied before the commit log's (see
 the send did (`payload_entries`) and deletes exactly those. The write
 transaction thus does work in proportion to what expires, no lookup ever
 has to skip dead entries and nothing is left to sweep later; a replay, which
-only has the surviving bytes, writes the same entries.
+only has the surviving bytes, writes the same entries. A replay from a
+sealing's snapshot (B-407) cannot delete that way the snapshot's entries of
+messages expired since (their bytes are gone from the commit log it copied),
+so it leaves them out as it loads the snapshot (`expired_since`, B-670).
 
 An older directory kept `key_index` (a B-tree key per entry) and `key_expiry`
 (each record's entries, for retention); the upgrade to store format 2
@@ -66,6 +69,7 @@ from es_broker.remoting import message as wire
 
 KEY_SEPARATOR = b" "  # MessageConst.KEY_SEPARATOR
 BUCKET = struct.Struct(">H")
+DATABASE = "key_hash"
 LEGACY_DATABASES = ("key_index", "key_expiry", "key_meta")  # store format 1
 _PHY_LIMIT = 1 << 48  # 256 TiB of commit log: an entry keeps 48 bits of the physical offset
 _TIME_MAX = (1 << 48) - 1  # year 10889, in ms
@@ -165,6 +169,19 @@ def index_entries(
     return written
 
 
+def entry_offset(entry: bytes) -> int:
+    """The physical offset of the message a key_hash entry points at (its last 48 bits)."""
+    return int.from_bytes(entry[-6:], "big")
+
+
+def expired_since(entry: bytes, first_message: int | None) -> bool:
+    """Whether a key_hash entry of a snapshot is of a message whose bytes retention deleted
+    after the snapshot, given the physical offset of the first message whose bytes are left
+    (None: none are). Retention deletes the bytes below phyMin and, applied live, the entries
+    derived from them (`_expire`); the bytes left are thus those from the first one on."""
+    return first_message is None or entry_offset(entry) < first_message
+
+
 # the pure-Python function that has a compiled twin (es_broker/projections/_speedups.pyx)
 REFERENCE = {"index_entries": index_entries}
 
@@ -181,11 +198,11 @@ def payload_entries(phy: int, raw: bytes) -> list[tuple[bytes, bytes]]:
 
 class KeyIndexProjection(Dispatching):
     name = "key_index"
-    databases = ("key_hash",)
-    dupsort = frozenset({"key_hash"})
+    databases = (DATABASE,)
+    dupsort = frozenset({DATABASE})
 
     def bind(self, log: RecordLog) -> None:
-        self.index_db = log.db("key_hash")
+        self.index_db = log.db(DATABASE)
         self.log = log
 
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
