@@ -23,6 +23,7 @@ from es_broker.acl.access import AclSources
 from es_broker.client.instance import local_ip
 from es_broker.proxy.auth import Authenticator
 from es_broker.proxy.cluster import Check, Cluster
+from es_broker.proxy.registry import Registry
 from es_broker.proxy.renewal import Renewals
 from es_broker.proxy.service import MessagingService
 from es_broker.proxy.sessions import MAX_BODY, Sessions
@@ -86,7 +87,11 @@ async def run(options: ProxyOptions) -> None:
         await cluster.start(nursery, unsigned=not auth.enabled)
         renewals = Renewals()
         nursery.start_soon(renewals.run)
-        service = MessagingService(cluster, auth, sessions, (options.host, port), renewals)
+        registry = Registry(options.namesrv, local_ip(), sessions, nursery)
+        nursery.start_soon(registry.run)
+        service = MessagingService(
+            cluster, auth, sessions, (options.host, port), renewals, registry
+        )
         server.add_generic_rpc_handlers((service.handler(),))
         await server.start()
         acl = f", ACL {sources.default_file}" if sources else ""
@@ -105,5 +110,6 @@ async def run(options: ProxyOptions) -> None:
         finally:
             with anyio.CancelScope(shield=True):
                 await server.stop(1.0)
+                await registry.stop()
                 await cluster.stop()
             nursery.cancel_scope.cancel()

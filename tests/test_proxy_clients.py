@@ -1,0 +1,113 @@
+"""5.x clients as the brokers and the 4.x admin tools see them (B-650, B-651).
+
+The official Python client (PyPI) against a broker process behind `es-broker proxy`;
+the admin tool is `es-broker admin` against the same name server. Waits are polls
+with deadlines, never sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rocketmq import Producer as V5Producer
+
+from tests.proxy_fixtures import Proxied, config, proxied
+from tests.test_proxy_receive import consumer, receive_until, send5
+from tests.waiting import poll_until_sync
+
+
+@pytest.fixture(scope="module")
+def px(tmp_path_factory) -> Iterator[Proxied]:
+    tmp: Path = tmp_path_factory.mktemp("proxyclients")
+    with proxied(tmp) as p:
+        yield p
+
+
+def connection(px: Proxied, group: str) -> dict[str, Any] | None:
+    """consumerConnection's answer, None while the group has no client online."""
+    done = px.broker.admin("consumerConnection", "-g", group, "--json", check=False)
+    return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def client_ids(px: Proxied, group: str) -> set[str]:
+    found = connection(px, group)
+    return {c["clientId"] for c in found["connectionSet"]} if found else set()
+
+
+def test_b650_a_5x_simple_consumer_is_listed_while_it_lives_and_its_group_progresses(px):
+    topic = px.topic("C650")
+    send5(px, topic, [f"m{i}".encode() for i in range(4)])
+    c = consumer(px, "G650", topic)
+    try:
+        poll_until_sync(lambda: c.client_id in client_ids(px, "G650"), 30, "the 5.x client listed")
+        found = connection(px, "G650")
+        assert found is not None
+        (listed,) = found["connectionSet"]
+        assert listed["clientId"] == c.client_id
+        # the proxy's connection, as a 4.x tool sees any client: HOST:PORT
+        host, port = listed["clientAddr"].rsplit(":", 1)
+        assert host and port.isdigit()
+        assert listed["language"] == "PYTHON"
+        assert found["consumeType"] == "CONSUME_ACTIVELY"
+        assert found["messageModel"] == "CLUSTERING"
+        assert set(found["subscriptionTable"]) == {topic}
+
+        receive_until(c, 4)
+        progress = poll_until_sync(
+            lambda: (
+                (p := px.broker.admin_json("consumerProgress", "-g", "G650"))["queues"]
+                and p["diffTotal"] == 0
+                and p
+            ),
+            30,
+            "the group's progress",
+        )
+        assert {q["topic"] for q in progress["queues"]} == {topic}
+        assert sum(q["consumerOffset"] for q in progress["queues"]) == 4
+    finally:
+        c.shutdown()
+    poll_until_sync(lambda: c.client_id not in client_ids(px, "G650"), 30, "the client gone")
+
+
+def test_b651_consumer_status_of_a_5x_client_gives_what_the_proxy_knows(px):
+    topic = px.topic("C651")
+    c = consumer(px, "G651", topic, "TagB")
+    try:
+        poll_until_sync(lambda: c.client_id in client_ids(px, "G651"), 30, "the client listed")
+        status = px.broker.admin_json("consumerStatus", "-g", "G651", "-i", c.client_id, "-s")[
+            "runningInfo"
+        ]
+        props = status["properties"]
+        assert props["consumeType"] == "CONSUME_ACTIVELY"
+        assert props["clientType"] == "SIMPLE_CONSUMER"
+        settings = json.loads(props["settings"])
+        assert settings["subscription"]["group"]["name"] == "G651"
+        (sub,) = status["subscriptionSet"]
+        assert (sub["topic"], sub["subString"]) == (topic, "TagB")
+        # the Python client does not answer PrintThreadStackTraceCommand: said, not invented
+        assert props["jstack"].startswith("not available")
+        assert not status.get("jstack")
+    finally:
+        c.shutdown()
+
+
+def producer_ids(px: Proxied, topic: str) -> set[str]:
+    done = px.broker.admin("producerConnection", "-g", topic, "-t", topic, "--json", check=False)
+    if done.returncode != 0:
+        return set()
+    return {c["clientId"] for c in json.loads(done.stdout)["connectionSet"]}
+
+
+def test_b650_a_5x_producer_is_a_producer_group_per_topic_while_it_lives(px):
+    topic = px.topic("P650")
+    producer = V5Producer(config(px.endpoint), topics=(topic,))
+    producer.startup()
+    try:
+        poll_until_sync(lambda: producer.client_id in producer_ids(px, topic), 30, "listed")
+    finally:
+        producer.shutdown()
+    poll_until_sync(lambda: producer.client_id not in producer_ids(px, topic), 30, "gone")
