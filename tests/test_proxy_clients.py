@@ -8,14 +8,19 @@ with deadlines, never sleeps.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from rocketmq import Producer as V5Producer
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
 
-from tests.proxy_fixtures import Proxied, config, proxied
+from tests.proxy_fixtures import Proxied, config, proxied, raw
 from tests.test_proxy_receive import consumer, receive_until, send5
 from tests.waiting import poll_until_sync
 
@@ -111,3 +116,69 @@ def test_b650_a_5x_producer_is_a_producer_group_per_topic_while_it_lives(px):
     finally:
         producer.shutdown()
     poll_until_sync(lambda: producer.client_id not in producer_ids(px, topic), 30, "gone")
+
+
+def test_b651_a_5x_clients_answered_thread_stacks_are_its_jstack(px):
+    """A client that answers PrintThreadStackTraceCommand (as the Java client does), spoken with
+    grpc itself: consumerStatus -s gets that client's own stacks."""
+    topic = px.topic("C652")
+    settings = pb.Settings(client_type=pb.ClientType.SIMPLE_CONSUMER)
+    settings.subscription.group.name = "G652"
+    settings.subscription.subscriptions.add().topic.name = topic
+    me = (("x-mq-client-id", "stack-client"), ("x-mq-language", "JAVA"))
+    outgoing: queue.Queue = queue.Queue()
+    outgoing.put(spb.TelemetryCommand(settings=settings))
+
+    def commands():
+        while (command := outgoing.get(timeout=60)) is not None:
+            yield command
+
+    with grpc.insecure_channel(px.endpoint) as channel:
+        stream = channel.stream_stream(
+            "/apache.rocketmq.v2.MessagingService/Telemetry",
+            request_serializer=spb.TelemetryCommand.SerializeToString,
+            response_deserializer=spb.TelemetryCommand.FromString,
+        )
+        call = stream(commands(), metadata=me, timeout=60)
+        try:
+            assert next(call).HasField("settings")
+            beat = spb.HeartbeatRequest(
+                group=pb.Resource(name="G652"), client_type=pb.ClientType.SIMPLE_CONSUMER
+            )
+            assert raw(px, "Heartbeat", beat, spb.HeartbeatResponse, metadata=me).status.code == (
+                pb.Code.OK
+            )
+            poll_until_sync(lambda: "stack-client" in client_ids(px, "G652"), 30, "listed")
+            found = connection(px, "G652")
+            assert found is not None and found["connectionSet"][0]["language"] == "JAVA"
+
+            answer: dict[str, Any] = {}
+            asking = threading.Thread(
+                target=lambda: answer.update(
+                    px.broker.admin_json("consumerStatus", "-g", "G652", "-i", "stack-client", "-s")
+                )
+            )
+            asking.start()
+            asked = next(call)
+            nonce = asked.print_thread_stack_trace_command.nonce
+            assert nonce
+            trace = spb.ThreadStackTrace(
+                nonce=nonce, thread_stack_trace="main: at Foo.bar(Foo.java:1)"
+            )
+            outgoing.put(
+                spb.TelemetryCommand(status=pb.Status(code=pb.Code.OK), thread_stack_trace=trace)
+            )
+            asking.join(60)
+            assert answer["runningInfo"]["jstack"] == "main: at Foo.bar(Foo.java:1)"
+            assert "jstack" not in answer["runningInfo"]["properties"]
+            raw(
+                px,
+                "NotifyClientTermination",
+                spb.NotifyClientTerminationRequest(group=pb.Resource(name="G652")),
+                spb.NotifyClientTerminationResponse,
+                metadata=me,
+            )
+            poll_until_sync(lambda: not client_ids(px, "G652"), 30, "unregistered")
+        finally:
+            outgoing.put(None)
+            call.cancel()
