@@ -41,6 +41,7 @@ from es_broker.client.instance import ClientInstance
 from es_broker.client.message_selector import SQL92, TAG, MessageSelector
 from es_broker.client.subscription import build_subscription
 from es_broker.net.tasks import TaskSpawner
+from es_broker.proxy.cluster import Cluster, client_config
 from es_broker.proxy.sessions import Sessions
 from es_broker.remoting.bodies import (
     ConsumerData,
@@ -165,11 +166,8 @@ def _language(name: str) -> LanguageCode:
 class Registry:
     """The registrations of the 5.x clients that heartbeat now, by client id."""
 
-    def __init__(
-        self, namesrv: str, client_ip: str, sessions: Sessions, nursery: TaskSpawner
-    ) -> None:
-        self.namesrv = namesrv
-        self.client_ip = client_ip
+    def __init__(self, cluster: Cluster, sessions: Sessions, nursery: TaskSpawner) -> None:
+        self.cluster = cluster  # its name server, address and TLS toward the brokers
         self.sessions = sessions
         self.by_client: dict[str, Registered] = {}
         self._lock = anyio.Lock()
@@ -231,9 +229,10 @@ class Registry:
             None if account is None else Credentials(account.access_key, account.secret_key)
         )
         instance = ClientInstance(
-            self.namesrv,
+            self.cluster.namesrv,
+            config=client_config(self.cluster.tls),
             credentials=credentials,
-            client_ip=self.client_ip,
+            client_ip=self.cluster.client_ip,
             client_id=client_id,
             language=_language(language),
         )
