@@ -11,6 +11,8 @@ import json
 import queue
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,14 +120,29 @@ def test_b650_a_5x_producer_is_a_producer_group_per_topic_while_it_lives(px):
     poll_until_sync(lambda: producer.client_id not in producer_ids(px, topic), 30, "gone")
 
 
-def test_b651_a_5x_clients_answered_thread_stacks_are_its_jstack(px):
-    """A client that answers PrintThreadStackTraceCommand (as the Java client does), spoken with
-    grpc itself: consumerStatus -s gets that client's own stacks."""
-    topic = px.topic("C652")
+@dataclass
+class RawClient:
+    """A 5.x SimpleConsumer spoken with grpc itself: its Telemetry stream, what it sends on it."""
+
+    call: Any
+    outgoing: queue.Queue
+    metadata: tuple[tuple[str, str], ...]
+
+    def heartbeat(self, px: Proxied, group: str) -> None:
+        beat = spb.HeartbeatRequest(
+            group=pb.Resource(name=group), client_type=pb.ClientType.SIMPLE_CONSUMER
+        )
+        answer = raw(px, "Heartbeat", beat, spb.HeartbeatResponse, metadata=self.metadata)
+        assert answer.status.code == pb.Code.OK
+
+
+@contextmanager
+def raw_client(px: Proxied, client_id: str, group: str, topic: str) -> Iterator[RawClient]:
+    """Open the client's Telemetry stream and send its Settings; closed at the end."""
     settings = pb.Settings(client_type=pb.ClientType.SIMPLE_CONSUMER)
-    settings.subscription.group.name = "G652"
+    settings.subscription.group.name = group
     settings.subscription.subscriptions.add().topic.name = topic
-    me = (("x-mq-client-id", "stack-client"), ("x-mq-language", "JAVA"))
+    me = (("x-mq-client-id", client_id), ("x-mq-language", "JAVA"))
     outgoing: queue.Queue = queue.Queue()
     outgoing.put(spb.TelemetryCommand(settings=settings))
 
@@ -142,43 +159,51 @@ def test_b651_a_5x_clients_answered_thread_stacks_are_its_jstack(px):
         call = stream(commands(), metadata=me, timeout=60)
         try:
             assert next(call).HasField("settings")
-            beat = spb.HeartbeatRequest(
-                group=pb.Resource(name="G652"), client_type=pb.ClientType.SIMPLE_CONSUMER
-            )
-            assert raw(px, "Heartbeat", beat, spb.HeartbeatResponse, metadata=me).status.code == (
-                pb.Code.OK
-            )
-            poll_until_sync(lambda: "stack-client" in client_ids(px, "G652"), 30, "listed")
-            found = connection(px, "G652")
-            assert found is not None and found["connectionSet"][0]["language"] == "JAVA"
-
-            answer: dict[str, Any] = {}
-            asking = threading.Thread(
-                target=lambda: answer.update(
-                    px.broker.admin_json("consumerStatus", "-g", "G652", "-i", "stack-client", "-s")
-                )
-            )
-            asking.start()
-            asked = next(call)
-            nonce = asked.print_thread_stack_trace_command.nonce
-            assert nonce
-            trace = spb.ThreadStackTrace(
-                nonce=nonce, thread_stack_trace="main: at Foo.bar(Foo.java:1)"
-            )
-            outgoing.put(
-                spb.TelemetryCommand(status=pb.Status(code=pb.Code.OK), thread_stack_trace=trace)
-            )
-            asking.join(60)
-            assert answer["runningInfo"]["jstack"] == "main: at Foo.bar(Foo.java:1)"
-            assert "jstack" not in answer["runningInfo"]["properties"]
-            raw(
-                px,
-                "NotifyClientTermination",
-                spb.NotifyClientTerminationRequest(group=pb.Resource(name="G652")),
-                spb.NotifyClientTerminationResponse,
-                metadata=me,
-            )
-            poll_until_sync(lambda: not client_ids(px, "G652"), 30, "unregistered")
+            yield RawClient(call, outgoing, me)
         finally:
             outgoing.put(None)
             call.cancel()
+
+
+def test_b651_a_5x_clients_answered_thread_stacks_are_its_jstack(px):
+    """A client that answers PrintThreadStackTraceCommand (as the Java client does), spoken with
+    grpc itself: consumerStatus -s gets that client's own stacks."""
+    with raw_client(px, "stack-client", "G652", px.topic("C652")) as client:
+        client.heartbeat(px, "G652")
+        poll_until_sync(lambda: "stack-client" in client_ids(px, "G652"), 30, "listed")
+        found = connection(px, "G652")
+        assert found is not None and found["connectionSet"][0]["language"] == "JAVA"
+
+        answer: dict[str, Any] = {}
+        asking = threading.Thread(
+            target=lambda: answer.update(
+                px.broker.admin_json("consumerStatus", "-g", "G652", "-i", "stack-client", "-s")
+            )
+        )
+        asking.start()
+        nonce = next(client.call).print_thread_stack_trace_command.nonce
+        assert nonce
+        trace = spb.ThreadStackTrace(nonce=nonce, thread_stack_trace="main: at Foo.bar(Foo.java:1)")
+        client.outgoing.put(
+            spb.TelemetryCommand(status=pb.Status(code=pb.Code.OK), thread_stack_trace=trace)
+        )
+        asking.join(60)
+        assert answer["runningInfo"]["jstack"] == "main: at Foo.bar(Foo.java:1)"
+        assert "jstack" not in answer["runningInfo"]["properties"]
+        raw(
+            px,
+            "NotifyClientTermination",
+            spb.NotifyClientTerminationRequest(group=pb.Resource(name="G652")),
+            spb.NotifyClientTerminationResponse,
+            metadata=client.metadata,
+        )
+        poll_until_sync(lambda: not client_ids(px, "G652"), 30, "unregistered")
+
+
+def test_b650_a_5x_client_that_stops_heartbeating_is_unregistered(tmp_path):
+    with proxied(tmp_path, proxy_args=("--client-expiry", "2")) as short:
+        topic = short.topic("C653")
+        with raw_client(short, "silent-client", "G653", topic) as client:
+            client.heartbeat(short, "G653")  # once, then no more
+            poll_until_sync(lambda: "silent-client" in client_ids(short, "G653"), 30, "listed")
+            poll_until_sync(lambda: not client_ids(short, "G653"), 30, "unregistered")

@@ -34,6 +34,9 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.client_expiry <= 0:
+        print("es-broker proxy: --client-expiry must be more than 0 seconds", file=sys.stderr)
+        return 2
     if args.tls_key and not args.tls_cert:
         print("es-broker proxy: --tls-key needs --tls-cert", file=sys.stderr)
         return 2
@@ -54,6 +57,7 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         acl_file=Path(args.acl_file) if args.acl_file else None,
         acl_dir=Path(args.acl_dir) if args.acl_dir else None,
         settings_timeout=args.settings_timeout,
+        client_expiry=args.client_expiry,
         tls=tls,
         brokers_tls=brokers_tls,
     )
@@ -80,6 +84,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=float,
         default=10.0,
         help="seconds a Telemetry stream has to send its Settings before it is closed",
+    )
+    p.add_argument(
+        "--client-expiry",
+        type=float,
+        default=120.0,
+        help="seconds without a heartbeat after which a 5.x client is unregistered from the "
+        "brokers (default 120, RocketMQ 5's channelExpiredTimeout)",
     )
     p.add_argument(
         "--tls-cert",

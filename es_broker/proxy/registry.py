@@ -8,7 +8,7 @@ client instance of its own per 5.x client, under the 5.x client's id
 and subscription, or for a producer one producer group per topic it
 publishes (RocketMQ 5's ClientActivity registers a 5.x producer so), and
 keeps sending it every heartbeat period while the 5.x client heartbeats.
-NotifyClientTermination, or no heartbeat for EXPIRE_S, ends the instance
+NotifyClientTermination, or no heartbeat for EXPIRE_S (`--client-expiry`), ends the instance
 after UNREGISTER_CLIENT. Each instance has connections of its own: the
 brokers key a group's clients by connection (4.9.8's ConsumerGroupInfo), so
 two 5.x clients of one group through one connection would be one client.
@@ -166,26 +166,33 @@ def _language(name: str) -> LanguageCode:
 class Registry:
     """The registrations of the 5.x clients that heartbeat now, by client id."""
 
-    def __init__(self, cluster: Cluster, sessions: Sessions, nursery: TaskSpawner) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        sessions: Sessions,
+        nursery: TaskSpawner,
+        expire_s: float = EXPIRE_S,
+    ) -> None:
         self.cluster = cluster  # its name server, address and TLS toward the brokers
         self.sessions = sessions
+        self.expire_s = expire_s
         self.by_client: dict[str, Registered] = {}
-        self._lock = anyio.Lock()
+        self._locks: dict[str, anyio.Lock] = {}  # one client's registration at a time
         self._nursery = nursery
 
     async def run(self) -> None:
         """Drop the clients that stopped heartbeating."""
         while True:
-            await anyio.sleep(EXPIRE_S / 8)
-            deadline = time.monotonic() - EXPIRE_S
+            await anyio.sleep(self.expire_s / 8)
+            deadline = time.monotonic() - self.expire_s
             for client_id, entry in list(self.by_client.items()):
                 if entry.last_heartbeat < deadline:
                     log.info(
                         "5.x client %s sent no heartbeat for %g s: unregistered",
                         client_id,
-                        EXPIRE_S,
+                        self.expire_s,
                     )
-                    await self.forget(client_id)
+                    await self.forget(client_id, entry)
 
     def _same(self, entry: Registered, settings: Any, groups: tuple[str, ...]) -> bool:
         return entry.groups == groups and entry.settings == settings
@@ -203,12 +210,13 @@ class Registry:
         settings = session.settings
         consumer = settings.client_type in CONSUME_TYPES
         groups = (group,) if consumer else tuple(t.name for t in settings.publishing.topics)
-        async with self._lock:
+        async with self._locks.setdefault(client_id, anyio.Lock()):
             entry = self.by_client.get(client_id)
             if entry is not None and self._same(entry, settings, groups):
                 entry.last_heartbeat = time.monotonic()
                 return
             if entry is not None:
+                del self.by_client[client_id]
                 await self._end(client_id, entry)
             if not groups:
                 return
@@ -266,12 +274,17 @@ class Registry:
                 log.info("unregistering 5.x client %s: %r", client_id, exc)
             await entry.instance.release()
 
-    async def forget(self, client_id: str) -> None:
-        """NotifyClientTermination, or no heartbeat for EXPIRE_S: UNREGISTER_CLIENT, then close."""
-        async with self._lock:
-            entry = self.by_client.pop(client_id, None)
-            if entry is not None:
+    async def forget(self, client_id: str, expired: Registered | None = None) -> None:
+        """NotifyClientTermination, or no heartbeat for the expiry (`expired`, the entry that was
+        found silent: one registered again meanwhile stays): UNREGISTER_CLIENT, then close."""
+        lock = self._locks.setdefault(client_id, anyio.Lock())
+        async with lock:
+            entry = self.by_client.get(client_id)
+            if entry is not None and expired in (None, entry):
+                del self.by_client[client_id]
                 await self._end(client_id, entry)
+        if client_id not in self.by_client and not lock.statistics().tasks_waiting:
+            self._locks.pop(client_id, None)  # nobody holds it now or waits for it
 
     async def stop(self) -> None:
         for client_id in list(self.by_client):

@@ -24,7 +24,7 @@ from es_broker.client.instance import local_ip
 from es_broker.net.tls import TlsClientSettings, TlsSetupError, pem_key_and_chain, self_signed_pem
 from es_broker.proxy.auth import Authenticator
 from es_broker.proxy.cluster import Check, Cluster
-from es_broker.proxy.registry import Registry
+from es_broker.proxy.registry import EXPIRE_S, Registry
 from es_broker.proxy.renewal import Renewals
 from es_broker.proxy.service import MessagingService
 from es_broker.proxy.sessions import MAX_BODY, Sessions
@@ -44,6 +44,7 @@ class ProxyOptions:
     acl_file: Path | None = None  # the default plain_acl.yml; None: no ACL
     acl_dir: Path | None = None  # more *.yml files (conf/acl)
     settings_timeout: float = 10.0  # s a Telemetry stream has to send its Settings
+    client_expiry: float = EXPIRE_S  # s without a heartbeat after which a 5.x client is gone
     tls: GrpcTls | None = None  # None: the gRPC port is plain text
     brokers_tls: TlsClientSettings | None = None  # the proxy's connections to the brokers
 
@@ -116,7 +117,7 @@ async def run(options: ProxyOptions) -> None:
         await cluster.start(nursery, unsigned=not auth.enabled)
         renewals = Renewals()
         nursery.start_soon(renewals.run)
-        registry = Registry(cluster, sessions, nursery)
+        registry = Registry(cluster, sessions, nursery, options.client_expiry)
         nursery.start_soon(registry.run)
         service = MessagingService(
             cluster, auth, sessions, (options.host, port), renewals, registry
