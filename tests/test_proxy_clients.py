@@ -207,3 +207,25 @@ def test_b650_a_5x_client_that_stops_heartbeating_is_unregistered(tmp_path):
             client.heartbeat(short, "G653")  # once, then no more
             poll_until_sync(lambda: "silent-client" in client_ids(short, "G653"), 30, "listed")
             poll_until_sync(lambda: not client_ids(short, "G653"), 30, "unregistered")
+
+
+def test_b650_two_5x_consumers_of_a_group_are_two_clients_and_both_receive(px):
+    """Each has a connection of its own (the brokers key a group's clients by connection); the
+    NOTIFY_CONSUMER_IDS_CHANGED the second one's arrival sends the first is ignored."""
+    topic = px.topic("C654")
+    first = consumer(px, "G654", topic)
+    second = consumer(px, "G654", topic)
+    try:
+        both = {first.client_id, second.client_id}
+        poll_until_sync(lambda: client_ids(px, "G654") == both, 30, "both listed")
+        found = connection(px, "G654")
+        assert found is not None
+        assert len({c["clientAddr"] for c in found["connectionSet"]}) == 2
+        send5(px, topic, [b"one"])
+        assert [m.body for m in receive_until(first, 1)] == [b"one"]
+        send5(px, topic, [b"two"])
+        assert [m.body for m in receive_until(second, 1)] == [b"two"]
+    finally:
+        first.shutdown()
+        second.shutdown()
+    poll_until_sync(lambda: not client_ids(px, "G654"), 30, "both gone")
