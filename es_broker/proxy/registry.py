@@ -220,9 +220,12 @@ class Registry:
                 await self._end(client_id, entry)
             if not groups:
                 return
-            self.by_client[client_id] = await self._register(
-                client_id, account, settings, groups, consumer, language
-            )
+            try:
+                self.by_client[client_id] = await self._register(
+                    client_id, account, settings, groups, consumer, language
+                )
+            except Exception:  # the 5.x heartbeat is still answered; its next one tries again
+                log.exception("5.x client %s could not be registered with the brokers", client_id)
 
     async def _register(
         self,
@@ -254,12 +257,17 @@ class Registry:
                 instance.register_producer(ProxiedProducer(group))
             topics = list(groups)
         await instance.acquire(self._nursery)
-        for topic in topics:
-            try:
-                await instance.update_route(topic)
-            except Exception as exc:  # the instance's route poll tries again
-                log.info("route of %s for 5.x client %s: %r", topic, client_id, exc)
-        await instance.send_heartbeat_to_all_brokers()
+        try:
+            for topic in topics:
+                try:
+                    await instance.update_route(topic)
+                except Exception as exc:  # the instance's route poll tries again
+                    log.info("route of %s for 5.x client %s: %r", topic, client_id, exc)
+            await instance.send_heartbeat_to_all_brokers()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await instance.release()
+            raise
         return Registered(instance, settings, groups, consumer)
 
     async def _end(self, client_id: str, entry: Registered) -> None:
