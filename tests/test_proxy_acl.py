@@ -3,18 +3,20 @@ the account, so the broker checks its permissions as for a 4.x client (B-613, B-
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 import trio
-from rocketmq import Message, Producer
+from rocketmq import FilterExpression, Message, Producer, SimpleConsumer
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from tests.acl_fixtures import ADMIN, PRODUCER, acl_conf, max_offset, topics
 from tests.process_fixtures import ServedBroker, serve
 from tests.proxy_fixtures import config, proxy, send_raw, signed
+from tests.waiting import poll_until_sync
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +98,30 @@ async def test_b614_a_topic_the_account_may_not_pub_is_permission_denied(acl_pro
         send_raw, endpoint, "TopicD", signed(ADMIN.access_key, ADMIN.secret_key)
     )
     assert admin.status.code == pb.Code.OK  # the admin account may
+
+
+def test_b650_a_signed_5x_consumer_is_registered_as_its_account(acl_proxy):
+    """The proxy's registration of a 5.x consumer signs as the consumer's account: the broker
+    takes its heartbeat (SUB on GroupA and TopicA) and lists it."""
+    broker, endpoint = acl_proxy
+    keys = ("--access-key", ADMIN.access_key, "--secret-key", ADMIN.secret_key)
+
+    def listed() -> set[str]:
+        done = broker.admin("consumerConnection", "-g", "GroupA", "--json", *keys, check=False)
+        if done.returncode != 0:
+            return set()
+        return {c["clientId"] for c in json.loads(done.stdout)["connectionSet"]}
+
+    broker.admin("updateTopic", "-t", "TopicA", "-c", "DefaultCluster", *keys)
+    c = SimpleConsumer(
+        config(endpoint, PRODUCER.access_key, PRODUCER.secret_key),
+        "GroupA",
+        {"TopicA": FilterExpression("*")},
+        await_duration=2,
+    )
+    c.startup()
+    try:
+        poll_until_sync(lambda: c.client_id in listed(), 30, "the signed 5.x consumer listed")
+    finally:
+        c.shutdown()
+    poll_until_sync(lambda: c.client_id not in listed(), 30, "the signed 5.x consumer gone")

@@ -133,6 +133,8 @@ class ClientInstance:
         client_ip: str | None = None,
         config: ClientConfig | None = None,
         credentials: Credentials | None = None,
+        client_id: str | None = None,
+        language: LanguageCode = LANGUAGE,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
@@ -140,6 +142,9 @@ class ClientInstance:
         self.config = client_config_with(config, credentials)
         self.client_ip = client_ip or local_ip()
         self.instance_name = instance_name or default_instance_name()
+        # a client id given as it is (the gRPC proxy registers a 5.x client under its own id)
+        self._given_client_id = client_id
+        self.language = language  # what the heartbeat says the client is written in
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         # every broker the name server knows, for the producers' heartbeat (B-320)
@@ -163,7 +168,9 @@ class ClientInstance:
 
     @property
     def client_id(self) -> str:
-        """`ip@instanceName` (B-51)."""
+        """`ip@instanceName` (B-51), or the id the instance was given."""
+        if self._given_client_id is not None:
+            return self._given_client_id
         return f"{self.client_ip}@{self.instance_name}"
 
     def check_credentials(self, credentials: Credentials | None) -> None:
@@ -571,7 +578,8 @@ class ClientInstance:
                         continue
                     try:
                         response = await self.invoke(
-                            addr, self.request(RequestCode.HEART_BEAT, None, body)
+                            addr,
+                            request(RequestCode.HEART_BEAT, None, body, language=self.language),
                         )
                     except RemotingError as exc:
                         self.heartbeats.no_answer(addr, exc)
@@ -604,18 +612,7 @@ class ClientInstance:
             self._check_transaction_state(channel, command)
             return None
         if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            try:
-                group: str | None = GetConsumerRunningInfoRequestHeader.of(command).consumer_group
-            except CommandError:
-                group = None
-            consumer = self._consumers.get(group or "")
-            if consumer is None:
-                return response_to(
-                    command,
-                    ResponseCode.SYSTEM_ERROR,
-                    f"The Consumer Group <{group}> not exist in this consumer",
-                )
-            return response_to(command, ResponseCode.SUCCESS, body=consumer.running_info().encode())
+            return await self._running_info(command)
         if command.is_oneway:
             return None
         return response_to(
@@ -623,6 +620,26 @@ class ClientInstance:
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
             f"The request code {code} is not supported by this client",
         )
+
+    async def _running_info(self, command: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO: the group's member answers; one with `running_info_now`
+        (the gRPC proxy's 5.x consumers) is awaited, with whether the thread stacks are asked."""
+        try:
+            header = GetConsumerRunningInfoRequestHeader.of(command)
+            group: str | None = header.consumer_group
+            jstack = bool(header.jstack_enable)
+        except CommandError:
+            group, jstack = None, False
+        consumer = self._consumers.get(group or "")
+        if consumer is None:
+            return response_to(
+                command,
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{group}> not exist in this consumer",
+            )
+        now = getattr(consumer, "running_info_now", None)
+        info = await now(jstack) if now is not None else consumer.running_info()
+        return response_to(command, ResponseCode.SUCCESS, body=info.encode())
 
     def _check_transaction_state(self, channel: Channel, command: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE: hand the half message to its group's transactional producer."""

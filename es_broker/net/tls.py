@@ -8,6 +8,8 @@ and then trusts any server, `TlsClientSettings` verifies the server unless
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import logging
 import os
 import ssl
@@ -22,6 +24,9 @@ from anyio.streams.tls import TLSStream
 HANDSHAKE_TIMEOUT = 10.0
 
 log = logging.getLogger(__name__)
+
+# the password of the gRPC proxy's TLS key travels in this environment variable, not on a command line
+GRPC_KEY_PASSWORD_ENV = "ES_BROKER_PROXY_TLS_KEY_PASSWORD"
 
 
 class TlsSetupError(ValueError):
@@ -92,6 +97,64 @@ def load_cert_chain(
         ) from None
     except OSError as exc:
         raise TlsSetupError(f"{side} certificate {cert} / key {key or cert}: {exc}") from None
+
+
+def self_signed_pem() -> tuple[bytes, bytes] | None:
+    """A throwaway self-signed certificate for localhost and 127.0.0.1 and its key (PEM, PKCS8),
+    as 4.9.8's test mode serves one; None when the `cryptography` package is missing."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        return None
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def pem_key_and_chain(cert: str, key: str | None, password: str | None) -> tuple[bytes, bytes]:
+    """A PEM private key (decrypted with `password` when it is encrypted) and its certificate
+    chain, as grpc's ssl_server_credentials takes them; TlsSetupError naming the file at fault."""
+    from cryptography.hazmat.primitives import serialization
+
+    _readable(cert, "certificate")
+    if key:
+        _readable(key, "key")
+    chain = Path(cert).read_bytes()
+    try:
+        loaded = serialization.load_pem_private_key(
+            Path(key or cert).read_bytes(), password.encode() if password else None
+        )
+    except (ValueError, TypeError) as exc:
+        raise TlsSetupError(
+            f"key {key or cert}: cannot be used ({exc}); is the key password right?"
+        ) from None
+    plain = loaded.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return plain, chain
 
 
 class ReloadingCertificate:

@@ -15,8 +15,11 @@ served and what is not.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+from es_broker.net.tls import GRPC_KEY_PASSWORD_ENV
 
 
 def _cmd_proxy(args: argparse.Namespace) -> int:
@@ -24,12 +27,29 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
 
     import anyio
 
-    from es_broker.proxy.server import ProxyOptions, run
+    from es_broker.net.tls import TlsClientSettings, TlsSetupError
+    from es_broker.proxy.server import GrpcTls, ProxyOptions, run
 
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.client_expiry <= 0:
+        print("es-broker proxy: --client-expiry must be more than 0 seconds", file=sys.stderr)
+        return 2
+    if args.tls_key and not args.tls_cert:
+        print("es-broker proxy: --tls-key needs --tls-cert", file=sys.stderr)
+        return 2
+    tls = None
+    if args.tls_cert or args.tls_test_mode:
+        tls = GrpcTls(args.tls_cert, args.tls_key, os.environ.get(GRPC_KEY_PASSWORD_ENV) or None)
+    brokers_tls = None
+    if args.brokers_tls:
+        brokers_tls = TlsClientSettings(
+            ca_file=args.brokers_tls_ca,
+            test_mode=args.brokers_tls_ca is None,
+            check_hostname=False,  # as the Java client: no host-name check
+        )
     options = ProxyOptions(
         namesrv=args.namesrv,
         host=args.host,
@@ -37,10 +57,13 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         acl_file=Path(args.acl_file) if args.acl_file else None,
         acl_dir=Path(args.acl_dir) if args.acl_dir else None,
         settings_timeout=args.settings_timeout,
+        client_expiry=args.client_expiry,
+        tls=tls,
+        brokers_tls=brokers_tls,
     )
     try:
         anyio.run(run, options, backend="asyncio")
-    except OSError as exc:
+    except (OSError, TlsSetupError) as exc:
         print(f"es-broker proxy: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -61,6 +84,33 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=float,
         default=10.0,
         help="seconds a Telemetry stream has to send its Settings before it is closed",
+    )
+    p.add_argument(
+        "--client-expiry",
+        type=float,
+        default=120.0,
+        help="seconds without a heartbeat after which a 5.x client is unregistered from the "
+        "brokers (default 120, RocketMQ 5's channelExpiredTimeout)",
+    )
+    p.add_argument(
+        "--tls-cert",
+        help="serve gRPC over TLS with this PEM certificate chain (with --tls-key, or the key in it)",
+    )
+    p.add_argument("--tls-key", help=f"its PEM private key (password in ${GRPC_KEY_PASSWORD_ENV})")
+    p.add_argument(
+        "--tls-test-mode",
+        action="store_true",
+        help="serve gRPC over TLS with a self-signed certificate for localhost/127.0.0.1",
+    )
+    p.add_argument(
+        "--brokers-tls",
+        action="store_true",
+        help="speak TLS to the name server and brokers (their tls.server.mode is enforcing)",
+    )
+    p.add_argument(
+        "--brokers-tls-ca",
+        help="with --brokers-tls: the PEM CA bundle their certificates must chain to "
+        "(without it, any certificate is taken: tls.test.mode.enable)",
     )
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=_cmd_proxy)

@@ -25,12 +25,14 @@ import anyio
 
 from es_broker.acl.plain import Account
 from es_broker.acl.signing import Credentials
+from es_broker.client.config import ClientConfig
 from es_broker.client.instance import ClientInstance
 from es_broker.client.messages import Message, SendResult
 from es_broker.client.producer import Producer
 from es_broker.client.selectors import by_queue_id
 from es_broker.client.send_tries import BrokerRefused, ClientError
 from es_broker.net.tasks import TaskSpawner
+from es_broker.net.tls import TlsClientSettings
 from es_broker.remoting.bodies import (
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
@@ -133,9 +135,16 @@ class Side:
     """One client instance of the cluster and the producers the proxy sends with."""
 
     def __init__(
-        self, namesrv: str, credentials: Credentials | None, on_check: OnCheck, client_ip: str
+        self,
+        namesrv: str,
+        credentials: Credentials | None,
+        on_check: OnCheck,
+        client_ip: str,
+        tls: TlsClientSettings | None = None,
     ) -> None:
-        self.instance = ClientInstance(namesrv, credentials=credentials, client_ip=client_ip)
+        self.instance = ClientInstance(
+            namesrv, credentials=credentials, client_ip=client_ip, config=client_config(tls)
+        )
         self.on_check = on_check
         self.producer = Producer(namesrv, SEND_GROUP, instance=self.instance)
         self.tx_producers: dict[str, TxProducer] = {}
@@ -258,6 +267,13 @@ class Side:
         await self.instance.invoke_oneway(self.master(txid.broker_name), command)
 
 
+def client_config(tls: TlsClientSettings | None) -> ClientConfig:
+    """The proxy's client settings toward the brokers: TLS when the brokers ask for it."""
+    if tls is None:
+        return ClientConfig()
+    return ClientConfig(use_tls=True, tls_ca_file=tls.ca_file, tls_test_mode=tls.test_mode)
+
+
 def _credentials(account: Account | None) -> Credentials | None:
     return None if account is None else Credentials(account.access_key, account.secret_key)
 
@@ -265,10 +281,13 @@ def _credentials(account: Account | None) -> Credentials | None:
 class Cluster:
     """The sides the proxy has opened, by account (None: no ACL)."""
 
-    def __init__(self, namesrv: str, on_check: OnCheck, client_ip: str) -> None:
+    def __init__(
+        self, namesrv: str, on_check: OnCheck, client_ip: str, tls: TlsClientSettings | None = None
+    ) -> None:
         self.namesrv = namesrv
         self.on_check = on_check
         self.client_ip = client_ip
+        self.tls = tls
         self._sides: dict[str | None, Side] = {}
         self._lock = anyio.Lock()
         self._nursery: TaskSpawner | None = None
@@ -288,7 +307,9 @@ class Cluster:
                 side = None
             if side is None:
                 assert self._nursery is not None, "the cluster is not started"
-                side = Side(self.namesrv, _credentials(account), self.on_check, self.client_ip)
+                side = Side(
+                    self.namesrv, _credentials(account), self.on_check, self.client_ip, self.tls
+                )
                 await side.start(self._nursery)
                 self._sides[key] = side
             return side

@@ -21,8 +21,10 @@ import grpc
 
 from es_broker.acl.access import AclSources
 from es_broker.client.instance import local_ip
+from es_broker.net.tls import TlsClientSettings, TlsSetupError, pem_key_and_chain, self_signed_pem
 from es_broker.proxy.auth import Authenticator
 from es_broker.proxy.cluster import Check, Cluster
+from es_broker.proxy.registry import EXPIRE_S, Registry
 from es_broker.proxy.renewal import Renewals
 from es_broker.proxy.service import MessagingService
 from es_broker.proxy.sessions import MAX_BODY, Sessions
@@ -42,6 +44,31 @@ class ProxyOptions:
     acl_file: Path | None = None  # the default plain_acl.yml; None: no ACL
     acl_dir: Path | None = None  # more *.yml files (conf/acl)
     settings_timeout: float = 10.0  # s a Telemetry stream has to send its Settings
+    client_expiry: float = EXPIRE_S  # s without a heartbeat after which a 5.x client is gone
+    tls: GrpcTls | None = None  # None: the gRPC port is plain text
+    brokers_tls: TlsClientSettings | None = None  # the proxy's connections to the brokers
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcTls:
+    """TLS on the gRPC port: a PEM certificate chain and key, or (test mode) a self-signed one."""
+
+    cert: str | None = None
+    key: str | None = None
+    key_password: str | None = None
+
+    def credentials(self) -> Any:
+        """grpc's server credentials; TlsSetupError when a file or the key cannot be used."""
+        if self.cert:
+            key, chain = pem_key_and_chain(self.cert, self.key, self.key_password)
+        else:
+            made = self_signed_pem()
+            if made is None:
+                raise TlsSetupError(
+                    "a self-signed certificate needs the 'cryptography' package: give --tls-cert"
+                )
+            chain, key = made
+        return grpc.ssl_server_credentials([(key, chain)])
 
 
 async def _fifo_of(cluster: Cluster, subscription: Any, account: str | None) -> bool:
@@ -91,12 +118,16 @@ async def run(options: ProxyOptions) -> None:
     server = grpc.aio.server(
         options=[("grpc.max_receive_message_length", MAX_REQUEST), ("grpc.so_reuseport", 0)]
     )
+    address = f"{options.host}:{options.port}"
     try:  # bound before anything starts: a port in use is one line and exit 1
-        port = server.add_insecure_port(f"{options.host}:{options.port}")
+        if options.tls is not None:
+            port = server.add_secure_port(address, options.tls.credentials())
+        else:
+            port = server.add_insecure_port(address)
     except RuntimeError:
         raise OSError(f"cannot listen on {options.host}:{options.port} (gRPC)") from None
     async with anyio.create_task_group() as nursery:
-        cluster = Cluster(options.namesrv, on_check, local_ip())
+        cluster = Cluster(options.namesrv, on_check, local_ip(), options.brokers_tls)
 
         async def fifo_of(subscription: Any, account: str | None) -> bool:
             return await _fifo_of(cluster, subscription, account)
@@ -109,10 +140,15 @@ async def run(options: ProxyOptions) -> None:
         await cluster.start(nursery, unsigned=not auth.enabled)
         renewals = Renewals()
         nursery.start_soon(renewals.run)
-        service = MessagingService(cluster, auth, sessions, (options.host, port), renewals)
+        registry = Registry(cluster, sessions, nursery, options.client_expiry)
+        nursery.start_soon(registry.run)
+        service = MessagingService(
+            cluster, auth, sessions, (options.host, port), renewals, registry
+        )
         server.add_generic_rpc_handlers((service.handler(),))
         await server.start()
         acl = f", ACL {sources.default_file}" if sources else ""
+        acl += ", TLS" if options.tls is not None else ""
         print(
             f"es-broker proxy listening on {options.host}:{port} (gRPC), pid {os.getpid()}, "
             f"name server {options.namesrv}{acl}",
@@ -128,5 +164,6 @@ async def run(options: ProxyOptions) -> None:
         finally:
             with anyio.CancelScope(shield=True):
                 await server.stop(1.0)
+                await registry.stop()
                 await cluster.stop()
             nursery.cancel_scope.cancel()

@@ -26,6 +26,7 @@ from es_broker.net.remoting_client import RemotingError
 from es_broker.proxy import receiving, sending
 from es_broker.proxy.auth import Authenticator
 from es_broker.proxy.cluster import Cluster, Side
+from es_broker.proxy.registry import Registry
 from es_broker.proxy.renewal import Renewals
 from es_broker.proxy.sessions import Sessions
 from es_broker.proxy.status import Abort, Code, Refused, parse, status, translate
@@ -69,6 +70,7 @@ class Call:
     client_id: str
     account: Account | None
     side: Side
+    language: str = "OTHER"  # x-mq-language
 
 
 class MessagingService:
@@ -81,8 +83,10 @@ class MessagingService:
         sessions: Sessions,
         endpoint: tuple[str, int],
         renewals: Renewals,
+        registry: Registry,
     ) -> None:
         self.cluster = cluster
+        self.registry = registry
         self.auth = auth
         self.sessions = sessions
         self.endpoint = endpoint
@@ -93,7 +97,8 @@ class MessagingService:
         metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         account = self.auth.account(metadata)
         client_id = metadata.get("x-mq-client-id", "")
-        return Call(client_id, account, await self.cluster.side(account))
+        language = metadata.get("x-mq-language", "OTHER")
+        return Call(client_id, account, await self.cluster.side(account), language)
 
     def _unary(
         self, name: str, request_type: Any, response_type: Any, fn: Callable[..., Awaitable[Any]]
@@ -271,12 +276,16 @@ class MessagingService:
             )
         if request.client_type != pb.ClientType.PRODUCER and not request.group.name:
             raise Refused(Code.ILLEGAL_CONSUMER_GROUP, "a consumer's heartbeat names no group")
+        await self.registry.heartbeat(
+            call.client_id, call.account, request.group.name, call.language
+        )
         return spb.HeartbeatResponse(status=status(Code.OK))
 
     async def notify_client_termination(self, request: Any, call: Call) -> Any:
         if call.client_id:
             self.sessions.forget(call.client_id)
             self.renewals.forget_client(call.client_id)
+            await self.registry.forget(call.client_id)
         return spb.NotifyClientTerminationResponse(status=status(Code.OK))
 
     # ------------------------------------------------------------------ streams

@@ -8,8 +8,10 @@ consumes FIFO) and keeps the stream, through which it later sends a producer
 the brokers' transaction checks (RecoverOrphanedTransactionCommand). A stream
 that sends no Settings within the settings timeout is closed with
 FAILED_PRECONDITION. A PrintThreadStackTraceCommand a client sends is answered
-with the proxy's own thread stacks; the answers clients give (ThreadStackTrace,
-VerifyMessageResult) are logged, since the proxy asks none.
+with the proxy's own thread stacks. The proxy asks a client for its stacks
+(`thread_stacks`) when a broker or an admin tool asks for the running info of
+a 5.x consumer (registry.py); the client's ThreadStackTrace answers it by its
+nonce. A VerifyMessageResult, which the proxy never asks for, is logged.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +105,7 @@ class Sessions:
         self.retry_max_times_of = retry_max_times_of
         self.by_client: dict[str, Session] = {}
         self._turn = 0
+        self._stacks_asked: dict[str, _Answer] = {}  # by nonce
 
     def forget(self, client_id: str) -> None:
         self.by_client.pop(client_id, None)
@@ -183,7 +187,16 @@ class Sessions:
             await session.write(
                 spb.TelemetryCommand(status=status(Code.OK), thread_stack_trace=trace)
             )
-        elif which in ("thread_stack_trace", "verify_message_result"):
+        elif which == "thread_stack_trace":
+            answer = command.thread_stack_trace
+            waiting = self._stacks_asked.get(answer.nonce)
+            if waiting is None:
+                log.info("telemetry of %s: thread stacks nobody waits for", session.client_id)
+            elif command.status.code not in (Code.OK, 0):
+                waiting.give(None)
+            else:
+                waiting.give(answer.thread_stack_trace)
+        elif which == "verify_message_result":
             log.info("telemetry of %s: an answer (%s) to nothing asked", session.client_id, which)
         else:
             await session.write(
@@ -193,6 +206,28 @@ class Sessions:
                     )
                 )
             )
+
+    async def thread_stacks(self, client_id: str, timeout: float) -> str | None:
+        """The client's thread stacks (PrintThreadStackTraceCommand over its Telemetry stream);
+        None when it has no stream or does not answer within `timeout` seconds."""
+        session = self.by_client.get(client_id)
+        if session is None:
+            return None
+        nonce = uuid.uuid4().hex
+        waiting = self._stacks_asked[nonce] = _Answer()
+        try:
+            command = spb.TelemetryCommand(
+                print_thread_stack_trace_command=spb.PrintThreadStackTraceCommand(nonce=nonce)
+            )
+            await session.write(command)
+            with anyio.move_on_after(timeout):
+                await waiting.done.wait()
+            return waiting.text
+        except Exception as exc:  # the stream went away
+            log.info("thread stacks of %s not asked: %r", client_id, exc)
+            return None
+        finally:
+            del self._stacks_asked[nonce]
 
     async def forward_check(self, check: Check) -> None:
         """A broker's transaction check, to one producer of that topic (of the same account)."""
@@ -226,6 +261,18 @@ class Sessions:
                 session.client_id,
                 exc,
             )
+
+
+@dataclass(eq=False)
+class _Answer:
+    """A client's answer the proxy waits for."""
+
+    text: str | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+    def give(self, text: str | None) -> None:
+        self.text = text
+        self.done.set()
 
 
 def _parse(raw: bytes) -> Any:

@@ -30,7 +30,7 @@ from es_broker.server.edge.tls import ServerTls
 from es_broker.server.main import BrokerServer
 from es_broker.server.metrics_config import check_exporter_type
 from es_broker.server.namesrv import InProcessNameServer, NameServerRole
-from es_broker.server.proxy_process import proxy_command, supervise
+from es_broker.server.proxy_process import proxy_command, proxy_tls, supervise
 from es_broker.server.serve_access import (
     access_control,
     open_listener_warning,
@@ -145,11 +145,17 @@ async def _serve_locked(args: ServeOptions, config: BrokerConfig, host: str, por
                 )
 
             if args.enable_proxy:
-                nursery.start_soon(supervise, _proxy_command(config, namesrv, args.grpc_port))
+                nursery.start_soon(
+                    supervise,
+                    _proxy_command(config, namesrv, args.grpc_port),
+                    proxy_tls(config).env,
+                )
             await nursery.start(serve_ha, config, make_server, host, announce)
             return
         if args.enable_proxy:
-            nursery.start_soon(supervise, _proxy_command(config, namesrv, args.grpc_port))
+            nursery.start_soon(
+                supervise, _proxy_command(config, namesrv, args.grpc_port), proxy_tls(config).env
+            )
         server: BrokerServer = await nursery.start(make_server(config).run, host)
         role = (
             ""
@@ -166,10 +172,11 @@ async def _serve_locked(args: ServeOptions, config: BrokerConfig, host: str, por
 
 def _proxy_command(config: BrokerConfig, namesrv: str, port: int) -> list[str]:
     """`es-broker proxy` in front of this broker's name server(s), with its ACL files if any."""
+    tls = proxy_tls(config)
     if not config.aclEnable:
-        return proxy_command(namesrv, port, None, None)
+        return proxy_command(namesrv, port, None, None, tls)
     sources = default_acl_sources(config.acl_plain_file, config.storePathRootDir)
-    return proxy_command(namesrv, port, sources.default_file, sources.directory)
+    return proxy_command(namesrv, port, sources.default_file, sources.directory, tls)
 
 
 async def _stop_on_signal(scope: trio.CancelScope) -> None:

@@ -18,9 +18,7 @@ start, and a misspelt mode or client-auth value is an error, not
 
 from __future__ import annotations
 
-import datetime
 import enum
-import ipaddress
 import logging
 import ssl
 import tempfile
@@ -35,6 +33,7 @@ from es_broker.net.tls import (
     TlsClientSettings,
     TlsSetupError,
     load_cert_chain,
+    self_signed_pem,
 )
 
 log = logging.getLogger(__name__)
@@ -235,12 +234,8 @@ def server_context(config: BrokerConfig) -> ssl.SSLContext | None:
 
 def _load_self_signed(context: ssl.SSLContext) -> bool:
     """A throwaway self-signed certificate for localhost (4.9.8's SelfSignedCertificate); False without cryptography."""
-    try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-    except ImportError:
+    made = self_signed_pem()
+    if made is None:
         log.warning(
             "TLS test mode needs a self-signed certificate, and making one needs the 'cryptography' "
             "package, a dependency of es-broker that is missing from this installation: TLS "
@@ -248,35 +243,10 @@ def _load_self_signed(context: ssl.SSLContext) -> bool:
             "tls.server.keyPath)"
         )
         return False
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
+    cert, key = made
     with tempfile.TemporaryDirectory() as tmp:  # ssl loads chains from files only
         pem = Path(tmp) / "self-signed.pem"
-        pem.write_bytes(
-            cert.public_bytes(serialization.Encoding.PEM)
-            + key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
+        pem.write_bytes(cert + key)
         context.load_cert_chain(str(pem))
     return True
 
