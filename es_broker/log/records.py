@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import struct
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -171,8 +172,17 @@ def _first_misfit(value: Any, path: str) -> str:
     return f"{path} holds a {type(value).__name__}, which a record cannot carry"
 
 
+# a packer per thread, reused: msgpack.packb builds one (and its buffer) a call, a third of its cost
+_threads = threading.local()
+
+
 def pack(record: Record) -> bytes:
-    raw: bytes = msgpack.packb(record, use_bin_type=True)
+    """The record's msgpack bytes (what msgpack.packb(record, use_bin_type=True) gives)."""
+    try:
+        packer = _threads.packer
+    except AttributeError:
+        packer = _threads.packer = msgpack.Packer(use_bin_type=True)
+    raw: bytes = packer.pack(record)
     return raw
 
 
