@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from es_broker.log import chunks, records
 from es_broker.log.records import Record
 
 MAX_DBS = 64
+_SIZE_AT = struct.Struct(">i").unpack_from
 
 
 class Projection(Protocol):
@@ -88,6 +90,7 @@ class AppendContext:
         ):
             raise LogCorruptError(f"sequence {seq} already present")
         self.log.apply(self.txn, seq, record)
+        self.log.placed = None
         self.next_seq = seq + 1
         self.appended += 1
         return seq
@@ -98,6 +101,7 @@ class AppendContext:
         if not self.txn.put(records.seq_key(seq), raw, db=self.log.log_db, append=True):
             raise LogCorruptError(f"sequence {seq} already present")
         self.log.apply(self.txn, seq, records.unpack(raw))
+        self.log.placed = None
         self.next_seq = seq + 1
         self.appended += 1
         return seq
@@ -105,12 +109,15 @@ class AppendContext:
     def put_payload(self, physical_offset: int, data: bytes) -> None:
         """Store message bytes at a physical offset of the commit log (past its end: the bytes
         between are zeros; see chunks.write)."""
-        chunks.write(self.txn, self.log.commitlog_db, [(physical_offset, data)])
+        payloads = [(physical_offset, data)]
+        chunks.write(self.txn, self.log.commitlog_db, payloads)
+        self.log.placed = (self.txn, payloads)
 
     def put_payloads(self, payloads: list[tuple[int, bytes]]) -> None:
         """Store several messages' bytes at ascending physical offsets past the commit log's end,
         in one call: the tail chunk is read once, the rest appended in whole chunks."""
         chunks.write(self.txn, self.log.commitlog_db, payloads)
+        self.log.placed = (self.txn, payloads)
 
 
 class RecordLog:
@@ -139,6 +146,9 @@ class RecordLog:
             max_readers=256,
         )
         self.projections: list[Projection] = list(projections or [])
+        # the messages the last put_payloads wrote, in its transaction, until the next record is
+        # applied: the bytes that record's projections read (`placed_reader`)
+        self.placed: tuple[lmdb.Transaction[bytes], list[tuple[int, bytes]]] | None = None
         self._appliers: dict[str, tuple[Applier, ...]] = {}  # by record type, as first applied
         self._dbs: dict[str, Any] = {}
         create = not readonly
@@ -337,6 +347,27 @@ class RecordLog:
         if raw is None or not chunks.stored_at(raw, physical_offset):
             return None
         return raw
+
+    def placed_reader(self, txn: lmdb.Transaction[bytes]) -> chunks.Read:
+        """`payload_reader` for the record being applied: a message the transaction's last
+        `put_payloads` wrote just before it is taken as written, not read back from the chunks
+        (they hold those very bytes); any other offset is read from the chunks."""
+        placed = self.placed
+        if placed is None or placed[0] is not txn:
+            return self.payload_reader(txn)
+        written = dict(placed[1])
+        others: list[chunks.Read] = []
+
+        def read(phy: int) -> bytes | None:
+            data = written.get(phy) if type(phy) is int else None
+            # a whole message: its TOTALSIZE is its length, as the chunks' reader finds it
+            if type(data) is bytes and len(data) >= 8 and _SIZE_AT(data, 0)[0] == len(data):
+                return data
+            if not others:
+                others.append(self.payload_reader(txn))
+            return others[0](phy)
+
+        return read
 
     def payload_reader(self, txn: lmdb.Transaction[bytes]) -> chunks.Read:
         """`payload` for a loop over nearby messages in one transaction: it reads each chunk once
