@@ -109,15 +109,18 @@ class AppendContext:
     def put_payload(self, physical_offset: int, data: bytes) -> None:
         """Store message bytes at a physical offset of the commit log (past its end: the bytes
         between are zeros; see chunks.write)."""
-        payloads = [(physical_offset, data)]
-        chunks.write(self.txn, self.log.commitlog_db, payloads)
-        self.log.placed = (self.txn, payloads)
+        self.put_payloads([(physical_offset, data)])
 
     def put_payloads(self, payloads: list[tuple[int, bytes]]) -> None:
         """Store several messages' bytes at ascending physical offsets past the commit log's end,
         in one call: the tail chunk is read once, the rest appended in whole chunks."""
-        chunks.write(self.txn, self.log.commitlog_db, payloads)
-        self.log.placed = (self.txn, payloads)
+        log, txn = self.log, self.txn
+        known = log.chunk_tail
+        tail = chunks.write(
+            txn, log.commitlog_db, payloads, known[1] if known and known[0] is txn else None
+        )
+        log.chunk_tail = None if tail is None else (txn, tail)
+        log.placed = (txn, payloads)
 
 
 class RecordLog:
@@ -149,6 +152,10 @@ class RecordLog:
         # the messages the last put_payloads wrote, in its transaction, until the next record is
         # applied: the bytes that record's projections read (`placed_reader`)
         self.placed: tuple[lmdb.Transaction[bytes], list[tuple[int, bytes]]] | None = None
+        # the commit log's last chunk (offset, bytes) as put_payloads left it in its transaction,
+        # so that the next send's bytes do not read it back; any other write to the chunks
+        # (`expire_payloads`) forgets it
+        self.chunk_tail: tuple[lmdb.Transaction[bytes], tuple[int, bytes]] | None = None
         self._appliers: dict[str, tuple[Applier, ...]] = {}  # by record type, as first applied
         self._dbs: dict[str, Any] = {}
         create = not readonly
@@ -282,6 +289,11 @@ class RecordLog:
         it commits (a transaction that applies records outside `write_batch` calls it too)."""
         for settle in self._settlers:
             settle(txn)
+
+    def expire_payloads(self, txn: lmdb.Transaction[bytes], phy_min: int) -> None:
+        """Retention: the commit log's bytes below phy_min go (chunks.expire)."""
+        self.chunk_tail = None
+        chunks.expire(txn, self.commitlog_db, phy_min)
 
     def flush(self) -> None:
         """Force everything committed so far to disk (the ASYNC_FLUSH flush tick)."""

@@ -45,6 +45,7 @@ class CommitLogProjection(Dispatching):
         self.db = log.db("commitlog_meta")
         self.marks = log.db("commitlog_marks")
         self.payloads = log.commitlog_db
+        self.log = log
         # the commit log's end as the write transaction `_txn` moved it, written once by `settle`
         # before it commits (and read back by `phy_max` meanwhile): a group commit of sends puts
         # it once, not once a record
@@ -73,7 +74,7 @@ class CommitLogProjection(Dispatching):
         expired = CommitlogExpired.from_record(record)
         # retention removes the bodies below the new phyMin (whole chunks, and the straddling
         # chunk's bytes below it); the records about them stay
-        chunks.expire(txn, self.payloads, expired.phy_min)
+        self.log.expire_payloads(txn, expired.phy_min)
         cur = txn.cursor(db=self.marks)
         while cur.first() and U64.unpack(cur.key())[0] <= expired.phy_min:
             cur.delete()
