@@ -176,14 +176,19 @@ def _first_misfit(value: Any, path: str) -> str:
 _threads = threading.local()
 
 
-def pack(record: Record) -> bytes:
-    """The record's msgpack bytes (what msgpack.packb(record, use_bin_type=True) gives)."""
+def packb(value: Any) -> bytes:
+    """msgpack.packb(value, use_bin_type=True): the same bytes, from this thread's packer."""
     try:
         packer = _threads.packer
     except AttributeError:
         packer = _threads.packer = msgpack.Packer(use_bin_type=True)
-    raw: bytes = packer.pack(record)
+    raw: bytes = packer.pack(value)
     return raw
+
+
+def pack(record: Record) -> bytes:
+    """The record's msgpack bytes."""
+    return packb(record)
 
 
 def unpack(raw: bytes | memoryview) -> Record:
