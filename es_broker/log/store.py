@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import errno
 import os
-import struct
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,6 @@ from es_broker.log import chunks, records
 from es_broker.log.records import Record
 
 MAX_DBS = 64
-_SIZE_AT = struct.Struct(">i").unpack_from
 
 
 class Projection(Protocol):
@@ -90,7 +88,6 @@ class AppendContext:
         ):
             raise LogCorruptError(f"sequence {seq} already present")
         self.log.apply(self.txn, seq, record)
-        self.log.placed = None
         self.next_seq = seq + 1
         self.appended += 1
         return seq
@@ -101,7 +98,6 @@ class AppendContext:
         if not self.txn.put(records.seq_key(seq), raw, db=self.log.log_db, append=True):
             raise LogCorruptError(f"sequence {seq} already present")
         self.log.apply(self.txn, seq, records.unpack(raw))
-        self.log.placed = None
         self.next_seq = seq + 1
         self.appended += 1
         return seq
@@ -120,7 +116,6 @@ class AppendContext:
             txn, log.commitlog_db, payloads, known[1] if known and known[0] is txn else None
         )
         log.chunk_tail = None if tail is None else (txn, tail)
-        log.placed = (txn, payloads)
 
 
 class RecordLog:
@@ -149,9 +144,6 @@ class RecordLog:
             max_readers=256,
         )
         self.projections: list[Projection] = list(projections or [])
-        # the messages the last put_payloads wrote, in its transaction, until the next record is
-        # applied: the bytes that record's projections read (`placed_reader`)
-        self.placed: tuple[lmdb.Transaction[bytes], list[tuple[int, bytes]]] | None = None
         # the commit log's last chunk (offset, bytes) as put_payloads left it in its transaction,
         # so that the next send's bytes do not read it back; any other write to the chunks
         # (`expire_payloads`) forgets it
@@ -359,27 +351,6 @@ class RecordLog:
         if raw is None or not chunks.stored_at(raw, physical_offset):
             return None
         return raw
-
-    def placed_reader(self, txn: lmdb.Transaction[bytes]) -> chunks.Read:
-        """`payload_reader` for the record being applied: a message the transaction's last
-        `put_payloads` wrote just before it is taken as written, not read back from the chunks
-        (they hold those very bytes); any other offset is read from the chunks."""
-        placed = self.placed
-        if placed is None or placed[0] is not txn:
-            return self.payload_reader(txn)
-        written = dict(placed[1])
-        others: list[chunks.Read] = []
-
-        def read(phy: int) -> bytes | None:
-            data = written.get(phy) if type(phy) is int else None
-            # a whole message: its TOTALSIZE is its length, as the chunks' reader finds it
-            if type(data) is bytes and len(data) >= 8 and _SIZE_AT(data, 0)[0] == len(data):
-                return data
-            if not others:
-                others.append(self.payload_reader(txn))
-            return others[0](phy)
-
-        return read
 
     def payload_reader(self, txn: lmdb.Transaction[bytes]) -> chunks.Read:
         """`payload` for a loop over nearby messages in one transaction: it reads each chunk once

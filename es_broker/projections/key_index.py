@@ -191,7 +191,7 @@ class KeyIndexProjection(Dispatching):
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         stored = as_view(record, RecordType.MESSAGES_STORED)
         topic = stored["topic"].encode() + b"\x00"
-        written = index_entries(self.log.placed_reader(txn), stored["units"], topic)
+        written = index_entries(self.log.payload_reader(txn), stored["units"], topic)
         if written:
             txn.cursor(db=self.index_db).putmulti(written, dupdata=True)
 
