@@ -137,15 +137,22 @@ def stored_at(raw: bytes, phy: int) -> bool:
 
 
 def write(
-    txn: lmdb.Transaction[bytes], db: lmdb._Database | None, payloads: list[tuple[int, bytes]]
-) -> None:
+    txn: lmdb.Transaction[bytes],
+    db: lmdb._Database | None,
+    payloads: list[tuple[int, bytes]],
+    known_tail: tuple[int, bytes] | None = None,
+) -> tuple[int, bytes] | None:
     """Write messages at ascending physical offsets: the tail chunk is read once and rewritten,
     the chunks after it are appended. Offsets past the tail are zero-filled from it; an offset
     inside the bytes already written overwrites them in place (never done by the broker; an
-    offset below the first chunk would leave a hole between chunks, which the layout has not)."""
+    offset below the first chunk would leave a hole between chunks, which the layout has not).
+
+    `known_tail`, when given, is the last chunk (offset, bytes) as the caller knows it in this
+    transaction (what an earlier call returned): it is not read again. Returns the last chunk as
+    this call left it when it appended back to back (the usual batch), else None."""
     if not payloads:
-        return
-    tail_at, tail = _tail(txn, db)
+        return known_tail
+    tail_at, tail = _tail(txn, db) if known_tail is None else known_tail
     end = tail_at + len(tail)
     if tail_at >= 0 and payloads[0][0] == end:  # the usual batch: appended at the end
         datas = [data for _, data in payloads]
@@ -156,8 +163,8 @@ def write(
         last_phy, last = payloads[-1]
         if base + len(stream) == last_phy + len(last):  # back to back: no gap to zero-fill
             if stream:
-                _put_stream(txn, db, base, stream, base == tail_at)
-            return
+                return _put_stream(txn, db, base, stream, base == tail_at)
+            return tail_at, tail
     i = 0
     while i < len(payloads):
         phy = payloads[i][0]
@@ -185,6 +192,7 @@ def write(
         stream = b"".join(parts)
         if stream:  # nothing when the messages were empty
             tail_at, tail = _put_stream(txn, db, base, stream, base == tail_at)
+    return None
 
 
 def _put_stream(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import struct
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -171,9 +172,23 @@ def _first_misfit(value: Any, path: str) -> str:
     return f"{path} holds a {type(value).__name__}, which a record cannot carry"
 
 
-def pack(record: Record) -> bytes:
-    raw: bytes = msgpack.packb(record, use_bin_type=True)
+# a packer per thread, reused: msgpack.packb builds one (and its buffer) a call, a third of its cost
+_threads = threading.local()
+
+
+def packb(value: Any) -> bytes:
+    """msgpack.packb(value, use_bin_type=True): the same bytes, from this thread's packer."""
+    try:
+        packer = _threads.packer
+    except AttributeError:
+        packer = _threads.packer = msgpack.Packer(use_bin_type=True)
+    raw: bytes = packer.pack(value)
     return raw
+
+
+def pack(record: Record) -> bytes:
+    """The record's msgpack bytes."""
+    return packb(record)
 
 
 def unpack(raw: bytes | memoryview) -> Record:

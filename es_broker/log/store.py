@@ -105,12 +105,17 @@ class AppendContext:
     def put_payload(self, physical_offset: int, data: bytes) -> None:
         """Store message bytes at a physical offset of the commit log (past its end: the bytes
         between are zeros; see chunks.write)."""
-        chunks.write(self.txn, self.log.commitlog_db, [(physical_offset, data)])
+        self.put_payloads([(physical_offset, data)])
 
     def put_payloads(self, payloads: list[tuple[int, bytes]]) -> None:
         """Store several messages' bytes at ascending physical offsets past the commit log's end,
         in one call: the tail chunk is read once, the rest appended in whole chunks."""
-        chunks.write(self.txn, self.log.commitlog_db, payloads)
+        log, txn = self.log, self.txn
+        known = log.chunk_tail
+        tail = chunks.write(
+            txn, log.commitlog_db, payloads, known[1] if known and known[0] is txn else None
+        )
+        log.chunk_tail = None if tail is None else (txn, tail)
 
 
 class RecordLog:
@@ -140,6 +145,10 @@ class RecordLog:
             max_readers=256,
         )
         self.projections: list[Projection] = list(projections or [])
+        # the commit log's last chunk (offset, bytes) as put_payloads left it in its transaction,
+        # so that the next send's bytes do not read it back; any other write to the chunks
+        # (`expire_payloads`) forgets it
+        self.chunk_tail: tuple[lmdb.Transaction[bytes], tuple[int, bytes]] | None = None
         self._appliers: dict[str, tuple[Applier, ...]] = {}  # by record type, as first applied
         self._dbs: dict[str, Any] = {}
         create = not readonly
@@ -273,6 +282,11 @@ class RecordLog:
         it commits (a transaction that applies records outside `write_batch` calls it too)."""
         for settle in self._settlers:
             settle(txn)
+
+    def expire_payloads(self, txn: lmdb.Transaction[bytes], phy_min: int) -> None:
+        """Retention: the commit log's bytes below phy_min go (chunks.expire)."""
+        self.chunk_tail = None
+        chunks.expire(txn, self.commitlog_db, phy_min)
 
     def flush(self) -> None:
         """Force everything committed so far to disk (the ASYNC_FLUSH flush tick)."""

@@ -30,7 +30,7 @@ from typing import Any
 import lmdb
 import msgpack
 
-from es_broker.log import Record, RecordLog
+from es_broker.log import Record, RecordLog, records
 from es_broker.log.types import RecordType
 from es_broker.projections.dispatch import handlers
 from es_broker.projections.keys import U64
@@ -65,8 +65,7 @@ def empty_entry() -> dict[str, Any]:
 
 
 def _pack(value: Any) -> bytes:
-    packed: bytes = msgpack.packb(value, use_bin_type=True)
-    return packed
+    return records.packb(value)
 
 
 class AuditProjection:

@@ -45,11 +45,17 @@ class CommitLogProjection(Dispatching):
         self.db = log.db("commitlog_meta")
         self.marks = log.db("commitlog_marks")
         self.payloads = log.commitlog_db
+        self.log = log
+        # the commit log's end as the write transaction `_txn` moved it, written once by `settle`
+        # before it commits (and read back by `phy_max` meanwhile): a group commit of sends puts
+        # it once, not once a record
+        self._txn: lmdb.Transaction[bytes] | None = None
+        self._max = 0
 
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         units = as_view(record, RecordType.MESSAGES_STORED)["units"]
         phy, size, _ = units[-1]
-        txn.put(_PHY_MAX, I64.pack(phy + size), db=self.db)
+        self._txn, self._max = txn, phy + size
         for mark in marks_of(units):
             txn.put(U64.pack(mark), b"", db=self.marks)
 
@@ -62,13 +68,13 @@ class CommitLogProjection(Dispatching):
             ends.append(skipped.phy + skipped.size)
         end = max(ends, default=0)
         if end > self.phy_max(txn):
-            txn.put(_PHY_MAX, I64.pack(end), db=self.db)
+            self._txn, self._max = txn, end
 
     def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         expired = CommitlogExpired.from_record(record)
         # retention removes the bodies below the new phyMin (whole chunks, and the straddling
         # chunk's bytes below it); the records about them stay
-        chunks.expire(txn, self.payloads, expired.phy_min)
+        self.log.expire_payloads(txn, expired.phy_min)
         cur = txn.cursor(db=self.marks)
         while cur.first() and U64.unpack(cur.key())[0] <= expired.phy_min:
             cur.delete()
@@ -82,7 +88,15 @@ class CommitLogProjection(Dispatching):
         }
     )
 
+    def settle(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Write the commit log's end `txn`'s records moved (before it commits)."""
+        if txn is self._txn:
+            txn.put(_PHY_MAX, I64.pack(self._max), db=self.db)
+        self._txn = None
+
     def phy_max(self, txn: lmdb.Transaction[bytes]) -> int:
+        if txn is self._txn:
+            return self._max
         raw = txn.get(_PHY_MAX, db=self.db)
         return I64.unpack(raw)[0] if raw else 0
 

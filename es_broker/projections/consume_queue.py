@@ -68,6 +68,13 @@ class ConsumeQueueProjection(Dispatching):
     def bind(self, log: RecordLog) -> None:
         self.db = log.db("cq_pages")
         self.meta = log.db("cq_meta")
+        # what the write transaction `_txn` wrote of its queues, so that its next send to a queue
+        # reads neither its bounds nor its last block back: the bounds it wrote, by (topic, queue
+        # id), and by queue key the last block it wrote (first offset, units) when no block of
+        # the queue starts after it. Only the sends' appends keep it; any other write forgets it.
+        self._txn: lmdb.Transaction[bytes] | None = None
+        self._bounds: dict[tuple[str, int], tuple[int, int]] = {}
+        self._tails: dict[bytes, tuple[int, bytes]] = {}
 
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         stored = as_view(record, RecordType.MESSAGES_STORED)
@@ -78,12 +85,28 @@ class ConsumeQueueProjection(Dispatching):
             stored["ts"],
             stored["units"],
         )
-        self._append(txn, queue_key(topic, qid), offset, queue_block(units, ts))
+        if txn is not self._txn:
+            self.forget()
+            self._txn = txn
+        queue = queue_key(topic, qid)
         lo, _ = self.bounds(txn, topic, qid)
-        txn.put(queue_key(topic, qid), _BOUNDS.pack(lo, offset + len(units)), db=self.meta)
+        self._append(txn, queue, offset, queue_block(units, ts), keep=True)
+        bounds = self._bounds[(topic, qid)] = (lo, offset + len(units))
+        txn.put(queue, _BOUNDS.pack(*bounds), db=self.meta)
+
+    def forget(self) -> None:
+        """Drop what `_stored` kept of its transaction (before a write of another kind)."""
+        self._txn = None
+        self._bounds.clear()
+        self._tails.clear()
+
+    def settle(self, txn: lmdb.Transaction[bytes]) -> None:
+        """The transaction is about to commit: what it kept is of no further use."""
+        self.forget()
 
     def _import_skipped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         """The units an import kept without their message (B-527), each at its queue offset."""
+        self.forget()
         for topic, qid, offset, phy, size, tags_code in ImportSkipped.from_record(record).units:
             block = queue_block([[phy, size, tags_code]], record["ts"])
             self._append(txn, queue_key(topic, qid), offset, block)
@@ -92,6 +115,7 @@ class ConsumeQueueProjection(Dispatching):
 
     def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         expired = CommitlogExpired.from_record(record)
+        self.forget()
         for topic, qid, _, new_min in expired.queues:  # min-offset correction (B-18)
             _, hi = self.bounds(txn, topic, qid)
             txn.put(queue_key(topic, qid), _BOUNDS.pack(new_min, hi), db=self.meta)
@@ -106,35 +130,65 @@ class ConsumeQueueProjection(Dispatching):
     )
 
     def _append(
-        self, txn: lmdb.Transaction[bytes], queue: bytes, offset: int, packed: bytes
+        self,
+        txn: lmdb.Transaction[bytes],
+        queue: bytes,
+        offset: int,
+        packed: bytes,
+        *,
+        keep: bool = False,
     ) -> None:
-        """Write units (packed, the first at offset) into the queue's blocks."""
+        """Write units (packed, the first at offset) into the queue's blocks; with `keep`, the
+        last block written is kept in `_tails` for the next append when no block starts after it
+        (a send's append, in the transaction `_txn`)."""
         size, at = UNIT.size, 0
         while at < len(packed):
             room = BLOCK_UNITS - offset % BLOCK_UNITS
             chunk = packed[at : at + room * size]
-            block = None if offset % BLOCK_UNITS == 0 else self._block_before(txn, queue, offset)
+            last = True  # no block of the queue starts at offset or after (known when looked up)
+            if offset % BLOCK_UNITS == 0:
+                block, last = None, False
+            elif (
+                keep
+                and (tail := self._tails.get(queue)) is not None
+                and tail[0] + len(tail[1]) // size == offset
+            ):
+                block = tail  # the block written last, ending at offset, none after it
+            else:
+                block, last = self._block_before(txn, queue, offset)
             if block is not None and block[0] + len(block[1]) // size == offset:
-                txn.put(queue + U64.pack(block[0]), block[1] + chunk, db=self.db)
+                first, units = block[0], block[1] + chunk
             else:  # a new block: at a multiple of BLOCK_UNITS, or after a gap
-                txn.put(queue + U64.pack(offset), chunk, db=self.db)
+                first, units = offset, chunk
+            txn.put(queue + U64.pack(first), units, db=self.db)
             offset += len(chunk) // size
             at += len(chunk)
+            if keep:
+                if last:
+                    self._tails[queue] = (first, units)
+                else:
+                    self._tails.pop(queue, None)
 
     def _block_before(
         self, txn: lmdb.Transaction[bytes], queue: bytes, offset: int
-    ) -> tuple[int, bytes] | None:
-        """(first offset, units) of the queue's last block starting before offset."""
+    ) -> tuple[tuple[int, bytes] | None, bool]:
+        """(first offset, units) of the queue's last block starting before offset (None when
+        none does), and whether no block of the queue starts at offset or after it."""
         if self.db is None:  # a read-only view of a directory in an older store format
-            return None
-        cur = txn.cursor(db=self.db)
-        found = cur.prev() if cur.set_range(queue + U64.pack(offset)) else cur.last()
+            return None, False
+        cur, qlen = txn.cursor(db=self.db), len(queue)
+        if cur.set_range(queue + U64.pack(offset)):
+            key = cur.key()
+            last = len(key) != qlen + 8 or key[:qlen] != queue
+            found = cur.prev()
+        else:
+            last, found = True, cur.last()
         if not found:
-            return None
-        key, qlen = cur.key(), len(queue)
+            return None, last
+        key = cur.key()
         if len(key) != qlen + 8 or key[:qlen] != queue:
-            return None
-        return U64.unpack_from(key, qlen)[0], bytes(cur.value())
+            return None, last
+        return (U64.unpack_from(key, qlen)[0], bytes(cur.value())), last
 
     def _expire(self, txn: lmdb.Transaction[bytes], queue: bytes, new_min: int) -> None:
         """Drop the queue's blocks whose every unit is below new_min, but the first: a query of
@@ -154,6 +208,7 @@ class ConsumeQueueProjection(Dispatching):
     def convert(self, txn: lmdb.Transaction[bytes], legacy: Any) -> None:
         """Write the blocks from an older directory's units (`cq`: one per entry; `cq_blocks`:
         up to 32 per entry), trimmed at each queue's minimum as retention trims them."""
+        self.forget()
         txn.drop(self.db, delete=False)
         size = UNIT.size
         run: tuple[bytes, int, list[bytes]] | None = None  # consecutive units of one queue
@@ -175,6 +230,8 @@ class ConsumeQueueProjection(Dispatching):
     # ------------------------------------------------------------------ reads
     def bounds(self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int) -> tuple[int, int]:
         """(min, max) of a queue; (0, 0) for a queue that never received a message."""
+        if txn is self._txn and (known := self._bounds.get((topic, queue_id))) is not None:
+            return known
         raw = txn.get(queue_key(topic, queue_id), db=self.meta)
         return _BOUNDS.unpack(raw) if raw else (0, 0)
 
@@ -183,7 +240,7 @@ class ConsumeQueueProjection(Dispatching):
     ) -> Unit | None:
         if offset < 0:
             return None
-        block = self._block_before(txn, queue_key(topic, queue_id), offset + 1)
+        block, _ = self._block_before(txn, queue_key(topic, queue_id), offset + 1)
         if block is None:
             return None
         at = (offset - block[0]) * UNIT.size

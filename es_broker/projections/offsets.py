@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import lmdb
 import msgpack
 
-from es_broker.log import Record, RecordLog
+from es_broker.log import Record, RecordLog, records
 from es_broker.log.scan import prefixed
 from es_broker.projections.keys import I64, U64, offset_key, split_offset_key
 from es_broker.projections.offset_rule import OFFSET_RECORD_TYPES, ResetPending, offset_effects
@@ -52,7 +52,7 @@ class OffsetTableProjection:
         for effect in offset_effects(record):
             key = offset_key(effect.topic, effect.group, effect.queue_id)
             if isinstance(effect, ResetPending):
-                txn.put(key, msgpack.packb([effect.target, seq, ts]), db=self.pending)
+                txn.put(key, records.packb([effect.target, seq, ts]), db=self.pending)
                 continue
             if effect.removed:
                 txn.delete(key, db=self.db)
@@ -60,7 +60,7 @@ class OffsetTableProjection:
             else:
                 txn.put(key, I64.pack(effect.new), db=self.db)
             entry = [ts, effect.old, effect.new, effect.cause, effect.requester]
-            txn.put(key + U64.pack(seq), msgpack.packb(entry), db=self.history)
+            txn.put(key + U64.pack(seq), records.packb(entry), db=self.history)
             if effect.settles_reset:
                 txn.delete(key, db=self.pending)
 

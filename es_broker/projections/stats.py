@@ -120,6 +120,9 @@ class StatsProjection(Dispatching):
         # writes each count once, not once a record. The sums are those the records add one by one.
         self._txn: lmdb.Transaction[bytes] | None = None
         self._pending: dict[tuple[Any, bytes], list[int]] = {}
+        # the counts a record added to, by what decides them (`_again`): the next such record of
+        # the transaction adds to them without building their keys
+        self._same: dict[tuple[Any, ...], list[list[int]]] = {}
         # the consume queue, applied before: the delivered messages' sizes
         self.cq = next(p for p in log.projections if isinstance(p, ConsumeQueueProjection))
 
@@ -143,21 +146,35 @@ class StatsProjection(Dispatching):
         sizes = [u[1] for u in stored["units"]]
         n, size = len(sizes), sum(sizes)
         minute = stored["ts"] // MINUTE_MS
-        self._add(txn, TOPIC_PUT + f"{topic}\x00{message_type}".encode(), minute, n, size)
-        self._add(txn, TOPIC_PUT + topic.encode(), minute, n, size, total=False)
-        self._add(txn, BROKER_PUT, minute, n, size)
-        for which, (k, s) in size_buckets(sizes):
+        buckets = size_buckets(sizes)
+        # the records of a group commit to one topic bump the same counts: found once a commit
+        same = (
+            (TOPIC_PUT, topic, message_type, minute, buckets[0][0]) if len(buckets) == 1 else None
+        )
+        if same is not None and self._again(txn, same, n, size):
+            return
+        counts = [
+            *self._add(txn, TOPIC_PUT + f"{topic}\x00{message_type}".encode(), minute, n, size),
+            *self._add(txn, TOPIC_PUT + topic.encode(), minute, n, size, total=False),
+            *self._add(txn, BROKER_PUT, minute, n, size),
+        ]
+        for which, (k, s) in buckets:
             key = SIZE_BUCKETS + f"{topic}\x00{message_type}\x00{which}".encode()
-            self._bump(txn, key, self.total_db, k, s)
+            counts.append(self._bump(txn, key, self.total_db, k, s))
+        if same is not None:
+            self._same[same] = counts
 
     def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
         topic, qid = delivered["topic"], delivered["queue_id"]
         size = self.cq.sizes(txn, topic, qid, delivered["offsets"])
         n, minute = len(delivered["offsets"]), delivered["ts"] // MINUTE_MS
+        same = (GROUP_GET, topic, delivered["group"], minute)
+        if self._again(txn, same, n, size):
+            return
         name = f"{topic}@{delivered['group']}".encode()
-        self._add(txn, GROUP_GET + name, minute, n, size)
-        self._add(txn, BROKER_GET, minute, n, size)
+        counts = self._add(txn, GROUP_GET + name, minute, n, size)
+        self._same[same] = counts + self._add(txn, BROKER_GET, minute, n, size)
 
     def _popped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         # RocketMQ 5's pops are messages out to the group as a pull's are (B-580)
@@ -205,25 +222,48 @@ class StatsProjection(Dispatching):
         size: int,
         *,
         total: bool = True,
-    ) -> None:
+    ) -> list[list[int]]:
+        """Add to the counts of `key` (its total, its minute); returns the counts it added to."""
+        counts = []
         if total:
-            self._bump(txn, key, self.total_db, n, size)
+            counts.append(self._bump(txn, key, self.total_db, n, size))
         if b"\x00" in key:  # the per-type total's minute is kept under the topic alone
-            return
-        self._bump(txn, key + b"\x00" + U64.pack(max(minute, 0)), self.minute_db, n, size)
+            return counts
+        minute_key = key + b"\x00" + U64.pack(max(minute, 0))
+        counts.append(self._bump(txn, minute_key, self.minute_db, n, size))
+        return counts
 
-    def _bump(self, txn: lmdb.Transaction[bytes], key: bytes, db: Any, n: int, size: int) -> None:
-        """Add a record's n messages of `size` bytes to a count, kept until `settle`."""
+    def _bump(
+        self, txn: lmdb.Transaction[bytes], key: bytes, db: Any, n: int, size: int
+    ) -> list[int]:
+        """Add a record's n messages of `size` bytes to a count, kept until `settle`; returns the
+        count kept ([messages, bytes, records])."""
         if txn is not self._txn:  # a new transaction: what an aborted one kept is dropped
             self._txn = txn
             self._pending.clear()
+            self._same.clear()
         pending = self._pending.get((db, key))
         if pending is None:
-            self._pending[(db, key)] = [n, size, 1]
+            pending = self._pending[(db, key)] = [n, size, 1]
         else:
             pending[0] += n
             pending[1] += size
             pending[2] += 1
+        return pending
+
+    def _again(
+        self, txn: lmdb.Transaction[bytes], same: tuple[Any, ...], n: int, size: int
+    ) -> bool:
+        """Add n messages of `size` bytes, one record, to the counts an earlier record of `txn`
+        with the same `same` (kind, names, minute) added to; False when none did."""
+        counts = self._same.get(same) if txn is self._txn else None
+        if counts is None:
+            return False
+        for pending in counts:
+            pending[0] += n
+            pending[1] += size
+            pending[2] += 1
+        return True
 
     def settle(self, txn: lmdb.Transaction[bytes]) -> None:
         """Write the counts `txn`'s records added (before it commits)."""
@@ -232,6 +272,7 @@ class StatsProjection(Dispatching):
                 _bump(txn, key, db, n, size, recs)
         self._txn = None
         self._pending.clear()
+        self._same.clear()
 
     # ------------------------------------------------------------------ reads
     def totals(self, txn: lmdb.Transaction[bytes], kind: bytes) -> Iterator[tuple[str, Counts]]:

@@ -74,6 +74,11 @@ class TimeIndexProjection(Dispatching):
         self.qmax_db = log.db("tt_qmax")
         self.events_db = log.db("tt_events")
         self.removed_db = log.db("tt_removed")
+        # the last effective time in tt_time as the write transaction `_txn` left it (only `apply`
+        # adds to tt_time, at its end), so that a transaction's records after its first do not
+        # seek it
+        self._txn: lmdb.Transaction[bytes] | None = None
+        self._time = 0
 
     def is_built(self, txn: lmdb.Transaction[bytes], last_seq: int) -> bool:
         """False for a log written before this index existed (seq 1 always has a tt_seq entry)."""
@@ -83,11 +88,17 @@ class TimeIndexProjection(Dispatching):
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         ts = max(int(record.get("ts") or 0), 0)
-        cur = txn.cursor(db=self.time_db)
-        if not cur.last() or U64.unpack(cur.key())[0] < ts:
+        if txn is self._txn:
+            grew = self._time < ts
+        else:
+            cur = txn.cursor(db=self.time_db)
+            grew = not cur.last() or U64.unpack(cur.key())[0] < ts
+            self._txn, self._time = txn, ts if grew else U64.unpack(cur.key())[0]
+        if grew:
             # the effective time grew: one entry each way, both keys ascending
             txn.put(U64.pack(ts), U64.pack(seq), db=self.time_db, append=True)
             txn.put(U64.pack(seq), U64.pack(ts), db=self.seq_db, append=True)
+            self._time = ts
         handler = self.HANDLERS.get(record["type"])
         if handler is not None:
             handler(self, txn, seq, record)
