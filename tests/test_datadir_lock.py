@@ -70,7 +70,7 @@ def test_b490_offline_writers_are_refused_on_a_served_directory(tmp_path):
         _refused_naming_the_holder(archived, data_dir, served.process.pid)
         assert _files(data_dir) == files
         # replay writes its --into: a served directory is not one it may write
-        into = cli("replay", "--data-dir", str(tmp_path / "elsewhere"), "--into", str(data_dir))
+        into = cli("replay", "--data-dir", str(data_dir), "--into", str(data_dir))
         _refused_naming_the_holder(into, data_dir, served.process.pid)
         assert _files(data_dir) == files
     verified = cli("verify", "--data-dir", str(data_dir))

@@ -265,8 +265,13 @@ async def test_a_broker_process_on_a_full_disk_refuses_sends_serves_pulls_and_re
             assert answer.code == ResponseCode.SUCCESS and answer.remark == "FOUND"
             assert await pulled_bodies(client, broker.broker) == acked
             status = broker.admin_json("brokerStatus", "-b", broker.broker)
-            assert status["diskFull"] == "True" and int(status["unrecordedDeliveries"]) >= 1
             assert int(status["refusedWritesWhileFull"]) >= 1
+            # the deliveries answered unrecorded are kept aside and tried once a second; that
+            # probe may already have landed them in pages LMDB freed itself, ending the state (on
+            # a loaded machine the admin process above takes longer than a second): the log's
+            # summary is checked below either way
+            if status["diskFull"] == "True":
+                assert int(status["unrecordedDeliveries"]) >= 1
             assert broker.process.poll() is None
 
             filler.unlink()
