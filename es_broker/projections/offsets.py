@@ -9,7 +9,7 @@ What each record does to them is `offset_rule`'s; this module only stores it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import lmdb
@@ -44,6 +44,11 @@ class OffsetTableProjection:
         self.db = log.db("offsets")
         self.history = log.db("offset_history")
         self.pending = log.db("reset_pending")
+
+    def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
+        """`apply` for the record types that change the table; none for the others (a send or a
+        delivery costs this projection no call, RecordLog.apply)."""
+        return self.apply if kind in OFFSET_RECORD_TYPES else None
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         if record["type"] not in OFFSET_RECORD_TYPES:  # the rule's own table says which
