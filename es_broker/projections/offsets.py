@@ -69,6 +69,16 @@ class OffsetTableProjection:
             if effect.settles_reset:
                 txn.delete(key, db=self.pending)
 
+    def commit_state(
+        self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
+    ) -> tuple[int, tuple[int, int, int] | None]:
+        """(`query`, `pending_reset`) of one queue, its key built once (a commit reads both)."""
+        key = offset_key(topic, group, queue_id)
+        raw, pending = txn.get(key, db=self.db), txn.get(key, db=self.pending)
+        return (I64.unpack(raw)[0] if raw else -1), (
+            tuple(msgpack.unpackb(pending)) if pending else None
+        )
+
     def pending_reset(
         self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
     ) -> tuple[int, int, int] | None:
