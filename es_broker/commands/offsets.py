@@ -66,9 +66,8 @@ def commit_job(
 
     def job(ctx: AppendContext) -> int:
         now = store.clock.now_ms()
-        old = store.offsets.query(ctx.txn, topic, group, queue_id)
+        old, pending = store.offsets.commit_state(ctx.txn, topic, group, queue_id)
         why = cause
-        pending = store.offsets.pending_reset(ctx.txn, topic, group, queue_id)
         if pending is not None and cause in (Cause.CLIENT_COMMIT, Cause.PULL_COMMIT):
             target, reset_seq, reset_ts = pending
             if offset == target:

@@ -158,14 +158,31 @@ _RULES: dict[str, Callable[[Record], list[OffsetEffect]]] = {
 OFFSET_RECORD_TYPES = frozenset(_RULES)
 
 
+# the last record asked about and its (effects, changes): the offset table and the audit index
+# apply the same record one after the other. Held by identity (the record is kept alive here, so
+# no other record can have its id); one tuple, replaced whole, so threads never see half of it.
+_last: tuple[Any, list[OffsetEffect], list[OffsetChange]] = (None, [], [])
+
+
+def _learn(record: Record) -> tuple[Any, list[OffsetEffect], list[OffsetChange]]:
+    global _last
+    last = _last
+    if last[0] is not record:
+        effects = _RULES.get(record["type"], _none)(record)
+        last = _last = (record, effects, [e for e in effects if isinstance(e, OffsetChange)])
+    return last
+
+
 def offset_effects(record: Record) -> list[OffsetEffect]:
-    """What a record does to the offset table, in the order it does it."""
-    return _RULES.get(record["type"], _none)(record)
+    """What a record does to the offset table, in the order it does it (a list its callers
+    share: read, never changed)."""
+    return _learn(record)[1]
 
 
 def offset_changes(record: Record) -> list[OffsetChange]:
-    """The offsets a record moves or removes (a compat reset's pending targets left out)."""
-    return [e for e in offset_effects(record) if isinstance(e, OffsetChange)]
+    """The offsets a record moves or removes (a compat reset's pending targets left out; a
+    shared list, as `offset_effects`')."""
+    return _learn(record)[2]
 
 
 def change_view(seq: int, ts: int, change: OffsetChange) -> dict[str, Any]:

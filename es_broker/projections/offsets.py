@@ -9,7 +9,7 @@ What each record does to them is `offset_rule`'s; this module only stores it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import lmdb
@@ -45,6 +45,11 @@ class OffsetTableProjection:
         self.history = log.db("offset_history")
         self.pending = log.db("reset_pending")
 
+    def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
+        """`apply` for the record types that change the table; none for the others (a send or a
+        delivery costs this projection no call, RecordLog.apply)."""
+        return self.apply if kind in OFFSET_RECORD_TYPES else None
+
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         if record["type"] not in OFFSET_RECORD_TYPES:  # the rule's own table says which
             return
@@ -63,6 +68,16 @@ class OffsetTableProjection:
             txn.put(key + U64.pack(seq), records.packb(entry), db=self.history)
             if effect.settles_reset:
                 txn.delete(key, db=self.pending)
+
+    def commit_state(
+        self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
+    ) -> tuple[int, tuple[int, int, int] | None]:
+        """(`query`, `pending_reset`) of one queue, its key built once (a commit reads both)."""
+        key = offset_key(topic, group, queue_id)
+        raw, pending = txn.get(key, db=self.db), txn.get(key, db=self.pending)
+        return (I64.unpack(raw)[0] if raw else -1), (
+            tuple(msgpack.unpackb(pending)) if pending else None
+        )
 
     def pending_reset(
         self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
