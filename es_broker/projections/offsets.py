@@ -74,23 +74,18 @@ class OffsetTableProjection:
     ) -> tuple[int, tuple[int, int, int] | None]:
         """(`query`, `pending_reset`) of one queue, its key built once (a commit reads both)."""
         key = offset_key(topic, group, queue_id)
-        raw, pending = txn.get(key, db=self.db), txn.get(key, db=self.pending)
-        return (I64.unpack(raw)[0] if raw else -1), (
-            tuple(msgpack.unpackb(pending)) if pending else None
-        )
+        return _offset(txn.get(key, db=self.db)), _pending(txn.get(key, db=self.pending))
 
     def pending_reset(
         self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
     ) -> tuple[int, int, int] | None:
         """(target, reset seq, reset time) of a compat reset not yet applied by a client commit."""
-        raw = txn.get(offset_key(topic, group, queue_id), db=self.pending)
-        return tuple(msgpack.unpackb(raw)) if raw else None
+        return _pending(txn.get(offset_key(topic, group, queue_id), db=self.pending))
 
     # ------------------------------------------------------------------ reads
     def query(self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int) -> int:
         """The stored offset, or -1 when there is none (B-29)."""
-        raw = txn.get(offset_key(topic, group, queue_id), db=self.db)
-        return I64.unpack(raw)[0] if raw else -1
+        return _offset(txn.get(offset_key(topic, group, queue_id), db=self.db))
 
     def table(self, txn: lmdb.Transaction[bytes]) -> Iterator[tuple[str, str, int, int]]:
         """The whole table: (topic, group, queue id, offset)."""
@@ -109,3 +104,13 @@ class OffsetTableProjection:
             yield OffsetHistoryEntry(
                 U64.unpack(key[-8:])[0], ts, topic, group, queue_id, old, new, cause, requester
             )
+
+
+def _offset(raw: bytes | None) -> int:
+    """A stored offset, or -1 when there is none (B-29)."""
+    return I64.unpack(raw)[0] if raw else -1
+
+
+def _pending(raw: bytes | None) -> tuple[int, int, int] | None:
+    """A pending compat reset's (target, reset seq, reset time), or None."""
+    return tuple(msgpack.unpackb(raw)) if raw else None
