@@ -223,12 +223,9 @@ def test_b588_a_held_pop_is_answered_by_the_message_that_arrives(broker):
 
             nursery.start_soon(held)
             await trio.sleep(0)
-            with trio.fail_after(
-                30
-            ):  # the hold is 60 s: an answer before means the arrival woke it
-                await send(s, "PopHold", b"arrived")
-                while not result:
-                    await trio.sleep(0.01)
+            await send(s, "PopHold", b"arrived")
+            # the hold is 60 s: an answer before means the arrival woke it
+            await poll_until(lambda: result, 30, "the held pop answered by the arrival")
         assert result[0].bodies == [b"arrived"]
 
     on_wire(broker, scenario)

@@ -25,7 +25,7 @@ from es_broker.client import ConsumeResult, PushConsumer, ReceivedMessage
 from tests.helpers import FAST
 from tests.process_fixtures import ServedBroker
 from tests.proxy_fixtures import Proxied, config, proxied, raw, v5
-from tests.waiting import poll_until_sync
+from tests.waiting import poll_until, poll_until_sync
 
 SETTINGS_TIMEOUT = 1.0
 
@@ -104,9 +104,7 @@ async def test_b601_a_5x_send_with_keys_and_tags_reaches_a_4x_push_consumer(px, 
             p.shutdown()
 
     ids = await trio.to_thread.run_sync(send)
-    with trio.fail_after(30):
-        while len(received.messages) < 5:
-            await trio.sleep(0.02)
+    await poll_until(lambda: len(received.messages) >= 5, 30, "the five TagA messages received")
     got = sorted(received.messages, key=lambda m: m.body)
     assert [m.body for m in got] == [f"m{i}".encode() for i in range(5)]
     assert [m.properties["UNIQ_KEY"] for m in got] == ids  # the 5.x message id is the UNIQ_KEY

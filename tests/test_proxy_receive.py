@@ -22,7 +22,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from es_broker.client import Producer
 from es_broker.proxy.renewal import SLICE_MS, Renewals
 from tests.proxy_fixtures import Proxied, config, proxied, raw
-from tests.waiting import poll_until_sync
+from tests.waiting import poll_until, poll_until_sync
 
 INVISIBLE = 10  # s: RocketMQ 5's shortest invisible duration for a receive
 
@@ -262,12 +262,10 @@ async def test_b625_a_held_handle_is_renewed_and_the_newest_one_answers_an_ack()
     renewals = Renewals()
     renewals.hold(renew, "client", "G", "T", "h")
     renewals._held[("G", "h")].due = 0  # due now
-    with trio.move_on_after(30):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(renewals.run)
-            while not renewed:
-                await trio.sleep(0.01)
-            nursery.cancel_scope.cancel()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(renewals.run)
+        await poll_until(lambda: renewed, 30, "the handle renewed")
+        nursery.cancel_scope.cancel()
     assert renewed == [("h", SLICE_MS)]
     assert await renewals.take("G", "h") == "h+"  # the client's handle names the newest one
     assert len(renewals) == 0 and await renewals.take("G", "h") == "h"
