@@ -13,12 +13,12 @@ import trio
 from es_broker.client.admin import Admin
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode, ResponseCode
-from es_broker.remoting.message import StoredMessage, encode_properties
+from es_broker.remoting.message import StoredMessage
 from tests.helpers import cli
 from tests.pop_session import ack, change, committed, handle, journey, last_seq, pop, send
 from tests.process_fixtures import ServedBroker, serve
 from tests.waiting import poll_until
-from tests.wire_session import Session, on_wire
+from tests.wire_session import Session, on_wire, send_fields
 
 
 @pytest.fixture(scope="module")
@@ -338,30 +338,13 @@ def test_b589_a_message_sent_for_a_time_is_neither_pulled_nor_popped_before_it(b
             {"TIMER_DELAY_SEC": "x"},
             {"TIMER_DELIVER_MS": str(at + 4 * 24 * 3600 * 1000)},  # beyond timerMaxDelaySec
         ):
-            r = await s.call(RequestCode.SEND_MESSAGE_V2, _send_fields("PopTimer", props), b"no")
+            r = await s.call(RequestCode.SEND_MESSAGE_V2, send_fields("PopTimer", props), b"no")
             assert r.code == ResponseCode.MESSAGE_ILLEGAL, (props, r.remark)
         await send(s, "PopTimer", b"soon", props={"TIMER_DELAY_MS": "500"})
         (soon,) = (await pop(s, "GTimer", "PopTimer", poll_ms=20_000)).messages
         assert soon.body == b"soon" and soon.properties["TIMER_DELAY_MS"] == "500"
 
     on_wire(broker, scenario)
-
-
-def _send_fields(topic: str, props: dict[str, str]) -> dict:
-    return {
-        "a": "PG",
-        "b": topic,
-        "c": "TBW102",
-        "d": 4,
-        "e": 0,
-        "f": 0,
-        "g": int(time.time() * 1000),
-        "h": 0,
-        "i": encode_properties(props).decode(),
-        "j": 0,
-        "k": False,
-        "m": False,
-    }
 
 
 def test_b585_a_reset_of_a_pop_group_restarts_its_pops_and_history_tells_every_move(broker):

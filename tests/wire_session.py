@@ -83,24 +83,7 @@ class Session:
         await self.ok(RequestCode.HEART_BEAT, {}, fastjson.dumps(body).encode())
 
     async def send(self, topic: str, body: bytes, props: dict[str, str]) -> RemotingCommand:
-        return await self.ok(
-            RequestCode.SEND_MESSAGE_V2,
-            {
-                "a": "PG",
-                "b": topic,
-                "c": "TBW102",
-                "d": 4,
-                "e": 0,
-                "f": 0,
-                "g": int(time.time() * 1000),
-                "h": 0,
-                "i": encode_properties(props).decode(),
-                "j": 0,
-                "k": False,
-                "m": False,
-            },
-            body,
-        )
+        return await self.ok(RequestCode.SEND_MESSAGE_V2, send_fields(topic, props), body)
 
     async def pull(
         self, topic: str, offset: int, *, group: str = "G", hold_ms: int = 0
@@ -176,3 +159,21 @@ def conf(tmp_path: Path, levels: str) -> str:
     path = tmp_path / "broker.conf"
     path.write_text(f"# short delays for tests\nmessageDelayLevel={levels}\n", encoding="utf-8")
     return str(path)
+
+
+def send_fields(topic: str, props: dict[str, str]) -> dict[str, object]:
+    """SEND_MESSAGE_V2's header for one message of producer group PG to `topic`, 4 queues."""
+    return {
+        "a": "PG",
+        "b": topic,
+        "c": "TBW102",
+        "d": 4,
+        "e": 0,
+        "f": 0,
+        "g": int(time.time() * 1000),
+        "h": 0,
+        "i": encode_properties(props).decode(),
+        "j": 0,
+        "k": False,
+        "m": False,
+    }
