@@ -34,7 +34,7 @@ from es_broker.schema.families import (
     RunningTime,
     arrow_schema,
 )
-from es_broker.schema.rows import record_row, rows_of
+from es_broker.schema.rows import record_rows
 
 MANIFEST = "manifest.json"
 RECORDS_FILE = "records.parquet"
@@ -107,10 +107,10 @@ def write_segment(location: str, raws: list[tuple[int, bytes]], start_time: int)
         digest.update(raw)
         record = records.unpack(raw)
         time = clock.advance(record.get("ts"))
-        row = record_row(seq, record, time)
+        row, family_rows = record_rows(seq, record, time)
         row.update(raw=bytes(raw), group=_name(record, "group"), topic=_name(record, "topic"))
         rows.append(row)
-        for family, frow in rows_of(seq, record, time):
+        for family, frow in family_rows:
             families[family].append(frow)
     fs, base = filesystem(location)
     name = folder_name(first, last)

@@ -51,7 +51,7 @@ from es_broker.schema.families import (
     Source,
     to_json,
 )
-from es_broker.schema.rows import record_row, rows_of
+from es_broker.schema.rows import record_rows
 
 logger = logging.getLogger("es_broker.readmodel")
 
@@ -85,13 +85,13 @@ def table_rows(
     source: str, seq: int, record: Record, time: int, src: Source
 ) -> dict[str, list[Row]]:
     """The SQL rows of one record, by table name (records, the family tables, reset_queues)."""
-    # record_row and rows_of make a fresh dict per row: they are completed in place, not copied
-    generic = record_row(seq, record, time, src)
+    # record_rows makes a fresh dict per row: they are completed in place, not copied
+    generic, family_rows = record_rows(seq, record, time, src)
     generic["source"] = source
     generic["n"] = 0
     out: dict[str, list[Row]] = {_RECORDS: [generic]}
     counts: dict[str, int] = {}
-    for family, row in rows_of(seq, record, time, src):
+    for family, row in family_rows:
         table = TABLES.get(family)
         if table is None:
             continue  # `other`: the records table has it already

@@ -25,9 +25,16 @@ DLQ_PREFIX = "%DLQ%"
 # ---------------------------------------------------------------------- extractors
 
 
-def _extra(record: Record, used: set[str]) -> str | None:
-    rest = {k: v for k, v in record.items() if k not in used and k not in _COMMON_FIELDS}
-    return to_json(rest) if rest else None
+def _known(*names: str) -> frozenset[str]:
+    """The fields a row names and the common ones: what `_extra` leaves out."""
+    return _COMMON_FIELDS.union(names)
+
+
+def _extra(record: Record, known: frozenset[str]) -> str | None:
+    """The record's fields beyond `known` (`_known`) as JSON; None when it has none."""
+    if record.keys() <= known:  # a set comparison in C: most records carry nothing more
+        return None
+    return to_json({k: v for k, v in record.items() if k not in known})
 
 
 def _first(record: Record, *names: str, default: Any = None) -> Any:
@@ -37,9 +44,19 @@ def _first(record: Record, *names: str, default: Any = None) -> Any:
     return default
 
 
+_OFFSETS_KNOWN = _known("group", "topic", "queue_id", "offset", "old", "cause", "requester")
+_MESSAGES_KNOWN = _known(
+    "topic", "queue_id", "queue_offset", "units", "producer_group", "requester"
+)
+_DELIVERIES_KNOWN = _known(
+    "group", "topic", "queue_id", "offset", "next_offset", "client", "offsets"
+)
+
+
 def _offsets(record: Record) -> list[dict[str, Any]]:
-    used = {"group", "topic", "queue_id", "offset", "old", "cause", "requester"}
-    extra = _extra(record, used) if record["type"] == RecordType.OFFSET_COMMITTED else None
+    extra = (
+        _extra(record, _OFFSETS_KNOWN) if record["type"] == RecordType.OFFSET_COMMITTED else None
+    )
     return [
         {
             "group": c.group,
@@ -80,7 +97,7 @@ def _resets(record: Record) -> list[dict[str, Any]]:
         {"queue_id": q[0], "current": q[1], "target": q[2], "final": q[3], "outcome": q[4]}
         for q in record.get("queues") or ()
     ]
-    row["extra"] = _extra(record, set(names))
+    row["extra"] = _extra(record, _known(*names))
     return [row]
 
 
@@ -96,7 +113,9 @@ def _topics(record: Record) -> list[dict[str, Any]]:
             "cause": record.get("cause"),
             "requester": record.get("requester"),
             "config": to_json(config) if config else None,
-            "extra": _extra(record, {"topic", "old_perm", "perm", "cause", "requester", "config"}),
+            "extra": _extra(
+                record, _known("topic", "old_perm", "perm", "cause", "requester", "config")
+            ),
         }
     ]
 
@@ -109,7 +128,7 @@ def _groups(record: Record) -> list[dict[str, Any]]:
             "cause": record.get("cause"),
             "requester": record.get("requester"),
             "config": to_json(config) if config is not None else None,
-            "extra": _extra(record, {"group", "cause", "requester", "config"}),
+            "extra": _extra(record, _known("group", "cause", "requester", "config")),
         }
     ]
 
@@ -127,10 +146,7 @@ def _messages(record: Record) -> list[dict[str, Any]]:
             "first_physical_offset": units[0][0] if units else None,
             "producer_group": stored.get("producer_group"),
             "requester": stored.get("requester"),
-            "extra": _extra(
-                record,
-                {"topic", "queue_id", "queue_offset", "units", "producer_group", "requester"},
-            ),
+            "extra": _extra(record, _MESSAGES_KNOWN),
         }
     ]
 
@@ -148,9 +164,7 @@ def _deliveries(record: Record) -> list[dict[str, Any]]:
             "count": len(delivered),
             "client": view.get("client"),
             "offsets": delivered,
-            "extra": _extra(
-                record, {"group", "topic", "queue_id", "offset", "next_offset", "client", "offsets"}
-            ),
+            "extra": _extra(record, _DELIVERIES_KNOWN),
         }
     ]
 
@@ -168,7 +182,7 @@ def _queries(record: Record) -> list[dict[str, Any]]:
         "phy_max",
         "requester",
     )
-    return [{**{n: record.get(n) for n in names}, "extra": _extra(record, set(names))}]
+    return [{**{n: record.get(n) for n in names}, "extra": _extra(record, _known(*names))}]
 
 
 def _correction(**fields: Any) -> dict[str, Any]:
@@ -215,7 +229,7 @@ def _corrections(record: Record) -> list[dict[str, Any]]:
                 requester=record.get("client"),
                 extra=_extra(
                     record,
-                    {
+                    _known(
                         "group",
                         "topic",
                         "queue_id",
@@ -225,7 +239,7 @@ def _corrections(record: Record) -> list[dict[str, Any]]:
                         "min_offset",
                         "max_offset",
                         "client",
-                    },
+                    ),
                 ),
             )
         ]
@@ -242,12 +256,14 @@ def _corrections(record: Record) -> list[dict[str, Any]]:
                 requester=record.get("requester"),
                 extra=_extra(
                     record,
-                    {"group", "topic", "queue_id", "current", "offset", "reason", "requester"},
+                    _known(
+                        "group", "topic", "queue_id", "current", "offset", "reason", "requester"
+                    ),
                 ),
             )
         ]
     # commitlog_expired: each corrected queue minimum, and what each group lost (B-18, S-11)
-    extra = _extra(record, {"queues", "lost", "reason"})
+    extra = _extra(record, _known("queues", "lost", "reason"))
     rows = [
         _correction(
             kind="min_offset_corrected",
@@ -308,7 +324,7 @@ def _send_backs(record: Record) -> list[dict[str, Any]]:
             "delay_level": record.get("delay_level"),
             "msg_id": _first(record, "msg_id", "origin_msg_id"),
             "requester": _first(record, "requester", "client"),
-            "extra": _extra(record, set(names)),
+            "extra": _extra(record, _known(*names)),
         }
     ]
 
@@ -335,7 +351,7 @@ def _dead_letters(record: Record) -> list[dict[str, Any]]:
 
 def _queue_locks(record: Record) -> list[dict[str, Any]]:
     """queue_locks_changed: one row per queue whose owner changed."""
-    extra = _extra(record, {"group", "client", "cause", "max_live_ms", "changes"})
+    extra = _extra(record, _known("group", "client", "cause", "max_live_ms", "changes"))
     return [
         {
             "group": record.get("group"),
@@ -358,7 +374,7 @@ def _acl_changes(record: Record) -> list[dict[str, Any]]:
     """acl_loaded: one row per account of the load (one row without an account when it has none)."""
     extra = _extra(
         record,
-        {
+        _known(
             "listener",
             "version",
             "cause",
@@ -368,7 +384,7 @@ def _acl_changes(record: Record) -> list[dict[str, Any]]:
             "global_white",
             "salt_id",
             "accounts",
-        },
+        ),
     )
     dv = list(record.get("data_version") or (None, None))
     accounts = record.get("accounts") or []
@@ -418,7 +434,7 @@ def _acl_changes(record: Record) -> list[dict[str, Any]]:
 def _access_denials(record: Record) -> list[dict[str, Any]]:
     """access_denied: one row per (who, host, code) of the summary."""
     extra = _extra(
-        record, {"listener", "window_from", "window_to", "interval_s", "acl_version", "rows"}
+        record, _known("listener", "window_from", "window_to", "interval_s", "acl_version", "rows")
     )
     common = {
         "listener": record.get("listener"),
@@ -516,36 +532,27 @@ def rows_of(
     seq: int, record: Record, time: int, source: Source = DEFAULT_SOURCE
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """(family, row) for every row a record makes; each row has the common columns filled."""
-    kind = record["type"]
-    common = {
-        "seq": seq,
-        "ts": record.get("ts"),
-        "time": time,
-        "type": kind,
-        "broker": str(record.get("broker") or source.broker),
-        "role": str(record.get("role") or source.role),
-    }
-    claimed = False
-    for family, extract in _BY_TYPE.get(kind, ()):
-        for row in extract(record):
-            claimed = True
-            yield family, {**common, **row}
-    if _is_send_back(kind):
-        claimed = True
-        for row in _send_backs(record):
-            yield "send_backs", {**common, **row}
-    if _is_dead_letter(kind, record):
-        claimed = True
-        for row in _dead_letters(record):
-            yield "dead_letters", {**common, **row}
-    if not claimed:
-        yield "other", {**common, "body": to_json(record), "extra": None}
+    yield from _family_rows(record, _common(seq, record, time, source), None)
 
 
 def record_row(
     seq: int, record: Record, time: int, source: Source = DEFAULT_SOURCE
 ) -> dict[str, Any]:
     """The generic row of a record."""
+    return _generic_row(record, _common(seq, record, time, source))
+
+
+def record_rows(
+    seq: int, record: Record, time: int, source: Source = DEFAULT_SOURCE
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """`record_row` and the rows of `rows_of` at once: the common columns and the JSON body
+    are made once (the read model's follower and the archive store both)."""
+    common = _common(seq, record, time, source)
+    generic = _generic_row(record, common)
+    return generic, _family_rows(record, common, generic["body"])
+
+
+def _common(seq: int, record: Record, time: int, source: Source) -> dict[str, Any]:
     return {
         "seq": seq,
         "ts": record.get("ts"),
@@ -553,7 +560,32 @@ def record_row(
         "type": record["type"],
         "broker": str(record.get("broker") or source.broker),
         "role": str(record.get("role") or source.role),
-        "v": record.get("v", 1),
-        "body": to_json(record),
-        "extra": None,
     }
+
+
+def _generic_row(record: Record, common: dict[str, Any]) -> dict[str, Any]:
+    return {**common, "v": record.get("v", 1), "body": to_json(record), "extra": None}
+
+
+def _family_rows(
+    record: Record, common: dict[str, Any], body: str | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The family rows of a record; `body` is its JSON when already made."""
+    kind = common["type"]
+    rows = [
+        (family, {**common, **row})
+        for family, extract in _BY_TYPE.get(kind, ())
+        for row in extract(record)
+    ]
+    claimed = bool(rows)
+    if _is_send_back(kind):
+        claimed = True
+        rows += [("send_backs", {**common, **row}) for row in _send_backs(record)]
+    if _is_dead_letter(kind, record):
+        claimed = True
+        rows += [("dead_letters", {**common, **row}) for row in _dead_letters(record)]
+    if not claimed:
+        rows.append(
+            ("other", {**common, "body": to_json(record) if body is None else body, "extra": None})
+        )
+    return rows
