@@ -7,7 +7,8 @@ es_broker/log/chunks.py): the payload that send records point at, written in
 the same transaction as the record. Projections register their own databases
 and an `apply(txn, seq, record)` that runs inside the writing transaction, so
 the log and every projection always agree. A projection that says which
-record types it keeps something of (`applier`) is only called for those.
+record types it keeps something of (`applier`) is only called for those, but
+for the first record (seq 1), which goes through every projection's `apply`.
 """
 
 from __future__ import annotations
@@ -195,6 +196,13 @@ class RecordLog:
             return records.key_seq(cur.key()) if cur.last() else 0
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        if seq == 1:
+            # the first record goes through every projection's own `apply`, whatever its type:
+            # some mark the log as theirs at seq 1 (the stats, history and audit marks), which
+            # their `applier`s leave out
+            for projection in self.projections:
+                projection.apply(txn, seq, record)
+            return
         calls = self._appliers.get(record["type"])
         if calls is None:
             calls = self._appliers_of(record["type"])

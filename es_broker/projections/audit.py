@@ -24,7 +24,7 @@ replay reaches the same databases.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import lmdb
@@ -91,6 +91,18 @@ class AuditProjection:
         kind = record["type"]
         if kind in INDEXED:  # the ACL's records need their effective time, the others not
             self.index(txn, seq, record, self._time(txn, seq) if kind in TIMED else 0)
+
+    def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
+        """What indexes a record of type `kind` (RecordLog.apply): `apply` for the ACL's types,
+        which need their effective time, the type's indexer for the other INDEXED types, none for
+        the rest. The mark of seq 1 is `apply`'s: the log applies its first record through every
+        projection's `apply`."""
+        if kind in TIMED:
+            return self.apply
+        index = self._INDEX.get(kind)
+        if index is None:
+            return None
+        return lambda txn, seq, record: index(self, txn, seq, record, 0)
 
     def _time(self, txn: lmdb.Transaction[bytes], seq: int) -> int:
         """The effective time of seq, as the time index (applied before) has it (B-132)."""

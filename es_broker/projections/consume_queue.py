@@ -68,10 +68,11 @@ class ConsumeQueueProjection(Dispatching):
     def bind(self, log: RecordLog) -> None:
         self.db = log.db("cq_pages")
         self.meta = log.db("cq_meta")
-        # what the write transaction `_txn` wrote of its queues, so that its next send to a queue
-        # reads neither its bounds nor its last block back: the bounds it wrote, by (topic, queue
-        # id), and by queue key the last block it wrote (first offset, units) when no block of
-        # the queue starts after it. Only the sends' appends keep it; any other write forgets it.
+        # what the write transaction `_txn` wrote or read of its queues, so that its next send to
+        # a queue reads neither its bounds nor its last block back: the bounds it wrote, by
+        # (topic, queue id), and by queue key the queue's last block (first offset, units) as a
+        # send wrote it or a delivery's `sizes` read it. Only the sends' appends and `sizes` keep
+        # it; any other write to cq_pages or cq_meta forgets it, and so does the commit (`settle`).
         self._txn: lmdb.Transaction[bytes] | None = None
         self._bounds: dict[tuple[str, int], tuple[int, int]] = {}
         self._tails: dict[bytes, tuple[int, bytes]] = {}
@@ -95,7 +96,8 @@ class ConsumeQueueProjection(Dispatching):
         txn.put(queue, _BOUNDS.pack(*bounds), db=self.meta)
 
     def forget(self) -> None:
-        """Drop what `_stored` kept of its transaction (before a write of another kind)."""
+        """Drop what `_stored` and `sizes` kept of their transaction (before a write of another
+        kind)."""
         self._txn = None
         self._bounds.clear()
         self._tails.clear()
@@ -309,10 +311,17 @@ class ConsumeQueueProjection(Dispatching):
         """The total size of the messages at offsets (those still in the queue).
 
         One seek finds an offset's block and where the next block starts, so
-        the offsets of a gap (expired units, B-473) cost no seek each."""
+        the offsets of a gap (expired units, B-473) cost no seek each. The queue's last block
+        is looked at first when the write transaction keeps it (`_tails`: a send of `txn`
+        wrote it, or an earlier `sizes` read it), and kept when a seek finds it: a delivery is
+        mostly of the messages just stored, and the queue's next send appends to that block.
+        Called by the writer only (the stats of a delivery or a pop), in its write transaction.
+        """
         total = 0
         queue, size = queue_key(topic, queue_id), UNIT.size
-        first, units, gap_end = 0, b"", -1  # the block last found, and where the next starts
+        # the block last found, and where the next starts: at first the last block, if kept
+        tail = self._tails.get(queue) if txn is self._txn else None
+        first, units, gap_end = (0, b"", -1) if tail is None else (*tail, 2**64)
         for offset in offsets:
             at = (offset - first) * size
             if 0 <= at < len(units):
@@ -321,6 +330,11 @@ class ConsumeQueueProjection(Dispatching):
             if first + len(units) // size <= offset < gap_end:
                 continue  # between the block last found and the next: no unit there
             first, units, gap_end = self._block_around(txn, queue, offset)
+            if gap_end == 2**64 and units:  # the queue's last block: kept for the transaction
+                if txn is not self._txn:
+                    self.forget()
+                    self._txn = txn
+                self._tails[queue] = (first, units)
             at = (offset - first) * size
             if 0 <= at < len(units):
                 total += UNIT.unpack_from(units, at)[1]

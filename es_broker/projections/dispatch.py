@@ -52,5 +52,13 @@ class Dispatching:
         """
         if type(self).apply is not Dispatching.apply:
             return self.apply
+        return self.handler_of(kind)
+
+    def handler_of(
+        self, kind: str
+    ) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
+        """`kind`'s handler bound to this projection; None when it has none. The `applier` of a
+        projection whose own `apply` adds only a mark at seq 1 to its handlers: the log applies
+        its first record through every projection's `apply` (RecordLog.apply)."""
         handler = self.HANDLERS.get(kind)
         return None if handler is None else types.MethodType(handler, self)

@@ -20,7 +20,7 @@ horizon reads; moments before it are answered from the archive
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import lmdb
@@ -54,6 +54,10 @@ class HistoryProjection(Dispatching):
         handler = self.HANDLERS.get(record["type"])
         if handler is not None:
             handler(self, txn, seq, record)
+
+    def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
+        """`kind`'s handler alone: the mark of seq 1 is `apply`'s (Dispatching.handler_of)."""
+        return self.handler_of(kind)
 
     def _caught_up(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         self._held(txn, int(record["broker_id"]), int(record["seq"]))

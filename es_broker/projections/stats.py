@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,10 @@ class StatsProjection(Dispatching):
         handler = self.HANDLERS.get(record["type"])
         if handler is not None:
             handler(self, txn, seq, record)
+
+    def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
+        """`kind`'s handler alone: the mark of seq 1 is `apply`'s (Dispatching.handler_of)."""
+        return self.handler_of(kind)
 
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         stored = as_view(record, RecordType.MESSAGES_STORED)

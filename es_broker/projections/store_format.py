@@ -94,6 +94,10 @@ class StoreFormatProjection:
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         """Nothing: `store_upgraded` only tells what its transaction did."""
 
+    def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
+        """None: no record type costs this projection a call (RecordLog.apply)."""
+        return None
+
     def number(self, txn: lmdb.Transaction[bytes]) -> int:
         """The directory's store format (FIRST when it predates the number)."""
         raw = txn.get(_KEY, db=self.db) if self.db is not None else None
