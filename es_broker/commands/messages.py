@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 import lmdb
 
@@ -37,14 +38,14 @@ from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
 from es_broker.store import Store
 
 
-@dataclass(frozen=True, slots=True)
-class PutRequest:
+class PutRequest(NamedTuple):
     """A send to store, as the send path carries it from the wire's header to the writer's job.
 
     `queue_id` < 0 lets the broker pick a write queue; `default_topic` and
     `default_topic_queue_nums` are the template a new topic is created from
     (B-25); `max_reconsume_times` is the SEND header's limit for a `%RETRY%`
-    topic (B-95), None for the group's. `messages` is not changed once built.
+    topic (B-95), None for the group's. `messages` is not changed once built. A named tuple:
+    built per send on the hot path, where a frozen dataclass sets each field by a call.
     """
 
     topic: str
@@ -57,8 +58,9 @@ class PutRequest:
     max_reconsume_times: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
+class _Prepared(NamedTuple):
+    """A checked send and its encoded messages (per send, so a named tuple as PutRequest)."""
+
     request: PutRequest
     encoded: tuple[bytes, ...]
     tags_codes: tuple[int, ...]
