@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
@@ -350,8 +349,9 @@ class GetStatus(Enum):
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
-@dataclass(frozen=True, slots=True)
-class GetResult:
+class GetResult(NamedTuple):
+    """What a read of a queue found (a named tuple: one a pull's read, on the hot path)."""
+
     status: GetStatus
     next_begin_offset: int
     min_offset: int
@@ -362,7 +362,7 @@ class GetResult:
     commit_seq: int = 0  # the record of the pull's piggybacked commit, 0: none recorded
     # a pull's: the pulling group's config as the pull read it (or created it), for the
     # broker its answer suggests; None for a read that is no group's
-    group_config: SubscriptionGroupConfig | None = dataclasses.field(default=None, compare=False)
+    group_config: SubscriptionGroupConfig | None = None
 
     @property
     def body(self) -> bytes:
