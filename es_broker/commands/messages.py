@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 import lmdb
 
@@ -37,14 +37,14 @@ from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
 from es_broker.store import Store
 
 
-@dataclass(frozen=True, slots=True)
-class PutRequest:
+class PutRequest(NamedTuple):
     """A send to store, as the send path carries it from the wire's header to the writer's job.
 
     `queue_id` < 0 lets the broker pick a write queue; `default_topic` and
     `default_topic_queue_nums` are the template a new topic is created from
     (B-25); `max_reconsume_times` is the SEND header's limit for a `%RETRY%`
-    topic (B-95), None for the group's. `messages` is not changed once built.
+    topic (B-95), None for the group's. `messages` is not changed once built. A named tuple:
+    built per send on the hot path, where a frozen dataclass sets each field by a call.
     """
 
     topic: str
@@ -57,8 +57,9 @@ class PutRequest:
     max_reconsume_times: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
+class _Prepared(NamedTuple):
+    """A checked send and its encoded messages (per send, so a named tuple as PutRequest)."""
+
     request: PutRequest
     encoded: tuple[bytes, ...]
     tags_codes: tuple[int, ...]
@@ -348,8 +349,9 @@ class GetStatus(Enum):
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
-@dataclass(frozen=True, slots=True)
-class GetResult:
+class GetResult(NamedTuple):
+    """What a read of a queue found (a named tuple: one a pull's read, on the hot path)."""
+
     status: GetStatus
     next_begin_offset: int
     min_offset: int
@@ -360,7 +362,7 @@ class GetResult:
     commit_seq: int = 0  # the record of the pull's piggybacked commit, 0: none recorded
     # a pull's: the pulling group's config as the pull read it (or created it), for the
     # broker its answer suggests; None for a read that is no group's
-    group_config: SubscriptionGroupConfig | None = dataclasses.field(default=None, compare=False)
+    group_config: SubscriptionGroupConfig | None = None
 
     @property
     def body(self) -> bytes:

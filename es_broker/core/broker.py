@@ -121,7 +121,7 @@ class Broker(RetryOperations):
             group_config = await self.ensure_group(request.group, requester=request.client)
         commit_seq = await self.in_turn(self.start_pull, request, result, group_config)
         # one copy, with what the answer needs: the commit's record and the group's config
-        return dataclasses.replace(result, commit_seq=commit_seq, group_config=group_config)
+        return result._replace(commit_seq=commit_seq, group_config=group_config)
 
     def read_pull(self, request: PullRequest) -> tuple[GetResult, SubscriptionGroupConfig | None]:
         """A pull's checks and read (commands/pull.py), and the group's config (None: not created

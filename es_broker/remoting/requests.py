@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -86,6 +86,15 @@ class Refusal:
 BodyCheck = Callable[[RemotingCommand], str | None]
 
 
+class NameField(NamedTuple):
+    """A header field that names a topic or a group, as `check_text` holds it."""
+
+    wire: str  # its name on the wire (a one-letter name under renames)
+    declared: str
+    what: str  # how a refusal names it
+    kind: str  # "topic" or "group"
+
+
 @dataclass(frozen=True, slots=True)
 class RequestShape:
     """A request code's header fields (its header class's, see `shape`) and body check."""
@@ -101,10 +110,10 @@ class RequestShape:
     names: tuple[str, ...] = field(init=False, repr=False, compare=False)
     wire_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
     renamed: frozenset[str] = field(init=False, repr=False, compare=False)
-    # (wire name, declared name) of the topic and group fields, with renames and without (what
-    # `check_text` holds against the name rules, for each request)
-    name_fields: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
-    plain_name_fields: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
+    # the topic and group fields, with renames and without (what `check_text` holds against the
+    # name rules, for each request)
+    name_fields: tuple[NameField, ...] = field(init=False, repr=False, compare=False)
+    plain_name_fields: tuple[NameField, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by_name", {f.name: f for f in self.fields})
@@ -322,6 +331,7 @@ GROUP_BYTES_MAX = 255
 DERIVED_GROUP_BYTES_MAX = TOPIC_BYTES_MAX - len("%RETRY%")
 #: a group's derived topic prefixes alone: topics of no group, invalid (B-500)
 GROUPLESS_TOPICS = frozenset({"%RETRY%", "%DLQ%"})
+_SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)  # an int: a comparison with an enum member costs more
 #: the codes whose `group` names the derived topics they store messages in
 DERIVING = frozenset({int(RequestCode.CONSUMER_SEND_MSG_BACK), int(EsRequestCode.REDRIVE_DLQ)})
 #: the header fields that name a topic or a group, by their declared (V1) names
@@ -379,35 +389,42 @@ def check_text(cmd: RemotingCommand, shape: RequestShape | None = None) -> Refus
     if shape is None:
         return None
     fields = cmd.ext_fields
-    for key, value in fields.items():
-        if not (key.isascii() or is_utf8(key)):
-            return _refuse(shape, f"a header field name is not UTF-8 text: {ascii(key)[:60]}")
-        if type(value) is str and not is_utf8(value):
-            return _refuse(shape, f"header field {_shown(key)!r} is not UTF-8 text")
+    try:  # the usual request is ASCII throughout, so UTF-8: one test of every name and value
+        ascii_only = "".join([*fields, *fields.values()]).isascii()
+    except TypeError:  # a value that is not text: held field by field
+        ascii_only = False
+    if not ascii_only:
+        for key, value in fields.items():
+            if not (key.isascii() or is_utf8(key)):
+                return _refuse(shape, f"a header field name is not UTF-8 text: {ascii(key)[:60]}")
+            if type(value) is str and not is_utf8(value):
+                return _refuse(shape, f"header field {_shown(key)!r} is not UTF-8 text")
     if cmd.remark is not None and not is_utf8(cmd.remark):
         return _refuse(shape, "the remark is not UTF-8 text")
-    names = shape.name_fields if cmd.code != RequestCode.SEND_MESSAGE else shape.plain_name_fields
-    for wire, declared in names:
+    names = shape.name_fields if cmd.code != _SEND_MESSAGE else shape.plain_name_fields
+    for wire, declared, what, kind in names:
         raw = fields.get(wire)
         if raw is None and wire != declared:
             raw = fields.get(declared)
         if raw is None:
             continue
-        kind = "topic" if declared in TOPIC_FIELDS else "group"
         deriving = declared == "group" and cmd.code in DERIVING
-        error = name_error(f"header field {declared!r}", raw, kind, deriving=deriving)
+        error = name_error(what, raw, kind, deriving=deriving)
         if error is not None:
             return _refuse(shape, error)
     return None
 
 
-def _name_fields(
-    shape: RequestShape, renames: Mapping[str, str] | None
-) -> tuple[tuple[str, str], ...]:
-    """(wire name, declared name) of the shape's topic and group fields."""
+def _name_fields(shape: RequestShape, renames: Mapping[str, str] | None) -> tuple[NameField, ...]:
+    """The shape's topic and group fields, under their wire names with `renames`."""
     wire = {declared: name for name, declared in (renames or {}).items()}
     return tuple(
-        (wire.get(spec.name, spec.name), spec.name)
+        NameField(
+            wire.get(spec.name, spec.name),
+            spec.name,
+            f"header field {spec.name!r}",
+            "topic" if spec.name in TOPIC_FIELDS else "group",
+        )
         for spec in shape.fields
         if spec.name in TOPIC_FIELDS or spec.name in GROUP_FIELDS
     )

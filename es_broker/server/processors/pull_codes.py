@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from es_broker.commands.messages import GetResult, GetStatus
 from es_broker.remoting.codes import ResponseCode
 
@@ -39,4 +37,4 @@ def slave_correction(
     """On a slave without offset checks a corrected next offset stays the requested one (B-61)."""
     if offset_check_in_slave or result.status not in _CORRECTED:
         return result
-    return dataclasses.replace(result, next_begin_offset=requested_offset)
+    return result._replace(next_begin_offset=requested_offset)

@@ -34,6 +34,11 @@ OnSent = Callable[[list[MessageIn], PutResult], None]
 
 
 _new = tuple.__new__
+# the codes and version a send is held against, as ints: a comparison with an enum member, or the
+# member's lookup on its class, costs more than the int's, once or twice a send
+_SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
+_V3_4_9 = int(Version.V3_4_9)
+_SUCCESS = int(ResponseCode.SUCCESS)
 
 
 class SendMessageProcessor(BrokerSettings):
@@ -110,7 +115,7 @@ class SendMessageProcessor(BrokerSettings):
             except Exception as exc:
                 outbox.fail(req, exc, trace)
                 return
-            response = self._send_response(req, result, ResponseCode.SUCCESS)
+            response = self._send_response(req, result, _SUCCESS)
             if trace is not None:
                 trace.mark(hops.ANSWERED)
             outbox.answer(req, response, trace)
@@ -136,7 +141,7 @@ class SendMessageProcessor(BrokerSettings):
                     f"the broker[{self.config.brokerIP1}] sending message is forbidden",
                     ResponseCode.NO_PERMISSION,
                 )
-        if req.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+        if req.code == _SEND_BATCH_MESSAGE or h.batch:
             # MessageIn's fields in order, built by tuple.__new__ (a named tuple's own __new__ is a
             # Python function: a call per message of every batch)
             batch = [
@@ -149,7 +154,7 @@ class SendMessageProcessor(BrokerSettings):
             props = wire.decode_properties(h.properties or "")
             batch = [MessageIn(req.body, props, h.flag, sys_flag, born, born_host, reconsume)]
         # a %RETRY% send's limit comes from the header for clients >= V3_4_9 (docs/protocol.md §7.2.1 step 5, B-95)
-        max_reconsume = h.max_reconsume_times if req.version >= Version.V3_4_9 else None
+        max_reconsume = h.max_reconsume_times if req.version >= _V3_4_9 else None
         if hops.ON:
             hops.mark(hops.PARSED)
         return PutRequest(
