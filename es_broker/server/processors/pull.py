@@ -35,7 +35,14 @@ from es_broker.server.edge.outbox import Outbox
 from es_broker.server.edge.remoting_server import DECLINED, Declined, Handler, Start
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.processors.common import BrokerSettings, CommitConfirmation, Requester
-from es_broker.server.processors.pull_codes import response_code, slave_correction
+from es_broker.server.processors.pull_codes import (
+    PULL_NOT_FOUND,
+    PULL_OFFSET_MOVED,
+    PULL_RETRY_IMMEDIATELY,
+    SUCCESS,
+    response_code,
+    slave_correction,
+)
 from es_broker.server.processors.subscription import (
     compile_selector,
     parse_subscription,
@@ -102,7 +109,7 @@ class PullMessageProcessor(BrokerSettings):
             return DECLINED
         offset = request.offset
         code = response_code(result.status, offset)
-        if code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & PULL_SUSPEND:
+        if code == PULL_NOT_FOUND and h.sys_flag & PULL_SUSPEND:
             return DECLINED  # a long poll, which registers for arrivals before its read
         trace = hops.current() if hops.ON else None
 
@@ -174,7 +181,7 @@ class PullMessageProcessor(BrokerSettings):
             # answered either way: the messages are read, only the commit waits (B-383)
             await self.confirm_commit(result.commit_seq)
         code = response_code(result.status, offset)
-        if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
+        if code == PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
             hold = (
                 suspend_ms / 1000
                 if self.config.longPollingEnable
@@ -287,12 +294,14 @@ class PullMessageProcessor(BrokerSettings):
             suggest = group_config.broker_id
         if self.is_slave:
             result = slave_correction(result, offset, self.config.offsetCheckInSlave)
-            if code == ResponseCode.PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
+            if code == PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
                 # no correction on a slave: retry the same offset, asked to go to the group's broker (B-61, B-119)
-                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+                code = PULL_RETRY_IMMEDIATELY
                 suggest = group_config.broker_id
         header = PullMessageResponseHeader.pulled(
             suggest, result.next_begin_offset, result.min_offset, result.max_offset
         )
-        body = result.body if code == ResponseCode.SUCCESS else b""
-        return response_to(req, int(code), result.status.value, header, body)
+        body = result.body if code == SUCCESS else b""
+        # the status's name as the remark: `_value_` is the member's value, without the Python-level
+        # getter of its `value` property
+        return response_to(req, code, result.status._value_, header, body)
