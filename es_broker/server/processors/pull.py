@@ -9,9 +9,10 @@ without suspending or committing again (B-63).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import functools
 import struct
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 import trio
 
@@ -50,12 +51,28 @@ from es_broker.server.processors.subscription import (
 )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class PullFilter:
-    """What a pull delivers: tag hash codes (None: all) and, for SQL92, a test of each message."""
+class PullFilter(NamedTuple):
+    """What a pull delivers: tag hash codes (None: all) and, for SQL92, a test of each message
+    (a named tuple: one built per pull, on the hot path)."""
 
     tags_codes: frozenset[int] | None = None
     message_filter: Callable[[bytes], bool] | None = None
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_tag_filter(expression: str | None, expression_type: str | None) -> PullFilter:
+    return PullFilter(parse_subscription(expression, expression_type))
+
+
+def tag_filter(expression: str | None, expression_type: str | None) -> PullFilter:
+    """A TAG subscription's filter, kept per expression: a consumer's pulls repeat its subscription
+    (the filter is immutable; a refused expression raises each time, as it is not kept)."""
+    try:
+        return _kept_tag_filter(expression, expression_type)
+    except TypeError:
+        # a heartbeat's subscription that is no text (a JSON list) cannot be kept: parsed as it
+        # was, to the same refusal
+        return PullFilter(parse_subscription(expression, expression_type))
 
 
 class PullMessageProcessor(BrokerSettings):
@@ -152,7 +169,7 @@ class PullMessageProcessor(BrokerSettings):
         if h.sys_flag & PULL_SUBSCRIPTION:
             if h.expression_type == sql92.SQL92:
                 return None
-            return PullFilter(parse_subscription(h.subscription, h.expression_type))
+            return tag_filter(h.subscription, h.expression_type)
         info = self.clients.consumer_group(group)
         if info is None or topic not in info.subscriptions:
             return None  # refused by `_subscription`
@@ -161,7 +178,7 @@ class PullMessageProcessor(BrokerSettings):
             return None
         if sub.get("expressionType") == sql92.SQL92:
             return None
-        return PullFilter(parse_subscription(sub.get("subString"), sub.get("expressionType")))
+        return tag_filter(sub.get("subString"), sub.get("expressionType"))
 
     async def pull_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.of(req)
@@ -247,10 +264,10 @@ class PullMessageProcessor(BrokerSettings):
     async def _tag_pull_filter(
         self, group: str, topic: str, expression: str | None, expression_type: str | None
     ) -> PullFilter:
-        tags = parse_subscription(expression, expression_type)
         if self.config.filterSupportRetry and topic.startswith(names.RETRY_PREFIX):
+            tags = parse_subscription(expression, expression_type)
             return PullFilter(tags, await self._retry_filter(group))
-        return PullFilter(tags)
+        return tag_filter(expression, expression_type)
 
     async def _retry_filter(self, group: str) -> Callable[[bytes], bool] | None:
         """filterSupportRetry: a retry message passes the group's SQL92 filter of its first topic (B-217)."""
