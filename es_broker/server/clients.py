@@ -50,12 +50,16 @@ class ClientRegistry:
         self.producers: dict[str, dict[Channel, ClientInfo]] = {}
         self.notify_changed = notify_changed or (lambda group, channels: None)
         self.now_ms = now_ms or (lambda: time.time_ns() // 1_000_000)
+        # `client_id`'s answers, forgotten whenever a group's members change (a heartbeat, an
+        # unregister, a close): each request asks it, a heartbeat comes every 30 s
+        self._client_ids: dict[Channel, str] = {}
 
     def register_consumer(
         self, channel: Channel, client_id: str, language: str, version: int, data: dict[str, Any]
     ) -> bool:
         """Register or refresh a consumer; True if the group's membership or subscriptions changed."""
         group = data["groupName"]
+        self._client_ids.clear()
         info = self.consumers.setdefault(group, ConsumerGroupInfo(group))
         info.consume_type = data.get("consumeType", info.consume_type)
         info.message_model = data.get("messageModel", info.message_model)
@@ -80,6 +84,7 @@ class ClientRegistry:
     def register_producer(
         self, channel: Channel, client_id: str, language: str, version: int, group: str
     ) -> None:
+        self._client_ids.clear()
         self.producers.setdefault(group, {})[channel] = ClientInfo(
             client_id, language, version, self.now_ms()
         )
@@ -87,12 +92,14 @@ class ClientRegistry:
     def unregister(
         self, channel: Channel, consumer_group: str | None = None, producer_group: str | None = None
     ) -> None:
+        self._client_ids.clear()
         if producer_group and producer_group in self.producers:
             self.producers[producer_group].pop(channel, None)
         if consumer_group and consumer_group in self.consumers:
             self._drop_consumer(consumer_group, channel)
 
     def channel_closed(self, channel: Channel) -> None:
+        self._client_ids.clear()
         for producers in self.producers.values():
             producers.pop(channel, None)
         for group in list(self.consumers):
@@ -130,6 +137,12 @@ class ClientRegistry:
 
     def client_id(self, channel: Channel) -> str:
         """The client id a channel announced in its heartbeat, else its address."""
+        known = self._client_ids.get(channel)
+        if known is None:
+            known = self._client_ids[channel] = self._find_client_id(channel)
+        return known
+
+    def _find_client_id(self, channel: Channel) -> str:
         for info in self.consumers.values():
             if channel in info.channels:
                 return info.channels[channel].client_id

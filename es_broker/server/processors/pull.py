@@ -9,9 +9,10 @@ without suspending or committing again (B-63).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import functools
 import struct
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 import trio
 
@@ -35,7 +36,14 @@ from es_broker.server.edge.outbox import Outbox
 from es_broker.server.edge.remoting_server import DECLINED, Declined, Handler, Start
 from es_broker.server.longpoll import PullHoldService
 from es_broker.server.processors.common import BrokerSettings, CommitConfirmation, Requester
-from es_broker.server.processors.pull_codes import response_code, slave_correction
+from es_broker.server.processors.pull_codes import (
+    PULL_NOT_FOUND,
+    PULL_OFFSET_MOVED,
+    PULL_RETRY_IMMEDIATELY,
+    SUCCESS,
+    response_code,
+    slave_correction,
+)
 from es_broker.server.processors.subscription import (
     compile_selector,
     parse_subscription,
@@ -43,12 +51,28 @@ from es_broker.server.processors.subscription import (
 )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class PullFilter:
-    """What a pull delivers: tag hash codes (None: all) and, for SQL92, a test of each message."""
+class PullFilter(NamedTuple):
+    """What a pull delivers: tag hash codes (None: all) and, for SQL92, a test of each message
+    (a named tuple: one built per pull, on the hot path)."""
 
     tags_codes: frozenset[int] | None = None
     message_filter: Callable[[bytes], bool] | None = None
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_tag_filter(expression: str | None, expression_type: str | None) -> PullFilter:
+    return PullFilter(parse_subscription(expression, expression_type))
+
+
+def tag_filter(expression: str | None, expression_type: str | None) -> PullFilter:
+    """A TAG subscription's filter, kept per expression: a consumer's pulls repeat its subscription
+    (the filter is immutable; a refused expression raises each time, as it is not kept)."""
+    try:
+        return _kept_tag_filter(expression, expression_type)
+    except TypeError:
+        # a heartbeat's subscription that is no text (a JSON list) cannot be kept: parsed as it
+        # was, to the same refusal
+        return PullFilter(parse_subscription(expression, expression_type))
 
 
 class PullMessageProcessor(BrokerSettings):
@@ -102,7 +126,7 @@ class PullMessageProcessor(BrokerSettings):
             return DECLINED
         offset = request.offset
         code = response_code(result.status, offset)
-        if code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & PULL_SUSPEND:
+        if code == PULL_NOT_FOUND and h.sys_flag & PULL_SUSPEND:
             return DECLINED  # a long poll, which registers for arrivals before its read
         trace = hops.current() if hops.ON else None
 
@@ -145,7 +169,7 @@ class PullMessageProcessor(BrokerSettings):
         if h.sys_flag & PULL_SUBSCRIPTION:
             if h.expression_type == sql92.SQL92:
                 return None
-            return PullFilter(parse_subscription(h.subscription, h.expression_type))
+            return tag_filter(h.subscription, h.expression_type)
         info = self.clients.consumer_group(group)
         if info is None or topic not in info.subscriptions:
             return None  # refused by `_subscription`
@@ -154,7 +178,7 @@ class PullMessageProcessor(BrokerSettings):
             return None
         if sub.get("expressionType") == sql92.SQL92:
             return None
-        return PullFilter(parse_subscription(sub.get("subString"), sub.get("expressionType")))
+        return tag_filter(sub.get("subString"), sub.get("expressionType"))
 
     async def pull_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.of(req)
@@ -174,7 +198,7 @@ class PullMessageProcessor(BrokerSettings):
             # answered either way: the messages are read, only the commit waits (B-383)
             await self.confirm_commit(result.commit_seq)
         code = response_code(result.status, offset)
-        if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
+        if code == PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
             hold = (
                 suspend_ms / 1000
                 if self.config.longPollingEnable
@@ -240,10 +264,10 @@ class PullMessageProcessor(BrokerSettings):
     async def _tag_pull_filter(
         self, group: str, topic: str, expression: str | None, expression_type: str | None
     ) -> PullFilter:
-        tags = parse_subscription(expression, expression_type)
         if self.config.filterSupportRetry and topic.startswith(names.RETRY_PREFIX):
+            tags = parse_subscription(expression, expression_type)
             return PullFilter(tags, await self._retry_filter(group))
-        return PullFilter(tags)
+        return tag_filter(expression, expression_type)
 
     async def _retry_filter(self, group: str) -> Callable[[bytes], bool] | None:
         """filterSupportRetry: a retry message passes the group's SQL92 filter of its first topic (B-217)."""
@@ -287,12 +311,14 @@ class PullMessageProcessor(BrokerSettings):
             suggest = group_config.broker_id
         if self.is_slave:
             result = slave_correction(result, offset, self.config.offsetCheckInSlave)
-            if code == ResponseCode.PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
+            if code == PULL_OFFSET_MOVED and not self.config.offsetCheckInSlave:
                 # no correction on a slave: retry the same offset, asked to go to the group's broker (B-61, B-119)
-                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+                code = PULL_RETRY_IMMEDIATELY
                 suggest = group_config.broker_id
         header = PullMessageResponseHeader.pulled(
             suggest, result.next_begin_offset, result.min_offset, result.max_offset
         )
-        body = result.body if code == ResponseCode.SUCCESS else b""
-        return response_to(req, int(code), result.status.value, header, body)
+        body = result.body if code == SUCCESS else b""
+        # the status's name as the remark: `_value_` is the member's value, without the Python-level
+        # getter of its `value` property
+        return response_to(req, code, result.status._value_, header, body)
