@@ -5,8 +5,9 @@ keeps state for; `apply` finds the record's and calls it, and a record of any
 other type leaves the projection alone. A handler that reads a hot record's
 fields takes its dict view (`es_broker.log.types.as_view`), so mypy checks
 each key it reads. A projection with work for every record as well (the time
-index's clock, the mark that stats and history write at seq 1) keeps its own
-`apply`, which looks its table up the same way.
+index's clock) keeps its own `apply`, which looks its table up the same way;
+one that marks, at seq 1, that it was built from the log's start (stats,
+history) says how in `mark_built`.
 """
 
 from __future__ import annotations
@@ -39,9 +40,16 @@ class Dispatching:
     HANDLERS: ClassVar[dict[str, Handler]]
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        if seq == 1:
+            self.mark_built(txn)
         handler = self.HANDLERS.get(record["type"])
         if handler is not None:
             handler(self, txn, seq, record)
+
+    def mark_built(self, txn: lmdb.Transaction[bytes]) -> None:
+        """What the projection writes as it applies the log's first record, to tell later that
+        it was built from the start (nothing by default). The log applies its first record
+        through every projection's `apply` (RecordLog.apply), and later ones through `applier`."""
 
     def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
         """What applies a record of type `kind`: its handler bound to this projection, None when
@@ -52,13 +60,5 @@ class Dispatching:
         """
         if type(self).apply is not Dispatching.apply:
             return self.apply
-        return self.handler_of(kind)
-
-    def handler_of(
-        self, kind: str
-    ) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
-        """`kind`'s handler bound to this projection; None when it has none. The `applier` of a
-        projection whose own `apply` adds only a mark at seq 1 to its handlers: the log applies
-        its first record through every projection's `apply` (RecordLog.apply)."""
         handler = self.HANDLERS.get(kind)
         return None if handler is None else types.MethodType(handler, self)

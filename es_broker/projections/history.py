@@ -20,7 +20,7 @@ horizon reads; moments before it are answered from the archive
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import lmdb
@@ -48,16 +48,8 @@ class HistoryProjection(Dispatching):
         self.slaves_db = log.db("history_slaves")
         self.pruned = {name: log.db(name) for name in PRUNED}
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        if seq == 1:
-            txn.put(BUILT, b"", db=self.slaves_db)
-        handler = self.HANDLERS.get(record["type"])
-        if handler is not None:
-            handler(self, txn, seq, record)
-
-    def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
-        """`kind`'s handler alone: the mark of seq 1 is `apply`'s (Dispatching.handler_of)."""
-        return self.handler_of(kind)
+    def mark_built(self, txn: lmdb.Transaction[bytes]) -> None:
+        txn.put(BUILT, b"", db=self.slaves_db)
 
     def _caught_up(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         self._held(txn, int(record["broker_id"]), int(record["seq"]))

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,16 +130,8 @@ class StatsProjection(Dispatching):
         """False for a log written before these counts existed (seq 1 always writes BUILT)."""
         return last_seq == 0 or txn.get(BUILT, db=self.total_db) is not None
 
-    def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        if seq == 1:
-            txn.put(BUILT, b"", db=self.total_db)
-        handler = self.HANDLERS.get(record["type"])
-        if handler is not None:
-            handler(self, txn, seq, record)
-
-    def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
-        """`kind`'s handler alone: the mark of seq 1 is `apply`'s (Dispatching.handler_of)."""
-        return self.handler_of(kind)
+    def mark_built(self, txn: lmdb.Transaction[bytes]) -> None:
+        txn.put(BUILT, b"", db=self.total_db)
 
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         stored = as_view(record, RecordType.MESSAGES_STORED)
