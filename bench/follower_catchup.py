@@ -13,7 +13,13 @@ It prints the records and messages in the log, the follower's CPU seconds (this 
 system time around `Follower.catch_up`, the engine opened and the schema migrated beforehand) and
 that per message and per record, plus a digest of the tables' contents so that two versions of
 the follower can be compared for the same log. Under callgrind (bench/shape_cg.py's way) the
-`catchup` command gives instructions instead of seconds.
+`catchup` command gives instructions instead of seconds; with `--instr-atstart=no` and
+`--count-catchup` it turns callgrind's collection on around `Follower.catch_up` alone (through
+`callgrind_control`), so that opening the log, counting its messages, creating the database and
+migrating its schema are not counted:
+
+    valgrind --tool=callgrind --instr-atstart=no python bench/follower_catchup.py \
+        catchup /tmp/shape-log-s --no-digest --count-catchup   # instructions / messages
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -83,7 +90,15 @@ def count_messages(log: RecordLog) -> tuple[int, int]:
     return records, messages
 
 
-def catchup(path: Path, batch: int, keep: bool, digest: bool = True) -> dict[str, object]:
+def _collect(on: bool) -> None:
+    """Turn callgrind's collection in this process on or off (the process runs under callgrind)."""
+    flag = "--instr=on" if on else "--instr=off"
+    subprocess.run(["callgrind_control", flag, str(os.getpid())], check=True, capture_output=True)
+
+
+def catchup(
+    path: Path, batch: int, keep: bool, digest: bool = True, count: bool = False
+) -> dict[str, object]:
     from es_broker.readmodel.follower import open_follower
 
     log = RecordLog(path / LMDB_DIR, readonly=True)
@@ -91,10 +106,14 @@ def catchup(path: Path, batch: int, keep: bool, digest: bool = True) -> dict[str
     tmp = tempfile.mkdtemp()
     url = f"sqlite:///{tmp}/readmodel.sqlite"
     follower = open_follower(url, log, DEFAULT_SOURCE, batch=batch)
+    if count:
+        _collect(True)
     t0 = os.times()
     w0 = time.monotonic()
     applied = follower.catch_up()
     t1 = os.times()
+    if count:
+        _collect(False)
     wall = time.monotonic() - w0
     follower.engine.dispose()
     cpu = (t1.user - t0.user) + (t1.system - t0.system)
@@ -134,12 +153,21 @@ def main() -> None:
         action="store_true",
         help="skip the tables' digest (callgrind: count the catch-up, not the digest's reads)",
     )
+    c.add_argument(
+        "--count-catchup",
+        action="store_true",
+        help="under callgrind started with --instr-atstart=no: collect during the catch-up only",
+    )
     args = p.parse_args()
     if args.cmd == "record":
         record(args.out, args.inflight, args.seconds)
     else:
         for _ in range(args.repeat):
-            print(json.dumps(catchup(args.log, args.batch, args.keep, not args.no_digest)))
+            print(
+                json.dumps(
+                    catchup(args.log, args.batch, args.keep, not args.no_digest, args.count_catchup)
+                )
+            )
 
 
 if __name__ == "__main__":
