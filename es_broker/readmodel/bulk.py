@@ -13,10 +13,18 @@ have no defaults). A value a bind processor refuses raises its own error
 Only SQLite is fed so: for other databases SQLAlchemy's insert() stays, as
 it sends many rows in one statement ("insertmanyvalues") where a driver's
 executemany may make a round trip per row (psycopg2).
+
+Python's sqlite3 binds an int, float or str as it is, but looks every other
+value up as something to adapt: with no adapter registered for its type, it
+asks the value for `__conform__` and the protocol for `__adapt__`, two
+AttributeErrors raised and cleared for every NULL (about four a record) and
+every bool. Adapters for None and bool (None stays NULL, a bool its int,
+what sqlite3 binds without them) make that one dictionary look-up.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +52,10 @@ class BulkInsert:
         self.dialect = dialect
         self.direct = dialect.name == "sqlite"
         self._plans: dict[str, _Plan] = {}
+        if self.direct:
+            # process-wide, and binding the same values as without them (see the module's notes)
+            sqlite3.register_adapter(type(None), _null)
+            sqlite3.register_adapter(bool, int)
 
     def _plan(self, table: Table) -> _Plan:
         plan = self._plans.get(table.name)
@@ -92,3 +104,8 @@ def _processed(
     for i, process in processors:
         out[i] = process(out[i])
     return tuple(out)
+
+
+def _null(value: None) -> None:
+    """sqlite3's adapter of None: None itself, bound as NULL."""
+    return value
