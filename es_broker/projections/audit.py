@@ -145,11 +145,13 @@ class AuditProjection:
         self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int
     ) -> None:
         """Each queue the offset rule says the record moves or removes (B-504)."""
+        ts, db = record["ts"], self.explain_db
         for change in offset_changes(record):
             key = explain_key(change.group, change.topic, change.queue_id)
-            entry = self._entry(txn, key)
-            note_change(entry, change_view(seq, record["ts"], change))
-            txn.put(key, _pack(entry), db=self.explain_db)
+            raw = txn.get(key, db=db)
+            entry = empty_entry() if raw is None else msgpack.unpackb(raw)
+            note_change(entry, change_view(seq, ts, change))
+            txn.put(key, records.packb(entry), db=db)
 
     def _acl_loaded(
         self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int
