@@ -32,6 +32,7 @@ message per delivery; the upgrade to format 3 groups its entries by record.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -57,6 +58,7 @@ TO = b"to"
 LEGACY_DATABASES = ("trace_deliveries",)  # store format 2 and before
 # an enum member read off its class costs a look-up through the enum's machinery a time
 _DELIVERED: Final = RecordType.MESSAGES_DELIVERED
+_FIRST_SEQ = struct.Struct(">QQ")  # a trace_pulls key after its queue: first offset, seq
 
 
 class MessageTraceProjection(Dispatching):
@@ -143,7 +145,7 @@ class MessageTraceProjection(Dispatching):
     ) -> None:
         """The entry of a delivery of `offsets` (ascending, distinct) of a queue, and its span."""
         first, span = offsets[0], offsets[-1] - offsets[0]
-        txn.put(queue + U64.pack(first) + U64.pack(seq), delivered_value(offsets), db=self.pulls)
+        txn.put(queue + _FIRST_SEQ.pack(first, seq), delivered_value(offsets), db=self.pulls)
         widest = txn.get(queue, db=self.pulls)
         if widest is None or U64.unpack(widest)[0] < span:
             txn.put(queue, U64.pack(span), db=self.pulls)

@@ -77,7 +77,8 @@ class OffsetTableProjection:
     ) -> tuple[int, tuple[int, int, int] | None]:
         """(`query`, `pending_reset`) of one queue, its key built once (a commit reads both)."""
         key = offset_key(topic, group, queue_id)
-        return _offset(txn.get(key, db=self.db)), _pending(txn.get(key, db=self.pending))
+        raw, pending = txn.get(key, db=self.db), txn.get(key, db=self.pending)
+        return I64.unpack(raw)[0] if raw else -1, _pending(pending) if pending else None
 
     def pending_reset(
         self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
