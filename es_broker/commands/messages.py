@@ -10,7 +10,7 @@ import dataclasses
 import random
 from collections.abc import Callable
 from enum import Enum
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import lmdb
 
@@ -370,6 +370,12 @@ class GetResult(NamedTuple):
         return b"".join(self.messages)
 
 
+# a pull's read sets these, kept here: an enum member read off its class costs a look-up
+# through the enum's machinery a time
+_FOUND: Final = GetStatus.FOUND
+_NO_MATCHED: Final = GetStatus.NO_MATCHED_MESSAGE
+
+
 def check_readable(
     store: Store, txn: lmdb.Transaction[bytes], topic: str, queue_id: int
 ) -> TopicConfig:
@@ -428,8 +434,8 @@ def read_messages(
     message_filter: Callable[[bytes], bool] | None = None,
 ) -> GetResult:
     """`get_message` of arguments already checked (`check_pull_args`)."""
-    config = store.config
-    lo, hi = store.cq.bounds(txn, topic, queue_id)
+    config, cq = store.config, store.cq
+    lo, hi = cq.bounds(txn, topic, queue_id)
     if hi == 0:
         return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
     if offset < lo:
@@ -447,7 +453,7 @@ def read_messages(
     scan = max(16000, max_msg_nums * 20) // 20
     file_end = (offset // UNITS_PER_FILE + 1) * UNITS_PER_FILE
     end = min(hi, offset + scan, file_end)
-    status = GetStatus.NO_MATCHED_MESSAGE
+    status, found = _NO_MATCHED, _FOUND
     messages: list[bytes] = []
     offsets: list[int] = []
     total = 0
@@ -464,9 +470,7 @@ def read_messages(
         config.maxTransferCountOnMessageInDisk,
     )
     read = store.log.payload_reader(txn)  # reads each chunk once for the batch
-    for unit_offset, phy, size, tags_code in store.cq.unit_tuples(
-        txn, topic, queue_id, offset, end
-    ):
+    for unit_offset, phy, size, tags_code in cq.unit_tuples(txn, topic, queue_id, offset, end):
         # the slow verdict looks at the last unit scanned, the one that fills the batch too (B-115)
         last_phy = phy
         count = len(messages)
@@ -489,12 +493,12 @@ def read_messages(
             continue
         if message_filter is not None and not message_filter(raw):
             if not messages:
-                status = GetStatus.NO_MATCHED_MESSAGE
+                status = _NO_MATCHED
             continue
         messages.append(raw)
         offsets.append(unit_offset)
         total += len(raw)
-        status = GetStatus.FOUND
+        status = found
     else:
         next_offset = end
     if not seen:  # the units are gone: skip to the next consume-queue file

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -47,6 +48,14 @@ def _check_queue_id(queue_id: object) -> int:
     return queue_id
 
 
+@functools.lru_cache(maxsize=4096)
+def _check_names(group: str, topic: str) -> None:
+    """The group's and the topic's name checks, made once a pair: a consumer commits the same
+    pairs, each pull and each commit (a refusal raises, and is not kept)."""
+    names.check_group_name(group)
+    names.check_topic_name(topic)
+
+
 def commit_job(
     store: Store,
     group: str,
@@ -58,8 +67,11 @@ def commit_job(
     requester: str,
 ) -> Callable[[AppendContext], int]:
     """Store an offset: an overwrite, lower values included (B-28)."""
-    names.check_group_name(group)
-    names.check_topic_name(topic)
+    if type(group) is str and type(topic) is str:
+        _check_names(group, topic)
+    else:  # what the checks say of anything else (a text is all a cache can hold)
+        names.check_group_name(group)
+        names.check_topic_name(topic)
     _check_queue_id(queue_id)
     if not isinstance(offset, int) or isinstance(offset, bool):
         raise IllegalRequest(f"commitOffset {offset!r} must be an integer")

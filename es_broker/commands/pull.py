@@ -10,7 +10,7 @@ to (`pull_offset_moved`), and a piggybacked commit (B-31).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from es_broker.commands import messages, offsets
 from es_broker.commands.messages import GetResult, GetStatus
@@ -23,6 +23,9 @@ from es_broker.store import Store
 MOVED_STATUSES = frozenset(
     {GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.NO_MESSAGE_IN_QUEUE}
 )
+# read per pull, kept here: an enum member read off its class goes through the enum's machinery
+FOUND: Final = GetStatus.FOUND
+PULL_COMMIT: Final = Cause.PULL_COMMIT
 
 
 class PullRequest(NamedTuple):
@@ -68,7 +71,7 @@ def read(store: Store, pull: PullRequest) -> tuple[GetResult, SubscriptionGroupC
 
 def recorded(result: GetResult, offset: int, commit: bool) -> bool:
     """Whether a pull is recorded: it delivered, its offset was corrected, or it commits."""
-    return result.status == GetStatus.FOUND or moved(result, offset) or commit
+    return result.status is FOUND or moved(result, offset) or commit
 
 
 def moved(result: GetResult, offset: int) -> bool:
@@ -83,11 +86,12 @@ def record_job(
 ) -> Callable[[AppendContext], int]:
     """The writer job recording a pull: its delivery or moved offset, then its commit, if any
     (`commit_offset`; None: none). Returns the commit's record, 0 when none was recorded."""
-    record_moved = moved(result, pull.offset)
+    found = result.status is FOUND
+    record_moved = not found and moved(result, pull.offset)
 
     def job(ctx: AppendContext) -> int:
         ts = store.clock.now_ms()
-        if result.status == GetStatus.FOUND:
+        if found:
             ctx.append(
                 MessagesDelivered(
                     group=pull.group,
@@ -120,7 +124,7 @@ def record_job(
                 pull.topic,
                 pull.queue_id,
                 pull.commit_offset,
-                cause=Cause.PULL_COMMIT,
+                cause=PULL_COMMIT,
                 requester=pull.client,
             )(ctx)
         return 0

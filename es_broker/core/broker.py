@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 
 from es_broker.commands import (
     disk_full,
@@ -30,7 +30,7 @@ from es_broker.commands import (
     trace,
 )
 from es_broker.commands.errors import GroupNotExist, NoPermission
-from es_broker.commands.messages import GetResult, GetStatus, PutRequest
+from es_broker.commands.messages import GetResult, PutRequest
 from es_broker.commands.names import retry_topic
 from es_broker.commands.offsets import OffsetAnswer, OffsetCommit
 from es_broker.commands.placement import MessageIn, PutResult
@@ -45,6 +45,9 @@ from es_broker.log import AppendContext
 from es_broker.log.types import ConsumerGroupChanged
 from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
 from es_broker.remoting.codes import ResponseCode
+
+# read as each pull's record completes: an enum member read off its class costs a look-up
+_DISK_FULL: Final = Unrecorded.DISK_FULL
 
 
 class Broker(RetryOperations):
@@ -150,7 +153,7 @@ class Broker(RetryOperations):
             return Pending.at_once(0, then)
 
         def recorded(outcome: int | Unrecorded) -> int:
-            if outcome is Unrecorded.DISK_FULL and result.status == GetStatus.FOUND:
+            if outcome is _DISK_FULL and result.status is pull.FOUND:
                 # answered all the same (B-151); summed up and recorded once space returns (B-152)
                 self.unrecorded.add(
                     request.group,

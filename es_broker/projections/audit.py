@@ -68,6 +68,22 @@ def _pack(value: Any) -> bytes:
     return records.packb(value)
 
 
+_CHANGES = _pack("changes")
+KEPT_ENTRIES = 8192  # the explain entries `_offset_moved` keeps the bytes of, at most
+
+
+def _head(packed: bytes, entry: dict[str, Any], latest: dict[str, Any]) -> bytes | None:
+    """The bytes of an explain entry (`packed`, just noted a change: `latest`) before its
+    latest change, when the next change leaves them as they are: its last two keys are
+    `latest_change` and `changes` (so a change packs at the end) and its count an int. Its
+    first change is set by then, so the next change keeps it. None otherwise."""
+    changes = entry["changes"]
+    if list(entry)[-2:] != ["latest_change", "changes"] or type(changes) is not int:
+        return None
+    tail = _pack(latest) + _CHANGES + _pack(changes)
+    return packed[: -len(tail)] if packed.endswith(tail) else None
+
+
 class AuditProjection:
     name = "audit"
     databases = ("audit_explain", "audit_groups", "audit_acl")
@@ -78,6 +94,11 @@ class AuditProjection:
         self.groups_db = log.db("audit_groups")
         self.acl_db = log.db("audit_acl")
         self.tt_seq_db = log.db("tt_seq")  # the time index, applied before this projection
+        # by explain key, the bytes `_offset_moved` last wrote and what of them the next change
+        # keeps (`_head`) with the count: a commit then neither unpacks its entry nor packs it
+        # whole. Used only when the stored bytes are those kept, so whatever else wrote the
+        # entry since (a query's start, a rebuild, an aborted transaction) is read as before.
+        self._kept: dict[bytes, tuple[bytes, bytes, int]] = {}
 
     def is_built(self, txn: lmdb.Transaction[bytes], last_seq: int) -> bool:
         """False for a log written before these indexes existed (seq 1 always writes BUILT)."""
@@ -99,6 +120,8 @@ class AuditProjection:
         projection's `apply`."""
         if kind in TIMED:
             return self.apply
+        if kind in OFFSET_RECORD_TYPES:  # a commit's: no time, so no call in between
+            return self._offset_moved
         index = self._INDEX.get(kind)
         if index is None:
             return None
@@ -142,14 +165,30 @@ class AuditProjection:
             txn.put(key, _pack(entry), db=self.explain_db)
 
     def _offset_moved(
-        self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int
+        self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int = 0
     ) -> None:
         """Each queue the offset rule says the record moves or removes (B-504)."""
+        ts, db, kept = record["ts"], self.explain_db, self._kept
         for change in offset_changes(record):
             key = explain_key(change.group, change.topic, change.queue_id)
-            entry = self._entry(txn, key)
-            note_change(entry, change_view(seq, record["ts"], change))
-            txn.put(key, _pack(entry), db=self.explain_db)
+            raw = txn.get(key, db=db)
+            latest = change_view(seq, ts, change)
+            known, head = kept.get(key), None
+            if known is not None and raw == known[0]:  # as written last: its head stays
+                head, count = known[1], known[2] + 1
+                packed = head + _pack(latest) + _CHANGES + _pack(count)
+            else:
+                entry = empty_entry() if raw is None else msgpack.unpackb(raw)
+                note_change(entry, latest)
+                packed = _pack(entry)
+                head, count = _head(packed, entry, latest), entry["changes"]
+            txn.put(key, packed, db=db)
+            if head is None:
+                kept.pop(key, None)
+                continue
+            if len(kept) >= KEPT_ENTRIES and key not in kept:
+                kept.clear()
+            kept[key] = (packed, head, count)
 
     def _acl_loaded(
         self, txn: lmdb.Transaction[bytes], seq: int, record: Record, time: int

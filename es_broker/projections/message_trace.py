@@ -32,8 +32,9 @@ message per delivery; the upgrade to format 3 groups its entries by record.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 import lmdb
 
@@ -55,6 +56,9 @@ from es_broker.projections.keys import I64, U32, U64, queue_key
 FROM = b"from"
 TO = b"to"
 LEGACY_DATABASES = ("trace_deliveries",)  # store format 2 and before
+# an enum member read off its class costs a look-up through the enum's machinery a time
+_DELIVERED: Final = RecordType.MESSAGES_DELIVERED
+_FIRST_SEQ = struct.Struct(">QQ")  # a trace_pulls key after its queue: first offset, seq
 
 
 class MessageTraceProjection(Dispatching):
@@ -84,11 +88,13 @@ class MessageTraceProjection(Dispatching):
     def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         if self.pulls is None:  # the archive index keeps no deliveries
             return
-        delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
+        delivered = as_view(record, _DELIVERED)
         offsets = delivered["offsets"]
         if offsets:
             key = queue_key(delivered["topic"], delivered["queue_id"])
-            self._record_delivery(txn, key, sorted(set(offsets)), seq)
+            if len(offsets) > 1:  # one offset (a pull finding one message) is already in order
+                offsets = sorted(set(offsets))
+            self._record_delivery(txn, key, offsets, seq)
 
     def _sent_back(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         back = MessageSentBack.from_record(record)
@@ -139,7 +145,7 @@ class MessageTraceProjection(Dispatching):
     ) -> None:
         """The entry of a delivery of `offsets` (ascending, distinct) of a queue, and its span."""
         first, span = offsets[0], offsets[-1] - offsets[0]
-        txn.put(queue + U64.pack(first) + U64.pack(seq), delivered_value(offsets), db=self.pulls)
+        txn.put(queue + _FIRST_SEQ.pack(first, seq), delivered_value(offsets), db=self.pulls)
         widest = txn.get(queue, db=self.pulls)
         if widest is None or U64.unpack(widest)[0] < span:
             txn.put(queue, U64.pack(span), db=self.pulls)

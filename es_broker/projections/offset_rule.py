@@ -33,16 +33,17 @@ Pure: a record in, effects out. Where they are stored is the caller's business.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 from es_broker.log.records import Record
 from es_broker.log.types import Cause, RecordType, ResetMode, SlaveMergeOutcome, as_view
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetChange:
-    """One queue's committed offset moved (or, `removed`, left the table: `new` is -1 then)."""
+class OffsetChange(NamedTuple):
+    """One queue's committed offset moved (or, `removed`, left the table: `new` is -1 then).
+
+    A named tuple: one is built per commit, on the writer's hot path, where a frozen
+    dataclass sets each of its nine fields by a call."""
 
     group: str
     topic: str
@@ -55,8 +56,7 @@ class OffsetChange:
     settles_reset: bool = False  # a commit of a compat reset's target: the reset is done
 
 
-@dataclass(frozen=True, slots=True)
-class ResetPending:
+class ResetPending(NamedTuple):
     """A compat reset left this queue a target for the consumers to commit (B-74, S-2)."""
 
     group: str
@@ -68,8 +68,13 @@ class ResetPending:
 OffsetEffect = OffsetChange | ResetPending
 
 
+# enum members read per commit, kept here: one read off its class goes through the enum's machinery
+_COMMITTED: Final = RecordType.OFFSET_COMMITTED
+_RESET: Final = Cause.RESET
+
+
 def _committed(record: Record) -> list[OffsetEffect]:
-    committed = as_view(record, RecordType.OFFSET_COMMITTED)
+    committed = as_view(record, _COMMITTED)
     cause = committed["cause"]
     return [
         OffsetChange(
@@ -80,7 +85,7 @@ def _committed(record: Record) -> list[OffsetEffect]:
             committed["offset"],
             cause,
             committed["requester"],
-            settles_reset=cause == Cause.RESET,
+            settles_reset=cause == _RESET,
         )
     ]
 

@@ -46,18 +46,21 @@ class OffsetTableProjection:
         self.pending = log.db("reset_pending")
 
     def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
-        """`apply` for the record types that change the table; none for the others (a send or a
-        delivery costs this projection no call, RecordLog.apply)."""
-        return self.apply if kind in OFFSET_RECORD_TYPES else None
+        """`_store` for the record types that change the table; none for the others (a send or
+        a delivery costs this projection no call, RecordLog.apply)."""
+        return self._store if kind in OFFSET_RECORD_TYPES else None
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        if record["type"] not in OFFSET_RECORD_TYPES:  # the rule's own table says which
-            return
-        ts = record["ts"]
+        if record["type"] in OFFSET_RECORD_TYPES:  # the rule's own table says which
+            self._store(txn, seq, record)
+
+    def _store(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        """Store what the offset rule says a record of an OFFSET_RECORD_TYPES type does."""
+        ts, packb = record["ts"], records.packb
         for effect in offset_effects(record):
             key = offset_key(effect.topic, effect.group, effect.queue_id)
             if isinstance(effect, ResetPending):
-                txn.put(key, records.packb([effect.target, seq, ts]), db=self.pending)
+                txn.put(key, packb([effect.target, seq, ts]), db=self.pending)
                 continue
             if effect.removed:
                 txn.delete(key, db=self.db)
@@ -65,7 +68,7 @@ class OffsetTableProjection:
             else:
                 txn.put(key, I64.pack(effect.new), db=self.db)
             entry = [ts, effect.old, effect.new, effect.cause, effect.requester]
-            txn.put(key + U64.pack(seq), records.packb(entry), db=self.history)
+            txn.put(key + U64.pack(seq), packb(entry), db=self.history)
             if effect.settles_reset:
                 txn.delete(key, db=self.pending)
 
@@ -74,7 +77,8 @@ class OffsetTableProjection:
     ) -> tuple[int, tuple[int, int, int] | None]:
         """(`query`, `pending_reset`) of one queue, its key built once (a commit reads both)."""
         key = offset_key(topic, group, queue_id)
-        return _offset(txn.get(key, db=self.db)), _pending(txn.get(key, db=self.pending))
+        raw, pending = txn.get(key, db=self.db), txn.get(key, db=self.pending)
+        return I64.unpack(raw)[0] if raw else -1, _pending(pending) if pending else None
 
     def pending_reset(
         self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
