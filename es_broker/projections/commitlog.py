@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import lmdb
 
 from es_broker.log import Record, RecordLog, chunks
-from es_broker.log.types import CommitlogExpired, ImportSkipped, RecordType, as_view
+from es_broker.log.types import CommitlogExpired, ImportSkipped, MessagesStoredRecord, RecordType
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U64
 
@@ -52,8 +52,8 @@ class CommitLogProjection(Dispatching):
         self._txn: lmdb.Transaction[bytes] | None = None
         self._max = 0
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        units = as_view(record, RecordType.MESSAGES_STORED)["units"]
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
+        units = stored["units"]
         phy, size, _ = units[-1]
         self._txn, self._max = txn, phy + size
         for mark in marks_of(units):

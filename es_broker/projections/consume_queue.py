@@ -29,7 +29,12 @@ import lmdb
 
 from es_broker import compiled
 from es_broker.log import LogCorruptError, Record, RecordLog
-from es_broker.log.types import CommitlogExpired, ImportSkipped, RecordType, as_view
+from es_broker.log.types import (
+    CommitlogExpired,
+    ImportSkipped,
+    MessagesStoredRecord,
+    RecordType,
+)
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64, queue_key
 
@@ -77,8 +82,7 @@ class ConsumeQueueProjection(Dispatching):
         self._bounds: dict[tuple[str, int], tuple[int, int]] = {}
         self._tails: dict[bytes, tuple[int, bytes]] = {}
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        stored = as_view(record, RecordType.MESSAGES_STORED)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         topic, qid, offset, ts, units = (
             stored["topic"],
             stored["queue_id"],
@@ -89,10 +93,25 @@ class ConsumeQueueProjection(Dispatching):
         if txn is not self._txn:
             self.forget()
             self._txn = txn
-        queue = queue_key(topic, qid)
-        lo, _ = self.bounds(txn, topic, qid)
-        self._append(txn, queue, offset, queue_block(units, ts), keep=True)
-        bounds = self._bounds[(topic, qid)] = (lo, offset + len(units))
+        queue, name = queue_key(topic, qid), (topic, qid)
+        known = self._bounds.get(name)
+        lo = known[0] if known is not None else self.bounds(txn, topic, qid)[0]
+        packed = queue_block(units, ts)
+        tail, at, count = self._tails.get(queue), offset % BLOCK_UNITS, len(units)
+        if (
+            tail is not None
+            and 0 < at <= BLOCK_UNITS - count
+            and count
+            and tail[0] + len(tail[1]) // UNIT.size == offset
+        ):
+            # the usual send: its units fit the queue's last block, kept and ending at offset
+            # (what `_append` does then, without its loop)
+            first, block = tail[0], tail[1] + packed
+            txn.put(queue + U64.pack(first), block, db=self.db)
+            self._tails[queue] = (first, block)
+        else:
+            self._append(txn, queue, offset, packed, keep=True)
+        bounds = self._bounds[name] = (lo, offset + count)
         txn.put(queue, _BOUNDS.pack(*bounds), db=self.meta)
 
     def forget(self) -> None:

@@ -43,6 +43,7 @@ from es_broker.log.types import (
     DeadLetterRedriven,
     DelayedMessageSkipped,
     MessageSentBack,
+    MessagesStoredRecord,
     RecordType,
     ReplyPushed,
     TransactionChecked,
@@ -68,8 +69,7 @@ class MessageTraceProjection(Dispatching):
             "trace_pulls"
         )  # None in the archive index (es_broker/history/horizon.py)
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        stored = as_view(record, RecordType.MESSAGES_STORED)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         first = stored["units"][0][0]
         txn.put(I64.pack(first), U64.pack(seq), db=self.stored)
         delivery = stored.get("delivery")
