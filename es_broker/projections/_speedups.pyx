@@ -1,4 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# distutils: libraries = z
 """The compiled twins of the projections' per-message loops for a `messages_stored` record.
 
 Each function has the name, signature and results of its pure-Python
@@ -17,6 +18,11 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from es_broker._bigendian cimport _get64, _put32, _put64
 
+
+cdef extern from "zlib.h":
+    # zlib.crc32's own function, called without a Python call per key (the key index's hashes)
+    unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len) nogil
+
 cdef int UNIT_SIZE = 28  # consume_queue.UNIT: >qiqq
 cdef int ROLLBACK = 0xC  # key_index: a rolled-back transaction message is not indexed
 
@@ -29,13 +35,10 @@ cdef int BORNHOST_V6 = 0x10
 
 cdef dict _REF = None
 cdef object _message_keys = None
-cdef object _crc32 = None
 
 
 cdef int _bind() except -1:
-    global _REF, _message_keys, _crc32
-    import zlib
-
+    global _REF, _message_keys
     from es_broker.projections import consume_queue, key_index
 
     if (
@@ -47,7 +50,6 @@ cdef int _bind() except -1:
     ):
         raise ImportError("es_broker.projections._speedups was built from other layouts than the projections'")
     _message_keys = key_index.message_keys
-    _crc32 = zlib.crc32
     _REF = dict(consume_queue.REFERENCE, **key_index.REFERENCE)
     return 0
 
@@ -112,11 +114,14 @@ def index_entries(read, units, topic):
     cdef list written = []
     cdef bytes bucket, entry
     cdef char* p
+    cdef const unsigned char* key
     if _REF is None:
         _bind()
     if type(topic) is not bytes or (type(units) is not list and type(units) is not tuple):
         return _REF["index_entries"](read, units, topic)
-    seed = _crc32(topic)
+    if PyBytes_GET_SIZE(topic) > 0xFFFFFFFF:
+        return _REF["index_entries"](read, units, topic)
+    seed = crc32(0, <const unsigned char*>PyBytes_AS_STRING(topic), <unsigned int>PyBytes_GET_SIZE(topic))
     for unit in units:
         if not _is_unit(unit) or type(unit[0]) is not int:
             return _REF["index_entries"](read, units, topic)
@@ -148,9 +153,15 @@ def index_entries(read, units, topic):
         elif ts > TIME_MAX:
             ts = TIME_MAX
         for token in tokens:
-            h = _crc32(token, seed)
+            if type(token) is not bytes or PyBytes_GET_SIZE(token) > 0xFFFFFFFF:
+                return _REF["index_entries"](read, units, topic)
+            # CRC-32 runs on: the key's hash continues its bucket's from the last NEIGHBOURS bytes
             near_len = PyBytes_GET_SIZE(token) - NEIGHBOURS
-            near = _crc32(token[:near_len] if near_len > 0 else b"", seed)
+            if near_len < 0:
+                near_len = 0
+            key = <const unsigned char*>PyBytes_AS_STRING(token)
+            near = crc32(seed, key, <unsigned int>near_len)
+            h = crc32(near, key + near_len, <unsigned int>(PyBytes_GET_SIZE(token) - near_len))
             bucket = PyBytes_FromStringAndSize(NULL, 2)
             p = PyBytes_AS_STRING(bucket)
             p[0] = <char>(near >> 24)

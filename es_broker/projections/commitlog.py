@@ -56,8 +56,9 @@ class CommitLogProjection(Dispatching):
         units = stored["units"]
         phy, size, _ = units[-1]
         self._txn, self._max = txn, phy + size
-        for mark in marks_of(units):
-            txn.put(U64.pack(mark), b"", db=self.marks)
+        if units[0][0] // MARK_SPAN != self._max // MARK_SPAN:  # else within a span: no mark
+            for mark in marks_of(units):
+                txn.put(U64.pack(mark), b"", db=self.marks)
 
     def _import_skipped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         """An import's skipped span, and the units it kept without a message (B-527): the commit
