@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # distutils: libraries = z
-"""The compiled twins of the projections' per-message loops for a `messages_stored` record.
+"""The compiled twins of the projections' per-message loops for a `messages_stored` record, and
+of the consume queue's read of a queue's units (`queue_units`, the pull's).
 
 Each function has the name, signature and results of its pure-Python
 reference (`REFERENCE` in consume_queue.py and key_index.py), byte for byte
@@ -16,7 +17,9 @@ them is bound at the first call.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
-from es_broker._bigendian cimport _get64, _put32, _put64
+from libc.string cimport memcmp
+
+from es_broker._bigendian cimport _get32, _get64, _put32, _put64
 
 
 cdef extern from "zlib.h":
@@ -174,3 +177,58 @@ def index_entries(read, units, topic):
             p[13] = <char>phy
             written.append((bucket, entry))
     return written
+
+
+# ------------------------------------------------------------------ consume queue: a queue's units
+# (`queue_units`, the pull's read of the units it hands out)
+
+cdef int64_t OFFSET_LIMIT = 1 << 62  # offsets above are handed to the reference (U64 keys)
+
+
+def queue_units(cur, queue, start, end, timed):
+    if _REF is None:
+        _bind()
+    if (
+        type(queue) is not bytes or type(start) is not int or type(end) is not int
+        or type(timed) is not bool or not 0 <= start <= OFFSET_LIMIT or not 0 <= end <= OFFSET_LIMIT
+    ):
+        return _REF["queue_units"](cur, queue, start, end, timed)
+    return _queue_units(cur, <bytes>queue, start, end, timed)
+
+
+def _queue_units(cur, bytes queue, int64_t start, int64_t end, bint timed):
+    cdef Py_ssize_t qlen = PyBytes_GET_SIZE(queue), count, i, lo, hi
+    cdef int64_t first, offset
+    cdef uint64_t key_first
+    cdef const uint8_t* p
+    for key, value in cur:
+        if type(key) is not bytes or type(value) is not bytes:  # a transaction with buffers=True
+            yield from _REF["queue_units"](cur, queue, start, end, bool(timed))  # from this block
+            return
+        if PyBytes_GET_SIZE(key) != qlen + 8 or memcmp(
+            PyBytes_AS_STRING(key), PyBytes_AS_STRING(queue), qlen
+        ) != 0:
+            if key[:qlen] < queue:
+                continue  # the block before the queue's first
+            return
+        key_first = <uint64_t>_get64(<const uint8_t*>PyBytes_AS_STRING(key) + qlen)
+        if key_first > <uint64_t>OFFSET_LIMIT:
+            yield from _REF["queue_units"](cur, queue, start, end, bool(timed))  # from this block
+            return
+        first = <int64_t>key_first
+        if first >= end:
+            return
+        count = PyBytes_GET_SIZE(value) // UNIT_SIZE
+        if first + count <= start:
+            continue
+        lo = start - first if start > first else 0
+        hi = end - first if end - first < count else count
+        offset = first + lo
+        p = <const uint8_t*>PyBytes_AS_STRING(value) + lo * UNIT_SIZE
+        for i in range(lo, hi):
+            if timed:
+                yield offset, _get64(p), _get32(p + 8), _get64(p + 12), _get64(p + 20)
+            else:
+                yield offset, _get64(p), _get32(p + 8), _get64(p + 12)
+            offset += 1
+            p += UNIT_SIZE
