@@ -98,6 +98,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert requests.check is requests.REFERENCE["check"]
         assert requests.decode is requests.REFERENCE["decode"]
         assert consume_queue.queue_block is consume_queue.REFERENCE["queue_block"]
+        assert consume_queue.queue_units is consume_queue.REFERENCE["queue_units"]
         assert key_index.index_entries is key_index.REFERENCE["index_entries"]
         assert chunks.reader is chunks.REFERENCE["reader"]
         assert store_messages.encode_batch is store_messages.REFERENCE["encode_batch"]
@@ -119,6 +120,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert requests.check is codec.check
         assert requests.decode is codec.decode
         assert consume_queue.queue_block is fast_projections.queue_block
+        assert consume_queue.queue_units is fast_projections.queue_units
         assert key_index.index_entries is fast_projections.index_entries
         assert chunks.reader is fast_log.Reader
         assert store_messages.encode_batch is fast_commands.encode_batch
@@ -672,6 +674,70 @@ def test_index_entries(messages, topic, data):
     read = stored.get  # message bytes by physical offset, as the commit log's chunks answer
     same_projection("index_entries", key_index.REFERENCE, read, unit_list, topic)
     same_projection("index_entries", key_index.REFERENCE, read, tuple(unit_list), topic)
+
+
+# a consume queue's units as a pull reads them (`queue_units`): blocks of a few queues, in one
+# database, read from wherever a cursor starts (the twin hands offsets past 2**62 back)
+_QUEUES = (b"A\x00\x00\x00\x00\x01", b"A\x00\x00\x00\x00\x02", b"AB\x00\x00\x00\x00\x01")
+_CQ_ENV = None
+
+
+def _cq_env():
+    global _CQ_ENV
+    if _CQ_ENV is None:
+        import tempfile
+
+        import lmdb
+
+        env = lmdb.open(tempfile.mkdtemp(prefix="cq-identity-"), max_dbs=2, map_size=1 << 24)
+        _CQ_ENV = (env, env.open_db(b"cq_pages"))
+    return _CQ_ENV
+
+
+cq_units = st.lists(
+    st.tuples(
+        st.integers(-(1 << 63), (1 << 63) - 1),
+        st.integers(-(1 << 31), (1 << 31) - 1),
+        st.integers(-(1 << 63), (1 << 63) - 1),
+        st.integers(-(1 << 63), (1 << 63) - 1),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_QUEUES),
+            st.one_of(st.integers(0, 40), st.just((1 << 62) + 1), st.just((1 << 64) - 3)),
+            cq_units,
+        ),
+        max_size=10,
+    ),
+    st.sampled_from(_QUEUES),
+    st.one_of(st.integers(-3, 50), st.just(1 << 62), st.just(1 << 63)),
+    st.one_of(st.integers(-3, 50), st.just((1 << 62) + 4), st.just(1 << 64)),
+    st.binary(max_size=16),
+    st.booleans(),
+    st.booleans(),
+)
+def test_queue_units(blocks, queue, start, end, seek, timed, buffers):
+    env, db = _cq_env()
+    with env.begin(write=True, buffers=buffers) as txn:
+        txn.drop(db, delete=False)
+        for name, first, unit_rows in blocks:
+            value = b"".join(consume_queue.UNIT.pack(*row) for row in unit_rows)
+            txn.put(name + first.to_bytes(8, "big"), value, db=db)
+
+        def read(units_of):
+            cur = txn.cursor(db=db)
+            if not cur.set_range(seek):
+                cur.last()
+            return outcome(lambda: list(units_of(cur, queue, start, end, timed)))
+
+        assert read(fast_projections.queue_units) == read(consume_queue.REFERENCE["queue_units"])
 
 
 # ---------------------------------------------------------------------- the commit log's reader

@@ -6,7 +6,6 @@ diverts sends to `%RETRY%G` past the retry limit to `%DLQ%G` (B-95).
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Callable
 from enum import Enum
@@ -73,13 +72,14 @@ def prepare_put(store: Store, request: PutRequest) -> _Prepared:
     topic, queue_id, messages = request.topic, request.queue_id, request.messages
     names.check_topic_name(topic)
     names.check_sendable(topic)
-    if store.config.brokerRole == BrokerRole.SLAVE:
+    config = store.config  # read once: a property of the store
+    if config.brokerRole == BrokerRole.SLAVE:
         raise ServiceNotAvailable("service not available now. the broker is a slave")
     if not messages:
         raise MessageIllegal("the batch holds no message")
     if not isinstance(queue_id, int):
         raise IllegalRequest(f"queueId must be an integer, got {queue_id!r}")
-    store_host = (store.config.brokerIP1, store.config.listenPort)
+    store_host = (config.brokerIP1, config.listenPort)
     levels = [delay.requested_level(m.properties) for m in messages]
     if len(messages) > 1 and any(level > 0 for level in levels):
         # as CommitLog#asyncPutMessages
@@ -95,10 +95,10 @@ def prepare_put(store: Store, request: PutRequest) -> _Prepared:
         topic,
         queue_id,
         messages,
-        store.config.brokerClusterName,
+        config.brokerClusterName,
         store_host,
-        store.config.maxMessageSize,
-        store.config.mappedFileSizeCommitLog,
+        config.maxMessageSize,
+        config.mappedFileSizeCommitLog,
     )
     return _Prepared(request, tuple(encoded), tuple(codes), max(levels), half, timers[0])
 
@@ -161,7 +161,7 @@ def put_job(store: Store, prepared: _Prepared) -> Callable[[AppendContext], PutR
         if config is not None:
             return put(ctx, config)
         created = put(ctx, _auto_create(store, ctx, request))
-        return dataclasses.replace(created, created_topic=True)
+        return created._replace(created_topic=True)
 
     def put(ctx: AppendContext, config: TopicConfig) -> PutResult:
         topic = request.topic
@@ -177,7 +177,8 @@ def put_job(store: Store, prepared: _Prepared) -> Callable[[AppendContext], PutR
         elif queue_id >= max(write_nums, read_nums):
             raise IllegalRequest(f"request queueId[{queue_id}] is illegal, topic:{topic} ...")
         ts = store.clock.now_ms()
-        host = (store.config.brokerIP1, store.config.listenPort)
+        settings = store.config
+        host = (settings.brokerIP1, settings.listenPort)
         if prepared.half:  # invisible until END_TRANSACTION commits it (B-220); DELAY is ignored
             (msg,) = request.messages
             return transaction.store_half(
@@ -312,8 +313,8 @@ def park(
         delay={"level": level, "deliver_at": due, "real_topic": topic, "real_queue_id": queue_id},
         cause=cause,
     )
-    return dataclasses.replace(
-        result, real_topic=topic, real_queue_id=queue_id, delay_level=level, deliver_at=due
+    return result._replace(
+        real_topic=topic, real_queue_id=queue_id, delay_level=level, deliver_at=due
     )
 
 

@@ -9,7 +9,6 @@ with `place`, which decides its offsets and records `messages_stored` (B-09..B-1
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from es_broker.commands.errors import MessageIllegal
@@ -36,8 +35,13 @@ class MessageIn(NamedTuple):
     reconsume_times: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class PutResult:
+class PutResult(NamedTuple):
+    """Where a store placed its messages (read-only; `_replace` gives a changed copy).
+
+    A named tuple, as MessageIn: built per send on the hot path, where a frozen
+    dataclass sets each of its fields through `object.__setattr__`.
+    """
+
     topic: str
     queue_id: int
     queue_offset: int
@@ -153,7 +157,7 @@ def place(
         topic,
         queue_id,
         queue_offset,
-        tuple(u[0] for u in units),
+        tuple([phy for phy, _ in payloads]),
         tuple(ids),
         ts,
         seq,

@@ -20,7 +20,7 @@ from typing import Any
 
 import lmdb
 
-from es_broker.log.types import RecordType, as_view
+from es_broker.log.types import MessagesStoredRecord, RecordType, as_view
 from es_broker.projections.dispatch import Dispatching, handlers
 
 WINDOWS_S = (10, 60, 600)  # StoreStatsService#getPutTps(10), (60), (600)
@@ -42,8 +42,7 @@ class RecordRates(Dispatching):
         """Nothing to open: the counts are kept in memory."""
 
     # every record passes here: the dict views, not the classes (see log/types.py)
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: dict[str, Any]) -> None:
-        stored = as_view(record, RecordType.MESSAGES_STORED)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         self._add(stored["ts"], 0, len(stored["units"]))
 
     def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: dict[str, Any]) -> None:

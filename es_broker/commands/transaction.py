@@ -21,7 +21,6 @@ nothing again.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import struct
 from collections.abc import Callable, Mapping
@@ -140,7 +139,7 @@ def store_half(
             "immunity_s": immunity_seconds(props),
         },
     )
-    return dataclasses.replace(result, real_topic=topic, real_queue_id=queue_id)
+    return result._replace(real_topic=topic, real_queue_id=queue_id)
 
 
 # ---------------------------------------------------------------------- END_TRANSACTION

@@ -1,5 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled twins of the projections' per-message loops for a `messages_stored` record.
+# distutils: libraries = z
+"""The compiled twins of the projections' per-message loops for a `messages_stored` record, and
+of the consume queue's read of a queue's units (`queue_units`, the pull's).
 
 Each function has the name, signature and results of its pure-Python
 reference (`REFERENCE` in consume_queue.py and key_index.py), byte for byte
@@ -15,7 +17,14 @@ them is bound at the first call.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
-from es_broker._bigendian cimport _get64, _put32, _put64
+from libc.string cimport memcmp
+
+from es_broker._bigendian cimport _get32, _get64, _put32, _put64
+
+
+cdef extern from "zlib.h":
+    # zlib.crc32's own function, called without a Python call per key (the key index's hashes)
+    unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len) nogil
 
 cdef int UNIT_SIZE = 28  # consume_queue.UNIT: >qiqq
 cdef int ROLLBACK = 0xC  # key_index: a rolled-back transaction message is not indexed
@@ -29,13 +38,10 @@ cdef int BORNHOST_V6 = 0x10
 
 cdef dict _REF = None
 cdef object _message_keys = None
-cdef object _crc32 = None
 
 
 cdef int _bind() except -1:
-    global _REF, _message_keys, _crc32
-    import zlib
-
+    global _REF, _message_keys
     from es_broker.projections import consume_queue, key_index
 
     if (
@@ -47,7 +53,6 @@ cdef int _bind() except -1:
     ):
         raise ImportError("es_broker.projections._speedups was built from other layouts than the projections'")
     _message_keys = key_index.message_keys
-    _crc32 = zlib.crc32
     _REF = dict(consume_queue.REFERENCE, **key_index.REFERENCE)
     return 0
 
@@ -112,11 +117,14 @@ def index_entries(read, units, topic):
     cdef list written = []
     cdef bytes bucket, entry
     cdef char* p
+    cdef const unsigned char* key
     if _REF is None:
         _bind()
     if type(topic) is not bytes or (type(units) is not list and type(units) is not tuple):
         return _REF["index_entries"](read, units, topic)
-    seed = _crc32(topic)
+    if PyBytes_GET_SIZE(topic) > 0xFFFFFFFF:
+        return _REF["index_entries"](read, units, topic)
+    seed = crc32(0, <const unsigned char*>PyBytes_AS_STRING(topic), <unsigned int>PyBytes_GET_SIZE(topic))
     for unit in units:
         if not _is_unit(unit) or type(unit[0]) is not int:
             return _REF["index_entries"](read, units, topic)
@@ -148,9 +156,15 @@ def index_entries(read, units, topic):
         elif ts > TIME_MAX:
             ts = TIME_MAX
         for token in tokens:
-            h = _crc32(token, seed)
+            if type(token) is not bytes or PyBytes_GET_SIZE(token) > 0xFFFFFFFF:
+                return _REF["index_entries"](read, units, topic)
+            # CRC-32 runs on: the key's hash continues its bucket's from the last NEIGHBOURS bytes
             near_len = PyBytes_GET_SIZE(token) - NEIGHBOURS
-            near = _crc32(token[:near_len] if near_len > 0 else b"", seed)
+            if near_len < 0:
+                near_len = 0
+            key = <const unsigned char*>PyBytes_AS_STRING(token)
+            near = crc32(seed, key, <unsigned int>near_len)
+            h = crc32(near, key + near_len, <unsigned int>(PyBytes_GET_SIZE(token) - near_len))
             bucket = PyBytes_FromStringAndSize(NULL, 2)
             p = PyBytes_AS_STRING(bucket)
             p[0] = <char>(near >> 24)
@@ -163,3 +177,58 @@ def index_entries(read, units, topic):
             p[13] = <char>phy
             written.append((bucket, entry))
     return written
+
+
+# ------------------------------------------------------------------ consume queue: a queue's units
+# (`queue_units`, the pull's read of the units it hands out)
+
+cdef int64_t OFFSET_LIMIT = 1 << 62  # offsets above are handed to the reference (U64 keys)
+
+
+def queue_units(cur, queue, start, end, timed):
+    if _REF is None:
+        _bind()
+    if (
+        type(queue) is not bytes or type(start) is not int or type(end) is not int
+        or type(timed) is not bool or not 0 <= start <= OFFSET_LIMIT or not 0 <= end <= OFFSET_LIMIT
+    ):
+        return _REF["queue_units"](cur, queue, start, end, timed)
+    return _queue_units(cur, <bytes>queue, start, end, timed)
+
+
+def _queue_units(cur, bytes queue, int64_t start, int64_t end, bint timed):
+    cdef Py_ssize_t qlen = PyBytes_GET_SIZE(queue), count, i, lo, hi
+    cdef int64_t first, offset
+    cdef uint64_t key_first
+    cdef const uint8_t* p
+    for key, value in cur:
+        if type(key) is not bytes or type(value) is not bytes:  # a transaction with buffers=True
+            yield from _REF["queue_units"](cur, queue, start, end, bool(timed))  # from this block
+            return
+        if PyBytes_GET_SIZE(key) != qlen + 8 or memcmp(
+            PyBytes_AS_STRING(key), PyBytes_AS_STRING(queue), qlen
+        ) != 0:
+            if key[:qlen] < queue:
+                continue  # the block before the queue's first
+            return
+        key_first = <uint64_t>_get64(<const uint8_t*>PyBytes_AS_STRING(key) + qlen)
+        if key_first > <uint64_t>OFFSET_LIMIT:
+            yield from _REF["queue_units"](cur, queue, start, end, bool(timed))  # from this block
+            return
+        first = <int64_t>key_first
+        if first >= end:
+            return
+        count = PyBytes_GET_SIZE(value) // UNIT_SIZE
+        if first + count <= start:
+            continue
+        lo = start - first if start > first else 0
+        hi = end - first if end - first < count else count
+        offset = first + lo
+        p = <const uint8_t*>PyBytes_AS_STRING(value) + lo * UNIT_SIZE
+        for i in range(lo, hi):
+            if timed:
+                yield offset, _get64(p), _get32(p + 8), _get64(p + 12), _get64(p + 20)
+            else:
+                yield offset, _get64(p), _get32(p + 8), _get64(p + 12)
+            offset += 1
+            p += UNIT_SIZE

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import lmdb
 
 from es_broker.log import Record, RecordLog, chunks
-from es_broker.log.types import CommitlogExpired, ImportSkipped, RecordType, as_view
+from es_broker.log.types import CommitlogExpired, ImportSkipped, MessagesStoredRecord, RecordType
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U64
 
@@ -52,12 +52,13 @@ class CommitLogProjection(Dispatching):
         self._txn: lmdb.Transaction[bytes] | None = None
         self._max = 0
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        units = as_view(record, RecordType.MESSAGES_STORED)["units"]
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
+        units = stored["units"]
         phy, size, _ = units[-1]
         self._txn, self._max = txn, phy + size
-        for mark in marks_of(units):
-            txn.put(U64.pack(mark), b"", db=self.marks)
+        if units[0][0] // MARK_SPAN != self._max // MARK_SPAN:  # else within a span: no mark
+            for mark in marks_of(units):
+                txn.put(U64.pack(mark), b"", db=self.marks)
 
     def _import_skipped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         """An import's skipped span, and the units it kept without a message (B-527): the commit

@@ -23,13 +23,18 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 import lmdb
 
 from es_broker import compiled
 from es_broker.log import LogCorruptError, Record, RecordLog
-from es_broker.log.types import CommitlogExpired, ImportSkipped, RecordType, as_view
+from es_broker.log.types import (
+    CommitlogExpired,
+    ImportSkipped,
+    MessagesStoredRecord,
+    RecordType,
+)
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64, queue_key
 
@@ -57,8 +62,48 @@ def queue_block(units: list[list[int]], ts: int) -> bytes:
     return b"".join([pack_unit(phy, size, tags_code, ts) for phy, size, tags_code in units])
 
 
-# the pure-Python function that has a compiled twin (es_broker/projections/_speedups.pyx)
-REFERENCE = {"queue_block": queue_block}
+@overload
+def queue_units(
+    cur: lmdb.Cursor[bytes], queue: bytes, start: int, end: int, timed: Literal[True]
+) -> Iterator[tuple[int, int, int, int, int]]: ...
+@overload
+def queue_units(
+    cur: lmdb.Cursor[bytes], queue: bytes, start: int, end: int, timed: Literal[False]
+) -> Iterator[tuple[int, int, int, int]]: ...
+def queue_units(
+    cur: lmdb.Cursor[bytes], queue: bytes, start: int, end: int, timed: bool
+) -> Iterator[tuple[int, ...]]:
+    """The units of `queue` with start <= offset < end, in offset order: (offset, physical
+    offset, size, tags code), and the store time when `timed`. Read from `cur`, a cursor on
+    cq_pages at the queue's block holding start, or at a block before the queue's first, or
+    after it (`ConsumeQueueProjection._cursor_at`)."""
+    qlen, size, iter_unpack = len(queue), UNIT.size, UNIT.iter_unpack
+    for key, value in cur:
+        if len(key) != qlen + 8 or key[:qlen] != queue:
+            if key[:qlen] < queue:
+                continue  # the block before the queue's first
+            return
+        first = U64.unpack_from(key, qlen)[0]
+        if first >= end:
+            return
+        count = len(value) // size
+        if first + count <= start:
+            continue
+        lo, hi = max(start - first, 0), min(end - first, count)
+        offset = first + lo
+        units = iter_unpack(value[lo * size : hi * size])
+        if timed:
+            for phy, unit_size, tags_code, ts in units:
+                yield offset, phy, unit_size, tags_code, ts
+                offset += 1
+        else:
+            for phy, unit_size, tags_code, _ in units:
+                yield offset, phy, unit_size, tags_code
+                offset += 1
+
+
+# the pure-Python functions that have a compiled twin (es_broker/projections/_speedups.pyx)
+REFERENCE = {"queue_block": queue_block, "queue_units": queue_units}
 
 
 class ConsumeQueueProjection(Dispatching):
@@ -77,8 +122,7 @@ class ConsumeQueueProjection(Dispatching):
         self._bounds: dict[tuple[str, int], tuple[int, int]] = {}
         self._tails: dict[bytes, tuple[int, bytes]] = {}
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        stored = as_view(record, RecordType.MESSAGES_STORED)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         topic, qid, offset, ts, units = (
             stored["topic"],
             stored["queue_id"],
@@ -89,10 +133,25 @@ class ConsumeQueueProjection(Dispatching):
         if txn is not self._txn:
             self.forget()
             self._txn = txn
-        queue = queue_key(topic, qid)
-        lo, _ = self.bounds(txn, topic, qid)
-        self._append(txn, queue, offset, queue_block(units, ts), keep=True)
-        bounds = self._bounds[(topic, qid)] = (lo, offset + len(units))
+        queue, name = queue_key(topic, qid), (topic, qid)
+        known = self._bounds.get(name)
+        lo = known[0] if known is not None else self.bounds(txn, topic, qid)[0]
+        packed = queue_block(units, ts)
+        tail, at, count = self._tails.get(queue), offset % BLOCK_UNITS, len(units)
+        if (
+            tail is not None
+            and 0 < at <= BLOCK_UNITS - count
+            and count
+            and tail[0] + len(tail[1]) // UNIT.size == offset
+        ):
+            # the usual send: its units fit the queue's last block, kept and ending at offset
+            # (what `_append` does then, without its loop)
+            first, block = tail[0], tail[1] + packed
+            txn.put(queue + U64.pack(first), block, db=self.db)
+            self._tails[queue] = (first, block)
+        else:
+            self._append(txn, queue, offset, packed, keep=True)
+        bounds = self._bounds[name] = (lo, offset + count)
         txn.put(queue, _BOUNDS.pack(*bounds), db=self.meta)
 
     def forget(self) -> None:
@@ -270,40 +329,32 @@ class ConsumeQueueProjection(Dispatching):
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, start: int, end: int
     ) -> Iterator[tuple[int, int, int, int]]:
         """(offset, physical offset, size, tags code) for start <= offset < end: the pull's hot loop."""
-        for offset, phy, size, tags_code, _ in self._tuples(txn, topic, queue_id, start, end):
-            yield offset, phy, size, tags_code
+        queue = queue_key(topic, queue_id)
+        cur = self._cursor_at(txn, queue, start, end)
+        return iter(()) if cur is None else queue_units(cur, queue, max(start, 0), end, False)
 
     def _tuples(
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, start: int, end: int
     ) -> Iterator[tuple[int, int, int, int, int]]:
         queue = queue_key(topic, queue_id)
+        cur = self._cursor_at(txn, queue, start, end)
+        return iter(()) if cur is None else queue_units(cur, queue, max(start, 0), end, True)
+
+    def _cursor_at(
+        self, txn: lmdb.Transaction[bytes], queue: bytes, start: int, end: int
+    ) -> lmdb.Cursor[bytes] | None:
+        """A cursor on the queue's block holding start, else the first after it (for
+        `queue_units`); None when no unit can be in [start, end)."""
         start = max(start, 0)
         if start >= end or self.db is None:
-            return
+            return None
         cur = txn.cursor(db=self.db)
-        # the block holding start, else the first after it
         if cur.set_range(queue + U64.pack(start + 1)):
             if not cur.prev():
                 cur.first()
         elif not cur.last():
-            return
-        qlen, size, iter_unpack = len(queue), UNIT.size, UNIT.iter_unpack
-        for key, value in cur:
-            if len(key) != qlen + 8 or key[:qlen] != queue:
-                if key[:qlen] < queue:
-                    continue  # the block before the queue's first
-                return
-            first = U64.unpack_from(key, qlen)[0]
-            if first >= end:
-                return
-            count = len(value) // size
-            if first + count <= start:
-                continue
-            lo, hi = max(start - first, 0), min(end - first, count)
-            offset = first + lo
-            for phy, unit_size, tags_code, ts in iter_unpack(value[lo * size : hi * size]):
-                yield offset, phy, unit_size, tags_code, ts
-                offset += 1
+            return None
+        return cur
 
     def sizes(
         self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int, offsets: list[int]
@@ -372,4 +423,4 @@ class ConsumeQueueProjection(Dispatching):
             yield topic.decode(), struct.unpack(">I", qid)[0], lo, hi
 
 
-compiled.install(globals(), "es_broker.projections._speedups", "queue_block")
+compiled.install(globals(), "es_broker.projections._speedups", "queue_block", "queue_units")

@@ -17,7 +17,12 @@ from collections.abc import Iterator
 import lmdb
 
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import DelayedMessageSkipped, Imported, RecordType, as_view
+from es_broker.log.types import (
+    DelayedMessageSkipped,
+    Imported,
+    MessagesStoredRecord,
+    RecordType,
+)
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U32
 
@@ -29,8 +34,8 @@ class DeliveryScheduleProjection(Dispatching):
     def bind(self, log: RecordLog) -> None:
         self.db = log.db("delay_cursors")
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        delivery = as_view(record, RecordType.MESSAGES_STORED).get("delivery")
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
+        delivery = stored.get("delivery")
         # level 0: a timer message's delivery, the timer projection's (B-589)
         if delivery is not None and delivery["level"] > 0:
             txn.put(U32.pack(delivery["level"]), I64.pack(delivery["next_cursor"]), db=self.db)

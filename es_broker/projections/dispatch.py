@@ -4,10 +4,13 @@ A projection lists, in `HANDLERS`, the function applying each record type it
 keeps state for; `apply` finds the record's and calls it, and a record of any
 other type leaves the projection alone. A handler that reads a hot record's
 fields takes its dict view (`es_broker.log.types.as_view`), so mypy checks
-each key it reads. A projection with work for every record as well (the time
-index's clock) keeps its own `apply`, which looks its table up the same way;
-one that marks, at seq 1, that it was built from the log's start (stats,
-history) says how in `mark_built`.
+each key it reads; a handler of a record the writer applies per message
+(`messages_stored`) declares its record parameter as that view instead
+(`MessagesStoredRecord`): the same check, without a call per record. A
+projection with work for every record as well (the time index's clock) keeps
+its own `apply`, which looks its table up the same way; one that marks, at
+seq 1, that it was built from the log's start (stats, history) says how in
+`mark_built`.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import lmdb
 from es_broker.log import Record
 from es_broker.log.types import RecordType
 
-# (projection, txn, seq, record); lmdb's Transaction is generic to the type checker only
-Handler = Callable[[Any, "lmdb.Transaction[bytes]", int, Record], None]
+# (projection, txn, seq, record); lmdb's Transaction is generic to the type checker only. The
+# record is typed Any here so that a handler may take it as its type's dict view (a TypedDict)
+Handler = Callable[[Any, "lmdb.Transaction[bytes]", int, Any], None]
 
 
 H = TypeVar("H")

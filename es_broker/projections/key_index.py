@@ -63,7 +63,7 @@ import lmdb
 
 from es_broker import compiled
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import CommitlogExpired, RecordType, as_view
+from es_broker.log.types import CommitlogExpired, MessagesStoredRecord, RecordType
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.remoting import message as wire
 
@@ -205,8 +205,7 @@ class KeyIndexProjection(Dispatching):
         self.index_db = log.db(DATABASE)
         self.log = log
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        stored = as_view(record, RecordType.MESSAGES_STORED)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         topic = stored["topic"].encode() + b"\x00"
         written = index_entries(self.log.payload_reader(txn), stored["units"], topic)
         if written:

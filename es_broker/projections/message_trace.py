@@ -44,6 +44,7 @@ from es_broker.log.types import (
     DeadLetterRedriven,
     DelayedMessageSkipped,
     MessageSentBack,
+    MessagesStoredRecord,
     RecordType,
     ReplyPushed,
     TransactionChecked,
@@ -72,10 +73,13 @@ class MessageTraceProjection(Dispatching):
             "trace_pulls"
         )  # None in the archive index (es_broker/history/horizon.py)
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        stored = as_view(record, RecordType.MESSAGES_STORED)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         first = stored["units"][0][0]
-        txn.put(I64.pack(first), U64.pack(seq), db=self.stored)
+        key, value = I64.pack(first), U64.pack(seq)
+        # the keys grow with the commit log: appended without a B-tree search; a key that is not
+        # the largest, which LMDB refuses to append, is put in its place
+        if not txn.put(key, value, db=self.stored, append=True):
+            txn.put(key, value, db=self.stored)
         delivery = stored.get("delivery")
         if delivery is not None:
             self._link(txn, delivery["schedule_phy"], seq, FROM)

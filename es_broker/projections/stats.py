@@ -135,16 +135,20 @@ class StatsProjection(Dispatching):
     def mark_built(self, txn: lmdb.Transaction[bytes]) -> None:
         txn.put(BUILT, b"", db=self.total_db)
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        stored = as_view(record, RecordType.MESSAGES_STORED)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         put = put_of(stored)
         if put is None:
             return
         topic, message_type = put
-        sizes = [u[1] for u in stored["units"]]
-        n, size = len(sizes), sum(sizes)
+        units = stored["units"]
+        if len(units) == 1:  # a single message: its size's bucket, as size_buckets finds it
+            n, size = 1, units[0][1]
+            buckets = [(bisect.bisect_left(MESSAGE_SIZE_BOUNDS, size), (1, size))]
+        else:
+            sizes = [u[1] for u in units]
+            n, size = len(sizes), sum(sizes)
+            buckets = size_buckets(sizes)
         minute = stored["ts"] // MINUTE_MS
-        buckets = size_buckets(sizes)
         # the records of a group commit to one topic bump the same counts: found once a commit
         same = (
             (TOPIC_PUT, topic, message_type, minute, buckets[0][0]) if len(buckets) == 1 else None

@@ -29,7 +29,7 @@ from __future__ import annotations
 import lmdb
 
 from es_broker.log import Record, RecordLog, records
-from es_broker.log.types import RecordType, as_view
+from es_broker.log.types import MessagesStoredRecord, RecordType
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U64, offset_key, queue_key
 from es_broker.projections.offset_rule import offset_changes
@@ -87,7 +87,9 @@ class TimeIndexProjection(Dispatching):
         return self.seq_db is not None and txn.get(U64.pack(1), db=self.seq_db) is not None
 
     def apply(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        ts = max(int(record.get("ts") or 0), 0)
+        ts = record.get("ts")
+        if type(ts) is not int or ts < 0:  # none, or before the epoch: as 0
+            ts = max(int(ts or 0), 0)
         if txn is self._txn:
             grew = self._time < ts
         else:
@@ -106,8 +108,7 @@ class TimeIndexProjection(Dispatching):
             for group in groups_named(record):
                 txn.put(event_key(group, seq), records.pack(record), db=self.events_db)
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        stored = as_view(record, RecordType.MESSAGES_STORED)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         top = stored["queue_offset"] + len(stored["units"])
         txn.put(
             queue_key(stored["topic"], stored["queue_id"]) + U64.pack(seq),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import lmdb
 
 from es_broker.log import Record, RecordLog
-from es_broker.log.types import DelayedMessageSkipped, RecordType, as_view
+from es_broker.log.types import DelayedMessageSkipped, MessagesStoredRecord, RecordType
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64
 
@@ -31,8 +31,7 @@ class TimerProjection(Dispatching):
         self.due_db = log.db("timer_due")
         self.parked = log.db("timer_parked")
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        stored = as_view(record, RecordType.MESSAGES_STORED)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         if stored["topic"] == TIMER_TOPIC:
             first = stored["queue_offset"]
             for i, (phy, _, due) in enumerate(stored["units"]):

@@ -26,11 +26,11 @@ import msgpack
 
 from es_broker.log import Record
 from es_broker.log.types import (
+    MessagesStoredRecord,
     RecordType,
     TransactionChecked,
     TransactionEnded,
     TransactionState,
-    as_view,
 )
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64
@@ -54,8 +54,7 @@ class TransactionProjection(Dispatching):
         self.open_db = log.db("txn_open")
         self.ended_db = log.db("txn_ended")
 
-    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        stored = as_view(record, RecordType.MESSAGES_STORED)
+    def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         tx = stored.get("transaction")
         if tx is None:
             return
