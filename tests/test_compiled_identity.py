@@ -8,6 +8,7 @@ the compiled path switched off.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import importlib
 import importlib.util
 import json
@@ -26,7 +27,7 @@ from es_broker import compiled
 from es_broker.client import messages as client_messages
 from es_broker.commands import messages as store_messages
 from es_broker.commands import placement
-from es_broker.log import chunks
+from es_broker.log import chunks, records
 from es_broker.projections import consume_queue, key_index
 from es_broker.remoting import command, frames, header, message, requests
 from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -100,6 +101,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert consume_queue.queue_block is consume_queue.REFERENCE["queue_block"]
         assert key_index.index_entries is key_index.REFERENCE["index_entries"]
         assert chunks.reader is chunks.REFERENCE["reader"]
+        assert records.check is records.REFERENCE["check"]
         assert store_messages.encode_batch is store_messages.REFERENCE["encode_batch"]
         assert client_messages.decode_pull_body is client_messages.REFERENCE["decode_pull_body"]
         assert compiled.active() == {
@@ -121,6 +123,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert consume_queue.queue_block is fast_projections.queue_block
         assert key_index.index_entries is fast_projections.index_entries
         assert chunks.reader is fast_log.Reader
+        assert records.check is fast_log.check
         assert store_messages.encode_batch is fast_commands.encode_batch
         assert client_messages.decode_pull_body is fast.decode_pull_body
         assert compiled.active() == {
@@ -810,3 +813,70 @@ def test_decode_pull_body(pull_body, tags_set, data):
         bounds = (data.draw(ints), data.draw(st.integers(0, 1 << 40)))
         args = (body, queue, tags_set, *bounds)
         assert outcome(fast.decode_pull_body, *args) == outcome(reference, *args)
+
+
+# ---------------------------------------------------------------------- a record's check
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+    HUGE = 1 << 64
+
+
+class _Text(str):
+    pass
+
+
+record_scalars = st.one_of(
+    ints,
+    st.integers(-(1 << 70), 1 << 70),
+    st.sampled_from([-(1 << 63) - 1, 1 << 62, -(1 << 62), 1 << 60, -(1 << 60) - 1]),
+    texts,
+    st.sampled_from(["\ud800", "a\udfffb", "\u00e9", "x" * (records.MAX_TEXT + 1)]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.binary(max_size=8),
+    st.sampled_from([_Level.LOW, _Level.HUGE, _Text("t"), _Text("\ud800"), bytearray(b"b")]),
+    st.sampled_from([{1}, frozenset(), object, 1j]),
+)
+record_keys = st.one_of(texts, ints, st.none(), st.tuples(ints), st.just(_Text("k")))
+record_values = st.recursive(
+    record_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(record_keys, inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+range_fields = st.dictionaries(
+    st.sampled_from(sorted(records.FIELD_RANGES)),
+    st.one_of(st.integers(-3, 3), st.sampled_from([(1 << 31) - 1, 1 << 31, 1 << 63]), texts),
+    max_size=3,
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(st.just("messages_stored"), texts, ints),
+    st.dictionaries(texts, record_values, max_size=5),
+    range_fields,
+    st.booleans(),
+)
+def test_record_check(kind, fields, ranged, typed):
+    record = {"type": kind, "v": 1, "ts": 5, **fields, **ranged}
+    if not typed:
+        del record["type"]  # a misfit then raises the reference's KeyError
+    reference = records.REFERENCE["check"]
+    expected = outcome(reference, record)
+    assert outcome(fast_log.check, record) == expected
+    if expected[0] == "ok":  # the record itself, not a copy
+        assert fast_log.check(record) is record
+
+
+@given(st.one_of(record_values, st.just([[[[[[[[[[[[[[[[[[[1 << 64]]]]]]]]]]]]]]]]]]])))
+def test_record_check_of_what_is_not_a_record_map(value):
+    reference = records.REFERENCE["check"]
+    assert outcome(fast_log.check, value) == outcome(reference, value)
+    deep = {"type": "t", "deep": value}
+    assert outcome(fast_log.check, deep) == outcome(reference, deep)

@@ -9,11 +9,25 @@ offset and chunks that are bytes; anything else (a negative or huge offset,
 another type, a transaction that answers memoryviews) is handed to the
 reference, so its results and its errors are the reference's own.
 
-Imported by chunks.py at the end of its own import; what it uses of it is
-bound at the first call.
+It also holds the twin of `check` (es_broker/log/records.py), which every
+record pays before it is appended: the same walk over the record's fields
+without the interpreter's loop. It answers only "every value fits": for a
+record that is not a dict, a value of a type it does not know (an IntEnum
+member, a str or float subclass, anything else) it asks the reference's
+`_fits` of that value, and when anything does not fit it hands the whole
+record to the reference `check`, which raises the reference's own error.
+
+Imported by chunks.py and records.py at the end of their own import; what it
+uses of them is bound at the first call.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_GET_LENGTH
+from libc.math cimport isfinite
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
 
@@ -145,3 +159,110 @@ cdef class Reader:
             self.buf = <bytes>value
             at += PyBytes_GET_SIZE(value)
         return out
+
+
+# ---------------------------------------------------------------------- records.check
+
+
+cdef extern from "Python.h":
+    Py_ssize_t Py_SIZE(object o)
+    bint PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyList_GET_SIZE(object o)
+    PyObject* PyList_GET_ITEM(object o, Py_ssize_t i)
+    Py_ssize_t PyTuple_GET_SIZE(object o)
+    PyObject* PyTuple_GET_ITEM(object o, Py_ssize_t i)
+
+cdef object _CHECK = None  # records.REFERENCE["check"]: raises the reference's errors
+cdef object _FITS = None  # records._fits: the reference's answer for a value of another type
+cdef dict _RANGES = None  # records.FIELD_RANGES itself (read at each call, as check does)
+cdef Py_ssize_t MAX_TEXT = 0
+# how deep this walk goes before it asks the reference (records are two or three levels deep)
+cdef int DEPTH = 16
+
+
+cdef int _bind_records() except -1:
+    global _CHECK, _FITS, _RANGES, MAX_TEXT
+    from es_broker.log import records
+
+    if records.INT64_MIN != -(1 << 63) or records.INT64_MAX != (1 << 63) - 1:
+        raise ImportError("es_broker.log._speedups was built for other integer bounds than records.py's")
+    MAX_TEXT = records.MAX_TEXT
+    _RANGES = records.FIELD_RANGES
+    _FITS = records._fits
+    _CHECK = records.REFERENCE["check"]
+    return 0
+
+
+cdef inline bint _int_fits(object value) except -1:
+    """An exact int: True if it fits a signed 64-bit integer."""
+    cdef int overflow
+    if -2 <= Py_SIZE(value) <= 2:  # at most two 30-bit digits: 60 bits
+        return True
+    PyLong_AsLongLongAndOverflow(value, &overflow)
+    return overflow == 0
+
+
+cdef bint _text_fits(object value) except -1:
+    """An exact str: at most MAX_TEXT characters, writable as UTF-8 (no lone surrogate)."""
+    if PyUnicode_GET_LENGTH(value) > MAX_TEXT:
+        return False
+    if PyUnicode_IS_ASCII(value):
+        return True
+    try:
+        (<str>value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+cdef bint _fits(object value, int depth) except -1:
+    """records._fits(value): every value inside fits."""
+    cdef type kind = type(value)
+    cdef Py_ssize_t pos = 0, i, n
+    cdef PyObject* key
+    cdef PyObject* item
+    if kind is int:
+        return _int_fits(value)
+    if kind is str:
+        return _text_fits(value)
+    if kind is bytes or kind is bool or value is None:
+        return True
+    if kind is float:
+        return isfinite(PyFloat_AS_DOUBLE(value))
+    if depth >= DEPTH or (kind is not dict and kind is not list and kind is not tuple):
+        return _FITS(value)
+    depth += 1
+    if kind is dict:
+        while PyDict_Next(value, &pos, &key, &item):
+            if type(<object>key) is not str and not _fits(<object>key, depth):
+                return False
+            if not _fits(<object>item, depth):
+                return False
+    elif kind is list:
+        i = 0
+        while i < PyList_GET_SIZE(value):  # the list is ours to read while no call changes it
+            if not _fits(<object>PyList_GET_ITEM(value, i), depth):
+                return False
+            i += 1
+    else:
+        n = PyTuple_GET_SIZE(value)
+        for i in range(n):
+            if not _fits(<object>PyTuple_GET_ITEM(value, i), depth):
+                return False
+    return True
+
+
+def check(record):
+    """records.check(record): `record` itself if every value fits, else the reference's error."""
+    cdef PyObject* found
+    if _CHECK is None:
+        _bind_records()
+    if type(record) is not dict or not _fits(record, 0):
+        return _CHECK(record)
+    for name, bounds in _RANGES.items():
+        found = PyDict_GetItem(record, name)
+        if found is not NULL and type(<object>found) is int:
+            lo, hi = bounds
+            if not lo <= <object>found <= hi:
+                return _CHECK(record)
+    return record
