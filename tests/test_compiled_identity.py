@@ -27,7 +27,7 @@ from es_broker import compiled
 from es_broker.client import messages as client_messages
 from es_broker.commands import messages as store_messages
 from es_broker.commands import placement
-from es_broker.log import chunks, records
+from es_broker.log import chunks, records, typed, types
 from es_broker.projections import consume_queue, key_index
 from es_broker.remoting import command, frames, header, message, requests
 from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -102,6 +102,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert key_index.index_entries is key_index.REFERENCE["index_entries"]
         assert chunks.reader is chunks.REFERENCE["reader"]
         assert records.check is records.REFERENCE["check"]
+        assert typed.fill is typed.REFERENCE["fill"]
         assert store_messages.encode_batch is store_messages.REFERENCE["encode_batch"]
         assert client_messages.decode_pull_body is client_messages.REFERENCE["decode_pull_body"]
         assert compiled.active() == {
@@ -124,6 +125,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert key_index.index_entries is fast_projections.index_entries
         assert chunks.reader is fast_log.Reader
         assert records.check is fast_log.check
+        assert typed.fill is fast_log.fill
         assert store_messages.encode_batch is fast_commands.encode_batch
         assert client_messages.decode_pull_body is fast.decode_pull_body
         assert compiled.active() == {
@@ -880,3 +882,53 @@ def test_record_check_of_what_is_not_a_record_map(value):
     assert outcome(fast_log.check, value) == outcome(reference, value)
     deep = {"type": "t", "deep": value}
     assert outcome(fast_log.check, deep) == outcome(reference, deep)
+
+
+# ---------------------------------------------------------------------- a record object's slots
+
+record_classes = st.sampled_from(
+    [types.MessagesStored, types.MessagesDelivered, types.OffsetCommitted]
+)
+
+
+def _slots(obj, names):
+    """What each slot holds after a fill (unset ones read as the error they raise)."""
+    return [outcome(getattr, obj, name) for name in names]
+
+
+@given(record_classes, record_classes, st.lists(record_scalars, max_size=12), st.data())
+def test_fill_a_record_objects_slots(cls, other, values, data):
+    names = [f.name for f in dataclasses.fields(cls)]
+    members = tuple(cls.__dict__[n] for n in names)
+    shape = data.draw(st.sampled_from(["as built", "a list", "another class", "not members"]))
+    if shape == "a list":
+        members = list(members)  # type: ignore[assignment]
+    elif shape == "another class":  # a descriptor for another class' objects: the same TypeError
+        members = tuple(other.__dict__[f.name] for f in dataclasses.fields(other))
+    elif shape == "not members" and members:
+        members = (*members[:-1], data.draw(st.sampled_from([1, "x", property(len)])))
+    if data.draw(st.booleans()):  # as many values as slots, as __init__ passes them
+        values = (values + [None] * len(members))[: len(members)]
+    packed = tuple(values) if data.draw(st.booleans()) else values
+    fast_obj, ref_obj = object.__new__(cls), object.__new__(cls)
+    assert outcome(fast_log.fill, fast_obj, members, packed) == outcome(
+        typed.REFERENCE["fill"], ref_obj, members, packed
+    )
+    assert _slots(fast_obj, names) == _slots(ref_obj, names)
+
+
+@given(
+    st.sampled_from(sorted(st_name for st_name in typed._CLASSES)),
+    st.data(),
+)
+def test_a_record_class_builds_the_same_object_either_way(kind, data):
+    cls = typed._CLASSES[kind]
+    fields = dataclasses.fields(cls)
+    values = {f.name: data.draw(record_scalars) for f in fields}
+    built = cls(**values)
+    by_reference = object.__new__(cls)
+    typed.REFERENCE["fill"](
+        by_reference, tuple(cls.__dict__[f.name] for f in fields), tuple(values.values())
+    )
+    assert built == by_reference
+    assert [getattr(built, f.name) for f in fields] == list(values.values())

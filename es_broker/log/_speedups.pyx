@@ -17,15 +17,20 @@ member, a str or float subclass, anything else) it asks the reference's
 `_fits` of that value, and when anything does not fit it hands the whole
 record to the reference `check`, which raises the reference's own error.
 
-Imported by chunks.py and records.py at the end of their own import; what it
-uses of them is bound at the first call.
+And the twin of `fill` (es_broker/log/typed.py), which sets a record
+object's slots when it is built: each member descriptor's own setter, called
+in C, in one call instead of a call a field. Anything but a tuple of member
+descriptors and a tuple of values as long goes to the reference.
+
+Imported by chunks.py, records.py and typed.py at the end of their own
+import; what it uses of them is bound at the first call.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
-from cpython.object cimport PyObject
+from cpython.object cimport Py_TYPE, PyObject
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.math cimport isfinite
 from libc.stdint cimport int64_t, uint8_t
@@ -266,3 +271,41 @@ def check(record):
             if not lo <= <object>found <= hi:
                 return _CHECK(record)
     return record
+
+
+# ---------------------------------------------------------------------- typed.fill
+
+cdef object _FILL = None  # typed.REFERENCE["fill"]
+cdef type _MEMBER = None  # types.MemberDescriptorType: a slot's descriptor
+
+
+cdef int _bind_typed() except -1:
+    global _FILL, _MEMBER
+    import types
+
+    from es_broker.log import typed
+
+    _MEMBER = types.MemberDescriptorType
+    _FILL = typed.REFERENCE["fill"]
+    return 0
+
+
+def fill(obj, members, values):
+    """typed.fill(obj, members, values): each slot of `members` set on obj, in order."""
+    cdef Py_ssize_t i, n
+    cdef object member
+    if _FILL is None:
+        _bind_typed()
+    if type(members) is not tuple or type(values) is not tuple:
+        return _FILL(obj, members, values)
+    n = PyTuple_GET_SIZE(members)
+    if PyTuple_GET_SIZE(values) != n:
+        return _FILL(obj, members, values)
+    for i in range(n):
+        if type(<object>PyTuple_GET_ITEM(members, i)) is not _MEMBER:
+            return _FILL(obj, members, values)
+    for i in range(n):
+        member = <object>PyTuple_GET_ITEM(members, i)
+        # what member.__set__(obj, value) calls, without the bound method and its argument tuple
+        Py_TYPE(member).tp_descr_set(member, obj, <object>PyTuple_GET_ITEM(values, i))
+    return None
