@@ -19,6 +19,7 @@ import sys
 import zlib
 from types import ModuleType
 
+import msgpack
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -103,6 +104,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert chunks.reader is chunks.REFERENCE["reader"]
         assert records.check is records.REFERENCE["check"]
         assert typed.fill is typed.REFERENCE["fill"]
+        assert records.packb is records.REFERENCE["packb"]
         assert store_messages.encode_batch is store_messages.REFERENCE["encode_batch"]
         assert client_messages.decode_pull_body is client_messages.REFERENCE["decode_pull_body"]
         assert compiled.active() == {
@@ -126,6 +128,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert chunks.reader is fast_log.Reader
         assert records.check is fast_log.check
         assert typed.fill is fast_log.fill
+        assert records.packb is fast_log.packb
         assert store_messages.encode_batch is fast_commands.encode_batch
         assert client_messages.decode_pull_body is fast.decode_pull_body
         assert compiled.active() == {
@@ -882,6 +885,72 @@ def test_record_check_of_what_is_not_a_record_map(value):
     assert outcome(fast_log.check, value) == outcome(reference, value)
     deep = {"type": "t", "deep": value}
     assert outcome(fast_log.check, deep) == outcome(reference, deep)
+
+
+# ---------------------------------------------------------------------- a record's msgpack bytes
+
+packed_scalars = st.one_of(
+    record_scalars,
+    st.sampled_from([(1 << 64) - 1, 1 << 64, -(1 << 63) - 1, -0x21, -0x81, -0x8001, 0xFFFF]),
+    st.sampled_from([-0x80000001, 0xFFFFFFFF, 1 << 32, 0x7F, 0x80, 0xFF, 0x100, -0x20]),
+    st.text(max_size=300),
+    st.sampled_from(["x" * 31, "x" * 32, "\u00e9" * 128, "y" * 65536, b"z" * 65536, b"w" * 256]),
+    st.binary(max_size=300),
+)
+packed_values = st.recursive(
+    packed_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=20),
+        st.lists(inner, max_size=20).map(tuple),
+        st.dictionaries(
+            st.one_of(record_keys, st.binary(max_size=4), st.floats()), inner, max_size=17
+        ),
+    ),
+    max_leaves=40,
+)
+
+
+def _nested(depth: int, leaf: object) -> object:
+    for n in range(depth):
+        leaf = [leaf] if n % 2 else {"k": leaf}
+    return leaf
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(packed_values, st.integers(0, 600).map(lambda d: _nested(d, 1))))
+def test_packb(value):
+    expected = outcome(records.REFERENCE["packb"], value)
+    assert outcome(fast_log.packb, value) == expected
+    assert outcome(msgpack.Packer(use_bin_type=True).pack, value) == expected
+
+
+def test_packb_writes_a_records_values_itself():
+    """The twin hands the reference only what it does not write: a record's usual values it
+    packs itself (the reference's frame never runs)."""
+    record = {
+        "type": "messages_stored",
+        "v": 1,
+        "ts": 1795921818834,
+        "units": [[1 << 40, 1100, -7], (0, 0x80, -0x81)],
+        "topic": "T\u00e9" * 20,
+        "body": b"b" * 300,
+        "rate": 1.5,
+        "flags": [None, True, False],
+        "nested": {"k": {"deep": [1, 2]}},
+    }
+    frames = []
+
+    def seen(frame, event, arg):
+        if event == "call":
+            frames.append(frame.f_code)
+
+    sys.setprofile(seen)
+    try:
+        raw = fast_log.packb(record)
+    finally:
+        sys.setprofile(None)
+    assert raw == msgpack.packb(record, use_bin_type=True)
+    assert records.REFERENCE["packb"].__code__ not in frames
 
 
 # ---------------------------------------------------------------------- a record object's slots

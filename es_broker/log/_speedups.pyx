@@ -22,6 +22,14 @@ object's slots when it is built: each member descriptor's own setter, called
 in C, in one call instead of a call a field. Anything but a tuple of member
 descriptors and a tuple of values as long goes to the reference.
 
+And the twin of `packb` (records.py), msgpack's bytes of a record (and of
+the entries projections pack): the maps, lists, tuples, texts, bytes, ints,
+floats, booleans and None records hold, written as msgpack's Packer
+(use_bin_type=True) writes them, byte for byte. Anything else (a subclass,
+an int past 64 bits, text that is not UTF-8, a value nested deeper than
+records go) hands the whole value to the reference, which packs it or
+raises its own error.
+
 Imported by chunks.py, records.py and typed.py at the end of their own
 import; what it uses of them is bound at the first call.
 """
@@ -32,8 +40,10 @@ from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport Py_TYPE, PyObject
 from cpython.unicode cimport PyUnicode_GET_LENGTH
+from libc.stdint cimport uint64_t
 from libc.math cimport isfinite
 from libc.stdint cimport int64_t, uint8_t
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
 from es_broker._bigendian cimport _get32, _put64
@@ -309,3 +319,197 @@ def fill(obj, members, values):
         # what member.__set__(obj, value) calls, without the bound method and its argument tuple
         Py_TYPE(member).tp_descr_set(member, obj, <object>PyTuple_GET_ITEM(values, i))
     return None
+
+
+# ---------------------------------------------------------------------- records.packb
+
+cdef object _PACKB = None  # records.REFERENCE["packb"]
+# how deep the writer goes before it hands the value to the reference (msgpack's limit is 511)
+cdef int PACK_DEPTH = 32
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
+
+
+cdef struct _Out:
+    char* data  # `first` until it outgrows it, then `heap`
+    char* heap
+    Py_ssize_t n
+    Py_ssize_t cap
+
+
+cdef int _room(_Out* out, Py_ssize_t more) except -1:
+    cdef Py_ssize_t cap = out.cap
+    cdef char* grown
+    if out.n + more <= cap:
+        return 0
+    while out.n + more > cap:
+        cap *= 2
+    if out.heap == NULL:
+        grown = <char*>malloc(cap)
+        if grown == NULL:
+            raise MemoryError()
+        memcpy(grown, out.data, out.n)
+    else:
+        grown = <char*>realloc(out.heap, cap)
+        if grown == NULL:
+            raise MemoryError()
+    out.heap = out.data = grown
+    out.cap = cap
+    return 0
+
+
+# the writers below answer 1 (written), as _pack does for a value it wrote
+
+cdef inline int _head(_Out* out, uint8_t code, uint64_t value, int width) except -1:
+    """`code`, then `value` in `width` big-endian bytes (0: the code alone)."""
+    cdef int i
+    _room(out, 1 + width)
+    out.data[out.n] = <char>code
+    for i in range(width):
+        out.data[out.n + 1 + i] = <char>(value >> (8 * (width - 1 - i)))
+    out.n += 1 + width
+    return 1
+
+
+cdef int _sized(_Out* out, Py_ssize_t n, uint8_t fix, int fix_max, uint8_t c8, uint8_t c16, uint8_t c32) except -1:
+    """A str/bin/array/map header for n (a fix form up to fix_max; c8 0 where there is no 8-bit form)."""
+    if n <= fix_max:
+        return _head(out, fix | <uint8_t>n, 0, 0)
+    if c8 != 0 and n <= 0xFF:
+        return _head(out, c8, n, 1)
+    if n <= 0xFFFF:
+        return _head(out, c16, n, 2)
+    return _head(out, c32, n, 4)
+
+
+cdef int _int(_Out* out, long long d) except -1:
+    if d >= 0:
+        if d < 0x80:
+            return _head(out, <uint8_t>d, 0, 0)
+        if d <= 0xFF:
+            return _head(out, 0xCC, d, 1)
+        if d <= 0xFFFF:
+            return _head(out, 0xCD, d, 2)
+        if d <= 0xFFFFFFFF:
+            return _head(out, 0xCE, d, 4)
+        return _head(out, 0xCF, d, 8)
+    if d >= -0x20:
+        return _head(out, <uint8_t>d, 0, 0)
+    if d >= -0x80:
+        return _head(out, 0xD0, <uint64_t>d, 1)
+    if d >= -0x8000:
+        return _head(out, 0xD1, <uint64_t>d, 2)
+    if d >= -0x80000000:
+        return _head(out, 0xD2, <uint64_t>d, 4)
+    return _head(out, 0xD3, <uint64_t>d, 8)
+
+
+cdef int _raw(_Out* out, const char* data, Py_ssize_t n) except -1:
+    _room(out, n)
+    memcpy(out.data + out.n, data, n)
+    out.n += n
+    return 1
+
+
+cdef int _pack(_Out* out, object value, int depth) except -1:
+    """1 when value is written, 0 when the reference is to pack it (nothing is then kept)."""
+    cdef type kind = type(value)
+    cdef long long d
+    cdef int overflow
+    cdef double f
+    cdef uint64_t bits
+    cdef Py_ssize_t n, pos = 0, i
+    cdef const char* text
+    cdef PyObject* key
+    cdef PyObject* item
+    if kind is str:
+        if PyUnicode_IS_ASCII(value):
+            text = PyUnicode_AsUTF8AndSize(value, &n)  # the characters themselves: no copy
+        else:
+            try:
+                text = PyUnicode_AsUTF8AndSize(value, &n)  # what msgpack's Packer reads
+            except UnicodeEncodeError:
+                return 0
+        if n > 0xFFFFFFFF:
+            return 0
+        _sized(out, n, 0xA0, 0x1F, 0xD9, 0xDA, 0xDB)
+        return _raw(out, text, n)
+    if kind is int:
+        d = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if overflow != 0:
+            return 0
+        return _int(out, d)
+    if value is None:
+        return _head(out, 0xC0, 0, 0)
+    if kind is bool:
+        return _head(out, 0xC3 if value is True else 0xC2, 0, 0)
+    if kind is bytes:
+        n = PyBytes_GET_SIZE(value)
+        if n > 0xFFFFFFFF:
+            return 0
+        if n <= 0xFF:
+            _head(out, 0xC4, n, 1)
+        elif n <= 0xFFFF:
+            _head(out, 0xC5, n, 2)
+        else:
+            _head(out, 0xC6, n, 4)
+        return _raw(out, PyBytes_AS_STRING(value), n)
+    if kind is float:
+        f = PyFloat_AS_DOUBLE(value)
+        memcpy(&bits, &f, 8)  # its IEEE 754 bits, written big-endian
+        return _head(out, 0xCB, bits, 8)
+    if depth >= PACK_DEPTH:
+        return 0
+    if kind is dict:
+        n = len(<dict>value)
+        if n > 0xFFFFFFFF:
+            return 0
+        _sized(out, n, 0x80, 0x0F, 0, 0xDE, 0xDF)
+        while PyDict_Next(value, &pos, &key, &item):
+            if not _pack(out, <object>key, depth + 1) or not _pack(out, <object>item, depth + 1):
+                return 0
+        return 1
+    if kind is list or kind is tuple:
+        n = len(value)
+        if n > 0xFFFFFFFF:
+            return 0
+        _sized(out, n, 0x90, 0x0F, 0, 0xDC, 0xDD)
+        if kind is list:
+            for i in range(n):  # nothing here runs Python code that could change the list
+                if not _pack(out, <object>PyList_GET_ITEM(value, i), depth + 1):
+                    return 0
+        else:
+            for i in range(n):
+                if not _pack(out, <object>PyTuple_GET_ITEM(value, i), depth + 1):
+                    return 0
+        return 1
+    return 0
+
+
+def packb(value):
+    """records.packb(value): msgpack.packb(value, use_bin_type=True)'s bytes."""
+    cdef char first[1024]
+    cdef _Out out
+    cdef int done
+    out.data = first
+    out.heap = NULL
+    out.n = 0
+    out.cap = sizeof(first)
+    try:
+        done = _pack(&out, value, 0)
+        if done:
+            return PyBytes_FromStringAndSize(out.data, out.n)
+    finally:
+        free(out.heap)
+    if _PACKB is None:
+        _bind_packb()
+    return _PACKB(value)
+
+
+cdef int _bind_packb() except -1:
+    global _PACKB
+    from es_broker.log import records
+
+    _PACKB = records.REFERENCE["packb"]
+    return 0

@@ -130,8 +130,9 @@ def _fits(value: Any) -> bool:
     return True
 
 
-# the pure-Python function that has a compiled twin (es_broker/log/_speedups.pyx)
-REFERENCE = {"check": check}
+# the pure-Python functions that have a compiled twin (es_broker/log/_speedups.pyx); `packb`
+# joins them where it is defined
+REFERENCE: dict[str, Callable[..., Any]] = {"check": check}
 
 
 def _scalar_fits(value: Any) -> bool:
@@ -192,6 +193,9 @@ def packb(value: Any) -> bytes:
     return raw
 
 
+REFERENCE["packb"] = packb
+
+
 def pack(record: Record) -> bytes:
     """The record's msgpack bytes."""
     return packb(record)
@@ -211,4 +215,4 @@ def register_upcaster(type_: str, v: int, fn: Callable[[Record], Record]) -> Non
     _upcasters[(type_, v)] = fn
 
 
-compiled.install(globals(), "es_broker.log._speedups", "check")
+compiled.install(globals(), "es_broker.log._speedups", "check", "packb")
