@@ -8,6 +8,7 @@ the compiled path switched off.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import importlib
 import importlib.util
 import json
@@ -18,6 +19,7 @@ import sys
 import zlib
 from types import ModuleType
 
+import msgpack
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -26,7 +28,7 @@ from es_broker import compiled
 from es_broker.client import messages as client_messages
 from es_broker.commands import messages as store_messages
 from es_broker.commands import placement
-from es_broker.log import chunks
+from es_broker.log import chunks, records, typed, types
 from es_broker.projections import consume_queue, key_index
 from es_broker.remoting import command, frames, header, message, requests
 from es_broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -101,6 +103,9 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert consume_queue.queue_units is consume_queue.REFERENCE["queue_units"]
         assert key_index.index_entries is key_index.REFERENCE["index_entries"]
         assert chunks.reader is chunks.REFERENCE["reader"]
+        assert records.check is records.REFERENCE["check"]
+        assert typed.fill is typed.REFERENCE["fill"]
+        assert records.packb is records.REFERENCE["packb"]
         assert store_messages.encode_batch is store_messages.REFERENCE["encode_batch"]
         assert client_messages.decode_pull_body is client_messages.REFERENCE["decode_pull_body"]
         assert compiled.active() == {
@@ -123,6 +128,9 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert consume_queue.queue_units is fast_projections.queue_units
         assert key_index.index_entries is fast_projections.index_entries
         assert chunks.reader is fast_log.Reader
+        assert records.check is fast_log.check
+        assert typed.fill is fast_log.fill
+        assert records.packb is fast_log.packb
         assert store_messages.encode_batch is fast_commands.encode_batch
         assert client_messages.decode_pull_body is fast.decode_pull_body
         assert compiled.active() == {
@@ -876,3 +884,186 @@ def test_decode_pull_body(pull_body, tags_set, data):
         bounds = (data.draw(ints), data.draw(st.integers(0, 1 << 40)))
         args = (body, queue, tags_set, *bounds)
         assert outcome(fast.decode_pull_body, *args) == outcome(reference, *args)
+
+
+# ---------------------------------------------------------------------- a record's check
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+    HUGE = 1 << 64
+
+
+class _Text(str):
+    pass
+
+
+record_scalars = st.one_of(
+    ints,
+    st.integers(-(1 << 70), 1 << 70),
+    st.sampled_from([-(1 << 63) - 1, 1 << 62, -(1 << 62), 1 << 60, -(1 << 60) - 1]),
+    texts,
+    st.sampled_from(["\ud800", "a\udfffb", "\u00e9", "x" * (records.MAX_TEXT + 1)]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.binary(max_size=8),
+    st.sampled_from([_Level.LOW, _Level.HUGE, _Text("t"), _Text("\ud800"), bytearray(b"b")]),
+    st.sampled_from([{1}, frozenset(), object, 1j]),
+)
+record_keys = st.one_of(texts, ints, st.none(), st.tuples(ints), st.just(_Text("k")))
+record_values = st.recursive(
+    record_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(record_keys, inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+range_fields = st.dictionaries(
+    st.sampled_from(sorted(records.FIELD_RANGES)),
+    st.one_of(st.integers(-3, 3), st.sampled_from([(1 << 31) - 1, 1 << 31, 1 << 63]), texts),
+    max_size=3,
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(st.just("messages_stored"), texts, ints),
+    st.dictionaries(texts, record_values, max_size=5),
+    range_fields,
+    st.booleans(),
+)
+def test_record_check(kind, fields, ranged, typed):
+    record = {"type": kind, "v": 1, "ts": 5, **fields, **ranged}
+    if not typed:
+        del record["type"]  # a misfit then raises the reference's KeyError
+    reference = records.REFERENCE["check"]
+    expected = outcome(reference, record)
+    assert outcome(fast_log.check, record) == expected
+    if expected[0] == "ok":  # the record itself, not a copy
+        assert fast_log.check(record) is record
+
+
+@given(st.one_of(record_values, st.just([[[[[[[[[[[[[[[[[[[1 << 64]]]]]]]]]]]]]]]]]]])))
+def test_record_check_of_what_is_not_a_record_map(value):
+    reference = records.REFERENCE["check"]
+    assert outcome(fast_log.check, value) == outcome(reference, value)
+    deep = {"type": "t", "deep": value}
+    assert outcome(fast_log.check, deep) == outcome(reference, deep)
+
+
+# ---------------------------------------------------------------------- a record's msgpack bytes
+
+packed_scalars = st.one_of(
+    record_scalars,
+    st.sampled_from([(1 << 64) - 1, 1 << 64, -(1 << 63) - 1, -0x21, -0x81, -0x8001, 0xFFFF]),
+    st.sampled_from([-0x80000001, 0xFFFFFFFF, 1 << 32, 0x7F, 0x80, 0xFF, 0x100, -0x20]),
+    st.text(max_size=300),
+    st.sampled_from(["x" * 31, "x" * 32, "\u00e9" * 128, "y" * 65536, b"z" * 65536, b"w" * 256]),
+    st.binary(max_size=300),
+)
+packed_values = st.recursive(
+    packed_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=20),
+        st.lists(inner, max_size=20).map(tuple),
+        st.dictionaries(
+            st.one_of(record_keys, st.binary(max_size=4), st.floats()), inner, max_size=17
+        ),
+    ),
+    max_leaves=40,
+)
+
+
+def _nested(depth: int, leaf: object) -> object:
+    for n in range(depth):
+        leaf = [leaf] if n % 2 else {"k": leaf}
+    return leaf
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(packed_values, st.integers(0, 600).map(lambda d: _nested(d, 1))))
+def test_packb(value):
+    expected = outcome(records.REFERENCE["packb"], value)
+    assert outcome(fast_log.packb, value) == expected
+    assert outcome(msgpack.Packer(use_bin_type=True).pack, value) == expected
+
+
+def test_packb_writes_a_records_values_itself():
+    """The twin hands the reference only what it does not write: a record's usual values it
+    packs itself (the reference's frame never runs)."""
+    record = {
+        "type": "messages_stored",
+        "v": 1,
+        "ts": 1795921818834,
+        "units": [[1 << 40, 1100, -7], (0, 0x80, -0x81)],
+        "topic": "T\u00e9" * 20,
+        "body": b"b" * 300,
+        "rate": 1.5,
+        "flags": [None, True, False],
+        "nested": {"k": {"deep": [1, 2]}},
+    }
+    frames = []
+
+    def seen(frame, event, arg):
+        if event == "call":
+            frames.append(frame.f_code)
+
+    sys.setprofile(seen)
+    try:
+        raw = fast_log.packb(record)
+    finally:
+        sys.setprofile(None)
+    assert raw == msgpack.packb(record, use_bin_type=True)
+    assert records.REFERENCE["packb"].__code__ not in frames
+
+
+# ---------------------------------------------------------------------- a record object's slots
+
+record_classes = st.sampled_from(
+    [types.MessagesStored, types.MessagesDelivered, types.OffsetCommitted]
+)
+
+
+def _slots(obj, names):
+    """What each slot holds after a fill (unset ones read as the error they raise)."""
+    return [outcome(getattr, obj, name) for name in names]
+
+
+@given(record_classes, record_classes, st.lists(record_scalars, max_size=12), st.data())
+def test_fill_a_record_objects_slots(cls, other, values, data):
+    names = [f.name for f in dataclasses.fields(cls)]
+    members = tuple(cls.__dict__[n] for n in names)
+    shape = data.draw(st.sampled_from(["as built", "a list", "another class", "not members"]))
+    if shape == "a list":
+        members = list(members)  # type: ignore[assignment]
+    elif shape == "another class":  # a descriptor for another class' objects: the same TypeError
+        members = tuple(other.__dict__[f.name] for f in dataclasses.fields(other))
+    elif shape == "not members" and members:
+        members = (*members[:-1], data.draw(st.sampled_from([1, "x", property(len)])))
+    if data.draw(st.booleans()):  # as many values as slots, as __init__ passes them
+        values = (values + [None] * len(members))[: len(members)]
+    packed = tuple(values) if data.draw(st.booleans()) else values
+    fast_obj, ref_obj = object.__new__(cls), object.__new__(cls)
+    assert outcome(fast_log.fill, fast_obj, members, packed) == outcome(
+        typed.REFERENCE["fill"], ref_obj, members, packed
+    )
+    assert _slots(fast_obj, names) == _slots(ref_obj, names)
+
+
+@given(
+    st.sampled_from(sorted(st_name for st_name in typed._CLASSES)),
+    st.data(),
+)
+def test_a_record_class_builds_the_same_object_either_way(kind, data):
+    cls = typed._CLASSES[kind]
+    fields = dataclasses.fields(cls)
+    values = {f.name: data.draw(record_scalars) for f in fields}
+    built = cls(**values)
+    by_reference = object.__new__(cls)
+    typed.REFERENCE["fill"](
+        by_reference, tuple(cls.__dict__[f.name] for f in fields), tuple(values.values())
+    )
+    assert built == by_reference
+    assert [getattr(built, f.name) for f in fields] == list(values.values())

@@ -16,6 +16,8 @@ from typing import Any
 
 import msgpack
 
+from es_broker import compiled
+
 Record = dict[str, Any]
 
 _SEQ = struct.Struct(">Q")
@@ -128,6 +130,11 @@ def _fits(value: Any) -> bool:
     return True
 
 
+# the pure-Python functions that have a compiled twin (es_broker/log/_speedups.pyx); `packb`
+# joins them where it is defined
+REFERENCE: dict[str, Callable[..., Any]] = {"check": check}
+
+
 def _scalar_fits(value: Any) -> bool:
     kind = type(value)
     if kind is int or (isinstance(value, int) and kind is not bool):  # IntEnum members too
@@ -186,6 +193,9 @@ def packb(value: Any) -> bytes:
     return raw
 
 
+REFERENCE["packb"] = packb
+
+
 def pack(record: Record) -> bytes:
     """The record's msgpack bytes."""
     return packb(record)
@@ -203,3 +213,6 @@ def unpack(raw: bytes | memoryview) -> Record:
 def register_upcaster(type_: str, v: int, fn: Callable[[Record], Record]) -> None:
     """Register fn to turn a `type_` record of version v into version v + 1."""
     _upcasters[(type_, v)] = fn
+
+
+compiled.install(globals(), "es_broker.log._speedups", "check", "packb")
