@@ -171,7 +171,7 @@ class AuditProjection:
         ts, db, kept = record["ts"], self.explain_db, self._kept
         for change in offset_changes(record):
             key = explain_key(change.group, change.topic, change.queue_id)
-            raw = txn.get(key, db=db)
+            raw = txn.get(key, None, db)
             latest = change_view(seq, ts, change)
             known, head = kept.get(key), None
             if known is not None and raw == known[0]:  # as written last: its head stays
@@ -182,7 +182,7 @@ class AuditProjection:
                 note_change(entry, latest)
                 packed = _pack(entry)
                 head, count = _head(packed, entry, latest), entry["changes"]
-            txn.put(key, packed, db=db)
+            txn.put(key, packed, True, True, False, db)
             if head is None:
                 kept.pop(key, None)
                 continue

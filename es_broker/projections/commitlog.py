@@ -92,17 +92,17 @@ class CommitLogProjection(Dispatching):
     def settle(self, txn: lmdb.Transaction[bytes]) -> None:
         """Write the commit log's end `txn`'s records moved (before it commits)."""
         if txn is self._txn:
-            txn.put(_PHY_MAX, I64.pack(self._max), db=self.db)
+            txn.put(_PHY_MAX, I64.pack(self._max), True, True, False, self.db)
         self._txn = None
 
     def phy_max(self, txn: lmdb.Transaction[bytes]) -> int:
         if txn is self._txn:
             return self._max
-        raw = txn.get(_PHY_MAX, db=self.db)
+        raw = txn.get(_PHY_MAX, None, self.db)
         return I64.unpack(raw)[0] if raw else 0
 
     def phy_min(self, txn: lmdb.Transaction[bytes]) -> int:
-        raw = txn.get(_PHY_MIN, db=self.db)
+        raw = txn.get(_PHY_MIN, None, self.db)
         return I64.unpack(raw)[0] if raw else 0
 
     def walk_start(self, txn: lmdb.Transaction[bytes], before: int) -> int:

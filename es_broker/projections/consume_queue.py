@@ -147,12 +147,12 @@ class ConsumeQueueProjection(Dispatching):
             # the usual send: its units fit the queue's last block, kept and ending at offset
             # (what `_append` does then, without its loop)
             first, block = tail[0], tail[1] + packed
-            txn.put(queue + U64.pack(first), block, db=self.db)
+            txn.put(queue + U64.pack(first), block, True, True, False, self.db)
             self._tails[queue] = (first, block)
         else:
             self._append(txn, queue, offset, packed, keep=True)
         bounds = self._bounds[name] = (lo, offset + count)
-        txn.put(queue, _BOUNDS.pack(*bounds), db=self.meta)
+        txn.put(queue, _BOUNDS.pack(*bounds), True, True, False, self.meta)
 
     def forget(self) -> None:
         """Drop what `_stored` and `sizes` kept of their transaction (before a write of another
@@ -221,7 +221,7 @@ class ConsumeQueueProjection(Dispatching):
                 first, units = block[0], block[1] + chunk
             else:  # a new block: at a multiple of BLOCK_UNITS, or after a gap
                 first, units = offset, chunk
-            txn.put(queue + U64.pack(first), units, db=self.db)
+            txn.put(queue + U64.pack(first), units, True, True, False, self.db)
             offset += len(chunk) // size
             at += len(chunk)
             if keep:
@@ -293,7 +293,7 @@ class ConsumeQueueProjection(Dispatching):
         """(min, max) of a queue; (0, 0) for a queue that never received a message."""
         if txn is self._txn and (known := self._bounds.get((topic, queue_id))) is not None:
             return known
-        raw = txn.get(queue_key(topic, queue_id), db=self.meta)
+        raw = txn.get(queue_key(topic, queue_id), None, self.meta)
         return _BOUNDS.unpack(raw) if raw else (0, 0)
 
     def unit(

@@ -78,8 +78,8 @@ class MessageTraceProjection(Dispatching):
         key, value = I64.pack(first), U64.pack(seq)
         # the keys grow with the commit log: appended without a B-tree search; a key that is not
         # the largest, which LMDB refuses to append, is put in its place
-        if not txn.put(key, value, db=self.stored, append=True):
-            txn.put(key, value, db=self.stored)
+        if not txn.put(key, value, True, True, True, self.stored):
+            txn.put(key, value, True, True, False, self.stored)
         delivery = stored.get("delivery")
         if delivery is not None:
             self._link(txn, delivery["schedule_phy"], seq, FROM)
@@ -149,10 +149,17 @@ class MessageTraceProjection(Dispatching):
     ) -> None:
         """The entry of a delivery of `offsets` (ascending, distinct) of a queue, and its span."""
         first, span = offsets[0], offsets[-1] - offsets[0]
-        txn.put(queue + _FIRST_SEQ.pack(first, seq), delivered_value(offsets), db=self.pulls)
-        widest = txn.get(queue, db=self.pulls)
+        txn.put(
+            queue + _FIRST_SEQ.pack(first, seq),
+            delivered_value(offsets),
+            True,
+            True,
+            False,
+            self.pulls,
+        )
+        widest = txn.get(queue, None, self.pulls)
         if widest is None or U64.unpack(widest)[0] < span:
-            txn.put(queue, U64.pack(span), db=self.pulls)
+            txn.put(queue, U64.pack(span), True, True, False, self.pulls)
 
     def convert(self, txn: lmdb.Transaction[bytes], legacy: Any) -> None:
         """Write trace_pulls from an older directory's trace_deliveries (grouped by record)."""

@@ -60,15 +60,15 @@ class OffsetTableProjection:
         for effect in offset_effects(record):
             key = offset_key(effect.topic, effect.group, effect.queue_id)
             if isinstance(effect, ResetPending):
-                txn.put(key, packb([effect.target, seq, ts]), db=self.pending)
+                txn.put(key, packb([effect.target, seq, ts]), True, True, False, self.pending)
                 continue
             if effect.removed:
                 txn.delete(key, db=self.db)
                 txn.delete(key, db=self.pending)
             else:
-                txn.put(key, I64.pack(effect.new), db=self.db)
+                txn.put(key, I64.pack(effect.new), True, True, False, self.db)
             entry = [ts, effect.old, effect.new, effect.cause, effect.requester]
-            txn.put(key + U64.pack(seq), packb(entry), db=self.history)
+            txn.put(key + U64.pack(seq), packb(entry), True, True, False, self.history)
             if effect.settles_reset:
                 txn.delete(key, db=self.pending)
 
@@ -77,7 +77,7 @@ class OffsetTableProjection:
     ) -> tuple[int, tuple[int, int, int] | None]:
         """(`query`, `pending_reset`) of one queue, its key built once (a commit reads both)."""
         key = offset_key(topic, group, queue_id)
-        raw, pending = txn.get(key, db=self.db), txn.get(key, db=self.pending)
+        raw, pending = txn.get(key, None, self.db), txn.get(key, None, self.pending)
         return I64.unpack(raw)[0] if raw else -1, _pending(pending) if pending else None
 
     def pending_reset(

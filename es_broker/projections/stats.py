@@ -381,6 +381,6 @@ def size_buckets(sizes: list[int]) -> list[tuple[int, tuple[int, int]]]:
 def _bump(
     txn: lmdb.Transaction[bytes], key: bytes, db: Any, n: int, size: int, recs: int = 1
 ) -> None:
-    raw = txn.get(key, db=db)
+    raw = txn.get(key, None, db)
     m, s, r = VALUE.unpack(raw) if raw is not None else (0, 0, 0)
-    txn.put(key, VALUE.pack(m + n, s + size, r + recs), db=db)
+    txn.put(key, VALUE.pack(m + n, s + size, r + recs), True, True, False, db)

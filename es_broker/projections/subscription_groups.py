@@ -42,7 +42,7 @@ class SubscriptionGroupProjection(Dispatching):
         key = group.encode()
         if not 0 < len(key) <= MAX_KEY:  # no such name can exist; LMDB refuses such keys
             return None
-        raw: bytes | None = txn.get(key, db=self.db)
+        raw: bytes | None = txn.get(key, None, self.db)
         return raw
 
     def get(self, txn: lmdb.Transaction[bytes], group: str) -> SubscriptionGroupConfig | None:

@@ -98,8 +98,8 @@ class TimeIndexProjection(Dispatching):
             self._txn, self._time = txn, ts if grew else U64.unpack(cur.key())[0]
         if grew:
             # the effective time grew: one entry each way, both keys ascending
-            txn.put(U64.pack(ts), U64.pack(seq), db=self.time_db, append=True)
-            txn.put(U64.pack(seq), U64.pack(ts), db=self.seq_db, append=True)
+            txn.put(U64.pack(ts), U64.pack(seq), True, True, True, self.time_db)
+            txn.put(U64.pack(seq), U64.pack(ts), True, True, True, self.seq_db)
             self._time = ts
         handler = self.HANDLERS.get(record["type"])
         if handler is not None:

@@ -66,7 +66,7 @@ class TopicConfigProjection(Dispatching):
         key = topic.encode()  # `_raw`'s look-up, inline: a send and a pull read a config each
         if not 0 < len(key) <= MAX_KEY:
             return None
-        raw = txn.get(key, db=self.db)
+        raw = txn.get(key, None, self.db)
         return None if raw is None else stored_topic(bytes(raw)).config
 
     def versioned(self, txn: lmdb.Transaction[bytes], topic: str) -> Versioned[TopicConfig] | None:
