@@ -209,7 +209,7 @@ class KeyIndexProjection(Dispatching):
         topic = stored["topic"].encode() + b"\x00"
         written = index_entries(self.log.payload_reader(txn), stored["units"], topic)
         if written:
-            txn.cursor(db=self.index_db).putmulti(written, dupdata=True)
+            txn.cursor(self.index_db).putmulti(written, True)  # dupdata, by position
 
     def _expired(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         self._expire(txn, CommitlogExpired.from_record(record).phy_min)
