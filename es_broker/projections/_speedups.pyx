@@ -1,5 +1,4 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# distutils: libraries = z
 """The compiled twins of the projections' per-message loops for a `messages_stored` record, and
 of the consume queue's read of a queue's units (`queue_units`, the pull's).
 
@@ -22,9 +21,31 @@ from libc.string cimport memcmp
 from es_broker._bigendian cimport _get32, _get64, _put32, _put64
 
 
-cdef extern from "zlib.h":
-    # zlib.crc32's own function, called without a Python call per key (the key index's hashes)
-    unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len) nogil
+# CRC-32 as zlib.crc32 computes it (IEEE 802.3, reflected, polynomial 0xEDB88320), byte by byte
+# from a table, without a Python call per key (the key index's hashes) and without zlib's header
+# or library at build time
+cdef uint32_t _CRC_TABLE[256]
+
+
+cdef void _crc_table() noexcept:
+    cdef uint32_t c
+    cdef int n, k
+    for n in range(256):
+        c = n
+        for k in range(8):
+            c = (c >> 1) ^ 0xEDB88320U if c & 1 else c >> 1
+        _CRC_TABLE[n] = c
+
+
+_crc_table()
+
+
+cdef inline unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int length) noexcept nogil:
+    cdef uint32_t c = <uint32_t>crc ^ 0xFFFFFFFFU
+    cdef unsigned int i
+    for i in range(length):
+        c = _CRC_TABLE[(c ^ buf[i]) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFFU
 
 cdef int UNIT_SIZE = 28  # consume_queue.UNIT: >qiqq
 cdef int ROLLBACK = 0xC  # key_index: a rolled-back transaction message is not indexed
