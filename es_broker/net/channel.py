@@ -21,6 +21,7 @@ import anyio.abc
 import anyio.lowlevel
 import trio
 
+from es_broker.net.deadlines import Deadlines, ParkedWaiter
 from es_broker.remoting.command import RemotingCommand
 from es_broker.remoting.connection import CLOSED, NEED_DATA, Connection
 
@@ -164,7 +165,9 @@ class Channel:
         # uncontended, the lock is taken without a scheduler pass; the write itself checks for
         # cancellation first and yields after it
         self._send_lock = anyio.Lock(fast_acquire=True)
-        self._pending: dict[int, _ResponseWaiter] = {}
+        self._pending: dict[int, _ResponseWaiter | ParkedWaiter] = {}
+        # on trio, a task of the channel's reader may keep its waits' deadlines (`keep_deadlines`)
+        self._deadlines = Deadlines() if self._native else None
         self.closed = False
         self.remote = _address(stream, "getpeername")
         self.local = _address(stream, "getsockname")
@@ -339,7 +342,13 @@ class Channel:
         caller pipelines without a task per request.
         """
         opaque = next_opaque()
-        waiter = self._pending[opaque] = _ResponseWaiter(self._native)
+        deadlines = self._deadlines
+        waiter: _ResponseWaiter | ParkedWaiter
+        if deadlines is not None and deadlines.running:
+            waiter = ParkedWaiter()
+        else:
+            waiter = _ResponseWaiter(self._native)
+        self._pending[opaque] = waiter
         try:
             await self.send(command.with_opaque(opaque))
         except BaseException:
@@ -349,6 +358,12 @@ class Channel:
 
     async def invoke_oneway(self, command: RemotingCommand) -> None:
         await self.send(command.with_opaque(next_opaque()))
+
+    async def keep_deadlines(self) -> None:
+        """Time out the waits for responses, as a task beside the channel's reader, until cancelled
+        (the requests started meanwhile wait without a cancel scope each; on trio only)."""
+        if self._deadlines is not None:
+            await self._deadlines.run()
 
     def deliver_response(self, response: RemotingCommand) -> bool:
         """Hand a response to whoever waits for it; False if nobody does (dropped)."""
@@ -379,20 +394,30 @@ class PendingResponse:
 
     __slots__ = ("_channel", "_opaque", "_waiter")
 
-    def __init__(self, channel: Channel, opaque: int, waiter: _ResponseWaiter) -> None:
+    def __init__(
+        self, channel: Channel, opaque: int, waiter: _ResponseWaiter | ParkedWaiter
+    ) -> None:
         self._channel = channel
         self._opaque = opaque
         self._waiter = waiter
 
     async def response(self, timeout: float) -> RemotingCommand:
         """The response; TimeoutError after `timeout` s, ChannelClosed if the peer left."""
+        channel, waiter = self._channel, self._waiter
         try:
-            with trio.fail_after(timeout) if self._channel._native else anyio.fail_after(timeout):
-                response = await self._waiter.wait()
+            if type(waiter) is ParkedWaiter:  # the channel's deadlines task times it out
+                if not waiter.done:
+                    assert channel._deadlines is not None
+                    channel._deadlines.add(trio.current_time() + timeout, waiter)
+                response = await waiter.wait()
+            else:
+                assert type(waiter) is _ResponseWaiter
+                with trio.fail_after(timeout) if channel._native else anyio.fail_after(timeout):
+                    response = await waiter.wait()
         except trio.TooSlowError:  # trio's deadline: not a TimeoutError
             raise TimeoutError from None
         finally:
-            self._channel._pending.pop(self._opaque, None)
+            channel._pending.pop(self._opaque, None)
         if response is None:
             raise ChannelClosed(self._channel.remote_addr)
         return response

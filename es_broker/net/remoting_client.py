@@ -207,6 +207,7 @@ class RemotingClient:
     async def _read_loop(self, addr: str, channel: Channel) -> None:
         try:
             async with anyio.create_task_group() as nursery:
+                nursery.start_soon(channel.keep_deadlines)
                 while True:
                     try:
                         command = await channel.receive()
