@@ -83,18 +83,30 @@ class BulkInsert:
         self._plans[table.name] = plan
         return plan
 
+    def columns(self, table: Table) -> tuple[str, ...]:
+        """The column keys of a table's INSERT, in the order `values` and `insert_values` take them."""
+        return self._plan(table).columns
+
+    def values(self, table: Table, rows: Sequence[Row]) -> list[tuple[Any, ...]]:
+        """Rows as tuples of `columns(table)` (a column a row does not name is None)."""
+        columns = self._plan(table).columns
+        return [tuple(map(row.get, columns)) for row in rows]
+
     def insert(self, conn: Connection, table: Table, rows: Sequence[Row]) -> None:
         if not self.direct:
             conn.execute(table.insert(), list(rows))
             return
+        self.insert_values(conn, table, self.values(table, rows))
+
+    def insert_values(self, conn: Connection, table: Table, values: list[tuple[Any, ...]]) -> None:
+        """Tuples of `columns(table)` into the table (SQLite only: `direct`), through the bind processors."""
         plan = self._plan(table)
-        columns = plan.columns
-        values: list[Any] = [tuple(map(row.get, columns)) for row in rows]
+        sent: list[Any] = values
         if plan.processed:
-            values = [_processed(v, plan.processed) for v in values]
+            sent = [_processed(v, plan.processed) for v in values]
         if plan.names is not None:
-            values = [dict(zip(plan.names, v, strict=True)) for v in values]
-        conn.exec_driver_sql(plan.sql, values)
+            sent = [dict(zip(plan.names, v, strict=True)) for v in sent]
+        conn.exec_driver_sql(plan.sql, sent)
 
 
 def _processed(

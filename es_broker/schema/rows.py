@@ -53,6 +53,13 @@ _DELIVERIES_KNOWN = _known(
 )
 
 
+# what `readmodel/tuples.py` shares with the extractors below (it makes the same rows as tuples)
+OFFSETS_KNOWN = _OFFSETS_KNOWN
+MESSAGES_KNOWN = _MESSAGES_KNOWN
+DELIVERIES_KNOWN = _DELIVERIES_KNOWN
+extra_json = _extra
+
+
 def _offsets(record: Record) -> list[dict[str, Any]]:
     extra = (
         _extra(record, _OFFSETS_KNOWN) if record["type"] == RecordType.OFFSET_COMMITTED else None
