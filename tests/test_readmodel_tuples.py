@@ -119,3 +119,34 @@ def test_a_follower_stores_the_same_tables_with_and_without_tuples(busy_log):  #
             tables.append(dump(url))
     assert tables[0] == tables[1]
     assert len(tables[0]["queue_appends"]) == 300
+
+
+def _reference_time(clock: RunningTime, record: dict[str, Any]) -> int:
+    """effective_time as it was written first: `RunningTime.advance`, then the int64 check."""
+    before = clock.value
+    try:
+        value = clock.advance(record.get("ts"))
+    except (TypeError, ValueError):
+        clock.value = before
+        raise
+    if value > 2**63 - 1:
+        clock.value = before
+        raise OverflowError(value)
+    return value
+
+
+def test_effective_time_takes_a_ts_as_advance_does():
+    """The follower's shortcut for an int ts that moves time on gives what `advance` gives."""
+    values = [None, 0, 1, 5, -3, 10**12, 2**63 - 1, 2**63, True, False, 7.5, "12", "x", [], 2**70]
+    for start in (0, 4, 10**12, 2**63 - 1):
+        for ts in values:
+            outcomes = []
+            for function in (effective_time, _reference_time):
+                clock = RunningTime(start)
+                record = {"type": "messages_stored"} if ts is None else {"ts": ts}
+                try:
+                    outcome: Any = function(clock, record)
+                except Exception as exc:
+                    outcome = type(exc)
+                outcomes.append((outcome, clock.value))
+            assert outcomes[0] == outcomes[1], (start, ts)
