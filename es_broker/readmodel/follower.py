@@ -255,8 +255,8 @@ class Follower:
                 if seq == 1:
                     start = time
                 if made is not None:
-                    for name, values in made:
-                        tables[name].append(values)
+                    tables[_RECORDS].append(made[0])
+                    tables[made[1]].append(made[2])
                 elif direct:
                     for name, named_rows in rows.items():
                         tables[name].extend(self.bulk.values(_ALL_TABLES[name], named_rows))

@@ -77,148 +77,131 @@ COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     ),
 }
 
-# (table name, row): a record's rows, its `records` row first
-Rows = list[tuple[str, tuple[Any, ...]]]
-
-
-def _record(
-    record: Record, source: str, seq: int, ts: Any, time: int, kind: str, broker: str, role: str
-) -> tuple[Any, ...]:
-    """The `records` row (`schema.rows._generic_row`)."""
-    return (record.get("v", 1), to_json(record), source, seq, 0, ts, time, kind, broker, role, None)
+# a record's rows: its `records` row, and its family's table and row
+Made = tuple[tuple[Any, ...], str, tuple[Any, ...]]
 
 
 def _stored(
-    seq: int, record: Record, time: int, source: str, src: Source, broker: str, role: str
-) -> Rows | None:
+    seq: int, record: Record, time: int, source: str, ts: Any, kind: str, broker: str, role: str
+) -> tuple[Any, ...] | None:
     topic = record["topic"]
     if str(topic).startswith(DLQ_PREFIX):
         return None  # a dead letter's row too: the reference's
     units = record["units"]
-    kind = record["type"]
-    ts = record.get("ts")
-    return [
-        (
-            RECORDS,
-            _record(record, source, seq, ts, time, kind, broker, role),
-        ),
-        (
-            APPENDS,
-            (
-                topic,
-                record["queue_id"],
-                record["queue_offset"],
-                len(units),
-                sum([u[1] for u in units]),
-                units[0][0] if units else None,
-                record.get("producer_group"),
-                record.get("requester"),
-                source,
-                seq,
-                0,
-                ts,
-                time,
-                kind,
-                broker,
-                role,
-                extra_json(record, MESSAGES_KNOWN),
-            ),
-        ),
-    ]
+    return (
+        topic,
+        record["queue_id"],
+        record["queue_offset"],
+        len(units),
+        sum([u[1] for u in units]),
+        units[0][0] if units else None,
+        record.get("producer_group"),
+        record.get("requester"),
+        source,
+        seq,
+        0,
+        ts,
+        time,
+        kind,
+        broker,
+        role,
+        extra_json(record, MESSAGES_KNOWN),
+    )
 
 
 def _delivered(
-    seq: int, record: Record, time: int, source: str, src: Source, broker: str, role: str
-) -> Rows | None:
+    seq: int, record: Record, time: int, source: str, ts: Any, kind: str, broker: str, role: str
+) -> tuple[Any, ...] | None:
     get = record.get
     delivered = list(get("offsets") or ())
-    kind = record["type"]
-    ts = get("ts")
-    return [
-        (
-            RECORDS,
-            _record(record, source, seq, ts, time, kind, broker, role),
-        ),
-        (
-            DELIVERIES,
-            (
-                get("group"),
-                get("topic"),
-                get("queue_id"),
-                get("offset"),
-                get("next_offset"),
-                len(delivered),
-                get("client"),
-                to_json(delivered),
-                source,
-                seq,
-                0,
-                ts,
-                time,
-                kind,
-                broker,
-                role,
-                extra_json(record, DELIVERIES_KNOWN),
-            ),
-        ),
-    ]
+    return (
+        get("group"),
+        get("topic"),
+        get("queue_id"),
+        get("offset"),
+        get("next_offset"),
+        len(delivered),
+        get("client"),
+        to_json(delivered),
+        source,
+        seq,
+        0,
+        ts,
+        time,
+        kind,
+        broker,
+        role,
+        extra_json(record, DELIVERIES_KNOWN),
+    )
 
 
 def _committed(
-    seq: int, record: Record, time: int, source: str, src: Source, broker: str, role: str
-) -> Rows | None:
+    seq: int, record: Record, time: int, source: str, ts: Any, kind: str, broker: str, role: str
+) -> tuple[Any, ...] | None:
     # the change `projections.offset_rule` learns from an offset_committed (its `_committed`): the
-    # queue's offset from `old` to `offset`, read here without the rule's named tuple (~11k
+    # queue's offset from `old` to `offset`, read here without the rule's named tuple (~13k
     # instructions a record); the test holds the row equal to the rule's
-    kind = record["type"]
-    ts = record.get("ts")
-    return [
-        (RECORDS, _record(record, source, seq, ts, time, kind, broker, role)),
-        (
-            OFFSETS,
-            (
-                record["group"],
-                record["topic"],
-                record["queue_id"],
-                record["old"],
-                record["offset"],
-                False,
-                record["cause"],
-                record["requester"],
-                source,
-                seq,
-                0,
-                ts,
-                time,
-                kind,
-                broker,
-                role,
-                extra_json(record, OFFSETS_KNOWN),
-            ),
-        ),
-    ]
+    return (
+        record["group"],
+        record["topic"],
+        record["queue_id"],
+        record["old"],
+        record["offset"],
+        False,
+        record["cause"],
+        record["requester"],
+        source,
+        seq,
+        0,
+        ts,
+        time,
+        kind,
+        broker,
+        role,
+        extra_json(record, OFFSETS_KNOWN),
+    )
 
 
-_Builder = Callable[[int, Record, int, str, Source, str, str], "Rows | None"]
-_BUILDERS: Final[dict[str, _Builder]] = {
-    RecordType.MESSAGES_STORED.value: _stored,
-    RecordType.MESSAGES_DELIVERED.value: _delivered,
-    RecordType.OFFSET_COMMITTED.value: _committed,
+_Builder = Callable[[int, Record, int, str, Any, str, str, str], "tuple[Any, ...] | None"]
+_BUILDERS: Final[dict[str, tuple[str, _Builder]]] = {
+    RecordType.MESSAGES_STORED.value: (APPENDS, _stored),
+    RecordType.MESSAGES_DELIVERED.value: (DELIVERIES, _delivered),
+    RecordType.OFFSET_COMMITTED.value: (OFFSETS, _committed),
 }
 
 
-def tuple_rows(seq: int, record: Record, time: int, source: str, src: Source) -> Rows | None:
-    """A record's rows as (table, tuple in `COLUMNS` order), or None: the reference makes them.
+def tuple_rows(seq: int, record: Record, time: int, source: str, src: Source) -> Made | None:
+    """A record's rows as tuples in `COLUMNS` order, or None: the reference makes them.
 
     `source` is the rows' source column, `src` names the broker and role of a
     record that carries neither (as `schema.rows.record_rows`).
     """
     try:
-        build = _BUILDERS.get(record["type"])
-        if build is None:
+        kind = record["type"]
+        found = _BUILDERS.get(kind)
+        if found is None:
             return None
+        table, build = found
         broker = str(record.get("broker") or src.broker)
         role = str(record.get("role") or src.role)
-        return build(seq, record, time, source, src, broker, role)
+        ts = record.get("ts")
+        row = build(seq, record, time, source, ts, kind, broker, role)
+        if row is None:
+            return None
+        # the `records` row, as `schema.rows._generic_row` makes it
+        generic = (
+            record.get("v", 1),
+            to_json(record),
+            source,
+            seq,
+            0,
+            ts,
+            time,
+            kind,
+            broker,
+            role,
+            None,
+        )
+        return generic, table, row
     except Exception:  # the reference makes these rows or raises its own error for them
         return None
