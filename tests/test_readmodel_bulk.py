@@ -83,3 +83,65 @@ def test_bulk_insert_refuses_a_value_sqlalchemy_refuses_as_a_data_error(tmp_path
         engine.dispose()
     assert is_data_error(core.value)
     assert is_data_error(bulk.value)
+
+
+def _offset_rows(count: int, first_seq: int = 1) -> list[dict]:
+    table = _ALL_TABLES["offset_changes"]
+    rows = []
+    for seq in range(first_seq, first_seq + count):
+        row = {c.key: None for c in table.columns}
+        row.update(source="b", seq=seq, n=0, ts=seq, time=seq, type="t", broker="b", role="r")
+        row.update(
+            group="g", topic="t", queue_id=seq % 4, old=seq - 1, new=seq, removed=seq % 7 == 0
+        )
+        rows.append(row)
+    return rows
+
+
+def _by_rowid(engine: Engine, name: str) -> list[tuple]:
+    with engine.connect() as conn:
+        return [
+            tuple(r) for r in conn.exec_driver_sql(f"SELECT rowid, * FROM {name} ORDER BY rowid")
+        ]
+
+
+@pytest.mark.parametrize("count", [1, 49, 50, 51, 100, 137])
+def test_rows_sent_many_a_statement_are_stored_in_order(tmp_path, count):
+    """Rows go in statements of many rows each, the rest one a row: the rows and rowids of insert()."""
+    table = _ALL_TABLES["offset_changes"]
+    rows = _offset_rows(count)
+    core = _engine(f"sqlite:///{tmp_path / 'core.sqlite'}")
+    bulk = _engine(f"sqlite:///{tmp_path / 'bulk.sqlite'}")
+    try:
+        with core.begin() as conn:
+            conn.execute(table.insert(), rows)
+        inserter = BulkInsert(bulk.dialect)
+        assert inserter._plan(table).rows > 1
+        with bulk.begin() as conn:
+            inserter.insert(conn, table, rows)
+        assert _by_rowid(bulk, table.name) == _by_rowid(core, table.name)
+        assert len(_by_rowid(bulk, table.name)) == count
+    finally:
+        core.dispose()
+        bulk.dispose()
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda row: row.update(old=2**64),  # no SQLite INTEGER holds it
+        lambda row: row.update(seq=1),  # the key of the first row again
+    ],
+)
+def test_a_bad_row_in_a_statement_of_many_is_a_data_error(tmp_path, spoil):
+    table = _ALL_TABLES["offset_changes"]
+    rows = _offset_rows(120)
+    spoil(rows[37])
+    engine = _engine(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    try:
+        with pytest.raises(Exception) as bulk, engine.begin() as conn:
+            BulkInsert(engine.dialect).insert(conn, table, rows)
+        assert _by_rowid(engine, table.name) == []
+    finally:
+        engine.dispose()
+    assert is_data_error(bulk.value)

@@ -10,6 +10,12 @@ is NULL, as it is when SQLAlchemy leaves it out (the read model's columns
 have no defaults). A value a bind processor refuses raises its own error
 (TypeError, ValueError), which `quarantine.is_data_error` takes for a data error.
 
+On SQLite the rows go MANY_ROWS to a statement (an INSERT with as many
+VALUES lists), the last ones one a statement: the same rows in the same order,
+where one statement run per row costs sqlite3 its cursors and halt and Python
+its GIL hand-offs (~9k instructions a row). A value refused in any row fails
+the statement, and the whole batch with it, as it fails executemany.
+
 Only SQLite is fed so: for other databases SQLAlchemy's insert() stays, as
 it sends many rows in one statement ("insertmanyvalues") where a driver's
 executemany may make a round trip per row (psycopg2).
@@ -24,6 +30,7 @@ what sqlite3 binds without them) make that one dictionary look-up.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +50,14 @@ class _Plan:
     processed: tuple[
         tuple[int, Callable[[Any], Any]], ...
     ]  # (place, bind processor) of some columns
+    rows: int  # rows a statement of `many` takes (1: no such statement)
+    many: str  # the INSERT of `rows` rows (one VALUES list a row), positional only
+
+
+# rows an INSERT statement takes at most, and its parameters at most (SQLite before 3.32 allowed
+# 999 a statement)
+MANY_ROWS = 50
+MANY_PARAMETERS = 999
 
 
 class BulkInsert:
@@ -79,22 +94,50 @@ class BulkInsert:
             for key in order
         )
         processed = tuple((i, p) for i, p in enumerate(processors) if p is not None)
-        plan = _Plan(compiled.string, tuple(order), names, processed)
+        sql = compiled.string
+        rows = max(1, min(MANY_ROWS, MANY_PARAMETERS // len(order))) if names is None else 1
+        head, values = sql.split(" VALUES ")
+        many = f"{head} VALUES {', '.join([values] * rows)}"
+        plan = _Plan(sql, tuple(order), names, processed, rows, many)
         self._plans[table.name] = plan
         return plan
+
+    def columns(self, table: Table) -> tuple[str, ...]:
+        """The column keys of a table's INSERT, in the order `values` and `insert_values` take them."""
+        return self._plan(table).columns
+
+    def values(self, table: Table, rows: Sequence[Row]) -> list[tuple[Any, ...]]:
+        """Rows as tuples of `columns(table)` (a column a row does not name is None)."""
+        columns = self._plan(table).columns
+        return [tuple(map(row.get, columns)) for row in rows]
 
     def insert(self, conn: Connection, table: Table, rows: Sequence[Row]) -> None:
         if not self.direct:
             conn.execute(table.insert(), list(rows))
             return
+        self.insert_values(conn, table, self.values(table, rows))
+
+    def insert_values(self, conn: Connection, table: Table, values: list[tuple[Any, ...]]) -> None:
+        """Tuples of `columns(table)` into the table (SQLite only: `direct`), through the bind processors."""
         plan = self._plan(table)
-        columns = plan.columns
-        values: list[Any] = [tuple(map(row.get, columns)) for row in rows]
+        sent: list[Any] = values
         if plan.processed:
-            values = [_processed(v, plan.processed) for v in values]
+            sent = [_processed(v, plan.processed) for v in values]
         if plan.names is not None:
-            values = [dict(zip(plan.names, v, strict=True)) for v in values]
-        conn.exec_driver_sql(plan.sql, values)
+            sent = [dict(zip(plan.names, v, strict=True)) for v in sent]
+        elif plan.rows > 1 and len(sent) >= plan.rows:
+            # whole statements of `rows` rows each, then the rest one a row: the same rows in the
+            # same order (so the same rowids), where a statement run per row costs its own
+            # cursors, halt and GIL hand-offs
+            rows, chain = plan.rows, itertools.chain.from_iterable
+            whole = len(sent) - len(sent) % rows
+            conn.exec_driver_sql(
+                plan.many, [tuple(chain(sent[i : i + rows])) for i in range(0, whole, rows)]
+            )
+            sent = sent[whole:]
+            if not sent:
+                return
+        conn.exec_driver_sql(plan.sql, sent)
 
 
 def _processed(

@@ -44,6 +44,8 @@ from es_broker.readmodel.quarantine import (
     now_ms,
     running_version,
 )
+from es_broker.readmodel.tuples import COLUMNS as _TUPLE_COLUMNS
+from es_broker.readmodel.tuples import tuple_rows
 from es_broker.schema.families import (
     DEFAULT_SOURCE,
     Row,
@@ -134,6 +136,11 @@ class Follower:
         self.source = source
         self.batch = batch
         self.bulk = BulkInsert(engine.dialect)
+        # rows made as tuples (readmodel/tuples.py) where they are the INSERTs' columns, on SQLite
+        self.tuples = self.bulk.direct and all(
+            self.bulk.columns(_ALL_TABLES[name]) == columns
+            for name, columns in _TUPLE_COLUMNS.items()
+        )
         self.version = running_version()
         self.position = self.checkpoint()[0]
 
@@ -226,7 +233,9 @@ class Follower:
                 self.position = last
                 return 0
             clock = RunningTime(running)
-            tables: dict[str, list[Row]] = defaultdict(list)
+            # by table: rows (dicts), or on SQLite the tuples of their INSERT's columns
+            tables: dict[str, list[Any]] = defaultdict(list)
+            direct, tuples, broker = self.bulk.direct, self.tuples, self.source.broker
             failed: list[tuple[int, Record, int, BaseException]] = []
             position = last
             for seq, record in batch:
@@ -235,7 +244,9 @@ class Follower:
                 position = seq
                 try:
                     time = effective_time(clock, record)  # on a bad ts the clock stays where it was
-                    rows = table_rows(self.source.broker, seq, record, time, self.source)
+                    made = tuple_rows(seq, record, time, broker, self.source) if tuples else None
+                    if made is None:
+                        rows = table_rows(broker, seq, record, time, self.source)
                 except Exception as exc:
                     if not is_data_error(exc):
                         raise
@@ -243,13 +254,24 @@ class Follower:
                     continue
                 if seq == 1:
                     start = time
-                for name, named_rows in rows.items():
-                    tables[name].extend(named_rows)
+                if made is not None:
+                    tables[_RECORDS].append(made[0])
+                    tables[made[1]].append(made[2])
+                elif direct:
+                    for name, named_rows in rows.items():
+                        tables[name].extend(self.bulk.values(_ALL_TABLES[name], named_rows))
+                else:
+                    for name, named_rows in rows.items():
+                        tables[name].extend(named_rows)
             try:
                 # parents first is not needed (no foreign keys) but keeps it stable
-                for name in _ALL_TABLES:
-                    if tables.get(name):
-                        self.bulk.insert(conn, _ALL_TABLES[name], tables[name])
+                for name, table in _ALL_TABLES.items():
+                    if not tables.get(name):
+                        continue
+                    if direct:
+                        self.bulk.insert_values(conn, table, tables[name])
+                    else:
+                        self.bulk.insert(conn, table, tables[name])
             except Exception as exc:
                 if isolated and is_data_error(exc):
                     raise _Refused(batch[0][0], batch[0][1], clock.value, exc) from exc

@@ -365,7 +365,9 @@ def _as_json_writes(text: str) -> bool:
     """True if json's encoder would have written `text`, orjson's output, too."""
     if not text.isascii() or "\x7f" in text or "0.0000" in text:
         return False
-    return "e-" not in text or _SHORT_EXPONENT.search(text) is None
+    # a text without "-" has no "e-": one character is searched with memchr, ~5x faster than two
+    # (a record's text has an "e" every few characters; "-" is rare: a negative number, a name)
+    return "-" not in text or "e-" not in text or _SHORT_EXPONENT.search(text) is None
 
 
 def to_json(value: Any) -> str:
