@@ -130,11 +130,6 @@ def _fits(value: Any) -> bool:
     return True
 
 
-# the pure-Python functions that have a compiled twin (es_broker/log/_speedups.pyx); `packb`
-# joins them where it is defined
-REFERENCE: dict[str, Callable[..., Any]] = {"check": check}
-
-
 def _scalar_fits(value: Any) -> bool:
     kind = type(value)
     if kind is int or (isinstance(value, int) and kind is not bool):  # IntEnum members too
@@ -193,9 +188,6 @@ def packb(value: Any) -> bytes:
     return raw
 
 
-REFERENCE["packb"] = packb
-
-
 def pack(record: Record) -> bytes:
     """The record's msgpack bytes."""
     return packb(record)
@@ -214,5 +206,8 @@ def register_upcaster(type_: str, v: int, fn: Callable[[Record], Record]) -> Non
     """Register fn to turn a `type_` record of version v into version v + 1."""
     _upcasters[(type_, v)] = fn
 
+
+# the pure-Python functions that have a compiled twin (es_broker/log/_speedups.pyx)
+REFERENCE: dict[str, Callable[..., Any]] = {"check": check, "packb": packb}
 
 compiled.install(globals(), "es_broker.log._speedups", "check", "packb")
