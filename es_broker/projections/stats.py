@@ -370,6 +370,8 @@ class StatsProjection(Dispatching):
                 with log.env.begin(write=True) as txn:
                     for db in (self.total_db, self.minute_db):
                         txn.drop(db, delete=False)
+                    self._written_txn = None  # what a commit wrote is gone
+                    self._written.clear()
                     for key, raw in txn.cursor(db=log.log_db):
                         self.apply(txn, records.key_seq(key), records.unpack(raw))
                     self.settle(txn)
