@@ -157,7 +157,7 @@ def put_job(store: Store, prepared: _Prepared) -> Callable[[AppendContext], PutR
     requester, producer_group = request.requester, request.producer_group
 
     def job(ctx: AppendContext) -> PutResult:
-        config = store.topics.get(ctx.txn, request.topic)
+        config = store.topics.writer_get(ctx.txn, request.topic)
         if config is not None:
             return put(ctx, config)
         created = put(ctx, _auto_create(store, ctx, request))

@@ -124,7 +124,7 @@ def place(
     """
     txn = ctx.txn
     phy = store.commitlog.phy_max(txn)
-    _, queue_offset = store.cq.bounds(txn, topic, queue_id)
+    _, queue_offset = store.cq.writer_bounds(txn, topic, queue_id)
     # the id is this prefix and the physical offset (B-12)
     host_hex = wire.offset_msg_id(host, 0)[:16]
     payloads, units, ids, _ = wire.place_batch(

@@ -74,6 +74,11 @@ class _SideLog:
     def read_txn(self) -> lmdb.Transaction[bytes]:
         return self.env.begin(buffers=False)
 
+    def follows(self, kept: lmdb.Transaction[bytes] | None, txn: lmdb.Transaction[bytes]) -> bool:
+        """Never: a projection keeps nothing from one of the index's transactions to the next
+        (RecordLog.follows)."""
+        return False
+
 
 class ArchiveIndex:
     """The time index, the offset table's history and the store index (`trace_stored`,

@@ -150,6 +150,9 @@ class RecordLog:
         # so that the next send's bytes do not read it back; any other write to the chunks
         # (`expire_payloads`) forgets it
         self.chunk_tail: tuple[lmdb.Transaction[bytes], tuple[int, bytes]] | None = None
+        # the last write transaction `write_batch` committed, and the id LMDB gave the commit
+        # (`follows`)
+        self.committed: tuple[lmdb.Transaction[bytes] | None, int] = (None, -1)
         self._appliers: dict[str, tuple[Applier, ...]] = {}  # by record type, as first applied
         self._dbs: dict[str, Any] = {}
         create = not readonly
@@ -272,6 +275,7 @@ class RecordLog:
                     results.append((False, exc))
             self.settle(txn)
             txn.commit()
+            self.committed = (txn, self.env.info()["last_txnid"])
         except BaseException as exc:
             txn.abort()
             reason = disk_full_reason(exc)
@@ -290,6 +294,14 @@ class RecordLog:
         it commits (a transaction that applies records outside `write_batch` calls it too)."""
         for settle in self._settlers:
             settle(txn)
+
+    def follows(self, kept: lmdb.Transaction[bytes] | None, txn: lmdb.Transaction[bytes]) -> bool:
+        """Whether the write transaction `txn` is the first after `kept`, which `write_batch`
+        committed: then what a projection kept in memory of what `kept` wrote or read is still
+        what is stored. False after an aborted transaction, and when any other write
+        transaction committed between (LMDB numbers each commit that changed something)."""
+        last, last_id = self.committed
+        return kept is last and kept is not None and txn.id() == last_id + 1
 
     def expire_payloads(self, txn: lmdb.Transaction[bytes], phy_min: int) -> None:
         """Retention: the commit log's bytes below phy_min go (chunks.expire)."""

@@ -44,6 +44,7 @@ UNITS_PER_FILE = 300_000  # mappedFileSizeConsumeQueue / 20 (B-01, B-09)
 BLOCK_UNITS = 145  # (4096 - 16 page header) // 28: one overflow page a block (B-474)
 LEGACY_DATABASES = ("cq",)  # store format 3 and before: an entry per unit
 BLOCKS_OF_32 = ("cq_blocks",)  # store formats 4 and 5: blocks of 32 units (B-473)
+KEPT_QUEUES = 1024  # the most queues whose last block a commit keeps for the next transaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +114,14 @@ class ConsumeQueueProjection(Dispatching):
     def bind(self, log: RecordLog) -> None:
         self.db = log.db("cq_pages")
         self.meta = log.db("cq_meta")
+        self.log = log
         # what the write transaction `_txn` wrote or read of its queues, so that its next send to
-        # a queue reads neither its bounds nor its last block back: the bounds it wrote, by
-        # (topic, queue id), and by queue key the queue's last block (first offset, units) as a
-        # send wrote it or a delivery's `sizes` read it. Only the sends' appends and `sizes` keep
-        # it; any other write to cq_pages or cq_meta forgets it, and so does the commit (`settle`).
+        # a queue reads neither its bounds nor its last block back: the bounds it wrote or read,
+        # by (topic, queue id), and by queue key the queue's last block (first offset, units) as
+        # a send wrote it or a delivery's `sizes` read it. Only the sends' placement and appends
+        # and `sizes` keep it; any other write to cq_pages or cq_meta forgets it. The next write
+        # transaction keeps it when it follows `_txn`'s commit (`_begin`), and forgets it after
+        # an abort or another writer's commit.
         self._txn: lmdb.Transaction[bytes] | None = None
         self._bounds: dict[tuple[str, int], tuple[int, int]] = {}
         self._tails: dict[bytes, tuple[int, bytes]] = {}
@@ -131,8 +135,7 @@ class ConsumeQueueProjection(Dispatching):
             stored["units"],
         )
         if txn is not self._txn:
-            self.forget()
-            self._txn = txn
+            self._begin(txn)
         queue, name = queue_key(topic, qid), (topic, qid)
         known = self._bounds.get(name)
         lo = known[0] if known is not None else self.bounds(txn, topic, qid)[0]
@@ -154,6 +157,14 @@ class ConsumeQueueProjection(Dispatching):
         bounds = self._bounds[name] = (lo, offset + count)
         txn.put(queue, _BOUNDS.pack(*bounds), True, True, False, self.meta)
 
+    def _begin(self, txn: lmdb.Transaction[bytes]) -> None:
+        """`txn`, a write transaction, is to use what `_txn` kept: still what is stored when
+        `txn` is the first after `_txn`'s commit (`RecordLog.follows`), else forgotten."""
+        if not self.log.follows(self._txn, txn):
+            self._bounds.clear()
+            self._tails.clear()
+        self._txn = txn
+
     def forget(self) -> None:
         """Drop what `_stored` and `sizes` kept of their transaction (before a write of another
         kind)."""
@@ -162,8 +173,10 @@ class ConsumeQueueProjection(Dispatching):
         self._tails.clear()
 
     def settle(self, txn: lmdb.Transaction[bytes]) -> None:
-        """The transaction is about to commit: what it kept is of no further use."""
-        self.forget()
+        """The transaction is about to commit: what it kept serves the next one, up to a bound
+        on the blocks kept (a block each queue written to)."""
+        if len(self._tails) > KEPT_QUEUES:
+            self.forget()
 
     def _import_skipped(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         """The units an import kept without their message (B-527), each at its queue offset."""
@@ -288,6 +301,19 @@ class ConsumeQueueProjection(Dispatching):
         for key, bounds in txn.cursor(db=self.meta):
             self._expire(txn, bytes(key), _BOUNDS.unpack(bounds)[0])
 
+    def writer_bounds(
+        self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int
+    ) -> tuple[int, int]:
+        """`bounds` in the writer's transaction `txn` (a send's placement), kept for the
+        queue's `messages_stored` record that follows and for the next send."""
+        if txn is not self._txn:
+            self._begin(txn)
+        known = self._bounds.get((topic, queue_id))
+        if known is None:
+            raw = txn.get(queue_key(topic, queue_id), None, self.meta)
+            known = self._bounds[topic, queue_id] = _BOUNDS.unpack(raw) if raw else (0, 0)
+        return known
+
     # ------------------------------------------------------------------ reads
     def bounds(self, txn: lmdb.Transaction[bytes], topic: str, queue_id: int) -> tuple[int, int]:
         """(min, max) of a queue; (0, 0) for a queue that never received a message."""
@@ -370,8 +396,10 @@ class ConsumeQueueProjection(Dispatching):
         """
         total = 0
         queue, size = queue_key(topic, queue_id), UNIT.size
+        if txn is not self._txn:
+            self._begin(txn)
         # the block last found, and where the next starts: at first the last block, if kept
-        tail = self._tails.get(queue) if txn is self._txn else None
+        tail = self._tails.get(queue)
         first, units, gap_end = (0, b"", -1) if tail is None else (*tail, 2**64)
         for offset in offsets:
             at = (offset - first) * size
@@ -382,9 +410,6 @@ class ConsumeQueueProjection(Dispatching):
                 continue  # between the block last found and the next: no unit there
             first, units, gap_end = self._block_around(txn, queue, offset)
             if gap_end == 2**64 and units:  # the queue's last block: kept for the transaction
-                if txn is not self._txn:
-                    self.forget()
-                    self._txn = txn
                 self._tails[queue] = (first, units)
             at = (offset - first) * size
             if 0 <= at < len(units):

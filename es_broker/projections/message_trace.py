@@ -57,6 +57,7 @@ from es_broker.projections.keys import I64, U32, U64, queue_key
 FROM = b"from"
 TO = b"to"
 LEGACY_DATABASES = ("trace_deliveries",)  # store format 2 and before
+KEPT_QUEUES = 4096  # the most queues whose widest delivery a commit hands the next transaction
 # an enum member read off its class costs a look-up through the enum's machinery a time
 _DELIVERED: Final = RecordType.MESSAGES_DELIVERED
 _FIRST_SEQ = struct.Struct(">QQ")  # a trace_pulls key after its queue: first offset, seq
@@ -72,6 +73,12 @@ class MessageTraceProjection(Dispatching):
         self.pulls = log.db(
             "trace_pulls"
         )  # None in the archive index (es_broker/history/horizon.py)
+        self.log = log
+        # the widest span of each queue's deliveries as the write transaction `_txn` read or
+        # wrote it (`_record_delivery`), by queue key: kept for the next write transaction when
+        # it follows `_txn`'s commit (RecordLog.follows)
+        self._txn: lmdb.Transaction[bytes] | None = None
+        self._widest: dict[bytes, int] = {}
 
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
         first = stored["units"][0][0]
@@ -157,12 +164,23 @@ class MessageTraceProjection(Dispatching):
             False,
             self.pulls,
         )
-        widest = txn.get(queue, None, self.pulls)
-        if widest is None or U64.unpack(widest)[0] < span:
+        if txn is not self._txn:
+            if len(self._widest) > KEPT_QUEUES or not self.log.follows(self._txn, txn):
+                self._widest.clear()
+            self._txn = txn
+        widest = self._widest.get(queue)
+        if widest is None:
+            raw = txn.get(queue, None, self.pulls)
+            widest = -1 if raw is None else U64.unpack(raw)[0]
+        if widest < span:
             txn.put(queue, U64.pack(span), True, True, False, self.pulls)
+            widest = span
+        self._widest[queue] = widest
 
     def convert(self, txn: lmdb.Transaction[bytes], legacy: Any) -> None:
         """Write trace_pulls from an older directory's trace_deliveries (grouped by record)."""
+        self._txn = None
+        self._widest.clear()
         txn.drop(self.pulls, delete=False)
         grouped: dict[tuple[bytes, int], list[int]] = {}
         for key in txn.cursor(db=legacy).iternext(keys=True, values=False):

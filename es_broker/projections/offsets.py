@@ -20,6 +20,8 @@ from es_broker.log.scan import prefixed
 from es_broker.projections.keys import I64, U64, offset_key, split_offset_key
 from es_broker.projections.offset_rule import OFFSET_RECORD_TYPES, ResetPending, offset_effects
 
+KEPT_QUEUES = 4096  # the most queues whose `commit_state` a write transaction hands the next
+
 
 @dataclass(frozen=True, slots=True)
 class OffsetHistoryEntry:
@@ -44,6 +46,12 @@ class OffsetTableProjection:
         self.db = log.db("offsets")
         self.history = log.db("offset_history")
         self.pending = log.db("reset_pending")
+        self.log = log
+        # `commit_state` by queue key as the write transaction `_txn` read it or `_store` wrote
+        # it, so that a queue's next commit reads neither database back; the next write
+        # transaction keeps it when it follows `_txn`'s commit (RecordLog.follows)
+        self._txn: lmdb.Transaction[bytes] | None = None
+        self._kept: dict[bytes, tuple[int, tuple[int, int, int] | None]] = {}
 
     def applier(self, kind: str) -> Callable[[lmdb.Transaction[bytes], int, Record], None] | None:
         """`_store` for the record types that change the table; none for the others (a send or
@@ -57,8 +65,13 @@ class OffsetTableProjection:
     def _store(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
         """Store what the offset rule says a record of an OFFSET_RECORD_TYPES type does."""
         ts, packb = record["ts"], records.packb
+        if txn is not self._txn:
+            self._begin(txn)
+        kept = self._kept
         for effect in offset_effects(record):
             key = offset_key(effect.topic, effect.group, effect.queue_id)
+            # what `commit_state` answers after this effect, when known without a read
+            known = kept.pop(key, None)
             if isinstance(effect, ResetPending):
                 txn.put(key, packb([effect.target, seq, ts]), True, True, False, self.pending)
                 continue
@@ -71,14 +84,32 @@ class OffsetTableProjection:
             txn.put(key + U64.pack(seq), packb(entry), True, True, False, self.history)
             if effect.settles_reset:
                 txn.delete(key, db=self.pending)
+                if not effect.removed:
+                    kept[key] = (effect.new, None)
+            elif known is not None and not effect.removed:
+                kept[key] = (effect.new, known[1])
+
+    def _begin(self, txn: lmdb.Transaction[bytes]) -> None:
+        """`txn`, a write transaction, is to use what `_txn` kept: still what is stored when
+        `txn` is the first after `_txn`'s commit (`RecordLog.follows`), else forgotten."""
+        if len(self._kept) > KEPT_QUEUES or not self.log.follows(self._txn, txn):
+            self._kept.clear()
+        self._txn = txn
 
     def commit_state(
         self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
     ) -> tuple[int, tuple[int, int, int] | None]:
-        """(`query`, `pending_reset`) of one queue, its key built once (a commit reads both)."""
+        """(`query`, `pending_reset`) of one queue, its key built once (a commit reads both), in
+        the writer's transaction `txn`: kept for the queue's next commit (`_kept`)."""
         key = offset_key(topic, group, queue_id)
-        raw, pending = txn.get(key, None, self.db), txn.get(key, None, self.pending)
-        return I64.unpack(raw)[0] if raw else -1, _pending(pending) if pending else None
+        if txn is not self._txn:
+            self._begin(txn)
+        known = self._kept.get(key)
+        if known is None:
+            raw, pending = txn.get(key, None, self.db), txn.get(key, None, self.pending)
+            known = (I64.unpack(raw)[0] if raw else -1, _pending(pending) if pending else None)
+            self._kept[key] = known
+        return known
 
     def pending_reset(
         self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int

@@ -49,6 +49,7 @@ from es_broker.projections.keys import U64
 VALUE = struct.Struct(">QQQ")
 BUILT = b"\x00built"
 MINUTE_MS = 60_000
+KEPT_COUNTS = 4096  # the most counts a commit hands the next write transaction (`settle`)
 
 TOPIC_PUT = b"P"
 GROUP_GET = b"G"
@@ -127,6 +128,12 @@ class StatsProjection(Dispatching):
         self._same: dict[tuple[Any, ...], list[list[int]]] = {}
         # the consume queue, applied before: the delivered messages' sizes
         self.cq = next(p for p in log.projections if isinstance(p, ConsumeQueueProjection))
+        # the counts `settle` wrote in `_written_txn`, by (database, key): the next write
+        # transaction adds to them without reading them back when it follows that one's commit
+        # (RecordLog.follows)
+        self.log = log
+        self._written_txn: lmdb.Transaction[bytes] | None = None
+        self._written: dict[tuple[Any, bytes], tuple[int, int, int]] = {}
 
     def is_built(self, txn: lmdb.Transaction[bytes], last_seq: int) -> bool:
         """False for a log written before these counts existed (seq 1 always writes BUILT)."""
@@ -270,8 +277,19 @@ class StatsProjection(Dispatching):
     def settle(self, txn: lmdb.Transaction[bytes]) -> None:
         """Write the counts `txn`'s records added (before it commits)."""
         if txn is self._txn:
-            for (db, key), (n, size, recs) in self._pending.items():
-                _bump(txn, key, db, n, size, recs)
+            written = self._written
+            if len(written) > KEPT_COUNTS or not self.log.follows(self._written_txn, txn):
+                written.clear()
+            # `txn`'s from now on: should it not commit, the next transaction forgets them
+            self._written_txn = txn
+            for count, (n, size, recs) in self._pending.items():
+                db, key = count
+                known = written.get(count)
+                if known is None:
+                    raw = txn.get(key, None, db)
+                    known = VALUE.unpack(raw) if raw is not None else (0, 0, 0)
+                value = written[count] = (known[0] + n, known[1] + size, known[2] + recs)
+                txn.put(key, VALUE.pack(*value), True, True, False, db)
         self._txn = None
         self._pending.clear()
         self._same.clear()
@@ -352,6 +370,8 @@ class StatsProjection(Dispatching):
                 with log.env.begin(write=True) as txn:
                     for db in (self.total_db, self.minute_db):
                         txn.drop(db, delete=False)
+                    self._written_txn = None  # what a commit wrote is gone
+                    self._written.clear()
                     for key, raw in txn.cursor(db=log.log_db):
                         self.apply(txn, records.key_seq(key), records.unpack(raw))
                     self.settle(txn)
@@ -376,11 +396,3 @@ def size_buckets(sizes: list[int]) -> list[tuple[int, tuple[int, int]]]:
         acc[0] += 1
         acc[1] += size
     return [(which, (k, s)) for which, (k, s) in sorted(buckets.items())]
-
-
-def _bump(
-    txn: lmdb.Transaction[bytes], key: bytes, db: Any, n: int, size: int, recs: int = 1
-) -> None:
-    raw = txn.get(key, None, db)
-    m, s, r = VALUE.unpack(raw) if raw is not None else (0, 0, 0)
-    txn.put(key, VALUE.pack(m + n, s + size, r + recs), True, True, False, db)

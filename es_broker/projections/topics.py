@@ -21,6 +21,7 @@ PERM_PRIORITY = 8
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
+KEPT_TOPICS = 4096  # the most topics' configs the writer keeps (`writer_get`)
 
 
 class TopicConfigProjection(Dispatching):
@@ -29,13 +30,25 @@ class TopicConfigProjection(Dispatching):
 
     def bind(self, log: RecordLog) -> None:
         self.db = log.db("topics")
+        self.log = log
+        # the configs the writer's transaction `_txn` read (`writer_get`), by topic: kept for the
+        # next write transaction when it follows `_txn`'s commit (RecordLog.follows); any write
+        # to the topics forgets them
+        self._txn: lmdb.Transaction[bytes] | None = None
+        self._kept: dict[str, TopicConfig | None] = {}
+
+    def _forget(self) -> None:
+        self._txn = None
+        self._kept.clear()
 
     def _updated(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._forget()
         updated = TopicUpdated.from_record(record)
         config = dict(updated.config, dataVersion=seq)
         txn.put(updated.topic.encode(), msgpack.packb(config), db=self.db)
 
     def _perm_changed(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._forget()
         changed = TopicPermChanged.from_record(record)
         raw = self._raw(txn, changed.topic)
         if raw is not None:  # the stored map itself, so its other keys keep their bytes
@@ -44,6 +57,7 @@ class TopicConfigProjection(Dispatching):
             txn.put(changed.topic.encode(), msgpack.packb(current), db=self.db)
 
     def _deleted(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+        self._forget()
         txn.delete(TopicDeleted.from_record(record).topic.encode(), db=self.db)
 
     HANDLERS = handlers(
@@ -68,6 +82,19 @@ class TopicConfigProjection(Dispatching):
             return None
         raw = txn.get(key, None, self.db)
         return None if raw is None else stored_topic(bytes(raw)).config
+
+    def writer_get(self, txn: lmdb.Transaction[bytes], topic: str) -> TopicConfig | None:
+        """`get` in the writer's transaction `txn` (a send's job): kept for the transaction's
+        next sends, and the next transaction's when it follows this one's commit."""
+        if txn is not self._txn:
+            if len(self._kept) > KEPT_TOPICS or not self.log.follows(self._txn, txn):
+                self._kept.clear()
+            self._txn = txn
+        kept = self._kept
+        if topic in kept:
+            return kept[topic]
+        config = kept[topic] = self.get(txn, topic)
+        return config
 
     def versioned(self, txn: lmdb.Transaction[bytes], topic: str) -> Versioned[TopicConfig] | None:
         """The topic's config with its dataVersion, or None when there is no such topic."""
