@@ -54,6 +54,49 @@ def test_a_job_failing_after_appending_leaves_no_trace(tmp_path):
     assert [seq for seq, _ in log.read()] == [1, 2]
 
 
+class RefusesToApply:
+    """A projection that counts what it applies and raises on a record marked `poison`."""
+
+    name = "refuses"
+    databases = ("refuses",)
+
+    def bind(self, log):
+        self.db = log.db("refuses")
+
+    def apply(self, txn, seq, record):
+        txn.put(seq.to_bytes(8, "big"), b"applied", db=self.db)
+        if record.get("value") == "poison":
+            raise RuntimeError("the projection cannot apply it")
+
+
+def test_a_record_a_projection_fails_to_apply_spoils_the_batch_and_its_job_fails_alone(tmp_path):
+    """The record was put before its projections ran: its job must not fail as if it appended
+    nothing (that commit kept a record half applied, under a sequence the next append reused)."""
+    log = RecordLog(tmp_path, [RefusesToApply()])
+    outcomes = log.write_batch([append_job(1), append_job("poison"), append_job(2)])
+    assert [ok for ok, _ in outcomes] == [True, False, True]
+    assert [(seq, r["value"]) for seq, r in log.read()] == [(1, 1), (2, 2)]
+    with log.read_txn() as txn:
+        applied = [int.from_bytes(k, "big") for k, _ in txn.cursor(db=log.db("refuses"))]
+    assert applied == [1, 2]
+    log.write_batch([append_job(3)])  # the next batch appends after them
+    assert log.last_seq == 3
+
+
+def test_a_job_failing_after_putting_message_bytes_leaves_none_of_them(tmp_path):
+    log = RecordLog(tmp_path)
+
+    def bytes_then_refusal(ctx):
+        ctx.put_payload(0, b"m" * 64)
+        raise ValueError("refused after its bytes were put")
+
+    outcomes = log.write_batch([append_job(1), bytes_then_refusal, append_job(2)])
+    assert [ok for ok, _ in outcomes] == [True, False, True]
+    assert [r["value"] for _, r in log.read()] == [1, 2]
+    with log.read_txn() as txn:
+        assert list(txn.cursor(db=log.commitlog_db)) == []
+
+
 def test_the_map_grows_by_itself(tmp_path):
     log = RecordLog(tmp_path, map_size=256 * 1024)
     for _ in range(20):

@@ -79,7 +79,9 @@ class AppendContext:
     txn: lmdb.Transaction[bytes]
     log: RecordLog
     next_seq: int
-    appended: int = 0
+    # the records and message bytes jobs put so far: a job that raises after putting any spoils
+    # the batch (`write_batch`), since the transaction holds them
+    written: int = 0
 
     def append(self, record: Record) -> int:
         """Append a record, apply it to every projection, and return its sequence number."""
@@ -88,9 +90,11 @@ class AppendContext:
         # arguments at ~1.8k instructions a call, a record pays it on every append
         if not txn.put(records.seq_key(seq), records.pack(record), True, True, True, log.log_db):
             raise LogCorruptError(f"sequence {seq} already present")
+        # counted once it is in the transaction: a projection that fails to apply it spoils the
+        # batch, rather than leave the record half applied under a seq the next append reuses
+        self.written += 1
         log.apply(txn, seq, record)
         self.next_seq = seq + 1
-        self.appended += 1
         return seq
 
     def append_raw(self, raw: bytes) -> int:
@@ -98,9 +102,9 @@ class AppendContext:
         seq = self.next_seq
         if not self.txn.put(records.seq_key(seq), raw, db=self.log.log_db, append=True):
             raise LogCorruptError(f"sequence {seq} already present")
+        self.written += 1  # as in `append`
         self.log.apply(self.txn, seq, records.unpack(raw))
         self.next_seq = seq + 1
-        self.appended += 1
         return seq
 
     def put_payload(self, physical_offset: int, data: bytes) -> None:
@@ -112,6 +116,7 @@ class AppendContext:
         """Store several messages' bytes at ascending physical offsets past the commit log's end,
         in one call: the tail chunk is read once, the rest appended in whole chunks."""
         log, txn = self.log, self.txn
+        self.written += 1  # bytes past the commit log's end a failed job would leave behind
         known = log.chunk_tail
         tail = chunks.write(
             txn, log.commitlog_db, payloads, known[1] if known and known[0] is txn else None
@@ -230,8 +235,8 @@ class RecordLog:
         """Run jobs in one write transaction and commit it (the group commit).
 
         Returns (ok, result-or-exception) per job. A job that raises before it
-        appended anything fails alone; one that raises after appending spoils
-        the transaction, so the batch is aborted and every job is re-run in a
+        put anything (a record, message bytes) fails alone; one that raises after
+        spoils the transaction, so the batch is aborted and every job is re-run in a
         transaction of its own. The map grows when it is full; a full disk
         raises StoreFullError and nothing of the batch is kept.
         """
@@ -262,7 +267,7 @@ class RecordLog:
         ctx = AppendContext(txn, self, self.last_seq + 1)
         try:
             for job in jobs:
-                before = ctx.appended
+                before = ctx.written
                 try:
                     results.append((True, job(ctx)))
                 except (lmdb.MapFullError, lmdb.DiskError, _SpoiledBatch):
@@ -270,7 +275,7 @@ class RecordLog:
                 except Exception as exc:  # a job's refusal is a value for its caller
                     if disk_full_reason(exc) is not None:
                         raise  # a put that spilled pages to a full disk: the whole batch is refused
-                    if ctx.appended != before or isinstance(exc, lmdb.Error):
+                    if ctx.written != before or isinstance(exc, lmdb.Error):
                         raise _SpoiledBatch(exc) from exc
                     results.append((False, exc))
             self.settle(txn)
