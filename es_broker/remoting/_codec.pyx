@@ -39,6 +39,8 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
     object PyUnicode_Substring(object, Py_ssize_t start, Py_ssize_t end)
+    object PyUnicode_New(Py_ssize_t size, uint32_t maxchar)
+    long long PyLong_AsLongLongAndOverflow(object, int* overflow) except? -1
 
 
 cdef int64_t I32_MIN = -(1 << 31)
@@ -174,22 +176,57 @@ def with_ext_fields(cmd, ext_fields):
 # ------------------------------------------------------------------ JSON header: encode
 
 cdef inline bint _i32(object value):
-    return type(value) is int and I32_MIN <= value <= I32_MAX
+    # an int compared with C bounds: the bounds as Python ints compared through the object
+    # protocol cost ~400 instructions a value
+    cdef int overflow = 0
+    cdef long long number = 0
+    if type(value) is not int:
+        return False
+    number = PyLong_AsLongLongAndOverflow(value, &overflow)
+    return overflow == 0 and I32_MIN <= number <= I32_MAX
+
+
+cdef str _decimal(long long value):
+    """`str(value)` of an int in Java int range, written into a new ASCII text."""
+    cdef char digits[24]
+    cdef Py_ssize_t at = 24
+    cdef bint negative = value < 0
+    cdef unsigned long long rest = <unsigned long long>(-value) if negative else <unsigned long long>value
+    while True:
+        at -= 1
+        digits[at] = <char>(48 + rest % 10)
+        rest //= 10
+        if rest == 0:
+            break
+    if negative:
+        at -= 1
+        digits[at] = 45  # -
+    cdef str out = PyUnicode_New(24 - at, 127)
+    memcpy(PyUnicode_DATA(out), &digits[at], 24 - at)
+    return out
 
 
 cdef str _json_string(str text):
     """`encode_basestring(text)`: an ASCII text that holds nothing it escapes (a quote, a
-    backslash, a control character) is itself in quotes; anything else is its own answer."""
+    backslash, a control character) is itself in quotes, written into one new text; anything
+    else is its own answer."""
     cdef const unsigned char* p
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, n
     cdef unsigned char c
+    cdef char* q
     if PyUnicode_IS_ASCII(text):
         p = <const unsigned char*>PyUnicode_DATA(text)
-        for i in range(PyUnicode_GET_LENGTH(text)):
+        n = PyUnicode_GET_LENGTH(text)
+        for i in range(n):
             c = p[i]
             if c < 0x20 or c == 34 or c == 92:  # control, ", \
                 return _encode_string(text)
-        return '"' + text + '"'
+        out = PyUnicode_New(n + 2, 127)
+        q = <char*>PyUnicode_DATA(out)
+        q[0] = 34
+        memcpy(q + 1, p, n)
+        q[n + 1] = 34
+        return out
     return _encode_string(text)
 
 
@@ -205,7 +242,7 @@ def encode_json_header(cmd):
     if not (_i32(code) and _i32(version) and _i32(opaque) and _i32(flag) and type(ext) is dict
             and type(language) is _LanguageCode and (remark is None or type(remark) is str)):
         return _REF["encode_json_header"](cmd)
-    cdef list parts = ['{"code":', str(code)]
+    cdef list parts = ['{"code":', _decimal(code)]
     cdef bint first = True
     if ext:
         parts.append(',"extFields":{')
@@ -226,16 +263,16 @@ def encode_json_header(cmd):
             parts.append(_json_string(value))
         parts.append("}")
     parts.append(',"flag":')
-    parts.append(str(flag))
+    parts.append(_decimal(flag))
     parts.append(',"language":')
     parts.append(_LANGUAGE_JSON[language])
     parts.append(',"opaque":')
-    parts.append(str(opaque))
+    parts.append(_decimal(opaque))
     if remark is not None:
         parts.append(',"remark":')
         parts.append(_json_string(remark))
     parts.append(',"serializeTypeCurrentRPC":"JSON","version":')
-    parts.append(str(version))
+    parts.append(_decimal(version))
     parts.append("}")
     # "replace": a lone surrogate becomes "?", as in the reference
     return "".join(parts).encode("utf-8", "replace")
@@ -257,20 +294,22 @@ cdef inline Py_ssize_t _ws(int kind, void* data, Py_ssize_t pos, Py_ssize_t end)
     return pos
 
 
-cdef Py_ssize_t _string(str text, int kind, void* data, Py_ssize_t pos, Py_ssize_t end,
-                        list out) except -1:
-    # pos is just past the opening quote; appends the string, returns the index past the closing one
+cdef str _string(str text, int kind, void* data, Py_ssize_t pos, Py_ssize_t end,
+                 Py_ssize_t* after):
+    # pos is just past the opening quote; the string, with `after` set to the index past the
+    # closing quote (returned, not appended to a scratch list: an append and a pop a string
+    # reallocated the list each time, ~1.8k instructions a string)
     cdef Py_ssize_t at = pos
     cdef uint32_t c
     while at < end:
         c = PyUnicode_READ(kind, data, at)
         if c == 34:  # "
-            out.append(PyUnicode_Substring(text, pos, at))
-            return at + 1
+            after[0] = at + 1
+            return PyUnicode_Substring(text, pos, at)
         if c == 92 or c < 32:  # an escape, or a control character the strict scanner refuses
-            value, after = _scanstring(text, pos, True)
-            out.append(value)
-            return after
+            value, stop = _scanstring(text, pos, True)
+            after[0] = stop
+            return value
         at += 1
     raise _Unusual()
 
@@ -314,9 +353,10 @@ cdef object _decode(str text, object body):
     cdef Py_ssize_t end = PyUnicode_GET_LENGTH(text)
     cdef Py_ssize_t pos
     cdef int64_t code = 0, version = 0, opaque = 0, flag = 0, number = 0
-    cdef list scratch = []
     cdef dict ext = {}
     cdef uint32_t c
+    cdef str key
+    cdef Py_ssize_t n
     language = _JAVA
     remark = None
     pos = _ws(kind, data, 0, end)
@@ -329,8 +369,7 @@ cdef object _decode(str text, object body):
         while True:
             if pos >= end or PyUnicode_READ(kind, data, pos) != 34:
                 raise _Unusual()
-            pos = _string(text, kind, data, pos + 1, end, scratch)
-            key = scratch.pop()
+            key = _string(text, kind, data, pos + 1, end, &pos)
             pos = _ws(kind, data, pos, end)
             if pos >= end or PyUnicode_READ(kind, data, pos) != 58:  # :
                 raise _Unusual()
@@ -338,27 +377,30 @@ cdef object _decode(str text, object body):
             if pos >= end:
                 raise _Unusual()
             c = PyUnicode_READ(kind, data, pos)
-            if key == "code":
+            # each name compared only with the names of its length (a text comparison is a call)
+            n = PyUnicode_GET_LENGTH(key)
+            if n == 4 and key == "code":
                 pos = _integer(kind, data, pos, end, &code)
-            elif key == "opaque":
+            elif n == 6 and key == "opaque":
                 pos = _integer(kind, data, pos, end, &opaque)
-            elif key == "flag":
+            elif n == 4 and key == "flag":
                 pos = _integer(kind, data, pos, end, &flag)
-            elif key == "version":
+            elif n == 7 and key == "version":
                 pos = _integer(kind, data, pos, end, &version)
-            elif key == "extFields":
+            elif n == 9 and key == "extFields":
                 if c != 123:
                     raise _Unusual()
                 ext = {}
-                pos = _ext_fields(text, kind, data, pos + 1, end, ext, scratch)
+                pos = _ext_fields(text, kind, data, pos + 1, end, ext)
             elif c == 34:  # a string: language, remark, or a key nobody reads
-                pos = _string(text, kind, data, pos + 1, end, scratch)
-                value = scratch.pop()
-                if key == "language":
+                value = _string(text, kind, data, pos + 1, end, &pos)
+                if n == 8 and key == "language":
                     language = _LANGUAGE_BY_NAME.get(value, _OTHER)
-                elif key == "remark":
+                elif n == 6 and key == "remark":
                     remark = value
-            elif key != "language" and key != "remark" and (c == 45 or 48 <= c <= 57):
+            elif not (n == 8 and key == "language") and not (n == 6 and key == "remark") and (
+                c == 45 or 48 <= c <= 57
+            ):
                 pos = _integer(kind, data, pos, end, &number)  # an unknown int key
             else:
                 raise _Unusual()
@@ -379,7 +421,7 @@ cdef object _decode(str text, object body):
 
 
 cdef Py_ssize_t _ext_fields(str text, int kind, void* data, Py_ssize_t pos, Py_ssize_t end,
-                            dict ext, list scratch) except -1:
+                            dict ext) except -1:
     # pos is just past the {; string keys and string values only
     pos = _ws(kind, data, pos, end)
     if pos < end and PyUnicode_READ(kind, data, pos) == 125:
@@ -387,16 +429,14 @@ cdef Py_ssize_t _ext_fields(str text, int kind, void* data, Py_ssize_t pos, Py_s
     while True:
         if pos >= end or PyUnicode_READ(kind, data, pos) != 34:
             raise _Unusual()
-        pos = _string(text, kind, data, pos + 1, end, scratch)
+        key = _string(text, kind, data, pos + 1, end, &pos)
         pos = _ws(kind, data, pos, end)
         if pos >= end or PyUnicode_READ(kind, data, pos) != 58:
             raise _Unusual()
         pos = _ws(kind, data, pos + 1, end)
         if pos >= end or PyUnicode_READ(kind, data, pos) != 34:
             raise _Unusual()  # a number, boolean or null value: the reference converts it
-        pos = _string(text, kind, data, pos + 1, end, scratch)
-        value = scratch.pop()
-        ext[scratch.pop()] = value
+        ext[key] = _string(text, kind, data, pos + 1, end, &pos)
         pos = _ws(kind, data, pos, end)
         if pos >= end:
             raise _Unusual()
