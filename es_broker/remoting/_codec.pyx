@@ -25,7 +25,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.object cimport PyObject_GenericSetAttr
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t
-from libc.string cimport memcpy
+from libc.string cimport memchr, memcpy
 
 from json.decoder import scanstring as _scanstring
 from json.encoder import encode_basestring as _encode_string
@@ -61,6 +61,8 @@ cdef dict _LANGUAGE_JSON = None  # LanguageCode member -> its name as a JSON str
 cdef dict _SHAPES = None  # requests.SHAPES
 cdef dict _PLANS = {}  # id(shape) -> (shape, plain plan, wire-name plan)
 cdef object _Refusal = None, _NO_HEADER = None
+cdef object _GROUPLESS = None, _DERIVING = None  # requests.GROUPLESS_TOPICS, requests.DERIVING
+cdef Py_ssize_t _TOPIC_MAX = 0, _GROUP_MAX = 0, _DERIVED_MAX = 0  # requests' name limits
 cdef object _new_object = object.__new__
 from dataclasses import MISSING as _MISSING
 cdef object _STR = None, _INT = None, _LONG = None, _BOOL = None
@@ -82,7 +84,7 @@ cdef str _HEADER = "header"
 cdef int _bind() except -1:
     global _Command, _JAVA, _OTHER, _LanguageCode, _JSON, _LANGUAGE_BY_NAME, _CURRENT_VERSION
     global _FLAG_RESPONSE, _REF, _LANGUAGE_JSON, _SHAPES, _STR, _INT, _LONG, _BOOL, _SEND_MESSAGE
-    global _Refusal, _NO_HEADER
+    global _Refusal, _NO_HEADER, _GROUPLESS, _DERIVING, _TOPIC_MAX, _GROUP_MAX, _DERIVED_MAX
     from es_broker.remoting import codes, command, frames, header, requests
 
     fields = tuple(f.name for f in command.RemotingCommand.__dataclass_fields__.values())
@@ -105,6 +107,11 @@ cdef int _bind() except -1:
     _SHAPES = requests.SHAPES
     _Refusal = requests.Refusal
     _NO_HEADER = requests.NO_HEADER
+    _GROUPLESS = requests.GROUPLESS_TOPICS
+    _DERIVING = requests.DERIVING
+    _TOPIC_MAX = requests.TOPIC_BYTES_MAX
+    _GROUP_MAX = requests.GROUP_BYTES_MAX
+    _DERIVED_MAX = requests.DERIVED_GROUP_BYTES_MAX
     _STR, _INT, _LONG, _BOOL = requests.Kind.STR, requests.Kind.INT, requests.Kind.LONG, requests.Kind.BOOL
     _SEND_MESSAGE = codes.RequestCode.SEND_MESSAGE
     return 0
@@ -549,6 +556,12 @@ cdef bint _integer_in(str raw, int64_t low, int64_t high, int64_t* out):
     return low <= value <= high
 
 
+cdef inline bint _is_true(const char* p) noexcept:
+    # four ASCII characters: "true" in any case (| 32 lowers an ASCII letter, and maps no other
+    # ASCII character onto t, r, u or e)
+    return (p[0] | 32) == 116 and (p[1] | 32) == 114 and (p[2] | 32) == 117 and (p[3] | 32) == 101
+
+
 def decode(cmd, shape=None):
     if _REF is None:
         _bind()
@@ -596,6 +609,8 @@ def decode(cmd, shape=None):
             if not _integer_in(<str>raw, low, high, &number):
                 return _REF["decode"](cmd, shape)
             value = number
+        elif PyUnicode_IS_ASCII(raw):  # Boolean.parseBoolean without a method call: "true", any case
+            value = PyUnicode_GET_LENGTH(raw) == 4 and _is_true(<const char*>PyUnicode_DATA(raw))
         else:
             value = (<str>raw).lower() == "true"
         if obj is not None:
@@ -608,3 +623,40 @@ def decode(cmd, shape=None):
 def check(cmd, shape=None):
     decoded = decode(cmd, shape)
     return decoded if type(decoded) is _Refusal else None
+
+
+def check_text(cmd, shape=None):
+    """The usual request, every field name and value an ASCII text (so UTF-8) and no remark, whose
+    topic and group names hold no NUL, name a group (not a bare retry or dead-letter prefix) and
+    fit their keys, is None here; anything else is the reference's to judge (and word)."""
+    if _REF is None:
+        _bind()
+    shape = shape or _SHAPES.get(cmd.code)
+    if shape is None:
+        return None
+    if type(cmd) is not _Command or type(cmd.ext_fields) is not dict or cmd.remark is not None:
+        return _REF["check_text"](cmd, shape)
+    cdef dict fields = cmd.ext_fields
+    for key, value in fields.items():
+        if (type(key) is not str or type(value) is not str or not PyUnicode_IS_ASCII(key)
+                or not PyUnicode_IS_ASCII(value)):
+            return _REF["check_text"](cmd, shape)
+    code = cmd.code
+    cdef Py_ssize_t n, limit
+    cdef bint topic
+    for item in (shape.name_fields if code != _SEND_MESSAGE else shape.plain_name_fields):
+        wire, declared, what, kind = <tuple>item
+        raw = fields.get(wire)
+        if raw is None and wire != declared:
+            raw = fields.get(declared)
+        if raw is None:
+            continue
+        n = PyUnicode_GET_LENGTH(raw)  # ASCII: its length in UTF-8
+        topic = kind == "topic"
+        limit = _TOPIC_MAX if topic else _GROUP_MAX
+        if declared == "group" and code in _DERIVING and _DERIVED_MAX < limit:
+            limit = _DERIVED_MAX
+        if (n > limit or memchr(PyUnicode_DATA(raw), 0, n) != NULL
+                or (topic and raw in _GROUPLESS)):
+            return _REF["check_text"](cmd, shape)
+    return None
