@@ -483,6 +483,22 @@ def test_encode_json_header_and_frame(cmd):
     assert outcome(codec.encode_frame, cmd) == outcome(_pure_frame, cmd)
 
 
+ascii_texts = st.text(alphabet=st.characters(max_codepoint=127), max_size=12)
+
+
+@given(
+    commands,
+    st.dictionaries(ascii_texts, st.none() | ascii_texts, max_size=8),
+    st.none() | ascii_texts,
+)
+def test_encode_json_header_of_ascii_text(cmd, fields, remark):
+    """The header written at once (every text ASCII with nothing to escape; null values left out)
+    or by parts (anything else): the reference's bytes either way."""
+    cmd = dataclasses.replace(cmd, ext_fields=fields, remark=remark)
+    same_codec("encode_json_header", cmd)
+    assert outcome(codec.encode_frame, cmd) == outcome(_pure_frame, cmd)
+
+
 @given(commands)
 def test_decode_what_either_side_encoded(cmd):
     head = header.REFERENCE["encode_json_header"](cmd)

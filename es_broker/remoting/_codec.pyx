@@ -237,6 +237,59 @@ cdef str _json_string(str text):
     return _encode_string(text)
 
 
+cdef inline bint _plain(str text):
+    # an ASCII text with nothing JSON escapes: written as it is, in quotes
+    cdef const unsigned char* p
+    cdef Py_ssize_t i
+    cdef unsigned char c
+    if not PyUnicode_IS_ASCII(text):
+        return False
+    p = <const unsigned char*>PyUnicode_DATA(text)
+    for i in range(PyUnicode_GET_LENGTH(text)):
+        c = p[i]
+        if c < 0x20 or c == 34 or c == 92:  # control, ", \
+            return False
+    return True
+
+
+cdef inline Py_ssize_t _digits(long long value, char* buf) noexcept:
+    # `str(value)` right-aligned in buf[24]; the index of its first character
+    cdef Py_ssize_t at = 24
+    cdef bint negative = value < 0
+    cdef unsigned long long rest = <unsigned long long>(-value) if negative else <unsigned long long>value
+    while True:
+        at -= 1
+        buf[at] = <char>(48 + rest % 10)
+        rest //= 10
+        if rest == 0:
+            break
+    if negative:
+        at -= 1
+        buf[at] = 45  # -
+    return at
+
+
+cdef inline char* _put(char* q, const char* text, Py_ssize_t n) noexcept:
+    memcpy(q, text, n)
+    return q + n
+
+
+cdef inline char* _put_text(char* q, str text) noexcept:
+    # an ASCII text (`_plain`), in quotes
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+    q[0] = 34
+    memcpy(q + 1, PyUnicode_DATA(text), n)
+    q[n + 1] = 34
+    return q + n + 2
+
+
+cdef inline char* _put_number(char* q, const char* name, Py_ssize_t name_len, long long value) noexcept:
+    cdef char buf[24]
+    cdef Py_ssize_t at = _digits(value, buf)
+    q = _put(q, name, name_len)
+    return _put(q, &buf[at], 24 - at)
+
+
 def encode_json_header(cmd):
     if _REF is None:
         _bind()
@@ -249,18 +302,81 @@ def encode_json_header(cmd):
     if not (_i32(code) and _i32(version) and _i32(opaque) and _i32(flag) and type(ext) is dict
             and type(language) is _LanguageCode and (remark is None or type(remark) is str)):
         return _REF["encode_json_header"](cmd)
-    cdef list parts = ['{"code":', _decimal(code)]
-    cdef bint first = True
+    cdef list keys = None
+    cdef bint plain = remark is None or _plain(remark)
+    cdef str lang = _LANGUAGE_JSON[language]
+    cdef char buf[24]
+    cdef Py_ssize_t fields = 0
+    # the fixed text, the four numbers, the language and the remark
+    cdef Py_ssize_t total = 83 + PyUnicode_GET_LENGTH(lang)
+    total += 24 - _digits(code, buf) + 24 - _digits(flag, buf)
+    total += 24 - _digits(opaque, buf) + 24 - _digits(version, buf)
+    if remark is not None:
+        total += 12 + PyUnicode_GET_LENGTH(remark)
     if ext:
-        parts.append(',"extFields":{')
         for key in (<dict>ext):
             if type(key) is not str:
                 return _REF["encode_json_header"](cmd)
-        for key in sorted(ext):
+        keys = sorted(ext)
+        total += 15  # ,"extFields":{ and its }
+        for key in keys:
             value = (<dict>ext)[key]
             if type(value) is not str:
                 if value is not None:
                     return _REF["encode_json_header"](cmd)
+                continue
+            if plain and not (_plain(key) and _plain(value)):
+                plain = False
+            total += PyUnicode_GET_LENGTH(key) + PyUnicode_GET_LENGTH(value) + 5  # "k":"v"
+            fields += 1
+        if fields > 1:
+            total += fields - 1  # the commas between them
+    if not plain:
+        return _encode_parts(code, version, opaque, flag, ext, keys, lang, remark)
+    # every text ASCII with nothing to escape: the bytes written at once, as the parts would join
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef char* q = PyBytes_AS_STRING(out)
+    cdef bint first = True
+    q = _put_number(q, '{"code":', 8, code)
+    if keys:
+        q = _put(q, ',"extFields":{', 14)
+        for key in keys:
+            value = (<dict>ext)[key]
+            if value is None:
+                continue
+            if not first:
+                q[0] = 44  # ,
+                q += 1
+            first = False
+            q = _put_text(q, <str>key)
+            q[0] = 58  # :
+            q = _put_text(q + 1, <str>value)
+        q[0] = 125  # }
+        q += 1
+    q = _put_number(q, ',"flag":', 8, flag)
+    q = _put(q, ',"language":', 12)
+    q = _put(q, <const char*>PyUnicode_DATA(lang), PyUnicode_GET_LENGTH(lang))
+    q = _put_number(q, ',"opaque":', 10, opaque)
+    if remark is not None:
+        q = _put(q, ',"remark":', 10)
+        q = _put_text(q, <str>remark)
+    q = _put_number(q, ',"serializeTypeCurrentRPC":"JSON","version":', 44, version)
+    q[0] = 125  # }
+    q += 1
+    if q - PyBytes_AS_STRING(out) != total:
+        raise AssertionError("encode_json_header: the header's length was miscounted")
+    return out
+
+
+cdef bytes _encode_parts(code, version, opaque, flag, dict ext, list keys, str lang, remark):
+    """The header of texts that JSON escapes, or that are not ASCII: parts joined, then UTF-8."""
+    cdef list parts = ['{"code":', _decimal(code)]
+    cdef bint first = True
+    if keys:
+        parts.append(',"extFields":{')
+        for key in keys:
+            value = ext[key]
+            if value is None:
                 continue
             if not first:
                 parts.append(",")
@@ -272,7 +388,7 @@ def encode_json_header(cmd):
     parts.append(',"flag":')
     parts.append(_decimal(flag))
     parts.append(',"language":')
-    parts.append(_LANGUAGE_JSON[language])
+    parts.append(lang)
     parts.append(',"opaque":')
     parts.append(_decimal(opaque))
     if remark is not None:
