@@ -620,6 +620,25 @@ def encode_frame(cmd):
 # a field's plan: (name, attr, kind, required, low, high, max_len, choices, pattern, default); kind
 # 0 text, 1 integer, 2 boolean; low/high the integer's bounds (the Java type's, narrowed by min/max);
 # default what the header class holds when the field is left out
+cdef class _Field:
+    """One field of a shape's plan, typed: read without unpacking a tuple or converting a bound."""
+    cdef str name
+    cdef object attr
+    cdef int kind
+    cdef bint required
+    cdef int64_t low, high
+    cdef object max_len, choices, pattern, default
+
+
+cdef _Field _field(str name, object attr, int kind, bint required, object low, object high,
+                   object max_len, object choices, object pattern, object default):
+    cdef _Field f = _Field.__new__(_Field)
+    f.name, f.attr, f.kind, f.required = name, attr, kind, required
+    f.low, f.high = low, high
+    f.max_len, f.choices, f.pattern, f.default = max_len, choices, pattern, default
+    return f
+
+
 cdef tuple _plans(object shape):
     cdef list plain = [], wire = []
     for spec, wire_name in zip(shape.fields, shape.wire_names):
@@ -641,10 +660,13 @@ cdef tuple _plans(object shape):
                 if not spec.required:
                     return None
                 default = None  # never used: a missing required field is refused
-        rest = (spec.attr, kind, spec.required, low, high, spec.max_len, spec.choices, spec.pattern,
-                default)
-        plain.append((spec.name,) + rest)
-        wire.append((wire_name,) + rest)
+        if not (type(low) is int and type(high) is int and type(spec.name) is str
+                and type(wire_name) is str
+                and -(1 << 63) <= low <= (1 << 63) - 1 and -(1 << 63) <= high <= (1 << 63) - 1):
+            return None
+        for name, out in ((spec.name, plain), (wire_name, wire)):
+            out.append(_field(name, spec.attr, kind, spec.required, low, high, spec.max_len,
+                              spec.choices, spec.pattern, default))
     return (shape, tuple(plain), tuple(wire))
 
 
@@ -706,23 +728,24 @@ def decode(cmd, shape=None):
     # built in place, as dataclasses' own __init__ does for a frozen class (object.__setattr__), with
     # every field set: the read value or the field's default; dropped if the reference must judge
     obj = _new_object(header) if header is not None else None
+    cdef _Field f
     for item in plan:
-        name, attr, kind, required, low, high, max_len, choices, pattern, default = <tuple>item
-        raw = fields.get(name)
+        f = <_Field>item
+        raw = fields.get(f.name)
         if raw is None:
-            if required:
+            if f.required:
                 return _REF["decode"](cmd, shape)  # refused there, with its remark
-            value = default
+            value = f.default
         elif type(raw) is not str:
             return _REF["decode"](cmd, shape)
-        elif kind == 0:
-            if ((not raw and required) or len(<str>raw) > max_len
-                    or (pattern is not None and pattern.fullmatch(raw) is None)
-                    or (choices is not None and raw not in choices)):
+        elif f.kind == 0:
+            if ((not raw and f.required) or len(<str>raw) > f.max_len
+                    or (f.pattern is not None and f.pattern.fullmatch(raw) is None)
+                    or (f.choices is not None and raw not in f.choices)):
                 return _REF["decode"](cmd, shape)
             value = raw
-        elif kind == 1:
-            if not _integer_in(<str>raw, low, high, &number):
+        elif f.kind == 1:
+            if not _integer_in(<str>raw, f.low, f.high, &number):
                 return _REF["decode"](cmd, shape)
             value = number
         elif PyUnicode_IS_ASCII(raw):  # Boolean.parseBoolean without a method call: "true", any case
@@ -730,7 +753,7 @@ def decode(cmd, shape=None):
         else:
             value = (<str>raw).lower() == "true"
         if obj is not None:
-            PyObject_GenericSetAttr(obj, attr, value)
+            PyObject_GenericSetAttr(obj, f.attr, value)
     if shape.body is not None and shape.body(cmd) is not None:
         return _REF["decode"](cmd, shape)
     return _NO_HEADER if obj is None else obj
