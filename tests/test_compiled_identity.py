@@ -99,6 +99,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert command.response_to is command.REFERENCE["response_to"]
         assert requests.check is requests.REFERENCE["check"]
         assert requests.decode is requests.REFERENCE["decode"]
+        assert requests.check_text is requests.REFERENCE["check_text"]
         assert consume_queue.queue_block is consume_queue.REFERENCE["queue_block"]
         assert consume_queue.queue_units is consume_queue.REFERENCE["queue_units"]
         assert key_index.index_entries is key_index.REFERENCE["index_entries"]
@@ -124,6 +125,7 @@ def test_the_suite_runs_the_implementation_it_was_asked_for():
         assert command.response_to is codec.response_to
         assert requests.check is codec.check
         assert requests.decode is codec.decode
+        assert requests.check_text is codec.check_text
         assert consume_queue.queue_block is fast_projections.queue_block
         assert consume_queue.queue_units is fast_projections.queue_units
         assert key_index.index_entries is fast_projections.index_entries
@@ -481,6 +483,22 @@ def test_encode_json_header_and_frame(cmd):
     assert outcome(codec.encode_frame, cmd) == outcome(_pure_frame, cmd)
 
 
+ascii_texts = st.text(alphabet=st.characters(max_codepoint=127), max_size=12)
+
+
+@given(
+    commands,
+    st.dictionaries(ascii_texts, st.none() | ascii_texts, max_size=8),
+    st.none() | ascii_texts,
+)
+def test_encode_json_header_of_ascii_text(cmd, fields, remark):
+    """The header written at once (every text ASCII with nothing to escape; null values left out)
+    or by parts (anything else): the reference's bytes either way."""
+    cmd = dataclasses.replace(cmd, ext_fields=fields, remark=remark)
+    same_codec("encode_json_header", cmd)
+    assert outcome(codec.encode_frame, cmd) == outcome(_pure_frame, cmd)
+
+
 @given(commands)
 def test_decode_what_either_side_encoded(cmd):
     head = header.REFERENCE["encode_json_header"](cmd)
@@ -602,6 +620,31 @@ def test_decode_builds_the_reference_header(code, data):
             fields.setdefault(spec.name, "1" if spec.kind is not requests.Kind.STR else "Bench")
     body = data.draw(st.sampled_from([b"", b"{}", b"\xff"]))
     same_codec("decode", command.request(code, fields, body))
+
+
+name_values = st.one_of(
+    field_values,
+    st.sampled_from(
+        ["%RETRY%", "%DLQ%", "%RETRY%g", "a\x00b", "\x00", "", "\udcff", "\u00e9" * 40]
+    ),
+    st.sampled_from(["x" * n for n in (120, 121, 127, 128, 255, 256)]),
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], max_examples=300)
+@given(shape_codes, st.data())
+def test_check_text(code, data):
+    """B-335: the same refusal, or None, either way: names and values that are not UTF-8 text,
+    topic and group names with a NUL, a bare retry or dead-letter prefix, or too long for their
+    keys (a deriving group's limit included), a remark."""
+    shape = requests.SHAPES[code]
+    names = [f.name for f in shape.fields] + list(shape.renames or ()) + ["unknown", "\udcff"]
+    fields = data.draw(st.dictionaries(st.sampled_from(names), name_values, max_size=len(names)))
+    remark = data.draw(st.sampled_from([None, "remark", "\udcff"]))
+    cmd = dataclasses.replace(command.request(code, fields, b""), remark=remark)
+    same_codec("check_text", cmd)
+    back = {"group": data.draw(name_values), "originTopic": data.draw(name_values)}
+    same_codec("check_text", command.request(int(RequestCode.CONSUMER_SEND_MSG_BACK), back, b""))
 
 
 # ---------------------------------------------------------------------- the projections' loops

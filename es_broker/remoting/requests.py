@@ -623,8 +623,9 @@ def _refuse(shape: RequestShape, remark: str) -> Refusal:
 
 
 # -- the compiled hot path (see command.py) ---------------------------------------
-REFERENCE = {"check": check, "decode": decode}
+REFERENCE = {"check": check, "decode": decode, "check_text": check_text}
 
 if codec is not None:
     check = codec.check  # noqa: F811
     decode = codec.decode  # noqa: F811
+    check_text = codec.check_text  # noqa: F811
