@@ -81,9 +81,7 @@ COLUMNS: Final[dict[str, tuple[str, ...]]] = {
 Made = tuple[tuple[Any, ...], str, tuple[Any, ...]]
 
 
-def _stored(
-    seq: int, record: Record, time: int, source: str, ts: Any, kind: str, broker: str, role: str
-) -> tuple[Any, ...] | None:
+def _stored(record: Record) -> tuple[Any, ...] | None:
     topic = record["topic"]
     if str(topic).startswith(DLQ_PREFIX):
         return None  # a dead letter's row too: the reference's
@@ -97,21 +95,10 @@ def _stored(
         units[0][0] if units else None,
         record.get("producer_group"),
         record.get("requester"),
-        source,
-        seq,
-        0,
-        ts,
-        time,
-        kind,
-        broker,
-        role,
-        extra_json(record, MESSAGES_KNOWN),
     )
 
 
-def _delivered(
-    seq: int, record: Record, time: int, source: str, ts: Any, kind: str, broker: str, role: str
-) -> tuple[Any, ...] | None:
+def _delivered(record: Record) -> tuple[Any, ...] | None:
     get = record.get
     delivered = list(get("offsets") or ())
     return (
@@ -123,21 +110,10 @@ def _delivered(
         len(delivered),
         get("client"),
         to_json(delivered),
-        source,
-        seq,
-        0,
-        ts,
-        time,
-        kind,
-        broker,
-        role,
-        extra_json(record, DELIVERIES_KNOWN),
     )
 
 
-def _committed(
-    seq: int, record: Record, time: int, source: str, ts: Any, kind: str, broker: str, role: str
-) -> tuple[Any, ...] | None:
+def _committed(record: Record) -> tuple[Any, ...] | None:
     # the change `projections.offset_rule` learns from an offset_committed (its `_committed`): the
     # queue's offset from `old` to `offset`, read here without the rule's named tuple (~13k
     # instructions a record); the test holds the row equal to the rule's
@@ -150,23 +126,16 @@ def _committed(
         False,
         record["cause"],
         record["requester"],
-        source,
-        seq,
-        0,
-        ts,
-        time,
-        kind,
-        broker,
-        role,
-        extra_json(record, OFFSETS_KNOWN),
     )
 
 
-_Builder = Callable[[int, Record, int, str, Any, str, str, str], "tuple[Any, ...] | None"]
-_BUILDERS: Final[dict[str, tuple[str, _Builder]]] = {
-    RecordType.MESSAGES_STORED.value: (APPENDS, _stored),
-    RecordType.MESSAGES_DELIVERED.value: (DELIVERIES, _delivered),
-    RecordType.OFFSET_COMMITTED.value: (OFFSETS, _committed),
+# by record type: its family's table, the builder of the row's own columns (None: the reference
+# makes the row), and the fields the row names (the rest go to its `extra`)
+_Builder = Callable[[Record], "tuple[Any, ...] | None"]
+_BUILDERS: Final[dict[str, tuple[str, _Builder, frozenset[str]]]] = {
+    RecordType.MESSAGES_STORED.value: (APPENDS, _stored, MESSAGES_KNOWN),
+    RecordType.MESSAGES_DELIVERED.value: (DELIVERIES, _delivered, DELIVERIES_KNOWN),
+    RecordType.OFFSET_COMMITTED.value: (OFFSETS, _committed, OFFSETS_KNOWN),
 }
 
 
@@ -181,13 +150,15 @@ def tuple_rows(seq: int, record: Record, time: int, source: str, src: Source) ->
         found = _BUILDERS.get(kind)
         if found is None:
             return None
-        table, build = found
+        table, build, known = found
+        own = build(record)
+        if own is None:
+            return None
         broker = str(record.get("broker") or src.broker)
         role = str(record.get("role") or src.role)
         ts = record.get("ts")
-        row = build(seq, record, time, source, ts, kind, broker, role)
-        if row is None:
-            return None
+        # every family row ends in the same columns (`_TAIL`)
+        row = (*own, source, seq, 0, ts, time, kind, broker, role, extra_json(record, known))
         # the `records` row, as `schema.rows._generic_row` makes it
         generic = (
             record.get("v", 1),

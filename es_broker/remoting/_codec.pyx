@@ -193,50 +193,6 @@ cdef inline bint _i32(object value):
     return overflow == 0 and I32_MIN <= number <= I32_MAX
 
 
-cdef str _decimal(long long value):
-    """`str(value)` of an int in Java int range, written into a new ASCII text."""
-    cdef char digits[24]
-    cdef Py_ssize_t at = 24
-    cdef bint negative = value < 0
-    cdef unsigned long long rest = <unsigned long long>(-value) if negative else <unsigned long long>value
-    while True:
-        at -= 1
-        digits[at] = <char>(48 + rest % 10)
-        rest //= 10
-        if rest == 0:
-            break
-    if negative:
-        at -= 1
-        digits[at] = 45  # -
-    cdef str out = PyUnicode_New(24 - at, 127)
-    memcpy(PyUnicode_DATA(out), &digits[at], 24 - at)
-    return out
-
-
-cdef str _json_string(str text):
-    """`encode_basestring(text)`: an ASCII text that holds nothing it escapes (a quote, a
-    backslash, a control character) is itself in quotes, written into one new text; anything
-    else is its own answer."""
-    cdef const unsigned char* p
-    cdef Py_ssize_t i, n
-    cdef unsigned char c
-    cdef char* q
-    if PyUnicode_IS_ASCII(text):
-        p = <const unsigned char*>PyUnicode_DATA(text)
-        n = PyUnicode_GET_LENGTH(text)
-        for i in range(n):
-            c = p[i]
-            if c < 0x20 or c == 34 or c == 92:  # control, ", \
-                return _encode_string(text)
-        out = PyUnicode_New(n + 2, 127)
-        q = <char*>PyUnicode_DATA(out)
-        q[0] = 34
-        memcpy(q + 1, p, n)
-        q[n + 1] = 34
-        return out
-    return _encode_string(text)
-
-
 cdef inline bint _plain(str text):
     # an ASCII text with nothing JSON escapes: written as it is, in quotes
     cdef const unsigned char* p
@@ -267,6 +223,32 @@ cdef inline Py_ssize_t _digits(long long value, char* buf) noexcept:
         at -= 1
         buf[at] = 45  # -
     return at
+
+
+cdef str _decimal(long long value):
+    """`str(value)` of an int in Java int range, written into a new ASCII text."""
+    cdef char buf[24]
+    cdef Py_ssize_t at = _digits(value, buf)
+    cdef str out = PyUnicode_New(24 - at, 127)
+    memcpy(PyUnicode_DATA(out), &buf[at], 24 - at)
+    return out
+
+
+cdef str _json_string(str text):
+    """`encode_basestring(text)`: an ASCII text that holds nothing it escapes (a quote, a
+    backslash, a control character) is itself in quotes, written into one new text; anything
+    else is its own answer."""
+    cdef Py_ssize_t n
+    cdef char* q
+    if not _plain(text):
+        return _encode_string(text)
+    n = PyUnicode_GET_LENGTH(text)
+    out = PyUnicode_New(n + 2, 127)
+    q = <char*>PyUnicode_DATA(out)
+    q[0] = 34
+    memcpy(q + 1, PyUnicode_DATA(text), n)
+    q[n + 1] = 34
+    return out
 
 
 cdef inline char* _put(char* q, const char* text, Py_ssize_t n) noexcept:
