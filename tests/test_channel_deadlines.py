@@ -63,7 +63,7 @@ async def _deadlines_running(client: RemotingClient, addr: str) -> None:
     """The channel's deadlines task has started (requests begun before it keep a scope each)."""
     channel = await client.channel(addr)
     while channel._deadlines is None or not channel._deadlines.running:
-        await trio.sleep(0)  # the reader's task group starts it at its first scheduling
+        await trio.lowlevel.checkpoint()  # the reader's task group starts it when scheduled
 
 
 async def test_the_nearer_deadline_times_out_first_and_an_answer_wakes_its_own_request():
