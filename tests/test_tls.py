@@ -445,3 +445,17 @@ async def test_b354_the_admin_cli_speaks_tls_with_tls_and_tls_ca(tmp_path, certs
             "--tls-ca", str(tmp_path / "none.pem"), "brokerStatus", "-b", served.broker, check=False
         )
         assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+async def test_b644_edge_processes_do_the_handshake_with_the_writers_settings(tmp_path, certs):
+    """With edge_processes the edges hold the TLS side: an encrypted key with its password serves
+    TLS clients, and enforcing closes a plain one unanswered, as the writer's own listener does."""
+    conf = tls_conf(certs, "enforcing")[:3] + [
+        f"tls.server.keyPath={certs.encrypted_key}",
+        f"tls.server.keyPassword={KEY_PASSWORD}",
+        "edge_processes=2",
+    ]
+    async with tls_broker(tmp_path, conf) as (served, _):
+        for _ in range(4):
+            assert await runtime_info(served.broker, trusting(certs)) == ResponseCode.SUCCESS
+        assert await plain_request_is_closed_unanswered(served.broker)

@@ -151,6 +151,11 @@ class Channel:
         too, and `clock`, if given, stamps `received_at` when one returns."""
         self.stream = stream
         self._socket = socket
+        # a stream that can take bytes without waiting (es_broker/server/edge/relayed.py): `write_now`'s
+        # target when there is no socket
+        self._sink: Callable[[bytes], None] | None = (
+            getattr(stream, "write_nowait", None) if socket is None else None
+        )
         self._wait_readable = wait_readable if socket is not None else None
         # a channel read through the event loop's own wait is on trio (the broker's, or the client's
         # on trio): its response waits use trio's event and deadline, without anyio's dispatch
@@ -188,11 +193,22 @@ class Channel:
     def write_now(self, data: bytes) -> bool:
         """Write encoded frames without waiting, if no write is under way: True if the channel took them
         (written, or the rest the socket did not take kept to go first in the next `write`); False if
-        nothing was done (a write is under way, or the stream is not a plain socket): `write` them."""
-        if self._socket is None or self._unsent or self.closed or self._send_lock.locked():
+        nothing was done (a write is under way, or the stream is neither a plain socket nor one that
+        queues without waiting): `write` them."""
+        sock = self._socket
+        if self._unsent or self.closed or self._send_lock.locked():
             return False
+        if sock is None:
+            if self._sink is None:
+                return False
+            try:  # a stream that queues without waiting (a relayed connection's)
+                self._sink(data)
+            except STREAM_GONE as exc:
+                self.closed = True
+                raise ChannelClosed(self.remote_addr) from exc
+            return True
         try:
-            sent = os.write(self._socket.fileno(), data)
+            sent = os.write(sock.fileno(), data)
         except BlockingIOError:
             return False
         except OSError as exc:  # the peer is gone (or the socket closed): as send_all would say

@@ -44,6 +44,7 @@ from es_broker.remoting.response_headers import RegisterBrokerResponseHeader
 from es_broker.server.clients import ClientRegistry
 from es_broker.server.delay_delivery import DelayDeliveryService
 from es_broker.server.edge.outbox import HeldAnswers
+from es_broker.server.edge.processes import EdgeProcesses
 from es_broker.server.edge.remoting_server import EdgeLimits, RemotingServer
 from es_broker.server.edge.tls import ServerTls, broker_client_tls, with_tls_config_file
 from es_broker.server.longpoll import PullHoldService
@@ -161,6 +162,17 @@ class BrokerServer:
         self._registered = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.port = config.listenPort
+        # edge_processes: the processes that accept the broker's connections and relay them here (B-644)
+        self.edges = (
+            EdgeProcesses(
+                self.remoting,
+                config.edge_processes,
+                with_tls_config_file(config),
+                tls=tls is not None,
+            )
+            if config.edge_processes > 0
+            else None
+        )
 
     @property
     def config(self) -> BrokerConfig:
@@ -229,6 +241,8 @@ class BrokerServer:
         if self.ha is not None:
             status.update(self.ha.status())
         status.update(self.readmodel_status())
+        if self.edges is not None:
+            status.update(self.edges.status())
         return status
 
     def readmodel_status(self) -> dict[str, object]:
@@ -294,11 +308,14 @@ class BrokerServer:
                         nursery.start_soon(self.ha.coordinator.acked_publisher, self.ha.lead.epoch)
                 if self.config.brokerRole != BrokerRole.SLAVE:
                     await self._merge_journal_of_a_former_slave()
-                self.port = await nursery.start(
-                    functools.partial(
-                        self.remoting.serve, host, self.config.listenPort, tls=self.tls
+                if self.edges is not None:  # the edge processes accept; this process writes
+                    self.port = await nursery.start(self.edges.serve, host, self.config.listenPort)
+                else:
+                    self.port = await nursery.start(
+                        functools.partial(
+                            self.remoting.serve, host, self.config.listenPort, tls=self.tls
+                        )
                     )
-                )
                 # the port bound (0 in broker.conf: any); a start-up fact, not a recorded change
                 self.broker.config = self.config.replace(listenPort=self.port)
                 if self.config.metricsExporterType == "PROM":

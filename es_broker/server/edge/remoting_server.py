@@ -39,6 +39,7 @@ from es_broker.config import BrokerConfig
 from es_broker.log import hops
 from es_broker.log.arrival import ArrivalOrder, Ticket
 from es_broker.net.channel import (
+    ByteStream,
     Channel,
     ChannelClosed,
     PartialFrameBudget,
@@ -209,6 +210,19 @@ class RemotingServer:
             wait_readable=trio.lowlevel.wait_readable,
             clock=hops.RECEIVE_CLOCK,
         )
+        await self._serve(channel)
+
+    async def serve_relayed(self, stream: ByteStream) -> None:
+        """Serve a connection an edge process accepted and relays (es_broker/server/edge/relayed.py)
+        as one of this listener's own: the same limits, checks, order and answers."""
+        if self.connections >= self.limits.max_connections:
+            await self._refuse(stream)
+            return
+        await self._serve(
+            Channel(stream, max_frame=self.limits.max_frame_length, budget=self.budget)
+        )
+
+    async def _serve(self, channel: Channel) -> None:
         self.channels.add(channel)
         try:
             async with trio.open_nursery() as nursery:
@@ -250,7 +264,7 @@ class RemotingServer:
                     await trio.aclose_forcefully(stream)
         return opened
 
-    async def _refuse(self, stream: trio.SocketStream) -> None:
+    async def _refuse(self, stream: ByteStream) -> None:
         """Close a connection over the limit at once; warn at most every REFUSAL_LOG_INTERVAL."""
         self._refused += 1
         now = trio.current_time()

@@ -1,0 +1,267 @@
+"""An edge process: accepts the broker's connections and relays their bytes to the writer process.
+
+Started by the writer (es_broker/server/edge/processes.py) with the broker's
+listening socket and one end of its link (es_broker/server/edge/link.py)
+inherited as file descriptors:
+
+    python -m es_broker.server.edge.relay --listen-fd N [--listen-fd M] --link-fd L
+
+Every edge process accepts on the same listening socket, so the kernel hands
+each new connection to one of them. An edge owns its connections' sockets:
+it reads them (TLS as tls.server.mode says, the handshake done here), relays
+what each client sent to the writer in order, and writes back what the writer
+answers. When the link ends (the writer stopped or was killed) the edge
+closes its connections and exits; the writer starts new edges when it starts.
+The writer's settings for TLS come in the ES_BROKER_EDGE_TLS environment
+variable (JSON of broker.conf's tls* settings), as its key's password must
+not be on a command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+
+import trio
+
+from es_broker.config import BrokerConfig
+from es_broker.net.channel import READ_SIZE
+from es_broker.server.edge.link import (
+    CLOSE,
+    DATA,
+    OPEN,
+    LinkBroken,
+    LinkReader,
+    addresses,
+    message,
+)
+from es_broker.server.edge.tls import ServerTls
+
+log = logging.getLogger("es_broker.edge")
+
+TLS_ENV = "ES_BROKER_EDGE_TLS"
+# bytes waiting to go to the writer beyond which the edge stops reading its clients until they go
+LINK_HIGH_WATER = 8 * 1024 * 1024
+# bytes waiting to be written to one client beyond which it is closed (it does not read its answers)
+CLIENT_OUT_MAX = 256 * 1024 * 1024
+
+
+class _Client:
+    """One accepted connection: its socket and what the writer wrote to it, not yet written."""
+
+    __slots__ = ("stream", "out", "wake", "closing", "scope")
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.out: list[bytes] = []
+        self.wake: trio.Event | None = None
+        self.closing = False  # the writer closed it: write what is queued, then close
+        self.scope: trio.CancelScope | None = None
+
+    def queue(self, data: bytes) -> None:
+        self.out.append(data)
+        if self.wake is not None:
+            self.wake.set()
+
+    def close_soon(self) -> None:
+        self.closing = True
+        if self.wake is not None:
+            self.wake.set()
+
+    async def write_loop(self) -> None:
+        """Write what the writer sends, in order, until it closes the connection (or the client goes)."""
+        while True:
+            if not self.out:
+                if self.closing:
+                    break
+                self.wake = trio.Event()
+                await self.wake.wait()
+                self.wake = None
+                continue
+            pending = sum(map(len, self.out))
+            if pending > CLIENT_OUT_MAX:
+                log.warning("closing a client that does not read: %d bytes to write", pending)
+                break
+            out, self.out = self.out, []
+            try:
+                await self.stream.send_all(out[0] if len(out) == 1 else b"".join(out))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                break
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+class Edge:
+    """An edge process's connections and its link to the writer."""
+
+    def __init__(self, link: trio.SocketStream, tls: ServerTls | None, limits: argparse.Namespace):
+        self.link = link
+        self.tls = tls
+        self.limits = limits
+        self.clients: dict[int, _Client] = {}
+        self._next = 0
+        self._out: list[bytes] = []
+        self._pending = 0
+        self._sender: trio.Event | None = None
+        self._drained = trio.Event()
+
+    def _put(self, data: bytes) -> None:
+        self._out.append(data)
+        self._pending += len(data)
+        if self._sender is not None:
+            self._sender.set()
+
+    async def run(self, listeners: list[trio.SocketListener]) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._send_loop)
+            nursery.start_soon(trio.serve_listeners, self._connection, listeners)
+            await self._read_loop()
+            nursery.cancel_scope.cancel()  # the writer is gone: so are this edge's connections
+
+    async def _read_loop(self) -> None:
+        reader = LinkReader()
+        while True:
+            try:
+                data = await self.link.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not data:
+                return
+            try:
+                messages = reader.feed(data)
+            except LinkBroken as exc:
+                log.error("the writer's link: %s", exc)
+                return
+            for kind, conn, payload in messages:
+                client = self.clients.get(conn)
+                if client is None:
+                    continue  # gone already; the writer learns it from the CLOSE sent then
+                if kind == DATA:
+                    client.queue(payload)
+                elif kind == CLOSE:
+                    client.close_soon()
+
+    async def _send_loop(self) -> None:
+        while True:
+            if not self._out:
+                self._sender = trio.Event()
+                await self._sender.wait()
+                self._sender = None
+                continue
+            out, self._out = self._out, []
+            data = out[0] if len(out) == 1 else b"".join(out)
+            try:
+                await self.link.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return  # the writer is gone: the read loop sees the link's end too
+            self._pending -= len(data)
+            if self._pending <= LINK_HIGH_WATER:
+                self._drained.set()
+                self._drained = trio.Event()
+
+    async def _connection(self, accepted: trio.SocketStream) -> None:
+        opened = await self._open(accepted)
+        if opened is None:
+            return
+        stream, head = opened
+        self._next += 1
+        conn = self._next
+        client = _Client(stream)
+        self.clients[conn] = client
+        sock = accepted.socket
+        try:
+            self._put(message(OPEN, conn, addresses(_name(sock, True), _name(sock, False))))
+            if head:
+                self._put(message(DATA, conn, head))
+            async with trio.open_nursery() as nursery:
+                client.scope = nursery.cancel_scope
+                nursery.start_soon(client.write_loop)
+                while True:
+                    try:
+                        data = await stream.receive_some(READ_SIZE)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        data = b""
+                    if not data:
+                        break
+                    self._put(message(DATA, conn, bytes(data)))
+                    while self._pending > LINK_HIGH_WATER:
+                        await self._drained.wait()
+                if not client.closing:
+                    nursery.cancel_scope.cancel()
+        finally:
+            del self.clients[conn]
+            if not client.closing:
+                self._put(message(CLOSE, conn))
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+
+    async def _open(self, stream: trio.SocketStream) -> tuple[trio.abc.Stream, bytes] | None:
+        if self.tls is None:
+            return stream, b""
+        try:
+            opened = await self.tls.open(
+                stream,
+                name="the broker",
+                peer="{}:{}".format(*_name(stream.socket, True)),
+                idle_timeout=self.limits.idle_timeout,
+                read_timeout=self.limits.read_timeout,
+            )
+        except Exception:  # a bug met while opening one connection closes that connection only
+            log.exception("closing a connection being opened")
+            opened = None
+        if opened is None:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+        return opened
+
+
+def _name(sock: trio.socket.SocketType, peer: bool) -> tuple[str, int]:
+    try:
+        addr = sock.getpeername() if peer else sock.getsockname()
+        return (str(addr[0]), int(addr[1]))
+    except OSError:
+        return ("0.0.0.0", 0)
+
+
+def _tls_from_env() -> ServerTls | None:
+    settings = os.environ.get(TLS_ENV)
+    if not settings:
+        return None
+    return ServerTls.of(BrokerConfig().replace(**json.loads(settings)))
+
+
+async def _main(args: argparse.Namespace) -> None:
+    listeners = [
+        trio.SocketListener(trio.socket.from_stdlib_socket(socket.socket(fileno=fd)))
+        for fd in args.listen_fd
+    ]
+    link = trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=args.link_fd)))
+    await Edge(link, _tls_from_env(), args).run(listeners)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m es_broker.server.edge.relay")
+    parser.add_argument("--listen-fd", type=int, action="append", required=True)
+    parser.add_argument("--link-fd", type=int, required=True)
+    parser.add_argument("--idle-timeout", type=float, default=120.0)
+    parser.add_argument("--read-timeout", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="es-broker edge %(process)d: %(message)s")
+    signal.signal(
+        signal.SIGINT, signal.SIG_IGN
+    )  # the writer stops its edges (SIGTERM, or the link)
+    try:
+        trio.run(_main, args)
+    except KeyboardInterrupt:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
