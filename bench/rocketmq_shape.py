@@ -303,7 +303,8 @@ class Run:
         for _ in range(self.inflight):
             self.send_one()
         start = time.monotonic()
-        cpu0 = own0 = 0.0
+        cpu0 = own0 = edges0 = 0.0
+        edge_pids = [p for p in pids if is_edge(p)]
         t0 = 0.0
         commits0 = (0, 0)
         while True:
@@ -313,6 +314,7 @@ class Run:
                 commits0 = group_commits(self.addr)
                 cpu0 = sum(cpu_seconds(p) for p in pids)
                 own0 = cpu_seconds(pids[0]) if pids else 0.0
+                edges0 = sum(cpu_seconds(p) for p in edge_pids)
                 t0 = now
             if self.counting and now - t0 >= seconds:
                 break
@@ -321,6 +323,7 @@ class Run:
         elapsed = time.monotonic() - t0
         cpu = sum(cpu_seconds(p) for p in pids) - cpu0
         own = (cpu_seconds(pids[0]) - own0) if pids else 0.0
+        edges = sum(cpu_seconds(p) for p in edge_pids) - edges0
         commits1 = group_commits(self.addr)
         batches, jobs = commits1[0] - commits0[0], commits1[1] - commits0[1]
         return {
@@ -338,6 +341,9 @@ class Run:
             else float("nan"),
             # the broker process alone; the rest of the figure above is its children's (the read model)
             "broker_process_cpu_us_per_msg": round(1e6 * own / max(1, self.acked), 1),
+            # with --edges: the edge processes' CPU (in the tree's figure too); the writer's is the process's
+            "edges": len(edge_pids),
+            "edges_cpu_us_per_msg": round(1e6 * edges / max(1, self.acked), 1),
             "write_txns_per_msg": round(batches / max(1, self.acked), 2),
             "jobs_per_txn": round(jobs / max(1, batches), 2),
         }
@@ -389,6 +395,24 @@ def create_topic(addr: str) -> None:
         raise RuntimeError(f"topic not created: {answer.get('remark')}")
 
 
+def is_edge(pid: int) -> bool:
+    """An edge process of the broker (edge_processes, es_broker/server/edge/relay.py)."""
+    try:
+        return b"es_broker.server.edge.relay" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def broker_pids(pid: int, edges: int) -> list[int]:
+    """The broker process and its children, once its `edges` edge processes run (bounded wait)."""
+    deadline = time.monotonic() + 30
+    while True:
+        children = child_pids(pid)
+        if sum(map(is_edge, children)) >= edges or time.monotonic() > deadline:
+            return [pid, *children]
+        time.sleep(0.05)  # the edges start just after the ready line: poll /proc, bounded
+
+
 def measure(addr: str, pids: list[int], inflight: int, warmup: float, seconds: float) -> dict:
     create_topic(addr)
     return Run(addr, inflight).run(warmup, seconds, pids)
@@ -406,6 +430,12 @@ def main() -> None:
     p.add_argument(
         "--serve-arg", action="append", default=[], help="an extra argument to es-broker serve"
     )
+    p.add_argument(
+        "--edges",
+        type=int,
+        default=0,
+        help="edge processes in front of the writer (edge_processes)",
+    )
     args = p.parse_args()
     results = []
     if args.broker:
@@ -416,13 +446,10 @@ def main() -> None:
         for n in args.inflight:
             with tempfile.TemporaryDirectory() as tmp:
                 log = Path(tmp) / "broker.log"
-                with serve(Path(tmp) / "data", *args.serve_arg, log_file=log) as broker:
-                    pid = broker.process.pid
-                    results.append(
-                        measure(
-                            broker.broker, [pid, *child_pids(pid)], n, args.warmup, args.seconds
-                        )
-                    )
+                conf = [f"edge_processes={args.edges}"] if args.edges else []
+                with serve(Path(tmp) / "data", *args.serve_arg, log_file=log, conf=conf) as broker:
+                    pids = broker_pids(broker.process.pid, args.edges)
+                    results.append(measure(broker.broker, pids, n, args.warmup, args.seconds))
     for r in results:
         print(json.dumps(r))
 

@@ -94,6 +94,12 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=8)
     parser.add_argument("--pure", action="store_true", help="ES_BROKER_PURE_PYTHON=1 in the broker")
     parser.add_argument("--annotate", type=int, default=0)
+    parser.add_argument(
+        "--edges",
+        type=int,
+        default=0,
+        help="edge processes in front of the broker (edge_processes; they are not counted)",
+    )
     parser.add_argument("--keep", help="directory for the callgrind dump")
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -112,6 +118,9 @@ def main() -> None:
     command += [sys.executable, "-m", "es_broker.cli", "serve", "--data-dir", str(work / "data")]
     command += ["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"]
     command += ["--readmodel-url", "none"]
+    if args.edges:
+        (work / "broker.conf").write_text(f"edge_processes={args.edges}\n")
+        command += ["--config", str(work / "broker.conf")]
     log_path = work / "serve.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -138,6 +147,8 @@ def main() -> None:
         commits1 = group_commits(addr)
         txns, jobs = commits1[0] - commits0[0], commits1[1] - commits0[1]
         mode = "pure Python" if args.pure else "compiled"
+        if args.edges:
+            mode += f", behind {args.edges} edge process(es), the writer counted"
         print(
             f"shape, {args.inflight} in flight ({mode}; callgrind, every thread of the broker): "
             f"{messages} messages, {requests} requests, {instructions / 1e6:.1f} M Ir, "

@@ -152,7 +152,7 @@ class BrokerConfig:
     partial_frame_bytes_max: int = 256 * 1024 * 1024
     max_connections: int = 10_000  # per listener; more are accepted and closed at once
     # processes that accept the broker's connections and relay them to this one, the writer (0: this
-    # process accepts them itself; es_broker/server/edge/processes.py, B-644)
+    # process accepts them itself; es_broker/server/edge/processes.py, B-671)
     edge_processes: int = 0
     # --- access control: RocketMQ's plain ACL (es_broker/acl; docs/semantics.md B-160..B-179)
     aclEnable: bool = False  # BrokerConfig.aclEnable: check every request against plain_acl.yml

@@ -1,4 +1,4 @@
-"""The broker's connections served by edge processes in front of its writer (edge_processes, B-644).
+"""The broker's connections served by edge processes in front of its writer (edge_processes, B-671).
 
 Every test runs `es-broker serve` with two edge processes: the clients'
 connections are spread over them by the kernel, and the writer process serves
@@ -107,7 +107,7 @@ class Connections:
                 await raw.stream.aclose()
 
 
-async def test_b644_pipelined_sends_on_connections_of_both_edges_are_stored_in_each_connections_order(
+async def test_b671_pipelined_sends_on_connections_of_both_edges_are_stored_in_each_connections_order(
     tmp_path,
 ):
     """Two connections on each edge write 400 sends each to one queue, in one write each, all at
@@ -152,7 +152,7 @@ async def test_b644_pipelined_sends_on_connections_of_both_edges_are_stored_in_e
     assert len(bodies) == total
 
 
-async def test_b644_a_pull_held_on_one_edge_wakes_on_each_send_through_the_other(tmp_path):
+async def test_b671_a_pull_held_on_one_edge_wakes_on_each_send_through_the_other(tmp_path):
     """A consumer's connection on one edge long-polls (60 s) queue 1 while another connection, on
     the other edge, sends to queue 0 continuously: each send to queue 1, through that other edge,
     answers the held pull with its message. The wake-up latency (send written to the held pull's
@@ -238,7 +238,7 @@ async def _load(addr: str, ledger: Ledger, seed: str, positions: dict, more) -> 
             await more(nursery)
 
 
-async def test_b644_kill9_of_an_edge_then_of_the_writer_loses_nothing_acknowledged_and_verify_passes(
+async def test_b671_kill9_of_an_edge_then_of_the_writer_loses_nothing_acknowledged_and_verify_passes(
     tmp_path,
 ):
     """Under the chaos test's mixed load: kill -9 one edge process (its clients' requests in flight

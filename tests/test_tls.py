@@ -447,7 +447,7 @@ async def test_b354_the_admin_cli_speaks_tls_with_tls_and_tls_ca(tmp_path, certs
         assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
-async def test_b644_edge_processes_do_the_handshake_with_the_writers_settings(tmp_path, certs):
+async def test_b671_edge_processes_do_the_handshake_with_the_writers_settings(tmp_path, certs):
     """With edge_processes the edges hold the TLS side: an encrypted key with its password serves
     TLS clients, and enforcing closes a plain one unanswered, as the writer's own listener does."""
     conf = tls_conf(certs, "enforcing")[:3] + [

@@ -151,15 +151,18 @@ class Channel:
         too, and `clock`, if given, stamps `received_at` when one returns."""
         self.stream = stream
         self._socket = socket
-        # a stream that can take bytes without waiting (es_broker/server/edge/relayed.py): `write_now`'s
-        # target when there is no socket
-        self._sink: Callable[[bytes], None] | None = (
-            getattr(stream, "write_nowait", None) if socket is None else None
-        )
         self._wait_readable = wait_readable if socket is not None else None
-        # a channel read through the event loop's own wait is on trio (the broker's, or the client's
-        # on trio): its response waits use trio's event and deadline, without anyio's dispatch
-        self._native = self._wait_readable is not None
+        # a stream that can take bytes without waiting (es_broker/server/edge/relayed.py): `write_now`'s
+        # target when there is no socket, and its bytes already received, taken without waiting
+        self._sink: Callable[[bytes], None] | None = None
+        self._take: Callable[[], bytes | None] | None = None
+        if socket is None:
+            self._sink = getattr(stream, "write_nowait", None)
+            self._take = getattr(stream, "take", None)
+        # a channel read through the event loop's own wait, or relayed by an edge process, is on trio
+        # (the broker's, or the client's on trio): its response waits use trio's event and deadline,
+        # without anyio's dispatch
+        self._native = self._wait_readable is not None or self._take is not None
         self._clock = clock
         self.received_at = 0
         self._unsent = b""  # the rest of a frame `write_now` began: the next write sends it first
@@ -282,6 +285,9 @@ class Channel:
                     before_wait()
                 if self._wait_readable is not None:  # a cancel scope only if the read waits
                     data = await self._read_socket(deadline)
+                elif self._take is not None and (data := self._take()) is not None:
+                    # bytes a relayed connection already has: no scope, one checkpoint
+                    await anyio.lowlevel.cancel_shielded_checkpoint()
                 elif deadline == math.inf:  # no timeout: no scope to enter and leave per read
                     data = await self._read()
                 else:

@@ -162,7 +162,7 @@ class BrokerServer:
         self._registered = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.port = config.listenPort
-        # edge_processes: the processes that accept the broker's connections and relay them here (B-644)
+        # edge_processes: the processes that accept the broker's connections and relay them here (B-671)
         self.edges = (
             EdgeProcesses(
                 self.remoting,

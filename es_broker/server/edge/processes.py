@@ -98,6 +98,8 @@ class EdgeProcesses:
             command += ["--listen-fd", str(fd)]
         command += ["--idle-timeout", str(limits.idle_timeout)]
         command += ["--read-timeout", str(limits.read_timeout)]
+        command += ["--max-connections", str(limits.max_connections)]
+        command += ["--log-level", str(logging.getLogger("es_broker").getEffectiveLevel())]
         return command
 
     async def _supervise(self, slot: int, fds: list[int]) -> None:

@@ -105,6 +105,7 @@ class Edge:
         self.tls = tls
         self.limits = limits
         self.clients: dict[int, _Client] = {}
+        self.opening = 0  # connections accepted whose TLS handshake is under way
         self._next = 0
         self._out: list[bytes] = []
         self._pending = 0
@@ -166,7 +167,21 @@ class Edge:
                 self._drained = trio.Event()
 
     async def _connection(self, accepted: trio.SocketStream) -> None:
-        opened = await self._open(accepted)
+        # this edge's connections, those being opened (TLS) included, under max_connections: over it
+        # a connection is closed as it is accepted, as the writer's own listener does (B-184)
+        if len(self.clients) + self.opening >= self.limits.max_connections:
+            log.warning(
+                "closed a new connection: %d open, the limit (max_connections)",
+                self.limits.max_connections,
+            )
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(accepted)
+            return
+        self.opening += 1
+        try:
+            opened = await self._open(accepted)
+        finally:
+            self.opening -= 1
         if opened is None:
             return
         stream, head = opened
@@ -207,7 +222,7 @@ class Edge:
         try:
             opened = await self.tls.open(
                 stream,
-                name="the broker",
+                name="broker",
                 peer="{}:{}".format(*_name(stream.socket, True)),
                 idle_timeout=self.limits.idle_timeout,
                 read_timeout=self.limits.read_timeout,
@@ -251,8 +266,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--link-fd", type=int, required=True)
     parser.add_argument("--idle-timeout", type=float, default=120.0)
     parser.add_argument("--read-timeout", type=float, default=30.0)
+    parser.add_argument("--max-connections", type=int, default=10_000)
+    parser.add_argument("--log-level", type=int, default=logging.WARNING)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="es-broker edge %(process)d: %(message)s")
+    logging.basicConfig(  # as the writer's (es_broker/cli/serve.py), at its level
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     signal.signal(
         signal.SIGINT, signal.SIG_IGN
     )  # the writer stops its edges (SIGTERM, or the link)

@@ -14,6 +14,7 @@ are failed and the listener's `on_close` runs (the client registry forgets it).
 from __future__ import annotations
 
 import logging
+import os
 from typing import Protocol
 
 import trio
@@ -96,7 +97,18 @@ class RelayedStream:
                 await self._arrived.wait()
             finally:
                 self._arrived = None
-        limit = max_bytes or READ_SIZE
+        data = self._taken(max_bytes or READ_SIZE)
+        await trio.lowlevel.checkpoint()
+        return data
+
+    def take(self) -> bytes | None:
+        """What the client sent that is here already (at most a socket read's worth); b"" at the end
+        of the stream, None if nothing is here yet (`receive_some` waits for it)."""
+        if self._chunks:
+            return self._taken(READ_SIZE)
+        return b"" if self.ended or self.closed else None
+
+    def _taken(self, limit: int) -> bytes:
         chunks = self._chunks
         if len(chunks) == 1 and len(chunks[0]) <= limit:
             data = chunks.pop()
@@ -107,7 +119,6 @@ class RelayedStream:
                 chunks.append(data[limit:])
                 data = data[:limit]
         self._size -= len(data)
-        await trio.lowlevel.checkpoint()
         return data
 
     def write_nowait(self, data: bytes) -> None:
@@ -136,6 +147,7 @@ class EdgeLink:
 
     def __init__(self, stream: trio.SocketStream, server: Serves, pid: int) -> None:
         self.stream = stream
+        self._fd = stream.socket.fileno()
         self.server = server
         self.pid = pid
         self.streams: dict[int, RelayedStream] = {}
@@ -150,9 +162,22 @@ class EdgeLink:
         return len(self.streams)
 
     def put(self, data: bytes) -> None:
-        """Queue one link message for the edge."""
+        """Write one link message to the edge now if nothing else is being written (the socket takes
+        it without a task switch), else queue it for the sender."""
         if self.broken:
             return
+        if not self._out and self._sender is not None:  # the sender waits: no write is under way
+            try:
+                sent = os.write(self._fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:  # the edge is gone: the reader sees the link's end
+                self.broken = True
+                self._sender.set()
+                return
+            if sent == len(data):
+                return
+            data = data[sent:]
         self._out.append(data)
         self._pending += len(data)
         if self._sender is not None:
@@ -189,13 +214,18 @@ class EdgeLink:
 
     async def _read_loop(self, nursery: trio.Nursery) -> None:
         reader = LinkReader()
+        sock = self.stream.socket
         while True:
-            try:
-                data = await self.stream.receive_some(READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+            try:  # read the socket directly: one scheduler pass a read, as a channel's socket
+                data = os.read(self._fd, READ_SIZE)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(sock)
+                continue
+            except OSError:
                 return
             if not data:
                 return
+            await trio.lowlevel.cancel_shielded_checkpoint()  # read: never lost to a cancel
             try:
                 messages = reader.feed(data)
             except LinkBroken as exc:
