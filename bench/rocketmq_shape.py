@@ -403,12 +403,14 @@ def is_edge(pid: int) -> bool:
         return False
 
 
-def broker_pids(pid: int, edges: int) -> list[int]:
-    """The broker process and its children, once its `edges` edge processes run (bounded wait)."""
+def broker_pids(pid: int, edges: int, follower: bool) -> list[int]:
+    """The broker process and its children, once its `edges` edge processes and its read-model
+    follower (if it has one) run (bounded wait)."""
     deadline = time.monotonic() + 30
     while True:
         children = child_pids(pid)
-        if sum(map(is_edge, children)) >= edges or time.monotonic() > deadline:
+        started = sum(map(is_edge, children)) >= edges and len(children) >= edges + follower
+        if started or time.monotonic() > deadline:
             return [pid, *children]
         time.sleep(0.05)  # the edges start just after the ready line: poll /proc, bounded
 
@@ -448,7 +450,8 @@ def main() -> None:
                 log = Path(tmp) / "broker.log"
                 conf = [f"edge_processes={args.edges}"] if args.edges else []
                 with serve(Path(tmp) / "data", *args.serve_arg, log_file=log, conf=conf) as broker:
-                    pids = broker_pids(broker.process.pid, args.edges)
+                    follower = "none" not in args.serve_arg  # --readmodel-url none: no follower
+                    pids = broker_pids(broker.process.pid, args.edges, follower)
                     results.append(measure(broker.broker, pids, n, args.warmup, args.seconds))
     for r in results:
         print(json.dumps(r))
