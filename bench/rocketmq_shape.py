@@ -176,10 +176,13 @@ def pct(values: list[float], p: float) -> float:
 
 
 class Run:
-    def __init__(self, addr: str, inflight: int) -> None:
+    def __init__(self, addr: str, inflight: int, producers: int = 1) -> None:
         self.addr = addr
         self.inflight = inflight
-        self.prod = Conn(addr)
+        # the producer's connections: one (RocketMQ's benchmark), or several, the sends in flight
+        # spread over them (many client processes, each with its own connection)
+        self.prods = [Conn(addr) for _ in range(max(1, min(producers, inflight)))]
+        self.prod = self.prods[0]
         self.cons = Conn(addr)
         self.opaque = 10
         self.sent_at: dict[int, float] = {}
@@ -199,7 +202,7 @@ class Run:
         self.opaque += 1
         return self.opaque
 
-    def send_one(self) -> None:
+    def send_one(self, producer: int = 0) -> None:
         q = self.next_queue
         self.next_queue = (q + 1) % QUEUES
         props = f"KEYS\x01{self.key}\x02UNIQ_KEY\x01{uuid.uuid4().hex.upper()}\x02WAIT\x01true\x02"
@@ -219,7 +222,7 @@ class Run:
         }
         opaque = self.next_opaque()
         self.sent_at[opaque] = time.perf_counter()
-        self.prod.send(frame(SEND_MESSAGE_V2, opaque, ext, BODY))
+        self.prods[producer].send(frame(SEND_MESSAGE_V2, opaque, ext, BODY))
 
     def pull(self, q: int) -> None:
         ext = {
@@ -254,7 +257,7 @@ class Run:
             self.last_heartbeat = now
             self.cons.send(frame(HEART_BEAT, self.next_opaque(), {}, heartbeat_body()))
 
-    def on_send_answer(self, header: dict) -> None:
+    def on_send_answer(self, header: dict, producer: int = 0) -> None:
         started = self.sent_at.pop(header["opaque"], None)
         if started is None:
             return
@@ -264,7 +267,7 @@ class Run:
             self.rts.append(time.perf_counter() - started)
             self.acked += 1
         if self.producing:
-            self.send_one()
+            self.send_one(producer)
 
     def on_pull_answer(self, header: dict, body: bytes) -> None:
         q = self.pulls.pop(header["opaque"], None)
@@ -284,24 +287,27 @@ class Run:
     def pump(self, sel: selectors.BaseSelector, timeout: float) -> None:
         """One round: every answer that arrived within `timeout` handled, then what is unsent sent."""
         for key, _ in sel.select(timeout=timeout):
-            conn = self.prod if key.data == "prod" else self.cons
+            producer = key.data
+            conn = self.cons if producer is None else self.prods[producer]
             for header, body in conn.frames():
-                if key.data == "prod":
-                    self.on_send_answer(header)
+                if producer is not None:
+                    self.on_send_answer(header, producer)
                 else:
                     self.on_pull_answer(header, body)
-        self.prod.flush()
+        for prod in self.prods:
+            prod.flush()
         self.cons.flush()
 
     def run(self, warmup: float, seconds: float, pids: list[int]) -> dict[str, float]:
         sel = selectors.DefaultSelector()
-        sel.register(self.prod.sock, selectors.EVENT_READ, "prod")
-        sel.register(self.cons.sock, selectors.EVENT_READ, "cons")
+        for i, prod in enumerate(self.prods):
+            sel.register(prod.sock, selectors.EVENT_READ, i)
+        sel.register(self.cons.sock, selectors.EVENT_READ, None)
         self.cons.send(frame(HEART_BEAT, self.next_opaque(), {}, heartbeat_body()))
         for q in range(QUEUES):
             self.pull(q)
-        for _ in range(self.inflight):
-            self.send_one()
+        for i in range(self.inflight):
+            self.send_one(i % len(self.prods))
         start = time.monotonic()
         cpu0 = own0 = edges0 = 0.0
         edge_pids = [p for p in pids if is_edge(p)]
@@ -415,9 +421,11 @@ def broker_pids(pid: int, edges: int, follower: bool) -> list[int]:
         time.sleep(0.05)  # the edges start just after the ready line: poll /proc, bounded
 
 
-def measure(addr: str, pids: list[int], inflight: int, warmup: float, seconds: float) -> dict:
+def measure(
+    addr: str, pids: list[int], inflight: int, warmup: float, seconds: float, producers: int = 1
+) -> dict:
     create_topic(addr)
-    return Run(addr, inflight).run(warmup, seconds, pids)
+    return {**Run(addr, inflight, producers).run(warmup, seconds, pids), "producers": producers}
 
 
 def main() -> None:
@@ -433,6 +441,13 @@ def main() -> None:
         "--serve-arg", action="append", default=[], help="an extra argument to es-broker serve"
     )
     p.add_argument(
+        "--producers",
+        type=int,
+        default=1,
+        help="producer connections, the sends in flight spread over them (default 1, as "
+        "RocketMQ's benchmark: one DefaultMQProducer)",
+    )
+    p.add_argument(
         "--edges",
         type=int,
         default=0,
@@ -443,7 +458,7 @@ def main() -> None:
     if args.broker:
         pids = [args.pid, *child_pids(args.pid)] if args.pid else []
         for n in args.inflight:
-            results.append(measure(args.broker, pids, n, args.warmup, args.seconds))
+            results.append(measure(args.broker, pids, n, args.warmup, args.seconds, args.producers))
     else:
         for n in args.inflight:
             with tempfile.TemporaryDirectory() as tmp:
@@ -452,7 +467,9 @@ def main() -> None:
                 with serve(Path(tmp) / "data", *args.serve_arg, log_file=log, conf=conf) as broker:
                     follower = "none" not in args.serve_arg  # --readmodel-url none: no follower
                     pids = broker_pids(broker.process.pid, args.edges, follower)
-                    results.append(measure(broker.broker, pids, n, args.warmup, args.seconds))
+                    results.append(
+                        measure(broker.broker, pids, n, args.warmup, args.seconds, args.producers)
+                    )
     for r in results:
         print(json.dumps(r))
 

@@ -52,19 +52,19 @@ class CountedRun(Run):
         self.pull_requests = 0
         self.counting = True
 
-    def send_one(self) -> None:
+    def send_one(self, producer: int = 0) -> None:
         if self.producing:
             self.sent += 1
-            super().send_one()
+            super().send_one(producer)
 
     def pull(self, q: int) -> None:
         self.pull_requests += 1
         super().pull(q)
 
-    def on_send_answer(self, header: dict) -> None:
+    def on_send_answer(self, header: dict, producer: int = 0) -> None:
         if self.sent >= self.target:
             self.producing = False
-        super().on_send_answer(header)
+        super().on_send_answer(header, producer)
 
     def drive(self, messages: int) -> tuple[int, int]:
         """Send `messages` more messages and wait until they are all acknowledged and received;
@@ -75,8 +75,8 @@ class CountedRun(Run):
         if not self.started:
             self.started = True
             self.sel = selectors.DefaultSelector()
-            self.sel.register(self.prod.sock, selectors.EVENT_READ, "prod")
-            self.sel.register(self.cons.sock, selectors.EVENT_READ, "cons")
+            self.sel.register(self.prod.sock, selectors.EVENT_READ, 0)
+            self.sel.register(self.cons.sock, selectors.EVENT_READ, None)
             self.cons.send(frame(HEART_BEAT, self.next_opaque(), {}, heartbeat_body()))
             for q in range(QUEUES):
                 self.pull(q)

@@ -240,6 +240,15 @@ class GroupCommitWriter:
         if self.inline and self._queue:
             self._commit_now(self._take())
 
+    def commit_after_read(self, started: int) -> None:
+        """A read loop's hook before it waits for its socket, `started` the jobs its read pass queued:
+        several (a pipelined connection) are committed now, as `commit_waiting`; one alone is left to
+        the writer task, woken when it was queued, which runs after every other connection read in
+        the same scheduler pass, so that many connections with a request each share one commit
+        instead of one commit each (B-672)."""
+        if started > 1:
+            self.commit_waiting()
+
     async def outcome(self, queued: Queued[T]) -> T:
         """The result of an enqueued job once its group commit is done (or its error, raised)."""
         assert queued.done is not None, "a job with a `then` callback is not waited for"

@@ -148,7 +148,7 @@ class BrokerServer:
             limits=EdgeLimits.of(config),
             guard=access,
             starts=routes.starts,
-            before_wait=self.broker.writer.commit_waiting,
+            before_wait=self.broker.writer.commit_after_read,
             held=held,
         )
         self._register_now = trio.Event()

@@ -141,7 +141,7 @@ class RemotingServer:
         limits: EdgeLimits | None = None,
         guard: AccessGuard | None = None,
         starts: dict[int, Start] | None = None,
-        before_wait: Callable[[], None] | None = None,
+        before_wait: Callable[[int], None] | None = None,
         held: HeldAnswers | None = None,
     ) -> None:
         self.name = name
@@ -150,8 +150,9 @@ class RemotingServer:
         self.observe: Callable[[int, int, float], None] | None = None
         # answers held while the writer hands out a commit's outcomes, one write per connection after
         self.held = held
-        # called by a read loop that has handled every frame it read, before it reads again (the
-        # broker commits the writes those frames queued then, without waiting for its writer task)
+        # called by a read loop that has handled every frame it read, before it reads again, with the
+        # number of requests whose start it ran (the broker commits the writes those frames queued
+        # then, without waiting for its writer task, when they were several)
         self.before_wait = before_wait
         self.guard = guard  # ACL (es_broker/acl/access.py); None when aclEnable is off
         self.handlers = handlers
@@ -288,13 +289,22 @@ class RemotingServer:
         nursery.start_soon(outbox.run)
         # requests that append messages are stored in the order read (B-140)
         arrivals = ArrivalOrder()
+        started = 0  # requests whose start ran in this read pass
+        hook = self.before_wait
+
+        def before_wait() -> None:
+            nonlocal started
+            if hook is not None:
+                hook(started)
+            started = 0
+
         try:
             while True:
                 try:
                     command = await channel.receive(
                         idle_timeout=limits.idle_timeout,
                         read_timeout=limits.read_timeout,
-                        before_wait=self.before_wait,
+                        before_wait=before_wait,
                     )
                 except (ProtocolError, PartialFramesOverCap) as exc:
                     log.warning("%s: closing %s: %s", self.name, channel.remote_addr, exc)
@@ -324,10 +334,12 @@ class RemotingServer:
                 # no earlier ordered request of this connection is still to be queued: queue this one
                 # now; its answer comes from the writer's completion, or from a task it returns
                 if (
-                    start is None
-                    or not arrivals.settled()
-                    or not self._start(channel, command, start, outbox, nursery, trace)
+                    start is not None
+                    and arrivals.settled()
+                    and self._start(channel, command, start, outbox, nursery, trace)
                 ):
+                    started += 1
+                else:
                     ticket = arrivals.ticket() if command.code in ORDERED_CODES else None
                     nursery.start_soon(
                         self._handle_and_answer, channel, command, outbox, ticket, trace
