@@ -45,8 +45,8 @@ from server_cg import _BROKER, _dump, self_costs  # noqa: E402
 class CountedRun(Run):
     """The shape, stopped after a number of sends instead of a number of seconds."""
 
-    def __init__(self, addr: str, inflight: int) -> None:
-        super().__init__(addr, inflight)
+    def __init__(self, addr: str, inflight: int, producers: int = 1) -> None:
+        super().__init__(addr, inflight, producers)
         self.started = False
         self.sent = 0
         self.pull_requests = 0
@@ -75,13 +75,14 @@ class CountedRun(Run):
         if not self.started:
             self.started = True
             self.sel = selectors.DefaultSelector()
-            self.sel.register(self.prod.sock, selectors.EVENT_READ, 0)
+            for i, prod in enumerate(self.prods):
+                self.sel.register(prod.sock, selectors.EVENT_READ, i)
             self.sel.register(self.cons.sock, selectors.EVENT_READ, None)
             self.cons.send(frame(HEART_BEAT, self.next_opaque(), {}, heartbeat_body()))
             for q in range(QUEUES):
                 self.pull(q)
-        for _ in range(self.inflight):
-            self.send_one()
+        for i in range(self.inflight):
+            self.send_one(i % len(self.prods))
         while self.sent_at or self.received - received0 < self.sent - sent0:
             self.pump(self.sel, 1)
         sends = self.acked - acked0
@@ -94,6 +95,9 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=8)
     parser.add_argument("--pure", action="store_true", help="ES_BROKER_PURE_PYTHON=1 in the broker")
     parser.add_argument("--annotate", type=int, default=0)
+    parser.add_argument(
+        "--producers", type=int, default=1, help="producer connections, the sends spread over them"
+    )
     parser.add_argument(
         "--edges",
         type=int,
@@ -135,7 +139,7 @@ def main() -> None:
             else:
                 time.sleep(0.5)  # polling another process's log; nothing to wait on
         create_topic(addr)  # a blocking call: no timeout, however slow the broker under valgrind
-        run = CountedRun(addr, args.inflight)
+        run = CountedRun(addr, args.inflight, args.producers)
         run.drive(max(100, args.messages // 10))  # warm-up: every path of the shape once
         subprocess.run(
             ["callgrind_control", "-z", str(process.pid)], check=True, capture_output=True
@@ -147,6 +151,8 @@ def main() -> None:
         commits1 = group_commits(addr)
         txns, jobs = commits1[0] - commits0[0], commits1[1] - commits0[1]
         mode = "pure Python" if args.pure else "compiled"
+        if args.producers > 1:
+            mode += f", {len(run.prods)} producer connections"
         if args.edges:
             mode += f", behind {args.edges} edge process(es), the writer counted"
         print(
