@@ -29,6 +29,7 @@ import os
 import random
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
@@ -109,7 +110,23 @@ async def load_and_kill(
     kill_after: int,
 ) -> None:
     """Run every worker until `kill_after` more acknowledgements, then SIGKILL the broker mid-load."""
-    reached = ledger.arm(kill_after)
+
+    async def kill(nursery: trio.Nursery) -> None:
+        await ledger.arm(kill_after).wait()
+        proc.kill9()  # the workers' requests in flight stay unanswered; each worker ends on its closed connection
+
+    await run_load(addr, ledger, seed, positions, kill)
+
+
+async def run_load(
+    addr: str,
+    ledger: Ledger,
+    seed: str,
+    positions: dict[str, dict[int, int]],
+    until: Callable[[trio.Nursery], Awaitable[None]],
+) -> None:
+    """Run every worker until `until` (given the workers' nursery, to start more) has returned and
+    the broker went away, bounded by ROUND_TIMEOUT."""
     async with trio.open_nursery() as nursery:
         for i in range(PRODUCERS):
             nursery.start_soon(
@@ -122,8 +139,7 @@ async def load_and_kill(
                 Consumer(group, random.Random(f"{seed}:{group}"), ledger, positions[group]),
             )
         with trio.fail_after(ROUND_TIMEOUT):
-            await reached.wait()
-        proc.kill9()  # the workers' requests in flight stay unanswered; each worker ends on its closed connection
+            await until(nursery)
 
 
 async def whole_queue(session: WireSession, q: int) -> dict[int, wire.StoredMessage]:

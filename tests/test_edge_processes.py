@@ -22,42 +22,24 @@ import trio
 from es_broker.remoting import fastjson
 from es_broker.remoting.codes import RequestCode
 from es_broker.remoting.message import decode_all
-from tests.chaos_load import Consumer, Ledger, Producer, run_worker
+from tests.chaos_load import Ledger, Producer, run_worker
 from tests.ha_fixtures import _BROKER, start
 from tests.helpers import cli_ok
 from tests.process_fixtures import serve
 from tests.test_chaos import (
     GROUPS,
-    PRODUCERS,
-    ROUND_TIMEOUT,
     check_offsets,
     check_restarted,
     create_topic,
+    run_load,
     serve_args,
     write_conf,
 )
-from tests.test_ordered_sends import TOPIC, RawConnection, _pull, _single
+from tests.test_ordered_sends import RawConnection, _pull, _single, create_topic_frame
 from tests.waiting import poll_until
 
 EDGES = 2
 SENDS_PER_CONNECTION = 400
-
-
-def _create_topic_frame() -> tuple[int, dict, bytes]:
-    return (
-        RequestCode.UPDATE_AND_CREATE_TOPIC,
-        {
-            "topic": TOPIC,
-            "defaultTopic": "TBW102",
-            "readQueueNums": 4,
-            "writeQueueNums": 4,
-            "perm": 6,
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": 0,
-            "order": False,
-        },
-        b"",
-    )
 
 
 class Connections:
@@ -116,7 +98,7 @@ async def test_b671_pipelined_sends_on_connections_of_both_edges_are_stored_in_e
         connections = Connections(b.broker)
         await connections.open_on_every_edge(2)
         writers = [raw for edge in connections.by_edge.values() for raw in edge[:2]]
-        answer = await connections.call(writers[0], _create_topic_frame())
+        answer = await connections.call(writers[0], create_topic_frame())
         assert answer.code == 0, answer.remark
 
         def frames(c: int) -> list[tuple[int, dict, bytes]]:
@@ -162,7 +144,7 @@ async def test_b671_a_pull_held_on_one_edge_wakes_on_each_send_through_the_other
         connections = Connections(b.broker)
         await connections.open_on_every_edge(2)
         (consumer, *_), (producer, busy, *_) = connections.by_edge.values()
-        answer = await connections.call(producer, _create_topic_frame())
+        answer = await connections.call(producer, create_topic_frame())
         assert answer.code == 0, answer.remark
         stop = trio.Event()
 
@@ -221,23 +203,6 @@ def _edge_pids(writer_pid: int) -> list[int]:
     return sorted(pids)
 
 
-async def _load(addr: str, ledger: Ledger, seed: str, positions: dict, more) -> None:
-    """The chaos test's producers and consumers until `more` (an async function) returns."""
-    async with trio.open_nursery() as nursery:
-        for i in range(PRODUCERS):
-            nursery.start_soon(
-                run_worker, addr, Producer(f"p{i}", random.Random(f"{seed}:p{i}"), ledger)
-            )
-        for group in GROUPS:
-            nursery.start_soon(
-                run_worker,
-                addr,
-                Consumer(group, random.Random(f"{seed}:{group}"), ledger, positions[group]),
-            )
-        with trio.fail_after(ROUND_TIMEOUT):
-            await more(nursery)
-
-
 async def test_b671_kill9_of_an_edge_then_of_the_writer_loses_nothing_acknowledged_and_verify_passes(
     tmp_path,
 ):
@@ -282,7 +247,7 @@ async def test_b671_kill9_of_an_edge_then_of_the_writer_loses_nothing_acknowledg
             await ledger.arm(100).wait()
             proc.kill9()  # every worker ends on its closed connection
 
-        await _load(proc.addr, ledger, seed, positions, kill_an_edge_then_the_writer)
+        await run_load(proc.addr, ledger, seed, positions, kill_an_edge_then_the_writer)
     finally:
         proc.stop()
     assert proc.process.returncode == -9

@@ -72,6 +72,23 @@ def _pull(queue_id: int, offset: int, suspend_ms: int) -> tuple[int, dict, bytes
     )
 
 
+def create_topic_frame() -> tuple[int, dict, bytes]:
+    return (
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        {
+            "topic": TOPIC,
+            "defaultTopic": "TBW102",
+            "readQueueNums": 4,
+            "writeQueueNums": 4,
+            "perm": 6,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0,
+            "order": False,
+        },
+        b"",
+    )
+
+
 class RawConnection:
     """A socket written with many frames at once; answers read back by opaque."""
 
@@ -116,20 +133,7 @@ async def test_b140_ten_thousand_pipelined_sends_are_stored_in_arrival_order_and
             n += 1
     with serve(tmp_path / "data") as served:
         host, port = served.broker.rsplit(":", 1)
-        create = (
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {
-                "topic": TOPIC,
-                "defaultTopic": "TBW102",
-                "readQueueNums": 4,
-                "writeQueueNums": 4,
-                "perm": 6,
-                "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": 0,
-                "order": False,
-            },
-            b"",
-        )
+        create = create_topic_frame()
         stream = await trio.open_tcp_stream(host, int(port))
         raw = RawConnection(stream)
         await raw.write_all([create], 1)

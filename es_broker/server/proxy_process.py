@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import trio
 
 from es_broker.config import BrokerConfig
 from es_broker.net.tls import GRPC_KEY_PASSWORD_ENV
+from es_broker.server.children import stop_child
 from es_broker.server.edge.tls import TlsMode, broker_client_tls, with_tls_config_file
 
 log = logging.getLogger(__name__)
@@ -94,14 +94,7 @@ async def supervise(command: list[str], env: Mapping[str, str] | None = None) ->
         try:
             code = await process.wait()
         finally:
-            if process.returncode is None:  # the broker stops: the proxy stops with it
-                with trio.CancelScope(shield=True):
-                    process.send_signal(signal.SIGTERM)
-                    with trio.move_on_after(10):
-                        await process.wait()
-                    if process.returncode is None:
-                        process.kill()
-                        await process.wait()
+            await stop_child(process)  # the broker stops: the proxy stops with it
         if trio.current_time() - began >= STEADY:
             pause = FIRST_PAUSE
         print(

@@ -21,7 +21,10 @@ the writer's own.
 
 from __future__ import annotations
 
+import os
 import struct
+
+import trio
 
 HEAD = struct.Struct(">BII")
 OPEN, DATA, CLOSE = 1, 2, 3
@@ -84,3 +87,77 @@ class LinkReader:
     @property
     def buffered(self) -> int:
         return len(self._buffer)
+
+
+class Outgoing:
+    """Bytes for one stream, queued without waiting (`put`) and written in order by one task (`run`),
+    each write taking everything that is ready; `room` waits while more than `high_water` bytes are
+    queued. With `fd` (a plain socket's), a put while nothing is being written goes to the socket
+    at once, without waking the task."""
+
+    __slots__ = ("stream", "high_water", "fd", "out", "pending", "_sender", "_drained", "ended")
+
+    def __init__(self, stream: trio.abc.SendStream, high_water: int, fd: int | None = None) -> None:
+        self.stream = stream
+        self.high_water = high_water
+        self.fd = fd
+        self.out: list[bytes] = []
+        self.pending = 0  # bytes queued, not yet written
+        self._sender: trio.Event | None = None  # set to wake the task waiting for bytes
+        self._drained = trio.Event()
+        self.ended = False  # nothing more is written: `run` returns once the queue is written
+
+    def put(self, data: bytes) -> None:
+        if self.ended:
+            return
+        if self.fd is not None and not self.out and self._sender is not None:
+            try:  # the task waits: no write is under way
+                sent = os.write(self.fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:  # the peer is gone: its reader sees the end too
+                self.end()
+                return
+            if sent == len(data):
+                return
+            data = data[sent:]
+        self.out.append(data)
+        self.pending += len(data)
+        if self._sender is not None:
+            self._sender.set()
+
+    def end(self) -> None:
+        """Take no more: `run` writes what is queued and returns; `room` waits no longer."""
+        self.ended = True
+        self._drained.set()
+        if self._sender is not None:
+            self._sender.set()
+
+    async def room(self) -> None:
+        """Wait while more than `high_water` bytes are queued."""
+        while self.pending > self.high_water and not self.ended:
+            await self._drained.wait()
+        await trio.lowlevel.checkpoint()
+
+    async def run(self) -> bool:
+        """Write until ended and written (True), or until the stream breaks (False: the rest dropped)."""
+        while True:
+            if not self.out:
+                if self.ended:
+                    return True
+                self._sender = trio.Event()
+                await self._sender.wait()
+                self._sender = None
+                continue
+            out, self.out = self.out, []
+            data = out[0] if len(out) == 1 else b"".join(out)
+            try:
+                await self.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.out.clear()
+                self.end()
+                return False
+            self.pending -= len(data)
+            if self.pending <= self.high_water:
+                self._drained.set()
+                self._drained = trio.Event()

@@ -25,13 +25,13 @@ import dataclasses
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 
 import trio
 
 from es_broker.config import BrokerConfig
+from es_broker.server.children import stop_child
 from es_broker.server.edge.relay import TLS_ENV
 from es_broker.server.edge.relayed import EdgeLink
 from es_broker.server.edge.remoting_server import CannotListen, RemotingServer
@@ -124,14 +124,7 @@ class EdgeProcesses:
                 await link.run()
             finally:
                 self.links.pop(slot, None)
-                if process.returncode is None:
-                    with trio.CancelScope(shield=True):
-                        process.send_signal(signal.SIGTERM)
-                        with trio.move_on_after(10):
-                            await process.wait()
-                        if process.returncode is None:
-                            process.kill()
-                            await process.wait()
+                await stop_child(process)
             code = await process.wait()
             if trio.current_time() - began >= STEADY:
                 pause = FIRST_PAUSE

@@ -38,6 +38,7 @@ from es_broker.server.edge.link import (
     OPEN,
     LinkBroken,
     LinkReader,
+    Outgoing,
     addresses,
     message,
 )
@@ -53,46 +54,30 @@ CLIENT_OUT_MAX = 256 * 1024 * 1024
 
 
 class _Client:
-    """One accepted connection: its socket and what the writer wrote to it, not yet written."""
+    """One accepted connection: its socket, and what the writer wrote to it not yet written."""
 
-    __slots__ = ("stream", "out", "wake", "closing", "scope")
+    __slots__ = ("out", "closing", "scope")
 
     def __init__(self, stream: trio.abc.Stream) -> None:
-        self.stream = stream
-        self.out: list[bytes] = []
-        self.wake: trio.Event | None = None
+        self.out = Outgoing(stream, CLIENT_OUT_MAX)
         self.closing = False  # the writer closed it: write what is queued, then close
         self.scope: trio.CancelScope | None = None
 
     def queue(self, data: bytes) -> None:
-        self.out.append(data)
-        if self.wake is not None:
-            self.wake.set()
+        self.out.put(data)
+        if self.out.pending > CLIENT_OUT_MAX:
+            log.warning("closing a client that does not read: %d bytes to write", self.out.pending)
+            self.out.end()
+            if self.scope is not None:
+                self.scope.cancel()
 
     def close_soon(self) -> None:
         self.closing = True
-        if self.wake is not None:
-            self.wake.set()
+        self.out.end()
 
     async def write_loop(self) -> None:
         """Write what the writer sends, in order, until it closes the connection (or the client goes)."""
-        while True:
-            if not self.out:
-                if self.closing:
-                    break
-                self.wake = trio.Event()
-                await self.wake.wait()
-                self.wake = None
-                continue
-            pending = sum(map(len, self.out))
-            if pending > CLIENT_OUT_MAX:
-                log.warning("closing a client that does not read: %d bytes to write", pending)
-                break
-            out, self.out = self.out, []
-            try:
-                await self.stream.send_all(out[0] if len(out) == 1 else b"".join(out))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                break
+        await self.out.run()
         if self.scope is not None:
             self.scope.cancel()
 
@@ -107,20 +92,12 @@ class Edge:
         self.clients: dict[int, _Client] = {}
         self.opening = 0  # connections accepted whose TLS handshake is under way
         self._next = 0
-        self._out: list[bytes] = []
-        self._pending = 0
-        self._sender: trio.Event | None = None
-        self._drained = trio.Event()
-
-    def _put(self, data: bytes) -> None:
-        self._out.append(data)
-        self._pending += len(data)
-        if self._sender is not None:
-            self._sender.set()
+        self.out = Outgoing(link, LINK_HIGH_WATER)
+        self._put = self.out.put
 
     async def run(self, listeners: list[trio.SocketListener]) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._send_loop)
+            nursery.start_soon(self.out.run)  # ends when the writer is gone: so does the reader
             nursery.start_soon(trio.serve_listeners, self._connection, listeners)
             await self._read_loop()
             nursery.cancel_scope.cancel()  # the writer is gone: so are this edge's connections
@@ -147,24 +124,6 @@ class Edge:
                     client.queue(payload)
                 elif kind == CLOSE:
                     client.close_soon()
-
-    async def _send_loop(self) -> None:
-        while True:
-            if not self._out:
-                self._sender = trio.Event()
-                await self._sender.wait()
-                self._sender = None
-                continue
-            out, self._out = self._out, []
-            data = out[0] if len(out) == 1 else b"".join(out)
-            try:
-                await self.link.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return  # the writer is gone: the read loop sees the link's end too
-            self._pending -= len(data)
-            if self._pending <= LINK_HIGH_WATER:
-                self._drained.set()
-                self._drained = trio.Event()
 
     async def _connection(self, accepted: trio.SocketStream) -> None:
         # this edge's connections, those being opened (TLS) included, under max_connections: over it
@@ -205,8 +164,7 @@ class Edge:
                     if not data:
                         break
                     self._put(message(DATA, conn, bytes(data)))
-                    while self._pending > LINK_HIGH_WATER:
-                        await self._drained.wait()
+                    await self.out.room()
                 if not client.closing:
                     nursery.cancel_scope.cancel()
         finally:

@@ -26,6 +26,7 @@ from es_broker.server.edge.link import (
     OPEN,
     LinkBroken,
     LinkReader,
+    Outgoing,
     message,
     parse_addresses,
 )
@@ -147,47 +148,17 @@ class EdgeLink:
 
     def __init__(self, stream: trio.SocketStream, server: Serves, pid: int) -> None:
         self.stream = stream
-        self._fd = stream.socket.fileno()
         self.server = server
         self.pid = pid
         self.streams: dict[int, RelayedStream] = {}
-        self._out: list[bytes] = []
-        self._pending = 0
-        self._sender: trio.Event | None = None
-        self._drained = trio.Event()
-        self.broken = False
+        # to the edge: a message put while nothing is being written goes to the socket at once
+        self.out = Outgoing(stream, LINK_HIGH_WATER, fd=stream.socket.fileno())
+        self.put = self.out.put  # queue one link message for the edge
+        self.room = self.out.room  # wait while more than LINK_HIGH_WATER bytes are queued
 
     @property
     def connections(self) -> int:
         return len(self.streams)
-
-    def put(self, data: bytes) -> None:
-        """Write one link message to the edge now if nothing else is being written (the socket takes
-        it without a task switch), else queue it for the sender."""
-        if self.broken:
-            return
-        if not self._out and self._sender is not None:  # the sender waits: no write is under way
-            try:
-                sent = os.write(self._fd, data)
-            except BlockingIOError:
-                sent = 0
-            except OSError:  # the edge is gone: the reader sees the link's end
-                self.broken = True
-                self._sender.set()
-                return
-            if sent == len(data):
-                return
-            data = data[sent:]
-        self._out.append(data)
-        self._pending += len(data)
-        if self._sender is not None:
-            self._sender.set()
-
-    async def room(self) -> None:
-        """Wait while more than LINK_HIGH_WATER bytes wait to be written to the edge."""
-        while self._pending > LINK_HIGH_WATER and not self.broken:
-            await self._drained.wait()
-        await trio.lowlevel.checkpoint()
 
     def forget(self, conn: int) -> None:
         self.streams.pop(conn, None)
@@ -196,18 +167,14 @@ class EdgeLink:
         """Serve the link until the edge goes away; every connection it relayed then ends."""
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._send_loop)
+                nursery.start_soon(self.out.run)
                 try:
                     await self._read_loop(nursery)
                 finally:
-                    self.broken = True
+                    self.out.end()  # the sender stops; the connections end as at their end of stream
                     for stream in list(self.streams.values()):
                         stream.end()
                     self.streams.clear()
-                    self._drained.set()
-                    # the connections' tasks end on their own (end of stream); the sender is stopped
-                    if self._sender is not None:
-                        self._sender.set()
         finally:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
@@ -215,9 +182,10 @@ class EdgeLink:
     async def _read_loop(self, nursery: trio.Nursery) -> None:
         reader = LinkReader()
         sock = self.stream.socket
+        fd = sock.fileno()
         while True:
             try:  # read the socket directly: one scheduler pass a read, as a channel's socket
-                data = os.read(self._fd, READ_SIZE)
+                data = os.read(fd, READ_SIZE)
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(sock)
                 continue
@@ -249,26 +217,3 @@ class EdgeLink:
                     stream = self.streams.pop(conn, None)
                     if stream is not None:
                         stream.end()
-
-    async def _send_loop(self) -> None:
-        while True:
-            if not self._out:
-                if self.broken:
-                    return
-                self._sender = trio.Event()
-                await self._sender.wait()
-                self._sender = None
-                continue
-            out, self._out = self._out, []
-            data = out[0] if len(out) == 1 else b"".join(out)
-            try:
-                await self.stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self.broken = True
-                self._out.clear()
-                return
-            finally:
-                self._pending -= len(data)
-                if self._pending <= LINK_HIGH_WATER:
-                    self._drained.set()
-                    self._drained = trio.Event()
