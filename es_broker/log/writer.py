@@ -241,8 +241,9 @@ class GroupCommitWriter:
             self._commit_now(self._take())
 
     def commit_after_read(self, started: int) -> None:
-        """A read loop's hook before it waits for its socket, `started` the jobs its read pass queued:
-        several (a pipelined connection) are committed now, as `commit_waiting`; one alone is left to
+        """A read loop's hook before it waits for its socket, `started` the requests whose start its
+        read pass ran: the jobs of several (a pipelined connection) are committed now, as
+        `commit_waiting`; a lone one's is left to
         the writer task, woken when it was queued, which runs after every other connection read in
         the same scheduler pass, so that many connections with a request each share one commit
         instead of one commit each (B-672)."""

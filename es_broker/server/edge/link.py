@@ -139,12 +139,13 @@ class Outgoing:
             await self._drained.wait()
         await trio.lowlevel.checkpoint()
 
-    async def run(self) -> bool:
-        """Write until ended and written (True), or until the stream breaks (False: the rest dropped)."""
+    async def run(self) -> None:
+        """Write until ended and everything queued is written, or until the stream breaks (the rest
+        dropped)."""
         while True:
             if not self.out:
                 if self.ended:
-                    return True
+                    return
                 self._sender = trio.Event()
                 await self._sender.wait()
                 self._sender = None
@@ -156,7 +157,7 @@ class Outgoing:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self.out.clear()
                 self.end()
-                return False
+                return
             self.pending -= len(data)
             if self.pending <= self.high_water:
                 self._drained.set()

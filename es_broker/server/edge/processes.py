@@ -52,7 +52,6 @@ class EdgeProcesses:
         self.server = server
         self.count = count
         self.links: dict[int, EdgeLink] = {}  # by slot, while its edge runs
-        self.started = 0  # edge processes started, restarts included
         self._env = dict(os.environ)
         if tls:  # the edges do the TLS handshakes with the writer's settings
             settings = {
@@ -115,7 +114,6 @@ class EdgeProcesses:
                 )
             finally:
                 theirs.close()
-            self.started += 1
             link = EdgeLink(
                 trio.SocketStream(trio.socket.from_stdlib_socket(ours)), self.server, process.pid
             )

@@ -62,7 +62,7 @@ class _Addresses:
 class RelayedStream:
     """One connection an edge relays, as the byte stream a `Channel` reads and writes."""
 
-    __slots__ = ("link", "conn", "socket", "_chunks", "_size", "_arrived", "ended", "closed")
+    __slots__ = ("link", "conn", "socket", "_chunks", "_arrived", "ended", "closed")
 
     def __init__(
         self, link: EdgeLink, conn: int, peer: tuple[str, int], local: tuple[str, int]
@@ -71,7 +71,6 @@ class RelayedStream:
         self.conn = conn
         self.socket = _Addresses(peer, local)
         self._chunks: list[bytes] = []
-        self._size = 0
         self._arrived: trio.Event | None = None
         self.ended = False  # the client went away (or the link did): reads return b"" once drained
         self.closed = False  # closed here: writes fail
@@ -79,7 +78,6 @@ class RelayedStream:
     def feed(self, data: bytes) -> None:
         """Bytes the client sent (the link's reader)."""
         self._chunks.append(data)
-        self._size += len(data)
         if self._arrived is not None:
             self._arrived.set()
 
@@ -90,27 +88,21 @@ class RelayedStream:
             self._arrived.set()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        while not self._chunks:
-            if self.ended or self.closed:
-                return b""
+        while (data := self.take(max_bytes or READ_SIZE)) is None:
             self._arrived = trio.Event()
             try:
                 await self._arrived.wait()
             finally:
                 self._arrived = None
-        data = self._taken(max_bytes or READ_SIZE)
         await trio.lowlevel.checkpoint()
         return data
 
-    def take(self) -> bytes | None:
-        """What the client sent that is here already (at most a socket read's worth); b"" at the end
-        of the stream, None if nothing is here yet (`receive_some` waits for it)."""
-        if self._chunks:
-            return self._taken(READ_SIZE)
-        return b"" if self.ended or self.closed else None
-
-    def _taken(self, limit: int) -> bytes:
+    def take(self, limit: int = READ_SIZE) -> bytes | None:
+        """What the client sent that is here already (at most `limit` bytes, as a socket read); b""
+        at the end of the stream, None if nothing is here yet (`receive_some` waits for it)."""
         chunks = self._chunks
+        if not chunks:
+            return b"" if self.ended or self.closed else None
         if len(chunks) == 1 and len(chunks[0]) <= limit:
             data = chunks.pop()
         else:  # a socket read returns at most `limit` bytes: so does this
@@ -119,7 +111,6 @@ class RelayedStream:
             if len(data) > limit:
                 chunks.append(data[limit:])
                 data = data[:limit]
-        self._size -= len(data)
         return data
 
     def write_nowait(self, data: bytes) -> None:
