@@ -19,6 +19,7 @@ from es_broker.log.types import (
     OffsetQueried,
     OffsetsRemoved,
 )
+from es_broker.log.views import offset_committed_record
 from es_broker.projections.consume_queue import UNITS_PER_FILE
 from es_broker.remoting.codes import ResponseCode
 from es_broker.store import Store
@@ -100,7 +101,8 @@ def commit_job(
                     ).to_record(now)
                 )
         return ctx.append(
-            OffsetCommitted(
+            offset_committed_record(  # OffsetCommitted(...).to_record(now)
+                now,
                 group=group,
                 topic=topic,
                 queue_id=queue_id,
@@ -108,7 +110,7 @@ def commit_job(
                 old=old,
                 cause=why,
                 requester=requester,
-            ).to_record(now)
+            )
         )
 
     return job

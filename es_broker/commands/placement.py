@@ -13,7 +13,8 @@ from typing import Any, NamedTuple
 
 from es_broker.commands.errors import MessageIllegal
 from es_broker.log import AppendContext
-from es_broker.log.types import Cause, MessagesStored
+from es_broker.log.types import Cause
+from es_broker.log.views import messages_stored_record
 from es_broker.remoting import message as wire
 from es_broker.store import Store
 
@@ -139,7 +140,8 @@ def place(
     )
     ctx.put_payloads(payloads)
     seq = ctx.append(
-        MessagesStored(
+        messages_stored_record(  # MessagesStored(...).to_record(ts), without the object
+            ts,
             topic=topic,
             queue_id=queue_id,
             queue_offset=queue_offset,
@@ -151,7 +153,7 @@ def place(
             cause=cause,
             delivery=delivery,
             transaction=transaction,
-        ).to_record(ts)
+        )
     )
     return PutResult(
         topic,

@@ -15,7 +15,8 @@ from typing import Final, NamedTuple
 from es_broker.commands import messages, offsets
 from es_broker.commands.messages import GetResult, GetStatus
 from es_broker.log import AppendContext
-from es_broker.log.types import Cause, MessagesDelivered, PullOffsetMoved
+from es_broker.log.types import Cause, PullOffsetMoved
+from es_broker.log.views import messages_delivered_record
 from es_broker.remoting.bodies import SubscriptionGroupConfig
 from es_broker.store import Store
 
@@ -93,7 +94,8 @@ def record_job(
         ts = store.clock.now_ms()
         if found:
             ctx.append(
-                MessagesDelivered(
+                messages_delivered_record(  # MessagesDelivered(...).to_record(ts)
+                    ts,
                     group=pull.group,
                     topic=pull.topic,
                     queue_id=pull.queue_id,
@@ -101,7 +103,7 @@ def record_job(
                     offsets=list(result.offsets),
                     next_offset=result.next_begin_offset,
                     client=pull.client,
-                ).to_record(ts)
+                )
             )
         elif record_moved:
             ctx.append(
