@@ -20,7 +20,7 @@ from typing import Any
 
 import lmdb
 
-from es_broker.log.types import MessagesStoredRecord, RecordType, as_view
+from es_broker.log.types import MessagesDeliveredRecord, MessagesStoredRecord, RecordType
 from es_broker.projections.dispatch import Dispatching, handlers
 
 WINDOWS_S = (10, 60, 600)  # StoreStatsService#getPutTps(10), (60), (600)
@@ -43,18 +43,21 @@ class RecordRates(Dispatching):
 
     # every record passes here: the dict views, not the classes (see log/types.py)
     def _stored(self, txn: lmdb.Transaction[bytes], seq: int, stored: MessagesStoredRecord) -> None:
-        self._add(stored["ts"], 0, len(stored["units"]))
+        self._bucket(stored["ts"])[0] += len(stored["units"])
 
-    def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: dict[str, Any]) -> None:
-        delivered = as_view(record, RecordType.MESSAGES_DELIVERED)
-        self._add(delivered["ts"], 1, 1)
-        self._add(delivered["ts"], 2, len(delivered["offsets"]))
+    def _delivered(
+        self, txn: lmdb.Transaction[bytes], seq: int, delivered: MessagesDeliveredRecord
+    ) -> None:
+        bucket = self._bucket(delivered["ts"])
+        bucket[1] += 1
+        bucket[2] += len(delivered["offsets"])
 
     HANDLERS = handlers(
         {RecordType.MESSAGES_STORED: _stored, RecordType.MESSAGES_DELIVERED: _delivered}
     )
 
-    def _add(self, ts: int, which: int, n: int) -> None:
+    def _bucket(self, ts: int) -> list[int]:
+        """The counts of the second of broker time `ts` (ms); a new second forgets the oldest."""
         second = ts // 1000
         bucket = self.buckets.get(second)
         if bucket is None:
@@ -62,7 +65,7 @@ class RecordRates(Dispatching):
             if len(self.buckets) > KEEP_S:
                 for old in sorted(self.buckets)[: len(self.buckets) - KEEP_S]:
                     del self.buckets[old]
-        bucket[which] += n
+        return bucket
 
     def rates(self, now_ms: int) -> dict[str, str]:
         """putTps, getFoundTps, getTransferedTps at `now_ms`: "10s 1min 10min" per second."""

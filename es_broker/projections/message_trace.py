@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any
 
 import lmdb
 
@@ -43,13 +43,13 @@ from es_broker.log.scan import prefixed
 from es_broker.log.types import (
     DeadLetterRedriven,
     DelayedMessageSkipped,
+    MessagesDeliveredRecord,
     MessageSentBack,
     MessagesStoredRecord,
     RecordType,
     ReplyPushed,
     TransactionChecked,
     TransactionEnded,
-    as_view,
 )
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import I64, U32, U64, queue_key
@@ -58,8 +58,6 @@ FROM = b"from"
 TO = b"to"
 LEGACY_DATABASES = ("trace_deliveries",)  # store format 2 and before
 KEPT_QUEUES = 4096  # the most queues whose widest delivery a commit hands the next transaction
-# an enum member read off its class costs a look-up through the enum's machinery a time
-_DELIVERED: Final = RecordType.MESSAGES_DELIVERED
 _FIRST_SEQ = struct.Struct(">QQ")  # a trace_pulls key after its queue: first offset, seq
 
 
@@ -96,10 +94,11 @@ class MessageTraceProjection(Dispatching):
             self._link(txn, tx["prepared_phy"], seq, FROM)
             self._link(txn, first, seq, TO)
 
-    def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
+    def _delivered(
+        self, txn: lmdb.Transaction[bytes], seq: int, delivered: MessagesDeliveredRecord
+    ) -> None:
         if self.pulls is None:  # the archive index keeps no deliveries
             return
-        delivered = as_view(record, _DELIVERED)
         offsets = delivered["offsets"]
         if offsets:
             key = queue_key(delivered["topic"], delivered["queue_id"])

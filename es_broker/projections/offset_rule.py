@@ -36,7 +36,13 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from es_broker.log.records import Record
-from es_broker.log.types import Cause, RecordType, ResetMode, SlaveMergeOutcome, as_view
+from es_broker.log.types import (
+    Cause,
+    OffsetCommittedRecord,
+    RecordType,
+    ResetMode,
+    SlaveMergeOutcome,
+)
 
 
 class OffsetChange(NamedTuple):
@@ -69,12 +75,10 @@ OffsetEffect = OffsetChange | ResetPending
 
 
 # enum members read per commit, kept here: one read off its class goes through the enum's machinery
-_COMMITTED: Final = RecordType.OFFSET_COMMITTED
 _RESET: Final = Cause.RESET
 
 
-def _committed(record: Record) -> list[OffsetEffect]:
-    committed = as_view(record, _COMMITTED)
+def _committed(committed: OffsetCommittedRecord) -> list[OffsetEffect]:
     cause = committed["cause"]
     return [
         OffsetChange(
@@ -85,7 +89,8 @@ def _committed(record: Record) -> list[OffsetEffect]:
             committed["offset"],
             cause,
             committed["requester"],
-            settles_reset=cause == _RESET,
+            False,
+            cause == _RESET,  # settles_reset
         )
     ]
 
@@ -148,7 +153,8 @@ def _none(record: Record) -> list[OffsetEffect]:
     return []
 
 
-_RULES: dict[str, Callable[[Record], list[OffsetEffect]]] = {
+# a rule takes its record as Any: `_committed` reads its type's dict view (log/views.py)
+_RULES: dict[str, Callable[[Any], list[OffsetEffect]]] = {
     RecordType.OFFSET_COMMITTED: _committed,
     RecordType.RESET_REQUESTED: _reset,
     RecordType.OFFSETS_REMOVED: _removed,
@@ -174,7 +180,11 @@ def _learn(record: Record) -> tuple[Any, list[OffsetEffect], list[OffsetChange]]
     last = _last
     if last[0] is not record:
         effects = _RULES.get(record["type"], _none)(record)
-        last = _last = (record, effects, [e for e in effects if isinstance(e, OffsetChange)])
+        if len(effects) == 1 and type(effects[0]) is OffsetChange:  # a commit's one change
+            changes: list[OffsetChange] = effects  # type: ignore[assignment]
+        else:
+            changes = [e for e in effects if isinstance(e, OffsetChange)]
+        last = _last = (record, effects, changes)
     return last
 
 

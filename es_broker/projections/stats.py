@@ -35,13 +35,17 @@ import bisect
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import lmdb
 
 from es_broker.log import Record, RecordLog, records
 from es_broker.log.scan import prefixed
-from es_broker.log.types import MessagesStoredRecord, RecordType, as_view
+from es_broker.log.types import (
+    MessagesDeliveredRecord,
+    MessagesStoredRecord,
+    RecordType,
+)
 from es_broker.projections.consume_queue import ConsumeQueueProjection
 from es_broker.projections.dispatch import Dispatching, handlers
 from es_broker.projections.keys import U64
@@ -71,8 +75,6 @@ STATS_NAMES = {
     "BROKER_PUT_NUMS": (BROKER_PUT, 0),
     "BROKER_GET_NUMS": (BROKER_GET, 0),
 }
-# an enum member read off its class costs a look-up through the enum's machinery a time
-_DELIVERED: Final = RecordType.MESSAGES_DELIVERED
 ENDED = frozenset({"committed", "discarded"})
 # 4.9.8's BROKER_PUT_NUMS / BROKER_GET_NUMS add to the value only, never to the times
 VALUE_ONLY = frozenset({BROKER_PUT, BROKER_GET})
@@ -173,8 +175,9 @@ class StatsProjection(Dispatching):
         if same is not None:
             self._same[same] = counts
 
-    def _delivered(self, txn: lmdb.Transaction[bytes], seq: int, record: Record) -> None:
-        delivered = as_view(record, _DELIVERED)
+    def _delivered(
+        self, txn: lmdb.Transaction[bytes], seq: int, delivered: MessagesDeliveredRecord
+    ) -> None:
         topic, qid = delivered["topic"], delivered["queue_id"]
         size = self.cq.sizes(txn, topic, qid, delivered["offsets"])
         n, minute = len(delivered["offsets"]), delivered["ts"] // MINUTE_MS
