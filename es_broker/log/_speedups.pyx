@@ -42,7 +42,7 @@ from cpython.object cimport Py_TYPE, PyObject
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport uint64_t
 from libc.math cimport isfinite
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport INT32_MIN, UINT32_MAX, int64_t, uint8_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
@@ -391,7 +391,7 @@ cdef int _int(_Out* out, long long d) except -1:
             return _head(out, 0xCC, d, 1)
         if d <= 0xFFFF:
             return _head(out, 0xCD, d, 2)
-        if d <= 0xFFFFFFFF:
+        if d <= UINT32_MAX:
             return _head(out, 0xCE, d, 4)
         return _head(out, 0xCF, d, 8)
     if d >= -0x20:
@@ -400,7 +400,7 @@ cdef int _int(_Out* out, long long d) except -1:
         return _head(out, 0xD0, <uint64_t>d, 1)
     if d >= -0x8000:
         return _head(out, 0xD1, <uint64_t>d, 2)
-    if d >= -0x80000000:
+    if d >= INT32_MIN:
         return _head(out, 0xD2, <uint64_t>d, 4)
     return _head(out, 0xD3, <uint64_t>d, 8)
 
@@ -431,7 +431,7 @@ cdef int _pack(_Out* out, object value, int depth) except -1:
                 text = PyUnicode_AsUTF8AndSize(value, &n)  # what msgpack's Packer reads
             except UnicodeEncodeError:
                 return 0
-        if n > 0xFFFFFFFF:
+        if n > UINT32_MAX:
             return 0
         _sized(out, n, 0xA0, 0x1F, 0xD9, 0xDA, 0xDB)
         return _raw(out, text, n)
@@ -446,7 +446,7 @@ cdef int _pack(_Out* out, object value, int depth) except -1:
         return _head(out, 0xC3 if value is True else 0xC2, 0, 0)
     if kind is bytes:
         n = PyBytes_GET_SIZE(value)
-        if n > 0xFFFFFFFF:
+        if n > UINT32_MAX:
             return 0
         if n <= 0xFF:
             _head(out, 0xC4, n, 1)
@@ -463,7 +463,7 @@ cdef int _pack(_Out* out, object value, int depth) except -1:
         return 0
     if kind is dict:
         n = len(<dict>value)
-        if n > 0xFFFFFFFF:
+        if n > UINT32_MAX:
             return 0
         _sized(out, n, 0x80, 0x0F, 0, 0xDE, 0xDF)
         while PyDict_Next(value, &pos, &key, &item):
@@ -472,7 +472,7 @@ cdef int _pack(_Out* out, object value, int depth) except -1:
         return 1
     if kind is list or kind is tuple:
         n = len(value)
-        if n > 0xFFFFFFFF:
+        if n > UINT32_MAX:
             return 0
         _sized(out, n, 0x90, 0x0F, 0, 0xDC, 0xDD)
         if kind is list:

@@ -14,7 +14,7 @@ them is bound at the first call.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport UINT32_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from libc.string cimport memcmp
 
@@ -143,7 +143,7 @@ def index_entries(read, units, topic):
         _bind()
     if type(topic) is not bytes or (type(units) is not list and type(units) is not tuple):
         return _REF["index_entries"](read, units, topic)
-    if PyBytes_GET_SIZE(topic) > 0xFFFFFFFF:
+    if PyBytes_GET_SIZE(topic) > UINT32_MAX:
         return _REF["index_entries"](read, units, topic)
     seed = crc32(0, <const unsigned char*>PyBytes_AS_STRING(topic), <unsigned int>PyBytes_GET_SIZE(topic))
     for unit in units:
@@ -177,7 +177,7 @@ def index_entries(read, units, topic):
         elif ts > TIME_MAX:
             ts = TIME_MAX
         for token in tokens:
-            if type(token) is not bytes or PyBytes_GET_SIZE(token) > 0xFFFFFFFF:
+            if type(token) is not bytes or PyBytes_GET_SIZE(token) > UINT32_MAX:
                 return _REF["index_entries"](read, units, topic)
             # CRC-32 runs on: the key's hash continues its bucket's from the last NEIGHBOURS bytes
             near_len = PyBytes_GET_SIZE(token) - NEIGHBOURS

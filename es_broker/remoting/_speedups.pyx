@@ -15,7 +15,7 @@ message.py is bound at the first call.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.object cimport PyObject_GenericSetAttr
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 
 from es_broker._stored_layout cimport _write_stored
@@ -237,7 +237,7 @@ def place_batch(encoded, tags_codes, queue_id, queue_offset, physical_offset, st
     except Exception:
         return _REF["place_batch"](*args)
     n = len(encoded)
-    if phy < 0 or c_file_size <= 0 or c_queue_offset < 0 or c_queue_offset > 0x7FFFFFFFFFFFFFFF - n:
+    if phy < 0 or c_file_size <= 0 or c_queue_offset < 0 or c_queue_offset > INT64_MAX - n:
         return _REF["place_batch"](*args)
     prefix = id_prefix
     for i in range(n):
@@ -245,7 +245,7 @@ def place_batch(encoded, tags_codes, queue_id, queue_offset, physical_offset, st
         if type(raw) is not bytes or PyBytes_GET_SIZE(raw) < 64:
             return _REF["place_batch"](*args)
         size = PyBytes_GET_SIZE(raw)
-        if phy > 0x7FFFFFFFFFFFFFFF - 2 * size - c_file_size:
+        if phy > INT64_MAX - 2 * size - c_file_size:
             return _REF["place_batch"](*args)
         if phy // c_file_size != (phy + size - 1) // c_file_size:
             phy = (phy // c_file_size + 1) * c_file_size
