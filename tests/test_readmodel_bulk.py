@@ -155,6 +155,7 @@ def test_a_bad_row_in_a_statement_of_many_is_a_data_error(tmp_path, spoil):
         lambda i, row: row.update(broker="o'brien", role="r'"),  # quotes in a literal
         lambda i, row: row.update(role="r\u00e9") if i == 70 else None,  # not ASCII: bound
         lambda i, row: row.update(extra="x\x00y") if i == 10 else None,  # a NUL: bound
+        lambda i, row: row.update(role="r" * 30_000),  # long: bound (not 50 times in a statement)
         # extra, the last, differs: none written so (the test's assertion below allows for it)
         lambda i, row: row.update(extra='{"k":1}') if i % 2 else None,
         lambda i, row: row.update(source="c") if i >= 60 else None,  # a group's source differs
@@ -180,6 +181,7 @@ def test_columns_the_same_in_a_statements_rows_written_as_literals_store_what_bi
         assert _by_rowid(bulk, table.name) == _by_rowid(core, table.name)
         if rows[0]["extra"] == rows[1]["extra"]:
             assert inserter._plan(table).variants  # some statement had literals
+        assert all(len(sql) < 100_000 for sql in inserter._plan(table).variants.values())
     finally:
         core.dispose()
         bulk.dispose()

@@ -30,7 +30,7 @@ the next bind of that parameter (~780 instructions a text, under SQLite's
 mutexes), and looks a None up as something to adapt (~1.4k): these columns
 were 18 of the 29 texts a message bound, and 4.6 of its NULLs. A literal
 stores what the bound value stores (the column's affinity applies to both);
-only None and an ASCII text without NUL are written so, any other value
+only None and a short ASCII text without NUL are written so, any other value
 stays bound, and so do the columns before it and those a row differs in.
 The statements differ by their literals: a few a table (one follower's
 values), cached by the driver as any statement.
@@ -90,6 +90,7 @@ MANY_PARAMETERS = 999
 # type (which differs from row to row in the records table) first.
 FIXED = ("type", "source", "broker", "role", "extra")
 VARIANTS = 256  # statements with literals kept a table, at most (then forgotten and made again)
+LITERAL_MAX = 256  # characters of a text written as a literal, at most
 
 
 class BulkInsert:
@@ -250,11 +251,13 @@ def _literal(value: Any) -> str | None:
     """`value` as an SQL literal that stores what binding it stores, or None: it stays bound.
 
     None is NULL; a text is quoted when it is ASCII without NUL (the statement's own text is
-    encoded as a bound text is, and cannot hold a NUL); any other value is bound.
+    encoded as a bound text is, and cannot hold a NUL) and short (`LITERAL_MAX`: a statement holds
+    it once a row, and a build of SQLite may refuse a statement over 1 MB, its default limit); any
+    other value is bound.
     """
     if value is None:
         return "NULL"
-    if type(value) is str and value.isascii() and "\x00" not in value:
+    if type(value) is str and len(value) <= LITERAL_MAX and value.isascii() and "\x00" not in value:
         return "'" + value.replace("'", "''") + "'"
     return None
 
