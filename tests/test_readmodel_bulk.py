@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from es_broker.readmodel import db
-from es_broker.readmodel.bulk import BulkInsert
+from es_broker.readmodel.bulk import FIXED, BulkInsert
 from es_broker.readmodel.follower import _ALL_TABLES, table_rows
 from es_broker.readmodel.models import Base
 from es_broker.readmodel.quarantine import effective_time, is_data_error
@@ -145,3 +145,55 @@ def test_a_bad_row_in_a_statement_of_many_is_a_data_error(tmp_path, spoil):
     finally:
         engine.dispose()
     assert is_data_error(bulk.value)
+
+
+@pytest.mark.parametrize(
+    "vary",
+    [
+        lambda i, row: None,  # every FIXED column the same: all written as literals
+        lambda i, row: row.update(type=f"t{i % 3}"),  # the type differs: the columns after it
+        lambda i, row: row.update(broker="o'brien", role="r'"),  # quotes in a literal
+        lambda i, row: row.update(role="r\u00e9") if i == 70 else None,  # not ASCII: bound
+        lambda i, row: row.update(extra="x\x00y") if i == 10 else None,  # a NUL: bound
+        lambda i, row: row.update(role="r" * 30_000),  # long: bound (not 50 times in a statement)
+        # extra, the last, differs: none written so (the test's assertion below allows for it)
+        lambda i, row: row.update(extra='{"k":1}') if i % 2 else None,
+        lambda i, row: row.update(source="c") if i >= 60 else None,  # a group's source differs
+    ],
+)
+def test_columns_the_same_in_a_statements_rows_written_as_literals_store_what_binding_stores(
+    tmp_path, vary
+):
+    """The FIXED columns a statement's rows share go into it as literals: the rows and rowids of
+    insert(), whatever those columns hold (quotes, text that stays bound, values that differ)."""
+    table = _ALL_TABLES["offset_changes"]
+    rows = _offset_rows(137)
+    for i, row in enumerate(rows):
+        vary(i, row)
+    core = _engine(f"sqlite:///{tmp_path / 'core.sqlite'}")
+    bulk = _engine(f"sqlite:///{tmp_path / 'bulk.sqlite'}")
+    try:
+        with core.begin() as conn:
+            conn.execute(table.insert(), rows)
+        inserter = BulkInsert(bulk.dialect)
+        with bulk.begin() as conn:
+            inserter.insert(conn, table, rows)
+        assert _by_rowid(bulk, table.name) == _by_rowid(core, table.name)
+        if rows[0]["extra"] == rows[1]["extra"]:
+            assert inserter._plan(table).variants  # some statement had literals
+        assert all(len(sql) < 100_000 for sql in inserter._plan(table).variants.values())
+    finally:
+        core.dispose()
+        bulk.dispose()
+
+
+def test_the_fixed_columns_come_last_in_the_insert():
+    """`bulk.FIXED` columns are a row's last values (what `_statement` writes as literals)."""
+    from sqlalchemy.dialects import sqlite
+
+    inserter = BulkInsert(sqlite.dialect())
+    for table in Base.metadata.sorted_tables:
+        columns = inserter.columns(table)
+        last = tuple(key for key in FIXED if key in columns)
+        assert columns[len(columns) - len(last) :] == last
+        assert sorted(columns) == sorted(c.key for c in table.columns)

@@ -127,6 +127,47 @@ def test_a_quarantined_record_in_a_batch_of_one_moves_the_checkpoint_with_it(bad
         store.close()
 
 
+def _in_a_step() -> bool:
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is Follower._apply_once.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_the_cyclic_collector_is_as_it_was_after_every_step(bad_log, tmp_path):
+    """A step runs without the cyclic collector (its objects hold no cycles) and gives it back as
+    it found it: after a batch that a bad record fails, its quarantine, and a step that raises."""
+    import gc
+
+    store = open_log(bad_log)
+    follower = open_follower(f"sqlite:///{tmp_path / 'gc.sqlite'}", store.log, Source(), batch=100)
+    inside: list[str] = []
+    gc.callbacks.append(lambda phase, info: inside.append(phase) if _in_a_step() else None)
+    try:
+        assert gc.isenabled()
+        assert follower.step() == RECORDS  # the batch failed, then record by record
+        assert [f.seq for f in follower.quarantined()] == [BAD_SEQ]
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            assert follower.step() == 0
+            assert not gc.isenabled()  # not turned on where the caller had it off
+        finally:
+            gc.enable()
+        follower.engine.dispose()
+        follower.engine = create_engine(f"sqlite:///{tmp_path / 'missing' / 'x.sqlite'}")
+        with pytest.raises(OperationalError):
+            follower.step()
+        assert gc.isenabled()
+        assert inside == []  # no collection during a step
+    finally:
+        gc.callbacks.pop()
+        follower.engine.dispose()
+        store.close()
+
+
 def test_a_locked_database_is_retried_not_quarantined(bad_log, tmp_path):
     path = tmp_path / "locked.sqlite"
     store = open_log(bad_log)

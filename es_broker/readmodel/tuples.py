@@ -33,15 +33,15 @@ from es_broker.schema.rows import (
     extra_json,
 )
 
-# every row's trailing columns (models._Row, but `extra` last) and the records table's
-_TAIL = ("source", "seq", "n", "ts", "time", "type", "broker", "role", "extra")
+# every row's trailing columns (models._Row, the FIXED columns of `bulk` last) and the records table's
+_TAIL = ("seq", "n", "ts", "time", "type", "source", "broker", "role", "extra")
 RECORDS = "records"
 APPENDS = "queue_appends"
 DELIVERIES = "deliveries"
 OFFSETS = "offset_changes"
 
 COLUMNS: Final[dict[str, tuple[str, ...]]] = {
-    RECORDS: ("v", "body", *_TAIL[:-1], "extra"),
+    RECORDS: ("v", "body", *_TAIL),
     APPENDS: (
         "topic",
         "queue_id",
@@ -158,17 +158,17 @@ def tuple_rows(seq: int, record: Record, time: int, source: str, src: Source) ->
         role = str(record.get("role") or src.role)
         ts = record.get("ts")
         # every family row ends in the same columns (`_TAIL`)
-        row = (*own, source, seq, 0, ts, time, kind, broker, role, extra_json(record, known))
+        row = (*own, seq, 0, ts, time, kind, source, broker, role, extra_json(record, known))
         # the `records` row, as `schema.rows._generic_row` makes it
         generic = (
             record.get("v", 1),
             to_json(record),
-            source,
             seq,
             0,
             ts,
             time,
             kind,
+            source,
             broker,
             role,
             None,
