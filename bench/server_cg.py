@@ -12,6 +12,8 @@ client's instructions are not counted) and dumps them (`callgrind_control -d`):
 - produce: SEND_BATCH_MESSAGE, batches of 32 messages of 1 KiB, 4 in flight
 - pull: PULL_MESSAGE of 32 committing the offset read so far (sysFlag 5), 8 queues
 - sync: SEND_MESSAGE_V2 of 1 KiB, one at a time
+- held (--held N): N long polls one at a time, each held at its queue's end and woken by a
+  SEND_MESSAGE_V2 (with a QUERY_CONSUMER_OFFSET behind the pull, so it waits before the send)
 
 and prints the instructions (Ir) per message and per request of each phase,
 every thread of the broker counted (the LMDB commit runs in a worker thread).
@@ -125,6 +127,48 @@ async def sync_sends(addr: str, count: int) -> int:
     return count
 
 
+async def held_pulls(addr: str, count: int, offsets: list[int]) -> tuple[int, int]:
+    """Long polls, one at a time: a pull at its queue's end (sysFlag 7: commit, suspend,
+    subscription) of the consumer's connection, a QUERY_CONSUMER_OFFSET behind it on the same
+    connection (answered once the pull's record is queued, so the pull waits by then), then a
+    SEND_MESSAGE_V2 to that queue from the producer's connection, which the pull is woken for and
+    answers. `offsets`: the queues' ends of topic Bench (moved here); (messages, requests)."""
+    props = encode_properties({"TAGS": "A"}).decode()
+    async with trio.open_nursery() as nursery:
+        consumer, producer = RemotingClient(nursery), RemotingClient(nursery)
+        for i in range(count):
+            q = i % QUEUES
+            fields = {
+                "consumerGroup": "BENCH",
+                "topic": "Bench",
+                "queueId": q,
+                "queueOffset": offsets[q],
+                "maxMsgNums": 32,
+                "sysFlag": 7,
+                "commitOffset": offsets[q],
+                "suspendTimeoutMillis": 15000,
+                "subscription": "*",
+                "subVersion": 0,
+            }
+            held = await consumer.start_request(addr, request(RequestCode.PULL_MESSAGE, fields))
+            query = {"consumerGroup": "BENCH", "topic": "Bench", "queueId": q}
+            r = await consumer.invoke(
+                addr, request(RequestCode.QUERY_CONSUMER_OFFSET, query), timeout=600
+            )
+            assert r.code == 0, r.remark
+            send = {"a": "BENCH", "b": "Bench", "c": "TBW102", "d": 4, "e": q}
+            send.update({"f": 0, "g": 0, "h": 0, "i": props})
+            r = await producer.invoke(
+                addr, request(RequestCode.SEND_MESSAGE_V2, send, BODY), timeout=600
+            )
+            assert r.code == 0, r.remark
+            r = await held.response(600)
+            assert r.code == 0 and len(decode_all(r.body)) == 1, (r.code, r.remark)
+            offsets[q] = int(r.ext_fields["nextBeginOffset"])
+        nursery.cancel_scope.cancel()
+    return count, 3 * count
+
+
 def _dump(pid: int, out_dir: Path, before: set[Path]) -> tuple[int, Path]:
     subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
     new = sorted(set(out_dir.glob("cg.out*")) - before, key=lambda p: p.stat().st_mtime)
@@ -175,6 +219,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=3200, help="per produce/pull phase")
     parser.add_argument("--sync", type=int, default=300)
     parser.add_argument("--pure", action="store_true", help="ES_BROKER_PURE_PYTHON=1 in the broker")
+    parser.add_argument(
+        "--held", type=int, default=0, help="long polls woken by a send (phase 'held'; 0: none)"
+    )
     parser.add_argument("--annotate", type=int, default=0)
     parser.add_argument("--keep", help="directory for the callgrind dumps")
     parser.add_argument(
@@ -223,6 +270,8 @@ def main() -> None:
         offsets = [0] * QUEUES
         trio.run(pull, addr, offsets)
         trio.run(sync_sends, addr, 16)
+        if args.held:
+            trio.run(held_pulls, addr, 16, offsets)  # the pull phase leaves offsets at the ends
         rows = []
         for name, run in (
             (
@@ -231,7 +280,10 @@ def main() -> None:
             ),
             ("pull", lambda: trio.run(pull, addr, offsets)),
             ("sync", lambda: (trio.run(sync_sends, addr, args.sync),) * 2),
+            ("held", lambda: trio.run(held_pulls, addr, args.held, offsets)),
         ):
+            if name == "held" and not args.held:
+                continue
             if args.py_spy:
                 spy = subprocess.Popen(
                     [

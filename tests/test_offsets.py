@@ -245,14 +245,14 @@ async def test_b312_settled_waits_for_the_jobs_queued_before_it_and_no_longer(tm
 @pytest.mark.parametrize(
     ("suspend", "queued"),
     [
-        # a pull that may long-poll runs as a task holding the turn: its record waits in a held
-        # commit, and the commit behind it waits for the pull's turn
-        (True, 1),
-        # one that cannot queues its record as its frame is decoded: the commit behind it
-        # queues at once
+        # a pull that long-polls (it reads nothing) queues its record as its frame is decoded and
+        # waits as a task: the commit behind it queues at once
+        (True, 2),
+        # one that cannot long-poll queues its record as its frame is decoded: the commit behind
+        # it queues at once
         (False, 2),
     ],
-    ids=["pull-holding-the-turn", "pull-served-as-decoded"],
+    ids=["long-poll-recorded-as-decoded", "pull-served-as-decoded"],
 )
 async def test_b480_a_oneway_commit_behind_a_pull_is_stored_when_the_connection_closes(
     running, monkeypatch, suspend, queued

@@ -125,6 +125,49 @@ async def test_b063_long_polled_pull_is_answered_when_a_message_arrives(running,
     assert [m.body for m in decode_all(answers[0].body)] == [b"late"]
 
 
+async def test_b063_a_long_poll_of_an_existing_group_is_recorded_as_decoded_and_woken(
+    running, nursery
+):
+    """A long poll whose group exists is read, recorded and registered for arrivals in the read
+    loop (only its wait runs as a task): its piggybacked commit is stored while it waits, and a
+    message stored after it wakes it with that message."""
+    import trio
+
+    await running.create_topic("T1")
+    fields = {
+        "consumerGroup": "G",
+        "topic": "T1",
+        "queueId": 0,
+        "queueOffset": 0,
+        "maxMsgNums": 32,
+        "sysFlag": 4,
+        "commitOffset": 0,
+        "suspendTimeoutMillis": 0,
+        "subscription": "*",
+        "subVersion": 0,
+    }
+    created = await running.call(RequestCode.PULL_MESSAGE, fields)  # creates the group
+    assert created.code == ResponseCode.PULL_NOT_FOUND
+    held = request(
+        RequestCode.PULL_MESSAGE,
+        {**fields, "sysFlag": 7, "commitOffset": 5, "suspendTimeoutMillis": 15000},
+    )
+    answers = []
+
+    async def consumer():
+        answers.append(await running.client.invoke(running.addr, held, timeout=30))
+
+    nursery.start_soon(consumer)
+    await trio.testing.wait_all_tasks_blocked()
+    assert answers == []  # held: the queue is empty
+    assert running.server.broker.stored_offset("G", "T1", 0) == 5  # its commit, stored meanwhile
+    await send(running, "T1", 0, b"late")
+    while not answers:
+        await trio.testing.wait_all_tasks_blocked()
+    assert answers[0].code == ResponseCode.SUCCESS
+    assert [m.body for m in decode_all(answers[0].body)] == [b"late"]
+
+
 async def test_unknown_request_code_is_not_supported_with_a_remark(running):
     response = await running.call(9999)
     assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED

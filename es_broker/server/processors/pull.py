@@ -108,11 +108,13 @@ class PullMessageProcessor(BrokerSettings):
     def start_pull(
         self, channel: Channel, req: RemotingCommand, outbox: Outbox
     ) -> Awaitable[RemotingCommand | None] | Declined | None:
-        """`pull_message` without a task, when nothing in it waits: a tag filter, the group created,
-        messages found or no long poll, a commit answered at once. Its record is queued when this
-        returns (the requests read after it queue theirs after it, B-312), and the writer's
-        completion answers it into `outbox`. Anything else is DECLINED before anything is recorded
-        (the read is side-effect free), for `pull_message` to serve from the start."""
+        """`pull_message` up to its wait, when nothing before the wait waits: a tag filter, the group
+        created, a commit answered at once. Its record is queued when this returns (the requests read
+        after it queue theirs after it, B-312). Messages found or no long poll: the writer's
+        completion answers it into `outbox`. Nothing found and a long poll: it is registered for
+        arrivals, and its wait and second read (`_held`) return to run as a task. Anything else is
+        DECLINED before anything is recorded (the read is side-effect free), for `pull_message` to
+        serve from the start."""
         if not self.confirm_commit.at_once:
             return DECLINED
         h = PullMessageRequestHeader.of(req)
@@ -127,7 +129,11 @@ class PullMessageProcessor(BrokerSettings):
         offset = request.offset
         code = response_code(result.status, offset)
         if code == PULL_NOT_FOUND and h.sys_flag & PULL_SUSPEND:
-            return DECLINED  # a long poll, which registers for arrivals before its read
+            # registered before anything else runs on this thread since the read: a message stored
+            # after it is announced (by its completion, on this thread) to this wait
+            arrival = self.holds.arrival(request.topic, request.queue_id)
+            recorded = broker.start_pull(request, result, group_config)
+            return self._held(req, request, h.suspend_timeout_millis, arrival, recorded)
         trace = hops.current() if hops.ON else None
 
         def answer(pending: Pending[int]) -> None:
@@ -199,17 +205,39 @@ class PullMessageProcessor(BrokerSettings):
             await self.confirm_commit(result.commit_seq)
         code = response_code(result.status, offset)
         if code == PULL_NOT_FOUND and sys_flag & PULL_SUSPEND:
-            hold = (
-                suspend_ms / 1000
-                if self.config.longPollingEnable
-                else self.config.shortPollingTimeMills / 1000
-            )
-            with trio.move_on_after(hold):
-                await arrival.wait()
-            # the re-run neither suspends nor stores the commit again (B-63)
-            result = await self.broker.serve_pull(request._replace(commit_offset=None))
-            code = response_code(result.status, offset)
+            return await self._hold(req, request, suspend_ms, arrival)
         return self._pull_answer(req, group, result, code, offset, result.group_config)
+
+    async def _held(
+        self,
+        req: RemotingCommand,
+        request: PullRequest,
+        suspend_ms: int | None,
+        arrival: trio.Event,
+        recorded: Pending[int],
+    ) -> RemotingCommand:
+        """The rest of a long poll `start_pull` read nothing for: its record's outcome, then `_hold`."""
+        await recorded  # the commit it carried, answered at once (`start_pull` asks for that)
+        return await self._hold(req, request, 15000 if suspend_ms is None else suspend_ms, arrival)
+
+    async def _hold(
+        self, req: RemotingCommand, request: PullRequest, suspend_ms: int, arrival: trio.Event
+    ) -> RemotingCommand:
+        """A long poll that read nothing: wait for an arrival in its queue (or the hold's end), then
+        read once more and answer that."""
+        hold = (
+            suspend_ms / 1000
+            if self.config.longPollingEnable
+            else self.config.shortPollingTimeMills / 1000
+        )
+        with trio.move_on_after(hold):
+            await arrival.wait()
+        # the re-run neither suspends nor stores the commit again (B-63)
+        result = await self.broker.serve_pull(request._replace(commit_offset=None))
+        code = response_code(result.status, request.offset)
+        return self._pull_answer(
+            req, request.group, result, code, request.offset, result.group_config
+        )
 
     async def _subscription(self, h: PullMessageRequestHeader) -> PullFilter:
         """The pull's filter: from the request (subscription flag) or the group's heartbeat (B-57, B-215)."""
