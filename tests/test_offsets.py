@@ -243,27 +243,31 @@ async def test_b312_settled_waits_for_the_jobs_queued_before_it_and_no_longer(tm
 
 
 @pytest.mark.parametrize(
-    ("suspend", "queued"),
+    ("suspend", "created", "queued"),
     [
         # a pull that long-polls (it reads nothing) queues its record as its frame is decoded and
         # waits as a task: the commit behind it queues at once
-        (True, 2),
+        (True, True, 2),
         # one that cannot long-poll queues its record as its frame is decoded: the commit behind
         # it queues at once
-        (False, 2),
+        (False, True, 2),
+        # the group's first pull runs as a task holding the turn: its record waits in a held
+        # commit, and the commit behind it waits for the pull's turn
+        (True, False, 1),
     ],
-    ids=["long-poll-recorded-as-decoded", "pull-served-as-decoded"],
+    ids=["long-poll-recorded-as-decoded", "pull-served-as-decoded", "pull-holding-the-turn"],
 )
 async def test_b480_a_oneway_commit_behind_a_pull_is_stored_when_the_connection_closes(
-    running, monkeypatch, suspend, queued
+    running, monkeypatch, suspend, created, queued
 ):
     """ali-ons on close: a oneway commit per queue, then the socket closed. A commit that arrived
     behind a pull of its connection (its record not yet committed) is stored, after the pull's,
     although the connection closes before either is committed."""
     await running.create_topic("T", queues=1)
     conn = await Loopback.open(running)
-    await conn.send_together(_pull(1, 1))  # the group's first pull creates it
-    await conn.next_answer()
+    if created:
+        await conn.send_together(_pull(1, 1))  # the group's first pull creates it
+        await conn.next_answer()
     writer = running.server.broker.writer
     held: list = []
     commit_now = writer._commit_now
@@ -279,7 +283,10 @@ async def test_b480_a_oneway_commit_behind_a_pull_is_stored_when_the_connection_
     await writer.settled()
     with running.server.broker.store.read() as txn:
         changes = list(running.server.broker.store.offsets.changes(txn, "T", "G", 0))
-    assert [c.new for c in changes] == [1, 5, 9]
+    if created:
+        assert [c.new for c in changes] == [1, 5, 9]
+    else:  # the commit behind the pull is stored last
+        assert [c.new for c in changes][-1] == 9
 
 
 async def test_b480_a_ticketed_job_is_queued_though_its_task_is_cancelled_waiting_for_its_turn(

@@ -189,7 +189,7 @@ class PullMessageProcessor(BrokerSettings):
     async def pull_message(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.of(req)
         sys_flag = h.sys_flag
-        suspend_ms = 15000 if h.suspend_timeout_millis is None else h.suspend_timeout_millis
+        suspend_ms = _suspend_ms(h.suspend_timeout_millis)
         request = self._pull_request(channel, h, await self._subscription(h))
         group, offset = request.group, request.offset
         # register for arrivals before reading, so a message stored meanwhile is not missed
@@ -218,7 +218,7 @@ class PullMessageProcessor(BrokerSettings):
     ) -> RemotingCommand:
         """The rest of a long poll `start_pull` read nothing for: its record's outcome, then `_hold`."""
         await recorded  # the commit it carried, answered at once (`start_pull` asks for that)
-        return await self._hold(req, request, 15000 if suspend_ms is None else suspend_ms, arrival)
+        return await self._hold(req, request, _suspend_ms(suspend_ms), arrival)
 
     async def _hold(
         self, req: RemotingCommand, request: PullRequest, suspend_ms: int, arrival: trio.Event
@@ -350,3 +350,8 @@ class PullMessageProcessor(BrokerSettings):
         # the status's name as the remark: `_value_` is the member's value, without the Python-level
         # getter of its `value` property
         return response_to(req, code, result.status._value_, header, body)
+
+
+def _suspend_ms(requested: int | None) -> int:
+    """A long poll's hold: the request's suspendTimeoutMillis, 15 s when it names none."""
+    return 15000 if requested is None else requested
