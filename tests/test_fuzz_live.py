@@ -8,7 +8,7 @@ length prefixes. After each batch a fresh connection must be served, the
 process must be alive with a bounded RSS; at the end the broker's log must
 hold no traceback.
 
-ES_BROKER_FUZZ_FRAMES sets how many frames (default 50,000);
+ES_BROKER_FUZZ_FRAMES sets how many frames (default 20,000);
 ES_BROKER_FUZZ_RANDOM=1 draws new examples instead of the fixed sequence.
 """
 
@@ -34,7 +34,7 @@ from es_broker.remoting.headers import SEND_V1_FIELDS
 from es_broker.remoting.requests import SHAPES, HeaderField, Kind, RequestShape
 from tests.process_fixtures import serve
 
-FRAMES = int(os.environ.get("ES_BROKER_FUZZ_FRAMES", "50000"))
+FRAMES = int(os.environ.get("ES_BROKER_FUZZ_FRAMES", "20000"))
 RANDOM = os.environ.get("ES_BROKER_FUZZ_RANDOM") == "1"
 BATCH = 100
 RSS_BOUND_KIB = 512 * 1024
