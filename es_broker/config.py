@@ -130,7 +130,10 @@ class BrokerConfig:
     reset_scope: str = "compat"  # compat | read_queues (S-13)
     reset_fence: bool = False  # a reset fences off late commits until the owner catches up (S-3)
     slave_offset_merge: str = "latest_wins"  # latest_wins | compat_overwrite (S-5, B-123)
-    initial_map_size: int = 64 * 1024 * 1024  # LMDB map; grows by itself
+    # the LMDB map; grows by itself. On ext4 and xfs its blocks are allocated beforehand and
+    # LMDB writes its pages straight into it (B-673): the map is then disk space taken
+    initial_map_size: int = 64 * 1024 * 1024
+    write_map: bool = True  # False: LMDB writes every page with a system call, on any filesystem
     # --- history archive (B-401..B-419)
     # a running master seals, every history_seal_interval ms, what is this many days old; 0: never
     # by itself (B-411)

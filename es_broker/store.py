@@ -103,6 +103,7 @@ class Store:
             sync=config.sync_flush,
             map_size=config.initial_map_size,
             readonly=readonly,
+            write_map=config.write_map,
         )
         store = cls(log, *projections, settings=ConfigOwner(config), clock=clock or SystemClock())
         if not readonly:

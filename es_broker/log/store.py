@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import errno
 import os
+import re
+import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,16 @@ from es_broker.log import chunks, records
 from es_broker.log.records import Record
 
 MAX_DBS = 64
+# the map doubles when it is full; written in place (`write_map`), by less when the disk has not
+# the room, but never by less than this (`RecordLog.grow`)
+GROW_STEP_MIN = 1 << 20
+# filesystems that allocate a file's blocks once and then write them in place: on these, a map
+# whose blocks are all allocated beforehand (`posix_fallocate`) never faults on a full disk, so
+# LMDB may write its pages straight into the map (B-673). On a copy-on-write filesystem (btrfs,
+# zfs, bcachefs) an overwrite needs new blocks, and a write into the map on a full disk would be
+# a SIGBUS where LMDB's own writes return ENOSPC. tmpfs would allow it too, but there the map
+# allocated beforehand is memory taken.
+PREALLOCATING_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs"})
 
 
 class Projection(Protocol):
@@ -135,21 +147,24 @@ class RecordLog:
         sync: bool = False,
         map_size: int = 64 * 1024 * 1024,
         readonly: bool = False,
+        write_map: bool = True,
     ) -> None:
         self.path = Path(path)
         if not readonly:  # a reader creates nothing: LMDB refuses a missing directory
             self.path.mkdir(parents=True, exist_ok=True)
         self.sync_on_commit = sync
-        self.env = lmdb.open(
-            str(self.path),
-            map_size=map_size,
-            max_dbs=MAX_DBS,
-            sync=sync,
-            metasync=sync,
-            readonly=readonly,
-            readahead=False,
-            max_readers=256,
-        )
+        # the map is remapped (`grow`) only while no flush (`flush`, in a thread) reads it
+        self._map_lock = threading.Lock()
+        self.write_map = False
+        if write_map and not readonly and filesystem_type(self.path) in PREALLOCATING_FILESYSTEMS:
+            self.env = self._open(map_size, sync, readonly, writemap=True)
+            try:
+                self._preallocate(self.env.info()["map_size"])
+                self.write_map = True
+            except OSError:  # no room for the map, or no fallocate: LMDB's own writes, as before
+                self.env.close()
+        if not self.write_map:
+            self.env = self._open(map_size, sync, readonly, writemap=False)
         self.projections: list[Projection] = list(projections or [])
         # the commit log's last chunk (offset, bytes) as put_payloads left it in its transaction,
         # so that the next send's bytes do not read it back; any other write to the chunks
@@ -187,6 +202,58 @@ class RecordLog:
             settle for p in self.projections if (settle := getattr(p, "settle", None)) is not None
         )
         self.last_seq = self._read_last_seq()
+
+    def _open(
+        self, map_size: int, sync: bool, readonly: bool, *, writemap: bool
+    ) -> lmdb.Environment:
+        return lmdb.open(
+            str(self.path),
+            map_size=map_size,
+            max_dbs=MAX_DBS,
+            sync=sync,
+            metasync=sync,
+            readonly=readonly,
+            readahead=False,
+            max_readers=256,
+            writemap=writemap,
+        )
+
+    def _preallocate(self, size: int) -> None:
+        """Allocate the data file's blocks up to `size` bytes (raises OSError when it cannot)."""
+        fd = os.open(self.path / "data.mdb", os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        finally:
+            os.close(fd)
+
+    def grow(self) -> None:
+        """Make the map larger, after LMDB found it full: twice its size.
+
+        With the map written in place (`write_map`), the new part's blocks are allocated first, by
+        halved steps when the disk has no room for the whole: raises StoreFullError when not even
+        GROW_STEP_MIN fits, and the map is left as it was.
+        """
+        size = self.env.info()["map_size"]
+        step = size
+        if self.write_map:
+            while True:
+                try:
+                    self._preallocate(size + step)
+                    break
+                except OSError as exc:
+                    reason = disk_full_reason(exc)
+                    if reason is None:
+                        raise
+                    if step <= GROW_STEP_MIN:
+                        raise StoreFullError(
+                            f"disk full while growing the map of {self.path} to {size + step} "
+                            f"bytes ({reason}: {exc}): the write was refused, every earlier "
+                            "acknowledged record is intact",
+                            reason,
+                        ) from exc
+                    step //= 2
+        with self._map_lock:
+            self.env.set_mapsize(size + step)
 
     # ------------------------------------------------------------------ basics
     def db(self, name: str) -> Any:
@@ -251,7 +318,7 @@ class RecordLog:
             try:
                 return self._write_batch_once(jobs)
             except lmdb.MapFullError:
-                self.env.set_mapsize(self.env.info()["map_size"] * 2)
+                self.grow()
 
     def _write_alone(self, job: Callable[[AppendContext], Any]) -> tuple[bool, Any]:
         try:
@@ -316,7 +383,8 @@ class RecordLog:
     def flush(self) -> None:
         """Force everything committed so far to disk (the ASYNC_FLUSH flush tick)."""
         try:
-            self.env.sync(True)
+            with self._map_lock:
+                self.env.sync(True)
         except lmdb.Error as exc:
             reason = disk_full_reason(exc)
             if reason is None:
@@ -418,3 +486,28 @@ def disk_full_reason(exc: BaseException) -> str | None:
         return _FULL_ERRNOS[code]
     text = str(exc)
     return next((name for message, name in _FULL_MESSAGES.items() if message in text), None)
+
+
+def filesystem_type(path: Path) -> str | None:
+    """The type of the filesystem `path` is on, from the mount table (None when unknown)."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text()
+    except OSError:
+        return None
+    return mount_type(os.path.realpath(path), mounts)
+
+
+def mount_type(path: str, mounts: str) -> str | None:
+    """The filesystem type of the mount in `mounts` (/proc/self/mounts' text) holding `path`: the
+    last mounted of those whose mount point is the longest prefix of it."""
+    best, found = -1, None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        # spaces, tabs, newlines and backslashes in a mount point are octal escapes
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= best:
+            best, found = len(point), fields[2]
+    return found

@@ -305,7 +305,7 @@ class AuditProjection:
                     self._rebuild(txn, items)
                 return True
             except lmdb.MapFullError:
-                log.env.set_mapsize(log.env.info()["map_size"] * 2)
+                log.grow()
 
     def _rebuild(self, txn: lmdb.Transaction[bytes], items: Iterable[Any]) -> None:
         for db in (self.explain_db, self.groups_db, self.acl_db):

@@ -380,7 +380,7 @@ class StatsProjection(Dispatching):
                     self.settle(txn)
                 return True
             except lmdb.MapFullError:
-                log.env.set_mapsize(log.env.info()["map_size"] * 2)
+                log.grow()
 
 
 def size_buckets(sizes: list[int]) -> list[tuple[int, tuple[int, int]]]:

@@ -157,4 +157,4 @@ class TimeIndexProjection(Dispatching):
                         self.apply(txn, records.key_seq(key), records.unpack(raw))
                 return True
             except lmdb.MapFullError:
-                log.env.set_mapsize(log.env.info()["map_size"] * 2)
+                log.grow()

@@ -1,0 +1,159 @@
+"""B-673: on ext4 and xfs the store's LMDB map is allocated on disk beforehand and LMDB writes its
+pages straight into it; the map grows only as far as the disk has room, so a full disk is a refused
+write (StoreFullError), never a fault; elsewhere LMDB writes every page itself, as before.
+
+The disk-full cases run on a small tmpfs (which can really be filled), admitted for the test as a
+filesystem that allocates a file's blocks once: tmpfs does (its pages are taken by fallocate), and
+is left out in the product only because there the map's room is memory.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from es_broker.config import BrokerConfig
+from es_broker.log import StoreFullError, make
+from es_broker.log import store as store_module
+from es_broker.log.store import RecordLog, mount_type
+from es_broker.store import Store
+from tests.disk_fixtures import fill, small_tmpfs
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def tmpfs_admitted(monkeypatch):
+    monkeypatch.setattr(
+        store_module,
+        "PREALLOCATING_FILESYSTEMS",
+        store_module.PREALLOCATING_FILESYSTEMS | {"tmpfs"},
+    )
+
+
+def allocated(log: RecordLog) -> int:
+    return os.stat(log.path / "data.mdb").st_blocks * 512
+
+
+def append(log: RecordLog, value: int, blob: int = 64 * 1024) -> int:
+    [(ok, seq)] = log.write_batch(
+        [lambda ctx: ctx.append(make("probe", 0, value=value, blob=b"x" * blob))]
+    )
+    assert ok
+    return seq
+
+
+def values(log: RecordLog) -> list[int]:
+    return [record["value"] for _, record in log.read()]
+
+
+def test_b673_the_mount_holding_a_path_is_the_longest_mount_point_before_it():
+    mounts = (
+        "/dev/vda / ext4 rw 0 0\n"
+        "/dev/vdb /data xfs rw 0 0\n"
+        "/dev/vdc /data/cow btrfs rw 0 0\n"
+        "tmpfs /mnt/a\\040b tmpfs rw 0 0\n"
+    )
+    assert mount_type("/data/broker/lmdb", mounts) == "xfs"
+    assert mount_type("/data/cow/lmdb", mounts) == "btrfs"
+    assert mount_type("/datacow/lmdb", mounts) == "ext4"  # a prefix of the name is not the mount
+    assert mount_type("/mnt/a b/lmdb", mounts) == "tmpfs"  # octal escapes in mount points
+    assert mount_type("/", mounts) == "ext4"
+    assert mount_type("/x", "") is None
+
+
+def test_b673_a_map_written_in_place_has_every_block_allocated_as_it_grows(
+    tmp_path, tmpfs_admitted
+):
+    with small_tmpfs(tmp_path / "disk", 32) as disk:
+        log = RecordLog(disk / "lmdb", map_size=MiB)
+        assert log.write_map and log.env.flags()["writemap"]
+        assert allocated(log) >= log.env.info()["map_size"] == MiB
+        for n in range(64):  # 4 MiB of records: the map grows several times
+            append(log, n)
+            assert allocated(log) >= log.env.info()["map_size"]
+        assert log.env.info()["map_size"] > 4 * MiB
+        log.close()
+        log = RecordLog(disk / "lmdb", map_size=MiB)
+        assert log.write_map and values(log) == list(range(64))
+        log.close()
+
+
+def test_b673_on_a_full_disk_the_map_does_not_grow_the_write_is_refused_and_space_back_resumes(
+    tmp_path, tmpfs_admitted
+):
+    with small_tmpfs(tmp_path / "disk", 8) as disk:
+        log = RecordLog(disk / "lmdb", map_size=MiB)
+        assert log.write_map
+        append(log, 0)
+        filler = fill(disk)
+        landed = 1
+        with pytest.raises(StoreFullError) as refused:
+            for n in range(1, 200):  # what the map already had room for lands, then no more
+                append(log, n)
+                landed += 1
+        assert refused.value.reason == "ENOSPC" and "growing the map" in str(refused.value)
+        # the map never runs past what the disk gave it: no write into it can fault
+        assert allocated(log) >= log.env.info()["map_size"]
+        assert values(log) == list(range(landed)) and log.last_seq == landed
+        filler.unlink()
+        append(log, landed)
+        log.close()
+        log = RecordLog(disk / "lmdb", map_size=MiB)
+        assert values(log) == list(range(landed + 1))
+        log.close()
+
+
+def test_b673_a_map_the_disk_has_no_room_for_is_written_by_lmdb_itself(tmp_path, tmpfs_admitted):
+    with small_tmpfs(tmp_path / "disk", 8) as disk:
+        log = RecordLog(disk / "lmdb", map_size=64 * MiB)
+        assert not log.write_map and not log.env.flags()["writemap"]
+        append(log, 0)
+        log.close()
+
+
+def test_b673_copy_on_write_and_unknown_filesystems_and_the_setting_keep_lmdb_own_writes(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(store_module, "filesystem_type", lambda path: "btrfs")
+    log = RecordLog(tmp_path / "cow")
+    assert not log.write_map and not log.env.flags()["writemap"]
+    append(log, 0)
+    log.close()
+    monkeypatch.setattr(store_module, "filesystem_type", lambda path: "ext4")
+    off = BrokerConfig(storePathRootDir=str(tmp_path / "off"), write_map=False)
+    store = Store.open(tmp_path / "off", off)
+    assert not store.log.write_map
+    store.close()
+    store = Store.open(tmp_path / "on", BrokerConfig(storePathRootDir=str(tmp_path / "on")))
+    assert store.log.write_map  # the default, on a filesystem taken for ext4
+    store.close()
+
+
+def test_b673_flushes_in_another_thread_while_the_map_grows_never_fail(tmp_path, tmpfs_admitted):
+    with small_tmpfs(tmp_path / "disk", 32) as disk:
+        log = RecordLog(disk / "lmdb", map_size=MiB)
+        assert log.write_map
+        errors: list[BaseException] = []
+        done = threading.Event()
+
+        def flushing() -> None:
+            try:
+                while not done.is_set():
+                    log.flush()
+            except BaseException as exc:  # noqa: BLE001 - the test's finding
+                errors.append(exc)
+
+        flusher = threading.Thread(target=flushing)
+        flusher.start()
+        try:
+            for n in range(96):  # 6 MiB: the map grows 1 -> 2 -> 4 -> 8 MiB under the flushes
+                append(log, n)
+        finally:
+            done.set()
+            flusher.join()
+        assert errors == [] and log.env.info()["map_size"] >= 8 * MiB
+        assert values(log) == list(range(96))
+        log.close()
