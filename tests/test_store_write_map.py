@@ -157,3 +157,32 @@ def test_b673_flushes_in_another_thread_while_the_map_grows_never_fail(tmp_path,
         assert errors == [] and log.env.info()["map_size"] >= 8 * MiB
         assert values(log) == list(range(96))
         log.close()
+
+
+async def test_b673_a_commit_in_a_worker_thread_grows_the_map_on_the_trio_thread(tmp_path):
+    """SYNC_FLUSH commits in a worker thread while pulls read on the trio thread: the map is
+    remapped where no read transaction is open, never under one."""
+    import trio
+
+    from es_broker.log import GroupCommitWriter
+
+    log = RecordLog(tmp_path / "lmdb", sync=True, map_size=MiB)
+    grown_on: list[int] = []
+    grow = log.grow
+
+    def noted_grow() -> None:
+        grown_on.append(threading.get_ident())
+        grow()
+
+    log.grow = noted_grow  # type: ignore[method-assign]
+    writer = GroupCommitWriter(log)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+        for n in range(48):  # 3 MiB of records: the map grows from 1 MiB at least twice
+            await writer.submit(
+                lambda ctx, n=n: ctx.append(make("probe", 0, value=n, blob=b"x" * 65536))
+            )
+        nursery.cancel_scope.cancel()
+    assert len(grown_on) >= 2 and set(grown_on) == {threading.get_ident()}
+    assert values(log) == list(range(48))
+    log.close()

@@ -298,31 +298,49 @@ class RecordLog:
         return found
 
     # ------------------------------------------------------------------ writing
-    def write_batch(self, jobs: list[Callable[[AppendContext], Any]]) -> list[tuple[bool, Any]]:
+    def write_batch(
+        self,
+        jobs: list[Callable[[AppendContext], Any]],
+        grow_with: Callable[[Callable[[], None]], None] | None = None,
+    ) -> list[tuple[bool, Any]]:
         """Run jobs in one write transaction and commit it (the group commit).
 
         Returns (ok, result-or-exception) per job. A job that raises before it
         put anything (a record, message bytes) fails alone; one that raises after
         spoils the transaction, so the batch is aborted and every job is re-run in a
         transaction of its own. The map grows when it is full; a full disk
-        raises StoreFullError and nothing of the batch is kept.
+        raises StoreFullError and nothing of the batch is kept. A remap must not
+        happen under another thread's read transaction: a caller in a worker
+        thread passes `grow_with`, which runs `grow` where no read is open (the
+        writer: on the trio thread, whose reads never span an await).
         """
         try:
-            return self._grow_and_retry(jobs)
+            return self._grow_and_retry(jobs, grow_with)
         except _SpoiledBatch:
             # isolate the job that spoiled the transaction; the others still land
-            return [self._write_alone(job) for job in jobs]
+            return [self._write_alone(job, grow_with) for job in jobs]
 
-    def _grow_and_retry(self, jobs: list[Callable[[AppendContext], Any]]) -> list[tuple[bool, Any]]:
+    def _grow_and_retry(
+        self,
+        jobs: list[Callable[[AppendContext], Any]],
+        grow_with: Callable[[Callable[[], None]], None] | None,
+    ) -> list[tuple[bool, Any]]:
         while True:
             try:
                 return self._write_batch_once(jobs)
             except lmdb.MapFullError:
-                self.grow()
+                if grow_with is None:
+                    self.grow()
+                else:
+                    grow_with(self.grow)
 
-    def _write_alone(self, job: Callable[[AppendContext], Any]) -> tuple[bool, Any]:
+    def _write_alone(
+        self,
+        job: Callable[[AppendContext], Any],
+        grow_with: Callable[[Callable[[], None]], None] | None,
+    ) -> tuple[bool, Any]:
         try:
-            return self._grow_and_retry([job])[0]
+            return self._grow_and_retry([job], grow_with)[0]
         except _SpoiledBatch as spoiled:
             return (False, spoiled.cause)
 

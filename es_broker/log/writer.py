@@ -316,8 +316,15 @@ class GroupCommitWriter:
             jobs, kept_aside, before = started
             # shielded: once handed to the thread the batch completes, so no caller is left hanging
             with trio.CancelScope(shield=True):
-                attempt = await trio.to_thread.run_sync(_attempt, self.log.write_batch, jobs)
+                attempt = await trio.to_thread.run_sync(_attempt, self._write_in_thread, jobs)
             self._finish(batch, kept_aside, before, attempt)
+
+    def _write_in_thread(
+        self, jobs: list[Callable[[AppendContext], Any]]
+    ) -> list[tuple[bool, Any]]:
+        # the map is remapped on the trio thread, meanwhile free of read transactions: in this
+        # thread, the pulls read on the trio thread would lose the map under them
+        return self.log.write_batch(jobs, trio.from_thread.run_sync)
 
     def _start(
         self, batch: list[Queued[Any]]
