@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from es_broker.config import BrokerConfig
-from es_broker.log import StoreFullError, make
+from es_broker.log import StoreFullError, make, records
 from es_broker.log import store as store_module
 from es_broker.log.store import RecordLog, mount_type
 from es_broker.store import Store
@@ -185,4 +185,55 @@ async def test_b673_a_commit_in_a_worker_thread_grows_the_map_on_the_trio_thread
         nursery.cancel_scope.cancel()
     assert len(grown_on) >= 2 and set(grown_on) == {threading.get_ident()}
     assert values(log) == list(range(48))
+    log.close()
+
+
+def test_b674_a_read_in_another_thread_is_never_cut_by_a_growing_map(tmp_path):
+    """Growing the map remaps it, which invalidates every transaction open in the process: a
+    reader in another thread (explain, a metrics scrape, a sealing) holds the map where it is
+    (MapGate), and the growth waits for it."""
+    log = RecordLog(tmp_path / "lmdb", map_size=MiB)
+    for n in range(8):
+        append(log, n)
+    size = log.env.info()["map_size"]
+    halfway, go = threading.Event(), threading.Event()
+
+    def read_in_two_halves() -> list[int]:
+        seen = []
+        with log.env.begin() as txn:
+            cur = txn.cursor(db=log.log_db)
+            cur.first()
+            for _ in range(4):
+                seen.append(cur.key())
+                cur.next()
+            halfway.set()
+            assert go.wait(30)
+            seen.extend(key for key, _ in cur)
+        return [records.key_seq(k) for k in seen]
+
+    result: list[list[int]] = []
+    reader = threading.Thread(target=lambda: result.append(log.off_the_loop(read_in_two_halves)()))
+    reader.start()
+    assert halfway.wait(30)
+    grower = threading.Thread(target=log.grow)
+    grower.start()
+    assert log.map_gate.wait_for_remap_pending(30)  # the growth waits for the reader
+    assert log.env.info()["map_size"] == size
+    go.set()
+    reader.join(30)
+    grower.join(30)
+    assert result == [list(range(1, 9))]
+    assert log.env.info()["map_size"] == 2 * size
+    assert values(log) == list(range(8))
+    log.close()
+
+
+def test_b674_a_thread_that_reads_the_map_may_read_again_but_never_remap_it(tmp_path):
+    log = RecordLog(tmp_path / "lmdb", map_size=MiB)
+    append(log, 1)
+    nested = log.off_the_loop(lambda: log.off_the_loop(lambda: values(log))())
+    assert nested() == [1]
+    with log.map_gate.reading(), pytest.raises(RuntimeError, match="thread that reads it"):
+        log.grow()
+    log.grow()  # once out of the read, as usual
     log.close()

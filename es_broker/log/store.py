@@ -18,9 +18,10 @@ import os
 import re
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import lmdb
 
@@ -38,6 +39,68 @@ GROW_STEP_MIN = 1 << 20
 # a SIGBUS where LMDB's own writes return ENOSPC. tmpfs would allow it too, but there the map
 # allocated beforehand is memory taken.
 PREALLOCATING_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs"})
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class MapGate:
+    """Reads in other threads against the remap of a growing map (`RecordLog.grow`).
+
+    Growing the map unmaps it and maps it again: py-lmdb then invalidates every
+    transaction and cursor open in the process, and fails any call that races the
+    remap. The broker's own thread never keeps a read open across a write, so only
+    work in other threads is held here: a flush, a metrics scrape, `explain`, a
+    sealing. Such work reads inside `reading()`; `remapping()` waits until none
+    runs, and new readers wait for the remap. A thread already reading may read
+    again (nested) without waiting.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self.remap_pending = False
+        self._depth = threading.local()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        depth = getattr(self._depth, "n", 0)
+        if depth == 0:
+            with self._cond:
+                self._cond.wait_for(lambda: not self.remap_pending)
+                self._readers += 1
+        self._depth.n = depth + 1
+        try:
+            yield
+        finally:
+            self._depth.n = depth
+            if depth == 0:
+                with self._cond:
+                    self._readers -= 1
+                    self._cond.notify_all()
+
+    @contextmanager
+    def remapping(self) -> Iterator[None]:
+        if getattr(self._depth, "n", 0):
+            raise RuntimeError("the map cannot be remapped by a thread that reads it")
+        with self._cond:
+            self._cond.wait_for(lambda: not self.remap_pending)
+            self.remap_pending = True
+            self._cond.notify_all()  # to whoever waits to see a remap asked for
+            self._cond.wait_for(lambda: self._readers == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.remap_pending = False
+                self._cond.notify_all()
+
+    def wait_for_remap_pending(self, timeout: float | None = None) -> bool:
+        """Block until a remap waits for the readers (for tests that sequence one); False when
+        `timeout` seconds passed first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.remap_pending, timeout)
 
 
 class Projection(Protocol):
@@ -153,8 +216,8 @@ class RecordLog:
         if not readonly:  # a reader creates nothing: LMDB refuses a missing directory
             self.path.mkdir(parents=True, exist_ok=True)
         self.sync_on_commit = sync
-        # the map is remapped (`grow`) only while no flush (`flush`, in a thread) reads it
-        self._map_lock = threading.Lock()
+        # the map is remapped (`grow`) only while no other thread reads it
+        self.map_gate = MapGate()
         self.write_map = False
         if write_map and not readonly and filesystem_type(self.path) in PREALLOCATING_FILESYSTEMS:
             self.env = self._open(map_size, sync, readonly, writemap=True)
@@ -252,8 +315,17 @@ class RecordLog:
                             reason,
                         ) from exc
                     step //= 2
-        with self._map_lock:
+        with self.map_gate.remapping():
             self.env.set_mapsize(size + step)
+
+    def off_the_loop(self, fn: Callable[P, T]) -> Callable[P, T]:
+        """`fn` as work for another thread that reads the store: never under a remap (MapGate)."""
+
+        def held(*args: P.args, **kwargs: P.kwargs) -> T:
+            with self.map_gate.reading():
+                return fn(*args, **kwargs)
+
+        return held
 
     # ------------------------------------------------------------------ basics
     def db(self, name: str) -> Any:
@@ -401,7 +473,7 @@ class RecordLog:
     def flush(self) -> None:
         """Force everything committed so far to disk (the ASYNC_FLUSH flush tick)."""
         try:
-            with self._map_lock:
+            with self.map_gate.reading():
                 self.env.sync(True)
         except lmdb.Error as exc:
             reason = disk_full_reason(exc)

@@ -178,9 +178,17 @@ class BrokerCollector(Collector):
         base = self._labels()
         names = list(base)
         values = list(base.values())
-        yield from self._messages(names, values)
-        yield from self._consumers(names, values)
-        yield from self._esbroker(names, values)
+        # the one hop to the trio thread first: the reads that follow hold the map where it is
+        # (MapGate), and a remap on the trio thread waits for them
+        trio_side = (
+            trio.from_thread.run_sync(self._on_trio, trio_token=self.token)
+            if self.token is not None
+            else self._on_trio()
+        )
+        with self.server.broker.store.log.map_gate.reading():
+            yield from self._messages(names, values)
+            yield from self._consumers(names, values)
+            yield from self._esbroker(names, values, trio_side)
 
     # ------------------------------------------------------------------ RocketMQ 5's names
     def _messages(self, names: list[str], values: list[str]) -> Iterable[Metric]:
@@ -282,14 +290,16 @@ class BrokerCollector(Collector):
         return [lag, latency, queue_lag]
 
     # ------------------------------------------------------------------ es-broker's own
-    def _esbroker(self, names: list[str], values: list[str]) -> Iterable[Metric]:
+    def _esbroker(
+        self, names: list[str], values: list[str], trio_side: dict[str, Any]
+    ) -> Iterable[Metric]:
         out = _Families(names, values)
         last_seq = self.server.broker.store.log.last_seq
         self._writer_metrics(out, last_seq)
         self._history_metrics(out)
         if self.server.readmodel_url:
             self._readmodel_metrics(out, last_seq)
-        self._peer_metrics(out)
+        self._peer_metrics(out, trio_side)
         return out.metrics
 
     def _writer_metrics(self, out: _Families, last_seq: int) -> None:
@@ -374,7 +384,7 @@ class BrokerCollector(Collector):
             int(bool(follower and follower.pid)),
         )
 
-    def _peer_metrics(self, out: _Families) -> None:
+    def _peer_metrics(self, out: _Families, trio_side: dict[str, Any]) -> None:
         """The requests this broker sends on its own (B-315, B-316): 1 for the state they are in;
         then replication, transactions, queue locks and connections, read on trio's side."""
         names, values = out.names, out.values
@@ -382,11 +392,6 @@ class BrokerCollector(Collector):
             "esbroker_peer_state",
             "State of the requests the broker sends on its own: 1 for the current one",
             labels=[*names, "request", "state"],
-        )
-        trio_side = (
-            trio.from_thread.run_sync(self._on_trio, trio_token=self.token)
-            if self.token is not None
-            else self._on_trio()
         )
         status = trio_side["status"]
         for field in (

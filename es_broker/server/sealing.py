@@ -94,11 +94,15 @@ class HistorySealing:
             store, config = self.broker.store, self.broker.config
             limit, limited_by = self.bound()
             segments = await trio.to_thread.run_sync(
-                sealing.plan, store, before, config.history_segment_records, limit
+                store.log.off_the_loop(sealing.plan),
+                store,
+                before,
+                config.history_segment_records,
+                limit,
             )
             if not segments:
                 held = await trio.to_thread.run_sync(
-                    sealing.held_back,
+                    store.log.off_the_loop(sealing.held_back),
                     store,
                     before,
                     config.history_segment_records,
@@ -108,7 +112,7 @@ class HistorySealing:
                 return Outcome(before, [], limit, limited_by, held)
             location = sealing.archive_location(self.data_dir, config.history_archive)
             prepared = await trio.to_thread.run_sync(
-                sealing.prepare, store, self.data_dir, location, segments
+                store.log.off_the_loop(sealing.prepare), store, self.data_dir, location, segments
             )
             slaves = dict(self.replication.slaves_acked) if self.replication is not None else None
             job = sealing.record_job(
@@ -122,7 +126,7 @@ class HistorySealing:
             sealing.crash_point("cleaned")
             outcome = Outcome(before, sealing.sealed_of(prepared, seqs), limit, limited_by)
             try:  # B-460: time travel before the new horizon, ready before anyone asks
-                await trio.to_thread.run_sync(horizon.catch_up, store)
+                await trio.to_thread.run_sync(store.log.off_the_loop(horizon.catch_up), store)
             except Exception:  # a cache: the first question builds it instead
                 log.exception("the archive index did not catch up after sealing")
         for s in outcome.sealed:

@@ -209,7 +209,8 @@ class TimeTravelProcessors:
         h = ExplainGroupRequestHeader.of(req)
         group, topic = h.group, h.topic
         # a pass over the log: off the trio thread, so requests of other clients go on meanwhile
-        report = await trio.to_thread.run_sync(explain, self.broker.store, group, topic)
+        store = self.broker.store
+        report = await trio.to_thread.run_sync(store.log.off_the_loop(explain), store, group, topic)
         return self._answer(
             req,
             ExplainBody(
