@@ -170,9 +170,9 @@ async def test_b673_a_commit_in_a_worker_thread_grows_the_map_on_the_trio_thread
     grown_on: list[int] = []
     grow = log.grow
 
-    def noted_grow() -> None:
+    def noted_grow(*, wait: bool = True) -> bool:
         grown_on.append(threading.get_ident())
-        grow()
+        return grow(wait=wait)
 
     log.grow = noted_grow  # type: ignore[method-assign]
     writer = GroupCommitWriter(log)
@@ -236,4 +236,69 @@ def test_b674_a_thread_that_reads_the_map_may_read_again_but_never_remap_it(tmp_
     with log.map_gate.reading(), pytest.raises(RuntimeError, match="thread that reads it"):
         log.grow()
     log.grow()  # once out of the read, as usual
+    log.close()
+
+
+def test_b674_the_map_grows_ahead_of_need_when_no_other_thread_reads_it(tmp_path):
+    """At three quarters full the writer grows the map after a commit, so that a commit seldom finds
+    it full (and waits for the reads of other threads); while such a read runs it does not."""
+    log = RecordLog(tmp_path / "lmdb", map_size=4 * MiB)
+    size = log.env.info()["map_size"]
+    assert not log.grow_ahead()  # nearly empty
+    n = 0
+    while (log.env.info()["last_pgno"] + 1) * log.page_size * 4 < size * 3:
+        append(log, n)
+        n += 1
+    assert log.env.info()["map_size"] == size
+    reading, done = threading.Event(), threading.Event()
+
+    def read_meanwhile() -> None:
+        with log.map_gate.reading():
+            reading.set()
+            assert done.wait(30)
+
+    reader = threading.Thread(target=read_meanwhile)
+    reader.start()
+    assert reading.wait(30)
+    try:
+        assert not log.grow_ahead()  # at once, without waiting for the reader
+    finally:
+        done.set()
+        reader.join(30)
+    assert log.env.info()["map_size"] == size
+    assert log.grow_ahead()
+    assert log.env.info()["map_size"] == 2 * size
+    assert not log.grow_ahead()  # three eighths full now
+    assert values(log) == list(range(n))
+    log.close()
+
+
+async def test_b674_the_writer_grows_the_map_ahead_so_commits_seldom_find_it_full(tmp_path):
+    import trio
+
+    from es_broker.log import GroupCommitWriter
+
+    log = RecordLog(tmp_path / "lmdb", map_size=MiB)
+    full: list[int] = []
+    write_once = log._write_batch_once  # noqa: SLF001
+
+    def noted(jobs):  # type: ignore[no-untyped-def]
+        try:
+            return write_once(jobs)
+        except Exception as exc:
+            full.append(type(exc).__name__ == "MapFullError")
+            raise
+
+    log._write_batch_once = noted  # type: ignore[method-assign]  # noqa: SLF001
+    writer = GroupCommitWriter(log)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+        for n in range(96):  # 6 MiB of records, one at a time: the map grows to 8 MiB at least
+            await writer.submit(
+                lambda ctx, n=n: ctx.append(make("probe", 0, value=n, blob=b"x" * 65536))
+            )
+        nursery.cancel_scope.cancel()
+    assert log.env.info()["map_size"] >= 8 * MiB
+    assert full == []  # every growth came ahead of need
+    assert values(log) == list(range(96))
     log.close()

@@ -81,20 +81,26 @@ class MapGate:
                     self._cond.notify_all()
 
     @contextmanager
-    def remapping(self) -> Iterator[None]:
+    def remapping(self, wait: bool = True) -> Iterator[bool]:
+        """Hold off every reader while the block remaps; yields True. With `wait` False, yields
+        False at once (and holds nothing) if a reader is under way."""
         if getattr(self._depth, "n", 0):
             raise RuntimeError("the map cannot be remapped by a thread that reads it")
         with self._cond:
-            self._cond.wait_for(lambda: not self.remap_pending)
-            self.remap_pending = True
-            self._cond.notify_all()  # to whoever waits to see a remap asked for
-            self._cond.wait_for(lambda: self._readers == 0)
+            if not wait and (self.remap_pending or self._readers):
+                free = False
+            else:
+                self._cond.wait_for(lambda: not self.remap_pending)
+                self.remap_pending = free = True
+                self._cond.notify_all()  # to whoever waits to see a remap asked for
+                self._cond.wait_for(lambda: self._readers == 0)
         try:
-            yield
+            yield free
         finally:
-            with self._cond:
-                self.remap_pending = False
-                self._cond.notify_all()
+            if free:
+                with self._cond:
+                    self.remap_pending = False
+                    self._cond.notify_all()
 
     def wait_for_remap_pending(self, timeout: float | None = None) -> bool:
         """Block until a remap waits for the readers (for tests that sequence one); False when
@@ -265,6 +271,8 @@ class RecordLog:
             settle for p in self.projections if (settle := getattr(p, "settle", None)) is not None
         )
         self.last_seq = self._read_last_seq()
+        self.page_size: int = self.env.stat()["psize"]
+        self._no_room_at = 0  # the map's size when the disk had no room to grow it ahead
 
     def _open(
         self, map_size: int, sync: bool, readonly: bool, *, writemap: bool
@@ -289,12 +297,13 @@ class RecordLog:
         finally:
             os.close(fd)
 
-    def grow(self) -> None:
-        """Make the map larger, after LMDB found it full: twice its size.
+    def grow(self, *, wait: bool = True) -> bool:
+        """Make the map larger: twice its size. True if it grew.
 
         With the map written in place (`write_map`), the new part's blocks are allocated first, by
         halved steps when the disk has no room for the whole: raises StoreFullError when not even
-        GROW_STEP_MIN fits, and the map is left as it was.
+        GROW_STEP_MIN fits, and the map is left as it was. The remap waits for the reads of other
+        threads (MapGate); with `wait` False it does not grow while one is under way (False).
         """
         size = self.env.info()["map_size"]
         step = size
@@ -315,8 +324,24 @@ class RecordLog:
                             reason,
                         ) from exc
                     step //= 2
-        with self.map_gate.remapping():
-            self.env.set_mapsize(size + step)
+        with self.map_gate.remapping(wait) as free:
+            if free:
+                self.env.set_mapsize(size + step)
+        return free
+
+    def grow_ahead(self) -> bool:
+        """Grow the map before it is full, once three quarters of it hold pages, if no other thread
+        reads it meanwhile (True if it grew). The writer asks after each commit, so that the map
+        seldom fills: a full map makes a commit grow it, and wait for those reads, then."""
+        info = self.env.info()
+        size = info["map_size"]
+        if (info["last_pgno"] + 1) * self.page_size * 4 < size * 3 or size == self._no_room_at:
+            return False
+        try:
+            return self.grow(wait=False)
+        except StoreFullError:  # not now: the commit that fills the map refuses its write
+            self._no_room_at = size
+            return False
 
     def off_the_loop(self, fn: Callable[P, T]) -> Callable[P, T]:
         """`fn` as work for another thread that reads the store: never under a remap (MapGate)."""
@@ -373,7 +398,7 @@ class RecordLog:
     def write_batch(
         self,
         jobs: list[Callable[[AppendContext], Any]],
-        grow_with: Callable[[Callable[[], None]], None] | None = None,
+        grow_with: Callable[[Callable[[], bool]], object] | None = None,
     ) -> list[tuple[bool, Any]]:
         """Run jobs in one write transaction and commit it (the group commit).
 
@@ -395,7 +420,7 @@ class RecordLog:
     def _grow_and_retry(
         self,
         jobs: list[Callable[[AppendContext], Any]],
-        grow_with: Callable[[Callable[[], None]], None] | None,
+        grow_with: Callable[[Callable[[], bool]], object] | None,
     ) -> list[tuple[bool, Any]]:
         while True:
             try:
@@ -409,7 +434,7 @@ class RecordLog:
     def _write_alone(
         self,
         job: Callable[[AppendContext], Any],
-        grow_with: Callable[[Callable[[], None]], None] | None,
+        grow_with: Callable[[Callable[[], bool]], object] | None,
     ) -> tuple[bool, Any]:
         try:
             return self._grow_and_retry([job], grow_with)[0]

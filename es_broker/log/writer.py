@@ -309,6 +309,7 @@ class GroupCommitWriter:
         if started is not None:
             jobs, kept_aside, before = started
             self._finish(batch, kept_aside, before, _attempt(self.log.write_batch, jobs))
+            self.log.grow_ahead()
 
     async def _commit_in_thread(self, batch: list[Queued[Any]]) -> None:
         started = self._start(batch)
@@ -318,6 +319,7 @@ class GroupCommitWriter:
             with trio.CancelScope(shield=True):
                 attempt = await trio.to_thread.run_sync(_attempt, self._write_in_thread, jobs)
             self._finish(batch, kept_aside, before, attempt)
+            self.log.grow_ahead()  # here, on the trio thread (`_write_in_thread`)
 
     def _write_in_thread(
         self, jobs: list[Callable[[AppendContext], Any]]
