@@ -460,3 +460,41 @@ def test_b406_a_kill_at_any_step_of_sealing_leaves_the_segments_hot_or_archived(
     assert len(list((data_dir / "history").glob("*snapshot-*"))) == 1
     assert _without_sources(answers(data_dir, ids)) == _without_sources(before_sealing)
     assert verify(data_dir, full=True) == []
+
+
+def test_b674_the_map_may_grow_while_a_sealing_writes_its_parquet_files(
+    built, tmp_path, monkeypatch
+):
+    """A sealing in a running broker runs in a worker thread: it holds the map while it reads the
+    store, not while it writes the segments' Parquet files, so a growth (from another thread, as the
+    writer's) is not held up by them."""
+    import threading
+
+    from es_broker.history import archive
+
+    data_dir = tmp_path / "data"
+    shutil.copytree(built, data_dir)
+    config = BrokerConfig(history_segment_records=SEGMENT)
+    store = Store.open(data_dir, config)
+    write_segment = archive.write_segment
+    grown: list[bool] = []
+
+    def writing_while_the_map_grows(*args: Any) -> Any:
+        size = store.log.env.info()["map_size"]
+        writer = threading.Thread(target=lambda: grown.append(store.log.grow(wait=False)))
+        writer.start()
+        writer.join(30)
+        grown.append(store.log.env.info()["map_size"] == 2 * size)
+        return write_segment(*args)
+
+    monkeypatch.setattr(archive, "write_segment", writing_while_the_map_grows)
+    try:
+        segments = sealing.plan(store, _last_day(), SEGMENT, None)
+        assert segments
+        prepared = sealing.prepare(
+            store, data_dir, sealing.archive_location(str(data_dir)), segments
+        )
+    finally:
+        store.close()
+    assert grown == [True, True] * len(segments)
+    assert [w.manifest["first_seq"] for w in prepared.written] == [f for f, _ in segments]

@@ -273,18 +273,24 @@ def prepare(
         write_segment,
     )
 
+    # in a running broker this runs in a worker thread: it holds the map where it is while it
+    # reads the store (MapGate, B-674), not while it writes and reads back Parquet files, so that
+    # the writer may grow the map meanwhile
+    gate = store.log.map_gate
     written = []
-    with store.read() as txn:
+    with gate.reading(), store.read() as txn:
         start = time_of(store, txn, segments[0][0] - 1)
     for first, last in segments:
-        raws = list(_raw_range(store, first, last))
+        with gate.reading():
+            raws = list(_raw_range(store, first, last))
         written.append(write_segment(location, raws, start))
         start = written[-1].manifest["last_time"]
     crash_point("written")
     for w in written:
         read_back(w)
     crash_point("verified")
-    snapshot_seq, snapshot_sha = write_snapshot(store, data_dir)
+    with gate.reading():  # one transaction: every projection as of one seq
+        snapshot_seq, snapshot_sha = write_snapshot(store, data_dir)
     put_snapshot(location, snapshot_path(data_dir, snapshot_seq))
     crash_point("snapshot")
     return Prepared(written, snapshot_seq, snapshot_sha)

@@ -111,8 +111,9 @@ class HistorySealing:
                 )
                 return Outcome(before, [], limit, limited_by, held)
             location = sealing.archive_location(self.data_dir, config.history_archive)
+            # it holds the map itself, only while it reads the store (B-674)
             prepared = await trio.to_thread.run_sync(
-                store.log.off_the_loop(sealing.prepare), store, self.data_dir, location, segments
+                sealing.prepare, store, self.data_dir, location, segments
             )
             slaves = dict(self.replication.slaves_acked) if self.replication is not None else None
             job = sealing.record_job(
