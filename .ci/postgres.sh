@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL (Debian's package) for the read-model tests.
-# Prints the SQLAlchemy URL of a fresh database on success; prints nothing and
+#   postgres.sh DIR         start a server whose files are in DIR (an empty directory)
+#   postgres.sh --stop DIR  stop that server, if one runs, and remove DIR
+# Starting prints the SQLAlchemy URL of a fresh database on success; prints nothing and
 # exits non-zero when PostgreSQL cannot be had (no apt, no network, ...), so the
 # caller can go on without it. Quiet: the server's own output goes to its log file.
 set -euo pipefail
@@ -13,6 +15,21 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 bin="$(newest_bin)"
+run=()
+if [ "$(id -u)" -eq 0 ]; then
+    # the server refuses to run as root: it runs as the 'postgres' user the package created
+    run=(runuser -u postgres --)
+fi
+
+if [ "${1:-}" = "--stop" ]; then
+    dir="$2"
+    if [ -n "$bin" ] && [ -f "$dir/data/postmaster.pid" ]; then
+        "${run[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$dir"
+    exit 0
+fi
+
 if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
     command -v apt-get >/dev/null 2>&1 || exit 1
     [ "$as_root" != "none" ] || exit 1
@@ -23,13 +40,10 @@ if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
     [ -n "$bin" ] && [ -x "$bin/initdb" ] || exit 1
 fi
 
-dir="$(mktemp -d /tmp/es-broker-pg.XXXXXX)"
-run=()
+dir="$1"
 if [ "$(id -u)" -eq 0 ]; then
-    # the server refuses to run as root: it runs as the 'postgres' user the package created
     id postgres >/dev/null 2>&1 || exit 1
     chown postgres "$dir"
-    run=(runuser -u postgres --)
 fi
 "${run[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >"$dir/initdb.log" 2>&1
 
