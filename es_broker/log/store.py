@@ -87,7 +87,7 @@ class MapGate:
         if getattr(self._depth, "n", 0):
             raise RuntimeError("the map cannot be remapped by a thread that reads it")
         with self._cond:
-            if not wait and (self.remap_pending or self._readers):
+            if not wait and self.busy:
                 free = False
             else:
                 self._cond.wait_for(lambda: not self.remap_pending)
@@ -101,6 +101,11 @@ class MapGate:
                 with self._cond:
                     self.remap_pending = False
                     self._cond.notify_all()
+
+    @property
+    def busy(self) -> bool:
+        """A read or a remap is under way (a glance, without waiting: it may change at once)."""
+        return bool(self._readers or self.remap_pending)
 
     def wait_for_remap_pending(self, timeout: float | None = None) -> bool:
         """Block until a remap waits for the readers (for tests that sequence one); False when
@@ -333,6 +338,8 @@ class RecordLog:
         """Grow the map before it is full, once three quarters of it hold pages, if no other thread
         reads it meanwhile (True if it grew). The writer asks after each commit, so that the map
         seldom fills: a full map makes a commit grow it, and wait for those reads, then."""
+        if self.map_gate.busy:  # at the next commit: no blocks allocated for a remap put off
+            return False
         info = self.env.info()
         size = info["map_size"]
         if (info["last_pgno"] + 1) * self.page_size * 4 < size * 3 or size == self._no_room_at:
