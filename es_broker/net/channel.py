@@ -286,8 +286,9 @@ class Channel:
                 if self._wait_readable is not None:  # a cancel scope only if the read waits
                     data = await self._read_socket(deadline)
                 elif self._take is not None and (data := self._take()) is not None:
-                    # bytes a relayed connection already has: no scope, one checkpoint
-                    await anyio.lowlevel.cancel_shielded_checkpoint()
+                    # bytes a relayed connection already has: no scope, one checkpoint (trio's:
+                    # anyio's asks which loop runs, each call)
+                    await trio.lowlevel.cancel_shielded_checkpoint()
                 elif deadline == math.inf:  # no timeout: no scope to enter and leave per read
                     data = await self._read()
                 else:
@@ -318,7 +319,9 @@ class Channel:
         readable, or, when bytes were there already, a checkpoint after the read (so a peer that
         keeps the socket full cannot keep its read loop from yielding). None: nothing came by
         `deadline`, whose cancel scope is entered only when the read has to wait (a busy
-        connection's bytes are mostly there already, and a scope costs microseconds)."""
+        connection's bytes are mostly there already, and a scope costs microseconds). Only a
+        channel on trio reads so: the scope and the checkpoint are trio's, without anyio's look-up
+        of the running loop at each call."""
         sock = self._socket
         assert sock is not None and self._wait_readable is not None
         waited = False
@@ -330,7 +333,7 @@ class Channel:
                     if deadline == math.inf:
                         await self._wait_readable(sock)
                     else:
-                        with anyio.CancelScope(deadline=deadline) as scope:
+                        with trio.CancelScope(deadline=deadline) as scope:
                             await self._wait_readable(sock)
                         if scope.cancelled_caught:
                             return None
@@ -343,7 +346,7 @@ class Channel:
             if self._clock is not None:
                 self.received_at = self._clock()
             if not waited:
-                await anyio.lowlevel.cancel_shielded_checkpoint()  # the bytes are read: never lost
+                await trio.lowlevel.cancel_shielded_checkpoint()  # the bytes are read: never lost
             return data
 
     def _settle(self) -> None:
