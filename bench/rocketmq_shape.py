@@ -51,6 +51,7 @@ from tests.process_fixtures import serve  # noqa: E402
 
 SEND_MESSAGE_V2 = 310
 PULL_MESSAGE = 11
+QUERY_CONSUMER_OFFSET = 14
 UPDATE_CONSUMER_OFFSET = 15
 HEART_BEAT = 34
 UPDATE_AND_CREATE_TOPIC = 17
@@ -156,6 +157,21 @@ def group_commits(addr: str) -> tuple[int, int]:
     return int(table.get("groupCommitBatches", 0)), int(table.get("groupCommitJobs", 0))
 
 
+def committed_offsets(addr: str) -> list[int]:
+    """The consumer group's committed offset of each queue (0 where none): where the push consumer
+    resumes, as a restarted DefaultMQPushConsumer does, so that a run does not read again what an
+    earlier run against the same broker consumed."""
+    conn = Conn(addr)
+    offsets = []
+    for q in range(QUEUES):
+        ext = {"consumerGroup": GROUP_C, "topic": TOPIC, "queueId": str(q)}
+        header = call(conn, QUERY_CONSUMER_OFFSET, ext)
+        fields = header.get("extFields") or {}
+        offsets.append(int(fields["offset"]) if header["code"] == 0 and "offset" in fields else 0)
+    conn.sock.close()
+    return offsets
+
+
 def stored_messages(body: bytes) -> list[int]:
     """The born timestamps (ms) of the stored messages in a pull answer's body."""
     out = []
@@ -187,10 +203,12 @@ class Run:
         self.opaque = 10
         self.sent_at: dict[int, float] = {}
         self.pulls: dict[int, int] = {}  # opaque -> queue id
-        self.offsets = [0] * QUEUES
+        self.offsets = committed_offsets(addr)
         self.next_queue = 0
         self.rts: list[float] = []
         self.acked = 0
+        self.acked_by_second: list[int] = []  # sends acknowledged in each second counted
+        self.t0 = 0.0
         self.received = 0
         self.latencies: list[float] = []
         self.counting = False
@@ -266,6 +284,10 @@ class Run:
         if self.counting:
             self.rts.append(time.perf_counter() - started)
             self.acked += 1
+            second = int(time.monotonic() - self.t0)
+            while len(self.acked_by_second) <= second:
+                self.acked_by_second.append(0)
+            self.acked_by_second[second] += 1
         if self.producing:
             self.send_one(producer)
 
@@ -321,7 +343,7 @@ class Run:
                 cpu0 = sum(cpu_seconds(p) for p in pids)
                 own0 = cpu_seconds(pids[0]) if pids else 0.0
                 edges0 = sum(cpu_seconds(p) for p in edge_pids)
-                t0 = now
+                t0 = self.t0 = now
             if self.counting and now - t0 >= seconds:
                 break
             self.housekeeping(now)
@@ -352,6 +374,7 @@ class Run:
             "edges_cpu_us_per_msg": round(1e6 * edges / max(1, self.acked), 1),
             "write_txns_per_msg": round(batches / max(1, self.acked), 2),
             "jobs_per_txn": round(jobs / max(1, batches), 2),
+            "send_tps_by_second": self.acked_by_second,
         }
 
 
@@ -448,6 +471,11 @@ def main() -> None:
         "RocketMQ's benchmark: one DefaultMQProducer)",
     )
     p.add_argument(
+        "--by-second",
+        action="store_true",
+        help="also the sends acknowledged in each second counted (send_tps_by_second)",
+    )
+    p.add_argument(
         "--edges",
         type=int,
         default=0,
@@ -471,6 +499,8 @@ def main() -> None:
                         measure(broker.broker, pids, n, args.warmup, args.seconds, args.producers)
                     )
     for r in results:
+        if not args.by_second:
+            del r["send_tps_by_second"]
         print(json.dumps(r))
 
 

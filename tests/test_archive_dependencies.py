@@ -16,7 +16,12 @@ from tests.helpers import cli
 from tests.process_fixtures import ROOT, serve
 
 # what seals (offline and in a running master) and what sets bodies aside when an HA node rejoins
-SEALING = ("es_broker/history", "es_broker/ha", "es_broker/cli/history.py")
+SEALING = (
+    "es_broker/history",
+    "es_broker/ha",
+    "es_broker/cli/history.py",
+    "es_broker/server/seal_process.py",
+)
 SEGMENT = 8
 CONF = [f"history_segment_records={SEGMENT}"]
 NO_READMODEL = ("--readmodel-url", "none")

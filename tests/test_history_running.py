@@ -79,9 +79,15 @@ async def test_b412_records_a_slave_has_not_fetched_are_not_sealed_until_it_has(
     assert first["limited_by"] == ["slave 1"] and first["consumers_position"] == acked
     upto = _sealed_upto(m)
     assert upto == first["sealed"][-1]["last_seq"] and not _hot(m, upto) and _hot(m, acked + 1)
-    # B-460: the master brought its archive index up to the new horizon after sealing
-    index = (tmp_path / "master" / "history" / horizon.INDEX_DIR).resolve()
-    assert horizon._OPEN[index].upto() == upto
+    # B-460: the master brought its archive index up to the new horizon after sealing, in the
+    # sealing's process (B-675): the index on disk is there before this process opens it
+    path = (tmp_path / "master" / "history" / horizon.INDEX_DIR).resolve()
+    assert path not in horizon._OPEN
+    index = horizon.ArchiveIndex(path, m.server.broker.config)
+    try:
+        assert index.upto() == upto
+    finally:
+        index.log.env.close()
     assert (tmp_path / "master" / "archive" / "snapshots").is_dir()
 
     # a slave standing right after a sealed record is checked against the archive's copy of it
@@ -124,31 +130,40 @@ async def test_b411_a_slave_and_a_bad_request_are_refused(brokers):
 
 
 async def test_b411_history_hot_days_seals_by_itself_and_a_failure_does_not_stop_the_broker(
-    brokers, tmp_path, monkeypatch
+    brokers, tmp_path, monkeypatch, caplog
 ):
-    failures = []
-    real = sealing.prepare
-
-    def failing_once(*args):
-        if not failures:
-            failures.append("archive unreachable")
-            raise OSError("archive unreachable")
-        return real(*args)
-
-    monkeypatch.setattr(sealing, "prepare", failing_once)
+    # the archive cannot be made at first: its parent is a file (B-675: the sealing's process fails)
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a folder")
+    archive = blocked / "archive"
     # every record is older than the cut-off a day's hot history gives at this "now"
     monkeypatch.setattr(sealing, "default_before", lambda now, days: int(FAR))
     m = await brokers.master(
-        "ASYNC_MASTER", history_hot_days=1, history_seal_interval=20, **SETTINGS
+        "ASYNC_MASTER",
+        history_hot_days=1,
+        history_seal_interval=20,
+        history_archive=str(archive),
+        **SETTINGS,
     )
     await brokers.w.create_topic(m.addr, TOPIC, 2)
     await _send(brokers, m, 30)
-    await wait_until("a sealing by itself", lambda: _sealed_upto(m) > 0)
-    assert failures  # the first attempt failed, the broker went on and tried again
+
+    def failed() -> bool:
+        return any("sealing before" in r.getMessage() for r in caplog.records)
+
+    await wait_until("a failed sealing logged", failed)
+    errors = [str(r.exc_info[1]) for r in caplog.records if r.exc_info]
+    assert any("sealing's process exited" in e and "NotADirectoryError" in e for e in errors)
+    assert _sealed_upto(m) == 0
     await _send(brokers, m, 3)  # still serving
+    blocked.unlink()  # the archive is reachable again: the next interval seals
+    await wait_until("a sealing by itself", lambda: _sealed_upto(m) > 0)
+    await _send(brokers, m, 3)
     store = m.server.broker.store
     with store.read() as txn:
-        assert {x["requester"] for x in store.history.segments(txn)} == {"history_hot_days"}
+        segments = list(store.history.segments(txn))
+    assert {x["requester"] for x in segments} == {"history_hot_days"}
+    assert all(Path(x["location"]).parent == archive for x in segments)
     await m.stop()
     await _verify(tmp_path / "master")
 

@@ -58,6 +58,17 @@ _TRACE_DATABASES = ("trace_stored", "trace_links")
 # ---------------------------------------------------------------------- the archive index
 
 
+def begin_resized(env: lmdb.Environment, *, write: bool = False) -> lmdb.Transaction[bytes]:
+    """A transaction of the index's environment, taken at the map another process grew (a sealing's
+    catch-up runs in a process of its own, B-675): LMDB refuses a transaction while this process's
+    map is smaller than the data file's (MDB_MAP_RESIZED) until it adopts the new size."""
+    try:
+        return env.begin(write=write, buffers=False)
+    except lmdb.MapResizedError:
+        env.set_mapsize(0)  # the size the data file records
+        return env.begin(write=write, buffers=False)
+
+
 class _SideLog:
     """Just enough of a RecordLog for the two projections and TimeTravel."""
 
@@ -72,7 +83,7 @@ class _SideLog:
         return self._dbs.get(name)  # None: a database the index does not keep (trace_pulls)
 
     def read_txn(self) -> lmdb.Transaction[bytes]:
-        return self.env.begin(buffers=False)
+        return begin_resized(self.env)
 
     def follows(self, kept: lmdb.Transaction[bytes] | None, txn: lmdb.Transaction[bytes]) -> bool:
         """Never: a projection keeps nothing from one of the index's transactions to the next
@@ -104,7 +115,7 @@ class ArchiveIndex:
     def _check_format(self) -> None:
         """Empty an index an older es-broker built (it lacks what this one keeps): it is built
         again from the archive, segment by segment, on the next question."""
-        with self.log.env.begin(write=True) as txn:
+        with begin_resized(self.log.env, write=True) as txn:
             raw = txn.get(b"format", db=self.log.meta)
             if raw is not None and U64.unpack(raw)[0] == INDEX_FORMAT:
                 return
@@ -118,7 +129,7 @@ class ArchiveIndex:
         return self.log.read_txn()
 
     def upto(self) -> int:
-        with self.log.env.begin() as txn:
+        with begin_resized(self.log.env) as txn:
             raw = txn.get(b"upto", db=self.log.meta)
         return U64.unpack(raw)[0] if raw else 0
 
@@ -137,7 +148,7 @@ class ArchiveIndex:
                 raws = list(raw_records(segment["location"]))
                 while True:
                     try:
-                        with self.log.env.begin(write=True) as txn:
+                        with begin_resized(self.log.env, write=True) as txn:
                             raw = txn.get(b"upto", db=self.log.meta)
                             if raw and U64.unpack(raw)[0] >= segment["last_seq"]:
                                 break  # another process applied it meanwhile

@@ -63,6 +63,13 @@ def crash_point(name: str) -> None:
         os._exit(137)
 
 
+def crash_passed_on(returncode: int) -> None:
+    """A running broker whose sealing's process (B-675) was killed at a step's end by `crash_point`
+    dies there too: a kill of the broker at that step, as the tests inject it."""
+    if returncode == 137 and os.environ.get(CRASH_ENV) in STEPS:
+        os._exit(137)
+
+
 def archive_location(data_dir: str | Path, configured: str = "") -> str:
     """The archive: broker.conf's `history_archive`, else `<data dir>/archive`."""
     return configured or str(Path(data_dir).resolve() / "archive")

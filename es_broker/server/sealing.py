@@ -8,9 +8,10 @@ B-404) hold, and two more bounds: what every slave has acknowledged (the
 replication master's `slaves_acked`) and the SQL read model follower's
 checkpoint (`readmodel.position`).
 
-The segments' Parquet files, their read-back and the snapshot are written in
-a worker thread (`trio.to_thread`) from LMDB read transactions; only the last
-step, the `history_archived` records, goes through the writer, as one job.
+The segments' Parquet files, their read-back and the snapshot are written by a
+child process from LMDB read transactions of its own (seal_process.py, B-675);
+only the last step, the `history_archived` records, goes through the writer, as
+one job.
 One sealing runs at a time. The side task never ends the broker: a failed
 sealing is logged and tried again at the next interval. The steps are those of
 es_broker/history/seal.py, with the same crash points (`ES_BROKER_SEAL_CRASH_AT`,
@@ -31,7 +32,6 @@ import trio
 from es_broker.config import BrokerRole
 from es_broker.core.broker import Broker
 from es_broker.ha.master import ReplicationMaster
-from es_broker.history import horizon
 from es_broker.history import seal as sealing
 from es_broker.net.channel import Channel
 from es_broker.readmodel.process import read_position
@@ -39,6 +39,7 @@ from es_broker.remoting.codes import EsRequestCode, ResponseCode
 from es_broker.remoting.command import RemotingCommand, response_to
 from es_broker.remoting.es_headers import HistoryArchiveRequestHeader
 from es_broker.server.edge.remoting_server import Handler
+from es_broker.server.seal_process import SealingProcessFailed, catch_up_apart, prepare_apart
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +112,13 @@ class HistorySealing:
                 )
                 return Outcome(before, [], limit, limited_by, held)
             location = sealing.archive_location(self.data_dir, config.history_archive)
-            # it holds the map itself, only while it reads the store (B-674)
-            prepared = await trio.to_thread.run_sync(
-                sealing.prepare, store, self.data_dir, location, segments
-            )
+            # in a process of its own, which reads the store read-only: not the broker's GIL (B-675)
+            try:
+                prepared = await prepare_apart(self.data_dir, location, segments)
+            except SealingProcessFailed:
+                # a killed child's reader slot would keep old pages from reuse until checked
+                store.log.env.reader_check()
+                raise
             slaves = dict(self.replication.slaves_acked) if self.replication is not None else None
             job = sealing.record_job(
                 store, prepared, requester, store.clock.now_ms(), exact=False, slaves=slaves
@@ -126,8 +130,8 @@ class HistorySealing:
             sealing.clean_snapshots(self.data_dir, keep=prepared.snapshot_seq)
             sealing.crash_point("cleaned")
             outcome = Outcome(before, sealing.sealed_of(prepared, seqs), limit, limited_by)
-            try:  # B-460: time travel before the new horizon, ready before anyone asks
-                await trio.to_thread.run_sync(store.log.off_the_loop(horizon.catch_up), store)
+            try:  # B-460: time travel before the new horizon, ready before anyone asks (B-675)
+                await catch_up_apart(self.data_dir)
             except Exception:  # a cache: the first question builds it instead
                 log.exception("the archive index did not catch up after sealing")
         for s in outcome.sealed:
