@@ -5,6 +5,8 @@ either hot or archived and recorded, never lost or half removed; `verify` and `v
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from es_broker.history.archive import read_manifest
 from es_broker.net.remoting_client import RemotingClient
 from es_broker.store import Store
 from tests.ha_fixtures import Wire
-from tests.helpers import cli, cli_ok
+from tests.helpers import cli, cli_ok, wait_until
 from tests.process_fixtures import serve
 
 SEGMENT = 8
@@ -80,5 +82,55 @@ async def test_b463_a_running_broker_killed_at_each_step_of_its_sealing(tmp_path
     assert [s["first_seq"] for s in segments] == [1 + SEGMENT * i for i in range(len(segments))]
     _archived_whole(segments)
     assert len(list((data_dir / "history").glob("*snapshot-*"))) == 1
+    await cli_ok("verify", "--data-dir", str(data_dir))
+    await cli_ok("verify", "--data-dir", str(data_dir), "--full")
+
+
+def _sealing_processes(parent: int) -> list[int]:
+    """The pids of a broker's sealing processes (B-675) running now."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if ppid == parent and b"es_broker.server.seal_process" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+async def test_b675_the_sealing_process_killed_loses_nothing_and_the_broker_serves_on(
+    tmp_path, nursery
+):
+    data_dir = tmp_path / "data"
+    w = Wire(RemotingClient(nursery))
+    with serve(data_dir, *NO_READMODEL, conf=CONF, log_file=tmp_path / "a.log") as b:
+        await w.create_topic(b.broker, TOPIC, 2)
+        for i in range(30):
+            await w.send(b.broker, TOPIC, i % 2, b"k%d" % i)
+        asked: list = []
+
+        async def archive() -> None:
+            args = ("archive", "-b", b.broker, "--before", FAR, "--json")
+            asked.append(await trio.to_thread.run_sync(lambda: cli(*args)))
+
+        async with trio.open_nursery() as tasks:
+            tasks.start_soon(archive)
+            found = await wait_until(
+                "the sealing's process", lambda: _sealing_processes(b.process.pid)
+            )
+            os.kill(found[0], signal.SIGKILL)  # kill -9 of that one process of the broker
+        [first] = asked
+        assert first.returncode != 0
+        assert "sealing failed: the sealing's process exited with -9" in first.stderr
+        # nothing recorded, every record hot, and the broker serves on
+        await w.send(b.broker, TOPIC, 0, b"after the kill")
+        done = await cli_ok("archive", "-b", b.broker, "--before", FAR, "--json")
+        sealed = json.loads(done.stdout)["sealed"]
+        assert sealed and sealed[0]["first_seq"] == 1
+    first_hot, last, upto, segments = _state(data_dir)
+    assert upto == segments[-1]["last_seq"] and first_hot == upto + 1 and last - upto < 3 * SEGMENT
+    _archived_whole(segments)
     await cli_ok("verify", "--data-dir", str(data_dir))
     await cli_ok("verify", "--data-dir", str(data_dir), "--full")

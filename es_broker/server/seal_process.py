@@ -42,7 +42,15 @@ STDERR_KEPT = 2000  # characters of a failed child's stderr kept in the error
 
 
 class SealingProcessFailed(Exception):
-    """The sealing's child process ended without its answer: nothing was recorded."""
+    """The sealing's child process ended without its answer: nothing was recorded.
+
+    Its text is the exit status and the last line the child wrote to stderr (an exception's);
+    `detail` keeps the end of its stderr (the traceback), for the broker's log.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 def to_json(prepared: sealing.Prepared) -> dict[str, Any]:
@@ -95,8 +103,9 @@ async def _run(job: dict[str, Any]) -> str:
     if done.returncode != 0:
         sealing.crash_passed_on(done.returncode)
         stderr = done.stderr.decode(errors="replace").strip()[-STDERR_KEPT:]
+        last = stderr.splitlines()[-1] if stderr else "(nothing on stderr)"
         raise SealingProcessFailed(
-            f"the sealing's process exited with {done.returncode}: {stderr or '(no output)'}"
+            f"the sealing's process exited with {done.returncode}: {last}", stderr
         )
     lines = done.stdout.decode().strip().splitlines()
     if not lines:

@@ -115,7 +115,8 @@ class HistorySealing:
             # in a process of its own, which reads the store read-only: not the broker's GIL (B-675)
             try:
                 prepared = await prepare_apart(self.data_dir, location, segments)
-            except SealingProcessFailed:
+            except SealingProcessFailed as exc:
+                log.error("sealing before %d: %s\n%s", before, exc, exc.detail)
                 # a killed child's reader slot would keep old pages from reuse until checked
                 store.log.env.reader_check()
                 raise
@@ -176,6 +177,9 @@ class HistorySealing:
             )
         before = HistoryArchiveRequestHeader.of(req).before
         requester = f"es-broker archive -b ({channel.remote_addr})"
-        outcome = await self.seal_before(before, requester)
+        try:
+            outcome = await self.seal_before(before, requester)
+        except SealingProcessFailed as exc:  # nothing recorded; the log has the child's stderr
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"sealing failed: {exc}")
         body = json.dumps(outcome.to_json()).encode()
         return response_to(req, ResponseCode.SUCCESS, body=body)
