@@ -75,6 +75,10 @@ class BrokerConfig:
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75
     cleanResourceInterval: int = 10_000  # ms between retention passes (B-14)
+    # a retention pass expires a file in steps of about this many bytes, each a record and a
+    # transaction of its own, so that the writer is never held for a whole file (B-676); 0: whole
+    # files. No RocketMQ counterpart (its deletion of a file is an unlink)
+    retention_step_bytes: int = 4 * 1024 * 1024
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     accessMessageInMemoryMaxRatio: int = 40
     maxTransferBytesOnMessageInMemory: int = 262144

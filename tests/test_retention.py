@@ -106,11 +106,16 @@ async def test_s011_messages_lost_to_retention_are_recorded_per_group(small, clo
     await small.commit_offset("SLOW", "T", 0, 2)
     clock.set(local_ms(5, 4, 30))
     await small.retention_pass()
-    _, record = list(small.store.log.read())[-1]
+    # a record a file (B-676): together they name every message lost, and the minimum's moves
+    expired = [r for _, r in small.store.log.read() if r["type"] == "commitlog_expired"]
     new_min = small.min_offset("T", 0)
-    assert record["type"] == "commitlog_expired"
-    assert record["lost"] == [["SLOW", "T", 0, 2, new_min - 2]]
-    assert record["queues"] == [["T", 0, 0, new_min]]
+    assert len(expired) > 1
+    lost = [entry for r in expired for entry in r["lost"]]
+    assert {tuple(entry[:3]) for entry in lost} == {("SLOW", "T", 0)}
+    assert sum(entry[4] for entry in lost) == new_min - 2
+    moves = [move for r in expired for move in r["queues"]]
+    assert moves[0][2] == 0 and moves[-1][3] == new_min
+    assert all(a[3] == b[2] for a, b in zip(moves, moves[1:], strict=False))
 
 
 async def test_retention_keeps_the_log_replayable(small, clock, config):
@@ -135,3 +140,71 @@ async def test_b019_bodies_below_phy_min_are_gone_but_offsets_history_stays(smal
     assert small.message_at(done.phy_min) is not None
     with small.store.read() as txn:
         assert [c.new for c in small.store.offsets.changes(txn, "T", "G", 0)] == [1]
+
+
+@pytest.fixture
+async def stepped(config, clock, nursery):
+    """Commit-log files of 512 KiB (about 400 messages of 1 KiB) expired in steps of 128 KiB."""
+    clock.set(local_ms(1, 10))
+    conf = config.replace(mappedFileSizeCommitLog=512 * 1024, retention_step_bytes=128 * 1024)
+    b = Broker.open(config.storePathRootDir, conf, clock)
+    await nursery.start(b.run)
+    await make_topic(b, queues=2)
+    return b
+
+
+async def test_b676_a_file_is_expired_in_steps_each_a_record_and_a_transaction_of_its_own(
+    stepped, clock, config
+):
+    body = b"x" * 1000
+    for i in range(1000):
+        props = {"KEYS": f"k{i}", "UNIQ_KEY": f"U{i:04d}"}
+        await stepped.put_message("T", i % 2, MessageIn(body, props))
+    seqs_before = stepped.store.log.last_seq
+    with stepped.store.read() as txn:
+        starts = {
+            u.physical_offset for q in (0, 1) for u in stepped.store.cq.units(txn, "T", q, 0, 500)
+        }
+    commits_before = stepped.writer.batches
+    clock.set(local_ms(5, 4, 30))
+    done = await stepped.retention_pass()
+    store = stepped.store
+    expired = [
+        (s, r) for s, r in store.log.read(seqs_before + 1) if r["type"] == "commitlog_expired"
+    ]
+    size, step = 512 * 1024, 128 * 1024
+    # two whole files (never the newest), each in steps of at most 128 KiB (ending at the walk
+    # mark before, B-477): a record each, the file named by the step that reaches its end
+    assert done.deleted_files == (0, size) and done.phy_min == 2 * size
+    named = [r["files"] for _, r in expired if r["files"]]
+    assert named == [[0], [size]] and expired[-1][1]["files"] == [size]
+    assert len(expired) >= 2 * size // step
+    assert stepped.writer.batches - commits_before >= len(expired)  # a transaction each
+    ends = [r["phy_min"] for _, r in expired]
+    previous = 0
+    for end in ends:
+        assert 0 < end - previous <= step or end % size == 0
+        assert end in starts or end % size == 0  # a message's start: never a message cut
+        previous = end
+    assert {r["reason"] for _, r in expired} == {"time"}
+    # what a step expired is gone whole, the rest is there: bodies, minimums, keys
+    with store.read() as txn:  # message i went to queue i % 2 at offset i // 2
+        units = [(u, q) for q in (0, 1) for u in store.cq.units(txn, "T", q, 0, 500)]
+    kept = [(u, q) for u, q in units if u.physical_offset >= done.phy_min]
+    first_kept = min(u.offset * 2 + q for u, q in kept)
+    assert stepped.min_offset("T", 0) == min(u.offset for u, q in kept if q == 0) > 0
+    assert stepped.get_message("T", 0, 0).status == GetStatus.OFFSET_TOO_SMALL
+    assert query_keys(stepped, "k0") == [] and query_keys(stepped, "U0000") == []
+    assert query_keys(stepped, f"k{first_kept}") == [body]
+    assert query_keys(stepped, "k999") == [body]
+    # the records replay to the same projections (another process, as an operator)
+    from tests.helpers import cli
+
+    assert cli("verify", "--data-dir", config.storePathRootDir).returncode == 0
+
+
+def query_keys(broker: Broker, key: str) -> list[bytes]:
+    from es_broker.remoting.message import decode_one
+
+    found = broker.query_messages_by_key("T", key, 64, 0, 2**62)
+    return [decode_one(raw)[0].body for raw in found]

@@ -4,9 +4,14 @@ The commit log is cut into files of mappedFileSizeCommitLog bytes (a message
 never straddles two, B-08). A pass decides which files are expired
 (oldest first, stop at the first live one, never the newest, at most 10),
 which consume-queue minimums move, and how many unconsumed messages each
-group loses; all of it goes into one `commitlog_expired` record, whose
-application deletes the message bodies. Offsets, resets and every other
-record stay forever, so history remains reconstructable.
+group loses. It expires them in steps (B-676): each step a `commitlog_expired`
+record in a write transaction of its own, covering at most
+`retention_step_bytes` of one file and ending at a message's start, whose
+application deletes the message bodies and their index entries; the last step
+of a file names it. So the writer is held for a step, never for a file (a GiB
+of 1 KiB messages held it for seconds), and the broker's other work runs
+between steps. Offsets, resets and every other record stay forever, so history
+remains reconstructable.
 """
 
 from __future__ import annotations
@@ -93,39 +98,50 @@ def corrected_minimums(store: Store, txn: lmdb.Transaction[bytes], phy_min: int)
     return out
 
 
+def step_end(store: Store, txn: lmdb.Transaction[bytes], phy_min: int, file_end: int) -> int:
+    """Where a step of retention from `phy_min` ends (B-676): a message's start at most
+    `retention_step_bytes` past it (the last walk mark there, B-477), else the file's end."""
+    step = store.config.retention_step_bytes
+    if step <= 0 or phy_min + step >= file_end:
+        return file_end
+    mark = store.commitlog.walk_start(txn, phy_min + step + 1)
+    return mark if phy_min < mark < file_end else file_end
+
+
 def retention_job(
-    store: Store, *, manual: bool = False
+    store: Store, *, manual: bool = False, reason: str | None = None
 ) -> Callable[[AppendContext], RetentionPass]:
-    """One clean pass (CleanCommitLogService): decide, record, apply."""
+    """One step of a clean pass (CleanCommitLogService): decide, record, apply (B-676).
+
+    The step expires the oldest expired file from phyMin on, at most `retention_step_bytes` of
+    it; `deleted_files` names the file when the step reaches its end. `reason`: the trigger the
+    pass's first step found, which its later steps carry (a pass begun at the delete hour ends
+    after it)."""
     config = store.config
 
     def job(ctx: AppendContext) -> RetentionPass:
         txn = ctx.txn
         now = store.clock.now_ms()
-        reason = "manual" if manual else None
-        if reason is None and is_time_to_delete(config.deleteWhen, now):
-            reason = "time"
-        if reason is None and _disk_used_percent(store) > min(
+        why = reason or ("manual" if manual else None)
+        if why is None and is_time_to_delete(config.deleteWhen, now):
+            why = "time"
+        if why is None and _disk_used_percent(store) > min(
             max(config.diskMaxUsedSpaceRatio, 10), 95
         ):
-            reason = "space"
+            why = "space"
         phy_min, phy_max = store.commitlog.phy_min(txn), store.commitlog.phy_max(txn)
-        if reason is None or phy_max == 0:
-            return RetentionPass(reason, (), phy_min, None)
+        if why is None or phy_max == 0:
+            return RetentionPass(why, (), phy_min, None)
         size = config.mappedFileSizeCommitLog
         reserved = config.fileReservedTime * 3_600_000
-        newest = (phy_max - 1) // size
-        deleted: list[int] = []
-        for f in range(phy_min // size, newest):
-            if len(deleted) == FILES_PER_PASS:
-                break
-            last = _last_store_time(store, txn, f * size, (f + 1) * size)
-            if last is not None and now < last + reserved:
-                break  # no holes: the first live file ends the pass (B-15)
-            deleted.append(f * size)
-        if not deleted:
-            return RetentionPass(reason, (), phy_min, None)
-        new_phy_min = deleted[-1] + size
+        f = phy_min // size
+        if f >= (phy_max - 1) // size:
+            return RetentionPass(why, (), phy_min, None)  # never the newest file (B-15)
+        last = _last_store_time(store, txn, max(phy_min, f * size), (f + 1) * size)
+        if last is not None and now < last + reserved:
+            return RetentionPass(why, (), phy_min, None)  # no holes: the first live file (B-15)
+        new_phy_min = step_end(store, txn, phy_min, (f + 1) * size)
+        deleted = [f * size] if new_phy_min == (f + 1) * size else []
         queues = corrected_minimums(store, txn, new_phy_min)
         moved = {(t, q): (old, new) for t, q, old, new in queues}
         lost = []
@@ -142,7 +158,7 @@ def retention_job(
                 )
         seq = ctx.append(
             CommitlogExpired(
-                reason=reason,
+                reason=why,
                 files=deleted,
                 phy_min=new_phy_min,
                 file_reserved_hours=config.fileReservedTime,
@@ -150,7 +166,7 @@ def retention_job(
                 lost=lost,
             ).to_record(now)
         )
-        return RetentionPass(reason, tuple(deleted), new_phy_min, seq)
+        return RetentionPass(why, tuple(deleted), new_phy_min, seq)
 
     return job
 

@@ -449,13 +449,28 @@ class Broker(RetryOperations):
     async def retention_pass(self, *, manual: bool = False) -> retention.RetentionPass:
         """One clean pass: expired commit-log files go, queue minimums are corrected (B-14..B-18).
 
-        While the disk is full a pass is a probe of its own; refused, it did nothing.
+        In steps (B-676), each a record and a group commit of its own, so that the writer is never
+        held for a whole file: the pass ends with its tenth file, at the first file not expired,
+        or at a step refused. Its outcome sums the steps': every file expired, the last step's
+        phyMin and record (None: none). While the disk is full a step is a probe of its own;
+        refused, it did nothing.
         """
-        done = await self._record_unless_full(retention.retention_job(self.store, manual=manual))
-        if not isinstance(done, Unrecorded):
-            return done
+        files: list[int] = []
+        reason: str | None = None
+        seq: int | None = None
+        while len(files) < retention.FILES_PER_PASS:
+            job = retention.retention_job(self.store, manual=manual, reason=reason)
+            done = await self._record_unless_full(job)
+            if isinstance(done, Unrecorded):
+                break
+            reason = done.reason
+            if done.seq is None:
+                break
+            seq = done.seq
+            files.extend(done.deleted_files)
         with self.store.read() as txn:
-            return retention.RetentionPass(None, (), self.store.commitlog.phy_min(txn), None)
+            phy_min = self.store.commitlog.phy_min(txn)
+        return retention.RetentionPass(reason, tuple(files), phy_min, seq)
 
     def message_journey(self, msg_id: str) -> dict[str, Any]:
         """Every step of a message's life from the records: send, deliveries, retries, DLQ, re-drive, commits."""
