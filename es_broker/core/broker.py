@@ -19,6 +19,8 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
+import trio
+
 from es_broker.commands import (
     disk_full,
     messages,
@@ -450,17 +452,23 @@ class Broker(RetryOperations):
         """One clean pass: expired commit-log files go, queue minimums are corrected (B-14..B-18).
 
         In steps (B-676), each a record and a group commit of its own, so that the writer is never
-        held for a whole file: the pass ends with its tenth file, at the first file not expired,
-        or at a step refused. Its outcome sums the steps': every file expired, the last step's
-        phyMin and record (None: none). While the disk is full a step is a probe of its own;
-        refused, it did nothing.
+        held for a whole file, and after each step a pause as long as the step took, so that the
+        pass takes at most about half of the broker's time: the pass ends with its tenth file, at
+        the first file not expired, or at a step refused. Its outcome sums the steps': every file
+        expired, the last step's phyMin and record (None: none). While the disk is full a step is
+        a probe of its own; refused, it did nothing.
         """
         files: list[int] = []
         reason: str | None = None
         seq: int | None = None
+        took = 0.0  # s the last step took
         while len(files) < retention.FILES_PER_PASS:
+            if seq is not None:  # the pause after the last step: the other work runs meanwhile
+                await trio.sleep(took)
+            started = trio.current_time()
             job = retention.retention_job(self.store, manual=manual, reason=reason)
             done = await self._record_unless_full(job)
+            took = trio.current_time() - started
             if isinstance(done, Unrecorded):
                 break
             reason = done.reason
