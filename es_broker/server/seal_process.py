@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -53,18 +54,8 @@ class SealingProcessFailed(Exception):
         self.detail = detail
 
 
-def to_json(prepared: sealing.Prepared) -> dict[str, Any]:
-    return {
-        "written": [
-            {"location": w.location, "manifest": w.manifest, "manifest_sha256": w.manifest_sha256}
-            for w in prepared.written
-        ],
-        "snapshot_seq": prepared.snapshot_seq,
-        "snapshot_sha256": prepared.snapshot_sha256,
-    }
-
-
 def from_json(data: dict[str, Any]) -> sealing.Prepared:
+    """The `seal.Prepared` a child answered (`dataclasses.asdict` of it, as JSON)."""
     return sealing.Prepared(
         [Written(w["location"], w["manifest"], w["manifest_sha256"]) for w in data["written"]],
         int(data["snapshot_seq"]),
@@ -125,7 +116,8 @@ def main(argv: list[str]) -> int:
             answer: dict[str, Any] = {"caught_up": True}
         else:
             segments = [(int(first), int(last)) for first, last in job["segments"]]
-            answer = to_json(sealing.prepare(store, data_dir, job["location"], segments))
+            # the dataclasses as they are: Prepared, its Written segments (`from_json` reads it)
+            answer = asdict(sealing.prepare(store, data_dir, job["location"], segments))
     finally:
         store.close()
     sys.stdout.write(json.dumps(answer) + "\n")
