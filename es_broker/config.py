@@ -79,6 +79,10 @@ class BrokerConfig:
     # transaction of its own, so that the writer is never held for a whole file (B-676); 0: whole
     # files. No RocketMQ counterpart (its deletion of a file is an unlink)
     retention_step_bytes: int = 4 * 1024 * 1024
+    # DELETE_EXPIRED_COMMITLOG answers with its pass's outcome if the pass ends within this many ms,
+    # else at once that the pass runs on (B-677): under the admin tool's 5 s timeout. RocketMQ
+    # answers at once and deletes on its clean service's next passes
+    manual_pass_answer_ms: int = 3000
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     accessMessageInMemoryMaxRatio: int = 40
     maxTransferBytesOnMessageInMemory: int = 262144

@@ -18,6 +18,7 @@ from es_broker.cli import build_parser
 from es_broker.client import Producer, PushConsumer
 from tests.helpers import FAST, Collector, admin_json, cli_ok, topic_ready
 from tests.process_fixtures import serve
+from tests.waiting import poll_until_sync
 
 # (short, long) of each verb's options in mqadmin 4.9.8, tools/src/main/java/org/apache/rocketmq/
 # tools/command/.../*.java, buildCommandlineOptions. printMsg's and consumeMessage's long names
@@ -257,3 +258,28 @@ async def test_b266_query_by_unique_key_producer_connection_and_consumer_status(
             assert one["runningInfo"]["subscriptionSet"]
         finally:
             await consumer.shutdown()
+
+
+def test_b677_delete_expired_commit_log_answers_before_a_long_pass_ends(tmp_path):
+    away = f"{(time.localtime().tm_hour + 12) % 24:02d}"  # no pass of its own by the clock
+    conf = [
+        "mappedFileSizeCommitLog=1500",
+        "fileReservedTime=0",
+        f"deleteWhen={away}",
+        "diskMaxUsedSpaceRatio=95",
+        "cleanResourceInterval=3600000",
+        "manual_pass_answer_ms=0",  # every pass outlasts the answer
+    ]
+    with serve(tmp_path / "data", conf=conf) as served:
+        served.admin("updateTopic", "-b", served.broker, "-t", "T", "-r", "1", "-w", "1")
+        for i in range(12):
+            served.admin("sendMessage", "-t", "T", "-p", f"message {i} " + "x" * 200)
+        answered = served.admin_json("deleteExpiredCommitLog", "-b", served.broker)
+        assert answered[served.broker]["running"] is True
+        assert served.admin("deleteExpiredCommitLog", "-b", served.broker).stdout == "success\n"
+
+        def expired() -> bool:
+            (status,) = served.admin_json("topicStatus", "-t", "T")
+            return bool(status["minOffset"] > 0 and status["maxOffset"] == 12)
+
+        poll_until_sync(expired, what="the pass that went on after the answer")

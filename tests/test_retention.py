@@ -208,3 +208,28 @@ def query_keys(broker: Broker, key: str) -> list[bytes]:
 
     found = broker.query_messages_by_key("T", key, 64, 0, 2**62)
     return [decode_one(raw)[0].body for raw in found]
+
+
+async def test_b677_a_manual_pass_goes_on_after_its_answer_and_a_request_meanwhile_joins_it(
+    stepped, clock
+):
+    for i in range(1000):
+        await stepped.put_message("T", i % 2, MessageIn(b"x" * 1000))
+    seqs_before = stepped.store.log.last_seq
+    clock.set(local_ms(9, 10))  # every file past fileReservedTime (72 h), outside the delete hour
+    # answered before its first step: the pass is under way, not done
+    assert await stepped.manual_retention_pass(0) is None
+    # asked again meanwhile: the same pass, waited for to its end
+    joined = await stepped.manual_retention_pass(60)
+    size = 512 * 1024
+    assert joined is not None
+    assert joined.reason == "manual" and joined.deleted_files == (0, size)
+    expired = [
+        r for _, r in stepped.store.log.read(seqs_before + 1) if r["type"] == "commitlog_expired"
+    ]
+    assert [r["files"] for r in expired if r["files"]] == [[0], [size]]  # one pass, not two
+    assert {r["reason"] for r in expired} == {"manual"}
+    # asked after it ended: a pass of its own, which finds nothing more (never the newest file)
+    again = await stepped.manual_retention_pass(60)
+    assert again is not None and again.deleted_files == () and again.phy_min == 2 * size
+    assert stepped.min_offset("T", 0) > 0

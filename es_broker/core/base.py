@@ -82,6 +82,16 @@ class BrokerBase:
         # the record of the last brokerPermission change: the topics' data version registered with
         # the name servers is at least it, as 4.9.8's updateBrokerConfig moves it on (B-530)
         self.permission_version = 0
+        # the core's side tasks that outlive the request that began them (a manual retention
+        # pass, B-677): in `run`'s nursery, so that they end with the writer
+        self._tasks: trio.Nursery | None = None
+
+    @property
+    def tasks(self) -> trio.Nursery:
+        """Where a side task of the running broker starts (`run`'s nursery)."""
+        if self._tasks is None:
+            raise RuntimeError("the broker is not running: no side task can start")
+        return self._tasks
 
     @property
     def config(self) -> BrokerConfig:
@@ -130,10 +140,12 @@ class BrokerBase:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.writer.run)
+                self._tasks = nursery
                 if self.config.brokerRole != BrokerRole.SLAVE:
                     await self._ensure_system_topics()
                 task_status.started(self)
         finally:
+            self._tasks = None
             self.writer.close()
 
     def close(self) -> None:

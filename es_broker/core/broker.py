@@ -16,6 +16,7 @@ core/slave_broker.py).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
@@ -42,18 +43,39 @@ from es_broker.config import BrokerRole
 from es_broker.core.base import ReadOnly
 from es_broker.core.pending import Pending, Unrecorded
 from es_broker.core.retries import RetryOperations
+from es_broker.core.roles import Role
 from es_broker.history.status import HistoryStatus, history_status
 from es_broker.log import AppendContext
 from es_broker.log.types import ConsumerGroupChanged
 from es_broker.remoting.bodies import SubscriptionGroupConfig, TopicConfig
 from es_broker.remoting.codes import ResponseCode
+from es_broker.store import Store
 
 # read as each pull's record completes: an enum member read off its class costs a look-up
 _DISK_FULL: Final = Unrecorded.DISK_FULL
 
+log = logging.getLogger(__name__)
+
+
+class _ManualPass:
+    """A manual retention pass asked for (DELETE_EXPIRED_COMMITLOG) and not ended: what it ends with."""
+
+    __slots__ = ("ended", "error", "outcome")
+
+    def __init__(self) -> None:
+        self.ended = trio.Event()
+        self.outcome: retention.RetentionPass | None = None
+        self.error: Exception | None = None
+
 
 class Broker(RetryOperations):
     """One broker's state and the operations on it (writer and lifecycle: `base.BrokerBase`)."""
+
+    def __init__(self, store: Store, role: Role | None = None) -> None:
+        super().__init__(store, role)
+        # retention passes run one at a time: the timer's and the manual ones (B-677)
+        self._retention_lock = trio.Lock()
+        self._manual_pass: _ManualPass | None = None
 
     # ------------------------------------------------------------------ messages
     async def put_message(
@@ -458,6 +480,10 @@ class Broker(RetryOperations):
         expired, the last step's phyMin and record (None: none). While the disk is full a step is
         a probe of its own; refused, it did nothing.
         """
+        async with self._retention_lock:
+            return await self._retention_steps(manual)
+
+    async def _retention_steps(self, manual: bool) -> retention.RetentionPass:
         files: list[int] = []
         reason: str | None = None
         seq: int | None = None
@@ -479,6 +505,42 @@ class Broker(RetryOperations):
         with self.store.read() as txn:
             phy_min = self.store.commitlog.phy_min(txn)
         return retention.RetentionPass(reason, tuple(files), phy_min, seq)
+
+    async def manual_retention_pass(self, answer_within: float) -> retention.RetentionPass | None:
+        """DELETE_EXPIRED_COMMITLOG's pass (B-264), run as a side task (B-677): started, or joined
+        while one asked for earlier has not ended. Its outcome if it ends within `answer_within`
+        seconds, else None: the pass goes on after the answer and its end is logged. A pass that
+        failed raises its error to those still waiting."""
+        asked = self._manual_pass
+        if asked is None:
+            asked = self._manual_pass = _ManualPass()
+            self.tasks.start_soon(self._run_manual_pass, asked)
+        with trio.move_on_after(answer_within):
+            await asked.ended.wait()
+        if not asked.ended.is_set():
+            return None
+        if asked.error is not None:
+            raise asked.error
+        return asked.outcome
+
+    async def _run_manual_pass(self, asked: _ManualPass) -> None:
+        try:
+            asked.outcome = done = await self.retention_pass(manual=True)
+        except (
+            Exception
+        ) as exc:  # a side task: told to whoever waits and logged, never the broker's end
+            asked.error = exc
+            log.warning("manual retention pass failed: %s", exc)
+        else:
+            log.info(
+                "manual retention pass (%s) removed commit-log files %s, phyMin %d",
+                done.reason,
+                list(done.deleted_files),
+                done.phy_min,
+            )
+        finally:
+            self._manual_pass = None
+            asked.ended.set()
 
     def message_journey(self, msg_id: str) -> dict[str, Any]:
         """Every step of a message's life from the records: send, deliveries, retries, DLQ, re-drive, commits."""

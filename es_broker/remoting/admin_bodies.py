@@ -89,12 +89,14 @@ class ResetOffsetResult(Bean):
 
 @dataclass(frozen=True, slots=True)
 class CleanPassResult(Bean):
-    """A manual clean pass: its trigger (None when none held), the files it deleted."""
+    """A manual clean pass: its trigger (None when none held), the files it deleted; or
+    `running`: the pass had not ended when the broker answered (B-677), and goes on."""
 
     reason: str | None = None
     deleted_files: tuple[int, ...] = ()
     phy_min: int = 0
     seq: int | None = None
+    running: bool = False
 
 
 # -- REDRIVE_DLQ (S-9) -----------------------------------------------------------------------
