@@ -196,3 +196,21 @@ async def test_b478_an_offset_from_a_request_finds_only_a_message_placed_there(b
         assert broker.message_at(phy) is None
         with pytest.raises(Exception, match="look message by offset failed"):
             await broker.send_back("G", phy, requester="t")
+
+
+@pytest.mark.parametrize("before_boundary", [1, 2, 3])
+def test_b475_a_message_whose_leading_zeros_end_a_chunk_of_zeros_is_found(env, before_boundary):
+    """A gap of whole chunks, then a message starting 1-3 bytes before a chunk's end: its
+    TOTALSIZE's high bytes (zeros) close the chunk of zeros, its first non-zero byte opens the next
+    chunk. A walk from before the gap, and one after retention zeroed everything below it, find it."""
+    db = env.open_db(b"c")
+    at = 3 * chunks.CHUNK - before_boundary
+    payloads = laid_out([100, 200, 300], gaps={1: at - 100})
+    assert payloads[1][0] == at
+    write_in_batches(env, db, payloads)
+    with env.begin() as txn:
+        assert list(chunks.messages(txn, db)) == payloads
+    with env.begin(write=True) as txn:
+        chunks.expire(txn, db, at)
+    with env.begin() as txn:
+        assert list(chunks.messages(txn, db)) == payloads[1:]

@@ -299,6 +299,7 @@ def messages(
             pos += size
             continue
         # a gap: skip its zeros, then find the message that ends it
+        gap_at = pos
         while True:
             o = pos - buf_at
             rest = buf[o:]
@@ -309,9 +310,15 @@ def messages(
             if not fill(1):
                 return
         first_nonzero = pos + zeros
-        for candidate in range(max(pos, first_nonzero - 3), first_nonzero + 1):
-            pos = candidate
-            if fill(8) and buf[pos - buf_at + 4 : pos - buf_at + 8] == _MAGIC:
+        # the message starts up to 3 bytes before its first non-zero byte (TOTALSIZE's high bytes
+        # may be zeros), which may be zeros of a chunk already passed: its code lies after them
+        fill(first_nonzero + 8 - pos)
+        for candidate in range(max(gap_at, first_nonzero - 3), first_nonzero + 1):
+            code = candidate + 4 - buf_at
+            if buf[code : code + 4] == _MAGIC:
+                if candidate < buf_at:  # the zeros passed, back in front of it
+                    buf, buf_at = bytes(buf_at - candidate) + buf, candidate
+                pos = candidate
                 break
         else:
             raise ChunkCorrupt(f"no message starts where the gap before {first_nonzero} ends")
