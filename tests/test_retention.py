@@ -233,3 +233,67 @@ async def test_b677_a_manual_pass_goes_on_after_its_answer_and_a_request_meanwhi
     again = await stepped.manual_retention_pass(60)
     assert again is not None and again.deleted_files == () and again.phy_min == 2 * size
     assert stepped.min_offset("T", 0) > 0
+
+
+async def test_b678_a_pass_reads_the_queues_below_each_step_and_records_what_a_scan_of_all_would(
+    config, clock, nursery
+):
+    """The same history in two stores: one pass driven through QueueHeads, the other reading every
+    queue at each step; their records are the same, while queues are deleted, added and grown past
+    the commit log's end of the first step (which makes the heads read again)."""
+    from es_broker.commands.retention import QueueHeads, retention_job
+
+    clock.set(local_ms(1, 10))
+    conf = config.replace(
+        mappedFileSizeCommitLog=512 * 1024, retention_step_bytes=128 * 1024, fileReservedTime=0
+    )
+
+    async def history(path: str, heads: QueueHeads | None) -> list[dict]:
+        b = Broker.open(path, conf.replace(storePathRootDir=path), clock)
+        await nursery.start(b.run)
+        for name, queues in (
+            ("A", 3),
+            ("BX", 2),
+            ("B", 2),
+            ("GONE", 2),
+            ("QUIET", 1),
+            ("EARLY", 1),
+        ):
+            await make_topic(b, name, queues=queues)
+        for _ in range(
+            3
+        ):  # a queue wholly in the first file: its minimum stays (B-18) until it stores
+            await b.put_message("EARLY", 0, MessageIn(b"e" * 700))
+        for i in range(2500):
+            topic = ("A", "B", "BX", "GONE")[i % 4]
+            await b.put_message(topic, i % 2, MessageIn(b"y" * 700))
+            if i % 100 == 0:
+                await b.commit_offset("G1", topic, i % 2, i // 8 - 40)
+                await b.commit_offset("G2", "A", 2, 0)
+        await b.put_message("QUIET", 0, MessageIn(b"q"))
+        first = b.store.log.last_seq
+        done, steps = None, 0
+        while done is None or done.seq is not None:
+            done = await b.submit(retention_job(b.store, manual=True, heads=heads))
+            if heads is not None and done.heads is not None:
+                heads.settle(done.heads)
+            steps += 1
+            if steps == 3:
+                await b.delete_topic("GONE")
+            if steps == 6:
+                await b.put_message("EARLY", 0, MessageIn(b"e"))
+            if steps == 4:  # a new queue, and enough to make the newest file of the first step old
+                await make_topic(b, "LATE", queues=1)
+                for _ in range(800):
+                    await b.put_message("LATE", 0, MessageIn(b"z" * 700))
+                await b.commit_offset("G1", "LATE", 0, 3)
+        records = [r for _, r in b.store.log.read(first + 1) if r["type"] == "commitlog_expired"]
+        assert steps > 12 and any(r["lost"] for r in records)
+        return records
+
+    scanned = await history(config.storePathRootDir + "-scan", None)
+    through_heads = await history(config.storePathRootDir + "-heads", QueueHeads())
+    assert through_heads == scanned
+    moved = [q for r in scanned for q in r["queues"]]
+    assert {q[0] for q in moved} >= {"A", "B", "BX", "LATE"}
+    assert ["EARLY", 0, 0, 3] in moved  # to the message it stored in the pass

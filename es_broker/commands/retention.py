@@ -16,10 +16,12 @@ remains reconstructable.
 
 from __future__ import annotations
 
+import bisect
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import lmdb
@@ -27,6 +29,7 @@ import lmdb
 from es_broker.log import AppendContext
 from es_broker.log.types import CommitlogExpired
 from es_broker.projections.consume_queue import UNITS_PER_FILE
+from es_broker.projections.keys import queue_key
 from es_broker.remoting import message as wire
 from es_broker.store import Store
 
@@ -39,6 +42,8 @@ class RetentionPass:
     deleted_files: tuple[int, ...]  # start offsets
     phy_min: int
     seq: int | None
+    # a step's heads, for the pass's QueueHeads once the step is stored (B-678)
+    heads: HeadsStep | None = field(default=None, compare=False, repr=False)
 
 
 def is_time_to_delete(delete_when: str, now_ms: int) -> bool:
@@ -81,21 +86,125 @@ def corrected_minimums(store: Store, txn: lmdb.Transaction[bytes], phy_min: int)
     """[topic, queue, old min, new min] for every queue whose head now points at deleted data (B-17, B-18)."""
     out: list[list[Any]] = []
     for topic, qid, lo, hi in store.cq.queues(txn):
-        if hi == 0 or store.cq.unit_at(txn, topic, qid, lo).physical_offset >= phy_min:
-            continue
-        newest = (hi - 1) // UNITS_PER_FILE
-        first = lo // UNITS_PER_FILE
-        while first < newest:  # leading CQ files whose last unit is below phyMin go (B-17)
-            last = min((first + 1) * UNITS_PER_FILE, hi) - 1
-            if store.cq.unit_at(txn, topic, qid, last).physical_offset >= phy_min:
-                break
-            first += 1
-        start = max(lo, first * UNITS_PER_FILE)
-        end = min((first + 1) * UNITS_PER_FILE, hi)
-        new_min = _first_unit_at_or_after(store, txn, topic, qid, start, end, phy_min)
-        if new_min is not None and new_min != lo:  # none in that file: min stays stale (B-18)
+        new_min = _corrected(store, txn, topic, qid, lo, hi, phy_min)
+        if new_min is not None:
             out.append([topic, qid, lo, new_min])
     return out
+
+
+def _corrected(
+    store: Store, txn: lmdb.Transaction[bytes], topic: str, qid: int, lo: int, hi: int, phy_min: int
+) -> int | None:
+    """A queue's new minimum once the commit log below phy_min is gone; None: it stays."""
+    if hi == 0 or store.cq.unit_at(txn, topic, qid, lo).physical_offset >= phy_min:
+        return None
+    newest = (hi - 1) // UNITS_PER_FILE
+    first = lo // UNITS_PER_FILE
+    while first < newest:  # leading CQ files whose last unit is below phyMin go (B-17)
+        last = min((first + 1) * UNITS_PER_FILE, hi) - 1
+        if store.cq.unit_at(txn, topic, qid, last).physical_offset >= phy_min:
+            break
+        first += 1
+    start = max(lo, first * UNITS_PER_FILE)
+    end = min((first + 1) * UNITS_PER_FILE, hi)
+    new_min = _first_unit_at_or_after(store, txn, topic, qid, start, end, phy_min)
+    # none in that file: the minimum stays stale (B-18)
+    return new_min if new_min is not None and new_min != lo else None
+
+
+Head = tuple[
+    int, bytes, str, int
+]  # a queue's head unit's physical offset, its key, topic, queue id
+
+
+Bounds = tuple[str, int, int, int]  # topic, queue id, min, max
+
+
+@dataclass(frozen=True, slots=True)
+class HeadsStep:
+    """What a step found through `QueueHeads.below`, for `QueueHeads.settle` once it is stored."""
+
+    phy_min: int
+    corrected: list[list[Any]]  # corrected_minimums' rows
+    heads: list[Head]  # the pass's queues by head as the step began (read anew, or the kept ones)
+    stale: dict[bytes, Bounds]  # and its queues wholly below an earlier step's phyMin
+    upto: int
+    after: list[Head]  # the heads of the queues it read, after it
+    woken: list[bytes]  # queues that were wholly below and have changed since
+    after_stale: dict[bytes, Bounds]  # queues it found wholly below its phyMin
+
+
+class QueueHeads:
+    """The queues of the consume queues by the physical offset of their head unit, for one clean
+    pass (B-678): read whole at the pass's first step, so that each later step reads the queues
+    whose head lies below its new phyMin, not every queue. A queue all of whose units lie below
+    a step's phyMin keeps its minimum (B-18) until it stores a message: it is kept apart with its
+    bounds, and a step reads it again only when they have changed. It finds what
+    `corrected_minimums` finds, in its order, while these hold between its reading and a step: a
+    queue's head never moves back (only retention moves it, and passes run one at a time, B-677;
+    a deleted queue is read again and found gone), and a unit stored since lies at or past the
+    commit log's end of that moment, `upto`: a step that reaches past it reads every queue again.
+    A step changes it only once the step is stored (`settle`): a step the writer runs again (its
+    transaction aborted) finds it as it was.
+    """
+
+    __slots__ = ("_heads", "_stale", "_upto")
+
+    def __init__(self) -> None:
+        self._heads: list[Head] | None = None
+        self._stale: dict[bytes, Bounds] = {}
+        self._upto = 0
+
+    def below(self, store: Store, txn: lmdb.Transaction[bytes], phy_min: int) -> HeadsStep:
+        """`corrected_minimums(store, txn, phy_min)`, with what `settle` keeps of it."""
+        cq = store.cq
+        heads, stale, upto = self._heads, self._stale, self._upto
+        if heads is None or phy_min > upto:
+            upto = store.commitlog.phy_max(txn)
+            heads, stale = [], {}
+            for topic, qid, lo, hi in cq.queues(txn):
+                if hi:
+                    phy = cq.unit_at(txn, topic, qid, lo).physical_offset
+                    heads.append((phy, queue_key(topic, qid), topic, qid))
+            heads.sort()
+        taken = [
+            (key, topic, qid)
+            for _, key, topic, qid in heads[: bisect.bisect_left(heads, (phy_min,))]
+        ]
+        woken = []
+        for key, (topic, qid, lo, hi) in stale.items():
+            if cq.bounds(txn, topic, qid) != (lo, hi):
+                woken.append(key)
+                taken.append((key, topic, qid))
+        taken.sort()  # the order of the consume queues' own table
+        corrected: list[list[Any]] = []
+        after: list[Head] = []
+        after_stale: dict[bytes, Bounds] = {}
+        for key, topic, qid in taken:
+            lo, hi = cq.bounds(txn, topic, qid)
+            if not hi:  # gone (its topic deleted): out of the pass
+                continue
+            new_min = _corrected(store, txn, topic, qid, lo, hi, phy_min)
+            if new_min is not None:
+                corrected.append([topic, qid, lo, new_min])
+                lo = new_min
+            head = cq.unit_at(txn, topic, qid, lo).physical_offset
+            if head < phy_min:  # every unit below phyMin: its minimum stays (B-18)
+                after_stale[key] = (topic, qid, lo, hi)
+            else:
+                after.append((head, key, topic, qid))
+        return HeadsStep(phy_min, corrected, heads, stale, upto, after, woken, after_stale)
+
+    def settle(self, step: HeadsStep) -> None:
+        """`step` was stored: the queues it read have their heads after it."""
+        heads, stale = step.heads, step.stale
+        del heads[: bisect.bisect_left(heads, (step.phy_min,))]
+        for head in step.after:
+            bisect.insort(heads, head)
+        for key in step.woken:
+            del stale[key]
+        stale.update(step.after_stale)
+        self._heads, self._stale, self._upto = heads, stale, step.upto
 
 
 def step_end(store: Store, txn: lmdb.Transaction[bytes], phy_min: int, file_end: int) -> int:
@@ -109,14 +218,20 @@ def step_end(store: Store, txn: lmdb.Transaction[bytes], phy_min: int, file_end:
 
 
 def retention_job(
-    store: Store, *, manual: bool = False, reason: str | None = None
+    store: Store,
+    *,
+    manual: bool = False,
+    reason: str | None = None,
+    heads: QueueHeads | None = None,
 ) -> Callable[[AppendContext], RetentionPass]:
     """One step of a clean pass (CleanCommitLogService): decide, record, apply (B-676).
 
     The step expires the oldest expired file from phyMin on, at most `retention_step_bytes` of
     it; `deleted_files` names the file when the step reaches its end. `reason`: the trigger the
     pass's first step found, which its later steps carry (a pass begun at the delete hour ends
-    after it)."""
+    after it). `heads`: the pass's queues by head (B-678), which the step reads instead of every
+    queue; its outcome's `heads` is settled into them by the caller once it is stored. None: every
+    queue is read (`corrected_minimums`)."""
     config = store.config
 
     def job(ctx: AppendContext) -> RetentionPass:
@@ -142,20 +257,9 @@ def retention_job(
             return RetentionPass(why, (), phy_min, None)  # no holes: the first live file (B-15)
         new_phy_min = step_end(store, txn, phy_min, (f + 1) * size)
         deleted = [f * size] if new_phy_min == (f + 1) * size else []
-        queues = corrected_minimums(store, txn, new_phy_min)
-        moved = {(t, q): (old, new) for t, q, old, new in queues}
-        lost = []
-        for topic, group, qid, offset in store.offsets.table(txn):
-            if (topic, qid) in moved and 0 <= offset < moved[(topic, qid)][1]:
-                lost.append(
-                    [
-                        group,
-                        topic,
-                        qid,
-                        offset,
-                        moved[(topic, qid)][1] - max(offset, moved[(topic, qid)][0]),
-                    ]
-                )
+        step = None if heads is None else heads.below(store, txn, new_phy_min)
+        queues = corrected_minimums(store, txn, new_phy_min) if step is None else step.corrected
+        lost = lost_messages(store, txn, queues)
         seq = ctx.append(
             CommitlogExpired(
                 reason=why,
@@ -166,9 +270,26 @@ def retention_job(
                 lost=lost,
             ).to_record(now)
         )
-        return RetentionPass(why, tuple(deleted), new_phy_min, seq)
+        return RetentionPass(why, tuple(deleted), new_phy_min, seq, step)
 
     return job
+
+
+def lost_messages(
+    store: Store, txn: lmdb.Transaction[bytes], queues: list[list[Any]]
+) -> list[list[Any]]:
+    """[group, topic, queue, offset, lost] of every offset below a corrected queue's new minimum
+    (S-11), in the offset table's order: the rows of the corrected queues' topics only."""
+    moved = {(t, q): (old, new) for t, q, old, new in queues}
+    rows = []
+    for topic in {t for t, _ in moved}:
+        for key, group, qid, offset in store.offsets.of_topic(txn, topic):
+            old_new = moved.get((topic, qid))
+            if old_new is not None and 0 <= offset < old_new[1]:
+                lost = old_new[1] - max(offset, old_new[0])
+                rows.append((key, [group, topic, qid, offset, lost]))
+    rows.sort(key=itemgetter(0))
+    return [row for _, row in rows]
 
 
 def _disk_used_percent(store: Store) -> float:

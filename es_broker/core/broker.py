@@ -487,16 +487,19 @@ class Broker(RetryOperations):
         files: list[int] = []
         reason: str | None = None
         seq: int | None = None
+        heads = retention.QueueHeads()  # read by the first step that expires (B-678)
         took = 0.0  # s the last step took
         while len(files) < retention.FILES_PER_PASS:
             if seq is not None:  # the pause after the last step: the other work runs meanwhile
                 await trio.sleep(took)
             started = trio.current_time()
-            job = retention.retention_job(self.store, manual=manual, reason=reason)
+            job = retention.retention_job(self.store, manual=manual, reason=reason, heads=heads)
             done = await self._record_unless_full(job)
             took = trio.current_time() - started
             if isinstance(done, Unrecorded):
                 break
+            if done.heads is not None:
+                heads.settle(done.heads)
             reason = done.reason
             if done.seq is None:
                 break

@@ -127,6 +127,15 @@ class OffsetTableProjection:
         for key, raw in txn.cursor(db=self.db):
             yield (*split_offset_key(key), I64.unpack(raw)[0])
 
+    def of_topic(
+        self, txn: lmdb.Transaction[bytes], topic: str
+    ) -> Iterator[tuple[bytes, str, int, int]]:
+        """The table's rows of one topic: (key, group, queue id, offset), in the table's order."""
+        for key, raw in prefixed(txn, self.db, f"{topic}@".encode()):
+            row_topic, group, queue_id = split_offset_key(key)
+            if row_topic == topic:  # not a longer topic's row, whose name goes on after an @
+                yield key, group, queue_id, I64.unpack(raw)[0]
+
     def changes(
         self, txn: lmdb.Transaction[bytes], topic: str, group: str, queue_id: int
     ) -> Iterator[OffsetHistoryEntry]:
