@@ -8,6 +8,8 @@ from pathlib import Path
 
 import lmdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from es_broker.commands.placement import MessageIn
 from es_broker.core.broker import Broker
@@ -214,3 +216,49 @@ def test_b475_a_message_whose_leading_zeros_end_a_chunk_of_zeros_is_found(env, b
         chunks.expire(txn, db, at)
     with env.begin() as txn:
         assert list(chunks.messages(txn, db)) == payloads[1:]
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    layout=st.lists(
+        st.tuples(
+            st.integers(min_value=16, max_value=5000),  # a message's size
+            st.one_of(  # the zeros before it: none, a blank of 1-3 bytes, or up to 3 chunks
+                st.just(0), st.integers(1, 3), st.integers(4, 3 * 2022 + 7)
+            ),
+            # or: zeros up to 0-3 bytes before the end of this or a later chunk
+            st.none() | st.tuples(st.integers(0, 3), st.integers(0, 2)),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    cut=st.integers(min_value=0, max_value=29),
+    start=st.integers(min_value=0, max_value=5000),
+)
+def test_b477_a_walk_finds_every_message_whatever_the_gaps_and_the_chunks(env, layout, cut, start):
+    """Any layout of messages and gaps (blanks, a slave's first bytes, whole chunks of zeros,
+    messages starting just before a chunk's end): a walk finds exactly the messages, from the
+    start and from any message after retention."""
+    db = env.open_db(b"c")
+    with env.begin(write=True) as txn:
+        txn.drop(db, delete=False)
+    payloads, phy = [], start
+    for i, (size, gap, to_chunk_end) in enumerate(layout):
+        if to_chunk_end is None:
+            phy += gap
+        else:
+            before_end, later = to_chunk_end
+            end = (phy // chunks.CHUNK + 1 + later) * chunks.CHUNK
+            phy = max(phy, end - before_end)
+        payloads.append((phy, message(size, i)))
+        phy += size
+    write_in_batches(env, db, payloads)
+    with env.begin() as txn:
+        assert list(chunks.messages(txn, db)) == payloads
+    cut = min(cut, len(payloads) - 1)
+    with env.begin(write=True) as txn:
+        chunks.expire(txn, db, payloads[cut][0])
+    with env.begin() as txn:
+        assert list(chunks.messages(txn, db)) == payloads[cut:]
