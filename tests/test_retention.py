@@ -217,12 +217,13 @@ async def test_b677_a_manual_pass_goes_on_after_its_answer_and_a_request_meanwhi
         await stepped.put_message("T", i % 2, MessageIn(b"x" * 1000))
     seqs_before = stepped.store.log.last_seq
     clock.set(local_ms(9, 10))  # every file past fileReservedTime (72 h), outside the delete hour
-    # answered before its first step: the pass is under way, not done
-    assert await stepped.manual_retention_pass(0) is None
+    # answered before its first step: the pass is under way, nothing expired yet
+    done, running = await stepped.manual_retention_pass(0)
+    assert running and done.deleted_files == ()
     # asked again meanwhile: the same pass, waited for to its end
-    joined = await stepped.manual_retention_pass(60)
+    joined, running = await stepped.manual_retention_pass(60)
     size = 512 * 1024
-    assert joined is not None
+    assert not running
     assert joined.reason == "manual" and joined.deleted_files == (0, size)
     expired = [
         r for _, r in stepped.store.log.read(seqs_before + 1) if r["type"] == "commitlog_expired"
@@ -230,9 +231,29 @@ async def test_b677_a_manual_pass_goes_on_after_its_answer_and_a_request_meanwhi
     assert [r["files"] for r in expired if r["files"]] == [[0], [size]]  # one pass, not two
     assert {r["reason"] for r in expired} == {"manual"}
     # asked after it ended: a pass of its own, which finds nothing more (never the newest file)
-    again = await stepped.manual_retention_pass(60)
-    assert again is not None and again.deleted_files == () and again.phy_min == 2 * size
+    again, running = await stepped.manual_retention_pass(60)
+    assert not running and again.deleted_files == () and again.phy_min == 2 * size
     assert stepped.min_offset("T", 0) > 0
+
+
+async def test_b677_a_manual_request_runs_passes_while_each_expires_its_ten_files(
+    config, clock, nursery
+):
+    clock.set(local_ms(1, 10))
+    conf = config.replace(mappedFileSizeCommitLog=1000, cleanResourceInterval=1)
+    b = Broker.open(config.storePathRootDir, conf, clock)
+    await nursery.start(b.run)
+    await make_topic(b, queues=1)
+    await fill(b, 8 * 24)  # about 8 messages a file of 1000 bytes
+    with b.store.read() as txn:
+        files = b.store.commitlog.phy_max(txn) // 1000 + 1
+    assert files > 20
+    clock.set(local_ms(9, 10))
+    done, running = await b.manual_retention_pass(60)
+    # 4.9.8 arms 20 passes of at most 10 files each: every file but the newest goes
+    assert not running and done.deleted_files == tuple(range(0, (files - 1) * 1000, 1000))
+    expired = [r for _, r in b.store.log.read() if r["type"] == "commitlog_expired"]
+    assert len([r for r in expired if r["files"]]) == files - 1
 
 
 async def test_b678_a_pass_reads_the_queues_below_each_step_and_records_what_a_scan_of_all_would(

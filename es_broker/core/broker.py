@@ -56,16 +56,33 @@ _DISK_FULL: Final = Unrecorded.DISK_FULL
 
 log = logging.getLogger(__name__)
 
+# the clean passes one DELETE_EXPIRED_COMMITLOG arms (DefaultMessageStore's
+# MAX_MANUAL_DELETE_FILE_TIMES), each of at most FILES_PER_PASS files
+MANUAL_PASSES = 20
 
-class _ManualPass:
-    """A manual retention pass asked for (DELETE_EXPIRED_COMMITLOG) and not ended: what it ends with."""
 
-    __slots__ = ("ended", "error", "outcome")
+class _ManualPasses:
+    """The manual retention passes one DELETE_EXPIRED_COMMITLOG asked for (B-677): what they
+    expired so far, and whether they have ended."""
+
+    __slots__ = ("ended", "error", "files", "phy_min", "reason", "seq")
 
     def __init__(self) -> None:
         self.ended = trio.Event()
-        self.outcome: retention.RetentionPass | None = None
         self.error: Exception | None = None
+        self.files: list[int] = []
+        self.reason: str | None = None
+        self.phy_min = 0
+        self.seq: int | None = None
+
+    def add(self, done: retention.RetentionPass) -> None:
+        self.files.extend(done.deleted_files)
+        self.reason, self.phy_min = done.reason, done.phy_min
+        if done.seq is not None:
+            self.seq = done.seq
+
+    def so_far(self) -> retention.RetentionPass:
+        return retention.RetentionPass(self.reason, tuple(self.files), self.phy_min, self.seq)
 
 
 class Broker(RetryOperations):
@@ -75,7 +92,7 @@ class Broker(RetryOperations):
         super().__init__(store, role)
         # retention passes run one at a time: the timer's and the manual ones (B-677)
         self._retention_lock = trio.Lock()
-        self._manual_pass: _ManualPass | None = None
+        self._manual_passes: _ManualPasses | None = None
 
     # ------------------------------------------------------------------ messages
     async def put_message(
@@ -509,26 +526,34 @@ class Broker(RetryOperations):
             phy_min = self.store.commitlog.phy_min(txn)
         return retention.RetentionPass(reason, tuple(files), phy_min, seq)
 
-    async def manual_retention_pass(self, answer_within: float) -> retention.RetentionPass | None:
-        """DELETE_EXPIRED_COMMITLOG's pass (B-264), run as a side task (B-677): started, or joined
-        while one asked for earlier has not ended. Its outcome if it ends within `answer_within`
-        seconds, else None: the pass goes on after the answer and its end is logged. A pass that
-        failed raises its error to those still waiting."""
-        asked = self._manual_pass
+    async def manual_retention_pass(
+        self, answer_within: float
+    ) -> tuple[retention.RetentionPass, bool]:
+        """DELETE_EXPIRED_COMMITLOG (B-264), as a side task of the broker (B-677): up to
+        MANUAL_PASSES passes, `cleanResourceInterval` apart, for as long as a pass expires its
+        whole FILES_PER_PASS (4.9.8 arms its next 20 clean passes); started, or joined while the
+        ones asked for earlier have not ended. Returns what they expired within `answer_within`
+        seconds, and whether they go on after it (their end is logged). Passes that failed raise
+        their error to those still waiting."""
+        asked = self._manual_passes
         if asked is None:
-            asked = self._manual_pass = _ManualPass()
-            self.tasks.start_soon(self._run_manual_pass, asked)
+            asked = self._manual_passes = _ManualPasses()
+            self.tasks.start_soon(self._run_manual_passes, asked)
         with trio.move_on_after(answer_within):
             await asked.ended.wait()
-        if not asked.ended.is_set():
-            return None
         if asked.error is not None:
             raise asked.error
-        return asked.outcome
+        return asked.so_far(), not asked.ended.is_set()
 
-    async def _run_manual_pass(self, asked: _ManualPass) -> None:
+    async def _run_manual_passes(self, asked: _ManualPasses) -> None:
         try:
-            asked.outcome = done = await self.retention_pass(manual=True)
+            for n in range(MANUAL_PASSES):
+                if n:
+                    await trio.sleep(self.config.cleanResourceInterval / 1000)
+                done = await self.retention_pass(manual=True)
+                asked.add(done)
+                if len(done.deleted_files) < retention.FILES_PER_PASS:
+                    break  # what was expired is gone
         except (
             Exception
         ) as exc:  # a side task: told to whoever waits and logged, never the broker's end
@@ -536,13 +561,13 @@ class Broker(RetryOperations):
             log.warning("manual retention pass failed: %s", exc)
         else:
             log.info(
-                "manual retention pass (%s) removed commit-log files %s, phyMin %d",
-                done.reason,
-                list(done.deleted_files),
-                done.phy_min,
+                "manual retention (%s) removed commit-log files %s, phyMin %d",
+                asked.reason,
+                asked.files,
+                asked.phy_min,
             )
         finally:
-            self._manual_pass = None
+            self._manual_passes = None
             asked.ended.set()
 
     def message_journey(self, msg_id: str) -> dict[str, Any]:

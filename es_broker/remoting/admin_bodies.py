@@ -89,8 +89,8 @@ class ResetOffsetResult(Bean):
 
 @dataclass(frozen=True, slots=True)
 class CleanPassResult(Bean):
-    """A manual clean pass: its trigger (None when none held), the files it deleted; or
-    `running`: the pass had not ended when the broker answered (B-677), and goes on."""
+    """Manual clean passes: their trigger (None when none held), the files they deleted, and
+    `running`: they had not ended when the broker answered (B-677) and go on."""
 
     reason: str | None = None
     deleted_files: tuple[int, ...] = ()

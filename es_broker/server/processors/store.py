@@ -1,11 +1,11 @@
 """The store's maintenance requests mqadmin sends: DELETE_EXPIRED_COMMITLOG.
 
 RocketMQ answers DELETE_EXPIRED_COMMITLOG at once, having armed its clean
-service to delete expired commit-log files on its next passes whatever the
-hour (`DefaultMessageStore#executeDeleteFilesManually`). es-broker starts one
-such pass at once (records of reason manual: files past fileReservedTime only,
-B-14..B-18, B-264) and answers with what it removed if the pass ends within
-`manual_pass_answer_ms`, else with `running`: the pass goes on (B-677).
+service's next 20 passes to delete expired commit-log files whatever the hour
+(`DefaultMessageStore#executeDeleteFilesManually`). es-broker starts such passes
+at once (records of reason manual: files past fileReservedTime only, B-14..B-18,
+B-264) and answers with what they removed within `manual_pass_answer_ms`, and
+`running` if they go on (B-677).
 """
 
 from __future__ import annotations
@@ -37,11 +37,10 @@ class StoreProcessors:
                 ResponseCode.SYSTEM_ERROR,
                 "a slave keeps its master's log: delete expired commit-log files on the master",
             )
-        done = await self.broker.manual_retention_pass(
+        done, running = await self.broker.manual_retention_pass(
             max(0, self.broker.config.manual_pass_answer_ms) / 1000
         )
-        if done is None:  # the pass goes on: the admin tool's answer does not wait for it
-            body = CleanPassResult(running=True)
-        else:
-            body = CleanPassResult(done.reason, tuple(done.deleted_files), done.phy_min, done.seq)
+        body = CleanPassResult(
+            done.reason, tuple(done.deleted_files), done.phy_min, done.seq, running
+        )
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())
