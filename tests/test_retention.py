@@ -263,6 +263,7 @@ async def test_b678_a_pass_reads_the_queues_below_each_step_and_records_what_a_s
     queue at each step; their records are the same, while queues are deleted, added and grown past
     the commit log's end of the first step (which makes the heads read again)."""
     from es_broker.commands.retention import QueueHeads, retention_job
+    from es_broker.projections.keys import queue_key
 
     clock.set(local_ms(1, 10))
     conf = config.replace(
@@ -310,6 +311,14 @@ async def test_b678_a_pass_reads_the_queues_below_each_step_and_records_what_a_s
                 await b.commit_offset("G1", "LATE", 0, 3)
         records = [r for _, r in b.store.log.read(first + 1) if r["type"] == "commitlog_expired"]
         assert steps > 12 and any(r["lost"] for r in records)
+        with b.store.read() as txn:  # the heads read in one walk are the units at the minimums
+            cq = b.store.cq
+            assert list(cq.heads(txn)) == [
+                (cq.unit_at(txn, t, q, lo).physical_offset, queue_key(t, q), t, q)
+                for t, q, lo, hi in cq.queues(txn)
+                if hi
+            ]
+            assert any(lo > 0 for _, _, lo, _ in cq.queues(txn))
         return records
 
     scanned = await history(config.storePathRootDir + "-scan", None)

@@ -29,7 +29,6 @@ import lmdb
 from es_broker.log import AppendContext
 from es_broker.log.types import CommitlogExpired
 from es_broker.projections.consume_queue import UNITS_PER_FILE
-from es_broker.projections.keys import queue_key
 from es_broker.remoting import message as wire
 from es_broker.store import Store
 
@@ -161,12 +160,7 @@ class QueueHeads:
         heads, stale, upto = self._heads, self._stale, self._upto
         if heads is None or phy_min > upto:
             upto = store.commitlog.phy_max(txn)
-            heads, stale = [], {}
-            for topic, qid, lo, hi in cq.queues(txn):
-                if hi:
-                    phy = cq.unit_at(txn, topic, qid, lo).physical_offset
-                    heads.append((phy, queue_key(topic, qid), topic, qid))
-            heads.sort()
+            heads, stale = sorted(cq.heads(txn)), {}
         taken = [
             (key, topic, qid)
             for _, key, topic, qid in heads[: bisect.bisect_left(heads, (phy_min,))]

@@ -40,6 +40,8 @@ from es_broker.projections.keys import U64, queue_key
 
 UNIT = struct.Struct(">qiqq")
 _BOUNDS = struct.Struct(">qq")
+_PHY = struct.Struct(">q")  # a unit's first field
+_QID = struct.Struct(">I")
 UNITS_PER_FILE = 300_000  # mappedFileSizeConsumeQueue / 20 (B-01, B-09)
 BLOCK_UNITS = 145  # (4096 - 16 page header) // 28: one overflow page a block (B-474)
 LEGACY_DATABASES = ("cq",)  # store format 3 and before: an entry per unit
@@ -446,6 +448,33 @@ class ConsumeQueueProjection(Dispatching):
             topic, _, qid = key.partition(b"\x00")
             lo, hi = _BOUNDS.unpack(raw)
             yield topic.decode(), struct.unpack(">I", qid)[0], lo, hi
+
+    def heads(self, txn: lmdb.Transaction[bytes]) -> Iterator[tuple[int, bytes, str, int]]:
+        """Every queue that received a message and the physical offset of its head (the unit at its
+        minimum): (head's physical offset, queue key, topic, queue id). One walk of the queues with
+        one cursor on the blocks: a retention pass reads them all at once (B-678)."""
+        if self.db is None:  # a read-only view of a directory in an older store format
+            for topic, qid, lo, hi in self.queues(txn):
+                if hi:
+                    phy = self.unit_at(txn, topic, qid, lo).physical_offset
+                    yield phy, queue_key(topic, qid), topic, qid
+            return
+        blocks = txn.cursor(db=self.db)
+        for key, raw in txn.cursor(db=self.meta):
+            lo, hi = _BOUNDS.unpack(raw)
+            if not hi:
+                continue
+            qlen = len(key)
+            found = blocks.prev() if blocks.set_range(key + U64.pack(lo + 1)) else blocks.last()
+            block = blocks.key() if found else b""
+            at = (
+                (lo - U64.unpack_from(block, qlen)[0]) * UNIT.size if len(block) == qlen + 8 else -1
+            )
+            units = blocks.value() if block[:qlen] == key and at >= 0 else b""
+            if at < 0 or at + UNIT.size > len(units):
+                raise LogCorruptError(f"consume queue {key!r} has no unit at its minimum {lo}")
+            name, _, number = key.partition(b"\x00")
+            yield _PHY.unpack_from(units, at)[0], key, name.decode(), _QID.unpack(number)[0]
 
 
 compiled.install(globals(), "es_broker.projections._speedups", "queue_block", "queue_units")
