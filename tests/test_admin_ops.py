@@ -8,8 +8,10 @@ mqadmin's (the table below was read from 4.9.8's command classes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ import pytest
 from es_broker.cli import build_parser
 from es_broker.client import Producer, PushConsumer
 from tests.helpers import FAST, Collector, admin_json, cli_ok, topic_ready
-from tests.process_fixtures import serve
+from tests.process_fixtures import ServedBroker, serve
 from tests.waiting import poll_until_sync
 
 # (short, long) of each verb's options in mqadmin 4.9.8, tools/src/main/java/org/apache/rocketmq/
@@ -154,19 +156,28 @@ def test_b263_topic_cluster_list_and_consumer_config(served):
     assert served.admin("getConsumerConfig", "-g", "NOBODY").stdout.strip() == ""
 
 
-def test_b264_delete_expired_commit_log_runs_a_manual_pass(tmp_path):
-    away = f"{(time.localtime().tm_hour + 12) % 24:02d}"  # no pass of its own by the clock
-    conf = [
+@contextlib.contextmanager
+def expired_files(tmp_path: Path, *conf: str) -> Iterator[ServedBroker]:
+    """A broker whose topic T holds 12 messages in commit-log files of 1500 bytes, all expired
+    (fileReservedTime=0), and no pass of its own by the clock."""
+    away = f"{(time.localtime().tm_hour + 12) % 24:02d}"
+    lines = [
         "mappedFileSizeCommitLog=1500",
         "fileReservedTime=0",
         f"deleteWhen={away}",
         "diskMaxUsedSpaceRatio=95",
         "cleanResourceInterval=3600000",
+        *conf,
     ]
-    with serve(tmp_path / "data", conf=conf) as served:
+    with serve(tmp_path / "data", conf=lines) as served:
         served.admin("updateTopic", "-b", served.broker, "-t", "T", "-r", "1", "-w", "1")
         for i in range(12):
             served.admin("sendMessage", "-t", "T", "-p", f"message {i} " + "x" * 200)
+        yield served
+
+
+def test_b264_delete_expired_commit_log_runs_a_manual_pass(tmp_path):
+    with expired_files(tmp_path) as served:
         done = served.admin("deleteExpiredCommitLog", "-b", served.broker)
         assert done.stdout == "success\n"
         (status,) = served.admin_json("topicStatus", "-t", "T")
@@ -261,19 +272,8 @@ async def test_b266_query_by_unique_key_producer_connection_and_consumer_status(
 
 
 def test_b677_delete_expired_commit_log_answers_before_a_long_pass_ends(tmp_path):
-    away = f"{(time.localtime().tm_hour + 12) % 24:02d}"  # no pass of its own by the clock
-    conf = [
-        "mappedFileSizeCommitLog=1500",
-        "fileReservedTime=0",
-        f"deleteWhen={away}",
-        "diskMaxUsedSpaceRatio=95",
-        "cleanResourceInterval=3600000",
-        "manual_pass_answer_ms=0",  # every pass outlasts the answer
-    ]
-    with serve(tmp_path / "data", conf=conf) as served:
-        served.admin("updateTopic", "-b", served.broker, "-t", "T", "-r", "1", "-w", "1")
-        for i in range(12):
-            served.admin("sendMessage", "-t", "T", "-p", f"message {i} " + "x" * 200)
+    # every pass outlasts the answer
+    with expired_files(tmp_path, "manual_pass_answer_ms=0") as served:
         answered = served.admin_json("deleteExpiredCommitLog", "-b", served.broker)
         assert answered[served.broker]["running"] is True
         assert served.admin("deleteExpiredCommitLog", "-b", served.broker).stdout == "success\n"
