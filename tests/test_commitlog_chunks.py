@@ -262,3 +262,68 @@ def test_b477_a_walk_finds_every_message_whatever_the_gaps_and_the_chunks(env, l
         chunks.expire(txn, db, payloads[cut][0])
     with env.begin() as txn:
         assert list(chunks.messages(txn, db)) == payloads[cut:]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=3000), min_size=1, max_size=60),
+    file_size=st.integers(min_value=4000, max_value=20000),
+    expire=st.integers(min_value=0, max_value=3),
+    probes=st.lists(st.integers(min_value=0, max_value=200_000), min_size=1, max_size=8),
+)
+def test_b477_the_last_message_before_an_offset_is_the_one_a_scan_finds(
+    tmp_path_factory, sizes, file_size, expire, probes
+):
+    """Messages of any size stored by the broker into small files (blanks at their ends, marks
+    where bytes cross 64 KiB), some files expired: the last message in [start, end) found by a
+    walk from the marks is the last of the stored messages there."""
+    import trio
+
+    from es_broker.config import BrokerConfig
+
+    path = str(tmp_path_factory.mktemp("last"))
+
+    async def check() -> None:
+        config = BrokerConfig(storePathRootDir=path, mappedFileSizeCommitLog=file_size)
+        b = Broker.open(path, config)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(b.run)
+            await make_topic(b, queues=1)
+            placed = [
+                (await b.put_message("T", 0, MessageIn(b"b" * size))).physical_offsets[0]
+                for size in sizes
+            ]
+            store = b.store
+            with store.read() as txn:
+                phy_max = store.commitlog.phy_max(txn)
+            cut = min(expire, (phy_max - 1) // file_size) * file_size  # never the newest file
+            if cut:
+                await b.submit(lambda ctx: expire_below(ctx, cut))
+            kept = [p for p in placed if p >= cut]
+            ends = {
+                *(min(p, phy_max + 10) for p in probes),
+                *range(0, phy_max + file_size, file_size),
+            }
+            with store.read() as txn:
+                for end in sorted(ends):
+                    for start in (0, max(0, end - file_size), cut):
+                        found = store.commitlog.last_before(txn, start, end)
+                        expected = [p for p in kept if start <= p < end]
+                        assert (found[0] if found else None) == (expected[-1] if expected else None)
+            nursery.cancel_scope.cancel()
+
+    def expire_below(ctx, phy_min: int) -> None:
+        from es_broker.log.types import CommitlogExpired
+
+        ctx.append(
+            CommitlogExpired(
+                reason="manual",
+                files=[],
+                phy_min=phy_min,
+                file_reserved_hours=0,
+                queues=[],
+                lost=[],
+            ).to_record(0)
+        )
+
+    trio.run(check)
