@@ -90,13 +90,14 @@ class ResetOffsetResult(Bean):
 @dataclass(frozen=True, slots=True)
 class CleanPassResult(Bean):
     """Manual clean passes: their trigger (None when none held), the files they deleted, and
-    `running`: they had not ended when the broker answered (B-677) and go on."""
+    `running` True when they had not ended as the broker answered (B-677) and go on (None, not
+    written, when they had: the body ended passes always had)."""
 
     reason: str | None = None
     deleted_files: tuple[int, ...] = ()
     phy_min: int = 0
     seq: int | None = None
-    running: bool = False
+    running: bool | None = None
 
 
 # -- REDRIVE_DLQ (S-9) -----------------------------------------------------------------------

@@ -250,6 +250,11 @@ CASES: list[tuple[str, Bean, bytes]] = [
         b'{"deletedFiles":[],"phyMin":0}',
     ),
     (
+        "DELETE_EXPIRED_COMMITLOG passes going on (B-677)",
+        CleanPassResult("manual", (0,), 1024, 7, True),
+        b'{"deletedFiles":[0],"phyMin":1024,"reason":"manual","running":true,"seq":7}',
+    ),
+    (
         "GET_ALL_DELAY_OFFSET",
         DelayOffsetSerializeWrapper({1: 4, 3: 0}),
         b'{"offsetTable":{1:4,3:0}}',

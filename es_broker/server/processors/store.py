@@ -41,6 +41,6 @@ class StoreProcessors:
             max(0, self.broker.config.manual_pass_answer_ms) / 1000
         )
         body = CleanPassResult(
-            done.reason, tuple(done.deleted_files), done.phy_min, done.seq, running
+            done.reason, tuple(done.deleted_files), done.phy_min, done.seq, running or None
         )
         return response_to(req, ResponseCode.SUCCESS, body=body.encode())
