@@ -111,12 +111,10 @@ def _corrected(
     return new_min if new_min is not None and new_min != lo else None
 
 
-Head = tuple[
-    int, bytes, str, int
-]  # a queue's head unit's physical offset, its key, topic, queue id
-
-
-Bounds = tuple[str, int, int, int]  # topic, queue id, min, max
+# a queue's head unit's physical offset, its key, topic, queue id
+Head = tuple[int, bytes, str, int]
+# a queue's topic, queue id, min, max
+Bounds = tuple[str, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -554,9 +554,8 @@ class Broker(RetryOperations):
                 asked.add(done)
                 if len(done.deleted_files) < retention.FILES_PER_PASS:
                     break  # what was expired is gone
-        except (
-            Exception
-        ) as exc:  # a side task: told to whoever waits and logged, never the broker's end
+        # a side task: its failure is told to whoever waits and logged, never the broker's end
+        except Exception as exc:
             asked.error = exc
             log.warning("manual retention pass failed: %s", exc)
         else:

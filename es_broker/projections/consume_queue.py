@@ -465,12 +465,13 @@ class ConsumeQueueProjection(Dispatching):
             if not hi:
                 continue
             qlen = len(key)
+            # the queue's last block starting at or before lo
             found = blocks.prev() if blocks.set_range(key + U64.pack(lo + 1)) else blocks.last()
             block = blocks.key() if found else b""
-            at = (
-                (lo - U64.unpack_from(block, qlen)[0]) * UNIT.size if len(block) == qlen + 8 else -1
-            )
-            units = blocks.value() if block[:qlen] == key and at >= 0 else b""
+            at = -1
+            if len(block) == qlen + 8 and block[:qlen] == key:
+                at = (lo - U64.unpack_from(block, qlen)[0]) * UNIT.size
+            units = blocks.value() if at >= 0 else b""
             if at < 0 or at + UNIT.size > len(units):
                 raise LogCorruptError(f"consume queue {key!r} has no unit at its minimum {lo}")
             name, _, number = key.partition(b"\x00")

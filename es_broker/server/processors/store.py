@@ -29,8 +29,8 @@ class StoreProcessors:
     async def delete_expired_commitlog(
         self, channel: Channel, req: RemotingCommand
     ) -> RemotingCommand:
-        """One manual clean pass now (B-264), answered within a bound (B-677); a slave's files
-        follow its master's log."""
+        """Manual clean passes from now on (B-264), answered within a bound (B-677); a slave's
+        files follow its master's log."""
         if self.broker.config.brokerRole == BrokerRole.SLAVE:
             return response_to(
                 req,
