@@ -234,6 +234,10 @@ async def test_b677_a_manual_pass_goes_on_after_its_answer_and_a_request_meanwhi
     again, running = await stepped.manual_retention_pass(60)
     assert not running and again.deleted_files == () and again.phy_min == 2 * size
     assert stepped.min_offset("T", 0) > 0
+    # answered while a pass is under way: the store's phyMin, not the 0 of no pass ended yet
+    under_way, running = await stepped.manual_retention_pass(0)
+    assert running and under_way.deleted_files == () and under_way.phy_min == 2 * size
+    assert (await stepped.manual_retention_pass(60))[1] is False
 
 
 async def test_b677_a_manual_request_runs_passes_while_each_expires_its_ten_files(

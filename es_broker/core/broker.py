@@ -543,7 +543,11 @@ class Broker(RetryOperations):
             await asked.ended.wait()
         if asked.error is not None:
             raise asked.error
-        return asked.so_far(), not asked.ended.is_set()
+        so_far, running = asked.so_far(), not asked.ended.is_set()
+        if running:  # the phyMin the steps stored so far, not the last ended pass's
+            with self.store.read() as txn:
+                so_far = dataclasses.replace(so_far, phy_min=self.store.commitlog.phy_min(txn))
+        return so_far, running
 
     async def _run_manual_passes(self, asked: _ManualPasses) -> None:
         try:
