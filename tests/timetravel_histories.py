@@ -207,7 +207,28 @@ def kill(process: subprocess.Popen) -> None:
 
 
 def pg_url() -> str | None:
-    return os.environ.get("ES_BROKER_TEST_PG_URL") or None
+    """ES_BROKER_TEST_PG_URL; under pytest-xdist, a database of the worker's own beside it (made
+    the first time), so that two workers never drop each other's tables."""
+    url = os.environ.get("ES_BROKER_TEST_PG_URL") or None
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if url is None or not worker:
+        return url
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    shared = make_url(url)
+    own = shared.set(database=f"{shared.database}_{worker}")
+    engine = create_engine(shared, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": own.database}
+            ).first()
+            if found is None:
+                conn.execute(text(f'CREATE DATABASE "{own.database}"'))
+    finally:
+        engine.dispose()
+    return own.render_as_string(hide_password=False)
 
 
 @pytest.fixture
