@@ -26,12 +26,20 @@ row with N and with 2N messages and divide the difference of the totals by N, e.
 
     for n in 2000 4000; do valgrind --tool=callgrind --callgrind-out-file=/dev/null \
         python bench/writer_ceiling.py --rows 0 --messages $n 2>&1 | grep Collected; done
+
+Where they go: `--count` collects only while the messages go through the writer, under callgrind
+started with `--instr-atstart=no` (imports, the store's opening and the topic are left out):
+
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/tmp/wc.cg \
+        python bench/writer_ceiling.py --rows 0 --messages 4000 --count
+    callgrind_annotate --inclusive=yes /tmp/wc.cg | head -60
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,7 +75,15 @@ def _ignore(_: Any) -> None:
     return None
 
 
-async def _run(n: int, per_record: int, pulls: bool, window: int) -> tuple[float, int, int]:
+def _collect(on: bool) -> None:
+    """Turn callgrind's collection in this process on or off (the process runs under callgrind)."""
+    flag = "--instr=on" if on else "--instr=off"
+    subprocess.run(["callgrind_control", flag, str(os.getpid())], check=True, capture_output=True)
+
+
+async def _run(
+    n: int, per_record: int, pulls: bool, window: int, count: bool = False
+) -> tuple[float, int, int]:
     """(CPU seconds, messages, group commits) of n messages through the writer."""
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
         config = BrokerConfig(storePathRootDir=d, flushDiskType=ASYNC_FLUSH)
@@ -82,6 +98,8 @@ async def _run(n: int, per_record: int, pulls: bool, window: int) -> tuple[float
             offsets = [0] * QUEUES
             records = n // per_record
             batches0 = writer.batches
+            if count:
+                _collect(True)
             cpu0 = time.process_time()
             i = 0
             while i < records:
@@ -108,6 +126,8 @@ async def _run(n: int, per_record: int, pulls: bool, window: int) -> tuple[float
                 while writer.waiting:
                     writer.commit_waiting()
             cpu = time.process_time() - cpu0
+            if count:
+                _collect(False)
             batches = writer.batches - batches0
             nursery.cancel_scope.cancel()
         broker.close()
@@ -120,6 +140,9 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=64, help="messages queued before a commit")
     parser.add_argument("--pure", action="store_true", help="ES_BROKER_PURE_PYTHON=1")
     parser.add_argument("--rows", default="0,1,2", help="which rows to run (0, 1, 2)")
+    parser.add_argument(
+        "--count", action="store_true", help="under callgrind: collect only the messages' run"
+    )
     args = parser.parse_args()
     n = args.messages
     print(
@@ -132,7 +155,7 @@ def main() -> None:
         ("shape: one per record + a pull/commit per 1", 1, True),
     )
     for name, per_record, pulls in (rows[int(r)] for r in args.rows.split(",")):
-        cpu, messages, batches = trio.run(_run, n, per_record, pulls, args.window)
+        cpu, messages, batches = trio.run(_run, n, per_record, pulls, args.window, args.count)
         print(
             f"{name:45s} {messages / cpu:10,.0f} msg/s  {cpu / messages * 1e6:7.1f} µs CPU/msg  "
             f"{messages / batches:6.1f} msg/commit"
