@@ -105,3 +105,20 @@ def test_an_offline_verb_on_a_directory_without_a_broker_says_so_and_creates_not
     _one_line(done, "no broker data in", str(missing))
     assert not missing.exists()
     assert not into.exists()
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["offsets", "--group", "G", "--at", "now"],
+        ["history", "--group", "G"],
+        ["explain", "--group", "G", "--topic", "T"],
+    ],
+    ids=lambda verb: verb[0],
+)
+def test_a_verb_over_the_wire_to_a_name_server_not_there_says_so_in_one_line(verb):
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        addr = f"127.0.0.1:{closed.getsockname()[1]}"
+        done = cli(*verb, "--namesrv", addr, timeout=60)
+    _one_line(done, f"the cluster of name server {addr}", "connect to", "failed")

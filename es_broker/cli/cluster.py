@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from es_broker.cli.credentials import add_credential_options
+from es_broker.cli.errors import sole_error
 
 if TYPE_CHECKING:  # imported where it runs, for a quick start of the other commands
     from es_broker.client.admin import Admin
@@ -49,3 +50,8 @@ def ask(args: argparse.Namespace, question: Callable[[Admin], Awaitable[T]]) -> 
         return trio.run(main)
     except (AdminError, RemotingError) as exc:
         raise ValueError(f"the cluster of name server {args.namesrv}: {exc}") from None
+    except BaseExceptionGroup as group:  # the client's nursery wraps what it raises
+        error = sole_error(group)
+        if isinstance(error, (AdminError, RemotingError)):
+            raise ValueError(f"the cluster of name server {args.namesrv}: {error}") from None
+        raise
