@@ -122,3 +122,29 @@ def test_a_verb_over_the_wire_to_a_name_server_not_there_says_so_in_one_line(ver
         addr = f"127.0.0.1:{closed.getsockname()[1]}"
         done = cli(*verb, "--namesrv", addr, timeout=60)
     _one_line(done, f"the cluster of name server {addr}", "connect to", "failed")
+
+
+def test_readmodel_verbs_say_what_the_database_says_in_one_line(tmp_path):
+    # a schema not made yet: the table the question needs is not there
+    url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    done = cli("readmodel", "offsets", "--readmodel-url", url, "--group", "G", "--at", "now")
+    _one_line(done, "readmodel offsets", url, "no such table", "readmodel sync")
+    # a file in a folder that is not there
+    url = f"sqlite:///{tmp_path / 'nowhere' / 'rm.sqlite'}"
+    done = cli("readmodel", "upgrade", "--readmodel-url", url)
+    _one_line(done, "readmodel upgrade", url, "unable to open database file")
+    # a server that does not answer: the URL shown without its password
+    done = cli("readmodel", "upgrade", "--readmodel-url", "postgresql+psycopg://u:pw@127.0.0.1:1/d")
+    _one_line(done, "readmodel upgrade", "postgresql+psycopg://u:***@127.0.0.1:1/d")
+    assert "pw" not in done.stderr
+
+
+def test_readmodel_on_a_driver_not_installed_names_what_to_install(tmp_path):
+    try:
+        import psycopg2  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("psycopg2 is installed here")
+    done = cli("readmodel", "upgrade", "--readmodel-url", "postgresql+psycopg2://u@127.0.0.1:1/d")
+    _one_line(done, "readmodel upgrade", "no module psycopg2", "pip install 'es-broker[postgres]'")

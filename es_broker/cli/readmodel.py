@@ -6,7 +6,10 @@ es-broker readmodel sync|follow|status|retry|upgrade|offsets --data-dir D [--rea
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from es_broker.cli.datadir import (
@@ -27,6 +30,65 @@ def _url(args: argparse.Namespace) -> str:
     from es_broker.readmodel import db
 
     return args.readmodel_url or db.default_url(args.data_dir)
+
+
+# the database drivers SQLAlchemy imports for a URL, and how to have one (the postgres extra
+# installs psycopg 3, postgresql+psycopg://)
+DRIVER_HINTS = {
+    "psycopg": "pip install 'es-broker[postgres]'",
+    "psycopg2": "pip install 'es-broker[postgres]' and give a postgresql+psycopg:// URL",
+}
+
+
+def _database_errors(
+    run: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """`run`, with what the database says (a driver not installed, a file it cannot open, a
+    schema not there yet) printed as one line naming the read model, not a traceback."""
+
+    @functools.wraps(run)
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except ModuleNotFoundError as exc:
+            if exc.name not in DRIVER_HINTS:
+                raise
+            print(
+                f"es-broker readmodel {args.readmodel_command}: the database driver of "
+                f"{_shown(args)} is not installed (no module {exc.name}): {DRIVER_HINTS[exc.name]}",
+                file=sys.stderr,
+            )
+            return 2
+        except Exception as exc:
+            from sqlalchemy.exc import DBAPIError
+
+            if not isinstance(exc, DBAPIError):
+                raise
+            said = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+            hint = ""
+            if "no such table" in said or "does not exist" in said:
+                hint = (
+                    ": its schema is not there yet (`es-broker readmodel sync` or `upgrade` "
+                    "makes it)"
+                )
+            print(
+                f"es-broker readmodel {args.readmodel_command}: the read model at "
+                f"{_shown(args)}: {said}{hint}",
+                file=sys.stderr,
+            )
+            return 1
+
+    return wrapped
+
+
+def _shown(args: argparse.Namespace) -> str:
+    """The read model's URL as a message shows it: without its password."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(_url(args)).render_as_string(hide_password=True)
+    except Exception:  # a URL SQLAlchemy cannot parse is said as given
+        return str(args.readmodel_url)
 
 
 def _cmd_readmodel_sync(args: argparse.Namespace) -> int:
@@ -233,14 +295,18 @@ def _cmd_readmodel_offsets(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("readmodel", help="the SQL read model: sync, upgrade its schema, ask it")
+    p = sub.add_parser(
+        "readmodel",
+        help="the SQL read model: sync or follow the log, its status, upgrade its schema, "
+        "ask it the offsets at a moment",
+    )
     rsub = p.add_subparsers(dest="readmodel_command", required=True)
     url_help = "SQLAlchemy URL (default: sqlite in the data directory, readmodel.sqlite)"
     r = rsub.add_parser("sync", help="apply every record not yet in the read model, then stop")
     add_data_dir(r, required=True)
     r.add_argument("--readmodel-url", help=url_help)
     r.add_argument("--batch", type=int, default=2000, help="records per SQL transaction")
-    r.set_defaults(func=_cmd_readmodel_sync)
+    r.set_defaults(func=_database_errors(_cmd_readmodel_sync))
     r = rsub.add_parser(
         "follow",
         help="apply every record, then new ones as they land, until SIGTERM "
@@ -263,7 +329,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "so a busy broker's requests win the CPU",
     )
     r.add_argument("-v", "--verbose", action="store_true")
-    r.set_defaults(func=_cmd_readmodel_follow)
+    r.set_defaults(func=_database_errors(_cmd_readmodel_follow))
     r = rsub.add_parser(
         "status", help="checkpoint, the log's last seq, lag, and the quarantined records"
     )
@@ -271,7 +337,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     r.add_argument("--readmodel-url", help=url_help)
     r.add_argument("--broker-name", help="the source to show (default: broker.conf's brokerName)")
     r.add_argument("--json", action="store_true")
-    r.set_defaults(func=_cmd_readmodel_status)
+    r.set_defaults(func=_database_errors(_cmd_readmodel_status))
     r = rsub.add_parser(
         "retry", help="try the quarantined records again; those that store now leave it"
     )
@@ -279,12 +345,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     r.add_argument("--readmodel-url", help=url_help)
     r.add_argument("--broker-name", help="the source to retry (default: broker.conf's brokerName)")
     r.add_argument("--json", action="store_true")
-    r.set_defaults(func=_cmd_readmodel_retry)
+    r.set_defaults(func=_database_errors(_cmd_readmodel_retry))
     r = rsub.add_parser("upgrade", help="run the Alembic migrations (alembic upgrade)")
     add_data_dir(r)
     r.add_argument("--readmodel-url", help=url_help)
     r.add_argument("--revision", default="head")
-    r.set_defaults(func=_cmd_readmodel_upgrade)
+    r.set_defaults(func=_database_errors(_cmd_readmodel_upgrade))
     r = rsub.add_parser(
         "offsets", help="the offset table at a moment, answered by the SQL read model"
     )
@@ -295,4 +361,4 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     r.add_argument("--at", required=True, help=TIME_HELP)
     r.add_argument("--durable", action="store_true")
     r.add_argument("--json", action="store_true")
-    r.set_defaults(func=_cmd_readmodel_offsets)
+    r.set_defaults(func=_database_errors(_cmd_readmodel_offsets))
