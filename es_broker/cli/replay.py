@@ -94,8 +94,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def _print_explain(report: dict[str, Any]) -> None:
     print(
-        f"group {report['group']}, topic {report['topic']}: consumers {report['clients'] or '(none seen)'}, "
-        f"consumeFromWhere {report['consume_from_where'] or '(not seen)'}"
+        f"group {report['group']}, topic {report['topic']}: consumers {report['clients'] or '(none now)'}, "
+        f"consumeFromWhere {report['consume_from_where'] or '(none now)'}"
     )
     if not report["queues"]:
         print("  no record of this group on this topic")
