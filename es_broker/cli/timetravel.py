@@ -171,7 +171,9 @@ def describe(entry: HistoryEntry) -> str:
     if entry.kind == RecordType.RESET_REQUESTED:
         kind, value = d.get("kind", "time"), d.get("value", d.get("timestamp"))
         to = (
-            f"time {format_time(value)}"
+            "time 0 (the earliest)"
+            if kind == "time" and value == 0
+            else f"time {format_time(value)}"
             if kind == "time" and value not in (None, -1)
             else "latest (max)"
             if kind == "time"
