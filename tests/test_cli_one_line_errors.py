@@ -148,3 +148,9 @@ def test_readmodel_on_a_driver_not_installed_names_what_to_install(tmp_path):
         pytest.skip("psycopg2 is installed here")
     done = cli("readmodel", "upgrade", "--readmodel-url", "postgresql+psycopg2://u@127.0.0.1:1/d")
     _one_line(done, "readmodel upgrade", "no module psycopg2", "pip install 'es-broker[postgres]'")
+
+
+def test_ha_switch_on_a_broker_without_the_fail_over_says_so(tmp_path):
+    with serve(tmp_path / "data", "--readmodel-url", "none") as served:
+        done = cli("admin", "-n", served.namesrv, "haSwitch", "-b", served.broker, "-t", "n2")
+    _one_line(done, "haSwitch", served.broker, "without the automatic fail-over", "ha_coordinator")

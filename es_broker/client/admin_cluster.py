@@ -6,14 +6,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from es_broker.client.admin_base import AdminBase
+from es_broker.client.admin_base import AdminBase, AdminError
 from es_broker.remoting.admin_bodies import CleanPassResult
 from es_broker.remoting.bodies import (
     AclConfig,
     DataVersion,
     KVTable,
 )
-from es_broker.remoting.codes import EsRequestCode, RequestCode
+from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.es_headers import (
     HaSwitchRequestHeader,
@@ -69,7 +69,14 @@ class ClusterAdmin(AdminBase):
             "switch-over",
             request(EsRequestCode.HA_SWITCH, HaSwitchRequestHeader(to=to)),
             timeout=60.0,
+            allowed=(ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED),
         )
+        if r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:  # served only with a coordinator
+            raise AdminError(
+                f"switch-over: {addr} runs without the automatic fail-over "
+                "(broker.conf's ha_coordinator is empty), so it has no follower to hand over to",
+                r,
+            )
         return HaSwitchResponseHeader.of(r).to_fields()
 
     # ------------------------------------------------------------------ broker operations
