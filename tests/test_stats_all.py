@@ -161,6 +161,12 @@ async def test_view_broker_stats_data_answers_each_stats_name(tmp_path, nursery)
             assert r.code == ResponseCode.SYSTEM_ERROR and "statsName" in (r.remark or "")
             groups = await admin.topic_consumed_by(broker.addr, "T")
             assert groups == ["G"]
+            # mqadmin's topicList -c: each topic's cluster and consuming groups, no retry topic
+            done = await cli_ok("admin", "-n", broker.namesrv_addr, "topicList", "-c")
+            listed = [line.split() for line in done.stdout.splitlines()]
+            assert listed[0] == ["#Cluster", "Name", "#Topic", "#Consumer", "Group"]
+            assert [row for row in listed[1:] if row[1] == "T"] == [[cluster, "T", "G"]]
+            assert not any(row[1].startswith(("%RETRY%", "%DLQ%")) for row in listed[1:])
             try:
                 await admin.broker_stats(broker.addr, "TOPIC_PUT_NUMS", "T", min(times) - MINUTE)
             except AdminError as exc:  # not counted before its first message

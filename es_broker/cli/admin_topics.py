@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from typing import Any
 
 from es_broker.cli.admin_verbs import V, opt, table, verb
-from es_broker.client.admin import Admin
+from es_broker.client.admin import Admin, AdminError
+from es_broker.commands.names import DLQ_PREFIX, RETRY_PREFIX
+from es_broker.net.remoting_client import RemotingError
 from es_broker.timetravel.timeparse import format_time
 
 # ---------------------------------------------------------------------- topics
@@ -81,10 +84,43 @@ async def delete_topic(admin: Admin, a: argparse.Namespace) -> dict[str, Any]:
     return {"topic": a.topic, "cluster": a.clusterName}
 
 
-@verb("topicList", lambda r: "\n".join(r))
-@opt("-c", "--clusterModel", action="store_true")
-async def topic_list(admin: Admin, a: argparse.Namespace) -> list[str]:
-    return await admin.topic_list()
+def _topic_list_lines(rows: list[Any]) -> str:
+    """The topics, one a line; with -c mqadmin's table of cluster, topic and consumer group."""
+    if not rows or not isinstance(rows[0], dict):
+        return "\n".join(rows)
+    line = "{:<20}  {:<48}  {:<48}"
+    return "\n".join(
+        [line.format("#Cluster Name", "#Topic", "#Consumer Group")]
+        + [line.format(r["cluster"][:20], r["topic"][:48], r["group"][:48]) for r in rows]
+    )
+
+
+@verb("topicList", _topic_list_lines)
+@opt(
+    "-c",
+    "--clusterModel",
+    action="store_true",
+    help="each topic's cluster and the groups consuming it (retry and DLQ topics left out)",
+)
+async def topic_list(admin: Admin, a: argparse.Namespace) -> list[str] | list[dict[str, str]]:
+    topics = await admin.topic_list()
+    if not a.clusterModel:
+        return topics
+    clusters = (await admin.cluster_info()).cluster_addr_table
+    rows: list[dict[str, str]] = []
+    for topic in topics:
+        if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+            continue
+        cluster, groups = "", [""]
+        # as mqadmin: the cluster of the route's first broker, the groups its master names; a
+        # topic either is not found for is listed with what was found
+        with contextlib.suppress(AdminError, RemotingError, IndexError):
+            first = (await admin.route(topic)).broker_datas[0]
+            cluster = next((c for c, names in clusters.items() if first.broker_name in names), "")
+            addr = first.broker_addrs.get(0) or next(iter(first.broker_addrs.values()))
+            groups = await admin.topic_consumed_by(addr, topic) or [""]
+        rows += [{"cluster": cluster, "topic": topic, "group": g} for g in groups]
+    return rows
 
 
 @verb("topicRoute", lambda r: json.dumps(r, indent=2, default=str))
