@@ -54,6 +54,8 @@ def test_b612_the_broker_outlives_its_proxy_and_starts_it_again(tmp_path):
         rows = b.admin_json("topicStatus", "-t", "PE")
         assert sum(int(r["maxOffset"]) for r in rows) == 2
     assert not any(_alive(pid) for _, pid in _proxies(log))  # the broker's stop stopped its proxy
+    # and before the broker closed: the proxy's clients unregistered from a broker still there
+    assert "unregistration from broker" not in log.read_text()
 
 
 def _alive(pid: int) -> bool:

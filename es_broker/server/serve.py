@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -100,8 +102,9 @@ async def _serve_locked(args: ServeOptions, config: BrokerConfig, host: str, por
     if (warning := open_listener_warning(config, listeners)) is not None:
         log.warning("%s", warning)  # once, as Redis's protected mode warns (B-353)
 
+    first = _StoppedFirst()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+        nursery.start_soon(_stop_on_signal, nursery.cancel_scope, first)
         namesrv = args.namesrv or config.namesrvAddr
         local_namesrv: InProcessNameServer | None = None
         if runs_namesrv:
@@ -146,6 +149,7 @@ async def _serve_locked(args: ServeOptions, config: BrokerConfig, host: str, por
 
             if args.enable_proxy:
                 nursery.start_soon(
+                    first.run,
                     supervise,
                     _proxy_command(config, namesrv, args.grpc_port),
                     proxy_tls(config).env,
@@ -154,7 +158,10 @@ async def _serve_locked(args: ServeOptions, config: BrokerConfig, host: str, por
             return
         if args.enable_proxy:
             nursery.start_soon(
-                supervise, _proxy_command(config, namesrv, args.grpc_port), proxy_tls(config).env
+                first.run,
+                supervise,
+                _proxy_command(config, namesrv, args.grpc_port),
+                proxy_tls(config).env,
             )
         server: BrokerServer = await nursery.start(make_server(config).run, host)
         role = (
@@ -179,10 +186,35 @@ def _proxy_command(config: BrokerConfig, namesrv: str, port: int) -> list[str]:
     return proxy_command(namesrv, port, sources.default_file, sources.directory, tls)
 
 
-async def _stop_on_signal(scope: trio.CancelScope) -> None:
+class _StoppedFirst:
+    """The side processes a signal stops before the broker (its gRPC proxy), so that they leave
+    it as its clients do, unregistering from a broker still there."""
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[trio.CancelScope, trio.Event]] = []
+
+    async def run(self, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
+        scope, ended = trio.CancelScope(), trio.Event()
+        self._parts.append((scope, ended))
+        try:
+            with scope:
+                await fn(*args)
+        finally:
+            ended.set()
+
+    async def stop(self) -> None:
+        """Cancel them all and wait until each has ended (a child has its grace, then SIGKILL)."""
+        for scope, _ in self._parts:
+            scope.cancel()
+        for _, ended in self._parts:
+            await ended.wait()
+
+
+async def _stop_on_signal(scope: trio.CancelScope, first: _StoppedFirst) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             print(f"es-broker: {signal.Signals(signum).name}, shutting down", flush=True)
+            await first.stop()
             scope.cancel()
             return
 
