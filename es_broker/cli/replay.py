@@ -112,8 +112,12 @@ def _print_explain(report: dict[str, Any]) -> None:
                 f"{start['why']}"
             )
         elif q["first_change"]:
+            first = q["first_change"]
             print(
-                "  the group already had an offset here when its consumers asked: they resumed from it (B-46)"
+                f"  an offset was stored here before any consumer asked for one (first "
+                f"{first['old']} -> {first['new']} by {first['requester'] or '(unknown)'} "
+                f"({first['cause']}), {format_time(first['ts'])}): a consumer resumes from the "
+                "offset stored (B-46)"
             )
         latest = q["latest_change"]
         if latest:
