@@ -290,6 +290,11 @@ def test_b520_every_item_is_a_record_that_names_the_import(imported, store):
     )
     assert explained.returncode == 0, explained.stderr
     assert f"-1 -> 281 by import rocketmq {source} (import)" in explained.stdout
+    # no consumer has asked yet: the offset was stored before, and the line says so
+    assert "an offset was stored here before any consumer asked for one (first -1 -> 281" in (
+        explained.stdout
+    )
+    assert "consumers (none now)" in explained.stdout
 
 
 def test_b520_the_source_is_read_without_a_write(imported):
