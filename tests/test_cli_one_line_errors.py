@@ -8,6 +8,7 @@ away (`| head`) stops quietly, without a BrokenPipeError traceback.
 from __future__ import annotations
 
 import socket
+import sqlite3
 import subprocess
 import sys
 
@@ -126,9 +127,17 @@ def test_a_verb_over_the_wire_to_a_name_server_not_there_says_so_in_one_line(ver
 
 def test_readmodel_verbs_say_what_the_database_says_in_one_line(tmp_path):
     # a schema not made yet: the table the question needs is not there
-    url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()
+    url = f"sqlite:///{empty}"
     done = cli("readmodel", "offsets", "--readmodel-url", url, "--group", "G", "--at", "now")
     _one_line(done, "readmodel offsets", url, "no such table", "readmodel sync")
+    # no file at all: said so, and none made
+    absent = tmp_path / "absent.sqlite"
+    url = f"sqlite:///{absent}"
+    done = cli("readmodel", "offsets", "--readmodel-url", url, "--group", "G", "--at", "now")
+    _one_line(done, "readmodel offsets", f"no read model at {absent} yet", "readmodel sync")
+    assert not absent.exists()
     # a file in a folder that is not there
     url = f"sqlite:///{tmp_path / 'nowhere' / 'rm.sqlite'}"
     done = cli("readmodel", "upgrade", "--readmodel-url", url)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -79,6 +80,19 @@ def _database_errors(
             return 1
 
     return wrapped
+
+
+def _missing_sqlite_file(url: str) -> str | None:
+    """The path of a SQLite read model's file when it is not there; None otherwise."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:":
+        return None
+    if path.startswith("file:") or os.path.exists(path):
+        return None
+    return path
 
 
 def _shown(args: argparse.Namespace) -> str:
@@ -252,7 +266,16 @@ def _cmd_readmodel_offsets(args: argparse.Namespace) -> int:
 
     config = broker_config(args)
     at = parse_time(args.at)
-    engine = db.open_engine(_url(args))
+    url = _url(args)
+    missing = _missing_sqlite_file(url)
+    if missing is not None:  # a question makes no file: SQLite would create an empty one
+        print(
+            f"es-broker readmodel offsets: no read model at {missing} yet "
+            "(`es-broker readmodel sync` makes it)",
+            file=sys.stderr,
+        )
+        return 1
+    engine = db.open_engine(url)
     try:
         with engine.connect() as conn:
             rows = queries.offsets_at(
