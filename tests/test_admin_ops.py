@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
 from es_broker.cli import build_parser
 from es_broker.client import Producer, PushConsumer
@@ -171,9 +172,19 @@ def expired_files(tmp_path: Path, *conf: str) -> Iterator[ServedBroker]:
     ]
     with serve(tmp_path / "data", conf=lines) as served:
         served.admin("updateTopic", "-b", served.broker, "-t", "T", "-r", "1", "-w", "1")
-        for i in range(12):
-            served.admin("sendMessage", "-t", "T", "-p", f"message {i} " + "x" * 200)
+        trio.run(_send_twelve, served.namesrv)  # one producer, not a process a message
         yield served
+
+
+async def _send_twelve(namesrv: str) -> None:
+    async with trio.open_nursery() as nursery:
+        producer = Producer(namesrv, "PG", client_ip="127.0.0.1")
+        await producer.start(nursery)
+        try:
+            for i in range(12):
+                await producer.send("T", f"message {i} ".encode() + b"x" * 200)
+        finally:
+            await producer.shutdown()
 
 
 def test_b264_delete_expired_commit_log_runs_a_manual_pass(tmp_path):
