@@ -67,7 +67,8 @@ def _database_errors(
                 raise
             said = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
             hint = ""
-            if "no such table" in said or "does not exist" in said:
+            # SQLite's and PostgreSQL's words for a table that is not there
+            if "no such table" in said or ("relation" in said and "does not exist" in said):
                 hint = (
                     ": its schema is not there yet (`es-broker readmodel sync` or `upgrade` "
                     "makes it)"
