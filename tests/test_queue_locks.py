@@ -13,6 +13,7 @@ from es_broker.schema.rows import lock_holder_at, rows_of
 from es_broker.store import Store
 from tests.helpers import cli_checked
 from tests.process_fixtures import serve
+from tests.waiting import poll_until
 
 G = "OrderlyGroup"
 QUEUES = [("T", "broker-a", q) for q in range(8)]
@@ -164,11 +165,12 @@ async def test_b142_to_b146_two_clients_over_eight_queues_against_a_broker_proce
                 return {mq["queueId"] for mq in fastjson.loads(answer.body)["lockOKMQSet"]}
 
             async def until(client, name: str, wanted: set[int]) -> None:
-                # a deadline, not a timing: the condition is what is waited for
-                with trio.fail_after(30):
-                    while (got := await lock(client, name, wanted)) != wanted:
-                        assert got <= wanted
-                        await trio.sleep(0.05)
+                async def all_locked() -> bool:
+                    got = await lock(client, name, wanted)
+                    assert got <= wanted
+                    return got == wanted
+
+                await poll_until(all_locked, what=f"{name} holding queues {sorted(wanted)}")
 
             assert await lock(a, "A") == set(range(8))
             assert await lock(b, "B") == set()  # refused while A holds them
