@@ -117,8 +117,9 @@ async def topic_list(admin: Admin, a: argparse.Namespace) -> list[str] | list[di
         with contextlib.suppress(AdminError, RemotingError, IndexError):
             first = (await admin.route(topic)).broker_datas[0]
             cluster = next((c for c, names in clusters.items() if first.broker_name in names), "")
-            addr = first.broker_addrs.get(0) or next(iter(first.broker_addrs.values()))
-            groups = await admin.topic_consumed_by(addr, topic) or [""]
+            addr = first.broker_addrs.get(0) or next(iter(first.broker_addrs.values()), None)
+            if addr is not None:
+                groups = await admin.topic_consumed_by(addr, topic) or [""]
         rows += [{"cluster": cluster, "topic": topic, "group": g} for g in groups]
     return rows
 

@@ -48,10 +48,9 @@ def ask(args: argparse.Namespace, question: Callable[[Admin], Awaitable[T]]) -> 
 
     try:
         return trio.run(main)
-    except (AdminError, RemotingError) as exc:
-        raise ValueError(f"the cluster of name server {args.namesrv}: {exc}") from None
-    except BaseExceptionGroup as group:  # the client's nursery wraps what it raises
-        error = sole_error(group)
+    # the client's nursery may wrap what it raises in a group of one
+    except (AdminError, RemotingError, BaseExceptionGroup) as raised:
+        error = sole_error(raised)
         if isinstance(error, (AdminError, RemotingError)):
             raise ValueError(f"the cluster of name server {args.namesrv}: {error}") from None
         raise
