@@ -81,8 +81,8 @@ class _ManualPasses:
         if done.seq is not None:
             self.seq = done.seq
 
-    def so_far(self) -> retention.RetentionPass:
-        return retention.RetentionPass(self.reason, tuple(self.files), self.phy_min, self.seq)
+    def so_far(self, phy_min: int) -> retention.RetentionPass:
+        return retention.RetentionPass(self.reason, tuple(self.files), phy_min, self.seq)
 
 
 class Broker(RetryOperations):
@@ -543,11 +543,10 @@ class Broker(RetryOperations):
             await asked.ended.wait()
         if asked.error is not None:
             raise asked.error
-        so_far, running = asked.so_far(), not asked.ended.is_set()
-        if running:  # the phyMin the steps stored so far, not the last ended pass's
-            with self.store.read() as txn:
-                so_far = dataclasses.replace(so_far, phy_min=self.store.commitlog.phy_min(txn))
-        return so_far, running
+        if asked.ended.is_set():
+            return asked.so_far(asked.phy_min), False
+        with self.store.read() as txn:  # what the steps stored so far, not the last ended pass's
+            return asked.so_far(self.store.commitlog.phy_min(txn)), True
 
     async def _run_manual_passes(self, asked: _ManualPasses) -> None:
         try:
