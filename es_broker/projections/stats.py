@@ -239,7 +239,10 @@ class StatsProjection(Dispatching):
         counts = []
         if total:
             counts.append(self._bump(txn, key, self.total_db, n, size))
-        if b"\x00" in key:  # the per-type total's minute is kept under the topic alone
+        # the per-type total's minute is kept under the topic alone. `find`, not `in`: `bytes in
+        # bytes` first tries the needle as an int and raises and clears a TypeError (~1.8k
+        # instructions a test)
+        if key.find(b"\x00") >= 0:
             return counts
         minute_key = key + b"\x00" + U64.pack(max(minute, 0))
         counts.append(self._bump(txn, minute_key, self.minute_db, n, size))
