@@ -59,7 +59,9 @@ class _Client:
     __slots__ = ("out", "closing", "scope")
 
     def __init__(self, stream: trio.abc.Stream) -> None:
-        self.out = Outgoing(stream, CLIENT_OUT_MAX)
+        # a plain socket's answers go to it at once when nothing is being written (TLS: the task)
+        fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None
+        self.out = Outgoing(stream, CLIENT_OUT_MAX, fd=fd)
         self.closing = False  # the writer closed it: write what is queued, then close
         self.scope: trio.CancelScope | None = None
 
@@ -92,7 +94,8 @@ class Edge:
         self.clients: dict[int, _Client] = {}
         self.opening = 0  # connections accepted whose TLS handshake is under way
         self._next = 0
-        self.out = Outgoing(link, LINK_HIGH_WATER)
+        # to the writer: a message put while nothing is being written goes to the link at once
+        self.out = Outgoing(link, LINK_HIGH_WATER, fd=link.socket.fileno())
         self._put = self.out.put
 
     async def run(self, listeners: list[trio.SocketListener]) -> None:
@@ -105,10 +108,7 @@ class Edge:
     async def _read_loop(self) -> None:
         reader = LinkReader()
         while True:
-            try:
-                data = await self.link.receive_some(READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return
+            data = await _read_socket(self.link.socket)
             if not data:
                 return
             try:
@@ -149,6 +149,7 @@ class Edge:
         client = _Client(stream)
         self.clients[conn] = client
         sock = accepted.socket
+        out = self.out
         try:
             self._put(message(OPEN, conn, addresses(_name(sock, True), _name(sock, False))))
             if head:
@@ -156,15 +157,20 @@ class Edge:
             async with trio.open_nursery() as nursery:
                 client.scope = nursery.cancel_scope
                 nursery.start_soon(client.write_loop)
+                plain = stream is accepted  # no TLS: the socket is read directly
                 while True:
-                    try:
-                        data = await stream.receive_some(READ_SIZE)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        data = b""
+                    if plain:
+                        data = await _read_socket(sock)
+                    else:
+                        try:
+                            data = bytes(await stream.receive_some(READ_SIZE))
+                        except (trio.BrokenResourceError, trio.ClosedResourceError):
+                            data = b""
                     if not data:
                         break
-                    self._put(message(DATA, conn, bytes(data)))
-                    await self.out.room()
+                    self._put(message(DATA, conn, data))
+                    if out.pending > LINK_HIGH_WATER:  # the read checkpointed already
+                        await out.room()
                 if not client.closing:
                     nursery.cancel_scope.cancel()
         finally:
@@ -192,6 +198,32 @@ class Edge:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
         return opened
+
+
+async def _read_socket(sock: trio.socket.SocketType) -> bytes:
+    """What a plain socket has next, b"" at its end (or once it is closed or reset), read with one
+    scheduler pass: the wait for it to be readable, or a checkpoint after a read that found bytes
+    there already (as the writer's channel reads its sockets, es_broker/net/channel.py). A read
+    whose connection is being closed (its scope cancelled) raises Cancelled before it reads, as
+    trio's `receive_some` does: a client that keeps sending cannot keep it open."""
+    await trio.lowlevel.checkpoint_if_cancelled()
+    fd = sock.fileno()
+    waited = False
+    while True:
+        try:
+            data = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            try:
+                await trio.lowlevel.wait_readable(sock)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return b""
+            waited = True
+            continue
+        except OSError:
+            return b""
+        if not waited:
+            await trio.lowlevel.cancel_shielded_checkpoint()  # the bytes are read: never lost
+        return data
 
 
 def _name(sock: trio.socket.SocketType, peer: bool) -> tuple[str, int]:
