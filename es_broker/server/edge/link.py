@@ -26,6 +26,8 @@ import struct
 
 import trio
 
+from es_broker.net.channel import READ_SIZE
+
 HEAD = struct.Struct(">BII")
 OPEN, DATA, CLOSE = 1, 2, 3
 KINDS = (OPEN, DATA, CLOSE)
@@ -162,3 +164,30 @@ class Outgoing:
             if self.pending <= self.high_water:
                 self._drained.set()
                 self._drained = trio.Event()
+
+
+async def read_socket(sock: trio.socket.SocketType) -> bytes:
+    """What a plain socket has next, b"" at its end (or once it is closed or reset), read with one
+    scheduler pass: the wait for it to be readable, or a checkpoint after a read that found bytes
+    there already (as the writer's channel reads its sockets, es_broker/net/channel.py). Both ends
+    of a link read it so, and an edge its plain client sockets. A read
+    whose connection is being closed (its scope cancelled) raises Cancelled before it reads, as
+    trio's `receive_some` does: a client that keeps sending cannot keep it open."""
+    await trio.lowlevel.checkpoint_if_cancelled()
+    fd = sock.fileno()
+    waited = False
+    while True:
+        try:
+            data = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            try:
+                await trio.lowlevel.wait_readable(sock)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return b""
+            waited = True
+            continue
+        except OSError:
+            return b""
+        if not waited:
+            await trio.lowlevel.cancel_shielded_checkpoint()  # the bytes are read: never lost
+        return data

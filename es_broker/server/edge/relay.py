@@ -41,6 +41,7 @@ from es_broker.server.edge.link import (
     Outgoing,
     addresses,
     message,
+    read_socket,
 )
 from es_broker.server.edge.tls import ServerTls
 
@@ -58,9 +59,9 @@ class _Client:
 
     __slots__ = ("out", "closing", "scope")
 
-    def __init__(self, stream: trio.abc.Stream) -> None:
-        # a plain socket's answers go to it at once when nothing is being written (TLS: the task)
-        fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None
+    def __init__(self, stream: trio.abc.Stream, fd: int | None) -> None:
+        # a plain socket (`fd`) takes its answers at once when nothing is being written; TLS's
+        # stream is written by the task
         self.out = Outgoing(stream, CLIENT_OUT_MAX, fd=fd)
         self.closing = False  # the writer closed it: write what is queued, then close
         self.scope: trio.CancelScope | None = None
@@ -108,7 +109,7 @@ class Edge:
     async def _read_loop(self) -> None:
         reader = LinkReader()
         while True:
-            data = await _read_socket(self.link.socket)
+            data = await read_socket(self.link.socket)
             if not data:
                 return
             try:
@@ -146,9 +147,10 @@ class Edge:
         stream, head = opened
         self._next += 1
         conn = self._next
-        client = _Client(stream)
-        self.clients[conn] = client
         sock = accepted.socket
+        plain = stream is accepted  # no TLS: the socket is read and written directly
+        client = _Client(stream, sock.fileno() if plain else None)
+        self.clients[conn] = client
         out = self.out
         try:
             self._put(message(OPEN, conn, addresses(_name(sock, True), _name(sock, False))))
@@ -157,10 +159,9 @@ class Edge:
             async with trio.open_nursery() as nursery:
                 client.scope = nursery.cancel_scope
                 nursery.start_soon(client.write_loop)
-                plain = stream is accepted  # no TLS: the socket is read directly
                 while True:
                     if plain:
-                        data = await _read_socket(sock)
+                        data = await read_socket(sock)
                     else:
                         try:
                             data = bytes(await stream.receive_some(READ_SIZE))
@@ -198,32 +199,6 @@ class Edge:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
         return opened
-
-
-async def _read_socket(sock: trio.socket.SocketType) -> bytes:
-    """What a plain socket has next, b"" at its end (or once it is closed or reset), read with one
-    scheduler pass: the wait for it to be readable, or a checkpoint after a read that found bytes
-    there already (as the writer's channel reads its sockets, es_broker/net/channel.py). A read
-    whose connection is being closed (its scope cancelled) raises Cancelled before it reads, as
-    trio's `receive_some` does: a client that keeps sending cannot keep it open."""
-    await trio.lowlevel.checkpoint_if_cancelled()
-    fd = sock.fileno()
-    waited = False
-    while True:
-        try:
-            data = os.read(fd, READ_SIZE)
-        except BlockingIOError:
-            try:
-                await trio.lowlevel.wait_readable(sock)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return b""
-            waited = True
-            continue
-        except OSError:
-            return b""
-        if not waited:
-            await trio.lowlevel.cancel_shielded_checkpoint()  # the bytes are read: never lost
-        return data
 
 
 def _name(sock: trio.socket.SocketType, peer: bool) -> tuple[str, int]:

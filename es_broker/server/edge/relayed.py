@@ -14,7 +14,6 @@ are failed and the listener's `on_close` runs (the client registry forgets it).
 from __future__ import annotations
 
 import logging
-import os
 from typing import Protocol
 
 import trio
@@ -29,6 +28,7 @@ from es_broker.server.edge.link import (
     Outgoing,
     message,
     parse_addresses,
+    read_socket,
 )
 
 log = logging.getLogger(__name__)
@@ -173,18 +173,10 @@ class EdgeLink:
     async def _read_loop(self, nursery: trio.Nursery) -> None:
         reader = LinkReader()
         sock = self.stream.socket
-        fd = sock.fileno()
         while True:
-            try:  # read the socket directly: one scheduler pass a read, as a channel's socket
-                data = os.read(fd, READ_SIZE)
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(sock)
-                continue
-            except OSError:
-                return
+            data = await read_socket(sock)  # one scheduler pass a read, as a channel's socket
             if not data:
                 return
-            await trio.lowlevel.cancel_shielded_checkpoint()  # read: never lost to a cancel
             try:
                 messages = reader.feed(data)
             except LinkBroken as exc:
