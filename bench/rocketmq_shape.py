@@ -20,7 +20,14 @@ broker is what is measured. It prints, per run:
 * born-to-consume latency (the consumer's receipt time minus the born timestamp in the stored
   message) median and p99;
 * the broker's CPU per message sent and delivered: user + system seconds of the broker process and
-  its children (the read model) over the window, divided by the messages sent.
+  its children (the read model) over the window, divided by the messages sent;
+* where the broker process's CPU goes: how much of a core it kept busy (`broker_process_busy`), the
+  share of its CPU spent in the kernel (`broker_process_system_share`) and its read and write
+  system calls a message (`broker_process_syscalls_per_msg`, /proc's syscr + syscw), which tell a
+  broker bound by its own user-space work from one bound by system calls or by waiting.
+
+`--trace-hops FILE` starts the broker with ES_BROKER_TRACE_HOPS=FILE (es_broker/log/hops.py) and
+prints, after each run, the median and mean of every hop of a send and of a pull inside the broker.
 
     python bench/rocketmq_shape.py --inflight 8 --seconds 20
     python bench/rocketmq_shape.py --inflight 64 --seconds 20
@@ -65,6 +72,26 @@ BODY = b"x" * 1024
 # the born timestamp's place in a stored message (docs/protocol.md §8): after TOTALSIZE, MAGICCODE,
 # BODYCRC, QUEUEID, FLAG (4 bytes each), QUEUEOFFSET, PHYSICALOFFSET (8 each) and SYSFLAG (4)
 BORN_AT = 40
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds a process used so far (Linux /proc; zeros elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def syscalls(pid: int) -> int:
+    """The read and write system calls a process made so far (/proc's syscr + syscw; 0 elsewhere)."""
+    try:
+        lines = Path(f"/proc/{pid}/io").read_text().splitlines()
+    except OSError:
+        return 0
+    counts = dict(line.split(": ", 1) for line in lines if ": " in line)
+    return int(counts.get("syscr", 0)) + int(counts.get("syscw", 0))
 
 
 def frame(
@@ -332,6 +359,7 @@ class Run:
             self.send_one(i % len(self.prods))
         start = time.monotonic()
         cpu0 = own0 = edges0 = 0.0
+        split0, calls0 = (0.0, 0.0), 0
         edge_pids = [p for p in pids if is_edge(p)]
         t0 = 0.0
         commits0 = (0, 0)
@@ -343,6 +371,8 @@ class Run:
                 cpu0 = sum(cpu_seconds(p) for p in pids)
                 own0 = cpu_seconds(pids[0]) if pids else 0.0
                 edges0 = sum(cpu_seconds(p) for p in edge_pids)
+                if pids:
+                    split0, calls0 = cpu_split(pids[0]), syscalls(pids[0])
                 t0 = self.t0 = now
             if self.counting and now - t0 >= seconds:
                 break
@@ -352,6 +382,11 @@ class Run:
         cpu = sum(cpu_seconds(p) for p in pids) - cpu0
         own = (cpu_seconds(pids[0]) - own0) if pids else 0.0
         edges = sum(cpu_seconds(p) for p in edge_pids) - edges0
+        user, system = 0.0, 0.0
+        if pids:
+            split1 = cpu_split(pids[0])
+            user, system = split1[0] - split0[0], split1[1] - split0[1]
+        calls = (syscalls(pids[0]) - calls0) if pids else 0
         commits1 = group_commits(self.addr)
         batches, jobs = commits1[0] - commits0[0], commits1[1] - commits0[1]
         return {
@@ -369,6 +404,10 @@ class Run:
             else float("nan"),
             # the broker process alone; the rest of the figure above is its children's (the read model)
             "broker_process_cpu_us_per_msg": round(1e6 * own / max(1, self.acked), 1),
+            # the cores the broker process kept busy, its kernel share, its read/write calls a message
+            "broker_process_busy": round(own / elapsed, 2),
+            "broker_process_system_share": round(system / max(user + system, 1e-9), 3),
+            "broker_process_syscalls_per_msg": round(calls / max(1, self.acked), 2),
             # with --edges: the edge processes' CPU (in the tree's figure too); the writer's is the process's
             "edges": len(edge_pids),
             "edges_cpu_us_per_msg": round(1e6 * edges / max(1, self.acked), 1),
@@ -444,6 +483,21 @@ def broker_pids(pid: int, edges: int, follower: bool) -> list[int]:
         time.sleep(0.05)  # the edges start just after the ready line: poll /proc, bounded
 
 
+def hop_medians(path: Path) -> dict[str, dict[str, list[float]]]:
+    """[p50, mean] µs of each hop of a send and of a pull, from the broker's hops file."""
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return {"error": {str(exc): []}}
+    out = {}
+    for name, code in (("send", SEND_MESSAGE_V2), ("pull", PULL_MESSAGE)):
+        hops = table.get(str(code), {}).get("hops", {})
+        out[name] = {
+            hop: [round(v["p50"]), round(v["mean"])] for hop, v in hops.items() if v.get("n")
+        }
+    return out
+
+
 def measure(
     addr: str, pids: list[int], inflight: int, warmup: float, seconds: float, producers: int = 1
 ) -> dict:
@@ -481,7 +535,15 @@ def main() -> None:
         default=0,
         help="edge processes in front of the writer (edge_processes)",
     )
+    p.add_argument(
+        "--trace-hops",
+        metavar="FILE",
+        help="start the broker with ES_BROKER_TRACE_HOPS=FILE and add the hops of a send and of a "
+        "pull inside it (p50 / mean, µs) to each run's figures",
+    )
     args = p.parse_args()
+    if args.trace_hops and args.broker:
+        p.error("--trace-hops starts the broker itself: not with --broker")
     results = []
     if args.broker:
         pids = [args.pid, *child_pids(args.pid)] if args.pid else []
@@ -492,12 +554,17 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 log = Path(tmp) / "broker.log"
                 conf = [f"edge_processes={args.edges}"] if args.edges else []
-                with serve(Path(tmp) / "data", *args.serve_arg, log_file=log, conf=conf) as broker:
+                env = {"ES_BROKER_TRACE_HOPS": args.trace_hops} if args.trace_hops else None
+                with serve(
+                    Path(tmp) / "data", *args.serve_arg, log_file=log, conf=conf, env=env
+                ) as broker:
                     follower = "none" not in args.serve_arg  # --readmodel-url none: no follower
                     pids = broker_pids(broker.process.pid, args.edges, follower)
                     results.append(
                         measure(broker.broker, pids, n, args.warmup, args.seconds, args.producers)
                     )
+            if args.trace_hops:  # written by the broker as it stopped
+                results[-1]["hops_us"] = hop_medians(Path(args.trace_hops))
     for r in results:
         if not args.by_second:
             del r["send_tps_by_second"]
