@@ -253,3 +253,120 @@ def _queue_units(cur, bytes queue, int64_t start, int64_t end, bint timed):
                 yield offset, _get64(p), _get32(p + 8), _get64(p + 12)
             offset += 1
             p += UNIT_SIZE
+
+
+# ------------------------------------------------------------------ stats: a send's and a pull's counts
+# (`count_stored`, `count_delivered`: StatsProjection's appliers of every message's records)
+#
+# The reference's steps, in its order, on the projection's own attributes (`_txn`, `_pending`,
+# `_same`, `total_db`, `minute_db`, `cq`); what it adds to its counts stays a Python object, so any
+# value a record holds counts as the reference counts it and raises what the reference raises.
+# What is compiled is the calls: `_again`, `_add` and `_bump` are C functions here, not methods.
+
+cdef object _stats = None  # es_broker.projections.stats, bound at the first call, and what is read of it
+cdef object _put_of, _size_buckets, _bisect_left, _size_bounds, _minute_ms, _u64_pack
+cdef bytes _topic_put, _group_get, _broker_put, _broker_get, _size_kind
+
+
+cdef int _bind_stats() except -1:
+    global _stats, _put_of, _size_buckets, _bisect_left, _size_bounds, _minute_ms, _u64_pack
+    global _topic_put, _group_get, _broker_put, _broker_get, _size_kind
+    from es_broker.projections import stats
+    _put_of, _size_buckets = stats.put_of, stats.size_buckets
+    _bisect_left, _size_bounds = stats.bisect.bisect_left, stats.MESSAGE_SIZE_BOUNDS
+    _minute_ms, _u64_pack = stats.MINUTE_MS, stats.U64.pack
+    _topic_put, _group_get, _size_kind = stats.TOPIC_PUT, stats.GROUP_GET, stats.SIZE_BUCKETS
+    _broker_put, _broker_get = stats.BROKER_PUT, stats.BROKER_GET
+    _stats = stats
+    return 0
+
+
+cdef list _bump(object proj, object txn, bytes key, object db, object n, object size):
+    """StatsProjection._bump."""
+    cdef dict pending_counts
+    cdef list pending
+    if txn is not proj._txn:  # a new transaction: what an aborted one kept is dropped
+        proj._txn = txn
+        proj._pending.clear()
+        proj._same.clear()
+    pending_counts = proj._pending
+    count = (db, key)
+    found = pending_counts.get(count)
+    if found is None:
+        pending = [n, size, 1]
+        pending_counts[count] = pending
+        return pending
+    pending = found
+    pending[0] += n
+    pending[1] += size
+    pending[2] += 1
+    return pending
+
+
+cdef list _add(object proj, object txn, bytes key, object minute, object n, object size, bint total):
+    """StatsProjection._add."""
+    cdef list counts = []
+    if total:
+        counts.append(_bump(proj, txn, key, proj.total_db, n, size))
+    if key.find(b"\x00") >= 0:  # the per-type total's minute is kept under the topic alone
+        return counts
+    minute_key = key + b"\x00" + _u64_pack(max(minute, 0))
+    counts.append(_bump(proj, txn, minute_key, proj.minute_db, n, size))
+    return counts
+
+
+cdef bint _again(object proj, object txn, tuple same, object n, object size) except -1:
+    """StatsProjection._again."""
+    cdef list pending
+    counts = proj._same.get(same) if txn is proj._txn else None
+    if counts is None:
+        return False
+    for pending in counts:
+        pending[0] += n
+        pending[1] += size
+        pending[2] += 1
+    return True
+
+
+def count_stored(proj, txn, seq, stored):
+    if _stats is None:
+        _bind_stats()
+    put = _put_of(stored)
+    if put is None:
+        return
+    topic, message_type = put
+    units = stored["units"]
+    if len(units) == 1:  # a single message: its size's bucket, as size_buckets finds it
+        n, size = 1, units[0][1]
+        buckets = [(_bisect_left(_size_bounds, size), (1, size))]
+    else:
+        sizes = [u[1] for u in units]
+        n, size = len(sizes), sum(sizes)
+        buckets = _size_buckets(sizes)
+    minute = stored["ts"] // _minute_ms
+    kind = _topic_put
+    same = (kind, topic, message_type, minute, buckets[0][0]) if len(buckets) == 1 else None
+    if same is not None and _again(proj, txn, same, n, size):
+        return
+    counts = _add(proj, txn, kind + f"{topic}\x00{message_type}".encode(), minute, n, size, True)
+    counts.extend(_add(proj, txn, kind + topic.encode(), minute, n, size, False))
+    counts.extend(_add(proj, txn, _broker_put, minute, n, size, True))
+    for which, (k, s) in buckets:
+        key = _size_kind + f"{topic}\x00{message_type}\x00{which}".encode()
+        counts.append(_bump(proj, txn, key, proj.total_db, k, s))
+    if same is not None:
+        proj._same[same] = counts
+
+
+def count_delivered(proj, txn, seq, delivered):
+    if _stats is None:
+        _bind_stats()
+    topic, qid = delivered["topic"], delivered["queue_id"]
+    size = proj.cq.sizes(txn, topic, qid, delivered["offsets"])
+    n, minute = len(delivered["offsets"]), delivered["ts"] // _minute_ms
+    same = (_group_get, topic, delivered["group"], minute)
+    if _again(proj, txn, same, n, size):
+        return
+    name = f"{topic}@{delivered['group']}".encode()
+    counts = _add(proj, txn, _group_get + name, minute, n, size, True)
+    proj._same[same] = counts + _add(proj, txn, _broker_get, minute, n, size, True)
