@@ -370,3 +370,47 @@ def count_delivered(proj, txn, seq, delivered):
     name = f"{topic}@{delivered['group']}".encode()
     counts = _add(proj, txn, _group_get + name, minute, n, size, True)
     proj._same[same] = counts + _add(proj, txn, _broker_get, minute, n, size, True)
+
+
+# ------------------------------------------------------------------ time index: every record's entry
+# (`time_index_apply`, TimeIndexProjection.apply: the effective time, then the record's handler)
+
+cdef object _time_index = None  # es_broker.projections.time_index, bound at the first call
+cdef object _tt_u64_pack, _tt_u64_unpack, _tt_groups_named, _tt_event_key, _tt_pack
+cdef frozenset _tt_quiet
+
+
+cdef int _bind_time_index() except -1:
+    global _time_index, _tt_u64_pack, _tt_u64_unpack, _tt_groups_named, _tt_event_key, _tt_pack
+    global _tt_quiet
+    from es_broker.projections import time_index
+    _tt_u64_pack, _tt_u64_unpack = time_index.U64.pack, time_index.U64.unpack
+    _tt_groups_named, _tt_event_key = time_index.groups_named, time_index.event_key
+    _tt_pack, _tt_quiet = time_index.records.pack, time_index.QUIET_GROUP_RECORDS
+    _time_index = time_index
+    return 0
+
+
+def time_index_apply(proj, txn, seq, record):
+    if _time_index is None:
+        _bind_time_index()
+    ts = record.get("ts")
+    if type(ts) is not int or ts < 0:  # none, or before the epoch: as 0
+        ts = max(int(ts or 0), 0)
+    if txn is proj._txn:
+        grew = proj._time < ts
+    else:
+        cur = txn.cursor(proj.time_db)
+        grew = not cur.last() or _tt_u64_unpack(cur.key())[0] < ts
+        proj._txn, proj._time = txn, ts if grew else _tt_u64_unpack(cur.key())[0]
+    if grew:
+        # the effective time grew: one entry each way, both keys ascending
+        txn.put(_tt_u64_pack(ts), _tt_u64_pack(seq), True, True, True, proj.time_db)
+        txn.put(_tt_u64_pack(seq), _tt_u64_pack(ts), True, True, True, proj.seq_db)
+        proj._time = ts
+    handler = proj.HANDLERS.get(record["type"])
+    if handler is not None:
+        handler(proj, txn, seq, record)
+    elif record["type"] not in _tt_quiet:
+        for group in _tt_groups_named(record):
+            txn.put(_tt_event_key(group, seq), _tt_pack(record), db=proj.events_db)
