@@ -149,3 +149,16 @@ def test_the_stats_projection_applies_the_compiled_appliers_when_they_are_built(
     else:  # ES_BROKER_PURE_PYTHON: the reference
         assert handlers[STORED] is stats.REFERENCE["count_stored"]
         assert handlers[DELIVERED] is stats.REFERENCE["count_delivered"]
+
+
+def test_a_unit_without_its_size_is_refused_by_the_twin_as_by_the_reference():
+    # the twins index as Python does (checked): a unit too short raises IndexError, never reads
+    # past its list
+    record = {"type": STORED, "topic": "T", "ts": 0, "units": [[5]]}
+    errors = []
+    for applier in (stats.REFERENCE["count_stored"], fast.count_stored):
+        try:
+            applier(stats.StatsProjection(), None, 2, record)
+        except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+            errors.append(type(exc))
+    assert errors == [IndexError, IndexError]

@@ -13,6 +13,7 @@ Imported by those modules at the end of their own import; what it uses of
 them is bound at the first call.
 """
 
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport UINT32_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
@@ -262,6 +263,8 @@ def _queue_units(cur, bytes queue, int64_t start, int64_t end, bint timed):
 # `_same`, `total_db`, `minute_db`, `cq`); what it adds to its counts stays a Python object, so any
 # value a record holds counts as the reference counts it and raises what the reference raises.
 # What is compiled is the calls: `_again`, `_add` and `_bump` are C functions here, not methods.
+# These twins of the appliers (and the time index's below) index as Python
+# does, checked and from the end (`boundscheck`, `wraparound`), unlike this module's loops above.
 
 cdef object _stats = None  # es_broker.projections.stats, bound at the first call, and what is read of it
 cdef object _put_of, _size_buckets, _bisect_left, _size_bounds, _minute_ms, _u64_pack
@@ -281,6 +284,8 @@ cdef int _bind_stats() except -1:
     return 0
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 cdef list _bump(object proj, object txn, bytes key, object db, object n, object size):
     """StatsProjection._bump."""
     cdef dict pending_counts
@@ -303,6 +308,8 @@ cdef list _bump(object proj, object txn, bytes key, object db, object n, object 
     return pending
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 cdef list _add(object proj, object txn, bytes key, object minute, object n, object size, bint total):
     """StatsProjection._add."""
     cdef list counts = []
@@ -315,6 +322,8 @@ cdef list _add(object proj, object txn, bytes key, object minute, object n, obje
     return counts
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 cdef bint _again(object proj, object txn, tuple same, object n, object size) except -1:
     """StatsProjection._again."""
     cdef list pending
@@ -328,6 +337,8 @@ cdef bint _again(object proj, object txn, tuple same, object n, object size) exc
     return True
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 def count_stored(proj, txn, seq, stored):
     if _stats is None:
         _bind_stats()
@@ -358,6 +369,8 @@ def count_stored(proj, txn, seq, stored):
         proj._same[same] = counts
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 def count_delivered(proj, txn, seq, delivered):
     if _stats is None:
         _bind_stats()
@@ -391,6 +404,8 @@ cdef int _bind_time_index() except -1:
     return 0
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 def time_index_apply(proj, txn, seq, record):
     if _time_index is None:
         _bind_time_index()
@@ -414,3 +429,4 @@ def time_index_apply(proj, txn, seq, record):
     elif record["type"] not in _tt_quiet:
         for group in _tt_groups_named(record):
             txn.put(_tt_event_key(group, seq), _tt_pack(record), db=proj.events_db)
+
