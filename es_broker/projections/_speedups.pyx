@@ -1,13 +1,17 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled twins of the projections' per-message loops for a `messages_stored` record, and
-of the consume queue's read of a queue's units (`queue_units`, the pull's).
+"""The compiled twins of the projections' per-message loops for a `messages_stored` record, of
+the consume queue's read of a queue's units (`queue_units`, the pull's), and of two appliers
+every message pays: the stats' counts of a send and a pull, and the time index's entry of every
+record.
 
 Each function has the name, signature and results of its pure-Python
-reference (`REFERENCE` in consume_queue.py and key_index.py), byte for byte
-(tests/test_compiled_identity.py). The fast path takes well-formed input only;
+reference (`REFERENCE` in consume_queue.py, key_index.py, stats.py and time_index.py), byte for
+byte (tests/test_compiled_identity.py, tests/test_stats_compiled.py,
+tests/test_time_index_compiled.py). The fast path takes well-formed input only;
 anything else (a value out of range, a type the reference coerces or refuses,
 a physical offset past the key index's 48 bits) is handed to the reference, so its
-results and its errors are the reference's own.
+results and its errors are the reference's own. The appliers' twins need no such hand-over:
+they take the reference's steps on the same Python values, so they raise what it raises.
 
 Imported by those modules at the end of their own import; what it uses of
 them is bound at the first call.
