@@ -17,11 +17,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from es_broker.log import RecordLog
-from es_broker.log.store import AppendContext
 from es_broker.log.types import MessagesDelivered, MessagesStored, RecordType
 from es_broker.projections import stats
 from es_broker.projections.consume_queue import ConsumeQueueProjection
+from tests.projection_twins import databases_after
 
 fast = importlib.import_module("es_broker.projections._speedups")
 
@@ -108,22 +107,12 @@ def _batches(steps: list[tuple[Any, ...]]) -> list[list[dict[str, Any]]]:
 def _counts(path: Path, appliers: dict[str, Any], batches: list[list[dict[str, Any]]]) -> Any:
     counting = stats.StatsProjection()
     counting.HANDLERS = {**stats.StatsProjection.HANDLERS, **appliers}  # this log's appliers
-    log = RecordLog(path, [ConsumeQueueProjection(), counting])
-    try:
-        for batch in batches:
-
-            def appending(record: dict[str, Any]) -> Any:
-                return lambda ctx: AppendContext.append(ctx, record)
-
-            results = log.write_batch([appending(record) for record in batch])
-            assert all(ok for ok, _ in results), results
-        with log.env.begin() as txn:
-            return [
-                list(txn.cursor(db=counting.total_db)),
-                list(txn.cursor(db=counting.minute_db)),
-            ]
-    finally:
-        log.close()
+    return databases_after(
+        path,
+        [ConsumeQueueProjection(), counting],
+        batches,
+        lambda: [counting.total_db, counting.minute_db],
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

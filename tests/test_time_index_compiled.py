@@ -18,8 +18,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from es_broker.log import RecordLog
-from es_broker.log.store import AppendContext
 from es_broker.log.types import (
     Cause,
     MessagesDelivered,
@@ -30,6 +28,7 @@ from es_broker.log.types import (
 )
 from es_broker.projections import time_index
 from es_broker.projections.time_index import TimeIndexProjection
+from tests.projection_twins import databases_after
 
 fast = importlib.import_module("es_broker.projections._speedups")
 
@@ -99,28 +98,12 @@ steps = st.lists(
 def _entries(path: Path, apply: Any, batches: list[list[dict[str, Any]]]) -> list[Any]:
     index = TimeIndexProjection()
     index.apply = types.MethodType(apply, index)  # type: ignore[method-assign]
-    log = RecordLog(path, [index])
-    try:
-        for batch in batches:
-
-            def appending(record: dict[str, Any]) -> Any:
-                return lambda ctx: AppendContext.append(ctx, record)
-
-            results = log.write_batch([appending(record) for record in batch])
-            assert all(ok for ok, _ in results), results
-        with log.env.begin() as txn:
-            return [
-                list(txn.cursor(db=db))
-                for db in (
-                    index.time_db,
-                    index.seq_db,
-                    index.qmax_db,
-                    index.events_db,
-                    index.removed_db,
-                )
-            ]
-    finally:
-        log.close()
+    return databases_after(
+        path,
+        [index],
+        batches,
+        lambda: [index.time_db, index.seq_db, index.qmax_db, index.events_db, index.removed_db],
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
