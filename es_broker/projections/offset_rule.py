@@ -78,10 +78,16 @@ OffsetEffect = OffsetChange | ResetPending
 _RESET: Final = Cause.RESET
 
 
+# a named tuple's own __new__ is a Python function: the one of a commit's change is built by
+# tuple.__new__ from its nine fields in order, without that call
+_new = tuple.__new__
+
+
 def _committed(committed: OffsetCommittedRecord) -> list[OffsetEffect]:
     cause = committed["cause"]
-    return [
-        OffsetChange(
+    change: OffsetChange = _new(
+        OffsetChange,
+        (
             committed["group"],
             committed["topic"],
             committed["queue_id"],
@@ -91,8 +97,9 @@ def _committed(committed: OffsetCommittedRecord) -> list[OffsetEffect]:
             committed["requester"],
             False,
             cause == _RESET,  # settles_reset
-        )
-    ]
+        ),
+    )
+    return [change]
 
 
 def _reset(record: Record) -> list[OffsetEffect]:
