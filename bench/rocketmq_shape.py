@@ -53,7 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.wire_bench import child_pids, cpu_seconds  # noqa: E402
+from bench.wire_bench import child_pids, cpu_seconds, cpu_split  # noqa: E402
 from tests.process_fixtures import serve  # noqa: E402
 
 SEND_MESSAGE_V2 = 310
@@ -72,16 +72,6 @@ BODY = b"x" * 1024
 # the born timestamp's place in a stored message (docs/protocol.md §8): after TOTALSIZE, MAGICCODE,
 # BODYCRC, QUEUEID, FLAG (4 bytes each), QUEUEOFFSET, PHYSICALOFFSET (8 each) and SYSFLAG (4)
 BORN_AT = 40
-
-
-def cpu_split(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds a process used so far (Linux /proc; zeros elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0, 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def syscalls(pid: int) -> int:

@@ -346,13 +346,19 @@ def redis_raw_latency(port: int, count: int) -> list[float]:
         )
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process used so far (Linux /proc; 0 elsewhere)."""
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds a process used so far (Linux /proc; zeros elsewhere)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick  # utime, stime
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process used so far (Linux /proc; 0 elsewhere)."""
+    return sum(cpu_split(pid))
 
 
 def peak_rss_mb(pid: int) -> float:
