@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import selectors
 import socket
 import struct
@@ -555,6 +556,9 @@ def main() -> None:
                     )
             if args.trace_hops:  # written by the broker as it stopped
                 results[-1]["hops_us"] = hop_medians(Path(args.trace_hops))
+            # the broker runs on this interpreter, whose build moves its CPU a message by ~20%
+            # (bench/README.md, "The interpreter's build")
+            results[-1]["broker_python"] = f"{sys.executable} {platform.python_version()}"
     for r in results:
         if not args.by_second:
             del r["send_tps_by_second"]
