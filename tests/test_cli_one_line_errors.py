@@ -7,10 +7,13 @@ away (`| head`) stops quietly, without a BrokenPipeError traceback.
 
 from __future__ import annotations
 
+import os
 import socket
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -163,3 +166,90 @@ def test_ha_switch_on_a_broker_without_the_fail_over_says_so(tmp_path):
     with serve(tmp_path / "data", "--readmodel-url", "none") as served:
         done = cli("admin", "-n", served.namesrv, "haSwitch", "-b", served.broker, "-t", "n2")
     _one_line(done, "haSwitch", served.broker, "without the automatic fail-over", "ha_coordinator")
+
+
+@contextmanager
+def _addresses_held() -> Iterator[tuple[str, str]]:
+    """Two addresses the test listens on, for serve's broker and name server: a serve that bound
+    either before it refused to start would stop on it instead ("cannot listen", exit 1)."""
+    with socket.create_server(("127.0.0.1", 0)) as a, socket.create_server(("127.0.0.1", 0)) as b:
+        yield f"127.0.0.1:{a.getsockname()[1]}", f"127.0.0.1:{b.getsockname()[1]}"
+
+
+def _refused_start(data_dir, *extra: str, env: dict[str, str] | None = None, said: tuple[str, ...]):
+    """`es-broker serve` refused before anything started: one line, exit 2, nothing listened and
+    the data directory neither locked nor made."""
+    with _addresses_held() as (broker, namesrv):
+        done = cli(
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--listen",
+            broker,
+            "--namesrv-listen",
+            namesrv,
+            *extra,
+            env=env,
+            timeout=60,
+        )
+    _one_line(done, *said)
+    assert done.returncode == 2
+    assert "listening on" not in done.stdout
+    assert not data_dir.exists()
+    return done
+
+
+@pytest.mark.parametrize(
+    ("conf", "said"),
+    [
+        ("ha_coordinator=etcd://127.0.0.1:2", "ha_coordinator needs ha_node_id"),
+        ("ha_coordinator=127.0.0.1:2\nha_node_id=n1", "is not etcd://HOST:PORT"),
+    ],
+)
+def test_a_bad_ha_setting_stops_serve_with_one_line_before_anything_starts(tmp_path, conf, said):
+    conf_file = tmp_path / "etcd.conf"
+    conf_file.write_text(conf + "\n")
+    _refused_start(tmp_path / "data", "--config", str(conf_file), said=(said,))
+
+
+def test_serve_on_a_read_model_driver_not_installed_refuses_to_start_as_readmodel_says(tmp_path):
+    # what Python raises for psycopg when it is not installed, in front of the installed one
+    shadow = tmp_path / "without_psycopg"
+    shadow.mkdir()
+    (shadow / "psycopg.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'psycopg'\", name='psycopg')\n"
+    )
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow), env["PYTHONPATH"]])
+    url = "postgresql+psycopg://u:pw@127.0.0.1:1/db"
+    done = _refused_start(
+        tmp_path / "data",
+        "--readmodel-url",
+        url,
+        env=env,
+        said=(
+            "the database driver of postgresql+psycopg://u:***@127.0.0.1:1/db is not installed",
+            "no module psycopg",
+            "pip install 'es-broker[postgres]'",
+        ),
+    )
+    said = cli("readmodel", "upgrade", "--readmodel-url", url, env=env)  # needs no data directory
+    assert said.returncode == 2
+    # the same words after the command's name: "es-broker: ..." / "es-broker readmodel upgrade: ..."
+    assert done.stderr.partition(": ")[2] == said.stderr.partition(": ")[2]
+
+
+def test_serve_on_a_read_model_url_sqlalchemy_has_no_driver_for_refuses_to_start(tmp_path):
+    _refused_start(
+        tmp_path / "data",
+        "--readmodel-url",
+        "postgresql+nosuchdriver://u:pw@127.0.0.1:1/db",
+        said=("postgresql+nosuchdriver://u:***@127.0.0.1:1/db", "Can't load plugin"),
+    )
+
+
+def test_serve_on_a_read_model_database_not_reachable_starts_the_broker(tmp_path):
+    pytest.importorskip("psycopg")  # the driver is there; the database is not (port 1)
+    url = "postgresql+psycopg://u:pw@127.0.0.1:1/db"
+    with serve(tmp_path / "data", "--readmodel-url", url) as served:
+        assert served.process.poll() is None  # listening, as its ready lines said

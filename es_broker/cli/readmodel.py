@@ -33,14 +33,6 @@ def _url(args: argparse.Namespace) -> str:
     return args.readmodel_url or db.default_url(args.data_dir)
 
 
-# the database drivers SQLAlchemy imports for a URL, and how to have one (the postgres extra
-# installs psycopg 3, postgresql+psycopg://)
-DRIVER_HINTS = {
-    "psycopg": "pip install 'es-broker[postgres]'",
-    "psycopg2": "pip install 'es-broker[postgres]' and give a postgresql+psycopg:// URL",
-}
-
-
 def _database_errors(
     run: Callable[[argparse.Namespace], int],
 ) -> Callable[[argparse.Namespace], int]:
@@ -52,11 +44,13 @@ def _database_errors(
         try:
             return run(args)
         except ModuleNotFoundError as exc:
-            if exc.name not in DRIVER_HINTS:
+            from es_broker.readmodel.db import DRIVER_HINTS, driver_not_installed
+
+            if exc.name not in DRIVER_HINTS:  # a driver, not any module the command needs
                 raise
             print(
-                f"es-broker readmodel {args.readmodel_command}: the database driver of "
-                f"{_shown(args)} is not installed (no module {exc.name}): {DRIVER_HINTS[exc.name]}",
+                f"es-broker readmodel {args.readmodel_command}: "
+                f"{driver_not_installed(_url(args), exc)}",
                 file=sys.stderr,
             )
             return 2
@@ -98,12 +92,9 @@ def _missing_sqlite_file(url: str) -> str | None:
 
 def _shown(args: argparse.Namespace) -> str:
     """The read model's URL as a message shows it: without its password."""
-    from sqlalchemy.engine import make_url
+    from es_broker.readmodel.db import shown_url
 
-    try:
-        return make_url(_url(args)).render_as_string(hide_password=True)
-    except Exception:  # a URL SQLAlchemy cannot parse is said as given
-        return str(args.readmodel_url)
+    return shown_url(_url(args))
 
 
 def _cmd_readmodel_sync(args: argparse.Namespace) -> int:

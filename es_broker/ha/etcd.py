@@ -87,6 +87,17 @@ class Put:
         return {"request_put": put}
 
 
+def etcd_endpoints(url: str) -> list[str]:
+    """The HOST:PORT endpoints of `etcd://H:P[,H:P...]` (broker.conf's ha_coordinator)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme != "etcd" or not rest:
+        raise ValueError(f"ha_coordinator {url!r} is not etcd://HOST:PORT[,HOST:PORT...]")
+    endpoints = [e.strip() for e in rest.split(",") if e.strip()]
+    if not endpoints:
+        raise ValueError("ha_coordinator names no etcd endpoint")
+    return endpoints
+
+
 class EtcdClient:
     """etcd v3 over its JSON gateway; `endpoints` are HOST:PORT."""
 
@@ -99,10 +110,7 @@ class EtcdClient:
     @classmethod
     def from_url(cls, url: str) -> EtcdClient:
         """`etcd://H:P[,H:P...]` (broker.conf's ha_coordinator)."""
-        scheme, sep, rest = url.partition("://")
-        if not sep or scheme != "etcd" or not rest:
-            raise ValueError(f"ha_coordinator {url!r} is not etcd://HOST:PORT[,HOST:PORT...]")
-        return cls([e.strip() for e in rest.split(",") if e.strip()])
+        return cls(etcd_endpoints(url))
 
     async def aclose(self) -> None:
         await self._http.aclose()

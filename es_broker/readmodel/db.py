@@ -20,6 +20,13 @@ if TYPE_CHECKING:  # SQLAlchemy is imported where an engine is made: `serve` ask
 
 SQLITE_NAME = "readmodel.sqlite"
 
+# the database drivers SQLAlchemy imports for a URL, and how to have one (the postgres extra
+# installs psycopg 3, postgresql+psycopg://)
+DRIVER_HINTS = {
+    "psycopg": "pip install 'es-broker[postgres]'",
+    "psycopg2": "pip install 'es-broker[postgres]' and give a postgresql+psycopg:// URL",
+}
+
 
 def default_url(data_dir: str | Path) -> str:
     return f"sqlite:///{Path(data_dir).resolve() / SQLITE_NAME}"
@@ -42,6 +49,39 @@ def open_engine(url: str) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def shown_url(url: str) -> str:
+    """A read model's URL as a message shows it: without its password."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # a URL SQLAlchemy cannot parse is said as given
+        return url
+
+
+def driver_not_installed(url: str, exc: ModuleNotFoundError) -> str:
+    """One line: the database driver SQLAlchemy imports for `url` is not installed, and how to
+    have it when DRIVER_HINTS knows."""
+    hint = DRIVER_HINTS.get(exc.name or "")
+    said = f"the database driver of {shown_url(url)} is not installed (no module {exc.name})"
+    return f"{said}: {hint}" if hint else said
+
+
+def engine_error(url: str) -> str | None:
+    """Why no engine for `url` can be made here, in one line (its driver not installed, a
+    dialect SQLAlchemy does not know); None when one can. It connects to nothing: a database not
+    reachable yet is for the follower to wait for."""
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        open_engine(url).dispose()  # imports the driver, as the follower's engine does
+    except ModuleNotFoundError as exc:
+        return driver_not_installed(url, exc)
+    except ArgumentError as exc:  # NoSuchModuleError: no dialect or driver of that name
+        return f"the read model URL {shown_url(url)}: {exc}"
+    return None
 
 
 def migrations_dir() -> Path:

@@ -26,7 +26,7 @@ from es_broker.config import BrokerConfig, BrokerRole, load_broker_conf
 from es_broker.ha.term import HaTerm
 from es_broker.log.dirlock import DataDirLock
 from es_broker.net.remoting_client import split_addr
-from es_broker.readmodel.db import default_url
+from es_broker.readmodel.db import default_url, engine_error
 from es_broker.server.edge.remoting_server import EdgeLimits
 from es_broker.server.edge.tls import ServerTls
 from es_broker.server.main import BrokerServer
@@ -67,6 +67,7 @@ async def serve(args: ServeOptions) -> None:
     )
     config = config.replace(brokerIP1=host, listenPort=port)
     check_exporter_type(config.metricsExporterType)  # before anything listens (B-355)
+    _check_readmodel_url(args)
     # one process writes a data directory: taken before anything in it is opened or made (B-490)
     lock = None if args.role == "namesrv" else DataDirLock.acquire(config.storePathRootDir)
     try:
@@ -217,6 +218,17 @@ async def _stop_on_signal(scope: trio.CancelScope, first: _StoppedFirst) -> None
             await first.stop()
             scope.cancel()
             return
+
+
+def _check_readmodel_url(args: ServeOptions) -> None:
+    """A --readmodel-url its follower could never open (a driver not installed) stops the start,
+    said as `es-broker readmodel` says it; a database not reachable yet does not. SQLAlchemy is
+    loaded for a URL given only: the default SQLite one needs nothing installed."""
+    url = args.readmodel_url
+    if args.role == "namesrv" or not url or url.lower() == "none":
+        return
+    if (error := engine_error(url)) is not None:
+        raise ValueError(error)
 
 
 def readmodel_url_for(url: str | None, data_dir: str) -> str | None:

@@ -34,6 +34,12 @@ def with_role(config: BrokerConfig, args: ServeOptions) -> BrokerConfig:
     if args.broker_id is not None:
         config = config.replace(brokerId=args.broker_id)
     if config.ha_coordinator:  # brokerRole is the role a leader takes; ids come from etcd (B-370)
+        from es_broker.ha.etcd import etcd_endpoints  # loads httpx: HA nodes only
+
+        # checked here, before anything starts, rather than by the election once it runs
+        etcd_endpoints(config.ha_coordinator)
+        if not config.ha_node_id:
+            raise ValueError("ha_coordinator needs ha_node_id (unique in the broker group)")
         if args.master:
             raise ValueError(
                 "--master and ha_coordinator exclude each other: etcd names the master"
