@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def test_update_topic_then_route_and_status_show_it(served):
     out = served.admin("updateTopic", "-b", served.broker, "-t", "Orders", "-r", "4", "-w", "4")
@@ -31,12 +33,34 @@ def test_send_then_query_by_id_key_and_offset(served):
         1,
     )
     (by_key,) = served.admin_json("queryMsgByKey", "-t", "Orders", "-k", "order-1")
-    assert by_key["msgId"] == sent["msgId"]
+    assert by_key["msgId"] == sent["offsetMsgId"]
     by_offset = served.admin_json(
         "queryMsgByOffset", "-t", "Orders", "-b", "broker-a", "-i", "1", "-o", "0"
     )
-    assert by_offset["msgId"] == sent["msgId"]
+    assert by_offset["msgId"] == sent["offsetMsgId"]
     assert "Message Body:       hello" in served.admin("queryMsgById", "-i", sent["msgId"]).stdout
+
+
+def test_b681_send_message_sets_a_unique_key_and_prints_it_as_the_msg_id(served):
+    """mqadmin's sendMessage sends through a DefaultMQProducer, which gives the message a
+    UNIQ_KEY (MessageClientIDSetter) and prints it as the SendResult's MsgId (B-681)."""
+    served.admin("updateTopic", "-b", served.broker, "-t", "T1", "-r", "1", "-w", "1")
+    sent = served.admin_json("sendMessage", "-t", "T1", "-p", "body", "-k", "key1", "-c", "tagA")
+    assert re.fullmatch("[0-9A-F]{32}", sent["msgId"]) and sent["msgId"] != sent["offsetMsgId"]
+    (found,) = served.admin_json("queryMsgByUniqueKey", "-i", sent["msgId"], "-t", "T1")
+    assert found["properties"]["UNIQ_KEY"] == sent["msgId"]
+    assert (found["offsetMsgId"], found["tags"], found["keys"]) == (
+        sent["offsetMsgId"],
+        "tagA",
+        "key1",
+    )
+
+    header, row = served.admin("sendMessage", "-t", "T1", "-p", "again").stdout.splitlines()
+    assert header.split() == ["#Broker", "Name", "#QID", "#Send", "Result", "#MsgId"]
+    printed = row.split()[-1]
+    assert printed != sent["msgId"]
+    (again,) = served.admin_json("queryMsgByUniqueKey", "-i", printed, "-t", "T1")
+    assert again["body"] == "again"
 
 
 def test_update_topic_perm_is_seen_in_the_route(served):

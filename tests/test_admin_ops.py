@@ -294,3 +294,16 @@ def test_b677_delete_expired_commit_log_answers_before_a_long_pass_ends(tmp_path
             return bool(status["minOffset"] > 0 and status["maxOffset"] == 12)
 
         poll_until_sync(expired, what="the pass that went on after the answer")
+
+
+def test_b680_query_by_unique_key_of_no_message_fails_saying_so(served):
+    """mqadmin's queryMsgByUniqueKey fails when the topic holds no message with the key
+    (MQAdminImpl#queryMessage: NO_MESSAGE); it printed an empty line and exited 0 (B-680)."""
+    served.admin("updateTopic", "-b", served.broker, "-t", "T1")
+    served.admin("sendMessage", "-t", "T1", "-p", "another message")
+    absent = "0A0A0A0A0000000000000000000000FF"
+    done = served.admin("queryMsgByUniqueKey", "-i", absent, "-t", "T1", check=False)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.strip() == (
+        f"es-broker admin queryMsgByUniqueKey: no message with unique key {absent} in topic T1"
+    )

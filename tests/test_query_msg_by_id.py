@@ -50,3 +50,22 @@ def test_b491_an_id_that_names_no_message_is_said_so_in_one_line(tmp_path):
         assert len(line.splitlines()) == 1, done.stderr
         assert absent in line and "unique key" in line and "out of range" not in line
         assert json.loads(served.admin("topicList", "--json").stdout)  # the broker goes on
+
+
+def test_b491_an_id_of_another_length_is_looked_up_as_a_unique_key(tmp_path):
+    """A RocketMQ 5 client's id (34 hex digits) is no offset id: the verb asks for it as a
+    unique key, in `-t TOPIC` or in every topic, as viewMessage(topic, msgId) falls back."""
+    rocketmq5_id = "0102FC000000011F140B1F05D400000000"
+    with serve(tmp_path / "data", "--readmodel-url", "none") as served:
+        with SyncProducer(served.namesrv, "IdPG", client_ip="127.0.0.1") as producer:
+            sent = producer.send("IdT", b"from a 5.x client", properties={"UNIQ_KEY": rocketmq5_id})
+        assert sent.msg_id == rocketmq5_id
+
+        for topic in ((), ("-t", "IdT")):
+            found = served.admin_json("queryMsgById", "-i", rocketmq5_id, *topic)
+            assert (found["body"], found["msgId"]) == ("from a 5.x client", sent.offset_msg_id)
+
+        absent = rocketmq5_id[:-4] + "0001"
+        done = served.admin("queryMsgById", "-i", absent, "-t", "IdT", check=False)
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert "in topic IdT has it as its unique key" in done.stderr

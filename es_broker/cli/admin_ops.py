@@ -294,11 +294,13 @@ async def query_msg_by_unique_key(admin: Admin, a: argparse.Namespace) -> list[d
         raise ValueError(
             "-g/-d (consume the message directly on a client) is not offered by es-broker admin"
         )
-    uniq = a.msgId.strip()
+    uniq, topic = a.msgId.strip(), a.topic.strip()
     found = sorted(
-        await admin.messages_by_uniq_key(a.topic.strip(), uniq, 32),
+        await admin.messages_by_uniq_key(topic, uniq, 32),
         key=lambda m: m.store_timestamp,
     )
+    if not found:  # mqadmin fails: "query message by key finished, but no message." (B-680)
+        raise ValueError(f"no message with unique key {uniq} in topic {topic}")
     rows = []
     for i, m in enumerate(found if a.showAll else found[:1]):
         BODY_DIR.mkdir(parents=True, exist_ok=True)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import random
 import time
+from functools import cached_property
 from typing import Any
 
 from es_broker.client.admin_base import AdminBase, AdminError
+from es_broker.client.instance import local_ip
+from es_broker.client.messages import UNIQ_KEY, UniqIdGenerator
 from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody, RedriveBody
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
@@ -34,6 +37,11 @@ from es_broker.remoting.response_headers import SendMessageResponseHeader
 
 class MessageAdmin(AdminBase):
     """Messages: look-ups, sends, dead-letter re-drives, journeys and open transactions."""
+
+    @cached_property
+    def _ids(self) -> UniqIdGenerator:
+        """The unique keys of this admin's sends, as a producer's (MessageClientIDSetter)."""
+        return UniqIdGenerator(local_ip())
 
     async def view_message(self, msg_id: str) -> StoredMessage:
         (host, port), phy = parse_offset_msg_id(msg_id)
@@ -110,6 +118,11 @@ class MessageAdmin(AdminBase):
         broker_name: str | None = None,
         queue_id: int | None = None,
     ) -> dict[str, Any]:
+        """Send one message as mqadmin's sendMessage does, through a DefaultMQProducer (B-681).
+
+        The message carries a UNIQ_KEY, as every producer's send sets one, and `msgId` is that
+        unique key (SendResult#getMsgId); `offsetMsgId` is the broker's offset message id.
+        """
         route = await self.route(topic)
         writable = [
             q
@@ -124,6 +137,7 @@ class MessageAdmin(AdminBase):
         addrs = {d.broker_name: d.broker_addrs for d in route.broker_datas}
         addr = addrs[qd.broker_name][0]
         props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys)) if v}
+        props[UNIQ_KEY] = self._ids.next_id()
         qid = queue_id if queue_id is not None else random.randrange(qd.write_queue_nums)
         r = await self._ok(
             addr,
@@ -152,7 +166,8 @@ class MessageAdmin(AdminBase):
             "brokerName": qd.broker_name,
             "queueId": stored.queue_id,
             "queueOffset": stored.queue_offset,
-            "msgId": stored.msg_id,
+            "msgId": props[UNIQ_KEY],
+            "offsetMsgId": stored.msg_id,
             "sendStatus": "SEND_OK",
         }
 
@@ -170,20 +185,22 @@ class MessageAdmin(AdminBase):
 
         `Producer.send` prints the unique key (UNIQ_KEY, 32 hex digits like an IPv4 offset id),
         so an id whose port is not a port is no offset id; nor is one the broker it names
-        does not answer for. As mqadmin's `viewMessage(topic, msgId)`, the unique key is then
-        looked up (QUERY_MESSAGE with the unique-key flag) in `topic`, or in every topic the
-        name server lists; the oldest message carrying it is the one sent (a retry keeps it).
+        does not answer for, nor one of another length (a RocketMQ 5 client's). As mqadmin's
+        `viewMessage(topic, msgId)`, the unique key is then looked up (QUERY_MESSAGE with the
+        unique-key flag) in `topic`, or in every topic the name server lists; the oldest
+        message carrying it is the one sent (a retry keeps it).
         """
         try:
             (host, port), _ = parse_offset_msg_id(msg_id)
         except ValueError as exc:
-            raise ValueError(f"no message {msg_id}: {exc}") from None
-        tried = f"port {port} is not a port, so it is no offset message id"
-        if 0 < port < 65536:
-            try:
-                return await self.view_message(msg_id)
-            except (AdminError, RemotingError) as exc:
-                tried = f"as an offset message id of {host}:{port}: {exc}"
+            tried = str(exc)  # another client's id (RocketMQ 5's has 34 digits): a unique key
+        else:
+            tried = f"port {port} is not a port, so it is no offset message id"
+            if 0 < port < 65536:
+                try:
+                    return await self.view_message(msg_id)
+                except (AdminError, RemotingError) as exc:
+                    tried = f"as an offset message id of {host}:{port}: {exc}"
         topics = [topic] if topic else sorted(await self.topic_list())
         for name in topics:
             found = await self.messages_by_uniq_key(name, msg_id)
