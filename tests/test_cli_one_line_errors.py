@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from es_broker.readmodel.db import engine_error
 from tests.helpers import cli
 from tests.process_fixtures import _env, serve
 
@@ -246,6 +247,29 @@ def test_serve_on_a_read_model_url_sqlalchemy_has_no_driver_for_refuses_to_start
         "postgresql+nosuchdriver://u:pw@127.0.0.1:1/db",
         said=("postgresql+nosuchdriver://u:***@127.0.0.1:1/db", "Can't load plugin"),
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("sync",),
+        ("follow",),
+        ("status",),
+        ("retry",),
+        ("upgrade",),
+        ("offsets", "--group", "G", "--at", "now"),
+    ],
+    ids=lambda command: command[0],
+)
+def test_readmodel_on_a_url_sqlalchemy_has_no_driver_for_refuses_as_serve_does(tmp_path, command):
+    url = "postgresql+nosuchdriver://u:pw@127.0.0.1:1/db"
+    data_dir = tmp_path / "data"
+    done = cli("readmodel", *command, "--data-dir", str(data_dir), "--readmodel-url", url)
+    _one_line(done, "postgresql+nosuchdriver://u:***@127.0.0.1:1/db", "Can't load plugin")
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"es-broker readmodel {command[0]}: {engine_error(url)}"
+    assert "pw" not in done.stderr
+    assert not data_dir.exists()
 
 
 def test_serve_on_a_read_model_database_not_reachable_starts_the_broker(tmp_path):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 import trio
 
 from es_broker.clock import ManualClock
@@ -18,6 +19,7 @@ from es_broker.schema.rows import rows_of
 from es_broker.store import Store
 from es_broker.timetravel.timeparse import utc_day
 from tests.conftest import START
+from tests.helpers import cli
 from tests.process_fixtures import ROOT
 from tests.timetravel_histories import reset_by_time
 
@@ -104,6 +106,40 @@ def test_export_is_incremental_and_a_redone_chunk_replaces_its_files(tmp_path):
     export(store.log, out, chunk=7)
     store.close()
     assert exported_rows(out) == expected_rows(data_dir)  # no row twice
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "held", "flag"),
+    [
+        ((), ("--cluster",), "a broker's export alone (_export_checkpoint.json)", "without"),
+        (("--cluster",), (), "a cluster export (_export_checkpoint.<broker>.<id>.json)", "with"),
+    ],
+    ids=["alone-then-cluster", "cluster-then-alone"],
+)
+def test_an_export_into_a_root_of_the_other_layout_is_refused_and_writes_nothing(
+    tmp_path, first, then, held, flag
+):
+    data_dir, root = tmp_path / "data", tmp_path / "export"
+    trio.run(write, data_dir, ManualClock(START), 1)
+    exported = "export", "--data-dir", str(data_dir), "--out", str(root)
+    assert cli(*exported, *first).returncode == 0
+    before = _files(root)
+    done = cli(*exported, *then)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"es-broker export: {root} holds {held}: export into it {flag} --cluster, "
+        "or into another --out"
+    ]
+    assert _files(root) == before
+    # the root's own layout still exports into it incrementally: nothing new since
+    again = cli(*exported, *first)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(f"nothing new: {root} already holds records 1..")
 
 
 def test_the_schema_document_is_current():

@@ -36,24 +36,20 @@ def _url(args: argparse.Namespace) -> str:
 def _database_errors(
     run: Callable[[argparse.Namespace], int],
 ) -> Callable[[argparse.Namespace], int]:
-    """`run`, with what the database says (a driver not installed, a file it cannot open, a
-    schema not there yet) printed as one line naming the read model, not a traceback."""
+    """`run`, with what the database says (a driver not installed, a dialect SQLAlchemy does not
+    know, a file it cannot open, a schema not there yet) printed as one line naming the read
+    model, not a traceback."""
 
     @functools.wraps(run)
     def wrapped(args: argparse.Namespace) -> int:
+        from es_broker.readmodel.db import engine_error
+
+        # a URL no engine can be made for is refused first, in `serve`'s words (exit 2)
+        if (error := engine_error(_url(args))) is not None:
+            print(f"es-broker readmodel {args.readmodel_command}: {error}", file=sys.stderr)
+            return 2
         try:
             return run(args)
-        except ModuleNotFoundError as exc:
-            from es_broker.readmodel.db import DRIVER_HINTS, driver_not_installed
-
-            if exc.name not in DRIVER_HINTS:  # a driver, not any module the command needs
-                raise
-            print(
-                f"es-broker readmodel {args.readmodel_command}: "
-                f"{driver_not_installed(_url(args), exc)}",
-                file=sys.stderr,
-            )
-            return 2
         except Exception as exc:
             from sqlalchemy.exc import DBAPIError
 

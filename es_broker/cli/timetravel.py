@@ -379,7 +379,7 @@ def _cmd_acl(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from es_broker.cli.progress import progress
-    from es_broker.readmodel.export import export
+    from es_broker.readmodel.export import LayoutMismatch, check_layout, export
     from es_broker.schema.families import Source
 
     try:
@@ -388,6 +388,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
         print(
             "es-broker export writes Parquet with pyarrow, which is not installed: "
             "pip install 'es-broker[export]'",
+            file=sys.stderr,
+        )
+        return 2
+    try:  # before the store and the progress bar: a refusal is one line, nothing written
+        check_layout(args.out, args.cluster)
+    except LayoutMismatch as exc:
+        flag = "with --cluster" if exc.holds_cluster else "without --cluster"
+        print(
+            f"es-broker export: {exc}: export into it {flag}, or into another --out",
             file=sys.stderr,
         )
         return 2

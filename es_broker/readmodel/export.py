@@ -17,6 +17,9 @@ and node (brokerId) above the day, with its own checkpoint and quarantine:
 A slave's log is its master's, record for record, so the readers keep one
 node's rows of each (broker, seq): see spark/esb_spark.py.
 
+A root holds one layout, told by its checkpoints: an export in the other
+layout into it is refused (LayoutMismatch) before anything is written.
+
 `day` is the UTC day of a row's effective time. Each run exports the records
 after the checkpoint in chunks; a chunk's files are named after the chunk's
 first seq and written before the checkpoint moves past it (atomically, by
@@ -62,6 +65,7 @@ if TYPE_CHECKING:  # imported where it runs: export is the only user of pyarrow 
     import pyarrow as pa
 
 CHECKPOINT = "_export_checkpoint.json"
+CLUSTER_CHECKPOINTS = "_export_checkpoint.*.*.json"  # a cluster root's: one per node
 QUARANTINE = "_quarantine.jsonl"
 CHUNK = 200_000  # records per chunk: bounds memory, and a killed run redoes at most one chunk
 
@@ -115,6 +119,28 @@ class Layout:
         return self.out / family / node / f"day={day}"
 
 
+class LayoutMismatch(ValueError):
+    """An export into a root that holds the other layout: the two would mix under one root."""
+
+    def __init__(self, out: Path, cluster: bool) -> None:
+        self.out = out
+        self.holds_cluster = not cluster  # the layout the root holds: the one not asked for
+        held = (
+            "a cluster export (_export_checkpoint.<broker>.<id>.json)"
+            if self.holds_cluster
+            else f"a broker's export alone ({CHECKPOINT})"
+        )
+        super().__init__(f"{out} holds {held}")
+
+
+def check_layout(out: str | Path, cluster: bool) -> None:
+    """Raise LayoutMismatch when `out` holds an export in the other layout than `cluster` asks,
+    told by the checkpoints each export keeps there; a new root, or one of the same layout, passes."""
+    out = Path(out)
+    if (out / CHECKPOINT).exists() if cluster else any(out.glob(CLUSTER_CHECKPOINTS)):
+        raise LayoutMismatch(out, cluster)
+
+
 def read_checkpoint(out: Path, layout: Layout | None = None) -> dict[str, Any]:
     path = (layout or Layout(out)).checkpoint
     if path.exists():
@@ -138,9 +164,12 @@ def export(
     cluster: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> ExportResult:
-    """Write every record after the last export to Parquet under `out` (as `source`'s node of a cluster root if `cluster`)."""
+    """Write every record after the last export to Parquet under `out` (as `source`'s node of a cluster root if `cluster`).
+
+    Raises LayoutMismatch, writing nothing, when `out` holds the other layout."""
     began = _time.perf_counter()
     out = Path(out)
+    check_layout(out, cluster)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     layout = Layout.of(out, source, cluster)
     state = read_checkpoint(out, layout)
