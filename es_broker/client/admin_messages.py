@@ -9,8 +9,8 @@ from functools import cached_property
 from typing import Any
 
 from es_broker.client.admin_base import AdminBase, AdminError
-from es_broker.client.instance import local_ip
 from es_broker.client.messages import UNIQ_KEY, UniqIdGenerator
+from es_broker.net.hosts import local_ip
 from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody, RedriveBody
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode

@@ -9,11 +9,9 @@ PUSH_REPLY_MESSAGE_TO_CLIENT).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
-import socket
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from es_broker.client.config import (
 from es_broker.client.request_reply import ReplyTable
 from es_broker.client.route import from_default_route
 from es_broker.net.channel import Channel
+from es_broker.net.hosts import local_ip
 from es_broker.net.remoting_client import PendingRequest, RemotingClient, RemotingError
 from es_broker.net.tasks import TaskGroup, TaskSpawner
 from es_broker.remoting.bodies import (
@@ -102,15 +101,6 @@ class FoundBroker:
 
     addr: str
     slave: bool
-
-
-def local_ip() -> str:
-    """This host's outward IPv4 address (no packet is sent), else 127.0.0.1."""
-    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only selects the outgoing interface
-        host: str = probe.getsockname()[0]
-        return host
-    return "127.0.0.1"
 
 
 def default_instance_name() -> str:

@@ -20,7 +20,7 @@ import anyio
 import grpc
 
 from es_broker.acl.access import AclSources
-from es_broker.client.instance import local_ip
+from es_broker.net.hosts import local_ip
 from es_broker.net.tls import TlsClientSettings, TlsSetupError, pem_key_and_chain, self_signed_pem
 from es_broker.proxy.auth import Authenticator
 from es_broker.proxy.cluster import Check, Cluster

@@ -18,6 +18,7 @@ import trio
 from es_broker.acl.access import AccessControl
 from es_broker.clock import Clock, SystemClock
 from es_broker.net.channel import Channel
+from es_broker.net.hosts import WILDCARDS
 from es_broker.remoting.bodies import (
     BrokerData,
     ClusterInfo,
@@ -180,7 +181,6 @@ class RouteInfo:
 
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-ANY_HOST = frozenset({"", "0.0.0.0", "::"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +203,7 @@ class InProcessNameServer:
             return False
         if host == self.host:
             return True
-        if self.host in ANY_HOST:  # listening on every interface: any of this host's addresses
+        if self.host in WILDCARDS:  # listening on every interface: any of this host's addresses
             return host in LOOPBACK or host in own_hosts
         return host in LOOPBACK and self.host in LOOPBACK
 

@@ -25,6 +25,7 @@ from es_broker.commands.acl_audit import AclAudit
 from es_broker.config import BrokerConfig, BrokerRole, load_broker_conf
 from es_broker.ha.term import HaTerm
 from es_broker.log.dirlock import DataDirLock
+from es_broker.net.hosts import WILDCARDS, local_ip
 from es_broker.net.remoting_client import split_addr
 from es_broker.readmodel.db import default_url, engine_error
 from es_broker.server.edge.remoting_server import EdgeLimits
@@ -42,6 +43,19 @@ from es_broker.server.serve_access import (
 from es_broker.server.serve_options import ServeOptions, with_role
 
 log = logging.getLogger("es_broker")
+
+
+def _registered_host(listen_host: str, configured: str) -> str:
+    """The broker's address for its clients (brokerIP1) when it listens on `listen_host`: that
+    host, unless it is a wildcard, which no client can connect to; then broker.conf's brokerIP1
+    when it names one, else this host's outward address, as RocketMQ's brokerIP1 defaults to
+    `RemotingUtil.getLocalAddress()` (B-682)."""
+    if listen_host not in WILDCARDS:
+        return listen_host
+    default = BrokerConfig.__dataclass_fields__["brokerIP1"].default  # the loopback listener's
+    if configured not in WILDCARDS and configured != default:
+        return configured
+    return local_ip()
 
 
 def _listen(value: str, default_port: int) -> tuple[str, int]:
@@ -65,7 +79,7 @@ async def serve(args: ServeOptions) -> None:
     host, port = _listen(
         args.listen or f"{config.brokerIP1}:{config.listenPort}", config.listenPort
     )
-    config = config.replace(brokerIP1=host, listenPort=port)
+    config = config.replace(brokerIP1=_registered_host(host, config.brokerIP1), listenPort=port)
     check_exporter_type(config.metricsExporterType)  # before anything listens (B-355)
     _check_readmodel_url(args)
     # one process writes a data directory: taken before anything in it is opened or made (B-490)
