@@ -9,6 +9,8 @@ meanwhile recorded first as `deliveries_unrecorded`.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import trio
 
@@ -125,7 +127,7 @@ async def test_b154_runtime_info_shows_the_disk_full_state(full_disk_broker):
 
 
 async def test_b152_once_space_returns_the_unrecorded_deliveries_are_recorded_before_new_writes(
-    full_disk_broker,
+    full_disk_broker, caplog
 ):
     broker, filler, acked, clock = full_disk_broker
     first = await broker.pull("G", "T", 0, 0, 2, client="c1")
@@ -136,6 +138,10 @@ async def test_b152_once_space_returns_the_unrecorded_deliveries_are_recorded_be
     broker.writer.probe_soon()  # what the next probe tick would do
     stored = await broker.put_message("T", 0, MessageIn(b"after"))
     assert not broker.disk_full and broker.unrecorded.count == 0
+    # said at the level the disk filling was, which `serve` shows by default
+    assert [
+        r.levelno for r in caplog.records if r.getMessage().startswith("disk space returned")
+    ] == [logging.WARNING]
     tail = [
         (seq, r)
         for seq, r in broker.store.log.read()

@@ -428,7 +428,9 @@ class GroupCommitWriter:
 
     def _leave_disk_full(self) -> None:
         since = self.disk_full_since or self.now_ms()
-        log.info(
+        # at the entering line's level: `serve` logs WARNING and above unless -v, and an operator
+        # who saw the disk fill must see it end (README, "A full disk")
+        log.warning(
             "disk space returned: the record log at %s is writable again after %.1f s; %d writes were "
             "refused meanwhile",
             self.log.path,
