@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+
+import trio
+
+from es_broker.net.remoting_client import RemotingClient
+from es_broker.remoting.codes import RequestCode, ResponseCode
+from tests.ha_fixtures import Cluster, Wire, caught_up, start_cluster
+from tests.helpers import cli, wait_until
 
 
 def test_update_topic_then_route_and_status_show_it(served):
@@ -108,3 +117,143 @@ def test_delete_topic_removes_it_from_the_route(served):
     served.admin("updateTopic", "-b", served.broker, "-t", "Gone")
     served.admin("deleteTopic", "-c", "DefaultCluster", "-t", "Gone")
     assert "Gone" not in served.admin_json("topicList")
+
+
+# ---------------------------------------------------------------------- a broker name without its master
+
+
+async def _admin(cluster: Cluster, *args: str):
+    """`es-broker admin -n NAMESRV ARGS`, finished, run in a thread so the test's tasks go on."""
+    return await trio.to_thread.run_sync(
+        functools.partial(cli, "admin", "-n", cluster.namesrv.addr, *args)
+    )
+
+
+async def _routed_to(w: Wire, namesrv: str, topic: str, addrs: dict[int, str]) -> bool:
+    r = await w.call(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    if r.code != ResponseCode.SUCCESS:
+        return False
+    return [
+        {int(k): v for k, v in d["brokerAddrs"].items()} for d in json.loads(r.body)["brokerDatas"]
+    ] == [addrs]
+
+
+async def test_send_message_to_a_route_of_slaves_only_fails_in_one_line_saying_why(
+    tmp_path, nursery
+):
+    """A producer sends to masters only: with broker-a's master gone (a fail-over gap) there is
+    nowhere to send, and sendMessage says so instead of a bare KeyError "0"."""
+    cluster = await start_cluster(tmp_path, master={}, slave={})
+    try:
+        w = Wire(RemotingClient(nursery))
+        m, s = cluster.master.addr, cluster.slave.addr
+        await wait_until("the slave caught up", lambda: caught_up(w, m, s))
+        await w.create_topic(m, "T1", 1)
+        await wait_until("the slave caught up", lambda: caught_up(w, m, s))
+        cluster.master.stop()
+        await wait_until(
+            "a route of the slave only", lambda: _routed_to(w, cluster.namesrv.addr, "T1", {1: s})
+        )
+
+        refused = await _admin(cluster, "sendMessage", "-t", "T1", "-p", "body")
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert refused.stderr == (
+            "es-broker admin sendMessage: no master of topic T1 in its route: sends need a master"
+            " (brokers: broker-a has only slaves 1)\n"
+        )
+    finally:
+        cluster.stop_all()
+
+
+async def test_consume_message_and_query_by_offset_read_a_slave_only_route_from_the_slave(
+    tmp_path, nursery
+):
+    """mqadmin pulls from any broker of the name: the master, else a slave."""
+    cluster = await start_cluster(tmp_path, master={}, slave={})
+    try:
+        w = Wire(RemotingClient(nursery))
+        m, s = cluster.master.addr, cluster.slave.addr
+        await wait_until("the slave caught up", lambda: caught_up(w, m, s))
+        await w.create_topic(m, "T1", 1)
+        for body in (b"m0", b"m1"):
+            assert (await w.send(m, "T1", 0, body)).code == ResponseCode.SUCCESS
+        await wait_until("the slave caught up", lambda: caught_up(w, m, s))
+        cluster.master.stop()
+        await wait_until(
+            "a route of the slave only", lambda: _routed_to(w, cluster.namesrv.addr, "T1", {1: s})
+        )
+
+        consumed = await _admin(
+            cluster, "consumeMessage", "-t", "T1", "-b", "broker-a", "-i", "0", "-o", "0", "--json"
+        )
+        assert consumed.returncode == 0, consumed.stderr
+        assert [msg["body"] for msg in json.loads(consumed.stdout)] == ["m0", "m1"]
+        by_offset = await _admin(
+            cluster,
+            "queryMsgByOffset",
+            "-t",
+            "T1",
+            "-b",
+            "broker-a",
+            "-i",
+            "0",
+            "-o",
+            "1",
+            "--json",
+        )
+        assert by_offset.returncode == 0, by_offset.stderr
+        assert json.loads(by_offset.stdout)["body"] == "m1"  # its master stopped: the slave's copy
+
+        unknown = await _admin(
+            cluster, "queryMsgByOffset", "-t", "T1", "-b", "broker-x", "-i", "0", "-o", "0"
+        )
+        assert (unknown.returncode, unknown.stderr) == (
+            1,
+            "es-broker admin queryMsgByOffset: broker broker-x has no address in the route of"
+            " topic T1 (brokers: broker-a)\n",
+        )
+    finally:
+        cluster.stop_all()
+
+
+async def test_send_message_to_a_sync_master_without_its_slave_prints_slave_not_available(
+    tmp_path, nursery
+):
+    """MQClientAPIImpl#processSendResponse: SLAVE_NOT_AVAILABLE (as FLUSH_SLAVE_TIMEOUT and
+    FLUSH_DISK_TIMEOUT) means stored on the master; mqadmin prints it as the send's status."""
+    cluster = await start_cluster(tmp_path, master={"brokerRole": "SYNC_MASTER"}, slave={})
+    try:
+        w = Wire(RemotingClient(nursery))
+        m, s = cluster.master.addr, cluster.slave.addr
+        await wait_until("the slave caught up", lambda: caught_up(w, m, s))
+        await w.create_topic(m, "T1", 1)
+        cluster.slave.stop()
+
+        async def slave_gone() -> bool:  # the master answers a send without a slave
+            return (await w.send(m, "T1", 0, b"probe")).code == ResponseCode.SLAVE_NOT_AVAILABLE
+
+        await wait_until("the master without its slave", slave_gone)
+
+        sent = await _admin(cluster, "sendMessage", "-t", "T1", "-p", "kept", "--json")
+        assert sent.returncode == 0, sent.stderr
+        result = json.loads(sent.stdout)
+        assert (result["brokerName"], result["sendStatus"]) == ("broker-a", "SLAVE_NOT_AVAILABLE")
+        shown = await _admin(cluster, "sendMessage", "-t", "T1", "-p", "again")
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.splitlines()[1].split()[:3] == ["broker-a", "0", "SLAVE_NOT_AVAILABLE"]
+        stored = await _admin(
+            cluster,
+            "queryMsgByOffset",
+            "-t",
+            "T1",
+            "-b",
+            "broker-a",
+            "-i",
+            "0",
+            "-o",
+            str(result["queueOffset"]),
+            "--json",
+        )
+        assert json.loads(stored.stdout)["body"] == "kept"
+    finally:
+        cluster.stop_all()

@@ -9,10 +9,11 @@ from functools import cached_property
 from typing import Any
 
 from es_broker.client.admin_base import AdminBase, AdminError
-from es_broker.client.messages import UNIQ_KEY, UniqIdGenerator
+from es_broker.client.messages import UNIQ_KEY, SendStatus, UniqIdGenerator
 from es_broker.net.hosts import local_ip
 from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody, RedriveBody
+from es_broker.remoting.bodies import BrokerData
 from es_broker.remoting.codes import EsRequestCode, RequestCode, ResponseCode
 from es_broker.remoting.command import request
 from es_broker.remoting.es_headers import (
@@ -33,6 +34,32 @@ from es_broker.remoting.message import (
     parse_offset_msg_id,
 )
 from es_broker.remoting.response_headers import SendMessageResponseHeader
+
+# MQClientAPIImpl#processSendResponse: a SYNC_MASTER's answers that still mean "stored"
+_STORED: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+def _read_addr(data: BrokerData) -> str | None:
+    """The address to read a broker name from: its master, else its lowest-id slave."""
+    addrs = data.broker_addrs
+    return addrs.get(0) or (addrs[min(addrs)] if addrs else None)
+
+
+def _masterless(datas: tuple[BrokerData, ...], names: set[str]) -> str:
+    """Why each of the broker names `names` cannot take a send, for an error message."""
+    why = []
+    for d in sorted(datas, key=lambda d: d.broker_name):
+        if d.broker_name in names:
+            slaves = ", ".join(str(i) for i in sorted(d.broker_addrs))
+            why.append(
+                f"{d.broker_name} has " + (f"only slaves {slaves}" if slaves else "no address")
+            )
+    return "; ".join(why) or "none"
 
 
 class MessageAdmin(AdminBase):
@@ -55,7 +82,15 @@ class MessageAdmin(AdminBase):
     async def message_by_offset(
         self, topic: str, broker_name: str, queue_id: int, offset: int
     ) -> StoredMessage:
-        addr = (await self.broker_names())[broker_name][0]
+        """One message of a queue, read as mqadmin's pull does: from the master, else a slave."""
+        route = await self.route(topic)
+        data = next((d for d in route.broker_datas if d.broker_name == broker_name), None)
+        addr = _read_addr(data) if data is not None else None
+        if addr is None:
+            known = ", ".join(sorted(d.broker_name for d in route.broker_datas)) or "none"
+            raise ValueError(
+                f"broker {broker_name} has no address in the route of topic {topic} (brokers: {known})"
+            )
         r = await self._ok(
             addr,
             f"message at {topic}/{broker_name}/{queue_id}/{offset}",
@@ -133,9 +168,19 @@ class MessageAdmin(AdminBase):
             raise ValueError(
                 f"topic {topic} has no writable queue{' on ' + broker_name if broker_name else ''}"
             )
-        qd = writable[0]
-        addrs = {d.broker_name: d.broker_addrs for d in route.broker_datas}
-        addr = addrs[qd.broker_name][0]
+        # as a producer, send to masters only: a slave refuses sends, and a fail-over gap has none
+        masters = {
+            d.broker_name: d.broker_addrs[0] for d in route.broker_datas if d.broker_addrs.get(0)
+        }
+        sendable = [q for q in writable if q.broker_name in masters]
+        if not sendable:
+            why = _masterless(route.broker_datas, {q.broker_name for q in writable})
+            raise ValueError(
+                f"no master of topic {topic}{' on ' + broker_name if broker_name else ''} in its"
+                f" route: sends need a master (brokers: {why})"
+            )
+        qd = sendable[0]
+        addr = masters[qd.broker_name]
         props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys)) if v}
         props[UNIQ_KEY] = self._ids.next_id()
         qid = queue_id if queue_id is not None else random.randrange(qd.write_queue_nums)
@@ -160,6 +205,7 @@ class MessageAdmin(AdminBase):
                 ),
                 body,
             ),
+            allowed=tuple(_STORED),
         )
         stored = SendMessageResponseHeader.of(r)
         return {
@@ -168,7 +214,7 @@ class MessageAdmin(AdminBase):
             "queueOffset": stored.queue_offset,
             "msgId": props[UNIQ_KEY],
             "offsetMsgId": stored.msg_id,
-            "sendStatus": "SEND_OK",
+            "sendStatus": _STORED[r.code].value,
         }
 
     async def messages_by_uniq_key(
