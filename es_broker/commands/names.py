@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from es_broker.commands.errors import IllegalRequest, NoPermission
+from es_broker.remoting.requests import LEGAL_NAME
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
@@ -17,7 +16,7 @@ TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # BrokerConfig.msgTraceTopicName's default
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # RocketMQ 5's timer messages wait here (B-589)
 MAX_NAME_LENGTH = 127
 
-_LEGAL = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_LEGAL = LEGAL_NAME
 
 SYSTEM_TOPICS = frozenset(
     {

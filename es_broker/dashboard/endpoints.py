@@ -23,6 +23,7 @@ from es_broker.dashboard.views import Forbidden, Views, acl_refusal, acting_as
 from es_broker.dashboard.web import PageError
 from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.body_view import json_view
+from es_broker.remoting.codes import ResponseCode
 
 READ_ONLY = "read-only dashboard: start it with --allow-writes to change anything"
 
@@ -95,8 +96,12 @@ async def answer_of(
         return JSONResponse({"error": str(exc)}, status_code=403)
     except AdminError as exc:
         return _admin_error(dash, exc, session)
-    except (ValueError, RemotingError, OSError) as exc:
-        return JSONResponse({"error": str(exc)}, status_code=502)
+    except (RemotingError, OSError, UnicodeError, json.JSONDecodeError) as exc:
+        return JSONResponse({"error": str(exc)}, status_code=502)  # a broker unreachable or garbled
+    except KeyError as exc:  # a name the admin client looked up and did not find
+        return JSONResponse({"error": f"no such name: {exc.args[0] if exc.args else exc}"}, 400)
+    except ValueError as exc:  # the admin client's refusal of the question as asked
+        return JSONResponse({"error": str(exc)}, status_code=400)
 
 
 def _sign_in_first(request: Request) -> Response:
@@ -118,11 +123,22 @@ def _views_for(dash: Dashboard, mode: str | None, session: Session | None) -> Vi
     return Views(admin, acting_as(dash.settings.client_id, operator), dash.write_lock)
 
 
+#: the response codes that say what was asked does not exist or may not be done, as a status
+_CODE_STATUS: dict[int, int] = {
+    ResponseCode.TOPIC_NOT_EXIST: 404,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: 404,
+    ResponseCode.QUERY_NOT_FOUND: 404,
+    ResponseCode.NO_PERMISSION: 403,
+}
+
+
 def _admin_error(dash: Dashboard, exc: AdminError, session: Session | None) -> Response:
-    """The broker's ACL saying no is the account's rights (403), anything else a fault (502)."""
+    """The broker's ACL saying no is the account's rights (403); a code that says "no such
+    topic or group" or "not allowed" its status; anything else a fault (502: SYSTEM_ERROR's
+    remarks mix bad input with faults)."""
     refused = acl_refusal(exc)
     if refused is None:
-        return JSONResponse({"error": str(exc)}, status_code=502)
+        return JSONResponse({"error": str(exc)}, status_code=_CODE_STATUS.get(exc.code, 502))
     credentials = dash.settings.credentials
     who = (
         session.operator

@@ -14,12 +14,23 @@ from starlette.requests import Request
 from es_broker.client.admin_timetravel import BrokerAnswer
 from es_broker.dashboard.endpoints import Handler
 from es_broker.dashboard.security import CSRF_FIELD
-from es_broker.dashboard.throughput import WINDOWS, throughput_page
+from es_broker.dashboard.throughput import WINDOWS, shortest_step, throughput_page
 from es_broker.dashboard.timeline_page import timeline_page
 from es_broker.dashboard.views import Views, now_ms
 from es_broker.dashboard.web import PageError, _int, _time, form
 from es_broker.remoting.es_headers import RESET_KINDS, RESET_MODES
 from es_broker.remoting.query_bodies import OffsetTimelineBody
+from es_broker.remoting.requests import LEGAL_NAME, TOPIC_BYTES_MAX
+
+#: the query fields of the messages page's searches
+MESSAGE_FIELDS = ("msgId", "topic", "key", "broker", "queueId", "offset")
+#: the fields of a search by queue and offset, in words
+BY_OFFSET = {
+    "topic": "a topic",
+    "broker": "a broker",
+    "queueId": "a queueId",
+    "offset": "an offset",
+}
 
 
 def views(request: Request) -> Views:
@@ -45,8 +56,16 @@ async def create_topic(request: Request) -> tuple[str, dict[str, Any]]:
     name = f.get("topic", "").strip()
     if not name:
         raise PageError(400, "give the topic's name")
+    if len(name) > TOPIC_BYTES_MAX or not LEGAL_NAME.match(name):
+        raise PageError(
+            400,
+            f"topic name {name!r}: at most {TOPIC_BYTES_MAX} of the letters, digits and"
+            " % | _ - (RocketMQ's TopicValidator)",
+        )
     queues = _int(f.get("queues"), "queues") or 8
-    perm = _int(f.get("perm"), "perm") or 6
+    if queues < 1:
+        raise PageError(400, f"queues is 1 or more, not {queues}")
+    perm = _checked_perm(_int(f.get("perm"), "perm") or 6)
     done = await views(request).create_topic(name, queues, perm)
     return "done.html", {"title": f"topic {name} created", "result": done}
 
@@ -56,9 +75,17 @@ async def topic_perm(request: Request) -> tuple[str, dict[str, Any]]:
     perm = _int(f.get("perm"), "perm")
     if perm is None:
         raise PageError(400, "give the new perm (2 W, 4 R, 6 RW)")
+    _checked_perm(perm)
     topic_name = request.path_params["topic"]
     done = await views(request).update_topic_perm(topic_name, perm)
     return "done.html", {"title": f"perm of {topic_name} changed", "result": done}
+
+
+def _checked_perm(perm: int) -> int:
+    """A perm the brokers take: PermName's bits, 0..7 (2 W, 4 R, 6 RW)."""
+    if not 0 <= perm <= 7:
+        raise PageError(400, f"perm is 0..7 (2 W, 4 R, 6 RW), not {perm}")
+    return perm
 
 
 async def groups(request: Request) -> tuple[str, dict[str, Any]]:
@@ -106,14 +133,30 @@ async def offsets_at(request: Request) -> tuple[str, dict[str, Any]]:
 
 
 async def messages(request: Request) -> tuple[str, dict[str, Any]]:
+    """The messages page's three searches (by id, by key, by queue and offset); a search with
+    a field missing is refused with the field it needs, never answered with nothing."""
     p = request.query_params
+    fields = {k: (p.get(k) or "").strip() or None for k in MESSAGE_FIELDS}
+    if fields["msgId"] is None:
+        if any(fields[k] is not None for k in ("broker", "queueId", "offset")):
+            missing = [words for k, words in BY_OFFSET.items() if fields[k] is None]
+            if missing:
+                raise PageError(
+                    400,
+                    f"give {' and '.join(missing)}: a search by queue and offset needs "
+                    + ", ".join(BY_OFFSET.values()),
+                )
+        elif fields["key"] is not None and fields["topic"] is None:
+            raise PageError(400, "give a topic: a key is looked up in one topic")
+        elif fields["topic"] is not None and fields["key"] is None:
+            raise PageError(400, "give a key, or a broker name, queue and offset, with the topic")
     data = await views(request).find_messages(
-        msg_id=p.get("msgId") or None,
-        topic=p.get("topic") or None,
-        key=p.get("key") or None,
-        broker=p.get("broker") or None,
-        queue_id=_int(p.get("queueId"), "queueId"),
-        offset=_int(p.get("offset"), "offset"),
+        msg_id=fields["msgId"],
+        topic=fields["topic"],
+        key=fields["key"],
+        broker=fields["broker"],
+        queue_id=_int(fields["queueId"], "queueId"),
+        offset=_int(fields["offset"], "offset"),
     )
     data["query"] = dict(p)
     return "messages.html", data
@@ -150,6 +193,11 @@ async def throughput(request: Request) -> tuple[str, dict[str, Any]]:
     step = _int(p.get("step"), "step (minutes)")
     if step is not None and not 1 <= step <= 1440:
         raise PageError(400, "step is 1..1440 minutes")
+    shown_window, _, shown_step = (p.get("stepFor") or "").partition("/")
+    if shown_window and shown_window != window and shown_step == str(step):
+        step = None  # the step the form echoed was the old window's: the new one picks its own
+    if step is not None:
+        step = max(step, shortest_step(since, until))
     topic_name = (p.get("topic") or "").strip() or None
     data = await views(request).throughput(since, until, step, topic_name)
     data.update(throughput_page(data), window=window, windows=list(WINDOWS))

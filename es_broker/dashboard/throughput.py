@@ -10,6 +10,16 @@ from es_broker.dashboard import charts
 
 #: the windows the throughput page offers, in minutes
 WINDOWS = {"15m": 15, "1h": 60, "6h": 360, "24h": 1440, "7d": 7 * 1440}
+#: the most intervals a STATS_HISTORY answer has (the broker refuses a shorter step)
+MAX_INTERVALS = 10_000
+
+
+def shortest_step(since: int, until: int) -> int:
+    """The shortest step, in minutes, the broker answers for since..until: the window's
+    minutes (whole minutes from since's to until's, as STATS_HISTORY counts them) in at most
+    MAX_INTERVALS intervals."""
+    minutes = -(-until // 60_000) - since // 60_000
+    return max(1, -(-minutes // MAX_INTERVALS))
 
 
 def throughput_page(data: dict[str, Any]) -> dict[str, Any]:

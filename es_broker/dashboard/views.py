@@ -17,6 +17,7 @@ import anyio
 
 from es_broker.client.admin import Admin, AdminError
 from es_broker.client.admin_timetravel import BrokerAnswer
+from es_broker.dashboard.web import PageError
 from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting import fastjson
 from es_broker.remoting.bodies import ConsumerConnection, SubscriptionGroupWrapper
@@ -543,23 +544,44 @@ class Views:
         queue_id: int | None = None,
         offset: int | None = None,
     ) -> dict[str, Any]:
+        """A message by id, the messages of a key, or one by queue and offset (the fields of
+        one of these searches, checked by `pages.messages`)."""
         found: list[StoredMessage] = []
         if topic:
             await self.require_topic(topic)
         if msg_id:
-            try:
-                found = [await self.admin.view_message(msg_id)]
-            except ValueError:  # not an offset msg id: a UNIQ_KEY is found by its journey
-                trace = await self.admin.message_trace(msg_id)
-                return {"messages": [], "traceOf": trace["msgId"]}
+            try:  # an offset msg id, else a UNIQ_KEY, as mqadmin queryMsgById (B-491)
+                found = [await self.admin.message_by_id(msg_id, topic)]
+            except ValueError as exc:
+                raise PageError(404, str(exc)) from None
         elif topic and key:
             found = await self.admin.messages_by_key(topic, key)
         elif topic and broker and queue_id is not None and offset is not None:
-            found = [await self.admin.message_by_offset(topic, broker, queue_id, offset)]
+            found = [await self.message_at(topic, broker, queue_id, offset)]
         if found and not topic:  # found by id: only what the account may see
             scope = await self.scope()
             found = [m for m in found if scope.sees_topic(m.topic)]
         return {"messages": [message_row(m) for m in found]}
+
+    async def message_at(
+        self, topic: str, broker: str, queue_id: int, offset: int
+    ) -> StoredMessage:
+        """The message at `offset` of a queue, the broker and queue checked against the route."""
+        route = await self.admin.route(topic)
+        queues = {q.broker_name: q.read_queue_nums for q in route.queue_datas}
+        if broker not in queues:
+            known = ", ".join(sorted(queues)) or "none"
+            raise PageError(400, f"topic {topic} has no broker {broker} (its brokers: {known})")
+        if not 0 <= queue_id < queues[broker]:
+            raise PageError(
+                400, f"{topic} has queues 0..{queues[broker] - 1} on {broker}, not {queue_id}"
+            )
+        if offset < 0:
+            raise PageError(400, f"an offset is 0 or more, not {offset}")
+        try:
+            return await self.admin.message_by_offset(topic, broker, queue_id, offset)
+        except ValueError as exc:  # the broker and queue are the route's: no message there
+            raise PageError(404, str(exc)) from None
 
     async def trace(self, msg_id: str) -> dict[str, Any]:
         return await self.admin.message_trace(msg_id)

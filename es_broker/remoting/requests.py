@@ -22,6 +22,7 @@ Sans-IO: pure functions over `RemotingCommand`, no sockets, no broker state.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -328,6 +329,8 @@ _BEAN_RULES: dict[type, Callable[[Any], str | None]] = {
 # 120 bytes there.
 TOPIC_BYTES_MAX = 127
 GROUP_BYTES_MAX = 255
+#: the characters a topic's or a group's name may hold (TopicValidator, Validators)
+LEGAL_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 DERIVED_GROUP_BYTES_MAX = TOPIC_BYTES_MAX - len("%RETRY%")
 #: a group's derived topic prefixes alone: topics of no group, invalid (B-500)
 GROUPLESS_TOPICS = frozenset({"%RETRY%", "%DLQ%"})
