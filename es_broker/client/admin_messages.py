@@ -9,7 +9,8 @@ from functools import cached_property
 from typing import Any
 
 from es_broker.client.admin_base import AdminBase, AdminError
-from es_broker.client.messages import UNIQ_KEY, SendStatus, UniqIdGenerator
+from es_broker.client.messages import UNIQ_KEY, UniqIdGenerator
+from es_broker.client.send_tries import STORED_STATUS
 from es_broker.net.hosts import local_ip
 from es_broker.net.remoting_client import RemotingError
 from es_broker.remoting.admin_bodies import OpenTransaction, OpenTransactionsBody, RedriveBody
@@ -34,14 +35,6 @@ from es_broker.remoting.message import (
     parse_offset_msg_id,
 )
 from es_broker.remoting.response_headers import SendMessageResponseHeader
-
-# MQClientAPIImpl#processSendResponse: a SYNC_MASTER's answers that still mean "stored"
-_STORED: dict[int, SendStatus] = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
 
 
 def _read_addr(data: BrokerData) -> str | None:
@@ -205,7 +198,7 @@ class MessageAdmin(AdminBase):
                 ),
                 body,
             ),
-            allowed=tuple(_STORED),
+            allowed=tuple(STORED_STATUS),  # a SYNC_MASTER's "stored, but" answers too
         )
         stored = SendMessageResponseHeader.of(r)
         return {
@@ -214,7 +207,7 @@ class MessageAdmin(AdminBase):
             "queueOffset": stored.queue_offset,
             "msgId": props[UNIQ_KEY],
             "offsetMsgId": stored.msg_id,
-            "sendStatus": _STORED[r.code].value,
+            "sendStatus": STORED_STATUS[r.code].value,
         }
 
     async def messages_by_uniq_key(

@@ -45,7 +45,8 @@ RETRY_RESPONSE_CODES = frozenset(
         ResponseCode.NOT_IN_CURRENT_UNIT,
     }
 )
-_STORED: dict[int, SendStatus] = {
+#: the send answers that mean stored, and the SendStatus each is (MQClientAPIImpl#processSendResponse)
+STORED_STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
@@ -138,7 +139,7 @@ class SendTries:
 
 def send_result(mq: MessageQueue, response: RemotingCommand, addr: str, msg_id: str) -> SendResult:
     """The SendResult of a broker's answer; BrokerRefused unless it stored the message."""
-    status = _STORED.get(response.code)
+    status = STORED_STATUS.get(response.code)
     if status is None:
         raise BrokerRefused(response.code, response.remark, addr)
     stored = SendMessageResponseHeader.of(response)
