@@ -209,8 +209,13 @@ class GroupCommitWriter:
         """`enqueue` of a job already wrapped in its `Queued` (or a subclass of it); returns it."""
         if self._closed:
             raise WriterClosed("the broker is shutting down")
-        self._push(pending)
-        pending.trace = hops.mark(hops.SUBMITTED)
+        # `_push`'s steps inline: a call fewer per request
+        self._queue.append(pending)
+        self._pushed += 1
+        if self._wake:
+            self._wake.unpark()
+        if hops.ON:  # traced hops only: `trace` is None otherwise
+            pending.trace = hops.mark(hops.SUBMITTED)
         return pending
 
     def _push(self, pending: Queued[Any]) -> None:

@@ -259,10 +259,6 @@ class Channel:
         not buffered (`PartialFramesOverCap`). `before_wait` is called each
         time every buffered frame is decoded and the stream is to be read.
         """
-        # the loop's clock (trio's own when native: anyio's asks which loop runs, each call), read
-        # only for a finite timeout
-        now = trio.current_time if self._native else anyio.current_time
-        idle_deadline = idle_timeout if idle_timeout == math.inf else now() + idle_timeout
         while True:
             try:
                 event = self.conn.next_event()
@@ -273,10 +269,9 @@ class Channel:
             if event is not NEED_DATA:
                 return event
             buffered = self.conn.buffered
-            if not buffered:
-                deadline = idle_deadline
-            else:
-                deadline = read_timeout if read_timeout == math.inf else now() + read_timeout
+            # idle until a frame begins, then each further read; the clock is read only when a
+            # read is to wait (a busy connection's bytes are mostly there already)
+            timeout = read_timeout if buffered else idle_timeout
             data: bytes | bytearray | None = None
             if self._head:
                 data, self._head = self._head, b""
@@ -284,15 +279,17 @@ class Channel:
                 if before_wait is not None:
                     before_wait()
                 if self._wait_readable is not None:  # a cancel scope only if the read waits
-                    data = await self._read_socket(deadline)
+                    data = await self._read_socket(timeout)
                 elif self._take is not None and (data := self._take()) is not None:
                     # bytes a relayed connection already has: no scope, one checkpoint (trio's:
                     # anyio's asks which loop runs, each call)
                     await trio.lowlevel.cancel_shielded_checkpoint()
-                elif deadline == math.inf:  # no timeout: no scope to enter and leave per read
+                elif timeout == math.inf:  # no timeout: no scope to enter and leave per read
                     data = await self._read()
                 else:
-                    with anyio.CancelScope(deadline=deadline):
+                    # the loop's clock: trio's own when native (anyio's asks which loop runs)
+                    now = trio.current_time if self._native else anyio.current_time
+                    with anyio.CancelScope(deadline=now() + timeout):
                         data = await self._read()
             if data is None:
                 raise ReceiveTimeout(
@@ -314,25 +311,29 @@ class Channel:
         except STREAM_GONE:
             return b""
 
-    async def _read_socket(self, deadline: float) -> bytes | None:
+    async def _read_socket(self, timeout: float) -> bytes | None:
         """What the plain socket has next, read with one scheduler pass: the wait for it to be
         readable, or, when bytes were there already, a checkpoint after the read (so a peer that
-        keeps the socket full cannot keep its read loop from yielding). None: nothing came by
-        `deadline`, whose cancel scope is entered only when the read has to wait (a busy
-        connection's bytes are mostly there already, and a scope costs microseconds). Only a
-        channel on trio reads so: the scope and the checkpoint are trio's, without anyio's look-up
-        of the running loop at each call."""
+        keeps the socket full cannot keep its read loop from yielding). None: nothing came within
+        `timeout` seconds of the first wait, whose deadline is read off the clock and whose cancel
+        scope is entered only when the read has to wait (a busy connection's bytes are mostly
+        there already, and a scope costs microseconds). Only a channel on trio reads so: the clock,
+        the scope and the checkpoint are trio's, without anyio's look-up of the running loop at
+        each call."""
         sock = self._socket
         assert sock is not None and self._wait_readable is not None
         waited = False
+        deadline: float | None = None  # read off the clock at the first wait
         while True:
             try:
                 data = os.read(sock.fileno(), READ_SIZE)
             except BlockingIOError:
                 try:
-                    if deadline == math.inf:
+                    if timeout == math.inf:
                         await self._wait_readable(sock)
                     else:
+                        if deadline is None:
+                            deadline = trio.current_time() + timeout
                         with trio.CancelScope(deadline=deadline) as scope:
                             await self._wait_readable(sock)
                         if scope.cancelled_caught:
@@ -351,9 +352,12 @@ class Channel:
 
     def _settle(self) -> None:
         # give back what the connection no longer holds (decoded or dropped)
-        if self.budget is not None and self._held != self.conn.buffered:
-            self.budget.give_back(self._held - self.conn.buffered)
-            self._held = self.conn.buffered
+        budget = self.budget
+        if budget is not None:
+            buffered = self.conn.buffered
+            if self._held != buffered:
+                budget.give_back(self._held - buffered)
+                self._held = buffered
 
     async def invoke(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for its response (matched by opaque)."""

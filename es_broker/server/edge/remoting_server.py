@@ -322,7 +322,7 @@ class RemotingServer:
                     continue
                 if timed:
                     outbox.started[command.opaque] = time.perf_counter()
-                trace = hops.begin(command.code, channel)  # None unless hops are traced
+                trace = hops.begin(command.code, channel) if hops.ON else None  # traced hops only
                 # refused at the edge: answered here, no task (an unserved code, a malformed request)
                 refusal = self._refusal(channel, command)
                 if refusal is not None:

@@ -55,7 +55,8 @@ class BrokerSettings:
 
     @property
     def config(self) -> BrokerConfig:
-        return self.broker.config
+        # what `self.broker.config` answers, read in one step: a request reads it a few times
+        return self.broker.store.settings.current
 
 
 # ------------------------------------------------------------------ ACL
