@@ -192,6 +192,8 @@ def test_encode_properties(props):
 def test_decode_properties(raw):
     same("decode_properties", raw)
     same("decode_properties", raw.decode("utf-8", "replace"))
+    # text with a lone surrogate (a JSON header may escape one) has no UTF-8 bytes
+    same("decode_properties", raw.decode("utf-8", "surrogateescape"))
 
 
 def field_values():

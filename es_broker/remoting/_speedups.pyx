@@ -130,6 +130,16 @@ cdef dict _decode_properties(const char* data, Py_ssize_t size):
 def decode_properties(raw):
     if _REF is None:
         _bind()
+    cdef bytes data
+    if type(raw) is str:
+        # a send's header carries its properties as text: split its UTF-8 bytes, whose pieces
+        # between the ASCII separators decode to the text's own pieces (a lone surrogate, which
+        # has no UTF-8, goes to the reference)
+        try:
+            data = (<str>raw).encode("utf-8")
+        except UnicodeEncodeError:
+            return _REF["decode_properties"](raw)
+        return _decode_properties(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
     if type(raw) is not bytes:
         return _REF["decode_properties"](raw)
     return _decode_properties(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
