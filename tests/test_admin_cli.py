@@ -129,6 +129,15 @@ async def _admin(cluster: Cluster, *args: str):
     )
 
 
+async def _by_offset(cluster: Cluster, topic: str, broker: str, queue_id: int, offset: int):
+    """`admin queryMsgByOffset ... --json`: the message at `offset` of one queue."""
+    return await _admin(
+        cluster,
+        "queryMsgByOffset",
+        *("-t", topic, "-b", broker, "-i", str(queue_id), "-o", str(offset), "--json"),
+    )
+
+
 async def _routed_to(w: Wire, namesrv: str, topic: str, addrs: dict[int, str]) -> bool:
     r = await w.call(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     if r.code != ResponseCode.SUCCESS:
@@ -188,19 +197,7 @@ async def test_consume_message_and_query_by_offset_read_a_slave_only_route_from_
         )
         assert consumed.returncode == 0, consumed.stderr
         assert [msg["body"] for msg in json.loads(consumed.stdout)] == ["m0", "m1"]
-        by_offset = await _admin(
-            cluster,
-            "queryMsgByOffset",
-            "-t",
-            "T1",
-            "-b",
-            "broker-a",
-            "-i",
-            "0",
-            "-o",
-            "1",
-            "--json",
-        )
+        by_offset = await _by_offset(cluster, "T1", "broker-a", 0, 1)
         assert by_offset.returncode == 0, by_offset.stderr
         assert json.loads(by_offset.stdout)["body"] == "m1"  # its master stopped: the slave's copy
 
@@ -241,19 +238,7 @@ async def test_send_message_to_a_sync_master_without_its_slave_prints_slave_not_
         shown = await _admin(cluster, "sendMessage", "-t", "T1", "-p", "again")
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.splitlines()[1].split()[:3] == ["broker-a", "0", "SLAVE_NOT_AVAILABLE"]
-        stored = await _admin(
-            cluster,
-            "queryMsgByOffset",
-            "-t",
-            "T1",
-            "-b",
-            "broker-a",
-            "-i",
-            "0",
-            "-o",
-            str(result["queueOffset"]),
-            "--json",
-        )
+        stored = await _by_offset(cluster, "T1", "broker-a", 0, result["queueOffset"])
         assert json.loads(stored.stdout)["body"] == "kept"
     finally:
         cluster.stop_all()
