@@ -10,6 +10,7 @@ same projections is checked by tests/test_compiled_identity.py
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import logging
@@ -134,3 +135,12 @@ def test_setup_marks_each_module_with_its_source_digest(tmp_path, monkeypatch):
     assert source == name.replace(".", "/") + ".py"
     text = Path(mark).read_bytes()
     assert compiled.SOURCE_MARK + compiled.source_digest(_source(name)).encode() in text
+
+
+def test_no_module_built_from_its_source_defines_a_coroutine_function():
+    """A coroutine Cython builds has no `cr_suspended`: trio reads it of a task's coroutine when
+    a Lock passes to a waiting task, so a built coroutine that is a task's own fails there."""
+    for name in compiled.WHOLE:
+        tree = ast.parse(_source(name).read_text())
+        defined = [n.name for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef)]
+        assert defined == [], f"{name} defines coroutine functions: {defined}"
