@@ -10,7 +10,9 @@ connection id, payload length; big-endian) and its payload:
 * OPEN (edge to writer): a connection was accepted; the payload is its peer's
   and the edge's address, `host port host port` in ASCII;
 * DATA (both ways): bytes the client sent, or bytes to write to it, in order;
-* CLOSE (both ways): the client went away, or the writer closed the connection.
+* CLOSE (both ways): the client went away, or the writer closed the connection;
+* READY (edge to writer, connection id 0, once): the edge accepts on the
+  listening socket, so the writer says it listens once every edge does.
 
 The bytes are relayed as they are read: the frames are split, checked and
 decoded by the writer's channel, under the listener's limits, so a
@@ -29,8 +31,8 @@ import trio
 from es_broker.net.channel import READ_SIZE
 
 HEAD = struct.Struct(">BII")
-OPEN, DATA, CLOSE = 1, 2, 3
-KINDS = (OPEN, DATA, CLOSE)
+OPEN, DATA, CLOSE, READY = 1, 2, 3, 4
+KINDS = (OPEN, DATA, CLOSE, READY)
 # a link message's payload at most: a read of a socket (es_broker.net.channel.READ_SIZE) fits many times
 MAX_PAYLOAD = 64 * 1024 * 1024
 

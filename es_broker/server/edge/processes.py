@@ -22,6 +22,7 @@ stop with it; when it is killed, each edge sees its link end and exits.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 FIRST_PAUSE = 0.5  # s before an edge that exited is started again
 LONGEST_PAUSE = 30.0
 STEADY = 60.0  # s an edge must have run for the pause to start again from FIRST_PAUSE
+# s the writer waits for its edges to accept before it says it listens (it listens anyway then)
+EDGES_READY_WITHIN = 30.0
 
 
 class EdgeProcesses:
@@ -52,6 +55,8 @@ class EdgeProcesses:
         self.server = server
         self.count = count
         self.links: dict[int, EdgeLink] = {}  # by slot, while its edge runs
+        self._accepting: set[int] = set()  # the slots whose edge said it accepts (READY), once
+        self._all_accepting = trio.Event()
         self._env = dict(os.environ)
         if tls:  # the edges do the TLS handshakes with the writer's settings
             settings = {
@@ -85,10 +90,26 @@ class EdgeProcesses:
             async with trio.open_nursery() as nursery:
                 for slot in range(self.count):
                     nursery.start_soon(self._supervise, slot, fds)
+                # "listening" once every edge accepts: a client connecting then is served by any
+                with trio.move_on_after(EDGES_READY_WITHIN) as waited:
+                    await self._all_accepting.wait()
+                if waited.cancelled_caught:
+                    log.warning(
+                        "%d of %d edge processes accept after %g s; listening anyway",
+                        len(self._accepting),
+                        self.count,
+                        EDGES_READY_WITHIN,
+                    )
                 task_status.started(bound)
         finally:
             for listener in listeners:
                 listener.socket.close()
+
+    def _accepts(self, slot: int) -> None:
+        """The edge of `slot` accepts on the listening socket (its link's READY)."""
+        self._accepting.add(slot)
+        if len(self._accepting) >= self.count:
+            self._all_accepting.set()
 
     def _command(self, fds: list[int], link_fd: int) -> list[str]:
         limits = self.server.limits
@@ -115,7 +136,10 @@ class EdgeProcesses:
             finally:
                 theirs.close()
             link = EdgeLink(
-                trio.SocketStream(trio.socket.from_stdlib_socket(ours)), self.server, process.pid
+                trio.SocketStream(trio.socket.from_stdlib_socket(ours)),
+                self.server,
+                process.pid,
+                on_ready=functools.partial(self._accepts, slot),
             )
             self.links[slot] = link
             try:

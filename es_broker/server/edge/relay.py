@@ -36,6 +36,7 @@ from es_broker.server.edge.link import (
     CLOSE,
     DATA,
     OPEN,
+    READY,
     LinkBroken,
     LinkReader,
     Outgoing,
@@ -102,7 +103,8 @@ class Edge:
     async def run(self, listeners: list[trio.SocketListener]) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.out.run)  # ends when the writer is gone: so does the reader
-            nursery.start_soon(trio.serve_listeners, self._connection, listeners)
+            await nursery.start(trio.serve_listeners, self._connection, listeners)
+            self._put(message(READY, 0))  # accepting: the writer may say it listens
             await self._read_loop()
             nursery.cancel_scope.cancel()  # the writer is gone: so are this edge's connections
 

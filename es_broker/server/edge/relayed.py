@@ -14,6 +14,7 @@ are failed and the listener's `on_close` runs (the client registry forgets it).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 import trio
@@ -23,6 +24,7 @@ from es_broker.server.edge.link import (
     CLOSE,
     DATA,
     OPEN,
+    READY,
     LinkBroken,
     LinkReader,
     Outgoing,
@@ -137,10 +139,17 @@ class RelayedStream:
 class EdgeLink:
     """The writer's end of one edge process's link."""
 
-    def __init__(self, stream: trio.SocketStream, server: Serves, pid: int) -> None:
+    def __init__(
+        self,
+        stream: trio.SocketStream,
+        server: Serves,
+        pid: int,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
         self.stream = stream
         self.server = server
         self.pid = pid
+        self.on_ready = on_ready  # called when the edge says it accepts (READY)
         self.streams: dict[int, RelayedStream] = {}
         # to the edge: a message put while nothing is being written goes to the socket at once
         self.out = Outgoing(stream, LINK_HIGH_WATER, fd=stream.socket.fileno())
@@ -196,6 +205,9 @@ class EdgeLink:
                     stream = RelayedStream(self, conn, peer, local)
                     self.streams[conn] = stream
                     nursery.start_soon(self.server.serve_relayed, stream)
+                elif kind == READY:
+                    if self.on_ready is not None:
+                        self.on_ready()
                 else:  # CLOSE: the client went away
                     stream = self.streams.pop(conn, None)
                     if stream is not None:
