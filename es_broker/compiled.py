@@ -208,16 +208,23 @@ def whole_active() -> dict[str, bool]:
     return dict(_whole_loaded)
 
 
+def _not_running(
+    names: tuple[str, ...], loaded: dict[str, bool], why_not: dict[str, str]
+) -> tuple[list[str], str]:
+    """Those of `names` whose compiled module does not run, and the reasons, for a status line."""
+    missing = [name for name in names if not loaded.get(name)]
+    return missing, "; ".join(sorted({why_not.get(name, "not built") for name in missing}))
+
+
 def status() -> tuple[int, str]:
     """The log level and the one line saying which hot path runs and why (DEBUG when compiled)."""
     for name in MODULES:
         load(name)
     if pure_python_forced():
         return logging.INFO, f"hot path: the pure-Python reference ({ENV}=1)"
-    missing = [name for name in MODULES if not _loaded.get(name)]
+    missing, reasons = _not_running(MODULES, _loaded, _why_not)
     if not missing:
         return logging.DEBUG, f"hot path: compiled ({', '.join(MODULES)})"
-    reasons = "; ".join(sorted({_why_not.get(name, "not built") for name in missing}))
     return logging.WARNING, (
         f"hot path: the pure-Python reference for {', '.join(missing)}: {reasons} "
         "(same results, slower); reinstall where a C compiler and the Python headers are "
@@ -232,10 +239,9 @@ def whole_status() -> tuple[int, str]:
         importlib.import_module(name)
     if pure_python_forced():
         return logging.INFO, f"{len(WHOLE)} modules of the hot path run from their source ({ENV}=1)"
-    missing = [name for name in WHOLE if not _whole_loaded.get(name)]
+    missing, reasons = _not_running(WHOLE, _whole_loaded, _whole_why_not)
     if not missing:
         return logging.DEBUG, f"{len(WHOLE)} modules of the hot path run built from their source"
-    reasons = "; ".join(sorted({_whole_why_not.get(name, "not built") for name in missing}))
     return logging.WARNING, (
         f"{len(missing)} of the {len(WHOLE)} modules of the hot path built from their source run "
         f"from it instead ({', '.join(missing)}): {reasons} (same results, slower)"
