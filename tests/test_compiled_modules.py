@@ -19,8 +19,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from es_broker import compiled
 from tests.process_fixtures import ROOT
 
@@ -119,7 +117,6 @@ def test_the_status_line_of_the_modules_built_from_their_source(monkeypatch):
     assert compiled.whole_status()[0] == logging.INFO
 
 
-@pytest.mark.skipif(not importlib.util.find_spec("Cython"), reason="Cython is a build requirement")
 def test_setup_marks_each_module_with_its_source_digest(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("es_broker_setup_marks", ROOT / "setup.py")
     assert spec is not None and spec.loader is not None
