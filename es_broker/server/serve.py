@@ -66,7 +66,6 @@ def _listen(value: str, default_port: int) -> tuple[str, int]:
 
 async def serve(args: ServeOptions) -> None:
     log.log(*compiled.status())  # first: compiled or pure, and why (quiet when compiled)
-    log.log(*compiled.whole_status())  # and the modules built from their own source
     config = BrokerConfig(storePathRootDir=args.data_dir)
     if args.config:
         config = load_broker_conf(args.config, config)
