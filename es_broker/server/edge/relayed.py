@@ -144,7 +144,7 @@ class EdgeLink:
         stream: trio.SocketStream,
         server: Serves,
         pid: int,
-        on_ready: Callable[[], None] | None = None,
+        on_ready: Callable[[], None],
     ) -> None:
         self.stream = stream
         self.server = server
@@ -206,8 +206,7 @@ class EdgeLink:
                     self.streams[conn] = stream
                     nursery.start_soon(self.server.serve_relayed, stream)
                 elif kind == READY:
-                    if self.on_ready is not None:
-                        self.on_ready()
+                    self.on_ready()
                 else:  # CLOSE: the client went away
                     stream = self.streams.pop(conn, None)
                     if stream is not None:
