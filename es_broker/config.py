@@ -138,8 +138,8 @@ class BrokerConfig:
     reset_scope: str = "compat"  # compat | read_queues (S-13)
     reset_fence: bool = False  # a reset fences off late commits until the owner catches up (S-3)
     slave_offset_merge: str = "latest_wins"  # latest_wins | compat_overwrite (S-5, B-123)
-    # the LMDB map; grows by itself. On ext4 and xfs its blocks are allocated beforehand and
-    # LMDB writes its pages straight into it (B-673): the map is then disk space taken
+    # the LMDB map; grows by itself. On ext4 and xfs with ASYNC_FLUSH its blocks are allocated
+    # beforehand and LMDB writes its pages straight into it (B-673): the map is then disk space taken
     initial_map_size: int = 64 * 1024 * 1024
     write_map: bool = True  # False: LMDB writes every page with a system call, on any filesystem
     # --- history archive (B-401..B-419)

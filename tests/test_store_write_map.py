@@ -132,6 +132,25 @@ def test_b673_copy_on_write_and_unknown_filesystems_and_the_setting_keep_lmdb_ow
     store.close()
 
 
+def test_b673_a_store_synced_on_every_commit_has_lmdb_write_its_pages(tmp_path, monkeypatch):
+    """SYNC_FLUSH: each commit's sync write-protects the pages it flushed, so writing them in
+    place would fault on every page the next commit touches; LMDB writes them itself, and what
+    is stored is the same."""
+    monkeypatch.setattr(store_module, "filesystem_type", lambda path: "ext4")
+    log = RecordLog(tmp_path / "sync", sync=True)
+    assert not log.write_map and not log.env.flags()["writemap"]
+    for n in range(4):
+        append(log, n)
+    log.close()
+    log = RecordLog(tmp_path / "sync", sync=True)
+    assert values(log) == list(range(4))
+    log.close()
+    synced = BrokerConfig(storePathRootDir=str(tmp_path / "store"), flushDiskType="SYNC_FLUSH")
+    store = Store.open(tmp_path / "store", synced)
+    assert not store.log.write_map  # write_map=true (the default) is for ASYNC_FLUSH
+    store.close()
+
+
 def test_b673_flushes_in_another_thread_while_the_map_grows_never_fail(tmp_path, tmpfs_admitted):
     with small_tmpfs(tmp_path / "disk", 32) as disk:
         log = RecordLog(disk / "lmdb", map_size=MiB)

@@ -230,7 +230,11 @@ class RecordLog:
         # the map is remapped (`grow`) only while no other thread reads it
         self.map_gate = MapGate()
         self.write_map = False
-        if write_map and not readonly and filesystem_type(self.path) in PREALLOCATING_FILESYSTEMS:
+        # not with a sync on every commit (SYNC_FLUSH): each sync write-protects the pages it
+        # flushed, and the next commit's first write to each of them faults, which costs more
+        # than LMDB's own write of the page (bench/README.md, "SYNC_FLUSH writes its pages itself")
+        in_place = write_map and not sync and not readonly
+        if in_place and filesystem_type(self.path) in PREALLOCATING_FILESYSTEMS:
             self.env = self._open(map_size, sync, readonly, writemap=True)
             try:
                 self._preallocate(self.env.info()["map_size"])
