@@ -532,7 +532,16 @@ def main() -> None:
         help="start the broker with ES_BROKER_TRACE_HOPS=FILE and add the hops of a send and of a "
         "pull inside it (p50 / mean, µs) to each run's figures",
     )
+    p.add_argument(
+        "--broker-pythonpath",
+        metavar="PATH",
+        help="PYTHONPATH of the broker it starts (default: this checkout): another checkout, "
+        'built in place, to measure that tree with this bench (bench/README.md, "The '
+        "performance issue's table, before and after\"), or this one with bench/without_leaves",
+    )
     args = p.parse_args()
+    if args.broker_pythonpath and args.broker:
+        p.error("--broker-pythonpath starts the broker itself: not with --broker")
     if args.trace_hops and args.broker:
         p.error("--trace-hops starts the broker itself: not with --broker")
     results = []
@@ -545,9 +554,16 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 log = Path(tmp) / "broker.log"
                 conf = [f"edge_processes={args.edges}"] if args.edges else []
-                env = {"ES_BROKER_TRACE_HOPS": args.trace_hops} if args.trace_hops else None
+                env = {"ES_BROKER_TRACE_HOPS": args.trace_hops} if args.trace_hops else {}
+                if args.broker_pythonpath:
+                    env["PYTHONPATH"] = args.broker_pythonpath
                 with serve(
-                    Path(tmp) / "data", *args.serve_arg, log_file=log, conf=conf, env=env
+                    Path(tmp) / "data",
+                    *args.serve_arg,
+                    log_file=log,
+                    conf=conf,
+                    env=env,
+                    cwd=Path(tmp) if args.broker_pythonpath else None,  # not this checkout's
                 ) as broker:
                     follower = "none" not in args.serve_arg  # --readmodel-url none: no follower
                     pids = broker_pids(broker.process.pid, args.edges, follower)

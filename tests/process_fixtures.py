@@ -64,13 +64,16 @@ def serve(
     log_file: Path | None = None,
     conf: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[ServedBroker]:
     """Start `es-broker serve` on free ports; waits for its ready lines, SIGTERMs it at the end.
 
     With `log_file` everything the process prints goes to that file (read it for
     tracebacks); otherwise to a pipe that is read up to the ready lines only.
     `conf`: broker.conf lines, written next to the data directory and passed as --config.
-    `env`: environment variables over the test's (ROCKETMQ_HOME, ...).
+    `env`: environment variables over the test's (ROCKETMQ_HOME, ...). `cwd`: where it runs
+    (`python -m` puts that directory first on its path: elsewhere than a checkout, for another
+    checkout's es_broker on PYTHONPATH to be the one that runs).
     """
     if conf:
         conf_file = data_dir.parent / f"{data_dir.name}.conf"
@@ -96,6 +99,7 @@ def serve(
         stderr=subprocess.STDOUT,
         text=True,
         env={**_env(), **(env or {})},
+        cwd=cwd,
     )
     try:
         lines = _log_lines(process, log_file) if log_file is not None else process.stdout

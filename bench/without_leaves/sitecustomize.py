@@ -9,8 +9,8 @@ spends a message, against the same run without this, is what those projections c
 load (bench/README.md, "What the lookup projections cost under the shape"). A broker run this way
 keeps incomplete indexes: use a data directory made for the run and thrown away after it.
 
-    PYTHONPATH=$PWD:$PWD/bench/without_leaves ES_BROKER_BENCH_WITHOUT_LEAVES=1 \
-        python bench/rocketmq_shape.py --inflight 8 64 --seconds 10
+    ES_BROKER_BENCH_WITHOUT_LEAVES=1 python bench/rocketmq_shape.py --inflight 8 64 \
+        --seconds 10 --broker-pythonpath $PWD:$PWD/bench/without_leaves
 """
 
 import os
